@@ -1,0 +1,31 @@
+# make install: the header, libjattn.so and libjattn.a, the jattn command, a pkg-config file
+# and a CMake package (find_package(jattn) -> jattn::jattn, jattn::jattn_static).
+include(CMakePackageConfigHelpers)
+
+install(FILES include/jattn.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(TARGETS jattn_shared jattn_static EXPORT jattnTargets
+  LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
+  INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(EXPORT jattnTargets NAMESPACE jattn:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/jattn)
+
+set(JATTN_CONFIG_NEEDS_OPENMP ${OpenMP_C_FOUND})
+set(JATTN_CONFIG_NEEDS_CUDA ${JATTN_CUDA_ENABLED})
+configure_package_config_file(cmake/jattnConfig.cmake.in ${CMAKE_CURRENT_BINARY_DIR}/jattnConfig.cmake
+  INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/jattn)
+write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/jattnConfigVersion.cmake
+  COMPATIBILITY SameMinorVersion)
+install(FILES ${CMAKE_CURRENT_BINARY_DIR}/jattnConfig.cmake ${CMAKE_CURRENT_BINARY_DIR}/jattnConfigVersion.cmake
+  DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/jattn)
+
+# pkg-config: private libraries are what a static link needs besides libjattn.a.
+set(JATTN_PC_PRIVATE "-lm")
+if(OpenMP_C_FOUND)
+  string(APPEND JATTN_PC_PRIVATE " ${OpenMP_C_FLAGS}")
+endif()
+if(JATTN_CUDA_ENABLED)
+  string(APPEND JATTN_PC_PRIVATE " -L${CUDAToolkit_LIBRARY_DIR} -lcudart")
+endif()
+configure_file(cmake/jattn.pc.in ${CMAKE_CURRENT_BINARY_DIR}/jattn.pc @ONLY)
+install(FILES ${CMAKE_CURRENT_BINARY_DIR}/jattn.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

@@ -1,0 +1,217 @@
+/* jattn: exact float32 multi-head attention for diffusion transformers.
+ *
+ * For every batch b and head h (non-causal, every query sees every key):
+ *
+ *     S[i,j]     = scale * sum_d q[b,h,i,d] * k[b,h,j,d]      scale = 1/sqrt(D) unless given
+ *     P[i,:]     = softmax(S[i,:])                           max-subtracted, over all keys
+ *     out[i,d]   = sum_j P[i,j] * v[b,h,j,d]
+ *     lse[b,h,i] = max_j S[i,j] + log(sum_j exp(S[i,j] - max))  (optional)
+ *
+ * The FLUX call (head-major q/k/v [H,S,D] in, token-major [S,H*D] out) is one line:
+ *
+ *     jattn_problem p = jattn_problem_flux(1, 24, 1536, 1536, 128);
+ *     jattn_status st = jattn_forward(NULL, &p, NULL, q, k, v, out, NULL);
+ *     if (st != JATTN_OK) fprintf(stderr, "%s: %s\n", jattn_status_name(st), jattn_last_error());
+ *
+ * Conventions
+ *  - Every call returns a jattn_status; JATTN_OK is 0. On failure nothing is written to any
+ *    output, and jattn_last_error() gives a one-line message naming the offending field.
+ *  - The library never exits, aborts, prints or modifies an input.
+ *  - A zero-initialised jattn_exec (or NULL) means: best backend present, f32 precision, all
+ *    CPU cores, the default CUDA stream, host pointers.
+ *  - Numerics: the default precision is float32-exact on every backend: rel_l2 <= 2e-6
+ *    against a float64 evaluation of the same float32 inputs. Results are deterministic:
+ *    bitwise identical across runs, and on the CPU across thread counts.
+ *  - Non-finite inputs: a NaN or Inf in q row i makes output row i NaN (and its lse NaN);
+ *    a NaN or Inf in k or v of (b,h) makes every output row of that (b,h) NaN. No other row
+ *    of the output changes.
+ */
+#ifndef JATTN_H
+#define JATTN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- visibility --------------------------------------------------------------------- */
+#if defined(JATTN_STATIC_DEFINE)
+#define JATTN_API
+#elif defined(_WIN32)
+#if defined(JATTN_BUILDING)
+#define JATTN_API __declspec(dllexport)
+#else
+#define JATTN_API __declspec(dllimport)
+#endif
+#elif defined(__GNUC__) && __GNUC__ >= 4
+#define JATTN_API __attribute__((visibility("default")))
+#else
+#define JATTN_API
+#endif
+
+/* ---- version ------------------------------------------------------------------------ */
+#define JATTN_VERSION_MAJOR 0
+#define JATTN_VERSION_MINOR 1
+#define JATTN_VERSION_PATCH 0
+#define JATTN_VERSION_NUMBER (JATTN_VERSION_MAJOR * 10000 + JATTN_VERSION_MINOR * 100 + JATTN_VERSION_PATCH)
+#define JATTN_STRINGIFY_(x) #x
+#define JATTN_STRINGIFY(x) JATTN_STRINGIFY_(x)
+#define JATTN_VERSION_STRING \
+    JATTN_STRINGIFY(JATTN_VERSION_MAJOR) "." JATTN_STRINGIFY(JATTN_VERSION_MINOR) "." JATTN_STRINGIFY(JATTN_VERSION_PATCH)
+
+/* @return JATTN_VERSION_NUMBER of the library actually linked. */
+JATTN_API unsigned jattn_version_number(void);
+/* @return JATTN_VERSION_STRING of the library actually linked (static storage). */
+JATTN_API const char *jattn_version_string(void);
+
+/* ---- status ------------------------------------------------------------------------- */
+/* Stable numbers: a code keeps its value in every later version. */
+typedef enum jattn_status {
+    JATTN_OK = 0,
+    JATTN_ERROR_NULL_POINTER = 1,          /* a required pointer is NULL */
+    JATTN_ERROR_INVALID_DIMENSION = 2,     /* a dimension is < 1 */
+    JATTN_ERROR_OVERFLOW = 3,              /* an element count or byte offset overflows */
+    JATTN_ERROR_INVALID_STRIDE = 4,        /* a negative stride */
+    JATTN_ERROR_SELF_OVERLAP = 5,          /* strides make a tensor overlap itself */
+    JATTN_ERROR_ALIASING = 6,              /* an output overlaps an input or another output */
+    JATTN_ERROR_INVALID_SCALE = 7,         /* scale is NaN, infinite or negative */
+    JATTN_ERROR_INVALID_ARGUMENT = 8,      /* an enum out of range, a negative thread count */
+    JATTN_ERROR_UNSUPPORTED = 9,           /* the chosen backend cannot run this problem */
+    JATTN_ERROR_BACKEND_UNAVAILABLE = 10,  /* backend not built in, or no device present */
+    JATTN_ERROR_WORKSPACE_TOO_SMALL = 11,  /* caller workspace smaller than jattn_workspace_size */
+    JATTN_ERROR_OUT_OF_MEMORY = 12,        /* an allocation failed */
+    JATTN_ERROR_CUDA = 13                  /* a CUDA call failed; the message names the CUDA error */
+} jattn_status;
+
+#define JATTN_STATUS_COUNT 14
+
+/* @return the name of a status code, e.g. "JATTN_ERROR_ALIASING" ("JATTN_STATUS_UNKNOWN" for
+ *         a value outside the enum). Static storage. */
+JATTN_API const char *jattn_status_name(jattn_status status);
+
+/* @return the message of the last failing call made by this thread, naming the offending
+ *         field (e.g. "k.token: stride 64 < head_dim 128 makes k overlap itself"); "" after a
+ *         successful call. Thread-local storage, valid until this thread's next jattn call. */
+JATTN_API const char *jattn_last_error(void);
+
+/* ---- problem description ------------------------------------------------------------ */
+typedef enum jattn_dtype {
+    JATTN_DTYPE_F32 = 0, /* the only element type implemented; the others are reserved */
+    JATTN_DTYPE_BF16 = 1,
+    JATTN_DTYPE_F16 = 2
+} jattn_dtype;
+
+/* Element strides of a 4-d tensor [batch, head, token, head_dim]; head_dim is contiguous.
+ * Strides are in elements, >= 0, and may be 0 only where that dimension has extent 1. */
+typedef struct jattn_strides {
+    int64_t batch;
+    int64_t head;
+    int64_t token;
+} jattn_strides;
+
+typedef struct jattn_problem {
+    int64_t batch;     /* B  >= 1 */
+    int64_t heads;     /* H  >= 1 */
+    int64_t seq_q;     /* Sq >= 1: query tokens */
+    int64_t seq_kv;    /* Skv >= 1: key/value tokens (differs from Sq for cross-attention) */
+    int64_t head_dim;  /* D  >= 1 */
+    float scale;       /* > 0 and finite, or 0 for 1/sqrt(head_dim) */
+    jattn_dtype dtype; /* element type of q, k, v and out */
+    jattn_strides q, k, v, out;
+    /* lse, when requested, is float32 [B, H, Sq], contiguous. */
+} jattn_problem;
+
+/* @return strides of a contiguous head-major tensor [B, H, S, D]. */
+JATTN_API jattn_strides jattn_strides_head_major(int64_t heads, int64_t seq, int64_t head_dim);
+/* @return strides of a contiguous token-major tensor [B, S, H*D] (= [B, S, H, D]). */
+JATTN_API jattn_strides jattn_strides_token_major(int64_t heads, int64_t seq, int64_t head_dim);
+/* @return the FLUX problem: q [B,H,Sq,D], k and v [B,H,Skv,D] head-major, out [B,Sq,H*D]
+ *         token-major, float32, default scale. Dimensions are checked by the calls that use it. */
+JATTN_API jattn_problem jattn_problem_flux(int64_t batch, int64_t heads, int64_t seq_q, int64_t seq_kv,
+                                           int64_t head_dim);
+
+/* ---- execution ---------------------------------------------------------------------- */
+typedef enum jattn_backend {
+    JATTN_BACKEND_AUTO = 0, /* cuda if present and able, else cpu, else ref */
+    JATTN_BACKEND_REF = 1,  /* the float64 scalar reference (the oracle; slow) */
+    JATTN_BACKEND_CPU = 2,  /* flash attention on the CPU, SIMD micro-kernels, OpenMP */
+    JATTN_BACKEND_CUDA = 3  /* NVIDIA GPUs */
+} jattn_backend;
+#define JATTN_BACKEND_COUNT 4
+
+typedef enum jattn_precision {
+    JATTN_PRECISION_F32 = 0, /* float32-exact (default) */
+    JATTN_PRECISION_TF32 = 1 /* opt-in, GPU: TF32 tensor-core products, rel_l2 <= 1e-3 */
+} jattn_precision;
+
+typedef enum jattn_memory {
+    JATTN_MEMORY_HOST = 0,  /* q, k, v, out, lse are host pointers */
+    JATTN_MEMORY_DEVICE = 1 /* they are CUDA device pointers of the current device */
+} jattn_memory;
+
+typedef struct jattn_exec {
+    jattn_backend backend;
+    jattn_precision precision;
+    jattn_memory memory;
+    int threads;           /* CPU threads; 0 = all cores */
+    void *cuda_stream;     /* a cudaStream_t; NULL = the legacy default stream */
+    void *workspace;       /* optional caller workspace (host memory for cpu, device for cuda) */
+    size_t workspace_bytes;
+} jattn_exec;
+
+/* What a backend would run for a problem. Strings have static storage. */
+typedef struct jattn_selection {
+    jattn_backend backend; /* the backend chosen (never AUTO) */
+    const char *backend_name;
+    const char *kernel;    /* the kernel that runs, e.g. "cpu_flash_f32_avx512_12x32" */
+    const char *isa;       /* instruction set: "scalar", "avx512", "avx2", "neon", "generic", "sm_90a", ... */
+    int threads;           /* CPU threads it would use (1 for GPU backends) */
+} jattn_selection;
+
+/* @return the name of a backend ("auto", "ref", "cpu", "cuda"), NULL if out of range. */
+JATTN_API const char *jattn_backend_name(jattn_backend backend);
+
+/* Can the backend of `exec` (NULL: defaults) run `problem`, and which kernel would run it?
+ * This is the function jattn_forward dispatches with.
+ * @return JATTN_OK and `*selection` filled; otherwise the status of the first problem found
+ *         (invalid problem, JATTN_ERROR_UNSUPPORTED with the limit named, or
+ *         JATTN_ERROR_BACKEND_UNAVAILABLE), jattn_last_error() saying why, `*selection` untouched. */
+JATTN_API jattn_status jattn_select(const jattn_problem *problem, const jattn_exec *exec,
+                                    jattn_selection *selection);
+
+/* @return JATTN_OK and `*bytes` = the workspace the selected kernel needs (0 when none);
+ *         otherwise the status jattn_select would give. */
+JATTN_API jattn_status jattn_workspace_size(const jattn_problem *problem, const jattn_exec *exec,
+                                            size_t *bytes);
+
+/* ---- context ------------------------------------------------------------------------ */
+/* A context keeps grow-only buffers (host workspace; device copies of host arrays for the
+ * cuda backend) between calls, so that repeated calls of one size allocate nothing.
+ * A context may be used by one thread at a time. */
+typedef struct jattn_ctx jattn_ctx;
+
+/* @return JATTN_OK and `*ctx` a new context; JATTN_ERROR_NULL_POINTER or
+ *         JATTN_ERROR_OUT_OF_MEMORY (then `*ctx` is untouched). */
+JATTN_API jattn_status jattn_ctx_create(jattn_ctx **ctx);
+/* Frees a context and every buffer it holds. Accepts NULL. */
+JATTN_API void jattn_ctx_free(jattn_ctx *ctx);
+
+/* ---- the call ----------------------------------------------------------------------- */
+/* Computes the attention of `problem` with the backend of `exec` (NULL: defaults).
+ * ctx may be NULL: buffers are then allocated for the call and freed before it returns
+ * (unless exec->workspace is given). out receives the attention; lse (may be NULL) receives
+ * the log-sum-exp of each query row, float32 [B, H, Sq] contiguous.
+ * With exec->memory == JATTN_MEMORY_DEVICE the call is asynchronous on exec->cuda_stream,
+ * allocates nothing when a workspace is given (or none is needed), and never synchronises:
+ * it can be captured in a CUDA graph.
+ * @return JATTN_OK, or the status of the first problem found; nothing is written to out or
+ *         lse on failure (device pointers: for failures detected before the launch). */
+JATTN_API jattn_status jattn_forward(jattn_ctx *ctx, const jattn_problem *problem, const jattn_exec *exec,
+                                     const void *q, const void *k, const void *v, void *out, float *lse);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* JATTN_H */

@@ -1,0 +1,73 @@
+/* The contract between the dispatch layer (src/jattn.c) and the backends.
+ *
+ * A backend is a table of functions. The dispatch layer validates the problem and the
+ * pointers once; a backend's select() then only answers "can I run this, and with which
+ * kernel" for a problem already known to be valid, and its forward() only computes. */
+#ifndef JATTN_BACKEND_H
+#define JATTN_BACKEND_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "jattn.h"
+
+/* A validated call, as a backend receives it. Dimensions and strides are the problem's;
+ * `scale` is resolved (never 0); pointers are non-NULL except lse. */
+typedef struct jattn_call {
+    const jattn_problem *problem;
+    float scale;
+    const float *q, *k, *v;
+    float *out;
+    float *lse;               /* NULL when not requested */
+    jattn_precision precision;
+    jattn_memory memory;
+    int threads;              /* resolved by select(): >= 1 */
+    void *cuda_stream;
+    void *workspace;          /* at least workspace_size() bytes, aligned to 64; NULL if 0 needed */
+    jattn_ctx *ctx;           /* may be NULL */
+} jattn_call;
+
+typedef struct jattn_backend_ops {
+    jattn_backend id;
+    const char *name;
+    /* Can this backend run the (valid) problem under exec? On JATTN_OK fill every field of
+     * *sel. Otherwise return JATTN_ERROR_UNSUPPORTED / _BACKEND_UNAVAILABLE via jattn_fail(),
+     * naming the limit. Must be cheap: it runs on every call. */
+    jattn_status (*select)(const jattn_problem *p, const jattn_exec *e, jattn_selection *sel);
+    /* Workspace bytes (host memory for host backends, device memory for cuda) that forward()
+     * needs for this selection; 0 when none. */
+    size_t (*workspace_size)(const jattn_problem *p, const jattn_exec *e, const jattn_selection *sel);
+    /* Compute. Writes out (and lse). On failure returns a status via jattn_fail(). */
+    jattn_status (*forward)(const jattn_call *call, const jattn_selection *sel);
+    /* Frees whatever this backend keeps in a context (may be NULL). */
+    void (*release_ctx)(jattn_ctx *ctx);
+} jattn_backend_ops;
+
+extern const jattn_backend_ops jattn_backend_ref;
+extern const jattn_backend_ops jattn_backend_cpu;
+extern const jattn_backend_ops jattn_backend_cuda; /* a stub that reports unavailable when not built */
+
+/* The context: grow-only buffers, one slot per backend. */
+struct jattn_ctx {
+    void *host_workspace;
+    size_t host_workspace_bytes;
+    void *backend_state[JATTN_BACKEND_COUNT]; /* owned by each backend, freed by release_ctx */
+};
+
+/* Records the message for jattn_last_error() (printf format) and returns `status`. */
+jattn_status jattn_fail(jattn_status status, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+/* Threads a CPU backend uses for a request of `requested` (0 = all cores): >= 1, and 1
+ * when the library was built without OpenMP. */
+int jattn_resolve_threads(int requested);
+
+/* Aligned allocation helpers (64-byte alignment). jattn_free_aligned accepts NULL. */
+void *jattn_alloc_aligned(size_t bytes);
+void jattn_free_aligned(void *p);
+
+#endif /* JATTN_BACKEND_H */

@@ -1,0 +1,393 @@
+/* The public API: version, status names, error messages, layouts, validation and dispatch.
+ *
+ * Every entry point validates what it is given here, once, before any backend sees it, so
+ * a backend can assume a well-formed problem: dimensions >= 1, strides that address each
+ * tensor without overlap and without overflow, non-NULL pointers that do not alias outputs. */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+
+/* ---- version, names, errors --------------------------------------------------------- */
+
+unsigned jattn_version_number(void) { return JATTN_VERSION_NUMBER; }
+const char *jattn_version_string(void) { return JATTN_VERSION_STRING; }
+
+const char *jattn_status_name(jattn_status status) {
+    static const char *const names[JATTN_STATUS_COUNT] = {
+        "JATTN_OK",
+        "JATTN_ERROR_NULL_POINTER",
+        "JATTN_ERROR_INVALID_DIMENSION",
+        "JATTN_ERROR_OVERFLOW",
+        "JATTN_ERROR_INVALID_STRIDE",
+        "JATTN_ERROR_SELF_OVERLAP",
+        "JATTN_ERROR_ALIASING",
+        "JATTN_ERROR_INVALID_SCALE",
+        "JATTN_ERROR_INVALID_ARGUMENT",
+        "JATTN_ERROR_UNSUPPORTED",
+        "JATTN_ERROR_BACKEND_UNAVAILABLE",
+        "JATTN_ERROR_WORKSPACE_TOO_SMALL",
+        "JATTN_ERROR_OUT_OF_MEMORY",
+        "JATTN_ERROR_CUDA",
+    };
+    if ((int)status < 0 || (int)status >= JATTN_STATUS_COUNT) return "JATTN_STATUS_UNKNOWN";
+    return names[status];
+}
+
+static _Thread_local char last_error[256];
+
+const char *jattn_last_error(void) { return last_error; }
+
+jattn_status jattn_fail(jattn_status status, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    va_end(ap);
+    return status;
+}
+
+static jattn_status succeed(void) {
+    last_error[0] = '\0';
+    return JATTN_OK;
+}
+
+const char *jattn_backend_name(jattn_backend backend) {
+    static const char *const names[JATTN_BACKEND_COUNT] = {"auto", "ref", "cpu", "cuda"};
+    if ((int)backend < 0 || (int)backend >= JATTN_BACKEND_COUNT) return NULL;
+    return names[backend];
+}
+
+void *jattn_alloc_aligned(size_t bytes) {
+    if (bytes == 0) bytes = 64;
+    size_t rounded = (bytes + 63) / 64 * 64;
+    if (rounded < bytes) return NULL;
+    return aligned_alloc(64, rounded);
+}
+
+void jattn_free_aligned(void *p) { free(p); }
+
+/* ---- layouts ------------------------------------------------------------------------ */
+
+jattn_strides jattn_strides_head_major(int64_t heads, int64_t seq, int64_t head_dim) {
+    jattn_strides s = {heads * seq * head_dim, seq * head_dim, head_dim};
+    return s;
+}
+
+jattn_strides jattn_strides_token_major(int64_t heads, int64_t seq, int64_t head_dim) {
+    jattn_strides s = {seq * heads * head_dim, head_dim, heads * head_dim};
+    return s;
+}
+
+jattn_problem jattn_problem_flux(int64_t batch, int64_t heads, int64_t seq_q, int64_t seq_kv, int64_t head_dim) {
+    jattn_problem p;
+    memset(&p, 0, sizeof p);
+    p.batch = batch;
+    p.heads = heads;
+    p.seq_q = seq_q;
+    p.seq_kv = seq_kv;
+    p.head_dim = head_dim;
+    p.scale = 0.0f;
+    p.dtype = JATTN_DTYPE_F32;
+    p.q = jattn_strides_head_major(heads, seq_q, head_dim);
+    p.k = jattn_strides_head_major(heads, seq_kv, head_dim);
+    p.v = jattn_strides_head_major(heads, seq_kv, head_dim);
+    p.out = jattn_strides_token_major(heads, seq_q, head_dim);
+    return p;
+}
+
+/* ---- problem validation ------------------------------------------------------------- */
+
+/* a*b+c for non-negative int64 with overflow detection. */
+static int mul_add_overflows(int64_t a, int64_t b, int64_t c, int64_t *r) {
+    if (a != 0 && b > (INT64_MAX - c) / a) return 1;
+    *r = a * b + c;
+    return 0;
+}
+
+/* One 4-d tensor [batch, head, token, head_dim] as the validator sees it. */
+typedef struct tensor_view {
+    const char *name;
+    int64_t extent[4]; /* B, H, S, D */
+    int64_t stride[4]; /* batch, head, token, 1 */
+} tensor_view;
+
+static tensor_view make_view(const char *name, const jattn_problem *p, jattn_strides s, int64_t seq) {
+    tensor_view t = {name, {p->batch, p->heads, seq, p->head_dim}, {s.batch, s.head, s.token, 1}};
+    return t;
+}
+
+static const char *const dim_field[4] = {"batch", "head", "token", "head_dim"};
+
+/* Number of elements the tensor spans: 1 + sum (n_i - 1) * s_i. Checks strides and overflow,
+ * and that no two index tuples address the same element. */
+static jattn_status check_tensor(const tensor_view *t, int64_t *span_elems) {
+    for (int i = 0; i < 3; i++)
+        if (t->stride[i] < 0)
+            return jattn_fail(JATTN_ERROR_INVALID_STRIDE, "%s.%s: stride %lld is negative", t->name, dim_field[i],
+                              (long long)t->stride[i]);
+    int64_t span = 1;
+    for (int i = 0; i < 4; i++)
+        if (mul_add_overflows(t->extent[i] - 1, t->stride[i], span, &span))
+            return jattn_fail(JATTN_ERROR_OVERFLOW, "%s.%s: stride %lld times extent %lld overflows", t->name,
+                              dim_field[i], (long long)t->stride[i], (long long)t->extent[i]);
+    if (span > (int64_t)(PTRDIFF_MAX / sizeof(float)) || (uint64_t)span > SIZE_MAX / sizeof(float))
+        return jattn_fail(JATTN_ERROR_OVERFLOW, "%s: spans %lld elements, more bytes than a pointer can address",
+                          t->name, (long long)span);
+    /* Non-overlap: order the dimensions of extent > 1 by stride; each stride must reach past
+     * everything the smaller-stride dimensions span. */
+    int order[4], n = 0;
+    for (int i = 3; i >= 0; i--)
+        if (t->extent[i] > 1) order[n++] = i;
+    for (int a = 1; a < n; a++)
+        for (int b = a; b > 0 && t->stride[order[b]] < t->stride[order[b - 1]]; b--) {
+            int tmp = order[b];
+            order[b] = order[b - 1];
+            order[b - 1] = tmp;
+        }
+    int64_t inner_span = 1; /* elements spanned by dimensions before order[a] */
+    for (int a = 0; a < n; a++) {
+        int d = order[a];
+        if (t->stride[d] < inner_span) {
+            if (a == 0)
+                return jattn_fail(JATTN_ERROR_SELF_OVERLAP, "%s.%s: stride 0 with extent %lld makes %s overlap itself",
+                                  t->name, dim_field[d], (long long)t->extent[d], t->name);
+            return jattn_fail(JATTN_ERROR_SELF_OVERLAP,
+                              "%s.%s: stride %lld < %lld elements spanned by %s.%s makes %s overlap itself", t->name,
+                              dim_field[d], (long long)t->stride[d], (long long)inner_span, t->name,
+                              dim_field[order[a - 1]], t->name);
+        }
+        inner_span += (t->extent[d] - 1) * t->stride[d]; /* cannot overflow: bounded by span above */
+    }
+    *span_elems = span;
+    return JATTN_OK;
+}
+
+/* Element spans of q, k, v, out and lse of a valid problem. */
+typedef struct problem_spans {
+    int64_t q, k, v, out, lse;
+} problem_spans;
+
+static jattn_status check_problem(const jattn_problem *p, problem_spans *spans) {
+    if (!p) return jattn_fail(JATTN_ERROR_NULL_POINTER, "problem: NULL");
+    const struct {
+        const char *name;
+        int64_t value;
+    } dims[] = {{"batch", p->batch}, {"heads", p->heads}, {"seq_q", p->seq_q}, {"seq_kv", p->seq_kv},
+                {"head_dim", p->head_dim}};
+    for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++)
+        if (dims[i].value < 1)
+            return jattn_fail(JATTN_ERROR_INVALID_DIMENSION, "%s: %lld, must be >= 1", dims[i].name,
+                              (long long)dims[i].value);
+    if (!(p->scale >= 0.0f) || isinf(p->scale))
+        return jattn_fail(JATTN_ERROR_INVALID_SCALE, "scale: %g, must be finite and >= 0 (0 selects 1/sqrt(head_dim))",
+                          (double)p->scale);
+    if ((int)p->dtype < 0 || (int)p->dtype > JATTN_DTYPE_F16)
+        return jattn_fail(JATTN_ERROR_INVALID_ARGUMENT, "dtype: %d is not a jattn_dtype", (int)p->dtype);
+    if (p->dtype != JATTN_DTYPE_F32)
+        return jattn_fail(JATTN_ERROR_UNSUPPORTED, "dtype: only JATTN_DTYPE_F32 is implemented");
+    /* The element count of every tensor, and of the score matrix of one head, fit in int64. */
+    int64_t count = 1;
+    for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++) {
+        if (count > INT64_MAX / dims[i].value)
+            return jattn_fail(JATTN_ERROR_OVERFLOW, "%s: %lld makes the problem's element count overflow",
+                              dims[i].name, (long long)dims[i].value);
+        count *= dims[i].value;
+    }
+    tensor_view views[4] = {make_view("q", p, p->q, p->seq_q), make_view("k", p, p->k, p->seq_kv),
+                            make_view("v", p, p->v, p->seq_kv), make_view("out", p, p->out, p->seq_q)};
+    int64_t *dst[4] = {&spans->q, &spans->k, &spans->v, &spans->out};
+    for (int i = 0; i < 4; i++) {
+        jattn_status st = check_tensor(&views[i], dst[i]);
+        if (st != JATTN_OK) return st;
+    }
+    spans->lse = p->batch * p->heads * p->seq_q; /* <= count, so no overflow */
+    return JATTN_OK;
+}
+
+static const jattn_exec default_exec;
+
+static jattn_status check_exec(const jattn_exec *e) {
+    if ((int)e->backend < 0 || (int)e->backend >= JATTN_BACKEND_COUNT)
+        return jattn_fail(JATTN_ERROR_INVALID_ARGUMENT, "exec.backend: %d is not a jattn_backend", (int)e->backend);
+    if ((int)e->precision < 0 || (int)e->precision > JATTN_PRECISION_TF32)
+        return jattn_fail(JATTN_ERROR_INVALID_ARGUMENT, "exec.precision: %d is not a jattn_precision",
+                          (int)e->precision);
+    if ((int)e->memory < 0 || (int)e->memory > JATTN_MEMORY_DEVICE)
+        return jattn_fail(JATTN_ERROR_INVALID_ARGUMENT, "exec.memory: %d is not a jattn_memory", (int)e->memory);
+    if (e->threads < 0)
+        return jattn_fail(JATTN_ERROR_INVALID_ARGUMENT, "exec.threads: %d, must be >= 0 (0 = all cores)", e->threads);
+    return JATTN_OK;
+}
+
+/* ---- dispatch ----------------------------------------------------------------------- */
+
+static const jattn_backend_ops *const backends[JATTN_BACKEND_COUNT] = {
+    NULL, &jattn_backend_ref, &jattn_backend_cpu, &jattn_backend_cuda};
+
+/* Order in which AUTO tries backends. */
+static const jattn_backend auto_order[] = {JATTN_BACKEND_CUDA, JATTN_BACKEND_CPU, JATTN_BACKEND_REF};
+
+/* The one dispatch function: validates, then asks the backend(s) whether they can run it. */
+static jattn_status dispatch(const jattn_problem *p, const jattn_exec *e, problem_spans *spans,
+                             const jattn_backend_ops **ops, jattn_selection *sel) {
+    jattn_status st = check_problem(p, spans);
+    if (st != JATTN_OK) return st;
+    st = check_exec(e);
+    if (st != JATTN_OK) return st;
+    if (e->backend != JATTN_BACKEND_AUTO) {
+        *ops = backends[e->backend];
+        return (*ops)->select(p, e, sel);
+    }
+    char first_reason[sizeof last_error] = "";
+    for (size_t i = 0; i < sizeof auto_order / sizeof auto_order[0]; i++) {
+        *ops = backends[auto_order[i]];
+        st = (*ops)->select(p, e, sel);
+        if (st == JATTN_OK) return st;
+        if (!first_reason[0]) snprintf(first_reason, sizeof first_reason, "%s", last_error);
+    }
+    return jattn_fail(st, "no backend can run this problem: %s", first_reason);
+}
+
+jattn_status jattn_select(const jattn_problem *problem, const jattn_exec *exec, jattn_selection *selection) {
+    if (!selection) return jattn_fail(JATTN_ERROR_NULL_POINTER, "selection: NULL");
+    problem_spans spans;
+    const jattn_backend_ops *ops;
+    jattn_selection sel;
+    jattn_status st = dispatch(problem, exec ? exec : &default_exec, &spans, &ops, &sel);
+    if (st != JATTN_OK) return st;
+    *selection = sel;
+    return succeed();
+}
+
+/* Caller workspaces are aligned inside, so the size reported includes 63 bytes of slack. */
+#define WORKSPACE_SLACK 63
+
+jattn_status jattn_workspace_size(const jattn_problem *problem, const jattn_exec *exec, size_t *bytes) {
+    if (!bytes) return jattn_fail(JATTN_ERROR_NULL_POINTER, "bytes: NULL");
+    const jattn_exec *e = exec ? exec : &default_exec;
+    problem_spans spans;
+    const jattn_backend_ops *ops;
+    jattn_selection sel;
+    jattn_status st = dispatch(problem, e, &spans, &ops, &sel);
+    if (st != JATTN_OK) return st;
+    size_t n = ops->workspace_size(problem, e, &sel);
+    *bytes = n ? n + WORKSPACE_SLACK : 0;
+    return succeed();
+}
+
+/* ---- context ------------------------------------------------------------------------ */
+
+jattn_status jattn_ctx_create(jattn_ctx **ctx) {
+    if (!ctx) return jattn_fail(JATTN_ERROR_NULL_POINTER, "ctx: NULL");
+    jattn_ctx *c = calloc(1, sizeof *c);
+    if (!c) return jattn_fail(JATTN_ERROR_OUT_OF_MEMORY, "ctx: allocation of %zu bytes failed", sizeof *c);
+    *ctx = c;
+    return succeed();
+}
+
+void jattn_ctx_free(jattn_ctx *ctx) {
+    if (!ctx) return;
+    for (int b = 1; b < JATTN_BACKEND_COUNT; b++)
+        if (backends[b]->release_ctx) backends[b]->release_ctx(ctx);
+    jattn_free_aligned(ctx->host_workspace);
+    free(ctx);
+}
+
+/* ---- forward ------------------------------------------------------------------------ */
+
+/* Byte range [lo, hi) of a tensor, with the address-space wrap checked. */
+typedef struct byte_range {
+    const char *name;
+    uintptr_t lo, hi;
+} byte_range;
+
+static jattn_status make_range(const char *name, const void *ptr, int64_t span_elems, byte_range *r) {
+    uintptr_t lo = (uintptr_t)ptr, bytes = (uintptr_t)span_elems * sizeof(float);
+    if (lo % sizeof(float))
+        return jattn_fail(JATTN_ERROR_INVALID_ARGUMENT, "%s: pointer %p is not aligned to 4 bytes", name, ptr);
+    if (lo > UINTPTR_MAX - bytes)
+        return jattn_fail(JATTN_ERROR_OVERFLOW, "%s: pointer %p plus %lld elements wraps the address space", name,
+                          ptr, (long long)span_elems);
+    r->name = name;
+    r->lo = lo;
+    r->hi = lo + bytes;
+    return JATTN_OK;
+}
+
+static int ranges_overlap(const byte_range *a, const byte_range *b) { return a->lo < b->hi && b->lo < a->hi; }
+
+static jattn_status check_pointers(const problem_spans *s, const void *q, const void *k, const void *v,
+                                   const void *out, const float *lse) {
+    const void *ptrs[4] = {q, k, v, out};
+    const char *names[4] = {"q", "k", "v", "out"};
+    for (int i = 0; i < 4; i++)
+        if (!ptrs[i]) return jattn_fail(JATTN_ERROR_NULL_POINTER, "%s: NULL", names[i]);
+    const int64_t spans[5] = {s->q, s->k, s->v, s->out, s->lse};
+    byte_range r[5];
+    int n = lse ? 5 : 4;
+    for (int i = 0; i < n; i++) {
+        jattn_status st = make_range(i < 4 ? names[i] : "lse", i < 4 ? ptrs[i] : (const void *)lse, spans[i], &r[i]);
+        if (st != JATTN_OK) return st;
+    }
+    /* Outputs (out, lse) must not overlap any input or each other; inputs may share memory. */
+    for (int o = 3; o < n; o++)
+        for (int i = 0; i < o; i++)
+            if (ranges_overlap(&r[o], &r[i]))
+                return jattn_fail(JATTN_ERROR_ALIASING, "%s: overlaps %s (%s is written, %s is read)", r[o].name,
+                                  r[i].name, r[o].name, r[i].name);
+    return JATTN_OK;
+}
+
+jattn_status jattn_forward(jattn_ctx *ctx, const jattn_problem *problem, const jattn_exec *exec, const void *q,
+                           const void *k, const void *v, void *out, float *lse) {
+    const jattn_exec *e = exec ? exec : &default_exec;
+    problem_spans spans;
+    const jattn_backend_ops *ops;
+    jattn_selection sel;
+    jattn_status st = dispatch(problem, e, &spans, &ops, &sel);
+    if (st != JATTN_OK) return st;
+    st = check_pointers(&spans, q, k, v, out, lse);
+    if (st != JATTN_OK) return st;
+
+    jattn_call call = {problem,
+                       problem->scale > 0.0f ? problem->scale : (float)(1.0 / sqrt((double)problem->head_dim)),
+                       q, k, v, out, lse, e->precision, e->memory, sel.threads, e->cuda_stream, NULL, ctx};
+    /* A zero scale is replaced by the default only when the caller passes 0: an explicit
+     * positive scale that underflows is the caller's. */
+
+    size_t need = ops->workspace_size(problem, e, &sel);
+    void *owned = NULL;
+    if (need > 0) {
+        if (e->workspace) {
+            uintptr_t base = ((uintptr_t)e->workspace + WORKSPACE_SLACK) & ~(uintptr_t)WORKSPACE_SLACK;
+            size_t lost = (size_t)(base - (uintptr_t)e->workspace);
+            if (e->workspace_bytes < lost || e->workspace_bytes - lost < need)
+                return jattn_fail(JATTN_ERROR_WORKSPACE_TOO_SMALL,
+                                  "exec.workspace_bytes: %zu, this call needs %zu (see jattn_workspace_size)",
+                                  e->workspace_bytes, need + WORKSPACE_SLACK);
+            call.workspace = (void *)base;
+        } else if (ops->id == JATTN_BACKEND_CUDA) {
+            call.workspace = NULL; /* the cuda backend keeps device workspace in the context itself */
+        } else if (ctx) {
+            if (ctx->host_workspace_bytes < need) {
+                void *grown = jattn_alloc_aligned(need);
+                if (!grown)
+                    return jattn_fail(JATTN_ERROR_OUT_OF_MEMORY, "workspace: allocation of %zu bytes failed", need);
+                jattn_free_aligned(ctx->host_workspace);
+                ctx->host_workspace = grown;
+                ctx->host_workspace_bytes = need;
+            }
+            call.workspace = ctx->host_workspace;
+        } else {
+            owned = jattn_alloc_aligned(need);
+            if (!owned) return jattn_fail(JATTN_ERROR_OUT_OF_MEMORY, "workspace: allocation of %zu bytes failed", need);
+            call.workspace = owned;
+        }
+    }
+    st = ops->forward(&call, &sel);
+    jattn_free_aligned(owned);
+    return st == JATTN_OK ? succeed() : st;
+}

@@ -1,0 +1,109 @@
+/* The reference backend: the oracle every other backend and every test is measured against.
+ *
+ * Plain scalar C, no intrinsics. For each query row it computes the whole score row in
+ * float64 from the float32 inputs, a full-row max-subtracted softmax in float64, and the
+ * output row in float64, rounding to float32 only when writing. Rows are independent, so
+ * the OpenMP split over rows cannot change any result.
+ *
+ * Reads  q [B,H,Sq,D], k and v [B,H,Skv,D] at any valid strides (head_dim contiguous).
+ * Writes out [B,H,Sq,D] at its strides, and lse [B,H,Sq] contiguous when requested.
+ * Workspace: per thread, Skv + D doubles (the score row and the output accumulator). */
+#include <math.h>
+#include <string.h>
+
+#include "backend.h"
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+static size_t ref_row_doubles(const jattn_problem *p) { return (size_t)p->seq_kv + (size_t)p->head_dim; }
+
+static jattn_status ref_select(const jattn_problem *p, const jattn_exec *e, jattn_selection *sel) {
+    if (e->memory != JATTN_MEMORY_HOST)
+        return jattn_fail(JATTN_ERROR_UNSUPPORTED, "exec.memory: the ref backend reads host memory only");
+    if (e->precision != JATTN_PRECISION_F32)
+        return jattn_fail(JATTN_ERROR_UNSUPPORTED, "exec.precision: the ref backend computes f32 (float64 inside) only");
+    if ((uint64_t)ref_row_doubles(p) > SIZE_MAX / sizeof(double) / 1024)
+        return jattn_fail(JATTN_ERROR_UNSUPPORTED, "seq_kv: %lld, too long for the ref backend's row buffer",
+                          (long long)p->seq_kv);
+    sel->backend = JATTN_BACKEND_REF;
+    sel->backend_name = "ref";
+    sel->kernel = "ref_attention_f64_rowwise";
+    sel->isa = "scalar";
+    sel->threads = jattn_resolve_threads(e->threads);
+    return JATTN_OK;
+}
+
+static size_t ref_workspace_size(const jattn_problem *p, const jattn_exec *e, const jattn_selection *sel) {
+    (void)e;
+    return (size_t)sel->threads * ref_row_doubles(p) * sizeof(double);
+}
+
+/* Dot product of two float32 rows in float64, four partial sums in a fixed order. */
+static double dot_f64(const float *a, const float *b, int64_t n) {
+    double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    int64_t d = 0;
+    for (; d + 4 <= n; d += 4) {
+        s0 += (double)a[d] * (double)b[d];
+        s1 += (double)a[d + 1] * (double)b[d + 1];
+        s2 += (double)a[d + 2] * (double)b[d + 2];
+        s3 += (double)a[d + 3] * (double)b[d + 3];
+    }
+    for (; d < n; d++) s0 += (double)a[d] * (double)b[d];
+    return (s0 + s1) + (s2 + s3);
+}
+
+/* One query row: scores, softmax, output. `s` holds Skv doubles, `acc` D doubles. */
+static void ref_row(const jattn_call *c, int64_t b, int64_t h, int64_t i, double *s, double *acc) {
+    const jattn_problem *p = c->problem;
+    const int64_t D = p->head_dim, Skv = p->seq_kv;
+    const float *qi = c->q + b * p->q.batch + h * p->q.head + i * p->q.token;
+    const float *kb = c->k + b * p->k.batch + h * p->k.head;
+    const float *vb = c->v + b * p->v.batch + h * p->v.head;
+    const double scale = (double)c->scale;
+
+    double mx = -INFINITY;
+    for (int64_t j = 0; j < Skv; j++) {
+        s[j] = scale * dot_f64(qi, kb + j * p->k.token, D);
+        if (s[j] > mx) mx = s[j];
+    }
+    /* A NaN score, or an infinite max (inf - inf), makes the sum NaN: the row comes out NaN. */
+    double sum = 0;
+    for (int64_t j = 0; j < Skv; j++) {
+        s[j] = exp(s[j] - mx);
+        sum += s[j];
+    }
+    memset(acc, 0, (size_t)D * sizeof *acc);
+    for (int64_t j = 0; j < Skv; j++) {
+        const float *vj = vb + j * p->v.token;
+        const double pj = s[j];
+        for (int64_t d = 0; d < D; d++) acc[d] += pj * (double)vj[d];
+    }
+    float *oi = c->out + b * p->out.batch + h * p->out.head + i * p->out.token;
+    const double inv = 1.0 / sum;
+    for (int64_t d = 0; d < D; d++) oi[d] = (float)(acc[d] * inv);
+    if (c->lse) c->lse[(b * p->heads + h) * p->seq_q + i] = (float)(mx + log(sum));
+}
+
+static jattn_status ref_forward(const jattn_call *c, const jattn_selection *sel) {
+    const jattn_problem *p = c->problem;
+    const int64_t rows = p->batch * p->heads * p->seq_q;
+    const size_t per_thread = ref_row_doubles(p);
+    double *ws = c->workspace;
+#pragma omp parallel for num_threads(sel->threads) schedule(dynamic, 8)
+    for (int64_t r = 0; r < rows; r++) {
+#ifdef _OPENMP
+        double *s = ws + (size_t)omp_get_thread_num() * per_thread;
+#else
+        double *s = ws;
+#endif
+        const int64_t i = r % p->seq_q, bh = r / p->seq_q;
+        ref_row(c, bh / p->heads, bh % p->heads, i, s, s + p->seq_kv);
+    }
+    return JATTN_OK;
+}
+
+const jattn_backend_ops jattn_backend_ref = {
+    JATTN_BACKEND_REF, "ref", ref_select, ref_workspace_size, ref_forward, NULL,
+};

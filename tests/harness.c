@@ -1,0 +1,311 @@
+/* Test harness: see harness.h. */
+#include "harness.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* ---- random numbers (xoshiro256**, seeded by splitmix64) ---- */
+
+static uint64_t splitmix(uint64_t *x) {
+    uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+void jt_rng_init(jt_rng *r, uint64_t seed) {
+    for (int i = 0; i < 4; i++) r->s[i] = splitmix(&seed);
+}
+
+static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+uint64_t jt_next(jt_rng *r) {
+    uint64_t *s = r->s, result = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl(s[3], 45);
+    return result;
+}
+
+double jt_uniform(jt_rng *r) { return (double)(jt_next(r) >> 11) * (1.0 / 9007199254740992.0); }
+
+double jt_normal(jt_rng *r) {
+    double u = jt_uniform(r), v = jt_uniform(r);
+    return sqrt(-2.0 * log(1.0 - u)) * cos(2.0 * 3.14159265358979323846 * v);
+}
+
+uint64_t jt_seed(void) {
+    static uint64_t seed;
+    static int have;
+    if (have) return seed;
+    const char *env = getenv("JATTN_TEST_SEED");
+    if (env && *env) {
+        seed = strtoull(env, NULL, 0);
+    } else {
+        struct timespec ts;
+        timespec_get(&ts, TIME_UTC);
+        uint64_t x = (uint64_t)ts.tv_sec * 1000000007ull ^ (uint64_t)ts.tv_nsec ^ ((uint64_t)(uintptr_t)&seed << 16);
+        seed = splitmix(&x) & 0xFFFFFFFFFFFFull;
+    }
+    have = 1;
+    printf("seed %llu (replay: JATTN_TEST_SEED=%llu)\n", (unsigned long long)seed, (unsigned long long)seed);
+    fflush(stdout);
+    return seed;
+}
+
+/* ---- distributions ---- */
+
+const char *jt_dist_name(jt_dist d) {
+    static const char *const names[JT_DIST_COUNT] = {"uniform", "normal", "peaky", "large"};
+    return (int)d >= 0 && d < JT_DIST_COUNT ? names[d] : "?";
+}
+
+#define GUARD 64
+static const uint32_t POISON_BITS = 0x7FC0DEADu; /* a quiet NaN with a payload */
+
+static float poison(void) {
+    float f;
+    memcpy(&f, &POISON_BITS, sizeof f);
+    return f;
+}
+
+static int is_poison(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u == POISON_BITS;
+}
+
+static int64_t span_of(const jattn_problem *p, jattn_strides s, int64_t seq) {
+    return 1 + (p->batch - 1) * s.batch + (p->heads - 1) * s.head + (seq - 1) * s.token + (p->head_dim - 1);
+}
+
+static float *alloc_guarded(int64_t span, int64_t *n) {
+    *n = span + 2 * GUARD;
+    float *base = malloc((size_t)*n * sizeof(float));
+    if (!base) return NULL;
+    for (int64_t i = 0; i < *n; i++) base[i] = poison();
+    return base + GUARD;
+}
+
+static void free_guarded(float *p) {
+    if (p) free(p - GUARD);
+}
+
+int jt_case_init(jt_case *c, const jattn_problem *p) {
+    memset(c, 0, sizeof *c);
+    c->p = *p;
+    int64_t nl = p->batch * p->heads * p->seq_q;
+    c->q = alloc_guarded(span_of(p, p->q, p->seq_q), &c->n_q);
+    c->k = alloc_guarded(span_of(p, p->k, p->seq_kv), &c->n_k);
+    c->v = alloc_guarded(span_of(p, p->v, p->seq_kv), &c->n_v);
+    c->out = alloc_guarded(span_of(p, p->out, p->seq_q), &c->n_out);
+    c->ref = alloc_guarded(span_of(p, p->out, p->seq_q), &c->n_out);
+    int64_t n_lse;
+    c->lse = alloc_guarded(nl, &n_lse);
+    c->ref_lse = alloc_guarded(nl, &n_lse);
+    snprintf(c->label, sizeof c->label, "B=%lld H=%lld Sq=%lld Skv=%lld D=%lld", (long long)p->batch,
+             (long long)p->heads, (long long)p->seq_q, (long long)p->seq_kv, (long long)p->head_dim);
+    if (!c->q || !c->k || !c->v || !c->out || !c->ref || !c->lse || !c->ref_lse) {
+        jt_case_free(c);
+        return -1;
+    }
+    return 0;
+}
+
+void jt_case_free(jt_case *c) {
+    free_guarded(c->q);
+    free_guarded(c->k);
+    free_guarded(c->v);
+    free_guarded(c->out);
+    free_guarded(c->ref);
+    free_guarded(c->lse);
+    free_guarded(c->ref_lse);
+    memset(c, 0, sizeof *c);
+}
+
+static uint64_t hash_floats(uint64_t h, const float *p, int64_t n) {
+    const unsigned char *b = (const unsigned char *)p;
+    for (int64_t i = 0; i < n * (int64_t)sizeof(float); i++) h = (h ^ b[i]) * 0x100000001B3ull;
+    return h;
+}
+
+static uint64_t inputs_hash(const jt_case *c) {
+    uint64_t h = 0xCBF29CE484222325ull;
+    h = hash_floats(h, c->q - GUARD, c->n_q);
+    h = hash_floats(h, c->k - GUARD, c->n_k);
+    return hash_floats(h, c->v - GUARD, c->n_v);
+}
+
+typedef float (*draw_fn)(jt_rng *r, double amp);
+static float draw_uniform(jt_rng *r, double amp) { return (float)(amp * (2.0 * jt_uniform(r) - 1.0)); }
+static float draw_normal(jt_rng *r, double amp) { return (float)(amp * jt_normal(r)); }
+
+static void fill_tensor(const jattn_problem *p, float *x, jattn_strides s, int64_t seq, draw_fn draw, double amp,
+                        jt_rng *r) {
+    for (int64_t b = 0; b < p->batch; b++)
+        for (int64_t h = 0; h < p->heads; h++)
+            for (int64_t i = 0; i < seq; i++) {
+                float *row = x + b * s.batch + h * s.head + i * s.token;
+                for (int64_t d = 0; d < p->head_dim; d++) row[d] = draw(r, amp);
+            }
+}
+
+void jt_case_fill(jt_case *c, jt_dist d, jt_rng *r) {
+    const jattn_problem *p = &c->p;
+    draw_fn qk_draw = draw_normal, v_draw = draw_normal;
+    double qk_amp = 1.0, v_amp = 1.0;
+    switch (d) {
+    case JT_UNIFORM:
+        qk_draw = v_draw = draw_uniform;
+        break;
+    case JT_NORMAL:
+        break;
+    case JT_PEAKY: /* logit = scale * sum q k with scale 1/sqrt(D): std = amp^2 */
+        qk_amp = sqrt(8.0);
+        break;
+    case JT_LARGE: { /* uniform(-A, A) has variance A^2/3; logit std = scale * sqrt(D) * A^2 / 3 */
+        qk_draw = v_draw = draw_uniform;
+        qk_amp = v_amp = 1e3;
+        c->p.scale = (float)(30.0 / (sqrt((double)p->head_dim) * 1e6 / 3.0));
+        break;
+    }
+    default:
+        break;
+    }
+    fill_tensor(p, c->q, p->q, p->seq_q, qk_draw, qk_amp, r);
+    fill_tensor(p, c->k, p->k, p->seq_kv, qk_draw, qk_amp, r);
+    fill_tensor(p, c->v, p->v, p->seq_kv, v_draw, v_amp, r);
+    c->input_hash = inputs_hash(c);
+    size_t len = strlen(c->label);
+    char *dist = strstr(c->label, " dist=");
+    if (dist) len = (size_t)(dist - c->label);
+    snprintf(c->label + len, sizeof c->label - len, " dist=%s", jt_dist_name(d));
+}
+
+jattn_status jt_case_reference(jt_case *c) {
+    jattn_exec e = {0};
+    e.backend = JATTN_BACKEND_REF;
+    return jattn_forward(NULL, &c->p, &e, c->q, c->k, c->v, c->ref, c->ref_lse);
+}
+
+/* ---- the check ---- */
+
+static jattn_metrics last_metrics;
+const jattn_metrics *jt_last_metrics(void) { return &last_metrics; }
+
+/* 1 when every element of out outside the tensor (guards, gaps between rows) is still poison. */
+static int outside_untouched(const jt_case *c, int64_t *bad_index) {
+    const jattn_problem *p = &c->p;
+    int64_t n = c->n_out - 2 * GUARD;
+    unsigned char *inside = calloc((size_t)n, 1);
+    if (!inside) return 0;
+    for (int64_t b = 0; b < p->batch; b++)
+        for (int64_t h = 0; h < p->heads; h++)
+            for (int64_t i = 0; i < p->seq_q; i++) {
+                int64_t off = b * p->out.batch + h * p->out.head + i * p->out.token;
+                memset(inside + off, 1, (size_t)p->head_dim);
+            }
+    int ok = 1;
+    const float *base = c->out - GUARD;
+    for (int64_t j = 0; j < c->n_out && ok; j++) {
+        int64_t i = j - GUARD;
+        if (i >= 0 && i < n && inside[i]) continue;
+        if (!is_poison(base[j])) {
+            ok = 0;
+            *bad_index = i;
+        }
+    }
+    free(inside);
+    return ok;
+}
+
+static void print_mismatches(const jt_case *c, jattn_precision prec) {
+    const jattn_problem *p = &c->p;
+    double tol = prec == JATTN_PRECISION_TF32 ? 1e-2 : 1e-5;
+    tol *= last_metrics.max_ref > 1 ? last_metrics.max_ref : 1;
+    int shown = 0;
+    for (int64_t b = 0; b < p->batch && shown < 3; b++)
+        for (int64_t h = 0; h < p->heads && shown < 3; h++)
+            for (int64_t i = 0; i < p->seq_q && shown < 3; i++)
+                for (int64_t d = 0; d < p->head_dim && shown < 3; d++) {
+                    int64_t off = b * p->out.batch + h * p->out.head + i * p->out.token + d;
+                    float o = c->out[off], r = c->ref[off];
+                    if (!(fabs((double)o - r) <= tol)) {
+                        printf("    out[b=%lld,h=%lld,i=%lld,d=%lld] = %.9g, ref %.9g\n", (long long)b, (long long)h,
+                               (long long)i, (long long)d, o, r);
+                        shown++;
+                    }
+                }
+}
+
+int jt_case_check(jt_case *c, const jattn_exec *exec, int want_lse) {
+    static const jattn_exec defaults;
+    const jattn_exec *e = exec ? exec : &defaults;
+    const jattn_problem *p = &c->p;
+    const int64_t n_lse = p->batch * p->heads * p->seq_q;
+    for (int64_t j = 0; j < c->n_out; j++) (c->out - GUARD)[j] = poison();
+    for (int64_t j = 0; j < n_lse; j++) c->lse[j] = poison();
+
+    const char *bname = jattn_backend_name(e->backend);
+    const char *prec = e->precision == JATTN_PRECISION_TF32 ? "tf32" : "f32";
+    jattn_status st = jattn_forward(NULL, p, e, c->q, c->k, c->v, c->out, want_lse ? c->lse : NULL);
+    if (st != JATTN_OK) {
+        printf("FAIL %s backend=%s %s: %s: %s (seed %llu)\n", c->label, bname ? bname : "?", prec,
+               jattn_status_name(st), jattn_last_error(), (unsigned long long)jt_seed());
+        return 0;
+    }
+    jattn_metrics_compute(p, c->out, c->ref, &last_metrics);
+    int ok = jattn_metrics_pass(&last_metrics, e->precision);
+    int lse_ok = 1;
+    if (want_lse) {
+        lse_ok = jattn_lse_pass(c->lse, c->ref_lse, n_lse, e->precision);
+    } else {
+        for (int64_t j = 0; j < n_lse; j++) lse_ok &= is_poison(c->lse[j]);
+    }
+    int64_t bad = 0;
+    int outside_ok = outside_untouched(c, &bad);
+    int inputs_ok = inputs_hash(c) == c->input_hash;
+    int pass = ok && lse_ok && outside_ok && inputs_ok;
+    if (!pass || getenv("JATTN_TEST_VERBOSE")) {
+        printf("%s %s backend=%s %s: rel_l2 %.3g max_abs %.3g (max|ref| %.3g) cos %.9f nonfinite %lld%s%s%s%s "
+               "(seed %llu)\n",
+               pass ? "ok  " : "FAIL", c->label, bname ? bname : "?", prec, last_metrics.rel_l2, last_metrics.max_abs,
+               last_metrics.max_ref, last_metrics.cos, (long long)last_metrics.nonfinite, ok ? "" : " [out gate]",
+               lse_ok ? "" : " [lse gate]", outside_ok ? "" : " [wrote outside out]",
+               inputs_ok ? "" : " [modified an input]", (unsigned long long)jt_seed());
+        if (!outside_ok) printf("    element %lld outside the tensor was written\n", (long long)bad);
+        if (!ok) print_mismatches(c, e->precision);
+    }
+    return pass;
+}
+
+int jt_backend_present(jattn_backend b) {
+    jattn_problem p = jattn_problem_flux(1, 1, 8, 8, 64);
+    jattn_exec e = {0};
+    e.backend = b;
+    jattn_selection sel;
+    return jattn_select(&p, &e, &sel) == JATTN_OK;
+}
+
+void jt_tally_add(jt_tally *t, int ok) {
+    if (ok)
+        t->passed++;
+    else
+        t->failed++;
+}
+
+int jt_tally_finish(const jt_tally *t, const char *name) {
+    printf("%s: %d passed, %d failed (seed %llu)\n", name, t->passed, t->failed, (unsigned long long)jt_seed());
+    return t->failed ? 1 : 0;
+}
+
+int jt_expect_status(jattn_status st, jattn_status want, const char *what) {
+    if (st == want) return 1;
+    printf("FAIL %s: got %s (%s), want %s\n", what, jattn_status_name(st), jattn_last_error(), jattn_status_name(want));
+    return 0;
+}

@@ -1,0 +1,87 @@
+/* Test harness shared by every test: seeds, random inputs from the four distributions of
+ * DESIGN.md §2, cases with guarded and poisoned buffers, and the check of one call against
+ * the float64 reference with the tolerance model of tools/metrics.h.
+ *
+ * Seeds: each test process draws a fresh seed and prints it; JATTN_TEST_SEED=<n> replays it. */
+#ifndef JATTN_TEST_HARNESS_H
+#define JATTN_TEST_HARNESS_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "jattn.h"
+#include "metrics.h"
+
+/* Exit code ctest reads as "skipped" (SKIP_RETURN_CODE). */
+#define JT_SKIP 77
+
+/* ---- random numbers ---- */
+typedef struct jt_rng {
+    uint64_t s[4];
+} jt_rng;
+
+/* The process seed: JATTN_TEST_SEED if set, else fresh; printed once on first use. */
+uint64_t jt_seed(void);
+void jt_rng_init(jt_rng *r, uint64_t seed);
+uint64_t jt_next(jt_rng *r);
+double jt_uniform(jt_rng *r); /* [0, 1) */
+double jt_normal(jt_rng *r);
+
+/* ---- input distributions ---- */
+typedef enum jt_dist {
+    JT_UNIFORM, /* q, k, v uniform in [-1, 1] */
+    JT_NORMAL,  /* standard normal */
+    JT_PEAKY,   /* q, k normal scaled so the logits have standard deviation 8; v normal */
+    JT_LARGE,   /* q, k, v uniform in [-1e3, 1e3]; an explicit scale makes the logits' standard
+                   deviation 30, so the largest logits pass 88, where an un-stabilised exp overflows */
+    JT_DIST_COUNT
+} jt_dist;
+const char *jt_dist_name(jt_dist d);
+
+/* ---- a case: a problem and its buffers ---- */
+typedef struct jt_case {
+    jattn_problem p;
+    float *q, *k, *v, *out, *lse;     /* out and lse are poisoned before each run */
+    float *ref, *ref_lse;             /* reference output (out's layout) and lse */
+    int64_t n_q, n_k, n_v, n_out;     /* allocated elements: the tensor's span plus guards */
+    uint64_t input_hash;              /* of q, k, v as filled, to prove no input was modified */
+    char label[160];
+} jt_case;
+
+/* Allocates buffers for p (any valid strides): span + a guard region on each side. Inputs are
+ * NaN everywhere (gaps and guards included) until filled; a backend that reads outside the
+ * tensor therefore produces NaN and fails the check. @return 0, or -1 on allocation failure. */
+int jt_case_init(jt_case *c, const jattn_problem *p);
+void jt_case_free(jt_case *c);
+
+/* Fills the elements q, k, v address from distribution d (sets p.scale for JT_LARGE). */
+void jt_case_fill(jt_case *c, jt_dist d, jt_rng *r);
+
+/* Computes the reference output and lse with the ref backend. @return the status. */
+jattn_status jt_case_reference(jt_case *c);
+
+/* Poisons out and lse (NaN), runs jattn_forward with exec, and checks: status OK; every
+ * element of out finite where the reference is and within the gate of exec->precision;
+ * lse (when want_lse) within its gate; the guards and the gaps between rows of out still
+ * poisoned; the inputs unchanged. Prints one line on failure (label, seed, metrics, first
+ * mismatches) and, when JATTN_TEST_VERBOSE is set, on success. @return 1 pass, 0 fail. */
+int jt_case_check(jt_case *c, const jattn_exec *exec, int want_lse);
+
+/* The metrics of the last jt_case_check (for tests that report them). */
+const jattn_metrics *jt_last_metrics(void);
+
+/* Which backends can run in this build and on this machine (jattn_select on a small problem). */
+int jt_backend_present(jattn_backend b);
+
+/* Counters for a test's summary line. */
+typedef struct jt_tally {
+    int passed, failed;
+} jt_tally;
+void jt_tally_add(jt_tally *t, int ok);
+/* Prints "name: P passed, F failed (seed N)" and @return the process exit code. */
+int jt_tally_finish(const jt_tally *t, const char *name);
+
+/* Expect a status: prints the mismatch and the message. @return 1 when st == want. */
+int jt_expect_status(jattn_status st, jattn_status want, const char *what);
+
+#endif

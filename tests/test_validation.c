@@ -1,0 +1,253 @@
+/* Validation: every error the dispatch layer reports, from a table of broken problems and
+ * calls. For each: the status code, a message that names the offending field, and nothing
+ * written to out or lse. Also: status names, versions, the message being per thread and
+ * cleared by a successful call, and the workspace contract. */
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+
+enum { B = 2, H = 3, S = 9, D = 16 };
+#define N ((size_t)B * H * S * D)
+
+static float q_buf[N], k_buf[N], v_buf[N], out_buf[2 * N], lse_buf[B * H * S];
+
+typedef struct broken {
+    const char *what;
+    jattn_status want;
+    const char *field; /* must appear in the message */
+    void (*apply)(jattn_problem *p, jattn_exec *e, const void **q, const void **k, const void **v, void **o,
+                  float **lse);
+} broken;
+
+#define CASE(name, body)                                                                                    \
+    static void name(jattn_problem *p, jattn_exec *e, const void **q, const void **k, const void **v,       \
+                     void **o, float **lse) {                                                               \
+        (void)p, (void)e, (void)q, (void)k, (void)v, (void)o, (void)lse;                                    \
+        body;                                                                                               \
+    }
+
+CASE(null_q, *q = NULL)
+CASE(null_k, *k = NULL)
+CASE(null_v, *v = NULL)
+CASE(null_out, *o = NULL)
+CASE(batch0, p->batch = 0)
+CASE(heads_neg, p->heads = -1)
+CASE(seq_q0, p->seq_q = 0)
+CASE(seq_kv0, p->seq_kv = 0)
+CASE(head_dim0, p->head_dim = 0)
+CASE(count_overflow, p->batch = INT64_MAX / 4; p->heads = 1 << 20)
+CASE(stride_overflow, p->k.token = INT64_MAX / 4)
+CASE(span_overflow, p->v.token = INT64_MAX / 30)
+CASE(neg_stride_q, p->q.token = -D)
+CASE(neg_stride_out, p->out.head = -1)
+CASE(overlap_out_token, p->out.token = D - 1)
+CASE(overlap_q_head0, p->q.head = 0)
+CASE(overlap_k_batch, p->k.batch = p->k.head)
+CASE(overlap_v_interleave, p->v.head = D; p->v.token = 2 * D) /* heads 0,1,2 vs tokens: head 2 = token 1 */
+CASE(alias_out_q, *o = (void *)*q)
+CASE(alias_out_v_partial, *o = (void *)(v_buf + N - 5))
+CASE(alias_lse_out, *lse = (float *)*o + 7)
+CASE(alias_lse_k, *lse = (float *)k_buf)
+CASE(scale_nan, p->scale = NAN)
+CASE(scale_inf, p->scale = INFINITY)
+CASE(scale_neg, p->scale = -0.5f)
+CASE(dtype_bad, p->dtype = (jattn_dtype)9)
+CASE(dtype_bf16, p->dtype = JATTN_DTYPE_BF16)
+CASE(backend_bad, e->backend = (jattn_backend)42)
+CASE(precision_bad, e->precision = (jattn_precision)3)
+CASE(memory_bad, e->memory = (jattn_memory)-1)
+CASE(threads_neg, e->threads = -2)
+CASE(ref_device_memory, e->backend = JATTN_BACKEND_REF; e->memory = JATTN_MEMORY_DEVICE)
+CASE(ref_tf32, e->backend = JATTN_BACKEND_REF; e->precision = JATTN_PRECISION_TF32)
+CASE(misaligned_q, *q = (const char *)q_buf + 2)
+CASE(wrap_address, *k = (const void *)(UINTPTR_MAX - 64 + 1))
+CASE(workspace_small, e->backend = JATTN_BACKEND_REF; e->workspace = out_buf + N; e->workspace_bytes = 8)
+
+static const broken cases[] = {
+    {"NULL q", JATTN_ERROR_NULL_POINTER, "q", null_q},
+    {"NULL k", JATTN_ERROR_NULL_POINTER, "k", null_k},
+    {"NULL v", JATTN_ERROR_NULL_POINTER, "v", null_v},
+    {"NULL out", JATTN_ERROR_NULL_POINTER, "out", null_out},
+    {"batch 0", JATTN_ERROR_INVALID_DIMENSION, "batch", batch0},
+    {"heads -1", JATTN_ERROR_INVALID_DIMENSION, "heads", heads_neg},
+    {"seq_q 0", JATTN_ERROR_INVALID_DIMENSION, "seq_q", seq_q0},
+    {"seq_kv 0", JATTN_ERROR_INVALID_DIMENSION, "seq_kv", seq_kv0},
+    {"head_dim 0", JATTN_ERROR_INVALID_DIMENSION, "head_dim", head_dim0},
+    {"element count overflows", JATTN_ERROR_OVERFLOW, "heads", count_overflow},
+    {"k.token stride overflows", JATTN_ERROR_OVERFLOW, "k.token", stride_overflow},
+    {"v span exceeds the address space", JATTN_ERROR_OVERFLOW, "v", span_overflow},
+    {"negative q.token", JATTN_ERROR_INVALID_STRIDE, "q.token", neg_stride_q},
+    {"negative out.head", JATTN_ERROR_INVALID_STRIDE, "out.head", neg_stride_out},
+    {"out rows overlap", JATTN_ERROR_SELF_OVERLAP, "out.token", overlap_out_token},
+    {"q heads share memory", JATTN_ERROR_SELF_OVERLAP, "q.head", overlap_q_head0},
+    {"k batches overlap heads", JATTN_ERROR_SELF_OVERLAP, "k.", overlap_k_batch},
+    {"v heads interleave tokens", JATTN_ERROR_SELF_OVERLAP, "v.", overlap_v_interleave},
+    {"out is q", JATTN_ERROR_ALIASING, "out", alias_out_q},
+    {"out overlaps the end of v", JATTN_ERROR_ALIASING, "out", alias_out_v_partial},
+    {"lse inside out", JATTN_ERROR_ALIASING, "lse", alias_lse_out},
+    {"lse inside k", JATTN_ERROR_ALIASING, "lse", alias_lse_k},
+    {"scale NaN", JATTN_ERROR_INVALID_SCALE, "scale", scale_nan},
+    {"scale inf", JATTN_ERROR_INVALID_SCALE, "scale", scale_inf},
+    {"scale negative", JATTN_ERROR_INVALID_SCALE, "scale", scale_neg},
+    {"dtype out of range", JATTN_ERROR_INVALID_ARGUMENT, "dtype", dtype_bad},
+    {"dtype bf16", JATTN_ERROR_UNSUPPORTED, "dtype", dtype_bf16},
+    {"backend out of range", JATTN_ERROR_INVALID_ARGUMENT, "exec.backend", backend_bad},
+    {"precision out of range", JATTN_ERROR_INVALID_ARGUMENT, "exec.precision", precision_bad},
+    {"memory out of range", JATTN_ERROR_INVALID_ARGUMENT, "exec.memory", memory_bad},
+    {"threads negative", JATTN_ERROR_INVALID_ARGUMENT, "exec.threads", threads_neg},
+    {"ref on device memory", JATTN_ERROR_UNSUPPORTED, "exec.memory", ref_device_memory},
+    {"ref in tf32", JATTN_ERROR_UNSUPPORTED, "exec.precision", ref_tf32},
+    {"q misaligned", JATTN_ERROR_INVALID_ARGUMENT, "q", misaligned_q},
+    {"k wraps the address space", JATTN_ERROR_OVERFLOW, "k", wrap_address},
+    {"workspace too small", JATTN_ERROR_WORKSPACE_TOO_SMALL, "exec.workspace_bytes", workspace_small},
+};
+
+static int poisoned(const float *x, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (!isnan(x[i])) return 0;
+    return 1;
+}
+
+static int run_case(const broken *c) {
+    jattn_problem p = jattn_problem_flux(B, H, S, S, D);
+    jattn_exec e = {0};
+    const void *q = q_buf, *k = k_buf, *v = v_buf;
+    void *o = out_buf;
+    float *lse = lse_buf;
+    c->apply(&p, &e, &q, &k, &v, &o, &lse);
+    for (size_t i = 0; i < 2 * N; i++) out_buf[i] = NAN;
+    for (size_t i = 0; i < (size_t)B * H * S; i++) lse_buf[i] = NAN;
+    jattn_status st = jattn_forward(NULL, &p, &e, q, k, v, o, lse);
+    int ok = jt_expect_status(st, c->want, c->what);
+    const char *msg = jattn_last_error();
+    if (ok && !strstr(msg, c->field)) {
+        printf("FAIL %s: message \"%s\" does not name %s\n", c->what, msg, c->field);
+        ok = 0;
+    }
+    if (!poisoned(out_buf, 2 * N) || !poisoned(lse_buf, (size_t)B * H * S)) {
+        printf("FAIL %s: an output was written by a failing call\n", c->what);
+        ok = 0;
+    }
+    /* jattn_select and jattn_workspace_size report the same problem (the pointer checks
+     * belong to the call). */
+    jattn_selection sel;
+    size_t bytes;
+    int pointer_case = c->want == JATTN_ERROR_NULL_POINTER || c->want == JATTN_ERROR_ALIASING ||
+                       c->want == JATTN_ERROR_WORKSPACE_TOO_SMALL || c->apply == misaligned_q ||
+                       c->apply == wrap_address;
+    if (!pointer_case) {
+        ok &= jt_expect_status(jattn_select(&p, &e, &sel), c->want, c->what);
+        ok &= jt_expect_status(jattn_workspace_size(&p, &e, &bytes), c->want, c->what);
+    }
+    if (getenv("JATTN_TEST_VERBOSE")) printf("%s %s: %s: %s\n", ok ? "ok  " : "FAIL", c->what, jattn_status_name(st), msg);
+    return ok;
+}
+
+static int names_and_versions(void) {
+    int ok = 1;
+    for (int s = 0; s < JATTN_STATUS_COUNT; s++) {
+        const char *n = jattn_status_name((jattn_status)s);
+        ok &= strncmp(n, "JATTN_", 6) == 0 && strcmp(n, "JATTN_STATUS_UNKNOWN") != 0;
+        for (int t = 0; t < s; t++) ok &= strcmp(n, jattn_status_name((jattn_status)t)) != 0;
+    }
+    ok &= strcmp(jattn_status_name((jattn_status)JATTN_STATUS_COUNT), "JATTN_STATUS_UNKNOWN") == 0;
+    ok &= strcmp(jattn_status_name((jattn_status)-1), "JATTN_STATUS_UNKNOWN") == 0;
+    ok &= jattn_version_number() == JATTN_VERSION_NUMBER;
+    ok &= strcmp(jattn_version_string(), JATTN_VERSION_STRING) == 0;
+    ok &= jattn_backend_name((jattn_backend)JATTN_BACKEND_COUNT) == NULL;
+    if (!ok) printf("FAIL status names or versions\n");
+    return ok;
+}
+
+static int null_arguments(void) {
+    jattn_problem p = jattn_problem_flux(1, 1, 4, 4, 8);
+    jattn_selection sel;
+    int ok = jt_expect_status(jattn_select(NULL, NULL, &sel), JATTN_ERROR_NULL_POINTER, "select(NULL problem)");
+    ok &= strstr(jattn_last_error(), "problem") != NULL;
+    ok &= jt_expect_status(jattn_select(&p, NULL, NULL), JATTN_ERROR_NULL_POINTER, "select(NULL selection)");
+    ok &= jt_expect_status(jattn_workspace_size(&p, NULL, NULL), JATTN_ERROR_NULL_POINTER, "workspace_size(NULL)");
+    ok &= jt_expect_status(jattn_ctx_create(NULL), JATTN_ERROR_NULL_POINTER, "ctx_create(NULL)");
+    ok &= jt_expect_status(jattn_forward(NULL, NULL, NULL, q_buf, k_buf, v_buf, out_buf, NULL),
+                           JATTN_ERROR_NULL_POINTER, "forward(NULL problem)");
+    jattn_ctx_free(NULL); /* accepted */
+    return ok;
+}
+
+/* A successful call clears the message; the workspace path with a caller buffer works. */
+static int success_paths(void) {
+    jattn_problem p = jattn_problem_flux(1, 2, 5, 6, 8);
+    jattn_exec e = {0};
+    e.backend = JATTN_BACKEND_REF;
+    jattn_forward(NULL, &p, &e, NULL, k_buf, v_buf, out_buf, NULL);
+    int ok = jattn_last_error()[0] != '\0';
+    size_t bytes = 0;
+    ok &= jt_expect_status(jattn_workspace_size(&p, &e, &bytes), JATTN_OK, "workspace_size");
+    char *ws = malloc(bytes + 1);
+    e.workspace = ws + 1; /* unaligned on purpose */
+    e.workspace_bytes = bytes;
+    ok &= jt_expect_status(jattn_forward(NULL, &p, &e, q_buf, k_buf, v_buf, out_buf, NULL), JATTN_OK,
+                           "forward with caller workspace");
+    ok &= jattn_last_error()[0] == '\0';
+    jattn_ctx *ctx = NULL;
+    ok &= jt_expect_status(jattn_ctx_create(&ctx), JATTN_OK, "ctx_create");
+    e.workspace = NULL;
+    for (int i = 0; i < 3; i++)
+        ok &= jt_expect_status(jattn_forward(ctx, &p, &e, q_buf, k_buf, v_buf, out_buf, NULL), JATTN_OK,
+                               "forward with a context");
+    jattn_ctx_free(ctx);
+    free(ws);
+    jattn_selection sel;
+    e.backend = JATTN_BACKEND_AUTO;
+    ok &= jt_expect_status(jattn_select(&p, &e, &sel), JATTN_OK, "select auto");
+    ok &= sel.backend != JATTN_BACKEND_AUTO && sel.kernel && sel.isa && sel.threads >= 1;
+    if (!ok) printf("FAIL success paths\n");
+    return ok;
+}
+
+/* Messages are per thread: two threads fail differently at once and each reads its own. */
+static void *thread_fail(void *arg) {
+    int which = *(int *)arg, good = 1;
+    for (int it = 0; it < 2000; it++) {
+        jattn_problem p = jattn_problem_flux(1, 1, 4, 4, 8);
+        if (which)
+            p.scale = -1;
+        else
+            p.seq_kv = 0;
+        jattn_selection sel;
+        jattn_select(&p, NULL, &sel);
+        good &= strstr(jattn_last_error(), which ? "scale" : "seq_kv") != NULL;
+    }
+    *(int *)arg = good;
+    return NULL;
+}
+
+static int per_thread_messages(void) {
+    pthread_t t[2];
+    int arg[2] = {0, 1};
+    for (int i = 0; i < 2; i++) pthread_create(&t[i], NULL, thread_fail, &arg[i]);
+    for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
+    if (!(arg[0] && arg[1])) printf("FAIL error messages are not per thread\n");
+    return arg[0] && arg[1];
+}
+
+int main(void) {
+    jt_tally tally = {0};
+    for (size_t i = 0; i < N; i++) q_buf[i] = k_buf[i] = v_buf[i] = 0.5f;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) jt_tally_add(&tally, run_case(&cases[i]));
+    jt_tally_add(&tally, names_and_versions());
+    jt_tally_add(&tally, null_arguments());
+    jt_tally_add(&tally, success_paths());
+    jt_tally_add(&tally, per_thread_messages());
+    if (!jt_backend_present(JATTN_BACKEND_CUDA)) {
+        jattn_problem p = jattn_problem_flux(1, 1, 4, 4, 8);
+        jattn_exec e = {0};
+        e.backend = JATTN_BACKEND_CUDA;
+        jattn_selection sel;
+        jt_tally_add(&tally, jt_expect_status(jattn_select(&p, &e, &sel), JATTN_ERROR_BACKEND_UNAVAILABLE,
+                                              "cuda absent"));
+    }
+    return jt_tally_finish(&tally, "test_validation");
+}
