@@ -187,6 +187,8 @@ void jt_case_fill(jt_case *c, jt_dist d, jt_rng *r) {
     snprintf(c->label + len, sizeof c->label - len, " dist=%s", jt_dist_name(d));
 }
 
+void jt_case_seal(jt_case *c) { c->input_hash = inputs_hash(c); }
+
 jattn_status jt_case_reference(jt_case *c) {
     jattn_exec e = {0};
     e.backend = JATTN_BACKEND_REF;

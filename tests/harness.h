@@ -57,6 +57,10 @@ void jt_case_free(jt_case *c);
 /* Fills the elements q, k, v address from distribution d (sets p.scale for JT_LARGE). */
 void jt_case_fill(jt_case *c, jt_dist d, jt_rng *r);
 
+/* Records the hash of q, k, v after a test filled them by hand (jt_case_fill does this
+ * itself), so that jt_case_check can prove no input was modified. */
+void jt_case_seal(jt_case *c);
+
 /* Computes the reference output and lse with the ref backend. @return the status. */
 jattn_status jt_case_reference(jt_case *c);
 
