@@ -1,0 +1,9 @@
+# Reliability tests (issue 6): numerics at the edges per backend, concurrency and
+# determinism, the jattn command under hostile input, and replay of the fuzz corpora.
+find_package(Threads REQUIRED)
+
+foreach(b ref cpu cuda)
+  jattn_add_test(test_edges SOURCES test_edges.c ARGS ${b})
+endforeach()
+
+jattn_add_test(test_concurrency SOURCES test_concurrency.c LIBS Threads::Threads)
