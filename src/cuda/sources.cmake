@@ -1,4 +1,46 @@
-# The cuda backend: built when nvcc is found (JATTN_CUDA=AUTO) or required (ON); otherwise the
-# stub that reports the backend unavailable. Sets JATTN_CUDA_ENABLED.
+# The cuda backend. JATTN_CUDA=AUTO builds it when an nvcc is found, ON requires it, OFF skips
+# it; without it the stub cuda_unavailable.c reports the backend unavailable.
+# Sets JATTN_CUDA_ENABLED (this file is include()d, so in the top directory's scope).
+#
+# Targets: sm_90a machine code (Hopper) plus compute_80 PTX, which the driver compiles for
+# Ampere, Ada and anything newer. CMAKE_CUDA_ARCHITECTURES is OFF: the flags are explicit.
 set(JATTN_CUDA_ENABLED OFF)
-target_sources(jattn_objects PRIVATE ${CMAKE_CURRENT_LIST_DIR}/cuda_unavailable.c)
+set(_jattn_cuda_build OFF)
+if(JATTN_CUDA STREQUAL "ON")
+  set(_jattn_cuda_build ON)
+elseif(JATTN_CUDA STREQUAL "AUTO")
+  include(CheckLanguage)
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER)
+    set(_jattn_cuda_build ON)
+  else()
+    message(STATUS "jattn: no CUDA compiler found, the cuda backend is not built")
+  endif()
+elseif(NOT JATTN_CUDA STREQUAL "OFF")
+  message(FATAL_ERROR "JATTN_CUDA must be AUTO, ON or OFF (is ${JATTN_CUDA})")
+endif()
+
+if(_jattn_cuda_build)
+  if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+    set(CMAKE_CUDA_ARCHITECTURES OFF)
+  endif()
+  enable_language(CUDA)
+  find_package(CUDAToolkit REQUIRED)
+  target_sources(jattn_objects PRIVATE
+    ${CMAKE_CURRENT_LIST_DIR}/cuda_backend.c
+    ${CMAKE_CURRENT_LIST_DIR}/attention_v1_simt.cu
+    ${CMAKE_CURRENT_LIST_DIR}/attention_v2_mma.cu)
+  target_link_libraries(jattn_objects PRIVATE CUDA::cudart)
+  set(JATTN_CUDA_GENCODE
+    "SHELL:-gencode arch=compute_90a,code=sm_90a"
+    "SHELL:-gencode arch=compute_80,code=compute_80")
+  target_compile_options(jattn_objects PRIVATE
+    "$<$<COMPILE_LANGUAGE:CUDA>:${JATTN_CUDA_GENCODE}>"
+    $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra>)
+  # jattn_objects exists before CUDA is enabled: set its properties directly.
+  set_target_properties(jattn_objects PROPERTIES CUDA_ARCHITECTURES OFF CUDA_STANDARD 17 CUDA_STANDARD_REQUIRED ON)
+  set(JATTN_CUDA_ENABLED ON)
+  message(STATUS "jattn: cuda backend built (${CMAKE_CUDA_COMPILER}, sm_90a + compute_80 PTX)")
+else()
+  target_sources(jattn_objects PRIVATE ${CMAKE_CURRENT_LIST_DIR}/cuda_unavailable.c)
+endif()

@@ -1,0 +1,131 @@
+/* attention v1: plain fp32 SIMT flash attention (the baseline, and the correct path for any
+ * head_dim up to 512 that v2 does not take).
+ *
+ * Reads  q [B,H,Sq,D], k and v [B,H,Skv,D] through element strides (head_dim contiguous, any
+ *        4-byte alignment: scalar loads only);
+ * writes out [B,H,Sq,D] through its strides (token-major directly), lse [B,H,Sq] contiguous.
+ *
+ * Design: a block of V1_WARPS warps owns V1_WARPS query rows of one (b,h), one row per warp.
+ * Key tiles of V1_KEYS keys (k padded by one float per row against bank conflicts, v dense)
+ * are staged in shared memory by the whole block. Lane j scores key j of the tile with a
+ * sequential fp32 dot product over D (q row from shared memory, pre-scaled by scale*log2 e);
+ * a warp max/sum gives the online softmax (exp2 in fp32); each lane owns D/32 columns of the
+ * output row in registers and accumulates sum_j p_j v[j,d] with p_j broadcast by shuffle.
+ * Precision: fp32 throughout (also when tf32 is asked for).
+ *
+ * Measured (H200, see src/cuda/NOTES.md and bench/results/): the baseline, ~10x slower than v2.
+ */
+#include <cuda_runtime.h>
+#include <math.h>
+
+#include "cuda_internal.h"
+
+#define V1_WARPS 8
+#define V1_KEYS 32 /* one key per lane */
+#define WARP 32
+
+/* COLS = output columns per lane: head_dim <= 32 * COLS. */
+template <int COLS>
+__global__ void __launch_bounds__(V1_WARPS * WARP) attention_f32_simt_v1(jattn_cuda_params p) {
+    extern __shared__ float smem[];
+    const int D = p.head_dim;
+    const int k_stride = D + 1; /* padded: lane j reads row j, column d -> bank (j + d) % 32 */
+    float *qs = smem;                         /* [V1_WARPS][D] */
+    float *ks = qs + V1_WARPS * D;            /* [V1_KEYS][D + 1] */
+    float *vs = ks + V1_KEYS * k_stride;      /* [V1_KEYS][D] */
+
+    const int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP;
+    const int q_blocks = (p.seq_q + V1_WARPS - 1) / V1_WARPS;
+    const int bh = blockIdx.x / q_blocks, qb = blockIdx.x % q_blocks;
+    const int b = bh / p.heads, h = bh % p.heads;
+    const float *q = p.q + b * p.q_b + h * p.q_h;
+    const float *k = p.k + b * p.k_b + h * p.k_h;
+    const float *v = p.v + b * p.v_b + h * p.v_h;
+    const int row = qb * V1_WARPS + warp;
+    const bool row_valid = row < p.seq_q;
+
+    for (int d = lane; d < D; d += WARP) qs[warp * D + d] = row_valid ? q[row * p.q_s + d] * p.scale_log2e : 0.0f;
+
+    float o[COLS];
+#pragma unroll
+    for (int c = 0; c < COLS; c++) o[c] = 0.0f;
+    float m = -INFINITY, l = 0.0f;
+
+    for (int kv0 = 0; kv0 < p.seq_kv; kv0 += V1_KEYS) {
+        const int keys = min(V1_KEYS, p.seq_kv - kv0);
+        __syncthreads(); /* the previous tile is consumed (and qs written, first time) */
+        for (int i = threadIdx.x; i < V1_KEYS * D; i += V1_WARPS * WARP) {
+            const int j = i / D, d = i % D;
+            const bool ok = j < keys;
+            ks[j * k_stride + d] = ok ? k[(int64_t)(kv0 + j) * p.k_s + d] : 0.0f;
+            vs[j * D + d] = ok ? v[(int64_t)(kv0 + j) * p.v_s + d] : 0.0f;
+        }
+        __syncthreads();
+
+        /* S: lane = key */
+        float s = 0.0f;
+        const float *qr = qs + warp * D, *kr = ks + lane * k_stride;
+        for (int d = 0; d < D; d++) s = fmaf(qr[d], kr[d], s);
+        if (lane >= keys) s = -INFINITY;
+
+        /* online softmax */
+        float tile_max = s;
+#pragma unroll
+        for (int off = WARP / 2; off > 0; off /= 2) tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, off));
+        const float m_new = fmaxf(m, tile_max);
+        const float alpha = exp2f(m - m_new);
+        const float pj = lane < keys ? exp2f(s - m_new) : 0.0f;
+        float psum = pj;
+#pragma unroll
+        for (int off = WARP / 2; off > 0; off /= 2) psum += __shfl_xor_sync(0xffffffffu, psum, off);
+        l = l * alpha + psum;
+        m = m_new;
+
+        /* O = alpha O + P V */
+#pragma unroll
+        for (int c = 0; c < COLS; c++) o[c] *= alpha;
+        for (int j = 0; j < keys; j++) {
+            const float pb = __shfl_sync(0xffffffffu, pj, j);
+#pragma unroll
+            for (int c = 0; c < COLS; c++) {
+                const int d = lane + c * WARP;
+                if (d < D) o[c] = fmaf(pb, vs[j * D + d], o[c]);
+            }
+        }
+    }
+
+    if (!row_valid) return;
+    const float inv_l = 1.0f / l;
+    float *out = p.out + b * p.o_b + h * p.o_h + (int64_t)row * p.o_s;
+#pragma unroll
+    for (int c = 0; c < COLS; c++) {
+        const int d = lane + c * WARP;
+        if (d < D) out[d] = o[c] * inv_l;
+    }
+    if (p.lse && lane == 0) p.lse[(int64_t)bh * p.seq_q + row] = (m + log2f(l)) * 0.69314718055994530942f;
+}
+
+template <int COLS>
+static cudaError_t launch(const jattn_cuda_params *p, cudaStream_t stream) {
+    const int D = p->head_dim;
+    const size_t smem = sizeof(float) * ((size_t)V1_WARPS * D + (size_t)V1_KEYS * (D + 1) + (size_t)V1_KEYS * D);
+    cudaError_t e = cudaFuncSetAttribute(attention_f32_simt_v1<COLS>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         (int)smem);
+    if (e != cudaSuccess) return e;
+    const long long q_blocks = (p->seq_q + V1_WARPS - 1) / V1_WARPS;
+    const long long blocks = q_blocks * p->batch * p->heads;
+    if (blocks > 0x7fffffffLL) return cudaErrorInvalidConfiguration;
+    attention_f32_simt_v1<COLS><<<(unsigned)blocks, V1_WARPS * WARP, smem, stream>>>(*p);
+    return cudaGetLastError();
+}
+
+extern "C" int jattn_cuda_launch_v1(const jattn_cuda_params *p, void *stream) {
+    cudaStream_t s = (cudaStream_t)stream;
+    const int D = p->head_dim;
+    if (D <= 1 * WARP) return (int)launch<1>(p, s);
+    if (D <= 2 * WARP) return (int)launch<2>(p, s);
+    if (D <= 4 * WARP) return (int)launch<4>(p, s);
+    if (D <= 8 * WARP) return (int)launch<8>(p, s);
+    if (D <= 16 * WARP) return (int)launch<16>(p, s);
+    return (int)cudaErrorInvalidValue;
+}

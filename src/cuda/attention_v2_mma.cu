@@ -1,0 +1,311 @@
+/* attention v2: flash attention (FlashAttention-2 style) on tensor cores with
+ * mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32; f32 mode splits every operand into
+ * TF32 big + small parts (3xTF32), tf32 mode uses one TF32 product.
+ *
+ * Reads  q [B,H,Sq,D], k and v [B,H,Skv,D] through element strides (head_dim contiguous);
+ *        16-byte cp.async when every base pointer is 16-byte aligned and every stride is a
+ *        multiple of 4 elements, else 4-byte cp.async (pointers need only 4-byte alignment);
+ * writes out [B,H,Sq,D] through its strides (token-major directly), lse [B,H,Sq] contiguous.
+ * D % 8 == 0, D <= 256; the kernel is compiled for a head-dim tile DT in {32, 64, 128, 256}
+ * and zero-fills columns D..DT-1 (they add nothing to Q K^T and are never stored).
+ *
+ * Design: a block of V2_WARPS warps owns BR = 16 * V2_WARPS query rows of one (b,h), each warp
+ * 16 rows. The Q tile stays in shared memory; K and V tiles of BC keys are double-buffered
+ * in shared memory by cp.async (rows beyond seq_q / seq_kv zero-filled by the copy itself,
+ * keys beyond seq_kv masked to -inf). Shared rows are padded to DT + 4 floats, which makes
+ * the A (Q), B (K) and relabelled B (V) fragment reads conflict-free.
+ *   S = Q K^T: per warp a 16 x BC tile in registers (m16n8 accumulators). For each k-step of 8
+ *     head-dim columns, the Q fragment (pre-scaled by scale*log2 e) is split once and reused
+ *     over the BC/8 key sub-tiles. The big*big products accumulate in one fresh accumulator,
+ *     the two correction products in another; they are added in fp32 at the end of the tile.
+ *   online softmax: row max over the quad by shuffles, exp2 in fp32, per-thread partial row
+ *     sums (reduced once at the end), O rescaled by alpha in registers.
+ *   O += P V: P goes from the S accumulator straight into the A fragment without shuffles:
+ *     the accumulator holds key columns (2t, 2t+1), the TF32 A fragment wants (t, t+4); since
+ *     P V sums over keys, key 2t is used as A column t and key 2t+1 as column t+4, and the V
+ *     B-fragment rows are read with the same relabelling. For each 8-column slice of O, the
+ *     BC keys of the tile accumulate into fresh (zero) accumulators (big*big and corrections
+ *     apart) that are then added into O with fp32 adds, so no tensor-core accumulation runs
+ *     longer than one tile (DESIGN.md §4: long tensor-core accumulations drifted past the gate).
+ *
+ * Measured (H200): see src/cuda/NOTES.md and bench/results/gpu-h200-*.md.
+ */
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdint.h>
+
+#include "cuda_internal.h"
+
+#define V2_WARPS 4
+#define WARP 32
+#define MMA_M 16
+#define MMA_N 8
+#define MMA_K 8
+#define SMEM_PAD 4 /* floats added to each shared row */
+
+__device__ __forceinline__ uint32_t to_tf32(float x) {
+    uint32_t r;
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+    return r;
+}
+
+/* x = big + small with big, small TF32 (small = the TF32 rounding of the remainder). */
+template <bool X3>
+__device__ __forceinline__ void split_tf32(float x, uint32_t &big, uint32_t &small) {
+    big = to_tf32(x);
+    if (X3) small = to_tf32(x - __uint_as_float(big));
+}
+
+/* d += a * b, m16n8k8, TF32 inputs, fp32 accumulate. */
+__device__ __forceinline__ void mma_tf32(float d[4], const uint32_t a[4], const uint32_t b[2]) {
+    asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+__device__ __forceinline__ void cp_async_16(float *dst, const float *src, bool valid) {
+    const unsigned s = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(s), "l"(src), "r"(valid ? 16 : 0));
+}
+
+__device__ __forceinline__ void cp_async_4(float *dst, const float *src, bool valid) {
+    const unsigned s = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(s), "l"(src), "r"(valid ? 4 : 0));
+}
+
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;" ::: "memory"); }
+
+/* Copies rows [0, ROWS) x columns [0, DT) of a tile whose first `valid_rows` rows and first
+ * `d` columns exist in global memory (row stride `stride` elements) into shared memory (row
+ * stride DT + SMEM_PAD); everything else is zero-filled. */
+template <int ROWS, int DT>
+__device__ __forceinline__ void load_tile(float *dst, const float *src, int64_t stride, int valid_rows, int d,
+                                          bool vec4) {
+    constexpr int DS = DT + SMEM_PAD, THREADS = V2_WARPS * WARP;
+    if (vec4) {
+        constexpr int CHUNKS = DT / 4;
+#pragma unroll 4
+        for (int i = threadIdx.x; i < ROWS * CHUNKS; i += THREADS) {
+            const int r = i / CHUNKS, c = (i % CHUNKS) * 4;
+            const bool ok = r < valid_rows && c < d;
+            cp_async_16(dst + r * DS + c, ok ? src + r * stride + c : src, ok);
+        }
+    } else {
+#pragma unroll 4
+        for (int i = threadIdx.x; i < ROWS * DT; i += THREADS) {
+            const int r = i / DT, c = i % DT;
+            const bool ok = r < valid_rows && c < d;
+            cp_async_4(dst + r * DS + c, ok ? src + r * stride + c : src, ok);
+        }
+    }
+}
+
+template <int DT, int BC, bool X3>
+__global__ void __launch_bounds__(V2_WARPS *WARP) attention_tf32_mma_v2(jattn_cuda_params p, int vec4) {
+    constexpr int DS = DT + SMEM_PAD; /* shared row stride */
+    constexpr int BR = V2_WARPS * MMA_M;
+    constexpr int NT = BC / MMA_N;    /* key sub-tiles of S per warp */
+    constexpr int KD = DT / MMA_K;    /* k-steps of Q K^T = column slices of O */
+    constexpr int KP = BC / MMA_K;    /* k-steps of P V */
+    static_assert(NT == KP, "the P relabelling pairs S sub-tile n with P V k-step n");
+    extern __shared__ float4 smem_f4[];
+    float *qs = reinterpret_cast<float *>(smem_f4); /* [BR][DS] */
+    float *ks = qs + BR * DS;                       /* [2][BC][DS] */
+    float *vs = ks + 2 * BC * DS;                   /* [2][BC][DS] */
+
+    const int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP;
+    const int g = lane >> 2, t = lane & 3; /* fragment row group and thread in group */
+    const int q_blocks = (p.seq_q + BR - 1) / BR;
+    const int bh = blockIdx.x / q_blocks, qb = blockIdx.x % q_blocks;
+    const int b = bh / p.heads, h = bh % p.heads;
+    const int q0 = qb * BR;
+    const float *q = p.q + b * p.q_b + h * p.q_h + (int64_t)q0 * p.q_s;
+    const float *k = p.k + b * p.k_b + h * p.k_h;
+    const float *v = p.v + b * p.v_b + h * p.v_h;
+    const int n_tiles = (p.seq_kv + BC - 1) / BC;
+    const bool v4 = vec4 != 0;
+
+    load_tile<BR, DT>(qs, q, p.q_s, p.seq_q - q0, p.head_dim, v4);
+    load_tile<BC, DT>(ks, k, p.k_s, p.seq_kv, p.head_dim, v4);
+    load_tile<BC, DT>(vs, v, p.v_s, p.seq_kv, p.head_dim, v4);
+    cp_async_commit();
+
+    float o[KD][4];
+#pragma unroll
+    for (int j = 0; j < KD; j++) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
+    float m_run[2] = {-INFINITY, -INFINITY}, l_part[2] = {0.0f, 0.0f}; /* rows g and g + 8 */
+    const float scale = p.scale_log2e;
+    const float *q_frag = qs + (warp * MMA_M + g) * DS + t;
+
+    for (int it = 0; it < n_tiles; it++) {
+        cp_async_wait_all();
+        __syncthreads(); /* tile `it` landed; every warp is done with tile it-1's buffers */
+        if (it + 1 < n_tiles) {
+            const int kv0 = (it + 1) * BC, stage = (it + 1) & 1;
+            load_tile<BC, DT>(ks + stage * BC * DS, k + (int64_t)kv0 * p.k_s, p.k_s, p.seq_kv - kv0, p.head_dim, v4);
+            load_tile<BC, DT>(vs + stage * BC * DS, v + (int64_t)kv0 * p.v_s, p.v_s, p.seq_kv - kv0, p.head_dim, v4);
+        }
+        cp_async_commit();
+        const float *kt = ks + (it & 1) * BC * DS, *vt = vs + (it & 1) * BC * DS;
+
+        /* ---- S = Q K^T (log2 units) ---- */
+        float s_big[NT][4], s_cor[NT][4];
+#pragma unroll
+        for (int n = 0; n < NT; n++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) s_big[n][i] = s_cor[n][i] = 0.0f;
+#pragma unroll
+        for (int kk = 0; kk < KD; kk++) {
+            const float *qa = q_frag + kk * MMA_K;
+            const float a[4] = {qa[0] * scale, qa[8 * DS] * scale, qa[4] * scale, qa[8 * DS + 4] * scale};
+            uint32_t a_big[4], a_small[4];
+#pragma unroll
+            for (int i = 0; i < 4; i++) split_tf32<X3>(a[i], a_big[i], a_small[i]);
+#pragma unroll
+            for (int n = 0; n < NT; n++) {
+                const float *kb = kt + (n * MMA_N + g) * DS + kk * MMA_K + t;
+                uint32_t b_big[2], b_small[2];
+                split_tf32<X3>(kb[0], b_big[0], b_small[0]);
+                split_tf32<X3>(kb[4], b_big[1], b_small[1]);
+                mma_tf32(s_big[n], a_big, b_big);
+                if (X3) {
+                    mma_tf32(s_cor[n], a_big, b_small);
+                    mma_tf32(s_cor[n], a_small, b_big);
+                }
+            }
+        }
+
+        /* ---- online softmax ---- */
+        const int key0 = it * BC;
+        float m_tile[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+        for (int n = 0; n < NT; n++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const int key = key0 + n * MMA_N + 2 * t + (i & 1);
+                const float s = key < p.seq_kv ? s_big[n][i] + s_cor[n][i] : -INFINITY;
+                s_big[n][i] = s;
+                m_tile[i >> 1] = fmaxf(m_tile[i >> 1], s);
+            }
+        float alpha[2];
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            m_tile[r] = fmaxf(m_tile[r], __shfl_xor_sync(0xffffffffu, m_tile[r], 1));
+            m_tile[r] = fmaxf(m_tile[r], __shfl_xor_sync(0xffffffffu, m_tile[r], 2));
+            const float m_new = fmaxf(m_run[r], m_tile[r]);
+            alpha[r] = exp2f(m_run[r] - m_new);
+            m_run[r] = m_new;
+            l_part[r] *= alpha[r];
+        }
+        uint32_t p_big[KP][4], p_small[KP][4]; /* A fragments of P, keys relabelled */
+#pragma unroll
+        for (int n = 0; n < NT; n++) {
+            float pr[4];
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                pr[i] = exp2f(s_big[n][i] - m_run[i >> 1]);
+                l_part[i >> 1] += pr[i];
+            }
+            /* C fragment (row g: keys 2t, 2t+1; row g+8: same) -> A fragment (a0 = (g, t),
+             * a1 = (g+8, t), a2 = (g, t+4), a3 = (g+8, t+4)) with key 2t as t, 2t+1 as t+4. */
+            split_tf32<X3>(pr[0], p_big[n][0], p_small[n][0]);
+            split_tf32<X3>(pr[2], p_big[n][1], p_small[n][1]);
+            split_tf32<X3>(pr[1], p_big[n][2], p_small[n][2]);
+            split_tf32<X3>(pr[3], p_big[n][3], p_small[n][3]);
+        }
+#pragma unroll
+        for (int j = 0; j < KD; j++) {
+            o[j][0] *= alpha[0];
+            o[j][1] *= alpha[0];
+            o[j][2] *= alpha[1];
+            o[j][3] *= alpha[1];
+        }
+
+        /* ---- O += P V, one fresh accumulator per 8-column slice of O ---- */
+#pragma unroll
+        for (int j = 0; j < KD; j++) {
+            float acc_big[4] = {0.0f, 0.0f, 0.0f, 0.0f}, acc_cor[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+            for (int n = 0; n < KP; n++) {
+                /* B fragment (k = key, n = column): b0 = (t, g) -> key 2t, b1 = (t+4, g) -> key 2t+1 */
+                const float *vb = vt + (n * MMA_K + 2 * t) * DS + j * MMA_N + g;
+                uint32_t b_big[2], b_small[2];
+                split_tf32<X3>(vb[0], b_big[0], b_small[0]);
+                split_tf32<X3>(vb[DS], b_big[1], b_small[1]);
+                mma_tf32(acc_big, p_big[n], b_big);
+                if (X3) {
+                    mma_tf32(acc_cor, p_big[n], b_small);
+                    mma_tf32(acc_cor, p_small[n], b_big);
+                }
+            }
+#pragma unroll
+            for (int i = 0; i < 4; i++) o[j][i] += acc_big[i] + acc_cor[i];
+        }
+    }
+    cp_async_wait_all();
+
+    /* ---- epilogue: O / l, written through the out strides; lse ---- */
+    float inv_l[2];
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        l_part[r] += __shfl_xor_sync(0xffffffffu, l_part[r], 1);
+        l_part[r] += __shfl_xor_sync(0xffffffffu, l_part[r], 2);
+        inv_l[r] = 1.0f / l_part[r];
+    }
+    float *out = p.out + b * p.o_b + h * p.o_h;
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        const int row = q0 + warp * MMA_M + g + 8 * r;
+        if (row >= p.seq_q) continue;
+        float *orow = out + (int64_t)row * p.o_s;
+#pragma unroll
+        for (int j = 0; j < KD; j++) {
+            const int col = j * MMA_N + 2 * t;
+            if (col < p.head_dim) {
+                orow[col] = o[j][2 * r] * inv_l[r];
+                orow[col + 1] = o[j][2 * r + 1] * inv_l[r];
+            }
+        }
+        if (p.lse && t == 0)
+            p.lse[(int64_t)bh * p.seq_q + row] = (m_run[r] + log2f(l_part[r])) * 0.69314718055994530942f;
+    }
+}
+
+extern "C" int jattn_cuda_v2_key_tile(int head_dim) { return head_dim <= 64 ? 64 : head_dim <= 128 ? 32 : 16; }
+
+template <int DT, bool X3>
+static cudaError_t launch(const jattn_cuda_params *p, cudaStream_t stream) {
+    constexpr int BC = DT <= 64 ? 64 : DT <= 128 ? 32 : 16;
+    constexpr int BR = V2_WARPS * MMA_M, DS = DT + SMEM_PAD;
+    const size_t smem = sizeof(float) * (size_t)(BR * DS + 4 * BC * DS);
+    cudaError_t e = cudaFuncSetAttribute(attention_tf32_mma_v2<DT, BC, X3>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    if (e != cudaSuccess) return e;
+    const long long q_blocks = (p->seq_q + BR - 1) / BR;
+    const long long blocks = q_blocks * p->batch * p->heads;
+    if (blocks > 0x7fffffffLL) return cudaErrorInvalidConfiguration;
+    /* 16-byte copies need 16-byte aligned rows: base pointers and every stride. */
+    const uintptr_t addr = (uintptr_t)p->q | (uintptr_t)p->k | (uintptr_t)p->v;
+    const int64_t strides = p->q_b | p->q_h | p->q_s | p->k_b | p->k_h | p->k_s | p->v_b | p->v_h | p->v_s;
+    const int vec4 = (addr % 16 == 0) && (strides % 4 == 0);
+    attention_tf32_mma_v2<DT, BC, X3><<<(unsigned)blocks, V2_WARPS * WARP, smem, stream>>>(*p, vec4);
+    return cudaGetLastError();
+}
+
+template <bool X3>
+static cudaError_t launch_dt(const jattn_cuda_params *p, cudaStream_t s) {
+    const int D = p->head_dim;
+    if (D <= 32) return launch<32, X3>(p, s);
+    if (D <= 64) return launch<64, X3>(p, s);
+    if (D <= 128) return launch<128, X3>(p, s);
+    return launch<256, X3>(p, s);
+}
+
+extern "C" int jattn_cuda_launch_v2(const jattn_cuda_params *p, int tf32x3, void *stream) {
+    if (p->head_dim % JATTN_CUDA_V2_HEAD_DIM_MULTIPLE || p->head_dim > JATTN_CUDA_V2_MAX_HEAD_DIM)
+        return (int)cudaErrorInvalidValue;
+    cudaStream_t s = (cudaStream_t)stream;
+    return (int)(tf32x3 ? launch_dt<true>(p, s) : launch_dt<false>(p, s));
+}

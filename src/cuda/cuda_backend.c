@@ -1,0 +1,244 @@
+/* The cuda backend: device probing (once per process), kernel selection, launch on the
+ * caller's stream for device pointers, and grow-only device buffers in the context for host
+ * pointers. Kernels live in attention_v*.cu; this file is plain C over the CUDA runtime API. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+
+#include "../backend.h"
+#include "cuda_internal.h"
+
+/* ---- the device, probed once ------------------------------------------------------------ */
+
+static struct {
+    int present;
+    int cc_major, cc_minor;
+    char why[160]; /* when not present */
+} device;
+static pthread_once_t device_once = PTHREAD_ONCE_INIT;
+static atomic_int kernel_choice = JATTN_CUDA_KERNEL_AUTO;
+static atomic_long alloc_count;
+
+static void probe_device(void) {
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess || n < 1) {
+        snprintf(device.why, sizeof device.why, "backend: cuda: no CUDA device (cudaGetDeviceCount: %s)",
+                 e != cudaSuccess ? cudaGetErrorName(e) : "0 devices");
+        (void)cudaGetLastError();
+        return;
+    }
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&device.cc_major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&device.cc_minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) {
+        snprintf(device.why, sizeof device.why, "backend: cuda: cannot query the device (%s)",
+                 cudaGetErrorName(cudaGetLastError()));
+        return;
+    }
+    if (device.cc_major < 8) {
+        snprintf(device.why, sizeof device.why, "backend: cuda: device of compute capability %d.%d, needs 8.0 or newer",
+                 device.cc_major, device.cc_minor);
+        return;
+    }
+    const char *env = getenv("JATTN_CUDA_KERNEL");
+    if (env && (strcmp(env, "v1") == 0 || strcmp(env, "1") == 0)) atomic_store(&kernel_choice, JATTN_CUDA_KERNEL_V1);
+    if (env && (strcmp(env, "v2") == 0 || strcmp(env, "2") == 0)) atomic_store(&kernel_choice, JATTN_CUDA_KERNEL_V2);
+    device.present = 1;
+}
+
+void jattn_cuda_set_kernel(jattn_cuda_kernel k) {
+    pthread_once(&device_once, probe_device); /* so the environment does not override it later */
+    if ((int)k >= 0 && k < JATTN_CUDA_KERNEL_COUNT) atomic_store(&kernel_choice, (int)k);
+}
+
+jattn_cuda_kernel jattn_cuda_get_kernel(void) {
+    pthread_once(&device_once, probe_device);
+    return (jattn_cuda_kernel)atomic_load(&kernel_choice);
+}
+
+long jattn_cuda_alloc_count(void) { return atomic_load(&alloc_count); }
+
+/* ---- selection -------------------------------------------------------------------------- */
+
+static int v2_applies(int64_t d) {
+    return d % JATTN_CUDA_V2_HEAD_DIM_MULTIPLE == 0 && d <= JATTN_CUDA_V2_MAX_HEAD_DIM;
+}
+
+static jattn_cuda_kernel kernel_for(const jattn_problem *p) {
+    jattn_cuda_kernel k = (jattn_cuda_kernel)atomic_load(&kernel_choice);
+    if (k == JATTN_CUDA_KERNEL_V1) return k;
+    return v2_applies(p->head_dim) ? JATTN_CUDA_KERNEL_V2 : JATTN_CUDA_KERNEL_V1;
+}
+
+static const char *kernel_name(jattn_cuda_kernel k, jattn_precision prec, int64_t d) {
+    if (k == JATTN_CUDA_KERNEL_V1) return "cuda_v1_flash_f32_simt_8x32";
+    const int bc = jattn_cuda_v2_key_tile((int)d);
+    if (prec == JATTN_PRECISION_TF32)
+        return bc == 64 ? "cuda_v2_flash_tf32_mma16n8k8_64x64" : bc == 32 ? "cuda_v2_flash_tf32_mma16n8k8_64x32"
+                                                                         : "cuda_v2_flash_tf32_mma16n8k8_64x16";
+    return bc == 64 ? "cuda_v2_flash_tf32x3_mma16n8k8_64x64" : bc == 32 ? "cuda_v2_flash_tf32x3_mma16n8k8_64x32"
+                                                                       : "cuda_v2_flash_tf32x3_mma16n8k8_64x16";
+}
+
+static jattn_status cuda_select(const jattn_problem *p, const jattn_exec *e, jattn_selection *sel) {
+    (void)e;
+    pthread_once(&device_once, probe_device);
+    if (!device.present) return jattn_fail(JATTN_ERROR_BACKEND_UNAVAILABLE, "%s", device.why);
+    if (p->head_dim > JATTN_CUDA_V1_MAX_HEAD_DIM)
+        return jattn_fail(JATTN_ERROR_UNSUPPORTED, "head_dim: %lld exceeds the cuda backend's limit of %d",
+                          (long long)p->head_dim, JATTN_CUDA_V1_MAX_HEAD_DIM);
+    if (p->seq_q > INT32_MAX || p->seq_kv > INT32_MAX || p->batch * p->heads > INT32_MAX)
+        return jattn_fail(JATTN_ERROR_UNSUPPORTED, "seq_q/seq_kv/batch*heads: the cuda backend indexes them with 32 bits");
+    sel->backend = JATTN_BACKEND_CUDA;
+    sel->backend_name = "cuda";
+    sel->kernel = kernel_name(kernel_for(p), e->precision, p->head_dim);
+    sel->isa = device.cc_major == 9 && device.cc_minor == 0 ? "sm_90a" : "sm_80";
+    sel->threads = 1;
+    return JATTN_OK;
+}
+
+static size_t cuda_workspace_size(const jattn_problem *p, const jattn_exec *e, const jattn_selection *sel) {
+    (void)p, (void)e, (void)sel;
+    return 0;
+}
+
+/* ---- launch ----------------------------------------------------------------------------- */
+
+static jattn_status cuda_fail(cudaError_t err, const char *what) {
+    (void)cudaGetLastError(); /* clear a non-sticky error */
+    return jattn_fail(JATTN_ERROR_CUDA, "cuda: %s failed: %s (%s)", what, cudaGetErrorName(err),
+                      cudaGetErrorString(err));
+}
+
+static jattn_status launch(const jattn_call *c, const jattn_selection *sel, const float *q, const float *k,
+                           const float *v, float *out, float *lse) {
+    const jattn_problem *p = c->problem;
+    jattn_cuda_params kp = {q, k, v, out, lse,
+                            p->q.batch, p->q.head, p->q.token,
+                            p->k.batch, p->k.head, p->k.token,
+                            p->v.batch, p->v.head, p->v.token,
+                            p->out.batch, p->out.head, p->out.token,
+                            (int)p->batch, (int)p->heads, (int)p->seq_q, (int)p->seq_kv, (int)p->head_dim,
+                            c->scale * 1.44269504088896340736f};
+    const int use_v1 = strncmp(sel->kernel, "cuda_v1", 7) == 0;
+    cudaError_t err = (cudaError_t)(use_v1 ? jattn_cuda_launch_v1(&kp, c->cuda_stream)
+                                           : jattn_cuda_launch_v2(&kp, c->precision == JATTN_PRECISION_F32,
+                                                                  c->cuda_stream));
+    return err == cudaSuccess ? JATTN_OK : cuda_fail(err, sel->kernel);
+}
+
+/* Elements a tensor spans (the validator has checked it fits). */
+static size_t span_elems(const jattn_problem *p, jattn_strides s, int64_t seq) {
+    return (size_t)(1 + (p->batch - 1) * s.batch + (p->heads - 1) * s.head + (seq - 1) * s.token + (p->head_dim - 1));
+}
+
+/* Grow-only device memory kept in ctx->backend_state[JATTN_BACKEND_CUDA]. */
+typedef struct cuda_state {
+    void *buffer;
+    size_t bytes;
+} cuda_state;
+
+#define BUFFER_ALIGN 256
+
+static size_t align_up(size_t n) { return (n + BUFFER_ALIGN - 1) / BUFFER_ALIGN * BUFFER_ALIGN; }
+
+static jattn_status device_alloc(void **ptr, size_t bytes) {
+    cudaError_t err = cudaMalloc(ptr, bytes);
+    if (err != cudaSuccess) {
+        (void)cudaGetLastError();
+        return jattn_fail(err == cudaErrorMemoryAllocation ? JATTN_ERROR_OUT_OF_MEMORY : JATTN_ERROR_CUDA,
+                          "cuda: cudaMalloc of %zu bytes failed: %s", bytes, cudaGetErrorName(err));
+    }
+    atomic_fetch_add(&alloc_count, 1);
+    return JATTN_OK;
+}
+
+/* Host arrays: copy q, k, v (and out when it has gaps, so they survive) to device buffers, run,
+ * copy out (and lse) back, and wait for the stream. */
+static jattn_status forward_host(const jattn_call *c, const jattn_selection *sel) {
+    const jattn_problem *p = c->problem;
+    const size_t nq = span_elems(p, p->q, p->seq_q), nk = span_elems(p, p->k, p->seq_kv),
+                 nv = span_elems(p, p->v, p->seq_kv), no = span_elems(p, p->out, p->seq_q);
+    const size_t nl = c->lse ? (size_t)(p->batch * p->heads * p->seq_q) : 0;
+    const size_t off_k = align_up(nq * sizeof(float)), off_v = off_k + align_up(nk * sizeof(float)),
+                 off_o = off_v + align_up(nv * sizeof(float)), off_l = off_o + align_up(no * sizeof(float)),
+                 total = off_l + align_up(nl * sizeof(float));
+    cudaStream_t stream = (cudaStream_t)c->cuda_stream;
+
+    void *buf = NULL;
+    cuda_state *state = NULL;
+    jattn_status st;
+    if (c->ctx) {
+        state = c->ctx->backend_state[JATTN_BACKEND_CUDA];
+        if (!state) {
+            state = calloc(1, sizeof *state);
+            if (!state) return jattn_fail(JATTN_ERROR_OUT_OF_MEMORY, "ctx: allocation of the cuda state failed");
+            c->ctx->backend_state[JATTN_BACKEND_CUDA] = state;
+        }
+        if (state->bytes < total) {
+            if (state->buffer) {
+                cudaError_t err = cudaFree(state->buffer);
+                state->buffer = NULL;
+                state->bytes = 0;
+                if (err != cudaSuccess) return cuda_fail(err, "cudaFree");
+            }
+            st = device_alloc(&state->buffer, total);
+            if (st != JATTN_OK) return st;
+            state->bytes = total;
+        }
+        buf = state->buffer;
+    } else {
+        st = device_alloc(&buf, total);
+        if (st != JATTN_OK) return st;
+    }
+
+    char *base = buf;
+    float *dq = (float *)base, *dk = (float *)(base + off_k), *dv = (float *)(base + off_v),
+          *dout = (float *)(base + off_o), *dlse = nl ? (float *)(base + off_l) : NULL;
+    const int out_dense = no == (size_t)(p->batch * p->heads * p->seq_q * p->head_dim);
+    cudaError_t err = cudaSuccess;
+    const char *what = "cudaMemcpyAsync (host to device)";
+    if ((err = cudaMemcpyAsync(dq, c->q, nq * sizeof(float), cudaMemcpyHostToDevice, stream)) == cudaSuccess &&
+        (err = cudaMemcpyAsync(dk, c->k, nk * sizeof(float), cudaMemcpyHostToDevice, stream)) == cudaSuccess &&
+        (err = cudaMemcpyAsync(dv, c->v, nv * sizeof(float), cudaMemcpyHostToDevice, stream)) == cudaSuccess &&
+        (out_dense ||
+         (err = cudaMemcpyAsync(dout, c->out, no * sizeof(float), cudaMemcpyHostToDevice, stream)) == cudaSuccess)) {
+        st = launch(c, sel, dq, dk, dv, dout, dlse);
+        what = "cudaMemcpyAsync (device to host)";
+        if (st == JATTN_OK &&
+            (err = cudaMemcpyAsync(c->out, dout, no * sizeof(float), cudaMemcpyDeviceToHost, stream)) == cudaSuccess &&
+            (!nl || (err = cudaMemcpyAsync(c->lse, dlse, nl * sizeof(float), cudaMemcpyDeviceToHost, stream)) ==
+                        cudaSuccess)) {
+            what = "cudaStreamSynchronize";
+            err = cudaStreamSynchronize(stream);
+        }
+    }
+    if (err != cudaSuccess) st = cuda_fail(err, what);
+    if (!c->ctx) {
+        cudaError_t ferr = cudaFree(buf);
+        if (st == JATTN_OK && ferr != cudaSuccess) st = cuda_fail(ferr, "cudaFree");
+    }
+    return st;
+}
+
+static jattn_status cuda_forward(const jattn_call *c, const jattn_selection *sel) {
+    if (c->memory == JATTN_MEMORY_DEVICE) return launch(c, sel, c->q, c->k, c->v, c->out, c->lse);
+    return forward_host(c, sel);
+}
+
+static void cuda_release_ctx(jattn_ctx *ctx) {
+    cuda_state *state = ctx->backend_state[JATTN_BACKEND_CUDA];
+    if (!state) return;
+    if (state->buffer) (void)cudaFree(state->buffer);
+    free(state);
+    ctx->backend_state[JATTN_BACKEND_CUDA] = NULL;
+}
+
+const jattn_backend_ops jattn_backend_cuda = {
+    JATTN_BACKEND_CUDA, "cuda", cuda_select, cuda_workspace_size, cuda_forward, cuda_release_ctx,
+};

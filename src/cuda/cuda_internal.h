@@ -1,0 +1,63 @@
+/* The cuda backend's internal interface, shared by the C launch code (cuda_backend.c), the
+ * kernel files (attention_v*.cu) and the tests that look inside (test_cuda_device.c).
+ * Plain C: every kernel file exports an extern "C" launcher taking jattn_cuda_params. */
+#ifndef JATTN_CUDA_INTERNAL_H
+#define JATTN_CUDA_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* One attention call as a kernel sees it: device pointers, element strides (B, H, S; head_dim
+ * contiguous) and the softmax scale pre-multiplied by log2(e), so kernels use exp2. */
+typedef struct jattn_cuda_params {
+    const float *q, *k, *v;
+    float *out;
+    float *lse; /* [B, H, Sq] contiguous, or NULL */
+    int64_t q_b, q_h, q_s;
+    int64_t k_b, k_h, k_s;
+    int64_t v_b, v_h, v_s;
+    int64_t o_b, o_h, o_s;
+    int batch, heads, seq_q, seq_kv, head_dim;
+    float scale_log2e; /* scale * log2(e) */
+} jattn_cuda_params;
+
+/* The kernel versions kept side by side (see each file's opening comment). */
+typedef enum jattn_cuda_kernel {
+    JATTN_CUDA_KERNEL_AUTO = 0, /* v2 where it applies, else v1 */
+    JATTN_CUDA_KERNEL_V1 = 1,   /* attention_v1_simt.cu: plain fp32 SIMT, any D <= 512 */
+    JATTN_CUDA_KERNEL_V2 = 2,   /* attention_v2_mma.cu: mma.sync m16n8k8 TF32 (x3 for f32), D % 8 == 0, D <= 256 */
+    JATTN_CUDA_KERNEL_COUNT = 3
+} jattn_cuda_kernel;
+
+/* Limits of each version. */
+#define JATTN_CUDA_V1_MAX_HEAD_DIM 512
+#define JATTN_CUDA_V2_MAX_HEAD_DIM 256
+#define JATTN_CUDA_V2_HEAD_DIM_MULTIPLE 8
+
+/* Launchers: enqueue one kernel on `stream` (a cudaStream_t), no allocation, no
+ * synchronisation. @return the cudaError_t of the launch (as int; 0 = cudaSuccess). */
+int jattn_cuda_launch_v1(const jattn_cuda_params *p, void *stream);
+int jattn_cuda_launch_v2(const jattn_cuda_params *p, int tf32x3, void *stream);
+
+/* Key-tile width v2 uses for a head_dim (kernel names and notes report it). */
+int jattn_cuda_v2_key_tile(int head_dim);
+
+/* ---- knobs and counters for tests and the harness ---- */
+
+/* Forces a kernel version for every later call of this process (AUTO restores the default;
+ * the environment variable JATTN_CUDA_KERNEL=v1|v2 sets the initial value). A version that
+ * cannot run a problem falls back to v1. */
+void jattn_cuda_set_kernel(jattn_cuda_kernel k);
+jattn_cuda_kernel jattn_cuda_get_kernel(void);
+
+/* Number of cudaMalloc calls the backend has made in this process. */
+long jattn_cuda_alloc_count(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* JATTN_CUDA_INTERNAL_H */

@@ -1,0 +1,294 @@
+/* The cuda backend on device pointers and through its context: results on the caller's
+ * stream match the float64 reference; a CUDA graph capture replays to the same bits; 4-byte
+ * (not 16-byte) aligned pointers work; an output overlapping an input is rejected before any
+ * launch; the context allocates device memory once per size; every kernel version (v1, v2)
+ * passes the gate of both precisions. Exits 77 without a CUDA device. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+
+#include "cuda/cuda_internal.h"
+#include "harness.h"
+
+static jt_tally tally;
+
+#define CUDA_OK(call)                                                                                         \
+    do {                                                                                                      \
+        cudaError_t e_ = (call);                                                                              \
+        if (e_ != cudaSuccess) {                                                                              \
+            printf("FAIL %s:%d %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorName(e_));                   \
+            exit(1);                                                                                          \
+        }                                                                                                     \
+    } while (0)
+
+static size_t span_of(const jattn_problem *p, jattn_strides s, int64_t seq) {
+    return (size_t)(1 + (p->batch - 1) * s.batch + (p->heads - 1) * s.head + (seq - 1) * s.token + (p->head_dim - 1));
+}
+
+/* Device copies of a case's tensors, each placed `shift` floats past a 256-byte boundary. */
+typedef struct dev_case {
+    float *base[5];
+    float *q, *k, *v, *out, *lse;
+    size_t nq, nk, nv, no, nl;
+} dev_case;
+
+static float *dev_alloc(size_t n, int shift, float **base) {
+    CUDA_OK(cudaMalloc((void **)base, (n + (size_t)shift) * sizeof(float)));
+    return *base + shift;
+}
+
+static void dev_case_init(dev_case *d, const jt_case *c, int shift) {
+    const jattn_problem *p = &c->p;
+    d->nq = span_of(p, p->q, p->seq_q);
+    d->nk = span_of(p, p->k, p->seq_kv);
+    d->nv = span_of(p, p->v, p->seq_kv);
+    d->no = span_of(p, p->out, p->seq_q);
+    d->nl = (size_t)(p->batch * p->heads * p->seq_q);
+    d->q = dev_alloc(d->nq, shift, &d->base[0]);
+    d->k = dev_alloc(d->nk, shift, &d->base[1]);
+    d->v = dev_alloc(d->nv, shift, &d->base[2]);
+    d->out = dev_alloc(d->no, shift, &d->base[3]);
+    d->lse = dev_alloc(d->nl, shift, &d->base[4]);
+    CUDA_OK(cudaMemcpy(d->q, c->q, d->nq * sizeof(float), cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemcpy(d->k, c->k, d->nk * sizeof(float), cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemcpy(d->v, c->v, d->nv * sizeof(float), cudaMemcpyHostToDevice));
+}
+
+static void dev_case_free(dev_case *d) {
+    for (int i = 0; i < 5; i++) cudaFree(d->base[i]);
+}
+
+/* Poisons the device output (all bits set: a NaN), with the host out's gaps copied in. */
+static void dev_poison(dev_case *d, const jt_case *c) {
+    CUDA_OK(cudaMemset(d->out, 0xFF, d->no * sizeof(float)));
+    CUDA_OK(cudaMemset(d->lse, 0xFF, d->nl * sizeof(float)));
+    (void)c;
+}
+
+/* Copies the device result into the case's host out/lse and checks it against the reference. */
+static int dev_check(dev_case *d, jt_case *c, jattn_precision prec, const char *what) {
+    const jattn_problem *p = &c->p;
+    float *host = malloc(d->no * sizeof(float)), *lse = malloc(d->nl * sizeof(float));
+    CUDA_OK(cudaMemcpy(host, d->out, d->no * sizeof(float), cudaMemcpyDeviceToHost));
+    CUDA_OK(cudaMemcpy(lse, d->lse, d->nl * sizeof(float), cudaMemcpyDeviceToHost));
+    jattn_metrics m;
+    jattn_metrics_compute(p, host, c->ref, &m);
+    int ok = jattn_metrics_pass(&m, prec) && jattn_lse_pass(lse, c->ref_lse, (int64_t)d->nl, prec);
+    if (!ok || getenv("JATTN_TEST_VERBOSE"))
+        printf("%s %s %s %s: rel_l2 %.3g max_abs %.3g cos %.9f nonfinite %lld (seed %llu)\n", ok ? "ok  " : "FAIL",
+               what, c->label, prec == JATTN_PRECISION_TF32 ? "tf32" : "f32", m.rel_l2, m.max_abs, m.cos,
+               (long long)m.nonfinite, (unsigned long long)jt_seed());
+    free(host);
+    free(lse);
+    return ok;
+}
+
+static jattn_exec device_exec(cudaStream_t s, jattn_precision prec) {
+    jattn_exec e = {0};
+    e.backend = JATTN_BACKEND_CUDA;
+    e.memory = JATTN_MEMORY_DEVICE;
+    e.precision = prec;
+    e.cuda_stream = s;
+    return e;
+}
+
+/* Device pointers on a non-default stream; then the same call captured into a graph and
+ * replayed must give the first result bit for bit. */
+static void test_stream_and_graph(jt_case *c, cudaStream_t s) {
+    dev_case d;
+    dev_case_init(&d, c, 0);
+    for (int pi = 0; pi < 2; pi++) {
+        jattn_precision prec = pi ? JATTN_PRECISION_TF32 : JATTN_PRECISION_F32;
+        jattn_exec e = device_exec(s, prec);
+        dev_poison(&d, c);
+        jattn_status st = jattn_forward(NULL, &c->p, &e, d.q, d.k, d.v, d.out, d.lse);
+        jt_tally_add(&tally, jt_expect_status(st, JATTN_OK, "forward on device pointers"));
+        CUDA_OK(cudaStreamSynchronize(s));
+        jt_tally_add(&tally, dev_check(&d, c, prec, "stream"));
+        float *first = malloc(d.no * sizeof(float)), *again = malloc(d.no * sizeof(float));
+        CUDA_OK(cudaMemcpy(first, d.out, d.no * sizeof(float), cudaMemcpyDeviceToHost));
+
+        cudaGraph_t graph;
+        cudaGraphExec_t exec;
+        CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+        st = jattn_forward(NULL, &c->p, &e, d.q, d.k, d.v, d.out, d.lse);
+        CUDA_OK(cudaStreamEndCapture(s, &graph));
+        jt_tally_add(&tally, jt_expect_status(st, JATTN_OK, "forward under graph capture"));
+        CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+        dev_poison(&d, c);
+        CUDA_OK(cudaStreamSynchronize(s));
+        for (int rep = 0; rep < 2; rep++) CUDA_OK(cudaGraphLaunch(exec, s));
+        CUDA_OK(cudaStreamSynchronize(s));
+        CUDA_OK(cudaMemcpy(again, d.out, d.no * sizeof(float), cudaMemcpyDeviceToHost));
+        int same = memcmp(first, again, d.no * sizeof(float)) == 0;
+        if (!same) printf("FAIL graph replay differs from the first result (%s)\n", c->label);
+        jt_tally_add(&tally, same);
+        CUDA_OK(cudaGraphExecDestroy(exec));
+        CUDA_OK(cudaGraphDestroy(graph));
+        free(first);
+        free(again);
+    }
+    dev_case_free(&d);
+}
+
+/* Pointers 4 bytes past a 16-byte boundary: the 4-byte copy path. */
+static void test_misaligned(jt_case *c, cudaStream_t s) {
+    dev_case d;
+    dev_case_init(&d, c, 1);
+    for (int pi = 0; pi < 2; pi++) {
+        jattn_precision prec = pi ? JATTN_PRECISION_TF32 : JATTN_PRECISION_F32;
+        jattn_exec e = device_exec(s, prec);
+        dev_poison(&d, c);
+        jattn_status st = jattn_forward(NULL, &c->p, &e, d.q, d.k, d.v, d.out, d.lse);
+        jt_tally_add(&tally, jt_expect_status(st, JATTN_OK, "forward on 4-byte aligned pointers"));
+        CUDA_OK(cudaStreamSynchronize(s));
+        jt_tally_add(&tally, dev_check(&d, c, prec, "misaligned"));
+    }
+    dev_case_free(&d);
+}
+
+/* out overlapping q: rejected before the launch, q untouched. */
+static void test_aliasing(jt_case *c, cudaStream_t s) {
+    dev_case d;
+    dev_case_init(&d, c, 0);
+    jattn_exec e = device_exec(s, JATTN_PRECISION_F32);
+    jattn_problem p = c->p;
+    p.out = p.q; /* same layout, so out spans exactly q */
+    jattn_status st = jattn_forward(NULL, &p, &e, d.q, d.k, d.v, d.q, NULL);
+    jt_tally_add(&tally, jt_expect_status(st, JATTN_ERROR_ALIASING, "out overlapping q"));
+    CUDA_OK(cudaStreamSynchronize(s));
+    float *back = malloc(d.nq * sizeof(float));
+    CUDA_OK(cudaMemcpy(back, d.q, d.nq * sizeof(float), cudaMemcpyDeviceToHost));
+    int same = memcmp(back, c->q, d.nq * sizeof(float)) == 0;
+    if (!same) printf("FAIL q was modified by a rejected call\n");
+    jt_tally_add(&tally, same);
+    free(back);
+    dev_case_free(&d);
+}
+
+/* The context keeps device buffers: after the first call of a size, no further cudaMalloc
+ * (same size, then a smaller one); without a context, results are still right. */
+static void test_ctx_allocations(jt_case *big, jt_case *small) {
+    jattn_ctx *ctx = NULL;
+    jt_tally_add(&tally, jt_expect_status(jattn_ctx_create(&ctx), JATTN_OK, "ctx_create"));
+    jattn_exec e = {0};
+    e.backend = JATTN_BACKEND_CUDA;
+    jattn_status st = jattn_forward(ctx, &big->p, &e, big->q, big->k, big->v, big->out, big->lse);
+    jt_tally_add(&tally, jt_expect_status(st, JATTN_OK, "first host call with ctx"));
+    long after_first = jattn_cuda_alloc_count();
+    for (int i = 0; i < 3; i++) {
+        st = jattn_forward(ctx, &big->p, &e, big->q, big->k, big->v, big->out, big->lse);
+        jt_tally_add(&tally, jt_expect_status(st, JATTN_OK, "repeated host call with ctx"));
+    }
+    st = jattn_forward(ctx, &small->p, &e, small->q, small->k, small->v, small->out, small->lse);
+    jt_tally_add(&tally, jt_expect_status(st, JATTN_OK, "smaller host call with ctx"));
+    long after_all = jattn_cuda_alloc_count();
+    if (after_all != after_first)
+        printf("FAIL ctx: %ld cudaMalloc calls after the first call of a size (want 0)\n", after_all - after_first);
+    jt_tally_add(&tally, after_all == after_first);
+    jattn_metrics m;
+    jattn_metrics_compute(&small->p, small->out, small->ref, &m);
+    int ok = jattn_metrics_pass(&m, JATTN_PRECISION_F32);
+    if (!ok) printf("FAIL ctx result: rel_l2 %.3g (%s)\n", m.rel_l2, small->label);
+    jt_tally_add(&tally, ok);
+    jattn_ctx_free(ctx);
+    /* without a context: allocated and freed per call */
+    jt_tally_add(&tally, jt_case_check(small, &e, 1));
+}
+
+/* Every kernel version against the reference, both precisions, on shapes each one takes. */
+static void test_versions(jt_rng *rng) {
+    static const int64_t shapes[][5] = {{1, 2, 65, 130, 64}, {2, 1, 7, 33, 128}, {1, 2, 100, 77, 256},
+                                        {1, 1, 129, 200, 32}, {1, 3, 40, 1, 8}, {1, 1, 33, 65, 24}};
+    for (int ver = JATTN_CUDA_KERNEL_V1; ver < JATTN_CUDA_KERNEL_COUNT; ver++) {
+        jattn_cuda_set_kernel((jattn_cuda_kernel)ver);
+        for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+            const int64_t *s = shapes[si];
+            jattn_problem p = jattn_problem_flux(s[0], s[1], s[2], s[3], s[4]);
+            jattn_exec e = {0};
+            e.backend = JATTN_BACKEND_CUDA;
+            jattn_selection sel;
+            if (!jt_expect_status(jattn_select(&p, &e, &sel), JATTN_OK, "select")) {
+                jt_tally_add(&tally, 0);
+                continue;
+            }
+            char want[8];
+            snprintf(want, sizeof want, "cuda_v%d", ver);
+            if (strncmp(sel.kernel, want, strlen(want)) != 0) {
+                printf("FAIL version %d selected %s for D=%lld\n", ver, sel.kernel, (long long)s[4]);
+                jt_tally_add(&tally, 0);
+            }
+            jt_case c;
+            if (jt_case_init(&c, &p) != 0) {
+                jt_tally_add(&tally, 0);
+                continue;
+            }
+            for (int d = 0; d < JT_DIST_COUNT; d++) {
+                jt_case_fill(&c, (jt_dist)d, rng);
+                if (jt_case_reference(&c) != JATTN_OK) {
+                    jt_tally_add(&tally, 0);
+                    continue;
+                }
+                for (int pi = 0; pi < 2; pi++) {
+                    e.precision = pi ? JATTN_PRECISION_TF32 : JATTN_PRECISION_F32;
+                    int ok = jt_case_check(&c, &e, 1);
+                    if (!ok) printf("    (kernel %s)\n", sel.kernel);
+                    jt_tally_add(&tally, ok);
+                }
+            }
+            jt_case_free(&c);
+        }
+    }
+    jattn_cuda_set_kernel(JATTN_CUDA_KERNEL_AUTO);
+}
+
+/* head_dim beyond the limit: UNSUPPORTED naming head_dim. */
+static void test_limits(void) {
+    jattn_problem p = jattn_problem_flux(1, 1, 4, 4, JATTN_CUDA_V1_MAX_HEAD_DIM + 8);
+    jattn_exec e = {0};
+    e.backend = JATTN_BACKEND_CUDA;
+    jattn_selection sel;
+    jattn_status st = jattn_select(&p, &e, &sel);
+    int ok = jt_expect_status(st, JATTN_ERROR_UNSUPPORTED, "head_dim over the limit") &&
+             strstr(jattn_last_error(), "head_dim") != NULL;
+    jt_tally_add(&tally, ok);
+    p.head_dim = 128;
+    ok = jt_expect_status(jattn_select(&p, &e, &sel), JATTN_OK, "select D=128") && sel.isa &&
+         (strcmp(sel.isa, "sm_90a") == 0 || strcmp(sel.isa, "sm_80") == 0);
+    if (ok) printf("selected %s (%s)\n", sel.kernel, sel.isa);
+    jt_tally_add(&tally, ok);
+}
+
+int main(void) {
+    if (!jt_backend_present(JATTN_BACKEND_CUDA)) {
+        printf("SKIP: no cuda backend or no CUDA device\n");
+        return JT_SKIP;
+    }
+    jt_rng rng;
+    jt_rng_init(&rng, jt_seed() ^ 0xC0DAull);
+    cudaStream_t s;
+    CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+
+    jattn_problem p = jattn_problem_flux(2, 3, 100, 77, 64);
+    jt_case c;
+    jattn_problem ps = jattn_problem_flux(1, 2, 33, 50, 128);
+    jt_case small;
+    if (jt_case_init(&c, &p) != 0 || jt_case_init(&small, &ps) != 0) return 1;
+    jt_case_fill(&c, JT_NORMAL, &rng);
+    jt_case_fill(&small, JT_PEAKY, &rng);
+    if (jt_case_reference(&c) != JATTN_OK || jt_case_reference(&small) != JATTN_OK) return 1;
+
+    test_limits();
+    test_stream_and_graph(&c, s);
+    test_misaligned(&c, s);
+    test_aliasing(&c, s);
+    test_ctx_allocations(&c, &small);
+    test_versions(&rng);
+
+    jt_case_free(&c);
+    jt_case_free(&small);
+    CUDA_OK(cudaStreamDestroy(s));
+    return jt_tally_finish(&tally, "test_cuda_device");
+}

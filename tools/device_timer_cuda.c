@@ -1,0 +1,91 @@
+/* The device timer with CUDA: inputs copied to the device once, jattn_forward on device
+ * pointers and a stream of its own, each timed call bracketed by CUDA events; the median. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+
+#include "device_timer.h"
+
+static size_t span_of(const jattn_problem *p, jattn_strides s, int64_t seq) {
+    return (size_t)(1 + (p->batch - 1) * s.batch + (p->heads - 1) * s.head + (seq - 1) * s.token + (p->head_dim - 1));
+}
+
+static int cmp_float(const void *a, const void *b) {
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+#define CHECK(call)                                                                                    \
+    do {                                                                                               \
+        cudaError_t err_ = (call);                                                                     \
+        if (err_ != cudaSuccess) {                                                                     \
+            snprintf(err, errlen, "device timing: %s: %s", #call, cudaGetErrorName(err_));           \
+            goto done;                                                                                 \
+        }                                                                                              \
+    } while (0)
+
+int jattn_device_timed_run(const jattn_problem *p, const jattn_exec *e, const float *q, const float *k,
+                           const float *v, float *out, float *lse, int warmup, int reps, double *ms_median, char *err,
+                           size_t errlen) {
+    const size_t nq = span_of(p, p->q, p->seq_q), nk = span_of(p, p->k, p->seq_kv), nv = span_of(p, p->v, p->seq_kv),
+                 no = span_of(p, p->out, p->seq_q), nl = (size_t)(p->batch * p->heads * p->seq_q);
+    float *dq = NULL, *dk = NULL, *dv = NULL, *dout = NULL, *dlse = NULL;
+    float *times = NULL;
+    cudaStream_t stream = NULL;
+    cudaEvent_t *ev = NULL;
+    int rc = -1, n_ev = 0;
+    if (reps < 1) reps = 1;
+    if (warmup < 0) warmup = 0;
+    times = malloc(sizeof(float) * (size_t)reps);
+    ev = calloc(2 * (size_t)reps, sizeof *ev);
+    if (!times || !ev) {
+        snprintf(err, errlen, "device timing: out of host memory");
+        goto done;
+    }
+    CHECK(cudaMalloc((void **)&dq, nq * sizeof(float)));
+    CHECK(cudaMalloc((void **)&dk, nk * sizeof(float)));
+    CHECK(cudaMalloc((void **)&dv, nv * sizeof(float)));
+    CHECK(cudaMalloc((void **)&dout, no * sizeof(float)));
+    if (lse) CHECK(cudaMalloc((void **)&dlse, nl * sizeof(float)));
+    CHECK(cudaMemcpy(dq, q, nq * sizeof(float), cudaMemcpyHostToDevice));
+    CHECK(cudaMemcpy(dk, k, nk * sizeof(float), cudaMemcpyHostToDevice));
+    CHECK(cudaMemcpy(dv, v, nv * sizeof(float), cudaMemcpyHostToDevice));
+    CHECK(cudaMemcpy(dout, out, no * sizeof(float), cudaMemcpyHostToDevice)); /* keeps the gaps of out */
+    CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    for (; n_ev < 2 * reps; n_ev++) CHECK(cudaEventCreate(&ev[n_ev]));
+
+    jattn_exec x = e ? *e : (jattn_exec){0};
+    x.backend = JATTN_BACKEND_CUDA;
+    x.memory = JATTN_MEMORY_DEVICE;
+    x.cuda_stream = stream;
+    for (int i = 0; i < warmup + reps; i++) {
+        int timed = i >= warmup;
+        if (timed) CHECK(cudaEventRecord(ev[2 * (i - warmup)], stream));
+        jattn_status st = jattn_forward(NULL, p, &x, dq, dk, dv, dout, dlse);
+        if (st != JATTN_OK) {
+            snprintf(err, errlen, "device timing: %s: %s", jattn_status_name(st), jattn_last_error());
+            goto done;
+        }
+        if (timed) CHECK(cudaEventRecord(ev[2 * (i - warmup) + 1], stream));
+    }
+    CHECK(cudaStreamSynchronize(stream));
+    for (int i = 0; i < reps; i++) CHECK(cudaEventElapsedTime(&times[i], ev[2 * i], ev[2 * i + 1]));
+    qsort(times, (size_t)reps, sizeof(float), cmp_float);
+    *ms_median = reps % 2 ? times[reps / 2] : 0.5 * ((double)times[reps / 2 - 1] + times[reps / 2]);
+    CHECK(cudaMemcpy(out, dout, no * sizeof(float), cudaMemcpyDeviceToHost));
+    if (lse) CHECK(cudaMemcpy(lse, dlse, nl * sizeof(float), cudaMemcpyDeviceToHost));
+    rc = 0;
+done:
+    for (int i = 0; i < n_ev; i++) cudaEventDestroy(ev[i]);
+    if (stream) cudaStreamDestroy(stream);
+    cudaFree(dq);
+    cudaFree(dk);
+    cudaFree(dv);
+    cudaFree(dout);
+    cudaFree(dlse);
+    free(times);
+    free(ev);
+    return rc;
+}
