@@ -1,0 +1,544 @@
+/* attention_f32_sm90_wgmma_64x64 — version 3 of the cuda kernels (after SIMT v1 and the
+ * mma.sync 3xTF32 v2): fp32-accurate flash attention with Hopper's wgmma, for sm_90a.
+ *
+ * Reads  q [B, H, Sq, D], k and v [B, H, Skv, D] (element strides per batch/head/token,
+ *        head_dim contiguous, float4 aligned), D in {64, 128}.
+ * Writes out [B, H, Sq, D] through its strides (token-major [S, H*D] for FLUX), and
+ *        optionally lse [B, H, Sq] contiguous.
+ *
+ * Design (v3.0, correctness first; details and predictions in NOTES_sm90.md):
+ *  - One CTA = one warpgroup (128 threads) = 64 query rows of one (b, h): grid
+ *    (ceil(Sq/64), H, B). Key/value tiles of 64 keys, online softmax in fp32 registers.
+ *  - S = Q K^T: wgmma m64n64k8 tf32, A = Q and B = K from shared memory, both K-major over
+ *    head_dim as stored (row i of the tile = one token, D contiguous), 128-byte swizzle.
+ *  - O_tile = P V: wgmma m64n{D}k8 tf32 with P from registers (the S accumulator re-used as
+ *    the A fragment, see below) and B = V^T staged in shared memory K-major over keys
+ *    (a transposing copy from global), 128-byte swizzle. Each key tile's product goes into a
+ *    fresh accumulator and is added into O in fp32 registers (O = O * alpha + O_tile).
+ *  - f32 mode: every operand x is split into big = tf32_rn(x) and small = tf32_rn(x - big)
+ *    while it is staged (Q, K, V in shared memory, P in registers); each product runs as
+ *    small*big + big*small + big*big (smaller terms first), fp32 accumulation.
+ *    tf32 mode: big*big only, half the shared memory, two CTAs per SM.
+ *  - Overlap (within the one warpgroup): the V^T tile is loaded, split and stored while the
+ *    S wgmmas run; the next K tile while the P V wgmmas run. Plain ld.global / st.shared,
+ *    no TMA yet (the transposing V copy and the split need the registers anyway).
+ *
+ * Shared memory layout of a K-major operand tile of R rows by C tf32 columns (R % 8 == 0,
+ * C % 32 == 0), "128B swizzle" canonical layout of the wgmma descriptor:
+ *   the C columns are cut into C/32 column blocks of 32 elements (= 128 bytes); block kb
+ *   occupies R*128 bytes at kb*R*128; inside it row r occupies bytes [r*128, r*128+128),
+ *   and its 16-byte chunk c (elements 4c..4c+3) is stored at chunk position c ^ (r % 8).
+ *   Every tile base is 1024-byte aligned (the swizzle XORs address bits 4-6 with bits 7-9).
+ *   The descriptor of the k-th 8-column slice starts at kb*R*128 + (k%4)*32 bytes with
+ *   stride byte offset (between 8-row groups) 1024; the leading byte offset is unused for
+ *   swizzled K-major operands whose K extent (32 bytes) fits in one swizzle row.
+ *
+ * Register fragments (PTX ISA "wgmma register fragments", tf32): thread t of the warpgroup,
+ * warp w = t/32, g = (t%32)/4, c = t%4.
+ *   accumulator m64nN: reg 4i+0 -> (row 16w+g,   col 8i+2c), 4i+1 -> (16w+g,   8i+2c+1),
+ *                      reg 4i+2 -> (row 16w+g+8, col 8i+2c), 4i+3 -> (16w+g+8, 8i+2c+1).
+ *   A operand m64k8:   reg 0 -> (16w+g, k=c), 1 -> (16w+g+8, c), 2 -> (16w+g, c+4),
+ *                      3 -> (16w+g+8, c+4).
+ *   So the S accumulator of key block i becomes P's A fragment for k-slice i without any
+ *   shuffle if slice position c holds key 8i+2c and position c+4 holds key 8i+2c+1:
+ *   a = {s[4i+0], s[4i+2], s[4i+1], s[4i+3]}, and V^T is staged with the same key order
+ *   inside every group of 8 keys (key j -> position (j>>1) + 4*(j&1)).
+ *
+ * Measured: not yet run on a GPU (see NOTES_sm90.md for the first run's checklist). */
+#include "attention_f32_sm90_wgmma.h"
+
+#include <math.h>
+#include <stdint.h>
+
+#include <cuda_runtime.h>
+
+namespace {
+
+constexpr int kThreads = 128;        /* one warpgroup */
+constexpr int kBlockM = 64;          /* query rows per CTA = wgmma M */
+constexpr int kBlockN = 64;          /* keys per tile */
+constexpr int kSwizzleBytes = 128;   /* 128-byte swizzle: one swizzle row */
+constexpr int kSwizzleAtomBytes = 8 * kSwizzleBytes; /* 8 rows: the SBO and the alignment */
+constexpr int kTf32PerSwizzleRow = kSwizzleBytes / 4;
+constexpr int kMmaK = 8;             /* tf32 wgmma K */
+constexpr int kSliceBytes = kMmaK * 4;
+constexpr int kSlicesPerSwizzleRow = kSwizzleBytes / kSliceBytes;
+constexpr float kLog2e = 1.4426950408889634f;
+
+static_assert(kBlockN % kTf32PerSwizzleRow == 0, "key tile must fill whole swizzle rows");
+static_assert(kBlockM % 8 == 0 && kBlockN % 8 == 0, "tiles are made of 8-row groups");
+
+/* Parameters by value (the kernel argument). */
+struct Params {
+    const float *q, *k, *v;
+    float *out, *lse;
+    int64_t q_b, q_h, q_t, k_b, k_h, k_t, v_b, v_h, v_t, o_b, o_h, o_t;
+    int heads, seq_q, seq_kv;
+    float scale;
+};
+
+template <int D, bool kSplit>
+struct Config {
+    static constexpr int kParts = kSplit ? 2 : 1;          /* big (+ small) copies */
+    static constexpr int kQBytes = kBlockM * D * 4;
+    static constexpr int kKBytes = kBlockN * D * 4;
+    static constexpr int kVtBytes = D * kBlockN * 4;
+    static constexpr int kQOff = 0;
+    static constexpr int kKOff = kQOff + kParts * kQBytes;
+    static constexpr int kVtOff = kKOff + kParts * kKBytes;
+    static constexpr int kSmemBytes = kVtOff + kParts * kVtBytes + kSwizzleAtomBytes; /* + alignment slack */
+    static constexpr int kOAcc = D / 2;                    /* m64nD accumulator floats per thread */
+    static constexpr int kSAcc = kBlockN / 2;
+    static constexpr int kDSlices = D / kMmaK;             /* k-slices of Q K^T */
+    static constexpr int kNSlices = kBlockN / kMmaK;       /* k-slices of P V */
+    static_assert(D % kTf32PerSwizzleRow == 0, "head_dim must fill whole swizzle rows");
+    static_assert(kQBytes % kSwizzleAtomBytes == 0 && kKBytes % kSwizzleAtomBytes == 0 &&
+                  kVtBytes % kSwizzleAtomBytes == 0, "tile bases stay 1024-byte aligned");
+};
+
+/* ---- PTX wrappers -------------------------------------------------------------------- */
+
+__device__ __forceinline__ uint32_t smem_u32(const void *p)
+{
+    return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+/* x rounded to the nearest tf32 (ties away), as an fp32 bit pattern with 13 zero low bits. */
+__device__ __forceinline__ uint32_t tf32_round(float x)
+{
+    uint32_t r;
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+    return r;
+}
+
+/* big = tf32(x), small = tf32(x - big): x ~= big + small to about 2^-22 relative. */
+__device__ __forceinline__ void tf32_split(float x, uint32_t &big, uint32_t &small)
+{
+    big = tf32_round(x);
+    small = tf32_round(x - __uint_as_float(big));
+}
+
+/* Byte offset of element (row, col) in a K-major 128B-swizzled tile of `rows` rows. */
+__device__ __forceinline__ uint32_t swizzled_offset(int row, int col, int rows)
+{
+    const int block = col / kTf32PerSwizzleRow;
+    const int in_row = col % kTf32PerSwizzleRow;
+    const int chunk = in_row / 4;
+    return static_cast<uint32_t>(block * rows * kSwizzleBytes + row * kSwizzleBytes +
+                                 ((chunk ^ (row % 8)) * 16) + (in_row % 4) * 4);
+}
+
+/* wgmma shared-memory descriptor, 128-byte swizzle, K-major. */
+__device__ __forceinline__ uint64_t smem_desc_sw128(uint32_t saddr)
+{
+    const uint64_t start = (saddr & 0x3FFFFu) >> 4;
+    const uint64_t lbo = 1;                                  /* unused for swizzled K-major */
+    const uint64_t sbo = kSwizzleAtomBytes >> 4;             /* next 8-row group */
+    const uint64_t swizzle_128b = 1;
+    return start | (lbo << 16) | (sbo << 32) | (swizzle_128b << 62);
+}
+
+/* Descriptor of k-slice `slice` (8 columns) of a K-major swizzled tile of `rows` rows. */
+__device__ __forceinline__ uint64_t slice_desc(uint32_t tile_saddr, int slice, int rows)
+{
+    const uint32_t off = static_cast<uint32_t>((slice / kSlicesPerSwizzleRow) * rows * kSwizzleBytes +
+                                               (slice % kSlicesPerSwizzleRow) * kSliceBytes);
+    return smem_desc_sw128(tile_saddr + off);
+}
+
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_wait_all() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+/* Generic-proxy shared stores become visible to the async proxy (wgmma operand reads). */
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+
+/* The value of x, opaque to the optimizer: keeps the dozens of per-slice descriptors from
+ * being hoisted out of the key loop into (scarce) registers; they are recomputed with one
+ * add each where they are used. */
+__device__ __forceinline__ uint32_t opaque(uint32_t x)
+{
+    asm volatile("" : "+r"(x));
+    return x;
+}
+
+/* Pins a register's value at this point of the instruction stream: keeps the compiler from
+ * moving reads of wgmma results above the wait, or writes of wgmma inputs below the issue. */
+template <int N>
+__device__ __forceinline__ void fence_regs(float (&r)[N])
+{
+#pragma unroll
+    for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
+}
+template <int N>
+__device__ __forceinline__ void fence_regs(uint32_t (&r)[N][4])
+{
+#pragma unroll
+    for (int i = 0; i < N; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) asm volatile("" : "+r"(r[i][j])::"memory");
+}
+
+/* D[64 x 64] (+)= A[64 x 8] * B[64 x 8]^T; A and B from shared memory (descriptors). */
+__device__ __forceinline__ void wgmma_m64n64k8_tf32_ss(float (&d)[32], uint64_t desc_a, uint64_t desc_b, int accumulate)
+{
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+        : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+}
+
+/* D[64 x 64] (+)= A[64 x 8] * B[64 x 8]^T; A from registers (tf32 bit patterns), B from shared memory. */
+__device__ __forceinline__ void wgmma_m64n64k8_tf32_rs(float (&d)[32], const uint32_t (&a)[4], uint64_t desc_b, int accumulate)
+{
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, p, 1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate));
+}
+
+/* D[64 x 128] (+)= A[64 x 8] * B[128 x 8]^T; A from registers (tf32 bit patterns), B from shared memory. */
+__device__ __forceinline__ void wgmma_m64n128k8_tf32_rs(float (&d)[64], const uint32_t (&a)[4], uint64_t desc_b, int accumulate)
+{
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, p, 1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate));
+}
+
+template <int D>
+__device__ __forceinline__ void wgmma_pv(float (&d)[D / 2], const uint32_t (&a)[4], uint64_t desc_b, int accumulate);
+template <>
+__device__ __forceinline__ void wgmma_pv<64>(float (&d)[32], const uint32_t (&a)[4], uint64_t desc_b, int accumulate)
+{
+    wgmma_m64n64k8_tf32_rs(d, a, desc_b, accumulate);
+}
+template <>
+__device__ __forceinline__ void wgmma_pv<128>(float (&d)[64], const uint32_t (&a)[4], uint64_t desc_b, int accumulate)
+{
+    wgmma_m64n128k8_tf32_rs(d, a, desc_b, accumulate);
+}
+
+/* ---- tile staging (global fp32 -> shared tf32 big/small, swizzled) --------------------- */
+
+/* Rows [row0, row0 + kRows) of a [token, D] matrix into a K-major tile (row = token);
+ * rows at or past `rows_valid` are zero. Each warp moves whole rows, float4 per lane. */
+template <int D, int kRows, bool kSplit>
+__device__ __forceinline__ void stage_rows(unsigned char *big, unsigned char *small, const float *src,
+                                           int64_t token_stride, int row0, int rows_valid, int tid)
+{
+    constexpr int kVec = D / 4;                       /* float4 per row */
+    constexpr int kIters = kRows * kVec / kThreads;
+    constexpr int kBatch = 4;                         /* loads in flight per thread */
+    static_assert(kIters % kBatch == 0, "");
+#pragma unroll 1
+    for (int it0 = 0; it0 < kIters; it0 += kBatch) {
+        float4 x[kBatch];
+#pragma unroll
+        for (int u = 0; u < kBatch; ++u) {
+            const int idx = (it0 + u) * kThreads + tid;
+            const int row = idx / kVec, c4 = idx % kVec;
+            x[u] = make_float4(0.f, 0.f, 0.f, 0.f);
+            if (row0 + row < rows_valid)
+                x[u] = __ldg(reinterpret_cast<const float4 *>(src + (int64_t)(row0 + row) * token_stride) + c4);
+        }
+#pragma unroll
+        for (int u = 0; u < kBatch; ++u) {
+            const int idx = (it0 + u) * kThreads + tid;
+            const int row = idx / kVec, c4 = idx % kVec;
+            const uint32_t off = swizzled_offset(row, c4 * 4, kRows);
+            uint4 b, s;
+            if (kSplit) {
+                tf32_split(x[u].x, b.x, s.x);
+                tf32_split(x[u].y, b.y, s.y);
+                tf32_split(x[u].z, b.z, s.z);
+                tf32_split(x[u].w, b.w, s.w);
+                *reinterpret_cast<uint4 *>(small + off) = s;
+            } else {
+                b = make_uint4(tf32_round(x[u].x), tf32_round(x[u].y), tf32_round(x[u].z), tf32_round(x[u].w));
+            }
+            *reinterpret_cast<uint4 *>(big + off) = b;
+        }
+    }
+}
+
+/* Keys [key0, key0 + kBlockN) of v [token, D] into the K-major tile V^T (row = d, column =
+ * key position), keys in the P-fragment order (key j of a group of 8 at position
+ * (j>>1) + 4*(j&1)); keys at or past `keys_valid` are zero (so 0 * garbage never makes NaN).
+ * A warp reads 16 keys x 2 float4 per step; its scalar shared stores hit 32 distinct banks. */
+template <int D, bool kSplit>
+__device__ __forceinline__ void stage_vt(unsigned char *big, unsigned char *small, const float *src,
+                                         int64_t token_stride, int key0, int keys_valid, int tid)
+{
+    constexpr int kKeysPerStep = 16, kVecPerStep = 2;
+    constexpr int kKeyGroups = kBlockN / kKeysPerStep;
+    constexpr int kUnits = kKeyGroups * (D / 4 / kVecPerStep);
+    constexpr int kWarps = kThreads / 32;
+    constexpr int kIters = kUnits / kWarps;
+    constexpr int kBatch = 4;
+    static_assert(kIters % kBatch == 0, "");
+    const int warp = tid / 32, lane = tid % 32;
+#pragma unroll 1
+    for (int it0 = 0; it0 < kIters; it0 += kBatch) {
+        float4 x[kBatch];
+#pragma unroll
+        for (int u = 0; u < kBatch; ++u) {
+            const int unit = (it0 + u) * kWarps + warp;
+            const int key = (unit % kKeyGroups) * kKeysPerStep + lane % kKeysPerStep;
+            const int c4 = (unit / kKeyGroups) * kVecPerStep + lane / kKeysPerStep;
+            x[u] = make_float4(0.f, 0.f, 0.f, 0.f);
+            if (key0 + key < keys_valid)
+                x[u] = __ldg(reinterpret_cast<const float4 *>(src + (int64_t)(key0 + key) * token_stride) + c4);
+        }
+#pragma unroll
+        for (int u = 0; u < kBatch; ++u) {
+            const int unit = (it0 + u) * kWarps + warp;
+            const int key = (unit % kKeyGroups) * kKeysPerStep + lane % kKeysPerStep;
+            const int c4 = (unit / kKeyGroups) * kVecPerStep + lane / kKeysPerStep;
+            const int pos = (key & ~7) | ((key & 7) >> 1) | ((key & 1) << 2);
+            const float e[4] = {x[u].x, x[u].y, x[u].z, x[u].w};
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                const uint32_t off = swizzled_offset(c4 * 4 + j, pos, D);
+                if (kSplit) {
+                    uint32_t b, s;
+                    tf32_split(e[j], b, s);
+                    *reinterpret_cast<uint32_t *>(big + off) = b;
+                    *reinterpret_cast<uint32_t *>(small + off) = s;
+                } else {
+                    *reinterpret_cast<uint32_t *>(big + off) = tf32_round(e[j]);
+                }
+            }
+        }
+    }
+}
+
+/* ---- the kernel ------------------------------------------------------------------------ */
+
+template <int D, bool kSplit>
+__global__ void __launch_bounds__(kThreads, 1) attention_f32_sm90_wgmma_64x64_kernel(const Params p)
+{
+    using C = Config<D, kSplit>;
+    extern __shared__ unsigned char smem_raw[];
+    const uint32_t raw_saddr = smem_u32(smem_raw);
+    unsigned char *smem = smem_raw + ((kSwizzleAtomBytes - (raw_saddr % kSwizzleAtomBytes)) % kSwizzleAtomBytes);
+    unsigned char *q_big = smem + C::kQOff, *q_small = q_big + C::kQBytes;
+    unsigned char *k_big = smem + C::kKOff, *k_small = k_big + C::kKBytes;
+    unsigned char *vt_big = smem + C::kVtOff, *vt_small = vt_big + C::kVtBytes;
+    const uint32_t q_big_s = smem_u32(q_big), q_small_s = smem_u32(q_small);
+    const uint32_t k_big_s = smem_u32(k_big), k_small_s = smem_u32(k_small);
+    const uint32_t vt_big_s = smem_u32(vt_big), vt_small_s = smem_u32(vt_small);
+
+    const int tid = threadIdx.x;
+    const int warp = tid / 32, lane = tid % 32, g = lane / 4, c = lane % 4;
+    const int m0 = blockIdx.x * kBlockM;
+    const int h = blockIdx.y, b = blockIdx.z;
+    const float *qp = p.q + b * p.q_b + h * p.q_h;
+    const float *kp = p.k + b * p.k_b + h * p.k_h;
+    const float *vp = p.v + b * p.v_b + h * p.v_h;
+    const float log2_scale = p.scale * kLog2e;              /* exp(scale*x) = exp2(x*log2_scale) */
+    const int n_tiles = (p.seq_kv + kBlockN - 1) / kBlockN;
+
+    stage_rows<D, kBlockM, kSplit>(q_big, q_small, qp, p.q_t, m0, p.seq_q, tid);
+    stage_rows<D, kBlockN, kSplit>(k_big, k_small, kp, p.k_t, 0, p.seq_kv, tid);
+    fence_proxy_async();
+    __syncthreads();
+
+    float o[C::kOAcc];
+#pragma unroll
+    for (int i = 0; i < C::kOAcc; ++i) o[i] = 0.f;
+    float row_max[2] = {-INFINITY, -INFINITY};   /* raw (unscaled) q.k maxima of rows g, g+8 */
+    float row_sum[2] = {0.f, 0.f};               /* this thread's share of sum exp */
+
+    for (int tile = 0; tile < n_tiles; ++tile) {
+        const int key0 = tile * kBlockN;
+
+        const uint32_t q_big_t = opaque(q_big_s), q_small_t = opaque(q_small_s);
+        const uint32_t k_big_t = opaque(k_big_s), k_small_t = opaque(k_small_s);
+        const uint32_t vt_big_t = opaque(vt_big_s), vt_small_t = opaque(vt_small_s);
+
+        /* S = Q K^T (raw dot products), in flight while V^T is staged. */
+        float s[C::kSAcc];
+        wgmma_fence();
+#pragma unroll
+        for (int ks = 0; ks < C::kDSlices; ++ks) {
+            const uint64_t qb = slice_desc(q_big_t, ks, kBlockM), kb = slice_desc(k_big_t, ks, kBlockN);
+            if (kSplit) {
+                wgmma_m64n64k8_tf32_ss(s, slice_desc(q_small_t, ks, kBlockM), kb, ks > 0);
+                wgmma_m64n64k8_tf32_ss(s, qb, slice_desc(k_small_t, ks, kBlockN), 1);
+                wgmma_m64n64k8_tf32_ss(s, qb, kb, 1);
+            } else {
+                wgmma_m64n64k8_tf32_ss(s, qb, kb, ks > 0);
+            }
+        }
+        wgmma_commit();
+
+        stage_vt<D, kSplit>(vt_big, vt_small, vp, p.v_t, key0, p.seq_kv, tid);
+        fence_proxy_async();
+
+        wgmma_wait_all();
+        fence_regs(s);
+
+        /* Online softmax over this tile: mask keys past seq_kv, row max, exp, row sum. */
+        if (key0 + kBlockN > p.seq_kv) {
+#pragma unroll
+            for (int i = 0; i < C::kSAcc; ++i) {
+                const int key = key0 + 8 * (i / 4) + 2 * c + (i % 2);
+                if (key >= p.seq_kv) s[i] = -INFINITY;
+            }
+        }
+        float alpha[2];
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            float mx = row_max[r];
+#pragma unroll
+            for (int i = 0; i < C::kSAcc / 4; ++i) mx = fmaxf(mx, fmaxf(s[4 * i + 2 * r], s[4 * i + 2 * r + 1]));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+            alpha[r] = exp2f((row_max[r] - mx) * log2_scale);
+            row_max[r] = mx;
+            float sum = 0.f;
+#pragma unroll
+            for (int i = 0; i < C::kSAcc / 4; ++i) {
+#pragma unroll
+                for (int e = 0; e < 2; ++e) {
+                    float &x = s[4 * i + 2 * r + e];
+                    x = exp2f((x - mx) * log2_scale);
+                    sum += x;
+                }
+            }
+            row_sum[r] = row_sum[r] * alpha[r] + sum;
+        }
+
+        /* P as the A operand of P V: k-slice i = keys 8i..8i+7 in the order described above. */
+        uint32_t p_big[C::kNSlices][4], p_small[C::kNSlices][4];
+#pragma unroll
+        for (int i = 0; i < C::kNSlices; ++i) {
+            const float a[4] = {s[4 * i + 0], s[4 * i + 2], s[4 * i + 1], s[4 * i + 3]};
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                if (kSplit)
+                    tf32_split(a[j], p_big[i][j], p_small[i][j]);
+                else
+                    p_big[i][j] = tf32_round(a[j]);
+            }
+        }
+
+        __syncthreads();   /* V^T staged by every warp; every warp's S wgmmas done (K free) */
+
+        /* O_tile = P V into a fresh accumulator, in flight while the next K tile is staged. */
+        float o_tile[C::kOAcc];
+        wgmma_fence();
+#pragma unroll
+        for (int ks = 0; ks < C::kNSlices; ++ks) {
+            const uint64_t vb = slice_desc(vt_big_t, ks, D);
+            if (kSplit) {
+                wgmma_pv<D>(o_tile, p_small[ks], vb, ks > 0);
+                wgmma_pv<D>(o_tile, p_big[ks], slice_desc(vt_small_t, ks, D), 1);
+                wgmma_pv<D>(o_tile, p_big[ks], vb, 1);
+            } else {
+                wgmma_pv<D>(o_tile, p_big[ks], vb, ks > 0);
+            }
+        }
+        wgmma_commit();
+
+        if (tile + 1 < n_tiles) {
+            stage_rows<D, kBlockN, kSplit>(k_big, k_small, kp, p.k_t, key0 + kBlockN, p.seq_kv, tid);
+            fence_proxy_async();
+        }
+
+        wgmma_wait_all();
+        fence_regs(o_tile);
+        fence_regs(p_big);
+        if (kSplit) fence_regs(p_small);
+
+#pragma unroll
+        for (int i = 0; i < C::kOAcc; ++i) o[i] = o[i] * alpha[(i / 2) % 2] + o_tile[i];
+
+        __syncthreads();   /* next K tile staged; every warp's P V done (V^T free) */
+    }
+
+    /* Epilogue: O / l, written through the output strides; lse = scale * max + log(l).
+     * The row sums are reduced over the 4 threads of a row before any thread may leave. */
+    float l[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        l[r] = row_sum[r];
+        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
+        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+    }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        const int row = m0 + warp * 16 + g + 8 * r;
+        if (row < p.seq_q) {
+            const float inv = 1.f / l[r];
+            float *dst = p.out + b * p.o_b + h * p.o_h + (int64_t)row * p.o_t;
+#pragma unroll
+            for (int i = 0; i < C::kOAcc / 4; ++i) {
+                const float2 v2 = make_float2(o[4 * i + 2 * r] * inv, o[4 * i + 2 * r + 1] * inv);
+                *reinterpret_cast<float2 *>(dst + 8 * i + 2 * c) = v2;
+            }
+            if (p.lse != nullptr && c == 0)
+                p.lse[((int64_t)b * p.heads + h) * p.seq_q + row] = row_max[r] * p.scale + logf(l[r]);
+        }
+    }
+}
+
+template <int D, bool kSplit>
+cudaError_t launch(const Params &p, int64_t batch, int64_t heads, int64_t seq_q, cudaStream_t stream)
+{
+    using C = Config<D, kSplit>;
+    auto kernel = attention_f32_sm90_wgmma_64x64_kernel<D, kSplit>;
+    cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmemBytes);
+    if (err != cudaSuccess) return err;
+    const dim3 grid((unsigned)((seq_q + kBlockM - 1) / kBlockM), (unsigned)heads, (unsigned)batch);
+    kernel<<<grid, kThreads, C::kSmemBytes, stream>>>(p);
+    return cudaGetLastError();
+}
+
+bool aligned16(const void *ptr) { return (reinterpret_cast<uintptr_t>(ptr) % 16) == 0; }
+bool stride_ok(const attention_sm90_strides &s) { return s.batch % 4 == 0 && s.head % 4 == 0 && s.token % 4 == 0 &&
+                                                          s.batch >= 0 && s.head >= 0 && s.token >= 0; }
+
+} /* namespace */
+
+extern "C" attention_sm90_support attention_f32_sm90_wgmma_supported(const attention_sm90_args *a)
+{
+    if (a == nullptr || a->q == nullptr || a->k == nullptr || a->v == nullptr || a->out == nullptr)
+        return ATTENTION_SM90_NULL_POINTER;
+    if (a->batch < 1 || a->heads < 1 || a->seq_q < 1 || a->seq_kv < 1 || a->batch > 65535 || a->heads > 65535 ||
+        a->seq_q > INT32_MAX - kBlockM || a->seq_kv > INT32_MAX - kBlockN || a->heads * a->seq_q > INT64_MAX / a->batch)
+        return ATTENTION_SM90_BAD_DIMENSION;
+    if (a->head_dim != 64 && a->head_dim != 128) return ATTENTION_SM90_BAD_HEAD_DIM;
+    if (!aligned16(a->q) || !aligned16(a->k) || !aligned16(a->v) || !aligned16(a->out) ||
+        (a->lse != nullptr && (reinterpret_cast<uintptr_t>(a->lse) % 4) != 0) || !stride_ok(a->q_strides) ||
+        !stride_ok(a->k_strides) || !stride_ok(a->v_strides) || !stride_ok(a->out_strides))
+        return ATTENTION_SM90_MISALIGNED;
+    if (!(a->scale > 0.f) || !isfinite(a->scale)) return ATTENTION_SM90_BAD_SCALE;
+    if (a->precision != ATTENTION_SM90_F32 && a->precision != ATTENTION_SM90_TF32) return ATTENTION_SM90_BAD_PRECISION;
+    return ATTENTION_SM90_SUPPORTED;
+}
+
+extern "C" cudaError_t attention_f32_sm90_wgmma_64x64(const attention_sm90_args *a, cudaStream_t stream)
+{
+    if (attention_f32_sm90_wgmma_supported(a) != ATTENTION_SM90_SUPPORTED) return cudaErrorInvalidValue;
+    Params p;
+    p.q = a->q; p.k = a->k; p.v = a->v; p.out = a->out; p.lse = a->lse;
+    p.q_b = a->q_strides.batch; p.q_h = a->q_strides.head; p.q_t = a->q_strides.token;
+    p.k_b = a->k_strides.batch; p.k_h = a->k_strides.head; p.k_t = a->k_strides.token;
+    p.v_b = a->v_strides.batch; p.v_h = a->v_strides.head; p.v_t = a->v_strides.token;
+    p.o_b = a->out_strides.batch; p.o_h = a->out_strides.head; p.o_t = a->out_strides.token;
+    p.heads = (int)a->heads; p.seq_q = (int)a->seq_q; p.seq_kv = (int)a->seq_kv;
+    p.scale = a->scale;
+    const bool split = a->precision == ATTENTION_SM90_F32;
+    if (a->head_dim == 128)
+        return split ? launch<128, true>(p, a->batch, a->heads, a->seq_q, stream)
+                     : launch<128, false>(p, a->batch, a->heads, a->seq_q, stream);
+    return split ? launch<64, true>(p, a->batch, a->heads, a->seq_q, stream)
+                 : launch<64, false>(p, a->batch, a->heads, a->seq_q, stream);
+}

@@ -1,0 +1,85 @@
+/* attention_f32_sm90_wgmma: fp32-accurate flash attention on Hopper (sm_90a) with wgmma.
+ *
+ * A standalone kernel with a plain C launch function, meant to be plugged into the cuda
+ * backend as its next kernel version. Design, ceilings and predictions: NOTES_sm90.md.
+ *
+ * What it computes (DESIGN.md §1), for every batch b < B and head h < H:
+ *     S[i,j]     = scale * sum_d q[b,h,i,d] * k[b,h,j,d]
+ *     out[i,d]   = sum_j softmax(S[i,:])[j] * v[b,h,j,d]
+ *     lse[b,h,i] = max_j S[i,j] + log(sum_j exp(S[i,j] - max))      (when lse != NULL)
+ *
+ * Contract of attention_f32_sm90_wgmma_64x64():
+ *  - Device: compute capability 9.0 (the sm_90a image only). Elsewhere the launch fails with
+ *    the CUDA error of a missing kernel image.
+ *  - Shapes: B, H, Sq, Skv >= 1; H <= 65535, B <= 65535; Sq, Skv < 2^31;
+ *    head_dim D in {64, 128}.
+ *  - Layout: every tensor is [B, H, token, D] described by element strides (batch, head,
+ *    token) with D contiguous; any strides >= 0 (head-major, token-major, fused-QKV views).
+ *    lse is float32 [B, H, Sq] contiguous.
+ *  - Alignment: q, k, v, out 16-byte aligned and every stride a multiple of 4 elements
+ *    (the kernel moves float4); lse 4-byte aligned.
+ *  - scale: resolved by the caller, finite and > 0 (1/sqrt(D) by default).
+ *  - precision: ATTENTION_SM90_F32 = 3xTF32 split (big = tf32(x), small = tf32(x - big),
+ *    big*big + big*small + small*big) for both products, fp32 accumulation, meets the f32
+ *    gate of DESIGN.md §2; ATTENTION_SM90_TF32 = one TF32 product each (tf32 gate).
+ *  - Stream: the caller's; the call only enqueues one kernel. No allocation, no
+ *    synchronisation, no host round trip, so it can be captured in a CUDA graph.
+ *    It sets the kernel's dynamic shared memory limit (cudaFuncSetAttribute) on each call.
+ *  - q, k, v are read only; out (and lse) must not overlap them.
+ *
+ * @return cudaSuccess when the kernel was enqueued; cudaErrorInvalidValue when
+ *         attention_f32_sm90_wgmma_supported() rejects the arguments (nothing enqueued);
+ *         otherwise the CUDA error of the launch. */
+#ifndef JATTN_ATTENTION_F32_SM90_WGMMA_H
+#define JATTN_ATTENTION_F32_SM90_WGMMA_H
+
+#include <stdint.h>
+
+#include <cuda_runtime_api.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum attention_sm90_precision {
+    ATTENTION_SM90_F32 = 0, /* 3xTF32: fp32-accurate */
+    ATTENTION_SM90_TF32 = 1 /* one TF32 product per matmul */
+} attention_sm90_precision;
+
+typedef struct attention_sm90_strides {
+    int64_t batch, head, token; /* element strides; head_dim is contiguous */
+} attention_sm90_strides;
+
+typedef struct attention_sm90_args {
+    const float *q, *k, *v;  /* device pointers */
+    float *out;              /* device pointer, written [B, H, Sq, D] through `out_strides` */
+    float *lse;              /* device pointer [B, H, Sq] contiguous, or NULL */
+    int64_t batch, heads, seq_q, seq_kv, head_dim;
+    attention_sm90_strides q_strides, k_strides, v_strides, out_strides;
+    float scale;             /* > 0, finite */
+    attention_sm90_precision precision;
+} attention_sm90_args;
+
+/* Why a problem cannot run on this kernel. */
+typedef enum attention_sm90_support {
+    ATTENTION_SM90_SUPPORTED = 0,
+    ATTENTION_SM90_NULL_POINTER = 1,     /* args, q, k, v or out is NULL */
+    ATTENTION_SM90_BAD_DIMENSION = 2,    /* a dimension < 1 or beyond the grid limits */
+    ATTENTION_SM90_BAD_HEAD_DIM = 3,     /* head_dim not 64 or 128 */
+    ATTENTION_SM90_MISALIGNED = 4,       /* a pointer not 16-byte aligned or a stride not a multiple of 4 */
+    ATTENTION_SM90_BAD_SCALE = 5,        /* scale not finite and > 0 */
+    ATTENTION_SM90_BAD_PRECISION = 6     /* precision out of range */
+} attention_sm90_support;
+
+/* @return ATTENTION_SM90_SUPPORTED when attention_f32_sm90_wgmma_64x64() can run `args`,
+ *         else the first reason it cannot. Host-only, no CUDA call. */
+attention_sm90_support attention_f32_sm90_wgmma_supported(const attention_sm90_args *args);
+
+/* Enqueues the attention on `stream` (see the contract above). */
+cudaError_t attention_f32_sm90_wgmma_64x64(const attention_sm90_args *args, cudaStream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* JATTN_ATTENTION_F32_SM90_WGMMA_H */
