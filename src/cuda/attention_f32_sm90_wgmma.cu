@@ -17,7 +17,8 @@
  *    fresh accumulator and is added into O in fp32 registers (O = O * alpha + O_tile).
  *  - f32 mode: every operand x is split into big = tf32_rn(x) and small = tf32_rn(x - big)
  *    while it is staged (Q, K, V in shared memory, P in registers); each product runs as
- *    small*big + big*small + big*big (smaller terms first), fp32 accumulation.
+ *    small*big and big*small for every k-slice first, then the big*big terms
+ *    (fewer roundings at full accumulator magnitude), fp32 accumulation.
  *    tf32 mode: big*big only, half the shared memory, two CTAs per SM.
  *  - Overlap (within the one warpgroup): the V^T tile is loaded, split and stored while the
  *    S wgmmas run; the next K tile while the P V wgmmas run. Plain ld.global / st.shared,
@@ -365,17 +366,18 @@ __global__ void __launch_bounds__(kThreads, 1) attention_f32_sm90_wgmma_64x64_ke
         /* S = Q K^T (raw dot products), in flight while V^T is staged. */
         float s[C::kSAcc];
         wgmma_fence();
+        if (kSplit) {
+            /* The two correction terms of every slice first, while the accumulator is still
+             * small, then the big*big terms: fewer roundings at full magnitude. */
 #pragma unroll
-        for (int ks = 0; ks < C::kDSlices; ++ks) {
-            const uint64_t qb = slice_desc(q_big_t, ks, kBlockM), kb = slice_desc(k_big_t, ks, kBlockN);
-            if (kSplit) {
-                wgmma_m64n64k8_tf32_ss(s, slice_desc(q_small_t, ks, kBlockM), kb, ks > 0);
-                wgmma_m64n64k8_tf32_ss(s, qb, slice_desc(k_small_t, ks, kBlockN), 1);
-                wgmma_m64n64k8_tf32_ss(s, qb, kb, 1);
-            } else {
-                wgmma_m64n64k8_tf32_ss(s, qb, kb, ks > 0);
+            for (int ks = 0; ks < C::kDSlices; ++ks) {
+                wgmma_m64n64k8_tf32_ss(s, slice_desc(q_small_t, ks, kBlockM), slice_desc(k_big_t, ks, kBlockN), ks > 0);
+                wgmma_m64n64k8_tf32_ss(s, slice_desc(q_big_t, ks, kBlockM), slice_desc(k_small_t, ks, kBlockN), 1);
             }
         }
+#pragma unroll
+        for (int ks = 0; ks < C::kDSlices; ++ks)
+            wgmma_m64n64k8_tf32_ss(s, slice_desc(q_big_t, ks, kBlockM), slice_desc(k_big_t, ks, kBlockN), kSplit || ks > 0);
         wgmma_commit();
 
         stage_vt<D, kSplit>(vt_big, vt_small, vp, p.v_t, key0, p.seq_kv, tid);
@@ -434,17 +436,16 @@ __global__ void __launch_bounds__(kThreads, 1) attention_f32_sm90_wgmma_64x64_ke
         /* O_tile = P V into a fresh accumulator, in flight while the next K tile is staged. */
         float o_tile[C::kOAcc];
         wgmma_fence();
+        if (kSplit) {
 #pragma unroll
-        for (int ks = 0; ks < C::kNSlices; ++ks) {
-            const uint64_t vb = slice_desc(vt_big_t, ks, D);
-            if (kSplit) {
-                wgmma_pv<D>(o_tile, p_small[ks], vb, ks > 0);
+            for (int ks = 0; ks < C::kNSlices; ++ks) {
+                wgmma_pv<D>(o_tile, p_small[ks], slice_desc(vt_big_t, ks, D), ks > 0);
                 wgmma_pv<D>(o_tile, p_big[ks], slice_desc(vt_small_t, ks, D), 1);
-                wgmma_pv<D>(o_tile, p_big[ks], vb, 1);
-            } else {
-                wgmma_pv<D>(o_tile, p_big[ks], vb, ks > 0);
             }
         }
+#pragma unroll
+        for (int ks = 0; ks < C::kNSlices; ++ks)
+            wgmma_pv<D>(o_tile, p_big[ks], slice_desc(vt_big_t, ks, D), kSplit || ks > 0);
         wgmma_commit();
 
         if (tile + 1 < n_tiles) {
