@@ -34,9 +34,11 @@ if(_jattn_cuda_build)
   set(JATTN_CUDA_GENCODE
     "SHELL:-gencode arch=compute_90a,code=sm_90a"
     "SHELL:-gencode arch=compute_80,code=compute_80")
+  # -fno-threadsafe-statics: the launch stubs nvcc writes use static locals; without guards
+  # the library needs no C++ runtime, so C programs link libjattn.a with the C compiler.
   target_compile_options(jattn_objects PRIVATE
     "$<$<COMPILE_LANGUAGE:CUDA>:${JATTN_CUDA_GENCODE}>"
-    $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra>)
+    $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra,-fno-threadsafe-statics>)
   # jattn_objects exists before CUDA is enabled: set its properties directly.
   set_target_properties(jattn_objects PROPERTIES CUDA_ARCHITECTURES OFF CUDA_STANDARD 17 CUDA_STANDARD_REQUIRED ON)
   set(JATTN_CUDA_ENABLED ON)

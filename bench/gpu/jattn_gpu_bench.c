@@ -1,0 +1,177 @@
+/* GPU benchmark of the cuda backend's kernel versions, device-resident: for each shape and
+ * each (version, precision), warm up, time `reps` calls each bracketed by CUDA events on a
+ * stream of its own, report the median; then check the output against a float64 evaluation
+ * of sampled query rows (every head, 16 rows spread over the sequence).
+ *
+ * usage: jattn_gpu_bench [B,H,S,D ...]   (default: the five shapes of issue 4)
+ * prints: RESULT <impl> <B> <H> <S> <D> <median us> <TFLOP/s> <rel_l2> <max_abs>
+ * FLOPs per call = 4 B H S S D. Inputs: standard normal, fresh per shape (seed printed). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cuda_runtime_api.h>
+
+#include "cuda/cuda_internal.h"
+#include "jattn.h"
+
+#define CHECK(call)                                                                              \
+    do {                                                                                         \
+        cudaError_t e_ = (call);                                                                 \
+        if (e_ != cudaSuccess) {                                                                 \
+            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorName(e_)); \
+            exit(1);                                                                             \
+        }                                                                                        \
+    } while (0)
+
+#define SAMPLE_ROWS 16
+
+static uint64_t rng_state;
+static double uniform01(void) {
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return ((rng_state >> 11) + 0.5) * (1.0 / 9007199254740992.0);
+}
+static float normal(void) { return (float)(sqrt(-2.0 * log(uniform01())) * cos(6.283185307179586 * uniform01())); }
+
+static int cmp_float(const void *a, const void *b) {
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+/* Median ms of `reps` calls (after `warmup`), all on stream s. */
+static double time_calls(const jattn_problem *p, const jattn_exec *e, const float *q, const float *k, const float *v,
+                         float *out, int warmup, int reps) {
+    cudaEvent_t *ev = malloc(sizeof *ev * 2 * (size_t)reps);
+    float *ms = malloc(sizeof *ms * (size_t)reps);
+    for (int i = 0; i < 2 * reps; i++) CHECK(cudaEventCreate(&ev[i]));
+    cudaStream_t s = (cudaStream_t)e->cuda_stream;
+    for (int i = 0; i < warmup + reps; i++) {
+        if (i >= warmup) CHECK(cudaEventRecord(ev[2 * (i - warmup)], s));
+        jattn_status st = jattn_forward(NULL, p, e, q, k, v, out, NULL);
+        if (st != JATTN_OK) {
+            fprintf(stderr, "forward: %s: %s\n", jattn_status_name(st), jattn_last_error());
+            exit(1);
+        }
+        if (i >= warmup) CHECK(cudaEventRecord(ev[2 * (i - warmup) + 1], s));
+    }
+    CHECK(cudaStreamSynchronize(s));
+    for (int i = 0; i < reps; i++) CHECK(cudaEventElapsedTime(&ms[i], ev[2 * i], ev[2 * i + 1]));
+    qsort(ms, (size_t)reps, sizeof *ms, cmp_float);
+    double med = ms[reps / 2];
+    for (int i = 0; i < 2 * reps; i++) cudaEventDestroy(ev[i]);
+    free(ev);
+    free(ms);
+    return med;
+}
+
+/* float64 attention of the sampled rows (head-major q, k, v; token-major out), errors. */
+static void sampled_error(const jattn_problem *p, const float *q, const float *k, const float *v, const float *out,
+                          double *rel_l2, double *max_abs) {
+    const int64_t H = p->heads, S = p->seq_q, Skv = p->seq_kv, D = p->head_dim;
+    const double scale = 1.0 / sqrt((double)D);
+    double err2 = 0, ref2 = 0, mx = 0;
+#pragma omp parallel for reduction(+ : err2, ref2) reduction(max : mx) schedule(dynamic)
+    for (int64_t job = 0; job < p->batch * H * SAMPLE_ROWS; job++) {
+        const int64_t b = job / (H * SAMPLE_ROWS), h = (job / SAMPLE_ROWS) % H, r = job % SAMPLE_ROWS;
+        const int64_t i = (r * (S - 1)) / (SAMPLE_ROWS - 1 > 0 ? SAMPLE_ROWS - 1 : 1);
+        double *sc = malloc(sizeof(double) * (size_t)Skv), *acc = calloc((size_t)D, sizeof(double));
+        const float *qi = q + b * p->q.batch + h * p->q.head + i * p->q.token;
+        double m = -INFINITY, l = 0;
+        for (int64_t j = 0; j < Skv; j++) {
+            const float *kj = k + b * p->k.batch + h * p->k.head + j * p->k.token;
+            double s = 0;
+            for (int64_t d = 0; d < D; d++) s += (double)qi[d] * kj[d];
+            sc[j] = s * scale;
+            if (sc[j] > m) m = sc[j];
+        }
+        for (int64_t j = 0; j < Skv; j++) {
+            const double w = exp(sc[j] - m);
+            const float *vj = v + b * p->v.batch + h * p->v.head + j * p->v.token;
+            l += w;
+            for (int64_t d = 0; d < D; d++) acc[d] += w * vj[d];
+        }
+        const float *oi = out + b * p->out.batch + h * p->out.head + i * p->out.token;
+        for (int64_t d = 0; d < D; d++) {
+            const double ref = acc[d] / l, e = oi[d] - ref;
+            err2 += e * e;
+            ref2 += ref * ref;
+            if (fabs(e) > mx) mx = fabs(e);
+        }
+        free(sc);
+        free(acc);
+    }
+    *rel_l2 = sqrt(err2 / ref2);
+    *max_abs = mx;
+}
+
+int main(int argc, char **argv) {
+    static const int default_shapes[][4] = {
+        {1, 24, 1536, 128}, {1, 24, 4608, 128}, {1, 48, 4608, 128}, {1, 24, 16384, 128}, {1, 24, 1536, 64}};
+    int n_shapes = argc > 1 ? argc - 1 : (int)(sizeof default_shapes / sizeof default_shapes[0]);
+    const char *versions = getenv("JATTN_BENCH_VERSIONS"); /* e.g. "v2" to leave v1 out */
+    if (!versions) versions = "v1,v2";
+    rng_state = (uint64_t)time(NULL) * 2654435761u | 1;
+    printf("seed %llu\n", (unsigned long long)rng_state);
+    cudaStream_t stream;
+    CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    for (int si = 0; si < n_shapes; si++) {
+        int B, H, S, D;
+        if (argc > 1) {
+            if (sscanf(argv[si + 1], "%d,%d,%d,%d", &B, &H, &S, &D) != 4) {
+                fprintf(stderr, "shape must be B,H,S,D: %s\n", argv[si + 1]);
+                return 2;
+            }
+        } else {
+            B = default_shapes[si][0], H = default_shapes[si][1], S = default_shapes[si][2], D = default_shapes[si][3];
+        }
+        jattn_problem p = jattn_problem_flux(B, H, S, S, D);
+        const size_t n = (size_t)B * H * S * D;
+        float *hq = malloc(n * 4), *hk = malloc(n * 4), *hv = malloc(n * 4), *ho = malloc(n * 4);
+        for (size_t i = 0; i < n; i++) hq[i] = normal(), hk[i] = normal(), hv[i] = normal();
+        float *dq, *dk, *dv, *dout;
+        CHECK(cudaMalloc((void **)&dq, n * 4));
+        CHECK(cudaMalloc((void **)&dk, n * 4));
+        CHECK(cudaMalloc((void **)&dv, n * 4));
+        CHECK(cudaMalloc((void **)&dout, n * 4));
+        CHECK(cudaMemcpy(dq, hq, n * 4, cudaMemcpyHostToDevice));
+        CHECK(cudaMemcpy(dk, hk, n * 4, cudaMemcpyHostToDevice));
+        CHECK(cudaMemcpy(dv, hv, n * 4, cudaMemcpyHostToDevice));
+        const double flops = 4.0 * B * H * (double)S * S * D;
+        for (int ver = JATTN_CUDA_KERNEL_V1; ver < JATTN_CUDA_KERNEL_COUNT; ver++) {
+            char vname[8];
+            snprintf(vname, sizeof vname, "v%d", ver);
+            if (!strstr(versions, vname)) continue;
+            jattn_cuda_set_kernel((jattn_cuda_kernel)ver);
+            for (int pi = 0; pi < 2; pi++) {
+                if (ver == JATTN_CUDA_KERNEL_V1 && pi) continue; /* v1 is fp32 in both modes */
+                jattn_exec e = {0};
+                e.backend = JATTN_BACKEND_CUDA;
+                e.memory = JATTN_MEMORY_DEVICE;
+                e.precision = pi ? JATTN_PRECISION_TF32 : JATTN_PRECISION_F32;
+                e.cuda_stream = stream;
+                jattn_selection sel;
+                if (jattn_select(&p, &e, &sel) != JATTN_OK) continue;
+                CHECK(cudaMemsetAsync(dout, 0xFF, n * 4, stream));
+                double once = time_calls(&p, &e, dq, dk, dv, dout, 1, 1);
+                int reps = (int)(400.0 / (once > 1e-3 ? once : 1e-3));
+                reps = reps < 5 ? 5 : reps > 50 ? 50 : reps;
+                double ms = time_calls(&p, &e, dq, dk, dv, dout, 2, reps);
+                CHECK(cudaMemcpy(ho, dout, n * 4, cudaMemcpyDeviceToHost));
+                double rel, mx;
+                sampled_error(&p, hq, hk, hv, ho, &rel, &mx);
+                printf("RESULT jattn-%s-%s %d %d %d %d %.1f %.2f %.3g %.3g %s reps=%d\n", vname, pi ? "tf32" : "f32",
+                       B, H, S, D, ms * 1e3, flops / (ms * 1e-3) / 1e12, rel, mx, sel.kernel, reps);
+                fflush(stdout);
+            }
+        }
+        jattn_cuda_set_kernel(JATTN_CUDA_KERNEL_AUTO);
+        cudaFree(dq), cudaFree(dk), cudaFree(dv), cudaFree(dout);
+        free(hq), free(hk), free(hv), free(ho);
+    }
+    CHECK(cudaStreamDestroy(stream));
+    return 0;
+}

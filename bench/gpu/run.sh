@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# The GPU harness (issue 4), one run on the GPU machine, from the repository root:
+#   build (cmake -DJATTN_CUDA=ON) -> GPU tests (ctest) -> compute-sanitizer memcheck, racecheck,
+#   synccheck, initcheck on small shapes -> benchmark: jattn kernel versions (f32, tf32) and
+#   PyTorch SDPA (fp32 efficient-attention, bf16 cuDNN) at the shapes of issue 4 -> table LAST.
+# usage: bench/gpu/run.sh            (OUT=dir for logs, default build-gpu/out)
+# env:   JATTN_GPU_STEPS="build test sanitize sass bench jattn cpu" (default: all but cpu)
+#        JATTN_GPU_SHAPES="1,24,1536,128 ..." (default: the five shapes of issue 4)
+#        JATTN_BENCH_VERSIONS=v1,v2 (which kernel versions the bench times)
+#        JATTN_CPU_BENCH_CAP=seconds: the hook that runs bench/cpu/run.sh when the step "cpu"
+#        is asked for (output to $OUT/cpu.txt)
+set -u -o pipefail
+cd "$(dirname "$0")/../.."
+BUILD=${BUILD:-build-gpu}
+OUT=${OUT:-$BUILD/out}
+STEPS=${JATTN_GPU_STEPS:-"build test sanitize sass bench jattn"}
+SHAPES=${JATTN_GPU_SHAPES:-}
+mkdir -p "$OUT"
+status=0
+has() { [[ " $STEPS " == *" $1 "* ]]; }
+note() { echo "== $*"; }
+
+note "machine"; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv,noheader; nvcc --version | tail -1
+
+if has build; then
+  note "build"
+  { cmake -S . -B "$BUILD" -DJATTN_CUDA=ON -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_FLAGS="-Xptxas -v" &&
+    cmake --build "$BUILD" -j"$(nproc)"; } > "$OUT/build.log" 2>&1 || { echo "BUILD FAILED"; tail -40 "$OUT/build.log"; exit 1; }
+  awk '/Compiling entry function/{f=$7} /spill/{s=$0} /Used [0-9]+ registers/{if (f ~ /sm_90a/ || 1) print f, $5, "regs,", s}' "$OUT/build.log" |
+    sed -E "s/ +/ /g; s/bytes stack frame/stack/; s/bytes spill stores/spill st/; s/bytes spill loads/spill ld/" | sort -u | head -24
+  CFLAGS="-std=c11 -D_POSIX_C_SOURCE=200809L -O2 -fopenmp -Wall -Wextra -Iinclude -Isrc -I/usr/local/cuda/include"
+  LIBS="$BUILD/libjattn.a -L/usr/local/cuda/lib64 -lcudart -lm"
+  cc $CFLAGS bench/gpu/jattn_gpu_bench.c $LIBS -o "$BUILD/jattn_gpu_bench" &&
+  cc $CFLAGS bench/gpu/sanitize_small.c $LIBS -o "$BUILD/sanitize_small" || { echo "BENCH BUILD FAILED"; exit 1; }
+fi
+
+if has sass; then
+  note "sass (v2: HMMA count, local memory)"
+  obj=$(find "$BUILD" -name 'attention_v2_mma.cu.o' | head -1)
+  cuobjdump -sass "$obj" > /tmp/v2.sass 2>&1
+  awk '/Function :/{f=$3} /HMMA/{h[f]++} /LDL|STL/{l[f]++} END{for(k in h) printf "%-70s HMMA %5d  LDL/STL %d\n", k, h[k], l[k]+0}' /tmp/v2.sass
+  grep -m3 HMMA /tmp/v2.sass
+fi
+
+if has test; then
+  note "tests (ctest -R cuda, full parity suite)"
+  (cd "$BUILD" && ctest -R cuda --output-on-failure) > "$OUT/tests.log" 2>&1 || status=1
+  grep -E "tests passed|FAIL|Passed|Failed|passed," "$OUT/tests.log" | head -30
+fi
+
+if has sanitize; then
+  note "compute-sanitizer"
+  : > "$OUT/sanitize.log"
+  for tool in memcheck racecheck synccheck initcheck; do
+    compute-sanitizer --tool $tool --error-exitcode 3 "$BUILD/sanitize_small" >> "$OUT/sanitize.log" 2>&1
+    rc=$?; echo "$tool: rc=$rc $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitize.log" | tail -1)"
+    [ $rc -eq 0 ] || status=1
+  done
+fi
+
+if has jattn && [ -x "$BUILD/tools/jattn" ]; then
+  note "jattn run --backend cuda (default job, f32 and tf32)"
+  { "$BUILD/tools/jattn" run --backend cuda; "$BUILD/tools/jattn" run --backend cuda --precision tf32; } 2>&1 | tail -30 || status=1
+fi
+
+if has bench; then
+  note "bench"
+  "$BUILD/jattn_gpu_bench" $SHAPES > "$OUT/bench.txt" 2>&1 || status=1
+  PYTHONUNBUFFERED=1 python3 bench/gpu/torch_sdpa_peer.py $SHAPES >> "$OUT/bench.txt" 2>&1 || status=1
+  grep -vE "^RESULT" "$OUT/bench.txt" | head -20
+fi
+
+if has cpu && [ -x bench/cpu/run.sh ]; then
+  note "cpu bench hook (bench/cpu/run.sh, capped at ${JATTN_CPU_BENCH_CAP:-240} s)"
+  OUT="$OUT" timeout "${JATTN_CPU_BENCH_CAP:-240}" bench/cpu/run.sh > "$OUT/cpu.txt" 2>&1 || echo "cpu bench: rc=$?"
+  tail -20 "$OUT/cpu.txt"
+fi
+
+if has bench; then
+  note "results (median CUDA-event us per call; rel_l2/max_abs vs float64 on sampled rows)"
+  python3 bench/gpu/table.py "$OUT/bench.txt" | tee "$OUT/table.md"
+fi
+exit $status
