@@ -53,6 +53,10 @@
 
 #include <cuda_runtime.h>
 
+#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#pragma nv_diag_suppress 177 /* the helpers below are unused where the kernel body is a trap */
+#endif
+
 namespace {
 
 constexpr int kThreads = 128;        /* one warpgroup */
@@ -324,6 +328,11 @@ __device__ __forceinline__ void stage_vt(unsigned char *big, unsigned char *smal
 template <int D, bool kSplit>
 __global__ void __launch_bounds__(kThreads, 1) attention_f32_sm90_wgmma_64x64_kernel(const Params p)
 {
+#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    /* Compiled for another target (the library also emits compute_80 PTX): wgmma does not
+     * exist there. The launch function refuses such devices; trap if reached anyway. */
+    __trap();
+#else
     using C = Config<D, kSplit>;
     extern __shared__ unsigned char smem_raw[];
     const uint32_t raw_saddr = smem_u32(smem_raw);
@@ -488,6 +497,7 @@ __global__ void __launch_bounds__(kThreads, 1) attention_f32_sm90_wgmma_64x64_ke
                 p.lse[((int64_t)b * p.heads + h) * p.seq_q + row] = row_max[r] * p.scale + logf(l[r]);
         }
     }
+#endif
 }
 
 template <int D, bool kSplit>
@@ -528,6 +538,12 @@ extern "C" attention_sm90_support attention_f32_sm90_wgmma_supported(const atten
 extern "C" cudaError_t attention_f32_sm90_wgmma_64x64(const attention_sm90_args *a, cudaStream_t stream)
 {
     if (attention_f32_sm90_wgmma_supported(a) != ATTENTION_SM90_SUPPORTED) return cudaErrorInvalidValue;
+    int dev = 0, major = 0, minor = 0;
+    cudaError_t err = cudaGetDevice(&dev);
+    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
+    if (err != cudaSuccess) return err;
+    if (major != 9 || minor != 0) return cudaErrorNoKernelImageForDevice; /* sm_90a only */
     Params p;
     p.q = a->q; p.k = a->k; p.v = a->v; p.out = a->out; p.lse = a->lse;
     p.q_b = a->q_strides.batch; p.q_h = a->q_strides.head; p.q_t = a->q_strides.token;

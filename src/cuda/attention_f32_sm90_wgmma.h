@@ -9,8 +9,10 @@
  *     lse[b,h,i] = max_j S[i,j] + log(sum_j exp(S[i,j] - max))      (when lse != NULL)
  *
  * Contract of attention_f32_sm90_wgmma_64x64():
- *  - Device: compute capability 9.0 (the sm_90a image only). Elsewhere the launch fails with
- *    the CUDA error of a missing kernel image.
+ *  - Device: the current device must have compute capability 9.0 (wgmma, sm_90a); on any
+ *    other the call returns cudaErrorNoKernelImageForDevice and enqueues nothing. The file
+ *    also compiles for other targets (e.g. the library's compute_80 PTX), where the kernel
+ *    body is a trap.
  *  - Shapes: B, H, Sq, Skv >= 1; H <= 65535, B <= 65535; Sq, Skv < 2^31;
  *    head_dim D in {64, 128}.
  *  - Layout: every tensor is [B, H, token, D] described by element strides (batch, head,
