@@ -239,7 +239,8 @@ __device__ __forceinline__ void stage_rows(unsigned char *big, unsigned char *sm
 {
     constexpr int kVec = D / 4;                       /* float4 per row */
     constexpr int kIters = kRows * kVec / kThreads;
-    constexpr int kBatch = 4;                         /* loads in flight per thread */
+    constexpr int kBatch = 4; /* loads in flight per thread: the K tile is staged while O,
+                                 the P V accumulator and P's fragments are all live */
     static_assert(kIters % kBatch == 0, "");
 #pragma unroll 1
     for (int it0 = 0; it0 < kIters; it0 += kBatch) {
@@ -285,7 +286,10 @@ __device__ __forceinline__ void stage_vt(unsigned char *big, unsigned char *smal
     constexpr int kUnits = kKeyGroups * (D / 4 / kVecPerStep);
     constexpr int kWarps = kThreads / 32;
     constexpr int kIters = kUnits / kWarps;
-    constexpr int kBatch = 4;
+    /* 8 float4 loads in flight per thread (the whole tile at D = 64, half at D = 128): this
+     * runs while the S wgmmas are in flight, when only O and S are live. 16 at D = 128
+     * spills in tf32 mode. */
+    constexpr int kBatch = 8;
     static_assert(kIters % kBatch == 0, "");
     const int warp = tid / 32, lane = tid % 32;
 #pragma unroll 1
@@ -389,7 +393,7 @@ __global__ void __launch_bounds__(kThreads, 1) attention_f32_sm90_wgmma_64x64_ke
             wgmma_m64n64k8_tf32_ss(s, slice_desc(q_big_t, ks, kBlockM), slice_desc(k_big_t, ks, kBlockN), kSplit || ks > 0);
         wgmma_commit();
 
-        stage_vt<D, kSplit>(vt_big, vt_small, vp, p.v_t, key0, p.seq_kv, tid);
+        stage_vt<D, kSplit>(vt_big, vt_small, vp, p.v_t, key0, p.seq_kv, opaque(tid));
         fence_proxy_async();
 
         wgmma_wait_all();
