@@ -1,4 +1,16 @@
-# The .npy I/O library of the jattn command (tests link it too).
+# The jattn command (build/tools/jattn): run, bench, compare, gen. See tools/cli_args.c for the
+# usage text. Also the .npy I/O library it uses, which tests link too.
 add_library(jattn_npy STATIC ${CMAKE_CURRENT_LIST_DIR}/npy.c)
 target_include_directories(jattn_npy PUBLIC ${CMAKE_CURRENT_LIST_DIR})
 target_compile_definitions(jattn_npy PRIVATE _POSIX_C_SOURCE=200809L)
+
+add_executable(jattn
+  ${CMAKE_CURRENT_LIST_DIR}/jattn.c
+  ${CMAKE_CURRENT_LIST_DIR}/cli_args.c
+  ${CMAKE_CURRENT_LIST_DIR}/cli_common.c
+  ${CMAKE_CURRENT_LIST_DIR}/cli_run.c
+  ${CMAKE_CURRENT_LIST_DIR}/cli_bench.c
+  ${CMAKE_CURRENT_LIST_DIR}/cli_tools.c)
+target_compile_definitions(jattn PRIVATE _POSIX_C_SOURCE=200809L)
+target_link_libraries(jattn PRIVATE jattn_npy jattn_static jattn_metrics jattn_peers jattn_device_timer m)
+install(TARGETS jattn RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})

@@ -1,0 +1,74 @@
+/* The jattn command's arguments: one parse function filling an options struct, separate from
+ * running anything, so that tests and fuzzers can call it on any argv. */
+#ifndef JATTN_CLI_ARGS_H
+#define JATTN_CLI_ARGS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "jattn.h"
+#include "npy.h"
+
+/* Exit codes of the command. */
+enum {
+    CLI_EXIT_OK = 0,
+    CLI_EXIT_FAILURE = 1, /* runtime failure: backend failure, output not writable, parity FAIL */
+    CLI_EXIT_USAGE = 2    /* bad usage or bad input */
+};
+
+typedef enum cli_command {
+    CLI_CMD_HELP,
+    CLI_CMD_VERSION,
+    CLI_CMD_RUN,
+    CLI_CMD_BENCH,
+    CLI_CMD_COMPARE,
+    CLI_CMD_GEN
+} cli_command;
+
+#define CLI_MAX_THREAD_COUNTS 16
+/* Upper bounds that keep a typo from asking for something absurd. */
+#define CLI_MAX_THREADS 4096
+#define CLI_MAX_REPS 100000
+
+/* The FLUX.2 DiT attention of the default job: B=1, H=24, S=1536 (512 text + 1024 image
+ * tokens at 512x512), D=128. */
+#define CLI_DEFAULT_BATCH 1
+#define CLI_DEFAULT_HEADS 24
+#define CLI_DEFAULT_SEQ 1536
+#define CLI_DEFAULT_DIM 128
+#define CLI_DEFAULT_SEED 42
+
+typedef struct cli_options {
+    cli_command command;
+    jattn_backend backend;     /* default AUTO */
+    int backend_given;
+    jattn_precision precision; /* default F32 */
+    int threads[CLI_MAX_THREAD_COUNTS]; /* run: exactly one (default 0 = all cores); bench: a list */
+    int n_threads;             /* 0 when --threads was not given */
+    /* Problem size; 0 = not given. */
+    int64_t batch, heads, seq_q, seq_kv, dim;
+    float scale;               /* 0 = 1/sqrt(D) */
+    uint64_t seed;
+    int reps;                  /* 0 = automatic */
+    int check;                 /* run: 1 (default) or 0 with --no-check */
+    int json;
+    const char *q_path, *k_path, *v_path, *out_path, *lse_path;
+    const char *operand[2];    /* compare: A and B */
+    int n_operands;
+    int64_t shape[NPY_MAX_DIMS]; /* gen --shape */
+    int ndim;
+} cli_options;
+
+/* Parses argv (argv[0] is the program name). Never prints, exits or allocates; pointers in *o
+ * point into argv. @return CLI_EXIT_OK with *o filled, or CLI_EXIT_USAGE with a one-line
+ * reason in err (no "jattn:" prefix, no newline). */
+int jattn_cli_parse(int argc, char **argv, cli_options *o, char *err, size_t errlen);
+
+/* The usage text printed by `jattn --help`. */
+extern const char jattn_cli_usage[];
+
+/* Strict numbers: the whole string, decimal, within [lo, hi]. @return 0 or -1 (err set, the
+ * option named). */
+int cli_parse_int64(const char *opt, const char *s, int64_t lo, int64_t hi, int64_t *v, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,371 @@
+/* `jattn run`: one attention call on synthetic or .npy inputs; timed, checked against the
+ * float64 reference, and written out (all or nothing). */
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli_commands.h"
+#include "cli_common.h"
+#include "device_timer.h"
+
+/* Reference work of a full check: the default job's, 4*B*H*S*S*D at the FLUX shape (about
+ * 1.5 s of the float64 reference on 2 cores). Larger problems are checked on every n-th query
+ * row, so that the check costs about as much. */
+#define RUN_CHECK_BUDGET_FLOPS \
+    (4.0 * CLI_DEFAULT_BATCH * CLI_DEFAULT_HEADS * CLI_DEFAULT_SEQ * CLI_DEFAULT_SEQ * CLI_DEFAULT_DIM)
+/* Automatic repeats: about this many seconds of timed runs, within [min, max] repeats. */
+#define RUN_AUTO_SECONDS 2.0
+#define RUN_AUTO_REPS_MIN 3
+#define RUN_AUTO_REPS_MAX 25
+/* Repeats of the device-resident timer (GPU calls are short). */
+#define RUN_DEVICE_REPS 20
+
+enum { ERRLEN = 512 };
+
+int cli_error(int code, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("jattn: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    return code;
+}
+
+/* ---- inputs ---- */
+
+typedef struct run_inputs {
+    jattn_problem p;
+    int ndim;            /* of the .npy inputs (3 or 4); 4 for synthetic inputs */
+    int from_files;
+    npy_array file[3];   /* q, k, v read from .npy */
+    float *synthetic[3]; /* q, k, v generated */
+    const float *q, *k, *v;
+} run_inputs;
+
+static void free_inputs(run_inputs *in) {
+    for (int i = 0; i < 3; i++) {
+        npy_free(&in->file[i]);
+        free(in->synthetic[i]);
+    }
+}
+
+/* The [B, H, S, D] of a 3-d or 4-d head-major array. */
+static void head_major_dims(const npy_array *a, int64_t dims[4]) {
+    int off = a->ndim - 3;
+    dims[0] = a->ndim == 4 ? a->shape[0] : 1;
+    for (int i = 0; i < 3; i++) dims[1 + i] = a->shape[off + i];
+}
+
+static int load_tensor(const char *opt, const char *path, npy_array *a) {
+    char why[ERRLEN];
+    npy_status st = npy_read_f32(path, a, why, sizeof why);
+    if (st != NPY_OK) return cli_error(st == NPY_ERR_NOMEM ? CLI_EXIT_FAILURE : CLI_EXIT_USAGE, "%s %s: %s", opt, path, why);
+    char shape[NPY_MAX_DIMS * 22 + 4];
+    npy_format_shape(a->shape, a->ndim, shape, sizeof shape);
+    if (a->ndim != 3 && a->ndim != 4)
+        return cli_error(CLI_EXIT_USAGE, "%s %s: shape %s has %d dimensions; expected [H,S,D] or [B,H,S,D]", opt, path,
+                         shape, a->ndim);
+    for (int d = 0; d < a->ndim; d++)
+        if (a->shape[d] == 0) return cli_error(CLI_EXIT_USAGE, "%s %s: shape %s has a zero dimension", opt, path, shape);
+    return CLI_EXIT_OK;
+}
+
+static int load_files(const cli_options *o, run_inputs *in) {
+    static const char *const opt[3] = {"--q", "--k", "--v"};
+    static const char *const dim_name[4] = {"batch", "heads", "seq", "head_dim"};
+    const char *path[3] = {o->q_path, o->k_path, o->v_path};
+    int64_t dims[3][4];
+    for (int t = 0; t < 3; t++) {
+        int rc = load_tensor(opt[t], path[t], &in->file[t]);
+        if (rc) return rc;
+        head_major_dims(&in->file[t], dims[t]);
+    }
+    /* q, k, v: the same number of dimensions; batch, heads and head_dim agree; k and v agree on seq. */
+    for (int t = 1; t < 3; t++) {
+        if (in->file[t].ndim != in->file[0].ndim)
+            return cli_error(CLI_EXIT_USAGE, "%s %s: %d dimensions but --q %s has %d", opt[t], path[t], in->file[t].ndim,
+                             path[0], in->file[0].ndim);
+        for (int d = 0; d < 4; d++) {
+            int against = d == 2 ? 1 : 0; /* seq: v against k; the others against q */
+            if (d == 2 && t == 1) continue;
+            if (dims[t][d] != dims[against][d])
+                return cli_error(CLI_EXIT_USAGE, "%s %s: %s %lld differs from %s %s's %lld", opt[t], path[t], dim_name[d],
+                                 (long long)dims[t][d], opt[against], path[against], (long long)dims[against][d]);
+        }
+    }
+    const struct {
+        const char *name;
+        int64_t given, actual;
+        const char *from;
+    } agree[] = {{"--batch", o->batch, dims[0][0], "--q"}, {"--heads", o->heads, dims[0][1], "--q"},
+                 {"--seq", o->seq_q, dims[0][2], "--q"},   {"--seq-kv", o->seq_kv, dims[1][2], "--k"},
+                 {"--dim", o->dim, dims[0][3], "--q"}};
+    for (size_t i = 0; i < sizeof agree / sizeof agree[0]; i++)
+        if (agree[i].given && agree[i].given != agree[i].actual)
+            return cli_error(CLI_EXIT_USAGE, "%s %lld disagrees with the %s file (%lld)", agree[i].name,
+                             (long long)agree[i].given, agree[i].from, (long long)agree[i].actual);
+    in->from_files = 1;
+    in->ndim = in->file[0].ndim;
+    in->p = jattn_problem_flux(dims[0][0], dims[0][1], dims[0][2], dims[1][2], dims[0][3]);
+    in->q = in->file[0].data;
+    in->k = in->file[1].data;
+    in->v = in->file[2].data;
+    return CLI_EXIT_OK;
+}
+
+static void synthetic_problem(const cli_options *o, run_inputs *in) {
+    int64_t seq = o->seq_q ? o->seq_q : CLI_DEFAULT_SEQ;
+    in->ndim = 4;
+    in->p = jattn_problem_flux(o->batch ? o->batch : CLI_DEFAULT_BATCH, o->heads ? o->heads : CLI_DEFAULT_HEADS, seq,
+                               o->seq_kv ? o->seq_kv : seq, o->dim ? o->dim : CLI_DEFAULT_DIM);
+}
+
+/* After the problem is validated: allocate and fill q, k, v. */
+static int make_synthetic(const cli_options *o, run_inputs *in) {
+    const int64_t n[3] = {cli_elems(&in->p, in->p.seq_q), cli_elems(&in->p, in->p.seq_kv),
+                          cli_elems(&in->p, in->p.seq_kv)};
+    for (int t = 0; t < 3; t++) {
+        if (!(in->synthetic[t] = cli_alloc_floats(n[t])))
+            return cli_error(CLI_EXIT_FAILURE, "out of memory for the inputs (%lld elements each)", (long long)n[t]);
+        cli_fill_normal(in->synthetic[t], n[t], o->seed, (uint64_t)t);
+    }
+    in->q = in->synthetic[0];
+    in->k = in->synthetic[1];
+    in->v = in->synthetic[2];
+    return CLI_EXIT_OK;
+}
+
+/* ---- report ---- */
+
+static void print_report(const cli_options *o, const run_inputs *in, const jattn_selection *sel,
+                         const char *auto_reasons, const cli_timing *t, const char *timing_note, const cli_reference *ref, const cli_parity *par,
+                         const char *wrote) {
+    const jattn_problem *p = &in->p;
+    const char *prec = o->precision == JATTN_PRECISION_TF32 ? "tf32" : "f32";
+    double gflops = cli_flops(p) / (t->ms * 1e-3) / 1e9;
+    if (o->json) {
+        cli_json j;
+        cli_json_begin(&j, stdout);
+        cli_json_str(&j, "command", "run");
+        cli_json_str(&j, "version", jattn_version_string());
+        cli_json_str(&j, "backend", sel->backend_name);
+        cli_json_str(&j, "kernel", sel->kernel);
+        cli_json_str(&j, "isa", sel->isa);
+        cli_json_int(&j, "threads", sel->threads);
+        cli_json_int(&j, "batch", p->batch);
+        cli_json_int(&j, "heads", p->heads);
+        cli_json_int(&j, "seq_q", p->seq_q);
+        cli_json_int(&j, "seq_kv", p->seq_kv);
+        cli_json_int(&j, "dim", p->head_dim);
+        cli_json_str(&j, "precision", prec);
+        cli_json_str(&j, "inputs", in->from_files ? "npy" : "synthetic");
+        if (!in->from_files) cli_json_int(&j, "seed", (long long)o->seed);
+        cli_json_num(&j, "ms", t->ms);
+        cli_json_num(&j, "ms_min", t->ms_min);
+        cli_json_num(&j, "ms_max", t->ms_max);
+        cli_json_int(&j, "reps", t->reps);
+        cli_json_str(&j, "timing", t->clock);
+        cli_json_num(&j, "gflops", gflops);
+        if (par) {
+            cli_json_str(&j, "check", ref->stride == 1 ? "full" : "sampled");
+            cli_json_int(&j, "check_stride", ref->stride);
+            cli_json_num(&j, "max_abs", par->m.max_abs);
+            cli_json_num(&j, "rel_l2", par->m.rel_l2);
+            cli_json_num(&j, "cos", par->m.cos);
+            if (par->lse_checked) cli_json_bool(&j, "lse_pass", par->lse_pass);
+            cli_json_bool(&j, "pass", par->pass && (!par->lse_checked || par->lse_pass));
+        } else {
+            cli_json_str(&j, "check", "off");
+        }
+        cli_json_end(&j);
+        return;
+    }
+    printf("jattn %s run: attention B=%lld H=%lld Sq=%lld Skv=%lld D=%lld, %s, ", jattn_version_string(),
+           (long long)p->batch, (long long)p->heads, (long long)p->seq_q, (long long)p->seq_kv, (long long)p->head_dim,
+           prec);
+    if (in->from_files)
+        printf("inputs %s %s %s\n", o->q_path, o->k_path, o->v_path);
+    else
+        printf("synthetic standard-normal inputs (seed %llu)\n", (unsigned long long)o->seed);
+    printf("backend  %s", sel->backend_name);
+    if (o->backend == JATTN_BACKEND_AUTO) printf(" (auto%s%s)", auto_reasons[0] ? "; " : "", auto_reasons);
+    printf("\nkernel   %s   isa %s   threads %d\n", sel->kernel, sel->isa, sel->threads);
+    if (isnan(t->ms_min))
+        printf("time     %.3f ms  median of %d after a warm-up (%s clock)\n", t->ms, t->reps, t->clock);
+    else
+        printf("time     %.3f ms  median of %d after a warm-up (%s clock; min %.3f, max %.3f)\n", t->ms, t->reps,
+               t->clock, t->ms_min, t->ms_max);
+    if (timing_note[0]) printf("         note: %s\n", timing_note);
+    printf("speed    %.2f GFLOP/s  (4*B*H*Sq*Skv*D = %.3g GFLOP per call)\n", gflops, cli_flops(p) / 1e9);
+    if (par) {
+        printf("parity   max_abs %.3g  rel_l2 %.3g  cos %.9g  vs the float64 reference", par->m.max_abs, par->m.rel_l2,
+               par->m.cos);
+        if (ref->stride == 1)
+            printf(", all %lld query rows", (long long)p->seq_q);
+        else
+            printf(", sampled: 1 query row in %lld (%lld of %lld per head)", (long long)ref->stride,
+                   (long long)ref->rows, (long long)p->seq_q);
+        printf(": %s (%s gate)", par->pass ? "PASS" : "FAIL", prec);
+        if (par->lse_checked) printf("; lse %s", par->lse_pass ? "PASS" : "FAIL");
+        if (sel->backend == JATTN_BACKEND_REF) printf("; the backend is the reference: this checks its determinism");
+        printf("\n");
+    } else {
+        printf("parity   not checked (--no-check)\n");
+    }
+    if (wrote[0]) printf("wrote    %s\n", wrote);
+}
+
+/* ---- the command ---- */
+
+/* Why AUTO passed over the backends it tries before the one it chose: "cuda: <reason>; ...". */
+static void auto_reasons(const jattn_problem *p, const jattn_exec *e, jattn_backend chosen, char *buf, size_t cap) {
+    static const jattn_backend order[] = {JATTN_BACKEND_CUDA, JATTN_BACKEND_CPU, JATTN_BACKEND_REF};
+    buf[0] = '\0';
+    for (size_t i = 0; i < sizeof order / sizeof order[0] && order[i] != chosen; i++) {
+        jattn_exec x = *e;
+        x.backend = order[i];
+        jattn_selection s;
+        if (jattn_select(p, &x, &s) == JATTN_OK) continue;
+        size_t len = strlen(buf);
+        snprintf(buf + len, cap - len, "%s%s passed over: %s", len ? "; " : "", jattn_backend_name(order[i]),
+                 jattn_last_error());
+    }
+}
+
+int cli_run(const cli_options *o) {
+    run_inputs in;
+    memset(&in, 0, sizeof in);
+    npy_writer out_w = {0}, lse_w = {0};
+    jattn_ctx *ctx = NULL;
+    float *out = NULL, *lse = NULL;
+    cli_reference ref = {0};
+    char why[ERRLEN];
+    int rc = CLI_EXIT_OK;
+
+    if (o->q_path)
+        rc = load_files(o, &in);
+    else
+        synthetic_problem(o, &in);
+    if (rc) goto done;
+    in.p.scale = o->scale;
+
+    jattn_exec e = {0};
+    e.backend = o->backend;
+    e.precision = o->precision;
+    e.threads = o->n_threads ? o->threads[0] : 0;
+    jattn_selection sel;
+    jattn_status st = jattn_select(&in.p, &e, &sel);
+    if (st != JATTN_OK) {
+        rc = cli_error(cli_exit_for_status(st), "cannot run this problem on backend %s: %s (%s)",
+                       jattn_backend_name(o->backend), jattn_last_error(), jattn_status_name(st));
+        goto done;
+    }
+    char reasons[ERRLEN] = "";
+    if (o->backend == JATTN_BACKEND_AUTO) auto_reasons(&in.p, &e, sel.backend, reasons, sizeof reasons);
+    e.backend = sel.backend; /* every call of this run uses the backend chosen now */
+
+    /* Outputs first: an unwritable destination fails before any work is done. */
+    if (o->out_path && npy_writer_open(&out_w, o->out_path, why, sizeof why) != NPY_OK) {
+        rc = cli_error(CLI_EXIT_FAILURE, "--out %s: %s", o->out_path, why);
+        goto done;
+    }
+    if (o->lse_path && npy_writer_open(&lse_w, o->lse_path, why, sizeof why) != NPY_OK) {
+        rc = cli_error(CLI_EXIT_FAILURE, "--lse %s: %s", o->lse_path, why);
+        goto done;
+    }
+    if (!in.from_files && (rc = make_synthetic(o, &in))) goto done;
+    const int64_t n_out = cli_elems(&in.p, in.p.seq_q), n_lse = in.p.batch * in.p.heads * in.p.seq_q;
+    out = cli_alloc_floats(n_out);
+    if (o->lse_path) lse = cli_alloc_floats(n_lse);
+    if (!out || (o->lse_path && !lse)) {
+        rc = cli_error(CLI_EXIT_FAILURE, "out of memory for the output (%lld elements)", (long long)n_out);
+        goto done;
+    }
+    if ((st = jattn_ctx_create(&ctx)) != JATTN_OK) {
+        rc = cli_error(CLI_EXIT_FAILURE, "%s", jattn_last_error());
+        goto done;
+    }
+
+    cli_timing t;
+    char timing_note[ERRLEN] = "";
+    memset(&t, 0, sizeof t);
+    t.ms_min = t.ms_max = NAN;
+    int timed = 0;
+    if (sel.backend == JATTN_BACKEND_CUDA) {
+        int reps = o->reps ? o->reps : RUN_DEVICE_REPS;
+        if (jattn_device_timed_run(&in.p, &e, in.q, in.k, in.v, out, lse, 1, reps, &t.ms, why, sizeof why) == 0) {
+            t.reps = reps;
+            t.clock = "device";
+            timed = 1;
+        } else {
+            snprintf(timing_note, sizeof timing_note, "device timer unavailable (%.400s); host clock includes the copies",
+                     why);
+        }
+    }
+    if (!timed && (st = cli_time_forward(ctx, &in.p, &e, in.q, in.k, in.v, out, lse, o->reps, RUN_AUTO_SECONDS,
+                                         RUN_AUTO_REPS_MIN, RUN_AUTO_REPS_MAX, &t)) != JATTN_OK) {
+        rc = cli_error(cli_exit_for_status(st), "backend %s failed: %s (%s)", sel.backend_name,
+                       st == JATTN_ERROR_OUT_OF_MEMORY && !jattn_last_error()[0] ? "out of memory" : jattn_last_error(),
+                       jattn_status_name(st));
+        goto done;
+    }
+
+    cli_parity par, *parp = NULL;
+    if (o->check) {
+        if ((st = cli_reference_compute(&ref, &in.p, in.q, in.k, in.v, RUN_CHECK_BUDGET_FLOPS, lse != NULL, why,
+                                        sizeof why)) != JATTN_OK) {
+            rc = cli_error(CLI_EXIT_FAILURE, "%s", why);
+            goto done;
+        }
+        cli_reference_compare(&ref, &in.p, out, lse, o->precision, &par);
+        parp = &par;
+    }
+    int pass = !parp || (par.pass && (!par.lse_checked || par.lse_pass));
+
+    /* Token-major output [S, H*D] for 3-d inputs, [B, S, H*D] otherwise; lse [H, S] or [B, H, S]. */
+    const int four_d = in.ndim == 4;
+    const int64_t out_shape[3] = {in.p.batch, in.p.seq_q, in.p.heads * in.p.head_dim};
+    const int64_t lse_shape[3] = {in.p.batch, in.p.heads, in.p.seq_q};
+    char wrote[2 * ERRLEN] = "", shape_text[96];
+    if (pass) {
+        if (o->out_path) {
+            if (npy_writer_commit(&out_w, out_shape + !four_d, 2 + four_d, out, why, sizeof why) != NPY_OK) {
+                rc = cli_error(CLI_EXIT_FAILURE, "--out %s: %s", o->out_path, why);
+                goto done;
+            }
+            npy_format_shape(out_shape + !four_d, 2 + four_d, shape_text, sizeof shape_text);
+            snprintf(wrote, sizeof wrote, "%s float32 %s", o->out_path, shape_text);
+        }
+        if (o->lse_path) {
+            if (npy_writer_commit(&lse_w, lse_shape + !four_d, 2 + four_d, lse, why, sizeof why) != NPY_OK) {
+                /* out is already in place: remove it, so that a failure leaves no output at all. */
+                if (o->out_path) remove(o->out_path);
+                rc = cli_error(CLI_EXIT_FAILURE, "--lse %s: %s", o->lse_path, why);
+                goto done;
+            }
+            npy_format_shape(lse_shape + !four_d, 2 + four_d, shape_text, sizeof shape_text);
+            size_t len = strlen(wrote);
+            snprintf(wrote + len, sizeof wrote - len, "%s%s float32 %s", len ? ", " : "", o->lse_path, shape_text);
+        }
+    }
+    print_report(o, &in, &sel, reasons, &t, timing_note, &ref, parp, wrote);
+    if (!pass) {
+        fflush(stdout);
+        rc = cli_error(CLI_EXIT_FAILURE, "parity FAIL against the float64 reference (rel_l2 %.3g, max_abs %.3g, cos %.9g%s)%s",
+                       par.m.rel_l2, par.m.max_abs, par.m.cos,
+                       par.lse_checked && !par.lse_pass ? ", lse outside its gate" : "",
+                       o->out_path || o->lse_path ? "; no output written" : "");
+    }
+
+done:
+    npy_writer_abort(&out_w);
+    npy_writer_abort(&lse_w);
+    cli_reference_free(&ref);
+    jattn_ctx_free(ctx);
+    free(out);
+    free(lse);
+    free_inputs(&in);
+    return rc;
+}
