@@ -13,7 +13,7 @@ set -u -o pipefail
 cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build-gpu}
 OUT=${OUT:-$BUILD/out}
-STEPS=${JATTN_GPU_STEPS:-"build test sanitize sass bench jattn"}
+STEPS=${JATTN_GPU_STEPS:-"build test sanitize sass bench jattn"}   # also: variants, cpu
 SHAPES=${JATTN_GPU_SHAPES:-}
 mkdir -p "$OUT"
 status=0
@@ -61,6 +61,17 @@ fi
 if has jattn && [ -x "$BUILD/tools/jattn" ]; then
   note "jattn run --backend cuda (default job, f32 and tf32)"
   { "$BUILD/tools/jattn" run --backend cuda; "$BUILD/tools/jattn" run --backend cuda --precision tf32; } 2>&1 | tail -30 || status=1
+fi
+
+if has variants; then
+  note "v2 variants (JATTN_CUDA_V2_VARIANT, D=128): worst f32 large-dist max_abs/gate over the parity suite, speed"
+  for var in ${JATTN_GPU_VARIANTS:-0 1 2 3 4 5}; do
+    JATTN_CUDA_V2_VARIANT=$var JATTN_TEST_VERBOSE=1 "$BUILD/tests/test_parity" cuda > /tmp/par.$var 2>&1
+    worst=$(grep -E "D=128 .*dist=large backend=cuda f32" /tmp/par.$var | sed -E 's/.*max_abs ([^ ]+) \(max\|ref\| ([^)]+)\).*/\1 \2/' |
+      awk '{r=$1/(1e-5*($2>1?$2:1)); if(r>w)w=r} END{printf "%.2f", w}')
+    echo "variant $var: $(tail -1 /tmp/par.$var | cut -c1-60)  worst large f32 max_abs/gate $worst"
+    JATTN_CUDA_V2_VARIANT=$var JATTN_BENCH_VERSIONS=v2 "$BUILD/jattn_gpu_bench" 1,24,1536,128 1,24,4608,128 | grep RESULT | sed "s/^/variant $var /"
+  done 2>&1 | tee "$OUT/variants.txt"
 fi
 
 if has bench; then

@@ -7,11 +7,13 @@
  *
  * Design: a block of V1_WARPS warps owns V1_WARPS query rows of one (b,h), one row per warp.
  * Key tiles of V1_KEYS keys (k padded by one float per row against bank conflicts, v dense)
- * are staged in shared memory by the whole block. Lane j scores key j of the tile with a
- * sequential fp32 dot product over D (q row from shared memory, pre-scaled by scale*log2 e);
- * a warp max/sum gives the online softmax (exp2 in fp32); each lane owns D/32 columns of the
- * output row in registers and accumulates sum_j p_j v[j,d] with p_j broadcast by shuffle.
- * Precision: fp32 throughout (also when tf32 is asked for).
+ * are staged in shared memory by the whole block. Lane j scores key j of the tile with an
+ * fp32 dot product over D in V1_PARTIALS interleaved partial sums (q row from shared memory,
+ * pre-scaled by the scale; scores stay in natural units so s - max is exact when s is); a warp
+ * max/sum gives the online softmax (exp2 of (s - max) * log2 e); each lane owns D/32 columns
+ * of the output row and accumulates each tile's sum_j p_j v[j,d] (p_j broadcast by shuffle)
+ * from zero, then adds it into O and the tile's row sum into l with Kahan compensation, so
+ * rows of 64K keys keep fp32 accuracy. Precision: fp32 throughout (also when tf32 is asked for).
  *
  * Measured (H200, see src/cuda/NOTES.md and bench/results/): the baseline, ~10x slower than v2.
  */
@@ -23,6 +25,15 @@
 #define V1_WARPS 8
 #define V1_KEYS 32 /* one key per lane */
 #define WARP 32
+#define V1_PARTIALS 4 /* independent partial sums of a dot product */
+#define LOG2E 1.44269504088896340736f
+
+/* sum += x with Kahan compensation c (sum - c is the better estimate). */
+__device__ __forceinline__ void kahan_add(float &sum, float &c, float x) {
+    const float y = x - c, t = sum + y;
+    c = (t - sum) - y;
+    sum = t;
+}
 
 /* COLS = output columns per lane: head_dim <= 32 * COLS. */
 template <int COLS>
@@ -44,12 +55,12 @@ __global__ void __launch_bounds__(V1_WARPS * WARP) attention_f32_simt_v1(jattn_c
     const int row = qb * V1_WARPS + warp;
     const bool row_valid = row < p.seq_q;
 
-    for (int d = lane; d < D; d += WARP) qs[warp * D + d] = row_valid ? q[row * p.q_s + d] * p.scale_log2e : 0.0f;
+    for (int d = lane; d < D; d += WARP) qs[warp * D + d] = row_valid ? q[row * p.q_s + d] * p.scale : 0.0f;
 
-    float o[COLS];
+    float o[COLS], o_comp[COLS];
 #pragma unroll
-    for (int c = 0; c < COLS; c++) o[c] = 0.0f;
-    float m = -INFINITY, l = 0.0f;
+    for (int c = 0; c < COLS; c++) o[c] = o_comp[c] = 0.0f;
+    float m = -INFINITY, l = 0.0f, l_comp = 0.0f;
 
     for (int kv0 = 0; kv0 < p.seq_kv; kv0 += V1_KEYS) {
         const int keys = min(V1_KEYS, p.seq_kv - kv0);
@@ -63,9 +74,14 @@ __global__ void __launch_bounds__(V1_WARPS * WARP) attention_f32_simt_v1(jattn_c
         __syncthreads();
 
         /* S: lane = key */
-        float s = 0.0f;
+        float part[V1_PARTIALS] = {};
         const float *qr = qs + warp * D, *kr = ks + lane * k_stride;
-        for (int d = 0; d < D; d++) s = fmaf(qr[d], kr[d], s);
+        int d = 0;
+        for (; d + V1_PARTIALS <= D; d += V1_PARTIALS)
+#pragma unroll
+            for (int u = 0; u < V1_PARTIALS; u++) part[u] = fmaf(qr[d + u], kr[d + u], part[u]);
+        for (; d < D; d++) part[0] = fmaf(qr[d], kr[d], part[0]);
+        float s = (part[0] + part[1]) + (part[2] + part[3]);
         if (lane >= keys) s = -INFINITY;
 
         /* online softmax */
@@ -73,36 +89,46 @@ __global__ void __launch_bounds__(V1_WARPS * WARP) attention_f32_simt_v1(jattn_c
 #pragma unroll
         for (int off = WARP / 2; off > 0; off /= 2) tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, off));
         const float m_new = fmaxf(m, tile_max);
-        const float alpha = exp2f(m - m_new);
-        const float pj = lane < keys ? exp2f(s - m_new) : 0.0f;
+        const float m_use = m_new == -INFINITY ? 0.0f : m_new; /* no finite score yet: weights 0 */
+        const float alpha = exp2f((m - m_use) * LOG2E);
+        const float pj = lane < keys ? exp2f((s - m_use) * LOG2E) : 0.0f;
         float psum = pj;
 #pragma unroll
         for (int off = WARP / 2; off > 0; off /= 2) psum += __shfl_xor_sync(0xffffffffu, psum, off);
-        l = l * alpha + psum;
+        l *= alpha;
+        l_comp *= alpha;
+        kahan_add(l, l_comp, psum);
         m = m_new;
 
-        /* O = alpha O + P V */
+        /* O = alpha O + P V (this tile's part from zero) */
+        float o_tile[COLS];
 #pragma unroll
-        for (int c = 0; c < COLS; c++) o[c] *= alpha;
+        for (int c = 0; c < COLS; c++) o_tile[c] = 0.0f;
         for (int j = 0; j < keys; j++) {
             const float pb = __shfl_sync(0xffffffffu, pj, j);
 #pragma unroll
             for (int c = 0; c < COLS; c++) {
                 const int d = lane + c * WARP;
-                if (d < D) o[c] = fmaf(pb, vs[j * D + d], o[c]);
+                if (d < D) o_tile[c] = fmaf(pb, vs[j * D + d], o_tile[c]);
             }
+        }
+#pragma unroll
+        for (int c = 0; c < COLS; c++) {
+            o[c] *= alpha;
+            o_comp[c] *= alpha;
+            kahan_add(o[c], o_comp[c], o_tile[c]);
         }
     }
 
     if (!row_valid) return;
-    const float inv_l = 1.0f / l;
+    const float inv_l = 1.0f / (l - l_comp);
     float *out = p.out + b * p.o_b + h * p.o_h + (int64_t)row * p.o_s;
 #pragma unroll
     for (int c = 0; c < COLS; c++) {
         const int d = lane + c * WARP;
-        if (d < D) out[d] = o[c] * inv_l;
+        if (d < D) out[d] = (o[c] - o_comp[c]) * inv_l;
     }
-    if (p.lse && lane == 0) p.lse[(int64_t)bh * p.seq_q + row] = (m + log2f(l)) * 0.69314718055994530942f;
+    if (p.lse && lane == 0) p.lse[(int64_t)bh * p.seq_q + row] = m + logf(l - l_comp);
 }
 
 template <int COLS>

@@ -33,15 +33,23 @@
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "cuda_internal.h"
 
-#define V2_WARPS 4
 #define WARP 32
 #define MMA_M 16
 #define MMA_N 8
 #define MMA_K 8
 #define SMEM_PAD 4 /* floats added to each shared row */
+#define LOG2E 1.44269504088896340736f
+
+/* sum += x with Kahan compensation c (sum - c is the better estimate). */
+__device__ __forceinline__ void kahan_add(float &sum, float &c, float x) {
+    const float y = x - c, t = sum + y;
+    c = (t - sum) - y;
+    sum = t;
+}
 
 __device__ __forceinline__ uint32_t to_tf32(float x) {
     uint32_t r;
@@ -80,10 +88,10 @@ __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wai
 /* Copies rows [0, ROWS) x columns [0, DT) of a tile whose first `valid_rows` rows and first
  * `d` columns exist in global memory (row stride `stride` elements) into shared memory (row
  * stride DT + SMEM_PAD); everything else is zero-filled. */
-template <int ROWS, int DT>
+template <int ROWS, int DT, int WARPS>
 __device__ __forceinline__ void load_tile(float *dst, const float *src, int64_t stride, int valid_rows, int d,
                                           bool vec4) {
-    constexpr int DS = DT + SMEM_PAD, THREADS = V2_WARPS * WARP;
+    constexpr int DS = DT + SMEM_PAD, THREADS = WARPS * WARP;
     if (vec4) {
         constexpr int CHUNKS = DT / 4;
 #pragma unroll 4
@@ -102,14 +110,18 @@ __device__ __forceinline__ void load_tile(float *dst, const float *src, int64_t 
     }
 }
 
-template <int DT, int BC, bool X3>
-__global__ void __launch_bounds__(V2_WARPS *WARP) attention_tf32_mma_v2(jattn_cuda_params p, int vec4) {
+/* DT: head-dim tile; BC: keys per tile; WARPS: warps per block (16 query rows each); X3: 3xTF32;
+ * KCH: k-steps of Q K^T per fresh accumulator (the chunk sums are added in fp32). */
+template <int DT, int BC, int WARPS, bool X3, int KCH>
+__global__ void __launch_bounds__(WARPS *WARP) attention_tf32_mma_v2(jattn_cuda_params p, int vec4) {
     constexpr int DS = DT + SMEM_PAD; /* shared row stride */
-    constexpr int BR = V2_WARPS * MMA_M;
+    constexpr int BR = WARPS * MMA_M;
+    constexpr bool O_COMPENSATED = DT <= 32; /* Kahan-compensated O where registers allow */
     constexpr int NT = BC / MMA_N;    /* key sub-tiles of S per warp */
     constexpr int KD = DT / MMA_K;    /* k-steps of Q K^T = column slices of O */
     constexpr int KP = BC / MMA_K;    /* k-steps of P V */
     static_assert(NT == KP, "the P relabelling pairs S sub-tile n with P V k-step n");
+    static_assert(KD % KCH == 0, "chunks of whole k-steps");
     extern __shared__ float4 smem_f4[];
     float *qs = reinterpret_cast<float *>(smem_f4); /* [BR][DS] */
     float *ks = qs + BR * DS;                       /* [2][BC][DS] */
@@ -127,16 +139,23 @@ __global__ void __launch_bounds__(V2_WARPS *WARP) attention_tf32_mma_v2(jattn_cu
     const int n_tiles = (p.seq_kv + BC - 1) / BC;
     const bool v4 = vec4 != 0;
 
-    load_tile<BR, DT>(qs, q, p.q_s, p.seq_q - q0, p.head_dim, v4);
-    load_tile<BC, DT>(ks, k, p.k_s, p.seq_kv, p.head_dim, v4);
-    load_tile<BC, DT>(vs, v, p.v_s, p.seq_kv, p.head_dim, v4);
+    load_tile<BR, DT, WARPS>(qs, q, p.q_s, p.seq_q - q0, p.head_dim, v4);
+    load_tile<BC, DT, WARPS>(ks, k, p.k_s, p.seq_kv, p.head_dim, v4);
+    load_tile<BC, DT, WARPS>(vs, v, p.v_s, p.seq_kv, p.head_dim, v4);
     cp_async_commit();
 
-    float o[KD][4];
+    float o[KD][4], o_comp[O_COMPENSATED ? KD : 1][4];
 #pragma unroll
-    for (int j = 0; j < KD; j++) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
-    float m_run[2] = {-INFINITY, -INFINITY}, l_part[2] = {0.0f, 0.0f}; /* rows g and g + 8 */
-    const float scale = p.scale_log2e;
+    for (int j = 0; j < KD; j++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) o[j][i] = 0.0f;
+#pragma unroll
+    for (int j = 0; j < (O_COMPENSATED ? KD : 1); j++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) o_comp[j][i] = 0.0f;
+    /* rows g and g + 8: running max (natural units), Kahan-compensated partial row sums */
+    float m_run[2] = {-INFINITY, -INFINITY}, l_part[2] = {0.0f, 0.0f}, l_comp[2] = {0.0f, 0.0f};
+    const float scale = p.scale;
     const float *q_frag = qs + (warp * MMA_M + g) * DS + t;
 
     for (int it = 0; it < n_tiles; it++) {
@@ -144,40 +163,52 @@ __global__ void __launch_bounds__(V2_WARPS *WARP) attention_tf32_mma_v2(jattn_cu
         __syncthreads(); /* tile `it` landed; every warp is done with tile it-1's buffers */
         if (it + 1 < n_tiles) {
             const int kv0 = (it + 1) * BC, stage = (it + 1) & 1;
-            load_tile<BC, DT>(ks + stage * BC * DS, k + (int64_t)kv0 * p.k_s, p.k_s, p.seq_kv - kv0, p.head_dim, v4);
-            load_tile<BC, DT>(vs + stage * BC * DS, v + (int64_t)kv0 * p.v_s, p.v_s, p.seq_kv - kv0, p.head_dim, v4);
+            load_tile<BC, DT, WARPS>(ks + stage * BC * DS, k + (int64_t)kv0 * p.k_s, p.k_s, p.seq_kv - kv0, p.head_dim, v4);
+            load_tile<BC, DT, WARPS>(vs + stage * BC * DS, v + (int64_t)kv0 * p.v_s, p.v_s, p.seq_kv - kv0, p.head_dim, v4);
         }
         cp_async_commit();
         const float *kt = ks + (it & 1) * BC * DS, *vt = vs + (it & 1) * BC * DS;
 
-        /* ---- S = Q K^T (log2 units) ---- */
+        /* ---- S = Q K^T ---- */
         float s_big[NT][4], s_cor[NT][4];
 #pragma unroll
         for (int n = 0; n < NT; n++)
 #pragma unroll
             for (int i = 0; i < 4; i++) s_big[n][i] = s_cor[n][i] = 0.0f;
 #pragma unroll
-        for (int kk = 0; kk < KD; kk++) {
-            const float *qa = q_frag + kk * MMA_K;
-            const float a[4] = {qa[0] * scale, qa[8 * DS] * scale, qa[4] * scale, qa[8 * DS + 4] * scale};
-            uint32_t a_big[4], a_small[4];
+        for (int kc = 0; kc < KD; kc += KCH) {
+            float s_chunk[NT][4]; /* big*big of KCH k-steps, from zero */
 #pragma unroll
-            for (int i = 0; i < 4; i++) split_tf32<X3>(a[i], a_big[i], a_small[i]);
+            for (int n = 0; n < NT; n++)
 #pragma unroll
-            for (int n = 0; n < NT; n++) {
-                const float *kb = kt + (n * MMA_N + g) * DS + kk * MMA_K + t;
-                uint32_t b_big[2], b_small[2];
-                split_tf32<X3>(kb[0], b_big[0], b_small[0]);
-                split_tf32<X3>(kb[4], b_big[1], b_small[1]);
-                mma_tf32(s_big[n], a_big, b_big);
-                if (X3) {
-                    mma_tf32(s_cor[n], a_big, b_small);
-                    mma_tf32(s_cor[n], a_small, b_big);
+                for (int i = 0; i < 4; i++) s_chunk[n][i] = 0.0f;
+#pragma unroll
+            for (int kk = kc; kk < kc + KCH; kk++) {
+                const float *qa = q_frag + kk * MMA_K;
+                const float a[4] = {qa[0] * scale, qa[8 * DS] * scale, qa[4] * scale, qa[8 * DS + 4] * scale};
+                uint32_t a_big[4], a_small[4];
+#pragma unroll
+                for (int i = 0; i < 4; i++) split_tf32<X3>(a[i], a_big[i], a_small[i]);
+#pragma unroll
+                for (int n = 0; n < NT; n++) {
+                    const float *kb = kt + (n * MMA_N + g) * DS + kk * MMA_K + t;
+                    uint32_t b_big[2], b_small[2];
+                    split_tf32<X3>(kb[0], b_big[0], b_small[0]);
+                    split_tf32<X3>(kb[4], b_big[1], b_small[1]);
+                    mma_tf32(s_chunk[n], a_big, b_big);
+                    if (X3) {
+                        mma_tf32(s_cor[n], a_big, b_small);
+                        mma_tf32(s_cor[n], a_small, b_big);
+                    }
                 }
             }
+#pragma unroll
+            for (int n = 0; n < NT; n++)
+#pragma unroll
+                for (int i = 0; i < 4; i++) s_big[n][i] += s_chunk[n][i];
         }
 
-        /* ---- online softmax ---- */
+        /* ---- online softmax (natural units: s - m is exact when s is, then exp2 of it * log2 e) ---- */
         const int key0 = it * BC;
         float m_tile[2] = {-INFINITY, -INFINITY};
 #pragma unroll
@@ -185,28 +216,33 @@ __global__ void __launch_bounds__(V2_WARPS *WARP) attention_tf32_mma_v2(jattn_cu
 #pragma unroll
             for (int i = 0; i < 4; i++) {
                 const int key = key0 + n * MMA_N + 2 * t + (i & 1);
-                const float s = key < p.seq_kv ? s_big[n][i] + s_cor[n][i] : -INFINITY;
+                /* an infinite big*big keeps its sign: the corrections of an Inf operand are NaN */
+                const float sb = s_big[n][i];
+                const float s = key >= p.seq_kv ? -INFINITY : isinf(sb) ? sb : sb + s_cor[n][i];
                 s_big[n][i] = s;
                 m_tile[i >> 1] = fmaxf(m_tile[i >> 1], s);
             }
-        float alpha[2];
+        float alpha[2], m_use[2];
 #pragma unroll
         for (int r = 0; r < 2; r++) {
             m_tile[r] = fmaxf(m_tile[r], __shfl_xor_sync(0xffffffffu, m_tile[r], 1));
             m_tile[r] = fmaxf(m_tile[r], __shfl_xor_sync(0xffffffffu, m_tile[r], 2));
             const float m_new = fmaxf(m_run[r], m_tile[r]);
-            alpha[r] = exp2f(m_run[r] - m_new);
+            m_use[r] = m_new == -INFINITY ? 0.0f : m_new; /* no keys of finite score yet: weights 0 */
+            alpha[r] = exp2f((m_run[r] - m_use[r]) * LOG2E);
             m_run[r] = m_new;
             l_part[r] *= alpha[r];
+            l_comp[r] *= alpha[r];
         }
         uint32_t p_big[KP][4], p_small[KP][4]; /* A fragments of P, keys relabelled */
+        float l_tile[2] = {0.0f, 0.0f};
 #pragma unroll
         for (int n = 0; n < NT; n++) {
             float pr[4];
 #pragma unroll
             for (int i = 0; i < 4; i++) {
-                pr[i] = exp2f(s_big[n][i] - m_run[i >> 1]);
-                l_part[i >> 1] += pr[i];
+                pr[i] = exp2f((s_big[n][i] - m_use[i >> 1]) * LOG2E);
+                l_tile[i >> 1] += pr[i];
             }
             /* C fragment (row g: keys 2t, 2t+1; row g+8: same) -> A fragment (a0 = (g, t),
              * a1 = (g+8, t), a2 = (g, t+4), a3 = (g+8, t+4)) with key 2t as t, 2t+1 as t+4. */
@@ -216,17 +252,20 @@ __global__ void __launch_bounds__(V2_WARPS *WARP) attention_tf32_mma_v2(jattn_cu
             split_tf32<X3>(pr[3], p_big[n][3], p_small[n][3]);
         }
 #pragma unroll
-        for (int j = 0; j < KD; j++) {
-            o[j][0] *= alpha[0];
-            o[j][1] *= alpha[0];
-            o[j][2] *= alpha[1];
-            o[j][3] *= alpha[1];
-        }
+        for (int r = 0; r < 2; r++) kahan_add(l_part[r], l_comp[r], l_tile[r]);
+#pragma unroll
+        for (int j = 0; j < KD; j++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                o[j][i] *= alpha[i >> 1];
+                if (O_COMPENSATED) o_comp[j][i] *= alpha[i >> 1];
+            }
 
         /* ---- O += P V, one fresh accumulator per 8-column slice of O ---- */
 #pragma unroll
         for (int j = 0; j < KD; j++) {
-            float acc_big[4] = {0.0f, 0.0f, 0.0f, 0.0f}, acc_cor[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+            float acc_big[4] = {0.0f, 0.0f, 0.0f, 0.0f}, acc_cor1[4] = {0.0f, 0.0f, 0.0f, 0.0f},
+                  acc_cor2[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
             for (int n = 0; n < KP; n++) {
                 /* B fragment (k = key, n = column): b0 = (t, g) -> key 2t, b1 = (t+4, g) -> key 2t+1 */
@@ -236,20 +275,32 @@ __global__ void __launch_bounds__(V2_WARPS *WARP) attention_tf32_mma_v2(jattn_cu
                 split_tf32<X3>(vb[DS], b_big[1], b_small[1]);
                 mma_tf32(acc_big, p_big[n], b_big);
                 if (X3) {
-                    mma_tf32(acc_cor, p_big[n], b_small);
-                    mma_tf32(acc_cor, p_small[n], b_big);
+                    mma_tf32(acc_cor1, p_big[n], b_small);
+                    mma_tf32(acc_cor2, p_small[n], b_big);
                 }
             }
 #pragma unroll
-            for (int i = 0; i < 4; i++) o[j][i] += acc_big[i] + acc_cor[i];
+            for (int i = 0; i < 4; i++) {
+                const float add = acc_big[i] + (acc_cor1[i] + acc_cor2[i]);
+                if (O_COMPENSATED)
+                    kahan_add(o[j][i], o_comp[O_COMPENSATED ? j : 0][i], add);
+                else
+                    o[j][i] += add;
+            }
         }
     }
     cp_async_wait_all();
 
     /* ---- epilogue: O / l, written through the out strides; lse ---- */
+    if (O_COMPENSATED)
+#pragma unroll
+        for (int j = 0; j < KD; j++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) o[j][i] -= o_comp[O_COMPENSATED ? j : 0][i];
     float inv_l[2];
 #pragma unroll
     for (int r = 0; r < 2; r++) {
+        l_part[r] -= l_comp[r];
         l_part[r] += __shfl_xor_sync(0xffffffffu, l_part[r], 1);
         l_part[r] += __shfl_xor_sync(0xffffffffu, l_part[r], 2);
         inv_l[r] = 1.0f / l_part[r];
@@ -269,19 +320,22 @@ __global__ void __launch_bounds__(V2_WARPS *WARP) attention_tf32_mma_v2(jattn_cu
             }
         }
         if (p.lse && t == 0)
-            p.lse[(int64_t)bh * p.seq_q + row] = (m_run[r] + log2f(l_part[r])) * 0.69314718055994530942f;
+            p.lse[(int64_t)bh * p.seq_q + row] = m_run[r] + logf(l_part[r]);
     }
 }
 
-extern "C" int jattn_cuda_v2_key_tile(int head_dim) { return head_dim <= 64 ? 64 : head_dim <= 128 ? 32 : 16; }
+/* Tile configurations: the default per head-dim tile, and variants the harness can force with
+ * JATTN_CUDA_V2_VARIANT=n (D <= 128 only; see NOTES.md for what each measured). */
+typedef struct v2_config {
+    int warps, key_tile, k_chunk;
+} v2_config;
 
-template <int DT, bool X3>
+template <int DT, int BC, int WARPS, bool X3, int KCH>
 static cudaError_t launch(const jattn_cuda_params *p, cudaStream_t stream) {
-    constexpr int BC = DT <= 64 ? 64 : DT <= 128 ? 32 : 16;
-    constexpr int BR = V2_WARPS * MMA_M, DS = DT + SMEM_PAD;
+    constexpr int BR = WARPS * MMA_M, DS = DT + SMEM_PAD;
     const size_t smem = sizeof(float) * (size_t)(BR * DS + 4 * BC * DS);
-    cudaError_t e = cudaFuncSetAttribute(attention_tf32_mma_v2<DT, BC, X3>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    auto kernel = attention_tf32_mma_v2<DT, BC, WARPS, X3, KCH>;
+    cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e != cudaSuccess) return e;
     const long long q_blocks = (p->seq_q + BR - 1) / BR;
     const long long blocks = q_blocks * p->batch * p->heads;
@@ -290,18 +344,36 @@ static cudaError_t launch(const jattn_cuda_params *p, cudaStream_t stream) {
     const uintptr_t addr = (uintptr_t)p->q | (uintptr_t)p->k | (uintptr_t)p->v;
     const int64_t strides = p->q_b | p->q_h | p->q_s | p->k_b | p->k_h | p->k_s | p->v_b | p->v_h | p->v_s;
     const int vec4 = (addr % 16 == 0) && (strides % 4 == 0);
-    attention_tf32_mma_v2<DT, BC, X3><<<(unsigned)blocks, V2_WARPS * WARP, smem, stream>>>(*p, vec4);
+    kernel<<<(unsigned)blocks, WARPS * WARP, smem, stream>>>(*p, vec4);
     return cudaGetLastError();
+}
+
+static int variant(void) {
+    static int v = -1; /* read once; a benign race writes the same value */
+    if (v < 0) {
+        const char *env = getenv("JATTN_CUDA_V2_VARIANT");
+        v = env ? atoi(env) : 0;
+    }
+    return v;
 }
 
 template <bool X3>
 static cudaError_t launch_dt(const jattn_cuda_params *p, cudaStream_t s) {
     const int D = p->head_dim;
-    if (D <= 32) return launch<32, X3>(p, s);
-    if (D <= 64) return launch<64, X3>(p, s);
-    if (D <= 128) return launch<128, X3>(p, s);
-    return launch<256, X3>(p, s);
+    if (D <= 32) return launch<32, 64, 4, X3, 2>(p, s);
+    if (D <= 64) return launch<64, 64, 4, X3, 2>(p, s);
+    if (D <= 128) switch (variant()) {
+        case 1: return launch<128, 32, 4, X3, 1>(p, s);
+        case 2: return launch<128, 32, 4, X3, 16>(p, s);
+        case 3: return launch<128, 32, 4, X3, 4>(p, s);
+        case 4: return launch<128, 32, 8, X3, 2>(p, s);
+        case 5: return launch<128, 16, 4, X3, 2>(p, s);
+        default: return launch<128, 32, 4, X3, 2>(p, s);
+        }
+    return launch<256, 16, 4, X3, 2>(p, s);
 }
+
+extern "C" int jattn_cuda_v2_key_tile(int head_dim) { return head_dim <= 64 ? 64 : head_dim <= 128 ? 32 : 16; }
 
 extern "C" int jattn_cuda_launch_v2(const jattn_cuda_params *p, int tf32x3, void *stream) {
     if (p->head_dim % JATTN_CUDA_V2_HEAD_DIM_MULTIPLE || p->head_dim > JATTN_CUDA_V2_MAX_HEAD_DIM)

@@ -69,9 +69,12 @@ static int v2_applies(int64_t d) {
     return d % JATTN_CUDA_V2_HEAD_DIM_MULTIPLE == 0 && d <= JATTN_CUDA_V2_MAX_HEAD_DIM;
 }
 
+/* AUTO: v2 where its head_dim limits allow, except seq_kv == 1, where v1 returns the v row
+ * bit for bit (weight exp(0)/exp(0) = 1; the TF32 split of v would not). */
 static jattn_cuda_kernel kernel_for(const jattn_problem *p) {
     jattn_cuda_kernel k = (jattn_cuda_kernel)atomic_load(&kernel_choice);
     if (k == JATTN_CUDA_KERNEL_V1) return k;
+    if (k == JATTN_CUDA_KERNEL_AUTO && p->seq_kv == 1) return JATTN_CUDA_KERNEL_V1;
     return v2_applies(p->head_dim) ? JATTN_CUDA_KERNEL_V2 : JATTN_CUDA_KERNEL_V1;
 }
 
@@ -124,7 +127,7 @@ static jattn_status launch(const jattn_call *c, const jattn_selection *sel, cons
                             p->v.batch, p->v.head, p->v.token,
                             p->out.batch, p->out.head, p->out.token,
                             (int)p->batch, (int)p->heads, (int)p->seq_q, (int)p->seq_kv, (int)p->head_dim,
-                            c->scale * 1.44269504088896340736f};
+                            c->scale};
     const int use_v1 = strncmp(sel->kernel, "cuda_v1", 7) == 0;
     cudaError_t err = (cudaError_t)(use_v1 ? jattn_cuda_launch_v1(&kp, c->cuda_stream)
                                            : jattn_cuda_launch_v2(&kp, c->precision == JATTN_PRECISION_F32,

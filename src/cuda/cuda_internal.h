@@ -12,7 +12,9 @@ extern "C" {
 #endif
 
 /* One attention call as a kernel sees it: device pointers, element strides (B, H, S; head_dim
- * contiguous) and the softmax scale pre-multiplied by log2(e), so kernels use exp2. */
+ * contiguous) and the resolved softmax scale. Kernels fold the scale into q (exact when it is a
+ * power of two) and keep scores in natural units: s - max is exact when s is, and only then is
+ * it multiplied by log2(e) for exp2. */
 typedef struct jattn_cuda_params {
     const float *q, *k, *v;
     float *out;
@@ -22,7 +24,7 @@ typedef struct jattn_cuda_params {
     int64_t v_b, v_h, v_s;
     int64_t o_b, o_h, o_s;
     int batch, heads, seq_q, seq_kv, head_dim;
-    float scale_log2e; /* scale * log2(e) */
+    float scale;
 } jattn_cuda_params;
 
 /* The kernel versions kept side by side (see each file's opening comment). */
