@@ -1,12 +1,16 @@
-/* wgmma_check: standalone correctness check and timing of attention_f32_sm90_wgmma_64x64
- * (src/cuda/attention_f32_sm90_wgmma.cu) on an sm_90 GPU, before it is plugged into the
- * cuda backend.
+/* wgmma_check: standalone correctness check and timing of the sm_90a attention kernels
+ * (src/cuda/attention_f32_sm90_wgmma*.cu: v3.0 attention_f32_sm90_wgmma_64x64, v3.1
+ * attention_f32_sm90_wgmma_st_64x64) on an sm_90 GPU, before they are plugged into the cuda
+ * backend.
  *
  * Build and run (on the H200):
  *   nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -Iinclude -Isrc/cuda \
- *        bench/gpu/wgmma_check.cu src/cuda/attention_f32_sm90_wgmma.cu -o /tmp/wgmma_check
- *   /tmp/wgmma_check [--small] [seed]        (--small: skip the large shapes, e.g. under
- *                                             compute-sanitizer)
+ *        bench/gpu/wgmma_check.cu src/cuda/attention_f32_sm90_wgmma.cu \
+ *        src/cuda/attention_f32_sm90_wgmma_st.cu -o /tmp/wgmma_check
+ *   /tmp/wgmma_check [--kernel v3.0|v3.1] [--small] [seed]
+ *     --kernel: only that version (run each in its own process: a kernel that faults ends
+ *               its process, and the other's results survive)
+ *     --small:  skip the large shapes (e.g. under compute-sanitizer)
  *
  * What it does: fresh random inputs (seed printed; pass it back to replay) from the four
  * distributions of DESIGN.md §2 (uniform, normal, peaky with logit std 8, large |x| <= 1e3);
@@ -205,6 +209,18 @@ struct Metrics {
     }
 };
 
+/* ---- the kernel versions under test ------------------------------------------------------ */
+
+typedef cudaError_t (*launch_fn)(const attention_sm90_args *, cudaStream_t);
+struct Kernel {
+    const char *name;
+    launch_fn launch;
+};
+const Kernel g_kernels[] = {
+    {"v3.0", attention_f32_sm90_wgmma_64x64},    /* S = Q K^T, operands in shared memory */
+    {"v3.1", attention_f32_sm90_wgmma_st_64x64}, /* S^T = K Q^T, K and V from registers */
+};
+
 /* ---- one check: run the kernel, compare, optionally time ------------------------------------ */
 
 struct Device {
@@ -271,19 +287,19 @@ std::string shape_label(const Case &c)
     return buf;
 }
 
-void check(const Tensors &t, Device &d, attention_sm90_precision prec, Dist dist, Rng &r)
+void check(const Kernel &kern, const Tensors &t, Device &d, attention_sm90_precision prec, Dist dist, Rng &r)
 {
     const Case &c = t.c;
     const char *pname = prec == ATTENTION_SM90_F32 ? "f32" : "tf32";
     const attention_sm90_args a = make_args(t, d, prec);
     CUDA_OK(cudaMemset(d.out, 0xFF, (d.no + kGuard) * sizeof(float))); /* NaN poison */
     CUDA_OK(cudaMemset(d.lse, 0xFF, (d.nl + kGuard) * sizeof(float)));
-    const cudaError_t launch = attention_f32_sm90_wgmma_64x64(&a, 0);
+    const cudaError_t launch = kern.launch(&a, 0);
     const cudaError_t sync = cudaDeviceSynchronize();
     Result res;
-    res.label = shape_label(c) + " " + dist_name(dist) + " " + pname;
+    res.label = std::string(kern.name) + " " + shape_label(c) + " " + dist_name(dist) + " " + pname;
     if (launch != cudaSuccess || sync != cudaSuccess) {
-        std::printf("FAIL %-44s launch %s, sync %s\n", res.label.c_str(), cudaGetErrorName(launch), cudaGetErrorName(sync));
+        std::printf("FAIL %-52s launch %s, sync %s\n", res.label.c_str(), cudaGetErrorName(launch), cudaGetErrorName(sync));
         if (sync != cudaSuccess) std::exit(1); /* the context is gone */
         res.ok = false;
         g_failures++;
@@ -338,7 +354,7 @@ void check(const Tensors &t, Device &d, attention_sm90_precision prec, Dist dist
     res.m = m;
     res.ok = m.pass(prec);
     if (!res.ok) g_failures++;
-    std::printf("%s %-48s rel_l2 %.3e max_abs %.3e (max|ref| %.3g) cos %.9f lse %.2e nonfinite %lld guard %lld rows %s\n",
+    std::printf("%s %-53s rel_l2 %.3e max_abs %.3e (max|ref| %.3g) cos %.9f lse %.2e nonfinite %lld guard %lld rows %s\n",
                 res.ok ? "PASS" : "FAIL", res.label.c_str(), m.rel_l2(), m.max_abs, m.max_ref, m.cos(), m.lse_worst,
                 (long long)m.nonfinite, (long long)m.guard_bad, c.sample_rows ? "sampled" : "all");
 
@@ -347,11 +363,11 @@ void check(const Tensors &t, Device &d, attention_sm90_precision prec, Dist dist
         cudaEvent_t e0, e1;
         CUDA_OK(cudaEventCreate(&e0));
         CUDA_OK(cudaEventCreate(&e1));
-        for (int i = 0; i < kWarm; i++) CUDA_OK(attention_f32_sm90_wgmma_64x64(&a, 0));
+        for (int i = 0; i < kWarm; i++) CUDA_OK(kern.launch(&a, 0));
         std::vector<float> ms(kReps);
         for (int i = 0; i < kReps; i++) {
             CUDA_OK(cudaEventRecord(e0, 0));
-            CUDA_OK(attention_f32_sm90_wgmma_64x64(&a, 0));
+            CUDA_OK(kern.launch(&a, 0));
             CUDA_OK(cudaEventRecord(e1, 0));
             CUDA_OK(cudaEventSynchronize(e1));
             CUDA_OK(cudaEventElapsedTime(&ms[i], e0, e1));
@@ -360,7 +376,7 @@ void check(const Tensors &t, Device &d, attention_sm90_precision prec, Dist dist
         const double med = ms[kReps / 2] * 1e-3;
         res.median_us = med * 1e6;
         res.tflops = 4.0 * c.B * c.H * c.Sq * c.Skv * c.D / med / 1e12;
-        std::printf("TIME %-48s median %.1f us (min %.1f, max %.1f) %.1f TFLOP/s\n", res.label.c_str(), res.median_us,
+        std::printf("TIME %-53s median %.1f us (min %.1f, max %.1f) %.1f TFLOP/s\n", res.label.c_str(), res.median_us,
                     ms[0] * 1e3, ms[kReps - 1] * 1e3, res.tflops);
         CUDA_OK(cudaEventDestroy(e0));
         CUDA_OK(cudaEventDestroy(e1));
@@ -369,24 +385,24 @@ void check(const Tensors &t, Device &d, attention_sm90_precision prec, Dist dist
 }
 
 /* Same inputs, same output bits on a second call. */
-void check_deterministic(const Tensors &t, Device &d)
+void check_deterministic(const Kernel &kern, const Tensors &t, Device &d)
 {
     const attention_sm90_args a = make_args(t, d, ATTENTION_SM90_F32);
     std::vector<float> o1(d.no), o2(d.no);
-    CUDA_OK(attention_f32_sm90_wgmma_64x64(&a, 0));
+    CUDA_OK(kern.launch(&a, 0));
     CUDA_OK(cudaDeviceSynchronize());
     CUDA_OK(cudaMemcpy(o1.data(), d.out, d.no * sizeof(float), cudaMemcpyDeviceToHost));
     CUDA_OK(cudaMemset(d.out, 0xFF, d.no * sizeof(float)));
-    CUDA_OK(attention_f32_sm90_wgmma_64x64(&a, 0));
+    CUDA_OK(kern.launch(&a, 0));
     CUDA_OK(cudaDeviceSynchronize());
     CUDA_OK(cudaMemcpy(o2.data(), d.out, d.no * sizeof(float), cudaMemcpyDeviceToHost));
     const bool same = std::memcmp(o1.data(), o2.data(), d.no * sizeof(float)) == 0;
-    std::printf("%s deterministic: two calls give identical bits\n", same ? "PASS" : "FAIL");
+    std::printf("%s %s deterministic: two calls give identical bits\n", same ? "PASS" : "FAIL", kern.name);
     if (!same) g_failures++;
 }
 
 /* The launch function refuses what its contract excludes, enqueuing nothing. */
-void check_rejections(const Tensors &t, Device &d)
+void check_rejections(const Kernel &kern, const Tensors &t, Device &d)
 {
     struct {
         const char *what;
@@ -402,9 +418,9 @@ void check_rejections(const Tensors &t, Device &d)
     bad[3].what = "scale 0";
     bad[3].a.scale = 0.f;
     for (auto &b : bad) {
-        const cudaError_t e = attention_f32_sm90_wgmma_64x64(&b.a, 0);
+        const cudaError_t e = kern.launch(&b.a, 0);
         const bool ok = e == cudaErrorInvalidValue;
-        std::printf("%s rejects %s (%s)\n", ok ? "PASS" : "FAIL", b.what, cudaGetErrorName(e));
+        std::printf("%s %s rejects %s (%s)\n", ok ? "PASS" : "FAIL", kern.name, b.what, cudaGetErrorName(e));
         if (!ok) g_failures++;
     }
     cudaGetLastError();
@@ -416,11 +432,21 @@ int main(int argc, char **argv)
 {
     uint64_t seed = 0;
     bool small_only = false; /* --small: the small shapes only (for compute-sanitizer runs) */
+    const char *only = nullptr;
     for (int i = 1; i < argc; i++) {
         if (std::strcmp(argv[i], "--small") == 0)
             small_only = true;
+        else if (std::strcmp(argv[i], "--kernel") == 0 && i + 1 < argc)
+            only = argv[++i];
         else
             seed = std::strtoull(argv[i], nullptr, 0);
+    }
+    std::vector<Kernel> kernels;
+    for (const Kernel &k : g_kernels)
+        if (only == nullptr || std::strcmp(only, k.name) == 0) kernels.push_back(k);
+    if (kernels.empty()) {
+        std::printf("no kernel named %s\n", only);
+        return 1;
     }
     if (seed == 0) {
         Rng t{(uint64_t)time(nullptr) ^ ((uint64_t)clock() << 32)};
@@ -463,11 +489,13 @@ int main(int argc, char **argv)
             Tensors t = make_inputs(c, dist, rng);
             Device d;
             upload(t, d);
-            for (attention_sm90_precision p : precs) check(t, d, p, dist, rng);
-            if (&c == &small[7] && dist == NORMAL) {
-                check_deterministic(t, d);
-                check_rejections(t, d);
-            }
+            for (const Kernel &k : kernels)
+                for (attention_sm90_precision p : precs) check(k, t, d, p, dist, rng);
+            if (&c == &small[7] && dist == NORMAL)
+                for (const Kernel &k : kernels) {
+                    check_deterministic(k, t, d);
+                    check_rejections(k, t, d);
+                }
             release(d);
         }
     std::printf("-- FLUX shapes, sampled rows, timed --\n");
@@ -477,16 +505,17 @@ int main(int argc, char **argv)
             Tensors t = make_inputs(c, dist, rng);
             Device d;
             upload(t, d);
-            for (attention_sm90_precision p : precs) check(t, d, p, dist, rng);
+            for (const Kernel &k : kernels)
+                for (attention_sm90_precision p : precs) check(k, t, d, p, dist, rng);
             release(d);
         }
     }
 
-    std::printf("\n%-50s %10s %10s %10s %9s %s\n", "case (B,H,Sq,Skv,D) layout dist prec", "rel_l2", "max_abs", "us",
+    std::printf("\n%-55s %10s %10s %10s %9s %s\n", "kernel (B,H,Sq,Skv,D) layout dist prec", "rel_l2", "max_abs", "us",
                 "TFLOP/s", "gate");
     for (const Result &r : g_results)
         if (r.median_us > 0 || !r.ok)
-            std::printf("%-50s %10.3e %10.3e %10.1f %9.1f %s\n", r.label.c_str(), r.m.rel_l2(), r.m.max_abs, r.median_us,
+            std::printf("%-55s %10.3e %10.3e %10.1f %9.1f %s\n", r.label.c_str(), r.m.rel_l2(), r.m.max_abs, r.median_us,
                         r.tflops, r.ok ? "PASS" : "FAIL");
     std::printf("%d checks, %d failed (seed %llu)\n", (int)g_results.size(), g_failures, (unsigned long long)seed);
     return g_failures ? 1 : 0;

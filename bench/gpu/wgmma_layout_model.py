@@ -90,3 +90,75 @@ for D in (64,128):
         for i in range(D//2):
             assert ((i//2)%2) == (i%4)//2
     print("D",D,"ok")
+
+
+# ---- v3.1 (attention_f32_sm90_wgmma_st.cu): S^T = K Q^T, O^T = V^T P^T ----
+def st_q_column(d):
+    return 16*(d>>4) + 8*((d>>1)&1) + 4*(d&1) + ((d>>2)&3)
+for D in (64,128):
+    kMB=D//64; kOutVec=2*kMB; kDPairs=D//16
+    Q=rng.standard_normal((64,D)); K=rng.standard_normal((64,D)); V=rng.standard_normal((64,D))
+    assert sorted(st_q_column(d) for d in range(D)) == list(range(D))
+    sq=np.full(64*D, np.nan)
+    for row in range(64):
+        for d in range(D):
+            off=swz_off(row, st_q_column(d), 64); assert np.isnan(sq[off//4]); sq[off//4]=Q[row,d]
+    # K A-fragments as the kernel builds them from float4 kx[s][r] = K[16w+g+8r][16s+4c..+3]
+    ST=np.zeros((64,64))
+    for s in range(kDPairs):
+        for u in range(2):
+            ks=2*s+u
+            A=np.full((64,8),np.nan)
+            for t in range(128):
+                w=t//32; g=(t%32)//4; c=t%4
+                kx=[K[16*w+g+8*r, 16*s+4*c:16*s+4*c+4] for r in range(2)]
+                a = [kx[0][0],kx[1][0],kx[0][1],kx[1][1]] if u==0 else [kx[0][2],kx[1][2],kx[0][3],kx[1][3]]
+                A[16*w+g,c]=a[0]; A[16*w+g+8,c]=a[1]; A[16*w+g,c+4]=a[2]; A[16*w+g+8,c+4]=a[3]
+            B=np.array([[hw_read(sq,slice_start(ks,64),n,k) for k in range(8)] for n in range(64)])
+            ST+=A@B.T
+    assert np.allclose(ST, K@Q.T), "S^T"
+    # P^T stores from the S^T accumulator (reg 4i+2r+e = key 16w+g+8r, query 8i+2c+e)
+    P=rng.random((64,64))   # P[query, key]
+    sp=np.full(64*64, np.nan)
+    for t in range(128):
+        w=t//32; g=(t%32)//4; c=t%4
+        p_row0=2*c; p_col0=16*w+g
+        for i in range(8):
+            for e in range(2):
+                for r in range(2):
+                    q=8*i+2*c+e; key=16*w+g+8*r
+                    off=swz_off(p_row0+8*i+e, p_col0+8*r, 64)
+                    assert np.isnan(sp[off//4]); sp[off//4]=P[q,key]
+    assert not np.isnan(sp).any()
+    # bank conflicts of the P^T stores: per warp and (i, e, r), 32 distinct banks
+    for w in range(4):
+        for i in range(8):
+            for e in range(2):
+                for r in range(2):
+                    banks={(swz_off(2*c+8*i+e, 16*w+g+8*r, 64)//4)%32 for g in range(8) for c in range(4)}
+                    assert len(banks)==32, banks
+    # O^T per M block with V A-fragments from float2 loads, then the epilogue mapping
+    OUT=np.full((64,D),np.nan)
+    for mb in range(kMB):
+        OT=np.zeros((64,64))  # rows = M rows of this block, cols = queries
+        for ks in range(8):
+            A=np.full((64,8),np.nan)
+            for t in range(128):
+                w=t//32; g=(t%32)//4; c=t%4
+                dbase=kOutVec*(8*w+g)+2*mb
+                vx=[V[8*ks+c+4*u, dbase:dbase+2] for u in range(2)]
+                a=[vx[0][0],vx[0][1],vx[1][0],vx[1][1]]
+                A[16*w+g,c]=a[0]; A[16*w+g+8,c]=a[1]; A[16*w+g,c+4]=a[2]; A[16*w+g+8,c+4]=a[3]
+            B=np.array([[hw_read(sp,slice_start(ks,64),n,k) for k in range(8)] for n in range(64)])
+            OT+=A@B.T
+        # accumulator reg 4i+2h+e = (row 16w+g+8h, query 8i+2c+e); epilogue: d = kOutVec*(8w+g)+2mb+h
+        for t in range(128):
+            w=t//32; g=(t%32)//4; c=t%4
+            for i in range(8):
+                for h in range(2):
+                    for e in range(2):
+                        q=8*i+2*c+e; d=kOutVec*(8*w+g)+2*mb+h
+                        assert np.isnan(OUT[q,d]); OUT[q,d]=OT[16*w+g+8*h, q]
+    assert not np.isnan(OUT).any()
+    assert np.allclose(OUT, P@V), "O"
+    print("v3.1 D",D,"ok")

@@ -8,7 +8,7 @@
  *     out[i,d]   = sum_j softmax(S[i,:])[j] * v[b,h,j,d]
  *     lse[b,h,i] = max_j S[i,j] + log(sum_j exp(S[i,j] - max))      (when lse != NULL)
  *
- * Contract of attention_f32_sm90_wgmma_64x64():
+ * Contract of attention_f32_sm90_wgmma_64x64() and attention_f32_sm90_wgmma_st_64x64():
  *  - Device: the current device must have compute capability 9.0 (wgmma, sm_90a); on any
  *    other the call returns cudaErrorNoKernelImageForDevice and enqueues nothing. The file
  *    also compiles for other targets (e.g. the library's compute_80 PTX), where the kernel
@@ -77,8 +77,14 @@ typedef enum attention_sm90_support {
  *         else the first reason it cannot. Host-only, no CUDA call. */
 attention_sm90_support attention_f32_sm90_wgmma_supported(const attention_sm90_args *args);
 
-/* Enqueues the attention on `stream` (see the contract above). */
+/* Enqueues the attention on `stream` (see the contract above). Kernel v3.0: S = Q K^T and
+ * P V with shared-memory operands, one warpgroup and 64 queries per CTA
+ * (attention_f32_sm90_wgmma.cu). */
 cudaError_t attention_f32_sm90_wgmma_64x64(const attention_sm90_args *args, cudaStream_t stream);
+
+/* The same computation and contract with kernel v3.1: the transposed orientation S^T = K Q^T,
+ * O^T = V^T P^T with K and V as register operands (attention_f32_sm90_wgmma_st.cu). */
+cudaError_t attention_f32_sm90_wgmma_st_64x64(const attention_sm90_args *args, cudaStream_t stream);
 
 #ifdef __cplusplus
 }

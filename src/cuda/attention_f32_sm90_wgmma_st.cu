@@ -1,0 +1,421 @@
+/* attention_f32_sm90_wgmma_st_64x64 — version 3.1 of the cuda kernels: fp32-accurate flash
+ * attention with Hopper's wgmma in the transposed ("S^T") orientation, for sm_90a.
+ *
+ * Reads  q [B, H, Sq, D], k and v [B, H, Skv, D] (element strides per batch/head/token,
+ *        head_dim contiguous, float4 aligned), D in {64, 128}.
+ * Writes out [B, H, Sq, D] through its strides, and optionally lse [B, H, Sq] contiguous.
+ * Same contract as v3.0 (attention_f32_sm90_wgmma.h).
+ *
+ * Why: v3.0 (S = Q K^T with both operands in shared memory) spends 193 KB of shared memory
+ * per CTA and saturates shared-memory bandwidth in the S phase (NOTES_sm90.md). Here the
+ * operand that changes every tile comes from registers, straight from global memory:
+ *  - S^T = K Q^T: wgmma m64n64k8, A = the K tile (64 keys x 8 head_dim) from registers,
+ *    B = the CTA's 64 queries (Q, K-major over head_dim) from shared memory, staged once.
+ *  - O^T = V^T P^T: wgmma m64n64k8 per 64 rows of head_dim, A = V^T from registers, B = P^T
+ *    (64 queries x 64 keys, K-major over keys) written to shared memory once per tile.
+ *  Shared memory: Q (big, small) 64 KB + P^T (big, small) 32 KB + 3.5 KB of softmax state at
+ *  D = 128: two CTAs per SM, each the other's latency hiding. wgmma reads 64 B/clk of
+ *  shared memory instead of 128.
+ *
+ * Fragments (thread t of the warpgroup: w = t/32, g = (t%32)/4, c = t%4; the accumulator and
+ * A-register layouts of the PTX ISA, as in v3.0):
+ *  - head_dim is the summation index of S^T, so its order inside the hardware's k-slices is
+ *    free: slice 2s+u, position c + 4h holds d = 16s + 4c + 2u + h. Then the float4
+ *    k[key][16s+4c .. 16s+4c+3] of a thread is exactly its A fragment for slices 2s, 2s+1
+ *    (rows key = 16w+g and 16w+g+8), and Q is staged with columns permuted the same way:
+ *    d -> column 16(d>>4) + 8((d>>1)&1) + 4(d&1) + ((d>>2)&3).
+ *  - S^T accumulator reg 4i+2r+e = (key 16w+g+8r, query 8i+2c+e): a query's scores lie down a
+ *    column, across the 8 lanes g and the 4 warps. The tile's column max is reduced with
+ *    shuffles over g and through shared memory over the warps (one barrier); row sums are
+ *    reduced the same way and accumulated in shared memory by one thread per query.
+ *  - the rows of O^T (head_dim) are also free to order: M block mb, row 16w+g+8h holds
+ *    d = 2*(D/64)*(8w+g) + 2mb + h, so a thread's A fragment of V^T is a float2 of v per key
+ *    and its output for one query is 2*(D/64) consecutive floats (one float4 at D = 128).
+ *  - keys keep their order: slice ks position p = key 8ks+p in both V^T and P^T.
+ *  - f32 mode splits every operand into big = tf32_rn(x) and small = tf32_rn(x - big) (K, V
+ *    in registers as loaded, Q when staged, P when stored) and runs small*big + big*small +
+ *    big*big per slice; each tile's O^T product goes into a fresh accumulator, added to O in
+ *    fp32. The A fragments of a slice group stay untouched until `wgmma.wait_group 1` after
+ *    the next group has been issued (two groups of A registers live).
+ *
+ * Measured: not yet run on a GPU (see NOTES_sm90.md). */
+#include "attention_f32_sm90_wgmma.h"
+
+#include <math.h>
+#include <stdint.h>
+
+#include <cuda_runtime.h>
+
+#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#pragma nv_diag_suppress 177 /* the shared helpers are unused where the kernel body is a trap */
+#endif
+
+#include "sm90_wgmma_ptx.cuh"
+
+namespace {
+
+constexpr int kStThreads = 128;  /* one warpgroup */
+constexpr int kStWarps = kStThreads / 32;
+constexpr int kStQ = 64;         /* queries per CTA: N of both products */
+constexpr int kStK = 64;         /* keys per tile: M of S^T, K of O^T */
+constexpr int kStMRows = 64;     /* wgmma M */
+
+template <int D, bool kSplit>
+struct StConfig {
+    static constexpr int kParts = kSplit ? 2 : 1;
+    static constexpr int kQBytes = kStQ * D * 4;
+    static constexpr int kPBytes = kStQ * kStK * 4;
+    static constexpr int kQOff = 0;
+    static constexpr int kPOff = kQOff + kParts * kQBytes;
+    static constexpr int kStateOff = kPOff + kParts * kPBytes;
+    /* floats: col_max[2][warps][Q], col_sum[warps][Q], m[2][Q], l[Q], alpha[Q] */
+    static constexpr int kStateFloats = 2 * kStWarps * kStQ + kStWarps * kStQ + 2 * kStQ + kStQ + kStQ;
+    static constexpr int kSmemBytes = kStateOff + kStateFloats * 4 + kSwizzleAtomBytes; /* + alignment slack */
+    static constexpr int kMBlocks = D / kStMRows;     /* 64-row blocks of O^T */
+    static constexpr int kDPairs = D / 16;            /* float4 per key row = pairs of S^T slices */
+    static constexpr int kAcc = kStQ / 2;             /* m64n64 accumulator floats per thread */
+    static constexpr int kVSlices = kStK / kMmaK;
+    static constexpr int kOutVec = 2 * kMBlocks;      /* consecutive d per thread and query */
+    static_assert(D % kStMRows == 0, "head_dim must be a multiple of 64");
+    static_assert(kQBytes % kSwizzleAtomBytes == 0 && kPBytes % kSwizzleAtomBytes == 0, "1024-byte aligned tiles");
+};
+
+/* Column of head_dim index d in the staged Q tile (the S^T k-slice order above). */
+__device__ __forceinline__ int st_q_column(int d)
+{
+    return 16 * (d >> 4) + 8 * ((d >> 1) & 1) + 4 * (d & 1) + ((d >> 2) & 3);
+}
+
+/* slice_desc computed where it is used: the opaque base keeps the compiler from computing
+ * all 48-96 descriptors of a tile up front (which costs registers and spilled). */
+__device__ __forceinline__ uint64_t st_desc(uint32_t tile_saddr, int slice)
+{
+    return slice_desc(opaque(tile_saddr), slice, kStQ);
+}
+
+template <int N>
+__device__ __forceinline__ void st_split4(const float (&x)[4], uint32_t (&big)[4], uint32_t (&small)[4])
+{
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        if (N == 2)
+            tf32_split(x[j], big[j], small[j]);
+        else
+            big[j] = tf32_round(x[j]);
+    }
+}
+
+template <int D, bool kSplit>
+__global__ void __launch_bounds__(kStThreads, 2) attention_f32_sm90_wgmma_st_64x64_kernel(const Params p)
+{
+#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    __trap(); /* another target (the library's compute_80 PTX): the launch refuses such devices */
+#else
+    using C = StConfig<D, kSplit>;
+    extern __shared__ unsigned char smem_raw[];
+    const uint32_t raw_saddr = smem_u32(smem_raw);
+    unsigned char *smem = smem_raw + ((kSwizzleAtomBytes - (raw_saddr % kSwizzleAtomBytes)) % kSwizzleAtomBytes);
+    unsigned char *q_big = smem + C::kQOff, *q_small = q_big + C::kQBytes;
+    unsigned char *p_big = smem + C::kPOff, *p_small = p_big + C::kPBytes;
+    float *col_max = reinterpret_cast<float *>(smem + C::kStateOff); /* [2][warps][Q] */
+    float *col_sum = col_max + 2 * kStWarps * kStQ;                   /* [warps][Q] */
+    float *m_state = col_sum + kStWarps * kStQ;                       /* [2][Q]: by tile parity */
+    float *l_state = m_state + 2 * kStQ;                              /* [Q] */
+    float *alpha_state = l_state + kStQ;                              /* [Q] */
+    const uint32_t q_big_s = smem_u32(q_big), q_small_s = smem_u32(q_small);
+    const uint32_t p_big_s = smem_u32(p_big), p_small_s = smem_u32(p_small);
+
+    const int tid = threadIdx.x;
+    const int warp = tid / 32, lane = tid % 32, g = lane / 4, c = lane % 4;
+    const int q0 = blockIdx.x * kStQ;
+    const int h = blockIdx.y, b = blockIdx.z;
+    const float *qp = p.q + b * p.q_b + h * p.q_h;
+    const float *kp = p.k + b * p.k_b + h * p.k_h;
+    const float *vp = p.v + b * p.v_b + h * p.v_h;
+    const float log2_scale = p.scale * kLog2e;
+    const int n_tiles = (p.seq_kv + kStK - 1) / kStK;
+
+    /* Stage Q once: rows = queries, columns in the S^T slice order, big and small. */
+    {
+        constexpr int kVec = D / 4;
+#pragma unroll 4
+        for (int idx = tid; idx < kStQ * kVec; idx += kStThreads) {
+            const int row = idx / kVec, c4 = idx % kVec;
+            float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
+            if (q0 + row < p.seq_q) x = __ldg(reinterpret_cast<const float4 *>(qp + (int64_t)(q0 + row) * p.q_t) + c4);
+            const float e[4] = {x.x, x.y, x.z, x.w};
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                const uint32_t off = swizzled_offset(row, st_q_column(4 * c4 + j), kStQ);
+                uint32_t bg, sm;
+                if (kSplit) {
+                    tf32_split(e[j], bg, sm);
+                    *reinterpret_cast<uint32_t *>(q_small + off) = sm;
+                } else {
+                    bg = tf32_round(e[j]);
+                }
+                *reinterpret_cast<uint32_t *>(q_big + off) = bg;
+            }
+        }
+    }
+    if (tid < kStQ) {
+        m_state[tid] = -INFINITY;
+        l_state[tid] = 0.f;
+    }
+    fence_proxy_async();
+    __syncthreads();
+
+    float o[C::kMBlocks][C::kAcc];
+#pragma unroll
+    for (int mb = 0; mb < C::kMBlocks; ++mb)
+#pragma unroll
+        for (int i = 0; i < C::kAcc; ++i) o[mb][i] = 0.f;
+
+    for (int tile = 0; tile < n_tiles; ++tile) {
+        const int key0 = tile * kStK;
+        const int parity = tile & 1;
+        const uint32_t q_big_t = opaque(q_big_s), q_small_t = opaque(q_small_s);
+        const uint32_t p_big_t = opaque(p_big_s), p_small_t = opaque(p_small_s);
+
+        /* ---- S^T = K Q^T: A = K from registers (rows 16w+g, 16w+g+8), B = Q ---- */
+        /* K loads run kAhead slice pairs ahead of their wgmmas (32 registers at D = 128;
+         * loading the whole tile up front spills in f32 mode). */
+        constexpr int kAhead = C::kDPairs / 2;
+        float4 kx[C::kDPairs][2];
+        const float4 *krow[2];
+        bool kvalid[2];
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            const int key = key0 + warp * 16 + g + 8 * r;
+            kvalid[r] = key < p.seq_kv;
+            krow[r] = reinterpret_cast<const float4 *>(kp + (int64_t)(kvalid[r] ? key : 0) * p.k_t);
+        }
+#pragma unroll
+        for (int s = 0; s < kAhead; ++s)
+#pragma unroll
+            for (int r = 0; r < 2; ++r)
+                kx[s][r] = kvalid[r] ? krow[r][4 * s + c] : make_float4(0.f, 0.f, 0.f, 0.f);
+        float st[C::kAcc];
+        uint32_t ka_big[C::kDPairs][2][4], ka_small[C::kDPairs][2][4];
+#pragma unroll
+        for (int s = 0; s < C::kDPairs; ++s) {
+            const float slice0[4] = {kx[s][0].x, kx[s][1].x, kx[s][0].y, kx[s][1].y};
+            const float slice1[4] = {kx[s][0].z, kx[s][1].z, kx[s][0].w, kx[s][1].w};
+            st_split4<C::kParts>(slice0, ka_big[s][0], ka_small[s][0]);
+            st_split4<C::kParts>(slice1, ka_big[s][1], ka_small[s][1]);
+            wgmma_fence();
+#pragma unroll
+            for (int u = 0; u < 2; ++u) {
+                const int ks = 2 * s + u;
+                const int acc = (s > 0 || u > 0) ? 1 : 0;
+                const uint64_t qb = st_desc(q_big_t, ks);
+                if (kSplit) {
+                    wgmma_m64n64k8_tf32_rs(st, ka_small[s][u], qb, acc);
+                    wgmma_m64n64k8_tf32_rs(st, ka_big[s][u], st_desc(q_small_t, ks), 1);
+                    wgmma_m64n64k8_tf32_rs(st, ka_big[s][u], qb, 1);
+                } else {
+                    wgmma_m64n64k8_tf32_rs(st, ka_big[s][u], qb, acc);
+                }
+            }
+            wgmma_commit();
+            if (s + kAhead < C::kDPairs) {
+#pragma unroll
+                for (int r = 0; r < 2; ++r)
+                    kx[s + kAhead][r] = kvalid[r] ? krow[r][4 * (s + kAhead) + c] : make_float4(0.f, 0.f, 0.f, 0.f);
+            }
+            if (s > 0) {
+                wgmma_wait<1>(); /* the previous pair's A registers are free again */
+                fence_regs(ka_big[s - 1]);
+                if (kSplit) fence_regs(ka_small[s - 1]);
+            }
+        }
+        wgmma_wait_all();
+        fence_regs(st);
+        fence_regs(ka_big[C::kDPairs - 1]);
+        if (kSplit) fence_regs(ka_small[C::kDPairs - 1]);
+
+        /* ---- softmax down the columns of S^T ---- */
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            if (key0 + warp * 16 + g + 8 * r >= p.seq_kv) {
+#pragma unroll
+                for (int i = 0; i < C::kAcc / 4; ++i) st[4 * i + 2 * r] = st[4 * i + 2 * r + 1] = -INFINITY;
+            }
+        }
+        float *cmax = col_max + parity * kStWarps * kStQ;
+#pragma unroll
+        for (int i = 0; i < C::kAcc / 4; ++i) {
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                float mx = fmaxf(st[4 * i + e], st[4 * i + 2 + e]);
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 4));
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 8));
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 16));
+                if (g == 0) cmax[warp * kStQ + 8 * i + 2 * c + e] = mx;
+            }
+        }
+        __syncthreads(); /* B1: column maxima of every warp */
+
+        /* Re-derived per tile (opaque): otherwise the 32 P^T store offsets are hoisted out of
+         * the key loop and held in registers. */
+        const int p_row0 = (int)opaque((uint32_t)(2 * c)), p_col0 = (int)opaque((uint32_t)(warp * 16 + g));
+        const float *m_old = m_state + parity * kStQ;
+        float *m_new_state = m_state + (parity ^ 1) * kStQ;
+#pragma unroll
+        for (int i = 0; i < C::kAcc / 4; ++i) {
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                const int q = 8 * i + 2 * c + e;
+                const float mo = m_old[q];
+                float mn = mo;
+#pragma unroll
+                for (int w = 0; w < kStWarps; ++w) mn = fmaxf(mn, cmax[w * kStQ + q]);
+                if (warp == 0 && g == 0) {
+                    m_new_state[q] = mn;
+                    alpha_state[q] = exp2f((mo - mn) * log2_scale);
+                }
+                float sum = 0.f;
+#pragma unroll
+                for (int r = 0; r < 2; ++r) {
+                    float &x = st[4 * i + 2 * r + e];
+                    x = exp2f((x - mn) * log2_scale);
+                    sum += x;
+                    /* P^T[query q][key 16w+g+8r], big and small */
+                    const uint32_t off = swizzled_offset(p_row0 + 8 * i + e, p_col0 + 8 * r, kStQ);
+                    uint32_t bg, sm;
+                    if (kSplit) {
+                        tf32_split(x, bg, sm);
+                        *reinterpret_cast<uint32_t *>(p_small + off) = sm;
+                    } else {
+                        bg = tf32_round(x);
+                    }
+                    *reinterpret_cast<uint32_t *>(p_big + off) = bg;
+                }
+                sum += __shfl_xor_sync(0xffffffffu, sum, 4);
+                sum += __shfl_xor_sync(0xffffffffu, sum, 8);
+                sum += __shfl_xor_sync(0xffffffffu, sum, 16);
+                if (g == 0) col_sum[warp * kStQ + q] = sum;
+            }
+        }
+        fence_proxy_async();
+        __syncthreads(); /* B2: P^T, alpha, the new maxima and the column sums are complete */
+
+        if (tid < kStQ) {
+            float sum = 0.f;
+#pragma unroll
+            for (int w = 0; w < kStWarps; ++w) sum += col_sum[w * kStQ + tid];
+            l_state[tid] = l_state[tid] * alpha_state[tid] + sum;
+        }
+
+        /* ---- O^T_tile = V^T P^T per 64 rows of head_dim; O = O * alpha + O_tile ---- */
+        float alpha[C::kAcc / 2];
+#pragma unroll
+        for (int i = 0; i < C::kAcc / 4; ++i) {
+            const float2 a2 = *reinterpret_cast<const float2 *>(alpha_state + 8 * i + 2 * c);
+            alpha[2 * i] = a2.x;
+            alpha[2 * i + 1] = a2.y;
+        }
+        const int d_base = C::kOutVec * (8 * warp + g);
+#pragma unroll
+        for (int mb = 0; mb < C::kMBlocks; ++mb) {
+            float2 vx[C::kVSlices][2];
+#pragma unroll
+            for (int ks = 0; ks < C::kVSlices; ++ks)
+#pragma unroll
+                for (int u = 0; u < 2; ++u) {
+                    const int key = key0 + 8 * ks + c + 4 * u;
+                    vx[ks][u] = key < p.seq_kv
+                                    ? *reinterpret_cast<const float2 *>(vp + (int64_t)key * p.v_t + d_base + 2 * mb)
+                                    : make_float2(0.f, 0.f);
+                }
+            float ot[C::kAcc];
+            uint32_t va_big[C::kVSlices][4], va_small[C::kVSlices][4];
+#pragma unroll
+            for (int ks = 0; ks < C::kVSlices; ++ks) {
+                const float a[4] = {vx[ks][0].x, vx[ks][0].y, vx[ks][1].x, vx[ks][1].y};
+                st_split4<C::kParts>(a, va_big[ks], va_small[ks]);
+                wgmma_fence();
+                const uint64_t pb = st_desc(p_big_t, ks);
+                if (kSplit) {
+                    wgmma_m64n64k8_tf32_rs(ot, va_small[ks], pb, ks > 0);
+                    wgmma_m64n64k8_tf32_rs(ot, va_big[ks], st_desc(p_small_t, ks), 1);
+                    wgmma_m64n64k8_tf32_rs(ot, va_big[ks], pb, 1);
+                } else {
+                    wgmma_m64n64k8_tf32_rs(ot, va_big[ks], pb, ks > 0);
+                }
+                wgmma_commit();
+                if (ks > 0) {
+                    wgmma_wait<1>();
+                    fence_regs(va_big[ks - 1]);
+                    if (kSplit) fence_regs(va_small[ks - 1]);
+                }
+            }
+            wgmma_wait_all();
+            fence_regs(ot);
+            fence_regs(va_big[C::kVSlices - 1]);
+            if (kSplit) fence_regs(va_small[C::kVSlices - 1]);
+#pragma unroll
+            for (int i = 0; i < C::kAcc; ++i) o[mb][i] = o[mb][i] * alpha[2 * (i / 4) + (i % 2)] + ot[i];
+        }
+        /* The next tile's B1 orders this tile's reads of P^T (by the wgmmas, all waited) and
+         * of the softmax state before they are overwritten. */
+    }
+
+    __syncthreads(); /* the last tile's l_state update */
+    const float *m_final = m_state + (n_tiles & 1) * kStQ;
+    const int d_base = C::kOutVec * (8 * warp + g);
+#pragma unroll
+    for (int i = 0; i < C::kAcc / 4; ++i) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+            const int q = 8 * i + 2 * c + e;
+            const int row = q0 + q;
+            if (row >= p.seq_q) continue;
+            const float l = l_state[q];
+            const float inv = 1.f / l;
+            float *dst = p.out + b * p.o_b + h * p.o_h + (int64_t)row * p.o_t + d_base;
+            if (C::kMBlocks == 2) {
+                *reinterpret_cast<float4 *>(dst) = make_float4(o[0][4 * i + e] * inv, o[0][4 * i + 2 + e] * inv,
+                                                               o[C::kMBlocks - 1][4 * i + e] * inv,
+                                                               o[C::kMBlocks - 1][4 * i + 2 + e] * inv);
+            } else {
+                *reinterpret_cast<float2 *>(dst) = make_float2(o[0][4 * i + e] * inv, o[0][4 * i + 2 + e] * inv);
+            }
+            if (p.lse != nullptr && warp == 0 && g == 0)
+                p.lse[((int64_t)b * p.heads + h) * p.seq_q + row] = m_final[q] * p.scale + logf(l);
+        }
+    }
+#endif
+}
+
+template <int D, bool kSplit>
+cudaError_t st_launch(const Params &p, int64_t batch, int64_t heads, int64_t seq_q, cudaStream_t stream)
+{
+    using C = StConfig<D, kSplit>;
+    auto kernel = attention_f32_sm90_wgmma_st_64x64_kernel<D, kSplit>;
+    cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmemBytes);
+    if (err != cudaSuccess) return err;
+    const dim3 grid((unsigned)((seq_q + kStQ - 1) / kStQ), (unsigned)heads, (unsigned)batch);
+    kernel<<<grid, kStThreads, C::kSmemBytes, stream>>>(p);
+    return cudaGetLastError();
+}
+
+} /* namespace */
+
+extern "C" cudaError_t attention_f32_sm90_wgmma_st_64x64(const attention_sm90_args *a, cudaStream_t stream)
+{
+    if (attention_f32_sm90_wgmma_supported(a) != ATTENTION_SM90_SUPPORTED) return cudaErrorInvalidValue;
+    int dev = 0, major = 0, minor = 0;
+    cudaError_t err = cudaGetDevice(&dev);
+    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
+    if (err != cudaSuccess) return err;
+    if (major != 9 || minor != 0) return cudaErrorNoKernelImageForDevice;
+    const Params p = params_from_args(a);
+    const bool split = a->precision == ATTENTION_SM90_F32;
+    if (a->head_dim == 128)
+        return split ? st_launch<128, true>(p, a->batch, a->heads, a->seq_q, stream)
+                     : st_launch<128, false>(p, a->batch, a->heads, a->seq_q, stream);
+    return split ? st_launch<64, true>(p, a->batch, a->heads, a->seq_q, stream)
+                 : st_launch<64, false>(p, a->batch, a->heads, a->seq_q, stream);
+}
