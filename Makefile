@@ -1,13 +1,18 @@
 # Front door: the two commands of the README, over a CMake build in ./build.
 #   make run     build, then run the default job (FLUX.2 DiT attention, best backend, parity)
-#   make test    build, then run every test
+#   make test    build, then run every test; then the same suite under ASan+UBSan and under
+#                TSan, and each fuzz harness for FUZZ_SECONDS (cmake/sanitizer_tests.sh; the
+#                TSan and fuzz steps skip when clang, libomp's archer or libFuzzer is absent)
+#   make test-plain | test-asan | test-tsan | test-fuzz    one step of make test
 #   make install PREFIX=/path
 BUILD ?= build
 PREFIX ?= /usr/local
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
+FUZZ_SECONDS ?= 30
+SANITIZER_TESTS = BUILD=$(BUILD) JOBS=$(JOBS) FUZZ_SECONDS=$(FUZZ_SECONDS) sh cmake/sanitizer_tests.sh
 
-.PHONY: all build run test install clean
+.PHONY: all build run test test-plain test-asan test-tsan test-fuzz install clean
 
 all: build
 
@@ -22,9 +27,24 @@ run: build
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+	$(SANITIZER_TESTS) asan
+	$(SANITIZER_TESTS) tsan
+	$(SANITIZER_TESTS) fuzz
+
+test-plain: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+test-asan:
+	$(SANITIZER_TESTS) asan
+
+test-tsan:
+	$(SANITIZER_TESTS) tsan
+
+test-fuzz:
+	$(SANITIZER_TESTS) fuzz
 
 install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)
 
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) $(BUILD)-asan $(BUILD)-tsan $(BUILD)-fuzz

@@ -7,3 +7,6 @@ foreach(b ref cpu cuda)
 endforeach()
 
 jattn_add_test(test_concurrency SOURCES test_concurrency.c LIBS Threads::Threads)
+
+# Replay of the fuzz corpora (and the libFuzzer harnesses in a JATTN_SANITIZE=fuzzer build).
+include(${PROJECT_SOURCE_DIR}/fuzz/fuzz.cmake)
