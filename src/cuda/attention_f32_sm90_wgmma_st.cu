@@ -33,8 +33,10 @@
  *    and its output for one query is 2*(D/64) consecutive floats (one float4 at D = 128).
  *  - keys keep their order: slice ks position p = key 8ks+p in both V^T and P^T.
  *  - f32 mode splits every operand into big = tf32_rn(x) and small = tf32_rn(x - big) (K, V
- *    in registers as loaded, Q when staged, P when stored) and runs small*big + big*small +
- *    big*big per slice; each tile's O^T product goes into a fresh accumulator, added to O in
+ *    in registers as loaded, Q when staged, P when stored). S^T runs as two passes over the
+ *    slices, first the corrections small*big + big*small, then big*big (K loaded again,
+ *    from L1), so its accumulator rounds at full magnitude in 16 of 48 steps; O^T runs the
+ *    three products of each slice together into a fresh accumulator per tile, added to O in
  *    fp32. The A fragments of a slice group stay untouched until `wgmma.wait_group 1` after
  *    the next group has been issued (two groups of A registers live).
  *
@@ -178,10 +180,12 @@ __global__ void __launch_bounds__(kStThreads, 2) attention_f32_sm90_wgmma_st_64x
         const uint32_t p_big_t = opaque(p_big_s), p_small_t = opaque(p_small_s);
 
         /* ---- S^T = K Q^T: A = K from registers (rows 16w+g, 16w+g+8), B = Q ---- */
-        /* K loads run kAhead slice pairs ahead of their wgmmas (32 registers at D = 128;
-         * loading the whole tile up front spills in f32 mode). */
+        /* Two passes over the tile's K in f32 mode: first the correction products
+         * (small*big, big*small) of every slice while the accumulator is small, then the
+         * big*big ones, so only 16 of the 48 accumulations round at full magnitude (the
+         * second pass reloads K, from L1). K loads run kAhead slice pairs ahead of their
+         * wgmmas (loading the whole tile up front spills in f32 mode). */
         constexpr int kAhead = C::kDPairs / 2;
-        float4 kx[C::kDPairs][2];
         const float4 *krow[2];
         bool kvalid[2];
 #pragma unroll
@@ -190,49 +194,57 @@ __global__ void __launch_bounds__(kStThreads, 2) attention_f32_sm90_wgmma_st_64x
             kvalid[r] = key < p.seq_kv;
             krow[r] = reinterpret_cast<const float4 *>(kp + (int64_t)(kvalid[r] ? key : 0) * p.k_t);
         }
-#pragma unroll
-        for (int s = 0; s < kAhead; ++s)
-#pragma unroll
-            for (int r = 0; r < 2; ++r)
-                kx[s][r] = kvalid[r] ? krow[r][4 * s + c] : make_float4(0.f, 0.f, 0.f, 0.f);
         float st[C::kAcc];
-        uint32_t ka_big[C::kDPairs][2][4], ka_small[C::kDPairs][2][4];
 #pragma unroll
-        for (int s = 0; s < C::kDPairs; ++s) {
-            const float slice0[4] = {kx[s][0].x, kx[s][1].x, kx[s][0].y, kx[s][1].y};
-            const float slice1[4] = {kx[s][0].z, kx[s][1].z, kx[s][0].w, kx[s][1].w};
-            st_split4<C::kParts>(slice0, ka_big[s][0], ka_small[s][0]);
-            st_split4<C::kParts>(slice1, ka_big[s][1], ka_small[s][1]);
-            wgmma_fence();
+        for (int pass = kSplit ? 0 : 1; pass < 2; ++pass) {
+            const bool corrections = pass == 0;
+            float4 kx[C::kDPairs][2];
 #pragma unroll
-            for (int u = 0; u < 2; ++u) {
-                const int ks = 2 * s + u;
-                const int acc = (s > 0 || u > 0) ? 1 : 0;
-                const uint64_t qb = st_desc(q_big_t, ks);
-                if (kSplit) {
-                    wgmma_m64n64k8_tf32_rs(st, ka_small[s][u], qb, acc);
-                    wgmma_m64n64k8_tf32_rs(st, ka_big[s][u], st_desc(q_small_t, ks), 1);
-                    wgmma_m64n64k8_tf32_rs(st, ka_big[s][u], qb, 1);
-                } else {
-                    wgmma_m64n64k8_tf32_rs(st, ka_big[s][u], qb, acc);
-                }
-            }
-            wgmma_commit();
-            if (s + kAhead < C::kDPairs) {
+            for (int s = 0; s < kAhead; ++s)
 #pragma unroll
                 for (int r = 0; r < 2; ++r)
-                    kx[s + kAhead][r] = kvalid[r] ? krow[r][4 * (s + kAhead) + c] : make_float4(0.f, 0.f, 0.f, 0.f);
+                    kx[s][r] = kvalid[r] ? krow[r][4 * s + c] : make_float4(0.f, 0.f, 0.f, 0.f);
+            uint32_t ka_big[C::kDPairs][2][4], ka_small[C::kDPairs][2][4];
+#pragma unroll
+            for (int s = 0; s < C::kDPairs; ++s) {
+                const float slice0[4] = {kx[s][0].x, kx[s][1].x, kx[s][0].y, kx[s][1].y};
+                const float slice1[4] = {kx[s][0].z, kx[s][1].z, kx[s][0].w, kx[s][1].w};
+                if (corrections) {
+                    st_split4<2>(slice0, ka_big[s][0], ka_small[s][0]);
+                    st_split4<2>(slice1, ka_big[s][1], ka_small[s][1]);
+                } else {
+                    st_split4<1>(slice0, ka_big[s][0], ka_small[s][0]);
+                    st_split4<1>(slice1, ka_big[s][1], ka_small[s][1]);
+                }
+                wgmma_fence();
+#pragma unroll
+                for (int u = 0; u < 2; ++u) {
+                    const int ks = 2 * s + u;
+                    const uint64_t qb = st_desc(q_big_t, ks);
+                    if (corrections) {
+                        wgmma_m64n64k8_tf32_rs(st, ka_small[s][u], qb, (s > 0 || u > 0) ? 1 : 0);
+                        wgmma_m64n64k8_tf32_rs(st, ka_big[s][u], st_desc(q_small_t, ks), 1);
+                    } else {
+                        wgmma_m64n64k8_tf32_rs(st, ka_big[s][u], qb, (kSplit || s > 0 || u > 0) ? 1 : 0);
+                    }
+                }
+                wgmma_commit();
+                if (s + kAhead < C::kDPairs) {
+#pragma unroll
+                    for (int r = 0; r < 2; ++r)
+                        kx[s + kAhead][r] = kvalid[r] ? krow[r][4 * (s + kAhead) + c] : make_float4(0.f, 0.f, 0.f, 0.f);
+                }
+                if (s > 0) {
+                    wgmma_wait<1>(); /* the previous pair's A registers are free again */
+                    fence_regs(ka_big[s - 1]);
+                    if (corrections) fence_regs(ka_small[s - 1]);
+                }
             }
-            if (s > 0) {
-                wgmma_wait<1>(); /* the previous pair's A registers are free again */
-                fence_regs(ka_big[s - 1]);
-                if (kSplit) fence_regs(ka_small[s - 1]);
-            }
+            wgmma_wait_all();
+            fence_regs(st);
+            fence_regs(ka_big[C::kDPairs - 1]);
+            if (corrections) fence_regs(ka_small[C::kDPairs - 1]);
         }
-        wgmma_wait_all();
-        fence_regs(st);
-        fence_regs(ka_big[C::kDPairs - 1]);
-        if (kSplit) fence_regs(ka_small[C::kDPairs - 1]);
 
         /* ---- softmax down the columns of S^T ---- */
 #pragma unroll
@@ -328,6 +340,9 @@ __global__ void __launch_bounds__(kStThreads, 2) attention_f32_sm90_wgmma_st_64x
                                     ? *reinterpret_cast<const float2 *>(vp + (int64_t)key * p.v_t + d_base + 2 * mb)
                                     : make_float2(0.f, 0.f);
                 }
+            /* One pass, the three products of each slice together (a second pass with the
+             * corrections first, as for S^T, spills at D = 128; P V starts from a fresh
+             * accumulator every tile, so its partial sums stay small). */
             float ot[C::kAcc];
             uint32_t va_big[C::kVSlices][4], va_small[C::kVSlices][4];
 #pragma unroll
