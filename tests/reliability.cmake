@@ -10,3 +10,9 @@ jattn_add_test(test_concurrency SOURCES test_concurrency.c LIBS Threads::Threads
 
 # Replay of the fuzz corpora (and the libFuzzer harnesses in a JATTN_SANITIZE=fuzzer build).
 include(${PROJECT_SOURCE_DIR}/fuzz/fuzz.cmake)
+
+# The jattn command under hostile input: every malformed class, exit code, one stderr line,
+# nothing left behind.
+if(TARGET jattn)
+  add_test(NAME test_cli_hostile COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/test_cli_hostile.sh $<TARGET_FILE:jattn>)
+endif()
