@@ -22,9 +22,20 @@
  *  - Numerics: the default precision is float32-exact on every backend: rel_l2 <= 2e-6
  *    against a float64 evaluation of the same float32 inputs. Results are deterministic:
  *    bitwise identical across runs, and on the CPU across thread counts.
- *  - Non-finite inputs: a NaN or Inf in q row i makes output row i NaN (and its lse NaN);
- *    a NaN or Inf in k or v of (b,h) makes every output row of that (b,h) NaN. No other row
- *    of the output changes.
+ *  - Non-finite inputs (a NaN or Inf in one element; this is what an exact evaluation gives,
+ *    and what every backend does):
+ *      in q row i of (b,h): out row i is all NaN, lse[b,h,i] is not finite;
+ *      a NaN in k of (b,h): every out row of (b,h) is all NaN, every lse of (b,h) not finite;
+ *      an Inf in key row j of k of (b,h): query row i's score against key j is +Inf, -Inf or
+ *        NaN (the sign of q[b,h,i,d] times the Inf; NaN where q[b,h,i,d] is 0). +Inf or NaN:
+ *        out row i is all NaN and lse[b,h,i] not finite. -Inf: key j gets weight 0, and row i
+ *        is the attention over the other keys (NaN when there is no other key);
+ *      a NaN or Inf in v[b,h,j,d]: element d of every out row of (b,h) is not finite (NaN,
+ *        or Inf); the other elements of those rows and lse are unaffected.
+ *    Every element of out and lse not named above is bitwise what the same call gives with
+ *    the non-finite element replaced by a finite one. Finite inputs whose scores overflow
+ *    float32 (|scale * q_i . k_j| > FLT_MAX) are outside the float32 contract: rows holding
+ *    such a score may come out NaN.
  */
 #ifndef JATTN_H
 #define JATTN_H
