@@ -1,6 +1,9 @@
 /* attention v2: flash attention (FlashAttention-2 style) on tensor cores with
- * mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32; f32 mode splits every operand into
- * TF32 big + small parts (3xTF32), tf32 mode uses one TF32 product.
+ * mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32, operands split into TF32 big + small
+ * parts (3xTF32: big*big + big*small + small*big, fp32 accumulation).
+ *   f32 mode:  3xTF32 for Q K^T and for P V.
+ *   tf32 mode: 3xTF32 for Q K^T (the softmax turns a logit error e into a relative weight error
+ *              e, and one TF32 product misses rel_l2 1e-3 on sharp rows), one TF32 product for P V.
  *
  * Reads  q [B,H,Sq,D], k and v [B,H,Skv,D] through element strides (head_dim contiguous);
  *        16-byte cp.async when every base pointer is 16-byte aligned and every stride is a
@@ -9,26 +12,34 @@
  * D % 8 == 0, D <= 256; the kernel is compiled for a head-dim tile DT in {32, 64, 128, 256}
  * and zero-fills columns D..DT-1 (they add nothing to Q K^T and are never stored).
  *
- * Design: a block of V2_WARPS warps owns BR = 16 * V2_WARPS query rows of one (b,h), each warp
- * 16 rows. The Q tile stays in shared memory; K and V tiles of BC keys are double-buffered
- * in shared memory by cp.async (rows beyond seq_q / seq_kv zero-filled by the copy itself,
- * keys beyond seq_kv masked to -inf). Shared rows are padded to DT + 4 floats, which makes
- * the A (Q), B (K) and relabelled B (V) fragment reads conflict-free.
- *   S = Q K^T: per warp a 16 x BC tile in registers (m16n8 accumulators). For each k-step of 8
- *     head-dim columns, the Q fragment (pre-scaled by scale*log2 e) is split once and reused
- *     over the BC/8 key sub-tiles. The big*big products accumulate in one fresh accumulator,
- *     the two correction products in another; they are added in fp32 at the end of the tile.
- *   online softmax: row max over the quad by shuffles, exp2 in fp32, per-thread partial row
- *     sums (reduced once at the end), O rescaled by alpha in registers.
+ * Design: a block of WARPS warps owns BR = 16 * WARPS query rows of one (b,h), each warp 16
+ * rows. The Q tile stays in shared memory; K and V tiles of BC keys are double-buffered in
+ * shared memory by cp.async (rows beyond seq_q / seq_kv zero-filled by the copy itself, keys
+ * beyond seq_kv masked to -inf). Shared rows are padded to DT + 4 floats, which makes the A
+ * (Q), B (K) and relabelled B (V) fragment reads conflict-free.
+ *   S = Q K^T: per warp a 16 x BC tile in registers (m16n8 accumulators), in natural units
+ *     (q pre-scaled by the scale, exact when it is a power of two). For each k-step of 8
+ *     head-dim columns the Q fragment is split once and reused over the BC/8 key sub-tiles.
+ *     big*big accumulates apart from the two correction products; they are added in fp32 at
+ *     the end of the tile (an infinite big*big is kept as is: its corrections are NaN).
+ *   online softmax: row max over the quad by shuffles; weights exp2((s - max) * log2 e), so
+ *     s - max is exact when s is; per-thread partial row sums, Kahan-compensated across tiles
+ *     and reduced once at the end; O rescaled by alpha in registers.
  *   O += P V: P goes from the S accumulator straight into the A fragment without shuffles:
  *     the accumulator holds key columns (2t, 2t+1), the TF32 A fragment wants (t, t+4); since
  *     P V sums over keys, key 2t is used as A column t and key 2t+1 as column t+4, and the V
  *     B-fragment rows are read with the same relabelling. For each 8-column slice of O, the
- *     BC keys of the tile accumulate into fresh (zero) accumulators (big*big and corrections
- *     apart) that are then added into O with fp32 adds, so no tensor-core accumulation runs
- *     longer than one tile (DESIGN.md §4: long tensor-core accumulations drifted past the gate).
+ *     BC keys of the tile accumulate into fresh (zero) accumulators (big*big and each
+ *     correction apart) that are then added into O with fp32 adds, so no tensor-core
+ *     accumulation runs longer than one tile (DESIGN.md §4: long tensor-core accumulations
+ *     drifted past the gate). For DT = 32 the O adds are Kahan-compensated too.
  *
- * Measured (H200): see src/cuda/NOTES.md and bench/results/gpu-h200-*.md.
+ * Accuracy limit: a TF32 pair big + small holds 22 of float32's 24 significant bits, so each
+ * operand carries a relative error up to 2^-22. On normal inputs rel_l2 is 3e-7 (PyTorch's
+ * 3xTF32 kernel 7e-7); on the "large" distribution (logits of standard deviation 30) the
+ * worst element misses the max_abs part of the f32 gate by up to ~2x (NOTES.md).
+ *
+ * Measured (H200, bench/results/gpu-h200-*.md): see the table in NOTES.md.
  */
 #include <cuda_runtime.h>
 #include <math.h>
@@ -43,6 +54,14 @@
 #define MMA_K 8
 #define SMEM_PAD 4 /* floats added to each shared row */
 #define LOG2E 1.44269504088896340736f
+
+/* 2^x by the SFU (ex2.approx.ftz: relative error ~2^-22; results below 2^-126, weights
+ * negligible beside the row maximum's 1, flush to 0). */
+__device__ __forceinline__ float exp2_sfu(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
 
 /* sum += x with Kahan compensation c (sum - c is the better estimate). */
 __device__ __forceinline__ void kahan_add(float &sum, float &c, float x) {
@@ -110,9 +129,10 @@ __device__ __forceinline__ void load_tile(float *dst, const float *src, int64_t 
     }
 }
 
-/* DT: head-dim tile; BC: keys per tile; WARPS: warps per block (16 query rows each); X3: 3xTF32;
+/* DT: head-dim tile; BC: keys per tile; WARPS: warps per block (16 query rows each);
+ * PV3: 3xTF32 for P V too (f32 mode; tf32 mode takes one TF32 product there);
  * KCH: k-steps of Q K^T per fresh accumulator (the chunk sums are added in fp32). */
-template <int DT, int BC, int WARPS, bool X3, int KCH>
+template <int DT, int BC, int WARPS, bool PV3, int KCH>
 __global__ void __launch_bounds__(WARPS *WARP) attention_tf32_mma_v2(jattn_cuda_params p, int vec4) {
     constexpr int DS = DT + SMEM_PAD; /* shared row stride */
     constexpr int BR = WARPS * MMA_M;
@@ -188,18 +208,16 @@ __global__ void __launch_bounds__(WARPS *WARP) attention_tf32_mma_v2(jattn_cuda_
                 const float a[4] = {qa[0] * scale, qa[8 * DS] * scale, qa[4] * scale, qa[8 * DS + 4] * scale};
                 uint32_t a_big[4], a_small[4];
 #pragma unroll
-                for (int i = 0; i < 4; i++) split_tf32<X3>(a[i], a_big[i], a_small[i]);
+                for (int i = 0; i < 4; i++) split_tf32<true>(a[i], a_big[i], a_small[i]);
 #pragma unroll
                 for (int n = 0; n < NT; n++) {
                     const float *kb = kt + (n * MMA_N + g) * DS + kk * MMA_K + t;
                     uint32_t b_big[2], b_small[2];
-                    split_tf32<X3>(kb[0], b_big[0], b_small[0]);
-                    split_tf32<X3>(kb[4], b_big[1], b_small[1]);
+                    split_tf32<true>(kb[0], b_big[0], b_small[0]);
+                    split_tf32<true>(kb[4], b_big[1], b_small[1]);
                     mma_tf32(s_chunk[n], a_big, b_big);
-                    if (X3) {
-                        mma_tf32(s_cor[n], a_big, b_small);
-                        mma_tf32(s_cor[n], a_small, b_big);
-                    }
+                    mma_tf32(s_cor[n], a_big, b_small);
+                    mma_tf32(s_cor[n], a_small, b_big);
                 }
             }
 #pragma unroll
@@ -229,7 +247,7 @@ __global__ void __launch_bounds__(WARPS *WARP) attention_tf32_mma_v2(jattn_cuda_
             m_tile[r] = fmaxf(m_tile[r], __shfl_xor_sync(0xffffffffu, m_tile[r], 2));
             const float m_new = fmaxf(m_run[r], m_tile[r]);
             m_use[r] = m_new == -INFINITY ? 0.0f : m_new; /* no keys of finite score yet: weights 0 */
-            alpha[r] = exp2f((m_run[r] - m_use[r]) * LOG2E);
+            alpha[r] = exp2_sfu((m_run[r] - m_use[r]) * LOG2E);
             m_run[r] = m_new;
             l_part[r] *= alpha[r];
             l_comp[r] *= alpha[r];
@@ -241,15 +259,15 @@ __global__ void __launch_bounds__(WARPS *WARP) attention_tf32_mma_v2(jattn_cuda_
             float pr[4];
 #pragma unroll
             for (int i = 0; i < 4; i++) {
-                pr[i] = exp2f((s_big[n][i] - m_use[i >> 1]) * LOG2E);
+                pr[i] = exp2_sfu((s_big[n][i] - m_use[i >> 1]) * LOG2E);
                 l_tile[i >> 1] += pr[i];
             }
             /* C fragment (row g: keys 2t, 2t+1; row g+8: same) -> A fragment (a0 = (g, t),
              * a1 = (g+8, t), a2 = (g, t+4), a3 = (g+8, t+4)) with key 2t as t, 2t+1 as t+4. */
-            split_tf32<X3>(pr[0], p_big[n][0], p_small[n][0]);
-            split_tf32<X3>(pr[2], p_big[n][1], p_small[n][1]);
-            split_tf32<X3>(pr[1], p_big[n][2], p_small[n][2]);
-            split_tf32<X3>(pr[3], p_big[n][3], p_small[n][3]);
+            split_tf32<PV3>(pr[0], p_big[n][0], p_small[n][0]);
+            split_tf32<PV3>(pr[2], p_big[n][1], p_small[n][1]);
+            split_tf32<PV3>(pr[1], p_big[n][2], p_small[n][2]);
+            split_tf32<PV3>(pr[3], p_big[n][3], p_small[n][3]);
         }
 #pragma unroll
         for (int r = 0; r < 2; r++) kahan_add(l_part[r], l_comp[r], l_tile[r]);
@@ -271,10 +289,10 @@ __global__ void __launch_bounds__(WARPS *WARP) attention_tf32_mma_v2(jattn_cuda_
                 /* B fragment (k = key, n = column): b0 = (t, g) -> key 2t, b1 = (t+4, g) -> key 2t+1 */
                 const float *vb = vt + (n * MMA_K + 2 * t) * DS + j * MMA_N + g;
                 uint32_t b_big[2], b_small[2];
-                split_tf32<X3>(vb[0], b_big[0], b_small[0]);
-                split_tf32<X3>(vb[DS], b_big[1], b_small[1]);
+                split_tf32<PV3>(vb[0], b_big[0], b_small[0]);
+                split_tf32<PV3>(vb[DS], b_big[1], b_small[1]);
                 mma_tf32(acc_big, p_big[n], b_big);
-                if (X3) {
+                if (PV3) {
                     mma_tf32(acc_cor1, p_big[n], b_small);
                     mma_tf32(acc_cor2, p_small[n], b_big);
                 }
@@ -324,17 +342,13 @@ __global__ void __launch_bounds__(WARPS *WARP) attention_tf32_mma_v2(jattn_cuda_
     }
 }
 
-/* Tile configurations: the default per head-dim tile, and variants the harness can force with
- * JATTN_CUDA_V2_VARIANT=n (D <= 128 only; see NOTES.md for what each measured). */
-typedef struct v2_config {
-    int warps, key_tile, k_chunk;
-} v2_config;
-
-template <int DT, int BC, int WARPS, bool X3, int KCH>
+/* Tile configurations: chosen per head-dim tile and problem size below; the harness can force
+ * one with JATTN_CUDA_V2_VARIANT=1|2|3 (D <= 128; see NOTES.md for what each measured). */
+template <int DT, int BC, int WARPS, bool PV3, int KCH>
 static cudaError_t launch(const jattn_cuda_params *p, cudaStream_t stream) {
     constexpr int BR = WARPS * MMA_M, DS = DT + SMEM_PAD;
     const size_t smem = sizeof(float) * (size_t)(BR * DS + 4 * BC * DS);
-    auto kernel = attention_tf32_mma_v2<DT, BC, WARPS, X3, KCH>;
+    auto kernel = attention_tf32_mma_v2<DT, BC, WARPS, PV3, KCH>;
     cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e != cudaSuccess) return e;
     const long long q_blocks = (p->seq_q + BR - 1) / BR;
@@ -357,23 +371,29 @@ static int variant(void) {
     return v;
 }
 
-template <bool X3>
+/* D <= 128: many blocks (>= 4 waves of 8-warp blocks) -> 8 warps x 32 keys (one 255-register
+ * block per SM); fewer -> 4 warps x 16 keys (three blocks per SM), which fills the machine
+ * with finer blocks. See NOTES.md for the measurements behind it. */
+template <bool PV3>
 static cudaError_t launch_dt(const jattn_cuda_params *p, cudaStream_t s) {
     const int D = p->head_dim;
-    if (D <= 32) return launch<32, 64, 4, X3, 2>(p, s);
-    if (D <= 64) return launch<64, 64, 4, X3, 2>(p, s);
-    if (D <= 128) switch (variant()) {
-        case 1: return launch<128, 32, 4, X3, 1>(p, s);
-        case 2: return launch<128, 32, 4, X3, 16>(p, s);
-        case 3: return launch<128, 32, 4, X3, 4>(p, s);
-        case 4: return launch<128, 32, 8, X3, 2>(p, s);
-        case 5: return launch<128, 16, 4, X3, 2>(p, s);
-        default: return launch<128, 32, 4, X3, 2>(p, s);
+    if (D <= 32) return launch<32, 64, 4, PV3, 4>(p, s);
+    if (D <= 64) return launch<64, 64, 4, PV3, 8>(p, s);
+    if (D <= 128) {
+        int v = variant();
+        if (v == 0) {
+            const long long blocks8 = (long long)p->batch * p->heads * ((p->seq_q + 127) / 128);
+            v = blocks8 >= 4 * 132 ? 2 : 1;
         }
-    return launch<256, 16, 4, X3, 2>(p, s);
+        switch (v) {
+        case 1: return launch<128, 16, 4, PV3, 16>(p, s);
+        case 2: return launch<128, 32, 8, PV3, 16>(p, s);
+        default: return launch<128, 32, 4, PV3, 16>(p, s);
+        }
+    }
+    return launch<256, 16, 4, PV3, 32>(p, s);
 }
 
-extern "C" int jattn_cuda_v2_key_tile(int head_dim) { return head_dim <= 64 ? 64 : head_dim <= 128 ? 32 : 16; }
 
 extern "C" int jattn_cuda_launch_v2(const jattn_cuda_params *p, int tf32x3, void *stream) {
     if (p->head_dim % JATTN_CUDA_V2_HEAD_DIM_MULTIPLE || p->head_dim > JATTN_CUDA_V2_MAX_HEAD_DIM)

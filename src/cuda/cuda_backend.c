@@ -78,14 +78,10 @@ static jattn_cuda_kernel kernel_for(const jattn_problem *p) {
     return v2_applies(p->head_dim) ? JATTN_CUDA_KERNEL_V2 : JATTN_CUDA_KERNEL_V1;
 }
 
-static const char *kernel_name(jattn_cuda_kernel k, jattn_precision prec, int64_t d) {
+/* Tiles of v2 depend on D and the problem's size (attention_v2_mma.cu); names give the method. */
+static const char *kernel_name(jattn_cuda_kernel k, jattn_precision prec) {
     if (k == JATTN_CUDA_KERNEL_V1) return "cuda_v1_flash_f32_simt_8x32";
-    const int bc = jattn_cuda_v2_key_tile((int)d);
-    if (prec == JATTN_PRECISION_TF32)
-        return bc == 64 ? "cuda_v2_flash_tf32_mma16n8k8_64x64" : bc == 32 ? "cuda_v2_flash_tf32_mma16n8k8_64x32"
-                                                                         : "cuda_v2_flash_tf32_mma16n8k8_64x16";
-    return bc == 64 ? "cuda_v2_flash_tf32x3_mma16n8k8_64x64" : bc == 32 ? "cuda_v2_flash_tf32x3_mma16n8k8_64x32"
-                                                                       : "cuda_v2_flash_tf32x3_mma16n8k8_64x16";
+    return prec == JATTN_PRECISION_TF32 ? "cuda_v2_flash_qk_tf32x3_pv_tf32_mma16n8k8" : "cuda_v2_flash_tf32x3_mma16n8k8";
 }
 
 static jattn_status cuda_select(const jattn_problem *p, const jattn_exec *e, jattn_selection *sel) {
@@ -99,7 +95,7 @@ static jattn_status cuda_select(const jattn_problem *p, const jattn_exec *e, jat
         return jattn_fail(JATTN_ERROR_UNSUPPORTED, "seq_q/seq_kv/batch*heads: the cuda backend indexes them with 32 bits");
     sel->backend = JATTN_BACKEND_CUDA;
     sel->backend_name = "cuda";
-    sel->kernel = kernel_name(kernel_for(p), e->precision, p->head_dim);
+    sel->kernel = kernel_name(kernel_for(p), e->precision);
     sel->isa = device.cc_major == 9 && device.cc_minor == 0 ? "sm_90a" : "sm_80";
     sel->threads = 1;
     return JATTN_OK;

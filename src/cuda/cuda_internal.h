@@ -31,7 +31,7 @@ typedef struct jattn_cuda_params {
 typedef enum jattn_cuda_kernel {
     JATTN_CUDA_KERNEL_AUTO = 0, /* v2 where it applies, else v1 */
     JATTN_CUDA_KERNEL_V1 = 1,   /* attention_v1_simt.cu: plain fp32 SIMT, any D <= 512 */
-    JATTN_CUDA_KERNEL_V2 = 2,   /* attention_v2_mma.cu: mma.sync m16n8k8 TF32 (x3 for f32), D % 8 == 0, D <= 256 */
+    JATTN_CUDA_KERNEL_V2 = 2,   /* attention_v2_mma.cu: mma.sync m16n8k8 3xTF32, D % 8 == 0, D <= 256 */
     JATTN_CUDA_KERNEL_COUNT = 3
 } jattn_cuda_kernel;
 
@@ -43,10 +43,9 @@ typedef enum jattn_cuda_kernel {
 /* Launchers: enqueue one kernel on `stream` (a cudaStream_t), no allocation, no
  * synchronisation. @return the cudaError_t of the launch (as int; 0 = cudaSuccess). */
 int jattn_cuda_launch_v1(const jattn_cuda_params *p, void *stream);
+/* tf32x3 != 0: f32 mode (3xTF32 in both products); 0: tf32 mode (3xTF32 for Q K^T, whose
+ * errors the softmax amplifies, one TF32 product for P V). */
 int jattn_cuda_launch_v2(const jattn_cuda_params *p, int tf32x3, void *stream);
-
-/* Key-tile width v2 uses for a head_dim (kernel names and notes report it). */
-int jattn_cuda_v2_key_tile(int head_dim);
 
 /* ---- knobs and counters for tests and the harness ---- */
 
