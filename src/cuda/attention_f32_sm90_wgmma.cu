@@ -231,6 +231,7 @@ __global__ void __launch_bounds__(kThreads, 1) attention_f32_sm90_wgmma_64x64_ke
     for (int i = 0; i < C::kOAcc; ++i) o[i] = 0.f;
     float row_max[2] = {-INFINITY, -INFINITY};   /* raw (unscaled) q.k maxima of rows g, g+8 */
     float row_sum[2] = {0.f, 0.f};               /* this thread's share of sum exp */
+    float row_comp[2] = {0.f, 0.f};              /* its Kahan compensation */
 
     for (int tile = 0; tile < n_tiles; ++tile) {
         const int key0 = tile * kBlockN;
@@ -290,7 +291,13 @@ __global__ void __launch_bounds__(kThreads, 1) attention_f32_sm90_wgmma_64x64_ke
                     sum += x;
                 }
             }
-            row_sum[r] = row_sum[r] * alpha[r] + sum;
+            { /* row_sum = row_sum * alpha + sum, Kahan-compensated (256 tiles at 16384 keys) */
+                const float l = row_sum[r] * alpha[r], comp = row_comp[r] * alpha[r];
+                const float y = sum - comp;
+                const float t = l + y;
+                row_comp[r] = (t - l) - y;
+                row_sum[r] = t;
+            }
         }
 
         /* P as the A operand of P V: k-slice i = keys 8i..8i+7 in the order described above. */

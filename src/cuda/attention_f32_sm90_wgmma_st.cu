@@ -35,7 +35,8 @@
  *  - f32 mode splits every operand into big = tf32_rn(x) and small = tf32_rn(x - big) (K, V
  *    in registers as loaded, Q when staged, P when stored). S^T runs as two passes over the
  *    slices, first the corrections small*big + big*small, then big*big (K loaded again,
- *    from L1), so its accumulator rounds at full magnitude in 16 of 48 steps; O^T runs the
+ *    from L1), the big*big products of the two halves of head_dim in two accumulators added
+ *    in fp32, so the accumulators round at full magnitude in 2 x 8 of 48 steps; O^T runs the
  *    three products of each slice together into a fresh accumulator per tile, added to O in
  *    fp32. The A fragments of a slice group stay untouched until `wgmma.wait_group 1` after
  *    the next group has been issued (two groups of A registers live).
@@ -70,8 +71,8 @@ struct StConfig {
     static constexpr int kQOff = 0;
     static constexpr int kPOff = kQOff + kParts * kQBytes;
     static constexpr int kStateOff = kPOff + kParts * kPBytes;
-    /* floats: col_max[2][warps][Q], col_sum[warps][Q], m[2][Q], l[Q], alpha[Q] */
-    static constexpr int kStateFloats = 2 * kStWarps * kStQ + kStWarps * kStQ + 2 * kStQ + kStQ + kStQ;
+    /* floats: col_max[2][warps][Q], col_sum[warps][Q], m[2][Q], l[Q], alpha[Q], l_comp[Q] */
+    static constexpr int kStateFloats = 2 * kStWarps * kStQ + kStWarps * kStQ + 2 * kStQ + kStQ + kStQ + kStQ;
     static constexpr int kSmemBytes = kStateOff + kStateFloats * 4 + kSwizzleAtomBytes; /* + alignment slack */
     static constexpr int kMBlocks = D / kStMRows;     /* 64-row blocks of O^T */
     static constexpr int kDPairs = D / 16;            /* float4 per key row = pairs of S^T slices */
@@ -124,6 +125,7 @@ __global__ void __launch_bounds__(kStThreads, 2) attention_f32_sm90_wgmma_st_64x
     float *m_state = col_sum + kStWarps * kStQ;                       /* [2][Q]: by tile parity */
     float *l_state = m_state + 2 * kStQ;                              /* [Q] */
     float *alpha_state = l_state + kStQ;                              /* [Q] */
+    float *l_comp = alpha_state + kStQ;                               /* [Q]: Kahan compensation of l */
     const uint32_t q_big_s = smem_u32(q_big), q_small_s = smem_u32(q_small);
     const uint32_t p_big_s = smem_u32(p_big), p_small_s = smem_u32(p_small);
 
@@ -163,6 +165,7 @@ __global__ void __launch_bounds__(kStThreads, 2) attention_f32_sm90_wgmma_st_64x
     if (tid < kStQ) {
         m_state[tid] = -INFINITY;
         l_state[tid] = 0.f;
+        l_comp[tid] = 0.f;
     }
     fence_proxy_async();
     __syncthreads();
@@ -194,7 +197,10 @@ __global__ void __launch_bounds__(kStThreads, 2) attention_f32_sm90_wgmma_st_64x
             kvalid[r] = key < p.seq_kv;
             krow[r] = reinterpret_cast<const float4 *>(kp + (int64_t)(kvalid[r] ? key : 0) * p.k_t);
         }
-        float st[C::kAcc];
+        /* st: the corrections and the big*big products of the first half of head_dim;
+         * st_hi: the big*big products of the second half, from zero; added in fp32 after. */
+        constexpr int kHalfPairs = C::kDPairs / 2;
+        float st[C::kAcc], st_hi[C::kAcc];
 #pragma unroll
         for (int pass = kSplit ? 0 : 1; pass < 2; ++pass) {
             const bool corrections = pass == 0;
@@ -225,7 +231,10 @@ __global__ void __launch_bounds__(kStThreads, 2) attention_f32_sm90_wgmma_st_64x
                         wgmma_m64n64k8_tf32_rs(st, ka_small[s][u], qb, (s > 0 || u > 0) ? 1 : 0);
                         wgmma_m64n64k8_tf32_rs(st, ka_big[s][u], st_desc(q_small_t, ks), 1);
                     } else {
-                        wgmma_m64n64k8_tf32_rs(st, ka_big[s][u], qb, (kSplit || s > 0 || u > 0) ? 1 : 0);
+                        if (s < kHalfPairs)
+                            wgmma_m64n64k8_tf32_rs(st, ka_big[s][u], qb, (kSplit || s > 0 || u > 0) ? 1 : 0);
+                        else
+                            wgmma_m64n64k8_tf32_rs(st_hi, ka_big[s][u], qb, (s > kHalfPairs || u > 0) ? 1 : 0);
                     }
                 }
                 wgmma_commit();
@@ -242,9 +251,12 @@ __global__ void __launch_bounds__(kStThreads, 2) attention_f32_sm90_wgmma_st_64x
             }
             wgmma_wait_all();
             fence_regs(st);
+            if (!corrections) fence_regs(st_hi);
             fence_regs(ka_big[C::kDPairs - 1]);
             if (corrections) fence_regs(ka_small[C::kDPairs - 1]);
         }
+#pragma unroll
+        for (int i = 0; i < C::kAcc; ++i) st[i] += st_hi[i];
 
         /* ---- softmax down the columns of S^T ---- */
 #pragma unroll
@@ -316,7 +328,14 @@ __global__ void __launch_bounds__(kStThreads, 2) attention_f32_sm90_wgmma_st_64x
             float sum = 0.f;
 #pragma unroll
             for (int w = 0; w < kStWarps; ++w) sum += col_sum[w * kStQ + tid];
-            l_state[tid] = l_state[tid] * alpha_state[tid] + sum;
+            /* l = l * alpha + sum, Kahan-compensated: 256 tiles at Skv = 16384 would otherwise
+             * cost ~5e-7 of relative error in every output row. */
+            const float a = alpha_state[tid];
+            const float l = l_state[tid] * a, comp = l_comp[tid] * a;
+            const float y = sum - comp;
+            const float t = l + y;
+            l_comp[tid] = (t - l) - y;
+            l_state[tid] = t;
         }
 
         /* ---- O^T_tile = V^T P^T per 64 rows of head_dim; O = O * alpha + O_tile ---- */
