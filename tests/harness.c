@@ -171,7 +171,7 @@ void jt_case_fill(jt_case *c, jt_dist d, jt_rng *r) {
     case JT_LARGE: { /* uniform(-A, A) has variance A^2/3; logit std = scale * sqrt(D) * A^2 / 3 */
         qk_draw = v_draw = draw_uniform;
         qk_amp = v_amp = 1e3;
-        c->p.scale = (float)(30.0 / (sqrt((double)p->head_dim) * 1e6 / 3.0));
+        c->p.scale = (float)(8.0 / (sqrt((double)p->head_dim) * 1e6 / 3.0));
         break;
     }
     default:
