@@ -71,13 +71,23 @@ void jattn_free_aligned(void *p) { free(p); }
 
 /* ---- layouts ------------------------------------------------------------------------ */
 
+/* a*b, saturated to INT64_MAX / INT64_MIN where it overflows: layouts of absurd dimensions are
+ * then rejected by validation (JATTN_ERROR_OVERFLOW), never computed with undefined behaviour. */
+static int64_t mul_saturating(int64_t a, int64_t b) {
+    if (a == 0 || b == 0) return 0;
+    if (a > 0 && b > 0) return a > INT64_MAX / b ? INT64_MAX : a * b;
+    if (a < 0 && b < 0) return a < INT64_MAX / b ? INT64_MAX : a * b;
+    int64_t neg = a < 0 ? a : b, pos = a < 0 ? b : a;
+    return neg < INT64_MIN / pos ? INT64_MIN : neg * pos;
+}
+
 jattn_strides jattn_strides_head_major(int64_t heads, int64_t seq, int64_t head_dim) {
-    jattn_strides s = {heads * seq * head_dim, seq * head_dim, head_dim};
+    jattn_strides s = {mul_saturating(heads, mul_saturating(seq, head_dim)), mul_saturating(seq, head_dim), head_dim};
     return s;
 }
 
 jattn_strides jattn_strides_token_major(int64_t heads, int64_t seq, int64_t head_dim) {
-    jattn_strides s = {seq * heads * head_dim, head_dim, heads * head_dim};
+    jattn_strides s = {mul_saturating(seq, mul_saturating(heads, head_dim)), head_dim, mul_saturating(heads, head_dim)};
     return s;
 }
 
