@@ -1,0 +1,298 @@
+/* The flash-attention micro-kernels and the task loop, written once over a small vector
+ * vocabulary and instantiated per instruction set (cpu_kernels_<isa>.c). See cpu_kernels.h
+ * for the formulation and the contract of each micro-kernel.
+ *
+ * The including file defines, before including this file:
+ *   JK_ISA               isa name (string), e.g. "avx512"
+ *   JK(name)             the instance's symbol prefix, e.g. cpu_avx512_##name
+ *   JK_TABLE             the table's name, e.g. cpu_kernels_avx512
+ *   JK_VL                floats per vector; jv the vector type, and
+ *   jv_zero() jv_set1(x) jv_load(p) jv_store(p, a) jv_bcast(p)    (load/store 64-byte aligned)
+ *   jv_fma(a, b, c) = a*b + c   jv_mul  jv_add  jv_sub  jv_max(a, b) (NaN in b returns b)
+ *   jv_round(x)          nearest integer, ties to even (|x| <= 2^22)
+ *   jv_mul_pow2(p, n)    p * 2^n for integral n in [-127, 0] (NaN n or p gives NaN)
+ *   jv_zero_if_below(x, t, y)  0 where x < t, else y (NaN x keeps y)
+ *   jv_nan_to_zero(x)    0 where x is NaN, else x
+ *   jv_min(a, b)         (NaN in b returns b)   jv_select_gt(a, b, x, y) = a > b ? x : y
+ *   jv_fma_exact(a, b, c)  a*b + c rounded once (a true fused multiply-add)
+ *   JK_DB                head_dim elements per block of the scores' blocked D-reduction
+ *   JK_NQV JK_SJ JK_DR JK_BK   the tile: QB = VL*NQV queries, SJ keys x QB scores per
+ *                        scores tile, DR head_dim rows x QB per P V tile, BK keys per block.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "cpu_kernels.h"
+
+#define JK_QB (JK_VL * JK_NQV)
+#define JK_STR2(x) #x
+#define JK_STR(x) JK_STR2(x)
+#define JK_KERNEL_NAME "cpu_flash_f32_" JK_ISA "_" JK_STR(JK_SJ) "x" JK_STR(JK_QB)
+
+#if JK_SJ > 12 || JK_DR > 12
+#error "tiles up to 12 rows: the edge dispatch below lists 12 cases"
+#endif
+
+#define JK_ALIGNED _Alignas(64)
+
+#if defined(__GNUC__)
+#define JK_INLINE static inline __attribute__((always_inline))
+#define JK_UNROLL _Pragma("GCC unroll 16")
+#else
+#define JK_INLINE static inline
+#define JK_UNROLL
+#endif
+
+/* ---- exp2 ------------------------------------------------------------------------------
+ * 2^x = 2^n * 2^f, n = round(x), f = x - n in [-1/2, 1/2]; 2^f = e^(f ln2) by its Taylor
+ * polynomial of degree 7 (truncation < 2^-27 relative on |f| <= 1/2), Horner in float.
+ * x is clamped to [-127, 0] first (so n fits the exponent); results for x < -126 (below FLT_MIN,
+ * where the true value would be subnormal) are flushed to 0. */
+#define JK_LN2 0.6931471805599453094
+#define JK_C1 (JK_LN2)
+#define JK_C2 (JK_C1 * JK_LN2 / 2)
+#define JK_C3 (JK_C2 * JK_LN2 / 3)
+#define JK_C4 (JK_C3 * JK_LN2 / 4)
+#define JK_C5 (JK_C4 * JK_LN2 / 5)
+#define JK_C6 (JK_C5 * JK_LN2 / 6)
+#define JK_C7 (JK_C6 * JK_LN2 / 7)
+#define JK_EXP2_CLAMP (-127.0f)
+#define JK_EXP2_FLUSH (-126.0f) /* log2(FLT_MIN) */
+
+JK_INLINE jv JK(exp2v)(jv x) {
+    x = jv_min(jv_zero(), x);              /* x > 0 (ties of the max, below) gives 1 */
+    x = jv_max(jv_set1(JK_EXP2_CLAMP), x); /* NaN x stays NaN */
+    const jv n = jv_round(x);
+    const jv f = jv_sub(x, n);
+    jv p = jv_set1((float)JK_C7);
+    p = jv_fma(p, f, jv_set1((float)JK_C6));
+    p = jv_fma(p, f, jv_set1((float)JK_C5));
+    p = jv_fma(p, f, jv_set1((float)JK_C4));
+    p = jv_fma(p, f, jv_set1((float)JK_C3));
+    p = jv_fma(p, f, jv_set1((float)JK_C2));
+    p = jv_fma(p, f, jv_set1((float)JK_C1));
+    p = jv_fma(p, f, jv_set1(1.0f));
+    return jv_zero_if_below(x, jv_set1(JK_EXP2_FLUSH), jv_mul_pow2(p, n));
+}
+
+static void JK(exp2)(int64_t n, const float *x, float *y) {
+    int64_t i = 0;
+    for (; i + JK_VL <= n; i += JK_VL) {
+        JK_ALIGNED float t[JK_VL];
+        memcpy(t, x + i, sizeof t);
+        jv_store(t, JK(exp2v)(jv_load(t)));
+        memcpy(y + i, t, sizeof t);
+    }
+    if (i < n) {
+        JK_ALIGNED float t[JK_VL];
+        for (int r = 0; r < JK_VL; r++) t[r] = i + r < n ? x[i + r] : 0.0f;
+        jv_store(t, JK(exp2v)(jv_load(t)));
+        for (int r = 0; i + r < n; r++) y[i + r] = t[r];
+    }
+}
+
+/* ---- scores: St[j][:] = K[j][:] . Qt  (JR x QB tile, JR <= SJ known at compile time) -------
+ * reads k rows j < JR (D floats each, row stride ks), qt [D][QB]; writes st, sl [JR][QB].
+ * Per d: NQV vector loads of Qt, JR broadcasts of K[j][d], JR*NQV FMAs into registers.
+ * The D-reduction is compensated: each JK_DB head_dim elements are summed by FMAs into a fresh
+ * accumulator `blk`, which is added to the running sum `sum` by Fast2Sum, the rounding error
+ * of that addition collected in `err` (sum + err is written; err is NaN only when sum went
+ * infinite, and is then dropped, so a -inf score stays -inf: weight 0, not NaN). Plain f32 accumulation of the
+ * large test distribution (|q|,|k| up to 1e3, logits of std 30) loses ~3.4 ulp of the dot
+ * (rms over D = 128) and fails the f32 gate; this keeps it near 0.8 ulp (NOTES.md). The extra
+ * additions run on the FP add pipes, beside the FMAs. The logit is carried as the pair
+ * st (= sum) and sl (= err) into the softmax, never rounded to one float. */
+JK_INLINE void JK(scores_rows)(const int JR, int64_t D, const float *k, ptrdiff_t ks, const float *qt, float *st,
+                              float *sl) {
+    const float *kr[JK_SJ];
+    jv sum[JK_SJ][JK_NQV], err[JK_SJ][JK_NQV];
+    JK_UNROLL for (int j = 0; j < JR; j++) {
+        kr[j] = k + j * ks;
+        JK_UNROLL for (int v = 0; v < JK_NQV; v++) sum[j][v] = err[j][v] = jv_zero();
+    }
+    for (int64_t d0 = 0; d0 < D; d0 += JK_DB) {
+        const int64_t d1 = D - d0 < JK_DB ? D : d0 + JK_DB;
+        jv blk[JK_SJ][JK_NQV];
+        JK_UNROLL for (int j = 0; j < JR; j++) JK_UNROLL for (int v = 0; v < JK_NQV; v++) blk[j][v] = jv_zero();
+        for (int64_t d = d0; d < d1; d++) {
+            jv qv[JK_NQV];
+            JK_UNROLL for (int v = 0; v < JK_NQV; v++) qv[v] = jv_load(qt + d * JK_QB + v * JK_VL);
+            JK_UNROLL for (int j = 0; j < JR; j++) {
+                const jv b = jv_bcast(kr[j] + d);
+                JK_UNROLL for (int v = 0; v < JK_NQV; v++) blk[j][v] = jv_fma(b, qv[v], blk[j][v]);
+            }
+        }
+        JK_UNROLL for (int j = 0; j < JR; j++) JK_UNROLL for (int v = 0; v < JK_NQV; v++) {
+            const jv t = jv_add(sum[j][v], blk[j][v]);
+            err[j][v] = jv_add(err[j][v], jv_add(jv_sub(sum[j][v], t), blk[j][v]));
+            sum[j][v] = t;
+        }
+    }
+    JK_UNROLL for (int j = 0; j < JR; j++) JK_UNROLL for (int v = 0; v < JK_NQV; v++) {
+        jv_store(st + j * JK_QB + v * JK_VL, sum[j][v]);
+        jv_store(sl + j * JK_QB + v * JK_VL, jv_nan_to_zero(err[j][v]));
+    }
+}
+
+/* ---- scores for small head_dim (D <= JK_EXACT_D): every product's rounding error is
+ * captured too (p = b*q, its error fma(b, q, -p), Fast2Sum of p into the sum), so the logit
+ * sum + err is the dot product to ~2^-44 relative. Where D is small the f32 rounding of a
+ * product is not averaged away by anything and alone can fail the f32 gate on the large
+ * distribution; the cost (4 flops per product) does not matter there. Same contract. */
+#define JK_EXACT_D 16
+static void JK(scores_exact)(int jr, int64_t D, const float *k, ptrdiff_t ks, const float *qt, float *st, float *sl) {
+    for (int j = 0; j < jr; j++)
+        for (int v = 0; v < JK_NQV; v++) {
+            jv sum = jv_zero(), err = jv_zero();
+            for (int64_t d = 0; d < D; d++) {
+                const jv b = jv_bcast(k + j * ks + d), qv = jv_load(qt + d * JK_QB + v * JK_VL);
+                const jv prod = jv_mul(b, qv);
+                const jv prod_err = jv_fma_exact(b, qv, jv_sub(jv_zero(), prod));
+                const jv t = jv_add(sum, prod);
+                err = jv_add(err, jv_add(jv_add(jv_sub(sum, t), prod), prod_err));
+                sum = t;
+            }
+            jv_store(st + j * JK_QB + v * JK_VL, sum);
+            jv_store(sl + j * JK_QB + v * JK_VL, jv_nan_to_zero(err));
+        }
+}
+
+/* ---- P V: Ot[r][:] = alpha * Ot[r][:] + sum_j V[j][r] Pt[j][:]  (DRN x QB tile) ----------
+ * reads v rows j < n at columns r < DRN (row stride vs), pt [n][QB], alpha [QB], ot [DRN][QB];
+ * writes ot. Per key: NQV vector loads of Pt, DRN broadcasts of V[j][r], DRN*NQV FMAs. */
+JK_INLINE void JK(pv_rows)(const int DRN, int n, const float *v, ptrdiff_t vs, const float *pt, const float *alpha,
+                          float *ot) {
+    jv acc[JK_DR][JK_NQV];
+    JK_UNROLL for (int r = 0; r < DRN; r++) JK_UNROLL for (int u = 0; u < JK_NQV; u++) acc[r][u] = jv_zero();
+    for (int j = 0; j < n; j++) {
+        jv p[JK_NQV];
+        JK_UNROLL for (int u = 0; u < JK_NQV; u++) p[u] = jv_load(pt + (ptrdiff_t)j * JK_QB + u * JK_VL);
+        const float *vj = v + (ptrdiff_t)j * vs;
+        JK_UNROLL for (int r = 0; r < DRN; r++) {
+            const jv b = jv_bcast(vj + r);
+            JK_UNROLL for (int u = 0; u < JK_NQV; u++) acc[r][u] = jv_fma(b, p[u], acc[r][u]);
+        }
+    }
+    JK_UNROLL for (int u = 0; u < JK_NQV; u++) {
+        const jv a = jv_load(alpha + u * JK_VL);
+        JK_UNROLL for (int r = 0; r < DRN; r++) {
+            float *o = ot + r * JK_QB + u * JK_VL;
+            jv_store(o, jv_fma(jv_load(o), a, acc[r][u]));
+        }
+    }
+}
+
+/* Edge tiles: one fully unrolled instance per row count, chosen by a switch. */
+#define JK_EDGE_CASES(MAX, CALL) \
+    JK_EDGE_CASE(MAX, 1, CALL) JK_EDGE_CASE(MAX, 2, CALL) JK_EDGE_CASE(MAX, 3, CALL) JK_EDGE_CASE(MAX, 4, CALL) \
+    JK_EDGE_CASE(MAX, 5, CALL) JK_EDGE_CASE(MAX, 6, CALL) JK_EDGE_CASE(MAX, 7, CALL) JK_EDGE_CASE(MAX, 8, CALL) \
+    JK_EDGE_CASE(MAX, 9, CALL) JK_EDGE_CASE(MAX, 10, CALL) JK_EDGE_CASE(MAX, 11, CALL) JK_EDGE_CASE(MAX, 12, CALL)
+#define JK_EDGE_CASE(MAX, N, CALL) \
+    case N:                        \
+        if ((N) <= (MAX)) CALL(N); \
+        break;
+
+static void JK(scores)(int jr, int64_t D, const float *k, ptrdiff_t ks, const float *qt, float *st, float *sl) {
+    if (D <= JK_EXACT_D) {
+        JK(scores_exact)(jr, D, k, ks, qt, st, sl);
+        return;
+    }
+#define JK_SCORES_CALL(N) JK(scores_rows)(N, D, k, ks, qt, st, sl)
+    switch (jr) { JK_EDGE_CASES(JK_SJ, JK_SCORES_CALL) default: break; }
+#undef JK_SCORES_CALL
+}
+
+static void JK(pv)(int dr, int n, const float *v, ptrdiff_t vs, const float *pt, const float *alpha, float *ot) {
+#define JK_PV_CALL(N) JK(pv_rows)(N, n, v, vs, pt, alpha, ot)
+    switch (dr) { JK_EDGE_CASES(JK_DR, JK_PV_CALL) default: break; }
+#undef JK_PV_CALL
+}
+
+/* ---- online softmax over one block of n key rows of St (in place -> Pt) ---------------
+ * A logit is the pair (st, sl) in dot-product units. The running max is the pair (m, ml) of
+ * the key with the largest st (first one on ties), and exp2 gets ((st - m) + (sl - ml)) * c
+ * with c = scale * log2(e): st - m is exact for the keys that matter (st near m), the low parts
+ * are not lost, and the max key gets exactly 2^0 = 1 (so a single key returns its v row bit
+ * for bit). Ties with a larger low part would give x > 0: exp2 returns 1 there. */
+static void JK(softmax_block)(int n, float c, float *st, const float *sl, float *m, float *ml, float *l,
+                              float *alpha) {
+    const jv cv = jv_set1(c);
+    JK_UNROLL for (int u = 0; u < JK_NQV; u++) {
+        float *s = st + u * JK_VL;
+        const float *slo = sl + u * JK_VL;
+        const jv m_old = jv_load(m + u * JK_VL), ml_old = jv_load(ml + u * JK_VL);
+        jv mx = m_old, mxl = ml_old;
+        for (int j = 0; j < n; j++) {
+            const jv h = jv_load(s + (ptrdiff_t)j * JK_QB), lo = jv_load(slo + (ptrdiff_t)j * JK_QB);
+            mxl = jv_select_gt(h, mx, lo, mxl);
+            mx = jv_select_gt(h, mx, h, mx);
+        }
+        const jv a = JK(exp2v)(jv_mul(jv_add(jv_sub(m_old, mx), jv_sub(ml_old, mxl)), cv));
+        jv sum = jv_zero();
+        for (int j = 0; j < n; j++) {
+            const jv h = jv_load(s + (ptrdiff_t)j * JK_QB), lo = jv_load(slo + (ptrdiff_t)j * JK_QB);
+            const jv p = JK(exp2v)(jv_mul(jv_add(jv_sub(h, mx), jv_sub(lo, mxl)), cv));
+            jv_store(s + (ptrdiff_t)j * JK_QB, p);
+            sum = jv_add(sum, p);
+        }
+        jv_store(alpha + u * JK_VL, a);
+        jv_store(l + u * JK_VL, jv_fma(jv_load(l + u * JK_VL), a, sum));
+        jv_store(m + u * JK_VL, mx);
+        jv_store(ml + u * JK_VL, mxl);
+    }
+}
+
+/* ---- the task: one query block of one (b, h), all keys ----------------------------------
+ * workspace (floats, each part 64-byte aligned): qt [D][QB], st, sl [BK][QB], ot [D][QB],
+ * m, ml, l, alpha [QB]. */
+static void JK(task)(const cpu_flash_args *a, int64_t b, int64_t h, int64_t qblk, float *ws) {
+    const int64_t D = a->D, q0 = qblk * JK_QB;
+    const int nq = (int)(a->Sq - q0 < JK_QB ? a->Sq - q0 : JK_QB);
+    float *qt = ws, *st = qt + D * JK_QB, *sl = st + (int64_t)JK_BK * JK_QB, *ot = sl + (int64_t)JK_BK * JK_QB;
+    float *m = ot + D * JK_QB, *ml = m + JK_QB, *l = ml + JK_QB, *alpha = l + JK_QB;
+
+    /* Pack Qt = Q^T, lanes past the last query zero. */
+    const float *q = a->q + b * a->qs.batch + h * a->qs.head + q0 * a->qs.token;
+    for (int64_t d = 0; d < D; d++)
+        for (int i = 0; i < JK_QB; i++) qt[d * JK_QB + i] = i < nq ? q[i * a->qs.token + d] : 0.0f;
+    for (int i = 0; i < JK_QB; i++) {
+        m[i] = -INFINITY;
+        ml[i] = l[i] = 0.0f;
+    }
+    memset(ot, 0, (size_t)(D * JK_QB) * sizeof *ot);
+
+    const float *kh = a->k + b * a->ks.batch + h * a->ks.head;
+    const float *vh = a->v + b * a->vs.batch + h * a->vs.head;
+    const ptrdiff_t ks = (ptrdiff_t)a->ks.token, vs = (ptrdiff_t)a->vs.token;
+    for (int64_t j0 = 0; j0 < a->Skv; j0 += JK_BK) {
+        const int n = (int)(a->Skv - j0 < JK_BK ? a->Skv - j0 : JK_BK);
+        const float *kb = kh + j0 * ks, *vb = vh + j0 * vs;
+        int j = 0;
+        if (D > JK_EXACT_D)
+            for (; j + JK_SJ <= n; j += JK_SJ)
+                JK(scores_rows)(JK_SJ, D, kb + j * ks, ks, qt, st + j * JK_QB, sl + j * JK_QB);
+        for (; j < n; j += JK_SJ)
+            JK(scores)(n - j < JK_SJ ? n - j : JK_SJ, D, kb + j * ks, ks, qt, st + j * JK_QB, sl + j * JK_QB);
+        JK(softmax_block)(n, a->scale_log2e, st, sl, m, ml, l, alpha);
+        int64_t d = 0;
+        for (; d + JK_DR <= D; d += JK_DR) JK(pv_rows)(JK_DR, n, vb + d, vs, st, alpha, ot + d * JK_QB);
+        if (d < D) JK(pv)((int)(D - d), n, vb + d, vs, st, alpha, ot + d * JK_QB);
+    }
+
+    /* out[q][d] = Ot[d][q] / l[q]: the normalisation and the transpose in one write. */
+    float *out = a->out + b * a->os.batch + h * a->os.head + q0 * a->os.token;
+    for (int i = 0; i < nq; i++) {
+        const float inv = 1.0f / l[i];
+        float *o = out + i * a->os.token;
+        for (int64_t d = 0; d < D; d++) o[d] = ot[d * JK_QB + i] * inv;
+    }
+    if (a->lse) {
+        float *lse = a->lse + (b * a->H + h) * a->Sq + q0;
+        for (int i = 0; i < nq; i++) lse[i] = (float)(((double)m[i] + ml[i]) * a->scale + log((double)l[i]));
+    }
+}
+
+const cpu_kernels JK_TABLE = {
+    JK_ISA, JK_KERNEL_NAME, JK_VL, JK_QB, JK_SJ, JK_DR, JK_BK, JK_DB,
+    JK(scores), JK(softmax_block), JK(pv), JK(exp2), JK(task),
+};

@@ -1,0 +1,91 @@
+/* The cpu backend's layers: a portable driver (cpu_backend.c: tasks, threads, workspace) over
+ * one table of micro-kernels per instruction set (cpu_kernels_<isa>.c, each an instantiation
+ * of cpu_flash_template.h), chosen once per call by cpu_isa.c.
+ *
+ * Formulation (transposed flash attention; see NOTES.md). One task owns a query block of QB
+ * queries of one (b, h). Vectors run along queries, so:
+ *   Qt  [D][QB]   the block's queries, transposed and scaled by scale*log2(e) (packed once);
+ *   St  [BK][QB]  S^T = K Qt for a block of BK keys: K[j][d] is broadcast straight from K's rows;
+ *   softmax over keys = element-wise max / add across the rows of St (no horizontal reduction),
+ *                 exp2 in place gives P^T; running max m[QB] and sum l[QB] are vectors;
+ *   Ot  [D][QB]   O^T = alpha * O^T + V^T P^T, V[j][d] broadcast straight from V's rows;
+ *   out[q][d] = Ot[d][q] / l[q]  (the transpose and the normalisation folded into the write).
+ * Neither K nor V is packed or copied: every full tile reads them in place, any strides. */
+#ifndef JATTN_CPU_KERNELS_H
+#define JATTN_CPU_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "jattn.h"
+
+/* Largest head_dim the cpu backend runs (workspace grows as D * QB per thread). */
+#define JATTN_CPU_MAX_HEAD_DIM 1024
+
+/* One call, resolved for the kernels: element pointers, extents, element strides. */
+typedef struct cpu_flash_args {
+    const float *q, *k, *v;
+    float *out, *lse;
+    int64_t B, H, Sq, Skv, D;
+    jattn_strides qs, ks, vs, os;
+    float scale;       /* the softmax scale */
+    float scale_log2e; /* scale * log2(e): exp2 gets (s - m) * scale_log2e */
+} cpu_flash_args;
+
+typedef struct cpu_kernels {
+    const char *isa;    /* "avx512", "avx2", "neon", "generic" */
+    const char *kernel; /* "cpu_flash_f32_<isa>_<SJ>x<QB>" */
+    int vl;             /* floats per vector */
+    int qb;             /* queries per task (the vector dimension of every tile) */
+    int sj;             /* keys per scores tile */
+    int dr;             /* head_dim rows per P V tile */
+    int bk;             /* keys per key/value block (St rows) */
+    int db;             /* head_dim elements per block of the scores' D-reduction */
+
+    /* scores: st[j][q] + sl[j][q] = sum_{d<D} k[j*ks + d] * qt[d*QB + q]   for j < jr <= SJ,
+     * q < QB: the dot product as an unevaluated pair (sum, compensation). Summed in blocks of db
+     * head_dim elements by FMAs, block sums added by Fast2Sum (D <= 16: every product's error
+     * captured too). qt, st, sl: 64-byte aligned, row stride QB. k: any alignment, row stride
+     * ks (elements). D >= 1. Rows j >= jr are not written. */
+    void (*scores)(int jr, int64_t D, const float *k, ptrdiff_t ks, const float *qt, float *st, float *sl);
+
+    /* softmax_block: for each query q (vector lane) and the n >= 1 rows of st, sl (dot products
+     * as pairs): (m', ml') = the pair of the largest st among (m, ml) and the block's rows;
+     *   alpha[q] = exp2(((m - m') + (ml - ml')) c);
+     *   st[j][q] = exp2(((st[j][q] - m') + (sl[j][q] - ml')) c)   (exp2 of x > 0 is 1);
+     *   l[q] = l[q] * alpha[q] + sum_j st[j][q] (summed in j order within the block);  m = m'.
+     * st, sl, m, ml, l, alpha: 64-byte aligned, QB lanes. m = -inf, ml = l = 0 starts a row. */
+    void (*softmax_block)(int n, float c, float *st, const float *sl, float *m, float *ml, float *l, float *alpha);
+
+    /* pv: ot[r][q] = ot[r][q] * alpha[q] + sum_{j<n} v[j*vs + r] * pt[j*QB + q]
+     *   for r < dr <= DR, q < QB, the sum over j in order into a fresh accumulator.
+     * pt, ot, alpha: 64-byte aligned, row stride QB. v: any alignment, row stride vs. n >= 1. */
+    void (*pv)(int dr, int n, const float *v, ptrdiff_t vs, const float *pt, const float *alpha, float *ot);
+
+    /* exp2: y[i] = 2^x[i] for i < n, any n; error <= 2 ulp for x in [-126, 0], 0 below -126
+     * (and for -inf), 1 for x > 0, NaN for NaN. The vector exp the softmax uses. */
+    void (*exp2)(int64_t n, const float *x, float *y);
+
+    /* task: the whole flash loop for query block qblk of (b, h); ws: task_workspace floats,
+     * 64-byte aligned. Writes out rows [qblk*QB, min(Sq, qblk*QB + QB)) and their lse. */
+    void (*task)(const cpu_flash_args *a, int64_t b, int64_t h, int64_t qblk, float *ws);
+} cpu_kernels;
+
+/* Floats of workspace one task needs for head_dim D (a multiple of 16: 64-byte aligned). */
+int64_t cpu_task_workspace_floats(const cpu_kernels *kern, int64_t D);
+
+/* The tables compiled into this build (NULL-terminated inside cpu_isa.c). */
+extern const cpu_kernels cpu_kernels_avx512;
+extern const cpu_kernels cpu_kernels_avx2;
+extern const cpu_kernels cpu_kernels_neon;
+extern const cpu_kernels cpu_kernels_generic;
+
+/* The kernels for this machine: JATTN_CPU_ISA when set, else the widest the CPU supports.
+ * @return the table, or NULL with *why set (static storage) when JATTN_CPU_ISA names an
+ *         instruction set that is not built in or not supported by this CPU. */
+const cpu_kernels *cpu_kernels_select(const char **why);
+
+/* Every table built in and supported by this CPU, best first; @return how many (<= max). */
+int cpu_kernels_available(const cpu_kernels **out, int max);
+
+#endif /* JATTN_CPU_KERNELS_H */

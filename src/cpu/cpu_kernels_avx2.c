@@ -1,0 +1,39 @@
+/* AVX2+FMA instance of the flash micro-kernels (cpu_flash_template.h).
+ * Tile: scores 6 keys x 16 queries (12 ymm accumulators + 2 Qt vectors + 1 broadcast), P V 6
+ * head_dim rows x 16 queries. Compiled with -mavx2 -mfma (sources.cmake); run only when cpuid
+ * reports AVX2 and FMA. */
+#include <immintrin.h>
+
+#define JK_ISA "avx2"
+#define JK(name) cpu_avx2_##name
+#define JK_TABLE cpu_kernels_avx2
+#define JK_VL 8
+#define JK_NQV 2
+#define JK_SJ 2
+#define JK_DR 6
+#define JK_BK 96
+#define JK_DB 4
+
+typedef __m256 jv;
+#define jv_zero() _mm256_setzero_ps()
+#define jv_set1(x) _mm256_set1_ps(x)
+#define jv_load(p) _mm256_load_ps(p)
+#define jv_store(p, a) _mm256_store_ps((p), (a))
+#define jv_bcast(p) _mm256_broadcast_ss(p)
+#define jv_fma(a, b, c) _mm256_fmadd_ps((a), (b), (c))
+#define jv_mul(a, b) _mm256_mul_ps((a), (b))
+#define jv_add(a, b) _mm256_add_ps((a), (b))
+#define jv_sub(a, b) _mm256_sub_ps((a), (b))
+#define jv_max(a, b) _mm256_max_ps((a), (b))
+#define jv_round(x) _mm256_round_ps((x), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+/* 2^n built in the exponent field (n in [-127, 0]: biased exponent 0..127; n = -127 gives
+ * 0, harmless since such results are flushed), times p. */
+#define jv_mul_pow2(p, n) \
+    _mm256_mul_ps((p), _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23)))
+#define jv_zero_if_below(x, t, y) _mm256_andnot_ps(_mm256_cmp_ps((x), (t), _CMP_LT_OQ), (y))
+#define jv_nan_to_zero(x) _mm256_and_ps(_mm256_cmp_ps((x), (x), _CMP_ORD_Q), (x))
+#define jv_fma_exact(a, b, c) _mm256_fmadd_ps((a), (b), (c))
+#define jv_min(a, b) _mm256_min_ps((a), (b))
+#define jv_select_gt(a, b, x, y) _mm256_blendv_ps((y), (x), _mm256_cmp_ps((a), (b), _CMP_GT_OQ))
+
+#include "cpu_flash_template.h"

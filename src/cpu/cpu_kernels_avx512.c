@@ -1,0 +1,36 @@
+/* AVX-512F instance of the flash micro-kernels (cpu_flash_template.h).
+ * Tile: scores 12 keys x 32 queries (24 zmm accumulators + 2 Qt vectors), P V 12 head_dim rows
+ * x 32 queries; every K[j][d] / V[j][d] is an embedded broadcast memory operand ({1to16}).
+ * Compiled with -mavx512f -mfma (sources.cmake); run only when cpuid reports AVX-512F. */
+#include <immintrin.h>
+
+#define JK_ISA "avx512"
+#define JK(name) cpu_avx512_##name
+#define JK_TABLE cpu_kernels_avx512
+#define JK_VL 16
+#define JK_NQV 2
+#define JK_SJ 4
+#define JK_DR 12
+#define JK_BK 96
+#define JK_DB 4
+
+typedef __m512 jv;
+#define jv_zero() _mm512_setzero_ps()
+#define jv_set1(x) _mm512_set1_ps(x)
+#define jv_load(p) _mm512_load_ps(p)
+#define jv_store(p, a) _mm512_store_ps((p), (a))
+#define jv_bcast(p) _mm512_set1_ps(*(p))
+#define jv_fma(a, b, c) _mm512_fmadd_ps((a), (b), (c))
+#define jv_mul(a, b) _mm512_mul_ps((a), (b))
+#define jv_add(a, b) _mm512_add_ps((a), (b))
+#define jv_sub(a, b) _mm512_sub_ps((a), (b))
+#define jv_max(a, b) _mm512_max_ps((a), (b))
+#define jv_round(x) _mm512_roundscale_ps((x), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+#define jv_mul_pow2(p, n) _mm512_scalef_ps((p), (n))
+#define jv_zero_if_below(x, t, y) _mm512_maskz_mov_ps(~_mm512_cmp_ps_mask((x), (t), _CMP_LT_OQ), (y))
+#define jv_nan_to_zero(x) _mm512_maskz_mov_ps(_mm512_cmp_ps_mask((x), (x), _CMP_ORD_Q), (x))
+#define jv_fma_exact(a, b, c) _mm512_fmadd_ps((a), (b), (c))
+#define jv_min(a, b) _mm512_min_ps((a), (b))
+#define jv_select_gt(a, b, x, y) _mm512_mask_blend_ps(_mm512_cmp_ps_mask((a), (b), _CMP_GT_OQ), (y), (x))
+
+#include "cpu_flash_template.h"

@@ -1,0 +1,39 @@
+/* NEON (aarch64) instance of the flash micro-kernels (cpu_flash_template.h).
+ * Tile: scores 6 keys x 16 queries (24 q-register accumulators + 4 Qt vectors), P V 6 head_dim
+ * rows x 16 queries. NEON is baseline on aarch64: built only there (sources.cmake). */
+#include <arm_neon.h>
+
+#define JK_ISA "neon"
+#define JK(name) cpu_neon_##name
+#define JK_TABLE cpu_kernels_neon
+#define JK_VL 4
+#define JK_NQV 4
+#define JK_SJ 2
+#define JK_DR 6
+#define JK_BK 96
+#define JK_DB 4
+
+typedef float32x4_t jv;
+#define jv_zero() vdupq_n_f32(0.0f)
+#define jv_set1(x) vdupq_n_f32(x)
+#define jv_load(p) vld1q_f32(p)
+#define jv_store(p, a) vst1q_f32((p), (a))
+#define jv_bcast(p) vld1q_dup_f32(p)
+#define jv_fma(a, b, c) vfmaq_f32((c), (a), (b))
+#define jv_mul(a, b) vmulq_f32((a), (b))
+#define jv_add(a, b) vaddq_f32((a), (b))
+#define jv_sub(a, b) vsubq_f32((a), (b))
+/* max with NaN in b returned (vmaxq propagates NaN from either operand, which is stronger). */
+#define jv_max(a, b) vmaxq_f32((a), (b))
+#define jv_round(x) vrndnq_f32(x)
+#define jv_mul_pow2(p, n) \
+    vmulq_f32((p), vreinterpretq_f32_s32(vshlq_n_s32(vaddq_s32(vcvtq_s32_f32(n), vdupq_n_s32(127)), 23)))
+#define jv_zero_if_below(x, t, y) \
+    vreinterpretq_f32_u32(vbicq_u32(vreinterpretq_u32_f32(y), vcltq_f32((x), (t))))
+#define jv_nan_to_zero(x) vreinterpretq_f32_u32(vandq_u32(vreinterpretq_u32_f32(x), vceqq_f32((x), (x))))
+#define jv_fma_exact(a, b, c) vfmaq_f32((c), (a), (b))
+/* min with NaN in b returned (vminq propagates NaN from either operand, which is stronger). */
+#define jv_min(a, b) vminq_f32((a), (b))
+#define jv_select_gt(a, b, x, y) vbslq_f32(vcgtq_f32((a), (b)), (x), (y))
+
+#include "cpu_flash_template.h"

@@ -1,0 +1,8 @@
+# Tests of the cpu backend (included by tests/CMakeLists.txt).
+#
+# The parity suite once per instruction set, forced by JATTN_CPU_ISA: a test whose instruction
+# set this CPU (or this build) lacks is skipped (test_parity exits 77 when select() refuses).
+foreach(isa avx512 avx2 neon generic)
+  add_test(NAME test_parity_cpu_${isa} COMMAND test_parity cpu)
+  set_tests_properties(test_parity_cpu_${isa} PROPERTIES SKIP_RETURN_CODE 77 ENVIRONMENT "JATTN_CPU_ISA=${isa}")
+endforeach()
