@@ -65,12 +65,15 @@ fi
 
 if has variants; then
   note "v2 variants (JATTN_CUDA_V2_VARIANT, D=128): worst f32 large-dist max_abs/gate over the parity suite, speed"
-  for var in ${JATTN_GPU_VARIANTS:-1 2 3}; do
-    JATTN_CUDA_V2_VARIANT=$var JATTN_TEST_VERBOSE=1 "$BUILD/tests/test_parity" cuda > /tmp/par.$var 2>&1
-    worst=$(grep -E "D=128 .*dist=large backend=cuda f32" /tmp/par.$var | sed -E 's/.*max_abs ([^ ]+) \(max\|ref\| ([^)]+)\).*/\1 \2/' |
+  for vq in ${JATTN_GPU_VARIANTS:-1:6 2:6 1:3 2:3}; do   # tile variant : products in Q K^T
+    var=${vq%%:*} qk=${vq##*:}
+    export JATTN_CUDA_V2_VARIANT=$var JATTN_CUDA_V2_QK=$qk
+    JATTN_TEST_VERBOSE=1 "$BUILD/tests/test_parity" cuda > /tmp/par.$vq 2>&1
+    worst=$(grep -E "D=128 .*dist=large backend=cuda f32" /tmp/par.$vq | sed -E 's/.*max_abs ([^ ]+) \(max\|ref\| ([^)]+)\).*/\1 \2/' |
       awk '{r=$1/(1e-5*($2>1?$2:1)); if(r>w)w=r} END{printf "%.2f", w}')
-    echo "variant $var: $(tail -1 /tmp/par.$var | cut -c1-60)  worst large f32 max_abs/gate $worst"
-    JATTN_CUDA_V2_VARIANT=$var JATTN_BENCH_VERSIONS=v2 "$BUILD/jattn_gpu_bench" 1,24,1536,128 1,24,4608,128 | grep RESULT | sed "s/^/variant $var /"
+    echo "variant $vq: $(tail -1 /tmp/par.$vq | cut -c1-60)  worst large f32 max_abs/gate $worst"
+    JATTN_BENCH_VERSIONS=v2 "$BUILD/jattn_gpu_bench" 1,24,1536,128 1,24,4608,128 | grep RESULT | grep f32 | sed "s/^/variant $vq /"
+    unset JATTN_CUDA_V2_VARIANT JATTN_CUDA_V2_QK
   done 2>&1 | tee "$OUT/variants.txt"
 fi
 

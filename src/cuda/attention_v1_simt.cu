@@ -7,9 +7,9 @@
  *
  * Design: a block of V1_WARPS warps owns V1_WARPS query rows of one (b,h), one row per warp.
  * Key tiles of V1_KEYS keys (k padded by one float per row against bank conflicts, v dense)
- * are staged in shared memory by the whole block. Lane j scores key j of the tile with an
- * fp32 dot product over D in V1_PARTIALS interleaved partial sums (q row from shared memory,
- * pre-scaled by the scale; scores stay in natural units so s - max is exact when s is); a warp
+ * are staged in shared memory by the whole block. Lane j scores key j of the tile with a
+ * compensated fp32 dot product over D (TwoProduct by fma, TwoSum), then one multiply by the
+ * scale; scores stay in natural units so s - max is exact when s is; a warp
  * max/sum gives the online softmax (exp2 of (s - max) * log2 e); each lane owns D/32 columns
  * of the output row and accumulates each tile's sum_j p_j v[j,d] (p_j broadcast by shuffle)
  * from zero, then adds it into O and the tile's row sum into l with Kahan compensation, so
@@ -25,7 +25,6 @@
 #define V1_WARPS 8
 #define V1_KEYS 32 /* one key per lane */
 #define WARP 32
-#define V1_PARTIALS 4 /* independent partial sums of a dot product */
 #define LOG2E 1.44269504088896340736f
 
 /* sum += x with Kahan compensation c (sum - c is the better estimate). */
@@ -55,7 +54,7 @@ __global__ void __launch_bounds__(V1_WARPS * WARP) attention_f32_simt_v1(jattn_c
     const int row = qb * V1_WARPS + warp;
     const bool row_valid = row < p.seq_q;
 
-    for (int d = lane; d < D; d += WARP) qs[warp * D + d] = row_valid ? q[row * p.q_s + d] * p.scale : 0.0f;
+    for (int d = lane; d < D; d += WARP) qs[warp * D + d] = row_valid ? q[row * p.q_s + d] : 0.0f;
 
     float o[COLS], o_comp[COLS];
 #pragma unroll
@@ -74,14 +73,18 @@ __global__ void __launch_bounds__(V1_WARPS * WARP) attention_f32_simt_v1(jattn_c
         __syncthreads();
 
         /* S: lane = key */
-        float part[V1_PARTIALS] = {};
+        /* compensated dot product: every product's rounding error (fma) and every add's
+         * (TwoSum) is carried, so s is q.k to ~2^-40 relative before the one rounding of
+         * the scale */
+        float sum = 0.0f, err = 0.0f;
         const float *qr = qs + warp * D, *kr = ks + lane * k_stride;
-        int d = 0;
-        for (; d + V1_PARTIALS <= D; d += V1_PARTIALS)
-#pragma unroll
-            for (int u = 0; u < V1_PARTIALS; u++) part[u] = fmaf(qr[d + u], kr[d + u], part[u]);
-        for (; d < D; d++) part[0] = fmaf(qr[d], kr[d], part[0]);
-        float s = (part[0] + part[1]) + (part[2] + part[3]);
+        for (int d = 0; d < D; d++) {
+            const float prod = qr[d] * kr[d], prod_err = fmaf(qr[d], kr[d], -prod);
+            const float t = sum + prod, bp = t - sum;
+            err += ((sum - (t - bp)) + (prod - bp)) + prod_err;
+            sum = t;
+        }
+        float s = (sum + err) * p.scale;
         if (lane >= keys) s = -INFINITY;
 
         /* online softmax */

@@ -83,6 +83,11 @@ __device__ __forceinline__ void split_tf32(float x, uint32_t &big, uint32_t &sma
     if (X3) small = to_tf32(x - __uint_as_float(big));
 }
 
+/* x - big - small: exact, at most 2 significant bits, so a valid TF32 operand as it is. */
+__device__ __forceinline__ uint32_t tiny_part(float x, uint32_t big, uint32_t small) {
+    return __float_as_uint((x - __uint_as_float(big)) - __uint_as_float(small));
+}
+
 /* d += a * b, m16n8k8, TF32 inputs, fp32 accumulate. */
 __device__ __forceinline__ void mma_tf32(float d[4], const uint32_t a[4], const uint32_t b[2]) {
     asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
@@ -131,8 +136,11 @@ __device__ __forceinline__ void load_tile(float *dst, const float *src, int64_t 
 
 /* DT: head-dim tile; BC: keys per tile; WARPS: warps per block (16 query rows each);
  * PV3: 3xTF32 for P V too (f32 mode; tf32 mode takes one TF32 product there);
- * KCH: k-steps of Q K^T per fresh accumulator (the chunk sums are added in fp32). */
-template <int DT, int BC, int WARPS, bool PV3, int KCH>
+ * KCH: k-steps of Q K^T per fresh accumulator (the chunk sums are added in fp32);
+ * QK6: Q K^T from three TF32 parts per operand (big, small, tiny = the 2 bits the pair
+ *      misses), six products: big*big + (big*small + small*big) + (big*tiny + tiny*big +
+ *      small*small), so the logits see full float32 operands. */
+template <int DT, int BC, int WARPS, bool PV3, int KCH, bool QK6>
 __global__ void __launch_bounds__(WARPS *WARP) attention_tf32_mma_v2(jattn_cuda_params p, int vec4) {
     constexpr int DS = DT + SMEM_PAD; /* shared row stride */
     constexpr int BR = WARPS * MMA_M;
@@ -206,18 +214,28 @@ __global__ void __launch_bounds__(WARPS *WARP) attention_tf32_mma_v2(jattn_cuda_
             for (int kk = kc; kk < kc + KCH; kk++) {
                 const float *qa = q_frag + kk * MMA_K;
                 const float a[4] = {qa[0] * scale, qa[8 * DS] * scale, qa[4] * scale, qa[8 * DS + 4] * scale};
-                uint32_t a_big[4], a_small[4];
+                uint32_t a_big[4], a_small[4], a_tiny[4];
 #pragma unroll
-                for (int i = 0; i < 4; i++) split_tf32<true>(a[i], a_big[i], a_small[i]);
+                for (int i = 0; i < 4; i++) {
+                    split_tf32<true>(a[i], a_big[i], a_small[i]);
+                    if (QK6) a_tiny[i] = tiny_part(a[i], a_big[i], a_small[i]);
+                }
 #pragma unroll
                 for (int n = 0; n < NT; n++) {
                     const float *kb = kt + (n * MMA_N + g) * DS + kk * MMA_K + t;
-                    uint32_t b_big[2], b_small[2];
+                    uint32_t b_big[2], b_small[2], b_tiny[2];
                     split_tf32<true>(kb[0], b_big[0], b_small[0]);
                     split_tf32<true>(kb[4], b_big[1], b_small[1]);
                     mma_tf32(s_chunk[n], a_big, b_big);
                     mma_tf32(s_cor[n], a_big, b_small);
                     mma_tf32(s_cor[n], a_small, b_big);
+                    if (QK6) {
+                        b_tiny[0] = tiny_part(kb[0], b_big[0], b_small[0]);
+                        b_tiny[1] = tiny_part(kb[4], b_big[1], b_small[1]);
+                        mma_tf32(s_cor[n], a_big, b_tiny);
+                        mma_tf32(s_cor[n], a_tiny, b_big);
+                        mma_tf32(s_cor[n], a_small, b_small);
+                    }
                 }
             }
 #pragma unroll
@@ -344,11 +362,11 @@ __global__ void __launch_bounds__(WARPS *WARP) attention_tf32_mma_v2(jattn_cuda_
 
 /* Tile configurations: chosen per head-dim tile and problem size below; the harness can force
  * one with JATTN_CUDA_V2_VARIANT=1|2|3 (D <= 128; see NOTES.md for what each measured). */
-template <int DT, int BC, int WARPS, bool PV3, int KCH>
+template <int DT, int BC, int WARPS, bool PV3, int KCH, bool QK6>
 static cudaError_t launch(const jattn_cuda_params *p, cudaStream_t stream) {
     constexpr int BR = WARPS * MMA_M, DS = DT + SMEM_PAD;
     const size_t smem = sizeof(float) * (size_t)(BR * DS + 4 * BC * DS);
-    auto kernel = attention_tf32_mma_v2<DT, BC, WARPS, PV3, KCH>;
+    auto kernel = attention_tf32_mma_v2<DT, BC, WARPS, PV3, KCH, QK6>;
     cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e != cudaSuccess) return e;
     const long long q_blocks = (p->seq_q + BR - 1) / BR;
@@ -374,11 +392,11 @@ static int variant(void) {
 /* D <= 128: many blocks (>= 4 waves of 8-warp blocks) -> 8 warps x 32 keys (one 255-register
  * block per SM); fewer -> 4 warps x 16 keys (three blocks per SM), which fills the machine
  * with finer blocks. See NOTES.md for the measurements behind it. */
-template <bool PV3>
+template <bool PV3, bool QK6>
 static cudaError_t launch_dt(const jattn_cuda_params *p, cudaStream_t s) {
     const int D = p->head_dim;
-    if (D <= 32) return launch<32, 64, 4, PV3, 4>(p, s);
-    if (D <= 64) return launch<64, 64, 4, PV3, 8>(p, s);
+    if (D <= 32) return launch<32, 64, 4, PV3, 4, QK6>(p, s);
+    if (D <= 64) return launch<64, 64, 4, PV3, 8, QK6>(p, s);
     if (D <= 128) {
         int v = variant();
         if (v == 0) {
@@ -386,18 +404,29 @@ static cudaError_t launch_dt(const jattn_cuda_params *p, cudaStream_t s) {
             v = blocks8 >= 4 * 132 ? 2 : 1;
         }
         switch (v) {
-        case 1: return launch<128, 16, 4, PV3, 16>(p, s);
-        case 2: return launch<128, 32, 8, PV3, 16>(p, s);
-        default: return launch<128, 32, 4, PV3, 16>(p, s);
+        case 1: return launch<128, 16, 4, PV3, 16, QK6>(p, s);
+        case 2: return launch<128, 32, 8, PV3, 16, QK6>(p, s);
+        default: return launch<128, 32, 4, PV3, 16, QK6>(p, s);
         }
     }
-    return launch<256, 16, 4, PV3, 32>(p, s);
+    return launch<256, 16, 4, PV3, 32, QK6>(p, s);
 }
 
+/* f32 mode: six-product Q K^T (JATTN_CUDA_V2_QK=3 selects the three-product one, for the
+ * harness); tf32 mode: three-product Q K^T. */
+static bool qk6(void) {
+    static int v = -1; /* read once; a benign race writes the same value */
+    if (v < 0) {
+        const char *env = getenv("JATTN_CUDA_V2_QK");
+        v = env && atoi(env) == 3 ? 0 : 1;
+    }
+    return v == 1;
+}
 
 extern "C" int jattn_cuda_launch_v2(const jattn_cuda_params *p, int tf32x3, void *stream) {
     if (p->head_dim % JATTN_CUDA_V2_HEAD_DIM_MULTIPLE || p->head_dim > JATTN_CUDA_V2_MAX_HEAD_DIM)
         return (int)cudaErrorInvalidValue;
     cudaStream_t s = (cudaStream_t)stream;
-    return (int)(tf32x3 ? launch_dt<true>(p, s) : launch_dt<false>(p, s));
+    if (!tf32x3) return (int)launch_dt<false, false>(p, s);
+    return (int)(qk6() ? launch_dt<true, true>(p, s) : launch_dt<true, false>(p, s));
 }
