@@ -14,6 +14,8 @@
 #                             is left in $BUILD-fuzz/fuzz-artifacts/ (copy it into
 #                             fuzz/corpus/<harness>/ to make it a regression test)
 #
+# allocator_may_return_null=1: an allocation too large for the sanitizer's allocator returns
+# NULL as malloc would, so that the out-of-memory paths (exit 1, one line) are what is tested.
 # tsan and fuzz skip (exit 0, saying why) when clang, libomp/archer or libFuzzer is missing.
 # Environment: BUILD (default build), JOBS (default 2), CLANG (default clang), FUZZ_SECONDS.
 # Run from the repository root.
@@ -42,7 +44,7 @@ asan)
     cmake --build "$dir" -j "$JOBS"
     cd "$dir"
     JATTN_TEST_QUICK=1 \
-    ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:strict_string_checks=1:detect_stack_use_after_return=1 \
+    ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:strict_string_checks=1:detect_stack_use_after_return=1:allocator_may_return_null=1 \
     UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
         ctest --output-on-failure -j "$JOBS" -E "$NOT_UNDER_SANITIZERS"
     ;;
@@ -61,7 +63,7 @@ tsan)
     fi
     cmake -S . -B "$dir" $SAN_CMAKE -DCMAKE_C_COMPILER="$CLANG" -DJATTN_SANITIZE=thread >/dev/null
     cmake --build "$dir" -j "$JOBS"
-    export TSAN_OPTIONS="ignore_noninstrumented_modules=1 halt_on_error=1 second_deadlock_stack=1"
+    export TSAN_OPTIONS="ignore_noninstrumented_modules=1 halt_on_error=1 second_deadlock_stack=1 allocator_may_return_null=1"
     export OMP_TOOL_LIBRARIES="$archer"
     if grep -q '^OpenMP_C_FOUND:.*=TRUE' "$dir/CMakeCache.txt" 2>/dev/null ||
         grep -q '^OpenMP_C_FLAGS:STRING=.*fopenmp' "$dir/CMakeCache.txt"; then

@@ -289,6 +289,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 
     /* ---- the calls ---- */
     describe(&p, &e, at);
+    if (getenv("FUZZ_FORWARD_DESCRIBE")) fprintf(stderr, "call: %s\n", described);
     fill_arena(take64(&in) ^ size);
     memcpy(arena_a, snapshot, sizeof snapshot);
     jattn_selection sel;
