@@ -8,7 +8,7 @@
 #define JK(name) cpu_avx2_##name
 #define JK_TABLE cpu_kernels_avx2
 #define JK_VL 8
-#define JK_NQV 2
+#define JK_QB 16 /* queries per task: JK_VL * 2 vectors */
 #define JK_SJ 2
 #define JK_DR 6
 #define JK_BK 96

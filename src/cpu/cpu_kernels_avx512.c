@@ -8,11 +8,11 @@
 #define JK(name) cpu_avx512_##name
 #define JK_TABLE cpu_kernels_avx512
 #define JK_VL 16
-#define JK_NQV 2
+#define JK_QB 32 /* queries per task: JK_VL * 2 vectors */
 #define JK_SJ 4
 #define JK_DR 12
-#define JK_BK 96
-#define JK_DB 4
+#define JK_BK 192
+#define JK_DB 8
 
 typedef __m512 jv;
 #define jv_zero() _mm512_setzero_ps()

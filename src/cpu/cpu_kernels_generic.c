@@ -9,7 +9,7 @@
 #define JK(name) cpu_generic_##name
 #define JK_TABLE cpu_kernels_generic
 #define JK_VL 8
-#define JK_NQV 2
+#define JK_QB 16 /* queries per task: JK_VL * 2 vectors */
 #define JK_SJ 4
 #define JK_DR 4
 #define JK_BK 96

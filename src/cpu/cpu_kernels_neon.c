@@ -7,7 +7,7 @@
 #define JK(name) cpu_neon_##name
 #define JK_TABLE cpu_kernels_neon
 #define JK_VL 4
-#define JK_NQV 4
+#define JK_QB 16 /* queries per task: JK_VL * 4 vectors */
 #define JK_SJ 2
 #define JK_DR 6
 #define JK_BK 96
