@@ -84,7 +84,8 @@ __global__ void __launch_bounds__(V1_WARPS * WARP) attention_f32_simt_v1(jattn_c
             err += ((sum - (t - bp)) + (prod - bp)) + prod_err;
             sum = t;
         }
-        float s = (sum + err) * p.scale;
+        /* an infinite or NaN sum stands as it is (its error terms are NaN) */
+        float s = (isfinite(sum) ? sum + err : sum) * p.scale;
         if (lane >= keys) s = -INFINITY;
 
         /* online softmax */
