@@ -6,3 +6,12 @@ foreach(isa avx512 avx2 neon generic)
   add_test(NAME test_parity_cpu_${isa} COMMAND test_parity cpu)
   set_tests_properties(test_parity_cpu_${isa} PROPERTIES SKIP_RETURN_CODE 77 ENVIRONMENT "JATTN_CPU_ISA=${isa}")
 endforeach()
+
+# The vector exp2 of every instruction set present, against libm.
+jattn_add_test(test_cpu_exp SOURCES test_cpu_exp.c)
+
+# Each micro-kernel alone against a scalar float64 loop, every edge size, every ISA present.
+jattn_add_test(test_cpu_kernels SOURCES test_cpu_kernels.c)
+
+# Bitwise determinism across thread counts, the JATTN_CPU_ISA choice, limits, workspace.
+jattn_add_test(test_cpu_threads SOURCES test_cpu_threads.c)

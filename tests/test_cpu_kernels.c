@@ -1,0 +1,161 @@
+/* Each micro-kernel of the cpu backend alone (contracts in src/cpu/cpu_kernels.h), for every
+ * instruction set this build and CPU have, against a scalar float64 loop written here, over
+ * every edge size of its tile (rows 1..SJ, 1..DR; head_dim and key counts that are no multiple
+ * of anything) on fresh random inputs. Rows past the edge must stay untouched. */
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "cpu/cpu_kernels.h"
+#include "harness.h"
+
+#define EPS ((double)FLT_EPSILON / 2) /* unit roundoff of float */
+#define SENTINEL 12345.0f
+
+static jt_rng rng;
+static double normal(void) { return jt_normal(&rng); }
+
+/* 64-byte aligned, as the kernels' workspace operands are (freed by jattn_free_aligned). */
+static float *falloc(size_t n) { return jattn_alloc_aligned(n * sizeof(float)); }
+
+static int check(int ok, const char *isa, const char *what) {
+    if (!ok) printf("FAIL %s %s\n", isa, what);
+    return ok;
+}
+
+/* st + sl = K Qt: error within 2 u * sum |terms| (compensated; plain f32 would be D u). */
+static int test_scores(const cpu_kernels *k, int jr, int64_t D) {
+    const int QB = k->qb;
+    const ptrdiff_t ks = (ptrdiff_t)D + 3;
+    float *qt = falloc((size_t)(D * QB)), *st = falloc((size_t)(k->sj * QB)), *sl = falloc((size_t)(k->sj * QB));
+    float *kk = malloc((size_t)(jr * ks) * sizeof *kk);
+    for (int64_t i = 0; i < D * QB; i++) qt[i] = (float)(normal() * 100);
+    for (ptrdiff_t i = 0; i < jr * ks; i++) kk[i] = (float)(normal() * 100);
+    for (int i = 0; i < k->sj * QB; i++) st[i] = sl[i] = SENTINEL;
+    k->scores(jr, D, kk, ks, qt, st, sl);
+    int ok = 1;
+    for (int j = 0; j < k->sj; j++)
+        for (int q = 0; q < QB; q++) {
+            if (j >= jr) {
+                ok &= st[j * QB + q] == SENTINEL && sl[j * QB + q] == SENTINEL;
+                continue;
+            }
+            double ref = 0, mag = 0;
+            for (int64_t d = 0; d < D; d++) {
+                const double t = (double)kk[j * ks + d] * qt[d * QB + q];
+                ref += t, mag += fabs(t);
+            }
+            const double got = (double)st[j * QB + q] + sl[j * QB + q];
+            ok &= fabs(got - ref) <= 2 * EPS * mag;
+        }
+    char what[96];
+    snprintf(what, sizeof what, "scores jr=%d D=%lld", jr, (long long)D);
+    free(kk);
+    jattn_free_aligned(qt), jattn_free_aligned(st), jattn_free_aligned(sl);
+    return check(ok, k->isa, what);
+}
+
+/* The online softmax step against its definition in float64. */
+static int test_softmax(const cpu_kernels *k, int n, int fresh) {
+    const int QB = k->qb;
+    const float c = 0.125f * 1.4426950408889634f;
+    float *st = falloc((size_t)(n * QB)), *sl = falloc((size_t)(n * QB));
+    float *m = falloc((size_t)QB), *ml = falloc((size_t)QB), *l = falloc((size_t)QB), *alpha = falloc((size_t)QB);
+    float *st0 = malloc((size_t)(n * QB) * sizeof *st0), m0[64], ml0[64], l0[64];
+    for (int i = 0; i < n * QB; i++) {
+        st[i] = (float)(normal() * 40);
+        sl[i] = (float)(normal() * 1e-6 * fabs((double)st[i]));
+        st0[i] = st[i];
+    }
+    for (int q = 0; q < QB; q++) {
+        m[q] = fresh ? -INFINITY : (float)(normal() * 40 + 20);
+        ml[q] = fresh ? 0.0f : (float)(normal() * 1e-6);
+        l[q] = fresh ? 0.0f : (float)(1 + jt_uniform(&rng) * 10);
+        m0[q] = m[q], ml0[q] = ml[q], l0[q] = l[q];
+    }
+    k->softmax_block(n, c, st, sl, m, ml, l, alpha);
+    int ok = 1;
+    for (int q = 0; q < QB; q++) {
+        /* the max pair: the largest st; its low part from the same key (any of tied keys) */
+        double mx = m0[q];
+        for (int j = 0; j < n; j++) mx = fmax(mx, st0[j * QB + q]);
+        ok &= (double)m[q] == mx;
+        int pair_found = mx == m0[q] && ml[q] == ml0[q];
+        for (int j = 0; j < n; j++) pair_found |= st0[j * QB + q] == m[q] && sl[j * QB + q] == ml[q];
+        ok &= pair_found;
+        const double top = (double)m[q] + ml[q];
+        const double a_ref = fresh ? 0.0 : exp2(fmin(0.0, ((double)m0[q] + ml0[q] - top) * c));
+        ok &= fabs(alpha[q] - a_ref) <= (4 + fabs(log2(a_ref > 0 ? a_ref : 1))) * 2 * EPS * a_ref + (a_ref < 1e-37 ? 1e-37 : 0);
+        double sum = 0;
+        for (int j = 0; j < n; j++) {
+            const double x = fmin(0.0, ((double)st0[j * QB + q] + sl[j * QB + q] - top) * c);
+            const double p = x < -126 ? 0.0 : exp2(x);
+            const double got = st[j * QB + q];
+            ok &= fabs(got - p) <= (4 + fabs(x)) * 2 * EPS * p + (x < -125 ? 1.2e-38 : 0);
+            sum += p;
+        }
+        const double l_ref = l0[q] * a_ref + sum;
+        ok &= fabs(l[q] - l_ref) <= (n + 8) * 4 * EPS * l_ref;
+    }
+    char what[96];
+    snprintf(what, sizeof what, "softmax_block n=%d %s", n, fresh ? "first block" : "later block");
+    free(st0);
+    jattn_free_aligned(st), jattn_free_aligned(sl), jattn_free_aligned(m), jattn_free_aligned(ml);
+    jattn_free_aligned(l), jattn_free_aligned(alpha);
+    return check(ok, k->isa, what);
+}
+
+/* ot = alpha ot + V^T Pt over n keys, dr rows; rows >= dr untouched. */
+static int test_pv(const cpu_kernels *k, int dr, int n) {
+    const int QB = k->qb, DRmax = k->dr;
+    const ptrdiff_t vs = DRmax + 5;
+    float *pt = falloc((size_t)(n * QB)), *ot = falloc((size_t)(DRmax * QB)), *alpha = falloc((size_t)QB);
+    float *v = malloc((size_t)(n * vs) * sizeof *v), *ot0 = malloc((size_t)(DRmax * QB) * sizeof *ot0);
+    for (int i = 0; i < n * QB; i++) pt[i] = (float)jt_uniform(&rng);
+    for (ptrdiff_t i = 0; i < n * vs; i++) v[i] = (float)normal();
+    for (int q = 0; q < QB; q++) alpha[q] = (float)jt_uniform(&rng);
+    for (int i = 0; i < DRmax * QB; i++) ot[i] = ot0[i] = i < dr * QB ? (float)normal() : SENTINEL;
+    k->pv(dr, n, v, vs, pt, alpha, ot);
+    int ok = 1;
+    for (int r = 0; r < DRmax; r++)
+        for (int q = 0; q < QB; q++) {
+            if (r >= dr) {
+                ok &= ot[r * QB + q] == SENTINEL;
+                continue;
+            }
+            double ref = (double)ot0[r * QB + q] * alpha[q], mag = fabs(ref);
+            for (int j = 0; j < n; j++) {
+                const double t = (double)v[j * vs + r] * pt[j * QB + q];
+                ref += t, mag += fabs(t);
+            }
+            ok &= fabs(ot[r * QB + q] - ref) <= (n + 4) * 2 * EPS * mag;
+        }
+    char what[96];
+    snprintf(what, sizeof what, "pv dr=%d n=%d", dr, n);
+    free(v), free(ot0);
+    jattn_free_aligned(pt), jattn_free_aligned(ot), jattn_free_aligned(alpha);
+    return check(ok, k->isa, what);
+}
+
+int main(void) {
+    jt_rng_init(&rng, jt_seed());
+    const cpu_kernels *all[8];
+    const int nk = cpu_kernels_available(all, 8);
+    jt_tally tally = {0};
+    static const int64_t dims[] = {1, 2, 3, 7, 8, 9, 15, 16, 17, 31, 64, 100, 128, 129, 200};
+    for (int t = 0; t < nk; t++) {
+        const cpu_kernels *k = all[t];
+        for (int jr = 1; jr <= k->sj; jr++)
+            for (size_t di = 0; di < sizeof dims / sizeof dims[0]; di++) jt_tally_add(&tally, test_scores(k, jr, dims[di]));
+        const int ns[] = {1, 2, 3, 5, 8, k->bk - 1, k->bk};
+        for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++)
+            for (int fresh = 0; fresh < 2; fresh++) jt_tally_add(&tally, test_softmax(k, ns[i], fresh));
+        const int nv[] = {1, 2, 7, k->bk};
+        for (int dr = 1; dr <= k->dr; dr++)
+            for (size_t i = 0; i < sizeof nv / sizeof nv[0]; i++) jt_tally_add(&tally, test_pv(k, dr, nv[i]));
+        printf("%s: %s (QB %d, SJ %d, DR %d, BK %d)\n", k->isa, k->kernel, k->qb, k->sj, k->dr, k->bk);
+    }
+    return jt_tally_finish(&tally, "test_cpu_kernels");
+}
