@@ -15,3 +15,11 @@ jattn_add_test(test_cpu_kernels SOURCES test_cpu_kernels.c)
 
 # Bitwise determinism across thread counts, the JATTN_CPU_ISA choice, limits, workspace.
 jattn_add_test(test_cpu_threads SOURCES test_cpu_threads.c)
+
+# The NEON kernels, cross-compiled for aarch64 and run under qemu-user (skipped, exit 77, when
+# aarch64-linux-gnu-gcc or qemu-aarch64 is absent). Linux hosts only.
+if(CMAKE_HOST_UNIX AND NOT CMAKE_SYSTEM_PROCESSOR MATCHES "^(aarch64|arm64)$")
+  add_test(NAME test_cpu_neon_qemu
+    COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/test_cpu_neon_qemu.sh ${PROJECT_SOURCE_DIR} ${CMAKE_CURRENT_BINARY_DIR}/neon_qemu)
+  set_tests_properties(test_cpu_neon_qemu PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600)
+endif()
