@@ -229,6 +229,11 @@ static int bench_one_shape(const cli_options *o, const bench_shape *s, peak_cach
     const int64_t n_q = cli_elems(&p, p.seq_q), n_kv = cli_elems(&p, p.seq_kv);
     const int blas_shape_ok = p.batch == 1 && p.seq_q == p.seq_kv && p.heads <= INT32_MAX && p.seq_q <= INT32_MAX &&
                               p.head_dim <= INT32_MAX;
+    if (cli_memory_fits(((blas_shape_ok ? 3.0 : 2.0) * (double)n_q + 2.0 * (double)n_kv) * sizeof(float),
+                        "this shape", why, sizeof why) != 0) {
+        rc = cli_error(CLI_EXIT_FAILURE, "%s", why);
+        goto done;
+    }
     buf.q = cli_alloc_floats(n_q);
     buf.k = cli_alloc_floats(n_kv);
     buf.v = cli_alloc_floats(n_kv);

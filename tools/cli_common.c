@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cli_args.h"
 
@@ -55,6 +56,20 @@ float *cli_alloc_floats(int64_t n) {
     if (n < 0 || (uint64_t)n > (SIZE_MAX - ALIGN) / sizeof(float)) return NULL;
     size_t bytes = ((size_t)(n ? n : 1) * sizeof(float) + ALIGN - 1) / ALIGN * ALIGN;
     return aligned_alloc(ALIGN, bytes);
+}
+
+int cli_memory_fits(double bytes, const char *what, char *err, size_t errlen) {
+#if defined(_SC_PHYS_PAGES) && defined(_SC_PAGESIZE)
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    if (pages > 0 && page > 0 && bytes > (double)pages * (double)page) {
+        snprintf(err, errlen, "out of memory: %s needs %.3g GB, this machine has %.3g GB", what, bytes / 1e9,
+                 (double)pages * (double)page / 1e9);
+        return -1;
+    }
+#else
+    (void)bytes, (void)what, (void)err, (void)errlen;
+#endif
+    return 0;
 }
 
 double cli_now(void) {

@@ -24,6 +24,12 @@ void cli_fill_normal(float *x, int64_t n, uint64_t seed, uint64_t stream);
 /* 64-byte aligned allocation of n floats (NULL on failure or overflow); free with free(). */
 float *cli_alloc_floats(int64_t n);
 
+/* Whether `bytes` of buffers fit in this machine's physical memory: checked before allocating,
+ * since with memory overcommit an allocation far larger than memory may succeed and then
+ * thrash when touched. @return 0 (fits, or memory size unknown), or -1 with a one-line
+ * "out of memory: ..." in err. */
+int cli_memory_fits(double bytes, const char *what, char *err, size_t errlen);
+
 /* Monotonic clock in seconds. */
 double cli_now(void);
 

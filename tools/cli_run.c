@@ -275,8 +275,15 @@ int cli_run(const cli_options *o) {
         rc = cli_error(CLI_EXIT_FAILURE, "--lse %s: %s", o->lse_path, why);
         goto done;
     }
-    if (!in.from_files && (rc = make_synthetic(o, &in))) goto done;
     const int64_t n_out = cli_elems(&in.p, in.p.seq_q), n_lse = in.p.batch * in.p.heads * in.p.seq_q;
+    /* q, k, v (unless read already), out, lse, and the reference's two buffers of at most out's size. */
+    double elems = (in.from_files ? 0.0 : (double)n_out + 2.0 * (double)cli_elems(&in.p, in.p.seq_kv)) +
+                   (o->check ? 3.0 : 1.0) * ((double)n_out + (o->lse_path ? (double)n_lse : 0.0));
+    if (cli_memory_fits(elems * sizeof(float), "this problem", why, sizeof why) != 0) {
+        rc = cli_error(CLI_EXIT_FAILURE, "%s", why);
+        goto done;
+    }
+    if (!in.from_files && (rc = make_synthetic(o, &in))) goto done;
     out = cli_alloc_floats(n_out);
     if (o->lse_path) lse = cli_alloc_floats(n_lse);
     if (!out || (o->lse_path && !lse)) {

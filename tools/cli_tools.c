@@ -69,10 +69,12 @@ int cli_gen(const cli_options *o) {
             return cli_error(CLI_EXIT_USAGE, "--shape: too many elements");
         count *= o->shape[d];
     }
+    char why[ERRLEN];
+    if (cli_memory_fits((double)count * sizeof(float), "--shape", why, sizeof why) != 0)
+        return cli_error(CLI_EXIT_FAILURE, "%s", why);
     float *x = cli_alloc_floats(count);
     if (!x) return cli_error(CLI_EXIT_FAILURE, "--shape: out of memory for %lld elements", (long long)count);
     cli_fill_normal(x, count, o->seed, 0);
-    char why[ERRLEN];
     int rc = CLI_EXIT_OK;
     if (npy_write_f32(o->out_path, o->shape, o->ndim, x, why, sizeof why) != NPY_OK)
         rc = cli_error(CLI_EXIT_FAILURE, "--out %s: %s", o->out_path, why);
