@@ -49,6 +49,8 @@
  * see NOTES.md for the next steps.
  */
 #include <cuda_runtime.h>
+
+#include <atomic>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -388,12 +390,14 @@ static cudaError_t launch(const jattn_cuda_params *p, cudaStream_t stream) {
 }
 
 static int variant(void) {
-    static int v = -1; /* read once; a benign race writes the same value */
-    if (v < 0) {
+    static std::atomic<int> v{-1}; /* read once; concurrent first calls store the same value */
+    int x = v.load(std::memory_order_relaxed);
+    if (x < 0) {
         const char *env = getenv("JATTN_CUDA_V2_VARIANT");
-        v = env ? atoi(env) : 0;
+        x = env ? atoi(env) : 0;
+        v.store(x, std::memory_order_relaxed);
     }
-    return v;
+    return x;
 }
 
 /* D <= 128: many blocks (>= 4 waves of 8-warp blocks) -> 8 warps x 32 keys (one 255-register
@@ -422,12 +426,14 @@ static cudaError_t launch_dt(const jattn_cuda_params *p, cudaStream_t s) {
 /* f32 mode: three-product Q K^T (measured); JATTN_CUDA_V2_QK=6 selects the six-product one
  * (three TF32 parts per operand; compiled and not yet measured on a GPU: NOTES.md). */
 static bool qk6(void) {
-    static int v = -1; /* read once; a benign race writes the same value */
-    if (v < 0) {
+    static std::atomic<int> v{-1}; /* read once; concurrent first calls store the same value */
+    int x = v.load(std::memory_order_relaxed);
+    if (x < 0) {
         const char *env = getenv("JATTN_CUDA_V2_QK");
-        v = env && atoi(env) == 6 ? 1 : 0;
+        x = env && atoi(env) == 6 ? 1 : 0;
+        v.store(x, std::memory_order_relaxed);
     }
-    return v == 1;
+    return x == 1;
 }
 
 extern "C" int jattn_cuda_launch_v2(const jattn_cuda_params *p, int tf32x3, void *stream) {
