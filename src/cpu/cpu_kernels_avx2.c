@@ -1,7 +1,8 @@
-/* AVX2+FMA instance of the flash micro-kernels (cpu_flash_template.h).
- * Tile: scores 6 keys x 16 queries (12 ymm accumulators + 2 Qt vectors + 1 broadcast), P V 6
- * head_dim rows x 16 queries. Compiled with -mavx2 -mfma (sources.cmake); run only when cpuid
- * reports AVX2 and FMA. */
+/* AVX2+FMA instance of the flash micro-kernels (cpu_flash_template.h): cpu_flash_f32_avx2_3x16.
+ * scores: 3 keys x 16 queries = 6 ymm block accumulators + 6 running sums + 2 Qt vectors
+ *         + 1 broadcast (15 of 16 ymm).
+ * P V:    6 head_dim rows x 16 queries = 12 ymm accumulators + 2 Pt vectors + 1 broadcast.
+ * Compiled with -mavx2 -mfma (sources.cmake); run only when cpuid reports AVX2 and FMA. */
 #include <immintrin.h>
 
 #define JK_ISA "avx2"
@@ -9,7 +10,7 @@
 #define JK_TABLE cpu_kernels_avx2
 #define JK_VL 8
 #define JK_QB 16 /* queries per task: JK_VL * 2 vectors */
-#define JK_SJ 2
+#define JK_SJ 3
 #define JK_DR 6
 #define JK_BK 96
 #define JK_DB 4

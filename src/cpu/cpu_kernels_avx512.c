@@ -1,6 +1,10 @@
-/* AVX-512F instance of the flash micro-kernels (cpu_flash_template.h).
- * Tile: scores 12 keys x 32 queries (24 zmm accumulators + 2 Qt vectors), P V 12 head_dim rows
- * x 32 queries; every K[j][d] / V[j][d] is an embedded broadcast memory operand ({1to16}).
+/* AVX-512F instance of the flash micro-kernels (cpu_flash_template.h): cpu_flash_f32_avx512_4x48.
+ * scores: 4 keys x 48 queries = 12 zmm block accumulators + 12 zmm running sums + 3 Qt vectors
+ *         + 1 broadcast (28 of 32 zmm); per head_dim element 3 loads, 4 broadcasts, 12 FMAs.
+ * P V:    8 head_dim rows x 48 queries = 24 zmm accumulators + 3 Pt vectors + 1 broadcast;
+ *         per key 3 loads, 8 broadcasts, 24 FMAs. D = 64, 128, 256 tile without an edge.
+ * K[j][d] and V[j][d] are broadcast straight from K's and V's rows (vbroadcastss; GCC keeps a
+ * broadcast used by three FMAs in a register instead of embedding {1to16} in each).
  * Compiled with -mavx512f -mfma (sources.cmake); run only when cpuid reports AVX-512F. */
 #include <immintrin.h>
 
@@ -8,10 +12,10 @@
 #define JK(name) cpu_avx512_##name
 #define JK_TABLE cpu_kernels_avx512
 #define JK_VL 16
-#define JK_QB 32 /* queries per task: JK_VL * 2 vectors */
+#define JK_QB 48 /* queries per task: JK_VL * 3 vectors */
 #define JK_SJ 4
-#define JK_DR 12
-#define JK_BK 192
+#define JK_DR 8
+#define JK_BK 96
 #define JK_DB 8
 
 typedef __m512 jv;

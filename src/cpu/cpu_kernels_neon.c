@@ -1,6 +1,8 @@
-/* NEON (aarch64) instance of the flash micro-kernels (cpu_flash_template.h).
- * Tile: scores 6 keys x 16 queries (24 q-register accumulators + 4 Qt vectors), P V 6 head_dim
- * rows x 16 queries. NEON is baseline on aarch64: built only there (sources.cmake). */
+/* NEON (aarch64) instance of the flash micro-kernels (cpu_flash_template.h): cpu_flash_f32_neon_3x16.
+ * scores: 3 keys x 16 queries = 12 q-register block accumulators + 12 running sums + 4 Qt
+ *         vectors + 1 broadcast (ld1r) = 29 of 32.
+ * P V:    6 head_dim rows x 16 queries = 24 accumulators + 4 Pt vectors + 1 broadcast.
+ * NEON is baseline on aarch64: built only there (sources.cmake). */
 #include <arm_neon.h>
 
 #define JK_ISA "neon"
@@ -8,7 +10,7 @@
 #define JK_TABLE cpu_kernels_neon
 #define JK_VL 4
 #define JK_QB 16 /* queries per task: JK_VL * 4 vectors */
-#define JK_SJ 2
+#define JK_SJ 3
 #define JK_DR 6
 #define JK_BK 96
 #define JK_DB 4
