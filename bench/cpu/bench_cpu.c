@@ -1,0 +1,124 @@
+/* Side-by-side CPU benchmark: the FMA peak, jattn --backend cpu and the BLAS attention
+ * baseline, in one run, on the FLUX layout (q, k, v head-major [H, S, D], out token-major).
+ *
+ * usage: bench_cpu H D REPS THREADS[,THREADS...] SEQ[,SEQ...]
+ * prints one JSON line per measurement: {"method", "isa", "heads", "seq", "dim", "threads",
+ * "ms" (median of REPS after a warm-up), "gflops" (4*H*S*S*D / time)}; a peer that cannot be
+ * measured prints {"method", "skipped": "why"}. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "jattn.h"
+#include "peers.h"
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int parse_list(const char *s, int *out, int max) {
+    int n = 0;
+    while (*s && n < max) {
+        out[n++] = atoi(s);
+        const char *c = strchr(s, ',');
+        if (!c) break;
+        s = c + 1;
+    }
+    return n;
+}
+
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+static float normal(void) {
+    double u[2];
+    for (int i = 0; i < 2; i++) {
+        rng_state ^= rng_state << 13, rng_state ^= rng_state >> 7, rng_state ^= rng_state << 17;
+        u[i] = ((double)(rng_state >> 11) + 0.5) * (1.0 / 9007199254740992.0);
+    }
+    return (float)(sqrt(-2 * log(u[0])) * cos(6.283185307179586 * u[1]));
+}
+
+int main(int argc, char **argv) {
+    if (argc < 6) {
+        fprintf(stderr, "usage: %s H D REPS THREADS[,..] SEQ[,..]\n", argv[0]);
+        return 2;
+    }
+    const int H = atoi(argv[1]), D = atoi(argv[2]), reps = atoi(argv[3]);
+    int threads[16], seqs[32];
+    const int nt = parse_list(argv[4], threads, 16), ns = parse_list(argv[5], seqs, 32);
+    if (H < 1 || D < 1 || reps < 1 || nt < 1 || ns < 1) {
+        fprintf(stderr, "bad arguments\n");
+        return 2;
+    }
+    char err[256];
+    for (int ti = 0; ti < nt; ti++) {
+        double gf;
+        const char *isa;
+        if (jattn_peer_fma_peak(threads[ti], &gf, &isa, err, sizeof err) == 0)
+            printf("{\"method\": \"fma_peak\", \"isa\": \"%s\", \"threads\": %d, \"gflops\": %.2f}\n", isa, threads[ti], gf);
+        else
+            printf("{\"method\": \"fma_peak\", \"threads\": %d, \"skipped\": \"%s\"}\n", threads[ti], err);
+        fflush(stdout);
+    }
+    for (int si = 0; si < ns; si++) {
+        const int S = seqs[si];
+        const size_t n = (size_t)H * S * D;
+        float *q = malloc(n * 4), *k = malloc(n * 4), *v = malloc(n * 4), *o = malloc(n * 4);
+        if (!q || !k || !v || !o) {
+            fprintf(stderr, "allocation failed at seq %d\n", S);
+            return 1;
+        }
+        for (size_t i = 0; i < n; i++) q[i] = normal(), k[i] = normal(), v[i] = normal();
+        const double flops = 4.0 * H * (double)S * S * D;
+        jattn_problem p = jattn_problem_flux(1, H, S, S, D);
+        for (int ti = 0; ti < nt; ti++) {
+            jattn_exec e = {0};
+            e.backend = JATTN_BACKEND_CPU;
+            e.threads = threads[ti];
+            jattn_selection sel;
+            jattn_ctx *ctx = NULL;
+            if (jattn_select(&p, &e, &sel) != JATTN_OK || jattn_ctx_create(&ctx) != JATTN_OK) {
+                printf("{\"method\": \"jattn_cpu\", \"seq\": %d, \"skipped\": \"%s\"}\n", S, jattn_last_error());
+            } else {
+                double *t = malloc((size_t)reps * sizeof *t);
+                jattn_status st = jattn_forward(ctx, &p, &e, q, k, v, o, NULL); /* warm-up */
+                for (int r = 0; r < reps && st == JATTN_OK; r++) {
+                    const double t0 = now_s();
+                    st = jattn_forward(ctx, &p, &e, q, k, v, o, NULL);
+                    t[r] = now_s() - t0;
+                }
+                if (st != JATTN_OK) {
+                    printf("{\"method\": \"jattn_cpu\", \"seq\": %d, \"skipped\": \"%s\"}\n", S, jattn_last_error());
+                } else {
+                    qsort(t, (size_t)reps, sizeof *t, cmp_double);
+                    printf("{\"method\": \"jattn_cpu\", \"isa\": \"%s\", \"kernel\": \"%s\", \"heads\": %d, \"seq\": %d, "
+                           "\"dim\": %d, \"threads\": %d, \"ms\": %.3f, \"gflops\": %.2f}\n",
+                           sel.isa, sel.kernel, H, S, D, sel.threads, t[reps / 2] * 1e3, flops / t[reps / 2] / 1e9);
+                }
+                free(t);
+            }
+            jattn_ctx_free(ctx);
+            fflush(stdout);
+            double ms;
+            if (jattn_peer_blas_attention(H, S, D, threads[ti], reps, q, k, v, o, &ms, err, sizeof err) == 0)
+                printf("{\"method\": \"blas_attention\", \"heads\": %d, \"seq\": %d, \"dim\": %d, \"threads\": %d, "
+                       "\"ms\": %.3f, \"gflops\": %.2f}\n",
+                       H, S, D, threads[ti], ms, flops / (ms * 1e-3) / 1e9);
+            else
+                printf("{\"method\": \"blas_attention\", \"seq\": %d, \"threads\": %d, \"skipped\": \"%s\"}\n", S,
+                       threads[ti], err);
+            fflush(stdout);
+        }
+        free(q), free(k), free(v), free(o);
+    }
+    return 0;
+}

@@ -1,0 +1,47 @@
+#!/bin/sh
+# Side-by-side CPU benchmark: FMA peak, jattn --backend cpu, the BLAS attention baseline
+# (OpenBLAS via dlopen, when installed) and PyTorch CPU SDPA (when importable), 1 thread and all
+# cores, medians of repeats; writes bench/results/cpu-LABEL.{md,jsonl,png}.
+#
+# usage (repository root): sh bench/cpu/run.sh [LABEL] [SEQS] [REPS]
+#   LABEL  names the result files (default zen4)     SEQS  comma list (default 512,1024,1536,3072,4608)
+#   REPS   timed repeats per point, median (default 5)
+# Env: THREADS (default "1,<all cores>"), H (24), D (128), CC (cc), BUILD (build-bench-cpu).
+# Whatever cannot be measured (no OpenBLAS, no torch, no matplotlib) is printed and left out.
+set -u
+LABEL=${1:-zen4}
+SEQS=${2:-512,1024,1536,3072,4608}
+REPS=${3:-5}
+H=${H:-24}
+D=${D:-128}
+NPROC=$(nproc 2>/dev/null || echo 1)
+THREADS=${THREADS:-1,$NPROC}
+[ "$THREADS" = "1,1" ] && THREADS=1
+BUILD=${BUILD:-build-bench-cpu}
+CC=${CC:-cc}
+OUT=bench/results
+mkdir -p "$OUT"
+echo "load before the run: $(uptime)"
+
+cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DJATTN_CUDA=OFF -DJATTN_BUILD_TESTS=OFF > "$BUILD.log" 2>&1 &&
+  cmake --build "$BUILD" -j "$NPROC" --target jattn_static jattn_peers >> "$BUILD.log" 2>&1 ||
+  { echo "build failed, see $BUILD.log"; exit 1; }
+PEERS=$(find "$BUILD" -name libjattn_peers.a | head -1)
+LIBJ=$(find "$BUILD" -name libjattn.a | head -1)
+$CC -O2 -std=c11 -D_POSIX_C_SOURCE=200809L -fopenmp -Iinclude -Itools/peers bench/cpu/bench_cpu.c \
+  "$LIBJ" "$PEERS" -ldl -lm -o "$BUILD/bench_cpu" || { echo "bench_cpu build failed"; exit 1; }
+
+RAW="$OUT/cpu-$LABEL.jsonl"
+: > "$RAW"
+echo "== jattn, FMA peak, BLAS: H=$H D=$D threads=$THREADS seqs=$SEQS reps=$REPS"
+"$BUILD/bench_cpu" "$H" "$D" "$REPS" "$THREADS" "$SEQS" | tee -a "$RAW"
+if command -v python3 >/dev/null 2>&1; then
+  echo "== PyTorch CPU SDPA"
+  python3 bench/cpu/torch_cpu_sdpa.py "$H" "$D" "$REPS" "$THREADS" "$SEQS" | tee -a "$RAW"
+  echo "load after the run: $(uptime)"
+  python3 bench/cpu/report.py "$RAW" "$OUT/cpu-$LABEL.md" "$OUT/cpu-$LABEL.png" \
+    "sh bench/cpu/run.sh $LABEL $SEQS $REPS   # THREADS=$THREADS H=$H D=$D" \
+    "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'), $NPROC cores ($LABEL)"
+else
+  echo "no python3: raw results in $RAW, no table or plot"
+fi
