@@ -4,7 +4,8 @@
  * usage: bench_cpu H D REPS THREADS[,THREADS...] SEQ[,SEQ...]
  * prints one JSON line per measurement: {"method", "isa", "heads", "seq", "dim", "threads",
  * "ms" (median of REPS after a warm-up), "gflops" (4*H*S*S*D / time)}; a peer that cannot be
- * measured prints {"method", "skipped": "why"}. */
+ * measured prints {"method", "skipped": "why"}. With BENCH_PEERS=0 in the environment only
+ * jattn runs (no peak, no BLAS: for the peak-memory measurement of bench/cpu/peak_memory.sh). */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -60,7 +61,9 @@ int main(int argc, char **argv) {
         return 2;
     }
     char err[256];
-    for (int ti = 0; ti < nt; ti++) {
+    const char *peers_env = getenv("BENCH_PEERS");
+    const int peers = !(peers_env && strcmp(peers_env, "0") == 0);
+    for (int ti = 0; peers && ti < nt; ti++) {
         double gf;
         const char *isa;
         if (jattn_peer_fma_peak(threads[ti], &gf, &isa, err, sizeof err) == 0)
@@ -109,6 +112,7 @@ int main(int argc, char **argv) {
             jattn_ctx_free(ctx);
             fflush(stdout);
             double ms;
+            if (!peers) continue;
             if (jattn_peer_blas_attention(H, S, D, threads[ti], reps, q, k, v, o, &ms, err, sizeof err) == 0)
                 printf("{\"method\": \"blas_attention\", \"heads\": %d, \"seq\": %d, \"dim\": %d, \"threads\": %d, "
                        "\"ms\": %.3f, \"gflops\": %.2f}\n",
