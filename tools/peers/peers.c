@@ -106,6 +106,8 @@ __attribute__((noinline)) static float fma_chains_scalar(long iters, float seed)
 
 typedef float (*chains_fn)(long, float);
 
+volatile float peak_sink; /* keeps the chains' results alive */
+
 int jattn_peer_fma_peak(int threads, double *gflops, const char **isa, char *err, size_t errlen) {
     chains_fn fn = fma_chains_scalar;
     double flops_per_iter = 2.0 * CHAINS_SCALAR;
@@ -130,7 +132,6 @@ int jattn_peer_fma_peak(int threads, double *gflops, const char **isa, char *err
     }
 #endif
     double t[PEAK_REPS];
-    volatile float sink = 0;
     for (int r = -1; r < PEAK_REPS; r++) {
         const double t0 = now_s();
         float acc = 0;
@@ -140,7 +141,7 @@ int jattn_peer_fma_peak(int threads, double *gflops, const char **isa, char *err
 #else
         acc += fn(PEAK_ITERS, 1.0f);
 #endif
-        sink += acc;
+        peak_sink += acc;
         if (r >= 0) t[r] = now_s() - t0;
     }
     qsort(t, PEAK_REPS, sizeof t[0], cmp_double);
