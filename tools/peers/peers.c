@@ -106,7 +106,7 @@ __attribute__((noinline)) static float fma_chains_scalar(long iters, float seed)
 
 typedef float (*chains_fn)(long, float);
 
-volatile float peak_sink; /* keeps the chains' results alive */
+volatile float jattn_peers_sink; /* keeps the chains' results alive */
 
 int jattn_peer_fma_peak(int threads, double *gflops, const char **isa, char *err, size_t errlen) {
     chains_fn fn = fma_chains_scalar;
@@ -141,7 +141,7 @@ int jattn_peer_fma_peak(int threads, double *gflops, const char **isa, char *err
 #else
         acc += fn(PEAK_ITERS, 1.0f);
 #endif
-        peak_sink += acc;
+        jattn_peers_sink += acc;
         if (r >= 0) t[r] = now_s() - t0;
     }
     qsort(t, PEAK_REPS, sizeof t[0], cmp_double);
