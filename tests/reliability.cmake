@@ -5,6 +5,12 @@ find_package(Threads REQUIRED)
 foreach(b ref cpu cuda)
   jattn_add_test(test_edges SOURCES test_edges.c ARGS ${b})
 endforeach()
+# The cpu backend's edges once per instruction set, forced by JATTN_CPU_ISA (skipped where this
+# CPU or build lacks it).
+foreach(isa avx512 avx2 neon generic)
+  add_test(NAME test_edges_cpu_${isa} COMMAND test_edges cpu)
+  set_tests_properties(test_edges_cpu_${isa} PROPERTIES SKIP_RETURN_CODE 77 ENVIRONMENT "JATTN_CPU_ISA=${isa}")
+endforeach()
 
 jattn_add_test(test_concurrency SOURCES test_concurrency.c LIBS Threads::Threads)
 
