@@ -21,7 +21,8 @@ BUILD=${BUILD:-build-bench-cpu}
 CC=${CC:-cc}
 OUT=bench/results
 mkdir -p "$OUT"
-echo "load before the run: $(uptime)"
+LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)
+echo "load before the run: $LOAD_BEFORE"
 
 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DJATTN_CUDA=OFF -DJATTN_BUILD_TESTS=OFF > "$BUILD.log" 2>&1 &&
   cmake --build "$BUILD" -j "$NPROC" --target jattn_static jattn_peers >> "$BUILD.log" 2>&1 ||
@@ -38,10 +39,14 @@ echo "== jattn, FMA peak, BLAS: H=$H D=$D threads=$THREADS seqs=$SEQS reps=$REPS
 if command -v python3 >/dev/null 2>&1; then
   echo "== PyTorch CPU SDPA"
   python3 bench/cpu/torch_cpu_sdpa.py "$H" "$D" "$REPS" "$THREADS" "$SEQS" | tee -a "$RAW"
-  echo "load after the run: $(uptime)"
+  LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)
+  echo "load after the run: $LOAD_AFTER"
   python3 bench/cpu/report.py "$RAW" "$OUT/cpu-$LABEL.md" "$OUT/cpu-$LABEL.png" \
     "sh bench/cpu/run.sh $LABEL $SEQS $REPS   # THREADS=$THREADS H=$H D=$D" \
-    "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'), $NPROC cores ($LABEL)"
+    "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'), $NPROC cores ($LABEL)" > /dev/null
+  printf '%s\n' "Load average (1, 5, 15 min) before the run: $LOAD_BEFORE; after: $LOAD_AFTER. Other work on" \
+    "the machine lowers both the peak and the kernels; compare numbers of one run only." "" >> "$OUT/cpu-$LABEL.md"
+  cat "$OUT/cpu-$LABEL.md"
 else
   echo "no python3: raw results in $RAW, no table or plot"
 fi
