@@ -43,7 +43,7 @@ if command -v python3 >/dev/null 2>&1; then
   echo "load after the run: $LOAD_AFTER"
   python3 bench/cpu/report.py "$RAW" "$OUT/cpu-$LABEL.md" "$OUT/cpu-$LABEL.png" \
     "sh bench/cpu/run.sh $LABEL $SEQS $REPS   # THREADS=$THREADS H=$H D=$D" \
-    "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'), $NPROC cores ($LABEL)" > /dev/null
+    "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'), $NPROC cores ($LABEL)" | grep -E '^(plot|no plot)' 
   printf '%s\n' "Load average (1, 5, 15 min) before the run: $LOAD_BEFORE; after: $LOAD_AFTER. Other work on" \
     "the machine lowers both the peak and the kernels; compare numbers of one run only." "" >> "$OUT/cpu-$LABEL.md"
   cat "$OUT/cpu-$LABEL.md"
