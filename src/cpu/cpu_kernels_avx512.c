@@ -16,7 +16,7 @@
 #define JK_SJ 4
 #define JK_DR 8
 #define JK_BK 96
-#define JK_DB 16
+#define JK_DB 8
 
 typedef __m512 jv;
 #define jv_zero() _mm512_setzero_ps()

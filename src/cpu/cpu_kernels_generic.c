@@ -13,7 +13,7 @@
 #define JK_SJ 4
 #define JK_DR 4
 #define JK_BK 96
-#define JK_DB 16
+#define JK_DB 8
 
 typedef struct jv {
     float x[JK_VL];

@@ -13,7 +13,7 @@
 #define JK_SJ 3
 #define JK_DR 6
 #define JK_BK 96
-#define JK_DB 16
+#define JK_DB 8
 
 typedef float32x4_t jv;
 #define jv_zero() vdupq_n_f32(0.0f)
