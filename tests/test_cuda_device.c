@@ -1,8 +1,10 @@
 /* The cuda backend on device pointers and through its context: results on the caller's
  * stream match the float64 reference; a CUDA graph capture replays to the same bits; 4-byte
  * (not 16-byte) aligned pointers work; an output overlapping an input is rejected before any
- * launch; the context allocates device memory once per size; every kernel version (v1, v2)
- * passes the gate of both precisions. Exits 77 without a CUDA device. */
+ * launch; the context allocates device memory once per size; every kernel version (v1, v2,
+ * v3) passes the gate of each precision it takes; forced v3 refuses (UNSUPPORTED, naming the
+ * reason) what it cannot run and runs v2 for a call whose pointers miss its alignment.
+ * Exits 77 without a CUDA device. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -198,10 +200,38 @@ static void test_ctx_allocations(jt_case *big, jt_case *small) {
     jt_tally_add(&tally, jt_case_check(small, &e, 1));
 }
 
-/* Every kernel version against the reference, both precisions, on shapes each one takes. */
+static int device_is_sm90(void) {
+    int dev = 0, major = 0, minor = 0;
+    CUDA_OK(cudaGetDevice(&dev));
+    CUDA_OK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+    CUDA_OK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
+    return major == JATTN_CUDA_V3_CC_MAJOR && minor == JATTN_CUDA_V3_CC_MINOR;
+}
+
+/* Why forced v3 must refuse (p, e), as the word its error message must name, or NULL. */
+static const char *v3_must_refuse(const jattn_problem *p, const jattn_exec *e) {
+    if (!device_is_sm90()) return "device";
+    if (e->precision != JATTN_PRECISION_F32) return "precision";
+    if (p->head_dim != 64 && p->head_dim != 128) return "head_dim";
+    return NULL;
+}
+
+/* Forced v3 refuses with UNSUPPORTED and a message naming `word`. */
+static int expect_v3_refusal(const jattn_problem *p, const jattn_exec *e, const char *word) {
+    jattn_selection sel;
+    jattn_status st = jattn_select(p, e, &sel);
+    int ok = jt_expect_status(st, JATTN_ERROR_UNSUPPORTED, "v3 refusal") && strstr(jattn_last_error(), word) != NULL;
+    if (!ok) printf("FAIL v3 on D=%lld: want a refusal naming \"%s\", got \"%s\"\n", (long long)p->head_dim, word,
+                    st == JATTN_OK ? sel.kernel : jattn_last_error());
+    return ok;
+}
+
+/* Every kernel version against the reference, each precision it takes, on shapes each one
+ * takes; forced v3 on a shape or precision it does not take must refuse. */
 static void test_versions(jt_rng *rng) {
     static const int64_t shapes[][5] = {{1, 2, 65, 130, 64}, {2, 1, 7, 33, 128}, {1, 2, 100, 77, 256},
-                                        {1, 1, 129, 200, 32}, {1, 3, 40, 1, 8}, {1, 1, 33, 65, 24}};
+                                        {1, 1, 129, 200, 32}, {1, 3, 40, 1, 8}, {1, 1, 33, 65, 24},
+                                        {1, 2, 130, 257, 128}};
     for (int ver = JATTN_CUDA_KERNEL_V1; ver < JATTN_CUDA_KERNEL_COUNT; ver++) {
         jattn_cuda_set_kernel((jattn_cuda_kernel)ver);
         for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
@@ -210,6 +240,18 @@ static void test_versions(jt_rng *rng) {
             jattn_exec e = {0};
             e.backend = JATTN_BACKEND_CUDA;
             jattn_selection sel;
+            int v3_runs_f32 = 1;
+            if (ver == JATTN_CUDA_KERNEL_V3) {
+                jattn_exec tf = e;
+                tf.precision = JATTN_PRECISION_TF32;
+                const char *why = v3_must_refuse(&p, &tf);
+                jt_tally_add(&tally, why && expect_v3_refusal(&p, &tf, why));
+                why = v3_must_refuse(&p, &e);
+                if (why) {
+                    jt_tally_add(&tally, expect_v3_refusal(&p, &e, why));
+                    continue;
+                }
+            }
             if (!jt_expect_status(jattn_select(&p, &e, &sel), JATTN_OK, "select")) {
                 jt_tally_add(&tally, 0);
                 continue;
@@ -231,16 +273,53 @@ static void test_versions(jt_rng *rng) {
                     jt_tally_add(&tally, 0);
                     continue;
                 }
-                for (int pi = 0; pi < 2; pi++) {
+                for (int pi = 0; pi < (ver == JATTN_CUDA_KERNEL_V3 ? 1 : 2); pi++) {
                     e.precision = pi ? JATTN_PRECISION_TF32 : JATTN_PRECISION_F32;
                     int ok = jt_case_check(&c, &e, 1);
                     if (!ok) printf("    (kernel %s)\n", sel.kernel);
                     jt_tally_add(&tally, ok);
+                    if (ver == JATTN_CUDA_KERNEL_V3 && strncmp(jattn_cuda_last_kernel(), "cuda_v3", 7) != 0) {
+                        printf("FAIL v3 selected, %s ran (host memory, aligned buffers)\n", jattn_cuda_last_kernel());
+                        v3_runs_f32 = 0;
+                    }
                 }
             }
+            if (ver == JATTN_CUDA_KERNEL_V3) jt_tally_add(&tally, v3_runs_f32);
             jt_case_free(&c);
         }
     }
+    jattn_cuda_set_kernel(JATTN_CUDA_KERNEL_AUTO);
+}
+
+/* Forced v3 on device pointers: 16-byte aligned ones run v3; 4-byte aligned ones run v2 for
+ * that call (the result still meets the gate); strides that are no multiple of 4 elements are
+ * refused at selection, naming the strides. Only on a 9.0 device (elsewhere test_versions
+ * checks the refusal). */
+static void test_v3_device_pointers(jt_case *c, cudaStream_t s) {
+    if (!device_is_sm90()) return;
+    jattn_cuda_set_kernel(JATTN_CUDA_KERNEL_V3);
+    for (int shift = 0; shift < 2; shift++) {
+        dev_case d;
+        dev_case_init(&d, c, shift);
+        jattn_exec e = device_exec(s, JATTN_PRECISION_F32);
+        dev_poison(&d, c);
+        jattn_status st = jattn_forward(NULL, &c->p, &e, d.q, d.k, d.v, d.out, d.lse);
+        jt_tally_add(&tally, jt_expect_status(st, JATTN_OK, "v3 forward on device pointers"));
+        CUDA_OK(cudaStreamSynchronize(s));
+        const char *want = shift ? "cuda_v2" : "cuda_v3";
+        int ran = strncmp(jattn_cuda_last_kernel(), want, strlen(want)) == 0;
+        if (!ran) printf("FAIL v3 forced, pointers %s: %s ran, want %s\n", shift ? "4-byte aligned" : "16-byte aligned",
+                         jattn_cuda_last_kernel(), want);
+        jt_tally_add(&tally, ran);
+        jt_tally_add(&tally, dev_check(&d, c, JATTN_PRECISION_F32, shift ? "v3->v2 misaligned" : "v3 device"));
+        dev_case_free(&d);
+    }
+    jattn_problem p = c->p;
+    p.q.token = p.head_dim + 1; /* rows padded by one element */
+    p.q.head = p.seq_q * p.q.token;
+    p.q.batch = p.heads * p.q.head;
+    jattn_exec e = device_exec(s, JATTN_PRECISION_F32);
+    jt_tally_add(&tally, expect_v3_refusal(&p, &e, "strides"));
     jattn_cuda_set_kernel(JATTN_CUDA_KERNEL_AUTO);
 }
 
@@ -286,6 +365,7 @@ int main(void) {
     test_aliasing(&c, s);
     test_ctx_allocations(&c, &small);
     test_versions(&rng);
+    test_v3_device_pointers(&c, s);
 
     jt_case_free(&c);
     jt_case_free(&small);

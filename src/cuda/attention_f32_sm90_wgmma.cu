@@ -38,7 +38,9 @@
  *   a = {s[4i+0], s[4i+2], s[4i+1], s[4i+3]}, and V^T is staged with the same key order
  *   inside every group of 8 keys (key j -> position (j>>1) + 4*(j&1)).
  *
- * Measured: not yet run on a GPU (see NOTES_sm90.md for the first run's checklist). */
+ * Measured (H200, 2026-11-30, bench/results/h200-2026-11-30-lead): f32 28.0 / 32.8 / 36.2
+ * TFLOP/s at (1,24,{1536,4608,16384},128), max_abs fails on large inputs; slower than v3.1,
+ * so it stays out of the library (bench/gpu/wgmma_check.cu only). */
 #include "attention_f32_sm90_wgmma.h"
 
 #include <math.h>
@@ -386,28 +388,10 @@ cudaError_t launch(const Params &p, int64_t batch, int64_t heads, int64_t seq_q,
     return cudaGetLastError();
 }
 
-bool aligned16(const void *ptr) { return (reinterpret_cast<uintptr_t>(ptr) % 16) == 0; }
-bool stride_ok(const attention_sm90_strides &s) { return s.batch % 4 == 0 && s.head % 4 == 0 && s.token % 4 == 0 &&
-                                                          s.batch >= 0 && s.head >= 0 && s.token >= 0; }
-
 } /* namespace */
 
-extern "C" attention_sm90_support attention_f32_sm90_wgmma_supported(const attention_sm90_args *a)
-{
-    if (a == nullptr || a->q == nullptr || a->k == nullptr || a->v == nullptr || a->out == nullptr)
-        return ATTENTION_SM90_NULL_POINTER;
-    if (a->batch < 1 || a->heads < 1 || a->seq_q < 1 || a->seq_kv < 1 || a->batch > 65535 || a->heads > 65535 ||
-        a->seq_q > INT32_MAX - kBlockM || a->seq_kv > INT32_MAX - kBlockN || a->heads * a->seq_q > INT64_MAX / a->batch)
-        return ATTENTION_SM90_BAD_DIMENSION;
-    if (a->head_dim != 64 && a->head_dim != 128) return ATTENTION_SM90_BAD_HEAD_DIM;
-    if (!aligned16(a->q) || !aligned16(a->k) || !aligned16(a->v) || !aligned16(a->out) ||
-        (a->lse != nullptr && (reinterpret_cast<uintptr_t>(a->lse) % 4) != 0) || !stride_ok(a->q_strides) ||
-        !stride_ok(a->k_strides) || !stride_ok(a->v_strides) || !stride_ok(a->out_strides))
-        return ATTENTION_SM90_MISALIGNED;
-    if (!(a->scale > 0.f) || !isfinite(a->scale)) return ATTENTION_SM90_BAD_SCALE;
-    if (a->precision != ATTENTION_SM90_F32 && a->precision != ATTENTION_SM90_TF32) return ATTENTION_SM90_BAD_PRECISION;
-    return ATTENTION_SM90_SUPPORTED;
-}
+/* attention_f32_sm90_wgmma_supported(), the contract check of both versions, is defined in
+ * attention_f32_sm90_wgmma_st.cu: the library compiles only v3.1; this file links with it. */
 
 extern "C" cudaError_t attention_f32_sm90_wgmma_64x64(const attention_sm90_args *a, cudaStream_t stream)
 {

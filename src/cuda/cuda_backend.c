@@ -10,6 +10,7 @@
 #include <cuda_runtime_api.h>
 
 #include "../backend.h"
+#include "attention_f32_sm90_wgmma.h"
 #include "cuda_internal.h"
 
 /* ---- the device, probed once ------------------------------------------------------------ */
@@ -22,6 +23,7 @@ static struct {
 static pthread_once_t device_once = PTHREAD_ONCE_INIT;
 static atomic_int kernel_choice = JATTN_CUDA_KERNEL_AUTO;
 static atomic_long alloc_count;
+static _Thread_local const char *last_kernel = "";
 
 static void probe_device(void) {
     int n = 0;
@@ -48,6 +50,7 @@ static void probe_device(void) {
     const char *env = getenv("JATTN_CUDA_KERNEL");
     if (env && (strcmp(env, "v1") == 0 || strcmp(env, "1") == 0)) atomic_store(&kernel_choice, JATTN_CUDA_KERNEL_V1);
     if (env && (strcmp(env, "v2") == 0 || strcmp(env, "2") == 0)) atomic_store(&kernel_choice, JATTN_CUDA_KERNEL_V2);
+    if (env && (strcmp(env, "v3") == 0 || strcmp(env, "3") == 0)) atomic_store(&kernel_choice, JATTN_CUDA_KERNEL_V3);
     device.present = 1;
 }
 
@@ -63,17 +66,48 @@ jattn_cuda_kernel jattn_cuda_get_kernel(void) {
 
 long jattn_cuda_alloc_count(void) { return atomic_load(&alloc_count); }
 
+const char *jattn_cuda_last_kernel(void) { return last_kernel; }
+
 /* ---- selection -------------------------------------------------------------------------- */
 
 static int v2_applies(int64_t d) {
     return d % JATTN_CUDA_V2_HEAD_DIM_MULTIPLE == 0 && d <= JATTN_CUDA_V2_MAX_HEAD_DIM;
 }
 
+static int v3_stride_ok(jattn_strides s) {
+    const int64_t m = JATTN_CUDA_V3_STRIDE_MULTIPLE;
+    return s.batch >= 0 && s.head >= 0 && s.token >= 0 && s.batch % m == 0 && s.head % m == 0 && s.token % m == 0;
+}
+
+/* Why v3 cannot run a problem (a message for jattn_fail), or NULL when it can, pointers aside:
+ * their alignment is known in forward() only. The conditions are those of the launch contract
+ * in attention_f32_sm90_wgmma.h, plus f32 precision: v3's tf32 mode (one TF32 product per
+ * matmul) missed the tf32 gate on peaky/large inputs on the H200 (rel_l2 up to 1.7e-3), so
+ * tf32 keeps v2, whose Q K^T stays 3xTF32. */
+static const char *v3_refusal(const jattn_problem *p, const jattn_exec *e) {
+    if (device.cc_major != JATTN_CUDA_V3_CC_MAJOR || device.cc_minor != JATTN_CUDA_V3_CC_MINOR)
+        return "device: kernel v3 (sm_90a wgmma) needs compute capability 9.0";
+    if (e->precision != JATTN_PRECISION_F32)
+        return "precision: kernel v3 runs f32 only (its tf32 mode misses the tf32 gate; tf32 uses v2)";
+    if (p->head_dim != 64 && p->head_dim != 128) return "head_dim: kernel v3 takes 64 or 128";
+    if (!v3_stride_ok(p->q) || !v3_stride_ok(p->k) || !v3_stride_ok(p->v) || !v3_stride_ok(p->out))
+        return "strides: kernel v3 needs every stride of q, k, v, out a non-negative multiple of 4 elements";
+    if (p->batch > 65535 || p->heads > 65535) return "batch/heads: kernel v3 takes at most 65535 each";
+    if (p->seq_q > INT32_MAX - JATTN_CUDA_V3_TILE || p->seq_kv > INT32_MAX - JATTN_CUDA_V3_TILE)
+        return "seq_q/seq_kv: kernel v3 takes at most 2^31 - 65 (its 64-row tiles index with 32 bits)";
+    return NULL;
+}
+
 /* AUTO: v2 where its head_dim limits allow, except seq_kv == 1, where v1 returns the v row
- * bit for bit (weight exp(0)/exp(0) = 1; the TF32 split of v would not). */
+ * bit for bit (weight exp(0)/exp(0) = 1; the TF32 split of v would not).
+ * v3 only when forced (JATTN_CUDA_KERNEL=v3 or jattn_cuda_set_kernel), and cuda_select has
+ * checked it applies. It is not the default yet: it has not run through the parity suite via
+ * the backend. Its standalone check on the H200 (bench/gpu/wgmma_check.cu, 2026-11-30) passed
+ * every f32 case (odd shapes, layouts, 4 distributions; worst rel_l2 1.05e-6) at 33.6 / 44.4 /
+ * 46.0 TFLOP/s at (1,24,{1536,4608,16384},128), against v2's 27.5 / 34.0 / 35.5. */
 static jattn_cuda_kernel kernel_for(const jattn_problem *p) {
     jattn_cuda_kernel k = (jattn_cuda_kernel)atomic_load(&kernel_choice);
-    if (k == JATTN_CUDA_KERNEL_V1) return k;
+    if (k == JATTN_CUDA_KERNEL_V1 || k == JATTN_CUDA_KERNEL_V3) return k;
     if (k == JATTN_CUDA_KERNEL_AUTO && p->seq_kv == 1) return JATTN_CUDA_KERNEL_V1;
     return v2_applies(p->head_dim) ? JATTN_CUDA_KERNEL_V2 : JATTN_CUDA_KERNEL_V1;
 }
@@ -81,6 +115,7 @@ static jattn_cuda_kernel kernel_for(const jattn_problem *p) {
 /* Tiles of v2 depend on D and the problem's size (attention_v2_mma.cu); names give the method. */
 static const char *kernel_name(jattn_cuda_kernel k, jattn_precision prec) {
     if (k == JATTN_CUDA_KERNEL_V1) return "cuda_v1_flash_f32_simt_8x32";
+    if (k == JATTN_CUDA_KERNEL_V3) return "cuda_v3_flash_tf32x3_sm90_wgmma_st_64x64";
     return prec == JATTN_PRECISION_TF32 ? "cuda_v2_flash_qk_tf32x3_pv_tf32_mma16n8k8" : "cuda_v2_flash_tf32x3_mma16n8k8";
 }
 
@@ -93,9 +128,14 @@ static jattn_status cuda_select(const jattn_problem *p, const jattn_exec *e, jat
                           (long long)p->head_dim, JATTN_CUDA_V1_MAX_HEAD_DIM);
     if (p->seq_q > INT32_MAX || p->seq_kv > INT32_MAX || p->batch * p->heads > INT32_MAX)
         return jattn_fail(JATTN_ERROR_UNSUPPORTED, "seq_q/seq_kv/batch*heads: the cuda backend indexes them with 32 bits");
+    const jattn_cuda_kernel k = kernel_for(p);
+    if (k == JATTN_CUDA_KERNEL_V3) {
+        const char *why = v3_refusal(p, e);
+        if (why) return jattn_fail(JATTN_ERROR_UNSUPPORTED, "%s (kernel v3 is forced: JATTN_CUDA_KERNEL=v3 or jattn_cuda_set_kernel)", why);
+    }
     sel->backend = JATTN_BACKEND_CUDA;
     sel->backend_name = "cuda";
-    sel->kernel = kernel_name(kernel_for(p), e->precision);
+    sel->kernel = kernel_name(k, e->precision);
     sel->isa = device.cc_major == 9 && device.cc_minor == 0 ? "sm_90a" : "sm_80";
     sel->threads = 1;
     return JATTN_OK;
@@ -114,9 +154,34 @@ static jattn_status cuda_fail(cudaError_t err, const char *what) {
                       cudaGetErrorString(err));
 }
 
+/* v3's launch arguments; the launch contract's check decides in forward() (pointers). */
+static attention_sm90_args v3_args(const jattn_call *c, const float *q, const float *k, const float *v, float *out,
+                                   float *lse) {
+    const jattn_problem *p = c->problem;
+    attention_sm90_args a = {q, k, v, out, lse,
+                             p->batch, p->heads, p->seq_q, p->seq_kv, p->head_dim,
+                             {p->q.batch, p->q.head, p->q.token}, {p->k.batch, p->k.head, p->k.token},
+                             {p->v.batch, p->v.head, p->v.token}, {p->out.batch, p->out.head, p->out.token},
+                             c->scale, ATTENTION_SM90_F32};
+    return a;
+}
+
 static jattn_status launch(const jattn_call *c, const jattn_selection *sel, const float *q, const float *k,
                            const float *v, float *out, float *lse) {
     const jattn_problem *p = c->problem;
+    const char *name = sel->kernel;
+    if (strncmp(name, "cuda_v3", 7) == 0) {
+        const attention_sm90_args a = v3_args(c, q, k, v, out, lse);
+        if (attention_f32_sm90_wgmma_supported(&a) == ATTENTION_SM90_SUPPORTED) {
+            cudaError_t err = attention_f32_sm90_wgmma_st_64x64(&a, (cudaStream_t)c->cuda_stream);
+            if (err != cudaSuccess) return cuda_fail(err, name);
+            last_kernel = name;
+            return JATTN_OK;
+        }
+        /* Pointers off the 16-byte grid (select checked the rest): this call runs v2, which
+         * takes every D v3 takes. */
+        name = kernel_name(JATTN_CUDA_KERNEL_V2, c->precision);
+    }
     jattn_cuda_params kp = {q, k, v, out, lse,
                             p->q.batch, p->q.head, p->q.token,
                             p->k.batch, p->k.head, p->k.token,
@@ -124,11 +189,13 @@ static jattn_status launch(const jattn_call *c, const jattn_selection *sel, cons
                             p->out.batch, p->out.head, p->out.token,
                             (int)p->batch, (int)p->heads, (int)p->seq_q, (int)p->seq_kv, (int)p->head_dim,
                             c->scale};
-    const int use_v1 = strncmp(sel->kernel, "cuda_v1", 7) == 0;
+    const int use_v1 = strncmp(name, "cuda_v1", 7) == 0;
     cudaError_t err = (cudaError_t)(use_v1 ? jattn_cuda_launch_v1(&kp, c->cuda_stream)
                                            : jattn_cuda_launch_v2(&kp, c->precision == JATTN_PRECISION_F32,
                                                                   c->cuda_stream));
-    return err == cudaSuccess ? JATTN_OK : cuda_fail(err, sel->kernel);
+    if (err != cudaSuccess) return cuda_fail(err, name);
+    last_kernel = name;
+    return JATTN_OK;
 }
 
 /* Elements a tensor spans (the validator has checked it fits). */

@@ -32,13 +32,23 @@ typedef enum jattn_cuda_kernel {
     JATTN_CUDA_KERNEL_AUTO = 0, /* v2 where it applies, else v1 */
     JATTN_CUDA_KERNEL_V1 = 1,   /* attention_v1_simt.cu: plain fp32 SIMT, any D <= 512 */
     JATTN_CUDA_KERNEL_V2 = 2,   /* attention_v2_mma.cu: mma.sync m16n8k8 3xTF32, D % 8 == 0, D <= 256 */
-    JATTN_CUDA_KERNEL_COUNT = 3
+    JATTN_CUDA_KERNEL_V3 = 3,   /* attention_f32_sm90_wgmma_st.cu (v3.1): sm_90a wgmma 3xTF32, transposed
+                                 * S^T = K Q^T; only when forced: device 9.0, f32, D 64 or 128, strides
+                                 * multiples of 4 (select refuses otherwise), pointers 16-byte aligned
+                                 * (else that call runs v2) */
+    JATTN_CUDA_KERNEL_COUNT = 4
 } jattn_cuda_kernel;
 
 /* Limits of each version. */
 #define JATTN_CUDA_V1_MAX_HEAD_DIM 512
 #define JATTN_CUDA_V2_MAX_HEAD_DIM 256
 #define JATTN_CUDA_V2_HEAD_DIM_MULTIPLE 8
+/* v3's head dims are 64 and 128 and its alignment is that of a float4 (attention_f32_sm90_wgmma.h). */
+#define JATTN_CUDA_V3_CC_MAJOR 9
+#define JATTN_CUDA_V3_CC_MINOR 0
+#define JATTN_CUDA_V3_ALIGN_BYTES 16
+#define JATTN_CUDA_V3_STRIDE_MULTIPLE (JATTN_CUDA_V3_ALIGN_BYTES / 4)
+#define JATTN_CUDA_V3_TILE 64 /* queries per CTA and keys per tile */
 
 /* Launchers: enqueue one kernel on `stream` (a cudaStream_t), no allocation, no
  * synchronisation. @return the cudaError_t of the launch (as int; 0 = cudaSuccess). */
@@ -50,10 +60,16 @@ int jattn_cuda_launch_v2(const jattn_cuda_params *p, int tf32x3, void *stream);
 /* ---- knobs and counters for tests and the harness ---- */
 
 /* Forces a kernel version for every later call of this process (AUTO restores the default;
- * the environment variable JATTN_CUDA_KERNEL=v1|v2 sets the initial value). A version that
- * cannot run a problem falls back to v1. */
+ * the environment variable JATTN_CUDA_KERNEL=v1|v2|v3 sets the initial value). v2 falls back
+ * to v1 where it cannot run a problem; v3 makes jattn_select() fail with UNSUPPORTED (naming
+ * the reason) where it cannot, and a forward() whose pointers miss v3's 16-byte alignment runs
+ * v2 for that call. */
 void jattn_cuda_set_kernel(jattn_cuda_kernel k);
 jattn_cuda_kernel jattn_cuda_get_kernel(void);
+
+/* Name of the kernel the last successful launch of the calling thread enqueued (the selection's
+ * name, or the fallback's when forward() had to fall back), or "" before any. */
+const char *jattn_cuda_last_kernel(void);
 
 /* Number of cudaMalloc calls the backend has made in this process. */
 long jattn_cuda_alloc_count(void);
