@@ -1,19 +1,23 @@
 #!/usr/bin/env bash
 # The GPU harness (issue 4), one run on the GPU machine, from the repository root:
-#   build (cmake -DJATTN_CUDA=ON) -> GPU tests (ctest) -> compute-sanitizer memcheck, racecheck,
+#   build (cmake -DJATTN_CUDA=ON) -> GPU tests (ctest) -> the parity suite once more on the forced
+#   kernel v3 (sm_90a wgmma; not the default yet) -> compute-sanitizer memcheck, racecheck,
 #   synccheck, initcheck on small shapes -> benchmark: jattn kernel versions (f32, tf32) and
 #   PyTorch SDPA (fp32 efficient-attention, bf16 cuDNN) at the shapes of issue 4 -> table LAST.
 # usage: bench/gpu/run.sh            (OUT=dir for logs, default build-gpu/out)
-# env:   JATTN_GPU_STEPS="build test sanitize sass bench jattn cpu" (default: all but cpu)
+# env:   JATTN_GPU_STEPS="build test parity3 sanitize sass bench jattn variants cpu" (default: all
+#        but variants and cpu)
 #        JATTN_GPU_SHAPES="1,24,1536,128 ..." (default: the five shapes of issue 4)
-#        JATTN_BENCH_VERSIONS=v1,v2 (which kernel versions the bench times)
+#        JATTN_BENCH_VERSIONS=v1,v2,v3 (which kernel versions the bench times; v3 runs f32 only)
+#        JATTN_GPU_VARIANTS="0:6 0:3 v3" (variants step: v2 tile:products, or v3)
 #        JATTN_CPU_BENCH_CAP=seconds: the hook that runs bench/cpu/run.sh when the step "cpu"
 #        is asked for (output to $OUT/cpu.txt)
 set -u -o pipefail
 cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build-gpu}
 OUT=${OUT:-$BUILD/out}
-STEPS=${JATTN_GPU_STEPS:-"build test sanitize sass bench jattn"}   # also: variants, cpu
+STEPS=${JATTN_GPU_STEPS:-"build test parity3 sanitize sass bench jattn"}   # also: variants, cpu
+export JATTN_BENCH_VERSIONS=${JATTN_BENCH_VERSIONS:-v1,v2,v3}
 SHAPES=${JATTN_GPU_SHAPES:-}
 mkdir -p "$OUT"
 status=0
@@ -40,12 +44,36 @@ if has sass; then
   cuobjdump -sass "$obj" > /tmp/v2.sass 2>&1
   awk '/Function :/{f=$3} /HMMA/{h[f]++} /LDL|STL/{l[f]++} END{for(k in h) printf "%-70s HMMA %5d  LDL/STL %d\n", k, h[k], l[k]+0}' /tmp/v2.sass
   grep -m3 HMMA /tmp/v2.sass
+  note "sass (v3: HGMMA count, local memory; only the sm_90a instances have a body)"
+  obj=$(find "$BUILD" -name 'attention_f32_sm90_wgmma_st.cu.o' | head -1)
+  cuobjdump -sass "$obj" > /tmp/v3.sass 2>&1
+  awk '/Function :/{f=$3} /HGMMA/{h[f]++} /LDL|STL/{l[f]++} END{for(k in h) printf "%-70s HGMMA %5d  LDL/STL %d\n", k, h[k], l[k]+0}' /tmp/v3.sass
 fi
 
 if has test; then
   note "tests (ctest -R cuda, full parity suite)"
   (cd "$BUILD" && ctest -R cuda --output-on-failure) > "$OUT/tests.log" 2>&1 || status=1
   grep -E "tests passed|FAIL|Passed|Failed|passed," "$OUT/tests.log" | head -30
+fi
+
+# worst (max_abs / f32 gate) over the D=128 "large" rows of a verbose parity log (gate: 1e-5 x max(1, max|ref|))
+worst_large_f32() {
+  grep -E "D=128 .*dist=large backend=cuda f32: rel_l2" "$1" | sed -E 's/.*max_abs ([^ ]+) \(max\|ref\| ([^)]+)\).*/\1 \2/' |
+    awk '{r=$1/(1e-5*($2>1?$2:1)); if(r>w)w=r} END{printf "%.2f", w}'
+}
+
+if has parity3; then
+  note "parity suite on kernel v3 (JATTN_CUDA_KERNEL=v3): f32 cases it takes; refusals (tf32, D not 64/128, strides) expected"
+  JATTN_CUDA_KERNEL=v3 JATTN_TEST_VERBOSE=1 "$BUILD/tests/test_parity" cuda > "$OUT/parity_v3.log" 2>&1
+  ran=$(grep -cE "^(ok  |FAIL) .* rel_l2 " "$OUT/parity_v3.log")
+  bad=$(grep -cE "^FAIL .* rel_l2 " "$OUT/parity_v3.log")
+  refused=$(grep -c "JATTN_ERROR_UNSUPPORTED" "$OUT/parity_v3.log")
+  other=$(grep -E "^FAIL" "$OUT/parity_v3.log" | grep -vE " rel_l2 |JATTN_ERROR_UNSUPPORTED" | wc -l)
+  worst=$(grep -E "^(ok  |FAIL) .* f32: rel_l2 " "$OUT/parity_v3.log" | sed -E 's/.* rel_l2 ([^ ]+) .*/\1/' | sort -g | tail -1)
+  echo "v3 parity: $ran checks ran, $bad failed the gate, $refused refused (UNSUPPORTED), $other other failures;" \
+       "worst f32 rel_l2 ${worst:-none}, worst D=128 large max_abs/gate $(worst_large_f32 "$OUT/parity_v3.log")"
+  grep -E "^FAIL" "$OUT/parity_v3.log" | grep -v JATTN_ERROR_UNSUPPORTED | head -20
+  [ "$ran" -gt 0 ] && [ "$bad" -eq 0 ] && [ "$other" -eq 0 ] || status=1
 fi
 
 if has sanitize; then
@@ -64,15 +92,18 @@ if has jattn && [ -x "$BUILD/tools/jattn" ]; then
 fi
 
 if has variants; then
-  note "v2 variants (JATTN_CUDA_V2_VARIANT, D=128): worst f32 large-dist max_abs/gate over the parity suite, speed"
-  for vq in ${JATTN_GPU_VARIANTS:-0:6 0:3}; do   # tile variant : products in Q K^T
-    var=${vq%%:*} qk=${vq##*:}
-    export JATTN_CUDA_V2_VARIANT=$var JATTN_CUDA_V2_QK=$qk
-    JATTN_TEST_VERBOSE=1 "$BUILD/tests/test_parity" cuda > /tmp/par.$vq 2>&1
-    worst=$(grep -E "D=128 .*dist=large backend=cuda f32" /tmp/par.$vq | sed -E 's/.*max_abs ([^ ]+) \(max\|ref\| ([^)]+)\).*/\1 \2/' |
-      awk '{r=$1/(1e-5*($2>1?$2:1)); if(r>w)w=r} END{printf "%.2f", w}')
-    echo "variant $vq: $(tail -1 /tmp/par.$vq | cut -c1-60)  worst large f32 max_abs/gate $worst"
-    JATTN_BENCH_VERSIONS=v2 "$BUILD/jattn_gpu_bench" 1,24,1536,128 1,24,4608,128 | grep RESULT | grep f32 | sed "s/^/variant $vq /"
+  note "variants (v2: JATTN_CUDA_V2_VARIANT tile:products in Q K^T; v3), D=128: worst f32 large-dist max_abs/gate over the parity suite, speed"
+  for vq in ${JATTN_GPU_VARIANTS:-0:6 0:3 v3}; do
+    if [ "$vq" = v3 ]; then   # the parity summary line counts v3's refusals (tf32, other D) as failures
+      JATTN_CUDA_KERNEL=v3 JATTN_TEST_VERBOSE=1 "$BUILD/tests/test_parity" cuda > /tmp/par.$vq 2>&1
+      ver=v3
+    else
+      export JATTN_CUDA_V2_VARIANT=${vq%%:*} JATTN_CUDA_V2_QK=${vq##*:}
+      JATTN_TEST_VERBOSE=1 "$BUILD/tests/test_parity" cuda > /tmp/par.$vq 2>&1
+      ver=v2
+    fi
+    echo "variant $vq: $(tail -1 /tmp/par.$vq | cut -c1-60)  worst large f32 max_abs/gate $(worst_large_f32 /tmp/par.$vq)"
+    JATTN_BENCH_VERSIONS=$ver "$BUILD/jattn_gpu_bench" 1,24,1536,128 1,24,4608,128 | grep RESULT | grep f32 | sed "s/^/variant $vq /"
     unset JATTN_CUDA_V2_VARIANT JATTN_CUDA_V2_QK
   done 2>&1 | tee "$OUT/variants.txt"
 fi
