@@ -115,7 +115,11 @@ typedef enum jattn_dtype {
 } jattn_dtype;
 
 /* Element strides of a 4-d tensor [batch, head, token, head_dim]; head_dim is contiguous.
- * Strides are in elements, >= 0, and may be 0 only where that dimension has extent 1. */
+ * Strides are in elements, >= 0, and may be 0 only where that dimension has extent 1.
+ * No two elements may share an address, checked by a nesting rule: ordered by stride, each
+ * dimension's stride must reach past everything the smaller-stride dimensions span (every
+ * dense, padded or sliced layout passes; exotic interleavings that happen not to collide are
+ * refused with JATTN_ERROR_SELF_OVERLAP). */
 typedef struct jattn_strides {
     int64_t batch;
     int64_t head;

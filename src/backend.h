@@ -66,6 +66,19 @@ jattn_status jattn_fail(jattn_status status, const char *fmt, ...)
  * when the library was built without OpenMP. */
 int jattn_resolve_threads(int requested);
 
+/* `#pragma omp parallel for schedule(dynamic, chunk) num_threads(threads)` when built with
+ * OpenMP, nothing otherwise (so a build without OpenMP stays warning-free). */
+#define JATTN_PRAGMA(x) _Pragma(#x)
+#ifdef _OPENMP
+#define JATTN_PARALLEL_FOR_DYNAMIC(chunk, threads) JATTN_PRAGMA(omp parallel for schedule(dynamic, chunk) num_threads(threads))
+#else
+#define JATTN_PARALLEL_FOR_DYNAMIC(chunk, threads)
+#endif
+
+/* Index of the calling thread inside an OpenMP parallel region (0 outside one, or without
+ * OpenMP): selects the thread's slice of the workspace. */
+int jattn_thread_index(void);
+
 /* Aligned allocation helpers (64-byte alignment). jattn_free_aligned accepts NULL. */
 void *jattn_alloc_aligned(size_t bytes);
 void jattn_free_aligned(void *p);

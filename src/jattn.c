@@ -200,12 +200,16 @@ static jattn_status check_problem(const jattn_problem *p, problem_spans *spans) 
         return jattn_fail(JATTN_ERROR_UNSUPPORTED, "dtype: only JATTN_DTYPE_F32 is implemented");
     /* The element count of every tensor, and of the score matrix of one head, fit in int64. */
     int64_t count = 1;
+    size_t largest = 0;
+    int overflows = 0;
     for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++) {
-        if (count > INT64_MAX / dims[i].value)
-            return jattn_fail(JATTN_ERROR_OVERFLOW, "%s: %lld makes the problem's element count overflow",
-                              dims[i].name, (long long)dims[i].value);
-        count *= dims[i].value;
+        if (dims[i].value > dims[largest].value) largest = i;
+        if (!overflows && count > INT64_MAX / dims[i].value) overflows = 1;
+        if (!overflows) count *= dims[i].value;
     }
+    if (overflows) /* name the largest dimension: the one most likely wrong */
+        return jattn_fail(JATTN_ERROR_OVERFLOW, "%s: %lld makes batch*heads*seq_q*seq_kv*head_dim overflow int64",
+                          dims[largest].name, (long long)dims[largest].value);
     tensor_view views[4] = {make_view("q", p, p->q, p->seq_q), make_view("k", p, p->k, p->seq_kv),
                             make_view("v", p, p->v, p->seq_kv), make_view("out", p, p->out, p->seq_q)};
     int64_t *dst[4] = {&spans->q, &spans->k, &spans->v, &spans->out};

@@ -13,10 +13,6 @@
 
 #include "backend.h"
 
-#ifdef _OPENMP
-#include <omp.h>
-#endif
-
 static size_t ref_row_doubles(const jattn_problem *p) { return (size_t)p->seq_kv + (size_t)p->head_dim; }
 
 static jattn_status ref_select(const jattn_problem *p, const jattn_exec *e, jattn_selection *sel) {
@@ -91,13 +87,11 @@ static jattn_status ref_forward(const jattn_call *c, const jattn_selection *sel)
     const int64_t rows = p->batch * p->heads * p->seq_q;
     const size_t per_thread = ref_row_doubles(p);
     double *ws = c->workspace;
-#pragma omp parallel for num_threads(sel->threads) schedule(dynamic, 8)
+    const int threads = sel->threads;
+    (void)threads; /* read by the OpenMP pragma only */
+    JATTN_PARALLEL_FOR_DYNAMIC(8, threads)
     for (int64_t r = 0; r < rows; r++) {
-#ifdef _OPENMP
-        double *s = ws + (size_t)omp_get_thread_num() * per_thread;
-#else
-        double *s = ws;
-#endif
+        double *s = ws + (size_t)jattn_thread_index() * per_thread;
         const int64_t i = r % p->seq_q, bh = r / p->seq_q;
         ref_row(c, bh / p->heads, bh % p->heads, i, s, s + p->seq_kv);
     }

@@ -15,3 +15,11 @@ int jattn_resolve_threads(int requested) {
     return 1;
 #endif
 }
+
+int jattn_thread_index(void) {
+#ifdef _OPENMP
+    return omp_get_thread_num();
+#else
+    return 0;
+#endif
+}

@@ -10,10 +10,6 @@
 #include "../backend.h"
 #include "cpu_kernels.h"
 
-#ifdef _OPENMP
-#include <omp.h>
-#endif
-
 #define LOG2E 1.4426950408889634074
 
 int64_t cpu_task_workspace_floats(const cpu_kernels *kern, int64_t D) {
@@ -79,16 +75,10 @@ static jattn_status cpu_forward(const jattn_call *c, const jattn_selection *sel)
     const int64_t per_thread = cpu_task_workspace_floats(kern, p->head_dim);
     float *ws = c->workspace;
     const int threads = threads_used(p, kern, c->threads);
-    (void)threads;
-#ifdef _OPENMP
-#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
-#endif
+    (void)threads; /* read by the OpenMP pragma only */
+    JATTN_PARALLEL_FOR_DYNAMIC(1, threads)
     for (int64_t t = 0; t < tasks; t++) {
-#ifdef _OPENMP
-        float *mine = ws + (int64_t)omp_get_thread_num() * per_thread;
-#else
-        float *mine = ws;
-#endif
+        float *mine = ws + (int64_t)jattn_thread_index() * per_thread;
         const int64_t bh = t / qblocks;
         kern->task(&a, bh / p->heads, bh % p->heads, t % qblocks, mine);
     }
