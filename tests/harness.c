@@ -6,38 +6,12 @@
 #include <string.h>
 #include <time.h>
 
-/* ---- random numbers (xoshiro256**, seeded by splitmix64) ---- */
+/* ---- random numbers (tools/rng.c) ---- */
 
-static uint64_t splitmix(uint64_t *x) {
-    uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-void jt_rng_init(jt_rng *r, uint64_t seed) {
-    for (int i = 0; i < 4; i++) r->s[i] = splitmix(&seed);
-}
-
-static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
-
-uint64_t jt_next(jt_rng *r) {
-    uint64_t *s = r->s, result = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = rotl(s[3], 45);
-    return result;
-}
-
-double jt_uniform(jt_rng *r) { return (double)(jt_next(r) >> 11) * (1.0 / 9007199254740992.0); }
-
-double jt_normal(jt_rng *r) {
-    double u = jt_uniform(r), v = jt_uniform(r);
-    return sqrt(-2.0 * log(1.0 - u)) * cos(2.0 * 3.14159265358979323846 * v);
-}
+void jt_rng_init(jt_rng *r, uint64_t seed) { jattn_rng_seed(r, seed); }
+uint64_t jt_next(jt_rng *r) { return jattn_rng_next(r); }
+double jt_uniform(jt_rng *r) { return jattn_rng_uniform(r); }
+double jt_normal(jt_rng *r) { return jattn_rng_normal(r); }
 
 uint64_t jt_seed(void) {
     static uint64_t seed;
@@ -50,7 +24,9 @@ uint64_t jt_seed(void) {
         struct timespec ts;
         timespec_get(&ts, TIME_UTC);
         uint64_t x = (uint64_t)ts.tv_sec * 1000000007ull ^ (uint64_t)ts.tv_nsec ^ ((uint64_t)(uintptr_t)&seed << 16);
-        seed = splitmix(&x) & 0xFFFFFFFFFFFFull;
+        jattn_rng mix;
+        jattn_rng_seed(&mix, x);
+        seed = jattn_rng_next(&mix) & 0xFFFFFFFFFFFFull;
     }
     have = 1;
     printf("seed %llu (replay: JATTN_TEST_SEED=%llu)\n", (unsigned long long)seed, (unsigned long long)seed);

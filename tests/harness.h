@@ -11,14 +11,13 @@
 
 #include "jattn.h"
 #include "metrics.h"
+#include "rng.h"
 
 /* Exit code ctest reads as "skipped" (SKIP_RETURN_CODE). */
 #define JT_SKIP 77
 
 /* ---- random numbers ---- */
-typedef struct jt_rng {
-    uint64_t s[4];
-} jt_rng;
+typedef jattn_rng jt_rng; /* tools/rng.h, shared with the jattn command */
 
 /* The process seed: JATTN_TEST_SEED if set, else fresh; printed once on first use. */
 uint64_t jt_seed(void);

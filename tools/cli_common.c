@@ -1,5 +1,6 @@
 /* Shared pieces of the jattn subcommands; see cli_common.h. */
 #include "cli_common.h"
+#include "rng.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -15,40 +16,12 @@ double cli_flops(const jattn_problem *p) {
 
 int64_t cli_elems(const jattn_problem *p, int64_t seq) { return p->batch * p->heads * seq * p->head_dim; }
 
-/* ---- random inputs: xoshiro256** seeded by splitmix64, Box-Muller normals ---- */
-
-static uint64_t splitmix(uint64_t *x) {
-    uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
-
-static uint64_t next(uint64_t s[4]) {
-    uint64_t result = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = rotl(s[3], 45);
-    return result;
-}
-
-/* Uniform in (0, 1]: never 0, so log() below is finite. */
-static double uniform_open0(uint64_t s[4]) { return (double)((next(s) >> 11) + 1) * (1.0 / 9007199254740992.0); }
+/* ---- random inputs ---- */
 
 void cli_fill_normal(float *x, int64_t n, uint64_t seed, uint64_t stream) {
-    uint64_t mix = seed ^ (stream * 0xD1B54A32D192ED03ull), s[4];
-    for (int i = 0; i < 4; i++) s[i] = splitmix(&mix);
-    const double two_pi = 2.0 * acos(-1.0);
-    for (int64_t i = 0; i < n; i += 2) {
-        double r = sqrt(-2.0 * log(uniform_open0(s))), t = two_pi * uniform_open0(s);
-        x[i] = (float)(r * cos(t));
-        if (i + 1 < n) x[i + 1] = (float)(r * sin(t));
-    }
+    jattn_rng r;
+    jattn_rng_seed(&r, seed ^ (stream * 0xD1B54A32D192ED03ull));
+    for (int64_t i = 0; i < n; i++) x[i] = (float)jattn_rng_normal(&r);
 }
 
 float *cli_alloc_floats(int64_t n) {

@@ -12,5 +12,5 @@ add_executable(jattn
   ${CMAKE_CURRENT_LIST_DIR}/cli_bench.c
   ${CMAKE_CURRENT_LIST_DIR}/cli_tools.c)
 target_compile_definitions(jattn PRIVATE _POSIX_C_SOURCE=200809L)
-target_link_libraries(jattn PRIVATE jattn_npy jattn_static jattn_metrics jattn_peers jattn_device_timer m)
+target_link_libraries(jattn PRIVATE jattn_npy jattn_static jattn_metrics jattn_rng jattn_peers jattn_device_timer m)
 install(TARGETS jattn RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})

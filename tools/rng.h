@@ -1,0 +1,20 @@
+/* The random numbers of the tests and of the jattn command's synthetic inputs, written once:
+ * xoshiro256** seeded through splitmix64, uniforms and Box-Muller normals. Deterministic for a
+ * seed on every platform. */
+#ifndef JATTN_RNG_H
+#define JATTN_RNG_H
+
+#include <stdint.h>
+
+typedef struct jattn_rng {
+    uint64_t s[4];
+} jattn_rng;
+
+void jattn_rng_seed(jattn_rng *r, uint64_t seed);
+uint64_t jattn_rng_next(jattn_rng *r);
+/* Uniform in [0, 1). */
+double jattn_rng_uniform(jattn_rng *r);
+/* Standard normal. */
+double jattn_rng_normal(jattn_rng *r);
+
+#endif
