@@ -58,6 +58,43 @@ static int test_scores(const cpu_kernels *k, int jr, int64_t D) {
     return check(ok, k->isa, what);
 }
 
+/* A non-finite value in one query lane of Qt (inf, -inf or NaN at one head_dim element): that
+ * lane's scores are the float64 dot products (+-inf or NaN) with a finite sl (the compensation
+ * is dropped, so a -inf score stays -inf); every other lane is bit for bit the clean run's. */
+static int test_scores_nonfinite(const cpu_kernels *k, int jr, int64_t D, float bad) {
+    const int QB = k->qb;
+    const ptrdiff_t ks = (ptrdiff_t)D;
+    const size_t tile = (size_t)(k->sj * QB);
+    float *qt = falloc((size_t)(D * QB)), *st = falloc(tile), *sl = falloc(tile), *st0 = falloc(tile),
+          *sl0 = falloc(tile);
+    float *kk = malloc((size_t)(jr * ks) * sizeof *kk);
+    for (int64_t i = 0; i < D * QB; i++) qt[i] = (float)normal();
+    for (ptrdiff_t i = 0; i < jr * ks; i++) kk[i] = (float)normal();
+    k->scores(jr, D, kk, ks, qt, st0, sl0);
+    const int q0 = (int)(jt_next(&rng) % (uint64_t)QB);
+    const int64_t d0 = (int64_t)(jt_next(&rng) % (uint64_t)D);
+    qt[d0 * QB + q0] = bad;
+    k->scores(jr, D, kk, ks, qt, st, sl);
+    int ok = 1;
+    for (int j = 0; j < jr; j++)
+        for (int q = 0; q < QB; q++) {
+            const int i = j * QB + q;
+            if (q != q0) {
+                ok &= memcmp(&st[i], &st0[i], sizeof *st) == 0 && memcmp(&sl[i], &sl0[i], sizeof *sl) == 0;
+                continue;
+            }
+            double ref = 0;
+            for (int64_t d = 0; d < D; d++) ref += (double)kk[j * ks + d] * qt[d * QB + q];
+            ok &= isfinite(sl[i]) && (isnan(ref) ? isnan(st[i]) : (double)st[i] == ref);
+        }
+    char what[96];
+    snprintf(what, sizeof what, "scores non-finite %g jr=%d D=%lld", (double)bad, jr, (long long)D);
+    free(kk);
+    jattn_free_aligned(qt), jattn_free_aligned(st), jattn_free_aligned(sl), jattn_free_aligned(st0),
+        jattn_free_aligned(sl0);
+    return check(ok, k->isa, what);
+}
+
 /* The online softmax step against its definition in float64. */
 static int test_softmax(const cpu_kernels *k, int n, int fresh) {
     const int QB = k->qb;
@@ -145,11 +182,16 @@ int main(void) {
     const cpu_kernels *all[8];
     const int nk = cpu_kernels_available(all, 8);
     jt_tally tally = {0};
-    static const int64_t dims[] = {1, 2, 3, 7, 8, 9, 15, 16, 17, 31, 64, 100, 128, 129, 200};
+    static const int64_t dims[] = {1, 2, 3, 7, 8, 9, 15, 16, 17, 31, 33, 48, 64, 100, 128, 129, 200, 513};
     for (int t = 0; t < nk; t++) {
         const cpu_kernels *k = all[t];
         for (int jr = 1; jr <= k->sj; jr++)
-            for (size_t di = 0; di < sizeof dims / sizeof dims[0]; di++) jt_tally_add(&tally, test_scores(k, jr, dims[di]));
+            for (size_t di = 0; di < sizeof dims / sizeof dims[0]; di++) {
+                jt_tally_add(&tally, test_scores(k, jr, dims[di]));
+                const float bad[] = {INFINITY, -INFINITY, NAN};
+                for (size_t b = 0; b < sizeof bad / sizeof bad[0]; b++)
+                    jt_tally_add(&tally, test_scores_nonfinite(k, jr, dims[di], bad[b]));
+            }
         const int ns[] = {1, 2, 3, 5, 8, k->bk - 1, k->bk};
         for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++)
             for (int fresh = 0; fresh < 2; fresh++) jt_tally_add(&tally, test_softmax(k, ns[i], fresh));

@@ -12,7 +12,7 @@
  *   jv_round(x)          nearest integer, ties to even (|x| <= 2^22)
  *   jv_mul_pow2(p, n)    p * 2^n for integral n in [-127, 0] (NaN n or p gives NaN)
  *   jv_zero_if_below(x, t, y)  0 where x < t, else y (NaN x keeps y)
- *   jv_nan_to_zero(x)    0 where x is NaN, else x
+ *   jv_nan_to_zero(x)    0 where x is NaN, else x      jv_any_nan(x)  nonzero when a lane is NaN
  *   jv_min(a, b)         (NaN in b returns b)   jv_select_gt(a, b, x, y) = a > b ? x : y
  *   jv_fma_exact(a, b, c)  a*b + c rounded once (a true fused multiply-add)
  *   JK_DB                head_dim elements per block of the scores' blocked D-reduction
@@ -20,6 +20,7 @@
  *                        scores tile, DR head_dim rows x QB per P V tile, BK keys per block.
  */
 #include <math.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include "cpu_kernels.h"
@@ -97,55 +98,88 @@ static void JK(exp2)(int64_t n, const float *x, float *y) {
 /* ---- scores: St[j][:] = K[j][:] . Qt  (JR x QB tile, JR <= SJ known at compile time) -------
  * reads k rows j < JR (D floats each, row stride ks), qt [D][QB]; writes st, sl [JR][QB].
  * Per d: NQV vector loads of Qt, JR broadcasts of K[j][d], JR*NQV FMAs into registers.
- * The D-reduction is compensated: each JK_DB head_dim elements are summed by FMAs into a fresh
- * accumulator `blk`, which is added to the running sum `sum` (a register) by Fast2Sum, the
- * rounding error of that addition collected in sl (memory, L1: once per block, which frees the
- * registers for a larger tile). sl is NaN only when sum went infinite, and is then dropped, so
- * a -inf score stays -inf: weight 0, not NaN. Plain f32 accumulation of the
- * large test distribution (|q|,|k| up to 1e3, logits of std 30) loses ~3.4 ulp of the dot
- * (rms over D = 128) and fails the f32 gate; this keeps it near 0.8 ulp (NOTES.md). The extra
- * additions run on the FP add pipes, beside the FMAs. The logit is carried as the pair
- * st (= sum) and sl (= err) into the softmax, never rounded to one float. */
-/* One block of DN head_dim elements [d0, d0 + DN) into fresh accumulators, then Fast2Sum. */
+ * The D-reduction is compensated, with the rounding error carried forward: each JK_DB head_dim
+ * elements are summed by FMAs into the register `c`, which enters the block holding the
+ * rounding error of the previous block's addition; then Fast2Sum adds c into the running sum
+ * (t = sum + c; c = (sum - t) + c; sum = t), leaving the new rounding error in c. So the error
+ * costs three vector additions per block and accumulator and never leaves the registers, and
+ * the logit leaves as the pair st = sum, sl = c, never rounded to one float. Plain f32
+ * accumulation of the large test distribution (|q|,|k| up to 1e3, logits of std 8) loses
+ * ~3.4 ulp of the dot (rms at D = 512) and fails the f32 gate; this keeps it near 0.6 ulp
+ * (NOTES.md §3). Blocks alternate the register set of the running sum (s0 -> s1 -> s0), so
+ * the Fast2Sum needs no register copies. A non-finite term or an overflow makes the carried
+ * error non-finite (inf - inf) and it would poison the following blocks; such a tile (a rare
+ * one: inputs with inf/NaN, or dot products beyond FLT_MAX) is recomputed by scores_exact,
+ * whose error term never feeds the sum, so a -inf score stays -inf (weight 0, not NaN). */
 #define JK_SCORES_BLOCK(DN)                                                                                  \
     do {                                                                                                     \
-        jv blk[JK_SJ][JK_NQV];                                                                               \
-        JK_UNROLL for (int j = 0; j < JR; j++) JK_UNROLL for (int v = 0; v < JK_NQV; v++) blk[j][v] = jv_zero(); \
         JK_UNROLL for (int64_t dd = 0; dd < (DN); dd++) {                                                    \
             const int64_t d = d0 + dd;                                                                       \
             jv qv[JK_NQV];                                                                                   \
             JK_UNROLL for (int v = 0; v < JK_NQV; v++) qv[v] = jv_load(qt + d * JK_QB + v * JK_VL);          \
             JK_UNROLL for (int j = 0; j < JR; j++) {                                                         \
                 const jv b = jv_bcast(kr[j] + d);                                                            \
-                JK_UNROLL for (int v = 0; v < JK_NQV; v++) blk[j][v] = jv_fma(b, qv[v], blk[j][v]);          \
+                JK_UNROLL for (int v = 0; v < JK_NQV; v++) c[j][v] = jv_fma(b, qv[v], c[j][v]);              \
             }                                                                                                \
         }                                                                                                    \
-        JK_UNROLL for (int j = 0; j < JR; j++) JK_UNROLL for (int v = 0; v < JK_NQV; v++) {                  \
-            const jv t = jv_add(sum[j][v], blk[j][v]);                                                       \
-            float *e = sl + j * JK_QB + v * JK_VL;                                                           \
-            jv_store(e, jv_add(jv_load(e), jv_add(jv_sub(sum[j][v], t), blk[j][v])));                        \
-            sum[j][v] = t;                                                                                   \
-        }                                                                                                    \
+        d0 += (DN);                                                                                          \
     } while (0)
+/* sum (in st, L1) += c by Fast2Sum, its rounding error left in c. */
+#define JK_SCORES_FAST2SUM()                                                                                 \
+    JK_UNROLL for (int j = 0; j < JR; j++) JK_UNROLL for (int v = 0; v < JK_NQV; v++) {                      \
+        float *sp = st + j * JK_QB + v * JK_VL;                                                              \
+        const jv sum = jv_load(sp), t = jv_add(sum, c[j][v]);                                                \
+        c[j][v] = jv_add(jv_sub(sum, t), c[j][v]);                                                           \
+        jv_store(sp, t);                                                                                     \
+    }                                                                                                        \
+    atomic_signal_fence(memory_order_seq_cst) /* sums stay in st, not in registers */
+
+static void JK(scores_exact)(int jr, int64_t D, const float *k, ptrdiff_t ks, const float *qt, float *st, float *sl);
+
+/* The rare path of scores_rows: the scores whose carried error sl is not finite are replaced by
+ * those of scores_exact; every other score keeps its value bit for bit (so a non-finite input
+ * changes only the rows it reaches). */
+static void JK(scores_fix_nonfinite)(int jr, int64_t D, const float *k, ptrdiff_t ks, const float *qt, float *st,
+                                     float *sl) {
+    JK_ALIGNED float est[JK_SJ * JK_QB], esl[JK_SJ * JK_QB];
+    JK(scores_exact)(jr, D, k, ks, qt, est, esl);
+    for (int i = 0; i < jr * JK_QB; i++)
+        if (!isfinite(sl[i])) st[i] = est[i], sl[i] = esl[i];
+}
 
 JK_INLINE void JK(scores_rows)(const int JR, int64_t D, const float *k, ptrdiff_t ks, const float *qt, float *st,
                               float *sl) {
     const float *kr[JK_SJ];
-    jv sum[JK_SJ][JK_NQV];
+    jv c[JK_SJ][JK_NQV];
     JK_UNROLL for (int j = 0; j < JR; j++) {
         kr[j] = k + j * ks;
-        JK_UNROLL for (int v = 0; v < JK_NQV; v++) {
-            sum[j][v] = jv_zero();
-            jv_store(sl + j * JK_QB + v * JK_VL, jv_zero());
-        }
+        JK_UNROLL for (int v = 0; v < JK_NQV; v++) c[j][v] = jv_zero();
     }
     int64_t d0 = 0;
-    for (; d0 + JK_DB <= D; d0 += JK_DB) JK_SCORES_BLOCK(JK_DB);
-    if (d0 < D) JK_SCORES_BLOCK(D - d0);
+    /* The first block's sum is exact to store: sum = c, error 0. */
+    if (D >= JK_DB)
+        JK_SCORES_BLOCK(JK_DB);
+    else
+        JK_SCORES_BLOCK(D);
     JK_UNROLL for (int j = 0; j < JR; j++) JK_UNROLL for (int v = 0; v < JK_NQV; v++) {
-        jv_store(st + j * JK_QB + v * JK_VL, sum[j][v]);
-        jv_store(sl + j * JK_QB + v * JK_VL, jv_nan_to_zero(jv_load(sl + j * JK_QB + v * JK_VL)));
+        jv_store(st + j * JK_QB + v * JK_VL, c[j][v]);
+        c[j][v] = jv_zero();
     }
+    for (; d0 + JK_DB <= D;) {
+        JK_SCORES_BLOCK(JK_DB);
+        JK_SCORES_FAST2SUM();
+    }
+    if (d0 < D) {
+        JK_SCORES_BLOCK(D - d0);
+        JK_SCORES_FAST2SUM();
+    }
+    /* A lane's carried error is non-finite exactly when some term or partial sum of it was. */
+    jv chk = jv_zero();
+    JK_UNROLL for (int j = 0; j < JR; j++) JK_UNROLL for (int v = 0; v < JK_NQV; v++) {
+        jv_store(sl + j * JK_QB + v * JK_VL, c[j][v]);
+        chk = jv_add(chk, c[j][v]);
+    }
+    if (jv_any_nan(jv_sub(chk, chk))) JK(scores_fix_nonfinite)(JR, D, k, ks, qt, st, sl);
 }
 
 /* ---- scores for small head_dim (D <= JK_EXACT_D): every product's rounding error is
@@ -282,8 +316,13 @@ static void JK(task)(const cpu_flash_args *a, int64_t b, int64_t h, int64_t qblk
 
     /* Pack Qt = Q^T, lanes past the last query zero. */
     const float *q = a->q + b * a->qs.batch + h * a->qs.head + q0 * a->qs.token;
-    for (int64_t d = 0; d < D; d++)
-        for (int i = 0; i < JK_QB; i++) qt[d * JK_QB + i] = i < nq ? q[i * a->qs.token + d] : 0.0f;
+    for (int i = 0; i < nq; i++) { /* rows read contiguously */
+        const float *qi = q + i * a->qs.token;
+        for (int64_t d = 0; d < D; d++) qt[d * JK_QB + i] = qi[d];
+    }
+    if (nq < JK_QB)
+        for (int64_t d = 0; d < D; d++)
+            for (int i = nq; i < JK_QB; i++) qt[d * JK_QB + i] = 0.0f;
     for (int i = 0; i < JK_QB; i++) {
         m[i] = -INFINITY;
         ml[i] = l[i] = 0.0f;

@@ -1,6 +1,7 @@
 /* AVX2+FMA instance of the flash micro-kernels (cpu_flash_template.h): cpu_flash_f32_avx2_3x16.
- * scores: 3 keys x 16 queries = 6 ymm block accumulators + 6 running sums + 2 Qt vectors
- *         + 1 broadcast (15 of 16 ymm).
+ * scores: 3 keys x 16 queries = 6 ymm block accumulators (carrying the compensation) + 2 Qt
+ *         vectors + 1 broadcast; the running sums live in st (L1), touched once per 16 head_dim
+ *         elements.
  * P V:    6 head_dim rows x 16 queries = 12 ymm accumulators + 2 Pt vectors + 1 broadcast.
  * Compiled with -mavx2 -mfma (sources.cmake); run only when cpuid reports AVX2 and FMA. */
 #include <immintrin.h>
@@ -13,7 +14,7 @@
 #define JK_SJ 3
 #define JK_DR 6
 #define JK_BK 96
-#define JK_DB 8
+#define JK_DB 16
 
 typedef __m256 jv;
 #define jv_zero() _mm256_setzero_ps()
@@ -33,6 +34,7 @@ typedef __m256 jv;
     _mm256_mul_ps((p), _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23)))
 #define jv_zero_if_below(x, t, y) _mm256_andnot_ps(_mm256_cmp_ps((x), (t), _CMP_LT_OQ), (y))
 #define jv_nan_to_zero(x) _mm256_and_ps(_mm256_cmp_ps((x), (x), _CMP_ORD_Q), (x))
+#define jv_any_nan(x) (_mm256_movemask_ps(_mm256_cmp_ps((x), (x), _CMP_UNORD_Q)) != 0)
 #define jv_fma_exact(a, b, c) _mm256_fmadd_ps((a), (b), (c))
 #define jv_min(a, b) _mm256_min_ps((a), (b))
 #define jv_select_gt(a, b, x, y) _mm256_blendv_ps((y), (x), _mm256_cmp_ps((a), (b), _CMP_GT_OQ))

@@ -1,6 +1,7 @@
 /* AVX-512F instance of the flash micro-kernels (cpu_flash_template.h): cpu_flash_f32_avx512_4x48.
- * scores: 4 keys x 48 queries = 12 zmm block accumulators + 12 zmm running sums + 3 Qt vectors
- *         + 1 broadcast (28 of 32 zmm); per head_dim element 3 loads, 4 broadcasts, 12 FMAs.
+ * scores: 4 keys x 48 queries = 12 zmm block accumulators (carrying the compensation) + 3 Qt
+ *         vectors + 1 broadcast; the 12 running sums live in st (L1), touched by the Fast2Sum
+ *         once per 16 head_dim elements; per head_dim element 3 loads, 4 broadcasts, 12 FMAs.
  * P V:    8 head_dim rows x 48 queries = 24 zmm accumulators + 3 Pt vectors + 1 broadcast;
  *         per key 3 loads, 8 broadcasts, 24 FMAs. D = 64, 128, 256 tile without an edge.
  * K[j][d] and V[j][d] are broadcast straight from K's and V's rows (vbroadcastss; GCC keeps a
@@ -16,7 +17,7 @@
 #define JK_SJ 4
 #define JK_DR 8
 #define JK_BK 96
-#define JK_DB 8
+#define JK_DB 16
 
 typedef __m512 jv;
 #define jv_zero() _mm512_setzero_ps()
@@ -33,6 +34,7 @@ typedef __m512 jv;
 #define jv_mul_pow2(p, n) _mm512_scalef_ps((p), (n))
 #define jv_zero_if_below(x, t, y) _mm512_maskz_mov_ps(~_mm512_cmp_ps_mask((x), (t), _CMP_LT_OQ), (y))
 #define jv_nan_to_zero(x) _mm512_maskz_mov_ps(_mm512_cmp_ps_mask((x), (x), _CMP_ORD_Q), (x))
+#define jv_any_nan(x) (_mm512_cmp_ps_mask((x), (x), _CMP_UNORD_Q) != 0)
 #define jv_fma_exact(a, b, c) _mm512_fmadd_ps((a), (b), (c))
 #define jv_min(a, b) _mm512_min_ps((a), (b))
 #define jv_select_gt(a, b, x, y) _mm512_mask_blend_ps(_mm512_cmp_ps_mask((a), (b), _CMP_GT_OQ), (y), (x))

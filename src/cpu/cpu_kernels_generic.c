@@ -13,7 +13,7 @@
 #define JK_SJ 4
 #define JK_DR 4
 #define JK_BK 96
-#define JK_DB 8
+#define JK_DB 8 /* its "FMA" may round twice (no contraction in C11 mode): shorter blocks */
 
 typedef struct jv {
     float x[JK_VL];
@@ -57,6 +57,11 @@ static inline jv jv_mul_pow2(jv p, jv n) {
 }
 static inline jv jv_zero_if_below(jv x, jv t, jv y) { JV_MAP1(x.x[i_] < t.x[i_] ? 0.0f : y.x[i_]); }
 static inline jv jv_nan_to_zero(jv x) { JV_MAP1(x.x[i_] == x.x[i_] ? x.x[i_] : 0.0f); }
+static inline int jv_any_nan(jv x) {
+    int any = 0;
+    for (int i = 0; i < JK_VL; i++) any |= x.x[i] != x.x[i];
+    return any;
+}
 static inline jv jv_fma_exact(jv a, jv b, jv c) { JV_MAP1(fmaf(a.x[i_], b.x[i_], c.x[i_])); }
 static inline jv jv_min(jv a, jv b) { JV_MAP1(a.x[i_] < b.x[i_] ? a.x[i_] : b.x[i_]); }
 static inline jv jv_select_gt(jv a, jv b, jv x, jv y) { JV_MAP1(a.x[i_] > b.x[i_] ? x.x[i_] : y.x[i_]); }

@@ -1,6 +1,7 @@
 /* NEON (aarch64) instance of the flash micro-kernels (cpu_flash_template.h): cpu_flash_f32_neon_3x16.
- * scores: 3 keys x 16 queries = 12 q-register block accumulators + 12 running sums + 4 Qt
- *         vectors + 1 broadcast (ld1r) = 29 of 32.
+ * scores: 3 keys x 16 queries = 12 q-register block accumulators (carrying the compensation)
+ *         + 4 Qt vectors + 1 broadcast (ld1r); the running sums live in st (L1), touched once
+ *         per 16 head_dim elements.
  * P V:    6 head_dim rows x 16 queries = 24 accumulators + 4 Pt vectors + 1 broadcast.
  * NEON is baseline on aarch64: built only there (sources.cmake). */
 #include <arm_neon.h>
@@ -13,7 +14,7 @@
 #define JK_SJ 3
 #define JK_DR 6
 #define JK_BK 96
-#define JK_DB 8
+#define JK_DB 16
 
 typedef float32x4_t jv;
 #define jv_zero() vdupq_n_f32(0.0f)
@@ -33,6 +34,7 @@ typedef float32x4_t jv;
 #define jv_zero_if_below(x, t, y) \
     vreinterpretq_f32_u32(vbicq_u32(vreinterpretq_u32_f32(y), vcltq_f32((x), (t))))
 #define jv_nan_to_zero(x) vreinterpretq_f32_u32(vandq_u32(vreinterpretq_u32_f32(x), vceqq_f32((x), (x))))
+#define jv_any_nan(x) (vminvq_u32(vceqq_f32((x), (x))) == 0)
 #define jv_fma_exact(a, b, c) vfmaq_f32((c), (a), (b))
 /* min with NaN in b returned (vminq propagates NaN from either operand, which is stronger). */
 #define jv_min(a, b) vminq_f32((a), (b))
