@@ -210,8 +210,8 @@ static int device_is_sm90(void) {
 
 /* Why forced v3 must refuse (p, e), as the word its error message must name, or NULL. */
 static const char *v3_must_refuse(const jattn_problem *p, const jattn_exec *e) {
+    (void)e; /* both precisions run */
     if (!device_is_sm90()) return "device";
-    if (e->precision != JATTN_PRECISION_F32) return "precision";
     if (p->head_dim != 64 && p->head_dim != 128) return "head_dim";
     return NULL;
 }
@@ -240,17 +240,17 @@ static void test_versions(jt_rng *rng) {
             jattn_exec e = {0};
             e.backend = JATTN_BACKEND_CUDA;
             jattn_selection sel;
-            int v3_runs_f32 = 1;
+            int v3_ran = 1;
             if (ver == JATTN_CUDA_KERNEL_V3) {
-                jattn_exec tf = e;
-                tf.precision = JATTN_PRECISION_TF32;
-                const char *why = v3_must_refuse(&p, &tf);
-                jt_tally_add(&tally, why && expect_v3_refusal(&p, &tf, why));
-                why = v3_must_refuse(&p, &e);
-                if (why) {
-                    jt_tally_add(&tally, expect_v3_refusal(&p, &e, why));
-                    continue;
+                int refused = 0;
+                for (int pi = 0; pi < 2; pi++) {
+                    e.precision = pi ? JATTN_PRECISION_TF32 : JATTN_PRECISION_F32;
+                    const char *why = v3_must_refuse(&p, &e);
+                    if (why) jt_tally_add(&tally, expect_v3_refusal(&p, &e, why));
+                    refused |= why != NULL;
                 }
+                e.precision = JATTN_PRECISION_F32;
+                if (refused) continue;
             }
             if (!jt_expect_status(jattn_select(&p, &e, &sel), JATTN_OK, "select")) {
                 jt_tally_add(&tally, 0);
@@ -273,22 +273,46 @@ static void test_versions(jt_rng *rng) {
                     jt_tally_add(&tally, 0);
                     continue;
                 }
-                for (int pi = 0; pi < (ver == JATTN_CUDA_KERNEL_V3 ? 1 : 2); pi++) {
+                for (int pi = 0; pi < 2; pi++) {
                     e.precision = pi ? JATTN_PRECISION_TF32 : JATTN_PRECISION_F32;
                     int ok = jt_case_check(&c, &e, 1);
                     if (!ok) printf("    (kernel %s)\n", sel.kernel);
                     jt_tally_add(&tally, ok);
                     if (ver == JATTN_CUDA_KERNEL_V3 && strncmp(jattn_cuda_last_kernel(), "cuda_v3", 7) != 0) {
                         printf("FAIL v3 selected, %s ran (host memory, aligned buffers)\n", jattn_cuda_last_kernel());
-                        v3_runs_f32 = 0;
+                        v3_ran = 0;
                     }
                 }
             }
-            if (ver == JATTN_CUDA_KERNEL_V3) jt_tally_add(&tally, v3_runs_f32);
+            if (ver == JATTN_CUDA_KERNEL_V3) jt_tally_add(&tally, v3_ran);
             jt_case_free(&c);
         }
     }
     jattn_cuda_set_kernel(JATTN_CUDA_KERNEL_AUTO);
+}
+
+/* The automatic choice: v3 on a 9.0 device where it applies (D 64 or 128), else v2; v1 for
+ * seq_kv == 1 and for D beyond v2's limits. */
+static void test_auto_choice(void) {
+    static const struct { int64_t skv, d; } cases[] = {{77, 128}, {77, 64}, {77, 96}, {1, 128}, {77, 264}};
+    jattn_cuda_set_kernel(JATTN_CUDA_KERNEL_AUTO);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        jattn_problem p = jattn_problem_flux(1, 2, 33, cases[i].skv, cases[i].d);
+        const char *want = cases[i].skv == 1 || cases[i].d > JATTN_CUDA_V2_MAX_HEAD_DIM ? "cuda_v1"
+                           : (cases[i].d == 64 || cases[i].d == 128) && device_is_sm90() ? "cuda_v3"
+                                                                                           : "cuda_v2";
+        for (int pi = 0; pi < 2; pi++) {
+            jattn_exec e = {0};
+            e.backend = JATTN_BACKEND_CUDA;
+            e.precision = pi ? JATTN_PRECISION_TF32 : JATTN_PRECISION_F32;
+            jattn_selection sel = {0};
+            int ok = jt_expect_status(jattn_select(&p, &e, &sel), JATTN_OK, "auto select") && sel.kernel &&
+                     strncmp(sel.kernel, want, strlen(want)) == 0;
+            if (!ok) printf("FAIL auto choice for seq_kv=%lld D=%lld: %s, want %s\n", (long long)cases[i].skv,
+                            (long long)cases[i].d, sel.kernel ? sel.kernel : "none", want);
+            jt_tally_add(&tally, ok);
+        }
+    }
 }
 
 /* Forced v3 on device pointers: 16-byte aligned ones run v3; 4-byte aligned ones run v2 for
@@ -365,6 +389,7 @@ int main(void) {
     test_aliasing(&c, s);
     test_ctx_allocations(&c, &small);
     test_versions(&rng);
+    test_auto_choice();
     test_v3_device_pointers(&c, s);
 
     jt_case_free(&c);

@@ -293,8 +293,8 @@ typedef enum which_tensor { IN_Q, IN_K, IN_V } which_tensor;
 static int bits_equal(float a, float b) { return memcmp(&a, &b, sizeof a) == 0; }
 
 /* One NaN/Inf in one tensor; checks the rule of the header comment (see the top of this file). */
-static void nonfinite(which_tensor which, float bad) {
-    const int64_t B = 2, H = 2, Sq = 9, Skv = 13, D = 32;
+static void nonfinite(which_tensor which, float bad, int64_t D) {
+    const int64_t B = 2, H = 2, Sq = 9, Skv = 13;
     jattn_problem p = jattn_problem_flux(B, H, Sq, Skv, D);
     jt_case c;
     if (jt_case_init(&c, &p) != 0) {
@@ -393,8 +393,8 @@ static float denormal_elem(int64_t b, int64_t h, int64_t i, int64_t d, void *arg
     return denormal(*(const uint32_t *)arg);
 }
 
-static void denormals_q_significant(void) {
-    const int64_t B = 1, H = 2, Sq = 33, Skv = 65, D = 64;
+static void denormals_q_significant(int64_t D) {
+    const int64_t B = 1, H = 2, Sq = 33, Skv = 65;
     jattn_problem p = jattn_problem_flux(B, H, Sq, Skv, D);
     p.scale = 0x1p24f;
     jt_case c;
@@ -404,15 +404,15 @@ static void denormals_q_significant(void) {
     }
     uint32_t lo = 1u << 20; /* |q| in [2^-129, 2^-126) */
     fill(&p, c.q, p.q, Sq, denormal_elem, &lo);
-    /* |q| ~ 2^-127.5, |k| ~ 2^102 normal, scale 2^24, D = 64: logit std about 2^-1.5 * 8 = 2.8 */
+    /* |q| ~ 2^-127.5, |k| ~ 2^102 normal, scale 2^24: logit std about 2^-1.5 * sqrt(D), 2 to 2.8 */
     fill_normal(&p, c.k, p.k, Skv, 0x1p102);
     fill_normal(&p, c.v, p.v, Skv, 1.0);
     check_against_reference(&c, "denormal q (logits of order 1)", 1);
     jt_case_free(&c);
 }
 
-static void denormals_qk_underflow(void) {
-    const int64_t B = 1, H = 2, Sq = 17, Skv = 40, D = 32;
+static void denormals_qk_underflow(int64_t D) {
+    const int64_t B = 1, H = 2, Sq = 17, Skv = 40;
     jattn_problem p = jattn_problem_flux(B, H, Sq, Skv, D);
     jt_case c;
     if (jt_case_init(&c, &p) != 0) {
@@ -427,8 +427,8 @@ static void denormals_qk_underflow(void) {
     jt_case_free(&c);
 }
 
-static void denormals_v(void) {
-    const int64_t B = 1, H = 2, Sq = 17, Skv = 48, D = 32;
+static void denormals_v(int64_t D) {
+    const int64_t B = 1, H = 2, Sq = 17, Skv = 48;
     jattn_problem p = jattn_problem_flux(B, H, Sq, Skv, D);
     jt_case c;
     if (jt_case_init(&c, &p) != 0) {
@@ -509,12 +509,18 @@ int main(int argc, char **argv) {
     for (int d = 0; d < JT_DIST_COUNT; d++) single_key((jt_dist)d);
     long_rows(1.0);
     long_rows(3.0);
+    /* The non-finite and denormal cases at two head dims: on the cuda backend D = 32 runs
+     * kernel v2 and D = 64 / 128 kernel v3 (on sm_90), whose TF32 splits differ. */
     const float bads[3] = {NAN, INFINITY, -INFINITY};
-    for (int t = IN_Q; t <= IN_V; t++)
-        for (int i = 0; i < 3; i++) nonfinite((which_tensor)t, bads[i]);
-    denormals_q_significant();
-    denormals_qk_underflow();
-    denormals_v();
+    const int64_t dims[2] = {32, 128};
+    for (int di = 0; di < 2; di++)
+        for (int t = IN_Q; t <= IN_V; t++)
+            for (int i = 0; i < 3; i++) nonfinite((which_tensor)t, bads[i], dims[di]);
+    for (int di = 0; di < 2; di++) {
+        denormals_q_significant(dims[di] == 32 ? 32 : 64);
+        denormals_qk_underflow(dims[di]);
+        denormals_v(dims[di] == 32 ? 32 : 64);
+    }
     explicit_scale(1e-30f, 1.0);
     explicit_scale(1e-40f, 1.0);
     explicit_scale(1e3f, 0.033);        /* logit std = 1e3 * 8 * 0.033^2 = 8.7 */

@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # The GPU harness (issue 4), one run on the GPU machine, from the repository root:
-#   build (cmake -DJATTN_CUDA=ON) -> GPU tests (ctest) -> the parity suite once more on the forced
-#   kernel v3 (sm_90a wgmma; not the default yet) -> compute-sanitizer memcheck, racecheck,
-#   synccheck, initcheck on small shapes -> benchmark: jattn kernel versions (f32, tf32) and
-#   PyTorch SDPA (fp32 efficient-attention, bf16 cuDNN) at the shapes of issue 4 -> table LAST.
+#   build (cmake -DJATTN_CUDA=ON) -> GPU tests (the parity suite, device-pointer tests, edges)
+#   -> the parity suite once more on each forced kernel version -> compute-sanitizer memcheck,
+#   racecheck, synccheck, initcheck over the GPU tests on their small shapes -> benchmark: jattn
+#   kernel versions (f32, tf32) and PyTorch SDPA (fp32 efficient-attention, bf16 cuDNN) at the
+#   shapes of issue 4 -> table LAST.
 # usage: bench/gpu/run.sh            (OUT=dir for logs, default build-gpu/out)
-# env:   JATTN_GPU_STEPS="build test parity3 sanitize sass bench jattn variants cpu" (default: all
-#        but variants and cpu)
+#        BUILD=dir bench/gpu/run.sh  with binaries built elsewhere (same layout as a cmake build
+#        dir: tests/, tools/jattn, jattn_gpu_bench, sanitize_small) and STEPS without "build"
+# env:   JATTN_GPU_STEPS="build test parity3 sanitize sass bench jattn ncu variants cpu" (default:
+#        all but ncu, variants and cpu)
+#        JATTN_SANITIZE_TIMEOUT=seconds per compute-sanitizer run (default 300)
 #        JATTN_GPU_SHAPES="1,24,1536,128 ..." (default: the five shapes of issue 4)
 #        JATTN_BENCH_VERSIONS=v1,v2,v3 (which kernel versions the bench times; v3 runs f32 only)
 #        JATTN_GPU_VARIANTS="0:6 0:3 v3" (variants step: v2 tile:products, or v3)
@@ -50,10 +54,19 @@ if has sass; then
   awk '/Function :/{f=$3} /HGMMA/{h[f]++} /LDL|STL/{l[f]++} END{for(k in h) printf "%-70s HGMMA %5d  LDL/STL %d\n", k, h[k], l[k]+0}' /tmp/v3.sass
 fi
 
+# The GPU tests: the whole parity suite (both precisions), the device-pointer tests (streams,
+# graphs, misaligned and overlapping pointers, allocation counts, kernel versions), the edges.
+GPU_TESTS=("test_parity cuda" "test_cuda_device" "test_edges cuda")
+
 if has test; then
-  note "tests (ctest -R cuda, full parity suite)"
-  (cd "$BUILD" && ctest -R cuda --output-on-failure) > "$OUT/tests.log" 2>&1 || status=1
-  grep -E "tests passed|FAIL|Passed|Failed|passed," "$OUT/tests.log" | head -30
+  note "tests (the GPU tests, full parity suite)"
+  : > "$OUT/tests.log"
+  for t in "${GPU_TESTS[@]}"; do
+    $BUILD/tests/$t >> "$OUT/tests.log" 2>&1; rc=$?
+    echo "$t: rc=$rc $(grep -E "^$t|^${t%% *}" "$OUT/tests.log" | grep -E 'passed' | tail -1)"
+    [ $rc -eq 0 ] || status=1
+  done
+  grep -E "^FAIL" "$OUT/tests.log" | head -20
 fi
 
 # worst (max_abs / f32 gate) over the D=128 "large" rows of a verbose parity log (gate: 1e-5 x max(1, max|ref|))
@@ -77,13 +90,32 @@ if has parity3; then
 fi
 
 if has sanitize; then
-  note "compute-sanitizer"
+  # Every tool over: sanitize_small (each kernel version and precision on odd shapes), the GPU
+  # tests on their quick (small) shapes with the default kernels and with v3 forced. A test's own
+  # failures give rc 1; a sanitizer finding gives rc 3 (--error-exitcode).
+  note "compute-sanitizer (memcheck racecheck synccheck initcheck) over sanitize_small and the GPU tests"
   : > "$OUT/sanitize.log"
   for tool in memcheck racecheck synccheck initcheck; do
-    compute-sanitizer --tool $tool --error-exitcode 3 "$BUILD/sanitize_small" >> "$OUT/sanitize.log" 2>&1
-    rc=$?; echo "$tool: rc=$rc $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitize.log" | tail -1)"
-    [ $rc -eq 0 ] || status=1
+    for t in sanitize_small "tests/test_parity cuda" "v3 tests/test_parity cuda" "tests/test_cuda_device" "tests/test_edges cuda"; do
+      env=(JATTN_TEST_QUICK=1)
+      case $t in v3\ *) env+=(JATTN_CUDA_KERNEL=v3); t=${t#v3 } ;; esac
+      echo "---- $tool ${env[*]} $t" >> "$OUT/sanitize.log"
+      env "${env[@]}" timeout "${JATTN_SANITIZE_TIMEOUT:-300}" compute-sanitizer --tool $tool --error-exitcode 3 $BUILD/$t >> "$OUT/sanitize.log" 2>&1
+      rc=$?
+      echo "$tool ${env[1]:-} $t: rc=$rc $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitize.log" | tail -1)"
+      [ $rc -eq 3 ] || [ $rc -ge 124 ] && status=1
+    done
   done
+fi
+
+if has ncu; then
+  # Profile of the forced v3 kernel at (1,24,4608,128), the clocks left alone (METHOD.md).
+  note "ncu: v3 f32 at (1,24,4608,128)"
+  JATTN_BENCH_VERSIONS=v3 JATTN_BENCH_REPS=1 timeout 300 ncu --clock-control none -k regex:sm90 -c 1 --set full \
+    --import-source no --page details "$BUILD/jattn_gpu_bench" 1,24,4608,128 > "$OUT/ncu_v3.txt" 2>&1
+  JATTN_BENCH_VERSIONS=v3 JATTN_BENCH_REPS=1 timeout 300 ncu --clock-control none -k regex:sm90 -c 1 --set full \
+    --page source --print-source sass "$BUILD/jattn_gpu_bench" 1,24,4608,128 > "$OUT/ncu_v3_sass.txt" 2>&1
+  grep -E "Duration|Compute \(SM\) Throughput|Issue Slots Busy|Warp Cycles Per Issued|No Eligible|Registers Per|Achieved Occupancy" "$OUT/ncu_v3.txt" | head -12
 fi
 
 if has jattn && [ -x "$BUILD/tools/jattn" ]; then

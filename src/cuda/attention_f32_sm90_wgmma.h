@@ -23,7 +23,9 @@
  *  - scale: resolved by the caller, finite and > 0 (1/sqrt(D) by default).
  *  - precision: ATTENTION_SM90_F32 = 3xTF32 split (big = tf32(x), small = tf32(x - big),
  *    big*big + big*small + small*big) for both products, fp32 accumulation, meets the f32
- *    gate of DESIGN.md §2; ATTENTION_SM90_TF32 = one TF32 product each (tf32 gate).
+ *    gate of DESIGN.md §2; ATTENTION_SM90_TF32 = one TF32 product for P V (tf32 gate): Q K^T
+ *    stays 3xTF32 in the _st kernel (logit errors are amplified by the softmax), one product
+ *    in v3.0.
  *  - Stream: the caller's; the call only enqueues one kernel. No allocation, no
  *    synchronisation, no host round trip, so it can be captured in a CUDA graph.
  *    It sets the kernel's dynamic shared memory limit (cudaFuncSetAttribute) on each call.
@@ -45,7 +47,7 @@ extern "C" {
 
 typedef enum attention_sm90_precision {
     ATTENTION_SM90_F32 = 0, /* 3xTF32: fp32-accurate */
-    ATTENTION_SM90_TF32 = 1 /* one TF32 product per matmul */
+    ATTENTION_SM90_TF32 = 1 /* one TF32 product in P V (and in Q K^T in v3.0) */
 } attention_sm90_precision;
 
 typedef struct attention_sm90_strides {

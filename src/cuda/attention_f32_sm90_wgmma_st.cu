@@ -1,5 +1,6 @@
-/* attention_f32_sm90_wgmma_st_64x64 — version 3.1 of the cuda kernels: fp32-accurate flash
- * attention with Hopper's wgmma in the transposed ("S^T") orientation, for sm_90a.
+/* attention_f32_sm90_wgmma_st_64x64 — version 3.2 of the cuda kernels (the default on sm_90
+ * for D 64 and 128): fp32-accurate flash attention with Hopper's wgmma in the transposed
+ * ("S^T") orientation, for sm_90a.
  *
  * Reads  q [B, H, Sq, D], k and v [B, H, Skv, D] (element strides per batch/head/token,
  *        head_dim contiguous, float4 aligned), D in {64, 128}.
@@ -10,7 +11,8 @@
  * per CTA and saturates shared-memory bandwidth in the S phase (NOTES_sm90.md). Here the
  * operand that changes every tile comes from registers, straight from global memory:
  *  - S^T = K Q^T: wgmma m64n64k8, A = the K tile (64 keys x 8 head_dim) from registers,
- *    B = the CTA's 64 queries (Q, K-major over head_dim) from shared memory, staged once.
+ *    B = the CTA's 64 queries (Q, K-major over head_dim) from shared memory, staged once
+ *    (pre-scaled by the scale: scores in natural units).
  *  - O^T = V^T P^T: wgmma m64n64k8 per 64 rows of head_dim, A = V^T from registers, B = P^T
  *    (64 queries x 64 keys, K-major over keys) written to shared memory once per tile.
  *  Shared memory: Q (big, small) 64 KB + P^T (big, small) 32 KB + 3.5 KB of softmax state at
@@ -32,19 +34,27 @@
  *    d = 2*(D/64)*(8w+g) + 2mb + h, so a thread's A fragment of V^T is a float2 of v per key
  *    and its output for one query is 2*(D/64) consecutive floats (one float4 at D = 128).
  *  - keys keep their order: slice ks position p = key 8ks+p in both V^T and P^T.
- *  - f32 mode splits every operand into big = tf32_rn(x) and small = tf32_rn(x - big) (K, V
- *    in registers as loaded, Q when staged, P when stored). S^T runs as two passes over the
- *    slices, first the corrections small*big + big*small, then big*big (K loaded again,
- *    from L1), the big*big products of the two halves of head_dim in two accumulators added
- *    in fp32, so the accumulators round at full magnitude in 2 x 8 of 48 steps; O^T runs the
- *    three products of each slice together into a fresh accumulator per tile, added to O in
- *    fp32. The A fragments of a slice group stay untouched until `wgmma.wait_group 1` after
- *    the next group has been issued (two groups of A registers live).
+ *  - Q K^T is 3xTF32 in both modes: every operand is split into big = tf32_rn(x) and small =
+ *    tf32_rn(x - big) (cvt.rn.tf32: one instruction on sm_90). S^T runs in one pass over
+ *    the slices into three accumulators: the corrections small*big + big*small, and the
+ *    big*big products of the two halves of head_dim; only those 2 x 8 accumulations round at
+ *    full magnitude. P V is 3xTF32 in f32 mode (the three products of each slice together
+ *    into a fresh accumulator per tile, added to O in fp32), one TF32 product in tf32 mode.
+ *    The A fragments of a slice group stay untouched until `wgmma.wait_group 1` after the
+ *    next group has been issued (two groups of A registers live).
+ *  - Loads run one phase ahead: the next tile's first K pairs during P V, the first V block
+ *    before the softmax's second barrier, the second V block during the first's products.
+ *  - A V block whose values are all below 2^-63 is scaled by 2^62 for its products (TF32
+ *    keeps 11 significant bits only down to 2^-126) and its result by 2^-62 after.
+ *  - Short grids: when a second CTA per query block fills the machine's last wave better
+ *    (st_kv_split), a cluster of two CTAs splits the key tiles in halves; rank 1 sends its
+ *    unnormalised O, max and sum through distributed shared memory and rank 0 merges them.
  *
- * Measured (H200, bench/gpu/wgmma_check.cu, 2026-11-30; bench/results/h200-2026-11-30-lead):
- * every f32 check passes (worst rel_l2 1.05e-6); 33.6 / 44.4 / 46.0 TFLOP/s f32 at
- * (1,24,{1536,4608,16384},128); tf32 mode misses its gate on peaky/large inputs (1.7e-3).
- * The cuda backend runs it as kernel version v3 (f32 only, when forced; cuda_backend.c). */
+ * Measured (H200, bench/gpu/run.sh, 2026-11-30; bench/results/gpu-h200-v3.2.md), TFLOP/s at
+ * (1,24,1536,128), (1,24,4608,128), (1,48,4608,128), (1,24,16384,128), (1,24,1536,64):
+ *   f32  49.3 / 57.8 / 57.8 / 60.1 / 36.9 = 1.26 / 1.32 / 1.26 / 1.32 / 1.46x PyTorch fp32
+ *   tf32 58.7 / 71.2 / 71.7 / 73.1 / 39.6; rel_l2 f32 5.8e-7..7.3e-7 (PyTorch 6.3e-7..8.8e-7).
+ * v3.1 (two S^T passes, cvt.rna, loads just before use, no split): 33.6 / 44.4 / - / 46.0 f32. */
 #include "attention_f32_sm90_wgmma.h"
 
 #include <math.h>
@@ -66,14 +76,14 @@ constexpr int kStQ = 64;         /* queries per CTA: N of both products */
 constexpr int kStK = 64;         /* keys per tile: M of S^T, K of O^T */
 constexpr int kStMRows = 64;     /* wgmma M */
 
-template <int D, bool kSplit>
+template <int D, bool kSplitPV>
 struct StConfig {
-    static constexpr int kParts = kSplit ? 2 : 1;
+    static constexpr int kPVParts = kSplitPV ? 2 : 1; /* P and V: big (+ small) */
     static constexpr int kQBytes = kStQ * D * 4;
     static constexpr int kPBytes = kStQ * kStK * 4;
     static constexpr int kQOff = 0;
-    static constexpr int kPOff = kQOff + kParts * kQBytes;
-    static constexpr int kStateOff = kPOff + kParts * kPBytes;
+    static constexpr int kPOff = kQOff + 2 * kQBytes;
+    static constexpr int kStateOff = kPOff + kPVParts * kPBytes;
     /* floats: col_max[2][warps][Q], col_sum[warps][Q], m[2][Q], l[Q], alpha[Q], l_comp[Q] */
     static constexpr int kStateFloats = 2 * kStWarps * kStQ + kStWarps * kStQ + 2 * kStQ + kStQ + kStQ + kStQ;
     static constexpr int kSmemBytes = kStateOff + kStateFloats * 4 + kSwizzleAtomBytes; /* + alignment slack */
@@ -85,6 +95,12 @@ struct StConfig {
     static_assert(D % kStMRows == 0, "head_dim must be a multiple of 64");
     static_assert(kQBytes % kSwizzleAtomBytes == 0 && kPBytes % kSwizzleAtomBytes == 0, "1024-byte aligned tiles");
 };
+
+/* A block of V whose values all have an exponent field below 64 (|v| < 2^-63) is scaled by
+ * 2^62 before its TF32 split, its product by 2^-62 after. */
+constexpr uint32_t kTinyExponentBits = 0x60000000u; /* the two top bits of the exponent field */
+constexpr float kTinyScale = 0x1p62f;
+constexpr float kTinyUnscale = 0x1p-62f;
 
 /* Column of head_dim index d in the staged Q tile (the S^T k-slice order above). */
 __device__ __forceinline__ int st_q_column(int d)
@@ -111,13 +127,45 @@ __device__ __forceinline__ void st_split4(const float (&x)[4], uint32_t (&big)[4
     }
 }
 
-template <int D, bool kSplit>
+/* The first kAhead float4 pairs of this thread's K rows (keys key0 + 16w+g, +8) of a tile:
+ * its A fragments of slices 0 .. 2 kAhead - 1 (zeros past seq_kv). */
+template <int kDPairs, int kAhead>
+__device__ __forceinline__ void st_load_k(const float *kp, int64_t k_t, int seq_kv, int key0, int warp, int g, int c,
+                                          float4 (&kx)[kAhead][2])
+{
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        const int key = key0 + warp * 16 + g + 8 * r;
+        const bool valid = key < seq_kv;
+        const float4 *row = reinterpret_cast<const float4 *>(kp + (int64_t)(valid ? key : 0) * k_t);
+#pragma unroll
+        for (int s = 0; s < kAhead; ++s) kx[s][r] = valid ? row[4 * s + c] : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+}
+
+/* This thread's V^T A fragments of one 64-row block of head_dim (vp already offset to the
+ * block's first column pair): v[key0 + 8 ks + c + 4 u][d_base .. d_base + 1] (zeros past seq_kv). */
+template <int kVSlices>
+__device__ __forceinline__ void st_load_v(const float *vp, int64_t v_t, int seq_kv, int key0, int d_base, int c,
+                                          float2 (&vx)[kVSlices][2])
+{
+#pragma unroll
+    for (int ks = 0; ks < kVSlices; ++ks)
+#pragma unroll
+        for (int u = 0; u < 2; ++u) {
+            const int key = key0 + 8 * ks + c + 4 * u;
+            vx[ks][u] = key < seq_kv ? *reinterpret_cast<const float2 *>(vp + (int64_t)key * v_t + d_base)
+                                     : make_float2(0.f, 0.f);
+        }
+}
+
+template <int D, bool kSplitPV>
 __global__ void __launch_bounds__(kStThreads, 2) attention_f32_sm90_wgmma_st_64x64_kernel(const Params p)
 {
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
     __trap(); /* another target (the library's compute_80 PTX): the launch refuses such devices */
 #else
-    using C = StConfig<D, kSplit>;
+    using C = StConfig<D, kSplitPV>;
     extern __shared__ unsigned char smem_raw[];
     const uint32_t raw_saddr = smem_u32(smem_raw);
     unsigned char *smem = smem_raw + ((kSwizzleAtomBytes - (raw_saddr % kSwizzleAtomBytes)) % kSwizzleAtomBytes);
@@ -134,13 +182,19 @@ __global__ void __launch_bounds__(kStThreads, 2) attention_f32_sm90_wgmma_st_64x
 
     const int tid = threadIdx.x;
     const int warp = tid / 32, lane = tid % 32, g = lane / 4, c = lane % 4;
-    const int q0 = blockIdx.x * kStQ;
+    /* kv_split 2: a cluster of two CTAs per query block, rank r takes the r-th half of the
+     * key tiles; rank 1 hands its unnormalised O, m and l to rank 0, which merges and writes. */
+    const int split = p.kv_split;
+    const int rank = split == 2 ? (int)cluster_ctarank() : 0;
+    const int q0 = (blockIdx.x / split) * kStQ;
     const int h = blockIdx.y, b = blockIdx.z;
     const float *qp = p.q + b * p.q_b + h * p.q_h;
     const float *kp = p.k + b * p.k_b + h * p.k_h;
     const float *vp = p.v + b * p.v_b + h * p.v_h;
-    const float log2_scale = p.scale * kLog2e;
-    const int n_tiles = (p.seq_kv + kStK - 1) / kStK;
+    const int n_all = (p.seq_kv + kStK - 1) / kStK;
+    const int half = (n_all + 1) / 2;
+    const int tile_begin = rank == 1 ? half : 0;
+    const int tile_end = split == 2 && rank == 0 ? half : n_all;
 
     /* Stage Q once: rows = queries, columns in the S^T slice order, big and small. */
     {
@@ -150,17 +204,15 @@ __global__ void __launch_bounds__(kStThreads, 2) attention_f32_sm90_wgmma_st_64x
             const int row = idx / kVec, c4 = idx % kVec;
             float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
             if (q0 + row < p.seq_q) x = __ldg(reinterpret_cast<const float4 *>(qp + (int64_t)(q0 + row) * p.q_t) + c4);
-            const float e[4] = {x.x, x.y, x.z, x.w};
+            /* q pre-scaled (exact for a power-of-two scale): scores in natural units, and a
+             * denormal q with a large scale keeps its bits instead of TF32's subnormal grid. */
+            const float e[4] = {x.x * p.scale, x.y * p.scale, x.z * p.scale, x.w * p.scale};
 #pragma unroll
             for (int j = 0; j < 4; ++j) {
                 const uint32_t off = swizzled_offset(row, st_q_column(4 * c4 + j), kStQ);
                 uint32_t bg, sm;
-                if (kSplit) {
-                    tf32_split(e[j], bg, sm);
-                    *reinterpret_cast<uint32_t *>(q_small + off) = sm;
-                } else {
-                    bg = tf32_round(e[j]);
-                }
+                tf32_split(e[j], bg, sm); /* Q K^T is 3xTF32 in both modes */
+                *reinterpret_cast<uint32_t *>(q_small + off) = sm;
                 *reinterpret_cast<uint32_t *>(q_big + off) = bg;
             }
         }
@@ -179,19 +231,25 @@ __global__ void __launch_bounds__(kStThreads, 2) attention_f32_sm90_wgmma_st_64x
 #pragma unroll
         for (int i = 0; i < C::kAcc; ++i) o[mb][i] = 0.f;
 
-    for (int tile = 0; tile < n_tiles; ++tile) {
+    /* K rows of this thread (keys 16w+g and 16w+g+8 of a tile) and the tile's first kAhead
+     * float4 pairs of them: loaded one phase ahead (during the previous tile's P V), so the
+     * S^T products start on registers that have arrived. */
+    constexpr int kAhead = C::kDPairs / 2;
+    float4 kx_next[kAhead][2];
+    st_load_k<C::kDPairs, kAhead>(kp, p.k_t, p.seq_kv, tile_begin * kStK, warp, g, c, kx_next);
+
+    for (int tile = tile_begin; tile < tile_end; ++tile) {
         const int key0 = tile * kStK;
-        const int parity = tile & 1;
+        const int parity = (tile - tile_begin) & 1;
         const uint32_t q_big_t = opaque(q_big_s), q_small_t = opaque(q_small_s);
         const uint32_t p_big_t = opaque(p_big_s), p_small_t = opaque(p_small_s);
 
         /* ---- S^T = K Q^T: A = K from registers (rows 16w+g, 16w+g+8), B = Q ---- */
-        /* Two passes over the tile's K in f32 mode: first the correction products
-         * (small*big, big*small) of every slice while the accumulator is small, then the
-         * big*big ones, so only 16 of the 48 accumulations round at full magnitude (the
-         * second pass reloads K, from L1). K loads run kAhead slice pairs ahead of their
-         * wgmmas (loading the whole tile up front spills in f32 mode). */
-        constexpr int kAhead = C::kDPairs / 2;
+        /* One pass over the tile's K, three accumulators: st_c takes the correction products
+         * (small*big, big*small) of every slice, st_lo / st_hi the big*big products of the two
+         * halves of head_dim. Only the 2 x 8 big*big accumulations round at full magnitude;
+         * the corrections accumulate at their own small magnitude (v3.1 ran them in a first
+         * pass into the same accumulator, which needed K twice). */
         const float4 *krow[2];
         bool kvalid[2];
 #pragma unroll
@@ -200,45 +258,33 @@ __global__ void __launch_bounds__(kStThreads, 2) attention_f32_sm90_wgmma_st_64x
             kvalid[r] = key < p.seq_kv;
             krow[r] = reinterpret_cast<const float4 *>(kp + (int64_t)(kvalid[r] ? key : 0) * p.k_t);
         }
-        /* st: the corrections and the big*big products of the first half of head_dim;
-         * st_hi: the big*big products of the second half, from zero; added in fp32 after. */
         constexpr int kHalfPairs = C::kDPairs / 2;
-        float st[C::kAcc], st_hi[C::kAcc];
-#pragma unroll
-        for (int pass = kSplit ? 0 : 1; pass < 2; ++pass) {
-            const bool corrections = pass == 0;
+        float st_c[C::kAcc], st_lo[C::kAcc], st_hi[C::kAcc];
+        {
             float4 kx[C::kDPairs][2];
 #pragma unroll
-            for (int s = 0; s < kAhead; ++s)
-#pragma unroll
-                for (int r = 0; r < 2; ++r)
-                    kx[s][r] = kvalid[r] ? krow[r][4 * s + c] : make_float4(0.f, 0.f, 0.f, 0.f);
+            for (int s = 0; s < kAhead; ++s) {
+                kx[s][0] = kx_next[s][0];
+                kx[s][1] = kx_next[s][1];
+            }
             uint32_t ka_big[C::kDPairs][2][4], ka_small[C::kDPairs][2][4];
 #pragma unroll
             for (int s = 0; s < C::kDPairs; ++s) {
                 const float slice0[4] = {kx[s][0].x, kx[s][1].x, kx[s][0].y, kx[s][1].y};
                 const float slice1[4] = {kx[s][0].z, kx[s][1].z, kx[s][0].w, kx[s][1].w};
-                if (corrections) {
-                    st_split4<2>(slice0, ka_big[s][0], ka_small[s][0]);
-                    st_split4<2>(slice1, ka_big[s][1], ka_small[s][1]);
-                } else {
-                    st_split4<1>(slice0, ka_big[s][0], ka_small[s][0]);
-                    st_split4<1>(slice1, ka_big[s][1], ka_small[s][1]);
-                }
+                st_split4<2>(slice0, ka_big[s][0], ka_small[s][0]);
+                st_split4<2>(slice1, ka_big[s][1], ka_small[s][1]);
                 wgmma_fence();
 #pragma unroll
                 for (int u = 0; u < 2; ++u) {
                     const int ks = 2 * s + u;
                     const uint64_t qb = st_desc(q_big_t, ks);
-                    if (corrections) {
-                        wgmma_m64n64k8_tf32_rs(st, ka_small[s][u], qb, (s > 0 || u > 0) ? 1 : 0);
-                        wgmma_m64n64k8_tf32_rs(st, ka_big[s][u], st_desc(q_small_t, ks), 1);
-                    } else {
-                        if (s < kHalfPairs)
-                            wgmma_m64n64k8_tf32_rs(st, ka_big[s][u], qb, (kSplit || s > 0 || u > 0) ? 1 : 0);
-                        else
-                            wgmma_m64n64k8_tf32_rs(st_hi, ka_big[s][u], qb, (s > kHalfPairs || u > 0) ? 1 : 0);
-                    }
+                    wgmma_m64n64k8_tf32_rs(st_c, ka_small[s][u], qb, (s > 0 || u > 0) ? 1 : 0);
+                    wgmma_m64n64k8_tf32_rs(st_c, ka_big[s][u], st_desc(q_small_t, ks), 1);
+                    if (s < kHalfPairs)
+                        wgmma_m64n64k8_tf32_rs(st_lo, ka_big[s][u], qb, (s > 0 || u > 0) ? 1 : 0);
+                    else
+                        wgmma_m64n64k8_tf32_rs(st_hi, ka_big[s][u], qb, (s > kHalfPairs || u > 0) ? 1 : 0);
                 }
                 wgmma_commit();
                 if (s + kAhead < C::kDPairs) {
@@ -249,17 +295,23 @@ __global__ void __launch_bounds__(kStThreads, 2) attention_f32_sm90_wgmma_st_64x
                 if (s > 0) {
                     wgmma_wait<1>(); /* the previous pair's A registers are free again */
                     fence_regs(ka_big[s - 1]);
-                    if (corrections) fence_regs(ka_small[s - 1]);
+                    fence_regs(ka_small[s - 1]);
                 }
             }
             wgmma_wait_all();
-            fence_regs(st);
-            if (!corrections) fence_regs(st_hi);
+            fence_regs(st_c);
+            fence_regs(st_lo);
+            fence_regs(st_hi);
             fence_regs(ka_big[C::kDPairs - 1]);
-            if (corrections) fence_regs(ka_small[C::kDPairs - 1]);
+            fence_regs(ka_small[C::kDPairs - 1]);
         }
+        float st[C::kAcc];
 #pragma unroll
-        for (int i = 0; i < C::kAcc; ++i) st[i] += st_hi[i];
+        for (int i = 0; i < C::kAcc; ++i) {
+            /* An infinite big*big (an Inf in k) keeps its sign: its corrections are NaN. */
+            const float big = st_lo[i] + st_hi[i];
+            st[i] = isinf(big) ? big : big + st_c[i];
+        }
 
         /* ---- softmax down the columns of S^T ---- */
 #pragma unroll
@@ -299,18 +351,18 @@ __global__ void __launch_bounds__(kStThreads, 2) attention_f32_sm90_wgmma_st_64x
                 for (int w = 0; w < kStWarps; ++w) mn = fmaxf(mn, cmax[w * kStQ + q]);
                 if (warp == 0 && g == 0) {
                     m_new_state[q] = mn;
-                    alpha_state[q] = exp2f((mo - mn) * log2_scale);
+                    alpha_state[q] = exp2f((mo - mn) * kLog2e);
                 }
                 float sum = 0.f;
 #pragma unroll
                 for (int r = 0; r < 2; ++r) {
                     float &x = st[4 * i + 2 * r + e];
-                    x = exp2f((x - mn) * log2_scale);
+                    x = exp2f((x - mn) * kLog2e);
                     sum += x;
                     /* P^T[query q][key 16w+g+8r], big and small */
                     const uint32_t off = swizzled_offset(p_row0 + 8 * i + e, p_col0 + 8 * r, kStQ);
                     uint32_t bg, sm;
-                    if (kSplit) {
+                    if (kSplitPV) {
                         tf32_split(x, bg, sm);
                         *reinterpret_cast<uint32_t *>(p_small + off) = sm;
                     } else {
@@ -324,6 +376,11 @@ __global__ void __launch_bounds__(kStThreads, 2) attention_f32_sm90_wgmma_st_64x
                 if (g == 0) col_sum[warp * kStQ + q] = sum;
             }
         }
+        /* V of the first 64 rows of head_dim for this tile, loaded before B2: the barrier and
+         * the row-sum update wait for it. (Loaded earlier, during the softmax, it spills.) */
+        const int d_base = C::kOutVec * (8 * warp + g);
+        float2 vx[C::kVSlices][2];
+        st_load_v<C::kVSlices>(vp, p.v_t, p.seq_kv, key0, d_base, c, vx);
         fence_proxy_async();
         __syncthreads(); /* B2: P^T, alpha, the new maxima and the column sums are complete */
 
@@ -349,31 +406,45 @@ __global__ void __launch_bounds__(kStThreads, 2) attention_f32_sm90_wgmma_st_64x
             alpha[2 * i] = a2.x;
             alpha[2 * i + 1] = a2.y;
         }
-        const int d_base = C::kOutVec * (8 * warp + g);
 #pragma unroll
         for (int mb = 0; mb < C::kMBlocks; ++mb) {
-            float2 vx[C::kVSlices][2];
+            /* The three products of each slice together (a second pass with the corrections
+             * first, as for S^T, spills at D = 128; P V starts from a fresh accumulator every
+             * tile, so its partial sums stay small). Meanwhile the next block's V, or (after
+             * the last block) the next tile's first K pairs, are loaded. */
+            float2 vn[C::kVSlices][2];
+            if (mb + 1 < C::kMBlocks)
+                st_load_v<C::kVSlices>(vp + 2 * (mb + 1), p.v_t, p.seq_kv, key0, d_base, c, vn);
+            else
+                st_load_k<C::kDPairs, kAhead>(kp, p.k_t, p.seq_kv, key0 + kStK, warp, g, c, kx_next);
+            /* V rows of this warp whose every value of the tile is below 2^-63 (exponent field
+             * < 64): TF32 keeps 11 significant bits only down to 2^-126, so such a block is
+             * scaled by 2^62 (exactly) for the products and the tile's result by 2^-62 after
+             * (gradual underflow as in fp32). Warp-uniform: one OR reduction per block. */
+            uint32_t bits = 0;
 #pragma unroll
             for (int ks = 0; ks < C::kVSlices; ++ks)
 #pragma unroll
-                for (int u = 0; u < 2; ++u) {
-                    const int key = key0 + 8 * ks + c + 4 * u;
-                    vx[ks][u] = key < p.seq_kv
-                                    ? *reinterpret_cast<const float2 *>(vp + (int64_t)key * p.v_t + d_base + 2 * mb)
-                                    : make_float2(0.f, 0.f);
-                }
-            /* One pass, the three products of each slice together (a second pass with the
-             * corrections first, as for S^T, spills at D = 128; P V starts from a fresh
-             * accumulator every tile, so its partial sums stay small). */
+                for (int u = 0; u < 2; ++u) bits |= __float_as_uint(vx[ks][u].x) | __float_as_uint(vx[ks][u].y);
+            const bool tiny = !__any_sync(0xffffffffu, (bits & kTinyExponentBits) != 0);
+            if (tiny) {
+#pragma unroll
+                for (int ks = 0; ks < C::kVSlices; ++ks)
+#pragma unroll
+                    for (int u = 0; u < 2; ++u) {
+                        vx[ks][u].x *= kTinyScale;
+                        vx[ks][u].y *= kTinyScale;
+                    }
+            }
             float ot[C::kAcc];
             uint32_t va_big[C::kVSlices][4], va_small[C::kVSlices][4];
 #pragma unroll
             for (int ks = 0; ks < C::kVSlices; ++ks) {
                 const float a[4] = {vx[ks][0].x, vx[ks][0].y, vx[ks][1].x, vx[ks][1].y};
-                st_split4<C::kParts>(a, va_big[ks], va_small[ks]);
+                st_split4<C::kPVParts>(a, va_big[ks], va_small[ks]);
                 wgmma_fence();
                 const uint64_t pb = st_desc(p_big_t, ks);
-                if (kSplit) {
+                if (kSplitPV) {
                     wgmma_m64n64k8_tf32_rs(ot, va_small[ks], pb, ks > 0);
                     wgmma_m64n64k8_tf32_rs(ot, va_big[ks], st_desc(p_small_t, ks), 1);
                     wgmma_m64n64k8_tf32_rs(ot, va_big[ks], pb, 1);
@@ -384,22 +455,82 @@ __global__ void __launch_bounds__(kStThreads, 2) attention_f32_sm90_wgmma_st_64x
                 if (ks > 0) {
                     wgmma_wait<1>();
                     fence_regs(va_big[ks - 1]);
-                    if (kSplit) fence_regs(va_small[ks - 1]);
+                    if (kSplitPV) fence_regs(va_small[ks - 1]);
                 }
             }
             wgmma_wait_all();
             fence_regs(ot);
             fence_regs(va_big[C::kVSlices - 1]);
-            if (kSplit) fence_regs(va_small[C::kVSlices - 1]);
+            if (kSplitPV) fence_regs(va_small[C::kVSlices - 1]);
 #pragma unroll
-            for (int i = 0; i < C::kAcc; ++i) o[mb][i] = o[mb][i] * alpha[2 * (i / 4) + (i % 2)] + ot[i];
+            for (int i = 0; i < C::kAcc; ++i) o[mb][i] *= alpha[2 * (i / 4) + (i % 2)];
+            if (tiny) { /* a branch, not selects: rarely taken */
+#pragma unroll
+                for (int i = 0; i < C::kAcc; ++i) ot[i] *= kTinyUnscale;
+            }
+#pragma unroll
+            for (int i = 0; i < C::kAcc; ++i) o[mb][i] += ot[i];
+            if (mb + 1 < C::kMBlocks) {
+#pragma unroll
+                for (int ks = 0; ks < C::kVSlices; ++ks) {
+                    vx[ks][0] = vn[ks][0];
+                    vx[ks][1] = vn[ks][1];
+                }
+            }
         }
         /* The next tile's B1 orders this tile's reads of P^T (by the wgmmas, all waited) and
          * of the softmax state before they are overwritten. */
     }
 
     __syncthreads(); /* the last tile's l_state update */
-    const float *m_final = m_state + (n_tiles & 1) * kStQ;
+    float *m_final = m_state + ((tile_end - tile_begin) & 1) * kStQ;
+    if (split == 2) {
+        /* The Q tiles (no longer read) of rank 0 receive rank 1's O (the accumulator registers
+         * of thread t at [j][t], float4 j), its m and its l. */
+        float4 *x_o = reinterpret_cast<float4 *>(q_big);
+        float *x_m = reinterpret_cast<float *>(q_big + C::kMBlocks * C::kAcc * 4 * kStThreads);
+        float *x_l = x_m + kStQ;
+        cluster_sync(); /* X1: both CTAs are done with their tiles; rank 0's Q region is free */
+        if (rank == 1) {
+            const uint32_t remote_o = cluster_map(smem_u32(x_o), 0);
+#pragma unroll
+            for (int mb = 0; mb < C::kMBlocks; ++mb)
+#pragma unroll
+                for (int j = 0; j < C::kAcc / 4; ++j)
+                    st_cluster_v4(remote_o + 16u * (uint32_t)((mb * C::kAcc / 4 + j) * kStThreads + tid),
+                                  make_float4(o[mb][4 * j], o[mb][4 * j + 1], o[mb][4 * j + 2], o[mb][4 * j + 3]));
+            if (tid < kStQ) {
+                st_cluster_f32(cluster_map(smem_u32(x_m + tid), 0), m_final[tid]);
+                st_cluster_f32(cluster_map(smem_u32(x_l + tid), 0), l_state[tid]);
+            }
+        }
+        cluster_sync(); /* X2: rank 1's partial results are in rank 0's shared memory */
+        if (rank == 1) return;
+        /* Per query: m = max(m0, m1), weights a0, a1 of the two halves, l = a0 l0 + a1 l1. */
+        float *a0 = col_max, *a1 = col_max + kStQ;
+        if (tid < kStQ) {
+            const float m0 = m_final[tid], m1 = x_m[tid];
+            const float m = fmaxf(m0, m1);
+            const float w0 = exp2f((m0 - m) * kLog2e), w1 = exp2f((m1 - m) * kLog2e);
+            a0[tid] = w0;
+            a1[tid] = w1;
+            l_state[tid] = l_state[tid] * w0 + x_l[tid] * w1;
+            m_final[tid] = m;
+        }
+        __syncthreads();
+#pragma unroll
+        for (int mb = 0; mb < C::kMBlocks; ++mb)
+#pragma unroll
+            for (int j = 0; j < C::kAcc / 4; ++j) {
+                const float4 x = x_o[(mb * C::kAcc / 4 + j) * kStThreads + tid];
+                const float xs[4] = {x.x, x.y, x.z, x.w};
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    const int q = 8 * j + 2 * c + (e % 2); /* accumulator register 4j+e */
+                    o[mb][4 * j + e] = o[mb][4 * j + e] * a0[q] + xs[e] * a1[q];
+                }
+            }
+    }
     const int d_base = C::kOutVec * (8 * warp + g);
 #pragma unroll
     for (int i = 0; i < C::kAcc / 4; ++i) {
@@ -419,22 +550,52 @@ __global__ void __launch_bounds__(kStThreads, 2) attention_f32_sm90_wgmma_st_64x
                 *reinterpret_cast<float2 *>(dst) = make_float2(o[0][4 * i + e] * inv, o[0][4 * i + 2 + e] * inv);
             }
             if (p.lse != nullptr && warp == 0 && g == 0)
-                p.lse[((int64_t)b * p.heads + h) * p.seq_q + row] = m_final[q] * p.scale + logf(l);
+                p.lse[((int64_t)b * p.heads + h) * p.seq_q + row] = m_final[q] + logf(l);
         }
     }
 #endif
 }
 
-template <int D, bool kSplit>
-cudaError_t st_launch(const Params &p, int64_t batch, int64_t heads, int64_t seq_q, cudaStream_t stream)
+/* Two CTAs per SM (registers, 200-244 per thread, and shared memory). */
+constexpr int kStCtasPerSm = 2;
+
+/* Split the keys of each query block over a cluster of two CTAs when that fills the last wave
+ * of the machine better (at (1,24,1536) 576 CTAs take 2.18 waves of 264 slots, i.e. 3 waves
+ * at 73% efficiency; 1152 half-length CTAs take 4.36, i.e. 5 at 87%), and each half keeps at
+ * least kMinTilesPerHalf key tiles to amortise the merge. */
+constexpr int kMinTilesPerHalf = 4;
+
+int st_kv_split(int64_t ctas, int64_t seq_kv, int sms)
 {
-    using C = StConfig<D, kSplit>;
-    auto kernel = attention_f32_sm90_wgmma_st_64x64_kernel<D, kSplit>;
+    const int64_t slots = (int64_t)kStCtasPerSm * sms;
+    if (slots <= 0 || (seq_kv + kStK - 1) / kStK < 2 * kMinTilesPerHalf) return 1;
+    const double eff1 = (double)ctas / (double)(((ctas + slots - 1) / slots) * slots);
+    const double eff2 = (double)(2 * ctas) / (double)(((2 * ctas + slots - 1) / slots) * slots);
+    return eff2 > 1.1 * eff1 ? 2 : 1;
+}
+
+template <int D, bool kSplitPV>
+cudaError_t st_launch(Params p, int64_t batch, int64_t heads, int64_t seq_q, int sms, cudaStream_t stream)
+{
+    using C = StConfig<D, kSplitPV>;
+    auto kernel = attention_f32_sm90_wgmma_st_64x64_kernel<D, kSplitPV>;
     cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmemBytes);
     if (err != cudaSuccess) return err;
-    const dim3 grid((unsigned)((seq_q + kStQ - 1) / kStQ), (unsigned)heads, (unsigned)batch);
-    kernel<<<grid, kStThreads, C::kSmemBytes, stream>>>(p);
-    return cudaGetLastError();
+    const int64_t q_blocks = (seq_q + kStQ - 1) / kStQ;
+    p.kv_split = st_kv_split(q_blocks * heads * batch, p.seq_kv, sms);
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3((unsigned)(q_blocks * p.kv_split), (unsigned)heads, (unsigned)batch);
+    cfg.blockDim = dim3(kStThreads, 1, 1);
+    cfg.dynamicSmemBytes = C::kSmemBytes;
+    cfg.stream = stream;
+    cudaLaunchAttribute cluster;
+    cluster.id = cudaLaunchAttributeClusterDimension;
+    cluster.val.clusterDim.x = (unsigned)p.kv_split;
+    cluster.val.clusterDim.y = 1;
+    cluster.val.clusterDim.z = 1;
+    cfg.attrs = &cluster;
+    cfg.numAttrs = p.kv_split == 2 ? 1 : 0; /* a plain launch otherwise */
+    return cudaLaunchKernelEx(&cfg, kernel, p);
 }
 
 bool aligned16(const void *ptr) { return (reinterpret_cast<uintptr_t>(ptr) % 16) == 0; }
@@ -471,11 +632,14 @@ extern "C" cudaError_t attention_f32_sm90_wgmma_st_64x64(const attention_sm90_ar
     if (err == cudaSuccess) err = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
     if (err != cudaSuccess) return err;
     if (major != 9 || minor != 0) return cudaErrorNoKernelImageForDevice;
+    int sms = 0;
+    err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    if (err != cudaSuccess) return err;
     const Params p = params_from_args(a);
     const bool split = a->precision == ATTENTION_SM90_F32;
     if (a->head_dim == 128)
-        return split ? st_launch<128, true>(p, a->batch, a->heads, a->seq_q, stream)
-                     : st_launch<128, false>(p, a->batch, a->heads, a->seq_q, stream);
-    return split ? st_launch<64, true>(p, a->batch, a->heads, a->seq_q, stream)
-                 : st_launch<64, false>(p, a->batch, a->heads, a->seq_q, stream);
+        return split ? st_launch<128, true>(p, a->batch, a->heads, a->seq_q, sms, stream)
+                     : st_launch<128, false>(p, a->batch, a->heads, a->seq_q, sms, stream);
+    return split ? st_launch<64, true>(p, a->batch, a->heads, a->seq_q, sms, stream)
+                 : st_launch<64, false>(p, a->batch, a->heads, a->seq_q, sms, stream);
 }

@@ -47,6 +47,10 @@
  * Verdict: passes every gate but the "large" f32 max_abs (above); sanitizer-clean; 0.70-0.78x
  * PyTorch at D = 128, latency-bound (every warp re-splits K and V; 2 warps per scheduler);
  * see NOTES.md for the next steps.
+ * Since: TF32 rounding by cvt.rn on sm_90 (one instruction instead of four), and V slices
+ * below 2^-63 scaled for their products (denormal v); H200 2026-11-30 (second session,
+ * bench/results/h200-2026-11-30-v3.2): f32 32.6 / 39.3 / 39.5 / 41.1 / 32.1 TFLOP/s.
+ * On a 9.0 device v3 now runs D 64 and 128; v2 runs the other head dims and other GPUs.
  */
 #include <cuda_runtime.h>
 
@@ -79,9 +83,15 @@ __device__ __forceinline__ void kahan_add(float &sum, float &c, float x) {
     sum = t;
 }
 
+/* x rounded to the nearest TF32: one instruction on sm_90 (cvt.rn), four on sm_80 (cvt.rna,
+ * emulated). Inf and NaN stay as they are. */
 __device__ __forceinline__ uint32_t to_tf32(float x) {
     uint32_t r;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm("cvt.rn.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+#else
     asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+#endif
     return r;
 }
 
@@ -93,6 +103,11 @@ __device__ __forceinline__ void split_tf32(float x, uint32_t &big, uint32_t &sma
 }
 
 /* x - big - small: exact, at most 2 significant bits, so a valid TF32 operand as it is. */
+/* Scaling of a V slice whose values are all below 2^-63 (see the P V loop). */
+#define TINY_EXPONENT_BITS 0x60000000u /* the two top bits of the exponent field */
+#define TINY_SCALE 0x1p62f
+#define TINY_UNSCALE 0x1p-62f
+
 __device__ __forceinline__ uint32_t tiny_part(float x, uint32_t big, uint32_t small) {
     return __float_as_uint((x - __uint_as_float(big)) - __uint_as_float(small));
 }
@@ -311,18 +326,33 @@ __global__ void __launch_bounds__(WARPS *WARP) attention_tf32_mma_v2(jattn_cuda_
         for (int j = 0; j < KD; j++) {
             float acc_big[4] = {0.0f, 0.0f, 0.0f, 0.0f}, acc_cor1[4] = {0.0f, 0.0f, 0.0f, 0.0f},
                   acc_cor2[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+            /* B fragments (k = key, n = column): b0 = (t, g) -> key 2t, b1 = (t+4, g) -> key 2t+1 */
+            const float *vslice = vt + 2 * t * DS + j * MMA_N + g;
+            uint32_t bits = 0;
+#pragma unroll
+            for (int n = 0; n < KP; n++)
+                bits |= __float_as_uint(vslice[n * MMA_K * DS]) | __float_as_uint(vslice[n * MMA_K * DS + DS]);
+            /* A slice whose values of this tile all lie below 2^-63 (exponent field < 64) is
+             * scaled by 2^62 for the products (TF32 keeps 11 significant bits only down to
+             * 2^-126) and its sum by 2^-62 after: gradual underflow as in fp32. Warp-uniform;
+             * the values are read from shared memory again below (holding them spills). */
+            const bool tiny = !__any_sync(0xffffffffu, (bits & TINY_EXPONENT_BITS) != 0);
+            const float vscale = tiny ? TINY_SCALE : 1.0f;
 #pragma unroll
             for (int n = 0; n < KP; n++) {
-                /* B fragment (k = key, n = column): b0 = (t, g) -> key 2t, b1 = (t+4, g) -> key 2t+1 */
-                const float *vb = vt + (n * MMA_K + 2 * t) * DS + j * MMA_N + g;
+                const float *vb = vslice + n * MMA_K * DS;
                 uint32_t b_big[2], b_small[2];
-                split_tf32<PV3>(vb[0], b_big[0], b_small[0]);
-                split_tf32<PV3>(vb[DS], b_big[1], b_small[1]);
+                split_tf32<PV3>(vb[0] * vscale, b_big[0], b_small[0]);
+                split_tf32<PV3>(vb[DS] * vscale, b_big[1], b_small[1]);
                 mma_tf32(acc_big, p_big[n], b_big);
                 if (PV3) {
                     mma_tf32(acc_cor1, p_big[n], b_small);
                     mma_tf32(acc_cor2, p_small[n], b_big);
                 }
+            }
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                if (tiny) acc_big[i] = (acc_big[i] + (acc_cor1[i] + acc_cor2[i])) * TINY_UNSCALE, acc_cor1[i] = acc_cor2[i] = 0.0f;
             }
 #pragma unroll
             for (int i = 0; i < 4; i++) {

@@ -81,14 +81,10 @@ static int v3_stride_ok(jattn_strides s) {
 
 /* Why v3 cannot run a problem (a message for jattn_fail), or NULL when it can, pointers aside:
  * their alignment is known in forward() only. The conditions are those of the launch contract
- * in attention_f32_sm90_wgmma.h, plus f32 precision: v3's tf32 mode (one TF32 product per
- * matmul) missed the tf32 gate on peaky/large inputs on the H200 (rel_l2 up to 1.7e-3), so
- * tf32 keeps v2, whose Q K^T stays 3xTF32. */
-static const char *v3_refusal(const jattn_problem *p, const jattn_exec *e) {
+ * in attention_f32_sm90_wgmma.h. */
+static const char *v3_refusal(const jattn_problem *p) {
     if (device.cc_major != JATTN_CUDA_V3_CC_MAJOR || device.cc_minor != JATTN_CUDA_V3_CC_MINOR)
         return "device: kernel v3 (sm_90a wgmma) needs compute capability 9.0";
-    if (e->precision != JATTN_PRECISION_F32)
-        return "precision: kernel v3 runs f32 only (its tf32 mode misses the tf32 gate; tf32 uses v2)";
     if (p->head_dim != 64 && p->head_dim != 128) return "head_dim: kernel v3 takes 64 or 128";
     if (!v3_stride_ok(p->q) || !v3_stride_ok(p->k) || !v3_stride_ok(p->v) || !v3_stride_ok(p->out))
         return "strides: kernel v3 needs every stride of q, k, v, out a non-negative multiple of 4 elements";
@@ -98,24 +94,25 @@ static const char *v3_refusal(const jattn_problem *p, const jattn_exec *e) {
     return NULL;
 }
 
-/* AUTO: v2 where its head_dim limits allow, except seq_kv == 1, where v1 returns the v row
- * bit for bit (weight exp(0)/exp(0) = 1; the TF32 split of v would not).
- * v3 only when forced (JATTN_CUDA_KERNEL=v3 or jattn_cuda_set_kernel), and cuda_select has
- * checked it applies. It is not the default yet: it has not run through the parity suite via
- * the backend. Its standalone check on the H200 (bench/gpu/wgmma_check.cu, 2026-11-30) passed
- * every f32 case (odd shapes, layouts, 4 distributions; worst rel_l2 1.05e-6) at 33.6 / 44.4 /
- * 46.0 TFLOP/s at (1,24,{1536,4608,16384},128), against v2's 27.5 / 34.0 / 35.5. */
+/* AUTO: v3 on a 9.0 device for the problems it takes (D 64 or 128, strides a multiple of 4
+ * elements), else v2 where its head_dim limits allow, else v1; and v1 for seq_kv == 1, where it
+ * returns the v row bit for bit (weight exp(0)/exp(0) = 1; the TF32 split of v would not).
+ * Forced v1 and v3 stay as forced (cuda_select reports why a forced v3 cannot run); forced v2
+ * falls back to v1 beyond its head_dim limits. */
 static jattn_cuda_kernel kernel_for(const jattn_problem *p) {
     jattn_cuda_kernel k = (jattn_cuda_kernel)atomic_load(&kernel_choice);
     if (k == JATTN_CUDA_KERNEL_V1 || k == JATTN_CUDA_KERNEL_V3) return k;
     if (k == JATTN_CUDA_KERNEL_AUTO && p->seq_kv == 1) return JATTN_CUDA_KERNEL_V1;
+    if (k == JATTN_CUDA_KERNEL_AUTO && v3_refusal(p) == NULL) return JATTN_CUDA_KERNEL_V3;
     return v2_applies(p->head_dim) ? JATTN_CUDA_KERNEL_V2 : JATTN_CUDA_KERNEL_V1;
 }
 
 /* Tiles of v2 depend on D and the problem's size (attention_v2_mma.cu); names give the method. */
 static const char *kernel_name(jattn_cuda_kernel k, jattn_precision prec) {
     if (k == JATTN_CUDA_KERNEL_V1) return "cuda_v1_flash_f32_simt_8x32";
-    if (k == JATTN_CUDA_KERNEL_V3) return "cuda_v3_flash_tf32x3_sm90_wgmma_st_64x64";
+    if (k == JATTN_CUDA_KERNEL_V3)
+        return prec == JATTN_PRECISION_TF32 ? "cuda_v3_flash_qk_tf32x3_pv_tf32_sm90_wgmma_st_64x64"
+                                            : "cuda_v3_flash_tf32x3_sm90_wgmma_st_64x64";
     return prec == JATTN_PRECISION_TF32 ? "cuda_v2_flash_qk_tf32x3_pv_tf32_mma16n8k8" : "cuda_v2_flash_tf32x3_mma16n8k8";
 }
 
@@ -130,7 +127,7 @@ static jattn_status cuda_select(const jattn_problem *p, const jattn_exec *e, jat
         return jattn_fail(JATTN_ERROR_UNSUPPORTED, "seq_q/seq_kv/batch*heads: the cuda backend indexes them with 32 bits");
     const jattn_cuda_kernel k = kernel_for(p);
     if (k == JATTN_CUDA_KERNEL_V3) {
-        const char *why = v3_refusal(p, e);
+        const char *why = v3_refusal(p);
         if (why) return jattn_fail(JATTN_ERROR_UNSUPPORTED, "%s (kernel v3 is forced: JATTN_CUDA_KERNEL=v3 or jattn_cuda_set_kernel)", why);
     }
     sel->backend = JATTN_BACKEND_CUDA;
@@ -162,7 +159,7 @@ static attention_sm90_args v3_args(const jattn_call *c, const float *q, const fl
                              p->batch, p->heads, p->seq_q, p->seq_kv, p->head_dim,
                              {p->q.batch, p->q.head, p->q.token}, {p->k.batch, p->k.head, p->k.token},
                              {p->v.batch, p->v.head, p->v.token}, {p->out.batch, p->out.head, p->out.token},
-                             c->scale, ATTENTION_SM90_F32};
+                             c->scale, c->precision == JATTN_PRECISION_TF32 ? ATTENTION_SM90_TF32 : ATTENTION_SM90_F32};
     return a;
 }
 

@@ -29,12 +29,12 @@ typedef struct jattn_cuda_params {
 
 /* The kernel versions kept side by side (see each file's opening comment). */
 typedef enum jattn_cuda_kernel {
-    JATTN_CUDA_KERNEL_AUTO = 0, /* v2 where it applies, else v1 */
+    JATTN_CUDA_KERNEL_AUTO = 0, /* v3 where it applies, else v2 where it applies, else v1 */
     JATTN_CUDA_KERNEL_V1 = 1,   /* attention_v1_simt.cu: plain fp32 SIMT, any D <= 512 */
     JATTN_CUDA_KERNEL_V2 = 2,   /* attention_v2_mma.cu: mma.sync m16n8k8 3xTF32, D % 8 == 0, D <= 256 */
-    JATTN_CUDA_KERNEL_V3 = 3,   /* attention_f32_sm90_wgmma_st.cu (v3.1): sm_90a wgmma 3xTF32, transposed
-                                 * S^T = K Q^T; only when forced: device 9.0, f32, D 64 or 128, strides
-                                 * multiples of 4 (select refuses otherwise), pointers 16-byte aligned
+    JATTN_CUDA_KERNEL_V3 = 3,   /* attention_f32_sm90_wgmma_st.cu (v3.2): sm_90a wgmma 3xTF32, transposed
+                                 * S^T = K Q^T: device 9.0, D 64 or 128, strides multiples of 4
+                                 * (select refuses a forced v3 otherwise), pointers 16-byte aligned
                                  * (else that call runs v2) */
     JATTN_CUDA_KERNEL_COUNT = 4
 } jattn_cuda_kernel;

@@ -39,6 +39,7 @@ struct Params {
     int64_t q_b, q_h, q_t, k_b, k_h, k_t, v_b, v_h, v_t, o_b, o_h, o_t;
     int heads, seq_q, seq_kv;
     float scale;
+    int kv_split; /* _st kernel: 1, or 2 (clusters of two CTAs share a query block's keys) */
 };
 
 /* The kernel argument of a (supported) call. */
@@ -52,6 +53,7 @@ inline Params params_from_args(const attention_sm90_args *a)
     p.o_b = a->out_strides.batch; p.o_h = a->out_strides.head; p.o_t = a->out_strides.token;
     p.heads = (int)a->heads; p.seq_q = (int)a->seq_q; p.seq_kv = (int)a->seq_kv;
     p.scale = a->scale;
+    p.kv_split = 1;
     return p;
 }
 
@@ -62,11 +64,17 @@ __device__ __forceinline__ uint32_t smem_u32(const void *p)
     return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
-/* x rounded to the nearest tf32 (ties away), as an fp32 bit pattern with 13 zero low bits. */
+/* x rounded to the nearest tf32, as an fp32 bit pattern with 13 zero low bits. On sm_90 the
+ * round-to-nearest-even form is one instruction (F2FP.TF32.F32.PACK_B); the ties-away form
+ * (cvt.rna) is emulated in four (add, mask, and an Inf/NaN guard). Inf and NaN stay as they are. */
 __device__ __forceinline__ uint32_t tf32_round(float x)
 {
     uint32_t r;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm("cvt.rn.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+#else
     asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+#endif
     return r;
 }
 
@@ -113,6 +121,41 @@ template <int N>
 __device__ __forceinline__ void wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory"); }
 /* Generic-proxy shared stores become visible to the async proxy (wgmma operand reads). */
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+
+/* ---- thread-block clusters (the split-key merge of the _st kernel) ---- */
+
+__device__ __forceinline__ uint32_t cluster_ctarank()
+{
+    uint32_t r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+    return r;
+}
+
+/* Every thread of every CTA of the cluster arrives and waits; shared-memory writes before it
+ * (local or remote) are visible to every CTA of the cluster after it. */
+__device__ __forceinline__ void cluster_sync()
+{
+    asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+
+/* The shared::cluster address of shared-memory address `saddr` in the CTA of rank `rank`. */
+__device__ __forceinline__ uint32_t cluster_map(uint32_t saddr, uint32_t rank)
+{
+    uint32_t r;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(saddr), "r"(rank));
+    return r;
+}
+
+__device__ __forceinline__ void st_cluster_v4(uint32_t addr, float4 v)
+{
+    asm volatile("st.shared::cluster.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w)
+                 : "memory");
+}
+
+__device__ __forceinline__ void st_cluster_f32(uint32_t addr, float v)
+{
+    asm volatile("st.shared::cluster.f32 [%0], %1;\n" ::"r"(addr), "f"(v) : "memory");
+}
 
 /* The value of x, opaque to the optimizer: keeps the dozens of per-slice descriptors from
  * being hoisted out of the key loop into (scarce) registers; they are recomputed with one
