@@ -9,7 +9,9 @@
  * Key tiles of V1_KEYS keys (k padded by one float per row against bank conflicts, v dense)
  * are staged in shared memory by the whole block. Lane j scores key j of the tile with a
  * compensated fp32 dot product over D (TwoProduct by fma, TwoSum), then one multiply by the
- * scale; scores stay in natural units so s - max is exact when s is; a warp
+ * scale, the rounding errors kept beside the score (s, s_lo); scores stay in natural units so
+ * s - max is exact when s is, and the weight is exp2(((s - max) + (s_lo - max_lo)) log2 e),
+ * the max key's exactly 1 (one key returns v bit for bit); a warp
  * max/sum gives the online softmax (exp2 of (s - max) * log2 e); each lane owns D/32 columns
  * of the output row and accumulates each tile's sum_j p_j v[j,d] (p_j broadcast by shuffle)
  * from zero, then adds it into O and the tile's row sum into l with Kahan compensation, so
@@ -61,7 +63,7 @@ __global__ void __launch_bounds__(V1_WARPS * WARP) attention_f32_simt_v1(jattn_c
     float o[COLS], o_comp[COLS];
 #pragma unroll
     for (int c = 0; c < COLS; c++) o[c] = o_comp[c] = 0.0f;
-    float m = -INFINITY, l = 0.0f, l_comp = 0.0f;
+    float m = -INFINITY, ml = 0.0f, l = 0.0f, l_comp = 0.0f; /* running max as a pair m + ml */
 
     for (int kv0 = 0; kv0 < p.seq_kv; kv0 += V1_KEYS) {
         const int keys = min(V1_KEYS, p.seq_kv - kv0);
@@ -86,18 +88,35 @@ __global__ void __launch_bounds__(V1_WARPS * WARP) attention_f32_simt_v1(jattn_c
             err += ((sum - (t - bp)) + (prod - bp)) + prod_err;
             sum = t;
         }
-        /* an infinite or NaN sum stands as it is (its error terms are NaN) */
-        float s = (isfinite(sum) ? sum + err : sum) * p.scale;
-        if (lane >= keys) s = -INFINITY;
+        /* The score as a pair s + s_lo: s = (q.k) * scale rounded once, s_lo the rounding
+         * errors of the dot product's last add and of the scale's product, so that the softmax
+         * sees the logit to ~2^-40 (with f32 logits alone, D = 1 and logits of order 30 miss
+         * the gate in a few % of draws: an f32 logit is off by up to 2e-6 there). An infinite
+         * or NaN sum stands as it is (its error terms are NaN) with s_lo = 0. */
+        float s, s_lo = 0.0f;
+        if (isfinite(sum)) {
+            const float dot = sum + err, dot_lo = err - (dot - sum);
+            s = dot * p.scale;
+            if (isfinite(s)) s_lo = fmaf(dot, p.scale, -s) + dot_lo * p.scale;
+        } else {
+            s = sum * p.scale;
+        }
+        if (lane >= keys) s = -INFINITY, s_lo = 0.0f;
 
         /* online softmax */
         float tile_max = s;
 #pragma unroll
         for (int off = WARP / 2; off > 0; off /= 2) tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, off));
+        /* the max's own s_lo (of the lowest lane attaining it): the max key gets weight
+         * exp2(0) = 1 exactly (one key returns its v row bit for bit) */
+        const unsigned at_max = __ballot_sync(0xffffffffu, lane < keys && s == tile_max);
+        const float tile_ml = __shfl_sync(0xffffffffu, s_lo, at_max ? __ffs(at_max) - 1 : 0);
         const float m_new = fmaxf(m, tile_max);
-        const float m_use = m_new == -INFINITY ? 0.0f : m_new; /* no finite score yet: weights 0 */
-        const float alpha = exp2f((m - m_use) * LOG2E);
-        const float pj = lane < keys ? exp2f((s - m_use) * LOG2E) : 0.0f;
+        const float ml_new = tile_max > m ? (at_max ? tile_ml : 0.0f) : ml;
+        const bool none = m_new == -INFINITY; /* no finite score yet: weights 0 */
+        const float m_use = none ? 0.0f : m_new, ml_use = none ? 0.0f : ml_new;
+        const float alpha = exp2f(((m - m_use) + (ml - ml_use)) * LOG2E);
+        const float pj = lane < keys ? exp2f(((s - m_use) + (s_lo - ml_use)) * LOG2E) : 0.0f;
         float psum = pj;
 #pragma unroll
         for (int off = WARP / 2; off > 0; off /= 2) psum += __shfl_xor_sync(0xffffffffu, psum, off);
@@ -105,6 +124,7 @@ __global__ void __launch_bounds__(V1_WARPS * WARP) attention_f32_simt_v1(jattn_c
         l_comp *= alpha;
         kahan_add(l, l_comp, psum);
         m = m_new;
+        ml = ml_new;
 
         /* O = alpha O + P V (this tile's part from zero) */
         float o_tile[COLS];
@@ -134,7 +154,7 @@ __global__ void __launch_bounds__(V1_WARPS * WARP) attention_f32_simt_v1(jattn_c
         const int d = lane + c * WARP;
         if (d < D) out[d] = (o[c] - o_comp[c]) * inv_l;
     }
-    if (p.lse && lane == 0) p.lse[(int64_t)bh * p.seq_q + row] = m + logf(l - l_comp);
+    if (p.lse && lane == 0) p.lse[(int64_t)bh * p.seq_q + row] = (m + ml) + logf(l - l_comp);
 }
 
 template <int COLS>
