@@ -3,7 +3,8 @@
  * (not 16-byte) aligned pointers work; an output overlapping an input is rejected before any
  * launch; the context allocates device memory once per size; every kernel version (v1, v2,
  * v3) passes the gate of each precision it takes; forced v3 refuses (UNSUPPORTED, naming the
- * reason) what it cannot run and runs v2 for a call whose pointers miss its alignment.
+ * reason) what it cannot run and runs v2 for a call whose pointers miss its alignment; the
+ * same call twice gives the same bits (every version and precision).
  * Exits 77 without a CUDA device. */
 #include <math.h>
 #include <stdlib.h>
@@ -291,6 +292,53 @@ static void test_versions(jt_rng *rng) {
     jattn_cuda_set_kernel(JATTN_CUDA_KERNEL_AUTO);
 }
 
+/* Determinism (jattn.h): the same call twice on device pointers gives the same bits, out and
+ * lse, for each kernel version and precision, including v3's split-key path (a short grid
+ * with long rows: two CTAs of a cluster per query block) and v3's plain one. */
+static void test_repeatable(jt_rng *rng, cudaStream_t s) {
+    static const int64_t shapes[][5] = {{1, 2, 65, 1000, 128}, {2, 2, 130, 257, 64}, {1, 2, 33, 77, 96}, {1, 1, 17, 9, 200}};
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        const int64_t *sh = shapes[si];
+        jattn_problem p = jattn_problem_flux(sh[0], sh[1], sh[2], sh[3], sh[4]);
+        jt_case c;
+        if (jt_case_init(&c, &p) != 0) {
+            jt_tally_add(&tally, 0);
+            continue;
+        }
+        jt_case_fill(&c, JT_PEAKY, rng);
+        dev_case d;
+        dev_case_init(&d, &c, 0);
+        float *first = malloc(d.no * sizeof(float)), *again = malloc(d.no * sizeof(float));
+        float *lse1 = malloc(d.nl * sizeof(float)), *lse2 = malloc(d.nl * sizeof(float));
+        for (int ver = JATTN_CUDA_KERNEL_AUTO; ver < JATTN_CUDA_KERNEL_COUNT; ver++) {
+            jattn_cuda_set_kernel((jattn_cuda_kernel)ver);
+            for (int pi = 0; pi < 2; pi++) {
+                jattn_exec e = device_exec(s, pi ? JATTN_PRECISION_TF32 : JATTN_PRECISION_F32);
+                jattn_selection sel;
+                if (jattn_select(&p, &e, &sel) != JATTN_OK) continue; /* forced v3 on D it does not take */
+                int ok = 1;
+                for (int run = 0; run < 2 && ok; run++) {
+                    dev_poison(&d, &c);
+                    ok = jt_expect_status(jattn_forward(NULL, &p, &e, d.q, d.k, d.v, d.out, d.lse), JATTN_OK,
+                                          "repeat forward");
+                    CUDA_OK(cudaStreamSynchronize(s));
+                    CUDA_OK(cudaMemcpy(run ? again : first, d.out, d.no * sizeof(float), cudaMemcpyDeviceToHost));
+                    CUDA_OK(cudaMemcpy(run ? lse2 : lse1, d.lse, d.nl * sizeof(float), cudaMemcpyDeviceToHost));
+                }
+                ok = ok && memcmp(first, again, d.no * sizeof(float)) == 0 && memcmp(lse1, lse2, d.nl * sizeof(float)) == 0;
+                if (!ok || getenv("JATTN_TEST_VERBOSE"))
+                    printf("%s repeatable bits %s %s (%s)\n", ok ? "ok  " : "FAIL", c.label, pi ? "tf32" : "f32",
+                           jattn_cuda_last_kernel());
+                jt_tally_add(&tally, ok);
+            }
+        }
+        jattn_cuda_set_kernel(JATTN_CUDA_KERNEL_AUTO);
+        free(first), free(again), free(lse1), free(lse2);
+        dev_case_free(&d);
+        jt_case_free(&c);
+    }
+}
+
 /* The automatic choice: v3 on a 9.0 device where it applies (D 64 or 128), else v2; v1 for
  * seq_kv == 1 and for D beyond v2's limits. */
 static void test_auto_choice(void) {
@@ -390,6 +438,7 @@ int main(void) {
     test_ctx_allocations(&c, &small);
     test_versions(&rng);
     test_auto_choice();
+    test_repeatable(&rng, s);
     test_v3_device_pointers(&c, s);
 
     jt_case_free(&c);
