@@ -25,9 +25,14 @@ static int check(int ok, const char *isa, const char *what) {
     return ok;
 }
 
-/* st + sl = K Qt: error within (db + 2) u * sum |terms|, the a-priori bound of the blocked,
- * compensated sum (one block's rounding errors; plain f32 accumulation would be D u). */
-static int test_scores(const cpu_kernels *k, int jr, int64_t D) {
+typedef void (*scores_fn)(int jr, int64_t D, const float *k, ptrdiff_t ks, const float *qt, float *st, float *sl);
+
+/* st + sl = K Qt. compensated (scores): error within (db + 2) u * sum |terms|, the a-priori bound
+ * of the blocked, compensated sum (one block's rounding errors); plain (scores_plain): within
+ * (2 D + 2) u * sum |terms| (D roundings, two per term where the FMA is not fused) and sl = 0. */
+static int test_scores_kind(const cpu_kernels *k, int jr, int64_t D, int plain) {
+    const scores_fn scores = plain ? k->scores_plain : k->scores;
+    const double bound = plain ? (double)(2 * D + 2) : (double)(k->db + 2);
     const int QB = k->qb;
     const ptrdiff_t ks = (ptrdiff_t)D + 3;
     float *qt = falloc((size_t)(D * QB)), *st = falloc((size_t)(k->sj * QB)), *sl = falloc((size_t)(k->sj * QB));
@@ -35,7 +40,7 @@ static int test_scores(const cpu_kernels *k, int jr, int64_t D) {
     for (int64_t i = 0; i < D * QB; i++) qt[i] = (float)(normal() * 100);
     for (ptrdiff_t i = 0; i < jr * ks; i++) kk[i] = (float)(normal() * 100);
     for (int i = 0; i < k->sj * QB; i++) st[i] = sl[i] = SENTINEL;
-    k->scores(jr, D, kk, ks, qt, st, sl);
+    scores(jr, D, kk, ks, qt, st, sl);
     int ok = 1;
     for (int j = 0; j < k->sj; j++)
         for (int q = 0; q < QB; q++) {
@@ -49,12 +54,58 @@ static int test_scores(const cpu_kernels *k, int jr, int64_t D) {
                 ref += t, mag += fabs(t);
             }
             const double got = (double)st[j * QB + q] + sl[j * QB + q];
-            ok &= fabs(got - ref) <= (k->db + 2) * EPS * mag;
+            ok &= fabs(got - ref) <= bound * EPS * mag && (!plain || sl[j * QB + q] == 0.0f);
         }
     char what[96];
-    snprintf(what, sizeof what, "scores jr=%d D=%lld", jr, (long long)D);
+    snprintf(what, sizeof what, "%s jr=%d D=%lld", plain ? "scores_plain" : "scores", jr, (long long)D);
     free(kk);
     jattn_free_aligned(qt), jattn_free_aligned(st), jattn_free_aligned(sl);
+    return check(ok, k->isa, what);
+}
+
+/* max_row_norm2 over n rows (stride xs, rows not aligned) against float64: relative error
+ * within (D + VL + 2) u; 0 for no rows; a row holding an inf or a NaN is left out (the result
+ * is the max over the others); a row of huge values (squares past FLT_MAX) and one of tiny
+ * values (squares below FLT_MIN) still count, exactly. */
+static int test_max_row_norm2(const cpu_kernels *k, int64_t n, int64_t D) {
+    const ptrdiff_t xs = (ptrdiff_t)D + 5;
+    float *buf = malloc((size_t)(n * xs + 1) * sizeof *buf), *x = buf + 1;
+    for (ptrdiff_t i = 0; i < n * xs; i++) x[i] = (float)(normal() * 10);
+    double ref = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double sq = 0;
+        for (int64_t d = 0; d < D; d++) sq += (double)x[i * xs + d] * x[i * xs + d];
+        if (sq > ref) ref = sq;
+    }
+    const double tol = (double)(D + k->vl + 2) * EPS;
+    int ok = fabs(k->max_row_norm2(n, D, x, xs) - ref) <= tol * ref;
+    if (n > 1) { /* a non-finite element in row i0: the max over the other rows */
+        const int64_t i0 = (int64_t)(jt_next(&rng) % (uint64_t)n), at = i0 * xs + (int64_t)(jt_next(&rng) % (uint64_t)D);
+        double others = 0;
+        for (int64_t i = 0; i < n; i++) {
+            double sq = 0;
+            for (int64_t d = 0; d < D; d++) sq += (double)x[i * xs + d] * x[i * xs + d];
+            if (i != i0 && sq > others) others = sq;
+        }
+        const float bad[] = {INFINITY, -INFINITY, NAN}, keep = x[at];
+        for (size_t b = 0; b < sizeof bad / sizeof bad[0]; b++) {
+            x[at] = bad[b];
+            ok &= fabs(k->max_row_norm2(n, D, x, xs) - others) <= tol * others;
+        }
+        x[at] = keep;
+    }
+    if (n > 0) { /* scaled rows: 2^70 (squares overflow float) and 2^-70 (squares underflow) */
+        const double scales[] = {0x1p70, 0x1p-70};
+        for (size_t sc = 0; sc < 2; sc++) {
+            for (ptrdiff_t i = 0; i < n * xs; i++) x[i] = (float)(x[i] * scales[sc]);
+            const double want = ref * scales[sc] * scales[sc];
+            ok &= fabs(k->max_row_norm2(n, D, x, xs) - want) <= tol * want;
+            for (ptrdiff_t i = 0; i < n * xs; i++) x[i] = (float)(x[i] / scales[sc]);
+        }
+    }
+    char what[96];
+    snprintf(what, sizeof what, "max_row_norm2 n=%lld D=%lld", (long long)n, (long long)D);
+    free(buf);
     return check(ok, k->isa, what);
 }
 
@@ -187,11 +238,16 @@ int main(void) {
         const cpu_kernels *k = all[t];
         for (int jr = 1; jr <= k->sj; jr++)
             for (size_t di = 0; di < sizeof dims / sizeof dims[0]; di++) {
-                jt_tally_add(&tally, test_scores(k, jr, dims[di]));
+                jt_tally_add(&tally, test_scores_kind(k, jr, dims[di], 0));
+                jt_tally_add(&tally, test_scores_kind(k, jr, dims[di], 1));
                 const float bad[] = {INFINITY, -INFINITY, NAN};
                 for (size_t b = 0; b < sizeof bad / sizeof bad[0]; b++)
                     jt_tally_add(&tally, test_scores_nonfinite(k, jr, dims[di], bad[b]));
             }
+        const int64_t nrows[] = {0, 1, 7, 100};
+        for (size_t i = 0; i < sizeof nrows / sizeof nrows[0]; i++)
+            for (size_t di = 0; di < sizeof dims / sizeof dims[0]; di++)
+                jt_tally_add(&tally, test_max_row_norm2(k, nrows[i], dims[di]));
         const int ns[] = {1, 2, 3, 5, 8, k->bk - 1, k->bk};
         for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++)
             for (int fresh = 0; fresh < 2; fresh++) jt_tally_add(&tally, test_softmax(k, ns[i], fresh));

@@ -18,6 +18,11 @@ int64_t cpu_task_workspace_floats(const cpu_kernels *kern, int64_t D) {
     return (floats + line - 1) / line * line;
 }
 
+int64_t cpu_norm_workspace_floats(int64_t batch, int64_t heads) {
+    const int64_t line = 64 / (int64_t)sizeof(float);
+    return (2 * batch * heads + line - 1) / line * line;
+}
+
 static jattn_status cpu_select(const jattn_problem *p, const jattn_exec *e, jattn_selection *sel) {
     if (e->memory != JATTN_MEMORY_HOST)
         return jattn_fail(JATTN_ERROR_UNSUPPORTED, "exec.memory: the cpu backend reads host memory only");
@@ -59,7 +64,8 @@ static size_t cpu_workspace(const jattn_problem *p, const jattn_exec *e, const j
     (void)e;
     const cpu_kernels *kern = kernels_of(sel);
     if (!kern) return 0;
-    return (size_t)threads_used(p, kern, sel->threads) * (size_t)cpu_task_workspace_floats(kern, p->head_dim) *
+    return ((size_t)threads_used(p, kern, sel->threads) * (size_t)cpu_task_workspace_floats(kern, p->head_dim) +
+            (size_t)cpu_norm_workspace_floats(p->batch, p->heads)) *
            sizeof(float);
 }
 
@@ -67,15 +73,25 @@ static jattn_status cpu_forward(const jattn_call *c, const jattn_selection *sel)
     const jattn_problem *p = c->problem;
     const cpu_kernels *kern = kernels_of(sel);
     if (!kern) return jattn_fail(JATTN_ERROR_UNSUPPORTED, "kernel: %s is not available on this CPU", sel->kernel);
-    const cpu_flash_args a = {c->q,      c->k,      c->v,         c->out,     c->lse, p->batch, p->heads,
-                              p->seq_q,  p->seq_kv, p->head_dim, p->q,      p->k,   p->v,     p->out,
-                              c->scale,  (float)((double)c->scale * LOG2E)};
     const int64_t qblocks = (p->seq_q + kern->qb - 1) / kern->qb;
     const int64_t tasks = task_count(p, kern);
     const int64_t per_thread = cpu_task_workspace_floats(kern, p->head_dim);
     float *ws = c->workspace;
     const int threads = threads_used(p, kern, c->threads);
     (void)threads; /* read by the OpenMP pragma only */
+
+    /* The largest |k|^2 of each (b, h): half of the a-priori logit bound by which a task picks
+     * the plain or the compensated scores kernel (cpu_flash_template.h, task). */
+    double *k_norm2 = (double *)(ws + (int64_t)threads * per_thread); /* 64-byte aligned */
+    const int64_t heads = p->batch * p->heads;
+    JATTN_PARALLEL_FOR_DYNAMIC(1, threads)
+    for (int64_t bh = 0; bh < heads; bh++)
+        k_norm2[bh] = kern->max_row_norm2(p->seq_kv, p->head_dim,
+                                          c->k + bh / p->heads * p->k.batch + bh % p->heads * p->k.head, p->k.token);
+
+    const cpu_flash_args a = {c->q,      c->k,      c->v,         c->out,     c->lse, p->batch, p->heads,
+                              p->seq_q,  p->seq_kv, p->head_dim, p->q,      p->k,   p->v,     p->out,
+                              c->scale,  (float)((double)c->scale * LOG2E), k_norm2};
     JATTN_PARALLEL_FOR_DYNAMIC(1, threads)
     for (int64_t t = 0; t < tasks; t++) {
         float *mine = ws + (int64_t)jattn_thread_index() * per_thread;

@@ -188,6 +188,8 @@ JK_INLINE void JK(scores_rows)(const int JR, int64_t D, const float *k, ptrdiff_
  * product is not averaged away by anything and alone can fail the f32 gate on the large
  * distribution; the cost (4 flops per product) does not matter there. Same contract. */
 #define JK_EXACT_D 16
+#define JK_PLAIN_LOGIT_BOUND 32.0 /* exp2 units: the plain kernel runs below this logit bound */
+#define JK_PLAIN_QK_MAX 1e30      /* and where no partial sum can overflow */
 static void JK(scores_exact)(int jr, int64_t D, const float *k, ptrdiff_t ks, const float *qt, float *st, float *sl) {
     for (int j = 0; j < jr; j++)
         for (int v = 0; v < JK_NQV; v++) {
@@ -254,6 +256,68 @@ static void JK(pv)(int dr, int n, const float *v, ptrdiff_t vs, const float *pt,
 #define JK_PV_CALL(N) JK(pv_rows)(N, n, v, vs, pt, alpha, ot)
     switch (dr) { JK_EDGE_CASES(JK_DR, JK_PV_CALL) default: break; }
 #undef JK_PV_CALL
+}
+
+/* ---- scores, plain: St[j][:] = K[j][:] . Qt by one FMA chain per score, sl = 0 ------------
+ * Same shapes as scores_rows. The task runs it instead of the compensated kernel when the
+ * a-priori bound of its logits is small (task, below): then the rounding of the plain dot
+ * product is no larger than the compensated kernel's on the gate's hardest inputs. */
+JK_INLINE void JK(scores_rows_plain)(const int JR, int64_t D, const float *k, ptrdiff_t ks, const float *qt, float *st,
+                                    float *sl) {
+    const float *kr[JK_SJ];
+    jv c[JK_SJ][JK_NQV];
+    JK_UNROLL for (int j = 0; j < JR; j++) {
+        kr[j] = k + j * ks;
+        JK_UNROLL for (int v = 0; v < JK_NQV; v++) c[j][v] = jv_zero();
+    }
+    int64_t d0 = 0;
+    for (; d0 + JK_DB <= D;) JK_SCORES_BLOCK(JK_DB); /* a constant trip count unrolls cleanly */
+    if (d0 < D) JK_SCORES_BLOCK(D - d0);
+    JK_UNROLL for (int j = 0; j < JR; j++) JK_UNROLL for (int v = 0; v < JK_NQV; v++) {
+        jv_store(st + j * JK_QB + v * JK_VL, c[j][v]);
+        jv_store(sl + j * JK_QB + v * JK_VL, jv_zero());
+    }
+}
+
+static void JK(scores_plain)(int jr, int64_t D, const float *k, ptrdiff_t ks, const float *qt, float *st, float *sl) {
+#define JK_SCORES_PLAIN_CALL(N) JK(scores_rows_plain)(N, D, k, ks, qt, st, sl)
+    switch (jr) { JK_EDGE_CASES(JK_SJ, JK_SCORES_PLAIN_CALL) default: break; }
+#undef JK_SCORES_PLAIN_CALL
+}
+
+/* ---- max_row_norm2: max over the rows i < n whose elements are all finite of |x_i|^2 =
+ * sum_d x[i][d]^2 (row stride xs); 0 when there is none. Rows holding an inf or NaN are left
+ * out: the bound they feed must not change when one input turns non-finite (that would switch
+ * the scores kernel of other rows; include/jattn.h's rule for non-finite inputs). Summed in
+ * float in VL lanes; a row whose float sum overflows or is tiny (squares that could underflow)
+ * is summed again in double. */
+#define JK_NORM2_TINY 0x1p-100f
+static double JK(row_norm2_double)(int64_t D, const float *r) {
+    double sum = 0.0;
+    for (int64_t d = 0; d < D; d++) sum += (double)r[d] * r[d];
+    return sum;
+}
+static double JK(max_row_norm2)(int64_t n, int64_t D, const float *x, ptrdiff_t xs) {
+    double best = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        const float *r = x + i * xs;
+        jv acc = jv_zero();
+        int64_t d = 0;
+        for (; d + JK_VL <= D; d += JK_VL) {
+            JK_ALIGNED float t[JK_VL];
+            memcpy(t, r + d, sizeof t);
+            const jv xv = jv_load(t);
+            acc = jv_fma(xv, xv, acc);
+        }
+        JK_ALIGNED float lanes[JK_VL];
+        jv_store(lanes, acc);
+        float sumf = 0.0f;
+        for (int l = 0; l < JK_VL; l++) sumf += lanes[l];
+        for (; d < D; d++) sumf += r[d] * r[d];
+        const double sum = isfinite(sumf) && sumf >= JK_NORM2_TINY ? (double)sumf : JK(row_norm2_double)(D, r);
+        if (isfinite(sum) && sum > best) best = sum; /* NaN/inf rows: inputs not finite, left out */
+    }
+    return best;
 }
 
 /* ---- online softmax over one block of n key rows of St (in place -> Pt) ---------------
@@ -323,6 +387,12 @@ static void JK(task)(const cpu_flash_args *a, int64_t b, int64_t h, int64_t qblk
     if (nq < JK_QB)
         for (int64_t d = 0; d < D; d++)
             for (int i = nq; i < JK_QB; i++) qt[d * JK_QB + i] = 0.0f;
+    /* The a-priori bound of this task's logits in exp2 units: |c q.k| <= c max|q| max|k|. Below
+     * JK_PLAIN_LOGIT_BOUND the plain dot product's rounding (rms ~ u * bound / sqrt(2), any D)
+     * is no larger than the compensated kernel's on the gate's hardest inputs (logits of std 8
+     * in natural units), so the plain kernel runs (NOTES.md §3); NaN/inf norms never do. */
+    const double qk = sqrt(JK(max_row_norm2)(nq, D, q, a->qs.token) * a->k_norm2[b * a->H + h]);
+    const int plain = D > JK_EXACT_D && qk <= JK_PLAIN_QK_MAX && fabs((double)a->scale_log2e) * qk <= JK_PLAIN_LOGIT_BOUND;
     for (int i = 0; i < JK_QB; i++) {
         m[i] = -INFINITY;
         ml[i] = l[i] = 0.0f;
@@ -336,7 +406,12 @@ static void JK(task)(const cpu_flash_args *a, int64_t b, int64_t h, int64_t qblk
         const int n = (int)(a->Skv - j0 < JK_BK ? a->Skv - j0 : JK_BK);
         const float *kb = kh + j0 * ks, *vb = vh + j0 * vs;
         int j = 0;
-        if (D > JK_EXACT_D)
+        if (plain) {
+            for (; j + JK_SJ <= n; j += JK_SJ)
+                JK(scores_rows_plain)(JK_SJ, D, kb + j * ks, ks, qt, st + j * JK_QB, sl + j * JK_QB);
+            if (j < n) JK(scores_plain)(n - j, D, kb + j * ks, ks, qt, st + j * JK_QB, sl + j * JK_QB);
+            j = n;
+        } else if (D > JK_EXACT_D)
             for (; j + JK_SJ <= n; j += JK_SJ)
                 JK(scores_rows)(JK_SJ, D, kb + j * ks, ks, qt, st + j * JK_QB, sl + j * JK_QB);
         for (; j < n; j += JK_SJ)
@@ -362,5 +437,5 @@ static void JK(task)(const cpu_flash_args *a, int64_t b, int64_t h, int64_t qblk
 
 const cpu_kernels JK_TABLE = {
     JK_ISA, JK_KERNEL_NAME, JK_VL, JK_QB, JK_SJ, JK_DR, JK_BK, JK_DB,
-    JK(scores), JK(softmax_block), JK(pv), JK(exp2), JK(task),
+    JK(scores), JK(scores_plain), JK(softmax_block), JK(pv), JK(exp2), JK(max_row_norm2), JK(task),
 };

@@ -30,6 +30,7 @@ typedef struct cpu_flash_args {
     jattn_strides qs, ks, vs, os;
     float scale;       /* the softmax scale */
     float scale_log2e; /* scale * log2(e): exp2 gets (s - m) * scale_log2e */
+    const double *k_norm2; /* [B * H]: max over the keys of (b, h) of |k|^2 (max_row_norm2) */
 } cpu_flash_args;
 
 typedef struct cpu_kernels {
@@ -49,6 +50,10 @@ typedef struct cpu_kernels {
      * ks (elements). D >= 1. Rows j >= jr are not written. */
     void (*scores)(int jr, int64_t D, const float *k, ptrdiff_t ks, const float *qt, float *st, float *sl);
 
+    /* scores_plain: the same contract with plain f32 accumulation (one FMA chain per score,
+     * error within D u * sum |terms|) and sl = 0; run by a task whose logits are bounded small. */
+    void (*scores_plain)(int jr, int64_t D, const float *k, ptrdiff_t ks, const float *qt, float *st, float *sl);
+
     /* softmax_block: for each query q (vector lane) and the n >= 1 rows of st, sl (dot products
      * as pairs): (m', ml') = the pair of the largest st among (m, ml) and the block's rows;
      *   alpha[q] = exp2(((m - m') + (ml - ml')) c);
@@ -66,13 +71,19 @@ typedef struct cpu_kernels {
      * (and for -inf), 1 for x > 0, NaN for NaN. The vector exp the softmax uses. */
     void (*exp2)(int64_t n, const float *x, float *y);
 
+    /* max_row_norm2: max of sum_{d<D} x[i*xs + d]^2 over the rows i < n whose D elements are all
+     * finite (0 when there is none). x: any alignment. Relative error <= (D + VL) u. */
+    double (*max_row_norm2)(int64_t n, int64_t D, const float *x, ptrdiff_t xs);
+
     /* task: the whole flash loop for query block qblk of (b, h); ws: task_workspace floats,
      * 64-byte aligned. Writes out rows [qblk*QB, min(Sq, qblk*QB + QB)) and their lse. */
     void (*task)(const cpu_flash_args *a, int64_t b, int64_t h, int64_t qblk, float *ws);
 } cpu_kernels;
 
-/* Floats of workspace one task needs for head_dim D (a multiple of 16: 64-byte aligned). */
+/* Floats of workspace one task needs for head_dim D (a multiple of 16: 64-byte aligned); the
+ * call needs that per thread plus cpu_norm_workspace_floats for the key norms. */
 int64_t cpu_task_workspace_floats(const cpu_kernels *kern, int64_t D);
+int64_t cpu_norm_workspace_floats(int64_t batch, int64_t heads); /* 2 floats per double */
 
 /* The tables compiled into this build (NULL-terminated inside cpu_isa.c). */
 extern const cpu_kernels cpu_kernels_avx512;
