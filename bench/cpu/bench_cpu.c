@@ -6,7 +6,11 @@
  * "ms" (median of REPS after a warm-up), "gflops" (4*H*S*S*D / time); jattn also "best_gflops"
  * (fastest repeat, for a machine shared with other work)}; a peer that cannot be
  * measured prints {"method", "skipped": "why"}. With BENCH_PEERS=0 in the environment only
- * jattn runs (no peak, no BLAS: for the peak-memory measurement of bench/cpu/peak_memory.sh). */
+ * jattn runs (no peak, no BLAS: for the peak-memory measurement of bench/cpu/peak_memory.sh).
+ * q and k are standard normal (logits of standard deviation 1 at the default scale 1/sqrt(D));
+ * BENCH_LOGIT_STD=s multiplies both by sqrt(s), for logits of standard deviation s (8: the
+ * "peaky" attention of trained DiTs, which runs jattn's compensated scores kernel; see
+ * src/cpu/NOTES.md §3). */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -62,6 +66,13 @@ int main(int argc, char **argv) {
         return 2;
     }
     char err[256];
+    const char *std_env = getenv("BENCH_LOGIT_STD");
+    const double logit_std = std_env ? atof(std_env) : 1.0;
+    if (!(logit_std > 0)) {
+        fprintf(stderr, "BENCH_LOGIT_STD: %s, want a positive number\n", std_env);
+        return 2;
+    }
+    const double qk_amp = sqrt(logit_std);
     const char *peers_env = getenv("BENCH_PEERS");
     const int peers = !(peers_env && strcmp(peers_env, "0") == 0);
     for (int ti = 0; peers && ti < nt; ti++) {
@@ -81,7 +92,8 @@ int main(int argc, char **argv) {
             fprintf(stderr, "allocation failed at seq %d\n", S);
             return 1;
         }
-        for (size_t i = 0; i < n; i++) q[i] = normal(), k[i] = normal(), v[i] = normal();
+        for (size_t i = 0; i < n; i++)
+            q[i] = (float)(qk_amp * normal()), k[i] = (float)(qk_amp * normal()), v[i] = normal();
         const double flops = 4.0 * H * (double)S * S * D;
         jattn_problem p = jattn_problem_flux(1, H, S, S, D);
         for (int ti = 0; ti < nt; ti++) {

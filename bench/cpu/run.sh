@@ -6,7 +6,8 @@
 # usage (repository root): sh bench/cpu/run.sh [LABEL] [SEQS] [REPS]
 #   LABEL  names the result files (default zen4)     SEQS  comma list (default 512,1024,1536,3072,4608)
 #   REPS   timed repeats per point, median (default 5)
-# Env: THREADS (default "1,<all cores>"), H (24), D (128), CC (cc), BUILD (build-bench-cpu).
+# Env: THREADS (default "1,<all cores>"), H (24), D (128), CC (cc), BUILD (build-bench-cpu),
+#      BENCH_LOGIT_STD (1: standard-normal q, k; 8: peaky logits, jattn's compensated scores).
 # Whatever cannot be measured (no OpenBLAS, no torch, no matplotlib) is printed and left out.
 set -u
 LABEL=${1:-zen4}
@@ -42,7 +43,7 @@ if command -v python3 >/dev/null 2>&1; then
   LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)
   echo "load after the run: $LOAD_AFTER"
   python3 bench/cpu/report.py "$RAW" "$OUT/cpu-$LABEL.md" "$OUT/cpu-$LABEL.png" \
-    "sh bench/cpu/run.sh $LABEL $SEQS $REPS   # THREADS=$THREADS H=$H D=$D" \
+    "sh bench/cpu/run.sh $LABEL $SEQS $REPS   # THREADS=$THREADS H=$H D=$D BENCH_LOGIT_STD=${BENCH_LOGIT_STD:-1}" \
     "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'), $NPROC cores ($LABEL)" | grep -E '^(plot|no plot)' 
   printf '%s\n' "Load average (1, 5, 15 min) before the run: $LOAD_BEFORE; after: $LOAD_AFTER. Other work on" \
     "the machine lowers both the peak and the kernels; compare numbers of one run only." "" >> "$OUT/cpu-$LABEL.md"

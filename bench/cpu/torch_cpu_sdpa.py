@@ -4,11 +4,15 @@ usage: python3 torch_cpu_sdpa.py H D REPS THREADS[,..] SEQ[,..]
 prints one JSON line per (threads, seq) in the format of bench_cpu: method torch_sdpa_cpu,
 ms (median of REPS after a warm-up), gflops = 4*H*S*S*D / time; or {"method", "skipped"}.
 q, k, v float32 [1, H, S, D] (head-major, as jattn's FLUX call); the output stays head-major
-(jattn writes token-major [S, H*D] directly, so this is the peer's best case)."""
+(jattn writes token-major [S, H*D] directly, so this is the peer's best case).
+BENCH_LOGIT_STD=s scales q and k by sqrt(s), as bench_cpu.c does."""
 import json
+import os
 import statistics
 import sys
 import time
+
+QK_AMP = float(os.environ.get("BENCH_LOGIT_STD", "1")) ** 0.5
 
 
 def main():
@@ -27,6 +31,7 @@ def main():
     for S in seqs:
         g = torch.Generator().manual_seed(0)
         q, k, v = (torch.randn(1, H, S, D, generator=g, dtype=torch.float32) for _ in range(3))
+        q, k = q * QK_AMP, k * QK_AMP  # BENCH_LOGIT_STD, as bench_cpu.c
         flops = 4.0 * H * S * S * D
         for t in threads:
             torch.set_num_threads(t)
