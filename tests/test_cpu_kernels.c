@@ -64,9 +64,9 @@ static int test_scores_kind(const cpu_kernels *k, int jr, int64_t D, int plain) 
 }
 
 /* max_row_norm2 over n rows (stride xs, rows not aligned) against float64: relative error
- * within (D + VL + 2) u; 0 for no rows; a row holding an inf or a NaN is left out (the result
- * is the max over the others); a row of huge values (squares past FLT_MAX) and one of tiny
- * values (squares below FLT_MIN) still count, exactly. */
+ * within (D + VL + 2) u; 0 for no rows; an inf or a NaN element counts as 0 (the result is
+ * bit for bit the one with a 0 there); a row of huge values (squares past FLT_MAX) and one of
+ * tiny values (squares below FLT_MIN) still count, exactly. */
 static int test_max_row_norm2(const cpu_kernels *k, int64_t n, int64_t D) {
     const ptrdiff_t xs = (ptrdiff_t)D + 5;
     float *buf = malloc((size_t)(n * xs + 1) * sizeof *buf), *x = buf + 1;
@@ -79,18 +79,23 @@ static int test_max_row_norm2(const cpu_kernels *k, int64_t n, int64_t D) {
     }
     const double tol = (double)(D + k->vl + 2) * EPS;
     int ok = fabs(k->max_row_norm2(n, D, x, xs) - ref) <= tol * ref;
-    if (n > 1) { /* a non-finite element in row i0: the max over the other rows */
-        const int64_t i0 = (int64_t)(jt_next(&rng) % (uint64_t)n), at = i0 * xs + (int64_t)(jt_next(&rng) % (uint64_t)D);
-        double others = 0;
+    if (n > 0) { /* a non-finite element counts as 0: bit for bit the result with a 0 there */
+        const int64_t at = (int64_t)(jt_next(&rng) % (uint64_t)n) * xs + (int64_t)(jt_next(&rng) % (uint64_t)D);
+        const float keep = x[at];
+        x[at] = 0.0f;
+        const double with_zero = k->max_row_norm2(n, D, x, xs);
+        double want = 0;
         for (int64_t i = 0; i < n; i++) {
             double sq = 0;
             for (int64_t d = 0; d < D; d++) sq += (double)x[i * xs + d] * x[i * xs + d];
-            if (i != i0 && sq > others) others = sq;
+            if (sq > want) want = sq;
         }
-        const float bad[] = {INFINITY, -INFINITY, NAN}, keep = x[at];
+        ok &= fabs(with_zero - want) <= tol * want;
+        const float bad[] = {INFINITY, -INFINITY, NAN};
         for (size_t b = 0; b < sizeof bad / sizeof bad[0]; b++) {
             x[at] = bad[b];
-            ok &= fabs(k->max_row_norm2(n, D, x, xs) - others) <= tol * others;
+            const double got = k->max_row_norm2(n, D, x, xs);
+            ok &= memcmp(&got, &with_zero, sizeof got) == 0;
         }
         x[at] = keep;
     }

@@ -285,16 +285,17 @@ static void JK(scores_plain)(int jr, int64_t D, const float *k, ptrdiff_t ks, co
 #undef JK_SCORES_PLAIN_CALL
 }
 
-/* ---- max_row_norm2: max over the rows i < n whose elements are all finite of |x_i|^2 =
- * sum_d x[i][d]^2 (row stride xs); 0 when there is none. Rows holding an inf or NaN are left
- * out: the bound they feed must not change when one input turns non-finite (that would switch
- * the scores kernel of other rows; include/jattn.h's rule for non-finite inputs). Summed in
- * float in VL lanes; a row whose float sum overflows or is tiny (squares that could underflow)
- * is summed again in double. */
+/* ---- max_row_norm2: max over the rows i < n of |x_i|^2 = sum_d x[i][d]^2 (row stride xs),
+ * non-finite elements counted as 0; 0 when n == 0. Counting an inf or NaN as 0 makes the bound
+ * (and so the scores kernel every other row of the task runs) exactly what it is with that
+ * element replaced by 0: include/jattn.h's rule for non-finite inputs. Summed in float in VL
+ * lanes; a row whose float sum overflows or is tiny (squares that could underflow) is summed
+ * again in double. */
 #define JK_NORM2_TINY 0x1p-100f
 static double JK(row_norm2_double)(int64_t D, const float *r) {
     double sum = 0.0;
-    for (int64_t d = 0; d < D; d++) sum += (double)r[d] * r[d];
+    for (int64_t d = 0; d < D; d++)
+        if (isfinite(r[d])) sum += (double)r[d] * r[d];
     return sum;
 }
 static double JK(max_row_norm2)(int64_t n, int64_t D, const float *x, ptrdiff_t xs) {
@@ -306,16 +307,20 @@ static double JK(max_row_norm2)(int64_t n, int64_t D, const float *x, ptrdiff_t 
         for (; d + JK_VL <= D; d += JK_VL) {
             JK_ALIGNED float t[JK_VL];
             memcpy(t, r + d, sizeof t);
-            const jv xv = jv_load(t);
+            jv xv = jv_load(t);
+            xv = jv_nan_to_zero(jv_add(xv, jv_sub(xv, xv))); /* x - x is NaN for inf and NaN */
             acc = jv_fma(xv, xv, acc);
         }
         JK_ALIGNED float lanes[JK_VL];
         jv_store(lanes, acc);
         float sumf = 0.0f;
         for (int l = 0; l < JK_VL; l++) sumf += lanes[l];
-        for (; d < D; d++) sumf += r[d] * r[d];
+        for (; d < D; d++) {
+            const float e = isfinite(r[d]) ? r[d] : 0.0f;
+            sumf += e * e;
+        }
         const double sum = isfinite(sumf) && sumf >= JK_NORM2_TINY ? (double)sumf : JK(row_norm2_double)(D, r);
-        if (isfinite(sum) && sum > best) best = sum; /* NaN/inf rows: inputs not finite, left out */
+        if (sum > best) best = sum;
     }
     return best;
 }

@@ -71,8 +71,8 @@ typedef struct cpu_kernels {
      * (and for -inf), 1 for x > 0, NaN for NaN. The vector exp the softmax uses. */
     void (*exp2)(int64_t n, const float *x, float *y);
 
-    /* max_row_norm2: max of sum_{d<D} x[i*xs + d]^2 over the rows i < n whose D elements are all
-     * finite (0 when there is none). x: any alignment. Relative error <= (D + VL) u. */
+    /* max_row_norm2: max over the rows i < n of sum_{d<D} x[i*xs + d]^2, an inf or NaN element
+     * counted as 0 (0 when n == 0). x: any alignment. Relative error <= (D + VL) u. */
     double (*max_row_norm2)(int64_t n, int64_t D, const float *x, ptrdiff_t xs);
 
     /* task: the whole flash loop for query block qblk of (b, h); ws: task_workspace floats,
