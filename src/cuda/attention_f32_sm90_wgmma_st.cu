@@ -52,10 +52,10 @@
  *    (st_kv_split), a cluster of two CTAs splits the key tiles in halves; rank 1 sends its
  *    unnormalised O, max and sum through distributed shared memory and rank 0 merges them.
  *
- * Measured (H200, bench/gpu/run.sh, 2026-11-30; bench/results/gpu-h200-v3.2.md), TFLOP/s at
- * (1,24,1536,128), (1,24,4608,128), (1,48,4608,128), (1,24,16384,128), (1,24,1536,64):
- *   f32  49.3 / 57.8 / 57.8 / 60.1 / 36.9 = 1.26 / 1.32 / 1.26 / 1.32 / 1.46x PyTorch fp32
- *   tf32 58.7 / 71.2 / 71.7 / 73.1 / 39.6; rel_l2 f32 5.8e-7..7.3e-7 (PyTorch 6.3e-7..8.8e-7).
+ * Measured (H200, bench/gpu/run.sh, 2026-11-30; bench/results/h200-2026-11-30-v3.2/final), TFLOP/s
+ * at (1,24,1536,128), (1,24,4608,128), (1,48,4608,128), (1,24,16384,128), (1,24,1536,64):
+ *   f32  60.4 / 72.4 / 74.3 / 76.5 / 42.5 = 1.54 / 1.65 / 1.63 / 1.69 / 1.67x PyTorch fp32 SDPA
+ *   tf32 69.0 / 82.5 / 83.8 / 85.4 / 48.5; rel_l2 f32 5.7e-7..7.4e-7 (PyTorch 6.4e-7..9.1e-7).
  * v3.1 (two S^T passes, cvt.rna, loads just before use, no split): 33.6 / 44.4 / - / 46.0 f32. */
 #include "attention_f32_sm90_wgmma.h"
 
