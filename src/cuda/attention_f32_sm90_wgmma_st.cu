@@ -69,6 +69,7 @@
 #endif
 
 #include "sm90_wgmma_ptx.cuh"
+#include "tf32_tiny_values.h"
 
 namespace {
 
@@ -97,12 +98,6 @@ struct StConfig {
     static_assert(D % kStMRows == 0, "head_dim must be a multiple of 64");
     static_assert(kQBytes % kSwizzleAtomBytes == 0 && kPBytes % kSwizzleAtomBytes == 0, "1024-byte aligned tiles");
 };
-
-/* A block of V whose values all have an exponent field below 64 (|v| < 2^-63) is scaled by
- * 2^62 before its TF32 split, its product by 2^-62 after. */
-constexpr uint32_t kTinyExponentBits = 0x60000000u; /* the two top bits of the exponent field */
-constexpr float kTinyScale = 0x1p62f;
-constexpr float kTinyUnscale = 0x1p-62f;
 
 /* Column of head_dim index d in the staged Q tile (the S^T k-slice order above). */
 __device__ __forceinline__ int st_q_column(int d)
@@ -436,23 +431,21 @@ __global__ void __launch_bounds__(kStThreads, 2) attention_f32_sm90_wgmma_st_64x
                 st_load_v<C::kVSlices>(vp + 2 * (mb + 1), p.v_t, p.seq_kv, key0, d_base, c, vn);
             if (mb + 1 == C::kMBlocks)
                 st_load_k<C::kDPairs, kAhead>(kp, p.k_t, p.seq_kv, key0 + kStK, warp, g, c, kx_next);
-            /* V rows of this warp whose every value of the tile is below 2^-63 (exponent field
-             * < 64): TF32 keeps 11 significant bits only down to 2^-126, so such a block is
-             * scaled by 2^62 (exactly) for the products and the tile's result by 2^-62 after
-             * (gradual underflow as in fp32). Warp-uniform: one OR reduction per block. */
+            /* This warp's V block scaled when all its values are tiny (tf32_tiny_values.h):
+             * warp-uniform, one OR per value and a vote. */
             uint32_t bits = 0;
 #pragma unroll
             for (int ks = 0; ks < C::kVSlices; ++ks)
 #pragma unroll
                 for (int u = 0; u < 2; ++u) bits |= __float_as_uint(vx[ks][u].x) | __float_as_uint(vx[ks][u].y);
-            const bool tiny = !__any_sync(0xffffffffu, (bits & kTinyExponentBits) != 0);
+            const bool tiny = !__any_sync(0xffffffffu, (bits & JATTN_TINY_EXPONENT_BITS) != 0);
             if (tiny) {
 #pragma unroll
                 for (int ks = 0; ks < C::kVSlices; ++ks)
 #pragma unroll
                     for (int u = 0; u < 2; ++u) {
-                        vx[ks][u].x *= kTinyScale;
-                        vx[ks][u].y *= kTinyScale;
+                        vx[ks][u].x *= JATTN_TINY_SCALE;
+                        vx[ks][u].y *= JATTN_TINY_SCALE;
                     }
             }
             float ot[C::kAcc];
@@ -483,7 +476,7 @@ __global__ void __launch_bounds__(kStThreads, 2) attention_f32_sm90_wgmma_st_64x
             if (kSplitPV) fence_regs(va_small[C::kVSlices - 1]);
             if (tiny) { /* a branch, not selects: rarely taken */
 #pragma unroll
-                for (int i = 0; i < C::kAcc; ++i) ot[i] *= kTinyUnscale;
+                for (int i = 0; i < C::kAcc; ++i) ot[i] *= JATTN_TINY_UNSCALE;
             }
 #pragma unroll
             for (int i = 0; i < C::kAcc; ++i) o[mb][i] = fmaf(o[mb][i], alpha[2 * (i / 4) + (i % 2)], ot[i]);

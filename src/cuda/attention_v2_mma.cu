@@ -60,6 +60,7 @@
 #include <stdlib.h>
 
 #include "cuda_internal.h"
+#include "tf32_tiny_values.h"
 
 #define WARP 32
 #define MMA_M 16
@@ -103,11 +104,6 @@ __device__ __forceinline__ void split_tf32(float x, uint32_t &big, uint32_t &sma
 }
 
 /* x - big - small: exact, at most 2 significant bits, so a valid TF32 operand as it is. */
-/* Scaling of a V slice whose values are all below 2^-63 (see the P V loop). */
-#define TINY_EXPONENT_BITS 0x60000000u /* the two top bits of the exponent field */
-#define TINY_SCALE 0x1p62f
-#define TINY_UNSCALE 0x1p-62f
-
 __device__ __forceinline__ uint32_t tiny_part(float x, uint32_t big, uint32_t small) {
     return __float_as_uint((x - __uint_as_float(big)) - __uint_as_float(small));
 }
@@ -332,12 +328,11 @@ __global__ void __launch_bounds__(WARPS *WARP) attention_tf32_mma_v2(jattn_cuda_
 #pragma unroll
             for (int n = 0; n < KP; n++)
                 bits |= __float_as_uint(vslice[n * MMA_K * DS]) | __float_as_uint(vslice[n * MMA_K * DS + DS]);
-            /* A slice whose values of this tile all lie below 2^-63 (exponent field < 64) is
-             * scaled by 2^62 for the products (TF32 keeps 11 significant bits only down to
-             * 2^-126) and its sum by 2^-62 after: gradual underflow as in fp32. Warp-uniform;
-             * the values are read from shared memory again below (holding them spills). */
-            const bool tiny = !__any_sync(0xffffffffu, (bits & TINY_EXPONENT_BITS) != 0);
-            const float vscale = tiny ? TINY_SCALE : 1.0f;
+            /* The slice scaled when all its values of this tile are tiny (tf32_tiny_values.h):
+             * warp-uniform; the values are read from shared memory again below (holding them
+             * spills). */
+            const bool tiny = !__any_sync(0xffffffffu, (bits & JATTN_TINY_EXPONENT_BITS) != 0);
+            const float vscale = tiny ? JATTN_TINY_SCALE : 1.0f;
 #pragma unroll
             for (int n = 0; n < KP; n++) {
                 const float *vb = vslice + n * MMA_K * DS;
@@ -352,7 +347,7 @@ __global__ void __launch_bounds__(WARPS *WARP) attention_tf32_mma_v2(jattn_cuda_
             }
 #pragma unroll
             for (int i = 0; i < 4; i++) {
-                if (tiny) acc_big[i] = (acc_big[i] + (acc_cor1[i] + acc_cor2[i])) * TINY_UNSCALE, acc_cor1[i] = acc_cor2[i] = 0.0f;
+                if (tiny) acc_big[i] = (acc_big[i] + (acc_cor1[i] + acc_cor2[i])) * JATTN_TINY_UNSCALE, acc_cor1[i] = acc_cor2[i] = 0.0f;
             }
 #pragma unroll
             for (int i = 0; i < 4; i++) {
