@@ -429,7 +429,7 @@ __global__ void __launch_bounds__(kStThreads, 2) attention_f32_sm90_wgmma_st_64x
             float2 vn[C::kVSlices][2];
             if (mb + 1 < C::kMBlocks)
                 st_load_v<C::kVSlices>(vp + 2 * (mb + 1), p.v_t, p.seq_kv, key0, d_base, c, vn);
-            if (mb + 1 == C::kMBlocks)
+            else
                 st_load_k<C::kDPairs, kAhead>(kp, p.k_t, p.seq_kv, key0 + kStK, warp, g, c, kx_next);
             /* This warp's V block scaled when all its values are tiny (tf32_tiny_values.h):
              * warp-uniform, one OR per value and a vote. */
