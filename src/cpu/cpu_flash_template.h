@@ -275,7 +275,7 @@ JK_INLINE void JK(scores_rows_plain)(const int JR, int64_t D, const float *k, pt
     if (d0 < D) JK_SCORES_BLOCK(D - d0);
     JK_UNROLL for (int j = 0; j < JR; j++) JK_UNROLL for (int v = 0; v < JK_NQV; v++) {
         jv_store(st + j * JK_QB + v * JK_VL, c[j][v]);
-        jv_store(sl + j * JK_QB + v * JK_VL, jv_zero());
+        if (sl) jv_store(sl + j * JK_QB + v * JK_VL, jv_zero());
     }
 }
 
@@ -332,12 +332,16 @@ static double JK(max_row_norm2)(int64_t n, int64_t D, const float *x, ptrdiff_t 
  * are not lost, and the max key gets exactly 2^0 = 1 (so a single key returns its v row bit
  * for bit). Ties with a larger low part would give x > 0: exp2 returns 1 there. */
 #define JK_MAX_CHAINS 4
-static void JK(softmax_block)(int n, float c, float *st, const float *sl, float *m, float *ml, float *l,
-                              float *alpha) {
+/* a > b ? a : b (NaN a or b gives b): jv_max where the instruction set's max is exactly that. */
+#ifndef JK_MAX_OF
+#define JK_MAX_OF(a, b) jv_select_gt((a), (b), (a), (b))
+#endif
+JK_INLINE void JK(softmax_block_lo)(const int LOW, int n, float c, float *st, const float *sl, float *m, float *ml,
+                                   float *l, float *alpha) {
     const jv cv = jv_set1(c);
     JK_UNROLL for (int u = 0; u < JK_NQV; u++) {
         float *s = st + u * JK_VL;
-        const float *slo = sl + u * JK_VL;
+        const float *slo = LOW ? sl + u * JK_VL : NULL;
         const jv m_old = jv_load(m + u * JK_VL), ml_old = jv_load(ml + u * JK_VL);
         /* JK_MAX_CHAINS independent max chains (rows j = ch mod chains), merged in chain order. */
         jv cm[JK_MAX_CHAINS], cml[JK_MAX_CHAINS];
@@ -345,25 +349,26 @@ static void JK(softmax_block)(int n, float c, float *st, const float *sl, float 
         int j = 0;
         for (; j + JK_MAX_CHAINS <= n; j += JK_MAX_CHAINS)
             JK_UNROLL for (int ch = 0; ch < JK_MAX_CHAINS; ch++) {
-                const jv h = jv_load(s + (ptrdiff_t)(j + ch) * JK_QB), lo = jv_load(slo + (ptrdiff_t)(j + ch) * JK_QB);
-                cml[ch] = jv_select_gt(h, cm[ch], lo, cml[ch]);
-                cm[ch] = jv_select_gt(h, cm[ch], h, cm[ch]);
+                const jv h = jv_load(s + (ptrdiff_t)(j + ch) * JK_QB);
+                if (LOW) cml[ch] = jv_select_gt(h, cm[ch], jv_load(slo + (ptrdiff_t)(j + ch) * JK_QB), cml[ch]);
+                cm[ch] = JK_MAX_OF(h, cm[ch]);
             }
         for (int ch = 0; j < n; j++, ch++) {
-            const jv h = jv_load(s + (ptrdiff_t)j * JK_QB), lo = jv_load(slo + (ptrdiff_t)j * JK_QB);
-            cml[ch] = jv_select_gt(h, cm[ch], lo, cml[ch]);
-            cm[ch] = jv_select_gt(h, cm[ch], h, cm[ch]);
+            const jv h = jv_load(s + (ptrdiff_t)j * JK_QB);
+            if (LOW) cml[ch] = jv_select_gt(h, cm[ch], jv_load(slo + (ptrdiff_t)j * JK_QB), cml[ch]);
+            cm[ch] = JK_MAX_OF(h, cm[ch]);
         }
         jv mx = cm[0], mxl = cml[0];
         JK_UNROLL for (int ch = 1; ch < JK_MAX_CHAINS; ch++) {
-            mxl = jv_select_gt(cm[ch], mx, cml[ch], mxl);
-            mx = jv_select_gt(cm[ch], mx, cm[ch], mx);
+            if (LOW) mxl = jv_select_gt(cm[ch], mx, cml[ch], mxl);
+            mx = JK_MAX_OF(cm[ch], mx);
         }
-        const jv a = JK(exp2v)(jv_mul(jv_add(jv_sub(m_old, mx), jv_sub(ml_old, mxl)), cv));
+        const jv a = JK(exp2v)(jv_mul(LOW ? jv_add(jv_sub(m_old, mx), jv_sub(ml_old, mxl)) : jv_sub(m_old, mx), cv));
         jv sum = jv_zero();
         for (int j = 0; j < n; j++) {
-            const jv h = jv_load(s + (ptrdiff_t)j * JK_QB), lo = jv_load(slo + (ptrdiff_t)j * JK_QB);
-            const jv p = JK(exp2v)(jv_mul(jv_add(jv_sub(h, mx), jv_sub(lo, mxl)), cv));
+            const jv h = jv_load(s + (ptrdiff_t)j * JK_QB);
+            const jv d = LOW ? jv_add(jv_sub(h, mx), jv_sub(jv_load(slo + (ptrdiff_t)j * JK_QB), mxl)) : jv_sub(h, mx);
+            const jv p = JK(exp2v)(jv_mul(d, cv));
             jv_store(s + (ptrdiff_t)j * JK_QB, p);
             sum = jv_add(sum, p);
         }
@@ -372,6 +377,15 @@ static void JK(softmax_block)(int n, float c, float *st, const float *sl, float 
         jv_store(m + u * JK_VL, mx);
         jv_store(ml + u * JK_VL, mxl);
     }
+}
+static void JK(softmax_block)(int n, float c, float *st, const float *sl, float *m, float *ml, float *l,
+                              float *alpha) {
+    JK(softmax_block_lo)(1, n, c, st, sl, m, ml, l, alpha);
+}
+/* The same for a block whose low parts are all 0 (plain scores, so ml stays 0 too): bit for bit
+ * the result of softmax_block with sl = 0, without reading sl. */
+static void JK(softmax_block_plain)(int n, float c, float *st, float *m, float *ml, float *l, float *alpha) {
+    JK(softmax_block_lo)(0, n, c, st, NULL, m, ml, l, alpha);
 }
 
 /* ---- the task: one query block of one (b, h), all keys ----------------------------------
@@ -412,16 +426,17 @@ static void JK(task)(const cpu_flash_args *a, int64_t b, int64_t h, int64_t qblk
         const float *kb = kh + j0 * ks, *vb = vh + j0 * vs;
         int j = 0;
         if (plain) {
-            for (; j + JK_SJ <= n; j += JK_SJ)
-                JK(scores_rows_plain)(JK_SJ, D, kb + j * ks, ks, qt, st + j * JK_QB, sl + j * JK_QB);
+            for (; j + JK_SJ <= n; j += JK_SJ) /* sl = 0 is not written, softmax_block_plain never reads it */
+                JK(scores_rows_plain)(JK_SJ, D, kb + j * ks, ks, qt, st + j * JK_QB, NULL);
             if (j < n) JK(scores_plain)(n - j, D, kb + j * ks, ks, qt, st + j * JK_QB, sl + j * JK_QB);
+            JK(softmax_block_plain)(n, a->scale_log2e, st, m, ml, l, alpha);
             j = n;
         } else if (D > JK_EXACT_D)
             for (; j + JK_SJ <= n; j += JK_SJ)
                 JK(scores_rows)(JK_SJ, D, kb + j * ks, ks, qt, st + j * JK_QB, sl + j * JK_QB);
         for (; j < n; j += JK_SJ)
             JK(scores)(n - j < JK_SJ ? n - j : JK_SJ, D, kb + j * ks, ks, qt, st + j * JK_QB, sl + j * JK_QB);
-        JK(softmax_block)(n, a->scale_log2e, st, sl, m, ml, l, alpha);
+        if (!plain) JK(softmax_block)(n, a->scale_log2e, st, sl, m, ml, l, alpha);
         int64_t d = 0;
         for (; d + JK_DR <= D; d += JK_DR) JK(pv_rows)(JK_DR, n, vb + d, vs, st, alpha, ot + d * JK_QB);
         if (d < D) JK(pv)((int)(D - d), n, vb + d, vs, st, alpha, ot + d * JK_QB);

@@ -39,4 +39,6 @@ typedef __m256 jv;
 #define jv_min(a, b) _mm256_min_ps((a), (b))
 #define jv_select_gt(a, b, x, y) _mm256_blendv_ps((y), (x), _mm256_cmp_ps((a), (b), _CMP_GT_OQ))
 
+#define JK_MAX_OF(a, b) jv_max((a), (b)) /* a > b ? a : b, NaN gives b */
+
 #include "cpu_flash_template.h"

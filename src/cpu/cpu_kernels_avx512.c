@@ -39,4 +39,6 @@ typedef __m512 jv;
 #define jv_min(a, b) _mm512_min_ps((a), (b))
 #define jv_select_gt(a, b, x, y) _mm512_mask_blend_ps(_mm512_cmp_ps_mask((a), (b), _CMP_GT_OQ), (y), (x))
 
+#define JK_MAX_OF(a, b) jv_max((a), (b)) /* a > b ? a : b, NaN gives b */
+
 #include "cpu_flash_template.h"

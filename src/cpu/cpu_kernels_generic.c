@@ -66,4 +66,6 @@ static inline jv jv_fma_exact(jv a, jv b, jv c) { JV_MAP1(fmaf(a.x[i_], b.x[i_],
 static inline jv jv_min(jv a, jv b) { JV_MAP1(a.x[i_] < b.x[i_] ? a.x[i_] : b.x[i_]); }
 static inline jv jv_select_gt(jv a, jv b, jv x, jv y) { JV_MAP1(a.x[i_] > b.x[i_] ? x.x[i_] : y.x[i_]); }
 
+#define JK_MAX_OF(a, b) jv_max((a), (b)) /* a > b ? a : b, NaN gives b */
+
 #include "cpu_flash_template.h"
