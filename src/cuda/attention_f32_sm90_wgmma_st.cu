@@ -128,7 +128,7 @@ __device__ __forceinline__ void st_split4(const float (&x)[4], uint32_t (&big)[4
 
 /* The first kAhead float4 pairs of this thread's K rows (keys key0 + 16w+g, +8) of a tile:
  * its A fragments of slices 0 .. 2 kAhead - 1 (zeros past seq_kv). */
-template <int kDPairs, int kAhead>
+template <int kAhead>
 __device__ __forceinline__ void st_load_k(const float *kp, int64_t k_t, int seq_kv, int key0, int warp, int g, int c,
                                           float4 (&kx)[kAhead][2])
 {
@@ -243,7 +243,7 @@ __global__ void __launch_bounds__(kStThreads, 2) attention_f32_sm90_wgmma_st_64x
      * S^T products start on registers that have arrived. */
     constexpr int kAhead = C::kDPairs / 2;
     float4 kx_next[kAhead][2];
-    st_load_k<C::kDPairs, kAhead>(kp, p.k_t, p.seq_kv, tile_begin * kStK, warp, g, c, kx_next);
+    st_load_k<kAhead>(kp, p.k_t, p.seq_kv, tile_begin * kStK, warp, g, c, kx_next);
 
     for (int tile = tile_begin; tile < tile_end; ++tile) {
         const int key0 = tile * kStK;
@@ -430,7 +430,7 @@ __global__ void __launch_bounds__(kStThreads, 2) attention_f32_sm90_wgmma_st_64x
             if (mb + 1 < C::kMBlocks)
                 st_load_v<C::kVSlices>(vp + 2 * (mb + 1), p.v_t, p.seq_kv, key0, d_base, c, vn);
             else
-                st_load_k<C::kDPairs, kAhead>(kp, p.k_t, p.seq_kv, key0 + kStK, warp, g, c, kx_next);
+                st_load_k<kAhead>(kp, p.k_t, p.seq_kv, key0 + kStK, warp, g, c, kx_next);
             /* This warp's V block scaled when all its values are tiny (tf32_tiny_values.h):
              * warp-uniform, one OR per value and a vote. */
             uint32_t bits = 0;
