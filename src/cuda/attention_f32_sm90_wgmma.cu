@@ -396,12 +396,9 @@ cudaError_t launch(const Params &p, int64_t batch, int64_t heads, int64_t seq_q,
 extern "C" cudaError_t attention_f32_sm90_wgmma_64x64(const attention_sm90_args *a, cudaStream_t stream)
 {
     if (attention_f32_sm90_wgmma_supported(a) != ATTENTION_SM90_SUPPORTED) return cudaErrorInvalidValue;
-    int dev = 0, major = 0, minor = 0;
-    cudaError_t err = cudaGetDevice(&dev);
-    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
-    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
+    int dev = 0;
+    cudaError_t err = sm90_current_device(&dev);
     if (err != cudaSuccess) return err;
-    if (major != 9 || minor != 0) return cudaErrorNoKernelImageForDevice; /* sm_90a only */
     const Params p = params_from_args(a);
     const bool split = a->precision == ATTENTION_SM90_F32;
     if (a->head_dim == 128)

@@ -636,12 +636,9 @@ extern "C" attention_sm90_support attention_f32_sm90_wgmma_supported(const atten
 extern "C" cudaError_t attention_f32_sm90_wgmma_st_64x64(const attention_sm90_args *a, cudaStream_t stream)
 {
     if (attention_f32_sm90_wgmma_supported(a) != ATTENTION_SM90_SUPPORTED) return cudaErrorInvalidValue;
-    int dev = 0, major = 0, minor = 0;
-    cudaError_t err = cudaGetDevice(&dev);
-    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
-    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
+    int dev = 0;
+    cudaError_t err = sm90_current_device(&dev);
     if (err != cudaSuccess) return err;
-    if (major != 9 || minor != 0) return cudaErrorNoKernelImageForDevice;
     int sms = 0;
     err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
     if (err != cudaSuccess) return err;

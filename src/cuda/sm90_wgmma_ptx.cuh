@@ -57,6 +57,18 @@ inline Params params_from_args(const attention_sm90_args *a)
     return p;
 }
 
+/* The current device, when it is compute capability 9.0 (the sm_90a kernels' only target):
+ * cudaSuccess with *dev set; else the CUDA error of the query or cudaErrorNoKernelImageForDevice. */
+inline cudaError_t sm90_current_device(int *dev)
+{
+    int major = 0, minor = 0;
+    cudaError_t err = cudaGetDevice(dev);
+    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, *dev);
+    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, *dev);
+    if (err != cudaSuccess) return err;
+    return major == 9 && minor == 0 ? cudaSuccess : cudaErrorNoKernelImageForDevice;
+}
+
 /* ---- PTX wrappers -------------------------------------------------------------------- */
 
 __device__ __forceinline__ uint32_t smem_u32(const void *p)
