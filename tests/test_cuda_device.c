@@ -1,10 +1,11 @@
 /* The cuda backend on device pointers and through its context: results on the caller's
  * stream match the float64 reference; a CUDA graph capture replays to the same bits; 4-byte
  * (not 16-byte) aligned pointers work; an output overlapping an input is rejected before any
- * launch; the context allocates device memory once per size; every kernel version (v1, v2,
- * v3) passes the gate of each precision it takes; forced v3 refuses (UNSUPPORTED, naming the
- * reason) what it cannot run and runs v2 for a call whose pointers miss its alignment; the
- * same call twice gives the same bits (every version and precision).
+ * launch; the context allocates device memory once per size; every kernel version (v1 to v4)
+ * passes the gate of each precision it takes; forced v3 and v4 refuse (UNSUPPORTED, naming the
+ * reason) what they cannot run and run v2 for a call whose pointers miss their alignment; the
+ * same call twice gives the same bits (every version and precision); a caller's workspace is
+ * used as given (no allocation) and one too small is refused.
  * Exits 77 without a CUDA device. */
 #include <math.h>
 #include <stdlib.h>
@@ -209,7 +210,9 @@ static int device_is_sm90(void) {
     return major == JATTN_CUDA_V3_CC_MAJOR && minor == JATTN_CUDA_V3_CC_MINOR;
 }
 
-/* Why forced v3 must refuse (p, e), as the word its error message must name, or NULL. */
+static int is_sm90_version(int ver) { return ver == JATTN_CUDA_KERNEL_V3 || ver == JATTN_CUDA_KERNEL_V4; }
+
+/* Why forced v3 or v4 must refuse (p, e), as the word its error message must name, or NULL. */
 static const char *v3_must_refuse(const jattn_problem *p, const jattn_exec *e) {
     (void)e; /* both precisions run */
     if (!device_is_sm90()) return "device";
@@ -217,12 +220,12 @@ static const char *v3_must_refuse(const jattn_problem *p, const jattn_exec *e) {
     return NULL;
 }
 
-/* Forced v3 refuses with UNSUPPORTED and a message naming `word`. */
+/* Forced v3 or v4 refuses with UNSUPPORTED and a message naming `word`. */
 static int expect_v3_refusal(const jattn_problem *p, const jattn_exec *e, const char *word) {
     jattn_selection sel;
     jattn_status st = jattn_select(p, e, &sel);
-    int ok = jt_expect_status(st, JATTN_ERROR_UNSUPPORTED, "v3 refusal") && strstr(jattn_last_error(), word) != NULL;
-    if (!ok) printf("FAIL v3 on D=%lld: want a refusal naming \"%s\", got \"%s\"\n", (long long)p->head_dim, word,
+    int ok = jt_expect_status(st, JATTN_ERROR_UNSUPPORTED, "v3/v4 refusal") && strstr(jattn_last_error(), word) != NULL;
+    if (!ok) printf("FAIL v3/v4 on D=%lld: want a refusal naming \"%s\", got \"%s\"\n", (long long)p->head_dim, word,
                     st == JATTN_OK ? sel.kernel : jattn_last_error());
     return ok;
 }
@@ -242,7 +245,7 @@ static void test_versions(jt_rng *rng) {
             e.backend = JATTN_BACKEND_CUDA;
             jattn_selection sel;
             int v3_ran = 1;
-            if (ver == JATTN_CUDA_KERNEL_V3) {
+            if (is_sm90_version(ver)) {
                 int refused = 0;
                 for (int pi = 0; pi < 2; pi++) {
                     e.precision = pi ? JATTN_PRECISION_TF32 : JATTN_PRECISION_F32;
@@ -279,13 +282,13 @@ static void test_versions(jt_rng *rng) {
                     int ok = jt_case_check(&c, &e, 1);
                     if (!ok) printf("    (kernel %s)\n", sel.kernel);
                     jt_tally_add(&tally, ok);
-                    if (ver == JATTN_CUDA_KERNEL_V3 && strncmp(jattn_cuda_last_kernel(), "cuda_v3", 7) != 0) {
-                        printf("FAIL v3 selected, %s ran (host memory, aligned buffers)\n", jattn_cuda_last_kernel());
+                    if (is_sm90_version(ver) && strncmp(jattn_cuda_last_kernel(), want, strlen(want)) != 0) {
+                        printf("FAIL %s selected, %s ran (host memory, aligned buffers)\n", want, jattn_cuda_last_kernel());
                         v3_ran = 0;
                     }
                 }
             }
-            if (ver == JATTN_CUDA_KERNEL_V3) jt_tally_add(&tally, v3_ran);
+            if (is_sm90_version(ver)) jt_tally_add(&tally, v3_ran);
             jt_case_free(&c);
         }
     }
@@ -339,7 +342,7 @@ static void test_repeatable(jt_rng *rng, cudaStream_t s) {
     }
 }
 
-/* The automatic choice: v3 on a 9.0 device where it applies (D 64 or 128), else v2; v1 for
+/* The automatic choice: v4 on a 9.0 device where it applies (D 64 or 128), else v2; v1 for
  * seq_kv == 1 and for D beyond v2's limits. */
 static void test_auto_choice(void) {
     static const struct { int64_t skv, d; } cases[] = {{77, 128}, {77, 64}, {77, 96}, {1, 128}, {77, 264}};
@@ -347,7 +350,7 @@ static void test_auto_choice(void) {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         jattn_problem p = jattn_problem_flux(1, 2, 33, cases[i].skv, cases[i].d);
         const char *want = cases[i].skv == 1 || cases[i].d > JATTN_CUDA_V2_MAX_HEAD_DIM ? "cuda_v1"
-                           : (cases[i].d == 64 || cases[i].d == 128) && device_is_sm90() ? "cuda_v3"
+                           : (cases[i].d == 64 || cases[i].d == 128) && device_is_sm90() ? "cuda_v4"
                                                                                            : "cuda_v2";
         for (int pi = 0; pi < 2; pi++) {
             jattn_exec e = {0};
@@ -363,13 +366,15 @@ static void test_auto_choice(void) {
     }
 }
 
-/* Forced v3 on device pointers: 16-byte aligned ones run v3; 4-byte aligned ones run v2 for
- * that call (the result still meets the gate); strides that are no multiple of 4 elements are
- * refused at selection, naming the strides. Only on a 9.0 device (elsewhere test_versions
- * checks the refusal). */
-static void test_v3_device_pointers(jt_case *c, cudaStream_t s) {
+/* Forced v3 and v4 on device pointers: 16-byte aligned ones run the version forced; 4-byte
+ * aligned ones run v2 for that call (the result still meets the gate); strides that are no
+ * multiple of 4 elements are refused at selection, naming the strides. Only on a 9.0 device
+ * (elsewhere test_versions checks the refusal). */
+static void test_sm90_device_pointers(jt_case *c, cudaStream_t s, jattn_cuda_kernel ver) {
     if (!device_is_sm90()) return;
-    jattn_cuda_set_kernel(JATTN_CUDA_KERNEL_V3);
+    jattn_cuda_set_kernel(ver);
+    char forced[8];
+    snprintf(forced, sizeof forced, "cuda_v%d", (int)ver);
     for (int shift = 0; shift < 2; shift++) {
         dev_case d;
         dev_case_init(&d, c, shift);
@@ -378,12 +383,12 @@ static void test_v3_device_pointers(jt_case *c, cudaStream_t s) {
         jattn_status st = jattn_forward(NULL, &c->p, &e, d.q, d.k, d.v, d.out, d.lse);
         jt_tally_add(&tally, jt_expect_status(st, JATTN_OK, "v3 forward on device pointers"));
         CUDA_OK(cudaStreamSynchronize(s));
-        const char *want = shift ? "cuda_v2" : "cuda_v3";
+        const char *want = shift ? "cuda_v2" : forced;
         int ran = strncmp(jattn_cuda_last_kernel(), want, strlen(want)) == 0;
-        if (!ran) printf("FAIL v3 forced, pointers %s: %s ran, want %s\n", shift ? "4-byte aligned" : "16-byte aligned",
+        if (!ran) printf("FAIL %s forced, pointers %s: %s ran, want %s\n", forced, shift ? "4-byte aligned" : "16-byte aligned",
                          jattn_cuda_last_kernel(), want);
         jt_tally_add(&tally, ran);
-        jt_tally_add(&tally, dev_check(&d, c, JATTN_PRECISION_F32, shift ? "v3->v2 misaligned" : "v3 device"));
+        jt_tally_add(&tally, dev_check(&d, c, JATTN_PRECISION_F32, shift ? "v3/v4->v2 misaligned" : forced));
         dev_case_free(&d);
     }
     jattn_problem p = c->p;
@@ -393,6 +398,53 @@ static void test_v3_device_pointers(jt_case *c, cudaStream_t s) {
     jattn_exec e = device_exec(s, JATTN_PRECISION_F32);
     jt_tally_add(&tally, expect_v3_refusal(&p, &e, "strides"));
     jattn_cuda_set_kernel(JATTN_CUDA_KERNEL_AUTO);
+}
+
+/* A caller workspace on device pointers (v4 where it runs): the size jattn_workspace_size
+ * reports is enough, the call allocates nothing and meets the gate; one byte less than the
+ * kernel needs (the reported size includes 63 bytes of alignment slack, none of which a
+ * 256-byte aligned cudaMalloc pointer loses) is refused with WORKSPACE_TOO_SMALL naming
+ * exec.workspace_bytes, before anything is written. */
+static void test_caller_workspace(jt_case *c, cudaStream_t s) {
+    dev_case d;
+    dev_case_init(&d, c, 0);
+    for (int pi = 0; pi < 2; pi++) {
+        jattn_precision prec = pi ? JATTN_PRECISION_TF32 : JATTN_PRECISION_F32;
+        jattn_exec e = device_exec(s, prec);
+        size_t bytes = 0;
+        jt_tally_add(&tally, jt_expect_status(jattn_workspace_size(&c->p, &e, &bytes), JATTN_OK, "workspace_size"));
+        jattn_selection sel;
+        jt_tally_add(&tally, jt_expect_status(jattn_select(&c->p, &e, &sel), JATTN_OK, "select"));
+        const int v4 = strncmp(sel.kernel, "cuda_v4", 7) == 0;
+        if (v4 != (bytes > 0)) printf("FAIL workspace of %zu bytes for kernel %s\n", bytes, sel.kernel);
+        jt_tally_add(&tally, v4 == (bytes > 0));
+        if (!bytes) continue;
+        void *ws = NULL;
+        CUDA_OK(cudaMalloc(&ws, bytes));
+        e.workspace = ws;
+        e.workspace_bytes = bytes - 64;
+        dev_poison(&d, c);
+        jattn_status st = jattn_forward(NULL, &c->p, &e, d.q, d.k, d.v, d.out, d.lse);
+        int refused = jt_expect_status(st, JATTN_ERROR_WORKSPACE_TOO_SMALL, "workspace one byte short of the need") &&
+                      strstr(jattn_last_error(), "workspace_bytes") != NULL;
+        CUDA_OK(cudaStreamSynchronize(s));
+        float first = 0;
+        CUDA_OK(cudaMemcpy(&first, d.out, sizeof first, cudaMemcpyDeviceToHost));
+        refused = refused && isnan(first); /* still the poison */
+        if (!refused) printf("FAIL a workspace one byte short: %s\n", jattn_last_error());
+        jt_tally_add(&tally, refused);
+        e.workspace_bytes = bytes;
+        const long allocs = jattn_cuda_alloc_count();
+        st = jattn_forward(NULL, &c->p, &e, d.q, d.k, d.v, d.out, d.lse);
+        jt_tally_add(&tally, jt_expect_status(st, JATTN_OK, "forward on a caller workspace"));
+        CUDA_OK(cudaStreamSynchronize(s));
+        const int none = jattn_cuda_alloc_count() == allocs;
+        if (!none) printf("FAIL a call given a workspace allocated device memory\n");
+        jt_tally_add(&tally, none);
+        jt_tally_add(&tally, dev_check(&d, c, prec, "caller workspace"));
+        CUDA_OK(cudaFree(ws));
+    }
+    dev_case_free(&d);
 }
 
 /* head_dim beyond the limit: UNSUPPORTED naming head_dim. */
@@ -439,7 +491,9 @@ int main(void) {
     test_versions(&rng);
     test_auto_choice();
     test_repeatable(&rng, s);
-    test_v3_device_pointers(&c, s);
+    test_sm90_device_pointers(&c, s, JATTN_CUDA_KERNEL_V3);
+    test_sm90_device_pointers(&c, s, JATTN_CUDA_KERNEL_V4);
+    test_caller_workspace(&small, s);
 
     jt_case_free(&c);
     jt_case_free(&small);

@@ -1,7 +1,9 @@
 /* GPU benchmark of the cuda backend's kernel versions, device-resident: for each shape and
  * each (version, precision), warm up, time `reps` calls each bracketed by CUDA events on a
  * stream of its own, report the median; then check the output against a float64 evaluation
- * of sampled query rows (every head, 16 rows spread over the sequence).
+ * of sampled query rows (every head, 16 rows spread over the sequence). Kernels that need a
+ * device workspace (v4) get one from the caller, sized by jattn_workspace_size, as an engine
+ * passes it; the time includes v4's pre-pass.
  *
  * usage: jattn_gpu_bench [B,H,S,D ...]   (default: the five shapes of issue 4)
  * prints: RESULT <impl> <B> <H> <S> <D> <median us> <TFLOP/s> <rel_l2> <max_abs>
@@ -155,6 +157,14 @@ int main(int argc, char **argv) {
                 e.cuda_stream = stream;
                 jattn_selection sel;
                 if (jattn_select(&p, &e, &sel) != JATTN_OK) continue;
+                /* a caller workspace, as an engine would pass (v4's split K and V) */
+                size_t ws_bytes = 0;
+                void *ws = NULL;
+                if (jattn_workspace_size(&p, &e, &ws_bytes) == JATTN_OK && ws_bytes > 0) {
+                    CHECK(cudaMalloc(&ws, ws_bytes));
+                    e.workspace = ws;
+                    e.workspace_bytes = ws_bytes;
+                }
                 CHECK(cudaMemsetAsync(dout, 0xFF, n * 4, stream));
                 double once = time_calls(&p, &e, dq, dk, dv, dout, 1, 1);
                 int reps = (int)(400.0 / (once > 1e-3 ? once : 1e-3));
@@ -166,6 +176,7 @@ int main(int argc, char **argv) {
                 printf("RESULT jattn-%s-%s %d %d %d %d %.1f %.2f %.3g %.3g %s reps=%d\n", vname, pi ? "tf32" : "f32",
                        B, H, S, D, ms * 1e3, flops / (ms * 1e-3) / 1e12, rel, mx, sel.kernel, reps);
                 fflush(stdout);
+                if (ws) CHECK(cudaFree(ws));
             }
         }
         jattn_cuda_set_kernel(JATTN_CUDA_KERNEL_AUTO);

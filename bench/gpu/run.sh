@@ -12,7 +12,9 @@
 #        all but ncu, variants and cpu)
 #        JATTN_SANITIZE_TIMEOUT=seconds per compute-sanitizer run (default 300)
 #        JATTN_GPU_SHAPES="1,24,1536,128 ..." (default: the five shapes of issue 4)
-#        JATTN_BENCH_VERSIONS=v1,v2,v3 (which kernel versions the bench times; v3 runs f32 only)
+#        JATTN_BENCH_VERSIONS=v1,v2,v3,v4 (which kernel versions the bench times)
+#        JATTN_PARITY_VERSIONS="v1 v3 v4" (the forced versions of the parity3 step)
+#        JATTN_NCU_VERSION=v4 (the version the ncu step profiles)
 #        JATTN_GPU_VARIANTS="0:6 0:3 v3" (variants step: v2 tile:products, or v3)
 #        JATTN_CPU_BENCH_CAP=seconds: the hook that runs bench/cpu/run.sh when the step "cpu"
 #        is asked for (output to $OUT/cpu.txt)
@@ -21,7 +23,7 @@ cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build-gpu}
 OUT=${OUT:-$BUILD/out}
 STEPS=${JATTN_GPU_STEPS:-"build test parity3 sanitize sass bench jattn"}   # also: variants, cpu
-export JATTN_BENCH_VERSIONS=${JATTN_BENCH_VERSIONS:-v1,v2,v3}
+export JATTN_BENCH_VERSIONS=${JATTN_BENCH_VERSIONS:-v1,v2,v3,v4}
 SHAPES=${JATTN_GPU_SHAPES:-}
 mkdir -p "$OUT"
 status=0
@@ -48,10 +50,12 @@ if has sass; then
   cuobjdump -sass "$obj" > /tmp/v2.sass 2>&1
   awk '/Function :/{f=$3} /HMMA/{h[f]++} /LDL|STL/{l[f]++} END{for(k in h) printf "%-70s HMMA %5d  LDL/STL %d\n", k, h[k], l[k]+0}' /tmp/v2.sass
   grep -m3 HMMA /tmp/v2.sass
-  note "sass (v3: HGMMA count, local memory; only the sm_90a instances have a body)"
-  obj=$(find "$BUILD" -name 'attention_f32_sm90_wgmma_st.cu.o' | head -1)
-  cuobjdump -sass "$obj" > /tmp/v3.sass 2>&1
-  awk '/Function :/{f=$3} /HGMMA/{h[f]++} /LDL|STL/{l[f]++} END{for(k in h) printf "%-70s HGMMA %5d  LDL/STL %d\n", k, h[k], l[k]+0}' /tmp/v3.sass
+  for src in attention_f32_sm90_wgmma_st attention_f32_sm90_wgmma_f16x2; do
+    note "sass ($src: HGMMA count, local memory; only the sm_90a instances have a body)"
+    obj=$(find "$BUILD" -name "$src.cu.o" | head -1)
+    cuobjdump -sass "$obj" > /tmp/sm90.sass 2>&1
+    awk '/Function :/{f=$3} /HGMMA/{h[f]++} /LDL|STL/{l[f]++} END{for(k in h) printf "%-70s HGMMA %5d  LDL/STL %d\n", k, h[k], l[k]+0}' /tmp/sm90.sass
+  done
 fi
 
 # The GPU tests: the whole parity suite (both precisions), the device-pointer tests (streams,
@@ -76,9 +80,9 @@ worst_large_f32() {
 }
 
 if has parity3; then
-  # The parity suite once more on each forced kernel version: v1 takes every problem, v3 (sm_90a)
-  # D 64 and 128 (its refusals of other D are expected and counted apart).
-  for ver in v1 v3; do
+  # The parity suite once more on each forced kernel version: v1 takes every problem, v3 and v4
+  # (sm_90a) D 64 and 128 (their refusals of other D are expected and counted apart).
+  for ver in ${JATTN_PARITY_VERSIONS:-v1 v3 v4}; do
     note "parity suite on kernel $ver (JATTN_CUDA_KERNEL=$ver)"
     JATTN_CUDA_KERNEL=$ver JATTN_TEST_VERBOSE=1 "$BUILD/tests/test_parity" cuda > "$OUT/parity_$ver.log" 2>&1
     ran=$(grep -cE "^(ok  |FAIL) .* rel_l2 " "$OUT/parity_$ver.log")
@@ -114,12 +118,13 @@ fi
 
 if has ncu; then
   # Profile of the forced v3 kernel at (1,24,4608,128), the clocks left alone (METHOD.md).
-  note "ncu: v3 f32 at (1,24,4608,128)"
-  JATTN_BENCH_VERSIONS=v3 JATTN_BENCH_REPS=1 timeout 300 ncu --clock-control none -k regex:sm90 -c 1 --set full \
-    --import-source no --page details "$BUILD/jattn_gpu_bench" 1,24,4608,128 > "$OUT/ncu_v3.txt" 2>&1
-  JATTN_BENCH_VERSIONS=v3 JATTN_BENCH_REPS=1 timeout 300 ncu --clock-control none -k regex:sm90 -c 1 --set full \
-    --page source --print-source sass "$BUILD/jattn_gpu_bench" 1,24,4608,128 > "$OUT/ncu_v3_sass.txt" 2>&1
-  grep -E "Duration|Compute \(SM\) Throughput|Issue Slots Busy|Warp Cycles Per Issued|No Eligible|Registers Per|Achieved Occupancy" "$OUT/ncu_v3.txt" | head -12
+  nv=${JATTN_NCU_VERSION:-v4}
+  note "ncu: $nv f32 at (1,24,4608,128)"
+  JATTN_BENCH_VERSIONS=$nv JATTN_BENCH_REPS=1 timeout 300 ncu --clock-control none -k regex:sm90_wgmma -c 1 --set full \
+    --import-source no --page details "$BUILD/jattn_gpu_bench" 1,24,4608,128 > "$OUT/ncu_$nv.txt" 2>&1
+  JATTN_BENCH_VERSIONS=$nv JATTN_BENCH_REPS=1 timeout 300 ncu --clock-control none -k regex:sm90_wgmma -c 1 --set full \
+    --page source --print-source sass "$BUILD/jattn_gpu_bench" 1,24,4608,128 > "$OUT/ncu_${nv}_sass.txt" 2>&1
+  grep -E "Duration|Compute \(SM\) Throughput|Issue Slots Busy|Warp Cycles Per Issued|No Eligible|Registers Per|Achieved Occupancy" "$OUT/ncu_$nv.txt" | head -12
 fi
 
 if has jattn && [ -x "$BUILD/tools/jattn" ]; then

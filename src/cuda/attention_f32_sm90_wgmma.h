@@ -37,6 +37,7 @@
 #ifndef JATTN_ATTENTION_F32_SM90_WGMMA_H
 #define JATTN_ATTENTION_F32_SM90_WGMMA_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include <cuda_runtime_api.h>
@@ -87,6 +88,19 @@ cudaError_t attention_f32_sm90_wgmma_64x64(const attention_sm90_args *args, cuda
 /* The same computation and contract with kernel v3.1: the transposed orientation S^T = K Q^T,
  * O^T = V^T P^T with K and V as register operands (attention_f32_sm90_wgmma_st.cu). */
 cudaError_t attention_f32_sm90_wgmma_st_64x64(const attention_sm90_args *args, cudaStream_t stream);
+
+/* Kernel v4 (attention_f32_sm90_wgmma_f16x2.cu): the same computation and contract, with the
+ * operands split into two scaled fp16 parts (2xFP16) on the fp16 wgmma, in two kernels on
+ * `stream`: a pre-pass (split_kv_f16x2.cu) that writes the split K and V into `workspace`, then
+ * the attention. workspace: device memory of attention_f32_sm90_f16x2_workspace_bytes() bytes,
+ * 16-byte aligned, not shared with a concurrent call (the size is about that of K plus V).
+ * ATTENTION_SM90_TF32 keeps Q K^T at three products and runs one fp16 product (an 11-bit
+ * significand, as TF32) in P V.
+ * @return as attention_f32_sm90_wgmma_64x64(); cudaErrorInvalidValue also for a NULL or
+ *         misaligned workspace. */
+size_t attention_f32_sm90_f16x2_workspace_bytes(int64_t batch, int64_t heads, int64_t seq_kv, int64_t head_dim);
+cudaError_t attention_f32_sm90_wgmma_f16x2_64x64(const attention_sm90_args *args, void *workspace,
+                                                 cudaStream_t stream);
 
 #ifdef __cplusplus
 }

@@ -51,6 +51,7 @@ static void probe_device(void) {
     if (env && (strcmp(env, "v1") == 0 || strcmp(env, "1") == 0)) atomic_store(&kernel_choice, JATTN_CUDA_KERNEL_V1);
     if (env && (strcmp(env, "v2") == 0 || strcmp(env, "2") == 0)) atomic_store(&kernel_choice, JATTN_CUDA_KERNEL_V2);
     if (env && (strcmp(env, "v3") == 0 || strcmp(env, "3") == 0)) atomic_store(&kernel_choice, JATTN_CUDA_KERNEL_V3);
+    if (env && (strcmp(env, "v4") == 0 || strcmp(env, "4") == 0)) atomic_store(&kernel_choice, JATTN_CUDA_KERNEL_V4);
     device.present = 1;
 }
 
@@ -79,31 +80,33 @@ static int v3_stride_ok(jattn_strides s) {
     return s.batch >= 0 && s.head >= 0 && s.token >= 0 && s.batch % m == 0 && s.head % m == 0 && s.token % m == 0;
 }
 
-/* Why v3 cannot run a problem (a message for jattn_fail), or NULL when it can, pointers aside:
- * their alignment is known in forward() only. The conditions are those of the launch contract
- * in attention_f32_sm90_wgmma.h. */
-static const char *v3_refusal(const jattn_problem *p) {
+static int is_sm90_kernel(jattn_cuda_kernel k) { return k == JATTN_CUDA_KERNEL_V3 || k == JATTN_CUDA_KERNEL_V4; }
+
+/* Why v3 and v4 cannot run a problem (a message for jattn_fail), or NULL when they can,
+ * pointers aside: their alignment is known in forward() only. The conditions are those of the
+ * launch contract in attention_f32_sm90_wgmma.h. */
+static const char *sm90_refusal(const jattn_problem *p) {
     if (device.cc_major != JATTN_CUDA_V3_CC_MAJOR || device.cc_minor != JATTN_CUDA_V3_CC_MINOR)
-        return "device: kernel v3 (sm_90a wgmma) needs compute capability 9.0";
-    if (p->head_dim != 64 && p->head_dim != 128) return "head_dim: kernel v3 takes 64 or 128";
+        return "device: kernels v3 and v4 (sm_90a wgmma) need compute capability 9.0";
+    if (p->head_dim != 64 && p->head_dim != 128) return "head_dim: kernels v3 and v4 take 64 or 128";
     if (!v3_stride_ok(p->q) || !v3_stride_ok(p->k) || !v3_stride_ok(p->v) || !v3_stride_ok(p->out))
-        return "strides: kernel v3 needs every stride of q, k, v, out a non-negative multiple of 4 elements";
-    if (p->batch > 65535 || p->heads > 65535) return "batch/heads: kernel v3 takes at most 65535 each";
+        return "strides: kernels v3 and v4 need every stride of q, k, v, out a non-negative multiple of 4 elements";
+    if (p->batch > 65535 || p->heads > 65535) return "batch/heads: kernels v3 and v4 take at most 65535 each";
     if (p->seq_q > INT32_MAX - JATTN_CUDA_V3_TILE || p->seq_kv > INT32_MAX - JATTN_CUDA_V3_TILE)
-        return "seq_q/seq_kv: kernel v3 takes at most 2^31 - 65 (its 64-row tiles index with 32 bits)";
+        return "seq_q/seq_kv: kernels v3 and v4 take at most 2^31 - 65 (their 64-row tiles index with 32 bits)";
     return NULL;
 }
 
-/* AUTO: v3 on a 9.0 device for the problems it takes (D 64 or 128, strides a multiple of 4
+/* AUTO: v4 on a 9.0 device for the problems it takes (D 64 or 128, strides a multiple of 4
  * elements), else v2 where its head_dim limits allow, else v1; and v1 for seq_kv == 1, where it
- * returns the v row bit for bit (weight exp(0)/exp(0) = 1; the TF32 split of v would not).
- * Forced v1 and v3 stay as forced (cuda_select reports why a forced v3 cannot run); forced v2
- * falls back to v1 beyond its head_dim limits. */
+ * returns the v row bit for bit (weight exp(0)/exp(0) = 1; a split of v would not).
+ * Forced v1, v3 and v4 stay as forced (cuda_select reports why a forced v3 or v4 cannot run);
+ * forced v2 falls back to v1 beyond its head_dim limits. */
 static jattn_cuda_kernel kernel_for(const jattn_problem *p) {
     jattn_cuda_kernel k = (jattn_cuda_kernel)atomic_load(&kernel_choice);
-    if (k == JATTN_CUDA_KERNEL_V1 || k == JATTN_CUDA_KERNEL_V3) return k;
+    if (k == JATTN_CUDA_KERNEL_V1 || is_sm90_kernel(k)) return k;
     if (k == JATTN_CUDA_KERNEL_AUTO && p->seq_kv == 1) return JATTN_CUDA_KERNEL_V1;
-    if (k == JATTN_CUDA_KERNEL_AUTO && v3_refusal(p) == NULL) return JATTN_CUDA_KERNEL_V3;
+    if (k == JATTN_CUDA_KERNEL_AUTO && sm90_refusal(p) == NULL) return JATTN_CUDA_KERNEL_V4;
     return v2_applies(p->head_dim) ? JATTN_CUDA_KERNEL_V2 : JATTN_CUDA_KERNEL_V1;
 }
 
@@ -113,6 +116,9 @@ static const char *kernel_name(jattn_cuda_kernel k, jattn_precision prec) {
     if (k == JATTN_CUDA_KERNEL_V3)
         return prec == JATTN_PRECISION_TF32 ? "cuda_v3_flash_qk_tf32x3_pv_tf32_sm90_wgmma_st_64x64"
                                             : "cuda_v3_flash_tf32x3_sm90_wgmma_st_64x64";
+    if (k == JATTN_CUDA_KERNEL_V4)
+        return prec == JATTN_PRECISION_TF32 ? "cuda_v4_flash_qk_f16x2_pv_f16_sm90_wgmma_st_64x64"
+                                            : "cuda_v4_flash_f16x2_sm90_wgmma_st_64x64";
     return prec == JATTN_PRECISION_TF32 ? "cuda_v2_flash_qk_tf32x3_pv_tf32_mma16n8k8" : "cuda_v2_flash_tf32x3_mma16n8k8";
 }
 
@@ -126,9 +132,11 @@ static jattn_status cuda_select(const jattn_problem *p, const jattn_exec *e, jat
     if (p->seq_q > INT32_MAX || p->seq_kv > INT32_MAX || p->batch * p->heads > INT32_MAX)
         return jattn_fail(JATTN_ERROR_UNSUPPORTED, "seq_q/seq_kv/batch*heads: the cuda backend indexes them with 32 bits");
     const jattn_cuda_kernel k = kernel_for(p);
-    if (k == JATTN_CUDA_KERNEL_V3) {
-        const char *why = v3_refusal(p);
-        if (why) return jattn_fail(JATTN_ERROR_UNSUPPORTED, "%s (kernel v3 is forced: JATTN_CUDA_KERNEL=v3 or jattn_cuda_set_kernel)", why);
+    if (is_sm90_kernel(k)) {
+        const char *why = sm90_refusal(p);
+        if (why)
+            return jattn_fail(JATTN_ERROR_UNSUPPORTED, "%s (kernel v%d is forced: JATTN_CUDA_KERNEL or jattn_cuda_set_kernel)",
+                              why, (int)k);
     }
     sel->backend = JATTN_BACKEND_CUDA;
     sel->backend_name = "cuda";
@@ -138,9 +146,16 @@ static jattn_status cuda_select(const jattn_problem *p, const jattn_exec *e, jat
     return JATTN_OK;
 }
 
+static int is_v4_name(const char *name) { return strncmp(name, "cuda_v4", 7) == 0; }
+
+/* v4's device workspace (its split K and V); the other versions need none. */
+static size_t v4_workspace_bytes(const jattn_problem *p) {
+    return attention_f32_sm90_f16x2_workspace_bytes(p->batch, p->heads, p->seq_kv, p->head_dim);
+}
+
 static size_t cuda_workspace_size(const jattn_problem *p, const jattn_exec *e, const jattn_selection *sel) {
-    (void)p, (void)e, (void)sel;
-    return 0;
+    (void)e;
+    return is_v4_name(sel->kernel) ? v4_workspace_bytes(p) : 0;
 }
 
 /* ---- launch ----------------------------------------------------------------------------- */
@@ -163,20 +178,50 @@ static attention_sm90_args v3_args(const jattn_call *c, const float *q, const fl
     return a;
 }
 
+/* v4 on its workspace: the caller's (or the host path's buffer) when given; otherwise device
+ * memory of the pool, allocated and freed in stream order (no synchronisation, and a graph
+ * capture records it). If the pool cannot give it, the call runs v3. */
+static jattn_status launch_v4(const jattn_call *c, const attention_sm90_args *a, void *workspace, const char **name) {
+    cudaStream_t stream = (cudaStream_t)c->cuda_stream;
+    void *owned = NULL;
+    if (!workspace) {
+        if (cudaMallocAsync(&owned, v4_workspace_bytes(c->problem), stream) != cudaSuccess) {
+            (void)cudaGetLastError();
+            *name = kernel_name(JATTN_CUDA_KERNEL_V3, c->precision);
+            cudaError_t err = attention_f32_sm90_wgmma_st_64x64(a, stream);
+            return err == cudaSuccess ? JATTN_OK : cuda_fail(err, *name);
+        }
+        atomic_fetch_add(&alloc_count, 1);
+        workspace = owned;
+    }
+    cudaError_t err = attention_f32_sm90_wgmma_f16x2_64x64(a, workspace, stream);
+    if (owned) {
+        cudaError_t ferr = cudaFreeAsync(owned, stream);
+        if (err == cudaSuccess) err = ferr;
+    }
+    return err == cudaSuccess ? JATTN_OK : cuda_fail(err, *name);
+}
+
+/* workspace: v4's, or NULL (then launch_v4 finds one). */
 static jattn_status launch(const jattn_call *c, const jattn_selection *sel, const float *q, const float *k,
-                           const float *v, float *out, float *lse) {
+                           const float *v, float *out, float *lse, void *workspace) {
     const jattn_problem *p = c->problem;
     const char *name = sel->kernel;
-    if (strncmp(name, "cuda_v3", 7) == 0) {
+    if (strncmp(name, "cuda_v3", 7) == 0 || is_v4_name(name)) {
         const attention_sm90_args a = v3_args(c, q, k, v, out, lse);
         if (attention_f32_sm90_wgmma_supported(&a) == ATTENTION_SM90_SUPPORTED) {
-            cudaError_t err = attention_f32_sm90_wgmma_st_64x64(&a, (cudaStream_t)c->cuda_stream);
-            if (err != cudaSuccess) return cuda_fail(err, name);
-            last_kernel = name;
-            return JATTN_OK;
+            jattn_status st = JATTN_OK;
+            if (is_v4_name(name)) {
+                st = launch_v4(c, &a, workspace, &name);
+            } else {
+                cudaError_t err = attention_f32_sm90_wgmma_st_64x64(&a, (cudaStream_t)c->cuda_stream);
+                if (err != cudaSuccess) st = cuda_fail(err, name);
+            }
+            if (st == JATTN_OK) last_kernel = name;
+            return st;
         }
         /* Pointers off the 16-byte grid (select checked the rest): this call runs v2, which
-         * takes every D v3 takes. */
+         * takes every D v3 and v4 take. */
         name = kernel_name(JATTN_CUDA_KERNEL_V2, c->precision);
     }
     jattn_cuda_params kp = {q, k, v, out, lse,
@@ -228,9 +273,10 @@ static jattn_status forward_host(const jattn_call *c, const jattn_selection *sel
     const size_t nq = span_elems(p, p->q, p->seq_q), nk = span_elems(p, p->k, p->seq_kv),
                  nv = span_elems(p, p->v, p->seq_kv), no = span_elems(p, p->out, p->seq_q);
     const size_t nl = c->lse ? (size_t)(p->batch * p->heads * p->seq_q) : 0;
+    const size_t nw = is_v4_name(sel->kernel) && !c->workspace ? v4_workspace_bytes(p) : 0;
     const size_t off_k = align_up(nq * sizeof(float)), off_v = off_k + align_up(nk * sizeof(float)),
                  off_o = off_v + align_up(nv * sizeof(float)), off_l = off_o + align_up(no * sizeof(float)),
-                 total = off_l + align_up(nl * sizeof(float));
+                 off_w = off_l + align_up(nl * sizeof(float)), total = off_w + align_up(nw);
     cudaStream_t stream = (cudaStream_t)c->cuda_stream;
 
     void *buf = NULL;
@@ -263,6 +309,7 @@ static jattn_status forward_host(const jattn_call *c, const jattn_selection *sel
     char *base = buf;
     float *dq = (float *)base, *dk = (float *)(base + off_k), *dv = (float *)(base + off_v),
           *dout = (float *)(base + off_o), *dlse = nl ? (float *)(base + off_l) : NULL;
+    void *dws = c->workspace ? c->workspace : nw ? base + off_w : NULL;
     const int out_dense = no == (size_t)(p->batch * p->heads * p->seq_q * p->head_dim);
     cudaError_t err = cudaSuccess;
     const char *what = "cudaMemcpyAsync (host to device)";
@@ -271,7 +318,7 @@ static jattn_status forward_host(const jattn_call *c, const jattn_selection *sel
         (err = cudaMemcpyAsync(dv, c->v, nv * sizeof(float), cudaMemcpyHostToDevice, stream)) == cudaSuccess &&
         (out_dense ||
          (err = cudaMemcpyAsync(dout, c->out, no * sizeof(float), cudaMemcpyHostToDevice, stream)) == cudaSuccess)) {
-        st = launch(c, sel, dq, dk, dv, dout, dlse);
+        st = launch(c, sel, dq, dk, dv, dout, dlse, dws);
         what = "cudaMemcpyAsync (device to host)";
         if (st == JATTN_OK &&
             (err = cudaMemcpyAsync(c->out, dout, no * sizeof(float), cudaMemcpyDeviceToHost, stream)) == cudaSuccess &&
@@ -290,7 +337,7 @@ static jattn_status forward_host(const jattn_call *c, const jattn_selection *sel
 }
 
 static jattn_status cuda_forward(const jattn_call *c, const jattn_selection *sel) {
-    if (c->memory == JATTN_MEMORY_DEVICE) return launch(c, sel, c->q, c->k, c->v, c->out, c->lse);
+    if (c->memory == JATTN_MEMORY_DEVICE) return launch(c, sel, c->q, c->k, c->v, c->out, c->lse, c->workspace);
     return forward_host(c, sel);
 }
 

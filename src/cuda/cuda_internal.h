@@ -29,21 +29,24 @@ typedef struct jattn_cuda_params {
 
 /* The kernel versions kept side by side (see each file's opening comment). */
 typedef enum jattn_cuda_kernel {
-    JATTN_CUDA_KERNEL_AUTO = 0, /* v3 where it applies, else v2 where it applies, else v1 */
+    JATTN_CUDA_KERNEL_AUTO = 0, /* v4 where it applies, else v2 where it applies, else v1 */
     JATTN_CUDA_KERNEL_V1 = 1,   /* attention_v1_simt.cu: plain fp32 SIMT, any D <= 512 */
     JATTN_CUDA_KERNEL_V2 = 2,   /* attention_v2_mma.cu: mma.sync m16n8k8 3xTF32, D % 8 == 0, D <= 256 */
     JATTN_CUDA_KERNEL_V3 = 3,   /* attention_f32_sm90_wgmma_st.cu (v3.2): sm_90a wgmma 3xTF32, transposed
                                  * S^T = K Q^T: device 9.0, D 64 or 128, strides multiples of 4
                                  * (select refuses a forced v3 otherwise), pointers 16-byte aligned
                                  * (else that call runs v2) */
-    JATTN_CUDA_KERNEL_COUNT = 4
+    JATTN_CUDA_KERNEL_V4 = 4,   /* attention_f32_sm90_wgmma_f16x2.cu: sm_90a wgmma on 2xFP16 operands split
+                                 * by a pre-pass into a device workspace; the same limits as v3 */
+    JATTN_CUDA_KERNEL_COUNT = 5
 } jattn_cuda_kernel;
 
 /* Limits of each version. */
 #define JATTN_CUDA_V1_MAX_HEAD_DIM 512
 #define JATTN_CUDA_V2_MAX_HEAD_DIM 256
 #define JATTN_CUDA_V2_HEAD_DIM_MULTIPLE 8
-/* v3's head dims are 64 and 128 and its alignment is that of a float4 (attention_f32_sm90_wgmma.h). */
+/* v3's and v4's head dims are 64 and 128 and their alignment is that of a float4
+ * (attention_f32_sm90_wgmma.h). */
 #define JATTN_CUDA_V3_CC_MAJOR 9
 #define JATTN_CUDA_V3_CC_MINOR 0
 #define JATTN_CUDA_V3_ALIGN_BYTES 16
@@ -60,10 +63,10 @@ int jattn_cuda_launch_v2(const jattn_cuda_params *p, int tf32x3, void *stream);
 /* ---- knobs and counters for tests and the harness ---- */
 
 /* Forces a kernel version for every later call of this process (AUTO restores the default;
- * the environment variable JATTN_CUDA_KERNEL=v1|v2|v3 sets the initial value). v2 falls back
- * to v1 where it cannot run a problem; v3 makes jattn_select() fail with UNSUPPORTED (naming
- * the reason) where it cannot, and a forward() whose pointers miss v3's 16-byte alignment runs
- * v2 for that call. */
+ * the environment variable JATTN_CUDA_KERNEL=v1|v2|v3|v4 sets the initial value). v2 falls
+ * back to v1 where it cannot run a problem; v3 and v4 make jattn_select() fail with UNSUPPORTED
+ * (naming the reason) where they cannot, and a forward() whose pointers miss their 16-byte
+ * alignment runs v2 for that call. */
 void jattn_cuda_set_kernel(jattn_cuda_kernel k);
 jattn_cuda_kernel jattn_cuda_get_kernel(void);
 
@@ -71,7 +74,7 @@ jattn_cuda_kernel jattn_cuda_get_kernel(void);
  * name, or the fallback's when forward() had to fall back), or "" before any. */
 const char *jattn_cuda_last_kernel(void);
 
-/* Number of cudaMalloc calls the backend has made in this process. */
+/* Number of cudaMalloc and cudaMallocAsync calls the backend has made in this process. */
 long jattn_cuda_alloc_count(void);
 
 #ifdef __cplusplus

@@ -3,8 +3,9 @@
 # Sets JATTN_CUDA_ENABLED (this file is include()d, so in the top directory's scope).
 #
 # Targets: sm_90a machine code (Hopper) plus compute_80 PTX, which the driver compiles for
-# Ampere, Ada and anything newer. Kernel v3 (attention_f32_sm90_wgmma_st.cu) has a real body
-# in the sm_90a pass only (a trap in the PTX pass; the backend selects it on 9.0 devices only);
+# Ampere, Ada and anything newer. Kernels v3 (attention_f32_sm90_wgmma_st.cu) and v4
+# (attention_f32_sm90_wgmma_f16x2.cu, with its pre-pass split_kv_f16x2.cu) have a real body in
+# the sm_90a pass only (a trap in the PTX pass; the backend selects them on 9.0 devices only);
 # v3.0 (attention_f32_sm90_wgmma.cu) is not in the library, only in bench/gpu/wgmma_check.cu. CMAKE_CUDA_ARCHITECTURES is OFF: the flags are explicit.
 set(JATTN_CUDA_ENABLED OFF)
 set(_jattn_cuda_build OFF)
@@ -32,7 +33,9 @@ if(_jattn_cuda_build)
     ${CMAKE_CURRENT_LIST_DIR}/cuda_backend.c
     ${CMAKE_CURRENT_LIST_DIR}/attention_v1_simt.cu
     ${CMAKE_CURRENT_LIST_DIR}/attention_v2_mma.cu
-    ${CMAKE_CURRENT_LIST_DIR}/attention_f32_sm90_wgmma_st.cu)
+    ${CMAKE_CURRENT_LIST_DIR}/attention_f32_sm90_wgmma_st.cu
+    ${CMAKE_CURRENT_LIST_DIR}/split_kv_f16x2.cu
+    ${CMAKE_CURRENT_LIST_DIR}/attention_f32_sm90_wgmma_f16x2.cu)
   target_link_libraries(jattn_objects PRIVATE CUDA::cudart)
   set(JATTN_CUDA_GENCODE
     "SHELL:-gencode arch=compute_90a,code=sm_90a"

@@ -1,0 +1,611 @@
+/* attention_f32_sm90_wgmma_f16x2_64x64 — version 4 of the cuda kernels: fp32-accurate flash
+ * attention on Hopper's fp16 wgmma, each operand split into two scaled fp16 parts (2xFP16,
+ * after Ootomo & Yokota 2022), for sm_90a.
+ *
+ * Reads  q [B, H, Sq, D] (element strides, head_dim contiguous, float4 aligned), D in {64, 128},
+ *        and the workspace the pre-pass split_kv_f16x2.cu wrote from k and v (f16x2_split.cuh).
+ * Writes out [B, H, Sq, D] through its strides, and optionally lse [B, H, Sq] contiguous.
+ * Same contract as v3 (attention_f32_sm90_wgmma.h), plus the workspace.
+ *
+ * Why: v3.2 (3xTF32) runs the TF32 tensor rate (409 TFLOP/s measured), six products per
+ * attention FLOP in f32 mode, and every CTA splits K and V again in registers. The fp16 rate is
+ * twice TF32's with the same 11-bit significand, so hi*hi + hi*lo + lo*hi with fp16 parts is as
+ * exact as 3xTF32 at half the tensor time; fp16's narrow range is handled by a power-of-two
+ * scale per q row, per k row and per (key tile, head_dim column) of v (f16x2_split.cuh), and P
+ * (in [0, 1]) enters as P * 2^15. K and V are split once per head by the pre-pass, already in
+ * the register order of the A fragments: the kernel loads them with 16-byte loads and converts
+ * nothing. The structure is v3.2's (one warpgroup, 64 queries per CTA, two CTAs per SM):
+ *  - S^T = K Q^T: wgmma m64n64k16, A = the K tile (64 keys x 16 head_dim) from registers,
+ *    B = the CTA's 64 queries, hi and lo, from shared memory (staged once, K-major over head_dim).
+ *    head_dim order inside a k16 slice is free: slice s position 2c + j (j < 2) and 2c + 8 + j - 2
+ *    hold d = 16 s + 4 c + j, so that chunk 4 s + c of a k_split row is exactly thread c's
+ *    fragment of that row. Three accumulators as in v3.2: corrections (lo*hi, hi*lo), and
+ *    hi*hi of each half of head_dim.
+ *  - scores: t = S^T * 2^-ek of the key: the true score times 2^eq of the query (the row scale
+ *    of q); the softmax runs in t, with exp2((t - m_t) * 2^-eq log2 e).
+ *  - O^T = V^T P^T per 64 rows of head_dim: A = V^T from registers (v_split chunks), B = P^T
+ *    (64 queries x 64 keys, hi and lo, K-major over keys). Position 16 ks + 2 g + r of P^T
+ *    holds key 16 ks + g + 8 r, so that the two keys a thread holds for one query are one
+ *    32-bit store; v_split is written in that key order. The tile's product (a fresh
+ *    accumulator) is scaled back per column and added into O in fp32.
+ *  - Split-KV over a cluster of two CTAs for short grids, merged through distributed shared
+ *    memory, as in v3.2.
+ * f32 mode: three fp16 products in both matmuls; tf32 mode: three in Q K^T (the softmax
+ * amplifies logit errors), one (hi*hi) in P V: an 11-bit significand, as TF32.
+ *
+ * Measured: see NOTES_sm90.md (v4). */
+#include "attention_f32_sm90_wgmma.h"
+
+#include <math.h>
+#include <stdint.h>
+
+#include <cuda_runtime.h>
+
+#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#pragma nv_diag_suppress 177 /* the shared helpers are unused where the kernel body is a trap */
+#endif
+
+#include "f16x2_split.cuh"
+#include "sm90_wgmma_ptx.cuh"
+
+namespace {
+
+constexpr int kThreads = 128; /* one warpgroup */
+constexpr int kWarps = kThreads / 32;
+constexpr int kQ = 64;        /* queries per CTA: N of both products */
+constexpr int kK = kF16Tile;  /* keys per tile: M of S^T, K of O^T */
+constexpr int kMRows = 64;    /* wgmma M */
+constexpr int kF16K = 16;     /* fp16 wgmma K */
+constexpr int kHalvesPerSwizzleRow = kSwizzleBytes / 2;
+
+struct F16x2Params {
+    Params base;
+    const uint4 *k_split, *v_split;
+    const float *k_unscale, *v_unscale;
+    const int *v_tiny;
+    int tiles, rows;
+};
+
+template <int D, bool kSplitPV>
+struct F16Config {
+    static constexpr int kQBytes = kQ * D * 2;   /* one part (hi or lo) */
+    static constexpr int kPBytes = kQ * kK * 2;
+    static constexpr int kQOff = 0;
+    static constexpr int kPOff = kQOff + 2 * kQBytes;
+    static constexpr int kStateOff = kPOff + 2 * kPBytes;
+    /* floats: col_max[2][warps][Q], col_sum[warps][Q], m[2][Q], l[Q], alpha[Q], l_comp[Q],
+     * q_unscale[Q] (2^-eq), q_log2e[Q] (2^-eq log2 e) */
+    static constexpr int kStateFloats = 2 * kWarps * kQ + kWarps * kQ + 2 * kQ + 5 * kQ;
+    static constexpr int kSmemBytes = kStateOff + kStateFloats * 4 + kSwizzleAtomBytes; /* + alignment slack */
+    static constexpr int kSlices = D / kF16K;        /* k16 slices of S^T */
+    static constexpr int kAhead = kSlices / 2;       /* slices of the next tile's K loaded ahead */
+    static constexpr int kChunks = D / 4;            /* 16-byte chunks per k_split row */
+    static constexpr int kMBlocks = D / kMRows;      /* 64-row blocks of O^T */
+    static constexpr int kAcc = kQ / 2;              /* m64n64 accumulator floats per thread */
+    static constexpr int kVSlices = kK / kF16K;
+    static constexpr int kOutVec = 2 * kMBlocks;     /* consecutive d per thread and query */
+    static_assert(D % kMRows == 0, "head_dim must be a multiple of 64");
+    static_assert(kQBytes % kSwizzleAtomBytes == 0 && kPBytes % kSwizzleAtomBytes == 0, "1024-byte aligned tiles");
+    /* the split-KV merge receives rank 1's O, m and l in the Q and P^T tiles */
+    static_assert(kMBlocks * kAcc * 4 * kThreads + 2 * kQ * 4 <= kStateOff, "merge buffer fits");
+};
+
+/* Byte offset of fp16 element (row, col) in a K-major 128B-swizzled tile of `rows` rows. */
+__device__ __forceinline__ uint32_t swizzled_offset_f16(int row, int col, int rows)
+{
+    const int block = col / kHalvesPerSwizzleRow, in_row = col % kHalvesPerSwizzleRow;
+    return static_cast<uint32_t>(block * rows * kSwizzleBytes + row * kSwizzleBytes +
+                                 (((in_row / 8) ^ (row % 8)) * 16) + (in_row % 8) * 2);
+}
+
+/* Descriptor of k16 slice `slice` of a 64-row tile (32 bytes per slice, four per swizzle row):
+ * the tile's descriptor plus the slice offset / 16, a constant once unrolled. */
+__device__ __forceinline__ uint64_t f16_desc(uint64_t tile_desc, int slice)
+{
+    return tile_desc + (uint64_t)(((slice / 4) * kQ * kSwizzleBytes + (slice % 4) * 32) >> 4);
+}
+
+/* The first N chunk columns (slices 0 .. N-1) of this thread's two K rows of a tile, and the
+ * rows' unscale factors. */
+template <int D, int N>
+__device__ __forceinline__ void load_k(const F16x2Params &p, int64_t row0, int warp, int g, int c, uint4 (&kx)[N][2],
+                                       float (&kf)[2])
+{
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        const int64_t row = row0 + warp * 16 + g + 8 * r;
+        const uint4 *src = p.k_split + row * (D / 4);
+#pragma unroll
+        for (int s = 0; s < N; ++s) kx[s][r] = src[4 * s + c];
+        kf[r] = p.k_unscale[row];
+    }
+}
+
+/* This thread's V^T fragments of one 64-row block of head_dim: rows d0 (h = 0) and d0 + 1
+ * (h = 1) of the tile, chunk 4 ks + c each. */
+template <int kVSlices>
+__device__ __forceinline__ void load_v(const uint4 *tile_v, int d0, int c, uint4 (&vx)[kVSlices][2])
+{
+#pragma unroll
+    for (int ks = 0; ks < kVSlices; ++ks)
+#pragma unroll
+        for (int hh = 0; hh < 2; ++hh) vx[ks][hh] = tile_v[(int64_t)(d0 + hh) * 16 + 4 * ks + c];
+}
+
+template <int D, bool kSplitPV>
+__global__ void __launch_bounds__(kThreads, 2) attention_f32_sm90_wgmma_f16x2_64x64_kernel(const F16x2Params fp)
+{
+#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    __trap(); /* another target (the library's compute_80 PTX): the launch refuses such devices */
+#else
+    using C = F16Config<D, kSplitPV>;
+    const Params &p = fp.base;
+    extern __shared__ unsigned char smem_raw[];
+    const uint32_t raw_saddr = smem_u32(smem_raw);
+    unsigned char *smem = smem_raw + ((kSwizzleAtomBytes - (raw_saddr % kSwizzleAtomBytes)) % kSwizzleAtomBytes);
+    unsigned char *q_hi = smem + C::kQOff, *q_lo = q_hi + C::kQBytes;
+    unsigned char *p_hi = smem + C::kPOff, *p_lo = p_hi + C::kPBytes;
+    float *col_max = reinterpret_cast<float *>(smem + C::kStateOff); /* [2][warps][Q] */
+    float *col_sum = col_max + 2 * kWarps * kQ;                       /* [warps][Q] */
+    float *m_state = col_sum + kWarps * kQ;                           /* [2][Q]: by tile parity, in t units */
+    float *l_state = m_state + 2 * kQ;                                /* [Q] */
+    float *alpha_state = l_state + kQ;                                /* [Q] */
+    float *l_comp = alpha_state + kQ;                                 /* [Q]: Kahan compensation of l */
+    float *q_unscale = l_comp + kQ;                                   /* [Q]: 2^-eq */
+    float *q_log2e = q_unscale + kQ;                                  /* [Q]: 2^-eq log2(e) */
+    const uint32_t q_hi_s = smem_u32(q_hi), q_lo_s = smem_u32(q_lo);
+    const uint32_t p_hi_s = smem_u32(p_hi), p_lo_s = smem_u32(p_lo);
+
+    const int tid = threadIdx.x;
+    const int warp = tid / 32, lane = tid % 32, g = lane / 4, c = lane % 4;
+    const int split = p.kv_split;
+    const int rank = split == 2 ? (int)cluster_ctarank() : 0;
+    const int q0 = (blockIdx.x / split) * kQ;
+    const int h = blockIdx.y, b = blockIdx.z;
+    const int64_t bh = (int64_t)b * p.heads + h;
+    const float *qp = p.q + b * p.q_b + h * p.q_h;
+    const int n_all = fp.tiles;
+    const int half = (n_all + 1) / 2;
+    const int tile_begin = rank == 1 ? half : 0;
+    const int tile_end = split == 2 && rank == 0 ? half : n_all;
+    const int64_t k_row0 = bh * fp.rows;
+    const uint4 *v_head = fp.v_split + bh * fp.tiles * D * 16;
+    const float *v_unscale_head = fp.v_unscale + bh * fp.tiles * D;
+    const int *v_tiny_head = fp.v_tiny + bh * fp.tiles;
+
+    /* Stage Q once: two threads per query row (half the head_dim each); q * scale, then the
+     * row's power of two, then hi and lo in the S^T slice order. */
+    {
+        constexpr int kPer = D / 8; /* float4 per thread */
+        const int row = tid / 2, part = tid % 2;
+        const bool valid = q0 + row < p.seq_q;
+        const float4 *src = reinterpret_cast<const float4 *>(qp + (int64_t)(valid ? q0 + row : 0) * p.q_t) + part * kPer;
+        float x[kPer][4];
+        float amax = 0.f;
+#pragma unroll
+        for (int j = 0; j < kPer; ++j) {
+            const float4 v = valid ? __ldg(src + j) : make_float4(0.f, 0.f, 0.f, 0.f);
+            x[j][0] = v.x * p.scale;
+            x[j][1] = v.y * p.scale;
+            x[j][2] = v.z * p.scale;
+            x[j][3] = v.w * p.scale;
+#pragma unroll
+            for (int e = 0; e < 4; ++e) amax = fmaxf(amax, finite_abs(x[j][e]));
+        }
+        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
+        const int eq = f16x2_exponent(amax, kQTarget);
+        const float up = exp2_int(eq);
+#pragma unroll
+        for (int j = 0; j < kPer; ++j) {
+            const int d0 = 4 * (part * kPer + j);
+            const int col = 16 * (d0 / 16) + 2 * ((d0 % 16) / 4); /* d0, d0+1 -> col, col+1; d0+2, d0+3 -> col+8, col+9 */
+            uint32_t hi0, lo0, hi1, lo1;
+            f16x2_split2(x[j][0] * up, x[j][1] * up, hi0, lo0);
+            f16x2_split2(x[j][2] * up, x[j][3] * up, hi1, lo1);
+            const uint32_t off0 = swizzled_offset_f16(row, col, kQ), off1 = swizzled_offset_f16(row, col + 8, kQ);
+            *reinterpret_cast<uint32_t *>(q_hi + off0) = hi0;
+            *reinterpret_cast<uint32_t *>(q_lo + off0) = lo0;
+            *reinterpret_cast<uint32_t *>(q_hi + off1) = hi1;
+            *reinterpret_cast<uint32_t *>(q_lo + off1) = lo1;
+        }
+        if (part == 0) {
+            q_unscale[row] = exp2_int(-eq);
+            q_log2e[row] = exp2_int(-eq) * kLog2e;
+        }
+    }
+    if (tid < kQ) {
+        m_state[tid] = -INFINITY;
+        l_state[tid] = 0.f;
+        l_comp[tid] = 0.f;
+    }
+    fence_proxy_async();
+    __syncthreads();
+
+    float o[C::kMBlocks][C::kAcc];
+#pragma unroll
+    for (int mb = 0; mb < C::kMBlocks; ++mb)
+#pragma unroll
+        for (int i = 0; i < C::kAcc; ++i) o[mb][i] = 0.f;
+
+    /* Byte offsets of this thread's P^T pairs (query 2c+e, positions 16w+2g, +1) in the
+     * swizzled P^T tiles; query 8i+2c+e adds 1024 i. */
+    uint32_t p_off[2];
+#pragma unroll
+    for (int e = 0; e < 2; ++e) p_off[e] = swizzled_offset_f16(2 * c + e, warp * 16 + 2 * g, kQ);
+
+    uint4 kx_next[C::kAhead][2];
+    float kf_next[2];
+    load_k<D, C::kAhead>(fp, k_row0 + (int64_t)tile_begin * kK, warp, g, c, kx_next, kf_next);
+
+    const int d_base = C::kOutVec * (8 * warp + g);
+    for (int tile = tile_begin; tile < tile_end; ++tile) {
+        const int key0 = tile * kK;
+        const int parity = (tile - tile_begin) & 1;
+        const uint64_t q_hi_t = smem_desc_sw128(opaque(q_hi_s)), q_lo_t = smem_desc_sw128(opaque(q_lo_s));
+        const uint64_t p_hi_t = smem_desc_sw128(opaque(p_hi_s)), p_lo_t = smem_desc_sw128(opaque(p_lo_s));
+        const uint4 *tile_v = v_head + (int64_t)tile * D * 16;
+        const float kf[2] = {kf_next[0], kf_next[1]};
+        /* this tile's column factors and tiny flag: used after the products */
+        float vf[C::kOutVec];
+        {
+            const float *src = v_unscale_head + (int64_t)tile * D + d_base;
+            if (C::kOutVec == 4) {
+                const float4 f = *reinterpret_cast<const float4 *>(src);
+                vf[0] = f.x; vf[1] = f.y; vf[C::kOutVec - 2] = f.z; vf[C::kOutVec - 1] = f.w;
+            } else {
+                const float2 f = *reinterpret_cast<const float2 *>(src);
+                vf[0] = f.x; vf[1] = f.y;
+            }
+        }
+        const bool tiny = v_tiny_head[tile] != 0;
+
+        /* ---- S^T = K Q^T ---- */
+        float st_c[C::kAcc], st_lo[C::kAcc], st_hi[C::kAcc];
+        {
+            uint4 kx[C::kSlices][2];
+#pragma unroll
+            for (int s = 0; s < C::kAhead; ++s) {
+                kx[s][0] = kx_next[s][0];
+                kx[s][1] = kx_next[s][1];
+            }
+            const int64_t row_a = k_row0 + key0 + warp * 16 + g;
+            uint32_t ka_hi[C::kSlices][4], ka_lo[C::kSlices][4];
+#pragma unroll
+            for (int s = 0; s < C::kSlices; ++s) {
+                ka_hi[s][0] = kx[s][0].x; ka_hi[s][1] = kx[s][1].x; ka_hi[s][2] = kx[s][0].y; ka_hi[s][3] = kx[s][1].y;
+                ka_lo[s][0] = kx[s][0].z; ka_lo[s][1] = kx[s][1].z; ka_lo[s][2] = kx[s][0].w; ka_lo[s][3] = kx[s][1].w;
+                wgmma_fence();
+                const uint64_t qh = f16_desc(q_hi_t, s);
+                wgmma_m64n64k16_f16_rs(st_c, ka_lo[s], qh, s > 0 ? 1 : 0);
+                wgmma_m64n64k16_f16_rs(st_c, ka_hi[s], f16_desc(q_lo_t, s), 1);
+                if (s < C::kSlices / 2)
+                    wgmma_m64n64k16_f16_rs(st_lo, ka_hi[s], qh, s > 0 ? 1 : 0);
+                else
+                    wgmma_m64n64k16_f16_rs(st_hi, ka_hi[s], qh, s > C::kSlices / 2 ? 1 : 0);
+                wgmma_commit();
+                if (s + C::kAhead < C::kSlices) {
+#pragma unroll
+                    for (int r = 0; r < 2; ++r)
+                        kx[s + C::kAhead][r] = fp.k_split[(row_a + 8 * r) * C::kChunks + 4 * (s + C::kAhead) + c];
+                }
+                if (s > 0) {
+                    wgmma_wait<1>(); /* the previous slice's A registers are free again */
+                    fence_regs(ka_hi[s - 1]);
+                    fence_regs(ka_lo[s - 1]);
+                }
+            }
+            wgmma_wait_all();
+            fence_regs(st_c);
+            fence_regs(st_lo);
+            fence_regs(st_hi);
+            fence_regs(ka_hi[C::kSlices - 1]);
+            fence_regs(ka_lo[C::kSlices - 1]);
+        }
+        float st[C::kAcc];
+#pragma unroll
+        for (int i = 0; i < C::kAcc; ++i) {
+            /* An infinite hi*hi (an Inf in k) keeps its sign: its corrections are NaN. */
+            const float big = st_lo[i] + st_hi[i];
+            st[i] = (isinf(big) ? big : big + st_c[i]) * kf[(i / 2) % 2];
+        }
+
+        /* ---- softmax down the columns of S^T, in t units ---- */
+        if (key0 + kK > p.seq_kv) { /* the last tile, partial: keys past seq_kv get weight 0 */
+#pragma unroll
+            for (int r = 0; r < 2; ++r) {
+                if (key0 + warp * 16 + g + 8 * r >= p.seq_kv) {
+#pragma unroll
+                    for (int i = 0; i < C::kAcc / 4; ++i) st[4 * i + 2 * r] = st[4 * i + 2 * r + 1] = -INFINITY;
+                }
+            }
+        }
+        float *cmax = col_max + parity * kWarps * kQ;
+#pragma unroll
+        for (int i = 0; i < C::kAcc / 4; ++i) {
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                float mx = fmaxf(st[4 * i + e], st[4 * i + 2 + e]);
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 4));
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 8));
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 16));
+                if (g == 0) cmax[warp * kQ + 8 * i + 2 * c + e] = mx;
+            }
+        }
+        __syncthreads(); /* B1: column maxima of every warp */
+
+        const float *m_old = m_state + parity * kQ;
+        float *m_new_state = m_state + (parity ^ 1) * kQ;
+#pragma unroll
+        for (int i = 0; i < C::kAcc / 4; ++i) {
+            const float2 mo2 = *reinterpret_cast<const float2 *>(m_old + 8 * i + 2 * c);
+            const float2 cq2 = *reinterpret_cast<const float2 *>(q_log2e + 8 * i + 2 * c);
+            float2 mn2 = mo2;
+#pragma unroll
+            for (int w = 0; w < kWarps; ++w) {
+                const float2 x = *reinterpret_cast<const float2 *>(cmax + w * kQ + 8 * i + 2 * c);
+                mn2.x = fmaxf(mn2.x, x.x);
+                mn2.y = fmaxf(mn2.y, x.y);
+            }
+            float pv[2][2]; /* [e][r]: P * 2^15 */
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                const int q = 8 * i + 2 * c + e;
+                const float mo = e ? mo2.y : mo2.x;
+                const float mn = e ? mn2.y : mn2.x;
+                const float cq = e ? cq2.y : cq2.x;
+                if (warp == 0 && g == 0) {
+                    m_new_state[q] = mn;
+                    alpha_state[q] = exp2_approx((mo - mn) * cq);
+                }
+                float sum = 0.f;
+#pragma unroll
+                for (int r = 0; r < 2; ++r) {
+                    float &x = st[4 * i + 2 * r + e];
+                    x = exp2_approx((x - mn) * cq);
+                    sum += x;
+                    pv[e][r] = x * kPScale;
+                }
+                sum += __shfl_xor_sync(0xffffffffu, sum, 4);
+                sum += __shfl_xor_sync(0xffffffffu, sum, 8);
+                sum += __shfl_xor_sync(0xffffffffu, sum, 16);
+                if (g == 0) col_sum[warp * kQ + q] = sum;
+                /* P^T[query q][positions 16w+2g, +1] = keys 16w+g, 16w+g+8: one 32-bit store */
+                const uint32_t off = p_off[e] + (uint32_t)(i * kSwizzleAtomBytes);
+                uint32_t hi, lo;
+                if (kSplitPV) {
+                    f16x2_split2(pv[e][0], pv[e][1], hi, lo);
+                    *reinterpret_cast<uint32_t *>(p_lo + off) = lo;
+                } else {
+                    const __half2 hh = __floats2half2_rn(pv[e][0], pv[e][1]);
+                    hi = *reinterpret_cast<const uint32_t *>(&hh);
+                }
+                *reinterpret_cast<uint32_t *>(p_hi + off) = hi;
+            }
+        }
+        /* the first V block of the tile, loaded before B2 */
+        uint4 vx[C::kVSlices][2];
+        load_v<C::kVSlices>(tile_v, d_base, c, vx);
+        fence_proxy_async();
+        __syncthreads(); /* B2: P^T, alpha, the new maxima and the column sums are complete */
+
+        if (tid < kQ) {
+            float sum = 0.f;
+#pragma unroll
+            for (int w = 0; w < kWarps; ++w) sum += col_sum[w * kQ + tid];
+            /* l = l * alpha + sum, Kahan-compensated (as v3.2) */
+            const float a = alpha_state[tid];
+            const float l = l_state[tid] * a, comp = l_comp[tid] * a;
+            const float y = sum - comp;
+            const float t = l + y;
+            l_comp[tid] = (t - l) - y;
+            l_state[tid] = t;
+        }
+
+        /* ---- O^T_tile = V^T P^T per 64 rows of head_dim; O = O * alpha + O_tile * 2^-ev ---- */
+        float alpha[C::kAcc / 2];
+#pragma unroll
+        for (int i = 0; i < C::kAcc / 4; ++i) {
+            const float2 a2 = *reinterpret_cast<const float2 *>(alpha_state + 8 * i + 2 * c);
+            alpha[2 * i] = a2.x;
+            alpha[2 * i + 1] = a2.y;
+        }
+#pragma unroll
+        for (int mb = 0; mb < C::kMBlocks; ++mb) {
+            uint4 vn[C::kVSlices][2];
+            if (mb + 1 < C::kMBlocks)
+                load_v<C::kVSlices>(tile_v, d_base + 2 * (mb + 1), c, vn);
+            else if (tile + 1 < tile_end)
+                load_k<D, C::kAhead>(fp, k_row0 + key0 + kK, warp, g, c, kx_next, kf_next);
+            float ot[C::kAcc];
+            uint32_t va_hi[C::kVSlices][4], va_lo[C::kVSlices][4];
+#pragma unroll
+            for (int ks = 0; ks < C::kVSlices; ++ks) {
+                va_hi[ks][0] = vx[ks][0].x; va_hi[ks][1] = vx[ks][1].x; va_hi[ks][2] = vx[ks][0].y; va_hi[ks][3] = vx[ks][1].y;
+                va_lo[ks][0] = vx[ks][0].z; va_lo[ks][1] = vx[ks][1].z; va_lo[ks][2] = vx[ks][0].w; va_lo[ks][3] = vx[ks][1].w;
+                wgmma_fence();
+                const uint64_t ph = f16_desc(p_hi_t, ks);
+                if (kSplitPV) {
+                    wgmma_m64n64k16_f16_rs(ot, va_lo[ks], ph, ks > 0);
+                    wgmma_m64n64k16_f16_rs(ot, va_hi[ks], f16_desc(p_lo_t, ks), 1);
+                    wgmma_m64n64k16_f16_rs(ot, va_hi[ks], ph, 1);
+                } else {
+                    wgmma_m64n64k16_f16_rs(ot, va_hi[ks], ph, ks > 0);
+                }
+                wgmma_commit();
+                if (ks > 0) {
+                    wgmma_wait<1>();
+                    fence_regs(va_hi[ks - 1]);
+                    fence_regs(va_lo[ks - 1]);
+                }
+            }
+            wgmma_wait_all();
+            fence_regs(ot);
+            fence_regs(va_hi[C::kVSlices - 1]);
+            fence_regs(va_lo[C::kVSlices - 1]);
+            if (tiny) { /* a tile of values below 2^-63, split after * 2^64: rarely taken */
+#pragma unroll
+                for (int i = 0; i < C::kAcc; ++i) ot[i] *= kTinyDown;
+            }
+            /* accumulator reg 4i+2r+e: head_dim d_base + 2mb + r, query 8i+2c+e */
+#pragma unroll
+            for (int i = 0; i < C::kAcc; ++i)
+                o[mb][i] = fmaf(o[mb][i], alpha[2 * (i / 4) + (i % 2)], ot[i] * vf[2 * mb + (i / 2) % 2]);
+            if (mb + 1 < C::kMBlocks) {
+#pragma unroll
+                for (int ks = 0; ks < C::kVSlices; ++ks) {
+                    vx[ks][0] = vn[ks][0];
+                    vx[ks][1] = vn[ks][1];
+                }
+            }
+        }
+        /* The next tile's B1 orders this tile's reads of P^T and of the softmax state before
+         * they are overwritten. */
+    }
+
+    __syncthreads(); /* the last tile's l_state update */
+    float *m_final = m_state + ((tile_end - tile_begin) & 1) * kQ;
+    if (split == 2) {
+        /* Rank 0's Q and P^T tiles (no longer read) receive rank 1's O (the accumulator
+         * registers of thread t at [j][t], float4 j), its m and its l. */
+        float4 *x_o = reinterpret_cast<float4 *>(q_hi);
+        float *x_m = reinterpret_cast<float *>(q_hi + C::kMBlocks * C::kAcc * 4 * kThreads);
+        float *x_l = x_m + kQ;
+        cluster_sync(); /* X1: both CTAs are done with their tiles */
+        if (rank == 1) {
+            const uint32_t remote_o = cluster_map(smem_u32(x_o), 0);
+#pragma unroll
+            for (int mb = 0; mb < C::kMBlocks; ++mb)
+#pragma unroll
+                for (int j = 0; j < C::kAcc / 4; ++j)
+                    st_cluster_v4(remote_o + 16u * (uint32_t)((mb * C::kAcc / 4 + j) * kThreads + tid),
+                                  make_float4(o[mb][4 * j], o[mb][4 * j + 1], o[mb][4 * j + 2], o[mb][4 * j + 3]));
+            if (tid < kQ) {
+                st_cluster_f32(cluster_map(smem_u32(x_m + tid), 0), m_final[tid]);
+                st_cluster_f32(cluster_map(smem_u32(x_l + tid), 0), l_state[tid]);
+            }
+        }
+        cluster_sync(); /* X2: rank 1's partial results are in rank 0's shared memory */
+        if (rank == 1) return;
+        float *a0 = col_max, *a1 = col_max + kQ;
+        if (tid < kQ) {
+            const float m0 = m_final[tid], m1 = x_m[tid];
+            const float m = fmaxf(m0, m1);
+            const float w0 = exp2f((m0 - m) * q_log2e[tid]), w1 = exp2f((m1 - m) * q_log2e[tid]);
+            a0[tid] = w0;
+            a1[tid] = w1;
+            l_state[tid] = l_state[tid] * w0 + x_l[tid] * w1;
+            m_final[tid] = m;
+        }
+        __syncthreads();
+#pragma unroll
+        for (int mb = 0; mb < C::kMBlocks; ++mb)
+#pragma unroll
+            for (int j = 0; j < C::kAcc / 4; ++j) {
+                const float4 x = x_o[(mb * C::kAcc / 4 + j) * kThreads + tid];
+                const float xs[4] = {x.x, x.y, x.z, x.w};
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    const int q = 8 * j + 2 * c + (e % 2);
+                    o[mb][4 * j + e] = o[mb][4 * j + e] * a0[q] + xs[e] * a1[q];
+                }
+            }
+    }
+#pragma unroll
+    for (int i = 0; i < C::kAcc / 4; ++i) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+            const int q = 8 * i + 2 * c + e;
+            const int row = q0 + q;
+            if (row >= p.seq_q) continue;
+            const float l = l_state[q];
+            const float inv = (1.f / kPScale) / l; /* O holds P * 2^15 */
+            float *dst = p.out + b * p.o_b + h * p.o_h + (int64_t)row * p.o_t + d_base;
+            if (C::kMBlocks == 2) {
+                *reinterpret_cast<float4 *>(dst) = make_float4(o[0][4 * i + e] * inv, o[0][4 * i + 2 + e] * inv,
+                                                               o[C::kMBlocks - 1][4 * i + e] * inv,
+                                                               o[C::kMBlocks - 1][4 * i + 2 + e] * inv);
+            } else {
+                *reinterpret_cast<float2 *>(dst) = make_float2(o[0][4 * i + e] * inv, o[0][4 * i + 2 + e] * inv);
+            }
+            if (p.lse != nullptr && warp == 0 && g == 0)
+                p.lse[bh * p.seq_q + row] = m_final[q] * q_unscale[q] + logf(l);
+        }
+    }
+#endif
+}
+
+/* Two CTAs per SM (registers). */
+constexpr int kCtasPerSm = 2;
+constexpr int kMinTilesPerHalf = 4;
+
+/* Split the keys of each query block over a cluster of two CTAs when that fills the machine's
+ * last wave better (the rule of v3.2). */
+int f16x2_kv_split(int64_t ctas, int64_t tiles, int sms)
+{
+    const int64_t slots = (int64_t)kCtasPerSm * sms;
+    if (slots <= 0 || tiles < 2 * kMinTilesPerHalf) return 1;
+    const double eff1 = (double)ctas / (double)(((ctas + slots - 1) / slots) * slots);
+    const double eff2 = (double)(2 * ctas) / (double)(((2 * ctas + slots - 1) / slots) * slots);
+    return eff2 > 1.1 * eff1 ? 2 : 1;
+}
+
+template <int D, bool kSplitPV>
+cudaError_t f16x2_launch(F16x2Params fp, int64_t batch, int64_t heads, int64_t seq_q, int sms, cudaStream_t stream)
+{
+    using C = F16Config<D, kSplitPV>;
+    auto kernel = attention_f32_sm90_wgmma_f16x2_64x64_kernel<D, kSplitPV>;
+    cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmemBytes);
+    if (err != cudaSuccess) return err;
+    const int64_t q_blocks = (seq_q + kQ - 1) / kQ;
+    fp.base.kv_split = f16x2_kv_split(q_blocks * heads * batch, fp.tiles, sms);
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3((unsigned)(q_blocks * fp.base.kv_split), (unsigned)heads, (unsigned)batch);
+    cfg.blockDim = dim3(kThreads, 1, 1);
+    cfg.dynamicSmemBytes = C::kSmemBytes;
+    cfg.stream = stream;
+    cudaLaunchAttribute cluster;
+    cluster.id = cudaLaunchAttributeClusterDimension;
+    cluster.val.clusterDim.x = (unsigned)fp.base.kv_split;
+    cluster.val.clusterDim.y = 1;
+    cluster.val.clusterDim.z = 1;
+    cfg.attrs = &cluster;
+    cfg.numAttrs = fp.base.kv_split == 2 ? 1 : 0;
+    return cudaLaunchKernelEx(&cfg, kernel, fp);
+}
+
+} /* namespace */
+
+extern "C" cudaError_t split_kv_f16x2(const attention_sm90_args *a, void *workspace, cudaStream_t stream);
+
+extern "C" cudaError_t attention_f32_sm90_wgmma_f16x2_64x64(const attention_sm90_args *a, void *workspace,
+                                                           cudaStream_t stream)
+{
+    if (attention_f32_sm90_wgmma_supported(a) != ATTENTION_SM90_SUPPORTED || workspace == nullptr ||
+        reinterpret_cast<uintptr_t>(workspace) % 16 != 0)
+        return cudaErrorInvalidValue;
+    int dev = 0;
+    cudaError_t err = sm90_current_device(&dev);
+    if (err != cudaSuccess) return err;
+    int sms = 0;
+    err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    if (err != cudaSuccess) return err;
+    err = split_kv_f16x2(a, workspace, stream);
+    if (err != cudaSuccess) return err;
+    const F16x2Layout L = f16x2_layout(a->batch, a->heads, a->seq_kv, a->head_dim);
+    const unsigned char *ws = static_cast<const unsigned char *>(workspace);
+    F16x2Params fp;
+    fp.base = params_from_args(a);
+    fp.k_split = reinterpret_cast<const uint4 *>(ws + L.k_split);
+    fp.k_unscale = reinterpret_cast<const float *>(ws + L.k_unscale);
+    fp.v_split = reinterpret_cast<const uint4 *>(ws + L.v_split);
+    fp.v_unscale = reinterpret_cast<const float *>(ws + L.v_unscale);
+    fp.v_tiny = reinterpret_cast<const int *>(ws + L.v_tiny);
+    fp.tiles = (int)L.tiles;
+    fp.rows = (int)L.rows;
+    const bool split = a->precision == ATTENTION_SM90_F32;
+    if (a->head_dim == 128)
+        return split ? f16x2_launch<128, true>(fp, a->batch, a->heads, a->seq_q, sms, stream)
+                     : f16x2_launch<128, false>(fp, a->batch, a->heads, a->seq_q, sms, stream);
+    return split ? f16x2_launch<64, true>(fp, a->batch, a->heads, a->seq_q, sms, stream)
+                 : f16x2_launch<64, false>(fp, a->batch, a->heads, a->seq_q, sms, stream);
+}
