@@ -79,7 +79,6 @@ struct F16Config {
     static constexpr int kSmemBytes = kStateOff + kStateFloats * 4 + kSwizzleAtomBytes; /* + alignment slack */
     static constexpr int kSlices = D / kF16K;        /* k16 slices of S^T */
     static constexpr int kAhead = kSlices / 2;       /* slices of the next tile's K loaded ahead */
-    static constexpr int kChunks = D / 4;            /* 16-byte chunks per k_split row */
     static constexpr int kMBlocks = D / kMRows;      /* 64-row blocks of O^T */
     static constexpr int kAcc = kQ / 2;              /* m64n64 accumulator floats per thread */
     static constexpr int kVSlices = kK / kF16K;
@@ -105,31 +104,32 @@ __device__ __forceinline__ uint64_t f16_desc(uint64_t tile_desc, int slice)
     return tile_desc + (uint64_t)(((slice / 4) * kQ * kSwizzleBytes + (slice % 4) * 32) >> 4);
 }
 
-/* The first N chunk columns (slices 0 .. N-1) of this thread's two K rows of a tile, and the
- * rows' unscale factors. */
+/* This thread's K fragments (hi, lo) of slices 0 .. N-1 of tile `tile_index` (= bh * T + tile),
+ * and the unscale factors of its two keys (16w+g, 16w+g+8). */
 template <int D, int N>
-__device__ __forceinline__ void load_k(const F16x2Params &p, int64_t row0, int warp, int g, int c, uint4 (&kx)[N][2],
+__device__ __forceinline__ void load_k(const F16x2Params &p, int64_t tile_index, int warp, int lane, uint4 (&kx)[N][2],
                                        float (&kf)[2])
 {
+    const uint4 *src = p.k_split + (tile_index * kWarps + warp) * (D / kF16K * 64) + 2 * lane;
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-        const int64_t row = row0 + warp * 16 + g + 8 * r;
-        const uint4 *src = p.k_split + row * (D / 4);
-#pragma unroll
-        for (int s = 0; s < N; ++s) kx[s][r] = src[4 * s + c];
-        kf[r] = p.k_unscale[row];
+    for (int s = 0; s < N; ++s) {
+        kx[s][0] = src[64 * s];
+        kx[s][1] = src[64 * s + 1];
     }
+    const float *f = p.k_unscale + tile_index * kK + warp * 16 + lane / 4;
+    kf[0] = f[0];
+    kf[1] = f[8];
 }
 
-/* This thread's V^T fragments of one 64-row block of head_dim: rows d0 (h = 0) and d0 + 1
- * (h = 1) of the tile, chunk 4 ks + c each. */
-template <int kVSlices>
-__device__ __forceinline__ void load_v(const uint4 *tile_v, int d0, int c, uint4 (&vx)[kVSlices][2])
+/* This thread's V^T fragments (hi, lo) of one 64-row block of head_dim of a tile. */
+__device__ __forceinline__ void load_v(const uint4 *block_v, int warp, int lane, uint4 (&vx)[4][2])
 {
+    const uint4 *src = block_v + warp * 4 * 64 + 2 * lane;
 #pragma unroll
-    for (int ks = 0; ks < kVSlices; ++ks)
-#pragma unroll
-        for (int hh = 0; hh < 2; ++hh) vx[ks][hh] = tile_v[(int64_t)(d0 + hh) * 16 + 4 * ks + c];
+    for (int ks = 0; ks < 4; ++ks) {
+        vx[ks][0] = src[64 * ks];
+        vx[ks][1] = src[64 * ks + 1];
+    }
 }
 
 template <int D, bool kSplitPV>
@@ -168,7 +168,6 @@ __global__ void __launch_bounds__(kThreads, 2) attention_f32_sm90_wgmma_f16x2_64
     const int half = (n_all + 1) / 2;
     const int tile_begin = rank == 1 ? half : 0;
     const int tile_end = split == 2 && rank == 0 ? half : n_all;
-    const int64_t k_row0 = bh * fp.rows;
     const uint4 *v_head = fp.v_split + bh * fp.tiles * D * 16;
     const float *v_unscale_head = fp.v_unscale + bh * fp.tiles * D;
     const int *v_tiny_head = fp.v_tiny + bh * fp.tiles;
@@ -235,7 +234,7 @@ __global__ void __launch_bounds__(kThreads, 2) attention_f32_sm90_wgmma_f16x2_64
 
     uint4 kx_next[C::kAhead][2];
     float kf_next[2];
-    load_k<D, C::kAhead>(fp, k_row0 + (int64_t)tile_begin * kK, warp, g, c, kx_next, kf_next);
+    load_k<D, C::kAhead>(fp, bh * fp.tiles + tile_begin, warp, lane, kx_next, kf_next);
 
     const int d_base = C::kOutVec * (8 * warp + g);
     for (int tile = tile_begin; tile < tile_end; ++tile) {
@@ -243,7 +242,7 @@ __global__ void __launch_bounds__(kThreads, 2) attention_f32_sm90_wgmma_f16x2_64
         const int parity = (tile - tile_begin) & 1;
         const uint64_t q_hi_t = smem_desc_sw128(opaque(q_hi_s)), q_lo_t = smem_desc_sw128(opaque(q_lo_s));
         const uint64_t p_hi_t = smem_desc_sw128(opaque(p_hi_s)), p_lo_t = smem_desc_sw128(opaque(p_lo_s));
-        const uint4 *tile_v = v_head + (int64_t)tile * D * 16;
+        const uint4 *tile_v = v_head + (int64_t)tile * D * 16; /* [mb][w][ks][lane][part]: 1024 chunks per mb */
         const float kf[2] = {kf_next[0], kf_next[1]};
         /* this tile's column factors and tiny flag: used after the products */
         float vf[C::kOutVec];
@@ -268,12 +267,12 @@ __global__ void __launch_bounds__(kThreads, 2) attention_f32_sm90_wgmma_f16x2_64
                 kx[s][0] = kx_next[s][0];
                 kx[s][1] = kx_next[s][1];
             }
-            const int64_t row_a = k_row0 + key0 + warp * 16 + g;
+            const uint4 *k_tile = fp.k_split + ((bh * fp.tiles + tile) * kWarps + warp) * (C::kSlices * 64) + 2 * lane;
             uint32_t ka_hi[C::kSlices][4], ka_lo[C::kSlices][4];
 #pragma unroll
             for (int s = 0; s < C::kSlices; ++s) {
-                ka_hi[s][0] = kx[s][0].x; ka_hi[s][1] = kx[s][1].x; ka_hi[s][2] = kx[s][0].y; ka_hi[s][3] = kx[s][1].y;
-                ka_lo[s][0] = kx[s][0].z; ka_lo[s][1] = kx[s][1].z; ka_lo[s][2] = kx[s][0].w; ka_lo[s][3] = kx[s][1].w;
+                ka_hi[s][0] = kx[s][0].x; ka_hi[s][1] = kx[s][0].y; ka_hi[s][2] = kx[s][0].z; ka_hi[s][3] = kx[s][0].w;
+                ka_lo[s][0] = kx[s][1].x; ka_lo[s][1] = kx[s][1].y; ka_lo[s][2] = kx[s][1].z; ka_lo[s][3] = kx[s][1].w;
                 wgmma_fence();
                 const uint64_t qh = f16_desc(q_hi_t, s);
                 wgmma_m64n64k16_f16_rs(st_c, ka_lo[s], qh, s > 0 ? 1 : 0);
@@ -285,8 +284,7 @@ __global__ void __launch_bounds__(kThreads, 2) attention_f32_sm90_wgmma_f16x2_64
                 wgmma_commit();
                 if (s + C::kAhead < C::kSlices) {
 #pragma unroll
-                    for (int r = 0; r < 2; ++r)
-                        kx[s + C::kAhead][r] = fp.k_split[(row_a + 8 * r) * C::kChunks + 4 * (s + C::kAhead) + c];
+                    for (int part = 0; part < 2; ++part) kx[s + C::kAhead][part] = k_tile[64 * (s + C::kAhead) + part];
                 }
                 if (s > 0) {
                     wgmma_wait<1>(); /* the previous slice's A registers are free again */
@@ -384,7 +382,7 @@ __global__ void __launch_bounds__(kThreads, 2) attention_f32_sm90_wgmma_f16x2_64
         }
         /* the first V block of the tile, loaded before B2 */
         uint4 vx[C::kVSlices][2];
-        load_v<C::kVSlices>(tile_v, d_base, c, vx);
+        load_v(tile_v, warp, lane, vx);
         fence_proxy_async();
         __syncthreads(); /* B2: P^T, alpha, the new maxima and the column sums are complete */
 
@@ -413,15 +411,15 @@ __global__ void __launch_bounds__(kThreads, 2) attention_f32_sm90_wgmma_f16x2_64
         for (int mb = 0; mb < C::kMBlocks; ++mb) {
             uint4 vn[C::kVSlices][2];
             if (mb + 1 < C::kMBlocks)
-                load_v<C::kVSlices>(tile_v, d_base + 2 * (mb + 1), c, vn);
+                load_v(tile_v + (int64_t)(mb + 1) * 1024, warp, lane, vn);
             else if (tile + 1 < tile_end)
-                load_k<D, C::kAhead>(fp, k_row0 + key0 + kK, warp, g, c, kx_next, kf_next);
+                load_k<D, C::kAhead>(fp, bh * fp.tiles + tile + 1, warp, lane, kx_next, kf_next);
             float ot[C::kAcc];
             uint32_t va_hi[C::kVSlices][4], va_lo[C::kVSlices][4];
 #pragma unroll
             for (int ks = 0; ks < C::kVSlices; ++ks) {
-                va_hi[ks][0] = vx[ks][0].x; va_hi[ks][1] = vx[ks][1].x; va_hi[ks][2] = vx[ks][0].y; va_hi[ks][3] = vx[ks][1].y;
-                va_lo[ks][0] = vx[ks][0].z; va_lo[ks][1] = vx[ks][1].z; va_lo[ks][2] = vx[ks][0].w; va_lo[ks][3] = vx[ks][1].w;
+                va_hi[ks][0] = vx[ks][0].x; va_hi[ks][1] = vx[ks][0].y; va_hi[ks][2] = vx[ks][0].z; va_hi[ks][3] = vx[ks][0].w;
+                va_lo[ks][0] = vx[ks][1].x; va_lo[ks][1] = vx[ks][1].y; va_lo[ks][2] = vx[ks][1].z; va_lo[ks][3] = vx[ks][1].w;
                 wgmma_fence();
                 const uint64_t ph = f16_desc(p_hi_t, ks);
                 if (kSplitPV) {

@@ -142,6 +142,16 @@ __device__ __forceinline__ float exp2_approx(float x)
     return y;
 }
 
+/* ---- per-thread asynchronous copies (cp.async): global -> shared, 16 bytes ---- */
+
+__device__ __forceinline__ void cp_async_16(uint32_t saddr, const void *gptr)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(saddr), "l"(gptr) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+/* This thread's copies have landed (visible to this thread; other threads need a barrier). */
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
+
 /* ---- thread-block clusters (the split-key merge of the _st kernel) ---- */
 
 __device__ __forceinline__ uint32_t cluster_ctarank()

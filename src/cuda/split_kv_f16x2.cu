@@ -6,11 +6,12 @@
  * Writes the workspace regions k_split, k_unscale, v_split, v_unscale, v_tiny of one call.
  *
  * One CTA of 256 threads per (64-key tile, head, batch):
- *  - K: each key row is read by D/4 lanes (one float4 each), its finite maximum reduced by
- *    shuffles, and written as D/4 chunks of 16 bytes (coalesced).
+ *  - K: the two key rows of one A fragment (16w+g and 16w+g+8) are read by D/4 lanes (one
+ *    float4 of each), their finite maxima reduced by shuffles, and written as the fragments'
+ *    hi and lo chunks (32 contiguous bytes per lane).
  *  - V: the tile is staged in shared memory (rows padded by one float), every head_dim
- *    column's finite maximum taken over the tile's keys, and each column written as 16 chunks
- *    in the key order of kernel v4's P^T (coalesced 256 bytes per column).
+ *    column's finite maximum taken over the tile's keys, and the A fragments of V^T written
+ *    in the key order of kernel v4's P^T (32 contiguous bytes per thread).
  * Reads and writes each byte of K and V once: ~2 x 4 bytes per element of K and V in, the same
  * out; about 2% of the attention's time at (24, 4608, 128). */
 #include <stdint.h>
@@ -35,8 +36,11 @@ struct SplitParams {
 template <int D>
 __global__ void __launch_bounds__(kSplitThreads) split_kv_f16x2_kernel(const SplitParams p)
 {
-    constexpr int kLanes = D / 4;                    /* lanes per K row, one float4 each */
-    constexpr int kRowsPerPass = kSplitThreads / kLanes;
+    constexpr int kLanes = D / 4;                    /* lanes per K row pair, one float4 of each row */
+    constexpr int kRowsPerPass = kSplitThreads / kLanes; /* row pairs per pass */
+    constexpr int kSlices = D / 16;
+    constexpr int kTileChunks = kF16Tile * D / 4;    /* 16-byte chunks of one split tile (hi and lo) */
+    constexpr int kOutVec = 2 * (D / 64);
     constexpr int kPitch = D + 1;                    /* padded V row in shared memory */
     __shared__ float v_tile[kF16Tile * kPitch];
     __shared__ float v_up[D];                        /* 2^ev of each column */
@@ -47,27 +51,38 @@ __global__ void __launch_bounds__(kSplitThreads) split_kv_f16x2_kernel(const Spl
     const int key0 = tile * kF16Tile;
     const F16x2Layout &L = p.layout;
 
-    /* ---- K: one row per kLanes lanes ---- */
+    /* ---- K: rows 16w+g and 16w+g+8 of the tile together, kLanes lanes per pair ---- */
     {
         const float *kp = p.k + b * p.k_b + h * p.k_h;
-        uint4 *k_split = reinterpret_cast<uint4 *>(p.ws + L.k_split) + (bh * L.rows + key0) * kLanes;
+        uint4 *k_split = reinterpret_cast<uint4 *>(p.ws + L.k_split) + (bh * L.tiles + tile) * kTileChunks;
         float *k_unscale = reinterpret_cast<float *>(p.ws + L.k_unscale) + bh * L.rows + key0;
-        const int lane = tid % kLanes;
+        const int n = tid % kLanes, s = n / 4, c = n % 4; /* head_dim 4n .. 4n+3: slice s, thread c */
 #pragma unroll
-        for (int row = tid / kLanes; row < kF16Tile; row += kRowsPerPass) {
-            const int key = key0 + row;
-            float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
-            if (key < p.seq_kv) x = __ldg(reinterpret_cast<const float4 *>(kp + (int64_t)key * p.k_t) + lane);
-            float amax = fmaxf(fmaxf(finite_abs(x.x), finite_abs(x.y)), fmaxf(finite_abs(x.z), finite_abs(x.w)));
+        for (int pair = tid / kLanes; pair < kF16Tile / 2; pair += kRowsPerPass) {
+            const int w = pair / 8, g = pair % 8;
+            float4 x[2];
+            float up[2];
 #pragma unroll
-            for (int m = kLanes / 2; m > 0; m /= 2) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, m));
-            const int e = f16x2_exponent(amax, kKTarget);
-            const float up = exp2_int(e);
-            uint4 out;
-            f16x2_split2(x.x * up, x.y * up, out.x, out.z);
-            f16x2_split2(x.z * up, x.w * up, out.y, out.w);
-            k_split[(int64_t)row * kLanes + lane] = out;
-            if (lane == 0) k_unscale[row] = exp2_int(-e);
+            for (int r = 0; r < 2; ++r) {
+                const int key = key0 + 16 * w + g + 8 * r;
+                x[r] = make_float4(0.f, 0.f, 0.f, 0.f);
+                if (key < p.seq_kv) x[r] = __ldg(reinterpret_cast<const float4 *>(kp + (int64_t)key * p.k_t) + n);
+                float amax = fmaxf(fmaxf(finite_abs(x[r].x), finite_abs(x[r].y)), fmaxf(finite_abs(x[r].z), finite_abs(x[r].w)));
+#pragma unroll
+                for (int m = kLanes / 2; m > 0; m /= 2) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, m));
+                const int e = f16x2_exponent(amax, kKTarget);
+                up[r] = exp2_int(e);
+                if (n == 0) k_unscale[16 * w + g + 8 * r] = exp2_int(-e);
+            }
+            /* the A fragment words: row g then g+8, columns 2c..2c+1 (d 4n, 4n+1) then 2c+8..2c+9 */
+            uint4 hi, lo;
+            f16x2_split2(x[0].x * up[0], x[0].y * up[0], hi.x, lo.x);
+            f16x2_split2(x[1].x * up[1], x[1].y * up[1], hi.y, lo.y);
+            f16x2_split2(x[0].z * up[0], x[0].w * up[0], hi.z, lo.z);
+            f16x2_split2(x[1].z * up[1], x[1].w * up[1], hi.w, lo.w);
+            uint4 *dst = k_split + 2 * ((w * kSlices + s) * 32 + 4 * g + c);
+            dst[0] = hi;
+            dst[1] = lo;
         }
     }
 
@@ -98,18 +113,29 @@ __global__ void __launch_bounds__(kSplitThreads) split_kv_f16x2_kernel(const Spl
     }
     if (tid == 0) reinterpret_cast<int *>(p.ws + L.v_tiny)[bh * L.tiles + tile] = tiny ? 1 : 0;
     __syncthreads();
-    uint4 *v_split = reinterpret_cast<uint4 *>(p.ws + L.v_split) + (bh * L.tiles + tile) * D * 16;
-    for (int id = tid; id < D * 16; id += kSplitThreads) {
-        const int d = id / 16, ks = (id % 16) / 4, c = id % 4;
-        const float up = v_up[d];
+    uint4 *v_split = reinterpret_cast<uint4 *>(p.ws + L.v_split) + (bh * L.tiles + tile) * kTileChunks;
+    for (int id = tid; id < kTileChunks / 2; id += kSplitThreads) {
+        /* (mb, w, ks, lane): thread (w, lane) of kernel v4, 64-row block mb of head_dim, k16 slice ks */
+        const int lane = id % 32, ks = (id / 32) % 4, w = (id / 128) % 4, mb = id / 512;
+        const int g = lane / 4, c = lane % 4;
+        const int d = kOutVec * (8 * w + g) + 2 * mb; /* rows g and g+8 of the block: d, d + 1 */
         const float *col = v_tile + (16 * ks + c) * kPitch + d;
-        /* keys 16 ks + c, + 8, + 4, + 12: (v * pre) is exact, then * 2^ev exact */
-        const float x0 = col[0] * pre * up, x1 = col[8 * kPitch] * pre * up;
-        const float x2 = col[4 * kPitch] * pre * up, x3 = col[12 * kPitch] * pre * up;
-        uint4 out;
-        f16x2_split2(x0, x1, out.x, out.z);
-        f16x2_split2(x2, x3, out.y, out.w);
-        v_split[id] = out;
+        float x[2][4]; /* [row][keys c, c+8, c+4, c+12]: (v * pre) exact, then * 2^ev exact */
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            const float up = v_up[d + r];
+            x[r][0] = col[r] * pre * up;
+            x[r][1] = col[8 * kPitch + r] * pre * up;
+            x[r][2] = col[4 * kPitch + r] * pre * up;
+            x[r][3] = col[12 * kPitch + r] * pre * up;
+        }
+        uint4 hi, lo;
+        f16x2_split2(x[0][0], x[0][1], hi.x, lo.x);
+        f16x2_split2(x[1][0], x[1][1], hi.y, lo.y);
+        f16x2_split2(x[0][2], x[0][3], hi.z, lo.z);
+        f16x2_split2(x[1][2], x[1][3], hi.w, lo.w);
+        v_split[2 * id] = hi;
+        v_split[2 * id + 1] = lo;
     }
 }
 
