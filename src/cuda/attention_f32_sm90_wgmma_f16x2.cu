@@ -110,11 +110,11 @@ template <int D, int N>
 __device__ __forceinline__ void load_k(const F16x2Params &p, int64_t tile_index, int warp, int lane, uint4 (&kx)[N][2],
                                        float (&kf)[2])
 {
-    const uint4 *src = p.k_split + (tile_index * kWarps + warp) * (D / kF16K * 64) + 2 * lane;
+    const uint4 *src = p.k_split + (tile_index * kWarps + warp) * (D / kF16K * 64) + lane;
 #pragma unroll
     for (int s = 0; s < N; ++s) {
         kx[s][0] = src[64 * s];
-        kx[s][1] = src[64 * s + 1];
+        kx[s][1] = src[64 * s + 32];
     }
     const float *f = p.k_unscale + tile_index * kK + warp * 16 + lane / 4;
     kf[0] = f[0];
@@ -124,11 +124,11 @@ __device__ __forceinline__ void load_k(const F16x2Params &p, int64_t tile_index,
 /* This thread's V^T fragments (hi, lo) of one 64-row block of head_dim of a tile. */
 __device__ __forceinline__ void load_v(const uint4 *block_v, int warp, int lane, uint4 (&vx)[4][2])
 {
-    const uint4 *src = block_v + warp * 4 * 64 + 2 * lane;
+    const uint4 *src = block_v + warp * 4 * 64 + lane;
 #pragma unroll
     for (int ks = 0; ks < 4; ++ks) {
         vx[ks][0] = src[64 * ks];
-        vx[ks][1] = src[64 * ks + 1];
+        vx[ks][1] = src[64 * ks + 32];
     }
 }
 
@@ -242,7 +242,7 @@ __global__ void __launch_bounds__(kThreads, 2) attention_f32_sm90_wgmma_f16x2_64
         const int parity = (tile - tile_begin) & 1;
         const uint64_t q_hi_t = smem_desc_sw128(opaque(q_hi_s)), q_lo_t = smem_desc_sw128(opaque(q_lo_s));
         const uint64_t p_hi_t = smem_desc_sw128(opaque(p_hi_s)), p_lo_t = smem_desc_sw128(opaque(p_lo_s));
-        const uint4 *tile_v = v_head + (int64_t)tile * D * 16; /* [mb][w][ks][lane][part]: 1024 chunks per mb */
+        const uint4 *tile_v = v_head + (int64_t)tile * D * 16; /* [mb][w][ks][part][lane]: 1024 chunks per mb */
         const float kf[2] = {kf_next[0], kf_next[1]};
         /* this tile's column factors and tiny flag: used after the products */
         float vf[C::kOutVec];
@@ -267,7 +267,7 @@ __global__ void __launch_bounds__(kThreads, 2) attention_f32_sm90_wgmma_f16x2_64
                 kx[s][0] = kx_next[s][0];
                 kx[s][1] = kx_next[s][1];
             }
-            const uint4 *k_tile = fp.k_split + ((bh * fp.tiles + tile) * kWarps + warp) * (C::kSlices * 64) + 2 * lane;
+            const uint4 *k_tile = fp.k_split + ((bh * fp.tiles + tile) * kWarps + warp) * (C::kSlices * 64) + lane;
             uint32_t ka_hi[C::kSlices][4], ka_lo[C::kSlices][4];
 #pragma unroll
             for (int s = 0; s < C::kSlices; ++s) {
@@ -284,7 +284,7 @@ __global__ void __launch_bounds__(kThreads, 2) attention_f32_sm90_wgmma_f16x2_64
                 wgmma_commit();
                 if (s + C::kAhead < C::kSlices) {
 #pragma unroll
-                    for (int part = 0; part < 2; ++part) kx[s + C::kAhead][part] = k_tile[64 * (s + C::kAhead) + part];
+                    for (int part = 0; part < 2; ++part) kx[s + C::kAhead][part] = k_tile[64 * (s + C::kAhead) + 32 * part];
                 }
                 if (s > 0) {
                     wgmma_wait<1>(); /* the previous slice's A registers are free again */

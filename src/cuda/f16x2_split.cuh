@@ -15,12 +15,12 @@
  * The workspace the pre-pass writes for one call (B*H heads, T = ceil(Skv / 64) key tiles), in
  * the register order of kernel v4's A fragments (thread (w, g, c) of its warpgroup: w = warp,
  * g = lane / 4, c = lane % 4), so that each 16-byte chunk is one fragment, hi or lo:
- *   k_split  [B*H][T][w 4][slice D/16][lane 32][hi, lo] 16-byte chunks of k * 2^ek: the words
+ *   k_split  [B*H][T][w 4][slice D/16][hi, lo][lane 32] 16-byte chunks of k * 2^ek: the words
  *            are (row g, d 4n..4n+1), (row g+8, d 4n..4n+1), (row g, d 4n+2..4n+3),
  *            (row g+8, d 4n+2..4n+3) with rows = keys 16w+g, 16w+g+8 of the tile and
  *            n = 4 slice + c (zeros past Skv)
  *   k_unscale [B*H][T*64] float 2^-ek per key (1 past Skv)
- *   v_split  [B*H][T][mb D/64][w 4][ks 4][lane 32][hi, lo] chunks of v * t * 2^ev (t = 2^64
+ *   v_split  [B*H][T][mb D/64][w 4][ks 4][hi, lo][lane 32] chunks of v * t * 2^ev (t = 2^64
  *            for a tiny tile, else 1): the words are (d, keys c, c+8), (d+1, keys c, c+8),
  *            (d, keys c+4, c+12), (d+1, keys c+4, c+12) with d = (D/32)(8w+g) + 2mb and keys
  *            16 ks + . of the tile (the key order of kernel v4's P^T columns)

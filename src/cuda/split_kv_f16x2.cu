@@ -8,10 +8,10 @@
  * One CTA of 256 threads per (64-key tile, head, batch):
  *  - K: the two key rows of one A fragment (16w+g and 16w+g+8) are read by D/4 lanes (one
  *    float4 of each), their finite maxima reduced by shuffles, and written as the fragments'
- *    hi and lo chunks (32 contiguous bytes per lane).
+ *    hi and lo chunks (a warp's 32 hi chunks contiguous, then its 32 lo chunks).
  *  - V: the tile is staged in shared memory (rows padded by one float), every head_dim
  *    column's finite maximum taken over the tile's keys, and the A fragments of V^T written
- *    in the key order of kernel v4's P^T (32 contiguous bytes per thread).
+ *    in the key order of kernel v4's P^T (coalesced in the same way).
  * Reads and writes each byte of K and V once: ~2 x 4 bytes per element of K and V in, the same
  * out; about 2% of the attention's time at (24, 4608, 128). */
 #include <stdint.h>
@@ -80,9 +80,9 @@ __global__ void __launch_bounds__(kSplitThreads) split_kv_f16x2_kernel(const Spl
             f16x2_split2(x[1].x * up[1], x[1].y * up[1], hi.y, lo.y);
             f16x2_split2(x[0].z * up[0], x[0].w * up[0], hi.z, lo.z);
             f16x2_split2(x[1].z * up[1], x[1].w * up[1], hi.w, lo.w);
-            uint4 *dst = k_split + 2 * ((w * kSlices + s) * 32 + 4 * g + c);
+            uint4 *dst = k_split + (w * kSlices + s) * 64 + 4 * g + c;
             dst[0] = hi;
-            dst[1] = lo;
+            dst[32] = lo;
         }
     }
 
@@ -134,8 +134,8 @@ __global__ void __launch_bounds__(kSplitThreads) split_kv_f16x2_kernel(const Spl
         f16x2_split2(x[1][0], x[1][1], hi.y, lo.y);
         f16x2_split2(x[0][2], x[0][3], hi.z, lo.z);
         f16x2_split2(x[1][2], x[1][3], hi.w, lo.w);
-        v_split[2 * id] = hi;
-        v_split[2 * id + 1] = lo;
+        v_split[2 * id - lane] = hi; /* chunk ((mb, w, ks) * 2 + part) * 32 + lane */
+        v_split[2 * id - lane + 32] = lo;
     }
 }
 
