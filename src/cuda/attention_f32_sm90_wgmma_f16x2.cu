@@ -57,6 +57,10 @@ constexpr int kK = kF16Tile;  /* keys per tile: M of S^T, K of O^T */
 constexpr int kMRows = 64;    /* wgmma M */
 constexpr int kF16K = 16;     /* fp16 wgmma K */
 constexpr int kHalvesPerSwizzleRow = kSwizzleBytes / 2;
+/* Each kernel instance is compiled for kCtas CTAs per SM (launch bounds: at most 255 registers
+ * per thread for two, 168 for three). D = 64 runs three (no spills); D = 128 has both: two
+ * with the next tile's K loaded whole during P V, three with two slices ahead (and a few hundred
+ * bytes of spills), which fills short grids better (f16x2_plan). */
 
 struct F16x2Params {
     Params base;
@@ -66,7 +70,7 @@ struct F16x2Params {
     int tiles, rows;
 };
 
-template <int D, bool kSplitPV>
+template <int D, bool kSplitPV, int kCtas>
 struct F16Config {
     static constexpr int kQBytes = kQ * D * 2;   /* one part (hi or lo) */
     static constexpr int kPBytes = kQ * kK * 2;
@@ -78,7 +82,7 @@ struct F16Config {
     static constexpr int kStateFloats = 2 * kWarps * kQ + kWarps * kQ + 2 * kQ + 5 * kQ;
     static constexpr int kSmemBytes = kStateOff + kStateFloats * 4 + kSwizzleAtomBytes; /* + alignment slack */
     static constexpr int kSlices = D / kF16K;        /* k16 slices of S^T */
-    static constexpr int kAhead = kSlices / 2;       /* slices of the next tile's K loaded ahead */
+    static constexpr int kAhead = kCtas == 2 ? kSlices : 2; /* slices of the next tile's K loaded during P V */
     static constexpr int kMBlocks = D / kMRows;      /* 64-row blocks of O^T */
     static constexpr int kAcc = kQ / 2;              /* m64n64 accumulator floats per thread */
     static constexpr int kVSlices = kK / kF16K;
@@ -121,24 +125,25 @@ __device__ __forceinline__ void load_k(const F16x2Params &p, int64_t tile_index,
     kf[1] = f[8];
 }
 
-/* This thread's V^T fragments (hi, lo) of one 64-row block of head_dim of a tile. */
+/* This thread's V^T fragments (hi, and lo when kLo) of one 64-row block of head_dim of a tile. */
+template <bool kLo>
 __device__ __forceinline__ void load_v(const uint4 *block_v, int warp, int lane, uint4 (&vx)[4][2])
 {
     const uint4 *src = block_v + warp * 4 * 64 + lane;
 #pragma unroll
     for (int ks = 0; ks < 4; ++ks) {
         vx[ks][0] = src[64 * ks];
-        vx[ks][1] = src[64 * ks + 32];
+        if (kLo) vx[ks][1] = src[64 * ks + 32];
     }
 }
 
-template <int D, bool kSplitPV>
-__global__ void __launch_bounds__(kThreads, 2) attention_f32_sm90_wgmma_f16x2_64x64_kernel(const F16x2Params fp)
+template <int D, bool kSplitPV, int kCtas>
+__global__ void __launch_bounds__(kThreads, kCtas) attention_f32_sm90_wgmma_f16x2_64x64_kernel(const F16x2Params fp)
 {
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
     __trap(); /* another target (the library's compute_80 PTX): the launch refuses such devices */
 #else
-    using C = F16Config<D, kSplitPV>;
+    using C = F16Config<D, kSplitPV, kCtas>;
     const Params &p = fp.base;
     extern __shared__ unsigned char smem_raw[];
     const uint32_t raw_saddr = smem_u32(smem_raw);
@@ -259,7 +264,7 @@ __global__ void __launch_bounds__(kThreads, 2) attention_f32_sm90_wgmma_f16x2_64
         const bool tiny = v_tiny_head[tile] != 0;
 
         /* ---- S^T = K Q^T ---- */
-        float st_c[C::kAcc], st_lo[C::kAcc], st_hi[C::kAcc];
+        float st[C::kAcc], st_c[C::kAcc];
         {
             uint4 kx[C::kSlices][2];
 #pragma unroll
@@ -277,10 +282,7 @@ __global__ void __launch_bounds__(kThreads, 2) attention_f32_sm90_wgmma_f16x2_64
                 const uint64_t qh = f16_desc(q_hi_t, s);
                 wgmma_m64n64k16_f16_rs(st_c, ka_lo[s], qh, s > 0 ? 1 : 0);
                 wgmma_m64n64k16_f16_rs(st_c, ka_hi[s], f16_desc(q_lo_t, s), 1);
-                if (s < C::kSlices / 2)
-                    wgmma_m64n64k16_f16_rs(st_lo, ka_hi[s], qh, s > 0 ? 1 : 0);
-                else
-                    wgmma_m64n64k16_f16_rs(st_hi, ka_hi[s], qh, s > C::kSlices / 2 ? 1 : 0);
+                wgmma_m64n64k16_f16_rs(st, ka_hi[s], qh, s > 0 ? 1 : 0);
                 wgmma_commit();
                 if (s + C::kAhead < C::kSlices) {
 #pragma unroll
@@ -293,19 +295,14 @@ __global__ void __launch_bounds__(kThreads, 2) attention_f32_sm90_wgmma_f16x2_64
                 }
             }
             wgmma_wait_all();
+            fence_regs(st);
             fence_regs(st_c);
-            fence_regs(st_lo);
-            fence_regs(st_hi);
             fence_regs(ka_hi[C::kSlices - 1]);
             fence_regs(ka_lo[C::kSlices - 1]);
         }
-        float st[C::kAcc];
 #pragma unroll
-        for (int i = 0; i < C::kAcc; ++i) {
-            /* An infinite hi*hi (an Inf in k) keeps its sign: its corrections are NaN. */
-            const float big = st_lo[i] + st_hi[i];
-            st[i] = (isinf(big) ? big : big + st_c[i]) * kf[(i / 2) % 2];
-        }
+        for (int i = 0; i < C::kAcc; ++i) /* an infinite hi*hi (an Inf in k) keeps its sign: its corrections are NaN */
+            st[i] = (isinf(st[i]) ? st[i] : st[i] + st_c[i]) * kf[(i / 2) % 2];
 
         /* ---- softmax down the columns of S^T, in t units ---- */
         if (key0 + kK > p.seq_kv) { /* the last tile, partial: keys past seq_kv get weight 0 */
@@ -382,7 +379,7 @@ __global__ void __launch_bounds__(kThreads, 2) attention_f32_sm90_wgmma_f16x2_64
         }
         /* the first V block of the tile, loaded before B2 */
         uint4 vx[C::kVSlices][2];
-        load_v(tile_v, warp, lane, vx);
+        load_v<kSplitPV>(tile_v, warp, lane, vx);
         fence_proxy_async();
         __syncthreads(); /* B2: P^T, alpha, the new maxima and the column sums are complete */
 
@@ -411,7 +408,7 @@ __global__ void __launch_bounds__(kThreads, 2) attention_f32_sm90_wgmma_f16x2_64
         for (int mb = 0; mb < C::kMBlocks; ++mb) {
             uint4 vn[C::kVSlices][2];
             if (mb + 1 < C::kMBlocks)
-                load_v(tile_v + (int64_t)(mb + 1) * 1024, warp, lane, vn);
+                load_v<kSplitPV>(tile_v + (int64_t)(mb + 1) * 1024, warp, lane, vn);
             else if (tile + 1 < tile_end)
                 load_k<D, C::kAhead>(fp, bh * fp.tiles + tile + 1, warp, lane, kx_next, kf_next);
             float ot[C::kAcc];
@@ -419,7 +416,9 @@ __global__ void __launch_bounds__(kThreads, 2) attention_f32_sm90_wgmma_f16x2_64
 #pragma unroll
             for (int ks = 0; ks < C::kVSlices; ++ks) {
                 va_hi[ks][0] = vx[ks][0].x; va_hi[ks][1] = vx[ks][0].y; va_hi[ks][2] = vx[ks][0].z; va_hi[ks][3] = vx[ks][0].w;
-                va_lo[ks][0] = vx[ks][1].x; va_lo[ks][1] = vx[ks][1].y; va_lo[ks][2] = vx[ks][1].z; va_lo[ks][3] = vx[ks][1].w;
+                if (kSplitPV) {
+                    va_lo[ks][0] = vx[ks][1].x; va_lo[ks][1] = vx[ks][1].y; va_lo[ks][2] = vx[ks][1].z; va_lo[ks][3] = vx[ks][1].w;
+                }
                 wgmma_fence();
                 const uint64_t ph = f16_desc(p_hi_t, ks);
                 if (kSplitPV) {
@@ -433,13 +432,13 @@ __global__ void __launch_bounds__(kThreads, 2) attention_f32_sm90_wgmma_f16x2_64
                 if (ks > 0) {
                     wgmma_wait<1>();
                     fence_regs(va_hi[ks - 1]);
-                    fence_regs(va_lo[ks - 1]);
+                    if (kSplitPV) fence_regs(va_lo[ks - 1]);
                 }
             }
             wgmma_wait_all();
             fence_regs(ot);
             fence_regs(va_hi[C::kVSlices - 1]);
-            fence_regs(va_lo[C::kVSlices - 1]);
+            if (kSplitPV) fence_regs(va_lo[C::kVSlices - 1]);
             if (tiny) { /* a tile of values below 2^-63, split after * 2^64: rarely taken */
 #pragma unroll
                 for (int i = 0; i < C::kAcc; ++i) ot[i] *= kTinyDown;
@@ -532,42 +531,61 @@ __global__ void __launch_bounds__(kThreads, 2) attention_f32_sm90_wgmma_f16x2_64
 #endif
 }
 
-/* Two CTAs per SM (registers). */
-constexpr int kCtasPerSm = 2;
 constexpr int kMinTilesPerHalf = 4;
+/* Time of one key tile of a CTA of the three-CTA instance, in units of the two-CTA instance's,
+ * when either fills the machine: three CTAs share an SM (3/2) and run 5% less work per SM
+ * (H200, (1,24,4608,128): 108.7 against 114.2 TFLOP/s). */
+constexpr double kThreeCtaTileTime = 1.5 / 0.95;
 
-/* Split the keys of each query block over a cluster of two CTAs when that fills the machine's
- * last wave better (the rule of v3.2). */
-int f16x2_kv_split(int64_t ctas, int64_t tiles, int sms)
+struct F16x2Plan {
+    int ctas_per_sm; /* 2 or 3: the kernel instance */
+    int kv_split;    /* 1, or 2: a cluster of two CTAs per query block splits the key tiles */
+};
+
+/* The instance and split that finish first by a wave count model: waves = ceil(CTAs / (SMs x
+ * CTAs per SM)), each as long as a CTA's key tiles (plus one tile for a split's merge). At
+ * (1,24,1536,128) three CTAs per SM with the split (2.9 waves of 12 tiles) beat two (4.4 waves):
+ * +5% measured; at (1,24,4608,128) two without split (6.5 waves of 72 tiles) beat three by 5%. */
+F16x2Plan f16x2_plan(int64_t ctas, int64_t tiles, int sms, int head_dim)
 {
-    const int64_t slots = (int64_t)kCtasPerSm * sms;
-    if (slots <= 0 || tiles < 2 * kMinTilesPerHalf) return 1;
-    const double eff1 = (double)ctas / (double)(((ctas + slots - 1) / slots) * slots);
-    const double eff2 = (double)(2 * ctas) / (double)(((2 * ctas + slots - 1) / slots) * slots);
-    return eff2 > 1.1 * eff1 ? 2 : 1;
+    F16x2Plan best = {head_dim == 64 ? 3 : 2, 1};
+    double best_cost = -1.0;
+    for (int cps = head_dim == 64 ? 3 : 2; cps <= 3; ++cps)
+        for (int split = 1; split <= 2; ++split) {
+            if (split == 2 && tiles < 2 * kMinTilesPerHalf) continue;
+            const int64_t slots = (int64_t)cps * (sms > 0 ? sms : 1);
+            const int64_t waves = (split * ctas + slots - 1) / slots;
+            const int64_t per_cta = (tiles + split - 1) / split + (split == 2 ? 1 : 0);
+            const double cost = (double)waves * (double)per_cta * (cps == 3 ? kThreeCtaTileTime : 1.0);
+            if (best_cost < 0.0 || cost < best_cost) {
+                best_cost = cost;
+                best.ctas_per_sm = cps;
+                best.kv_split = split;
+            }
+        }
+    return best;
 }
 
-template <int D, bool kSplitPV>
-cudaError_t f16x2_launch(F16x2Params fp, int64_t batch, int64_t heads, int64_t seq_q, int sms, cudaStream_t stream)
+template <int D, bool kSplitPV, int kCtas>
+cudaError_t f16x2_launch(F16x2Params fp, int64_t batch, int64_t heads, int64_t q_blocks, int kv_split, cudaStream_t stream)
 {
-    using C = F16Config<D, kSplitPV>;
-    auto kernel = attention_f32_sm90_wgmma_f16x2_64x64_kernel<D, kSplitPV>;
+    using C = F16Config<D, kSplitPV, kCtas>;
+    auto kernel = attention_f32_sm90_wgmma_f16x2_64x64_kernel<D, kSplitPV, kCtas>;
     cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmemBytes);
     if (err != cudaSuccess) return err;
-    const int64_t q_blocks = (seq_q + kQ - 1) / kQ;
-    fp.base.kv_split = f16x2_kv_split(q_blocks * heads * batch, fp.tiles, sms);
+    fp.base.kv_split = kv_split;
     cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3((unsigned)(q_blocks * fp.base.kv_split), (unsigned)heads, (unsigned)batch);
+    cfg.gridDim = dim3((unsigned)(q_blocks * kv_split), (unsigned)heads, (unsigned)batch);
     cfg.blockDim = dim3(kThreads, 1, 1);
     cfg.dynamicSmemBytes = C::kSmemBytes;
     cfg.stream = stream;
     cudaLaunchAttribute cluster;
     cluster.id = cudaLaunchAttributeClusterDimension;
-    cluster.val.clusterDim.x = (unsigned)fp.base.kv_split;
+    cluster.val.clusterDim.x = (unsigned)kv_split;
     cluster.val.clusterDim.y = 1;
     cluster.val.clusterDim.z = 1;
     cfg.attrs = &cluster;
-    cfg.numAttrs = fp.base.kv_split == 2 ? 1 : 0;
+    cfg.numAttrs = kv_split == 2 ? 1 : 0;
     return cudaLaunchKernelEx(&cfg, kernel, fp);
 }
 
@@ -600,10 +618,16 @@ extern "C" cudaError_t attention_f32_sm90_wgmma_f16x2_64x64(const attention_sm90
     fp.v_tiny = reinterpret_cast<const int *>(ws + L.v_tiny);
     fp.tiles = (int)L.tiles;
     fp.rows = (int)L.rows;
-    const bool split = a->precision == ATTENTION_SM90_F32;
-    if (a->head_dim == 128)
-        return split ? f16x2_launch<128, true>(fp, a->batch, a->heads, a->seq_q, sms, stream)
-                     : f16x2_launch<128, false>(fp, a->batch, a->heads, a->seq_q, sms, stream);
-    return split ? f16x2_launch<64, true>(fp, a->batch, a->heads, a->seq_q, sms, stream)
-                 : f16x2_launch<64, false>(fp, a->batch, a->heads, a->seq_q, sms, stream);
+    const int64_t q_blocks = (a->seq_q + kQ - 1) / kQ;
+    const F16x2Plan plan = f16x2_plan(q_blocks * a->heads * a->batch, L.tiles, sms, (int)a->head_dim);
+    const bool f32 = a->precision == ATTENTION_SM90_F32;
+    const int64_t B = a->batch, H = a->heads;
+    if (a->head_dim == 64)
+        return f32 ? f16x2_launch<64, true, 3>(fp, B, H, q_blocks, plan.kv_split, stream)
+                   : f16x2_launch<64, false, 3>(fp, B, H, q_blocks, plan.kv_split, stream);
+    if (plan.ctas_per_sm == 3)
+        return f32 ? f16x2_launch<128, true, 3>(fp, B, H, q_blocks, plan.kv_split, stream)
+                   : f16x2_launch<128, false, 3>(fp, B, H, q_blocks, plan.kv_split, stream);
+    return f32 ? f16x2_launch<128, true, 2>(fp, B, H, q_blocks, plan.kv_split, stream)
+               : f16x2_launch<128, false, 2>(fp, B, H, q_blocks, plan.kv_split, stream);
 }
