@@ -220,7 +220,10 @@ JATTN_API void jattn_ctx_free(jattn_ctx *ctx);
  * the log-sum-exp of each query row, float32 [B, H, Sq] contiguous.
  * With exec->memory == JATTN_MEMORY_DEVICE the call is asynchronous on exec->cuda_stream,
  * allocates nothing when a workspace is given (or none is needed), and never synchronises:
- * it can be captured in a CUDA graph.
+ * it can be captured in a CUDA graph. (Without one, the cuda backend takes the workspace its
+ * kernel needs from the device's stream-ordered memory pool, cudaMallocAsync and
+ * cudaFreeAsync on that stream; a graph capture records them. A given device workspace must
+ * not be used by a concurrent call.)
  * @return JATTN_OK, or the status of the first problem found; nothing is written to out or
  *         lse on failure (device pointers: for failures detected before the launch). */
 JATTN_API jattn_status jattn_forward(jattn_ctx *ctx, const jattn_problem *problem, const jattn_exec *exec,

@@ -14,13 +14,13 @@
  * scale per q row, per k row and per (key tile, head_dim column) of v (f16x2_split.cuh), and P
  * (in [0, 1]) enters as P * 2^15. K and V are split once per head by the pre-pass, already in
  * the register order of the A fragments: the kernel loads them with 16-byte loads and converts
- * nothing. The structure is v3.2's (one warpgroup, 64 queries per CTA, two CTAs per SM):
+ * nothing. The structure is v3.2's (one warpgroup, 64 queries per CTA, two or three CTAs per SM):
  *  - S^T = K Q^T: wgmma m64n64k16, A = the K tile (64 keys x 16 head_dim) from registers,
  *    B = the CTA's 64 queries, hi and lo, from shared memory (staged once, K-major over head_dim).
  *    head_dim order inside a k16 slice is free: slice s position 2c + j (j < 2) and 2c + 8 + j - 2
  *    hold d = 16 s + 4 c + j, so that chunk 4 s + c of a k_split row is exactly thread c's
- *    fragment of that row. Three accumulators as in v3.2: corrections (lo*hi, hi*lo), and
- *    hi*hi of each half of head_dim.
+ *    fragment of that row. Two accumulators: the corrections (lo*hi, hi*lo) and hi*hi (v3.2
+ *    also split hi*hi over two halves of head_dim; here the registers go to more CTAs).
  *  - scores: t = S^T * 2^-ek of the key: the true score times 2^eq of the query (the row scale
  *    of q); the softmax runs in t, with exp2((t - m_t) * 2^-eq log2 e).
  *  - O^T = V^T P^T per 64 rows of head_dim: A = V^T from registers (v_split chunks), B = P^T
@@ -33,7 +33,13 @@
  * f32 mode: three fp16 products in both matmuls; tf32 mode: three in Q K^T (the softmax
  * amplifies logit errors), one (hi*hi) in P V: an 11-bit significand, as TF32.
  *
- * Measured: see NOTES_sm90.md (v4). */
+ * Each instance is compiled for 2 or 3 CTAs per SM (f16x2_plan picks one per call).
+ *
+ * Measured (H200, bench/gpu/run.sh, 2026-11-30; bench/results/h200-2026-11-30-v4), TFLOP/s at
+ * (1,24,1536,128), (1,24,4608,128), (1,48,4608,128), (1,24,16384,128), (1,24,1536,64):
+ *   f32  92.7 / 114.0 / 119.1 / 126.2 / 79.0 = 2.36 / 2.60 / 2.61 / 2.76 / 3.20x PyTorch fp32 SDPA
+ *   tf32 107.3 / 135.8 / 140.6 / 153.9 / 86.7; rel_l2 f32 3.9e-7..5.4e-7 (PyTorch 6.7e-7..9.1e-7).
+ * The steps from v4.0 (75 / 92 f32 at the first two shapes) are in NOTES_sm90.md. */
 #include "attention_f32_sm90_wgmma.h"
 
 #include <math.h>
