@@ -13,7 +13,8 @@
 #        JATTN_SANITIZE_TIMEOUT=seconds per compute-sanitizer run (default 300)
 #        JATTN_GPU_SHAPES="1,24,1536,128 ..." (default: the five shapes of issue 4)
 #        JATTN_BENCH_VERSIONS=v1,v2,v3,v4 (which kernel versions the bench times)
-#        JATTN_PARITY_VERSIONS="v1 v3 v4" (the forced versions of the parity3 step)
+#        JATTN_PARITY_VERSIONS="v1 v3 v4c2 v4c3" (the forced versions of the parity3 step; v4cN
+#        forces v4's N-CTA instance)
 #        JATTN_NCU_VERSION=v4 (the version the ncu step profiles)
 #        JATTN_GPU_VARIANTS="0:6 0:3 v3" (variants step: v2 tile:products, or v3)
 #        JATTN_CPU_BENCH_CAP=seconds: the hook that runs bench/cpu/run.sh when the step "cpu"
@@ -82,9 +83,10 @@ worst_large_f32() {
 if has parity3; then
   # The parity suite once more on each forced kernel version: v1 takes every problem, v3 and v4
   # (sm_90a) D 64 and 128 (their refusals of other D are expected and counted apart).
-  for ver in ${JATTN_PARITY_VERSIONS:-v1 v3 v4}; do
-    note "parity suite on kernel $ver (JATTN_CUDA_KERNEL=$ver)"
-    JATTN_CUDA_KERNEL=$ver JATTN_TEST_VERBOSE=1 "$BUILD/tests/test_parity" cuda > "$OUT/parity_$ver.log" 2>&1
+  for ver in ${JATTN_PARITY_VERSIONS:-v1 v3 v4c2 v4c3}; do   # v4cN: kernel v4, its N-CTA instance forced
+    kv=${ver%c*}; ctas=; [ "$kv" != "$ver" ] && ctas=${ver##*c}
+    note "parity suite on kernel $ver (JATTN_CUDA_KERNEL=$kv${ctas:+ JATTN_CUDA_V4_CTAS=$ctas})"
+    JATTN_CUDA_KERNEL=$kv JATTN_CUDA_V4_CTAS=$ctas JATTN_TEST_VERBOSE=1 "$BUILD/tests/test_parity" cuda > "$OUT/parity_$ver.log" 2>&1
     ran=$(grep -cE "^(ok  |FAIL) .* rel_l2 " "$OUT/parity_$ver.log")
     bad=$(grep -cE "^FAIL .* rel_l2 " "$OUT/parity_$ver.log")
     refused=$(grep -c "JATTN_ERROR_UNSUPPORTED" "$OUT/parity_$ver.log")
@@ -99,14 +101,17 @@ fi
 
 if has sanitize; then
   # Every tool over: sanitize_small (each kernel version and precision on odd shapes), the GPU
-  # tests on their quick (small) shapes with the default kernels and with v3 forced. A test's own
+  # tests on their quick (small) shapes with the default kernels, with v3 forced, and with each
+  # of v4's instances (2 and 3 CTAs per SM) forced. A test's own
   # failures give rc 1; a sanitizer finding gives rc 3 (--error-exitcode).
   note "compute-sanitizer (memcheck racecheck synccheck initcheck) over sanitize_small and the GPU tests"
   : > "$OUT/sanitize.log"
   for tool in memcheck racecheck synccheck initcheck; do
-    for t in sanitize_small "tests/test_parity cuda" "v3 tests/test_parity cuda" "tests/test_cuda_device" "tests/test_edges cuda"; do
+    for t in sanitize_small "tests/test_parity cuda" "v3 tests/test_parity cuda" "c2 tests/test_parity cuda" "c3 tests/test_parity cuda" "tests/test_cuda_device" "tests/test_edges cuda"; do
       env=(JATTN_TEST_QUICK=1)
-      case $t in v3\ *) env+=(JATTN_CUDA_KERNEL=v3); t=${t#v3 } ;; esac
+      case $t in v3\ *) env+=(JATTN_CUDA_KERNEL=v3); t=${t#v3 } ;;
+                 c2\ *) env+=(JATTN_CUDA_V4_CTAS=2); t=${t#c2 } ;;   # v4's two instances forced
+                 c3\ *) env+=(JATTN_CUDA_V4_CTAS=3); t=${t#c3 } ;; esac
       echo "---- $tool ${env[*]} $t" >> "$OUT/sanitize.log"
       env "${env[@]}" timeout "${JATTN_SANITIZE_TIMEOUT:-300}" compute-sanitizer --tool $tool --error-exitcode 3 $BUILD/$t >> "$OUT/sanitize.log" 2>&1
       rc=$?

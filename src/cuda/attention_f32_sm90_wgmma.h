@@ -63,6 +63,7 @@ typedef struct attention_sm90_args {
     attention_sm90_strides q_strides, k_strides, v_strides, out_strides;
     float scale;             /* > 0, finite */
     attention_sm90_precision precision;
+    int v4_ctas_per_sm;      /* kernel v4 only: 0 = chosen per call; 2 or 3 = that instance (tests) */
 } attention_sm90_args;
 
 /* Why a problem cannot run on this kernel. */

@@ -552,12 +552,13 @@ struct F16x2Plan {
  * CTAs per SM)), each as long as a CTA's key tiles (plus one tile for a split's merge). At
  * (1,24,1536,128) three CTAs per SM with the split (2.9 waves of 12 tiles) beat two (4.4 waves):
  * +5% measured; at (1,24,4608,128) two without split (6.5 waves of 72 tiles) beat three by 5%. */
-F16x2Plan f16x2_plan(int64_t ctas, int64_t tiles, int sms, int head_dim)
+F16x2Plan f16x2_plan(int64_t ctas, int64_t tiles, int sms, int head_dim, int forced_ctas)
 {
     F16x2Plan best = {head_dim == 64 ? 3 : 2, 1};
     double best_cost = -1.0;
     for (int cps = head_dim == 64 ? 3 : 2; cps <= 3; ++cps)
         for (int split = 1; split <= 2; ++split) {
+            if (forced_ctas != 0 && head_dim == 128 && cps != forced_ctas) continue;
             if (split == 2 && tiles < 2 * kMinTilesPerHalf) continue;
             const int64_t slots = (int64_t)cps * (sms > 0 ? sms : 1);
             const int64_t waves = (split * ctas + slots - 1) / slots;
@@ -625,7 +626,7 @@ extern "C" cudaError_t attention_f32_sm90_wgmma_f16x2_64x64(const attention_sm90
     fp.tiles = (int)L.tiles;
     fp.rows = (int)L.rows;
     const int64_t q_blocks = (a->seq_q + kQ - 1) / kQ;
-    const F16x2Plan plan = f16x2_plan(q_blocks * a->heads * a->batch, L.tiles, sms, (int)a->head_dim);
+    const F16x2Plan plan = f16x2_plan(q_blocks * a->heads * a->batch, L.tiles, sms, (int)a->head_dim, a->v4_ctas_per_sm);
     const bool f32 = a->precision == ATTENTION_SM90_F32;
     const int64_t B = a->batch, H = a->heads;
     if (a->head_dim == 64)

@@ -22,6 +22,7 @@ static struct {
 } device;
 static pthread_once_t device_once = PTHREAD_ONCE_INIT;
 static atomic_int kernel_choice = JATTN_CUDA_KERNEL_AUTO;
+static atomic_int v4_ctas; /* 0, or the v4 instance forced (jattn_cuda_set_v4_ctas_per_sm) */
 static atomic_long alloc_count;
 static _Thread_local const char *last_kernel = "";
 
@@ -52,12 +53,19 @@ static void probe_device(void) {
     if (env && (strcmp(env, "v2") == 0 || strcmp(env, "2") == 0)) atomic_store(&kernel_choice, JATTN_CUDA_KERNEL_V2);
     if (env && (strcmp(env, "v3") == 0 || strcmp(env, "3") == 0)) atomic_store(&kernel_choice, JATTN_CUDA_KERNEL_V3);
     if (env && (strcmp(env, "v4") == 0 || strcmp(env, "4") == 0)) atomic_store(&kernel_choice, JATTN_CUDA_KERNEL_V4);
+    const char *ctas = getenv("JATTN_CUDA_V4_CTAS");
+    if (ctas && (strcmp(ctas, "2") == 0 || strcmp(ctas, "3") == 0)) atomic_store(&v4_ctas, ctas[0] - '0');
     device.present = 1;
 }
 
 void jattn_cuda_set_kernel(jattn_cuda_kernel k) {
     pthread_once(&device_once, probe_device); /* so the environment does not override it later */
     if ((int)k >= 0 && k < JATTN_CUDA_KERNEL_COUNT) atomic_store(&kernel_choice, (int)k);
+}
+
+void jattn_cuda_set_v4_ctas_per_sm(int n) {
+    pthread_once(&device_once, probe_device);
+    atomic_store(&v4_ctas, n == 2 || n == 3 ? n : 0);
 }
 
 jattn_cuda_kernel jattn_cuda_get_kernel(void) {
@@ -174,7 +182,8 @@ static attention_sm90_args v3_args(const jattn_call *c, const float *q, const fl
                              p->batch, p->heads, p->seq_q, p->seq_kv, p->head_dim,
                              {p->q.batch, p->q.head, p->q.token}, {p->k.batch, p->k.head, p->k.token},
                              {p->v.batch, p->v.head, p->v.token}, {p->out.batch, p->out.head, p->out.token},
-                             c->scale, c->precision == JATTN_PRECISION_TF32 ? ATTENTION_SM90_TF32 : ATTENTION_SM90_F32};
+                             c->scale, c->precision == JATTN_PRECISION_TF32 ? ATTENTION_SM90_TF32 : ATTENTION_SM90_F32,
+                             atomic_load(&v4_ctas)};
     return a;
 }
 

@@ -70,6 +70,11 @@ int jattn_cuda_launch_v2(const jattn_cuda_params *p, int tf32x3, void *stream);
 void jattn_cuda_set_kernel(jattn_cuda_kernel k);
 jattn_cuda_kernel jattn_cuda_get_kernel(void);
 
+/* Forces kernel v4's instance for every later call: 2 or 3 CTAs per SM (D = 64 has the 3 only),
+ * 0 restores the choice per call (f16x2_plan); the environment variable JATTN_CUDA_V4_CTAS=2|3
+ * sets the initial value. For tests: each instance must pass on every shape. */
+void jattn_cuda_set_v4_ctas_per_sm(int n);
+
 /* Name of the kernel the last successful launch of the calling thread enqueued (the selection's
  * name, or the fallback's when forward() had to fall back), or "" before any. */
 const char *jattn_cuda_last_kernel(void);
