@@ -88,7 +88,7 @@ struct F16Config {
     static constexpr int kStateFloats = 2 * kWarps * kQ + kWarps * kQ + 2 * kQ + 5 * kQ;
     static constexpr int kSmemBytes = kStateOff + kStateFloats * 4 + kSwizzleAtomBytes; /* + alignment slack */
     static constexpr int kSlices = D / kF16K;        /* k16 slices of S^T */
-    static constexpr int kAhead = kCtas == 2 ? kSlices : 2; /* slices of the next tile's K loaded during P V */
+    static constexpr int kAhead = kCtas == 2 ? kSlices : 1; /* slices of the next tile's K loaded during P V */
     static constexpr int kMBlocks = D / kMRows;      /* 64-row blocks of O^T */
     static constexpr int kAcc = kQ / 2;              /* m64n64 accumulator floats per thread */
     static constexpr int kVSlices = kK / kF16K;
