@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # The GPU harness (issue 4), one run on the GPU machine, from the repository root:
 #   build (cmake -DJATTN_CUDA=ON) -> GPU tests (the parity suite, device-pointer tests, edges)
-#   -> the parity suite once more on the forced kernels v1 and v3 -> compute-sanitizer memcheck,
-#   racecheck, synccheck, initcheck over the GPU tests on their small shapes -> benchmark: jattn
+#   -> the parity suite once more on the forced kernels (v1, v3, v4's two instances) ->
+#   compute-sanitizer memcheck, racecheck, synccheck, initcheck over the GPU tests on their small
+#   shapes -> the f32 error's tail on single-row peaky cases (accuracy_tail) -> benchmark: jattn
 #   kernel versions (f32, tf32) and PyTorch SDPA (fp32 efficient-attention, bf16 cuDNN) at the
 #   shapes of issue 4 -> table LAST.
 # usage: bench/gpu/run.sh            (OUT=dir for logs, default build-gpu/out)
 #        BUILD=dir bench/gpu/run.sh  with binaries built elsewhere (same layout as a cmake build
-#        dir: tests/, tools/jattn, jattn_gpu_bench, sanitize_small) and STEPS without "build"
-# env:   JATTN_GPU_STEPS="build test parity3 sanitize sass bench jattn ncu variants cpu" (default:
+#        dir: tests/, tools/jattn, jattn_gpu_bench, sanitize_small, accuracy_tail) and STEPS without "build"
+# env:   JATTN_GPU_STEPS="build test parity3 sanitize tail sass bench jattn ncu variants cpu" (default:
 #        all but ncu, variants and cpu)
 #        JATTN_SANITIZE_TIMEOUT=seconds per compute-sanitizer run (default 300)
 #        JATTN_GPU_SHAPES="1,24,1536,128 ..." (default: the five shapes of issue 4)
@@ -23,7 +24,7 @@ set -u -o pipefail
 cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build-gpu}
 OUT=${OUT:-$BUILD/out}
-STEPS=${JATTN_GPU_STEPS:-"build test parity3 sanitize sass bench jattn"}   # also: variants, cpu
+STEPS=${JATTN_GPU_STEPS:-"build test parity3 sanitize tail sass bench jattn"}   # also: variants, cpu
 export JATTN_BENCH_VERSIONS=${JATTN_BENCH_VERSIONS:-v1,v2,v3,v4}
 SHAPES=${JATTN_GPU_SHAPES:-}
 mkdir -p "$OUT"
@@ -42,7 +43,10 @@ if has build; then
   CFLAGS="-std=c11 -D_POSIX_C_SOURCE=200809L -O2 -fopenmp -Wall -Wextra -Iinclude -Isrc -I/usr/local/cuda/include"
   LIBS="$BUILD/libjattn.a -L/usr/local/cuda/lib64 -lcudart -lm"
   cc $CFLAGS bench/gpu/jattn_gpu_bench.c $LIBS -o "$BUILD/jattn_gpu_bench" &&
-  cc $CFLAGS bench/gpu/sanitize_small.c $LIBS -o "$BUILD/sanitize_small" || { echo "BENCH BUILD FAILED"; exit 1; }
+  cc $CFLAGS bench/gpu/sanitize_small.c $LIBS -o "$BUILD/sanitize_small" &&
+  cc $CFLAGS -Itests -Itools bench/gpu/accuracy_tail.c "$BUILD/tests/libjattn_test_harness.a" \
+     "$BUILD/tools/libjattn_metrics.a" "$BUILD/tools/libjattn_rng.a" $LIBS -o "$BUILD/accuracy_tail" ||
+    { echo "BENCH BUILD FAILED"; exit 1; }
 fi
 
 if has sass; then
@@ -119,6 +123,16 @@ if has sanitize; then
       [ $rc -eq 3 ] || [ $rc -ge 124 ] && status=1
     done
   done
+fi
+
+if has tail && [ -x "$BUILD/accuracy_tail" ]; then
+  # The f32 error's tail where the gate is tightest: one query row, peaky logits (no averaging
+  # over rows), 1000 fresh draws per head_dim; the gate must hold on every draw.
+  note "accuracy tail (single-row peaky cases, f32, ${JATTN_TAIL_DRAWS:-1000} draws each)"
+  for d in 128 64; do
+    "$BUILD/accuracy_tail" cuda 1 2 1 1000 $d peaky ${JATTN_TAIL_DRAWS:-1000} | tee -a "$OUT/tail.txt" | grep TAIL
+  done
+  grep -q "fails=[1-9]" "$OUT/tail.txt" && status=1
 fi
 
 if has ncu; then

@@ -19,8 +19,11 @@
  *    B = the CTA's 64 queries, hi and lo, from shared memory (staged once, K-major over head_dim).
  *    head_dim order inside a k16 slice is free: slice s position 2c + j (j < 2) and 2c + 8 + j - 2
  *    hold d = 16 s + 4 c + j, so that chunk 4 s + c of a k_split row is exactly thread c's
- *    fragment of that row. Two accumulators: the corrections (lo*hi, hi*lo) and hi*hi (v3.2
- *    also split hi*hi over two halves of head_dim; here the registers go to more CTAs).
+ *    fragment of that row. Three accumulators: the corrections (lo*hi, hi*lo), and hi*hi of each
+ *    half of head_dim (the tensor core's fp32 accumulation error grows with the length of the
+ *    chain: one chain of eight k16 steps failed the f32 gate on 1.4% of single-row peaky cases,
+ *    two chains of four on 0.2%); the 3-CTA instance at D = 128 keeps one hi*hi chain (its
+ *    registers), it runs long grids only, where the gate is on many rows.
  *  - scores: t = S^T * 2^-ek of the key: the true score times 2^eq of the query (the row scale
  *    of q); the softmax runs in t, with exp2((t - m_t) * 2^-eq log2 e).
  *  - O^T = V^T P^T per 64 rows of head_dim: A = V^T from registers (v_split chunks), B = P^T
@@ -89,6 +92,9 @@ struct F16Config {
     static constexpr int kSmemBytes = kStateOff + kStateFloats * 4 + kSwizzleAtomBytes; /* + alignment slack */
     static constexpr int kSlices = D / kF16K;        /* k16 slices of S^T */
     static constexpr int kAhead = kCtas == 2 ? kSlices : 1; /* slices of the next tile's K loaded during P V */
+    /* hi*hi in two accumulators (the halves of head_dim) except where the registers run out (the
+     * 3-CTA instance at D = 128): the tensor core's accumulation error grows with the chain */
+    static constexpr bool kHiHiHalves = !(D == 128 && kCtas == 3);
     static constexpr int kMBlocks = D / kMRows;      /* 64-row blocks of O^T */
     static constexpr int kAcc = kQ / 2;              /* m64n64 accumulator floats per thread */
     static constexpr int kVSlices = kK / kF16K;
@@ -270,7 +276,7 @@ __global__ void __launch_bounds__(kThreads, kCtas) attention_f32_sm90_wgmma_f16x
         const bool tiny = v_tiny_head[tile] != 0;
 
         /* ---- S^T = K Q^T ---- */
-        float st[C::kAcc], st_c[C::kAcc];
+        float st[C::kAcc], st_c[C::kAcc], st2[C::kHiHiHalves ? C::kAcc : 1];
         {
             uint4 kx[C::kSlices][2];
 #pragma unroll
@@ -288,7 +294,10 @@ __global__ void __launch_bounds__(kThreads, kCtas) attention_f32_sm90_wgmma_f16x
                 const uint64_t qh = f16_desc(q_hi_t, s);
                 wgmma_m64n64k16_f16_rs(st_c, ka_lo[s], qh, s > 0 ? 1 : 0);
                 wgmma_m64n64k16_f16_rs(st_c, ka_hi[s], f16_desc(q_lo_t, s), 1);
-                wgmma_m64n64k16_f16_rs(st, ka_hi[s], qh, s > 0 ? 1 : 0);
+                if (!C::kHiHiHalves || s < C::kSlices / 2)
+                    wgmma_m64n64k16_f16_rs(st, ka_hi[s], qh, s > 0 ? 1 : 0);
+                else if constexpr (C::kHiHiHalves)
+                    wgmma_m64n64k16_f16_rs(st2, ka_hi[s], qh, s > C::kSlices / 2 ? 1 : 0);
                 wgmma_commit();
                 if (s + C::kAhead < C::kSlices) {
 #pragma unroll
@@ -302,13 +311,17 @@ __global__ void __launch_bounds__(kThreads, kCtas) attention_f32_sm90_wgmma_f16x
             }
             wgmma_wait_all();
             fence_regs(st);
+            if constexpr (C::kHiHiHalves) fence_regs(st2);
             fence_regs(st_c);
             fence_regs(ka_hi[C::kSlices - 1]);
             fence_regs(ka_lo[C::kSlices - 1]);
         }
 #pragma unroll
-        for (int i = 0; i < C::kAcc; ++i) /* an infinite hi*hi (an Inf in k) keeps its sign: its corrections are NaN */
-            st[i] = (isinf(st[i]) ? st[i] : st[i] + st_c[i]) * kf[(i / 2) % 2];
+        for (int i = 0; i < C::kAcc; ++i) { /* an infinite hi*hi (an Inf in k) keeps its sign: its corrections are NaN */
+            float big = st[i];
+            if constexpr (C::kHiHiHalves) big += st2[i];
+            st[i] = (isinf(big) ? big : big + st_c[i]) * kf[(i / 2) % 2];
+        }
 
         /* ---- softmax down the columns of S^T, in t units ---- */
         if (key0 + kK > p.seq_kv) { /* the last tile, partial: keys past seq_kv get weight 0 */
