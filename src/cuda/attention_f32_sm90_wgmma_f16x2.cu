@@ -42,7 +42,9 @@
  * (1,24,1536,128), (1,24,4608,128), (1,48,4608,128), (1,24,16384,128), (1,24,1536,64):
  *   f32  97.2 / 114.2 / 118.3 / 126.8 / 77.8 = 2.48 / 2.60 / 2.58 / 2.77 / 2.93x PyTorch fp32 SDPA
  *   tf32 115.0 / 136.3 / 140.6 / 154.5 / 85.7; rel_l2 f32 4.3e-7..5.5e-7 (PyTorch 6.4e-7..8.8e-7).
- * The steps from v4.0 (75 / 92 f32 at the first two shapes) are in NOTES_sm90.md. */
+ * (v4.7; v4.8 then split hi*hi in two chains again in the 2-CTA instances and at D = 64 for the
+ * accuracy tail, not re-timed.) The steps from v4.0 (75 / 92 f32 at the first two shapes) are
+ * in NOTES_sm90.md. */
 #include "attention_f32_sm90_wgmma.h"
 
 #include <math.h>
