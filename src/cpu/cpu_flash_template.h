@@ -18,6 +18,10 @@
  *   JK_DB                head_dim elements per block of the scores' blocked D-reduction
  *   JK_QB JK_SJ JK_DR JK_BK   the tile: QB queries (NQV = QB/VL vectors), SJ keys x QB scores per
  *                        scores tile, DR head_dim rows x QB per P V tile, BK keys per block.
+ * and may define
+ *   JK_SCORES_FULL_TILE(D, k, ks, qt, st, sl)  its own compensated scores for a full SJ x QB tile
+ *                        and D >= JK_DB: st, sl as scores_rows leaves them before its check,
+ *                        nonzero when a lane's sl is not finite (scores_fix_nonfinite then runs).
  */
 #include <math.h>
 #include <stdatomic.h>
@@ -149,6 +153,13 @@ static void JK(scores_fix_nonfinite)(int jr, int64_t D, const float *k, ptrdiff_
 
 JK_INLINE void JK(scores_rows)(const int JR, int64_t D, const float *k, ptrdiff_t ks, const float *qt, float *st,
                               float *sl) {
+#ifdef JK_SCORES_FULL_TILE
+    /* The instance's own full tile (cpu_scores_avx512_asm.h): the same pair, its own schedule. */
+    if (JR == JK_SJ && D >= JK_DB) {
+        if (JK_SCORES_FULL_TILE(D, k, ks, qt, st, sl)) JK(scores_fix_nonfinite)(JR, D, k, ks, qt, st, sl);
+        return;
+    }
+#endif
     const float *kr[JK_SJ];
     jv c[JK_SJ][JK_NQV];
     JK_UNROLL for (int j = 0; j < JR; j++) {

@@ -2,6 +2,9 @@
  * scores: 4 keys x 48 queries = 12 zmm block accumulators (carrying the compensation) + 3 Qt
  *         vectors + 1 broadcast; the 12 running sums live in st (L1), touched by the Fast2Sum
  *         once per 16 head_dim elements; per head_dim element 3 loads, 4 broadcasts, 12 FMAs.
+ *         On x86-64 the full tile is one inline-asm block (cpu_scores_avx512_asm.h: two sets
+ *         of 12 accumulators taking turns, each block's Fast2Sum among the next block's FMAs);
+ *         edge tiles (fewer than 4 keys) and 32-bit x86 run the template's C kernel.
  * P V:    8 head_dim rows x 48 queries = 24 zmm accumulators + 3 Pt vectors + 1 broadcast;
  *         per key 3 loads, 8 broadcasts, 24 FMAs. D = 64, 128, 256 tile without an edge.
  * K[j][d] and V[j][d] are broadcast straight from K's and V's rows (vbroadcastss; GCC keeps a
@@ -41,4 +44,5 @@ typedef __m512 jv;
 
 #define JK_MAX_OF(a, b) jv_max((a), (b)) /* a > b ? a : b, NaN gives b */
 
+#include "cpu_scores_avx512_asm.h" /* JK_SCORES_FULL_TILE on x86-64 */
 #include "cpu_flash_template.h"
