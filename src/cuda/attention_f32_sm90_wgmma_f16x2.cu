@@ -78,7 +78,7 @@ struct F16x2Params {
     const uint4 *k_split, *v_split;
     const float *k_unscale, *v_unscale;
     const int *v_tiny;
-    int tiles, rows;
+    int tiles;
 };
 
 template <int D, bool kSplitPV, int kCtas>
@@ -639,7 +639,6 @@ extern "C" cudaError_t attention_f32_sm90_wgmma_f16x2_64x64(const attention_sm90
     fp.v_unscale = reinterpret_cast<const float *>(ws + L.v_unscale);
     fp.v_tiny = reinterpret_cast<const int *>(ws + L.v_tiny);
     fp.tiles = (int)L.tiles;
-    fp.rows = (int)L.rows;
     const int64_t q_blocks = (a->seq_q + kQ - 1) / kQ;
     const F16x2Plan plan = f16x2_plan(q_blocks * a->heads * a->batch, L.tiles, sms, (int)a->head_dim, a->v4_ctas_per_sm);
     const bool f32 = a->precision == ATTENTION_SM90_F32;
