@@ -233,6 +233,54 @@ static int test_pv(const cpu_kernels *k, int dr, int n) {
     return check(ok, k->isa, what);
 }
 
+/* (ot + otl) = alpha (ot + otl) + V^T Pt over n keys, dr rows, every rounding error kept: the
+ * pair must be within 4 u of the result itself (plain accumulation misses this by ~n u of the
+ * terms' magnitude), plus a u^2 term for the error of the errors. Rows >= dr untouched. */
+static int test_pv_exact(const cpu_kernels *k, int dr, int n) {
+    const int QB = k->qb, rows = dr + 1;
+    const ptrdiff_t vs = rows + 5;
+    float *pt = falloc((size_t)(n * QB)), *ot = falloc((size_t)(rows * QB)), *otl = falloc((size_t)(rows * QB));
+    float *alpha = falloc((size_t)QB);
+    float *v = malloc((size_t)(n * vs) * sizeof *v);
+    double *ref0 = malloc((size_t)(rows * QB) * sizeof *ref0);
+    for (int i = 0; i < n * QB; i++) pt[i] = (float)jt_uniform(&rng);
+    for (ptrdiff_t i = 0; i < n * vs; i++) v[i] = (float)normal();
+    for (int q = 0; q < QB; q++) alpha[q] = (float)jt_uniform(&rng);
+    for (int i = 0; i < rows * QB; i++) {
+        ot[i] = i < dr * QB ? (float)normal() : SENTINEL;
+        otl[i] = i < dr * QB ? ot[i] * (float)(EPS * (2 * jt_uniform(&rng) - 1)) : SENTINEL;
+        ref0[i] = (double)ot[i] + otl[i];
+    }
+    /* Cancellation: the last key's v makes row r's sum for query 0 nearly 0. */
+    if (n > 1)
+        for (int r = 0; r < dr; r++) {
+            double s = ref0[r * QB] * alpha[0];
+            for (int j = 0; j < n - 1; j++) s += (double)v[j * vs + r] * pt[j * QB];
+            v[(n - 1) * vs + r] = (float)(-s / pt[(n - 1) * QB]);
+        }
+    k->pv_exact(dr, n, v, vs, pt, alpha, ot, otl);
+    int ok = 1;
+    for (int r = 0; r < rows; r++)
+        for (int q = 0; q < QB; q++) {
+            if (r >= dr) {
+                ok &= ot[r * QB + q] == SENTINEL && otl[r * QB + q] == SENTINEL;
+                continue;
+            }
+            double ref = ref0[r * QB + q] * alpha[q], mag = fabs(ref);
+            for (int j = 0; j < n; j++) {
+                const double t = (double)v[j * vs + r] * pt[j * QB + q];
+                ref += t, mag += fabs(t);
+            }
+            const double got = (double)ot[r * QB + q] + otl[r * QB + q];
+            ok &= fabs(got - ref) <= 4 * EPS * fabs(ref) + (n + 4) * 8 * EPS * EPS * mag;
+        }
+    char what[96];
+    snprintf(what, sizeof what, "pv_exact dr=%d n=%d", dr, n);
+    free(v), free(ref0);
+    jattn_free_aligned(pt), jattn_free_aligned(ot), jattn_free_aligned(otl), jattn_free_aligned(alpha);
+    return check(ok, k->isa, what);
+}
+
 int main(void) {
     jt_rng_init(&rng, jt_seed());
     const cpu_kernels *all[8];
@@ -259,6 +307,10 @@ int main(void) {
         const int nv[] = {1, 2, 7, k->bk};
         for (int dr = 1; dr <= k->dr; dr++)
             for (size_t i = 0; i < sizeof nv / sizeof nv[0]; i++) jt_tally_add(&tally, test_pv(k, dr, nv[i]));
+        const int exact_dims[] = {1, 2, 3, 16};
+        for (size_t di = 0; di < sizeof exact_dims / sizeof exact_dims[0]; di++)
+            for (size_t i = 0; i < sizeof nv / sizeof nv[0]; i++)
+                jt_tally_add(&tally, test_pv_exact(k, exact_dims[di], nv[i]));
         printf("%s: %s (QB %d, SJ %d, DR %d, BK %d)\n", k->isa, k->kernel, k->qb, k->sj, k->dr, k->bk);
     }
     return jt_tally_finish(&tally, "test_cpu_kernels");

@@ -13,7 +13,8 @@
 #define LOG2E 1.4426950408889634074
 
 int64_t cpu_task_workspace_floats(const cpu_kernels *kern, int64_t D) {
-    const int64_t floats = (int64_t)kern->qb * (2 * D + 2 * (int64_t)kern->bk + 4);
+    const int64_t low = D <= CPU_EXACT_HEAD_DIM ? D : 0; /* pv_exact's low parts of Ot */
+    const int64_t floats = (int64_t)kern->qb * (2 * D + 2 * (int64_t)kern->bk + 4 + low);
     const int64_t line = 64 / (int64_t)sizeof(float);
     return (floats + line - 1) / line * line;
 }

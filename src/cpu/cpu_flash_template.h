@@ -198,7 +198,7 @@ JK_INLINE void JK(scores_rows)(const int JR, int64_t D, const float *k, ptrdiff_
  * sum + err is the dot product to ~2^-44 relative. Where D is small the f32 rounding of a
  * product is not averaged away by anything and alone can fail the f32 gate on the large
  * distribution; the cost (4 flops per product) does not matter there. Same contract. */
-#define JK_EXACT_D 16
+#define JK_EXACT_D CPU_EXACT_HEAD_DIM
 #define JK_PLAIN_LOGIT_BOUND 32.0 /* exp2 units: the plain kernel runs below this logit bound */
 #define JK_PLAIN_QK_MAX 1e30      /* and where no partial sum can overflow */
 static void JK(scores_exact)(int jr, int64_t D, const float *k, ptrdiff_t ks, const float *qt, float *st, float *sl) {
@@ -241,6 +241,38 @@ JK_INLINE void JK(pv_rows)(const int DRN, int n, const float *v, ptrdiff_t vs, c
             jv_store(o, jv_fma(jv_load(o), a, acc[r][u]));
         }
     }
+}
+
+/* ---- P V, compensated (the small-head_dim path, D <= JK_EXACT_D) ----------------------
+ * (ot + otl)[r][:] = (ot + otl)[r][:] * alpha + sum_j V[j][r] Pt[j][:]   for r < dr, any dr.
+ * Every product's rounding error (an exact FMA) and every addition's (TwoSum) is kept, so the
+ * pair holds the sum to within a few u of the result itself plus ~n u^2 of the sum of |terms|,
+ * whatever the cancellation. With few head_dim columns an output can be a sum of +-terms that
+ * nearly cancels (D = 1, uniform v: out ~ 1e-3 from terms ~ 1e-2), where plain accumulation
+ * errs by u times the partial sums: many ulps of the result, and rel_l2 has no other columns
+ * to average it away. ~10 operations per product; at D <= 16 the exp2 costs more anyway.
+ * A non-finite term leaves the error NaN: it is dropped (otl = 0), the sum carries the inf. */
+static void JK(pv_exact)(int dr, int n, const float *v, ptrdiff_t vs, const float *pt, const float *alpha, float *ot,
+                         float *otl) {
+    for (int r = 0; r < dr; r++)
+        for (int u = 0; u < JK_NQV; u++) {
+            jv sum = jv_zero(), err = jv_zero();
+            for (int j = 0; j < n; j++) {
+                const jv b = jv_bcast(v + (ptrdiff_t)j * vs + r), p = jv_load(pt + (ptrdiff_t)j * JK_QB + u * JK_VL);
+                const jv prod = jv_mul(b, p);
+                const jv prod_err = jv_fma_exact(b, p, jv_sub(jv_zero(), prod));
+                const jv t = jv_add(sum, prod), bt = jv_sub(t, sum);
+                err = jv_add(err, jv_add(jv_add(jv_sub(sum, jv_sub(t, bt)), jv_sub(prod, bt)), prod_err));
+                sum = t;
+            }
+            float *o = ot + r * JK_QB + u * JK_VL, *ol = otl + r * JK_QB + u * JK_VL;
+            const jv a = jv_load(alpha + u * JK_VL), hi = jv_load(o);
+            const jv x = jv_mul(hi, a), x_err = jv_fma_exact(hi, a, jv_sub(jv_zero(), x));
+            const jv t = jv_add(x, sum), bt = jv_sub(t, x);
+            const jv t_err = jv_add(jv_sub(x, jv_sub(t, bt)), jv_sub(sum, bt));
+            jv_store(ol, jv_nan_to_zero(jv_add(jv_fma(jv_load(ol), a, err), jv_add(x_err, t_err))));
+            jv_store(o, t);
+        }
 }
 
 /* Edge tiles: one fully unrolled instance per row count, chosen by a switch. */
@@ -401,12 +433,14 @@ static void JK(softmax_block_plain)(int n, float c, float *st, float *m, float *
 
 /* ---- the task: one query block of one (b, h), all keys ----------------------------------
  * workspace (floats, each part 64-byte aligned): qt [D][QB], st, sl [BK][QB], ot [D][QB],
- * m, ml, l, alpha [QB]. */
+ * m, ml, l, alpha [QB], and for D <= JK_EXACT_D otl [D][QB]. */
 static void JK(task)(const cpu_flash_args *a, int64_t b, int64_t h, int64_t qblk, float *ws) {
     const int64_t D = a->D, q0 = qblk * JK_QB;
     const int nq = (int)(a->Sq - q0 < JK_QB ? a->Sq - q0 : JK_QB);
     float *qt = ws, *st = qt + D * JK_QB, *sl = st + (int64_t)JK_BK * JK_QB, *ot = sl + (int64_t)JK_BK * JK_QB;
     float *m = ot + D * JK_QB, *ml = m + JK_QB, *l = ml + JK_QB, *alpha = l + JK_QB;
+    float *otl = alpha + JK_QB; /* D <= JK_EXACT_D only: the low parts of Ot (pv_exact) */
+    const int exact = D <= JK_EXACT_D;
 
     /* Pack Qt = Q^T, lanes past the last query zero. */
     const float *q = a->q + b * a->qs.batch + h * a->qs.head + q0 * a->qs.token;
@@ -428,6 +462,7 @@ static void JK(task)(const cpu_flash_args *a, int64_t b, int64_t h, int64_t qblk
         ml[i] = l[i] = 0.0f;
     }
     memset(ot, 0, (size_t)(D * JK_QB) * sizeof *ot);
+    if (exact) memset(otl, 0, (size_t)(D * JK_QB) * sizeof *otl);
 
     const float *kh = a->k + b * a->ks.batch + h * a->ks.head;
     const float *vh = a->v + b * a->vs.batch + h * a->vs.head;
@@ -448,6 +483,10 @@ static void JK(task)(const cpu_flash_args *a, int64_t b, int64_t h, int64_t qblk
         for (; j < n; j += JK_SJ)
             JK(scores)(n - j < JK_SJ ? n - j : JK_SJ, D, kb + j * ks, ks, qt, st + j * JK_QB, sl + j * JK_QB);
         if (!plain) JK(softmax_block)(n, a->scale_log2e, st, sl, m, ml, l, alpha);
+        if (exact) {
+            JK(pv_exact)((int)D, n, vb, vs, st, alpha, ot, otl);
+            continue;
+        }
         int64_t d = 0;
         for (; d + JK_DR <= D; d += JK_DR) JK(pv_rows)(JK_DR, n, vb + d, vs, st, alpha, ot + d * JK_QB);
         if (d < D) JK(pv)((int)(D - d), n, vb + d, vs, st, alpha, ot + d * JK_QB);
@@ -458,7 +497,10 @@ static void JK(task)(const cpu_flash_args *a, int64_t b, int64_t h, int64_t qblk
     for (int i = 0; i < nq; i++) {
         const float inv = 1.0f / l[i];
         float *o = out + i * a->os.token;
-        for (int64_t d = 0; d < D; d++) o[d] = ot[d * JK_QB + i] * inv;
+        if (exact)
+            for (int64_t d = 0; d < D; d++) o[d] = (ot[d * JK_QB + i] + otl[d * JK_QB + i]) * inv;
+        else
+            for (int64_t d = 0; d < D; d++) o[d] = ot[d * JK_QB + i] * inv;
     }
     if (a->lse) {
         float *lse = a->lse + (b * a->H + h) * a->Sq + q0;
@@ -468,5 +510,5 @@ static void JK(task)(const cpu_flash_args *a, int64_t b, int64_t h, int64_t qblk
 
 const cpu_kernels JK_TABLE = {
     JK_ISA, JK_KERNEL_NAME, JK_VL, JK_QB, JK_SJ, JK_DR, JK_BK, JK_DB,
-    JK(scores), JK(scores_plain), JK(softmax_block), JK(pv), JK(exp2), JK(max_row_norm2), JK(task),
+    JK(scores), JK(scores_plain), JK(softmax_block), JK(pv), JK(pv_exact), JK(exp2), JK(max_row_norm2), JK(task),
 };

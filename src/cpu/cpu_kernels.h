@@ -22,6 +22,10 @@
 /* Largest head_dim the cpu backend runs (workspace grows as D * QB per thread). */
 #define JATTN_CPU_MAX_HEAD_DIM 1024
 
+/* head_dim up to which the scores and P V keep every rounding error (scores' and pv_exact's
+ * compensated sums): with few columns nothing averages an error away. */
+#define CPU_EXACT_HEAD_DIM 16
+
 /* One call, resolved for the kernels: element pointers, extents, element strides. */
 typedef struct cpu_flash_args {
     const float *q, *k, *v;
@@ -66,6 +70,14 @@ typedef struct cpu_kernels {
      *   for r < dr <= DR, q < QB, the sum over j in order into a fresh accumulator.
      * pt, ot, alpha: 64-byte aligned, row stride QB. v: any alignment, row stride vs. n >= 1. */
     void (*pv)(int dr, int n, const float *v, ptrdiff_t vs, const float *pt, const float *alpha, float *ot);
+
+    /* pv_exact: the same sum for any dr, into the unevaluated pair (ot + otl):
+     *   (ot + otl)[r][q] = (ot + otl)[r][q] * alpha[q] + sum_{j<n} v[j*vs + r] * pt[j*QB + q],
+     * every product's and addition's rounding error kept, so the pair is within a few u of the
+     * result itself plus ~n u^2 sum |terms| (plain pv: ~n u sum |terms|). A non-finite term
+     * leaves otl = 0. The task runs it for D <= CPU_EXACT_HEAD_DIM; otl as ot. */
+    void (*pv_exact)(int dr, int n, const float *v, ptrdiff_t vs, const float *pt, const float *alpha, float *ot,
+                     float *otl);
 
     /* exp2: y[i] = 2^x[i] for i < n, any n; error <= 2 ulp for x in [-126, 0], 0 below -126
      * (and for -inf), 1 for x > 0, NaN for NaN. The vector exp the softmax uses. */
