@@ -98,8 +98,9 @@ fuzz)
     rm -rf "$probe"
     cmake -S . -B "$dir" $SAN_CMAKE -DCMAKE_C_COMPILER="$CLANG" -DJATTN_SANITIZE=fuzzer -DJATTN_OPENMP=OFF >/dev/null
     harnesses=""
+    targets=$(cmake --build "$dir" --target help) # whole, so that make sees no broken pipe
     for h in fuzz_forward fuzz_npy fuzz_cli_args; do
-        if cmake --build "$dir" --target help | grep -q "^\.\.\. $h\$"; then harnesses="$harnesses $h"; fi
+        if printf '%s\n' "$targets" | grep -q "^\.\.\. $h\$"; then harnesses="$harnesses $h"; fi
     done
     # shellcheck disable=SC2086
     for h in $harnesses; do cmake --build "$dir" -j "$JOBS" --target "$h" "replay_$h"; done
