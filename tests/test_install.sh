@@ -6,7 +6,8 @@
 #   2. pkg-config --static, against a copy of the prefix without the shared library (so the
 #      static archive is what links; this also proves the .pc file is relocatable);
 #   3. and 4. a CMake project doing find_package(jattn), linking jattn::jattn and
-#      jattn::jattn_static.
+#      jattn::jattn_static; 5. the same project's C++ consumer (consumer.cpp) when it finds a
+#      C++ compiler.
 # Arguments: build dir, consumer dir, C compiler, cmake. Exit 77 (skipped) when pkg-config is
 # absent, after the find_package checks.
 set -u
@@ -50,6 +51,11 @@ if step "configure the find_package consumer" "$CMAKE" -S "$CONSUMER" -B "$T/cma
     step "build the find_package consumer" "$CMAKE" --build "$T/cmake-build"; then
     step "run consumer linked to jattn::jattn" "$T/cmake-build/consumer_shared" find_package-shared && cat "$T/log"
     step "run consumer linked to jattn::jattn_static" "$T/cmake-build/consumer_static" find_package-static && cat "$T/log"
+    if [ -x "$T/cmake-build/consumer_cxx" ]; then
+        step "run the C++ consumer (jattn::jattn)" "$T/cmake-build/consumer_cxx" && cat "$T/log"
+    else
+        echo "no C++ compiler: the C++ consumer is skipped"
+    fi
 fi
 
 # ---- pkg-config ----
