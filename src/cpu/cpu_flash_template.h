@@ -15,6 +15,8 @@
  *   jv_nan_to_zero(x)    0 where x is NaN, else x      jv_any_nan(x)  nonzero when a lane is NaN
  *   jv_min(a, b)         (NaN in b returns b)   jv_select_gt(a, b, x, y) = a > b ? x : y
  *   jv_fma_exact(a, b, c)  a*b + c rounded once (a true fused multiply-add)
+ *   jv_loadu(p) jv_storeu(p, a)   any alignment
+ *   jv_transpose(jv r[JK_VL])     in place: lane j of r[i] <-> lane i of r[j]
  *   JK_DB                head_dim elements per block of the scores' blocked D-reduction
  *   JK_QB JK_SJ JK_DR JK_BK   the tile: QB queries (NQV = QB/VL vectors), SJ keys x QB scores per
  *                        scores tile, DR head_dim rows x QB per P V tile, BK keys per block.
@@ -431,6 +433,50 @@ static void JK(softmax_block_plain)(int n, float c, float *st, float *m, float *
     JK(softmax_block_lo)(0, n, c, st, NULL, m, ml, l, alpha);
 }
 
+/* ---- the task's transposes: Q rows in, O^T out, by VL x VL register blocks -------------
+ * With few keys (cross-attention to ~77 text tokens) the task's FMAs are few and these two
+ * transposes, element by element, took ~15 % and ~17 % of the task (timing with each left out,
+ * (1,10,4096,77,64)): a scalar load and store per element, against one FMA per element per key.
+ * pack_qt: qt[d][i] = q[i][d] for i < nq, d < D, and 0 for nq <= i < QB (q rows of stride qs,
+ * any alignment). write_out: out[i][d] = ot[d][i] * (1 / l[i]) for i < nq, d < D (rows of
+ * stride os), the same product as element by element, so the bits are those of the scalar
+ * write. A head_dim tail below VL goes element by element. */
+static void JK(pack_qt)(int nq, int64_t D, const float *q, ptrdiff_t qs, float *qt) {
+    const int64_t Dv = D / JK_VL * JK_VL;
+    for (int i0 = 0; i0 < JK_QB; i0 += JK_VL) {
+        const int rows = nq - i0 < 0 ? 0 : (nq - i0 < JK_VL ? nq - i0 : JK_VL);
+        for (int64_t d0 = 0; d0 < Dv; d0 += JK_VL) {
+            jv r[JK_VL];
+            for (int j = 0; j < JK_VL; j++) r[j] = j < rows ? jv_loadu(q + (i0 + j) * qs + d0) : jv_zero();
+            jv_transpose(r);
+            for (int m = 0; m < JK_VL; m++) jv_store(qt + (d0 + m) * JK_QB + i0, r[m]);
+        }
+    }
+    for (int64_t d = Dv; d < D; d++) {
+        for (int i = 0; i < nq; i++) qt[d * JK_QB + i] = q[i * qs + d];
+        for (int i = nq; i < JK_QB; i++) qt[d * JK_QB + i] = 0.0f;
+    }
+}
+
+static void JK(write_out)(int nq, int64_t D, const float *ot, const float *l, float *out, ptrdiff_t os) {
+    JK_ALIGNED float inv[JK_QB];
+    for (int i = 0; i < nq; i++) inv[i] = 1.0f / l[i];
+    const int64_t Dv = D / JK_VL * JK_VL;
+    for (int i0 = 0; i0 < nq; i0 += JK_VL) {
+        const int rows = nq - i0 < JK_VL ? nq - i0 : JK_VL;
+        for (int i = nq; i < i0 + JK_VL; i++) inv[i] = 0.0f; /* lanes never written */
+        const jv iv = jv_load(inv + i0);
+        for (int64_t d0 = 0; d0 < Dv; d0 += JK_VL) {
+            jv r[JK_VL];
+            for (int m = 0; m < JK_VL; m++) r[m] = jv_mul(jv_load(ot + (d0 + m) * JK_QB + i0), iv);
+            jv_transpose(r);
+            for (int j = 0; j < rows; j++) jv_storeu(out + (i0 + j) * os + d0, r[j]);
+        }
+    }
+    for (int i = 0; i < nq; i++)
+        for (int64_t d = Dv; d < D; d++) out[i * os + d] = ot[d * JK_QB + i] * inv[i];
+}
+
 /* ---- the task: one query block of one (b, h), all keys ----------------------------------
  * workspace (floats, each part 64-byte aligned): qt [D][QB], st, sl [BK][QB], ot [D][QB],
  * m, ml, l, alpha [QB], and for D <= JK_EXACT_D otl [D][QB]. */
@@ -444,13 +490,7 @@ static void JK(task)(const cpu_flash_args *a, int64_t b, int64_t h, int64_t qblk
 
     /* Pack Qt = Q^T, lanes past the last query zero. */
     const float *q = a->q + b * a->qs.batch + h * a->qs.head + q0 * a->qs.token;
-    for (int i = 0; i < nq; i++) { /* rows read contiguously */
-        const float *qi = q + i * a->qs.token;
-        for (int64_t d = 0; d < D; d++) qt[d * JK_QB + i] = qi[d];
-    }
-    if (nq < JK_QB)
-        for (int64_t d = 0; d < D; d++)
-            for (int i = nq; i < JK_QB; i++) qt[d * JK_QB + i] = 0.0f;
+    JK(pack_qt)(nq, D, q, (ptrdiff_t)a->qs.token, qt);
     /* The a-priori bound of this task's logits in exp2 units: |c q.k| <= c max|q| max|k|. Below
      * JK_PLAIN_LOGIT_BOUND the plain dot product's rounding (rms ~ u * bound / sqrt(2), any D)
      * is no larger than the compensated kernel's on the gate's hardest inputs (logits of std 8
@@ -494,14 +534,14 @@ static void JK(task)(const cpu_flash_args *a, int64_t b, int64_t h, int64_t qblk
 
     /* out[q][d] = Ot[d][q] / l[q]: the normalisation and the transpose in one write. */
     float *out = a->out + b * a->os.batch + h * a->os.head + q0 * a->os.token;
-    for (int i = 0; i < nq; i++) {
-        const float inv = 1.0f / l[i];
-        float *o = out + i * a->os.token;
-        if (exact)
+    if (exact)
+        for (int i = 0; i < nq; i++) {
+            const float inv = 1.0f / l[i];
+            float *o = out + i * a->os.token;
             for (int64_t d = 0; d < D; d++) o[d] = (ot[d * JK_QB + i] + otl[d * JK_QB + i]) * inv;
-        else
-            for (int64_t d = 0; d < D; d++) o[d] = ot[d * JK_QB + i] * inv;
-    }
+        }
+    else
+        JK(write_out)(nq, D, ot, l, out, (ptrdiff_t)a->os.token);
     if (a->lse) {
         float *lse = a->lse + (b * a->H + h) * a->Sq + q0;
         for (int i = 0; i < nq; i++) lse[i] = (float)(((double)m[i] + ml[i]) * a->scale + log((double)l[i]));

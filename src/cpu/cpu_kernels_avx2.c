@@ -38,6 +38,27 @@ typedef __m256 jv;
 #define jv_fma_exact(a, b, c) _mm256_fmadd_ps((a), (b), (c))
 #define jv_min(a, b) _mm256_min_ps((a), (b))
 #define jv_select_gt(a, b, x, y) _mm256_blendv_ps((y), (x), _mm256_cmp_ps((a), (b), _CMP_GT_OQ))
+#define jv_loadu(p) _mm256_loadu_ps(p)
+#define jv_storeu(p, a) _mm256_storeu_ps((p), (a))
+
+/* r[i] lane j <-> r[j] lane i (8 x 8): interleave by 32 and 64 bits, then swap 128-bit halves. */
+static inline void jv_transpose(__m256 r[8]) {
+    __m256 t[8], u[8];
+    for (int i = 0; i < 4; i++) {
+        t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    for (int g = 0; g < 2; g++) { /* u[4g + m], half k: column 4k + m of rows 4g .. 4g + 3 */
+        u[4 * g] = _mm256_shuffle_ps(t[4 * g], t[4 * g + 2], 0x44);
+        u[4 * g + 1] = _mm256_shuffle_ps(t[4 * g], t[4 * g + 2], 0xEE);
+        u[4 * g + 2] = _mm256_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0x44);
+        u[4 * g + 3] = _mm256_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0xEE);
+    }
+    for (int m = 0; m < 4; m++) {
+        r[m] = _mm256_permute2f128_ps(u[m], u[4 + m], 0x20);
+        r[4 + m] = _mm256_permute2f128_ps(u[m], u[4 + m], 0x31);
+    }
+}
 
 #define JK_MAX_OF(a, b) jv_max((a), (b)) /* a > b ? a : b, NaN gives b */
 

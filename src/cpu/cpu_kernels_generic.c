@@ -65,6 +65,16 @@ static inline int jv_any_nan(jv x) {
 static inline jv jv_fma_exact(jv a, jv b, jv c) { JV_MAP1(fmaf(a.x[i_], b.x[i_], c.x[i_])); }
 static inline jv jv_min(jv a, jv b) { JV_MAP1(a.x[i_] < b.x[i_] ? a.x[i_] : b.x[i_]); }
 static inline jv jv_select_gt(jv a, jv b, jv x, jv y) { JV_MAP1(a.x[i_] > b.x[i_] ? x.x[i_] : y.x[i_]); }
+static inline jv jv_loadu(const float *p) { JV_MAP1(p[i_]); }
+static inline void jv_storeu(float *p, jv a) { memcpy(p, a.x, sizeof a.x); }
+static inline void jv_transpose(jv r[JK_VL]) { /* r[i] lane j <-> r[j] lane i */
+    for (int i = 0; i < JK_VL; i++)
+        for (int j = i + 1; j < JK_VL; j++) {
+            const float x = r[i].x[j];
+            r[i].x[j] = r[j].x[i];
+            r[j].x[i] = x;
+        }
+}
 
 #define JK_MAX_OF(a, b) jv_max((a), (b)) /* a > b ? a : b, NaN gives b */
 

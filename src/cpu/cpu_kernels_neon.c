@@ -39,5 +39,16 @@ typedef float32x4_t jv;
 /* min with NaN in b returned (vminq propagates NaN from either operand, which is stronger). */
 #define jv_min(a, b) vminq_f32((a), (b))
 #define jv_select_gt(a, b, x, y) vbslq_f32(vcgtq_f32((a), (b)), (x), (y))
+#define jv_loadu(p) vld1q_f32(p)
+#define jv_storeu(p, a) vst1q_f32((p), (a))
+
+/* r[i] lane j <-> r[j] lane i (4 x 4). */
+static inline void jv_transpose(float32x4_t r[4]) {
+    const float32x4x2_t a = vtrnq_f32(r[0], r[1]), b = vtrnq_f32(r[2], r[3]);
+    r[0] = vcombine_f32(vget_low_f32(a.val[0]), vget_low_f32(b.val[0]));
+    r[1] = vcombine_f32(vget_low_f32(a.val[1]), vget_low_f32(b.val[1]));
+    r[2] = vcombine_f32(vget_high_f32(a.val[0]), vget_high_f32(b.val[0]));
+    r[3] = vcombine_f32(vget_high_f32(a.val[1]), vget_high_f32(b.val[1]));
+}
 
 #include "cpu_flash_template.h"
