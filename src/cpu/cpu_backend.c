@@ -96,8 +96,11 @@ static jattn_status cpu_forward(const jattn_call *c, const jattn_selection *sel)
     JATTN_PARALLEL_FOR_DYNAMIC(1, threads)
     for (int64_t t = 0; t < tasks; t++) {
         float *mine = ws + (int64_t)jattn_thread_index() * per_thread;
-        const int64_t bh = t / qblocks;
-        kern->task(&a, bh / p->heads, bh % p->heads, t % qblocks, mine);
+        const int64_t bh = t / qblocks, q0 = t % qblocks * kern->qb;
+        const int64_t n = p->seq_q - q0 < kern->qb ? p->seq_q - q0 : kern->qb;
+        const cpu_kernels *k = kern; /* a short block runs on the narrowest table that holds it */
+        while (k->narrow && k->narrow->qb >= n) k = k->narrow;
+        k->task(&a, bh / p->heads, bh % p->heads, q0, mine);
     }
     return JATTN_OK;
 }

@@ -21,6 +21,8 @@
  *   JK_QB JK_SJ JK_DR JK_BK   the tile: QB queries (NQV = QB/VL vectors), SJ keys x QB scores per
  *                        scores tile, DR head_dim rows x QB per P V tile, BK keys per block.
  * and may define
+ *   JK_NARROW            the table's `narrow` (default NULL): the same instruction set with a
+ *                        smaller JK_QB, declared before this file is included
  *   JK_SCORES_FULL_TILE(D, k, ks, qt, st, sl)  its own compensated scores for a full SJ x QB tile
  *                        and D >= JK_DB: st, sl as scores_rows leaves them before its check,
  *                        nonzero when a lane's sl is not finite (scores_fix_nonfinite then runs).
@@ -30,6 +32,10 @@
 #include <string.h>
 
 #include "cpu_kernels.h"
+
+#ifndef JK_NARROW
+#define JK_NARROW NULL
+#endif
 
 #define JK_NQV (JK_QB / JK_VL)
 #if JK_NQV * JK_VL != JK_QB
@@ -505,8 +511,8 @@ static void JK(write_out)(int nq, int64_t D, const float *ot, const float *l, fl
 /* ---- the task: one query block of one (b, h), all keys ----------------------------------
  * workspace (floats, each part 64-byte aligned): qt [D][QB], st, sl [BK][QB], ot [D][QB],
  * m, ml, l, alpha [QB], and for D <= JK_EXACT_D otl [D][QB]. */
-static void JK(task)(const cpu_flash_args *a, int64_t b, int64_t h, int64_t qblk, float *ws) {
-    const int64_t D = a->D, q0 = qblk * JK_QB;
+static void JK(task)(const cpu_flash_args *a, int64_t b, int64_t h, int64_t q0, float *ws) {
+    const int64_t D = a->D;
     const int nq = (int)(a->Sq - q0 < JK_QB ? a->Sq - q0 : JK_QB);
     float *qt = ws, *st = qt + D * JK_QB, *sl = st + (int64_t)JK_BK * JK_QB, *ot = sl + (int64_t)JK_BK * JK_QB;
     float *m = ot + D * JK_QB, *ml = m + JK_QB, *l = ml + JK_QB, *alpha = l + JK_QB;
@@ -576,4 +582,5 @@ static void JK(task)(const cpu_flash_args *a, int64_t b, int64_t h, int64_t qblk
 const cpu_kernels JK_TABLE = {
     JK_ISA, JK_KERNEL_NAME, JK_VL, JK_QB, JK_SJ, JK_DR, JK_BK, JK_DB,
     JK(scores), JK(scores_plain), JK(softmax_block), JK(pv), JK(pv_exact), JK(exp2), JK(max_row_norm2), JK(task),
+    JK_NARROW,
 };

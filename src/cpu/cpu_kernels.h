@@ -87,9 +87,14 @@ typedef struct cpu_kernels {
      * counted as 0 (0 when n == 0). x: any alignment. Relative error <= (D + VL) u. */
     double (*max_row_norm2)(int64_t n, int64_t D, const float *x, ptrdiff_t xs);
 
-    /* task: the whole flash loop for query block qblk of (b, h); ws: task_workspace floats,
-     * 64-byte aligned. Writes out rows [qblk*QB, min(Sq, qblk*QB + QB)) and their lse. */
-    void (*task)(const cpu_flash_args *a, int64_t b, int64_t h, int64_t qblk, float *ws);
+    /* task: the whole flash loop for the queries [q0, min(Sq, q0 + QB)) of (b, h); ws:
+     * task_workspace floats, 64-byte aligned. Writes those out rows and their lse. */
+    void (*task)(const cpu_flash_args *a, int64_t b, int64_t h, int64_t q0, float *ws);
+
+    /* The same instruction set's table with fewer queries per task (a smaller qb), or NULL:
+     * the driver runs a task of n < qb queries (the last block of a head, or seq_q < qb) on the
+     * narrowest table whose qb >= n, so that fewer lanes compute nothing. */
+    const struct cpu_kernels *narrow;
 } cpu_kernels;
 
 /* Floats of workspace one task needs for head_dim D (a multiple of 16: 64-byte aligned); the
@@ -99,7 +104,10 @@ int64_t cpu_norm_workspace_floats(int64_t batch, int64_t heads); /* 2 floats per
 
 /* The tables compiled into this build (NULL-terminated inside cpu_isa.c). */
 extern const cpu_kernels cpu_kernels_avx512;
+extern const cpu_kernels cpu_kernels_avx512_q32; /* narrow tables: 32 and 16 queries per task */
+extern const cpu_kernels cpu_kernels_avx512_q16;
 extern const cpu_kernels cpu_kernels_avx2;
+extern const cpu_kernels cpu_kernels_avx2_q8;
 extern const cpu_kernels cpu_kernels_neon;
 extern const cpu_kernels cpu_kernels_generic;
 

@@ -10,8 +10,6 @@
  * K[j][d] and V[j][d] are broadcast straight from K's and V's rows (vbroadcastss; GCC keeps a
  * broadcast used by three FMAs in a register instead of embedding {1to16} in each).
  * Compiled with -mavx512f -mfma (sources.cmake); run only when cpuid reports AVX-512F. */
-#include <immintrin.h>
-
 #define JK_ISA "avx512"
 #define JK(name) cpu_avx512_##name
 #define JK_TABLE cpu_kernels_avx512
@@ -21,58 +19,9 @@
 #define JK_DR 8
 #define JK_BK 96
 #define JK_DB 16
+#define JK_NARROW (&cpu_kernels_avx512_q32) /* the last, short block of a head */
 
-typedef __m512 jv;
-#define jv_zero() _mm512_setzero_ps()
-#define jv_set1(x) _mm512_set1_ps(x)
-#define jv_load(p) _mm512_load_ps(p)
-#define jv_store(p, a) _mm512_store_ps((p), (a))
-#define jv_bcast(p) _mm512_set1_ps(*(p))
-#define jv_fma(a, b, c) _mm512_fmadd_ps((a), (b), (c))
-#define jv_mul(a, b) _mm512_mul_ps((a), (b))
-#define jv_add(a, b) _mm512_add_ps((a), (b))
-#define jv_sub(a, b) _mm512_sub_ps((a), (b))
-#define jv_max(a, b) _mm512_max_ps((a), (b))
-#define jv_round(x) _mm512_roundscale_ps((x), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
-#define jv_mul_pow2(p, n) _mm512_scalef_ps((p), (n))
-#define jv_zero_if_below(x, t, y) _mm512_maskz_mov_ps(~_mm512_cmp_ps_mask((x), (t), _CMP_LT_OQ), (y))
-#define jv_nan_to_zero(x) _mm512_maskz_mov_ps(_mm512_cmp_ps_mask((x), (x), _CMP_ORD_Q), (x))
-#define jv_any_nan(x) (_mm512_cmp_ps_mask((x), (x), _CMP_UNORD_Q) != 0)
-#define jv_fma_exact(a, b, c) _mm512_fmadd_ps((a), (b), (c))
-#define jv_min(a, b) _mm512_min_ps((a), (b))
-#define jv_select_gt(a, b, x, y) _mm512_mask_blend_ps(_mm512_cmp_ps_mask((a), (b), _CMP_GT_OQ), (y), (x))
-#define jv_loadu(p) _mm512_loadu_ps(p)
-#define jv_storeu(p, a) _mm512_storeu_ps((p), (a))
-
-/* r[i] lane j <-> r[j] lane i (16 x 16): pairs of rows interleaved by 32 bits, then 64 bits,
- * then the 128-bit quarters gathered across the four groups of four rows (64 shuffles). */
-static inline void jv_transpose(__m512 r[16]) {
-    __m512 t[16], u[16];
-    for (int i = 0; i < 8; i++) {
-        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-    }
-    /* u[4g + m], quarter k: column 4k + m of rows 4g .. 4g + 3 */
-    for (int g = 0; g < 4; g++) {
-        const __m512d a = _mm512_castps_pd(t[4 * g]), b = _mm512_castps_pd(t[4 * g + 1]);
-        const __m512d c = _mm512_castps_pd(t[4 * g + 2]), d = _mm512_castps_pd(t[4 * g + 3]);
-        u[4 * g] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
-        u[4 * g + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
-        u[4 * g + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
-        u[4 * g + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
-    }
-    for (int m = 0; m < 4; m++) {
-        const __m512 a0 = _mm512_shuffle_f32x4(u[m], u[4 + m], 0x88), a1 = _mm512_shuffle_f32x4(u[m], u[4 + m], 0xdd);
-        const __m512 a2 = _mm512_shuffle_f32x4(u[8 + m], u[12 + m], 0x88);
-        const __m512 a3 = _mm512_shuffle_f32x4(u[8 + m], u[12 + m], 0xdd);
-        r[m] = _mm512_shuffle_f32x4(a0, a2, 0x88);
-        r[4 + m] = _mm512_shuffle_f32x4(a1, a3, 0x88);
-        r[8 + m] = _mm512_shuffle_f32x4(a0, a2, 0xdd);
-        r[12 + m] = _mm512_shuffle_f32x4(a1, a3, 0xdd);
-    }
-}
-
-#define JK_MAX_OF(a, b) jv_max((a), (b)) /* a > b ? a : b, NaN gives b */
+#include "cpu_vocab_avx512.h"
 
 #include "cpu_scores_avx512_asm.h" /* JK_SCORES_FULL_TILE on x86-64 */
 #include "cpu_flash_template.h"

@@ -1,6 +1,6 @@
 # The cpu backend's sources, added to jattn_objects: the portable driver, the ISA choice, the
-# portable C twin, and one micro-kernel file per instruction set the target architecture has,
-# each compiled with its own flags (so a generic x86-64 build still carries AVX-512 and AVX2
+# portable C twin, and the micro-kernel files of each instruction set the target architecture
+# has (a main table and its narrow tables for short query blocks), each compiled with its own flags (so a generic x86-64 build still carries AVX-512 and AVX2
 # kernels and picks one at run time).
 include(CheckCCompilerFlag)
 set(JATTN_CPU_DIR ${CMAKE_CURRENT_LIST_DIR})
@@ -14,16 +14,17 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64|i.86)$")
   check_c_compiler_flag("-mavx512f -mfma" JATTN_CC_HAS_AVX512F)
   check_c_compiler_flag("-mavx2 -mfma" JATTN_CC_HAS_AVX2)
   if(JATTN_CC_HAS_AVX512F)
-    target_sources(jattn_objects PRIVATE ${JATTN_CPU_DIR}/cpu_kernels_avx512.c)
-    set_source_files_properties(${JATTN_CPU_DIR}/cpu_kernels_avx512.c PROPERTIES
-      COMPILE_OPTIONS "-mavx512f;-mavx2;-mfma")
+    set(JATTN_CPU_AVX512_SOURCES ${JATTN_CPU_DIR}/cpu_kernels_avx512.c ${JATTN_CPU_DIR}/cpu_kernels_avx512_q32.c
+      ${JATTN_CPU_DIR}/cpu_kernels_avx512_q16.c)
+    target_sources(jattn_objects PRIVATE ${JATTN_CPU_AVX512_SOURCES})
+    set_source_files_properties(${JATTN_CPU_AVX512_SOURCES} PROPERTIES COMPILE_OPTIONS "-mavx512f;-mavx2;-mfma")
     list(APPEND JATTN_CPU_ISAS avx512)
     set_property(SOURCE ${JATTN_CPU_DIR}/cpu_isa.c APPEND PROPERTY COMPILE_DEFINITIONS JATTN_CPU_HAVE_AVX512)
   endif()
   if(JATTN_CC_HAS_AVX2)
-    target_sources(jattn_objects PRIVATE ${JATTN_CPU_DIR}/cpu_kernels_avx2.c)
-    set_source_files_properties(${JATTN_CPU_DIR}/cpu_kernels_avx2.c PROPERTIES
-      COMPILE_OPTIONS "-mavx2;-mfma")
+    set(JATTN_CPU_AVX2_SOURCES ${JATTN_CPU_DIR}/cpu_kernels_avx2.c ${JATTN_CPU_DIR}/cpu_kernels_avx2_q8.c)
+    target_sources(jattn_objects PRIVATE ${JATTN_CPU_AVX2_SOURCES})
+    set_source_files_properties(${JATTN_CPU_AVX2_SOURCES} PROPERTIES COMPILE_OPTIONS "-mavx2;-mfma")
     list(APPEND JATTN_CPU_ISAS avx2)
     set_property(SOURCE ${JATTN_CPU_DIR}/cpu_isa.c APPEND PROPERTY COMPILE_DEFINITIONS JATTN_CPU_HAVE_AVX2)
   endif()
