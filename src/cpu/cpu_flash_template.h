@@ -491,11 +491,10 @@ static void JK(pack_qt)(int nq, int64_t D, const float *q, ptrdiff_t qs, float *
 
 static void JK(write_out)(int nq, int64_t D, const float *ot, const float *l, float *out, ptrdiff_t os) {
     JK_ALIGNED float inv[JK_QB];
-    for (int i = 0; i < nq; i++) inv[i] = 1.0f / l[i];
+    for (int i = 0; i < JK_QB; i++) inv[i] = i < nq ? 1.0f / l[i] : 0.0f; /* lanes >= nq: never written */
     const int64_t Dv = D / JK_VL * JK_VL;
     for (int i0 = 0; i0 < nq; i0 += JK_VL) {
         const int rows = nq - i0 < JK_VL ? nq - i0 : JK_VL;
-        for (int i = nq; i < i0 + JK_VL; i++) inv[i] = 0.0f; /* lanes never written */
         const jv iv = jv_load(inv + i0);
         for (int64_t d0 = 0; d0 < Dv; d0 += JK_VL) {
             jv r[JK_VL];
