@@ -64,7 +64,7 @@ extern "C" {
 
 /* ---- version ------------------------------------------------------------------------ */
 #define JATTN_VERSION_MAJOR 0
-#define JATTN_VERSION_MINOR 1
+#define JATTN_VERSION_MINOR 2
 #define JATTN_VERSION_PATCH 0
 #define JATTN_VERSION_NUMBER (JATTN_VERSION_MAJOR * 10000 + JATTN_VERSION_MINOR * 100 + JATTN_VERSION_PATCH)
 #define JATTN_STRINGIFY_(x) #x
@@ -196,8 +196,9 @@ JATTN_API const char *jattn_backend_name(jattn_backend backend);
 JATTN_API jattn_status jattn_select(const jattn_problem *problem, const jattn_exec *exec,
                                     jattn_selection *selection);
 
-/* @return JATTN_OK and `*bytes` = the workspace the selected kernel needs (0 when none);
- *         otherwise the status jattn_select would give. */
+/* @return JATTN_OK and `*bytes` = the workspace the selected kernel needs (0 when none), for
+ *         jattn_forward and for jattn_forward_padded with any padding; otherwise the status
+ *         jattn_select would give. */
 JATTN_API jattn_status jattn_workspace_size(const jattn_problem *problem, const jattn_exec *exec,
                                             size_t *bytes);
 
@@ -228,6 +229,39 @@ JATTN_API void jattn_ctx_free(jattn_ctx *ctx);
  *         lse on failure (device pointers: for failures detected before the launch). */
 JATTN_API jattn_status jattn_forward(jattn_ctx *ctx, const jattn_problem *problem, const jattn_exec *exec,
                                      const void *q, const void *k, const void *v, void *out, float *lse);
+
+/* ---- key padding (optional) --------------------------------------------------------- */
+/* Which keys each batch attends, for DiTs that batch prompts of different lengths. Key j of
+ * batch b is attended when
+ *     (kv_len == NULL || j < kv_len[b])  and  (mask == NULL || mask[b * mask_batch_stride + j] != 0)
+ * (with mask_batch == 1 the one row serves every batch). Softmax, out and lse run over the
+ * attended keys only: a key that is not attended never affects any output, whatever k and v
+ * hold there (NaN and Inf included), and keys j >= kv_len[b] are never read.
+ * A query row with no attended key gets out row 0 (every element +0.0) and lse -inf; PyTorch's
+ * scaled_dot_product_attention gives the same 0 row for a fully masked boolean mask (2.5 and
+ * later; its math path gave NaN before).
+ * The arrays live where the tensors do: host memory, or device memory with JATTN_MEMORY_DEVICE
+ * (then nothing is read on the host and the call stays asynchronous and capturable; a length
+ * out of range cannot be reported there and is clamped to [0, seq_kv]). A zero-initialised
+ * jattn_key_padding (or NULL) attends every key. */
+typedef struct jattn_key_padding {
+    const int64_t *kv_len;     /* NULL, or [batch] key lengths, 0 <= kv_len[b] <= seq_kv */
+    const uint8_t *mask;       /* NULL, or a boolean key mask: one byte per key, nonzero = attend */
+    int64_t mask_batch;        /* the mask's rows: batch, or 1 (one row broadcast over the batch) */
+    int64_t mask_keys;         /* the mask's bytes per row: must equal seq_kv */
+    int64_t mask_batch_stride; /* bytes between rows when mask_batch > 1, >= mask_keys;
+                                  0 means mask_keys (rows back to back) */
+} jattn_key_padding;
+
+/* jattn_forward with key padding: the same call, the same workspace (jattn_workspace_size
+ * covers padded calls) and the same guarantees, attending only the keys `padding` selects.
+ * padding == NULL is jattn_forward. Invalid padding (a length out of range, a mask whose
+ * extent is not [batch or 1, seq_kv], a negative or overlapping row stride, a mask or length
+ * array overlapping out or lse) fails with its own message before anything is written.
+ * @return JATTN_OK, or the status of the first problem found; nothing is written on failure. */
+JATTN_API jattn_status jattn_forward_padded(jattn_ctx *ctx, const jattn_problem *problem, const jattn_exec *exec,
+                                            const void *q, const void *k, const void *v,
+                                            const jattn_key_padding *padding, void *out, float *lse);
 
 #ifdef __cplusplus
 }

@@ -26,7 +26,17 @@ typedef struct jattn_call {
     void *cuda_stream;
     void *workspace;          /* at least workspace_size() bytes, aligned to 64; NULL if 0 needed */
     jattn_ctx *ctx;           /* may be NULL */
+    /* Key padding, validated (jattn.h, jattn_key_padding); all NULL / 0 when every key is
+     * attended. In the call's memory (host or device). Host lengths are in [0, seq_kv]. */
+    const int64_t *kv_len;    /* [B] or NULL */
+    const uint8_t *mask;      /* row b at mask + b * mask_stride, seq_kv bytes; or NULL */
+    int64_t mask_stride;      /* 0 when one row serves every batch */
 } jattn_call;
+
+/* Whether key j of batch b is attended (host memory only): the padding rule of jattn.h. */
+static inline int jattn_call_attends(const jattn_call *c, int64_t b, int64_t j) {
+    return (!c->kv_len || j < c->kv_len[b]) && (!c->mask || c->mask[b * c->mask_stride + j] != 0);
+}
 
 typedef struct jattn_backend_ops {
     jattn_backend id;

@@ -318,10 +318,12 @@ typedef struct byte_range {
     uintptr_t lo, hi;
 } byte_range;
 
-static jattn_status make_range(const char *name, const void *ptr, int64_t span_elems, byte_range *r) {
-    uintptr_t lo = (uintptr_t)ptr, bytes = (uintptr_t)span_elems * sizeof(float);
-    if (lo % sizeof(float))
-        return jattn_fail(JATTN_ERROR_INVALID_ARGUMENT, "%s: pointer %p is not aligned to 4 bytes", name, ptr);
+static jattn_status make_range_of(const char *name, const void *ptr, int64_t span_elems, size_t elem_bytes,
+                                  byte_range *r) {
+    uintptr_t lo = (uintptr_t)ptr, bytes = (uintptr_t)span_elems * elem_bytes;
+    if (lo % elem_bytes)
+        return jattn_fail(JATTN_ERROR_INVALID_ARGUMENT, "%s: pointer %p is not aligned to %zu bytes", name, ptr,
+                          elem_bytes);
     if (lo > UINTPTR_MAX - bytes)
         return jattn_fail(JATTN_ERROR_OVERFLOW, "%s: pointer %p plus %lld elements wraps the address space", name,
                           ptr, (long long)span_elems);
@@ -329,6 +331,10 @@ static jattn_status make_range(const char *name, const void *ptr, int64_t span_e
     r->lo = lo;
     r->hi = lo + bytes;
     return JATTN_OK;
+}
+
+static jattn_status make_range(const char *name, const void *ptr, int64_t span_elems, byte_range *r) {
+    return make_range_of(name, ptr, span_elems, sizeof(float), r);
 }
 
 static int ranges_overlap(const byte_range *a, const byte_range *b) { return a->lo < b->hi && b->lo < a->hi; }
@@ -355,8 +361,76 @@ static jattn_status check_pointers(const problem_spans *s, const void *q, const 
     return JATTN_OK;
 }
 
+/* Key padding: the mask's extent and stride, the length array, neither overlapping an output,
+ * and (host memory) every length in range. Fills the call's padding fields. */
+static jattn_status check_padding(const jattn_problem *p, const jattn_exec *e, const jattn_key_padding *kp,
+                                  const problem_spans *spans, const void *out, const float *lse, jattn_call *call) {
+    if (!kp) return JATTN_OK;
+    byte_range outputs[2] = {{NULL, 0, 0}, {NULL, 0, 0}};
+    int n_out = 0;
+    jattn_status st = make_range("out", out, spans->out, &outputs[n_out++]);
+    if (st == JATTN_OK && lse) st = make_range("lse", lse, spans->lse, &outputs[n_out++]);
+    if (st != JATTN_OK) return st;
+    if (kp->mask) {
+        if (kp->mask_batch != 1 && kp->mask_batch != p->batch)
+            return jattn_fail(JATTN_ERROR_INVALID_DIMENSION,
+                              "key_padding.mask_batch: %lld, must be 1 (one row for every batch) or batch (%lld)",
+                              (long long)kp->mask_batch, (long long)p->batch);
+        if (kp->mask_keys != p->seq_kv)
+            return jattn_fail(JATTN_ERROR_INVALID_DIMENSION,
+                              "key_padding.mask_keys: %lld, must equal seq_kv (%lld): a mask needs its extent",
+                              (long long)kp->mask_keys, (long long)p->seq_kv);
+        if (kp->mask_batch_stride < 0)
+            return jattn_fail(JATTN_ERROR_INVALID_STRIDE, "key_padding.mask_batch_stride: %lld is negative",
+                              (long long)kp->mask_batch_stride);
+        const int64_t stride = kp->mask_batch_stride ? kp->mask_batch_stride : kp->mask_keys;
+        if (kp->mask_batch > 1 && stride < kp->mask_keys)
+            return jattn_fail(JATTN_ERROR_SELF_OVERLAP,
+                              "key_padding.mask_batch_stride: %lld < mask_keys %lld makes the mask rows overlap",
+                              (long long)stride, (long long)kp->mask_keys);
+        int64_t span;
+        if (mul_add_overflows(kp->mask_batch - 1, stride, kp->mask_keys, &span) ||
+            (uint64_t)span > (uint64_t)PTRDIFF_MAX)
+            return jattn_fail(JATTN_ERROR_OVERFLOW, "key_padding.mask_batch_stride: %lld times mask_batch %lld overflows",
+                              (long long)stride, (long long)kp->mask_batch);
+        byte_range r = {NULL, 0, 0};
+        st = make_range_of("key_padding.mask", kp->mask, span, 1, &r);
+        if (st != JATTN_OK) return st;
+        for (int o = 0; o < n_out; o++)
+            if (ranges_overlap(&r, &outputs[o]))
+                return jattn_fail(JATTN_ERROR_ALIASING, "key_padding.mask: overlaps %s (%s is written, the mask is read)",
+                                  outputs[o].name, outputs[o].name);
+        call->mask = kp->mask;
+        call->mask_stride = kp->mask_batch > 1 ? stride : 0;
+    }
+    if (kp->kv_len) {
+        byte_range r = {NULL, 0, 0};
+        st = make_range_of("key_padding.kv_len", kp->kv_len, p->batch, sizeof(int64_t), &r);
+        if (st != JATTN_OK) return st;
+        for (int o = 0; o < n_out; o++)
+            if (ranges_overlap(&r, &outputs[o]))
+                return jattn_fail(JATTN_ERROR_ALIASING,
+                                  "key_padding.kv_len: overlaps %s (%s is written, the lengths are read)",
+                                  outputs[o].name, outputs[o].name);
+        if (e->memory == JATTN_MEMORY_HOST)
+            for (int64_t b = 0; b < p->batch; b++)
+                if (kp->kv_len[b] < 0 || kp->kv_len[b] > p->seq_kv)
+                    return jattn_fail(JATTN_ERROR_INVALID_ARGUMENT,
+                                      "key_padding.kv_len[%lld]: %lld, must be in [0, seq_kv = %lld]", (long long)b,
+                                      (long long)kp->kv_len[b], (long long)p->seq_kv);
+        call->kv_len = kp->kv_len;
+    }
+    return JATTN_OK;
+}
+
 jattn_status jattn_forward(jattn_ctx *ctx, const jattn_problem *problem, const jattn_exec *exec, const void *q,
                            const void *k, const void *v, void *out, float *lse) {
+    return jattn_forward_padded(ctx, problem, exec, q, k, v, NULL, out, lse);
+}
+
+jattn_status jattn_forward_padded(jattn_ctx *ctx, const jattn_problem *problem, const jattn_exec *exec, const void *q,
+                                  const void *k, const void *v, const jattn_key_padding *padding, void *out,
+                                  float *lse) {
     const jattn_exec *e = exec ? exec : &default_exec;
     problem_spans spans;
     const jattn_backend_ops *ops;
@@ -368,7 +442,10 @@ jattn_status jattn_forward(jattn_ctx *ctx, const jattn_problem *problem, const j
 
     jattn_call call = {problem,
                        problem->scale > 0.0f ? problem->scale : (float)(1.0 / sqrt((double)problem->head_dim)),
-                       q, k, v, out, lse, e->precision, e->memory, sel.threads, e->cuda_stream, NULL, ctx};
+                       q, k, v, out, lse, e->precision, e->memory, sel.threads, e->cuda_stream, NULL, ctx,
+                       NULL, NULL, 0};
+    st = check_padding(problem, e, padding, &spans, out, lse, &call);
+    if (st != JATTN_OK) return st;
     /* A zero scale is replaced by the default only when the caller passes 0: an explicit
      * positive scale that underflows is the caller's. */
 

@@ -7,6 +7,7 @@
  *
  * Reads  q [B,H,Sq,D], k and v [B,H,Skv,D] at any valid strides (head_dim contiguous).
  * Writes out [B,H,Sq,D] at its strides, and lse [B,H,Sq] contiguous when requested.
+ * Key padding: the keys it leaves out are skipped (never read); a row with none gets 0, -inf.
  * Workspace: per thread, Skv + D doubles (the score row and the output accumulator). */
 #include <math.h>
 #include <string.h>
@@ -59,27 +60,41 @@ static void ref_row(const jattn_call *c, int64_t b, int64_t h, int64_t i, double
     const float *vb = c->v + b * p->v.batch + h * p->v.head;
     const double scale = (double)c->scale;
 
+    /* Keys the padding leaves out are never read: their k and v rows may hold anything. */
+    const int padded = c->kv_len || c->mask;
+    const int64_t n = c->kv_len ? c->kv_len[b] : Skv;
     double mx = -INFINITY;
-    for (int64_t j = 0; j < Skv; j++) {
+    int64_t attended = 0;
+    for (int64_t j = 0; j < n; j++) {
+        if (padded && !jattn_call_attends(c, b, j)) continue;
         s[j] = scale * dot_f64(qi, kb + j * p->k.token, D);
         if (s[j] > mx) mx = s[j];
+        attended++;
+    }
+    float *oi = c->out + b * p->out.batch + h * p->out.head + i * p->out.token;
+    float *lse = c->lse ? c->lse + (b * p->heads + h) * p->seq_q + i : NULL;
+    if (attended == 0) { /* no key to attend: a zero row and lse -inf (jattn.h) */
+        for (int64_t d = 0; d < D; d++) oi[d] = 0.0f;
+        if (lse) *lse = -INFINITY;
+        return;
     }
     /* A NaN score, or an infinite max (inf - inf), makes the sum NaN: the row comes out NaN. */
     double sum = 0;
-    for (int64_t j = 0; j < Skv; j++) {
+    for (int64_t j = 0; j < n; j++) {
+        if (padded && !jattn_call_attends(c, b, j)) continue;
         s[j] = exp(s[j] - mx);
         sum += s[j];
     }
     memset(acc, 0, (size_t)D * sizeof *acc);
-    for (int64_t j = 0; j < Skv; j++) {
+    for (int64_t j = 0; j < n; j++) {
+        if (padded && !jattn_call_attends(c, b, j)) continue;
         const float *vj = vb + j * p->v.token;
         const double pj = s[j];
         for (int64_t d = 0; d < D; d++) acc[d] += pj * (double)vj[d];
     }
-    float *oi = c->out + b * p->out.batch + h * p->out.head + i * p->out.token;
     const double inv = 1.0 / sum;
     for (int64_t d = 0; d < D; d++) oi[d] = (float)(acc[d] * inv);
-    if (c->lse) c->lse[(b * p->heads + h) * p->seq_q + i] = (float)(mx + log(sum));
+    if (lse) *lse = (float)(mx + log(sum));
 }
 
 static jattn_status ref_forward(const jattn_call *c, const jattn_selection *sel) {

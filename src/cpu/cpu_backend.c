@@ -71,6 +71,8 @@ static size_t cpu_workspace(const jattn_problem *p, const jattn_exec *e, const j
 }
 
 static jattn_status cpu_forward(const jattn_call *c, const jattn_selection *sel) {
+    if (c->kv_len || c->mask) /* TODO(key padding): in progress */
+        return jattn_fail(JATTN_ERROR_UNSUPPORTED, "key_padding: not implemented on this backend yet");
     const jattn_problem *p = c->problem;
     const cpu_kernels *kern = kernels_of(sel);
     if (!kern) return jattn_fail(JATTN_ERROR_UNSUPPORTED, "kernel: %s is not available on this CPU", sel->kernel);

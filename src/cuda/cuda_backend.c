@@ -346,6 +346,8 @@ static jattn_status forward_host(const jattn_call *c, const jattn_selection *sel
 }
 
 static jattn_status cuda_forward(const jattn_call *c, const jattn_selection *sel) {
+    if (c->kv_len || c->mask) /* TODO(key padding): in progress */
+        return jattn_fail(JATTN_ERROR_UNSUPPORTED, "key_padding: not implemented on this backend yet");
     if (c->memory == JATTN_MEMORY_DEVICE) return launch(c, sel, c->q, c->k, c->v, c->out, c->lse, c->workspace);
     return forward_host(c, sel);
 }
