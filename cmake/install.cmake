@@ -14,8 +14,10 @@ set(JATTN_CONFIG_NEEDS_OPENMP ${OpenMP_C_FOUND})
 set(JATTN_CONFIG_NEEDS_CUDA ${JATTN_CUDA_ENABLED})
 configure_package_config_file(cmake/jattnConfig.cmake.in ${CMAKE_CURRENT_BINARY_DIR}/jattnConfig.cmake
   INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/jattn)
+# Every 0.y release so far only adds to the API (0.2: key padding), so a request for an older
+# 0.y is met; a change that breaks a caller bumps the major version.
 write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/jattnConfigVersion.cmake
-  COMPATIBILITY SameMinorVersion)
+  COMPATIBILITY SameMajorVersion)
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/jattnConfig.cmake ${CMAKE_CURRENT_BINARY_DIR}/jattnConfigVersion.cmake
   DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/jattn)
 

@@ -4,7 +4,8 @@
  * access; the input buffer is exactly `size` bytes); it returns NPY_OK, NPY_ERR_FORMAT or
  * NPY_ERR_NOMEM; on failure the message is one non-empty line and the array is zeroed; on
  * success the shape is valid, count = prod(shape), and the array survives a round trip
- * through npy_encode_header and the reader bit for bit. */
+ * through npy_encode_header and the reader bit for bit. npy_read_u8_mem (bool and uint8 arrays)
+ * runs on the same bytes under the same contract. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,7 +25,7 @@ static int zeroed(const npy_array *a) {
     return memcmp(a, &zero, sizeof zero) == 0;
 }
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+static int float_reader(const uint8_t *data, size_t size) {
     npy_array a;
     char err[256];
     memset(err, 'x', sizeof err);
@@ -70,4 +71,29 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     npy_free(&a);
     REQUIRE(zeroed(&a));
     return 0;
+}
+
+/* The byte reader (bool / uint8 key masks) on the same input: the same failure contract, and
+ * on success one byte per element inside the input, read back exactly. */
+static void bytes_reader(const uint8_t *data, size_t size) {
+    npy_array a;
+    char err[256];
+    memset(err, 'x', sizeof err);
+    npy_status st = npy_read_u8_mem(data, size, &a, err, sizeof err);
+    REQUIRE(st == NPY_OK || st == NPY_ERR_FORMAT || st == NPY_ERR_NOMEM);
+    if (st != NPY_OK) {
+        REQUIRE(memchr(err, '\0', sizeof err) != NULL);
+        REQUIRE(err[0] != '\0' && strchr(err, '\n') == NULL);
+        REQUIRE(zeroed(&a));
+        return;
+    }
+    REQUIRE(a.data == NULL && (a.count == 0) == (a.bytes == NULL));
+    REQUIRE((uint64_t)a.count <= size);
+    REQUIRE(a.count == 0 || memcmp(a.bytes, data + size - (size_t)a.count, (size_t)a.count) == 0);
+    npy_free(&a);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    bytes_reader(data, size);
+    return float_reader(data, size);
 }

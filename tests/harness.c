@@ -168,7 +168,7 @@ void jt_case_seal(jt_case *c) { c->input_hash = inputs_hash(c); }
 jattn_status jt_case_reference(jt_case *c) {
     jattn_exec e = {0};
     e.backend = JATTN_BACKEND_REF;
-    return jattn_forward(NULL, &c->p, &e, c->q, c->k, c->v, c->ref, c->ref_lse);
+    return jattn_forward_padded(NULL, &c->p, &e, c->q, c->k, c->v, c->padding, c->ref, c->ref_lse);
 }
 
 /* ---- the check ---- */
@@ -231,7 +231,7 @@ int jt_case_check(jt_case *c, const jattn_exec *exec, int want_lse) {
 
     const char *bname = jattn_backend_name(e->backend);
     const char *prec = e->precision == JATTN_PRECISION_TF32 ? "tf32" : "f32";
-    jattn_status st = jattn_forward(NULL, p, e, c->q, c->k, c->v, c->out, want_lse ? c->lse : NULL);
+    jattn_status st = jattn_forward_padded(NULL, p, e, c->q, c->k, c->v, c->padding, c->out, want_lse ? c->lse : NULL);
     if (st != JATTN_OK) {
         printf("FAIL %s backend=%s %s: %s: %s (seed %llu)\n", c->label, bname ? bname : "?", prec,
                jattn_status_name(st), jattn_last_error(), (unsigned long long)jt_seed());

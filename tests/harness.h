@@ -48,7 +48,9 @@ typedef struct jt_case {
     float *ref, *ref_lse;             /* reference output (out's layout) and lse */
     int64_t n_q, n_k, n_v, n_out;     /* allocated elements: the tensor's span plus guards */
     uint64_t input_hash;              /* of q, k, v as filled, to prove no input was modified */
-    char label[160];
+    const jattn_key_padding *padding; /* NULL (jt_case_init), or the key padding of every call:
+                                         the reference and the checked call both apply it */
+    char label[200];
 } jt_case;
 
 /* Allocates buffers for p (any valid strides): span + a guard region on each side. Inputs are

@@ -218,6 +218,82 @@ else
     echo "python3 absent: the output's values are checked by 'jattn compare' only"
 fi
 
+# ---- key padding: --kv-len and --key-mask ----
+# mask_npy FILE SHAPE DESCR BYTE...: a .npy of bytes (octal escapes), the data at byte 128.
+mask_npy() {
+    file=$1 shape=$2 descr=$3
+    shift 3
+    dict="{'descr': '$descr', 'fortran_order': False, 'shape': $shape, }"
+    pad=$((128 - 10 - ${#dict} - 1))
+    printf '\223NUMPY\001\000\166\000%s%*s\n' "$dict" "$pad" "" >"$file"
+    for b in "$@"; do printf "\\$b" >>"$file"; done
+}
+mask_npy "$D/mask12.npy" "(12,)" "|b1" 001 000 001 001 000 000 001 001 001 000 001 000
+mask_npy "$D/mask2x12.npy" "(2, 12)" "|u1" 001 001 001 000 000 000 000 000 000 000 007 001 \
+    000 000 000 000 000 000 000 000 000 000 000 000
+mask_npy "$D/mask11.npy" "(11,)" "|b1" 001 001 001 001 001 001 001 001 001 001 001
+mask_npy "$D/maskf4.npy" "(3,)" "<f4" 000 000 000 000 000 000 000 000 000 000 000 000
+P4="--q $D/q4.npy --k $D/k4.npy --v $D/v4.npy"
+expect_ok "run --kv-len, one length" "PASS" "$J" run $P4 --kv-len 5
+expect_ok "run --kv-len per batch, lse" "PASS" "$J" run $P4 --kv-len 12,0 --lse "$D/lse_len.npy" --out "$D/out_len.npy"
+expect_ok "run --key-mask [Skv]" "PASS" "$J" run $P4 --key-mask "$D/mask12.npy"
+expect_ok "run --key-mask [B,Skv] with --kv-len" "PASS" "$J" run $P4 --key-mask "$D/mask2x12.npy" --kv-len 11 \
+    --out "$D/out_mask.npy" --lse "$D/lse_mask.npy"
+expect_ok "run --key-mask, ref backend" "PASS" "$J" run $P4 --backend ref --key-mask "$D/mask2x12.npy" --kv-len 11 \
+    --out "$D/ref_mask.npy"
+expect_ok "compare the masked output with ref" "PASS" "$J" compare "$D/out_mask.npy" "$D/ref_mask.npy"
+"$J" run --json $P4 --key-mask "$D/mask12.npy" >"$T/mask.json" 2>"$T/stderr" && pass || fail "run --key-mask --json"
+json_keys "run --key-mask --json keys" "$T/mask.json" $RUN_KEYS $CHECK_KEYS key_mask kv_len attended_keys
+if [ $have_python = 1 ]; then
+    if python3 - "$D/q4.npy" "$D/k4.npy" "$D/v4.npy" "$D/out_mask.npy" "$D/lse_mask.npy" "$D/mask2x12.npy" <<'EOF'; then pass; else fail "python check of the masked output"; fi
+# The masked attention in plain Python: mask [2, 12] and kv_len 11; batch 1 attends nothing.
+import ast, math, struct, sys
+
+def read_npy(path):
+    b = open(path, "rb").read()
+    hl = struct.unpack("<H", b[8:10])[0]
+    h = ast.literal_eval(b[10:10 + hl].decode("latin1"))
+    n = 1
+    for s in h["shape"]:
+        n *= s
+    fmt = "<%df" % n if h["descr"] == "<f4" else "%dB" % n
+    return h["shape"], struct.unpack(fmt, b[10 + hl:])
+
+(qs, q), (ks, k), (_, v), (_, out), (_, lse), (_, mask) = (read_npy(p) for p in sys.argv[1:7])
+B, H, Sq, D = qs
+Skv = ks[2]
+worst = 0.0
+for b in range(B):
+    keys = [j for j in range(11) if mask[b * Skv + j]]
+    for h in range(H):
+        for i in range(Sq):
+            row = [out[((b * Sq + i) * H + h) * D + d] for d in range(D)]
+            l = lse[(b * H + h) * Sq + i]
+            if not keys:
+                assert all(x == 0.0 for x in row) and l == -math.inf, (b, h, i)
+                continue
+            qi = [q[((b * H + h) * Sq + i) * D + d] for d in range(D)]
+            s = {j: sum(qi[d] * k[((b * H + h) * Skv + j) * D + d] for d in range(D)) / math.sqrt(D) for j in keys}
+            m = max(s.values())
+            e = {j: math.exp(x - m) for j, x in s.items()}
+            z = sum(e.values())
+            for d in range(D):
+                ref = sum(e[j] * v[((b * H + h) * Skv + j) * D + d] for j in keys) / z
+                worst = max(worst, abs(row[d] - ref))
+            worst = max(worst, abs(l - (m + math.log(z))))
+assert worst < 1e-5, "max error %g" % worst
+EOF
+fi
+expect_error "--kv-len above seq_kv" 2 "--kv-len: 13 exceeds seq_kv 12" "$J" run $P4 --kv-len 13
+expect_error "--kv-len count" 2 "--kv-len: 3 values for batch 2" "$J" run $P4 --kv-len 1,2,3
+expect_error "--kv-len negative" 2 "--kv-len: -1 is out of range" "$J" run $P4 --kv-len -1
+expect_error "--kv-len not a list" 2 "--kv-len: '4,,5' is not a comma-separated list" "$J" run $P4 --kv-len 4,,5
+expect_error "--key-mask float32" 2 "neither bool ('|b1') nor uint8" "$J" run $P4 --key-mask "$D/maskf4.npy"
+expect_error "--key-mask wrong length" 2 "--key-mask $D/mask11.npy: shape (11,) is neither" "$J" run $P4 --key-mask "$D/mask11.npy"
+expect_error "--key-mask missing file" 2 "--key-mask $D/none.npy: cannot open" "$J" run $P4 --key-mask "$D/none.npy"
+head -c 135 "$D/mask12.npy" >"$D/mask_short.npy"
+expect_error "--key-mask truncated" 2 "data truncated" "$J" run $P4 --key-mask "$D/mask_short.npy"
+
 # ---- error exits ----
 expect_error "no command" 2 "missing command" "$J"
 expect_error "unknown command" 2 "unknown command 'frobnicate'" "$J" frobnicate

@@ -9,6 +9,7 @@
  *  - Versions 2.0 and 3.0 and numpy's spellings of the header are accepted.
  *  - Random mutations of valid files (bytes changed, truncated, extended) never crash and never
  *    yield an array inconsistent with its shape.
+ *  - The byte reader (bool and uint8 key masks) beside the float32 one.
  *  - The writer: an unwritable destination fails and leaves nothing; a finished file replaces
  *    an old one whole; an aborted writer leaves nothing. */
 #include <dirent.h>
@@ -391,6 +392,36 @@ static void writer(void) {
     rmdir(sub);
 }
 
+/* The byte reader (key masks): bool and uint8 accepted with their bytes, float32 refused by it,
+ * bool refused by the float32 reader, and the byte count checked against the shape. */
+static void byte_arrays(void) {
+    static const char *const accepted[] = {"{'descr': '|b1', 'fortran_order': False, 'shape': (2, 3), }",
+                                           "{'descr': '|u1', 'fortran_order': False, 'shape': (6,), }"};
+    char err[256];
+    for (int i = 0; i < 2; i++) {
+        bytes b = make_npy(npy_magic6, 1, 0, accepted[i], 6, -1);
+        npy_array a;
+        npy_status st = npy_read_u8_mem(b.p, b.n, &a, err, sizeof err);
+        check(st == NPY_OK && a.count == 6 && a.bytes && !a.data && memcmp(a.bytes, b.p + b.n - 6, 6) == 0,
+              "byte reader accepts bool and uint8", st == NPY_OK ? NULL : err);
+        npy_free(&a);
+        st = npy_read_f32_mem(b.p, b.n, &a, err, sizeof err);
+        check(st == NPY_ERR_FORMAT && strstr(err, "is not little-endian float32") && zeroed(&a),
+              "float32 reader refuses a byte array", err);
+        free(b.p);
+        b = make_npy(npy_magic6, 1, 0, accepted[i], 5, -1);
+        st = npy_read_u8_mem(b.p, b.n, &a, err, sizeof err);
+        check(st == NPY_ERR_FORMAT && strstr(err, "data truncated") && zeroed(&a), "byte reader: truncated data", err);
+        free(b.p);
+    }
+    bytes b = make_npy(npy_magic6, 1, 0, GOOD_DICT, 24, -1);
+    npy_array a;
+    npy_status st = npy_read_u8_mem(b.p, b.n, &a, err, sizeof err);
+    check(st == NPY_ERR_FORMAT && strstr(err, "neither bool ('|b1') nor uint8 ('|u1')") && zeroed(&a),
+          "byte reader refuses float32", err);
+    free(b.p);
+}
+
 int main(void) {
     jt_rng r;
     jt_rng_init(&r, jt_seed());
@@ -404,6 +435,7 @@ int main(void) {
     accepted_spellings();
     round_trip(&r);
     mutations(&r);
+    byte_arrays();
     writer();
     rmdir(tmpdir);
     return jt_tally_finish(&tally, "test_npy");

@@ -1,5 +1,5 @@
 /* Validation: every error the dispatch layer reports, from a table of broken problems and
- * calls. For each: the status code, a message that names the offending field, and nothing
+ * calls (key padding included). For each: the status code, a message that names the offending field, and nothing
  * written to out or lse. Also: status names, versions, the message being per thread and
  * cleared by a successful call, and the workspace contract. */
 #include <math.h>
@@ -13,6 +13,12 @@ enum { B = 2, H = 3, S = 9, D = 16 };
 #define N ((size_t)B * H * S * D)
 
 static float q_buf[N], k_buf[N], v_buf[N], out_buf[2 * N], lse_buf[B * H * S];
+
+/* Key padding of a case: run_case resets it, a padding case fills it and points pad at it. */
+static jattn_key_padding pad_buf;
+static const jattn_key_padding *pad;
+static int64_t lens[B + 1];
+static uint8_t mask_buf[2 * S + 8];
 
 typedef struct broken {
     const char *what;
@@ -65,6 +71,22 @@ CASE(ref_tf32, e->backend = JATTN_BACKEND_REF; e->precision = JATTN_PRECISION_TF
 CASE(misaligned_q, *q = (const char *)q_buf + 2)
 CASE(wrap_address, *k = (const void *)(UINTPTR_MAX - 64 + 1))
 CASE(workspace_small, e->backend = JATTN_BACKEND_REF; e->workspace = out_buf + N; e->workspace_bytes = 8)
+/* key padding: a valid mask [B, S] and lengths, then one thing broken */
+#define PAD(body)                                                                                           \
+    pad_buf.mask = mask_buf, pad_buf.mask_batch = B, pad_buf.mask_keys = S, pad_buf.kv_len = lens;         \
+    pad = &pad_buf;                                                                                         \
+    body
+CASE(pad_len_high, PAD(lens[1] = S + 1))
+CASE(pad_len_negative, PAD(lens[0] = -1))
+CASE(pad_len_misaligned, PAD(pad_buf.kv_len = (const int64_t *)((const char *)lens + 4)))
+CASE(pad_len_in_lse, PAD(pad_buf.kv_len = (const int64_t *)(void *)lse_buf))
+CASE(pad_mask_batch, PAD(pad_buf.mask_batch = B + 1))
+CASE(pad_mask_no_extent, PAD(pad_buf.mask_keys = 0))
+CASE(pad_mask_keys, PAD(pad_buf.mask_keys = S + 1))
+CASE(pad_mask_stride_neg, PAD(pad_buf.mask_batch_stride = -S))
+CASE(pad_mask_rows_overlap, PAD(pad_buf.mask_batch_stride = S - 1))
+CASE(pad_mask_stride_overflow, PAD(pad_buf.mask_batch_stride = INT64_MAX - 4))
+CASE(pad_mask_in_out, PAD(pad_buf.mask = (const uint8_t *)(void *)(out_buf + 3)))
 
 static const broken cases[] = {
     {"NULL q", JATTN_ERROR_NULL_POINTER, "q", null_q},
@@ -103,6 +125,17 @@ static const broken cases[] = {
     {"q misaligned", JATTN_ERROR_INVALID_ARGUMENT, "q", misaligned_q},
     {"k wraps the address space", JATTN_ERROR_OVERFLOW, "k", wrap_address},
     {"workspace too small", JATTN_ERROR_WORKSPACE_TOO_SMALL, "exec.workspace_bytes", workspace_small},
+    {"kv_len above seq_kv", JATTN_ERROR_INVALID_ARGUMENT, "key_padding.kv_len[1]", pad_len_high},
+    {"kv_len negative", JATTN_ERROR_INVALID_ARGUMENT, "key_padding.kv_len[0]", pad_len_negative},
+    {"kv_len misaligned", JATTN_ERROR_INVALID_ARGUMENT, "key_padding.kv_len", pad_len_misaligned},
+    {"kv_len inside lse", JATTN_ERROR_ALIASING, "key_padding.kv_len", pad_len_in_lse},
+    {"mask rows neither 1 nor batch", JATTN_ERROR_INVALID_DIMENSION, "key_padding.mask_batch", pad_mask_batch},
+    {"mask without its extent", JATTN_ERROR_INVALID_DIMENSION, "key_padding.mask_keys", pad_mask_no_extent},
+    {"mask keys not seq_kv", JATTN_ERROR_INVALID_DIMENSION, "key_padding.mask_keys", pad_mask_keys},
+    {"mask stride negative", JATTN_ERROR_INVALID_STRIDE, "key_padding.mask_batch_stride", pad_mask_stride_neg},
+    {"mask rows overlap", JATTN_ERROR_SELF_OVERLAP, "key_padding.mask_batch_stride", pad_mask_rows_overlap},
+    {"mask stride overflows", JATTN_ERROR_OVERFLOW, "key_padding.mask_batch_stride", pad_mask_stride_overflow},
+    {"mask inside out", JATTN_ERROR_ALIASING, "key_padding.mask", pad_mask_in_out},
 };
 
 static int poisoned(const float *x, size_t n) {
@@ -117,10 +150,14 @@ static int run_case(const broken *c) {
     const void *q = q_buf, *k = k_buf, *v = v_buf;
     void *o = out_buf;
     float *lse = lse_buf;
+    pad = NULL;
+    memset(&pad_buf, 0, sizeof pad_buf);
+    for (int b = 0; b <= B; b++) lens[b] = S / 2;
+    memset(mask_buf, 1, sizeof mask_buf);
     c->apply(&p, &e, &q, &k, &v, &o, &lse);
     for (size_t i = 0; i < 2 * N; i++) out_buf[i] = NAN;
     for (size_t i = 0; i < (size_t)B * H * S; i++) lse_buf[i] = NAN;
-    jattn_status st = jattn_forward(NULL, &p, &e, q, k, v, o, lse);
+    jattn_status st = jattn_forward_padded(NULL, &p, &e, q, k, v, pad, o, lse);
     int ok = jt_expect_status(st, c->want, c->what);
     const char *msg = jattn_last_error();
     if (ok && !strstr(msg, c->field)) {
@@ -137,7 +174,7 @@ static int run_case(const broken *c) {
     size_t bytes;
     int pointer_case = c->want == JATTN_ERROR_NULL_POINTER || c->want == JATTN_ERROR_ALIASING ||
                        c->want == JATTN_ERROR_WORKSPACE_TOO_SMALL || c->apply == misaligned_q ||
-                       c->apply == wrap_address;
+                       c->apply == wrap_address || pad != NULL; /* padding is the call's too */
     if (!pointer_case) {
         ok &= jt_expect_status(jattn_select(&p, &e, &sel), c->want, c->what);
         ok &= jt_expect_status(jattn_workspace_size(&p, &e, &bytes), c->want, c->what);

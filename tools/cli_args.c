@@ -41,6 +41,10 @@ const char jattn_cli_usage[] =
     "  --out F                       write the output: float32 .npy, token-major [S,H*D] (3-d\n"
     "                                inputs) or [B,S,H*D] (4-d or synthetic inputs)\n"
     "  --lse F                       write the log-sum-exp: float32 .npy [H,S] or [B,H,S]\n"
+    "  --kv-len L | L0,L1,...        key padding: batch b attends its first L (or Lb) keys only\n"
+    "  --key-mask F                  key padding: a bool or uint8 .npy, [Skv] (every batch) or\n"
+    "                                [B,Skv]; nonzero = attend (with --kv-len: both apply). A query\n"
+    "                                row with no key to attend gets 0 (and lse -inf)\n"
     "\n"
     "bench (default shapes B=1 H=24 D=128, S = 512, 1536, 4608; backends cpu and cuda if present):\n"
     "  --backend B                   this backend only (ref is benched only when asked for)\n"
@@ -66,7 +70,7 @@ enum {
 typedef enum option_id {
     OPT_BACKEND, OPT_PRECISION, OPT_THREADS, OPT_BATCH, OPT_HEADS, OPT_SEQ, OPT_SEQ_KV, OPT_DIM, OPT_SCALE,
     OPT_SEED, OPT_REPS, OPT_CHECK, OPT_NO_CHECK, OPT_JSON, OPT_Q, OPT_K, OPT_V, OPT_OUT, OPT_LSE, OPT_SHAPE,
-    OPT_HELP
+    OPT_KV_LEN, OPT_KEY_MASK, OPT_HELP
 } option_id;
 
 typedef struct option_spec {
@@ -97,6 +101,8 @@ static const option_spec options[] = {
     {"--out", OPT_OUT, ON_RUN | ON_GEN, 1},
     {"--lse", OPT_LSE, ON_RUN, 1},
     {"--shape", OPT_SHAPE, ON_GEN, 1},
+    {"--kv-len", OPT_KV_LEN, ON_RUN, 1},
+    {"--key-mask", OPT_KEY_MASK, ON_RUN, 1},
     {"--help", OPT_HELP, ON_RUN | ON_BENCH | ON_COMPARE | ON_GEN, 0},
     {"-h", OPT_HELP, ON_RUN | ON_BENCH | ON_COMPARE | ON_GEN, 0},
 };
@@ -303,6 +309,16 @@ static int apply_option(cli_options *o, option_id id, const char *name, const ch
         if (parse_int_list(name, value, 0, INT64_MAX, list, NPY_MAX_DIMS, &n, err, errlen)) return -1;
         for (int i = 0; i < n; i++) o->shape[i] = list[i];
         o->ndim = n;
+        return 0;
+    case OPT_KV_LEN: {
+        int count;
+        /* >= 0 here; against seq_kv once the problem is known (cli_run) */
+        if (parse_int_list(name, value, 0, INT64_MAX, o->kv_len, CLI_MAX_KV_LENS, &count, err, errlen)) return -1;
+        o->n_kv_len = count;
+        return 0;
+    }
+    case OPT_KEY_MASK:
+        o->key_mask_path = value;
         return 0;
     case OPT_HELP:
         o->command = CLI_CMD_HELP;

@@ -29,6 +29,7 @@ typedef enum cli_command {
 /* Upper bounds that keep a typo from asking for something absurd. */
 #define CLI_MAX_THREADS 4096
 #define CLI_MAX_REPS 100000
+#define CLI_MAX_KV_LENS 256 /* --kv-len values: one, or one per batch up to this batch */
 
 /* The FLUX.2 DiT attention of the default job: B=1, H=24, S=1536 (512 text + 1024 image
  * tokens at 512x512), D=128. */
@@ -53,6 +54,9 @@ typedef struct cli_options {
     int check;                 /* run: 1 (default) or 0 with --no-check */
     int json;
     const char *q_path, *k_path, *v_path, *out_path, *lse_path;
+    int64_t kv_len[CLI_MAX_KV_LENS]; /* run --kv-len: one length for every batch, or one per batch */
+    int n_kv_len;              /* 0 when --kv-len was not given */
+    const char *key_mask_path; /* run --key-mask: bool or uint8 .npy, [Skv] or [B, Skv] */
     const char *operand[2];    /* compare: A and B */
     int n_operands;
     int64_t shape[NPY_MAX_DIMS]; /* gen --shape */

@@ -248,7 +248,7 @@ static int bench_one_shape(const cli_options *o, const bench_shape *s, peak_cach
     cli_fill_normal(buf.q, n_q, o->seed, 0);
     cli_fill_normal(buf.k, n_kv, o->seed, 1);
     cli_fill_normal(buf.v, n_kv, o->seed, 2);
-    if ((st = cli_reference_compute(&ref, &p, buf.q, buf.k, buf.v, BENCH_CHECK_BUDGET_FLOPS, 0, why, sizeof why))) {
+    if ((st = cli_reference_compute(&ref, &p, NULL, buf.q, buf.k, buf.v, BENCH_CHECK_BUDGET_FLOPS, 0, why, sizeof why))) {
         rc = cli_error(CLI_EXIT_FAILURE, "%s", why);
         goto done;
     }
@@ -282,7 +282,7 @@ static int bench_one_shape(const cli_options *o, const bench_shape *s, peak_cach
             int timed = 0;
             if (r.sel.backend == JATTN_BACKEND_CUDA) {
                 int reps = o->reps ? o->reps : BENCH_DEVICE_REPS;
-                if (jattn_device_timed_run(&p, &e, buf.q, buf.k, buf.v, buf.out, NULL, 1, reps, &r.t.ms, why,
+                if (jattn_device_timed_run(&p, &e, NULL, buf.q, buf.k, buf.v, buf.out, NULL, 1, reps, &r.t.ms, why,
                                            sizeof why) == 0) {
                     r.t.reps = reps;
                     r.t.clock = "device";
@@ -292,7 +292,7 @@ static int bench_one_shape(const cli_options *o, const bench_shape *s, peak_cach
                     add_note(ns, note);
                 }
             }
-            if (!timed && (st = cli_time_forward(ctx, &p, &e, buf.q, buf.k, buf.v, buf.out, NULL, o->reps,
+            if (!timed && (st = cli_time_forward(ctx, &p, &e, NULL, buf.q, buf.k, buf.v, buf.out, NULL, o->reps,
                                                  BENCH_AUTO_SECONDS, BENCH_AUTO_REPS_MIN, BENCH_AUTO_REPS_MAX,
                                                  &r.t)) != JATTN_OK) {
                 rc = cli_error(CLI_EXIT_FAILURE, "backend %s failed: %s (%s)", r.sel.backend_name, jattn_last_error(),

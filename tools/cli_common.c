@@ -92,11 +92,11 @@ int cli_exit_for_status(jattn_status st) {
 
 /* ---- timing ---- */
 
-jattn_status cli_time_forward(jattn_ctx *ctx, const jattn_problem *p, const jattn_exec *e, const float *q,
-                              const float *k, const float *v, float *out, float *lse, int reps, double auto_seconds,
-                              int reps_min, int reps_max, cli_timing *t) {
+jattn_status cli_time_forward(jattn_ctx *ctx, const jattn_problem *p, const jattn_exec *e, const jattn_key_padding *kp,
+                              const float *q, const float *k, const float *v, float *out, float *lse, int reps,
+                              double auto_seconds, int reps_min, int reps_max, cli_timing *t) {
     double t0 = cli_now();
-    jattn_status st = jattn_forward(ctx, p, e, q, k, v, out, lse);
+    jattn_status st = jattn_forward_padded(ctx, p, e, q, k, v, kp, out, lse);
     double warm = cli_now() - t0;
     if (st != JATTN_OK) return st;
     if (!reps) {
@@ -107,7 +107,7 @@ jattn_status cli_time_forward(jattn_ctx *ctx, const jattn_problem *p, const jatt
     if (!times) return JATTN_ERROR_OUT_OF_MEMORY;
     for (int r = 0; r < reps && st == JATTN_OK; r++) {
         t0 = cli_now();
-        st = jattn_forward(ctx, p, e, q, k, v, out, lse);
+        st = jattn_forward_padded(ctx, p, e, q, k, v, kp, out, lse);
         times[r] = 1e3 * (cli_now() - t0);
     }
     if (st == JATTN_OK) {
@@ -131,8 +131,9 @@ void cli_reference_free(cli_reference *r) {
     memset(r, 0, sizeof *r);
 }
 
-jattn_status cli_reference_compute(cli_reference *r, const jattn_problem *p, const float *q, const float *k,
-                                   const float *v, double budget_flops, int want_lse, char *err, size_t errlen) {
+jattn_status cli_reference_compute(cli_reference *r, const jattn_problem *p, const jattn_key_padding *kp,
+                                   const float *q, const float *k, const float *v, double budget_flops, int want_lse,
+                                   char *err, size_t errlen) {
     memset(r, 0, sizeof *r);
     int64_t stride = 1;
     double flops = cli_flops(p);
@@ -160,7 +161,7 @@ jattn_status cli_reference_compute(cli_reference *r, const jattn_problem *p, con
     }
     jattn_exec e = {0};
     e.backend = JATTN_BACKEND_REF;
-    jattn_status st = jattn_forward(NULL, &r->dense, &e, q, k, v, r->out, want_lse ? r->lse : NULL);
+    jattn_status st = jattn_forward_padded(NULL, &r->dense, &e, q, k, v, kp, r->out, want_lse ? r->lse : NULL);
     if (st != JATTN_OK) {
         snprintf(err, errlen, "reference: %s: %s", jattn_status_name(st), jattn_last_error());
         cli_reference_free(r);

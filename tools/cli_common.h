@@ -52,11 +52,12 @@ typedef struct cli_timing {
     const char *clock;         /* "host" (monotonic clock around jattn_forward) or "device" */
 } cli_timing;
 
-/* Host timing of jattn_forward: one warm-up call, then `reps` timed calls; reps 0 = automatic:
- * about auto_seconds worth, within [reps_min, reps_max]. @return the first failing status. */
-jattn_status cli_time_forward(jattn_ctx *ctx, const jattn_problem *p, const jattn_exec *e, const float *q,
-                              const float *k, const float *v, float *out, float *lse, int reps, double auto_seconds,
-                              int reps_min, int reps_max, cli_timing *t);
+/* Host timing of jattn_forward_padded (kp may be NULL): one warm-up call, then `reps` timed
+ * calls; reps 0 = automatic: about auto_seconds worth, within [reps_min, reps_max].
+ * @return the first failing status. */
+jattn_status cli_time_forward(jattn_ctx *ctx, const jattn_problem *p, const jattn_exec *e, const jattn_key_padding *kp,
+                              const float *q, const float *k, const float *v, float *out, float *lse, int reps,
+                              double auto_seconds, int reps_min, int reps_max, cli_timing *t);
 
 /* ---- parity against the reference ---- */
 
@@ -77,10 +78,12 @@ typedef struct cli_parity {
 } cli_parity;
 
 /* Computes the reference of p (any valid strides) on q, k, v with the ref backend on all cores,
- * sampling query rows so that it costs at most about budget_flops (at least one row per head).
+ * applying the key padding kp (may be NULL), sampling query rows so that it costs at most
+ * about budget_flops (at least one row per head).
  * @return JATTN_OK, or the failing status with a one-line reason in err. */
-jattn_status cli_reference_compute(cli_reference *r, const jattn_problem *p, const float *q, const float *k,
-                                   const float *v, double budget_flops, int want_lse, char *err, size_t errlen);
+jattn_status cli_reference_compute(cli_reference *r, const jattn_problem *p, const jattn_key_padding *kp,
+                                   const float *q, const float *k, const float *v, double budget_flops, int want_lse,
+                                   char *err, size_t errlen);
 
 /* Compares out (laid out as p's out strides) and lse (contiguous [B, H, Sq], may be NULL) with
  * the reference, under the gate of `precision`. */

@@ -137,9 +137,70 @@ static int make_synthetic(const cli_options *o, run_inputs *in) {
     return CLI_EXIT_OK;
 }
 
+/* ---- key padding (--kv-len, --key-mask) ---- */
+
+typedef struct run_padding {
+    jattn_key_padding kp;
+    int64_t *kv_len;  /* [B] */
+    npy_array mask;   /* bytes */
+    double attended;  /* mean attended keys per batch */
+    char note[160];   /* for the report, "" without padding */
+} run_padding;
+
+static void free_padding(run_padding *pad) {
+    free(pad->kv_len);
+    npy_free(&pad->mask);
+}
+
+/* The padding of the options, checked against the problem; pad->kp stays zero without any. */
+static int make_padding(const cli_options *o, const jattn_problem *p, run_padding *pad) {
+    if (o->n_kv_len) {
+        if (o->n_kv_len != 1 && o->n_kv_len != p->batch)
+            return cli_error(CLI_EXIT_USAGE, "--kv-len: %d values for batch %lld: give one length, or one per batch",
+                             o->n_kv_len, (long long)p->batch);
+        if (!(pad->kv_len = malloc((size_t)p->batch * sizeof *pad->kv_len)))
+            return cli_error(CLI_EXIT_FAILURE, "out of memory for --kv-len");
+        for (int64_t b = 0; b < p->batch; b++) {
+            pad->kv_len[b] = o->kv_len[o->n_kv_len == 1 ? 0 : b];
+            if (pad->kv_len[b] > p->seq_kv)
+                return cli_error(CLI_EXIT_USAGE, "--kv-len: %lld exceeds seq_kv %lld", (long long)pad->kv_len[b],
+                                 (long long)p->seq_kv);
+        }
+        pad->kp.kv_len = pad->kv_len;
+    }
+    if (o->key_mask_path) {
+        char why[ERRLEN], shape[NPY_MAX_DIMS * 22 + 4];
+        npy_status st = npy_read_u8(o->key_mask_path, &pad->mask, why, sizeof why);
+        if (st != NPY_OK)
+            return cli_error(st == NPY_ERR_NOMEM ? CLI_EXIT_FAILURE : CLI_EXIT_USAGE, "--key-mask %s: %s",
+                             o->key_mask_path, why);
+        const npy_array *m = &pad->mask;
+        npy_format_shape(m->shape, m->ndim, shape, sizeof shape);
+        const int64_t rows = m->ndim == 2 ? m->shape[0] : 1, keys = m->ndim ? m->shape[m->ndim - 1] : 0;
+        if (m->ndim < 1 || m->ndim > 2 || keys != p->seq_kv || (rows != 1 && rows != p->batch))
+            return cli_error(CLI_EXIT_USAGE, "--key-mask %s: shape %s is neither [Skv] = (%lld,) nor [B, Skv] = (%lld, %lld)",
+                             o->key_mask_path, shape, (long long)p->seq_kv, (long long)p->batch, (long long)p->seq_kv);
+        pad->kp.mask = m->bytes;
+        pad->kp.mask_batch = rows;
+        pad->kp.mask_keys = keys;
+    }
+    if (!pad->kp.kv_len && !pad->kp.mask) return CLI_EXIT_OK;
+    double total = 0;
+    for (int64_t b = 0; b < p->batch; b++) {
+        const int64_t end = pad->kv_len ? pad->kv_len[b] : p->seq_kv;
+        const unsigned char *row = pad->kp.mask ? pad->kp.mask + (pad->kp.mask_batch > 1 ? b : 0) * p->seq_kv : NULL;
+        for (int64_t j = 0; j < end; j++) total += !row || row[j];
+    }
+    pad->attended = total / (double)p->batch;
+    snprintf(pad->note, sizeof pad->note, "%s%s%s: %.1f of %lld keys attended per batch on average",
+             pad->kp.kv_len ? "--kv-len" : "", pad->kp.kv_len && pad->kp.mask ? " and " : "",
+             pad->kp.mask ? "--key-mask" : "", pad->attended, (long long)p->seq_kv);
+    return CLI_EXIT_OK;
+}
+
 /* ---- report ---- */
 
-static void print_report(const cli_options *o, const run_inputs *in, const jattn_selection *sel,
+static void print_report(const cli_options *o, const run_inputs *in, const run_padding *pad, const jattn_selection *sel,
                          const char *auto_reasons, const cli_timing *t, const char *timing_note, const cli_reference *ref, const cli_parity *par,
                          const char *wrote) {
     const jattn_problem *p = &in->p;
@@ -162,6 +223,11 @@ static void print_report(const cli_options *o, const run_inputs *in, const jattn
         cli_json_str(&j, "precision", prec);
         cli_json_str(&j, "inputs", in->from_files ? "npy" : "synthetic");
         if (!in->from_files) cli_json_int(&j, "seed", (long long)o->seed);
+        if (pad->note[0]) {
+            cli_json_str(&j, "key_mask", o->key_mask_path);
+            cli_json_bool(&j, "kv_len", pad->kp.kv_len != NULL);
+            cli_json_num(&j, "attended_keys", pad->attended);
+        }
         cli_json_num(&j, "ms", t->ms);
         cli_json_num(&j, "ms_min", t->ms_min);
         cli_json_num(&j, "ms_max", t->ms_max);
@@ -198,7 +264,9 @@ static void print_report(const cli_options *o, const run_inputs *in, const jattn
         printf("time     %.3f ms  median of %d after a warm-up (%s clock; min %.3f, max %.3f)\n", t->ms, t->reps,
                t->clock, t->ms_min, t->ms_max);
     if (timing_note[0]) printf("         note: %s\n", timing_note);
-    printf("speed    %.2f GFLOP/s  (4*B*H*Sq*Skv*D = %.3g GFLOP per call)\n", gflops, cli_flops(p) / 1e9);
+    if (pad->note[0]) printf("padding  %s\n", pad->note);
+    printf("speed    %.2f GFLOP/s  (4*B*H*Sq*Skv*D = %.3g GFLOP per call%s)\n", gflops, cli_flops(p) / 1e9,
+           pad->note[0] ? ", every key counted" : "");
     if (par) {
         printf("parity   max_abs %.3g  rel_l2 %.3g  cos %.9g  vs the float64 reference", par->m.max_abs, par->m.rel_l2,
                par->m.cos);
@@ -241,6 +309,8 @@ int cli_run(const cli_options *o) {
     jattn_ctx *ctx = NULL;
     float *out = NULL, *lse = NULL;
     cli_reference ref = {0};
+    run_padding pad;
+    memset(&pad, 0, sizeof pad);
     char why[ERRLEN];
     int rc = CLI_EXIT_OK;
 
@@ -262,6 +332,8 @@ int cli_run(const cli_options *o) {
                        jattn_backend_name(o->backend), jattn_last_error(), jattn_status_name(st));
         goto done;
     }
+    if ((rc = make_padding(o, &in.p, &pad))) goto done;
+    const jattn_key_padding *kp = pad.note[0] ? &pad.kp : NULL;
     char reasons[ERRLEN] = "";
     if (o->backend == JATTN_BACKEND_AUTO) auto_reasons(&in.p, &e, sel.backend, reasons, sizeof reasons);
     e.backend = sel.backend; /* every call of this run uses the backend chosen now */
@@ -302,7 +374,7 @@ int cli_run(const cli_options *o) {
     int timed = 0;
     if (sel.backend == JATTN_BACKEND_CUDA) {
         int reps = o->reps ? o->reps : RUN_DEVICE_REPS;
-        if (jattn_device_timed_run(&in.p, &e, in.q, in.k, in.v, out, lse, 1, reps, &t.ms, why, sizeof why) == 0) {
+        if (jattn_device_timed_run(&in.p, &e, kp, in.q, in.k, in.v, out, lse, 1, reps, &t.ms, why, sizeof why) == 0) {
             t.reps = reps;
             t.clock = "device";
             timed = 1;
@@ -311,7 +383,7 @@ int cli_run(const cli_options *o) {
                      why);
         }
     }
-    if (!timed && (st = cli_time_forward(ctx, &in.p, &e, in.q, in.k, in.v, out, lse, o->reps, RUN_AUTO_SECONDS,
+    if (!timed && (st = cli_time_forward(ctx, &in.p, &e, kp, in.q, in.k, in.v, out, lse, o->reps, RUN_AUTO_SECONDS,
                                          RUN_AUTO_REPS_MIN, RUN_AUTO_REPS_MAX, &t)) != JATTN_OK) {
         rc = cli_error(cli_exit_for_status(st), "backend %s failed: %s (%s)", sel.backend_name,
                        st == JATTN_ERROR_OUT_OF_MEMORY && !jattn_last_error()[0] ? "out of memory" : jattn_last_error(),
@@ -321,7 +393,7 @@ int cli_run(const cli_options *o) {
 
     cli_parity par, *parp = NULL;
     if (o->check) {
-        if ((st = cli_reference_compute(&ref, &in.p, in.q, in.k, in.v, RUN_CHECK_BUDGET_FLOPS, lse != NULL, why,
+        if ((st = cli_reference_compute(&ref, &in.p, kp, in.q, in.k, in.v, RUN_CHECK_BUDGET_FLOPS, lse != NULL, why,
                                         sizeof why)) != JATTN_OK) {
             rc = cli_error(CLI_EXIT_FAILURE, "%s", why);
             goto done;
@@ -357,7 +429,7 @@ int cli_run(const cli_options *o) {
             snprintf(wrote + len, sizeof wrote - len, "%s%s float32 %s", len ? ", " : "", o->lse_path, shape_text);
         }
     }
-    print_report(o, &in, &sel, reasons, &t, timing_note, &ref, parp, wrote);
+    print_report(o, &in, &pad, &sel, reasons, &t, timing_note, &ref, parp, wrote);
     if (!pass) {
         fflush(stdout);
         rc = cli_error(CLI_EXIT_FAILURE, "parity FAIL against the float64 reference (rel_l2 %.3g, max_abs %.3g, cos %.9g%s)%s",
@@ -374,5 +446,6 @@ done:
     free(out);
     free(lse);
     free_inputs(&in);
+    free_padding(&pad);
     return rc;
 }

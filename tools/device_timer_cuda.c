@@ -26,12 +26,15 @@ static int cmp_float(const void *a, const void *b) {
         }                                                                                              \
     } while (0)
 
-int jattn_device_timed_run(const jattn_problem *p, const jattn_exec *e, const float *q, const float *k,
-                           const float *v, float *out, float *lse, int warmup, int reps, double *ms_median, char *err,
-                           size_t errlen) {
+int jattn_device_timed_run(const jattn_problem *p, const jattn_exec *e, const jattn_key_padding *kp, const float *q,
+                           const float *k, const float *v, float *out, float *lse, int warmup, int reps,
+                           double *ms_median, char *err, size_t errlen) {
     const size_t nq = span_of(p, p->q, p->seq_q), nk = span_of(p, p->k, p->seq_kv), nv = span_of(p, p->v, p->seq_kv),
                  no = span_of(p, p->out, p->seq_q), nl = (size_t)(p->batch * p->heads * p->seq_q);
     float *dq = NULL, *dk = NULL, *dv = NULL, *dout = NULL, *dlse = NULL;
+    int64_t *dlen = NULL;
+    uint8_t *dmask = NULL;
+    jattn_key_padding dkp = {0};
     float *times = NULL;
     cudaStream_t stream = NULL;
     cudaEvent_t *ev = NULL;
@@ -53,6 +56,21 @@ int jattn_device_timed_run(const jattn_problem *p, const jattn_exec *e, const fl
     CHECK(cudaMemcpy(dk, k, nk * sizeof(float), cudaMemcpyHostToDevice));
     CHECK(cudaMemcpy(dv, v, nv * sizeof(float), cudaMemcpyHostToDevice));
     CHECK(cudaMemcpy(dout, out, no * sizeof(float), cudaMemcpyHostToDevice)); /* keeps the gaps of out */
+    if (kp) { /* the padding arrays on the device too */
+        dkp = *kp;
+        if (kp->kv_len) {
+            CHECK(cudaMalloc((void **)&dlen, (size_t)p->batch * sizeof *dlen));
+            CHECK(cudaMemcpy(dlen, kp->kv_len, (size_t)p->batch * sizeof *dlen, cudaMemcpyHostToDevice));
+            dkp.kv_len = dlen;
+        }
+        if (kp->mask) {
+            const int64_t stride = kp->mask_batch_stride ? kp->mask_batch_stride : kp->mask_keys;
+            const size_t bytes = (size_t)((kp->mask_batch - 1) * stride + kp->mask_keys);
+            CHECK(cudaMalloc((void **)&dmask, bytes));
+            CHECK(cudaMemcpy(dmask, kp->mask, bytes, cudaMemcpyHostToDevice));
+            dkp.mask = dmask;
+        }
+    }
     CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     for (; n_ev < 2 * reps; n_ev++) CHECK(cudaEventCreate(&ev[n_ev]));
 
@@ -63,7 +81,7 @@ int jattn_device_timed_run(const jattn_problem *p, const jattn_exec *e, const fl
     for (int i = 0; i < warmup + reps; i++) {
         int timed = i >= warmup;
         if (timed) CHECK(cudaEventRecord(ev[2 * (i - warmup)], stream));
-        jattn_status st = jattn_forward(NULL, p, &x, dq, dk, dv, dout, dlse);
+        jattn_status st = jattn_forward_padded(NULL, p, &x, dq, dk, dv, kp ? &dkp : NULL, dout, dlse);
         if (st != JATTN_OK) {
             snprintf(err, errlen, "device timing: %s: %s", jattn_status_name(st), jattn_last_error());
             goto done;
@@ -85,6 +103,8 @@ done:
     cudaFree(dv);
     cudaFree(dout);
     cudaFree(dlse);
+    cudaFree(dlen);
+    cudaFree(dmask);
     free(times);
     free(ev);
     return rc;

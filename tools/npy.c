@@ -4,8 +4,8 @@
  *   1. the preamble: magic, version, header length (header must end inside the input);
  *   2. the header dict, parsed by a small strict parser of the Python literal subset numpy
  *      writes (strings, True/False, tuples of integers), keys exactly descr/fortran_order/shape;
- *   3. the data: its length must equal prod(shape) * 4, computed with overflow checks, before
- *      anything is allocated. */
+ *   3. the data: its length must equal prod(shape) * 4 (float32) or * 1 (bool, uint8), computed
+ *      with overflow checks, before anything is allocated. */
 #include "npy.h"
 
 #include <errno.h>
@@ -19,9 +19,13 @@ static const unsigned char npy_magic[6] = {0x93, 'N', 'U', 'M', 'P', 'Y'};
 enum {
     MAGIC_BYTES = 6,
     VERSION_BYTES = 2,
-    DATA_ALIGN = 64, /* the writer pads the header so the data starts at a multiple of this */
-    ELEM_BYTES = 4   /* float32 */
+    DATA_ALIGN = 64 /* the writer pads the header so the data starts at a multiple of this */
 };
+
+/* What a reader accepts: float32 ('<f4'), or bytes (bool '|b1' and uint8 '|u1'). */
+typedef enum elem_kind { KIND_F32, KIND_BYTES } elem_kind;
+
+static size_t elem_bytes(elem_kind kind) { return kind == KIND_F32 ? 4 : 1; }
 /* Longest preamble: magic, version, 4-byte header length (versions 2.0 and 3.0). */
 #define PREAMBLE_MAX (MAGIC_BYTES + VERSION_BYTES + 4)
 
@@ -342,12 +346,19 @@ static npy_status parse_header_dict(const unsigned char *s, size_t n, header *h,
 /* ---- step 3: checks of the parsed header against the data ------------------------------- */
 
 /* Checks dtype and order, computes the element count and the data bytes. */
-static npy_status check_header(const header *h, int64_t *count, size_t *bytes, char *err, size_t errlen) {
-    if (!key_is(h->descr, h->descr_len, "<f4")) {
+static npy_status check_header(const header *h, elem_kind kind, int64_t *count, size_t *bytes, char *err,
+                               size_t errlen) {
+    const int dtype_ok = kind == KIND_F32 ? key_is(h->descr, h->descr_len, "<f4")
+                                          : key_is(h->descr, h->descr_len, "|b1") || key_is(h->descr, h->descr_len, "|u1");
+    if (!dtype_ok) {
         char buf[32];
         excerpt(h->descr, h->descr_len, buf, sizeof buf);
-        return fail(NPY_ERR_FORMAT, err, errlen, "dtype '%s' is not little-endian float32 ('<f4')", buf);
+        return fail(NPY_ERR_FORMAT, err, errlen,
+                    kind == KIND_F32 ? "dtype '%s' is not little-endian float32 ('<f4')"
+                                     : "dtype '%s' is neither bool ('|b1') nor uint8 ('|u1')",
+                    buf);
     }
+    const size_t size = elem_bytes(kind);
     if (h->fortran_order)
         return fail(NPY_ERR_FORMAT, err, errlen, "fortran_order True is not supported (C order only)");
     int64_t c = 1;
@@ -364,10 +375,10 @@ static npy_status check_header(const header *h, int64_t *count, size_t *bytes, c
             c *= h->shape[d];
         }
     }
-    if ((uint64_t)c > (uint64_t)PTRDIFF_MAX / ELEM_BYTES || (uint64_t)c > SIZE_MAX / ELEM_BYTES)
+    if ((uint64_t)c > (uint64_t)PTRDIFF_MAX / size || (uint64_t)c > SIZE_MAX / size)
         return fail(NPY_ERR_FORMAT, err, errlen, "shape %s: the byte count overflows", shape_text);
     *count = c;
-    *bytes = (size_t)c * ELEM_BYTES;
+    *bytes = (size_t)c * size;
     return NPY_OK;
 }
 
@@ -382,28 +393,39 @@ static npy_status check_data_length(const header *h, size_t need, uint64_t have,
                 (unsigned long long)(have - need), (unsigned long long)need, shape_text);
 }
 
-static npy_status allocate(const header *h, int64_t count, size_t bytes, npy_array *out, char *err,
-                           size_t errlen) {
+/* Allocates the array's data (out->data for float32, out->bytes for bytes); *dst is where the
+ * data bytes go. */
+static npy_status allocate(const header *h, elem_kind kind, int64_t count, size_t bytes, npy_array *out,
+                           void **dst, char *err, size_t errlen) {
     out->ndim = h->ndim;
     memcpy(out->shape, h->shape, sizeof out->shape);
     out->count = count;
     out->data = NULL;
+    out->bytes = NULL;
+    *dst = NULL;
     if (count == 0) return NPY_OK;
     size_t rounded = (bytes + DATA_ALIGN - 1) / DATA_ALIGN * DATA_ALIGN;
-    if (rounded < bytes || !(out->data = aligned_alloc(DATA_ALIGN, rounded))) {
+    void *p = rounded < bytes ? NULL : aligned_alloc(DATA_ALIGN, rounded);
+    if (!p) {
         memset(out, 0, sizeof *out);
         return fail(NPY_ERR_NOMEM, err, errlen, "out of memory for %zu data bytes", bytes);
     }
+    if (kind == KIND_F32)
+        out->data = p;
+    else
+        out->bytes = p;
+    *dst = p;
     return NPY_OK;
 }
 
 void npy_free(npy_array *a) {
     if (!a) return;
     free(a->data);
+    free(a->bytes);
     memset(a, 0, sizeof *a);
 }
 
-npy_status npy_read_f32_mem(const void *bytes, size_t n, npy_array *out, char *err, size_t errlen) {
+static npy_status read_mem(const void *bytes, size_t n, elem_kind kind, npy_array *out, char *err, size_t errlen) {
     const unsigned char *b = bytes;
     memset(out, 0, sizeof *out);
     if (!b && n) return fail(NPY_ERR_FORMAT, err, errlen, "no input bytes");
@@ -415,16 +437,25 @@ npy_status npy_read_f32_mem(const void *bytes, size_t n, npy_array *out, char *e
     if ((st = parse_header_dict(b + off, len, &h, err, errlen)) != NPY_OK) return st;
     int64_t count;
     size_t need;
-    if ((st = check_header(&h, &count, &need, err, errlen)) != NPY_OK) return st;
+    if ((st = check_header(&h, kind, &count, &need, err, errlen)) != NPY_OK) return st;
     size_t data_off = off + len;
     if ((st = check_data_length(&h, need, n - data_off, err, errlen)) != NPY_OK) return st;
-    if ((st = allocate(&h, count, need, out, err, errlen)) != NPY_OK) return st;
-    if (need) memcpy(out->data, b + data_off, need);
-    if (!host_is_little_endian()) swap_bytes_f32(out->data, count);
+    void *dst;
+    if ((st = allocate(&h, kind, count, need, out, &dst, err, errlen)) != NPY_OK) return st;
+    if (need) memcpy(dst, b + data_off, need);
+    if (kind == KIND_F32 && !host_is_little_endian()) swap_bytes_f32(out->data, count);
     return NPY_OK;
 }
 
-npy_status npy_read_f32(const char *path, npy_array *out, char *err, size_t errlen) {
+npy_status npy_read_f32_mem(const void *bytes, size_t n, npy_array *out, char *err, size_t errlen) {
+    return read_mem(bytes, n, KIND_F32, out, err, errlen);
+}
+
+npy_status npy_read_u8_mem(const void *bytes, size_t n, npy_array *out, char *err, size_t errlen) {
+    return read_mem(bytes, n, KIND_BYTES, out, err, errlen);
+}
+
+static npy_status read_file(const char *path, elem_kind kind, npy_array *out, char *err, size_t errlen) {
     memset(out, 0, sizeof *out);
     FILE *f = fopen(path, "rb");
     if (!f) return fail(NPY_ERR_IO, err, errlen, "cannot open: %s", strerror(errno));
@@ -470,17 +501,18 @@ npy_status npy_read_f32(const char *path, npy_array *out, char *err, size_t errl
     if ((st = parse_header_dict(hbuf, len, &h, err, errlen)) != NPY_OK) goto done;
     int64_t count;
     size_t need;
-    if ((st = check_header(&h, &count, &need, err, errlen)) != NPY_OK) goto done;
+    if ((st = check_header(&h, kind, &count, &need, err, errlen)) != NPY_OK) goto done;
     uint64_t data_off = off + len;
     if ((st = check_data_length(&h, need, total - data_off, err, errlen)) != NPY_OK) goto done;
-    if ((st = allocate(&h, count, need, out, err, errlen)) != NPY_OK) goto done;
+    void *dst;
+    if ((st = allocate(&h, kind, count, need, out, &dst, err, errlen)) != NPY_OK) goto done;
     /* The header was read from the stream up to data_off (got may exceed off + len when the
      * header is short; re-position to be exact). */
     if (fseeko(f, (off_t)data_off, SEEK_SET) != 0) {
         st = fail(NPY_ERR_IO, err, errlen, "cannot seek to the data: %s", strerror(errno));
         goto done;
     }
-    if (need && fread(out->data, 1, need, f) != need) {
+    if (need && fread(dst, 1, need, f) != need) {
         st = fail(NPY_ERR_IO, err, errlen, "read error in the data: %s",
                   ferror(f) ? strerror(errno) : "file shrank while reading");
         goto done;
@@ -489,12 +521,20 @@ npy_status npy_read_f32(const char *path, npy_array *out, char *err, size_t errl
         st = fail(NPY_ERR_IO, err, errlen, "file grew while reading");
         goto done;
     }
-    if (!host_is_little_endian()) swap_bytes_f32(out->data, count);
+    if (kind == KIND_F32 && !host_is_little_endian()) swap_bytes_f32(out->data, count);
 done:
     if (st != NPY_OK) npy_free(out);
     free(hbuf);
     fclose(f);
     return st;
+}
+
+npy_status npy_read_f32(const char *path, npy_array *out, char *err, size_t errlen) {
+    return read_file(path, KIND_F32, out, err, errlen);
+}
+
+npy_status npy_read_u8(const char *path, npy_array *out, char *err, size_t errlen) {
+    return read_file(path, KIND_BYTES, out, err, errlen);
 }
 
 /* ---- writing ------------------------------------------------------------------------- */

@@ -7,7 +7,7 @@
  *     {'descr': '<f4', 'fortran_order': False, 'shape': (24, 1536, 128), }
  * padded with spaces and ended by '\n', then the data: exactly prod(shape) elements.
  *
- * The reader accepts only descr '<f4', fortran_order False, a shape tuple of at most
+ * The float32 reader accepts only descr '<f4' (the byte reader '|b1' and '|u1'), fortran_order False, a shape tuple of at most
  * NPY_MAX_DIMS non-negative integers whose byte count fits in memory, and exactly the bytes
  * the shape says. Every other input is rejected with a one-line message (no path in it; the
  * caller prefixes one). No input makes it read outside the bytes given or allocate more than
@@ -34,7 +34,9 @@ typedef struct npy_array {
     int ndim;
     int64_t shape[NPY_MAX_DIMS];
     int64_t count; /* prod(shape) */
-    float *data;   /* count elements, 64-byte aligned; NULL when count is 0. Free with npy_free. */
+    float *data;   /* float32 arrays: count elements, 64-byte aligned; NULL when count is 0 */
+    unsigned char *bytes; /* bool / uint8 arrays (npy_read_u8*): count bytes; NULL otherwise */
+    /* Free either with npy_free. */
 } npy_array;
 
 /* Reads a .npy held in memory (n bytes). On success fills *out (caller frees with npy_free).
@@ -47,6 +49,11 @@ npy_status npy_read_f32_mem(const void *bytes, size_t n, npy_array *out, char *e
  * @return NPY_OK, NPY_ERR_FORMAT, NPY_ERR_IO (cannot open or read; err says why) or
  *         NPY_ERR_NOMEM; on failure *out is zeroed. */
 npy_status npy_read_f32(const char *path, npy_array *out, char *err, size_t errlen);
+
+/* The same two readers for arrays of bytes: descr bool '|b1' or uint8 '|u1' (a key mask),
+ * into out->bytes; every other check as for float32. */
+npy_status npy_read_u8_mem(const void *bytes, size_t n, npy_array *out, char *err, size_t errlen);
+npy_status npy_read_u8(const char *path, npy_array *out, char *err, size_t errlen);
 
 /* Formats a shape as numpy prints it: "(2, 3, 4)", "(3,)", "()". */
 void npy_format_shape(const int64_t *shape, int ndim, char *buf, size_t cap);

@@ -3,7 +3,8 @@
  * Tasks are (b, h, query block of QB queries), B*H*ceil(Sq/QB) of them, spread over OpenMP
  * threads (dynamic schedule). Each task is computed start to finish by one thread in a fixed
  * order and owns its output rows, so the output is bitwise identical for every thread count
- * and every run. Workspace: one slice of cpu_task_workspace_floats() per thread, O(threads x
+ * and every run. Key padding: each task walks only the keys its batch attends (cpu_key_blocks),
+ * so blocks past kv_len are never loaded and masked keys never read. Workspace: one slice of cpu_task_workspace_floats() per thread, O(threads x
  * (D + BK) x QB), nothing of size S x S. */
 #include <stdlib.h>
 
@@ -14,7 +15,8 @@
 
 int64_t cpu_task_workspace_floats(const cpu_kernels *kern, int64_t D) {
     const int64_t low = D <= CPU_EXACT_HEAD_DIM ? D : 0; /* pv_exact's low parts of Ot */
-    const int64_t floats = (int64_t)kern->qb * (2 * D + 2 * (int64_t)kern->bk + 4 + low);
+    const int64_t packed = 2 * (int64_t)kern->bk * D; /* pk, pv: a gapped key block's rows */
+    const int64_t floats = (int64_t)kern->qb * (2 * D + 2 * (int64_t)kern->bk + 4 + low) + packed;
     const int64_t line = 64 / (int64_t)sizeof(float);
     return (floats + line - 1) / line * line;
 }
@@ -71,8 +73,6 @@ static size_t cpu_workspace(const jattn_problem *p, const jattn_exec *e, const j
 }
 
 static jattn_status cpu_forward(const jattn_call *c, const jattn_selection *sel) {
-    if (c->kv_len || c->mask) /* TODO(key padding): in progress */
-        return jattn_fail(JATTN_ERROR_UNSUPPORTED, "key_padding: not implemented on this backend yet");
     const jattn_problem *p = c->problem;
     const cpu_kernels *kern = kernels_of(sel);
     if (!kern) return jattn_fail(JATTN_ERROR_UNSUPPORTED, "kernel: %s is not available on this CPU", sel->kernel);
@@ -83,18 +83,39 @@ static jattn_status cpu_forward(const jattn_call *c, const jattn_selection *sel)
     const int threads = threads_used(p, kern, c->threads);
     (void)threads; /* read by the OpenMP pragma only */
 
-    /* The largest |k|^2 of each (b, h): half of the a-priori logit bound by which a task picks
-     * the plain or the compensated scores kernel (cpu_flash_template.h, task). */
     double *k_norm2 = (double *)(ws + (int64_t)threads * per_thread); /* 64-byte aligned */
-    const int64_t heads = p->batch * p->heads;
-    JATTN_PARALLEL_FOR_DYNAMIC(1, threads)
-    for (int64_t bh = 0; bh < heads; bh++)
-        k_norm2[bh] = kern->max_row_norm2(p->seq_kv, p->head_dim,
-                                          c->k + bh / p->heads * p->k.batch + bh % p->heads * p->k.head, p->k.token);
-
     const cpu_flash_args a = {c->q,      c->k,      c->v,         c->out,     c->lse, p->batch, p->heads,
                               p->seq_q,  p->seq_kv, p->head_dim, p->q,      p->k,   p->v,     p->out,
-                              c->scale,  (float)((double)c->scale * LOG2E), k_norm2};
+                              c->scale,  (float)((double)c->scale * LOG2E), k_norm2, c->kv_len, c->mask,
+                              c->mask_stride};
+
+    /* The largest |k|^2 over the attended keys of each (b, h): half of the a-priori logit bound
+     * by which a task picks the plain or the compensated scores kernel (cpu_flash_template.h,
+     * task); keys left out by the padding are not read, so they cannot change that choice. */
+    const int64_t heads = p->batch * p->heads;
+    JATTN_PARALLEL_FOR_DYNAMIC(1, threads)
+    for (int64_t bh = 0; bh < heads; bh++) {
+        const int64_t b = bh / p->heads;
+        const float *kh = c->k + b * p->k.batch + bh % p->heads * p->k.head;
+        if (!a.mask) { /* the attended keys are rows [0, kv_len or Skv) */
+            k_norm2[bh] = kern->max_row_norm2(a.kv_len ? a.kv_len[b] : p->seq_kv, p->head_dim, kh, p->k.token);
+            continue;
+        }
+        cpu_key_blocks keys;
+        cpu_key_blocks_init(&keys, &a, b);
+        int64_t rows[256];
+        double best = 0.0;
+        for (int n; (n = cpu_key_blocks_next(&keys, 256, rows)) > 0;) {
+            /* runs of consecutive attended rows at a time */
+            for (int r0 = 0, r1; r0 < n; r0 = r1) {
+                for (r1 = r0 + 1; r1 < n && rows[r1] == rows[r1 - 1] + 1; r1++) {
+                }
+                const double run = kern->max_row_norm2(r1 - r0, p->head_dim, kh + rows[r0] * p->k.token, p->k.token);
+                if (run > best) best = run;
+            }
+        }
+        k_norm2[bh] = best;
+    }
     JATTN_PARALLEL_FOR_DYNAMIC(1, threads)
     for (int64_t t = 0; t < tasks; t++) {
         float *mine = ws + (int64_t)jattn_thread_index() * per_thread;

@@ -524,16 +524,39 @@ static void JK(prefetch_rows)(int64_t n, int64_t D, const float *x, ptrdiff_t xs
 }
 #endif
 
-/* ---- the task: one query block of one (b, h), all keys ----------------------------------
+/* Rows rows[0 .. n) of x (D floats each, row stride xs) copied back to back into packed. */
+static void JK(pack_rows)(int n, const int64_t *rows, int64_t D, const float *x, ptrdiff_t xs, float *packed) {
+    for (int r = 0; r < n; r++) memcpy(packed + r * D, x + rows[r] * xs, (size_t)D * sizeof *packed);
+}
+
+/* out rows of a query block with no key to attend (key padding): 0, and lse -inf. */
+static void JK(write_unattended)(const cpu_flash_args *a, int64_t b, int64_t h, int64_t q0, int nq) {
+    float *out = a->out + b * a->os.batch + h * a->os.head + q0 * a->os.token;
+    for (int i = 0; i < nq; i++) memset(out + i * a->os.token, 0, (size_t)a->D * sizeof *out);
+    if (a->lse)
+        for (int i = 0; i < nq; i++) a->lse[(b * a->H + h) * a->Sq + q0 + i] = -INFINITY;
+}
+
+/* ---- the task: one query block of one (b, h), all the keys it attends --------------------
  * workspace (floats, each part 64-byte aligned): qt [D][QB], st, sl [BK][QB], ot [D][QB],
- * m, ml, l, alpha [QB], and for D <= JK_EXACT_D otl [D][QB]. */
+ * m, ml, l, alpha [QB], for D <= JK_EXACT_D otl [D][QB], and pk, pv [BK][D]: a key block whose
+ * rows are not consecutive (a key mask) is packed there, so masked rows are never read. */
 static void JK(task)(const cpu_flash_args *a, int64_t b, int64_t h, int64_t q0, float *ws) {
     const int64_t D = a->D;
     const int nq = (int)(a->Sq - q0 < JK_QB ? a->Sq - q0 : JK_QB);
+    cpu_key_blocks keys;
+    cpu_key_blocks_init(&keys, a, b);
+    int64_t rows[JK_BK];
+    int n = cpu_key_blocks_next(&keys, JK_BK, rows);
+    if (n == 0) {
+        JK(write_unattended)(a, b, h, q0, nq);
+        return;
+    }
     float *qt = ws, *st = qt + D * JK_QB, *sl = st + (int64_t)JK_BK * JK_QB, *ot = sl + (int64_t)JK_BK * JK_QB;
     float *m = ot + D * JK_QB, *ml = m + JK_QB, *l = ml + JK_QB, *alpha = l + JK_QB;
     float *otl = alpha + JK_QB; /* D <= JK_EXACT_D only: the low parts of Ot (pv_exact) */
     const int exact = D <= JK_EXACT_D;
+    float *pk = otl + (exact ? D * JK_QB : 0), *pv = pk + (int64_t)JK_BK * D;
 
     /* Pack Qt = Q^T, lanes past the last query zero. */
     const float *q = a->q + b * a->qs.batch + h * a->qs.head + q0 * a->qs.token;
@@ -553,15 +576,20 @@ static void JK(task)(const cpu_flash_args *a, int64_t b, int64_t h, int64_t q0, 
 
     const float *kh = a->k + b * a->ks.batch + h * a->ks.head;
     const float *vh = a->v + b * a->vs.batch + h * a->vs.head;
-    const ptrdiff_t ks = (ptrdiff_t)a->ks.token, vs = (ptrdiff_t)a->vs.token;
-    for (int64_t j0 = 0; j0 < a->Skv; j0 += JK_BK) {
-        const int n = (int)(a->Skv - j0 < JK_BK ? a->Skv - j0 : JK_BK);
-        const float *kb = kh + j0 * ks, *vb = vh + j0 * vs;
+    for (; n > 0; n = cpu_key_blocks_next(&keys, JK_BK, rows)) {
+        /* The block's K and V rows in place when consecutive (always, without a mask), else packed. */
+        ptrdiff_t ks = (ptrdiff_t)a->ks.token, vs = (ptrdiff_t)a->vs.token;
+        const float *kb = kh + rows[0] * ks, *vb = vh + rows[0] * vs;
+        if (rows[n - 1] - rows[0] != n - 1) {
+            JK(pack_rows)(n, rows, D, kh, ks, pk);
+            JK(pack_rows)(n, rows, D, vh, vs, pv);
+            kb = pk, vb = pv, ks = vs = (ptrdiff_t)D;
+        }
 #if JK_NQV == 1
         JK(prefetch_rows)(n, D, vb, vs);
-        if (j0 + JK_BK < a->Skv) {
-            const int64_t next = a->Skv - j0 - JK_BK;
-            JK(prefetch_rows)(next < JK_BK ? next : JK_BK, D, kb + JK_BK * ks, ks);
+        if (keys.next < keys.end) {
+            const int64_t next = keys.end - keys.next;
+            JK(prefetch_rows)(next < JK_BK ? next : JK_BK, D, kh + keys.next * a->ks.token, (ptrdiff_t)a->ks.token);
         }
 #endif
         int j = 0;

@@ -34,8 +34,26 @@ typedef struct cpu_flash_args {
     jattn_strides qs, ks, vs, os;
     float scale;       /* the softmax scale */
     float scale_log2e; /* scale * log2(e): exp2 gets (s - m) * scale_log2e */
-    const double *k_norm2; /* [B * H]: max over the keys of (b, h) of |k|^2 (max_row_norm2) */
+    const double *k_norm2; /* [B * H]: max over the attended keys of (b, h) of |k|^2 (max_row_norm2) */
+    /* Key padding (jattn_key_padding, validated; lengths in [0, Skv]): NULL when absent. */
+    const int64_t *kv_len; /* [B] */
+    const uint8_t *mask;   /* row b at mask + b * mask_stride */
+    int64_t mask_stride;
 } cpu_flash_args;
+
+/* ---- the attended keys of one batch, in blocks (cpu_key_blocks.c) ----
+ * A task walks the keys its batch attends in blocks of at most BK: without padding the blocks
+ * are [0, BK), [BK, 2 BK), ... as always; with it, each block is the next BK attended key rows
+ * in ascending order, keys past kv_len never visited and masked keys never listed. */
+typedef struct cpu_key_blocks {
+    const uint8_t *mask; /* the batch's mask row, or NULL */
+    int64_t end;         /* candidate keys are [0, end): kv_len[b], or Skv */
+    int64_t next;        /* the first candidate not yet taken */
+} cpu_key_blocks;
+
+void cpu_key_blocks_init(cpu_key_blocks *kb, const cpu_flash_args *a, int64_t b);
+/* Takes the next block: rows[0 .. n) the key rows, ascending. @return n <= max (0: no key left). */
+int cpu_key_blocks_next(cpu_key_blocks *kb, int max, int64_t *rows);
 
 typedef struct cpu_kernels {
     const char *isa;    /* "avx512", "avx2", "neon", "generic" */
@@ -97,8 +115,9 @@ typedef struct cpu_kernels {
     const struct cpu_kernels *narrow;
 } cpu_kernels;
 
-/* Floats of workspace one task needs for head_dim D (a multiple of 16: 64-byte aligned); the
- * call needs that per thread plus cpu_norm_workspace_floats for the key norms. */
+/* Floats of workspace one task needs for head_dim D (a multiple of 16: 64-byte aligned), the
+ * packed rows of a gapped key block (padding) included; the call needs that per thread plus
+ * cpu_norm_workspace_floats for the key norms. */
 int64_t cpu_task_workspace_floats(const cpu_kernels *kern, int64_t D);
 int64_t cpu_norm_workspace_floats(int64_t batch, int64_t heads); /* 2 floats per double */
 

@@ -7,6 +7,7 @@ set(JATTN_CPU_DIR ${CMAKE_CURRENT_LIST_DIR})
 target_sources(jattn_objects PRIVATE
   ${JATTN_CPU_DIR}/cpu_backend.c
   ${JATTN_CPU_DIR}/cpu_isa.c
+  ${JATTN_CPU_DIR}/cpu_key_blocks.c
   ${JATTN_CPU_DIR}/cpu_kernels_generic.c)
 
 set(JATTN_CPU_ISAS generic)
