@@ -5,7 +5,8 @@
  * passes the gate of each precision it takes; forced v3 and v4 refuse (UNSUPPORTED, naming the
  * reason) what they cannot run and run v2 for a call whose pointers miss their alignment; the
  * same call twice gives the same bits (every version and precision); a caller's workspace is
- * used as given (no allocation) and one too small is refused.
+ * used as given (no allocation) and one too small is refused; key padding in device memory
+ * runs on every kernel version, in a graph, on a caller workspace.
  * Exits 77 without a CUDA device. */
 #include <math.h>
 #include <stdlib.h>
@@ -421,10 +422,12 @@ static void test_caller_workspace(jt_case *c, cudaStream_t s) {
         jt_tally_add(&tally, jt_expect_status(jattn_workspace_size(&c->p, &e, &bytes), JATTN_OK, "workspace_size"));
         jattn_selection sel;
         jt_tally_add(&tally, jt_expect_status(jattn_select(&c->p, &e, &sel), JATTN_OK, "select"));
+        /* every kernel reports the key padding's region, v4 its split K and V on top */
         const int v4 = strncmp(sel.kernel, "cuda_v4", 7) == 0;
-        if (v4 != (bytes > 0)) printf("FAIL workspace of %zu bytes for kernel %s\n", bytes, sel.kernel);
-        jt_tally_add(&tally, v4 == (bytes > 0));
-        if (!bytes) continue;
+        const size_t padding = jattn_cuda_padding_bytes(c->p.batch, c->p.seq_kv);
+        const int sized = v4 ? bytes > padding + 63 : bytes == padding + 63;
+        if (!sized) printf("FAIL workspace of %zu bytes for kernel %s\n", bytes, sel.kernel);
+        jt_tally_add(&tally, sized);
         void *ws = NULL;
         CUDA_OK(cudaMalloc(&ws, bytes));
         e.workspace = ws;
@@ -451,6 +454,106 @@ static void test_caller_workspace(jt_case *c, cudaStream_t s) {
         CUDA_OK(cudaFree(ws));
     }
     dev_case_free(&d);
+}
+
+/* Key padding on device pointers (lengths and mask in device memory), every kernel version
+ * that takes the shape: the pre-pass and the attention on the caller's stream, against the
+ * reference applying the same padding; captured in a graph and replayed to the same bits; on
+ * a caller workspace of jattn_workspace_size bytes, with no allocation. The masked keys' k and
+ * v rows are NaN: they must never reach the output. */
+static void test_padding_device(jt_rng *r, cudaStream_t s) {
+    const int64_t B = 3, H = 2, Sq = 70, Skv = 200, D = 128;
+    jattn_problem p = jattn_problem_flux(B, H, Sq, Skv, D);
+    jt_case c;
+    if (jt_case_init(&c, &p) != 0) exit(1);
+    int64_t lens[3] = {Skv, 0, 1 + (int64_t)(jt_uniform(r) * (double)(Skv - 1))};
+    uint8_t mask[3 * 200];
+    for (int64_t j = 0; j < B * Skv; j++) mask[j] = jt_uniform(r) < 0.6;
+    jattn_key_padding kp = {lens, mask, B, Skv, 0};
+    c.padding = &kp;
+    jt_case_fill(&c, JT_PEAKY, r);
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t j = 0; j < Skv; j++)
+            if (j >= lens[b] || !mask[b * Skv + j])
+                for (int64_t h = 0; h < H; h++)
+                    for (int64_t d = 0; d < D; d++) {
+                        c.k[b * p.k.batch + h * p.k.head + j * p.k.token + d] = NAN;
+                        c.v[b * p.v.batch + h * p.v.head + j * p.v.token + d] = NAN;
+                    }
+    jt_case_seal(&c);
+    if (jt_case_reference(&c) != JATTN_OK) exit(1);
+    dev_case d;
+    dev_case_init(&d, &c, 0);
+    int64_t *dlen = NULL;
+    uint8_t *dmask = NULL;
+    CUDA_OK(cudaMalloc((void **)&dlen, sizeof lens));
+    CUDA_OK(cudaMalloc((void **)&dmask, sizeof mask));
+    CUDA_OK(cudaMemcpy(dlen, lens, sizeof lens, cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemcpy(dmask, mask, sizeof mask, cudaMemcpyHostToDevice));
+    jattn_key_padding dkp = {dlen, dmask, B, Skv, 0};
+    const jattn_cuda_kernel versions[4] = {JATTN_CUDA_KERNEL_V1, JATTN_CUDA_KERNEL_V2, JATTN_CUDA_KERNEL_V3,
+                                           JATTN_CUDA_KERNEL_V4};
+    float *first = malloc(d.no * sizeof(float)), *again = malloc(d.no * sizeof(float));
+    for (int vi = 0; vi < 4; vi++) {
+        jattn_cuda_set_kernel(versions[vi]);
+        for (int pi = 0; pi < 2; pi++) {
+            const jattn_precision prec = pi ? JATTN_PRECISION_TF32 : JATTN_PRECISION_F32;
+            jattn_exec e = device_exec(s, prec);
+            jattn_selection sel;
+            if (jattn_select(&p, &e, &sel) != JATTN_OK) continue; /* v3/v4 off a 9.0 device */
+            char what[96];
+            snprintf(what, sizeof what, "padding on device pointers, %s", sel.kernel);
+            dev_poison(&d, &c);
+            jattn_status st = jattn_forward_padded(NULL, &p, &e, d.q, d.k, d.v, &dkp, d.out, d.lse);
+            jt_tally_add(&tally, jt_expect_status(st, JATTN_OK, what));
+            CUDA_OK(cudaStreamSynchronize(s));
+            jt_tally_add(&tally, dev_check(&d, &c, prec, what));
+            CUDA_OK(cudaMemcpy(first, d.out, d.no * sizeof(float), cudaMemcpyDeviceToHost));
+            /* batch 1 attends nothing: +0 rows */
+            int zeros = 1;
+            for (int64_t h = 0; h < H; h++)
+                for (int64_t i = 0; i < Sq; i++)
+                    for (int64_t x = 0; x < D; x++) {
+                        const float o = first[1 * p.out.batch + h * p.out.head + i * p.out.token + x];
+                        zeros &= o == 0.0f && !signbit(o);
+                    }
+            if (!zeros) printf("FAIL %s: a row with no key to attend is not +0\n", what);
+            jt_tally_add(&tally, zeros);
+            /* graph capture on a caller workspace: no allocation, the same bits */
+            size_t bytes = 0;
+            jt_tally_add(&tally, jt_expect_status(jattn_workspace_size(&p, &e, &bytes), JATTN_OK, "workspace_size"));
+            void *ws = NULL;
+            CUDA_OK(cudaMalloc(&ws, bytes));
+            e.workspace = ws;
+            e.workspace_bytes = bytes;
+            const long allocs = jattn_cuda_alloc_count();
+            cudaGraph_t graph;
+            cudaGraphExec_t exec;
+            CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+            st = jattn_forward_padded(NULL, &p, &e, d.q, d.k, d.v, &dkp, d.out, d.lse);
+            CUDA_OK(cudaStreamEndCapture(s, &graph));
+            jt_tally_add(&tally, jt_expect_status(st, JATTN_OK, "padded forward under graph capture"));
+            CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+            dev_poison(&d, &c);
+            CUDA_OK(cudaStreamSynchronize(s));
+            CUDA_OK(cudaGraphLaunch(exec, s));
+            CUDA_OK(cudaStreamSynchronize(s));
+            CUDA_OK(cudaMemcpy(again, d.out, d.no * sizeof(float), cudaMemcpyDeviceToHost));
+            const int same = memcmp(first, again, d.no * sizeof(float)) == 0 && jattn_cuda_alloc_count() == allocs;
+            if (!same) printf("FAIL %s: the graph replay on a caller workspace differs or allocated\n", what);
+            jt_tally_add(&tally, same);
+            CUDA_OK(cudaGraphExecDestroy(exec));
+            CUDA_OK(cudaGraphDestroy(graph));
+            CUDA_OK(cudaFree(ws));
+        }
+    }
+    jattn_cuda_set_kernel(JATTN_CUDA_KERNEL_AUTO);
+    free(first);
+    free(again);
+    cudaFree(dlen);
+    cudaFree(dmask);
+    dev_case_free(&d);
+    jt_case_free(&c);
 }
 
 /* head_dim beyond the limit: UNSUPPORTED naming head_dim. */
@@ -500,6 +603,7 @@ int main(void) {
     test_sm90_device_pointers(&c, s, JATTN_CUDA_KERNEL_V3);
     test_sm90_device_pointers(&c, s, JATTN_CUDA_KERNEL_V4);
     test_caller_workspace(&small, s);
+    test_padding_device(&rng, s);
 
     jt_case_free(&c);
     jt_case_free(&small);

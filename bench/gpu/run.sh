@@ -9,9 +9,13 @@
 # usage: bench/gpu/run.sh            (OUT=dir for logs, default build-gpu/out)
 #        BUILD=dir bench/gpu/run.sh  with binaries built elsewhere (same layout as a cmake build
 #        dir: tests/, tools/jattn, jattn_gpu_bench, sanitize_small, accuracy_tail) and STEPS without "build"
-# env:   JATTN_GPU_STEPS="build test parity3 sanitize tail sass bench jattn ncu variants cpu" (default:
-#        all but ncu, variants and cpu)
+# env:   JATTN_GPU_STEPS="build test parity3 sanitize tail sass bench jattn padding ab ncu variants cpu"
+#        (default: all but ab, ncu, variants and cpu)
+#        JATTN_AB_BASE=path: the ab step times this jattn_gpu_bench (an older build) against the
+#        current one, interleaved, JATTN_AB_ROUNDS rounds (default 3)
 #        JATTN_SANITIZE_TIMEOUT=seconds per compute-sanitizer run (default 300)
+#        JATTN_SANITIZE_TOOLS="memcheck ..." and JATTN_SANITIZE_TESTS="test|test ..." (|-separated;
+#        a v3/c2/c3 prefix forces that kernel) narrow the sanitize step
 #        JATTN_GPU_SHAPES="1,24,1536,128 ..." (default: the five shapes of issue 4)
 #        JATTN_BENCH_VERSIONS=v1,v2,v3,v4 (which kernel versions the bench times)
 #        JATTN_PARITY_VERSIONS="v1 v3 v4c2 v4c3" (the forced versions of the parity3 step; v4cN
@@ -24,7 +28,7 @@ set -u -o pipefail
 cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build-gpu}
 OUT=${OUT:-$BUILD/out}
-STEPS=${JATTN_GPU_STEPS:-"build test parity3 sanitize tail sass bench jattn"}   # also: variants, cpu
+STEPS=${JATTN_GPU_STEPS:-"build test parity3 sanitize tail sass bench jattn padding"}   # also: ab, ncu, variants, cpu
 export JATTN_BENCH_VERSIONS=${JATTN_BENCH_VERSIONS:-v1,v2,v3,v4}
 SHAPES=${JATTN_GPU_SHAPES:-}
 mkdir -p "$OUT"
@@ -65,7 +69,7 @@ fi
 
 # The GPU tests: the whole parity suite (both precisions), the device-pointer tests (streams,
 # graphs, misaligned and overlapping pointers, allocation counts, kernel versions), the edges.
-GPU_TESTS=("test_parity cuda" "test_cuda_device" "test_edges cuda")
+GPU_TESTS=("test_parity cuda" "test_padding cuda" "test_cuda_device" "test_edges cuda")
 
 if has test; then
   note "tests (the GPU tests, full parity suite)"
@@ -100,6 +104,12 @@ if has parity3; then
          "worst f32 rel_l2 ${worst:-none}, worst D=128 large max_abs/gate $(worst_large_f32 "$OUT/parity_$ver.log")"
     grep -E "^FAIL" "$OUT/parity_$ver.log" | grep -v JATTN_ERROR_UNSUPPORTED | head -20
     [ "$ran" -gt 0 ] && [ "$bad" -eq 0 ] && [ "$other" -eq 0 ] || status=1
+    # key padding on the same forced version (its refusals of other head dims counted apart)
+    JATTN_CUDA_KERNEL=$kv JATTN_CUDA_V4_CTAS=$ctas "$BUILD/tests/test_padding" cuda > "$OUT/padding_$ver.log" 2>&1
+    pbad=$(grep -E "^FAIL" "$OUT/padding_$ver.log" | grep -vc JATTN_ERROR_UNSUPPORTED)
+    echo "$ver padding: $(tail -1 "$OUT/padding_$ver.log"); $pbad failures other than refusals"
+    grep -E "^FAIL" "$OUT/padding_$ver.log" | grep -v JATTN_ERROR_UNSUPPORTED | head -10
+    [ "$pbad" -eq 0 ] || status=1
   done
 fi
 
@@ -110,8 +120,10 @@ if has sanitize; then
   # failures give rc 1; a sanitizer finding gives rc 3 (--error-exitcode).
   note "compute-sanitizer (memcheck racecheck synccheck initcheck) over sanitize_small and the GPU tests"
   : > "$OUT/sanitize.log"
-  for tool in memcheck racecheck synccheck initcheck; do
-    for t in sanitize_small "tests/test_parity cuda" "v3 tests/test_parity cuda" "c2 tests/test_parity cuda" "c3 tests/test_parity cuda" "tests/test_cuda_device" "tests/test_edges cuda"; do
+  SAN_TESTS=${JATTN_SANITIZE_TESTS:-sanitize_small|tests/test_parity cuda|v3 tests/test_parity cuda|c2 tests/test_parity cuda|c3 tests/test_parity cuda|tests/test_padding cuda|tests/test_cuda_device|tests/test_edges cuda}
+  IFS='|' read -r -a san_tests <<< "$SAN_TESTS"
+  for tool in ${JATTN_SANITIZE_TOOLS:-memcheck racecheck synccheck initcheck}; do
+    for t in "${san_tests[@]}"; do
       env=(JATTN_TEST_QUICK=1)
       case $t in v3\ *) env+=(JATTN_CUDA_KERNEL=v3); t=${t#v3 } ;;
                  c2\ *) env+=(JATTN_CUDA_V4_CTAS=2); t=${t#c2 } ;;   # v4's two instances forced
@@ -171,6 +183,37 @@ if has variants; then
     JATTN_BENCH_VERSIONS=$ver "$BUILD/jattn_gpu_bench" 1,24,1536,128 1,24,4608,128 | grep RESULT | grep f32 | sed "s/^/variant $vq /"
     unset JATTN_CUDA_V2_VARIANT JATTN_CUDA_V2_QK
   done 2>&1 | tee "$OUT/variants.txt"
+fi
+
+if has padding && [ -x "$BUILD/tools/jattn" ]; then
+  note "key padding beside the unpadded call (1,24,4608,128), cuda (bench/padding/run.sh)"
+  bash bench/padding/run.sh cuda 4608 "${JATTN_PADDING_ROUNDS:-5}" "$BUILD/tools/jattn" | tee "$OUT/padding.md" || status=1
+fi
+
+if has ab && [ -x "${JATTN_AB_BASE:-}" ]; then
+  # The same shapes on an older build and on this one, interleaved round by round.
+  note "ab: $JATTN_AB_BASE against $BUILD/jattn_gpu_bench, ${JATTN_AB_ROUNDS:-3} rounds"
+  : > "$OUT/ab.txt"
+  for r in $(seq "${JATTN_AB_ROUNDS:-3}"); do
+    "$JATTN_AB_BASE" $SHAPES 2>&1 | grep RESULT | sed "s/^RESULT /RESULT base-/" >> "$OUT/ab.txt"
+    "$BUILD/jattn_gpu_bench" $SHAPES 2>&1 | grep RESULT | sed "s/^RESULT /RESULT new-/" >> "$OUT/ab.txt"
+  done
+  python3 - "$OUT/ab.txt" <<'EOF'
+import collections, statistics, sys
+t = collections.defaultdict(list)
+for line in open(sys.argv[1]):
+    f = line.split()
+    t[(f[1].split("-", 1)[1], tuple(f[2:6]), f[1].split("-", 1)[0])].append(float(f[7]))
+keys = sorted({(k[0], k[1]) for k in t})
+print("| impl | (B,H,S,D) | base TFLOP/s (median, min..max) | new TFLOP/s | new/base |")
+print("| --- | --- | --- | --- | ---: |")
+for impl, shape in keys:
+    b, n = t.get((impl, shape, "base"), []), t.get((impl, shape, "new"), [])
+    if not b or not n:
+        continue
+    mb, mn = statistics.median(b), statistics.median(n)
+    print("| %s | (%s) | %.1f (%.1f..%.1f) | %.1f (%.1f..%.1f) | %.3f |" % (impl, ",".join(shape), mb, min(b), max(b), mn, min(n), max(n), mn / mb))
+EOF
 fi
 
 if has bench; then

@@ -64,6 +64,11 @@ typedef struct attention_sm90_args {
     float scale;             /* > 0, finite */
     attention_sm90_precision precision;
     int v4_ctas_per_sm;      /* kernel v4 only: 0 = chosen per call; 2 or 3 = that instance (tests) */
+    /* Key padding resolved by the pre-pass (key_padding.cu; cuda_internal.h): NULL, NULL when
+     * every key is attended. Batch b then attends kv_count[b] keys, rows kv_index[b * seq_kv + j]
+     * (rows 0 .. kv_count[b] - 1 when kv_index is NULL); a row with none gets 0 and lse -inf. */
+    const int *kv_count;
+    const int *kv_index;
 } attention_sm90_args;
 
 /* Why a problem cannot run on this kernel. */

@@ -57,6 +57,7 @@
 #endif
 
 #include "f16x2_split.cuh"
+#include "key_padding.cuh"
 #include "sm90_wgmma_ptx.cuh"
 
 namespace {
@@ -183,7 +184,12 @@ __global__ void __launch_bounds__(kThreads, kCtas) attention_f32_sm90_wgmma_f16x
     const int h = blockIdx.y, b = blockIdx.z;
     const int64_t bh = (int64_t)b * p.heads + h;
     const float *qp = p.q + b * p.q_b + h * p.q_h;
-    const int n_all = fp.tiles;
+    /* key padding: the pre-pass split only this batch's attended keys, in order. The count is
+     * read again from shared memory where it is needed (the last tile, the write), so that it
+     * holds no register through the loop. */
+    __shared__ int n_kv_shared;
+    const int n_all = (attended_keys(p.kv_count, b, p.seq_kv) + kK - 1) / kK;
+    if (tid == 0) n_kv_shared = attended_keys(p.kv_count, b, p.seq_kv);
     const int half = (n_all + 1) / 2;
     const int tile_begin = rank == 1 ? half : 0;
     const int tile_end = split == 2 && rank == 0 ? half : n_all;
@@ -252,8 +258,8 @@ __global__ void __launch_bounds__(kThreads, kCtas) attention_f32_sm90_wgmma_f16x
     for (int e = 0; e < 2; ++e) p_off[e] = swizzled_offset_f16(2 * c + e, warp * 16 + 2 * g, kQ);
 
     uint4 kx_next[C::kAhead][2];
-    float kf_next[2];
-    load_k<D, C::kAhead>(fp, bh * fp.tiles + tile_begin, warp, lane, kx_next, kf_next);
+    float kf_next[2] = {0.f, 0.f};
+    if (tile_begin < tile_end) load_k<D, C::kAhead>(fp, bh * fp.tiles + tile_begin, warp, lane, kx_next, kf_next);
 
     const int d_base = C::kOutVec * (8 * warp + g);
     for (int tile = tile_begin; tile < tile_end; ++tile) {
@@ -326,10 +332,11 @@ __global__ void __launch_bounds__(kThreads, kCtas) attention_f32_sm90_wgmma_f16x
         }
 
         /* ---- softmax down the columns of S^T, in t units ---- */
-        if (key0 + kK > p.seq_kv) { /* the last tile, partial: keys past seq_kv get weight 0 */
+        if (key0 + kK > n_kv_shared) { /* the last tile, partial: keys past n_kv get weight 0 */
+            const int n_kv = n_kv_shared;
 #pragma unroll
             for (int r = 0; r < 2; ++r) {
-                if (key0 + warp * 16 + g + 8 * r >= p.seq_kv) {
+                if (key0 + warp * 16 + g + 8 * r >= n_kv) {
 #pragma unroll
                     for (int i = 0; i < C::kAcc / 4; ++i) st[4 * i + 2 * r] = st[4 * i + 2 * r + 1] = -INFINITY;
                 }
@@ -538,6 +545,11 @@ __global__ void __launch_bounds__(kThreads, kCtas) attention_f32_sm90_wgmma_f16x
             const float l = l_state[q];
             const float inv = (1.f / kPScale) / l; /* O holds P * 2^15 */
             float *dst = p.out + b * p.o_b + h * p.o_h + (int64_t)row * p.o_t + d_base;
+            if (n_kv_shared == 0) { /* no key to attend (key padding): 0, and lse -inf */
+                for (int j = 0; j < C::kOutVec; ++j) dst[j] = 0.f;
+                if (p.lse != nullptr && warp == 0 && g == 0) p.lse[bh * p.seq_q + row] = -INFINITY;
+                continue;
+            }
             if (C::kMBlocks == 2) {
                 *reinterpret_cast<float4 *>(dst) = make_float4(o[0][4 * i + e] * inv, o[0][4 * i + 2 + e] * inv,
                                                                o[C::kMBlocks - 1][4 * i + e] * inv,

@@ -68,6 +68,7 @@
 #pragma nv_diag_suppress 177 /* the shared helpers are unused where the kernel body is a trap */
 #endif
 
+#include "key_padding.cuh"
 #include "sm90_wgmma_ptx.cuh"
 #include "tf32_tiny_values.h"
 
@@ -127,34 +128,36 @@ __device__ __forceinline__ void st_split4(const float (&x)[4], uint32_t (&big)[4
 }
 
 /* The first kAhead float4 pairs of this thread's K rows (keys key0 + 16w+g, +8) of a tile:
- * its A fragments of slices 0 .. 2 kAhead - 1 (zeros past seq_kv). */
+ * its A fragments of slices 0 .. 2 kAhead - 1 (zeros past the n_kv attended keys; key j is
+ * row key_row(rows, j)). */
 template <int kAhead>
-__device__ __forceinline__ void st_load_k(const float *kp, int64_t k_t, int seq_kv, int key0, int warp, int g, int c,
-                                          float4 (&kx)[kAhead][2])
+__device__ __forceinline__ void st_load_k(const float *kp, int64_t k_t, const int *rows, int n_kv, int key0, int warp,
+                                          int g, int c, float4 (&kx)[kAhead][2])
 {
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
         const int key = key0 + warp * 16 + g + 8 * r;
-        const bool valid = key < seq_kv;
-        const float4 *row = reinterpret_cast<const float4 *>(kp + (int64_t)(valid ? key : 0) * k_t);
+        const bool valid = key < n_kv;
+        const float4 *row = reinterpret_cast<const float4 *>(kp + (valid ? key_row(rows, key) : 0) * k_t);
 #pragma unroll
         for (int s = 0; s < kAhead; ++s) kx[s][r] = valid ? row[4 * s + c] : make_float4(0.f, 0.f, 0.f, 0.f);
     }
 }
 
 /* This thread's V^T A fragments of one 64-row block of head_dim (vp already offset to the
- * block's first column pair): v[key0 + 8 ks + c + 4 u][d_base .. d_base + 1] (zeros past seq_kv). */
+ * block's first column pair): v[key0 + 8 ks + c + 4 u][d_base .. d_base + 1] (zeros past the
+ * n_kv attended keys; key j is row key_row(rows, j)). */
 template <int kVSlices>
-__device__ __forceinline__ void st_load_v(const float *vp, int64_t v_t, int seq_kv, int key0, int d_base, int c,
-                                          float2 (&vx)[kVSlices][2])
+__device__ __forceinline__ void st_load_v(const float *vp, int64_t v_t, const int *rows, int n_kv, int key0,
+                                          int d_base, int c, float2 (&vx)[kVSlices][2])
 {
 #pragma unroll
     for (int ks = 0; ks < kVSlices; ++ks)
 #pragma unroll
         for (int u = 0; u < 2; ++u) {
             const int key = key0 + 8 * ks + c + 4 * u;
-            vx[ks][u] = key < seq_kv ? *reinterpret_cast<const float2 *>(vp + (int64_t)key * v_t + d_base)
-                                     : make_float2(0.f, 0.f);
+            vx[ks][u] = key < n_kv ? *reinterpret_cast<const float2 *>(vp + key_row(rows, key) * v_t + d_base)
+                                   : make_float2(0.f, 0.f);
         }
 }
 
@@ -190,7 +193,9 @@ __global__ void __launch_bounds__(kStThreads, 2) attention_f32_sm90_wgmma_st_64x
     const float *qp = p.q + b * p.q_b + h * p.q_h;
     const float *kp = p.k + b * p.k_b + h * p.k_h;
     const float *vp = p.v + b * p.v_b + h * p.v_h;
-    const int n_all = (p.seq_kv + kStK - 1) / kStK;
+    const int n_kv = attended_keys(p.kv_count, b, p.seq_kv); /* key padding: its keys only */
+    const int *kv_rows = attended_rows(p.kv_index, b, p.seq_kv);
+    const int n_all = (n_kv + kStK - 1) / kStK;
     const int half = (n_all + 1) / 2;
     const int tile_begin = rank == 1 ? half : 0;
     const int tile_end = split == 2 && rank == 0 ? half : n_all;
@@ -243,7 +248,7 @@ __global__ void __launch_bounds__(kStThreads, 2) attention_f32_sm90_wgmma_st_64x
      * S^T products start on registers that have arrived. */
     constexpr int kAhead = C::kDPairs / 2;
     float4 kx_next[kAhead][2];
-    st_load_k<kAhead>(kp, p.k_t, p.seq_kv, tile_begin * kStK, warp, g, c, kx_next);
+    st_load_k<kAhead>(kp, p.k_t, kv_rows, n_kv, tile_begin * kStK, warp, g, c, kx_next);
 
     for (int tile = tile_begin; tile < tile_end; ++tile) {
         const int key0 = tile * kStK;
@@ -262,8 +267,8 @@ __global__ void __launch_bounds__(kStThreads, 2) attention_f32_sm90_wgmma_st_64x
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
             const int key = key0 + warp * 16 + g + 8 * r;
-            kvalid[r] = key < p.seq_kv;
-            krow[r] = reinterpret_cast<const float4 *>(kp + (int64_t)(kvalid[r] ? key : 0) * p.k_t);
+            kvalid[r] = key < n_kv;
+            krow[r] = reinterpret_cast<const float4 *>(kp + (kvalid[r] ? key_row(kv_rows, key) : 0) * p.k_t);
         }
         constexpr int kHalfPairs = C::kDPairs / 2;
         const int d_base = C::kOutVec * (8 * warp + g);
@@ -323,10 +328,10 @@ __global__ void __launch_bounds__(kStThreads, 2) attention_f32_sm90_wgmma_st_64x
         }
 
         /* ---- softmax down the columns of S^T ---- */
-        if (key0 + kStK > p.seq_kv) { /* the last tile, partial: keys past seq_kv get weight 0 */
+        if (key0 + kStK > n_kv) { /* the last tile, partial: keys past n_kv get weight 0 */
 #pragma unroll
             for (int r = 0; r < 2; ++r) {
-                if (key0 + warp * 16 + g + 8 * r >= p.seq_kv) {
+                if (key0 + warp * 16 + g + 8 * r >= n_kv) {
 #pragma unroll
                     for (int i = 0; i < C::kAcc / 4; ++i) st[4 * i + 2 * r] = st[4 * i + 2 * r + 1] = -INFINITY;
                 }
@@ -394,7 +399,7 @@ __global__ void __launch_bounds__(kStThreads, 2) attention_f32_sm90_wgmma_st_64x
         }
         /* the first V block of the tile, loaded before B2: the barrier and the row-sum update
          * cover part of its latency */
-        st_load_v<C::kVSlices>(vp, p.v_t, p.seq_kv, key0, d_base, c, vx);
+        st_load_v<C::kVSlices>(vp, p.v_t, kv_rows, n_kv, key0, d_base, c, vx);
         fence_proxy_async();
         __syncthreads(); /* B2: P^T, alpha, the new maxima and the column sums are complete */
 
@@ -428,9 +433,9 @@ __global__ void __launch_bounds__(kStThreads, 2) attention_f32_sm90_wgmma_st_64x
              * the last block) the next tile's first K pairs, are loaded. */
             float2 vn[C::kVSlices][2];
             if (mb + 1 < C::kMBlocks)
-                st_load_v<C::kVSlices>(vp + 2 * (mb + 1), p.v_t, p.seq_kv, key0, d_base, c, vn);
+                st_load_v<C::kVSlices>(vp + 2 * (mb + 1), p.v_t, kv_rows, n_kv, key0, d_base, c, vn);
             else
-                st_load_k<kAhead>(kp, p.k_t, p.seq_kv, key0 + kStK, warp, g, c, kx_next);
+                st_load_k<kAhead>(kp, p.k_t, kv_rows, n_kv, key0 + kStK, warp, g, c, kx_next);
             /* This warp's V block scaled when all its values are tiny (tf32_tiny_values.h):
              * warp-uniform, one OR per value and a vote. */
             uint32_t bits = 0;
@@ -552,6 +557,11 @@ __global__ void __launch_bounds__(kStThreads, 2) attention_f32_sm90_wgmma_st_64x
             const float l = l_state[q];
             const float inv = 1.f / l;
             float *dst = p.out + b * p.o_b + h * p.o_h + (int64_t)row * p.o_t + d_base;
+            if (n_kv == 0) { /* no key to attend (key padding): 0, and lse -inf */
+                for (int j = 0; j < C::kOutVec; ++j) dst[j] = 0.f;
+                if (p.lse != nullptr && warp == 0 && g == 0) p.lse[((int64_t)b * p.heads + h) * p.seq_q + row] = -INFINITY;
+                continue;
+            }
             if (C::kMBlocks == 2) {
                 *reinterpret_cast<float4 *>(dst) = make_float4(o[0][4 * i + e] * inv, o[0][4 * i + 2 + e] * inv,
                                                                o[C::kMBlocks - 1][4 * i + e] * inv,

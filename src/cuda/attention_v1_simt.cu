@@ -25,6 +25,7 @@
 #include <math.h>
 
 #include "cuda_internal.h"
+#include "key_padding.cuh"
 
 #define V1_WARPS 8
 #define V1_KEYS 32 /* one key per lane */
@@ -57,6 +58,8 @@ __global__ void __launch_bounds__(V1_WARPS * WARP) attention_f32_simt_v1(jattn_c
     const float *v = p.v + b * p.v_b + h * p.v_h;
     const int row = qb * V1_WARPS + warp;
     const bool row_valid = row < p.seq_q;
+    const int n_kv = attended_keys(p.kv_count, b, p.seq_kv); /* key padding: its keys only */
+    const int *rows = attended_rows(p.kv_index, b, p.seq_kv);
 
     for (int d = lane; d < D; d += WARP) qs[warp * D + d] = row_valid ? q[row * p.q_s + d] : 0.0f;
 
@@ -65,14 +68,15 @@ __global__ void __launch_bounds__(V1_WARPS * WARP) attention_f32_simt_v1(jattn_c
     for (int c = 0; c < COLS; c++) o[c] = o_comp[c] = 0.0f;
     float m = -INFINITY, ml = 0.0f, l = 0.0f, l_comp = 0.0f; /* running max as a pair m + ml */
 
-    for (int kv0 = 0; kv0 < p.seq_kv; kv0 += V1_KEYS) {
-        const int keys = min(V1_KEYS, p.seq_kv - kv0);
+    for (int kv0 = 0; kv0 < n_kv; kv0 += V1_KEYS) {
+        const int keys = min(V1_KEYS, n_kv - kv0);
         __syncthreads(); /* the previous tile is consumed (and qs written, first time) */
         for (int i = threadIdx.x; i < V1_KEYS * D; i += V1_WARPS * WARP) {
             const int j = i / D, d = i % D;
             const bool ok = j < keys;
-            ks[j * k_stride + d] = ok ? k[(int64_t)(kv0 + j) * p.k_s + d] : 0.0f;
-            vs[j * D + d] = ok ? v[(int64_t)(kv0 + j) * p.v_s + d] : 0.0f;
+            const int64_t key = ok ? key_row(rows, kv0 + j) : 0;
+            ks[j * k_stride + d] = ok ? k[key * p.k_s + d] : 0.0f;
+            vs[j * D + d] = ok ? v[key * p.v_s + d] : 0.0f;
         }
         __syncthreads();
 
@@ -126,16 +130,28 @@ __global__ void __launch_bounds__(V1_WARPS * WARP) attention_f32_simt_v1(jattn_c
         m = m_new;
         ml = ml_new;
 
-        /* O = alpha O + P V (this tile's part from zero) */
-        float o_tile[COLS];
+        /* O = alpha O + P V (this tile's part from zero). With one column per lane (D <= 32)
+         * the tile's sum keeps every product's and addition's rounding error (TwoProduct by
+         * fma, TwoSum), added to O's compensation: with few columns nothing averages an
+         * error away, and a nearly cancelling sum (D = 1) loses many ulps to a plain chain. */
+        float o_tile[COLS], o_tile_lo[COLS];
 #pragma unroll
-        for (int c = 0; c < COLS; c++) o_tile[c] = 0.0f;
+        for (int c = 0; c < COLS; c++) o_tile[c] = o_tile_lo[c] = 0.0f;
         for (int j = 0; j < keys; j++) {
             const float pb = __shfl_sync(0xffffffffu, pj, j);
 #pragma unroll
             for (int c = 0; c < COLS; c++) {
                 const int d = lane + c * WARP;
-                if (d < D) o_tile[c] = fmaf(pb, vs[j * D + d], o_tile[c]);
+                if (d >= D) continue;
+                const float x = vs[j * D + d];
+                if (COLS == 1) {
+                    const float prod = pb * x, prod_err = fmaf(pb, x, -prod);
+                    const float t = o_tile[c] + prod, bp = t - o_tile[c];
+                    o_tile_lo[c] += ((o_tile[c] - (t - bp)) + (prod - bp)) + prod_err;
+                    o_tile[c] = t;
+                } else {
+                    o_tile[c] = fmaf(pb, x, o_tile[c]);
+                }
             }
         }
 #pragma unroll
@@ -143,12 +159,18 @@ __global__ void __launch_bounds__(V1_WARPS * WARP) attention_f32_simt_v1(jattn_c
             o[c] *= alpha;
             o_comp[c] *= alpha;
             kahan_add(o[c], o_comp[c], o_tile[c]);
+            if (COLS == 1 && isfinite(o_tile_lo[c])) o_comp[c] -= o_tile_lo[c]; /* o - o_comp is the sum */
         }
     }
 
     if (!row_valid) return;
-    const float inv_l = 1.0f / (l - l_comp);
     float *out = p.out + b * p.o_b + h * p.o_h + (int64_t)row * p.o_s;
+    if (n_kv == 0) { /* no key to attend (key padding): 0, and lse -inf */
+        for (int d = lane; d < D; d += WARP) out[d] = 0.0f;
+        if (p.lse && lane == 0) p.lse[(int64_t)bh * p.seq_q + row] = -INFINITY;
+        return;
+    }
+    const float inv_l = 1.0f / (l - l_comp);
 #pragma unroll
     for (int c = 0; c < COLS; c++) {
         const int d = lane + c * WARP;

@@ -60,6 +60,7 @@
 #include <stdlib.h>
 
 #include "cuda_internal.h"
+#include "key_padding.cuh"
 #include "tf32_tiny_values.h"
 
 #define WARP 32
@@ -130,11 +131,12 @@ __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commi
 __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;" ::: "memory"); }
 
 /* Copies rows [0, ROWS) x columns [0, DT) of a tile whose first `valid_rows` rows and first
- * `d` columns exist in global memory (row stride `stride` elements) into shared memory (row
- * stride DT + SMEM_PAD); everything else is zero-filled. */
+ * `d` columns exist in global memory into shared memory (row stride DT + SMEM_PAD); everything
+ * else is zero-filled. Tile row r is row first + r of src (row stride `stride` elements), or
+ * row rows[first + r] when a row list is given (key padding). */
 template <int ROWS, int DT, int WARPS>
-__device__ __forceinline__ void load_tile(float *dst, const float *src, int64_t stride, int valid_rows, int d,
-                                          bool vec4) {
+__device__ __forceinline__ void load_tile(float *dst, const float *src, int64_t stride, const int *rows, int first,
+                                          int valid_rows, int d, bool vec4) {
     constexpr int DS = DT + SMEM_PAD, THREADS = WARPS * WARP;
     if (vec4) {
         constexpr int CHUNKS = DT / 4;
@@ -142,14 +144,14 @@ __device__ __forceinline__ void load_tile(float *dst, const float *src, int64_t 
         for (int i = threadIdx.x; i < ROWS * CHUNKS; i += THREADS) {
             const int r = i / CHUNKS, c = (i % CHUNKS) * 4;
             const bool ok = r < valid_rows && c < d;
-            cp_async_16(dst + r * DS + c, ok ? src + r * stride + c : src, ok);
+            cp_async_16(dst + r * DS + c, ok ? src + key_row(rows, first + r) * stride + c : src, ok);
         }
     } else {
 #pragma unroll 4
         for (int i = threadIdx.x; i < ROWS * DT; i += THREADS) {
             const int r = i / DT, c = i % DT;
             const bool ok = r < valid_rows && c < d;
-            cp_async_4(dst + r * DS + c, ok ? src + r * stride + c : src, ok);
+            cp_async_4(dst + r * DS + c, ok ? src + key_row(rows, first + r) * stride + c : src, ok);
         }
     }
 }
@@ -184,12 +186,14 @@ __global__ void __launch_bounds__(WARPS *WARP) attention_tf32_mma_v2(jattn_cuda_
     const float *q = p.q + b * p.q_b + h * p.q_h + (int64_t)q0 * p.q_s;
     const float *k = p.k + b * p.k_b + h * p.k_h;
     const float *v = p.v + b * p.v_b + h * p.v_h;
-    const int n_tiles = (p.seq_kv + BC - 1) / BC;
+    const int n_kv = attended_keys(p.kv_count, b, p.seq_kv); /* key padding: its keys only */
+    const int *kv_rows = attended_rows(p.kv_index, b, p.seq_kv);
+    const int n_tiles = (n_kv + BC - 1) / BC;
     const bool v4 = vec4 != 0;
 
-    load_tile<BR, DT, WARPS>(qs, q, p.q_s, p.seq_q - q0, p.head_dim, v4);
-    load_tile<BC, DT, WARPS>(ks, k, p.k_s, p.seq_kv, p.head_dim, v4);
-    load_tile<BC, DT, WARPS>(vs, v, p.v_s, p.seq_kv, p.head_dim, v4);
+    load_tile<BR, DT, WARPS>(qs, q, p.q_s, nullptr, 0, p.seq_q - q0, p.head_dim, v4);
+    load_tile<BC, DT, WARPS>(ks, k, p.k_s, kv_rows, 0, n_kv, p.head_dim, v4);
+    load_tile<BC, DT, WARPS>(vs, v, p.v_s, kv_rows, 0, n_kv, p.head_dim, v4);
     cp_async_commit();
 
     float o[KD][4], o_comp[O_COMPENSATED ? KD : 1][4];
@@ -211,8 +215,8 @@ __global__ void __launch_bounds__(WARPS *WARP) attention_tf32_mma_v2(jattn_cuda_
         __syncthreads(); /* tile `it` landed; every warp is done with tile it-1's buffers */
         if (it + 1 < n_tiles) {
             const int kv0 = (it + 1) * BC, stage = (it + 1) & 1;
-            load_tile<BC, DT, WARPS>(ks + stage * BC * DS, k + (int64_t)kv0 * p.k_s, p.k_s, p.seq_kv - kv0, p.head_dim, v4);
-            load_tile<BC, DT, WARPS>(vs + stage * BC * DS, v + (int64_t)kv0 * p.v_s, p.v_s, p.seq_kv - kv0, p.head_dim, v4);
+            load_tile<BC, DT, WARPS>(ks + stage * BC * DS, k, p.k_s, kv_rows, kv0, n_kv - kv0, p.head_dim, v4);
+            load_tile<BC, DT, WARPS>(vs + stage * BC * DS, v, p.v_s, kv_rows, kv0, n_kv - kv0, p.head_dim, v4);
         }
         cp_async_commit();
         const float *kt = ks + (it & 1) * BC * DS, *vt = vs + (it & 1) * BC * DS;
@@ -274,7 +278,7 @@ __global__ void __launch_bounds__(WARPS *WARP) attention_tf32_mma_v2(jattn_cuda_
                 const int key = key0 + n * MMA_N + 2 * t + (i & 1);
                 /* an infinite big*big keeps its sign: the corrections of an Inf operand are NaN */
                 const float sb = s_big[n][i];
-                const float s = key >= p.seq_kv ? -INFINITY : isinf(sb) ? sb : sb + s_cor[n][i];
+                const float s = key >= n_kv ? -INFINITY : isinf(sb) ? sb : sb + s_cor[n][i];
                 s_big[n][i] = s;
                 m_tile[i >> 1] = fmaxf(m_tile[i >> 1], s);
             }
@@ -381,16 +385,17 @@ __global__ void __launch_bounds__(WARPS *WARP) attention_tf32_mma_v2(jattn_cuda_
         const int row = q0 + warp * MMA_M + g + 8 * r;
         if (row >= p.seq_q) continue;
         float *orow = out + (int64_t)row * p.o_s;
+        const bool empty = n_kv == 0; /* no key to attend (key padding): 0, and lse -inf */
 #pragma unroll
         for (int j = 0; j < KD; j++) {
             const int col = j * MMA_N + 2 * t;
             if (col < p.head_dim) {
-                orow[col] = o[j][2 * r] * inv_l[r];
-                orow[col + 1] = o[j][2 * r + 1] * inv_l[r];
+                orow[col] = empty ? 0.0f : o[j][2 * r] * inv_l[r];
+                orow[col + 1] = empty ? 0.0f : o[j][2 * r + 1] * inv_l[r];
             }
         }
         if (p.lse && t == 0)
-            p.lse[(int64_t)bh * p.seq_q + row] = m_run[r] + logf(l_part[r]);
+            p.lse[(int64_t)bh * p.seq_q + row] = empty ? -INFINITY : m_run[r] + logf(l_part[r]);
     }
 }
 

@@ -156,14 +156,23 @@ static jattn_status cuda_select(const jattn_problem *p, const jattn_exec *e, jat
 
 static int is_v4_name(const char *name) { return strncmp(name, "cuda_v4", 7) == 0; }
 
-/* v4's device workspace (its split K and V); the other versions need none. */
+/* v4's device workspace (its split K and V); the other versions need none of their own. */
 static size_t v4_workspace_bytes(const jattn_problem *p) {
     return attention_f32_sm90_f16x2_workspace_bytes(p->batch, p->heads, p->seq_kv, p->head_dim);
 }
 
+/* The device workspace of a call: the key padding's pre-pass output (used by padded calls
+ * only, reported for every call so that one workspace serves both), then v4's own part.
+ * Both sizes are multiples of 256 bytes. */
+static size_t padding_bytes(const jattn_problem *p) { return jattn_cuda_padding_bytes(p->batch, p->seq_kv); }
+
+static size_t kernel_bytes(const jattn_problem *p, const jattn_selection *sel) {
+    return is_v4_name(sel->kernel) ? v4_workspace_bytes(p) : 0;
+}
+
 static size_t cuda_workspace_size(const jattn_problem *p, const jattn_exec *e, const jattn_selection *sel) {
     (void)e;
-    return is_v4_name(sel->kernel) ? v4_workspace_bytes(p) : 0;
+    return padding_bytes(p) + kernel_bytes(p, sel);
 }
 
 /* ---- launch ----------------------------------------------------------------------------- */
@@ -174,16 +183,17 @@ static jattn_status cuda_fail(cudaError_t err, const char *what) {
                       cudaGetErrorString(err));
 }
 
-/* v3's launch arguments; the launch contract's check decides in forward() (pointers). */
+/* v3's and v4's launch arguments (kv_count, kv_index: the resolved key padding, or NULL); the
+ * launch contract's check decides in forward() (pointers). */
 static attention_sm90_args v3_args(const jattn_call *c, const float *q, const float *k, const float *v, float *out,
-                                   float *lse) {
+                                   float *lse, const int *kv_count, const int *kv_index) {
     const jattn_problem *p = c->problem;
     attention_sm90_args a = {q, k, v, out, lse,
                              p->batch, p->heads, p->seq_q, p->seq_kv, p->head_dim,
                              {p->q.batch, p->q.head, p->q.token}, {p->k.batch, p->k.head, p->k.token},
                              {p->v.batch, p->v.head, p->v.token}, {p->out.batch, p->out.head, p->out.token},
                              c->scale, c->precision == JATTN_PRECISION_TF32 ? ATTENTION_SM90_TF32 : ATTENTION_SM90_F32,
-                             atomic_load(&v4_ctas)};
+                             atomic_load(&v4_ctas), kv_count, kv_index};
     return a;
 }
 
@@ -211,42 +221,77 @@ static jattn_status launch_v4(const jattn_call *c, const attention_sm90_args *a,
     return err == cudaSuccess ? JATTN_OK : cuda_fail(err, *name);
 }
 
-/* workspace: v4's, or NULL (then launch_v4 finds one). */
+/* The padding of a call on the device: kv_len and mask device pointers (the caller's, or the
+ * host path's copies), the pre-pass output region, and what the pre-pass resolved. */
+typedef struct device_padding {
+    const int64_t *kv_len;
+    const uint8_t *mask;
+    const int *count, *index; /* set by the pre-pass; NULL without padding */
+} device_padding;
+
+/* workspace: the call's (cuda_workspace_size: padding region, then v4's part), or NULL (then
+ * the padding region and v4's part come from the stream-ordered pool when needed). */
 static jattn_status launch(const jattn_call *c, const jattn_selection *sel, const float *q, const float *k,
-                           const float *v, float *out, float *lse, void *workspace) {
+                           const float *v, float *out, float *lse, void *workspace, device_padding *pad) {
     const jattn_problem *p = c->problem;
     const char *name = sel->kernel;
+    cudaStream_t stream = (cudaStream_t)c->cuda_stream;
+    void *owned = NULL; /* the padding region, from the pool */
+    if (pad->kv_len || pad->mask) {
+        void *region = workspace;
+        if (!region) {
+            cudaError_t err = cudaMallocAsync(&owned, padding_bytes(p), stream);
+            if (err != cudaSuccess) return cuda_fail(err, "cudaMallocAsync (key padding)");
+            atomic_fetch_add(&alloc_count, 1);
+            region = owned;
+        }
+        cudaError_t err = (cudaError_t)jattn_cuda_launch_padding(pad->kv_len, pad->mask, c->mask_stride, (int)p->batch,
+                                                                 (int)p->seq_kv, region, &pad->count, &pad->index,
+                                                                 c->cuda_stream);
+        if (err != cudaSuccess) {
+            if (owned) (void)cudaFreeAsync(owned, stream);
+            return cuda_fail(err, "key padding pre-pass");
+        }
+    }
+    void *kernel_ws = workspace ? (char *)workspace + padding_bytes(p) : NULL;
+    jattn_status st = JATTN_OK;
+    int done = 0;
     if (strncmp(name, "cuda_v3", 7) == 0 || is_v4_name(name)) {
-        const attention_sm90_args a = v3_args(c, q, k, v, out, lse);
+        const attention_sm90_args a = v3_args(c, q, k, v, out, lse, pad->count, pad->index);
         if (attention_f32_sm90_wgmma_supported(&a) == ATTENTION_SM90_SUPPORTED) {
-            jattn_status st = JATTN_OK;
             if (is_v4_name(name)) {
-                st = launch_v4(c, &a, workspace, &name);
+                st = launch_v4(c, &a, kernel_ws, &name);
             } else {
-                cudaError_t err = attention_f32_sm90_wgmma_st_64x64(&a, (cudaStream_t)c->cuda_stream);
+                cudaError_t err = attention_f32_sm90_wgmma_st_64x64(&a, stream);
                 if (err != cudaSuccess) st = cuda_fail(err, name);
             }
-            if (st == JATTN_OK) last_kernel = name;
-            return st;
+            done = 1;
+        } else {
+            /* Pointers off the 16-byte grid (select checked the rest): this call runs v2, which
+             * takes every D v3 and v4 take. */
+            name = kernel_name(JATTN_CUDA_KERNEL_V2, c->precision);
         }
-        /* Pointers off the 16-byte grid (select checked the rest): this call runs v2, which
-         * takes every D v3 and v4 take. */
-        name = kernel_name(JATTN_CUDA_KERNEL_V2, c->precision);
     }
-    jattn_cuda_params kp = {q, k, v, out, lse,
-                            p->q.batch, p->q.head, p->q.token,
-                            p->k.batch, p->k.head, p->k.token,
-                            p->v.batch, p->v.head, p->v.token,
-                            p->out.batch, p->out.head, p->out.token,
-                            (int)p->batch, (int)p->heads, (int)p->seq_q, (int)p->seq_kv, (int)p->head_dim,
-                            c->scale};
-    const int use_v1 = strncmp(name, "cuda_v1", 7) == 0;
-    cudaError_t err = (cudaError_t)(use_v1 ? jattn_cuda_launch_v1(&kp, c->cuda_stream)
-                                           : jattn_cuda_launch_v2(&kp, c->precision == JATTN_PRECISION_F32,
-                                                                  c->cuda_stream));
-    if (err != cudaSuccess) return cuda_fail(err, name);
-    last_kernel = name;
-    return JATTN_OK;
+    if (!done) {
+        jattn_cuda_params kp = {q, k, v, out, lse,
+                                p->q.batch, p->q.head, p->q.token,
+                                p->k.batch, p->k.head, p->k.token,
+                                p->v.batch, p->v.head, p->v.token,
+                                p->out.batch, p->out.head, p->out.token,
+                                (int)p->batch, (int)p->heads, (int)p->seq_q, (int)p->seq_kv, (int)p->head_dim,
+                                c->scale, pad->count, pad->index};
+        const int use_v1 = strncmp(name, "cuda_v1", 7) == 0;
+        cudaError_t err = (cudaError_t)(use_v1 ? jattn_cuda_launch_v1(&kp, c->cuda_stream)
+                                               : jattn_cuda_launch_v2(&kp, c->precision == JATTN_PRECISION_F32,
+                                                                      c->cuda_stream));
+        if (err != cudaSuccess) st = cuda_fail(err, name);
+    }
+    if (owned) {
+        cudaError_t ferr = cudaFreeAsync(owned, stream);
+        if (st == JATTN_OK && ferr != cudaSuccess) st = cuda_fail(ferr, "cudaFreeAsync (key padding)");
+    }
+    if (st == JATTN_OK) last_kernel = name;
+    return st;
 }
 
 /* Elements a tensor spans (the validator has checked it fits). */
@@ -275,17 +320,27 @@ static jattn_status device_alloc(void **ptr, size_t bytes) {
     return JATTN_OK;
 }
 
-/* Host arrays: copy q, k, v (and out when it has gaps, so they survive) to device buffers, run,
- * copy out (and lse) back, and wait for the stream. */
+/* Bytes of a call's mask (row b at mask + b * mask_stride, seq_kv bytes each). */
+static size_t mask_span(const jattn_call *c) {
+    const jattn_problem *p = c->problem;
+    return c->mask ? (size_t)(c->mask_stride ? (p->batch - 1) * c->mask_stride + p->seq_kv : p->seq_kv) : 0;
+}
+
+/* Host arrays: copy q, k, v (and out when it has gaps, so they survive) and the key padding to
+ * device buffers, run, copy out (and lse) back, and wait for the stream. */
 static jattn_status forward_host(const jattn_call *c, const jattn_selection *sel) {
     const jattn_problem *p = c->problem;
     const size_t nq = span_elems(p, p->q, p->seq_q), nk = span_elems(p, p->k, p->seq_kv),
                  nv = span_elems(p, p->v, p->seq_kv), no = span_elems(p, p->out, p->seq_q);
     const size_t nl = c->lse ? (size_t)(p->batch * p->heads * p->seq_q) : 0;
-    const size_t nw = is_v4_name(sel->kernel) && !c->workspace ? v4_workspace_bytes(p) : 0;
+    const int padded = c->kv_len || c->mask;
+    const size_t n_len = c->kv_len ? (size_t)p->batch * sizeof(int64_t) : 0, n_mask = mask_span(c);
+    /* the workspace (padding region, then v4's part) unless the caller gave one or none is needed */
+    const size_t nw = !c->workspace && (padded || kernel_bytes(p, sel)) ? padding_bytes(p) + kernel_bytes(p, sel) : 0;
     const size_t off_k = align_up(nq * sizeof(float)), off_v = off_k + align_up(nk * sizeof(float)),
                  off_o = off_v + align_up(nv * sizeof(float)), off_l = off_o + align_up(no * sizeof(float)),
-                 off_w = off_l + align_up(nl * sizeof(float)), total = off_w + align_up(nw);
+                 off_len = off_l + align_up(nl * sizeof(float)), off_mask = off_len + align_up(n_len),
+                 off_w = off_mask + align_up(n_mask), total = off_w + align_up(nw);
     cudaStream_t stream = (cudaStream_t)c->cuda_stream;
 
     void *buf = NULL;
@@ -319,15 +374,21 @@ static jattn_status forward_host(const jattn_call *c, const jattn_selection *sel
     float *dq = (float *)base, *dk = (float *)(base + off_k), *dv = (float *)(base + off_v),
           *dout = (float *)(base + off_o), *dlse = nl ? (float *)(base + off_l) : NULL;
     void *dws = c->workspace ? c->workspace : nw ? base + off_w : NULL;
+    device_padding pad = {c->kv_len ? (const int64_t *)(base + off_len) : NULL,
+                          c->mask ? (const uint8_t *)(base + off_mask) : NULL, NULL, NULL};
     const int out_dense = no == (size_t)(p->batch * p->heads * p->seq_q * p->head_dim);
     cudaError_t err = cudaSuccess;
     const char *what = "cudaMemcpyAsync (host to device)";
     if ((err = cudaMemcpyAsync(dq, c->q, nq * sizeof(float), cudaMemcpyHostToDevice, stream)) == cudaSuccess &&
         (err = cudaMemcpyAsync(dk, c->k, nk * sizeof(float), cudaMemcpyHostToDevice, stream)) == cudaSuccess &&
         (err = cudaMemcpyAsync(dv, c->v, nv * sizeof(float), cudaMemcpyHostToDevice, stream)) == cudaSuccess &&
+        (!n_len ||
+         (err = cudaMemcpyAsync(base + off_len, c->kv_len, n_len, cudaMemcpyHostToDevice, stream)) == cudaSuccess) &&
+        (!n_mask ||
+         (err = cudaMemcpyAsync(base + off_mask, c->mask, n_mask, cudaMemcpyHostToDevice, stream)) == cudaSuccess) &&
         (out_dense ||
          (err = cudaMemcpyAsync(dout, c->out, no * sizeof(float), cudaMemcpyHostToDevice, stream)) == cudaSuccess)) {
-        st = launch(c, sel, dq, dk, dv, dout, dlse, dws);
+        st = launch(c, sel, dq, dk, dv, dout, dlse, dws, &pad);
         what = "cudaMemcpyAsync (device to host)";
         if (st == JATTN_OK &&
             (err = cudaMemcpyAsync(c->out, dout, no * sizeof(float), cudaMemcpyDeviceToHost, stream)) == cudaSuccess &&
@@ -346,9 +407,10 @@ static jattn_status forward_host(const jattn_call *c, const jattn_selection *sel
 }
 
 static jattn_status cuda_forward(const jattn_call *c, const jattn_selection *sel) {
-    if (c->kv_len || c->mask) /* TODO(key padding): in progress */
-        return jattn_fail(JATTN_ERROR_UNSUPPORTED, "key_padding: not implemented on this backend yet");
-    if (c->memory == JATTN_MEMORY_DEVICE) return launch(c, sel, c->q, c->k, c->v, c->out, c->lse, c->workspace);
+    if (c->memory == JATTN_MEMORY_DEVICE) {
+        device_padding pad = {c->kv_len, c->mask, NULL, NULL};
+        return launch(c, sel, c->q, c->k, c->v, c->out, c->lse, c->workspace, &pad);
+    }
     return forward_host(c, sel);
 }
 

@@ -25,6 +25,12 @@ typedef struct jattn_cuda_params {
     int64_t o_b, o_h, o_s;
     int batch, heads, seq_q, seq_kv, head_dim;
     float scale;
+    /* Key padding, resolved on the device by the pre-pass of key_padding.cu; both NULL when
+     * every key is attended. A kernel runs batch b over its kv_count[b] attended keys as if
+     * they were the whole sequence: key j of it is row kv_index[b * seq_kv + j] of k and v
+     * (row j when kv_index is NULL), and a row with none gets out 0 and lse -inf. */
+    const int *kv_count; /* [B] */
+    const int *kv_index; /* [B][seq_kv], ascending rows; entries past kv_count[b] unused */
 } jattn_cuda_params;
 
 /* The kernel versions kept side by side (see each file's opening comment). */
@@ -52,6 +58,18 @@ typedef enum jattn_cuda_kernel {
 #define JATTN_CUDA_V3_ALIGN_BYTES 16
 #define JATTN_CUDA_V3_STRIDE_MULTIPLE (JATTN_CUDA_V3_ALIGN_BYTES / 4)
 #define JATTN_CUDA_V3_TILE 64 /* queries per CTA and keys per tile */
+
+/* Device bytes of the key padding's pre-pass output for a problem: kv_count and kv_index
+ * (each region 256-byte aligned). Every kernel's workspace includes them. */
+size_t jattn_cuda_padding_bytes(int64_t batch, int64_t seq_kv);
+
+/* Enqueues the pre-pass of a padded call: from kv_len ([B] int64, or NULL) and the mask (row
+ * b at mask + b * mask_stride, seq_kv bytes, or NULL), writes kv_count [B] (lengths clamped to
+ * [0, seq_kv]) and, with a mask, kv_index [B][seq_kv] into `out` (jattn_cuda_padding_bytes,
+ * 256-byte aligned) and points *count, *index at them (*index NULL without a mask).
+ * @return the cudaError_t of the launch (as int). */
+int jattn_cuda_launch_padding(const int64_t *kv_len, const uint8_t *mask, int64_t mask_stride, int batch, int seq_kv,
+                              void *out, const int **count, const int **index, void *stream);
 
 /* Launchers: enqueue one kernel on `stream` (a cudaStream_t), no allocation, no
  * synchronisation. @return the cudaError_t of the launch (as int; 0 = cudaSuccess). */

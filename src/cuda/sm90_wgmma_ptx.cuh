@@ -40,6 +40,7 @@ struct Params {
     int heads, seq_q, seq_kv;
     float scale;
     int kv_split; /* _st kernel: 1, or 2 (clusters of two CTAs share a query block's keys) */
+    const int *kv_count, *kv_index; /* key padding (attention_sm90_args), or NULL */
 };
 
 /* The kernel argument of a (supported) call. */
@@ -54,6 +55,8 @@ inline Params params_from_args(const attention_sm90_args *a)
     p.heads = (int)a->heads; p.seq_q = (int)a->seq_q; p.seq_kv = (int)a->seq_kv;
     p.scale = a->scale;
     p.kv_split = 1;
+    p.kv_count = a->kv_count;
+    p.kv_index = a->kv_index;
     return p;
 }
 

@@ -21,6 +21,7 @@
 
 #include "attention_f32_sm90_wgmma.h"
 #include "f16x2_split.cuh"
+#include "key_padding.cuh"
 
 namespace {
 
@@ -30,6 +31,7 @@ struct SplitParams {
     const float *k, *v;
     int64_t k_b, k_h, k_t, v_b, v_h, v_t;
     int heads, seq_kv;
+    const int *kv_count, *kv_index; /* key padding (attention_sm90_args), or NULL */
     unsigned char *ws;
     F16x2Layout layout;
 };
@@ -51,6 +53,11 @@ __global__ void __launch_bounds__(kSplitThreads) split_kv_f16x2_kernel(const Spl
     const int64_t bh = (int64_t)b * p.heads + h;
     const int key0 = tile * kF16Tile;
     const F16x2Layout &L = p.layout;
+    /* Key padding: batch b's attended keys, packed in order (key j = row key_row(rows, j));
+     * tiles past them are never read by the attention kernel, nor written here. */
+    const int n_kv = attended_keys(p.kv_count, b, p.seq_kv);
+    const int *rows = attended_rows(p.kv_index, b, p.seq_kv);
+    if (key0 >= n_kv) return;
 
     /* ---- K: rows 16w+g and 16w+g+8 of the tile together, kLanes lanes per pair ---- */
     {
@@ -67,7 +74,7 @@ __global__ void __launch_bounds__(kSplitThreads) split_kv_f16x2_kernel(const Spl
             for (int r = 0; r < 2; ++r) {
                 const int key = key0 + 16 * w + g + 8 * r;
                 x[r] = make_float4(0.f, 0.f, 0.f, 0.f);
-                if (key < p.seq_kv) x[r] = __ldg(reinterpret_cast<const float4 *>(kp + (int64_t)key * p.k_t) + n);
+                if (key < n_kv) x[r] = __ldg(reinterpret_cast<const float4 *>(kp + key_row(rows, key) * p.k_t) + n);
                 float amax = fmaxf(fmaxf(finite_abs(x[r].x), finite_abs(x[r].y)), fmaxf(finite_abs(x[r].z), finite_abs(x[r].w)));
 #pragma unroll
                 for (int m = kLanes / 2; m > 0; m /= 2) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, m));
@@ -93,7 +100,7 @@ __global__ void __launch_bounds__(kSplitThreads) split_kv_f16x2_kernel(const Spl
         const int row = idx / kLanes, c4 = idx % kLanes;
         const int key = key0 + row;
         float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
-        if (key < p.seq_kv) x = __ldg(reinterpret_cast<const float4 *>(vp + (int64_t)key * p.v_t) + c4);
+        if (key < n_kv) x = __ldg(reinterpret_cast<const float4 *>(vp + key_row(rows, key) * p.v_t) + c4);
         float *dst = v_tile + row * kPitch + 4 * c4;
         dst[0] = x.x;
         dst[1] = x.y;
@@ -158,6 +165,8 @@ extern "C" cudaError_t split_kv_f16x2(const attention_sm90_args *a, void *worksp
     p.v_b = a->v_strides.batch; p.v_h = a->v_strides.head; p.v_t = a->v_strides.token;
     p.heads = (int)a->heads;
     p.seq_kv = (int)a->seq_kv;
+    p.kv_count = a->kv_count;
+    p.kv_index = a->kv_index;
     p.ws = static_cast<unsigned char *>(workspace);
     p.layout = f16x2_layout(a->batch, a->heads, a->seq_kv, a->head_dim);
     cudaLaunchConfig_t cfg = {};

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Builds, on the development machine, what bench/gpu/run.sh runs on the GPU machine, into
+# .carry/ (git-ignored), so that the GPU machine's time goes to running, not compiling:
+#   .carry/build/   tests/ (the ctest executables), tools/jattn, jattn_gpu_bench, sanitize_small,
+#                   accuracy_tail (the layout run.sh expects with BUILD=.carry/build)
+#   .carry/lib/     libcudart.so.13 and libgomp.so.1 (LD_LIBRARY_PATH=.carry/lib there)
+#   .carry/base/    jattn_gpu_bench of REV (an older commit) for run.sh's ab step, when REV is given
+# usage: bench/gpu/carry.sh [REV]        then, on the GPU machine, from the repository root:
+#   LD_LIBRARY_PATH=.carry/lib BUILD=.carry/build OUT=$OUT JATTN_GPU_STEPS="test ..." bash bench/gpu/run.sh
+set -eu -o pipefail
+cd "$(dirname "$0")/../.."
+JOBS=${JOBS:-2}
+CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
+
+# bench_binaries BUILD_DIR SRC_DIR: the three harness programs, as run.sh's build step makes them.
+bench_binaries() {
+  local b=$1 src=$2
+  local cflags="-std=c11 -D_POSIX_C_SOURCE=200809L -O2 -fopenmp -Wall -Wextra -I$src/include -I$src/src -I$CUDA_HOME/include"
+  local libs="$b/libjattn.a -L$CUDA_HOME/lib64 -lcudart -lm"
+  # shellcheck disable=SC2086
+  cc $cflags "$src/bench/gpu/jattn_gpu_bench.c" $libs -o "$b/jattn_gpu_bench"
+  if [ -f "$src/bench/gpu/sanitize_small.c" ]; then
+    # shellcheck disable=SC2086
+    cc $cflags "$src/bench/gpu/sanitize_small.c" $libs -o "$b/sanitize_small"
+  fi
+  if [ -f "$src/bench/gpu/accuracy_tail.c" ] && [ -f "$b/tests/libjattn_test_harness.a" ]; then
+    # shellcheck disable=SC2086
+    cc $cflags -I"$src/tests" -I"$src/tools" "$src/bench/gpu/accuracy_tail.c" "$b/tests/libjattn_test_harness.a" \
+      "$b/tools/libjattn_metrics.a" "$b/tools/libjattn_rng.a" $libs -o "$b/accuracy_tail"
+  fi
+}
+
+cmake -S . -B build-carry -DJATTN_CUDA=ON -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build-carry -j "$JOBS" >/dev/null
+bench_binaries build-carry .
+rm -rf .carry/build .carry/lib
+mkdir -p .carry/build/tests .carry/build/tools .carry/lib
+# the GPU tests only: every executable holds the whole library (~5 MB), and a call carries 64 MiB
+for t in test_parity test_padding test_cuda_device test_edges; do cp build-carry/tests/$t .carry/build/tests/; done
+cp build-carry/tools/jattn .carry/build/tools/
+cp build-carry/jattn_gpu_bench build-carry/sanitize_small build-carry/accuracy_tail .carry/build/
+cp -L "$CUDA_HOME"/lib64/libcudart.so.13 .carry/lib/
+cp -L "$(gcc -print-file-name=libgomp.so.1)" .carry/lib/
+
+if [ -n "${1:-}" ]; then
+  rm -rf build-carry-base .carry/base
+  mkdir -p build-carry-base/src .carry/base
+  git archive "$1" | tar -x -C build-carry-base/src
+  cmake -S build-carry-base/src -B build-carry-base -DJATTN_CUDA=ON -DJATTN_BUILD_TESTS=OFF -DCMAKE_BUILD_TYPE=Release >/dev/null
+  cmake --build build-carry-base -j "$JOBS" --target jattn_static >/dev/null
+  bench_binaries build-carry-base build-carry-base/src
+  cp build-carry-base/jattn_gpu_bench .carry/base/
+  echo "base: $(git rev-parse --short "$1")"
+fi
+du -sh .carry
