@@ -152,7 +152,10 @@ __device__ __forceinline__ void load_v(const uint4 *block_v, int warp, int lane,
     }
 }
 
-template <int D, bool kSplitPV, int kCtas>
+/* kPadded: a key-padded call (fp.base.kv_count set). The unpadded instances are the kernel as it
+ * was before key padding, instruction for instruction (padding support in them cost 1-5% of
+ * the speed, H200: bench/results/h200-2026-12-01-padding). */
+template <int D, bool kSplitPV, int kCtas, bool kPadded>
 __global__ void __launch_bounds__(kThreads, kCtas) attention_f32_sm90_wgmma_f16x2_64x64_kernel(const F16x2Params fp)
 {
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -188,8 +191,8 @@ __global__ void __launch_bounds__(kThreads, kCtas) attention_f32_sm90_wgmma_f16x
      * read again from shared memory where it is needed (the last tile, the write), so that it
      * holds no register through the loop. */
     __shared__ int n_kv_shared;
-    const int n_all = (attended_keys(p.kv_count, b, p.seq_kv) + kK - 1) / kK;
-    if (tid == 0) n_kv_shared = attended_keys(p.kv_count, b, p.seq_kv);
+    const int n_all = kPadded ? (attended_keys(p.kv_count, b, p.seq_kv) + kK - 1) / kK : fp.tiles;
+    if (kPadded && tid == 0) n_kv_shared = attended_keys(p.kv_count, b, p.seq_kv);
     const int half = (n_all + 1) / 2;
     const int tile_begin = rank == 1 ? half : 0;
     const int tile_end = split == 2 && rank == 0 ? half : n_all;
@@ -258,8 +261,8 @@ __global__ void __launch_bounds__(kThreads, kCtas) attention_f32_sm90_wgmma_f16x
     for (int e = 0; e < 2; ++e) p_off[e] = swizzled_offset_f16(2 * c + e, warp * 16 + 2 * g, kQ);
 
     uint4 kx_next[C::kAhead][2];
-    float kf_next[2] = {0.f, 0.f};
-    if (tile_begin < tile_end) load_k<D, C::kAhead>(fp, bh * fp.tiles + tile_begin, warp, lane, kx_next, kf_next);
+    float kf_next[2];
+    if (!kPadded || tile_begin < tile_end) load_k<D, C::kAhead>(fp, bh * fp.tiles + tile_begin, warp, lane, kx_next, kf_next);
 
     const int d_base = C::kOutVec * (8 * warp + g);
     for (int tile = tile_begin; tile < tile_end; ++tile) {
@@ -332,8 +335,9 @@ __global__ void __launch_bounds__(kThreads, kCtas) attention_f32_sm90_wgmma_f16x
         }
 
         /* ---- softmax down the columns of S^T, in t units ---- */
-        if (key0 + kK > n_kv_shared) { /* the last tile, partial: keys past n_kv get weight 0 */
-            const int n_kv = n_kv_shared;
+        const int n_kv_bound = kPadded ? n_kv_shared : p.seq_kv;
+        if (key0 + kK > n_kv_bound) { /* the last tile, partial: keys past n_kv get weight 0 */
+            const int n_kv = n_kv_bound;
 #pragma unroll
             for (int r = 0; r < 2; ++r) {
                 if (key0 + warp * 16 + g + 8 * r >= n_kv) {
@@ -545,7 +549,7 @@ __global__ void __launch_bounds__(kThreads, kCtas) attention_f32_sm90_wgmma_f16x
             const float l = l_state[q];
             const float inv = (1.f / kPScale) / l; /* O holds P * 2^15 */
             float *dst = p.out + b * p.o_b + h * p.o_h + (int64_t)row * p.o_t + d_base;
-            if (n_kv_shared == 0) { /* no key to attend (key padding): 0, and lse -inf */
+            if (kPadded && n_kv_shared == 0) { /* no key to attend (key padding): 0, and lse -inf */
                 for (int j = 0; j < C::kOutVec; ++j) dst[j] = 0.f;
                 if (p.lse != nullptr && warp == 0 && g == 0) p.lse[bh * p.seq_q + row] = -INFINITY;
                 continue;
@@ -604,7 +608,8 @@ template <int D, bool kSplitPV, int kCtas>
 cudaError_t f16x2_launch(F16x2Params fp, int64_t batch, int64_t heads, int64_t q_blocks, int kv_split, cudaStream_t stream)
 {
     using C = F16Config<D, kSplitPV, kCtas>;
-    auto kernel = attention_f32_sm90_wgmma_f16x2_64x64_kernel<D, kSplitPV, kCtas>;
+    auto kernel = fp.base.kv_count ? attention_f32_sm90_wgmma_f16x2_64x64_kernel<D, kSplitPV, kCtas, true>
+                                   : attention_f32_sm90_wgmma_f16x2_64x64_kernel<D, kSplitPV, kCtas, false>;
     cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmemBytes);
     if (err != cudaSuccess) return err;
     fp.base.kv_split = kv_split;

@@ -119,8 +119,18 @@ __global__ void __launch_bounds__(V1_WARPS * WARP) attention_f32_simt_v1(jattn_c
         const float ml_new = tile_max > m ? (at_max ? tile_ml : 0.0f) : ml;
         const bool none = m_new == -INFINITY; /* no finite score yet: weights 0 */
         const float m_use = none ? 0.0f : m_new, ml_use = none ? 0.0f : ml_new;
-        const float alpha = exp2f(((m - m_use) + (ml - ml_use)) * LOG2E);
-        const float pj = lane < keys ? exp2f(((s - m_use) + (s_lo - ml_use)) * LOG2E) : 0.0f;
+        /* With one column per lane (D <= 32) the weights are exp of the exact logit difference
+         * in double, rounded once to float: nothing averages a weight's error away there, and
+         * exp2f of a rounded (x * log2 e) errs by a few ulp where a rounded weight errs by half
+         * of one (the D = 1 tail: 6 in 20000 draws over the gate with exp2f, H200). */
+        float alpha, pj;
+        if (COLS == 1) {
+            alpha = (float)exp(((double)m - m_use) + ((double)ml - ml_use));
+            pj = lane < keys ? (float)exp(((double)s - m_use) + ((double)s_lo - ml_use)) : 0.0f;
+        } else {
+            alpha = exp2f(((m - m_use) + (ml - ml_use)) * LOG2E);
+            pj = lane < keys ? exp2f(((s - m_use) + (s_lo - ml_use)) * LOG2E) : 0.0f;
+        }
         float psum = pj;
 #pragma unroll
         for (int off = WARP / 2; off > 0; off /= 2) psum += __shfl_xor_sync(0xffffffffu, psum, off);

@@ -162,7 +162,9 @@ __device__ __forceinline__ void load_tile(float *dst, const float *src, int64_t 
  * QK6: Q K^T from three TF32 parts per operand (big, small, tiny = the 2 bits the pair
  *      misses), six products: big*big + (big*small + small*big) + (big*tiny + tiny*big +
  *      small*small), so the logits see full float32 operands. */
-template <int DT, int BC, int WARPS, bool PV3, int KCH, bool QK6>
+/* PADDED: a key-padded call (p.kv_count set); the unpadded instances are the kernel as before
+ * key padding (the padded code paths in them cost up to 9% at (1,24,1536,128), H200). */
+template <int DT, int BC, int WARPS, bool PV3, int KCH, bool QK6, bool PADDED>
 __global__ void __launch_bounds__(WARPS *WARP) attention_tf32_mma_v2(jattn_cuda_params p, int vec4) {
     constexpr int DS = DT + SMEM_PAD; /* shared row stride */
     constexpr int BR = WARPS * MMA_M;
@@ -186,8 +188,8 @@ __global__ void __launch_bounds__(WARPS *WARP) attention_tf32_mma_v2(jattn_cuda_
     const float *q = p.q + b * p.q_b + h * p.q_h + (int64_t)q0 * p.q_s;
     const float *k = p.k + b * p.k_b + h * p.k_h;
     const float *v = p.v + b * p.v_b + h * p.v_h;
-    const int n_kv = attended_keys(p.kv_count, b, p.seq_kv); /* key padding: its keys only */
-    const int *kv_rows = attended_rows(p.kv_index, b, p.seq_kv);
+    const int n_kv = PADDED ? attended_keys(p.kv_count, b, p.seq_kv) : p.seq_kv; /* key padding: its keys only */
+    const int *kv_rows = PADDED ? attended_rows(p.kv_index, b, p.seq_kv) : nullptr;
     const int n_tiles = (n_kv + BC - 1) / BC;
     const bool v4 = vec4 != 0;
 
@@ -215,8 +217,10 @@ __global__ void __launch_bounds__(WARPS *WARP) attention_tf32_mma_v2(jattn_cuda_
         __syncthreads(); /* tile `it` landed; every warp is done with tile it-1's buffers */
         if (it + 1 < n_tiles) {
             const int kv0 = (it + 1) * BC, stage = (it + 1) & 1;
-            load_tile<BC, DT, WARPS>(ks + stage * BC * DS, k, p.k_s, kv_rows, kv0, n_kv - kv0, p.head_dim, v4);
-            load_tile<BC, DT, WARPS>(vs + stage * BC * DS, v, p.v_s, kv_rows, kv0, n_kv - kv0, p.head_dim, v4);
+            /* padded: rows kv_rows[kv0 + r]; else the tile's rows from its first (as before padding) */
+            const float *kt0 = PADDED ? k : k + (int64_t)kv0 * p.k_s, *vt0 = PADDED ? v : v + (int64_t)kv0 * p.v_s;
+            load_tile<BC, DT, WARPS>(ks + stage * BC * DS, kt0, p.k_s, kv_rows, PADDED ? kv0 : 0, n_kv - kv0, p.head_dim, v4);
+            load_tile<BC, DT, WARPS>(vs + stage * BC * DS, vt0, p.v_s, kv_rows, PADDED ? kv0 : 0, n_kv - kv0, p.head_dim, v4);
         }
         cp_async_commit();
         const float *kt = ks + (it & 1) * BC * DS, *vt = vs + (it & 1) * BC * DS;
@@ -385,7 +389,7 @@ __global__ void __launch_bounds__(WARPS *WARP) attention_tf32_mma_v2(jattn_cuda_
         const int row = q0 + warp * MMA_M + g + 8 * r;
         if (row >= p.seq_q) continue;
         float *orow = out + (int64_t)row * p.o_s;
-        const bool empty = n_kv == 0; /* no key to attend (key padding): 0, and lse -inf */
+        const bool empty = PADDED && n_kv == 0; /* no key to attend (key padding): 0, and lse -inf */
 #pragma unroll
         for (int j = 0; j < KD; j++) {
             const int col = j * MMA_N + 2 * t;
@@ -401,11 +405,11 @@ __global__ void __launch_bounds__(WARPS *WARP) attention_tf32_mma_v2(jattn_cuda_
 
 /* Tile configurations: chosen per head-dim tile and problem size below; the harness can force
  * one with JATTN_CUDA_V2_VARIANT=1|2|3 (D <= 128; see NOTES.md for what each measured). */
-template <int DT, int BC, int WARPS, bool PV3, int KCH, bool QK6>
+template <int DT, int BC, int WARPS, bool PV3, int KCH, bool QK6, bool PADDED = false>
 static cudaError_t launch(const jattn_cuda_params *p, cudaStream_t stream) {
     constexpr int BR = WARPS * MMA_M, DS = DT + SMEM_PAD;
     const size_t smem = sizeof(float) * (size_t)(BR * DS + 4 * BC * DS);
-    auto kernel = attention_tf32_mma_v2<DT, BC, WARPS, PV3, KCH, QK6>;
+    auto kernel = attention_tf32_mma_v2<DT, BC, WARPS, PV3, KCH, QK6, PADDED>;
     cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e != cudaSuccess) return e;
     const long long q_blocks = (p->seq_q + BR - 1) / BR;
@@ -466,10 +470,22 @@ static bool qk6(void) {
     return x == 1;
 }
 
+/* Key-padded calls: one tile configuration per head-dim tile (the 4-warp ones, which any grid
+ * fills), three-product Q K^T; the padded instances are not tuned apart. */
+template <bool PV3>
+static cudaError_t launch_padded(const jattn_cuda_params *p, cudaStream_t s) {
+    const int D = p->head_dim;
+    if (D <= 32) return launch<32, 64, 4, PV3, 4, false, true>(p, s);
+    if (D <= 64) return launch<64, 64, 4, PV3, 8, false, true>(p, s);
+    if (D <= 128) return launch<128, 16, 4, PV3, 16, false, true>(p, s);
+    return launch<256, 16, 4, PV3, 32, false, true>(p, s);
+}
+
 extern "C" int jattn_cuda_launch_v2(const jattn_cuda_params *p, int tf32x3, void *stream) {
     if (p->head_dim % JATTN_CUDA_V2_HEAD_DIM_MULTIPLE || p->head_dim > JATTN_CUDA_V2_MAX_HEAD_DIM)
         return (int)cudaErrorInvalidValue;
     cudaStream_t s = (cudaStream_t)stream;
+    if (p->kv_count) return (int)(tf32x3 ? launch_padded<true>(p, s) : launch_padded<false>(p, s));
     if (!tf32x3) return (int)launch_dt<false, false>(p, s);
     return (int)(qk6() ? launch_dt<true, true>(p, s) : launch_dt<true, false>(p, s));
 }

@@ -31,12 +31,13 @@ struct SplitParams {
     const float *k, *v;
     int64_t k_b, k_h, k_t, v_b, v_h, v_t;
     int heads, seq_kv;
-    const int *kv_count, *kv_index; /* key padding (attention_sm90_args), or NULL */
     unsigned char *ws;
     F16x2Layout layout;
+    const int *kv_count, *kv_index; /* key padding (attention_sm90_args), or NULL */
 };
 
-template <int D>
+/* kPadded: a key-padded call (p.kv_count set); the unpadded instance is the pre-pass as before. */
+template <int D, bool kPadded>
 __global__ void __launch_bounds__(kSplitThreads) split_kv_f16x2_kernel(const SplitParams p)
 {
     constexpr int kLanes = D / 4;                    /* lanes per K row pair, one float4 of each row */
@@ -55,9 +56,9 @@ __global__ void __launch_bounds__(kSplitThreads) split_kv_f16x2_kernel(const Spl
     const F16x2Layout &L = p.layout;
     /* Key padding: batch b's attended keys, packed in order (key j = row key_row(rows, j));
      * tiles past them are never read by the attention kernel, nor written here. */
-    const int n_kv = attended_keys(p.kv_count, b, p.seq_kv);
-    const int *rows = attended_rows(p.kv_index, b, p.seq_kv);
-    if (key0 >= n_kv) return;
+    const int n_kv = kPadded ? attended_keys(p.kv_count, b, p.seq_kv) : p.seq_kv;
+    const int *rows = kPadded ? attended_rows(p.kv_index, b, p.seq_kv) : nullptr;
+    if (kPadded && key0 >= n_kv) return;
 
     /* ---- K: rows 16w+g and 16w+g+8 of the tile together, kLanes lanes per pair ---- */
     {
@@ -173,6 +174,9 @@ extern "C" cudaError_t split_kv_f16x2(const attention_sm90_args *a, void *worksp
     cfg.gridDim = dim3((unsigned)p.layout.tiles, (unsigned)a->heads, (unsigned)a->batch);
     cfg.blockDim = dim3(kSplitThreads, 1, 1);
     cfg.stream = stream;
-    return a->head_dim == 128 ? cudaLaunchKernelEx(&cfg, split_kv_f16x2_kernel<128>, p)
-                              : cudaLaunchKernelEx(&cfg, split_kv_f16x2_kernel<64>, p);
+    if (p.kv_count)
+        return a->head_dim == 128 ? cudaLaunchKernelEx(&cfg, split_kv_f16x2_kernel<128, true>, p)
+                                  : cudaLaunchKernelEx(&cfg, split_kv_f16x2_kernel<64, true>, p);
+    return a->head_dim == 128 ? cudaLaunchKernelEx(&cfg, split_kv_f16x2_kernel<128, false>, p)
+                              : cudaLaunchKernelEx(&cfg, split_kv_f16x2_kernel<64, false>, p);
 }
