@@ -59,7 +59,7 @@ if has sass; then
   cuobjdump -sass "$obj" > /tmp/v2.sass 2>&1
   awk '/Function :/{f=$3} /HMMA/{h[f]++} /LDL|STL/{l[f]++} END{for(k in h) printf "%-70s HMMA %5d  LDL/STL %d\n", k, h[k], l[k]+0}' /tmp/v2.sass
   grep -m3 HMMA /tmp/v2.sass
-  for src in attention_f32_sm90_wgmma_st attention_f32_sm90_wgmma_f16x2; do
+  for src in attention_v3_sm90_tf32x3 attention_v4_sm90_f16x2; do
     note "sass ($src: HGMMA count, local memory; only the sm_90a instances have a body)"
     obj=$(find "$BUILD" -name "$src.cu.o" | head -1)
     cuobjdump -sass "$obj" > /tmp/sm90.sass 2>&1

@@ -5,8 +5,8 @@
  *
  * Build and run (on the H200):
  *   nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -Iinclude -Isrc/cuda \
- *        bench/gpu/wgmma_check.cu src/cuda/attention_f32_sm90_wgmma.cu \
- *        src/cuda/attention_f32_sm90_wgmma_st.cu -o /tmp/wgmma_check
+ *        bench/gpu/wgmma_check.cu bench/gpu/attention_v3_0_sm90_smem.cu \
+ *        src/cuda/attention_v3_sm90_tf32x3.cu -o /tmp/wgmma_check
  *   /tmp/wgmma_check [--kernel v3.0|v3.1] [--small] [seed]
  *     --kernel: only that version (run each in its own process: a kernel that faults ends
  *               its process, and the other's results survive)
@@ -23,7 +23,7 @@
  * Then times the FLUX shapes: CUDA events around each call, median of 30 after 3 warm-up
  * calls, TFLOP/s = 4*B*H*Sq*Skv*D / t. Exits 1 on any failure, 2 without a usable GPU.
  * The last lines printed are a short table. */
-#include "attention_f32_sm90_wgmma.h"
+#include "attention_sm90.h"
 
 #include <cuda_runtime.h>
 

@@ -1,4 +1,4 @@
-"""Host model of the index math of src/cuda/attention_f32_sm90_wgmma.cu, checked against the
+"""Host model of the index math of bench/gpu/attention_v3_0_sm90_smem.cu, checked against the
 hardware's documented behaviour (PTX ISA, wgmma): run `python3 bench/gpu/wgmma_layout_model.py`
 after any change to the kernel's staging, descriptors or fragment handling.
 
@@ -92,7 +92,7 @@ for D in (64,128):
     print("D",D,"ok")
 
 
-# ---- v3.1 (attention_f32_sm90_wgmma_st.cu): S^T = K Q^T, O^T = V^T P^T ----
+# ---- v3.1 (attention_v3_sm90_tf32x3.cu): S^T = K Q^T, O^T = V^T P^T ----
 def st_q_column(d):
     return 16*(d>>4) + 8*((d>>1)&1) + 4*(d&1) + ((d>>2)&3)
 for D in (64,128):

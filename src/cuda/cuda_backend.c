@@ -10,7 +10,7 @@
 #include <cuda_runtime_api.h>
 
 #include "../backend.h"
-#include "attention_f32_sm90_wgmma.h"
+#include "attention_sm90.h"
 #include "cuda_internal.h"
 
 /* ---- the device, probed once ------------------------------------------------------------ */
@@ -92,7 +92,7 @@ static int is_sm90_kernel(jattn_cuda_kernel k) { return k == JATTN_CUDA_KERNEL_V
 
 /* Why v3 and v4 cannot run a problem (a message for jattn_fail), or NULL when they can,
  * pointers aside: their alignment is known in forward() only. The conditions are those of the
- * launch contract in attention_f32_sm90_wgmma.h. */
+ * launch contract in attention_sm90.h. */
 static const char *sm90_refusal(const jattn_problem *p) {
     if (device.cc_major != JATTN_CUDA_V3_CC_MAJOR || device.cc_minor != JATTN_CUDA_V3_CC_MINOR)
         return "device: kernels v3 and v4 (sm_90a wgmma) need compute capability 9.0";

@@ -38,11 +38,11 @@ typedef enum jattn_cuda_kernel {
     JATTN_CUDA_KERNEL_AUTO = 0, /* v4 where it applies, else v2 where it applies, else v1 */
     JATTN_CUDA_KERNEL_V1 = 1,   /* attention_v1_simt.cu: plain fp32 SIMT, any D <= 512 */
     JATTN_CUDA_KERNEL_V2 = 2,   /* attention_v2_mma.cu: mma.sync m16n8k8 3xTF32, D % 8 == 0, D <= 256 */
-    JATTN_CUDA_KERNEL_V3 = 3,   /* attention_f32_sm90_wgmma_st.cu (v3.2): sm_90a wgmma 3xTF32, transposed
+    JATTN_CUDA_KERNEL_V3 = 3,   /* attention_v3_sm90_tf32x3.cu (v3.2): sm_90a wgmma 3xTF32, transposed
                                  * S^T = K Q^T: device 9.0, D 64 or 128, strides multiples of 4
                                  * (select refuses a forced v3 otherwise), pointers 16-byte aligned
                                  * (else that call runs v2) */
-    JATTN_CUDA_KERNEL_V4 = 4,   /* attention_f32_sm90_wgmma_f16x2.cu: sm_90a wgmma on 2xFP16 operands split
+    JATTN_CUDA_KERNEL_V4 = 4,   /* attention_v4_sm90_f16x2.cu: sm_90a wgmma on 2xFP16 operands split
                                  * by a pre-pass into a device workspace; the same limits as v3 */
     JATTN_CUDA_KERNEL_COUNT = 5
 } jattn_cuda_kernel;
@@ -52,7 +52,7 @@ typedef enum jattn_cuda_kernel {
 #define JATTN_CUDA_V2_MAX_HEAD_DIM 256
 #define JATTN_CUDA_V2_HEAD_DIM_MULTIPLE 8
 /* v3's and v4's head dims are 64 and 128 and their alignment is that of a float4
- * (attention_f32_sm90_wgmma.h). */
+ * (attention_sm90.h). */
 #define JATTN_CUDA_V3_CC_MAJOR 9
 #define JATTN_CUDA_V3_CC_MINOR 0
 #define JATTN_CUDA_V3_ALIGN_BYTES 16

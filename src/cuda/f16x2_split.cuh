@@ -1,6 +1,6 @@
 /* f16x2_split.cuh: the 2xFP16 operand split of kernel v4 (after Ootomo & Yokota, 2022), shared
- * by its pre-pass (split_kv_f16x2.cu) and its attention kernel
- * (attention_f32_sm90_wgmma_f16x2.cu). Internal to src/cuda; internal linkage.
+ * by its pre-pass (attention_v4_split_kv_f16x2.cu) and its attention kernel
+ * (attention_v4_sm90_f16x2.cu). Internal to src/cuda; internal linkage.
  *
  * A float x, multiplied by a power of two 2^e chosen per row or block, becomes hi + lo with
  * hi = fp16_rn(x 2^e) and lo = fp16_rn(x 2^e - hi): 22 significant bits, like 3xTF32's

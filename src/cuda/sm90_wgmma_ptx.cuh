@@ -19,7 +19,7 @@
 
 #include <cuda_runtime.h>
 
-#include "attention_f32_sm90_wgmma.h"
+#include "attention_sm90.h"
 
 namespace {
 

@@ -1,4 +1,4 @@
-/* attention_f32_sm90_wgmma: fp32-accurate flash attention on Hopper (sm_90a) with wgmma.
+/* attention_sm90.h: the launch contract of the sm_90a wgmma kernels (v3.0, v3.2, v4) of the cuda backend.
  *
  * A standalone kernel with a plain C launch function, meant to be plugged into the cuda
  * backend as its next kernel version. Design, ceilings and predictions: NOTES_sm90.md.
@@ -34,8 +34,8 @@
  * @return cudaSuccess when the kernel was enqueued; cudaErrorInvalidValue when
  *         attention_f32_sm90_wgmma_supported() rejects the arguments (nothing enqueued);
  *         otherwise the CUDA error of the launch. */
-#ifndef JATTN_ATTENTION_F32_SM90_WGMMA_H
-#define JATTN_ATTENTION_F32_SM90_WGMMA_H
+#ifndef JATTN_ATTENTION_SM90_H
+#define JATTN_ATTENTION_SM90_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -88,16 +88,16 @@ attention_sm90_support attention_f32_sm90_wgmma_supported(const attention_sm90_a
 
 /* Enqueues the attention on `stream` (see the contract above). Kernel v3.0: S = Q K^T and
  * P V with shared-memory operands, one warpgroup and 64 queries per CTA
- * (attention_f32_sm90_wgmma.cu). */
+ * (attention_v3_0_sm90_smem.cu). */
 cudaError_t attention_f32_sm90_wgmma_64x64(const attention_sm90_args *args, cudaStream_t stream);
 
 /* The same computation and contract with kernel v3.1: the transposed orientation S^T = K Q^T,
- * O^T = V^T P^T with K and V as register operands (attention_f32_sm90_wgmma_st.cu). */
+ * O^T = V^T P^T with K and V as register operands (attention_v3_sm90_tf32x3.cu). */
 cudaError_t attention_f32_sm90_wgmma_st_64x64(const attention_sm90_args *args, cudaStream_t stream);
 
-/* Kernel v4 (attention_f32_sm90_wgmma_f16x2.cu): the same computation and contract, with the
+/* Kernel v4 (attention_v4_sm90_f16x2.cu): the same computation and contract, with the
  * operands split into two scaled fp16 parts (2xFP16) on the fp16 wgmma, in two kernels on
- * `stream`: a pre-pass (split_kv_f16x2.cu) that writes the split K and V into `workspace`, then
+ * `stream`: a pre-pass (attention_v4_split_kv_f16x2.cu) that writes the split K and V into `workspace`, then
  * the attention. workspace: device memory of attention_f32_sm90_f16x2_workspace_bytes() bytes,
  * 16-byte aligned, not shared with a concurrent call (the size is about that of K plus V).
  * ATTENTION_SM90_TF32 keeps Q K^T at three products and runs one fp16 product (an 11-bit
@@ -112,4 +112,4 @@ cudaError_t attention_f32_sm90_wgmma_f16x2_64x64(const attention_sm90_args *args
 }
 #endif
 
-#endif /* JATTN_ATTENTION_F32_SM90_WGMMA_H */
+#endif /* JATTN_ATTENTION_SM90_H */

@@ -5,7 +5,7 @@
  * Reads  q [B, H, Sq, D], k and v [B, H, Skv, D] (element strides per batch/head/token,
  *        head_dim contiguous, float4 aligned), D in {64, 128}.
  * Writes out [B, H, Sq, D] through its strides, and optionally lse [B, H, Sq] contiguous.
- * Same contract as v3.0 (attention_f32_sm90_wgmma.h).
+ * Same contract as v3.0 (attention_sm90.h).
  *
  * Why: v3.0 (S = Q K^T with both operands in shared memory) spends 193 KB of shared memory
  * per CTA and saturates shared-memory bandwidth in the S phase (NOTES_sm90.md). Here the
@@ -57,7 +57,7 @@
  *   f32  60.4 / 72.4 / 74.3 / 76.5 / 42.5 = 1.54 / 1.65 / 1.63 / 1.69 / 1.67x PyTorch fp32 SDPA
  *   tf32 69.0 / 82.5 / 83.8 / 85.4 / 48.5; rel_l2 f32 5.7e-7..7.4e-7 (PyTorch 6.4e-7..9.1e-7).
  * v3.1 (two S^T passes, cvt.rna, loads just before use, no split): 33.6 / 44.4 / - / 46.0 f32. */
-#include "attention_f32_sm90_wgmma.h"
+#include "attention_sm90.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -624,7 +624,7 @@ bool stride_ok(const attention_sm90_strides &s) { return s.batch % 4 == 0 && s.h
 
 } /* namespace */
 
-/* The contract check of both versions (v3.0 in attention_f32_sm90_wgmma.cu uses it too): here,
+/* The contract check of both versions (v3.0 in attention_v3_0_sm90_smem.cu uses it too): here,
  * in the file the library compiles. */
 extern "C" attention_sm90_support attention_f32_sm90_wgmma_supported(const attention_sm90_args *a)
 {

@@ -41,7 +41,7 @@
  * Measured (H200, 2026-11-30, bench/results/h200-2026-11-30-lead): f32 28.0 / 32.8 / 36.2
  * TFLOP/s at (1,24,{1536,4608,16384},128), max_abs fails on large inputs; slower than v3.1,
  * so it stays out of the library (bench/gpu/wgmma_check.cu only). */
-#include "attention_f32_sm90_wgmma.h"
+#include "attention_sm90.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -391,7 +391,7 @@ cudaError_t launch(const Params &p, int64_t batch, int64_t heads, int64_t seq_q,
 } /* namespace */
 
 /* attention_f32_sm90_wgmma_supported(), the contract check of both versions, is defined in
- * attention_f32_sm90_wgmma_st.cu: the library compiles only v3.1; this file links with it. */
+ * attention_v3_sm90_tf32x3.cu: the library compiles only v3.1; this file links with it. */
 
 extern "C" cudaError_t attention_f32_sm90_wgmma_64x64(const attention_sm90_args *a, cudaStream_t stream)
 {

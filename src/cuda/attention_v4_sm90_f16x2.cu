@@ -3,9 +3,9 @@
  * after Ootomo & Yokota 2022), for sm_90a.
  *
  * Reads  q [B, H, Sq, D] (element strides, head_dim contiguous, float4 aligned), D in {64, 128},
- *        and the workspace the pre-pass split_kv_f16x2.cu wrote from k and v (f16x2_split.cuh).
+ *        and the workspace the pre-pass attention_v4_split_kv_f16x2.cu wrote from k and v (f16x2_split.cuh).
  * Writes out [B, H, Sq, D] through its strides, and optionally lse [B, H, Sq] contiguous.
- * Same contract as v3 (attention_f32_sm90_wgmma.h), plus the workspace.
+ * Same contract as v3 (attention_sm90.h), plus the workspace.
  *
  * Why: v3.2 (3xTF32) runs the TF32 tensor rate (409 TFLOP/s measured), six products per
  * attention FLOP in f32 mode, and every CTA splits K and V again in registers. The fp16 rate is
@@ -45,7 +45,7 @@
  * (v4.7; v4.8 then split hi*hi in two chains again in the 2-CTA instances and at D = 64 for the
  * accuracy tail, not re-timed.) The steps from v4.0 (75 / 92 f32 at the first two shapes) are
  * in NOTES_sm90.md. */
-#include "attention_f32_sm90_wgmma.h"
+#include "attention_sm90.h"
 
 #include <math.h>
 #include <stdint.h>

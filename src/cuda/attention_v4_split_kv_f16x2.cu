@@ -19,7 +19,7 @@
 
 #include <cuda_runtime.h>
 
-#include "attention_f32_sm90_wgmma.h"
+#include "attention_sm90.h"
 #include "f16x2_split.cuh"
 #include "key_padding.cuh"
 
@@ -156,7 +156,7 @@ extern "C" size_t attention_f32_sm90_f16x2_workspace_bytes(int64_t batch, int64_
     return (size_t)f16x2_layout(batch, heads, seq_kv, head_dim).bytes;
 }
 
-/* Enqueues the pre-pass of a supported call (attention_f32_sm90_wgmma_f16x2.cu checks it). */
+/* Enqueues the pre-pass of a supported call (attention_v4_sm90_f16x2.cu checks it). */
 extern "C" cudaError_t split_kv_f16x2(const attention_sm90_args *a, void *workspace, cudaStream_t stream)
 {
     SplitParams p;
