@@ -1,0 +1,19 @@
+# Tests of the sequence-parallel layer, libjattn_parallel (included by tests/CMakeLists.txt).
+#
+#   test_sp_threads   every rank's steps in one process, P = 1..4 threads, host memory: both
+#                     algorithms, every case of sp_cases.c, and the agreement on errors
+#   test_sp_device    the same on one GPU with device memory (each rank a stream): the ring merge
+#                     and the Ulysses re-layouts in device memory; skipped without a GPU
+#   test_sp_mpi_<P>   mpirun -np P (2, 3, 4; oversubscribed on small machines) of test_sp_mpi: the
+#                     MPI transport for real, every case and every error
+#   test_cli_parallel mpirun of `jattn run --parallel ...`
+# The MPI tests are registered when the MPI transport is built; not under ThreadSanitizer (Open
+# MPI is not instrumented, and its shared-memory transport's lock-free queues read as races).
+find_package(Threads REQUIRED)
+add_library(jattn_sp_test_support STATIC ${CMAKE_CURRENT_LIST_DIR}/sp_cases.c ${CMAKE_CURRENT_LIST_DIR}/sp_threads_transport.c)
+target_include_directories(jattn_sp_test_support PUBLIC ${CMAKE_CURRENT_LIST_DIR} ${PROJECT_SOURCE_DIR}/src)
+target_link_libraries(jattn_sp_test_support PUBLIC jattn_test_harness jattn_parallel_static Threads::Threads)
+target_compile_definitions(jattn_sp_test_support PRIVATE _POSIX_C_SOURCE=200809L) # pthread barriers
+
+jattn_add_test(test_sp_threads SOURCES test_sp_threads.c LIBS jattn_sp_test_support)
+set_tests_properties(test_sp_threads PROPERTIES TIMEOUT 300)
