@@ -17,3 +17,26 @@ target_compile_definitions(jattn_sp_test_support PRIVATE _POSIX_C_SOURCE=200809L
 
 jattn_add_test(test_sp_threads SOURCES test_sp_threads.c LIBS jattn_sp_test_support)
 set_tests_properties(test_sp_threads PROPERTIES TIMEOUT 300)
+
+if(JATTN_MPI_ENABLED AND NOT JATTN_SANITIZE STREQUAL "thread")
+  # Open MPI refuses to start as root and more ranks than cores unless told; its flags are its
+  # own, so they are passed only to an Open MPI mpiexec.
+  set(JATTN_MPIEXEC_FLAGS ${MPIEXEC_PREFLAGS})
+  execute_process(COMMAND ${MPIEXEC_EXECUTABLE} --version OUTPUT_VARIABLE _jattn_mpiexec_version ERROR_QUIET)
+  if(_jattn_mpiexec_version MATCHES "Open MPI|OpenRTE")
+    list(APPEND JATTN_MPIEXEC_FLAGS --oversubscribe --allow-run-as-root)
+  endif()
+  set(JATTN_MPIEXEC_FLAGS ${JATTN_MPIEXEC_FLAGS} CACHE INTERNAL "flags of mpiexec for the tests")
+  # LeakSanitizer: Open MPI keeps what MPI_Init allocates until the process ends.
+  set(JATTN_MPI_TEST_ENV "LSAN_OPTIONS=suppressions=${CMAKE_CURRENT_LIST_DIR}/lsan_mpi.supp:print_suppressions=0")
+
+  add_executable(test_sp_mpi ${CMAKE_CURRENT_LIST_DIR}/test_sp_mpi.c)
+  target_link_libraries(test_sp_mpi PRIVATE jattn_sp_test_support MPI::MPI_C)
+  foreach(p 2 3 4)
+    add_test(NAME test_sp_mpi_${p} COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${p} ${JATTN_MPIEXEC_FLAGS}
+      $<TARGET_FILE:test_sp_mpi> ${MPIEXEC_POSTFLAGS})
+    set_tests_properties(test_sp_mpi_${p} PROPERTIES TIMEOUT 300 PROCESSORS ${p} ENVIRONMENT "${JATTN_MPI_TEST_ENV}")
+  endforeach()
+elseif(JATTN_MPI_ENABLED)
+  message(STATUS "jattn: the MPI tests are not registered under ThreadSanitizer (Open MPI is not instrumented)")
+endif()
