@@ -28,7 +28,9 @@ if(JATTN_MPI_ENABLED AND NOT JATTN_SANITIZE STREQUAL "thread")
   endif()
   set(JATTN_MPIEXEC_FLAGS ${JATTN_MPIEXEC_FLAGS} CACHE INTERNAL "flags of mpiexec for the tests")
   # LeakSanitizer: Open MPI keeps what MPI_Init allocates until the process ends.
-  set(JATTN_MPI_TEST_ENV "LSAN_OPTIONS=suppressions=${CMAKE_CURRENT_LIST_DIR}/lsan_mpi.supp:print_suppressions=0")
+  # (fast_unwind_on_malloc=0: the stacks reach into libmpi, whose frames the suppressions name)
+  set(JATTN_MPI_TEST_ENV
+    "LSAN_OPTIONS=fast_unwind_on_malloc=0:suppressions=${CMAKE_CURRENT_LIST_DIR}/lsan_mpi.supp:print_suppressions=0")
 
   add_executable(test_sp_mpi ${CMAKE_CURRENT_LIST_DIR}/test_sp_mpi.c)
   target_link_libraries(test_sp_mpi PRIVATE jattn_sp_test_support MPI::MPI_C)
@@ -39,4 +41,15 @@ if(JATTN_MPI_ENABLED AND NOT JATTN_SANITIZE STREQUAL "thread")
   endforeach()
 elseif(JATTN_MPI_ENABLED)
   message(STATUS "jattn: the MPI tests are not registered under ThreadSanitizer (Open MPI is not instrumented)")
+endif()
+
+# The command end to end: with mpiexec when the MPI transport is built, else its one-line refusal.
+if(TARGET jattn AND NOT JATTN_SANITIZE STREQUAL "thread")
+  if(JATTN_MPI_ENABLED)
+    add_test(NAME test_cli_parallel COMMAND sh ${CMAKE_CURRENT_LIST_DIR}/test_cli_parallel.sh $<TARGET_FILE:jattn>
+      ${MPIEXEC_EXECUTABLE} ${JATTN_MPIEXEC_FLAGS})
+    set_tests_properties(test_cli_parallel PROPERTIES TIMEOUT 300 PROCESSORS 4 ENVIRONMENT "${JATTN_MPI_TEST_ENV}")
+  else()
+    add_test(NAME test_cli_parallel COMMAND sh ${CMAKE_CURRENT_LIST_DIR}/test_cli_parallel.sh $<TARGET_FILE:jattn>)
+  endif()
 endif()
