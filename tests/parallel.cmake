@@ -53,3 +53,12 @@ if(TARGET jattn AND NOT JATTN_SANITIZE STREQUAL "thread")
     add_test(NAME test_cli_parallel COMMAND sh ${CMAKE_CURRENT_LIST_DIR}/test_cli_parallel.sh $<TARGET_FILE:jattn>)
   endif()
 endif()
+
+# An installed libjattn_parallel, consumed through pkg-config and find_package (plain builds
+# only: a consumer built with plain flags cannot link instrumented libraries).
+if(JATTN_MPI_ENABLED AND NOT JATTN_SANITIZE AND MPI_C_COMPILER)
+  add_test(NAME test_install_parallel COMMAND sh ${CMAKE_CURRENT_LIST_DIR}/test_install_parallel.sh ${PROJECT_BINARY_DIR}
+    ${CMAKE_CURRENT_LIST_DIR}/install_consumer_parallel ${MPI_C_COMPILER} ${CMAKE_COMMAND} ${MPIEXEC_EXECUTABLE}
+    ${JATTN_MPIEXEC_FLAGS})
+  set_tests_properties(test_install_parallel PROPERTIES TIMEOUT 300 PROCESSORS 2)
+endif()
