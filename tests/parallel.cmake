@@ -17,6 +17,10 @@ target_compile_definitions(jattn_sp_test_support PRIVATE _POSIX_C_SOURCE=200809L
 
 jattn_add_test(test_sp_threads SOURCES test_sp_threads.c LIBS jattn_sp_test_support)
 set_tests_properties(test_sp_threads PROPERTIES TIMEOUT 300)
+if(JATTN_CUDA_ENABLED)
+  jattn_add_test(test_sp_device SOURCES test_sp_device.c LIBS jattn_sp_test_support CUDA::cudart)
+  set_tests_properties(test_sp_device PROPERTIES TIMEOUT 600)
+endif()
 
 if(JATTN_MPI_ENABLED AND NOT JATTN_SANITIZE STREQUAL "thread")
   # Open MPI refuses to start as root and more ranks than cores unless told; its flags are its
