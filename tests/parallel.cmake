@@ -66,3 +66,4 @@ if(JATTN_MPI_ENABLED AND NOT JATTN_SANITIZE AND MPI_C_COMPILER)
     ${JATTN_MPIEXEC_FLAGS})
   set_tests_properties(test_install_parallel PROPERTIES TIMEOUT 300 PROCESSORS 2)
 endif()
+include(${PROJECT_SOURCE_DIR}/bench/parallel/bench.cmake) # sp_gpu_bench: compiled, run by bench/parallel/multi_gpu.sh

@@ -10,6 +10,7 @@
 #  - errors: exit 2 and one "jattn: " line (from rank 0 only; mpirun may add its own) for bad
 #    --shards, too few tokens, --parallel with file inputs; exit 1 for a missing GPU;
 #  - built without MPI: --parallel exits 1 with one line saying so.
+# shellcheck disable=SC2086 # $SMALL and $MPI are word lists
 set -u
 J=$1
 shift
@@ -22,7 +23,7 @@ fail() {
     failed=$((failed + 1))
     echo "FAIL $*"
 }
-SMALL="--heads 4 --dim 32 --threads 1 --reps 2"
+SMALL="--heads 4 --dim 32 --threads 1 --reps 2" # options, split into words where used
 
 if [ $# -eq 0 ]; then
     "$J" run --parallel ring --seq 16 $SMALL >"$T/out" 2>"$T/err"
