@@ -1,6 +1,6 @@
 # Tests of the sequence-parallel layer, libjattn_parallel (included by tests/CMakeLists.txt).
 #
-#   test_sp_threads   every rank's steps in one process, P = 1..4 threads, host memory: both
+#   test_sp_threads   every rank's steps in one process, P = 1, 2, 3, 4, 8 threads, host memory: both
 #                     algorithms, every case of sp_cases.c, and the agreement on errors
 #   test_sp_device    the same on one GPU with device memory (each rank a stream): the ring merge
 #                     and the Ulysses re-layouts in device memory; skipped without a GPU

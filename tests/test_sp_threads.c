@@ -1,5 +1,5 @@
 /* The sequence-parallel algorithms with every rank in one process (tests/sp_threads_transport.h):
- * P = 1..4 threads on the host, the cpu backend (one thread each), every case of
+ * P = 1, 2, 3, 4 and 8 threads on the host, the cpu backend (one thread each), every case of
  * tests/sp_cases.c: the assembled output and lse against the float64 reference of the whole
  * problem under the f32 gate, nothing written outside the outputs, the inputs unchanged;
  * then the agreement: ranks that disagree, or one rank's bad argument, give every rank the
@@ -191,7 +191,9 @@ int main(void) {
     }
     const uint64_t seed = jt_seed();
     spt_case cases[64];
-    for (int ranks = 1; ranks <= 4; ranks++) {
+    static const int rank_counts[] = {1, 2, 3, 4, 8};
+    for (size_t c = 0; c < sizeof rank_counts / sizeof rank_counts[0]; c++) {
+        const int ranks = rank_counts[c];
         const int n = spt_cases(ranks, cases, 64);
         for (int i = 0; i < n; i++) run_case(&cases[i], ranks, seed + (uint64_t)(ranks * 1000 + i));
     }
