@@ -8,8 +8,8 @@
 
 #include "jattn.h"
 
-/* A second stream (non-blocking, for transfers beside the attention), two events and a small
- * grow-only device buffer, all of one device. */
+/* A second stream (non-blocking, of the greatest priority, for transfers beside the attention),
+ * two events and a small grow-only device buffer, all of one device. */
 typedef struct sp_device_state {
     int device;        /* the device they were made on */
     void *side_stream; /* cudaStream_t */

@@ -33,7 +33,11 @@ jattn_status sp_device_state_acquire(sp_device_state **st) {
     s->device = device;
     cudaStream_t stream = NULL;
     cudaEvent_t work_done = NULL, side_done = NULL;
-    cudaError_t e = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+    /* The side stream carries the ring's transfers: at the greatest priority, their (small)
+     * kernels take the first multiprocessors the attention frees, instead of waiting for it. */
+    int least = 0, greatest = 0;
+    cudaError_t e = cudaDeviceGetStreamPriorityRange(&least, &greatest);
+    if (e == cudaSuccess) e = cudaStreamCreateWithPriority(&stream, cudaStreamNonBlocking, greatest);
     if (e == cudaSuccess) e = cudaEventCreateWithFlags(&work_done, cudaEventDisableTiming);
     if (e == cudaSuccess) e = cudaEventCreateWithFlags(&side_done, cudaEventDisableTiming);
     s->side_stream = stream;
