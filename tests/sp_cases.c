@@ -116,11 +116,13 @@ int spt_cases(int ranks, spt_case *cases, int cap) {
 void spt_case_label(const spt_case *k, int ranks, char *buf, size_t cap) {
     static const char *const layouts[] = {"views", "head-major", "padded"};
     static const char *const kvs[] = {"self", "kv-sharded", "kv-replicated"};
-    int len = snprintf(buf, cap, "P=%d %s B=%lld H=%lld Sq=%lld Skv=%lld D=%lld %s %s %s%s shards", ranks,
-                       k->algorithm == JATTN_SP_ULYSSES ? "ulysses" : k->algorithm == JATTN_SP_RING ? "ring" : "auto",
-                       (long long)k->batch, (long long)k->heads, (long long)k->seq_q, (long long)k->seq_kv,
-                       (long long)k->dim, jt_dist_name(k->dist), layouts[k->layout], kvs[k->kv],
-                       k->want_lse ? " lse" : "");
+    int len =
+        snprintf(buf, cap, "P=%d %s B=%lld H=%lld Sq=%lld Skv=%lld D=%lld %s %s %s%s shards", ranks,
+                 k->algorithm == JATTN_SP_ULYSSES ? "ulysses"
+                 : k->algorithm == JATTN_SP_RING  ? "ring"
+                                                  : "auto",
+                 (long long)k->batch, (long long)k->heads, (long long)k->seq_q, (long long)k->seq_kv, (long long)k->dim,
+                 jt_dist_name(k->dist), layouts[k->layout], kvs[k->kv], k->want_lse ? " lse" : "");
     for (int r = 0; r < ranks && len > 0 && (size_t)len < cap; r++)
         len += snprintf(buf + len, cap - (size_t)len, "%s%lld", r ? "," : " ", (long long)k->q_shards[r]);
 }
@@ -165,8 +167,8 @@ static int64_t span_of(const jattn_problem *p, jattn_strides s, int64_t seq) {
 }
 
 /* dst (strides ds) = the rows [first, first + n) of the whole head-major x of `seq` tokens. */
-static void copy_rows(const jattn_problem *p, float *dst, jattn_strides ds, const float *x, int64_t seq,
-                      int64_t first, int64_t n) {
+static void copy_rows(const jattn_problem *p, float *dst, jattn_strides ds, const float *x, int64_t seq, int64_t first,
+                      int64_t n) {
     for (int64_t b = 0; b < p->batch; b++)
         for (int64_t h = 0; h < p->heads; h++)
             for (int64_t i = 0; i < n; i++)
@@ -241,7 +243,8 @@ int spt_rank_init(spt_rank *r, const spt_whole *w, const spt_case *k, int rank) 
     for (int64_t b = 0; b < B; b++)
         for (int64_t h = 0; h < H; h++)
             for (int64_t i = 0; i < sq; i++)
-                memset(r->inside + GUARD + b * shard.out.batch + h * shard.out.head + i * shard.out.token, 1, (size_t)D);
+                memset(r->inside + GUARD + b * shard.out.batch + h * shard.out.head + i * shard.out.token, 1,
+                       (size_t)D);
     spt_rank_poison(r);
     return 0;
 }
@@ -283,8 +286,8 @@ void spt_rank_dense_out(const spt_rank *r, const spt_whole *w, float *dense) {
     for (int64_t b = 0; b < p->batch; b++)
         for (int64_t h = 0; h < p->heads; h++)
             for (int64_t i = 0; i < sq; i++)
-                memcpy(dense + ((b * p->heads + h) * sq + i) * p->head_dim, r->out + b * s.batch + h * s.head + i * s.token,
-                       (size_t)p->head_dim * sizeof(float));
+                memcpy(dense + ((b * p->heads + h) * sq + i) * p->head_dim,
+                       r->out + b * s.batch + h * s.head + i * s.token, (size_t)p->head_dim * sizeof(float));
 }
 
 void spt_whole_place(spt_whole *w, int rank, const float *dense, const float *lse) {

@@ -14,9 +14,9 @@
 #define SPT_MAX_RANKS 8
 
 typedef enum spt_kv {
-    SPT_KV_LIKE_Q,     /* self-attention: k, v sharded as q */
-    SPT_KV_EVEN,       /* k, v of another length, sharded evenly */
-    SPT_KV_REPLICATED  /* k, v whole on every rank (cross-attention) */
+    SPT_KV_LIKE_Q,    /* self-attention: k, v sharded as q */
+    SPT_KV_EVEN,      /* k, v of another length, sharded evenly */
+    SPT_KV_REPLICATED /* k, v whole on every rank (cross-attention) */
 } spt_kv;
 
 typedef enum spt_layout {
@@ -62,10 +62,10 @@ typedef struct spt_rank {
     int rank;
     const float *q, *k, *v;
     float *copies[3];
-    float *out, *lse;         /* inside out_alloc / lse_alloc, past a guard */
+    float *out, *lse; /* inside out_alloc / lse_alloc, past a guard */
     float *out_alloc, *lse_alloc;
-    int64_t out_n, lse_n;     /* allocated floats, guards included */
-    unsigned char *inside;    /* [out_n]: 1 where out's tensor is */
+    int64_t out_n, lse_n;  /* allocated floats, guards included */
+    unsigned char *inside; /* [out_n]: 1 where out's tensor is */
 } spt_rank;
 
 /* @return 0, or -1 on allocation failure. out and lse are poisoned. */

@@ -25,11 +25,11 @@ struct spt_world {
     int ranks;
     spt_mover mover;
     pthread_barrier_t barrier;
-    posted *post;               /* [ranks] */
-    unsigned char *gather;      /* allgather staging */
+    posted *post;          /* [ranks] */
+    unsigned char *gather; /* allgather staging */
     size_t gather_bytes;
     pthread_mutex_t lock;
-    rank_state *state;          /* [ranks] */
+    rank_state *state; /* [ranks] */
 };
 
 static int mem_copy(spt_world *w, void *dst, const void *src, size_t bytes) {
@@ -81,7 +81,8 @@ static jattn_status threads_alltoallv(sp_collectives *c, const float *send, cons
         const posted *from = &w->post[s];
         if (from->count[c->rank] != recv_count[s]) bad = 1; /* the ranks disagree on a block's size */
         if (!bad)
-            bad = mem_copy(w, recv + recv_off[s], from->send + from->off[c->rank], (size_t)recv_count[s] * sizeof(float));
+            bad =
+                mem_copy(w, recv + recv_off[s], from->send + from->off[c->rank], (size_t)recv_count[s] * sizeof(float));
     }
     pthread_barrier_wait(&w->barrier);
     return bad ? failed("alltoallv") : JATTN_OK;

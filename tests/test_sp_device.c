@@ -70,15 +70,19 @@ static void rank_main(int rank, void *arg) {
     e.memory = JATTN_MEMORY_DEVICE;
     e.cuda_stream = stream;
     /* A rank whose set-up failed still calls: its peers wait for its descriptor otherwise. */
-    jattn_status call = sp_forward_collectives(&c, ctx, &r->sp, &e, dev[0], dev[1], dev[2], out + (r->out - r->out_alloc),
-                                               j->k->want_lse ? lse + (r->lse - r->lse_alloc) : NULL);
+    jattn_status call =
+        sp_forward_collectives(&c, ctx, &r->sp, &e, dev[0], dev[1], dev[2], out + (r->out - r->out_alloc),
+                               j->k->want_lse ? lse + (r->lse - r->lse_alloc) : NULL);
     j->status[rank] = st != JATTN_OK ? st : call;
-    snprintf(j->message[rank], sizeof j->message[rank], "%s", st != JATTN_OK ? "device set-up failed" : jattn_last_error());
-    if (ok && (cudaStreamSynchronize(stream) != cudaSuccess ||
-               cudaMemcpy(r->out_alloc, out, (size_t)r->out_n * sizeof(float), cudaMemcpyDeviceToHost) != cudaSuccess ||
-               cudaMemcpy(r->lse_alloc, lse, (size_t)r->lse_n * sizeof(float), cudaMemcpyDeviceToHost) != cudaSuccess)) {
+    snprintf(j->message[rank], sizeof j->message[rank], "%s",
+             st != JATTN_OK ? "device set-up failed" : jattn_last_error());
+    if (ok &&
+        (cudaStreamSynchronize(stream) != cudaSuccess ||
+         cudaMemcpy(r->out_alloc, out, (size_t)r->out_n * sizeof(float), cudaMemcpyDeviceToHost) != cudaSuccess ||
+         cudaMemcpy(r->lse_alloc, lse, (size_t)r->lse_n * sizeof(float), cudaMemcpyDeviceToHost) != cudaSuccess)) {
         j->status[rank] = JATTN_ERROR_CUDA;
-        snprintf(j->message[rank], sizeof j->message[rank], "after the call: %s", cudaGetErrorString(cudaGetLastError()));
+        snprintf(j->message[rank], sizeof j->message[rank], "after the call: %s",
+                 cudaGetErrorString(cudaGetLastError()));
     }
     jattn_sp_ctx_free(ctx);
     for (int t = 0; t < 3; t++) cudaFree(dev[t]);

@@ -53,8 +53,7 @@ static void run_case(const spt_case *k, int index, uint64_t seed, jattn_sp_ctx *
     spt_case_label(k, world_size, label, sizeof label);
     spt_whole w;
     spt_rank r;
-    int ok = spt_whole_init(&w, k, world_size, seed, world_rank == 0) == 0 &&
-             spt_rank_init(&r, &w, k, world_rank) == 0;
+    int ok = spt_whole_init(&w, k, world_size, seed, world_rank == 0) == 0 && spt_rank_init(&r, &w, k, world_rank) == 0;
     MPI_Comm comm = MPI_COMM_WORLD;
     const jattn_sp_comm c = world_comm(&comm);
     jattn_exec e = {0};
@@ -163,22 +162,22 @@ static void check_select(void) {
 /* ---- the errors ---- */
 
 typedef enum error_case {
-    ERR_SEQ_Q,          /* rank 1: a consistent problem of one more token */
-    ERR_HEADS,          /* the last rank: other heads */
-    ERR_SHARDS,         /* the last rank: other shard lengths of the same sum (its own one shorter) */
-    ERR_ALGORITHM,      /* rank 1: another algorithm */
-    ERR_SCALE,          /* the last rank: another scale */
-    ERR_RANKS,          /* every rank: ranks = P + 1 */
-    ERR_SUBCOMM,        /* a communicator of P - 1 ranks; the last rank holds MPI_COMM_NULL */
-    ERR_COMM_NULL,      /* every rank: comm NULL */
-    ERR_HANDLE_NULL,    /* every rank: comm.handle NULL */
-    ERR_MPI_COMM_NULL,  /* every rank: *handle == MPI_COMM_NULL */
-    ERR_PRECISION,      /* the last rank's backend cannot run its part: tf32 on the cpu */
-    ERR_MEMORY,         /* rank 0 passes device memory to the MPI transport */
-    ERR_Q_NULL,         /* the last rank: q NULL */
-    ERR_LSE_ALIAS,      /* rank 1: lse overlaps out */
-    ERR_WORKSPACE,      /* rank 0: a workspace one byte too small */
-    ERR_SUM,            /* every rank: shards that do not sum to seq_q */
+    ERR_SEQ_Q,         /* rank 1: a consistent problem of one more token */
+    ERR_HEADS,         /* the last rank: other heads */
+    ERR_SHARDS,        /* the last rank: other shard lengths of the same sum (its own one shorter) */
+    ERR_ALGORITHM,     /* rank 1: another algorithm */
+    ERR_SCALE,         /* the last rank: another scale */
+    ERR_RANKS,         /* every rank: ranks = P + 1 */
+    ERR_SUBCOMM,       /* a communicator of P - 1 ranks; the last rank holds MPI_COMM_NULL */
+    ERR_COMM_NULL,     /* every rank: comm NULL */
+    ERR_HANDLE_NULL,   /* every rank: comm.handle NULL */
+    ERR_MPI_COMM_NULL, /* every rank: *handle == MPI_COMM_NULL */
+    ERR_PRECISION,     /* the last rank's backend cannot run its part: tf32 on the cpu */
+    ERR_MEMORY,        /* rank 0 passes device memory to the MPI transport */
+    ERR_Q_NULL,        /* the last rank: q NULL */
+    ERR_LSE_ALIAS,     /* rank 1: lse overlaps out */
+    ERR_WORKSPACE,     /* rank 0: a workspace one byte too small */
+    ERR_SUM,           /* every rank: shards that do not sum to seq_q */
     ERR_COUNT
 } error_case;
 
@@ -192,13 +191,17 @@ static expectation expect(error_case e, int rank) {
     const int last = world_size - 1;
     switch (e) {
     case ERR_SEQ_Q:
-        return (expectation){JATTN_ERROR_INVALID_ARGUMENT, "ranks disagree: problem.whole.seq_q is 24 on rank 0, 25 on rank 1", 0};
+        return (expectation){JATTN_ERROR_INVALID_ARGUMENT,
+                             "ranks disagree: problem.whole.seq_q is 24 on rank 0, 25 on rank 1", 0};
     case ERR_HEADS:
-        return (expectation){JATTN_ERROR_INVALID_ARGUMENT, "ranks disagree: problem.whole.heads is 4 on rank 0, 3 on rank", 0};
+        return (expectation){JATTN_ERROR_INVALID_ARGUMENT,
+                             "ranks disagree: problem.whole.heads is 4 on rank 0, 3 on rank", 0};
     case ERR_SHARDS:
-        return (expectation){JATTN_ERROR_INVALID_ARGUMENT, "ranks disagree: problem.seq_q_shards differs between rank 0 and rank", 0};
+        return (expectation){JATTN_ERROR_INVALID_ARGUMENT,
+                             "ranks disagree: problem.seq_q_shards differs between rank 0 and rank", 0};
     case ERR_ALGORITHM:
-        return (expectation){JATTN_ERROR_INVALID_ARGUMENT, "ranks disagree: problem.algorithm is 2 on rank 0, 1 on rank 1", 0};
+        return (expectation){JATTN_ERROR_INVALID_ARGUMENT,
+                             "ranks disagree: problem.algorithm is 2 on rank 0, 1 on rank 1", 0};
     case ERR_SCALE:
         return (expectation){JATTN_ERROR_INVALID_ARGUMENT, "ranks disagree: problem.whole.scale differs", 0};
     case ERR_RANKS:
@@ -215,7 +218,8 @@ static expectation expect(error_case e, int rank) {
     case ERR_PRECISION:
         return (expectation){JATTN_ERROR_UNSUPPORTED, "exec.precision: the cpu backend computes f32 only", 0};
     case ERR_MEMORY:
-        return (expectation){JATTN_ERROR_INVALID_ARGUMENT, "rank 0: exec.memory: the mpi transport moves host memory", 0};
+        return (expectation){JATTN_ERROR_INVALID_ARGUMENT, "rank 0: exec.memory: the mpi transport moves host memory",
+                             0};
     case ERR_Q_NULL:
         return (expectation){JATTN_ERROR_NULL_POINTER, "q: NULL", 0};
     case ERR_LSE_ALIAS:
@@ -337,8 +341,8 @@ static void run_error(error_case what) {
             const expectation x = expect(what, i), x0 = expect(what, 0);
             const int same = x.local || x0.local || strcmp(all[i].message, all[0].message) == 0;
             if (all[i].status != (int)x.status || !strstr(all[i].message, x.needle) || !same || !all[i].untouched) {
-                printf("FAIL error case %d, P=%d, rank %d: %s: '%s' (want %s with '%s'%s)%s\n", (int)what, world_size, i,
-                       jattn_status_name((jattn_status)all[i].status), all[i].message, jattn_status_name(x.status),
+                printf("FAIL error case %d, P=%d, rank %d: %s: '%s' (want %s with '%s'%s)%s\n", (int)what, world_size,
+                       i, jattn_status_name((jattn_status)all[i].status), all[i].message, jattn_status_name(x.status),
                        x.needle, same ? "" : ", the message of rank 0", all[i].untouched ? "" : " [wrote an output]");
                 pass = 0;
             }

@@ -198,10 +198,12 @@ int main(void) {
         for (int i = 0; i < n; i++) run_case(&cases[i], ranks, seed + (uint64_t)(ranks * 1000 + i));
     }
     for (int ranks = 2; ranks <= 3; ranks++) {
-        run_disagreement(ranks, BAD_SEQ_Q, 1, JATTN_ERROR_INVALID_ARGUMENT, "problem.whole.seq_q is 24 on rank 0, 25 on rank 1");
+        run_disagreement(ranks, BAD_SEQ_Q, 1, JATTN_ERROR_INVALID_ARGUMENT,
+                         "problem.whole.seq_q is 24 on rank 0, 25 on rank 1");
         run_disagreement(ranks, BAD_HEADS, ranks - 1, JATTN_ERROR_INVALID_ARGUMENT, "problem.whole.heads");
         run_disagreement(ranks, BAD_SHARDS, 0, JATTN_ERROR_INVALID_ARGUMENT, "problem.seq_q_shards differs");
-        run_disagreement(ranks, BAD_ALGORITHM, 1, JATTN_ERROR_INVALID_ARGUMENT, "problem.algorithm is 2 on rank 0, 1 on rank 1");
+        run_disagreement(ranks, BAD_ALGORITHM, 1, JATTN_ERROR_INVALID_ARGUMENT,
+                         "problem.algorithm is 2 on rank 0, 1 on rank 1");
         run_disagreement(ranks, BAD_Q_NULL, ranks - 1, JATTN_ERROR_NULL_POINTER, "q: NULL");
         run_disagreement(ranks, BAD_RANKS, 0, JATTN_ERROR_INVALID_ARGUMENT, "rank 0: problem.ranks");
         run_disagreement(ranks, BAD_PRECISION, ranks - 1, JATTN_ERROR_UNSUPPORTED, "exec.precision: the cpu backend");

@@ -21,7 +21,7 @@
 #include "cli_parallel_device.h"
 
 /* As `jattn run`: the reference work of a full check, and about 2 s of timed calls. */
-#define PAR_CHECK_BUDGET_FLOPS \
+#define PAR_CHECK_BUDGET_FLOPS                                                                                         \
     (4.0 * CLI_DEFAULT_BATCH * CLI_DEFAULT_HEADS * CLI_DEFAULT_SEQ * CLI_DEFAULT_SEQ * CLI_DEFAULT_DIM)
 #define PAR_AUTO_SECONDS 2.0
 #define PAR_AUTO_REPS_MIN 3
@@ -32,10 +32,10 @@ enum { ERRLEN = 512 };
 typedef struct par_job {
     int rank, size, local_rank, local_size;
     MPI_Comm mpi;
-    jattn_problem whole;            /* the whole problem: q, k, v head-major, out token-major */
+    jattn_problem whole; /* the whole problem: q, k, v head-major, out token-major */
     int64_t q_shards[CLI_MAX_SHARDS > 1 ? CLI_MAX_SHARDS : 1], kv_shards[CLI_MAX_SHARDS > 1 ? CLI_MAX_SHARDS : 1];
     int64_t *q_shards_heap, *kv_shards_heap; /* when there are more ranks than CLI_MAX_SHARDS */
-    const int64_t *qs, *kvs;        /* kvs NULL: k, v replicated */
+    const int64_t *qs, *kvs;                 /* kvs NULL: k, v replicated */
     int gpu;
     cli_sp_gpu *dev;
     jattn_sp_problem sp;
@@ -43,8 +43,8 @@ typedef struct par_job {
     jattn_sp_comm comm;
     jattn_sp_selection sel;
     jattn_sp_ctx *ctx;
-    float *q, *k, *v, *out;         /* host: whole inputs, this rank's out shard */
-    void *dq, *dk, *dv, *dout;      /* device shards */
+    float *q, *k, *v, *out;    /* host: whole inputs, this rank's out shard */
+    void *dq, *dk, *dv, *dout; /* device shards */
     void *workspace;
     size_t workspace_bytes;
 } par_job;
@@ -82,8 +82,8 @@ static int64_t *shard_array(par_job *j, int64_t *fixed, int64_t **heap) {
 /* The problem and the shards from the options. @return 0, or an exit code with err set. */
 static int plan_job(par_job *j, const cli_options *o, char *err) {
     const int64_t seq = o->seq_q ? o->seq_q : CLI_DEFAULT_SEQ;
-    j->whole = jattn_problem_flux(o->batch ? o->batch : CLI_DEFAULT_BATCH, o->heads ? o->heads : CLI_DEFAULT_HEADS,
-                                  seq, o->seq_kv ? o->seq_kv : seq, o->dim ? o->dim : CLI_DEFAULT_DIM);
+    j->whole = jattn_problem_flux(o->batch ? o->batch : CLI_DEFAULT_BATCH, o->heads ? o->heads : CLI_DEFAULT_HEADS, seq,
+                                  o->seq_kv ? o->seq_kv : seq, o->dim ? o->dim : CLI_DEFAULT_DIM);
     j->whole.scale = o->scale;
     jattn_selection probe;
     jattn_exec structural = {0};
@@ -93,7 +93,8 @@ static int plan_job(par_job *j, const cli_options *o, char *err) {
         snprintf(err, ERRLEN, "invalid problem: %s (%s)", jattn_last_error(), jattn_status_name(st));
         return cli_exit_for_status(st);
     }
-    int64_t *qs = shard_array(j, j->q_shards, &j->q_shards_heap), *kvs = shard_array(j, j->kv_shards, &j->kv_shards_heap);
+    int64_t *qs = shard_array(j, j->q_shards, &j->q_shards_heap),
+            *kvs = shard_array(j, j->kv_shards, &j->kv_shards_heap);
     if (!qs || !kvs) {
         snprintf(err, ERRLEN, "out of memory");
         return CLI_EXIT_FAILURE;
@@ -208,7 +209,8 @@ static int make_tensors(par_job *j, const cli_options *o, char *err) {
     jattn_status st = jattn_sp_select(sp, &j->exec, &j->comm, &j->sel);
     if (st == JATTN_OK) st = jattn_sp_workspace_size(sp, &j->exec, &j->comm, &j->workspace_bytes);
     if (st != JATTN_OK) {
-        snprintf(err, ERRLEN, "cannot run this problem in parallel: %s (%s)", jattn_last_error(), jattn_status_name(st));
+        snprintf(err, ERRLEN, "cannot run this problem in parallel: %s (%s)", jattn_last_error(),
+                 jattn_status_name(st));
         return cli_exit_for_status(st);
     }
     if (j->gpu ? cli_sp_gpu_alloc(j->workspace_bytes, &j->workspace, err, ERRLEN) != 0
@@ -234,8 +236,8 @@ static jattn_status call_once(par_job *j, char *err) {
         st = jattn_sp_forward(j->ctx, &j->sp, &j->exec, &j->comm, j->dq, j->dk, j->dv, j->dout, NULL);
         if (st == JATTN_OK && cli_sp_gpu_sync(j->dev, err, ERRLEN) != 0) return JATTN_ERROR_CUDA;
     } else {
-        st = jattn_sp_forward(j->ctx, &j->sp, &j->exec, &j->comm, j->q + qo * D, j->k + kvo * D, j->v + kvo * D,
-                              j->out, NULL);
+        st = jattn_sp_forward(j->ctx, &j->sp, &j->exec, &j->comm, j->q + qo * D, j->k + kvo * D, j->v + kvo * D, j->out,
+                              NULL);
     }
     if (st != JATTN_OK) snprintf(err, ERRLEN, "%s (%s)", jattn_last_error(), jattn_status_name(st));
     return st;
@@ -306,7 +308,8 @@ static int gather_out(par_job *j, float *assembled, char *err) {
 static void format_shards(const int64_t *shards, int n, char *buf, size_t cap) {
     size_t len = 0;
     buf[0] = '\0';
-    for (int r = 0; r < n && len + 24 < cap; r++) len += (size_t)snprintf(buf + len, cap - len, "%s%lld", r ? "," : "", (long long)shards[r]);
+    for (int r = 0; r < n && len + 24 < cap; r++)
+        len += (size_t)snprintf(buf + len, cap - len, "%s%lld", r ? "," : "", (long long)shards[r]);
     if (n > 0 && len + 24 >= cap) snprintf(buf + len, cap - len, ",...");
 }
 
@@ -384,8 +387,8 @@ static void report(const par_job *j, const cli_options *o, const cli_timing *t, 
         printf("parity   not checked (--no-check)\n");
         return;
     }
-    printf("parity   max_abs %.3g  rel_l2 %.3g  cos %.9g  vs the float64 reference of the whole problem", par->m.max_abs,
-           par->m.rel_l2, par->m.cos);
+    printf("parity   max_abs %.3g  rel_l2 %.3g  cos %.9g  vs the float64 reference of the whole problem",
+           par->m.max_abs, par->m.rel_l2, par->m.cos);
     if (ref->stride == 1)
         printf(", all %lld query rows", (long long)p->seq_q);
     else
@@ -464,7 +467,8 @@ int cli_run_parallel(const cli_options *o) {
         report(&j, o, &t, &ref, parp);
         if (parp && !par.pass) {
             fflush(stdout);
-            rc = cli_error(CLI_EXIT_FAILURE, "parity FAIL against the float64 reference (rel_l2 %.3g, max_abs %.3g, cos %.9g)",
+            rc = cli_error(CLI_EXIT_FAILURE,
+                           "parity FAIL against the float64 reference (rel_l2 %.3g, max_abs %.3g, cos %.9g)",
                            par.m.rel_l2, par.m.max_abs, par.m.cos);
         }
     }

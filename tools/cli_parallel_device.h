@@ -12,8 +12,7 @@ typedef struct cli_sp_gpu cli_sp_gpu;
 
 /* Opens rank `rank` of `size` (mpi_comm: an MPI_Comm *; local_rank: the rank among its host's).
  * @return 0, or -1 with a one-line reason in err. */
-int cli_sp_gpu_open(cli_sp_gpu **g, const void *mpi_comm, int rank, int size, int local_rank, char *err,
-                    size_t errlen);
+int cli_sp_gpu_open(cli_sp_gpu **g, const void *mpi_comm, int rank, int size, int local_rank, char *err, size_t errlen);
 void cli_sp_gpu_close(cli_sp_gpu *g); /* accepts NULL */
 
 const void *cli_sp_gpu_comm(const cli_sp_gpu *g); /* &the ncclComm_t, for jattn_sp_comm.handle */

@@ -7,8 +7,9 @@ int cli_sp_gpu_open(cli_sp_gpu **g, const void *mpi_comm, int rank, int size, in
                     size_t errlen) {
     (void)mpi_comm, (void)rank, (void)size, (void)local_rank;
     *g = NULL;
-    snprintf(err, errlen, "--parallel --backend cuda: this jattn was built without the NCCL transport (needs CUDA and "
-                          "NCCL at build time)");
+    snprintf(err, errlen,
+             "--parallel --backend cuda: this jattn was built without the NCCL transport (needs CUDA and "
+             "NCCL at build time)");
     return -1;
 }
 

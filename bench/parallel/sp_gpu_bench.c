@@ -39,30 +39,30 @@
 #define EFFICIENCY_TARGET 0.90
 #define LONG_SEQ 32768 /* the efficiency target holds from here */
 
-#define CUDA_OK(call)                                                                                     \
-    do {                                                                                                  \
-        cudaError_t e_ = (call);                                                                          \
-        if (e_ != cudaSuccess) {                                                                          \
-            fprintf(stderr, "sp_gpu_bench: %s:%d %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorName(e_)); \
-            exit(1);                                                                                      \
-        }                                                                                                 \
+#define CUDA_OK(call)                                                                                                  \
+    do {                                                                                                               \
+        cudaError_t e_ = (call);                                                                                       \
+        if (e_ != cudaSuccess) {                                                                                       \
+            fprintf(stderr, "sp_gpu_bench: %s:%d %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorName(e_));          \
+            exit(1);                                                                                                   \
+        }                                                                                                              \
     } while (0)
-#define NCCL_OK(call)                                                                                       \
-    do {                                                                                                    \
-        ncclResult_t r_ = (call);                                                                           \
-        if (r_ != ncclSuccess) {                                                                            \
-            fprintf(stderr, "sp_gpu_bench: %s:%d %s: %s\n", __FILE__, __LINE__, #call, ncclGetErrorString(r_)); \
-            exit(1);                                                                                        \
-        }                                                                                                   \
+#define NCCL_OK(call)                                                                                                  \
+    do {                                                                                                               \
+        ncclResult_t r_ = (call);                                                                                      \
+        if (r_ != ncclSuccess) {                                                                                       \
+            fprintf(stderr, "sp_gpu_bench: %s:%d %s: %s\n", __FILE__, __LINE__, #call, ncclGetErrorString(r_));        \
+            exit(1);                                                                                                   \
+        }                                                                                                              \
     } while (0)
-#define JATTN_OK_OR_DIE(call)                                                                              \
-    do {                                                                                                   \
-        jattn_status s_ = (call);                                                                          \
-        if (s_ != JATTN_OK) {                                                                              \
-            fprintf(stderr, "sp_gpu_bench: %s:%d %s: %s: %s\n", __FILE__, __LINE__, #call, jattn_status_name(s_), \
-                    jattn_last_error());                                                                   \
-            exit(1);                                                                                       \
-        }                                                                                                  \
+#define JATTN_OK_OR_DIE(call)                                                                                          \
+    do {                                                                                                               \
+        jattn_status s_ = (call);                                                                                      \
+        if (s_ != JATTN_OK) {                                                                                          \
+            fprintf(stderr, "sp_gpu_bench: %s:%d %s: %s: %s\n", __FILE__, __LINE__, #call, jattn_status_name(s_),      \
+                    jattn_last_error());                                                                               \
+            exit(1);                                                                                                   \
+        }                                                                                                              \
     } while (0)
 
 static double now(void) {
@@ -151,7 +151,8 @@ static void *gpu_main(void *arg) {
     CUDA_OK(cudaMemcpy2D(dv, (size_t)(skv * D) * sizeof(float), r->v + kvo * D, (size_t)(s->seq_kv * D) * sizeof(float),
                          (size_t)(skv * D) * sizeof(float), (size_t)(B * H), cudaMemcpyHostToDevice));
 
-    jattn_sp_problem sp = jattn_sp_problem_flux(B, H, D, r->gpus, r->shards, s->replicate_kv ? NULL : r->kv_shards, rank);
+    jattn_sp_problem sp =
+        jattn_sp_problem_flux(B, H, D, r->gpus, r->shards, s->replicate_kv ? NULL : r->kv_shards, rank);
     if (s->replicate_kv) {
         sp.whole.seq_kv = s->seq_kv;
         sp.whole.k = sp.whole.v = jattn_strides_head_major(H, s->seq_kv, D);
@@ -273,13 +274,22 @@ static int parity(ncclComm_t *comms, int gpus, const shape *s, jattn_sp_algorith
         fprintf(stderr, "sp_gpu_bench: out of host memory\n");
         exit(1);
     }
-    *r = (run){.s = *s, .gpus = gpus, .algorithm = a, .reps = 1, .comms = comms, .q = q, .k = k, .v = v, .out = out,
+    *r = (run){.s = *s,
+               .gpus = gpus,
+               .algorithm = a,
+               .reps = 1,
+               .comms = comms,
+               .q = q,
+               .k = k,
+               .v = v,
+               .out = out,
                .want_out = 1};
     run_parallel(r);
     jattn_problem p = jattn_problem_flux(s->batch, s->heads, s->seq, s->seq_kv, s->dim);
     cli_reference ref;
     char why[512];
-    const double budget = 4.0 * CLI_DEFAULT_BATCH * CLI_DEFAULT_HEADS * CLI_DEFAULT_SEQ * CLI_DEFAULT_SEQ * CLI_DEFAULT_DIM;
+    const double budget =
+        4.0 * CLI_DEFAULT_BATCH * CLI_DEFAULT_HEADS * CLI_DEFAULT_SEQ * CLI_DEFAULT_SEQ * CLI_DEFAULT_DIM;
     int pass = 0;
     if (cli_reference_compute(&ref, &p, NULL, q, k, v, budget, 0, why, sizeof why) != JATTN_OK) {
         fprintf(stderr, "sp_gpu_bench: %s\n", why);
@@ -327,7 +337,8 @@ int main(int argc, char **argv) {
     int n_shapes = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--gpus") == 0 && i + 1 < argc) {
-            for (char *t = strtok(argv[++i], ","); t && n_counts < MAX_GPUS; t = strtok(NULL, ",")) gpu_counts[n_counts++] = atoi(t);
+            for (char *t = strtok(argv[++i], ","); t && n_counts < MAX_GPUS; t = strtok(NULL, ","))
+                gpu_counts[n_counts++] = atoi(t);
         } else if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc) {
             reps = atoi(argv[++i]);
         } else if (strcmp(argv[i], "--no-time") == 0) {
@@ -358,8 +369,8 @@ int main(int argc, char **argv) {
         shapes[n_shapes++] = (shape){1, 40, 32768, 32768, 128, 0};
         shapes[n_shapes++] = (shape){1, 40, 75600, 75600, 128, 0};
     }
-    printf("sp_gpu_bench: jattn %s, %d GPUs present, NCCL %d.%d.%d, NCCL_NVLS_ENABLE=%s\n", jattn_version_string(), count,
-           NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH, getenv("NCCL_NVLS_ENABLE"));
+    printf("sp_gpu_bench: jattn %s, %d GPUs present, NCCL %d.%d.%d, NCCL_NVLS_ENABLE=%s\n", jattn_version_string(),
+           count, NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH, getenv("NCCL_NVLS_ENABLE"));
     int failures = 0, below = 0;
     static const jattn_sp_algorithm algorithms[2] = {JATTN_SP_ULYSSES, JATTN_SP_RING};
     double t1[MAX_SHAPES];
@@ -407,8 +418,14 @@ int main(int argc, char **argv) {
                 for (int a = 0; a < 2; a++) {
                     run *r = calloc(1, sizeof *r);
                     if (!r) return 1;
-                    *r = (run){.s = *s, .gpus = P, .algorithm = algorithms[a], .reps = reps, .comms = comms, .q = q,
-                               .k = k, .v = v};
+                    *r = (run){.s = *s,
+                               .gpus = P,
+                               .algorithm = algorithms[a],
+                               .reps = reps,
+                               .comms = comms,
+                               .q = q,
+                               .k = k,
+                               .v = v};
                     const double ms = run_parallel(r);
                     rows[n_rows++] = (row){i, P, algorithms[a], ms};
                     printf("TIMEP (%lld,%lld,%lld,%lld) %d GPUs %s: %.3f ms, kernel %s\n", (long long)s->batch,
@@ -424,7 +441,8 @@ int main(int argc, char **argv) {
         for (int g = 0; g < P; g++) ncclCommDestroy(comms[g]);
     }
     if (do_time) {
-        printf("\n| shape (B,H,S,D) | GPUs | algorithm | t1 ms (1 GPU) | tP ms | speedup t1/tP | efficiency t1/(P*tP) |\n");
+        printf("\n| shape (B,H,S,D) | GPUs | algorithm | t1 ms (1 GPU) | tP ms | speedup t1/tP | efficiency t1/(P*tP) "
+               "|\n");
         printf("| --- | --- | --- | --- | --- | --- | --- |\n");
         for (int i = 0; i < n_rows; i++) {
             const shape *s = &shapes[rows[i].shape];

@@ -13,8 +13,8 @@
 #define SP_MESSAGE_BYTES 192
 
 typedef struct sp_descriptor {
-    uint32_t magic;   /* layout and library version: a rank linked to another jattn differs */
-    int32_t status;   /* of this rank's own validation */
+    uint32_t magic; /* layout and library version: a rank linked to another jattn differs */
+    int32_t status; /* of this rank's own validation */
     int32_t ranks, algorithm, kv_replicated, dtype, precision, memory;
     int64_t batch, heads, seq_q, seq_kv, head_dim;
     uint32_t scale_bits;

@@ -33,8 +33,9 @@ jattn_sp_problem jattn_sp_problem_flux(int64_t batch, int64_t heads, int64_t hea
         seq_kv += seq_kv_shards[r];
         if (r == rank) mine_kv = seq_kv_shards[r];
     }
-    if (!seq_kv_shards) seq_kv = mine_kv = seq_q; /* replicated k, v over the whole sequence: a caller
-                                                     with another length sets whole.seq_kv and k, v */
+    if (!seq_kv_shards)
+        seq_kv = mine_kv = seq_q; /* replicated k, v over the whole sequence: a caller
+                                     with another length sets whole.seq_kv and k, v */
     sp.whole = jattn_problem_flux(batch, heads, mine_q, mine_kv, head_dim);
     sp.whole.seq_q = seq_q;
     sp.whole.seq_kv = seq_kv;
@@ -152,8 +153,8 @@ jattn_status jattn_sp_select(const jattn_sp_problem *problem, const jattn_exec *
     return st == JATTN_OK ? jattn_set_last_error(JATTN_OK, "") : st;
 }
 
-jattn_status jattn_sp_workspace_size(const jattn_sp_problem *problem, const jattn_exec *exec,
-                                     const jattn_sp_comm *comm, size_t *bytes) {
+jattn_status jattn_sp_workspace_size(const jattn_sp_problem *problem, const jattn_exec *exec, const jattn_sp_comm *comm,
+                                     size_t *bytes) {
     if (!bytes) return sp_fail(JATTN_ERROR_NULL_POINTER, "bytes: NULL");
     sp_transport t;
     jattn_status st = open_transport(&t, comm, exec, NULL);
@@ -221,7 +222,8 @@ static jattn_status agree(sp_transport *t, jattn_sp_ctx *ctx, const jattn_sp_pro
     const int P = t->coll.size;
     void *scratch = NULL;
     const size_t desc_bytes = (size_t)P * sizeof(sp_descriptor);
-    jattn_status st = sp_ctx_scratch(ctx, desc_bytes + sizeof(sp_descriptor) + 4 * (size_t)P * sizeof(int64_t), &scratch);
+    jattn_status st =
+        sp_ctx_scratch(ctx, desc_bytes + sizeof(sp_descriptor) + 4 * (size_t)P * sizeof(int64_t), &scratch);
     if (st != JATTN_OK) return st; /* a few bytes per rank: the peers then wait (cannot be told) */
     sp_descriptor *all = scratch, *mine = all + P;
     *counts = (int64_t *)(void *)(mine + 1);

@@ -18,10 +18,10 @@
 typedef struct sp_collectives sp_collectives;
 
 struct sp_collectives {
-    const char *name;     /* "mpi", "nccl", ... */
+    const char *name; /* "mpi", "nccl", ... */
     int rank, size;
-    jattn_memory memory;  /* where the buffers of alltoallv and exchange live */
-    int64_t max_message;  /* the largest count or offset one message may have (MPI: INT_MAX) */
+    jattn_memory memory; /* where the buffers of alltoallv and exchange live */
+    int64_t max_message; /* the largest count or offset one message may have (MPI: INT_MAX) */
 
     /* Every rank's `bytes` of host memory, in rank order, into all[size * bytes]. Blocking:
      * returns when `all` is filled. */
@@ -29,9 +29,8 @@ struct sp_collectives {
 
     /* All-to-all: send_count[t] floats at send + send_off[t] go to rank t, and
      * recv_count[s] floats from rank s land at recv + recv_off[s] (counts may be 0). */
-    jattn_status (*alltoallv)(sp_collectives *c, const float *send, const int64_t *send_count,
-                              const int64_t *send_off, float *recv, const int64_t *recv_count,
-                              const int64_t *recv_off);
+    jattn_status (*alltoallv)(sp_collectives *c, const float *send, const int64_t *send_count, const int64_t *send_off,
+                              float *recv, const int64_t *recv_count, const int64_t *recv_off);
 
     /* Starts sending send[0, send_count) to rank `to` and receiving recv[0, recv_count) from
      * rank `from`. The data work issued until exchange_wait may read send but neither write it

@@ -8,14 +8,14 @@
 #include "sp_device.h"
 
 struct jattn_sp_ctx {
-    jattn_ctx *local;           /* for the local jattn_forward calls */
-    void *scratch;              /* host: descriptors, all-to-all counts; grow-only */
+    jattn_ctx *local; /* for the local jattn_forward calls */
+    void *scratch;    /* host: descriptors, all-to-all counts; grow-only */
     size_t scratch_bytes;
-    void *transport_scratch;    /* host, the transport's own (MPI's int counts); grow-only */
+    void *transport_scratch; /* host, the transport's own (MPI's int counts); grow-only */
     size_t transport_scratch_bytes;
-    void *host_workspace;       /* when the caller gives none (MPI); grow-only */
+    void *host_workspace; /* when the caller gives none (MPI); grow-only */
     size_t host_workspace_bytes;
-    sp_device_state *device;    /* side stream, events, descriptor staging; made at the first device call */
+    sp_device_state *device; /* side stream, events, descriptor staging; made at the first device call */
 };
 
 /* Host scratch of at least `bytes`, 64-byte aligned. @return JATTN_OK or JATTN_ERROR_OUT_OF_MEMORY. */

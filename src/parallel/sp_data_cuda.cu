@@ -31,7 +31,8 @@ __device__ inline int64_t row_offset(row_strides s, int64_t row, int64_t heads, 
 template <typename V>
 __global__ void sp_copy_rows(float *dst, row_strides ds, const float *src, row_strides ss, int64_t heads, int64_t seq,
                              int64_t rows, int64_t vectors) {
-    for (int64_t row = (int64_t)blockIdx.x * blockDim.y + threadIdx.y; row < rows; row += (int64_t)gridDim.x * blockDim.y) {
+    for (int64_t row = (int64_t)blockIdx.x * blockDim.y + threadIdx.y; row < rows;
+         row += (int64_t)gridDim.x * blockDim.y) {
         V *d = reinterpret_cast<V *>(dst + row_offset(ds, row, heads, seq));
         const V *x = reinterpret_cast<const V *>(src + row_offset(ss, row, heads, seq));
         for (int64_t i = threadIdx.x; i < vectors; i += blockDim.x) d[i] = x[i];
@@ -40,7 +41,8 @@ __global__ void sp_copy_rows(float *dst, row_strides ds, const float *src, row_s
 
 __global__ void sp_merge_rows(float *out, row_strides os, float *lse, const float *part, row_strides ps,
                               const float *part_lse, int64_t heads, int64_t seq, int64_t rows, int64_t dim) {
-    for (int64_t row = (int64_t)blockIdx.x * blockDim.y + threadIdx.y; row < rows; row += (int64_t)gridDim.x * blockDim.y) {
+    for (int64_t row = (int64_t)blockIdx.x * blockDim.y + threadIdx.y; row < rows;
+         row += (int64_t)gridDim.x * blockDim.y) {
         const float la = lse[row], lb = part_lse[row];
         float a = 0.0f, b = 0.0f, merged = 0.0f;
         const int how = sp_merge_weights(la, lb, &a, &b, &merged);
@@ -69,7 +71,8 @@ dim3 grid_for(int64_t rows, unsigned rows_per_block) {
 jattn_status launched(const char *kernel) {
     cudaError_t e = cudaGetLastError();
     if (e == cudaSuccess) return JATTN_OK;
-    return sp_fail(JATTN_ERROR_CUDA, "cuda: %s launch failed: %s (%s)", kernel, cudaGetErrorName(e), cudaGetErrorString(e));
+    return sp_fail(JATTN_ERROR_CUDA, "cuda: %s launch failed: %s (%s)", kernel, cudaGetErrorName(e),
+                   cudaGetErrorString(e));
 }
 
 int aligned16(const void *p, jattn_strides s, int64_t dim) {
@@ -87,11 +90,11 @@ jattn_status device_copy(const sp_data *d, float *dst, jattn_strides dst_s, cons
     while (lanes < 32 && lanes < vectors) lanes *= 2;
     const dim3 block(lanes, 256 / lanes);
     if (vec4)
-        sp_copy_rows<float4><<<grid_for(rows, block.y), block, 0, stream>>>(dst, strides_of(dst_s), src, strides_of(src_s),
-                                                                          n.heads, n.seq, rows, vectors);
+        sp_copy_rows<float4><<<grid_for(rows, block.y), block, 0, stream>>>(
+            dst, strides_of(dst_s), src, strides_of(src_s), n.heads, n.seq, rows, vectors);
     else
-        sp_copy_rows<float><<<grid_for(rows, block.y), block, 0, stream>>>(dst, strides_of(dst_s), src, strides_of(src_s),
-                                                                         n.heads, n.seq, rows, vectors);
+        sp_copy_rows<float><<<grid_for(rows, block.y), block, 0, stream>>>(
+            dst, strides_of(dst_s), src, strides_of(src_s), n.heads, n.seq, rows, vectors);
     return launched("sp_copy_rows");
 }
 

@@ -8,8 +8,8 @@
 
 static jattn_status cuda_failed(cudaError_t e, const char *call) {
     (void)cudaGetLastError();
-    return sp_fail(e == cudaErrorMemoryAllocation ? JATTN_ERROR_OUT_OF_MEMORY : JATTN_ERROR_CUDA, "cuda: %s failed: %s (%s)",
-                   call, cudaGetErrorName(e), cudaGetErrorString(e));
+    return sp_fail(e == cudaErrorMemoryAllocation ? JATTN_ERROR_OUT_OF_MEMORY : JATTN_ERROR_CUDA,
+                   "cuda: %s failed: %s (%s)", call, cudaGetErrorName(e), cudaGetErrorString(e));
 }
 
 jattn_status sp_device_current(int *device) {
@@ -23,9 +23,10 @@ jattn_status sp_device_state_acquire(sp_device_state **st) {
     if (status != JATTN_OK) return status;
     if (*st) {
         if ((*st)->device != device)
-            return sp_fail(JATTN_ERROR_INVALID_ARGUMENT,
-                           "ctx: its stream was made on device %d, the current device is %d (one jattn_sp_ctx per device)",
-                           (*st)->device, device);
+            return sp_fail(
+                JATTN_ERROR_INVALID_ARGUMENT,
+                "ctx: its stream was made on device %d, the current device is %d (one jattn_sp_ctx per device)",
+                (*st)->device, device);
         return JATTN_OK;
     }
     sp_device_state *s = calloc(1, sizeof *s);

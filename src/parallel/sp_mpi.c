@@ -88,7 +88,8 @@ jattn_status sp_mpi_open(sp_transport *t, const void *handle, jattn_sp_ctx *ctx)
     MPI_Initialized(&initialised);
     MPI_Finalized(&finalised);
     if (!initialised || finalised)
-        return sp_fail(JATTN_ERROR_INVALID_ARGUMENT, "comm: MPI is %s", finalised ? "finalised" : "not initialised (MPI_Init)");
+        return sp_fail(JATTN_ERROR_INVALID_ARGUMENT, "comm: MPI is %s",
+                       finalised ? "finalised" : "not initialised (MPI_Init)");
     mpi_state *s = (mpi_state *)(void *)t->state.bytes;
     memset(s, 0, sizeof *s);
     s->comm = *(const MPI_Comm *)handle;
@@ -96,7 +97,8 @@ jattn_status sp_mpi_open(sp_transport *t, const void *handle, jattn_sp_ctx *ctx)
     if (s->comm == MPI_COMM_NULL) return sp_fail(JATTN_ERROR_NULL_POINTER, "comm.handle: points to MPI_COMM_NULL");
     int inter = 0;
     if (MPI_Comm_test_inter(s->comm, &inter) != MPI_SUCCESS || inter)
-        return sp_fail(JATTN_ERROR_INVALID_ARGUMENT, "comm.handle: an inter-communicator (an intra-communicator is needed)");
+        return sp_fail(JATTN_ERROR_INVALID_ARGUMENT,
+                       "comm.handle: an inter-communicator (an intra-communicator is needed)");
     MPI_Comm_get_errhandler(s->comm, &s->saved);
     MPI_Comm_set_errhandler(s->comm, MPI_ERRORS_RETURN);
     sp_collectives *c = &t->coll;

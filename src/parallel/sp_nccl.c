@@ -25,8 +25,8 @@
 
 typedef struct nccl_state {
     ncclComm_t comm;
-    cudaStream_t work;     /* the caller's */
-    sp_device_state *dev;  /* the context's, on the communicator's device; NULL when refused */
+    cudaStream_t work;    /* the caller's */
+    sp_device_state *dev; /* the context's, on the communicator's device; NULL when refused */
     int comm_device;
 } nccl_state;
 
@@ -46,10 +46,10 @@ static jattn_status cuda_failed(cudaError_t e, const char *call) {
                    "nccl transport: %s failed: %s (%s)", call, cudaGetErrorName(e), cudaGetErrorString(e));
 }
 
-#define CUDA_TRY(call)                                                                                          \
-    do {                                                                                                        \
-        cudaError_t e_ = (call);                                                                                \
-        if (e_ != cudaSuccess) return cuda_failed(e_, #call);                                                   \
+#define CUDA_TRY(call)                                                                                                 \
+    do {                                                                                                               \
+        cudaError_t e_ = (call);                                                                                       \
+        if (e_ != cudaSuccess) return cuda_failed(e_, #call);                                                          \
     } while (0)
 
 /* The descriptors through device memory on `stream`, with `staging` of size * bytes. */
@@ -62,7 +62,8 @@ static jattn_status gather_through(nccl_state *s, int rank, int size, const void
     CUDA_TRY(cudaStreamSynchronize(stream));
     ncclResult_t async = ncclSuccess;
     r = ncclCommGetAsyncError(s->comm, &async);
-    if (r != ncclSuccess || async != ncclSuccess) return nccl_failed(r != ncclSuccess ? r : async, "ncclAllGather", s->comm);
+    if (r != ncclSuccess || async != ncclSuccess)
+        return nccl_failed(r != ncclSuccess ? r : async, "ncclAllGather", s->comm);
     return JATTN_OK;
 }
 
@@ -102,7 +103,8 @@ static jattn_status nccl_alltoallv(sp_collectives *c, const float *send, const i
     ncclResult_t r = ncclGroupStart(), first = ncclSuccess;
     const char *call = "ncclGroupStart";
     for (int t = 0; t < c->size && r == ncclSuccess; t++) {
-        if (send_count[t] && (r = ncclSend(send + send_off[t], (size_t)send_count[t], ncclFloat, t, s->comm, s->work)) != ncclSuccess)
+        if (send_count[t] &&
+            (r = ncclSend(send + send_off[t], (size_t)send_count[t], ncclFloat, t, s->comm, s->work)) != ncclSuccess)
             call = "ncclSend";
         if (r == ncclSuccess && recv_count[t] &&
             (r = ncclRecv(recv + recv_off[t], (size_t)recv_count[t], ncclFloat, t, s->comm, s->work)) != ncclSuccess)

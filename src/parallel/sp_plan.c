@@ -101,8 +101,8 @@ int sp_plan_region(sp_plan *pl, int64_t floats) {
 
 jattn_status sp_plan_message(const sp_plan *pl, int64_t floats, const char *what) {
     if (floats > pl->max_message)
-        return sp_fail(JATTN_ERROR_OVERFLOW, "%s: %lld floats in one message, the transport takes at most %lld",
-                       what, (long long)floats, (long long)pl->max_message);
+        return sp_fail(JATTN_ERROR_OVERFLOW, "%s: %lld floats in one message, the transport takes at most %lld", what,
+                       (long long)floats, (long long)pl->max_message);
     return JATTN_OK;
 }
 
@@ -122,7 +122,8 @@ jattn_status sp_plan_make(sp_plan *pl, const jattn_sp_problem *sp, const jattn_e
                        memory == JATTN_MEMORY_HOST ? "mpi" : "nccl", memory == JATTN_MEMORY_HOST ? "host" : "device");
     if (sp->ranks < 1) return sp_fail(JATTN_ERROR_INVALID_DIMENSION, "problem.ranks: %d, must be >= 1", sp->ranks);
     if (sp->ranks != size)
-        return sp_fail(JATTN_ERROR_INVALID_ARGUMENT, "problem.ranks: %d, the communicator has %d ranks", sp->ranks, size);
+        return sp_fail(JATTN_ERROR_INVALID_ARGUMENT, "problem.ranks: %d, the communicator has %d ranks", sp->ranks,
+                       size);
     if ((int)sp->algorithm < JATTN_SP_AUTO || (int)sp->algorithm > JATTN_SP_RING)
         return sp_fail(JATTN_ERROR_INVALID_ARGUMENT, "problem.algorithm: %d is not a jattn_sp_algorithm",
                        (int)sp->algorithm);

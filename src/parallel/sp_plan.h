@@ -17,22 +17,22 @@
 #define SP_ALIGN 256
 
 typedef struct sp_plan {
-    jattn_problem whole;         /* the caller's (strides: this rank's shards) */
-    const int64_t *q_shards;     /* [ranks] */
-    const int64_t *kv_shards;    /* [ranks], or NULL when k, v are replicated */
-    jattn_exec exec;             /* the caller's, or the defaults */
+    jattn_problem whole;      /* the caller's (strides: this rank's shards) */
+    const int64_t *q_shards;  /* [ranks] */
+    const int64_t *kv_shards; /* [ranks], or NULL when k, v are replicated */
+    jattn_exec exec;          /* the caller's, or the defaults */
     int rank, ranks;
     jattn_sp_algorithm requested, algorithm; /* algorithm: resolved, never AUTO */
-    int64_t max_message;         /* the transport's limit on one count or offset */
-    int64_t q_len, q_off;        /* this rank's query tokens [q_off, q_off + q_len) */
-    int64_t kv_len;              /* this rank's key tokens (seq_kv when replicated) */
-    int64_t heads, head_off;     /* the heads this rank attends (Ulysses: its group; ring: all) */
-    size_t region_off[SP_MAX_REGIONS]; /* byte offsets from the aligned base */
+    int64_t max_message;                     /* the transport's limit on one count or offset */
+    int64_t q_len, q_off;                    /* this rank's query tokens [q_off, q_off + q_len) */
+    int64_t kv_len;                          /* this rank's key tokens (seq_kv when replicated) */
+    int64_t heads, head_off;                 /* the heads this rank attends (Ulysses: its group; ring: all) */
+    size_t region_off[SP_MAX_REGIONS];       /* byte offsets from the aligned base */
     int regions;
-    size_t layout_bytes;         /* end of the last region */
-    size_t local_workspace_bytes;/* the largest workspace of the local attention calls */
-    jattn_selection local;       /* of the largest local call */
-    double local_flops;          /* of that call, to pick the largest */
+    size_t layout_bytes;          /* end of the last region */
+    size_t local_workspace_bytes; /* the largest workspace of the local attention calls */
+    jattn_selection local;        /* of the largest local call */
+    double local_flops;           /* of that call, to pick the largest */
     int attention_calls;
 } sp_plan;
 

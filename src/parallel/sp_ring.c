@@ -51,8 +51,7 @@ jattn_status sp_ring_plan(sp_plan *pl) {
         if ((st = sp_plan_message(pl, 2 * row * kv_shard(pl, s), "ring: a K/V shard")) != JATTN_OK) return st;
     }
     const int64_t lse_floats = w->batch * w->heads * pl->q_len;
-    const int64_t floats[RING_REGIONS] = {2 * row * kv_max, 2 * row * kv_max, row * pl->q_len, lse_floats,
-                                          lse_floats};
+    const int64_t floats[RING_REGIONS] = {2 * row * kv_max, 2 * row * kv_max, row * pl->q_len, lse_floats, lse_floats};
     for (int i = 0; i < RING_REGIONS; i++)
         if (sp_plan_region(pl, floats[i]) != i) return sp_fail(JATTN_ERROR_OVERFLOW, "workspace: its size overflows");
     for (int s = 0; s < pl->ranks; s++) {
@@ -96,9 +95,10 @@ jattn_status sp_ring_run(const sp_plan *pl, const sp_run *run) {
             if (j == 0) {
                 sp_note_data(&o, sp_local_forward(pl, run, &p, run->q, run->k, run->v, run->out, lse));
             } else {
-                sp_note_data(&o, sp_local_forward(pl, run, &p, run->q, cur, cur + row * kv_shard(pl, src), part,
-                                                  part_lse));
-                if (sp_may_compute(&o)) sp_note_data(&o, d->merge(d, run->out, w->out, lse, part, p.out, part_lse, rows));
+                sp_note_data(&o,
+                             sp_local_forward(pl, run, &p, run->q, cur, cur + row * kv_shard(pl, src), part, part_lse));
+                if (sp_may_compute(&o))
+                    sp_note_data(&o, d->merge(d, run->out, w->out, lse, part, p.out, part_lse, rows));
             }
         }
         if (more && sp_may_communicate(&o)) sp_note_collective(&o, run->coll->exchange_wait(run->coll));

@@ -69,12 +69,13 @@ jattn_status sp_ulysses_plan(sp_plan *pl) {
 
 /* Sequence shards -> head groups: this rank's shard x (the caller's strides xs, `shards` the
  * lengths of every rank's) into the head-group tensor dst [S, B, Hr, D]. */
-static void scatter_heads(const sp_plan *pl, const sp_run *run, const float *x, jattn_strides xs,
-                          const int64_t *shards, float *dst, sp_outcome *o) {
+static void scatter_heads(const sp_plan *pl, const sp_run *run, const float *x, jattn_strides xs, const int64_t *shards,
+                          float *dst, sp_outcome *o) {
     const jattn_problem *w = &pl->whole;
     const int P = pl->ranks;
     const int64_t B = w->batch, D = w->head_dim, mine = shards[pl->rank];
-    int64_t *send_count = run->counts, *send_off = send_count + P, *recv_count = send_off + P, *recv_off = recv_count + P;
+    int64_t *send_count = run->counts, *send_off = send_count + P, *recv_count = send_off + P,
+            *recv_off = recv_count + P;
     float *send = sp_region(pl, run, U_SEND);
     int64_t off = 0;
     for (int t = 0; t < P; t++) {
@@ -101,7 +102,8 @@ static void gather_out(const sp_plan *pl, const sp_run *run, sp_outcome *o) {
     const jattn_problem *w = &pl->whole;
     const int P = pl->ranks;
     const int64_t B = w->batch, D = w->head_dim;
-    int64_t *send_count = run->counts, *send_off = send_count + P, *recv_count = send_off + P, *recv_off = recv_count + P;
+    int64_t *send_count = run->counts, *send_off = send_count + P, *recv_count = send_off + P,
+            *recv_off = recv_count + P;
     float *back = sp_region(pl, run, U_SEND);
     int64_t off = 0;
     for (int s = 0; s < P; s++) {
@@ -128,7 +130,8 @@ static void gather_lse(const sp_plan *pl, const sp_run *run, sp_outcome *o) {
     const jattn_problem *w = &pl->whole;
     const int P = pl->ranks;
     const int64_t B = w->batch, S = w->seq_q, Hr = pl->heads;
-    int64_t *send_count = run->counts, *send_off = send_count + P, *recv_count = send_off + P, *recv_off = recv_count + P;
+    int64_t *send_count = run->counts, *send_off = send_count + P, *recv_count = send_off + P,
+            *recv_off = recv_count + P;
     const float *group = sp_region(pl, run, U_LSE);
     float *send = sp_region(pl, run, U_LSE_SEND), *recv = sp_region(pl, run, U_LSE_RECV);
     const jattn_strides group_s = {Hr * S, S, 1};

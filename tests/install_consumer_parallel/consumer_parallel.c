@@ -58,7 +58,8 @@ int main(int argc, char **argv) {
             r.backend = JATTN_BACKEND_REF;
             if (jattn_forward(NULL, &p, &r, q, k, v, ref, NULL) != JATTN_OK) ok = 0;
             double d2 = 0, r2 = 0;
-            for (int i = 0; i < B * S * H * D; i++) d2 += (whole[i] - ref[i]) * (double)(whole[i] - ref[i]), r2 += (double)ref[i] * ref[i];
+            for (int i = 0; i < B * S * H * D; i++)
+                d2 += (whole[i] - ref[i]) * (double)(whole[i] - ref[i]), r2 += (double)ref[i] * ref[i];
             const double rel = sqrt(d2 / r2);
             printf("%s: %d ranks, %s: rel_l2 %.3g vs ref: %s\n", argc > 1 ? argv[1] : "consumer_parallel", size,
                    a ? "ulysses" : "ring", rel, rel <= 2e-6 ? "OK" : "FAIL");
