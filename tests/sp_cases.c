@@ -315,3 +315,39 @@ int spt_check(const spt_whole *w, int want_lse, const char *label) {
                ok ? "" : " [out gate]", lse_ok ? "" : " [lse gate]", (unsigned long long)jt_seed());
     return ok && lse_ok;
 }
+
+spt_case spt_small_case(int ranks) {
+    spt_case k;
+    memset(&k, 0, sizeof k);
+    k.batch = 1;
+    k.heads = 4;
+    k.seq_q = k.seq_kv = 24;
+    k.dim = 16;
+    k.kv = SPT_KV_LIKE_Q;
+    k.algorithm = JATTN_SP_RING;
+    k.layout = SPT_HEAD_MAJOR;
+    k.want_lse = 1;
+    jattn_sp_even_shards(k.seq_q, ranks, k.q_shards);
+    return k;
+}
+
+int spt_assemble(spt_whole *w, const spt_rank *rank, int ranks, const jattn_status *status, const char (*message)[256],
+                 const char *label) {
+    const jattn_problem *p = &w->c.p;
+    float *dense = malloc((size_t)(p->batch * p->heads * p->seq_q * p->head_dim) * sizeof(float));
+    int pass = dense != NULL;
+    for (int r = 0; r < ranks && pass; r++) {
+        if (status[r] != JATTN_OK) {
+            printf("FAIL %s: rank %d: %s: %s\n", label, r, jattn_status_name(status[r]), message[r]);
+            pass = 0;
+        } else if (!spt_rank_untouched(&rank[r])) {
+            printf("FAIL %s: rank %d wrote outside its out or lse\n", label, r);
+            pass = 0;
+        } else {
+            spt_rank_dense_out(&rank[r], w, dense);
+            spt_whole_place(w, r, dense, rank[r].lse);
+        }
+    }
+    free(dense);
+    return pass;
+}

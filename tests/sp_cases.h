@@ -82,6 +82,14 @@ void spt_rank_dense_out(const spt_rank *r, const spt_whole *w, float *dense);
 /* Places rank `rank`'s dense out [B, H, Sq_r, D] and lse [B, H, Sq_r] into the assembled ones. */
 void spt_whole_place(spt_whole *w, int rank, const float *dense, const float *lse);
 
+/* The small self-attention case of the error tests: B=1 H=4 S=24 D=16, even shards, ring. */
+spt_case spt_small_case(int ranks);
+
+/* The in-process tests' collection: every rank's status OK (else "FAIL <label>: rank r: ..."),
+ * nothing outside its outputs written, its shard placed into w. @return 1 when all were. */
+int spt_assemble(spt_whole *w, const spt_rank *rank, int ranks, const jattn_status *status,
+                 const char (*message)[256], const char *label);
+
 /* The assembled output (and lse when want_lse) against the reference under the f32 gate.
  * Prints a line on failure (and with JATTN_TEST_VERBOSE). @return 1 pass, 0 fail. */
 int spt_check(const spt_whole *w, int want_lse, const char *label);

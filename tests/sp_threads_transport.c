@@ -145,16 +145,17 @@ void spt_world_collectives(spt_world *w, int rank, void *stream, sp_collectives 
     r->world = w;
     r->rank = rank;
     r->stream = stream;
-    memset(c, 0, sizeof *c);
-    c->name = "threads";
+    static const sp_collectives threads = {.name = "threads",
+                                           .memory = JATTN_MEMORY_HOST,
+                                           .max_message = INT64_MAX,
+                                           .allgather = threads_allgather,
+                                           .alltoallv = threads_alltoallv,
+                                           .exchange_start = threads_exchange_start,
+                                           .exchange_wait = threads_exchange_wait};
+    *c = threads;
     c->rank = rank;
     c->size = w->ranks;
     c->memory = w->mover.memory;
-    c->max_message = INT64_MAX;
-    c->allgather = threads_allgather;
-    c->alltoallv = threads_alltoallv;
-    c->exchange_start = threads_exchange_start;
-    c->exchange_wait = threads_exchange_wait;
     c->state = r;
 }
 

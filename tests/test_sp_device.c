@@ -124,20 +124,7 @@ static void run_case(const spt_case *k, int ranks, uint64_t seed, int cpu_rank) 
                 pass = 0;
             }
     } else {
-        float *dense = malloc((size_t)(k->batch * k->heads * k->seq_q * k->dim) * sizeof(float));
-        for (int r = 0; r < ranks && pass; r++) {
-            if (j.status[r] != JATTN_OK) {
-                printf("FAIL %s: rank %d: %s: %s\n", label, r, jattn_status_name(j.status[r]), j.message[r]);
-                pass = 0;
-            } else if (!spt_rank_untouched(&rank[r])) {
-                printf("FAIL %s: rank %d wrote outside its out or lse\n", label, r);
-                pass = 0;
-            } else if (dense) {
-                spt_rank_dense_out(&rank[r], &w, dense);
-                spt_whole_place(&w, r, dense, rank[r].lse);
-            }
-        }
-        free(dense);
+        pass = pass && spt_assemble(&w, rank, ranks, j.status, j.message, label);
         if (pass) pass = spt_check(&w, k->want_lse, label);
     }
     jt_tally_add(&tally, pass);

@@ -235,17 +235,7 @@ static expectation expect(error_case e, int rank) {
 
 static void run_error(error_case what) {
     const int last = world_size - 1;
-    spt_case k;
-    memset(&k, 0, sizeof k);
-    k.batch = 1;
-    k.heads = 4;
-    k.seq_q = k.seq_kv = 24;
-    k.dim = 16;
-    k.kv = SPT_KV_LIKE_Q;
-    k.algorithm = JATTN_SP_RING;
-    k.layout = SPT_HEAD_MAJOR;
-    k.want_lse = 1;
-    jattn_sp_even_shards(k.seq_q, world_size, k.q_shards);
+    const spt_case k = spt_small_case(world_size);
     spt_whole w;
     spt_rank r;
     int ok = spt_whole_init(&w, &k, world_size, 1, 0) == 0 && spt_rank_init(&r, &w, &k, world_rank) == 0;

@@ -74,21 +74,7 @@ static void run_case(const spt_case *k, int ranks, uint64_t seed) {
         j.q[r] = rank[r].q;
     }
     const uint64_t hash = w.c.input_hash;
-    int pass = run_job(&j, ranks) == 0;
-    float *dense = malloc((size_t)(k->batch * k->heads * k->seq_q * k->dim) * sizeof(float));
-    for (int r = 0; r < ranks && pass; r++) {
-        if (j.status[r] != JATTN_OK) {
-            printf("FAIL %s: rank %d: %s: %s\n", label, r, jattn_status_name(j.status[r]), j.message[r]);
-            pass = 0;
-        } else if (!spt_rank_untouched(&rank[r])) {
-            printf("FAIL %s: rank %d wrote outside its out or lse\n", label, r);
-            pass = 0;
-        } else if (dense) {
-            spt_rank_dense_out(&rank[r], &w, dense);
-            spt_whole_place(&w, r, dense, rank[r].lse);
-        }
-    }
-    free(dense);
+    int pass = run_job(&j, ranks) == 0 && spt_assemble(&w, rank, ranks, j.status, j.message, label);
     jt_case_seal(&w.c);
     if (pass && w.c.input_hash != hash) {
         printf("FAIL %s: an input was modified\n", label);
@@ -107,16 +93,8 @@ typedef enum bad { BAD_SEQ_Q, BAD_HEADS, BAD_SHARDS, BAD_ALGORITHM, BAD_Q_NULL, 
 /* Rank `who` (or every rank for BAD_RANKS) passes something wrong: every rank must return
  * `want`, all the same message, holding `needle`, and write nothing. */
 static void run_disagreement(int ranks, bad what, int who, jattn_status want, const char *needle) {
-    spt_case k;
-    memset(&k, 0, sizeof k);
-    k.batch = 1;
-    k.heads = 4;
-    k.seq_q = k.seq_kv = 24;
-    k.dim = 16;
-    k.kv = SPT_KV_LIKE_Q;
-    k.algorithm = JATTN_SP_RING;
-    k.want_lse = 1;
-    jattn_sp_even_shards(k.seq_q, ranks, k.q_shards);
+    spt_case k = spt_small_case(ranks);
+    k.layout = SPT_VIEWS;
     spt_whole w;
     spt_rank rank[SPT_MAX_RANKS];
     memset(rank, 0, sizeof rank);

@@ -39,30 +39,25 @@
 #define EFFICIENCY_TARGET 0.90
 #define LONG_SEQ 32768 /* the efficiency target holds from here */
 
+static void die(const char *file, int line, const char *call, const char *why, const char *detail) {
+    fprintf(stderr, "sp_gpu_bench: %s:%d %s: %s%s%s\n", file, line, call, why, detail ? ": " : "",
+            detail ? detail : "");
+    exit(1);
+}
 #define CUDA_OK(call)                                                                                                  \
     do {                                                                                                               \
         cudaError_t e_ = (call);                                                                                       \
-        if (e_ != cudaSuccess) {                                                                                       \
-            fprintf(stderr, "sp_gpu_bench: %s:%d %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorName(e_));          \
-            exit(1);                                                                                                   \
-        }                                                                                                              \
+        if (e_ != cudaSuccess) die(__FILE__, __LINE__, #call, cudaGetErrorName(e_), NULL);                             \
     } while (0)
 #define NCCL_OK(call)                                                                                                  \
     do {                                                                                                               \
         ncclResult_t r_ = (call);                                                                                      \
-        if (r_ != ncclSuccess) {                                                                                       \
-            fprintf(stderr, "sp_gpu_bench: %s:%d %s: %s\n", __FILE__, __LINE__, #call, ncclGetErrorString(r_));        \
-            exit(1);                                                                                                   \
-        }                                                                                                              \
+        if (r_ != ncclSuccess) die(__FILE__, __LINE__, #call, ncclGetErrorString(r_), NULL);                           \
     } while (0)
 #define JATTN_OK_OR_DIE(call)                                                                                          \
     do {                                                                                                               \
         jattn_status s_ = (call);                                                                                      \
-        if (s_ != JATTN_OK) {                                                                                          \
-            fprintf(stderr, "sp_gpu_bench: %s:%d %s: %s: %s\n", __FILE__, __LINE__, #call, jattn_status_name(s_),      \
-                    jattn_last_error());                                                                               \
-            exit(1);                                                                                                   \
-        }                                                                                                              \
+        if (s_ != JATTN_OK) die(__FILE__, __LINE__, #call, jattn_status_name(s_), jattn_last_error());                 \
     } while (0)
 
 static double now(void) {
@@ -92,6 +87,50 @@ static float *make_tensor(uint64_t tensor, int64_t n) {
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < n; i++) x[i] = element(tensor, (uint64_t)i);
     return x;
+}
+
+/* ---- device buffers ---- */
+
+typedef struct gpu_set {
+    cudaStream_t stream;
+    float *q, *k, *v, *out;
+    void *workspace;
+} gpu_set;
+
+static void gpu_set_alloc(gpu_set *g, int64_t nq, int64_t nkv, int64_t nout) {
+    memset(g, 0, sizeof *g);
+    CUDA_OK(cudaStreamCreate(&g->stream));
+    CUDA_OK(cudaMalloc((void **)&g->q, (size_t)nq * sizeof(float)));
+    CUDA_OK(cudaMalloc((void **)&g->k, (size_t)nkv * sizeof(float)));
+    CUDA_OK(cudaMalloc((void **)&g->v, (size_t)nkv * sizeof(float)));
+    CUDA_OK(cudaMalloc((void **)&g->out, (size_t)nout * sizeof(float)));
+}
+
+/* `rows` rows of `len` floats, `pitch` floats apart in src, to dense dst. */
+static void upload_rows(float *dst, const float *src, int64_t rows, int64_t len, int64_t pitch) {
+    CUDA_OK(cudaMemcpy2D(dst, (size_t)len * sizeof(float), src, (size_t)pitch * sizeof(float),
+                         (size_t)len * sizeof(float), (size_t)rows, cudaMemcpyHostToDevice));
+}
+
+static void gpu_set_free(gpu_set *g) {
+    CUDA_OK(cudaFree(g->workspace));
+    CUDA_OK(cudaFree(g->q));
+    CUDA_OK(cudaFree(g->k));
+    CUDA_OK(cudaFree(g->v));
+    CUDA_OK(cudaFree(g->out));
+    CUDA_OK(cudaStreamDestroy(g->stream));
+}
+
+/* Times `reps` calls of fn on the set's stream, each to completion. */
+static void time_calls(double *ms, int reps, pthread_barrier_t *barrier, void (*call)(void *), void *arg,
+                       cudaStream_t stream) {
+    for (int i = 0; i < reps; i++) {
+        if (barrier) pthread_barrier_wait(barrier);
+        const double t0 = now();
+        call(arg);
+        CUDA_OK(cudaStreamSynchronize(stream));
+        ms[i] = 1e3 * (now() - t0);
+    }
 }
 
 /* ---- one problem on P GPUs ---- */
@@ -127,6 +166,20 @@ static int64_t offset_of(const int64_t *shards, int r) {
     return off;
 }
 
+/* One GPU's call, for time_calls. */
+typedef struct sp_call {
+    jattn_sp_ctx *ctx;
+    jattn_sp_problem sp;
+    jattn_exec e;
+    jattn_sp_comm comm;
+    gpu_set *g;
+} sp_call;
+
+static void call_sp(void *arg) {
+    sp_call *c = arg;
+    JATTN_OK_OR_DIE(jattn_sp_forward(c->ctx, &c->sp, &c->e, &c->comm, c->g->q, c->g->k, c->g->v, c->g->out, NULL));
+}
+
 static void *gpu_main(void *arg) {
     worker *wk = arg;
     run *r = wk->r;
@@ -136,61 +189,41 @@ static void *gpu_main(void *arg) {
     const int64_t skv = s->replicate_kv ? s->seq_kv : r->kv_shards[rank];
     const int64_t kvo = s->replicate_kv ? 0 : offset_of(r->kv_shards, rank);
     CUDA_OK(cudaSetDevice(rank));
-    cudaStream_t stream;
-    CUDA_OK(cudaStreamCreate(&stream));
-    float *dq, *dk, *dv, *dout;
-    CUDA_OK(cudaMalloc((void **)&dq, (size_t)(B * H * sq * D) * sizeof(float)));
-    CUDA_OK(cudaMalloc((void **)&dk, (size_t)(B * H * skv * D) * sizeof(float)));
-    CUDA_OK(cudaMalloc((void **)&dv, (size_t)(B * H * skv * D) * sizeof(float)));
-    CUDA_OK(cudaMalloc((void **)&dout, (size_t)(B * sq * H * D) * sizeof(float)));
+    gpu_set g;
+    gpu_set_alloc(&g, B * H * sq * D, B * H * skv * D, B * sq * H * D);
     /* this GPU's shards: rows [first, first + len) of each (b, h) of the whole head-major tensors */
-    CUDA_OK(cudaMemcpy2D(dq, (size_t)(sq * D) * sizeof(float), r->q + qo * D, (size_t)(s->seq * D) * sizeof(float),
-                         (size_t)(sq * D) * sizeof(float), (size_t)(B * H), cudaMemcpyHostToDevice));
-    CUDA_OK(cudaMemcpy2D(dk, (size_t)(skv * D) * sizeof(float), r->k + kvo * D, (size_t)(s->seq_kv * D) * sizeof(float),
-                         (size_t)(skv * D) * sizeof(float), (size_t)(B * H), cudaMemcpyHostToDevice));
-    CUDA_OK(cudaMemcpy2D(dv, (size_t)(skv * D) * sizeof(float), r->v + kvo * D, (size_t)(s->seq_kv * D) * sizeof(float),
-                         (size_t)(skv * D) * sizeof(float), (size_t)(B * H), cudaMemcpyHostToDevice));
+    upload_rows(g.q, r->q + qo * D, B * H, sq * D, s->seq * D);
+    upload_rows(g.k, r->k + kvo * D, B * H, skv * D, s->seq_kv * D);
+    upload_rows(g.v, r->v + kvo * D, B * H, skv * D, s->seq_kv * D);
 
-    jattn_sp_problem sp =
-        jattn_sp_problem_flux(B, H, D, r->gpus, r->shards, s->replicate_kv ? NULL : r->kv_shards, rank);
+    sp_call c;
+    memset(&c, 0, sizeof c);
+    c.g = &g;
+    c.sp = jattn_sp_problem_flux(B, H, D, r->gpus, r->shards, s->replicate_kv ? NULL : r->kv_shards, rank);
     if (s->replicate_kv) {
-        sp.whole.seq_kv = s->seq_kv;
-        sp.whole.k = sp.whole.v = jattn_strides_head_major(H, s->seq_kv, D);
+        c.sp.whole.seq_kv = s->seq_kv;
+        c.sp.whole.k = c.sp.whole.v = jattn_strides_head_major(H, s->seq_kv, D);
     }
-    sp.algorithm = r->algorithm;
-    jattn_exec e = {0};
-    e.backend = JATTN_BACKEND_CUDA;
-    e.memory = JATTN_MEMORY_DEVICE;
-    e.cuda_stream = stream;
-    const jattn_sp_comm comm = {JATTN_SP_NCCL, &r->comms[rank]};
+    c.sp.algorithm = r->algorithm;
+    c.e.backend = JATTN_BACKEND_CUDA;
+    c.e.memory = JATTN_MEMORY_DEVICE;
+    c.e.cuda_stream = g.stream;
+    c.comm = (jattn_sp_comm){JATTN_SP_NCCL, &r->comms[rank]};
     size_t bytes = 0;
-    JATTN_OK_OR_DIE(jattn_sp_workspace_size(&sp, &e, &comm, &bytes));
-    if (rank == 0) JATTN_OK_OR_DIE(jattn_sp_select(&sp, &e, &comm, &r->sel));
-    CUDA_OK(cudaMalloc(&e.workspace, bytes ? bytes : 1));
-    e.workspace_bytes = bytes;
-    jattn_sp_ctx *ctx;
-    JATTN_OK_OR_DIE(jattn_sp_ctx_create(&ctx));
-
-    JATTN_OK_OR_DIE(jattn_sp_forward(ctx, &sp, &e, &comm, dq, dk, dv, dout, NULL)); /* warm-up */
-    CUDA_OK(cudaStreamSynchronize(stream));
-    for (int i = 0; i < r->reps; i++) {
-        pthread_barrier_wait(&r->barrier);
-        const double t0 = now();
-        JATTN_OK_OR_DIE(jattn_sp_forward(ctx, &sp, &e, &comm, dq, dk, dv, dout, NULL));
-        CUDA_OK(cudaStreamSynchronize(stream));
-        r->ms[rank][i] = 1e3 * (now() - t0);
-    }
+    JATTN_OK_OR_DIE(jattn_sp_workspace_size(&c.sp, &c.e, &c.comm, &bytes));
+    if (rank == 0) JATTN_OK_OR_DIE(jattn_sp_select(&c.sp, &c.e, &c.comm, &r->sel));
+    CUDA_OK(cudaMalloc(&g.workspace, bytes ? bytes : 1));
+    c.e.workspace = g.workspace;
+    c.e.workspace_bytes = bytes;
+    JATTN_OK_OR_DIE(jattn_sp_ctx_create(&c.ctx));
+    time_calls(r->ms[rank], 1, NULL, call_sp, &c, g.stream); /* warm-up */
+    time_calls(r->ms[rank], r->reps, &r->barrier, call_sp, &c, g.stream);
     if (r->want_out) /* token-major [B, S_r, H*D] into the whole [B, S, H*D] */
-        CUDA_OK(cudaMemcpy2D(r->out + qo * H * D, (size_t)(s->seq * H * D) * sizeof(float), dout,
+        CUDA_OK(cudaMemcpy2D(r->out + qo * H * D, (size_t)(s->seq * H * D) * sizeof(float), g.out,
                              (size_t)(sq * H * D) * sizeof(float), (size_t)(sq * H * D) * sizeof(float), (size_t)B,
                              cudaMemcpyDeviceToHost));
-    jattn_sp_ctx_free(ctx);
-    CUDA_OK(cudaFree(e.workspace));
-    CUDA_OK(cudaFree(dq));
-    CUDA_OK(cudaFree(dk));
-    CUDA_OK(cudaFree(dv));
-    CUDA_OK(cudaFree(dout));
-    CUDA_OK(cudaStreamDestroy(stream));
+    jattn_sp_ctx_free(c.ctx);
+    gpu_set_free(&g);
     return NULL;
 }
 
@@ -219,44 +252,40 @@ static double run_parallel(run *r) {
     return cli_median(slowest, r->reps);
 }
 
-/* The whole problem on GPU 0. @return the median time (ms). */
+/* The whole problem on GPU 0, for time_calls. */
+typedef struct single_call {
+    jattn_problem p;
+    jattn_exec e;
+    gpu_set *g;
+} single_call;
+
+static void call_single(void *arg) {
+    single_call *c = arg;
+    JATTN_OK_OR_DIE(jattn_forward(NULL, &c->p, &c->e, c->g->q, c->g->k, c->g->v, c->g->out, NULL));
+}
+
+/* @return the median time (ms) of the whole problem on GPU 0. */
 static double run_single(const shape *s, const float *q, const float *k, const float *v, int reps) {
-    const int64_t nq = s->batch * s->heads * s->seq * s->dim, nkv = s->batch * s->heads * s->seq_kv * s->dim;
+    const int64_t B = s->batch, H = s->heads, D = s->dim;
     CUDA_OK(cudaSetDevice(0));
-    cudaStream_t stream;
-    CUDA_OK(cudaStreamCreate(&stream));
-    float *dq, *dk, *dv, *dout;
-    CUDA_OK(cudaMalloc((void **)&dq, (size_t)nq * sizeof(float)));
-    CUDA_OK(cudaMalloc((void **)&dk, (size_t)nkv * sizeof(float)));
-    CUDA_OK(cudaMalloc((void **)&dv, (size_t)nkv * sizeof(float)));
-    CUDA_OK(cudaMalloc((void **)&dout, (size_t)nq * sizeof(float)));
-    CUDA_OK(cudaMemcpy(dq, q, (size_t)nq * sizeof(float), cudaMemcpyHostToDevice));
-    CUDA_OK(cudaMemcpy(dk, k, (size_t)nkv * sizeof(float), cudaMemcpyHostToDevice));
-    CUDA_OK(cudaMemcpy(dv, v, (size_t)nkv * sizeof(float), cudaMemcpyHostToDevice));
-    jattn_problem p = jattn_problem_flux(s->batch, s->heads, s->seq, s->seq_kv, s->dim);
-    jattn_exec e = {0};
-    e.backend = JATTN_BACKEND_CUDA;
-    e.memory = JATTN_MEMORY_DEVICE;
-    e.cuda_stream = stream;
+    gpu_set g;
+    gpu_set_alloc(&g, B * H * s->seq * D, B * H * s->seq_kv * D, B * s->seq * H * D);
+    upload_rows(g.q, q, 1, B * H * s->seq * D, B * H * s->seq * D);
+    upload_rows(g.k, k, 1, B * H * s->seq_kv * D, B * H * s->seq_kv * D);
+    upload_rows(g.v, v, 1, B * H * s->seq_kv * D, B * H * s->seq_kv * D);
+    single_call c = {jattn_problem_flux(B, H, s->seq, s->seq_kv, D), {0}, &g};
+    c.e.backend = JATTN_BACKEND_CUDA;
+    c.e.memory = JATTN_MEMORY_DEVICE;
+    c.e.cuda_stream = g.stream;
     size_t bytes = 0;
-    JATTN_OK_OR_DIE(jattn_workspace_size(&p, &e, &bytes));
-    CUDA_OK(cudaMalloc(&e.workspace, bytes ? bytes : 1));
-    e.workspace_bytes = bytes;
-    JATTN_OK_OR_DIE(jattn_forward(NULL, &p, &e, dq, dk, dv, dout, NULL));
-    CUDA_OK(cudaStreamSynchronize(stream));
+    JATTN_OK_OR_DIE(jattn_workspace_size(&c.p, &c.e, &bytes));
+    CUDA_OK(cudaMalloc(&g.workspace, bytes ? bytes : 1));
+    c.e.workspace = g.workspace;
+    c.e.workspace_bytes = bytes;
     double ms[64];
-    for (int i = 0; i < reps; i++) {
-        const double t0 = now();
-        JATTN_OK_OR_DIE(jattn_forward(NULL, &p, &e, dq, dk, dv, dout, NULL));
-        CUDA_OK(cudaStreamSynchronize(stream));
-        ms[i] = 1e3 * (now() - t0);
-    }
-    CUDA_OK(cudaFree(e.workspace));
-    CUDA_OK(cudaFree(dq));
-    CUDA_OK(cudaFree(dk));
-    CUDA_OK(cudaFree(dv));
-    CUDA_OK(cudaFree(dout));
-    CUDA_OK(cudaStreamDestroy(stream));
+    time_calls(ms, 1, NULL, call_single, &c, g.stream); /* warm-up */
+    time_calls(ms, reps, NULL, call_single, &c, g.stream);
+    gpu_set_free(&g);
     return cli_median(ms, reps);
 }
 

@@ -124,46 +124,51 @@ static jattn_status plan_rank(sp_plan *pl, const sp_transport *t, const jattn_sp
     return sp_plan_make(pl, sp, exec, t->coll.rank, t->coll.size, t->coll.memory, t->coll.max_message);
 }
 
-jattn_status jattn_sp_select(const jattn_sp_problem *problem, const jattn_exec *exec, const jattn_sp_comm *comm,
-                             jattn_sp_selection *selection) {
-    if (!selection) return sp_fail(JATTN_ERROR_NULL_POINTER, "selection: NULL");
+/* This rank's plan without communicating: open, plan, close. *transport gets its name. */
+static jattn_status plan_alone(sp_plan *pl, const char **transport, const jattn_sp_problem *sp, const jattn_exec *exec,
+                               const jattn_sp_comm *comm) {
     sp_transport t;
     jattn_status st = open_transport(&t, comm, exec, NULL);
     if (st != JATTN_OK) return st;
-    sp_plan pl;
-    st = plan_rank(&pl, &t, problem, exec);
-    if (st == JATTN_OK) {
-        jattn_sp_selection s;
-        s.algorithm = pl.algorithm;
-        s.algorithm_name = sp_algorithm_name(pl.algorithm);
-        s.transport_name = t.coll.name;
-        s.rank = pl.rank;
-        s.ranks = pl.ranks;
-        s.heads = pl.heads;
-        s.attention_calls = pl.attention_calls;
-        if (pl.attention_calls) {
-            s.local = pl.local;
-        } else { /* a Ulysses rank without heads: what its backend would run */
-            jattn_selection none = {pl.exec.backend, jattn_backend_name(pl.exec.backend), "none", "none", 0};
-            s.local = none;
-        }
-        *selection = s;
-    }
+    st = plan_rank(pl, &t, sp, exec);
+    *transport = t.coll.name;
     t.close(&t);
     return st == JATTN_OK ? jattn_set_last_error(JATTN_OK, "") : st;
+}
+
+jattn_status jattn_sp_select(const jattn_sp_problem *problem, const jattn_exec *exec, const jattn_sp_comm *comm,
+                             jattn_sp_selection *selection) {
+    if (!selection) return sp_fail(JATTN_ERROR_NULL_POINTER, "selection: NULL");
+    sp_plan pl;
+    const char *transport = NULL;
+    jattn_status st = plan_alone(&pl, &transport, problem, exec, comm);
+    if (st != JATTN_OK) return st;
+    jattn_sp_selection s;
+    s.algorithm = pl.algorithm;
+    s.algorithm_name = sp_algorithm_name(pl.algorithm);
+    s.transport_name = transport;
+    s.rank = pl.rank;
+    s.ranks = pl.ranks;
+    s.heads = pl.heads;
+    s.attention_calls = pl.attention_calls;
+    if (pl.attention_calls) {
+        s.local = pl.local;
+    } else { /* a Ulysses rank without heads: what its backend would run */
+        jattn_selection none = {pl.exec.backend, jattn_backend_name(pl.exec.backend), "none", "none", 0};
+        s.local = none;
+    }
+    *selection = s;
+    return JATTN_OK;
 }
 
 jattn_status jattn_sp_workspace_size(const jattn_sp_problem *problem, const jattn_exec *exec, const jattn_sp_comm *comm,
                                      size_t *bytes) {
     if (!bytes) return sp_fail(JATTN_ERROR_NULL_POINTER, "bytes: NULL");
-    sp_transport t;
-    jattn_status st = open_transport(&t, comm, exec, NULL);
-    if (st != JATTN_OK) return st;
     sp_plan pl;
-    st = plan_rank(&pl, &t, problem, exec);
+    const char *transport = NULL;
+    jattn_status st = plan_alone(&pl, &transport, problem, exec, comm);
     if (st == JATTN_OK) *bytes = sp_plan_workspace_bytes(&pl);
-    t.close(&t);
-    return st == JATTN_OK ? jattn_set_last_error(JATTN_OK, "") : st;
+    return st;
 }
 
 /* ---- the forward ---- */

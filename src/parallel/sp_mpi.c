@@ -101,16 +101,17 @@ jattn_status sp_mpi_open(sp_transport *t, const void *handle, jattn_sp_ctx *ctx)
                        "comm.handle: an inter-communicator (an intra-communicator is needed)");
     MPI_Comm_get_errhandler(s->comm, &s->saved);
     MPI_Comm_set_errhandler(s->comm, MPI_ERRORS_RETURN);
+    static const sp_collectives mpi = {.name = "mpi",
+                                       .memory = JATTN_MEMORY_HOST,
+                                       .max_message = INT_MAX,
+                                       .allgather = mpi_allgather,
+                                       .alltoallv = mpi_alltoallv,
+                                       .exchange_start = mpi_exchange_start,
+                                       .exchange_wait = mpi_exchange_wait};
     sp_collectives *c = &t->coll;
-    c->name = "mpi";
+    *c = mpi;
     MPI_Comm_rank(s->comm, &c->rank);
     MPI_Comm_size(s->comm, &c->size);
-    c->memory = JATTN_MEMORY_HOST;
-    c->max_message = INT_MAX;
-    c->allgather = mpi_allgather;
-    c->alltoallv = mpi_alltoallv;
-    c->exchange_start = mpi_exchange_start;
-    c->exchange_wait = mpi_exchange_wait;
     c->state = s;
     t->close = mpi_close;
     return JATTN_OK;

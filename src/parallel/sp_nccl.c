@@ -148,7 +148,17 @@ jattn_status sp_nccl_open(sp_transport *t, const void *handle, const jattn_exec 
     s->comm = *(const ncclComm_t *)handle;
     if (!s->comm) return sp_fail(JATTN_ERROR_NULL_POINTER, "comm.handle: points to a NULL ncclComm_t");
     s->work = (cudaStream_t)exec->cuda_stream;
+    static const sp_collectives nccl = {.name = "nccl",
+                                        .memory = JATTN_MEMORY_DEVICE,
+                                        .max_message = INT64_MAX,
+                                        .allgather = nccl_allgather,
+                                        .alltoallv = nccl_alltoallv,
+                                        .exchange_start = nccl_exchange_start,
+                                        .exchange_wait = nccl_exchange_wait};
     sp_collectives *c = &t->coll;
+    *c = nccl;
+    c->state = s;
+    t->close = nccl_close;
     ncclResult_t r;
     if ((r = ncclCommUserRank(s->comm, &c->rank)) != ncclSuccess) return nccl_failed(r, "ncclCommUserRank", s->comm);
     if ((r = ncclCommCount(s->comm, &c->size)) != ncclSuccess) return nccl_failed(r, "ncclCommCount", s->comm);
@@ -156,15 +166,6 @@ jattn_status sp_nccl_open(sp_transport *t, const void *handle, const jattn_exec 
         return nccl_failed(r, "ncclCommCuDevice", s->comm);
     int current = -1;
     CUDA_TRY(cudaGetDevice(&current));
-    c->name = "nccl";
-    c->memory = JATTN_MEMORY_DEVICE;
-    c->max_message = INT64_MAX;
-    c->allgather = nccl_allgather;
-    c->alltoallv = nccl_alltoallv;
-    c->exchange_start = nccl_exchange_start;
-    c->exchange_wait = nccl_exchange_wait;
-    c->state = s;
-    t->close = nccl_close;
     if (current != s->comm_device) {
         t->local_status = JATTN_ERROR_INVALID_ARGUMENT;
         snprintf(t->local_message, sizeof t->local_message,
