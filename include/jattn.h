@@ -354,9 +354,10 @@ typedef struct jattn_sp_problem {
 } jattn_sp_problem;
 
 /* @return the problem of rank `rank` for FLUX-style shards: q, k, v head-major
- *         [B, H, S_r, D] (k, v [B, H, Skv, D] when seq_kv_shards is NULL), out token-major
- *         [B, S_r, H*D], float32, default scale, algorithm AUTO, seq_q and seq_kv the sums of
- *         the arrays. Nothing is checked here: the calls that use it validate it. */
+ *         [B, H, S_r, D], out token-major [B, S_r, H*D], float32, default scale, algorithm AUTO,
+ *         seq_q and seq_kv the sums of the arrays. With seq_kv_shards NULL (k, v replicated)
+ *         seq_kv is seq_q and k, v are [B, H, seq_q, D]; for another length set whole.seq_kv and
+ *         whole.k, whole.v. Nothing is checked here: the calls that use it validate it. */
 JATTN_API jattn_sp_problem jattn_sp_problem_flux(int64_t batch, int64_t heads, int64_t head_dim, int ranks,
                                                  const int64_t *seq_q_shards, const int64_t *seq_kv_shards,
                                                  int rank);
