@@ -4,8 +4,9 @@
 #
 #   bench/parallel/multi_gpu.sh 2>&1 | tee multi_gpu.log
 #
-#   1. build     cmake -DJATTN_CUDA=ON -DJATTN_NCCL=ON in $BUILD (default build-mgpu): NCCL beside
-#                the CUDA toolkit, else under NCCL_ROOT, else the nvidia-nccl-cu13 wheel of python3
+#   1. build     cmake -DJATTN_CUDA=ON in $BUILD (default build-mgpu), with NCCL found beside the
+#                CUDA toolkit, else under NCCL_ROOT, else in the nvidia-nccl-cu13 wheel of python3
+#                (the steps command and bench need it; on one GPU, STEPS="build test" does not)
 #   2. test      test_sp_device (every rank's steps in one process on GPU 0) and test_sp_threads
 #   3. command   when mpirun is present: `mpirun -np 2 jattn run --parallel ring|ulysses --backend
 #                cuda --check`, the command's own NCCL path (skipped, saying so, without MPI)
@@ -45,7 +46,7 @@ if has build; then
             python3 -c 'import nvidia.nccl; print(list(nvidia.nccl.__path__)[0])' 2>/dev/null || true)
         [ -n "$NCCL_ROOT" ] && echo "NCCL from the Python wheel: $NCCL_ROOT"
     fi
-    { cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DJATTN_CUDA=ON -DJATTN_NCCL=ON ${NCCL_ROOT:+-DNCCL_ROOT="$NCCL_ROOT"} &&
+    { cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DJATTN_CUDA=ON ${NCCL_ROOT:+-DNCCL_ROOT="$NCCL_ROOT"} &&
         cmake --build "$BUILD" -j"$(nproc)"; } >"$OUT/build.log" 2>&1 ||
         { echo "BUILD FAILED"; tail -40 "$OUT/build.log"; exit 1; }
     grep -E "jattn: (the (MPI|NCCL) transport|cuda backend)" "$OUT/build.log"
@@ -67,6 +68,8 @@ if has command; then
     note "the command over NCCL: mpirun -np 2 jattn run --parallel ... --backend cuda --check"
     if [ "$NGPU" -lt 2 ]; then
         echo "SKIP: $NGPU GPU(s); NCCL needs a GPU per rank"
+    elif ! grep -q '^JATTN_NCCL_LIBRARY:FILEPATH=/' "$BUILD/CMakeCache.txt" 2>/dev/null; then
+        echo "SKIP: NCCL was not found at build time"
     elif command -v mpirun >/dev/null 2>&1; then
         MPIFLAGS=""
         mpirun --version 2>&1 | grep -q "Open MPI" && MPIFLAGS="--allow-run-as-root --oversubscribe -x NCCL_NVLS_ENABLE -x LD_LIBRARY_PATH"
@@ -81,7 +84,10 @@ if has command; then
     fi
 fi
 
-if has bench && [ "$NGPU" -lt 2 ]; then
+if has bench && [ ! -x "$BUILD/tests/sp_gpu_bench" ]; then
+    note "sp_gpu_bench: not built: NCCL was not found (set NCCL_ROOT to a folder with include/nccl.h and lib/libnccl.so*)"
+    status=1
+elif has bench && [ "$NGPU" -lt 2 ]; then
     note "sp_gpu_bench: SKIP, $NGPU GPU(s) (on one GPU: STEPS=\"build test\" runs test_sp_device)"
 elif has bench; then
     note "sp_gpu_bench: parity and time per call, 1 GPU against P"
