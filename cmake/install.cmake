@@ -40,3 +40,4 @@ else()
 endif()
 configure_file(cmake/jattn.pc.in ${CMAKE_CURRENT_BINARY_DIR}/jattn.pc @ONLY)
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/jattn.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+include(${CMAKE_CURRENT_LIST_DIR}/install_parallel.cmake) # libjattn_parallel

@@ -68,6 +68,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         REQUIRE(!(o.scale < 0) && o.scale == o.scale);
         REQUIRE(o.n_operands >= 0 && o.n_operands <= 2);
         REQUIRE(o.ndim >= 0 && o.ndim <= NPY_MAX_DIMS);
+        REQUIRE(o.parallel >= 0 && o.parallel <= 3);
+        REQUIRE(o.n_shards >= 0 && o.n_shards <= CLI_MAX_SHARDS);
+        for (int i = 0; i < o.n_shards; i++) REQUIRE(o.shards[i] >= 1);
+        REQUIRE(o.command != CLI_CMD_RUN || o.parallel || (!o.n_shards && !o.replicate_kv));
         const char *paths[] = {o.q_path, o.k_path, o.v_path, o.out_path, o.lse_path};
         for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) REQUIRE(points_into(paths[i], argv, argc));
         for (int i = 0; i < o.n_operands; i++) REQUIRE(points_into(o.operand[i], argv, argc));

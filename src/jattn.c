@@ -32,6 +32,7 @@ const char *jattn_status_name(jattn_status status) {
         "JATTN_ERROR_WORKSPACE_TOO_SMALL",
         "JATTN_ERROR_OUT_OF_MEMORY",
         "JATTN_ERROR_CUDA",
+        "JATTN_ERROR_TRANSPORT",
     };
     if ((int)status < 0 || (int)status >= JATTN_STATUS_COUNT) return "JATTN_STATUS_UNKNOWN";
     return names[status];
@@ -46,6 +47,11 @@ jattn_status jattn_fail(jattn_status status, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(last_error, sizeof last_error, fmt, ap);
     va_end(ap);
+    return status;
+}
+
+jattn_status jattn_set_last_error(jattn_status status, const char *message) {
+    snprintf(last_error, sizeof last_error, "%s", message ? message : "");
     return status;
 }
 

@@ -45,6 +45,14 @@ const char jattn_cli_usage[] =
     "  --key-mask F                  key padding: a bool or uint8 .npy, [Skv] (every batch) or\n"
     "                                [B,Skv]; nonzero = attend (with --kv-len: both apply). A query\n"
     "                                row with no key to attend gets 0 (and lse -inf)\n"
+    "  --parallel ulysses|ring|auto  sequence parallel over the ranks of mpirun: each rank computes\n"
+    "                                its shard of the sequence (host memory over MPI on the cpu\n"
+    "                                backend; --backend cuda: device memory over NCCL, one GPU a\n"
+    "                                rank); rank 0 reports, and --check gathers the whole output\n"
+    "                                and checks it against the reference of the whole problem:\n"
+    "                                mpirun -np 4 jattn run --parallel ring --check --seq 4096\n"
+    "  --shards N,N,...              with --parallel: query tokens of each rank (default: even)\n"
+    "  --replicate-kv                with --parallel: k and v whole on every rank (cross-attention)\n"
     "\n"
     "bench (default shapes B=1 H=24 D=128, S = 512, 1536, 4608; backends cpu and cuda if present):\n"
     "  --backend B                   this backend only (ref is benched only when asked for)\n"
@@ -70,7 +78,8 @@ enum {
 typedef enum option_id {
     OPT_BACKEND, OPT_PRECISION, OPT_THREADS, OPT_BATCH, OPT_HEADS, OPT_SEQ, OPT_SEQ_KV, OPT_DIM, OPT_SCALE,
     OPT_SEED, OPT_REPS, OPT_CHECK, OPT_NO_CHECK, OPT_JSON, OPT_Q, OPT_K, OPT_V, OPT_OUT, OPT_LSE, OPT_SHAPE,
-    OPT_KV_LEN, OPT_KEY_MASK, OPT_HELP
+    OPT_KV_LEN, OPT_KEY_MASK, OPT_HELP,
+    OPT_PARALLEL, OPT_SHARDS, OPT_REPLICATE_KV
 } option_id;
 
 typedef struct option_spec {
@@ -105,6 +114,9 @@ static const option_spec options[] = {
     {"--key-mask", OPT_KEY_MASK, ON_RUN, 1},
     {"--help", OPT_HELP, ON_RUN | ON_BENCH | ON_COMPARE | ON_GEN, 0},
     {"-h", OPT_HELP, ON_RUN | ON_BENCH | ON_COMPARE | ON_GEN, 0},
+    {"--parallel", OPT_PARALLEL, ON_RUN, 1},
+    {"--shards", OPT_SHARDS, ON_RUN, 1},
+    {"--replicate-kv", OPT_REPLICATE_KV, ON_RUN, 0},
 };
 
 static const char *const command_names[] = {"help", "version", "run", "bench", "compare", "gen"};
@@ -323,6 +335,18 @@ static int apply_option(cli_options *o, option_id id, const char *name, const ch
     case OPT_HELP:
         o->command = CLI_CMD_HELP;
         return 0;
+    case OPT_PARALLEL: {
+        static const char *const algorithm_names[] = {"auto", "ulysses", "ring"}; /* jattn_sp_algorithm order */
+        if (parse_choice(name, value, algorithm_names, 3, &choice, err, errlen)) return -1;
+        o->parallel = 1 + choice;
+        return 0;
+    }
+    case OPT_SHARDS:
+        if (parse_int_list(name, value, 1, INT64_MAX, o->shards, CLI_MAX_SHARDS, &o->n_shards, err, errlen)) return -1;
+        return 0;
+    case OPT_REPLICATE_KV:
+        o->replicate_kv = 1;
+        return 0;
     }
     usage_error(err, errlen, "%s: internal error: unhandled option", name);
     return -1;
@@ -336,6 +360,12 @@ static int check_combination(const cli_options *o, char *err, size_t errlen) {
         if (o->n_threads > 1) return usage_error(err, errlen, "--threads: run takes one thread count");
         if (o->out_path && o->lse_path && strcmp(o->out_path, o->lse_path) == 0)
             return usage_error(err, errlen, "--out and --lse name the same file");
+        if (!o->parallel && (o->n_shards || o->replicate_kv))
+            return usage_error(err, errlen, "%s goes with --parallel", o->n_shards ? "--shards" : "--replicate-kv");
+        if (o->parallel && (files || o->out_path || o->lse_path))
+            return usage_error(err, errlen, "--parallel runs on synthetic inputs (no --q, --k, --v, --out, --lse)");
+        if (o->parallel && (o->n_kv_len || o->key_mask_path))
+            return usage_error(err, errlen, "--parallel has no key padding (no --kv-len, --key-mask)");
         return CLI_EXIT_OK;
     }
     case CLI_CMD_COMPARE:

@@ -30,6 +30,7 @@ typedef enum cli_command {
 #define CLI_MAX_THREADS 4096
 #define CLI_MAX_REPS 100000
 #define CLI_MAX_KV_LENS 256 /* --kv-len values: one, or one per batch up to this batch */
+#define CLI_MAX_SHARDS 64
 
 /* The FLUX.2 DiT attention of the default job: B=1, H=24, S=1536 (512 text + 1024 image
  * tokens at 512x512), D=128. */
@@ -61,6 +62,11 @@ typedef struct cli_options {
     int n_operands;
     int64_t shape[NPY_MAX_DIMS]; /* gen --shape */
     int ndim;
+    /* run --parallel: the job spread over the ranks of mpirun (cli_parallel.c) */
+    int parallel;                     /* 0 off; else 1 + the jattn_sp_algorithm */
+    int64_t shards[CLI_MAX_SHARDS];   /* --shards: query tokens of each rank */
+    int n_shards;
+    int replicate_kv;                 /* --replicate-kv: k, v whole on every rank */
 } cli_options;
 
 /* Parses argv (argv[0] is the program name). Never prints, exits or allocates; pointers in *o

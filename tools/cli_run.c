@@ -303,6 +303,7 @@ static void auto_reasons(const jattn_problem *p, const jattn_exec *e, jattn_back
 }
 
 int cli_run(const cli_options *o) {
+    if (o->parallel) return cli_run_parallel(o);
     run_inputs in;
     memset(&in, 0, sizeof in);
     npy_writer out_w = {0}, lse_w = {0};

@@ -14,3 +14,4 @@ add_executable(jattn
 target_compile_definitions(jattn PRIVATE _POSIX_C_SOURCE=200809L)
 target_link_libraries(jattn PRIVATE jattn_npy jattn_static jattn_metrics jattn_rng jattn_peers jattn_device_timer m)
 install(TARGETS jattn RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+include(${CMAKE_CURRENT_LIST_DIR}/cli_parallel.cmake) # run --parallel

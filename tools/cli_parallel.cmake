@@ -1,0 +1,15 @@
+# `jattn run --parallel` (included by tools/jattn.cmake): cli_parallel.c over MPI and
+# libjattn_parallel, its GPU side with CUDA and NCCL; without MPI a stub that says so.
+if(JATTN_MPI_ENABLED)
+  target_sources(jattn PRIVATE ${CMAKE_CURRENT_LIST_DIR}/cli_parallel.c)
+  target_link_libraries(jattn PRIVATE jattn_parallel_static MPI::MPI_C)
+  if(JATTN_NCCL_ENABLED)
+    target_sources(jattn PRIVATE ${CMAKE_CURRENT_LIST_DIR}/cli_parallel_device.c)
+    target_include_directories(jattn PRIVATE ${JATTN_NCCL_INCLUDE_DIR})
+    target_link_libraries(jattn PRIVATE CUDA::cudart ${JATTN_NCCL_LIBRARY})
+  else()
+    target_sources(jattn PRIVATE ${CMAKE_CURRENT_LIST_DIR}/cli_parallel_device_none.c)
+  endif()
+else()
+  target_sources(jattn PRIVATE ${CMAKE_CURRENT_LIST_DIR}/cli_parallel_unavailable.c)
+endif()
