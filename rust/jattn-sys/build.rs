@@ -28,8 +28,9 @@
 //! | `PKG_CONFIG`, `PKG_CONFIG_PATH`, ... | the pkg-config program and its search path |
 //!
 //! It also sets, for dependents' build scripts (`links = "jattn"`), `DEP_JATTN_INCLUDE` (the
-//! directory of jattn.h) and `DEP_JATTN_CUDA` (`1` when the linked library has the cuda
-//! backend's runtime, else `0`), and for this crate's tests `JATTN_SYS_INCLUDE_DIR`.
+//! directory of jattn.h) and `DEP_JATTN_CUDA` (`1` when the CUDA runtime is on the link line:
+//! the cuda backend is built in and libjattn linked statically; else `0`), and for this crate's
+//! tests `JATTN_SYS_INCLUDE_DIR` and `JATTN_SYS_LINKED` (what was linked).
 
 use std::collections::BTreeMap;
 use std::env;
@@ -69,7 +70,7 @@ fn main() {
 }
 
 /// What was linked: the header's directory, the library (for this crate's tests), and whether
-/// the CUDA runtime came with it.
+/// the CUDA runtime is on the link line.
 struct Linked {
     include_dir: PathBuf,
     library: String,
@@ -201,27 +202,34 @@ fn link_system() -> Linked {
         .or_else(|| ["/usr/local/include", "/usr/include"].iter().map(PathBuf::from).find(|d| d.join("jattn.h").is_file()))
         .unwrap_or_else(|| fail(&format!("pkg-config's jattn cflags ({}) name no directory with jattn.h", cflags.trim())));
 
-    let dirs: Vec<PathBuf> = libs.split_whitespace().filter_map(|f| f.strip_prefix("-L")).map(PathBuf::from).collect();
+    // `${pcfiledir}/../../lib` of a relocatable .pc file: named plainly in link lines and messages.
+    let dirs: Vec<PathBuf> = libs
+        .split_whitespace()
+        .filter_map(|f| f.strip_prefix("-L"))
+        .map(|d| Path::new(d).canonicalize().unwrap_or_else(|_| PathBuf::from(d)))
+        .collect();
     let want_static = env::var("JATTN_SYS_STATIC").map_or(true, |v| v != "0");
-    let archive = dirs.iter().find(|dir| dir.join("libjattn.a").is_file());
-    let library = match archive {
+    match dirs.iter().find(|dir| dir.join("libjattn.a").is_file()) {
         Some(dir) if want_static => {
             println!("cargo:rustc-link-search=native={}", dir.display());
             println!("cargo:rustc-link-lib=static=jattn");
-            format!("system {}", dir.join("libjattn.a").display())
+            // What libjattn.a needs: the rest of the static link line.
+            let openmp = env::var("JATTN_SYS_OPENMP_LIB").unwrap_or_else(|_| "gomp".to_owned());
+            let others: Vec<&str> = libs.split_whitespace().filter(|f| *f != "-ljattn").collect();
+            let cuda = emit_link_flags(&others.join(" "), &OpenMp::Named(&openmp));
+            let library = format!("system {}", dir.join("libjattn.a").display());
+            Linked { include_dir, library, cuda }
         }
         _ => {
+            // libjattn.so names its own dependencies (OpenMP, the CUDA runtime).
             for dir in &dirs {
                 println!("cargo:rustc-link-search=native={}", dir.display());
             }
             println!("cargo:rustc-link-lib=dylib=jattn");
-            format!("system -ljattn (shared) from {dirs:?}")
+            let library = format!("system -ljattn (shared) from {dirs:?}");
+            Linked { include_dir, library, cuda: false }
         }
-    };
-    let openmp = env::var("JATTN_SYS_OPENMP_LIB").unwrap_or_else(|_| "gomp".to_owned());
-    let others: Vec<&str> = libs.split_whitespace().filter(|f| *f != "-ljattn").collect();
-    let cuda = emit_link_flags(&others.join(" "), &OpenMp::Named(&openmp));
-    Linked { include_dir, library, cuda }
+    }
 }
 
 // ---- link flags, from a pkg-config line ------------------------------------------------------
