@@ -1,4 +1,4 @@
-//! Sets `cfg(jattn_cuda)` when the linked libjattn has the cuda backend (jattn-sys says so in
+//! Sets `cfg(jattn_cuda)` when the CUDA runtime is linked with libjattn (jattn-sys says so in
 //! `DEP_JATTN_CUDA`): the GPU test of `forward_device` declares CUDA runtime functions only then.
 fn main() {
     println!("cargo::rustc-check-cfg=cfg(jattn_cuda)");

@@ -9,7 +9,7 @@ mod common;
 #[cfg(not(jattn_cuda))]
 #[test]
 fn forward_device_on_a_gpu() {
-    common::note("SKIP: libjattn was built without the cuda backend: forward_device is not run");
+    common::note("SKIP: the CUDA runtime is not linked (libjattn without the cuda backend, or libjattn.so): forward_device is not run on a GPU");
 }
 
 #[cfg(jattn_cuda)]
