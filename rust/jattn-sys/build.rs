@@ -20,7 +20,7 @@
 //! | `JATTN_SYS_USE_PKG_CONFIG=1` | the system way, as the feature `system` |
 //! | `JATTN_SRC_DIR` | the C sources (the directory holding `CMakeLists.txt` and `include/jattn.h`) |
 //! | `JATTN_SYS_CMAKE` | the cmake program (default `cmake`) |
-//! | `JATTN_SYS_CMAKE_ARGS` | more configure arguments, separated by whitespace |
+//! | `JATTN_SYS_CMAKE_ARGS` | more configure arguments, separated by whitespace (no quoting) |
 //! | `JATTN_SYS_CMAKE_BUILD_DIR` | the CMake build directory, instead of `OUT_DIR/build`: one that several cargo commands share (`cargo test`, `clippy` and `doc` run this script each in its own `OUT_DIR`), so that libjattn is compiled once |
 //! | `JATTN_SYS_CUDART=static\|shared` | how the CUDA runtime is linked when the cuda backend is in (default `static`: libcudart_static.a, so a program needs no CUDA library path at run time, only the driver) |
 //! | `JATTN_SYS_STATIC=0` | system way: link libjattn.so even where libjattn.a is installed |
@@ -95,8 +95,9 @@ fn run(cmd: &mut Command, what: &str) -> String {
     };
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&output.stderr);
-    // Shown by cargo with -vv, and whenever the build fails.
-    println!("{stdout}");
+    // Shown by cargo with -vv, and whenever the build fails (stderr: no line of it can be taken
+    // for a cargo: instruction).
+    eprintln!("{stdout}");
     eprintln!("{stderr}");
     if !output.status.success() {
         fail(&format!("{what} failed ({}): {shown}", output.status));
@@ -284,9 +285,10 @@ fn emit_link_flags(flags: &str, openmp: &OpenMp) -> bool {
             libs.extend(["cudart_static", "dl", "rt", "pthread"].map(str::to_owned));
         }
     }
-    search.dedup();
-    for dir in &search {
-        println!("cargo:rustc-link-search=native={}", dir.display());
+    for (n, dir) in search.iter().enumerate() {
+        if !search[..n].contains(dir) {
+            println!("cargo:rustc-link-search=native={}", dir.display());
+        }
     }
     let mut seen = Vec::new();
     for lib in libs {

@@ -111,25 +111,42 @@ fn forward_host(
         Some(p) if !p.is_none() => Some(p.raw(problem)?),
         _ => None,
     };
-    let padding_ptr = raw_padding.as_ref().map_or(ptr::null(), ptr::from_ref);
     // SAFETY: `raw` and `raw_exec` describe this problem with host memory; every slice holds at
     // least the elements its strides address (checked above, with the extents the library
     // itself computes), and so do the padding arrays (KeyPadding::raw). The inputs are only
     // read; `out` and `lse` are exclusive borrows, so no other reference sees them written. The
     // context pointer is NULL or an exclusively borrowed live context.
-    let status = unsafe {
-        ffi::jattn_forward_padded(
+    unsafe {
+        forward_raw(
             ctx,
-            &raw,
-            &raw_exec,
-            q.as_ptr().cast(),
-            k.as_ptr().cast(),
-            v.as_ptr().cast(),
-            padding_ptr,
-            out.as_mut_ptr().cast(),
+            (&raw, &raw_exec),
+            [q.as_ptr(), k.as_ptr(), v.as_ptr()],
+            raw_padding.as_ref(),
+            out.as_mut_ptr(),
             lse_ptr,
         )
-    };
+    }
+}
+
+/// The one C call of the host and the device path: `jattn_forward_padded`, its status as a
+/// `Result` with the library's message.
+///
+/// # Safety
+/// `ctx` is NULL or a live context nobody else uses; the pointers meet jattn_forward_padded's
+/// contract for the problem and exec given (memory valid for the extents the problem's strides
+/// address, in the memory `exec` says, not written by anyone else during the call).
+pub(crate) unsafe fn forward_raw(
+    ctx: *mut ffi::jattn_ctx,
+    (problem, exec): (&ffi::jattn_problem, &ffi::jattn_exec),
+    [q, k, v]: [*const f32; 3],
+    padding: Option<&ffi::jattn_key_padding>,
+    out: *mut f32,
+    lse: *mut f32,
+) -> Result<(), Error> {
+    let padding = padding.map_or(ptr::null(), ptr::from_ref);
+    // SAFETY: the caller's obligations are this call's.
+    let status =
+        unsafe { ffi::jattn_forward_padded(ctx, problem, exec, q.cast(), k.cast(), v.cast(), padding, out.cast(), lse) };
     Error::check(status)
 }
 

@@ -5,7 +5,7 @@ use std::ptr;
 
 use jattn_sys as ffi;
 
-use crate::call::Context;
+use crate::call::{Context, forward_raw};
 use crate::error::Error;
 use crate::exec::{Exec, Selection, select_raw};
 use crate::problem::{Problem, to_i64};
@@ -198,21 +198,16 @@ unsafe fn forward_device_raw(
         raw_exec.workspace_bytes = ws.bytes;
     }
     let raw_padding = padding.map(|p| p.to_raw(problem)).transpose()?;
-    let padding_ptr = raw_padding.as_ref().map_or(ptr::null(), ptr::from_ref);
     // SAFETY: the descriptions are live values; the library validates the problem and the
     // pointers it can check before using them, and the caller guarantees the rest (# Safety).
-    let status = unsafe {
-        ffi::jattn_forward_padded(
+    unsafe {
+        forward_raw(
             ctx,
-            &raw,
-            &raw_exec,
-            tensors.q.cast(),
-            tensors.k.cast(),
-            tensors.v.cast(),
-            padding_ptr,
-            tensors.out.cast(),
+            (&raw, &raw_exec),
+            [tensors.q, tensors.k, tensors.v],
+            raw_padding.as_ref(),
+            tensors.out,
             tensors.lse,
         )
-    };
-    Error::check(status)
+    }
 }
