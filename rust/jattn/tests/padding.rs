@@ -3,8 +3,9 @@
 //! strided), both together, rows with no key left (0 and lse -inf), NaN and Inf in the keys left
 //! out, and every padding slice too short or out of range.
 //!
-//! The ref backend implements key padding; the cpu backend is checked the same way once it does:
-//! until then it answers `Unsupported`, and its checks are skipped with a message saying so.
+//! Every host backend is checked the same way where it implements key padding; one that does
+//! not yet answers `Unsupported`, and its checks are skipped with a message saying so (as they
+//! are for the cuda backend on a machine without a GPU).
 
 mod common;
 
@@ -140,10 +141,16 @@ fn cpu_padding_against_the_reference() {
     run("cpu_padding_against_the_reference", Backend::Cpu);
 }
 
+/// The cuda backend on host slices (it copies them and the padding to the device).
+#[test]
+fn cuda_padding_against_the_reference() {
+    run("cuda_padding_against_the_reference", Backend::Cuda);
+}
+
 /// Lengths of 0 and a mask of zeros: every out row 0, every lse -inf.
 #[test]
 fn rows_with_no_key_left() {
-    for backend in [Backend::Ref, Backend::Cpu] {
+    for backend in [Backend::Ref, Backend::Cpu, Backend::Cuda] {
         if !supports_padding(backend) {
             continue;
         }
