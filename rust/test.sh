@@ -1,7 +1,9 @@
 #!/bin/sh
 # make test-rust: every check of the Rust crates (rust/), in order:
 #   1. cargo test      the parity, error, padding, context, FFI-layout and doc tests; jattn-sys's
-#                      build.rs builds libjattn itself with CMake (into $BUILD/rust-cmake)
+#                      build.rs builds libjattn itself with CMake: in the C build $BUILD when there
+#                      is one (make test has just built it: nothing is compiled twice), else in a
+#                      tree of its own, $BUILD/rust-cmake (a fresh clone's `make test-rust`)
 #   2. cargo clippy    --all-targets -D warnings (skipped when clippy is not installed)
 #   3. cargo doc       --no-deps with RUSTDOCFLAGS=-D warnings
 #   4. the feature `system`: `cmake --install` of that C build into $BUILD/rust-system-prefix,
@@ -11,6 +13,7 @@
 # Everything is offline (no crate comes from crates.io). Build products stay under $BUILD:
 # cargo's target dirs, the CMake tree every cargo command shares (so libjattn, CUDA kernels
 # included, is compiled once, and not again while its sources are unchanged), the prefix.
+# build.rs never reconfigures the C build $BUILD (it only builds its target jattn_static).
 #
 # Without cargo the step reports itself skipped, as the other optional steps of make test do,
 # unless JATTN_REQUIRE_RUST=1 (set by .ci/run: CI machines have cargo, so there it is an error).
@@ -35,7 +38,12 @@ if ! command -v "$CARGO" >/dev/null 2>&1; then
 fi
 
 export CARGO_TARGET_DIR="$BUILD/rust-target"
-export JATTN_SYS_CMAKE_BUILD_DIR="$BUILD/rust-cmake"
+if [ -f "$BUILD/CMakeCache.txt" ]; then
+    export JATTN_SYS_CMAKE_BUILD_DIR="$BUILD"
+else
+    export JATTN_SYS_CMAKE_BUILD_DIR="$BUILD/rust-cmake"
+fi
+say "libjattn: the CMake tree $JATTN_SYS_CMAKE_BUILD_DIR"
 cd "$ROOT/rust"
 run() {
     say "$*"
@@ -56,7 +64,7 @@ if ! command -v pkg-config >/dev/null 2>&1; then
     say "SKIP: pkg-config absent: the feature system (an installed libjattn) is not checked"
     exit 0
 fi
-# The C build of step 1 holds only libjattn.a; install wants the rest of its targets too.
+# The C build of step 1 may hold only libjattn.a; install wants the rest of its targets too.
 PREFIX=$BUILD/rust-system-prefix
 run "$CMAKE" --build "$JATTN_SYS_CMAKE_BUILD_DIR" -j "$JOBS" >/dev/null
 run "$CMAKE" --install "$JATTN_SYS_CMAKE_BUILD_DIR" --prefix "$PREFIX" >/dev/null

@@ -21,7 +21,7 @@
 //! | `JATTN_SRC_DIR` | the C sources (the directory holding `CMakeLists.txt` and `include/jattn.h`) |
 //! | `JATTN_SYS_CMAKE` | the cmake program (default `cmake`) |
 //! | `JATTN_SYS_CMAKE_ARGS` | more configure arguments, separated by whitespace (no quoting) |
-//! | `JATTN_SYS_CMAKE_BUILD_DIR` | the CMake build directory, instead of `OUT_DIR/build`: one that several cargo commands share (`cargo test`, `clippy` and `doc` run this script each in its own `OUT_DIR`), so that libjattn is compiled once |
+//! | `JATTN_SYS_CMAKE_BUILD_DIR` | the CMake build directory, instead of `OUT_DIR/build`: one that several cargo commands share (`cargo test`, `clippy` and `doc` run this script each in its own `OUT_DIR`), so that libjattn is compiled once. A new or empty directory is configured here; one already configured by someone else (e.g. `make`'s `build/`) is only built (target `jattn_static`), as it is configured |
 //! | `JATTN_SYS_CUDART=static\|shared` | how the CUDA runtime is linked when the cuda backend is in (default `static`: libcudart_static.a, so a program needs no CUDA library path at run time, only the driver) |
 //! | `JATTN_SYS_STATIC=0` | system way: link libjattn.so even where libjattn.a is installed |
 //! | `JATTN_SYS_OPENMP_LIB` | system way: the OpenMP runtime `-fopenmp` stands for (default `gomp`, GCC's) |
@@ -128,18 +128,40 @@ fn build_bundled() -> Linked {
         None => env_path("OUT_DIR").unwrap_or_else(|| fail("OUT_DIR is not set")).join("build"),
     };
     let cmake = env::var("JATTN_SYS_CMAKE").unwrap_or_else(|_| "cmake".to_owned());
-    let mut configure = Command::new(&cmake);
-    configure
-        .arg("-S")
-        .arg(&src)
-        .arg("-B")
-        .arg(&build)
-        .arg("-DCMAKE_BUILD_TYPE=Release")
-        .arg("-DJATTN_BUILD_TESTS=OFF");
-    if let Ok(args) = env::var("JATTN_SYS_CMAKE_ARGS") {
-        configure.args(args.split_whitespace());
+    // A tree this script configured carries a stamp, and is configured again on every run (so
+    // that JATTN_SYS_CMAKE_ARGS applies). A tree configured by someone else (`make`'s build
+    // directory, given as JATTN_SYS_CMAKE_BUILD_DIR) is built as it is configured, never
+    // reconfigured: its own tests and options stay as they are.
+    let stamp = build.join("jattn-sys-configured");
+    let cache = build.join("CMakeCache.txt");
+    if cache.is_file() && !stamp.is_file() {
+        let home = read_cmake_cache(&cache).get("CMAKE_HOME_DIRECTORY").map(PathBuf::from);
+        let same = home.as_ref().and_then(|h| h.canonicalize().ok()) == Some(src.clone());
+        if !same {
+            fail(&format!(
+                "the CMake tree {} was configured for the sources {:?}, not {}",
+                build.display(),
+                home,
+                src.display()
+            ));
+        }
+    } else {
+        let mut configure = Command::new(&cmake);
+        configure
+            .arg("-S")
+            .arg(&src)
+            .arg("-B")
+            .arg(&build)
+            .arg("-DCMAKE_BUILD_TYPE=Release")
+            .arg("-DJATTN_BUILD_TESTS=OFF");
+        if let Ok(args) = env::var("JATTN_SYS_CMAKE_ARGS") {
+            configure.args(args.split_whitespace());
+        }
+        run(&mut configure, "configuring libjattn with CMake");
+        if let Err(e) = fs::write(&stamp, "configured by jattn-sys's build.rs, which configures it again on each run\n") {
+            fail(&format!("cannot write {}: {e}", stamp.display()));
+        }
     }
-    run(&mut configure, "configuring libjattn with CMake");
 
     let jobs = env::var("NUM_JOBS").unwrap_or_else(|_| "1".to_owned());
     run(
