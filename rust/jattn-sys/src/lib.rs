@@ -8,6 +8,9 @@
 //! compiles a C program against the header and checks every struct's size, alignment and field
 //! offsets and every enum value and macro against this file.
 //!
+//! Not declared: the header's sequence-parallel section (`jattn_sp_*`), whose functions live in
+//! the separate library libjattn_parallel (MPI, NCCL), which this crate neither builds nor links.
+//!
 //! # Linking
 //!
 //! By default `build.rs` builds libjattn from the C sources of the repository this crate lives
@@ -70,8 +73,10 @@ pub const JATTN_ERROR_WORKSPACE_TOO_SMALL: jattn_status = 11;
 pub const JATTN_ERROR_OUT_OF_MEMORY: jattn_status = 12;
 /// A CUDA call failed; the message names the CUDA error.
 pub const JATTN_ERROR_CUDA: jattn_status = 13;
+/// An MPI or NCCL call failed (sequence parallel); the message names it.
+pub const JATTN_ERROR_TRANSPORT: jattn_status = 14;
 /// `JATTN_STATUS_COUNT`: the number of status codes.
-pub const JATTN_STATUS_COUNT: c_int = 14;
+pub const JATTN_STATUS_COUNT: c_int = 15;
 
 // ---- problem description ---------------------------------------------------------------------
 
@@ -254,6 +259,9 @@ unsafe extern "C" {
     /// @return the message of this thread's last failing call, `""` after a success.
     /// Thread-local storage, valid until this thread's next jattn call.
     pub fn jattn_last_error() -> *const c_char;
+    /// Makes `message` (NULL: `""`) what `jattn_last_error()` returns on this thread, truncated
+    /// to 255 bytes, for layers built on the API. @return `status`, unchanged.
+    pub fn jattn_set_last_error(status: jattn_status, message: *const c_char) -> jattn_status;
 
     /// @return strides of a contiguous head-major tensor `[B, H, S, D]`.
     pub fn jattn_strides_head_major(heads: i64, seq: i64, head_dim: i64) -> jattn_strides;

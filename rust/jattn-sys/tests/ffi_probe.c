@@ -1,7 +1,7 @@
 /* The C side of tests/ffi_layout.rs: prints, one "name value" per line, the size and
  * alignment of every struct of jattn.h, the offset of every field, every enum value and the
  * version and count macros. The Rust side prints the same names from its declarations; the
- * two lists must be equal. */
+ * two lists must be equal. (The sequence-parallel section, jattn_sp_*, is not bound.) */
 #include <jattn.h>
 #include <stdalign.h>
 #include <stddef.h>
@@ -74,6 +74,7 @@ int main(void) {
     VALUE(JATTN_ERROR_WORKSPACE_TOO_SMALL);
     VALUE(JATTN_ERROR_OUT_OF_MEMORY);
     VALUE(JATTN_ERROR_CUDA);
+    VALUE(JATTN_ERROR_TRANSPORT);
     VALUE(JATTN_STATUS_COUNT);
     VALUE(JATTN_DTYPE_F32);
     VALUE(JATTN_DTYPE_BF16);

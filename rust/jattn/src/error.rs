@@ -40,6 +40,9 @@ pub enum Status {
     OutOfMemory = ffi::JATTN_ERROR_OUT_OF_MEMORY,
     /// A CUDA call failed; the message names the CUDA error (`JATTN_ERROR_CUDA`).
     Cuda = ffi::JATTN_ERROR_CUDA,
+    /// An MPI or NCCL call of the sequence-parallel layer failed (`JATTN_ERROR_TRANSPORT`; no
+    /// call of this crate returns it).
+    Transport = ffi::JATTN_ERROR_TRANSPORT,
     /// A code this version of the crate does not know (from a newer library):
     /// [`Error::code`] has its number.
     Unknown = -1,
@@ -47,7 +50,7 @@ pub enum Status {
 
 impl Status {
     /// Every status a call can fail with, in the order of their numbers ([`Status::Unknown`] aside).
-    pub const ALL: [Status; 13] = [
+    pub const ALL: [Status; 14] = [
         Status::NullPointer,
         Status::InvalidDimension,
         Status::Overflow,
@@ -61,6 +64,7 @@ impl Status {
         Status::WorkspaceTooSmall,
         Status::OutOfMemory,
         Status::Cuda,
+        Status::Transport,
     ];
 
     /// The number of the C status (`jattn_status`); -1 for [`Status::Unknown`].

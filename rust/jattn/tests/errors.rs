@@ -208,6 +208,7 @@ fn status_numbers_and_names_are_the_c_ones() {
         sys::JATTN_ERROR_WORKSPACE_TOO_SMALL,
         sys::JATTN_ERROR_OUT_OF_MEMORY,
         sys::JATTN_ERROR_CUDA,
+        sys::JATTN_ERROR_TRANSPORT,
     ];
     assert_eq!(Status::ALL.len() + 1, sys::JATTN_STATUS_COUNT as usize);
     for (s, code) in Status::ALL.into_iter().zip(c) {
