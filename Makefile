@@ -27,12 +27,18 @@ run: build
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+	$(MAKE) --no-print-directory test-rust
 	$(SANITIZER_TESTS) asan
 	$(SANITIZER_TESTS) tsan
 	$(SANITIZER_TESTS) fuzz
 
 test-plain: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+# The Rust crates (rust/test.sh: cargo test, clippy, doc, the feature system; SKIP without cargo).
+.PHONY: test-rust
+test-rust:
+	BUILD=$(BUILD) JOBS=$(JOBS) sh rust/test.sh
 
 test-asan:
 	$(SANITIZER_TESTS) asan

@@ -1,0 +1,319 @@
+//! Raw FFI declarations of [jattn](../jattn/index.html)'s C API (`include/jattn.h`, version 0.2),
+//! and the build of the C library.
+//!
+//! This crate only builds and declares: every item mirrors `jattn.h` one to one, with the C
+//! names, and every function is `unsafe` to call. Use the `jattn` crate for the safe API.
+//!
+//! The declarations are written by hand from the header; the test `tests/ffi_layout.rs`
+//! compiles a C program against the header and checks every struct's size, alignment and field
+//! offsets and every enum value and macro against this file.
+//!
+//! Not declared: the header's sequence-parallel section (`jattn_sp_*`), whose functions live in
+//! the separate library libjattn_parallel (MPI, NCCL), which this crate neither builds nor links.
+//!
+//! # Linking
+//!
+//! By default `build.rs` builds libjattn from the C sources of the repository this crate lives
+//! in (or of `JATTN_SRC_DIR`) with CMake, into `OUT_DIR`, and links it statically together with
+//! what the static library needs: the OpenMP runtime, libm, and the CUDA runtime when the C
+//! build compiled the cuda backend (it does when `nvcc` is found). With the feature `system`,
+//! or `JATTN_SYS_USE_PKG_CONFIG=1`, it links an installed libjattn found by `pkg-config`
+//! instead. `build.rs` documents every environment variable it reads.
+//!
+//! # Enums
+//!
+//! The C enums are declared as `c_int` type aliases with one constant per enumerator (a C
+//! function may return a number this version does not know; a Rust `enum` could not hold it).
+#![no_std]
+#![allow(non_camel_case_types)]
+
+use core::ffi::{c_char, c_int, c_uint, c_void};
+
+// ---- version ---------------------------------------------------------------------------------
+
+/// `JATTN_VERSION_MAJOR` of the header these declarations were written from.
+pub const JATTN_VERSION_MAJOR: c_uint = 0;
+/// `JATTN_VERSION_MINOR` of the header these declarations were written from.
+pub const JATTN_VERSION_MINOR: c_uint = 2;
+/// `JATTN_VERSION_PATCH` of the header these declarations were written from.
+pub const JATTN_VERSION_PATCH: c_uint = 0;
+/// `JATTN_VERSION_NUMBER`: major * 10000 + minor * 100 + patch.
+pub const JATTN_VERSION_NUMBER: c_uint =
+    JATTN_VERSION_MAJOR * 10000 + JATTN_VERSION_MINOR * 100 + JATTN_VERSION_PATCH;
+
+// ---- status ----------------------------------------------------------------------------------
+
+/// `jattn_status`: the result of every call; numbers are stable across versions.
+pub type jattn_status = c_int;
+/// Success.
+pub const JATTN_OK: jattn_status = 0;
+/// A required pointer is NULL.
+pub const JATTN_ERROR_NULL_POINTER: jattn_status = 1;
+/// A dimension is < 1.
+pub const JATTN_ERROR_INVALID_DIMENSION: jattn_status = 2;
+/// An element count or byte offset overflows.
+pub const JATTN_ERROR_OVERFLOW: jattn_status = 3;
+/// A negative stride.
+pub const JATTN_ERROR_INVALID_STRIDE: jattn_status = 4;
+/// Strides make a tensor overlap itself.
+pub const JATTN_ERROR_SELF_OVERLAP: jattn_status = 5;
+/// An output overlaps an input or another output.
+pub const JATTN_ERROR_ALIASING: jattn_status = 6;
+/// The scale is NaN, infinite or negative.
+pub const JATTN_ERROR_INVALID_SCALE: jattn_status = 7;
+/// An enum out of range, a negative thread count.
+pub const JATTN_ERROR_INVALID_ARGUMENT: jattn_status = 8;
+/// The chosen backend cannot run this problem.
+pub const JATTN_ERROR_UNSUPPORTED: jattn_status = 9;
+/// The backend is not built in, or no device is present.
+pub const JATTN_ERROR_BACKEND_UNAVAILABLE: jattn_status = 10;
+/// The caller's workspace is smaller than `jattn_workspace_size` says.
+pub const JATTN_ERROR_WORKSPACE_TOO_SMALL: jattn_status = 11;
+/// An allocation failed.
+pub const JATTN_ERROR_OUT_OF_MEMORY: jattn_status = 12;
+/// A CUDA call failed; the message names the CUDA error.
+pub const JATTN_ERROR_CUDA: jattn_status = 13;
+/// An MPI or NCCL call failed (sequence parallel); the message names it.
+pub const JATTN_ERROR_TRANSPORT: jattn_status = 14;
+/// `JATTN_STATUS_COUNT`: the number of status codes.
+pub const JATTN_STATUS_COUNT: c_int = 15;
+
+// ---- problem description ---------------------------------------------------------------------
+
+/// `jattn_dtype`: the element type of q, k, v and out.
+pub type jattn_dtype = c_int;
+/// float32, the only element type implemented.
+pub const JATTN_DTYPE_F32: jattn_dtype = 0;
+/// bfloat16 (reserved).
+pub const JATTN_DTYPE_BF16: jattn_dtype = 1;
+/// float16 (reserved).
+pub const JATTN_DTYPE_F16: jattn_dtype = 2;
+
+/// `jattn_strides`: element strides of a 4-d tensor `[batch, head, token, head_dim]`, head_dim
+/// contiguous.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct jattn_strides {
+    /// Elements between batches.
+    pub batch: i64,
+    /// Elements between heads.
+    pub head: i64,
+    /// Elements between tokens.
+    pub token: i64,
+}
+
+/// `jattn_problem`: the dimensions, scale, element type and layouts of one attention call.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct jattn_problem {
+    /// B >= 1.
+    pub batch: i64,
+    /// H >= 1.
+    pub heads: i64,
+    /// Sq >= 1: query tokens.
+    pub seq_q: i64,
+    /// Skv >= 1: key/value tokens.
+    pub seq_kv: i64,
+    /// D >= 1.
+    pub head_dim: i64,
+    /// > 0 and finite, or 0 for 1/sqrt(head_dim).
+    pub scale: f32,
+    /// Element type of q, k, v and out.
+    pub dtype: jattn_dtype,
+    /// Strides of q `[B, H, Sq, D]`.
+    pub q: jattn_strides,
+    /// Strides of k `[B, H, Skv, D]`.
+    pub k: jattn_strides,
+    /// Strides of v `[B, H, Skv, D]`.
+    pub v: jattn_strides,
+    /// Strides of out `[B, H, Sq, D]`.
+    pub out: jattn_strides,
+}
+
+// ---- execution -------------------------------------------------------------------------------
+
+/// `jattn_backend`: which backend runs a call.
+pub type jattn_backend = c_int;
+/// cuda if present and able, else cpu, else ref.
+pub const JATTN_BACKEND_AUTO: jattn_backend = 0;
+/// The float64 scalar reference (the oracle; slow).
+pub const JATTN_BACKEND_REF: jattn_backend = 1;
+/// Flash attention on the CPU, SIMD micro-kernels, OpenMP.
+pub const JATTN_BACKEND_CPU: jattn_backend = 2;
+/// NVIDIA GPUs.
+pub const JATTN_BACKEND_CUDA: jattn_backend = 3;
+/// `JATTN_BACKEND_COUNT`: the number of backends (AUTO included).
+pub const JATTN_BACKEND_COUNT: c_int = 4;
+
+/// `jattn_precision`: the arithmetic a backend may use.
+pub type jattn_precision = c_int;
+/// float32-exact (default).
+pub const JATTN_PRECISION_F32: jattn_precision = 0;
+/// Opt-in, GPU: TF32 tensor-core products, rel_l2 <= 1e-3.
+pub const JATTN_PRECISION_TF32: jattn_precision = 1;
+
+/// `jattn_memory`: where q, k, v, out and lse live.
+pub type jattn_memory = c_int;
+/// Host pointers.
+pub const JATTN_MEMORY_HOST: jattn_memory = 0;
+/// CUDA device pointers of the current device.
+pub const JATTN_MEMORY_DEVICE: jattn_memory = 1;
+
+/// `jattn_exec`: how a call runs. All zero means the defaults.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct jattn_exec {
+    /// The backend.
+    pub backend: jattn_backend,
+    /// The precision.
+    pub precision: jattn_precision,
+    /// Host or device pointers.
+    pub memory: jattn_memory,
+    /// CPU threads; 0 = all cores.
+    pub threads: c_int,
+    /// A `cudaStream_t`; NULL = the legacy default stream.
+    pub cuda_stream: *mut c_void,
+    /// Optional caller workspace (host memory for cpu, device for cuda).
+    pub workspace: *mut c_void,
+    /// Bytes of `workspace`.
+    pub workspace_bytes: usize,
+}
+
+impl Default for jattn_exec {
+    /// The zero-initialised `jattn_exec` of the C API: every default.
+    fn default() -> Self {
+        jattn_exec {
+            backend: JATTN_BACKEND_AUTO,
+            precision: JATTN_PRECISION_F32,
+            memory: JATTN_MEMORY_HOST,
+            threads: 0,
+            cuda_stream: core::ptr::null_mut(),
+            workspace: core::ptr::null_mut(),
+            workspace_bytes: 0,
+        }
+    }
+}
+
+/// `jattn_selection`: what a backend would run for a problem. Strings have static storage.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct jattn_selection {
+    /// The backend chosen (never AUTO).
+    pub backend: jattn_backend,
+    /// Its name.
+    pub backend_name: *const c_char,
+    /// The kernel that runs, e.g. `"cpu_flash_f32_avx512_12x32"`.
+    pub kernel: *const c_char,
+    /// Instruction set: `"scalar"`, `"avx512"`, `"avx2"`, `"neon"`, `"generic"`, `"sm_90a"`, ...
+    pub isa: *const c_char,
+    /// CPU threads it would use (1 for GPU backends).
+    pub threads: c_int,
+}
+
+/// `jattn_ctx`: an opaque context holding grow-only buffers between calls.
+#[repr(C)]
+pub struct jattn_ctx {
+    _opaque: [u8; 0],
+    // Neither Send, Sync nor Unpin: only ever handled through a pointer.
+    _marker: core::marker::PhantomData<(*mut u8, core::marker::PhantomPinned)>,
+}
+
+/// `jattn_key_padding`: which keys each batch attends. All zero attends every key.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct jattn_key_padding {
+    /// NULL, or `[batch]` key lengths, `0 <= kv_len[b] <= seq_kv`.
+    pub kv_len: *const i64,
+    /// NULL, or a boolean key mask: one byte per key, nonzero = attend.
+    pub mask: *const u8,
+    /// The mask's rows: batch, or 1 (one row broadcast over the batch).
+    pub mask_batch: i64,
+    /// The mask's bytes per row: must equal seq_kv.
+    pub mask_keys: i64,
+    /// Bytes between rows when `mask_batch > 1`, >= `mask_keys`; 0 means `mask_keys`.
+    pub mask_batch_stride: i64,
+}
+
+impl Default for jattn_key_padding {
+    /// The zero-initialised `jattn_key_padding`: every key attended.
+    fn default() -> Self {
+        jattn_key_padding {
+            kv_len: core::ptr::null(),
+            mask: core::ptr::null(),
+            mask_batch: 0,
+            mask_keys: 0,
+            mask_batch_stride: 0,
+        }
+    }
+}
+
+// ---- functions -------------------------------------------------------------------------------
+
+unsafe extern "C" {
+    /// @return `JATTN_VERSION_NUMBER` of the library actually linked.
+    pub fn jattn_version_number() -> c_uint;
+    /// @return `JATTN_VERSION_STRING` of the library actually linked (static storage).
+    pub fn jattn_version_string() -> *const c_char;
+    /// @return the name of a status code (`"JATTN_STATUS_UNKNOWN"` outside the enum); static.
+    pub fn jattn_status_name(status: jattn_status) -> *const c_char;
+    /// @return the message of this thread's last failing call, `""` after a success.
+    /// Thread-local storage, valid until this thread's next jattn call.
+    pub fn jattn_last_error() -> *const c_char;
+    /// Makes `message` (NULL: `""`) what `jattn_last_error()` returns on this thread, truncated
+    /// to 255 bytes, for layers built on the API. @return `status`, unchanged.
+    pub fn jattn_set_last_error(status: jattn_status, message: *const c_char) -> jattn_status;
+
+    /// @return strides of a contiguous head-major tensor `[B, H, S, D]`.
+    pub fn jattn_strides_head_major(heads: i64, seq: i64, head_dim: i64) -> jattn_strides;
+    /// @return strides of a contiguous token-major tensor `[B, S, H*D]`.
+    pub fn jattn_strides_token_major(heads: i64, seq: i64, head_dim: i64) -> jattn_strides;
+    /// @return the FLUX problem: q, k, v head-major, out token-major, float32, default scale.
+    pub fn jattn_problem_flux(batch: i64, heads: i64, seq_q: i64, seq_kv: i64, head_dim: i64) -> jattn_problem;
+
+    /// @return the name of a backend (`"auto"`, `"ref"`, `"cpu"`, `"cuda"`), NULL if out of range.
+    pub fn jattn_backend_name(backend: jattn_backend) -> *const c_char;
+    /// Can the backend of `exec` (NULL: defaults) run `problem`, and with which kernel?
+    /// @return `JATTN_OK` and `*selection` filled, or the status of the first problem found.
+    pub fn jattn_select(
+        problem: *const jattn_problem,
+        exec: *const jattn_exec,
+        selection: *mut jattn_selection,
+    ) -> jattn_status;
+    /// @return `JATTN_OK` and `*bytes` = the workspace the selected kernel needs (0 when none).
+    pub fn jattn_workspace_size(problem: *const jattn_problem, exec: *const jattn_exec, bytes: *mut usize)
+    -> jattn_status;
+
+    /// @return `JATTN_OK` and `*ctx` a new context; `JATTN_ERROR_NULL_POINTER` or
+    /// `JATTN_ERROR_OUT_OF_MEMORY`.
+    pub fn jattn_ctx_create(ctx: *mut *mut jattn_ctx) -> jattn_status;
+    /// Frees a context and every buffer it holds. Accepts NULL.
+    pub fn jattn_ctx_free(ctx: *mut jattn_ctx);
+
+    /// Computes the attention of `problem` with the backend of `exec` (NULL: defaults).
+    /// @return `JATTN_OK`, or the status of the first problem found; nothing is written to
+    /// `out` or `lse` on failure.
+    pub fn jattn_forward(
+        ctx: *mut jattn_ctx,
+        problem: *const jattn_problem,
+        exec: *const jattn_exec,
+        q: *const c_void,
+        k: *const c_void,
+        v: *const c_void,
+        out: *mut c_void,
+        lse: *mut f32,
+    ) -> jattn_status;
+    /// `jattn_forward` attending only the keys `padding` selects (NULL: every key).
+    /// @return `JATTN_OK`, or the status of the first problem found; nothing is written on
+    /// failure.
+    pub fn jattn_forward_padded(
+        ctx: *mut jattn_ctx,
+        problem: *const jattn_problem,
+        exec: *const jattn_exec,
+        q: *const c_void,
+        k: *const c_void,
+        v: *const c_void,
+        padding: *const jattn_key_padding,
+        out: *mut c_void,
+        lse: *mut f32,
+    ) -> jattn_status;
+}

@@ -1,0 +1,96 @@
+/* The C side of tests/ffi_layout.rs: prints, one "name value" per line, the size and
+ * alignment of every struct of jattn.h, the offset of every field, every enum value and the
+ * version and count macros. The Rust side prints the same names from its declarations; the
+ * two lists must be equal. (The sequence-parallel section, jattn_sp_*, is not bound.) */
+#include <jattn.h>
+#include <stdalign.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#define STRUCT(t) printf("sizeof %s %zu\nalignof %s %zu\n", #t, sizeof(t), #t, alignof(t))
+#define FIELD(t, f) printf("offsetof %s.%s %zu\n", #t, #f, offsetof(t, f))
+#define VALUE(c) printf("value %s %lld\n", #c, (long long)(c))
+
+int main(void) {
+    STRUCT(jattn_strides);
+    FIELD(jattn_strides, batch);
+    FIELD(jattn_strides, head);
+    FIELD(jattn_strides, token);
+
+    STRUCT(jattn_problem);
+    FIELD(jattn_problem, batch);
+    FIELD(jattn_problem, heads);
+    FIELD(jattn_problem, seq_q);
+    FIELD(jattn_problem, seq_kv);
+    FIELD(jattn_problem, head_dim);
+    FIELD(jattn_problem, scale);
+    FIELD(jattn_problem, dtype);
+    FIELD(jattn_problem, q);
+    FIELD(jattn_problem, k);
+    FIELD(jattn_problem, v);
+    FIELD(jattn_problem, out);
+
+    STRUCT(jattn_exec);
+    FIELD(jattn_exec, backend);
+    FIELD(jattn_exec, precision);
+    FIELD(jattn_exec, memory);
+    FIELD(jattn_exec, threads);
+    FIELD(jattn_exec, cuda_stream);
+    FIELD(jattn_exec, workspace);
+    FIELD(jattn_exec, workspace_bytes);
+
+    STRUCT(jattn_selection);
+    FIELD(jattn_selection, backend);
+    FIELD(jattn_selection, backend_name);
+    FIELD(jattn_selection, kernel);
+    FIELD(jattn_selection, isa);
+    FIELD(jattn_selection, threads);
+
+    STRUCT(jattn_key_padding);
+    FIELD(jattn_key_padding, kv_len);
+    FIELD(jattn_key_padding, mask);
+    FIELD(jattn_key_padding, mask_batch);
+    FIELD(jattn_key_padding, mask_keys);
+    FIELD(jattn_key_padding, mask_batch_stride);
+
+    /* The enums: their storage, then every enumerator. */
+    STRUCT(jattn_status);
+    STRUCT(jattn_dtype);
+    STRUCT(jattn_backend);
+    STRUCT(jattn_precision);
+    STRUCT(jattn_memory);
+
+    VALUE(JATTN_OK);
+    VALUE(JATTN_ERROR_NULL_POINTER);
+    VALUE(JATTN_ERROR_INVALID_DIMENSION);
+    VALUE(JATTN_ERROR_OVERFLOW);
+    VALUE(JATTN_ERROR_INVALID_STRIDE);
+    VALUE(JATTN_ERROR_SELF_OVERLAP);
+    VALUE(JATTN_ERROR_ALIASING);
+    VALUE(JATTN_ERROR_INVALID_SCALE);
+    VALUE(JATTN_ERROR_INVALID_ARGUMENT);
+    VALUE(JATTN_ERROR_UNSUPPORTED);
+    VALUE(JATTN_ERROR_BACKEND_UNAVAILABLE);
+    VALUE(JATTN_ERROR_WORKSPACE_TOO_SMALL);
+    VALUE(JATTN_ERROR_OUT_OF_MEMORY);
+    VALUE(JATTN_ERROR_CUDA);
+    VALUE(JATTN_ERROR_TRANSPORT);
+    VALUE(JATTN_STATUS_COUNT);
+    VALUE(JATTN_DTYPE_F32);
+    VALUE(JATTN_DTYPE_BF16);
+    VALUE(JATTN_DTYPE_F16);
+    VALUE(JATTN_BACKEND_AUTO);
+    VALUE(JATTN_BACKEND_REF);
+    VALUE(JATTN_BACKEND_CPU);
+    VALUE(JATTN_BACKEND_CUDA);
+    VALUE(JATTN_BACKEND_COUNT);
+    VALUE(JATTN_PRECISION_F32);
+    VALUE(JATTN_PRECISION_TF32);
+    VALUE(JATTN_MEMORY_HOST);
+    VALUE(JATTN_MEMORY_DEVICE);
+    VALUE(JATTN_VERSION_MAJOR);
+    VALUE(JATTN_VERSION_MINOR);
+    VALUE(JATTN_VERSION_PATCH);
+    VALUE(JATTN_VERSION_NUMBER);
+    return 0;
+}

@@ -1,0 +1,92 @@
+//! Safe Rust bindings of **jattn**: exact float32 multi-head attention for diffusion
+//! transformers (FLUX-style joint attention over text + image tokens) on CPUs (AVX-512, AVX2,
+//! NEON; OpenMP threads) and NVIDIA GPUs.
+//!
+//! For every batch b and head h (non-causal: every query sees every key):
+//!
+//! ```text
+//! S[i,j]     = scale * Σ_d q[b,h,i,d] k[b,h,j,d]          scale = 1/sqrt(D) unless set
+//! out[i,:]   = softmax(S[i,:]) · v[b,h,:,:]
+//! lse[b,h,i] = log Σ_j exp(S[i,j])                         (optional output)
+//! ```
+//!
+//! with the float32 accuracy contract of the C library on every backend: rel_l2 <= 2e-6,
+//! max_abs <= 1e-5 · max(1, max|ref|) and cosine >= 0.99999 against a float64 evaluation.
+//!
+//! # The FLUX call
+//!
+//! ```
+//! use jattn::{Exec, Problem, Tensor};
+//! // q, k, v head-major [H, S, D] after RoPE; out token-major [S, H*D].
+//! let problem = Problem::flux(1, 24, 1536, 1536, 128);
+//! # let n = problem.required_len(Tensor::Q)?;
+//! # let (q, k, v) = (vec![0.1f32; n], vec![0.2f32; n], vec![0.3f32; n]);
+//! let mut out = vec![0.0f32; problem.required_len(Tensor::Out)?];
+//! jattn::forward(&problem, &Exec::default(), &q, &k, &v, &mut out, None)?;
+//! # Ok::<(), jattn::Error>(())
+//! ```
+//!
+//! * [`Problem`] describes the call: [`Problem::flux`] and `with_*` for other [`Layout`]s
+//!   (head-major, token-major, explicit [`Strides`]: padded rows, fused QKV views) and the scale.
+//! * [`Exec`] says how it runs ([`Backend`], [`Precision`], threads); [`select`] says which
+//!   backend and kernel would run it.
+//! * [`forward`] computes it on host slices; [`forward_padded`] with [`KeyPadding`] (key
+//!   lengths, a boolean mask); a [`Context`] keeps buffers between calls.
+//! * [`forward_device`] (`unsafe`) runs on CUDA device pointers and a stream.
+//!
+//! # Safety of the host path
+//!
+//! No safe call can make the library read or write out of bounds: before the C call, every
+//! slice is checked against the extent its strides address (`1 + Σ (extent − 1) · stride`,
+//! overflow-checked, [`Problem::required_len`]); the C library validates the rest (dimensions,
+//! scale, strides that overlap, backend limits). `out` and `lse` are exclusive borrows, so
+//! they cannot alias the inputs. Bad input is an [`Error`] — with the library's [`Status`] and
+//! its message — never a panic.
+//!
+//! # Linking
+//!
+//! `jattn-sys` builds libjattn from the C sources with CMake and links it statically (CUDA
+//! backend included when `nvcc` is found); the feature `system` links an installed libjattn
+//! found by `pkg-config` instead.
+#![deny(missing_docs, unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
+// No panic on any input: no unwrap, no indexing, no unchecked arithmetic.
+#![deny(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing,
+    clippy::arithmetic_side_effects,
+    clippy::unreachable,
+    clippy::todo,
+    clippy::unimplemented
+)]
+
+mod call;
+mod device;
+mod error;
+mod exec;
+mod padding;
+mod problem;
+
+pub use call::{Context, forward, forward_padded};
+pub use device::{DeviceKeyPadding, DeviceTensors, DeviceWorkspace, device_workspace_size, forward_device, select_device};
+pub use error::{Error, Status};
+pub use exec::{Backend, Exec, Precision, Selection, select};
+pub use padding::{KeyPadding, MaskElement};
+pub use problem::{Layout, Problem, Strides, Tensor};
+
+/// The raw C API (`jattn-sys`), for what the safe API does not cover.
+pub use jattn_sys as sys;
+
+/// The version of the linked library, e.g. `"0.2.0"` (`jattn_version_string`).
+pub fn version() -> &'static str {
+    // SAFETY: no arguments; the result is a static string.
+    error::static_str(unsafe { sys::jattn_version_string() })
+}
+
+/// The version of the linked library as major · 10000 + minor · 100 + patch
+/// (`jattn_version_number`).
+pub fn version_number() -> u32 {
+    // SAFETY: no arguments.
+    unsafe { sys::jattn_version_number() }
+}

@@ -1,0 +1,345 @@
+//! What the tests and the example share: random inputs (a seeded xoshiro256**, the four input
+//! distributions of DESIGN.md §2), the float64 reference attention written in Rust, and the
+//! error metrics with the f32 gate.
+//!
+//! Inputs are fresh on every run: the seed is printed once per test binary and
+//! `JATTN_TEST_SEED=<n>` replays it.
+#![allow(dead_code)] // each test binary uses its own part of this module
+
+use std::sync::OnceLock;
+
+use jattn::{Problem, Tensor};
+
+// ---- random numbers --------------------------------------------------------------------------
+
+/// xoshiro256**, seeded through splitmix64.
+#[derive(Clone, Debug)]
+pub struct Rng {
+    s: [u64; 4],
+}
+
+fn splitmix(x: &mut u64) -> u64 {
+    *x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut z = *x;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+impl Rng {
+    pub fn new(mut seed: u64) -> Rng {
+        Rng { s: [splitmix(&mut seed), splitmix(&mut seed), splitmix(&mut seed), splitmix(&mut seed)] }
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        let s = &mut self.s;
+        let result = s[1].wrapping_mul(5).rotate_left(7).wrapping_mul(9);
+        let t = s[1] << 17;
+        s[2] ^= s[0];
+        s[3] ^= s[1];
+        s[1] ^= s[2];
+        s[0] ^= s[3];
+        s[2] ^= t;
+        s[3] = s[3].rotate_left(45);
+        result
+    }
+
+    /// Uniform in [0, 1).
+    pub fn uniform(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 * (1.0 / 9_007_199_254_740_992.0)
+    }
+
+    /// Standard normal (Box-Muller).
+    pub fn normal(&mut self) -> f64 {
+        let (u, v) = (self.uniform(), self.uniform());
+        (-2.0 * (1.0 - u).ln()).sqrt() * (2.0 * std::f64::consts::PI * v).cos()
+    }
+
+    /// Uniform integer in lo..=hi.
+    pub fn range(&mut self, lo: usize, hi: usize) -> usize {
+        lo + (self.next_u64() % (hi - lo + 1) as u64) as usize
+    }
+}
+
+/// The run's seed: `JATTN_TEST_SEED`, or one drawn from the clock; printed once.
+pub fn base_seed() -> u64 {
+    static SEED: OnceLock<u64> = OnceLock::new();
+    *SEED.get_or_init(|| {
+        let seed = match std::env::var("JATTN_TEST_SEED") {
+            Ok(s) => s.trim().parse().unwrap_or_else(|_| panic!("JATTN_TEST_SEED={s:?} is not a u64")),
+            Err(_) => {
+                let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+                let mut x = t.as_nanos() as u64 ^ u64::from(std::process::id()) << 32;
+                splitmix(&mut x)
+            }
+        };
+        note(&format!("seed {seed} (replay: JATTN_TEST_SEED={seed})"));
+        seed
+    })
+}
+
+/// A line on stderr that the test harness does not capture: shown in every run (the seed, a
+/// skipped check), not only when a test fails.
+pub fn note(line: &str) {
+    use std::io::Write;
+    let exe = std::env::current_exe().ok();
+    let name = exe.as_ref().and_then(|p| p.file_stem()).and_then(|s| s.to_str()).unwrap_or("test");
+    let name = name.rsplit_once('-').map_or(name, |(n, _hash)| n);
+    let _ = writeln!(std::io::stderr(), "{name}: {line}");
+}
+
+/// A generator for one test: the run's seed mixed with the test's name, so each test's inputs
+/// depend on the seed alone, whatever runs beside it.
+pub fn rng_for(test: &str) -> Rng {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325; // FNV-1a
+    for b in test.bytes() {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    Rng::new(base_seed() ^ h)
+}
+
+// ---- inputs ----------------------------------------------------------------------------------
+
+/// The input distributions of DESIGN.md §2.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dist {
+    /// Uniform [-1, 1].
+    Uniform,
+    /// Standard normal.
+    Normal,
+    /// q and k normal, scaled so the logits have a standard deviation near 8 (sharp attention).
+    Peaky,
+    /// Uniform with |x| up to 1e3 (an unstabilised exp overflows), the scale set so the
+    /// logits' standard deviation is near 8.
+    Large,
+}
+
+impl Dist {
+    pub const ALL: [Dist; 4] = [Dist::Uniform, Dist::Normal, Dist::Peaky, Dist::Large];
+}
+
+/// `n` values of `dist` for q/k (`qk`) or v.
+pub fn draw(rng: &mut Rng, dist: Dist, qk: bool, n: usize) -> Vec<f32> {
+    (0..n)
+        .map(|_| match dist {
+            Dist::Uniform => (2.0 * rng.uniform() - 1.0) as f32,
+            Dist::Normal => rng.normal() as f32,
+            Dist::Peaky if qk => (8f64.sqrt() * rng.normal()) as f32,
+            Dist::Peaky => rng.normal() as f32,
+            Dist::Large => (1e3 * (2.0 * rng.uniform() - 1.0)) as f32,
+        })
+        .collect()
+}
+
+/// The problem as `dist` wants it: `Large` sets the scale that keeps its logits' spread near 8
+/// (uniform(-A, A) has variance A²/3: logit std = scale · sqrt(D) · A²/3).
+pub fn problem_for(problem: Problem, dist: Dist) -> Problem {
+    match dist {
+        Dist::Large => problem.with_scale((8.0 / ((problem.head_dim() as f64).sqrt() * 1e6 / 3.0)) as f32),
+        _ => problem,
+    }
+}
+
+/// Random q, k, v for `problem` (each as long as its strides address, plus `extra`), all
+/// drawn from `dist`.
+pub fn inputs(problem: &Problem, dist: Dist, rng: &mut Rng) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
+    let len = |t| problem.required_len(t).expect("extent");
+    (draw(rng, dist, true, len(Tensor::Q)), draw(rng, dist, true, len(Tensor::K)), draw(rng, dist, false, len(Tensor::V)))
+}
+
+/// A NaN with a payload no computation makes: what "never written" looks like.
+pub const POISON: f32 = f32::from_bits(0x7fc0_dead);
+
+pub fn poisoned(n: usize) -> Vec<f32> {
+    vec![POISON; n]
+}
+
+pub fn is_poison(x: f32) -> bool {
+    x.to_bits() == POISON.to_bits()
+}
+
+// ---- the float64 reference -------------------------------------------------------------------
+
+/// Element offset of (b, h, i, d) of `tensor` at the problem's strides.
+pub fn offset(problem: &Problem, tensor: Tensor, b: usize, h: usize, i: usize, d: usize) -> usize {
+    let s = problem.strides(tensor).expect("strides");
+    b * s.batch + h * s.head + i * s.token + d
+}
+
+/// The scale the library uses: the problem's, or 1/sqrt(D) rounded to float32 as the C API does.
+pub fn scale_of(problem: &Problem) -> f64 {
+    match problem.scale() {
+        Some(s) if s > 0.0 => f64::from(s),
+        _ => f64::from((1.0 / (problem.head_dim() as f64).sqrt()) as f32),
+    }
+}
+
+/// One query row of the reference, in float64: out row i of (b, h) into `out` (D values), and
+/// its lse. Keys with `attends(b, j)` false are left out; with none left, out is 0 and lse -inf.
+pub fn reference_row(
+    problem: &Problem,
+    (q, k, v): (&[f32], &[f32], &[f32]),
+    (b, h, i): (usize, usize, usize),
+    attends: &dyn Fn(usize, usize) -> bool,
+    out: &mut [f64],
+) -> f64 {
+    let d_len = problem.head_dim();
+    let scale = scale_of(problem);
+    let qi = &q[offset(problem, Tensor::Q, b, h, i, 0)..][..d_len];
+    let keys: Vec<usize> = (0..problem.seq_kv()).filter(|&j| attends(b, j)).collect();
+    out.iter_mut().for_each(|o| *o = 0.0);
+    if keys.is_empty() {
+        return f64::NEG_INFINITY;
+    }
+    let scores: Vec<f64> = keys
+        .iter()
+        .map(|&j| {
+            let kj = &k[offset(problem, Tensor::K, b, h, j, 0)..][..d_len];
+            scale * qi.iter().zip(kj).map(|(&a, &c)| f64::from(a) * f64::from(c)).sum::<f64>()
+        })
+        .collect();
+    let max = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let mut sum = 0.0;
+    for (&j, &s) in keys.iter().zip(&scores) {
+        let p = (s - max).exp();
+        sum += p;
+        let vj = &v[offset(problem, Tensor::V, b, h, j, 0)..][..d_len];
+        for (o, &x) in out.iter_mut().zip(vj) {
+            *o += p * f64::from(x);
+        }
+    }
+    out.iter_mut().for_each(|o| *o /= sum);
+    max + sum.ln()
+}
+
+/// The whole reference: out dense `[B, H, Sq, D]` and lse `[B, H, Sq]`, in float64.
+pub fn reference(
+    problem: &Problem,
+    q: &[f32],
+    k: &[f32],
+    v: &[f32],
+    attends: &dyn Fn(usize, usize) -> bool,
+) -> (Vec<f64>, Vec<f64>) {
+    let (bn, hn, sq, dn) = (problem.batch(), problem.heads(), problem.seq_q(), problem.head_dim());
+    let mut out = vec![0.0; bn * hn * sq * dn];
+    let mut lse = vec![0.0; bn * hn * sq];
+    for b in 0..bn {
+        for h in 0..hn {
+            for i in 0..sq {
+                let row = ((b * hn + h) * sq + i) * dn;
+                lse[(b * hn + h) * sq + i] = reference_row(problem, (q, k, v), (b, h, i), attends, &mut out[row..row + dn]);
+            }
+        }
+    }
+    (out, lse)
+}
+
+pub fn attends_all(_: usize, _: usize) -> bool {
+    true
+}
+
+// ---- metrics and the gate --------------------------------------------------------------------
+
+/// Errors of an output against the reference (DESIGN.md §2).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Metrics {
+    pub rel_l2: f64,
+    pub max_abs: f64,
+    pub cos: f64,
+    pub max_ref: f64,
+    pub not_finite: usize,
+}
+
+impl Metrics {
+    pub fn of(got: impl IntoIterator<Item = f32>, want: impl IntoIterator<Item = f64>) -> Metrics {
+        let (mut diff2, mut ref2, mut got2, mut dot) = (0.0f64, 0.0f64, 0.0f64, 0.0f64);
+        let mut m = Metrics::default();
+        for (g, w) in got.into_iter().zip(want) {
+            let g = f64::from(g);
+            if !g.is_finite() {
+                m.not_finite += 1;
+                continue;
+            }
+            diff2 += (g - w) * (g - w);
+            ref2 += w * w;
+            got2 += g * g;
+            dot += g * w;
+            m.max_abs = m.max_abs.max((g - w).abs());
+            m.max_ref = m.max_ref.max(w.abs());
+        }
+        m.rel_l2 = if ref2 > 0.0 { (diff2 / ref2).sqrt() } else { diff2.sqrt() };
+        m.cos = match (ref2 > 0.0, got2 > 0.0) {
+            (true, true) => dot / (ref2.sqrt() * got2.sqrt()),
+            (false, false) => 1.0,
+            _ => 0.0,
+        };
+        m
+    }
+
+    /// The f32 gate: rel_l2 <= 2e-6, max_abs <= 1e-5 · max(1, max|ref|), cos >= 0.99999, and
+    /// every element finite.
+    pub fn passes_f32(&self) -> bool {
+        self.not_finite == 0
+            && self.rel_l2 <= 2e-6
+            && self.max_abs <= 1e-5 * self.max_ref.max(1.0)
+            && self.cos >= 0.99999
+    }
+}
+
+impl std::fmt::Display for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "rel_l2 {:.2e} max_abs {:.2e} (max|ref| {:.3}) cos {:.7}{}",
+            self.rel_l2,
+            self.max_abs,
+            self.max_ref,
+            self.cos,
+            if self.not_finite > 0 { format!(" NOT FINITE {}", self.not_finite) } else { String::new() }
+        )
+    }
+}
+
+/// The output at its strides, gathered in the reference's dense order.
+pub fn gather_out(problem: &Problem, out: &[f32]) -> Vec<f32> {
+    let mut dense = Vec::with_capacity(problem.batch() * problem.heads() * problem.seq_q() * problem.head_dim());
+    for b in 0..problem.batch() {
+        for h in 0..problem.heads() {
+            for i in 0..problem.seq_q() {
+                let at = offset(problem, Tensor::Out, b, h, i, 0);
+                dense.extend_from_slice(&out[at..at + problem.head_dim()]);
+            }
+        }
+    }
+    dense
+}
+
+/// The lse gate: |lse − ref| <= 1e-5 · max(1, |ref|), and -inf exactly where the reference is.
+pub fn lse_passes(got: &[f32], want: &[f64]) -> Result<(), String> {
+    for (n, (&g, &w)) in got.iter().zip(want).enumerate() {
+        let ok = if w == f64::NEG_INFINITY {
+            g == f32::NEG_INFINITY
+        } else {
+            (f64::from(g) - w).abs() <= 1e-5 * w.abs().max(1.0)
+        };
+        if !ok {
+            return Err(format!("lse[{n}] = {g}, reference {w}"));
+        }
+    }
+    Ok(())
+}
+
+/// Every element of `buf` that no tensor element of `problem`'s out addresses is still poison
+/// (the call wrote only inside its output).
+pub fn only_out_written(problem: &Problem, buf: &[f32]) -> bool {
+    let mut addressed = vec![false; buf.len()];
+    for b in 0..problem.batch() {
+        for h in 0..problem.heads() {
+            for i in 0..problem.seq_q() {
+                let at = offset(problem, Tensor::Out, b, h, i, 0);
+                addressed[at..at + problem.head_dim()].iter_mut().for_each(|a| *a = true);
+            }
+        }
+    }
+    buf.iter().zip(&addressed).all(|(&x, &a)| a || is_poison(x))
+}
