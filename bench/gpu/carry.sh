@@ -2,7 +2,8 @@
 # Builds, on the development machine, what bench/gpu/run.sh runs on the GPU machine, into
 # .carry/ (git-ignored), so that the GPU machine's time goes to running, not compiling:
 #   .carry/build/   tests/ (the ctest executables), tools/jattn, jattn_gpu_bench, sanitize_small,
-#                   accuracy_tail (the layout run.sh expects with BUILD=.carry/build)
+#                   accuracy_tail (the layout run.sh expects with BUILD=.carry/build); CARRY_TESTS and
+#                   CARRY_TOOLS choose which
 #   .carry/lib/     libcudart.so.13 and libgomp.so.1 (LD_LIBRARY_PATH=.carry/lib there)
 #   .carry/base/    jattn_gpu_bench of REV (an older commit) for run.sh's ab step, when REV is given
 # usage: bench/gpu/carry.sh [REV]        then, on the GPU machine, from the repository root:
@@ -30,15 +31,21 @@ bench_binaries() {
   fi
 }
 
-cmake -S . -B build-carry -DJATTN_CUDA=ON -DCMAKE_BUILD_TYPE=Release >/dev/null
+# Without MPI and NCCL: the GPU machine has neither Debian's libmpi nor a system libnccl (the
+# parallel layer's GPU test, test_sp_device, runs its ranks in one process without them).
+cmake -S . -B build-carry -DJATTN_CUDA=ON -DJATTN_MPI=OFF -DJATTN_NCCL=OFF -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build-carry -j "$JOBS" >/dev/null
 bench_binaries build-carry .
 rm -rf .carry/build .carry/lib
 mkdir -p .carry/build/tests .carry/build/tools .carry/lib
 # the GPU tests only: every executable holds the whole library (~5 MB), and a call carries 64 MiB
-for t in test_parity test_padding test_cuda_device test_edges; do cp build-carry/tests/$t .carry/build/tests/; done
+# (CARRY_TESTS and CARRY_TOOLS narrow them further)
+for t in ${CARRY_TESTS:-test_parity test_padding test_cuda_device test_edges test_sp_device test_sp_threads}; do
+  [ -f build-carry/tests/$t ] && cp build-carry/tests/$t .carry/build/tests/
+done
 cp build-carry/tools/jattn .carry/build/tools/
-cp build-carry/jattn_gpu_bench build-carry/sanitize_small build-carry/accuracy_tail .carry/build/
+for t in ${CARRY_TOOLS:-jattn_gpu_bench sanitize_small accuracy_tail}; do cp build-carry/$t .carry/build/; done
+strip .carry/build/tests/* .carry/build/tools/jattn .carry/build/jattn_gpu_bench
 cp -L "$CUDA_HOME"/lib64/libcudart.so.13 .carry/lib/
 cp -L "$(gcc -print-file-name=libgomp.so.1)" .carry/lib/
 
@@ -50,6 +57,7 @@ if [ -n "${1:-}" ]; then
   cmake --build build-carry-base -j "$JOBS" --target jattn_static >/dev/null
   bench_binaries build-carry-base build-carry-base/src
   cp build-carry-base/jattn_gpu_bench .carry/base/
+  strip .carry/base/jattn_gpu_bench
   echo "base: $(git rev-parse --short "$1")"
 fi
 du -sh .carry
