@@ -57,7 +57,7 @@ def reference(
     ``key_mask`` ([B or 1, Skv] or [Skv], True = attend): rows with no key give 0 and lse -inf."""
     qd, kd, vd = (to_bhsd(np.asarray(x, dtype=np.float64), layout) for x in (q, k, v))
     d = qd.shape[-1]
-    s = np.einsum("...id,...jd->...ij", qd, kd) * (1.0 / math.sqrt(d) if scale is None else float(scale))
+    s = (qd @ np.swapaxes(kd, -1, -2)) * (1.0 / math.sqrt(d) if scale is None else float(scale))
     if key_mask is not None:
         m = np.asarray(key_mask, dtype=bool)
         m = m.reshape(m.shape[:-1] + (1, 1, m.shape[-1])) if m.ndim == 2 else m  # [B,1,1,Skv]

@@ -7,16 +7,15 @@ from __future__ import annotations
 
 import warnings
 
-import numpy as np
 import pytest
 import torch
-import torch.nn.functional as F
 
 import jattn
 from jattn_testing import assert_gate, reference
 
 pytest.importorskip("diffusers")
 from diffusers.models.attention_dispatch import _AttentionBackendRegistry, dispatch_attention_fn  # noqa: E402
+from flux2_testing import flux2_accuracy, flux2_inputs, small_flux2  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -205,86 +204,14 @@ def test_key_masks_on_the_cpu_backend(seed):
 # ---- a small random-weight FLUX.2 transformer ----------------------------------------------
 
 
-def flux2_inputs(seed, image_tokens, text_tokens, dtype=torch.float32, device="cpu"):
-    g = torch.Generator().manual_seed(seed)
-    side = int(round(image_tokens**0.5))
-    img_ids = torch.zeros(image_tokens, 4)
-    img_ids[:, 1] = torch.arange(image_tokens) // side
-    img_ids[:, 2] = torch.arange(image_tokens) % side
-    txt_ids = torch.zeros(text_tokens, 4)
-    txt_ids[:, 3] = torch.arange(text_tokens)
-    return {
-        "hidden_states": torch.randn(1, image_tokens, 64, generator=g).to(device, dtype),
-        "encoder_hidden_states": torch.randn(1, text_tokens, 256, generator=g).to(device, dtype),
-        "timestep": torch.tensor([0.6], device=device, dtype=dtype),
-        "guidance": torch.tensor([3.5], device=device, dtype=dtype),
-        "img_ids": img_ids.to(device),
-        "txt_ids": txt_ids.to(device),
-        "return_dict": False,
-    }
-
-
-def small_flux2(seed, mlp_ratio=1.0):
-    """FLUX.2's transformer with random weights: 24 heads of 128, one double and one single block."""
-    from diffusers import Flux2Transformer2DModel
-
-    torch.manual_seed(seed)
-    return Flux2Transformer2DModel(num_layers=1, num_single_layers=1, num_attention_heads=24, attention_head_dim=128,
-                                   in_channels=64, joint_attention_dim=256, timestep_guidance_channels=256,
-                                   mlp_ratio=mlp_ratio).eval()  # fmt: skip
-
-
-class Float32Attention:
-    """Puts an attention function into the active registry entry of a float64 model: q, k, v
-    rounded to float32, attended in float32 by jattn or by SDPA, the output back in float64."""
-
-    def __init__(self, how: str) -> None:
-        self.how = how
-
-    def __call__(self, query, key, value, **kwargs):
-        q, k, v = (t.float() for t in (query, key, value))
-        if self.how == "jattn":
-            out = jattn.attention(q, k, v, layout="bshd")
-        else:
-            out = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)).transpose(1, 2)
-        return out.double()
-
-    def __enter__(self):
-        self.name = _AttentionBackendRegistry._active_backend
-        self.original = _AttentionBackendRegistry._backends[self.name]
-        _AttentionBackendRegistry._backends[self.name] = self
-        return self
-
-    def __exit__(self, *exc):
-        _AttentionBackendRegistry._backends[self.name] = self.original
-
-
-def relative_l2(out, ref) -> float:
-    return float((out.double() - ref).norm() / ref.norm())
-
-
 def test_flux2_transformer_through_jattn_is_as_close_to_float64_as_sdpa(seed):
-    model = small_flux2(seed)
-    inputs = flux2_inputs(seed, 256, 64)
-    with torch.no_grad():
-        sdpa = model(**inputs)[0]
-        with jattn.diffusers.enabled():
-            routed = model(**inputs)[0]
-        assert jattn.diffusers.counts() == {"jattn": 2}  # the double and the single block
-        model.double()
-        inputs64 = {k: v.double() if torch.is_tensor(v) and v.is_floating_point() else v for k, v in inputs.items()}
-        exact = model(**inputs64)[0]
-        # The float32 forwards: both within the f32 gate of the float64 one. Their distance to it
-        # (about 3e-7) is mostly the float32 rounding of the linear layers, common to both.
-        m_jattn = assert_gate(routed.numpy(), exact.numpy(), what="FLUX.2 forward through jattn")
-        m_sdpa = assert_gate(sdpa.numpy(), exact.numpy(), what="FLUX.2 forward through SDPA")
-        # The same float64 model with only its attention in float32: jattn's forward must be at
-        # least as close to the float64 forward as SDPA's.
-        with Float32Attention("jattn"):
-            with_jattn = model(**inputs64)[0]
-        with Float32Attention("sdpa"):
-            with_sdpa = model(**inputs64)[0]
-    e_jattn, e_sdpa = relative_l2(with_jattn, exact), relative_l2(with_sdpa, exact)
-    print(f"FLUX.2 256+64 tokens: float32 forward rel_l2 jattn {m_jattn['rel_l2']:.3e} sdpa {m_sdpa['rel_l2']:.3e}; "
-          f"float32 attention in the float64 forward: jattn {e_jattn:.3e} sdpa {e_sdpa:.3e}")  # fmt: skip
-    assert e_jattn <= e_sdpa, (e_jattn, e_sdpa)
+    result = flux2_accuracy(small_flux2(seed), flux2_inputs(seed, 256, 64))
+    print("FLUX.2 CPU, 256+64 tokens:", {k: v for k, v in result.items() if not isinstance(v, tuple)})
+    assert result["jattn_calls"] == 2  # the double and the single block went through jattn
+    # Both float32 forwards within the f32 gate of the float64 one; their distance to it (about
+    # 3e-7) is mostly the float32 rounding of the linear layers, common to both.
+    assert_gate(*result["float32_jattn"], what="FLUX.2 forward through jattn")
+    assert_gate(*result["float32_sdpa"], what="FLUX.2 forward through SDPA")
+    # The same float64 model with only its attention in float32: jattn's forward at least as
+    # close to the float64 forward as SDPA's.
+    assert result["attention_only_jattn"] <= result["attention_only_sdpa"], result
