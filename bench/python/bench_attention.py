@@ -7,15 +7,17 @@ Three measurements, each a median of repeats, PyTorch measured in the same run:
    on the FLUX shapes (B=1, H=24, D=128, float32, head-major), with each one's error against a
    float64 evaluation of the same inputs. CPU: all cores for both (jattn threads=0,
    torch.set_num_threads(cores)); GPU: CUDA events.
-2. overhead: the Python layer's time per call over a bare ctypes call of jattn_forward on the
+2. upcast: bf16 q, k, v through SDPA in bf16 beside what ``jattn.diffusers.enabled(upcast=True)``
+   does with them (cast to float32, jattn, cast back), and the casts' share of that.
+3. overhead: the Python layer's time per call over a bare ctypes call of jattn_forward on the
    same problem (a tiny shape, so the call itself is short); on the GPU, the host time to
    enqueue a call.
-3. FLUX.2: diffusers' Flux2Transformer2DModel forward (random weights, 24 heads of 128) with
+4. FLUX.2: diffusers' Flux2Transformer2DModel forward (random weights, 24 heads of 128) with
    diffusers' SDPA and with jattn.diffusers.enabled(): float32, and bf16 with upcast=True
    beside bf16 SDPA; the float32 forwards' rel_l2 against the float64 forward where asked.
 
 usage: bench_attention.py [--device cpu|cuda] [--seqs 1536,4608] [--flux-tokens 1024+512,4096+512]
-                          [--flux-blocks 1,1] [--flux-f64] [--reps N] [--skip attention,overhead,flux]
+                          [--flux-blocks 1,1] [--flux-f64] [--reps N] [--skip attention,upcast,overhead,flux]
                           [--json FILE]
 Prints a markdown report; the tables come last.
 """
@@ -84,6 +86,25 @@ def attention_rows(device: str, seqs, reps: int):
                      "kernel": jattn.select(q, k, v).kernel, "jattn_ms": t_j * 1e3, "torch_ms": t_t * 1e3,
                      "jattn_tflops": flops / t_j / 1e12, "torch_tflops": flops / t_t / 1e12, "speedup": t_t / t_j,
                      "jattn_rel_l2": e_j, "torch_rel_l2": e_t})  # fmt: skip
+    return rows
+
+
+def upcast_rows(device: str, seqs, reps: int):
+    """bf16 q, k, v at (1, 24, S, 128): SDPA in bf16 beside what jattn.diffusers' upcast=True does
+    (cast to float32, jattn, cast back), and the float32 jattn call alone (the casts' share)."""
+    rows = []
+    gen = torch.Generator(device=device).manual_seed(3)
+    for s in seqs:
+        q, k, v = (torch.randn(1, 24, s, 128, device=device, generator=gen).bfloat16() for _ in range(3))
+        qf, kf, vf = q.float(), k.float(), v.float()
+        with torch.no_grad():
+            t_sdpa, t_upcast, t_f32 = median_times(
+                [lambda: F.scaled_dot_product_attention(q, k, v),
+                 lambda: jattn.attention(q.float(), k.float(), v.float()).to(torch.bfloat16),
+                 lambda: jattn.attention(qf, kf, vf)], reps, device)  # fmt: skip
+        rows.append({"what": "upcast", "device": device, "shape": f"(1,24,{s},128)", "sdpa_bf16_ms": t_sdpa * 1e3,
+                     "jattn_upcast_ms": t_upcast * 1e3, "jattn_f32_ms": t_f32 * 1e3,
+                     "casts_share": (t_upcast - t_f32) / t_upcast, "upcast_over_sdpa_bf16": t_upcast / t_sdpa})  # fmt: skip
     return rows
 
 
@@ -218,6 +239,14 @@ def markdown(rows) -> str:
                          f"{r['jattn_tflops']:.3f} | {r['torch_tflops']:.3f} | {r['speedup']:.2f}x | "
                          f"{r['jattn_rel_l2']:.2e} | {r['torch_rel_l2']:.2e} |")  # fmt: skip
         lines.append("")
+    up = [r for r in rows if r["what"] == "upcast"]
+    if up:
+        lines += ["| device | bf16 q, k, v | SDPA bf16 ms | jattn upcast ms (cast, f32 attention, cast back) | "
+                  "jattn f32 alone ms | the casts' share | upcast / SDPA bf16 |", "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]  # fmt: skip
+        for r in up:
+            lines.append(f"| {r['device']} | {r['shape']} | {r['sdpa_bf16_ms']:.2f} | {r['jattn_upcast_ms']:.2f} | "
+                         f"{r['jattn_f32_ms']:.2f} | {100 * r['casts_share']:.1f}% | {r['upcast_over_sdpa_bf16']:.2f}x |")  # fmt: skip
+        lines.append("")
     ovh = [r for r in rows if r["what"] == "overhead"]
     if ovh:
         lines += ["| device | call (1x1x8x16, 1 thread) | µs per call | Python layer over the bare call, µs |",
@@ -247,7 +276,7 @@ def main(argv=None) -> int:
     p.add_argument("--flux-blocks", default=None, help="double,single blocks (default: cpu 1,1; cuda 2,8)")
     p.add_argument("--flux-f64", action="store_true", help="also the float32 forwards' rel_l2 against float64")
     p.add_argument("--reps", type=int, default=None, help="repeats (default: cpu 5, cuda 20)")
-    p.add_argument("--skip", default="", help="comma list of attention, overhead, flux")
+    p.add_argument("--skip", default="", help="comma list of attention, upcast, overhead, flux")
     p.add_argument("--json", default=None, help="also write one JSON object per row to this file")
     a = p.parse_args(argv)
     cpu = a.device == "cpu"
@@ -269,6 +298,8 @@ def main(argv=None) -> int:
     rows = []
     if "attention" not in skip:
         rows += attention_rows(a.device, seqs, reps)
+    if "upcast" not in skip:
+        rows += upcast_rows(a.device, seqs, reps)
     if "overhead" not in skip:
         rows += overhead_rows(a.device)
     if "flux" not in skip:

@@ -201,6 +201,34 @@ def test_key_masks_on_the_cpu_backend(seed):
         assert len([w for w in caught if "key padding" in str(w.message)]) == 1
 
 
+def test_a_diffusers_model_compiles_fullgraph_through_the_switch(seed):
+    """torch.compile(fullgraph=True) traces the router: one graph with jattn's op in it, the
+    eager result, and the calls still counted on every run of the compiled model."""
+    from diffusers import Flux2Transformer2DModel
+
+    torch.manual_seed(seed)
+    model = Flux2Transformer2DModel(num_layers=1, num_single_layers=1, num_attention_heads=2, attention_head_dim=64,
+                                    in_channels=64, joint_attention_dim=256, timestep_guidance_channels=32,
+                                    axes_dims_rope=(16, 16, 16, 16)).eval()  # fmt: skip
+    inputs = flux2_inputs(seed, 64, 16)
+    targets = set()
+
+    def recording_backend(gm, example_inputs):
+        targets.update(str(n.target) for n in gm.graph.nodes if n.op == "call_function")
+        return gm.forward
+
+    torch._dynamo.reset()
+    with torch.no_grad(), jattn.diffusers.enabled():
+        eager = model(**inputs)[0]
+        compiled = torch.compile(model, fullgraph=True, backend=recording_backend)
+        jattn.diffusers.reset_counts()
+        first = compiled(**inputs)[0]
+        second = compiled(**inputs)[0]
+    assert any("jattn.attention" in t for t in targets), sorted(targets)[:20]
+    assert torch.equal(first, eager) and torch.equal(second, eager)
+    assert jattn.diffusers.counts() == {"jattn": 4}
+
+
 # ---- a small random-weight FLUX.2 transformer ----------------------------------------------
 
 
