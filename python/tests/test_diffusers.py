@@ -113,6 +113,10 @@ def test_grouped_query_attention_falls_back(seed):
         got = dispatch_attention_fn(q, k, v, enable_gqa=True)
     assert torch.equal(got, dispatch_attention_fn(q, k, v, enable_gqa=True))
     assert jattn.diffusers.counts() == {"fallback:gqa": 1}
+    with jattn.diffusers.enabled():  # enable_gqa with as many k/v heads as q heads: plain attention
+        same = dispatch_attention_fn(q, q, q, enable_gqa=True)
+    assert torch.equal(same, jattn.attention(q, q, q, layout="bshd"))
+    assert jattn.diffusers.counts() == {"fallback:gqa": 1, "jattn": 1}
 
 
 def test_autograd_falls_back(seed):

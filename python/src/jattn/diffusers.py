@@ -131,9 +131,9 @@ def _unservable(kwargs: Dict[str, Any]) -> Optional[str]:
         if name not in _KNOWN_DEFAULTS:
             if value is not None:
                 return "arguments"
-        elif value != _KNOWN_DEFAULTS[name] and name != "scale":
-            return {"dropout_p": "dropout", "is_causal": "causal", "enable_gqa": "gqa",
-                    "return_lse": "return_lse", "_parallel_config": "context_parallel"}[name]  # fmt: skip
+        elif value != _KNOWN_DEFAULTS[name] and name not in ("scale", "enable_gqa"):  # GQA: by the shapes below
+            return {"dropout_p": "dropout", "is_causal": "causal", "return_lse": "return_lse",
+                    "_parallel_config": "context_parallel"}[name]  # fmt: skip
     q, k, v = kwargs["query"], kwargs["key"], kwargs["value"]
     if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
         return "shape"
