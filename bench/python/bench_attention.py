@@ -128,14 +128,15 @@ def overhead_rows(device: str, calls: int = 20000):
     forward = _clib.forward_padded
 
     def per_call(fn) -> float:
-        """Host seconds per call, the best of 21 batches. On the GPU a batch is short enough
-        (300 calls) not to fill the launch queue, and the device is idle at its start, so the
-        time is the host's: enqueueing, not the kernels."""
-        batch = 300 if on_device else calls // 21
+        """Host seconds per call, the best of many short batches (200 calls: about a millisecond,
+        so that some batches run without being preempted on a shared machine). On the GPU a
+        batch is short enough not to fill the launch queue, and the device is idle at its start,
+        so the time is the host's: enqueueing, not the kernels."""
+        batch = 200
         for _ in range(1000):
             fn()
         samples = []
-        for _ in range(21):
+        for _ in range(calls // batch):
             if on_device:
                 torch.cuda.synchronize()
             t = time.perf_counter()
