@@ -7,7 +7,9 @@
 #   FLUX.2 forward with and without jattn) -> tables LAST.
 # usage: bench/python/gpu_run.sh        OUT=dir for the outputs (default build-python-gpu/out):
 #        pytest.txt (the tests' report), bench.md (the bench report), bench.jsonl (its rows)
-# env:   JATTN_GPU_PY_STEPS="test bench" (default both)
+# env:   JATTN_GPU_PY_STEPS="test bench" (default both; one step a call when the two would not
+#        fit a 10-minute call)
+#        JATTN_TEST_TIMEOUT=seconds (default 320), JATTN_BENCH_TIMEOUT=seconds (default 200)
 #        JATTN_BENCH_ARGS="..." extra arguments for bench_attention.py
 set -u -o pipefail
 cd "$(dirname "$0")/../.."
@@ -36,7 +38,7 @@ for b in jattn.backends():
 
 if has test; then
   note "tests (python/tests: the GPU tests and the rest)"
-  timeout 330 python3 -m pytest -q -s -rs -p no:cacheprovider --durations=12 python/tests > "$OUT/pytest.txt" 2>&1
+  timeout "${JATTN_TEST_TIMEOUT:-320}" python3 -m pytest -q -s -rs -p no:cacheprovider --durations=12 python/tests > "$OUT/pytest.txt" 2>&1
   rc=$?
   [ $rc -eq 0 ] || status=1
   grep -E "^(FAILED|ERROR)" "$OUT/pytest.txt" | head -20
@@ -47,7 +49,7 @@ fi
 if has bench; then
   note "bench (bench_attention.py --device cuda)"
   # shellcheck disable=SC2086
-  timeout 240 python3 bench/python/bench_attention.py --device cuda --flux-f64 --json "$OUT/bench.jsonl" \
+  timeout "${JATTN_BENCH_TIMEOUT:-200}" python3 bench/python/bench_attention.py --device cuda --flux-f64 --json "$OUT/bench.jsonl" \
     ${JATTN_BENCH_ARGS:-} > "$OUT/bench.md" 2> "$OUT/bench.err"
   rc=$?
   [ $rc -eq 0 ] || { status=1; echo "bench rc=$rc"; tail -20 "$OUT/bench.err"; }
