@@ -27,6 +27,7 @@ run: build
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+	$(MAKE) --no-print-directory test-python
 	$(MAKE) --no-print-directory test-rust
 	$(SANITIZER_TESTS) asan
 	$(SANITIZER_TESTS) tsan
@@ -48,6 +49,24 @@ test-tsan:
 
 test-fuzz:
 	$(SANITIZER_TESTS) fuzz
+
+# test-python: the Python package (python/): a virtual environment made once in $(VENV) from
+# python/requirements-test.txt and reused; pip builds and installs ./python into it
+# (scikit-build-core, its CMake build kept in $(BUILD)-python, so a second run recompiles
+# nothing), then pytest runs python/tests (JATTN_CLI: the jattn command for the bitwise test).
+VENV ?= .venv
+PYTHON ?= python3
+.PHONY: test-python
+
+$(VENV)/.requirements-installed: python/requirements-test.txt
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r python/requirements-test.txt
+	touch $@
+
+test-python: build $(VENV)/.requirements-installed
+	CMAKE_BUILD_PARALLEL_LEVEL=$(JOBS) $(VENV)/bin/python -m pip install --quiet --disable-pip-version-check \
+	  --no-build-isolation --no-deps --force-reinstall --config-settings=build-dir=$(abspath $(BUILD))-python ./python
+	JATTN_CLI=$(abspath $(BUILD))/tools/jattn $(VENV)/bin/python -m pytest -q python/tests
 
 install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)

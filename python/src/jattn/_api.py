@@ -1,0 +1,197 @@
+"""The public calls: ``attention``, ``select`` and ``backends``.
+
+``attention`` takes torch tensors (CPU or CUDA) or numpy arrays and hands them to the matching
+front end (``_torch_impl``, ``_numpy_impl``). Under ``torch.compile`` (or any tracing that goes
+through the dispatcher: tensor subclasses, fake tensors) a torch call goes through the custom
+ops of ``_torch_op``; an eager call on plain tensors runs the implementation directly.
+"""
+
+from __future__ import annotations
+
+from ctypes import byref
+from typing import TYPE_CHECKING, List, NamedTuple, Optional, Tuple, Union
+
+from . import _clib, _exec, _problem
+from ._errors import error_from_status
+
+try:
+    import torch
+
+    from . import _torch_impl, _torch_op
+except ImportError:  # numpy only
+    torch = None  # type: ignore[assignment]
+
+try:
+    import numpy
+
+    from . import _numpy_impl
+except ImportError:  # torch only
+    numpy = None  # type: ignore[assignment]
+
+if TYPE_CHECKING:
+    import numpy as np
+    import torch as _torch_types
+
+    Array = Union[_torch_types.Tensor, np.ndarray]
+else:
+    Array = object
+
+
+class Selection(NamedTuple):
+    """What ``jattn.attention`` would run for a problem (``jattn_select``)."""
+
+    backend: str  #: the backend chosen: "ref", "cpu" or "cuda"
+    kernel: str  #: the kernel that runs, e.g. "cpu_flash_f32_avx512_12x32"
+    isa: str  #: its instruction set: "scalar", "avx512", "avx2", "neon", "generic", "sm_90a", ...
+    threads: int  #: CPU threads it would use (1 for GPU backends)
+
+
+class BackendInfo(NamedTuple):
+    """One backend of this build (``jattn.backends()``)."""
+
+    name: str  #: "ref", "cpu" or "cuda"
+    available: bool  #: whether it can run here (built in, and for cuda a usable GPU present)
+    detail: str  #: the kernel and instruction set it picks for a FLUX-sized head, or why it cannot run
+
+
+def _is_torch(x: object) -> bool:
+    return torch is not None and isinstance(x, torch.Tensor)
+
+
+def _is_numpy(x: object) -> bool:
+    return numpy is not None and isinstance(x, numpy.ndarray)
+
+
+def _needs_dispatcher(q: "torch.Tensor", k: "torch.Tensor", v: "torch.Tensor") -> bool:
+    """True under torch.compile / export, for tensor subclasses (fake, functional, ...) and meta tensors."""
+    plain = torch.Tensor
+    return (
+        type(q) is not plain or type(k) is not plain or type(v) is not plain or q.is_meta or torch.compiler.is_compiling()
+    )
+
+
+def _attention_through_ops(
+    q, k, v, layout, scale, backend, precision, threads, out, return_lse, key_padding_mask, kv_len
+):  # fmt: skip
+    _torch_impl.check_inputs(q, k, v, out)
+    _problem.check_layout(layout)
+    if out is None:
+        out, lse = torch.ops.jattn.attention(
+            q, k, v, layout, scale, backend, precision, threads, return_lse, key_padding_mask, kv_len
+        )
+        return (out, lse) if return_lse else out
+    lse = torch.empty(_torch_op.lse_shape(q, layout), dtype=torch.float32, device=q.device) if return_lse else None
+    torch.ops.jattn.attention_out(
+        q, k, v, out, lse, layout, scale, backend, precision, threads, key_padding_mask, kv_len
+    )
+    return (out, lse) if return_lse else out
+
+
+def attention(
+    q: Array,
+    k: Array,
+    v: Array,
+    *,
+    layout: str = "bhsd",
+    scale: Optional[float] = None,
+    backend: str = "auto",
+    precision: str = "f32",
+    threads: int = 0,
+    out: Optional[Array] = None,
+    return_lse: bool = False,
+    key_padding_mask: Optional[Array] = None,
+    kv_len: Optional[Array] = None,
+) -> Union[Array, Tuple[Array, Array]]:
+    """Exact float32 multi-head attention (non-causal): ``softmax(scale * q k^T) v`` per head.
+
+    Args:
+        q, k, v: float32 torch tensors (all on one CPU or CUDA device) or numpy arrays.
+            ``layout="bhsd"``: q ``[B, H, Sq, D]``, k and v ``[B, H, Skv, D]``;
+            ``layout="bshd"``: ``[B, S, H, D]`` (as diffusers and FlashAttention hold them).
+            3-d tensors drop ``B``. Any strides with the last dimension contiguous are read as
+            they are, without copies (views into a fused QKV projection ``[B, S, 3, H, D]`` too).
+            Nothing is cast: other dtypes raise ``ValueError``.
+        layout: ``"bhsd"`` or ``"bshd"``.
+        scale: the softmax scale; ``None`` means ``1/sqrt(D)``.
+        backend: ``"auto"`` (cuda for CUDA tensors, cpu for CPU tensors and numpy arrays),
+            ``"cpu"``, ``"cuda"`` or ``"ref"`` (the float64 reference; slow).
+        precision: ``"f32"`` (exact: rel_l2 <= 2e-6 against float64) or ``"tf32"`` (GPU, opt-in).
+        threads: CPU threads for the host backends; 0 = all cores.
+        out: optional output of q's shape, float32, on q's device, any strides with a contiguous
+            last dimension; written in place and returned. Nothing is written on failure.
+        return_lse: also return the log-sum-exp of each query row, float32 ``[B, H, Sq]``
+            (``[H, Sq]`` for 3-d inputs).
+        key_padding_mask: optional boolean (or uint8) key mask ``[B, Skv]``, ``[1, Skv]`` or
+            ``[Skv]``, True = attend, on q's device; read without a copy when its last dimension
+            is contiguous. A query row with no key attended gives 0 (lse ``-inf``).
+        kv_len: optional int64 ``[B]`` key lengths: batch b attends keys ``j < kv_len[b]``.
+
+    Returns:
+        The output, with q's layout (a new contiguous tensor or array, or ``out``); with
+        ``return_lse=True`` the pair ``(out, lse)``.
+
+    CUDA tensors run on torch's current stream of their own device, with a workspace from
+    torch's caching allocator: nothing is cudaMalloc'ed per call, and the call can be captured
+    in a CUDA graph. CPU tensors and numpy arrays run on the host with the GIL released.
+
+    Raises:
+        ValueError (``jattn.JattnValueError``): invalid shapes, layout, strides, scale, dtype or
+            devices. NotImplementedError (``jattn.JattnNotImplementedError``): the backend cannot
+            run this problem. RuntimeError (``jattn.JattnRuntimeError``): the backend is
+            unavailable or failed. Each carries ``status_name`` and the library's ``message``.
+    """
+    if _is_torch(q):
+        if _needs_dispatcher(q, k, v):
+            return _attention_through_ops(
+                q, k, v, layout, scale, backend, precision, threads, out, return_lse, key_padding_mask, kv_len
+            )
+        result, lse = _torch_impl.attention(
+            q, k, v, layout, scale, backend, precision, threads, out, None, return_lse, key_padding_mask, kv_len
+        )
+    elif _is_numpy(q):
+        result, lse = _numpy_impl.attention(
+            q, k, v, layout, scale, backend, precision, threads, out, return_lse, key_padding_mask, kv_len
+        )
+    else:
+        raise TypeError(f"jattn: q is a {type(q).__name__}; jattn.attention takes torch tensors or numpy arrays")
+    return (result, lse) if return_lse else result
+
+
+def select(
+    q: Array,
+    k: Array,
+    v: Array,
+    *,
+    layout: str = "bhsd",
+    scale: Optional[float] = None,
+    backend: str = "auto",
+    precision: str = "f32",
+    threads: int = 0,
+) -> Selection:
+    """Which backend and kernel ``jattn.attention`` would run for these inputs and options
+    (the same dispatch the call makes; nothing is computed). Raises as ``attention`` would when
+    no backend can run the problem."""
+    if _is_torch(q):
+        sel = _torch_impl.select(q, k, v, layout, scale, backend, precision, threads)
+    elif _is_numpy(q):
+        sel = _numpy_impl.select(q, k, v, layout, scale, backend, precision, threads)
+    else:
+        raise TypeError(f"jattn: q is a {type(q).__name__}; jattn.select takes torch tensors or numpy arrays")
+    return Selection(sel.backend_name.decode(), sel.kernel.decode(), sel.isa.decode(), sel.threads)
+
+
+def backends() -> List[BackendInfo]:
+    """The backends of this build: ref, cpu and cuda, each with whether it can run here and the
+    kernel it picks for a FLUX head (24 heads x 1536 tokens x 128), or the library's reason."""
+    problem = _clib.Problem(1, 24, 1536, 1536, 128, 0.0, _clib.JATTN_DTYPE_F32)
+    problem.q = problem.k = problem.v = problem.out = _problem.contiguous_out_strides("bhsd", 24, 1536, 128)
+    found = []
+    for name in ("ref", "cpu", "cuda"):
+        exec_ = _exec.make_exec(name, "f32", 0, name == "cuda")
+        sel = _clib.Selection()
+        status = _clib.select(byref(problem), byref(exec_), byref(sel))
+        if status == _clib.JATTN_OK:
+            found.append(BackendInfo(name, True, f"{sel.kernel.decode()} ({sel.isa.decode()})"))
+        else:
+            found.append(BackendInfo(name, False, str(error_from_status(status, _clib.last_error()))))
+    return found

@@ -1,0 +1,215 @@
+"""ctypes mirror of ``include/jattn.h``: the library, its structs, enums and calls.
+
+This module is the only place that knows the C ABI. The structs below follow the header field
+by field; ``python/tests/test_abi.py`` checks their sizes and offsets against the layout the C
+compiler measured when the package was built (``_lib/abi_layout.json``).
+
+Calls go through :class:`ctypes.CDLL`, which releases the GIL for the duration of each call.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import threading
+from ctypes import POINTER, Structure, byref, c_char_p, c_float, c_int, c_int64, c_size_t, c_uint, c_void_p
+
+LIB_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_lib")
+LIB_PATH = os.path.join(LIB_DIR, "libjattn.so")
+ABI_LAYOUT_PATH = os.path.join(LIB_DIR, "abi_layout.json")
+
+# ---- enums (jattn.h; the numbers are stable) -------------------------------------------------
+JATTN_OK = 0
+JATTN_ERROR_NULL_POINTER = 1
+JATTN_ERROR_INVALID_DIMENSION = 2
+JATTN_ERROR_OVERFLOW = 3
+JATTN_ERROR_INVALID_STRIDE = 4
+JATTN_ERROR_SELF_OVERLAP = 5
+JATTN_ERROR_ALIASING = 6
+JATTN_ERROR_INVALID_SCALE = 7
+JATTN_ERROR_INVALID_ARGUMENT = 8
+JATTN_ERROR_UNSUPPORTED = 9
+JATTN_ERROR_BACKEND_UNAVAILABLE = 10
+JATTN_ERROR_WORKSPACE_TOO_SMALL = 11
+JATTN_ERROR_OUT_OF_MEMORY = 12
+JATTN_ERROR_CUDA = 13
+JATTN_STATUS_COUNT = 14
+STATUS_NAMES = (
+    "JATTN_OK",
+    "JATTN_ERROR_NULL_POINTER",
+    "JATTN_ERROR_INVALID_DIMENSION",
+    "JATTN_ERROR_OVERFLOW",
+    "JATTN_ERROR_INVALID_STRIDE",
+    "JATTN_ERROR_SELF_OVERLAP",
+    "JATTN_ERROR_ALIASING",
+    "JATTN_ERROR_INVALID_SCALE",
+    "JATTN_ERROR_INVALID_ARGUMENT",
+    "JATTN_ERROR_UNSUPPORTED",
+    "JATTN_ERROR_BACKEND_UNAVAILABLE",
+    "JATTN_ERROR_WORKSPACE_TOO_SMALL",
+    "JATTN_ERROR_OUT_OF_MEMORY",
+    "JATTN_ERROR_CUDA",
+)  # jattn_status_name of each code, held here so that raising needs no C call (test_abi checks them)
+
+JATTN_DTYPE_F32 = 0
+
+JATTN_BACKEND_AUTO = 0
+JATTN_BACKEND_REF = 1
+JATTN_BACKEND_CPU = 2
+JATTN_BACKEND_CUDA = 3
+JATTN_BACKEND_COUNT = 4
+
+JATTN_PRECISION_F32 = 0
+JATTN_PRECISION_TF32 = 1
+
+JATTN_MEMORY_HOST = 0
+JATTN_MEMORY_DEVICE = 1
+
+BACKEND_IDS = {"auto": JATTN_BACKEND_AUTO, "ref": JATTN_BACKEND_REF, "cpu": JATTN_BACKEND_CPU, "cuda": JATTN_BACKEND_CUDA}
+PRECISION_IDS = {"f32": JATTN_PRECISION_F32, "tf32": JATTN_PRECISION_TF32}
+
+
+# ---- structs ---------------------------------------------------------------------------------
+class Strides(Structure):
+    """``jattn_strides``: element strides of (batch, head, token); head_dim is contiguous."""
+
+    _fields_ = [("batch", c_int64), ("head", c_int64), ("token", c_int64)]
+
+
+class Problem(Structure):
+    """``jattn_problem``: the dimensions, scale, element type and the four tensors' strides."""
+
+    _fields_ = [
+        ("batch", c_int64),
+        ("heads", c_int64),
+        ("seq_q", c_int64),
+        ("seq_kv", c_int64),
+        ("head_dim", c_int64),
+        ("scale", c_float),
+        ("dtype", c_int),
+        ("q", Strides),
+        ("k", Strides),
+        ("v", Strides),
+        ("out", Strides),
+    ]
+
+
+class Exec(Structure):
+    """``jattn_exec``: backend, precision, memory kind, threads, CUDA stream, workspace."""
+
+    _fields_ = [
+        ("backend", c_int),
+        ("precision", c_int),
+        ("memory", c_int),
+        ("threads", c_int),
+        ("cuda_stream", c_void_p),
+        ("workspace", c_void_p),
+        ("workspace_bytes", c_size_t),
+    ]
+
+
+class Selection(Structure):
+    """``jattn_selection``: what a backend would run for a problem (static strings)."""
+
+    _fields_ = [
+        ("backend", c_int),
+        ("backend_name", c_char_p),
+        ("kernel", c_char_p),
+        ("isa", c_char_p),
+        ("threads", c_int),
+    ]
+
+
+class KeyPadding(Structure):
+    """``jattn_key_padding``: per-batch key lengths and/or a boolean key mask (one byte a key)."""
+
+    _fields_ = [
+        ("kv_len", c_void_p),
+        ("mask", c_void_p),
+        ("mask_batch", c_int64),
+        ("mask_keys", c_int64),
+        ("mask_batch_stride", c_int64),
+    ]
+
+
+# ---- the library -----------------------------------------------------------------------------
+def _load() -> ctypes.CDLL:
+    if not os.path.exists(LIB_PATH):
+        raise ImportError(f"jattn: the C library is missing from the package ({LIB_PATH}); reinstall jattn")
+    return ctypes.CDLL(LIB_PATH)
+
+
+lib = _load()
+
+
+def _declare(name: str, restype, argtypes):
+    fn = getattr(lib, name)
+    fn.restype = restype
+    fn.argtypes = argtypes
+    return fn
+
+
+version_number = _declare("jattn_version_number", c_uint, [])
+_version_string = _declare("jattn_version_string", c_char_p, [])
+_status_name = _declare("jattn_status_name", c_char_p, [c_int])
+_last_error = _declare("jattn_last_error", c_char_p, [])
+backend_name = _declare("jattn_backend_name", c_char_p, [c_int])
+select = _declare("jattn_select", c_int, [POINTER(Problem), POINTER(Exec), POINTER(Selection)])
+workspace_size = _declare("jattn_workspace_size", c_int, [POINTER(Problem), POINTER(Exec), POINTER(c_size_t)])
+ctx_create = _declare("jattn_ctx_create", c_int, [POINTER(c_void_p)])
+ctx_free = _declare("jattn_ctx_free", None, [c_void_p])
+forward = _declare(
+    "jattn_forward", c_int, [c_void_p, POINTER(Problem), POINTER(Exec), c_void_p, c_void_p, c_void_p, c_void_p, c_void_p]
+)
+forward_padded = _declare(
+    "jattn_forward_padded",
+    c_int,
+    [c_void_p, POINTER(Problem), POINTER(Exec), c_void_p, c_void_p, c_void_p, POINTER(KeyPadding), c_void_p, c_void_p],
+)
+
+
+def version_string() -> str:
+    """The version of the C library actually loaded, e.g. ``"0.2.0"``."""
+    return _version_string().decode()
+
+
+def status_name(status: int) -> str:
+    """``jattn_status_name``: e.g. ``"JATTN_ERROR_ALIASING"``."""
+    return _status_name(status).decode()
+
+
+def last_error() -> str:
+    """``jattn_last_error``: this thread's message for its last failing call."""
+    return _last_error().decode(errors="replace")
+
+
+# ---- host contexts ---------------------------------------------------------------------------
+class HostContext:
+    """A ``jattn_ctx`` owned by one thread: grow-only buffers reused by that thread's calls."""
+
+    __slots__ = ("handle",)
+
+    def __init__(self) -> None:
+        handle = c_void_p()
+        status = ctx_create(byref(handle))
+        if status != JATTN_OK:
+            from ._errors import error_from_status
+
+            raise error_from_status(status, last_error())
+        self.handle = handle.value
+
+    def __del__(self) -> None:
+        handle, self.handle = getattr(self, "handle", None), None
+        if handle:
+            ctx_free(handle)
+
+
+_thread_state = threading.local()
+
+
+def thread_context() -> int:
+    """The calling thread's ``jattn_ctx`` (created on first use, freed with the thread)."""
+    ctx = getattr(_thread_state, "ctx", None)
+    if ctx is None:
+        ctx = _thread_state.ctx = HostContext()
+    return ctx.handle

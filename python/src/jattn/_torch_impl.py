@@ -1,0 +1,211 @@
+"""The torch front end: CPU and CUDA tensors to one jattn call.
+
+CUDA tensors run on torch's current stream of the tensors' own device (made the current device
+for the call when it is not), with device memory (``JATTN_MEMORY_DEVICE``) and a workspace from
+torch's caching allocator, so that nothing is allocated with cudaMalloc per call and the call can
+be captured in a CUDA graph. CPU tensors run on the host backends with the calling thread's
+``jattn_ctx``; the GIL is released during the C call (ctypes.CDLL).
+
+This module is the implementation behind both the eager fast path of ``jattn.attention`` and
+the ``jattn::attention`` custom op (``_torch_op.py``).
+"""
+
+from __future__ import annotations
+
+from ctypes import byref, c_size_t
+from typing import Optional, Tuple
+
+import torch
+
+from . import _clib, _exec, _problem
+from ._errors import invalid, raise_for_status
+
+_F32 = torch.float32
+_MASK_DTYPES = (torch.bool, torch.uint8)
+_DEVICE_TYPES = ("cpu", "cuda", "meta")  # meta: shapes only, through the fake implementations
+
+try:  # the raw cudaStream_t of the current stream, without building a torch.cuda.Stream
+    _raw_stream = torch._C._cuda_getCurrentRawStream  # type: ignore[attr-defined]
+except AttributeError:  # pragma: no cover - torch built without CUDA
+
+    def _raw_stream(index: int) -> int:
+        return torch.cuda.current_stream(index).cuda_stream
+
+
+def check_float32(name: str, t: object) -> torch.Tensor:
+    """Refuses anything but a float32 tensor, with a message that says so."""
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"jattn: {name} is a {type(t).__name__}; jattn.attention takes torch tensors or numpy arrays")
+    if t.dtype != _F32:
+        raise invalid(
+            _clib.JATTN_ERROR_INVALID_ARGUMENT,
+            f"{name}: dtype {t.dtype}; jattn takes float32 tensors (nothing is cast silently: pass "
+            f"{name}.float(), or use jattn.diffusers' upcast=True for bf16/fp16 models)",
+        )
+    return t
+
+
+def check_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: Optional[torch.Tensor]) -> torch.device:
+    """dtype, device and autograd checks shared by the eager path and the traced wrapper;
+    returns the tensors' device."""
+    if q.dtype is not _F32 or k.dtype is not _F32 or v.dtype is not _F32:
+        for name, t in (("q", q), ("k", k), ("v", v)):
+            check_float32(name, t)
+    device = q.device
+    if k.device != device or v.device != device:
+        raise invalid(
+            _clib.JATTN_ERROR_INVALID_ARGUMENT,
+            f"q, k, v: on {q.device}, {k.device} and {v.device}; all three must be on one device",
+        )
+    if device.type not in _DEVICE_TYPES:
+        raise invalid(_clib.JATTN_ERROR_INVALID_ARGUMENT, f"q: on {device}; jattn runs on CPU and CUDA tensors")
+    if (q.requires_grad or k.requires_grad or v.requires_grad) and torch.is_grad_enabled():
+        raise RuntimeError(
+            "jattn: jattn.attention computes the forward only (no backward); call it under torch.no_grad() or "
+            "torch.inference_mode(), or detach q, k and v"
+        )
+    if out is not None:
+        check_float32("out", out)
+        if out.device != device:
+            raise invalid(_clib.JATTN_ERROR_INVALID_ARGUMENT, f"out: on {out.device}, must be on q's device {device}")
+    return device
+
+
+def _mask_view(mask: torch.Tensor, device: torch.device) -> Tuple[torch.Tensor, Tuple]:
+    if not isinstance(mask, torch.Tensor):
+        raise TypeError(f"jattn: key_padding_mask is a {type(mask).__name__}, must be a torch tensor like q")
+    if mask.dtype not in _MASK_DTYPES:
+        raise invalid(
+            _clib.JATTN_ERROR_INVALID_ARGUMENT,
+            f"key_padding_mask: dtype {mask.dtype}, must be torch.bool or torch.uint8 (True / nonzero = attend)",
+        )
+    if mask.device != device:
+        raise invalid(
+            _clib.JATTN_ERROR_INVALID_ARGUMENT, f"key_padding_mask: on {mask.device}, must be on q's device {device}"
+        )
+    if mask.dim() >= 1 and mask.shape[-1] > 1 and mask.stride(-1) != 1:
+        mask = mask.contiguous()  # rows of bytes; only this case is copied
+    return mask, (mask.shape, mask.stride(), mask.data_ptr())
+
+
+def _kv_len_view(kv_len: torch.Tensor, device: torch.device) -> Tuple[torch.Tensor, Tuple]:
+    if not isinstance(kv_len, torch.Tensor):
+        raise TypeError(f"jattn: kv_len is a {type(kv_len).__name__}, must be a torch tensor like q")
+    if kv_len.dtype != torch.int64:
+        raise invalid(_clib.JATTN_ERROR_INVALID_ARGUMENT, f"kv_len: dtype {kv_len.dtype}, must be torch.int64")
+    if kv_len.device != device:
+        raise invalid(_clib.JATTN_ERROR_INVALID_ARGUMENT, f"kv_len: on {kv_len.device}, must be on q's device {device}")
+    kv_len = kv_len.contiguous()
+    return kv_len, (kv_len.shape, kv_len.data_ptr())
+
+
+def attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    layout: str,
+    scale: Optional[float],
+    backend: str,
+    precision: str,
+    threads: int,
+    out: Optional[torch.Tensor],
+    lse: Optional[torch.Tensor],
+    return_lse: bool,
+    key_padding_mask: Optional[torch.Tensor],
+    kv_len: Optional[torch.Tensor],
+) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
+    """One jattn call on torch tensors; returns ``(out, lse or None)``.
+
+    ``out`` and ``lse`` may be given (written in place) or are allocated; ``lse`` is computed
+    when given or when ``return_lse``. Nothing is written to a given tensor on failure.
+    """
+    device = check_inputs(q, k, v, out)
+    problem = _problem.cached_problem(
+        layout,
+        scale,
+        (q.shape, q.stride()),
+        (k.shape, k.stride()),
+        (v.shape, v.stride()),
+        None if out is None else (out.shape, out.stride()),
+    )
+    if lse is not None:
+        check_float32("lse", lse)
+        want = _problem.lse_shape(q.dim(), problem)
+        if tuple(lse.shape) != want or not lse.is_contiguous() or lse.device != device:
+            raise invalid(
+                _clib.JATTN_ERROR_INVALID_DIMENSION,
+                f"lse: shape {list(lse.shape)} on {lse.device}, must be contiguous {list(want)} on {device}",
+            )
+    padding = None
+    keep = None  # tensors the C call reads besides q, k, v (kept alive through the call)
+    if key_padding_mask is not None or kv_len is not None:
+        mask_t, mask_info = _mask_view(key_padding_mask, device) if key_padding_mask is not None else (None, None)
+        len_t, len_info = _kv_len_view(kv_len, device) if kv_len is not None else (None, None)
+        padding = _problem.key_padding(problem, mask_info, len_info)
+        keep = (mask_t, len_t)
+    on_device = device.type == "cuda"
+    result = torch.empty_like(q, memory_format=torch.contiguous_format) if out is None else out
+    if lse is None and return_lse:
+        lse = torch.empty(_problem.lse_shape(q.dim(), problem), dtype=_F32, device=device)
+    lse_ptr = lse.data_ptr() if lse is not None else None
+    padding_ref = byref(padding) if padding is not None else None
+
+    if on_device:
+        exec_ = _exec.make_exec(backend, precision, threads, True)
+        index = device.index
+        previous = torch.cuda.current_device()
+        if previous != index:
+            torch.cuda.set_device(index)
+        try:
+            exec_.cuda_stream = _raw_stream(index)
+            nbytes = c_size_t()
+            raise_for_status(_clib.workspace_size(byref(problem), byref(exec_), byref(nbytes)))
+            workspace = None
+            if nbytes.value:
+                workspace = torch.empty(nbytes.value, dtype=torch.uint8, device=device)
+                exec_.workspace = workspace.data_ptr()
+                exec_.workspace_bytes = nbytes.value
+            status = _clib.forward_padded(
+                None, byref(problem), byref(exec_), q.data_ptr(), k.data_ptr(), v.data_ptr(), padding_ref,
+                result.data_ptr(), lse_ptr,
+            )  # fmt: skip
+            del workspace  # back to the caching allocator, ordered after the call on this stream
+        finally:
+            if previous != index:
+                torch.cuda.set_device(previous)
+    else:
+        exec_ = _exec.host_exec(backend, precision, threads)
+        status = _clib.forward_padded(
+            _clib.thread_context(), byref(problem), byref(exec_), q.data_ptr(), k.data_ptr(), v.data_ptr(),
+            padding_ref, result.data_ptr(), lse_ptr,
+        )  # fmt: skip
+    del keep
+    raise_for_status(status)
+    return result, lse
+
+
+def select(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, layout: str, scale: Optional[float], backend: str,
+    precision: str, threads: int,
+) -> _clib.Selection:  # fmt: skip
+    """``jattn_select`` for the call ``attention`` would make on these tensors."""
+    device = check_inputs(q, k, v, None)
+    problem = _problem.make_problem(
+        layout, scale, (q.shape, q.stride()), (k.shape, k.stride()), (v.shape, v.stride()), None
+    )
+    exec_ = _exec.make_exec(backend, precision, threads, device.type == "cuda")
+    selection = _clib.Selection()
+    if device.type == "cuda":
+        index = device.index
+        previous = torch.cuda.current_device()
+        if previous != index:
+            torch.cuda.set_device(index)
+        try:
+            status = _clib.select(byref(problem), byref(exec_), byref(selection))
+        finally:
+            if previous != index:
+                torch.cuda.set_device(previous)
+    else:
+        status = _clib.select(byref(problem), byref(exec_), byref(selection))
+    raise_for_status(status)
+    return selection

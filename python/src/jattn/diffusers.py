@@ -1,0 +1,260 @@
+"""diffusers' attention through jattn: ``enabled()``, ``enable()``, ``disable()``.
+
+Every diffusers model whose attention goes through diffusers' dispatcher
+(``diffusers.models.attention_dispatch.dispatch_attention_fn``: FLUX.1, FLUX.2, SD3, Wan, ...)
+then attends with jattn::
+
+    import jattn
+    with jattn.diffusers.enabled():          # or jattn.diffusers.enable() ... disable()
+        image = pipe(prompt).images[0]
+
+Float32 models run on jattn as they are. For bf16/fp16 models, ``upcast=True`` casts q, k and
+v to float32, attends exactly and casts the output back (README: its measured cost); without
+it they stay on diffusers' path. Calls jattn cannot serve go to diffusers' own path with the
+same arguments, with one warning per kind of call: a float (additive) mask or a genuinely
+per-query mask, dropout, causal attention, grouped-query attention (fewer k/v heads), context
+parallelism, ``return_lse``, tensors that require grad (jattn has no backward), dtypes other
+than float32 (without ``upcast``). Boolean key masks (``[B, Skv]``, ``[B, 1, 1, Skv]``, and
+``[B, 1, Sq, Skv]`` / ``[B, H, Sq, Skv]`` when they are a key mask broadcast over the query (and
+head) dimensions, stride 0 there) become jattn's key padding; on a backend that does not
+implement key padding yet, such calls also take diffusers' path (one warning).
+
+What is patched. diffusers' registry (``_AttentionBackendRegistry``) keeps backend names in a
+closed ``Enum`` (``AttentionBackendName``), which ``set_attention_backend`` and the
+``attention_backend`` context manager check against, so a new backend cannot be registered
+cleanly. Instead ``enable()`` replaces exactly one entry, ``_AttentionBackendRegistry._backends[
+<the active backend>]`` (the active backend is ``native``, PyTorch SDPA, unless
+``DIFFUSERS_ATTN_BACKEND`` or ``set_attention_backend`` chose another), with a router that calls
+jattn, or the function that was there for calls jattn cannot serve. Nothing else changes: the
+backend's name, its argument list and its checks stay diffusers'. ``disable()`` (and leaving
+``enabled()``) puts the original function back. Models whose processors were given another
+backend explicitly (``model.set_attention_backend("flash")``) keep it. The switch is
+process-wide.
+
+``counts()`` says how many calls took each path since the last ``reset_counts()``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import threading
+import warnings
+from typing import Any, Callable, Dict, Iterator, Optional
+
+_lock = threading.Lock()
+_installed: Optional["_Installed"] = None
+_options: Dict[str, Any] = {"upcast": False, "backend": "auto"}
+_counts: Dict[str, int] = {}
+_warned: set = set()
+_no_key_padding: set = set()  # (device type, backend option) pairs whose jattn backend refused key padding
+
+_FALLBACK_REASONS = {
+    "attn_mask": "an attention mask that is not a boolean key mask (float / additive, or per-query)",
+    "dropout": "dropout",
+    "causal": "causal attention",
+    "gqa": "grouped-query attention (k/v with fewer heads than q)",
+    "context_parallel": "context parallelism (a parallel_config)",
+    "return_lse": "return_lse=True",
+    "autograd": "tensors that require grad (jattn computes the forward only)",
+    "dtype": "a dtype other than float32 (pass upcast=True to run bf16/fp16 through jattn in float32)",
+    "shape": "tensors that are not [B, S, H, D] with one head_dim and a contiguous last dimension",
+    "device": "tensors on a device other than CPU or CUDA",
+    "arguments": "arguments jattn does not take",
+    "key_padding": "a key mask, on a jattn backend without key padding yet",
+    "unsupported": "problems the jattn backend cannot run (jattn.select says why)",
+}
+
+_KNOWN_DEFAULTS = {"attn_mask": None, "dropout_p": 0.0, "is_causal": False, "scale": None, "enable_gqa": False,
+                   "return_lse": False, "_parallel_config": None}  # fmt: skip
+
+
+class _Installed:
+    """The registry entry enable() replaced, and the router put there."""
+
+    __slots__ = ("name", "original", "router")
+
+    def __init__(self, name: Any, original: Callable, router: Callable) -> None:
+        self.name, self.original, self.router = name, original, router
+
+
+def _registry():
+    from diffusers.models.attention_dispatch import _AttentionBackendRegistry
+
+    return _AttentionBackendRegistry
+
+
+def _count(path: str) -> None:
+    _counts[path] = _counts.get(path, 0) + 1
+
+
+def _fall_back(reason: str, original: Callable, kwargs: Dict[str, Any]):
+    if reason not in _warned:
+        _warned.add(reason)
+        warnings.warn(
+            f"jattn.diffusers: attention calls with {_FALLBACK_REASONS[reason]} go to diffusers' own attention "
+            "(this warning is given once)",
+            stacklevel=4,
+        )
+    _count("fallback:" + reason)
+    return original(**kwargs)
+
+
+def _key_mask(mask, batch: int, heads: int, seq_q: int, seq_kv: int, device):
+    """The ``[B or 1, Skv]`` boolean key mask a diffusers mask is a broadcast of, else None."""
+    import torch
+
+    if mask.dtype is not torch.bool or mask.device != device or mask.dim() < 1 or mask.dim() > 4:
+        return None
+    if mask.shape[-1] != seq_kv:
+        return None
+    if mask.dim() == 1:
+        return mask
+    if mask.shape[0] not in (1, batch):
+        return None
+    middle = {2: (), 3: (seq_q,), 4: (heads, seq_q)}[mask.dim()]
+    for dim, extent in enumerate(middle, start=1):
+        if mask.shape[dim] not in (1, extent) or (mask.shape[dim] > 1 and mask.stride(dim) != 0):
+            return None  # a genuinely per-query (or per-head) mask
+    while mask.dim() > 2:
+        mask = mask.select(1, 0)
+    return mask
+
+
+def _unservable(kwargs: Dict[str, Any]) -> Optional[str]:
+    """Why jattn cannot serve a call (a key of _FALLBACK_REASONS), or None."""
+    import torch
+
+    for name, value in kwargs.items():
+        if name in ("query", "key", "value", "attn_mask"):
+            continue
+        if name not in _KNOWN_DEFAULTS:
+            if value is not None:
+                return "arguments"
+        elif value != _KNOWN_DEFAULTS[name] and name not in ("scale", "enable_gqa"):  # GQA: by the shapes below
+            return {"dropout_p": "dropout", "is_causal": "causal", "return_lse": "return_lse",
+                    "_parallel_config": "context_parallel"}[name]  # fmt: skip
+    q, k, v = kwargs["query"], kwargs["key"], kwargs["value"]
+    if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
+        return "shape"
+    if k.shape[2] != q.shape[2] or v.shape[2] != q.shape[2]:
+        return "gqa"
+    if k.shape[3] != q.shape[3] or v.shape[3] != q.shape[3] or q.stride(3) != 1 or k.stride(3) != 1 or v.stride(3) != 1:
+        return "shape"
+    if q.device.type not in ("cpu", "cuda") or k.device != q.device or v.device != q.device:
+        return "device"
+    if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
+        return "autograd"
+    if q.dtype != k.dtype or q.dtype != v.dtype:
+        return "dtype"
+    if q.dtype is not torch.float32 and not (_options["upcast"] and q.dtype in (torch.bfloat16, torch.float16)):
+        return "dtype"
+    return None
+
+
+def _make_router(original: Callable) -> Callable:
+    import torch
+
+    from . import _api
+    from ._errors import JattnNotImplementedError
+
+    @functools.wraps(original)
+    def jattn_router(**kwargs):
+        reason = _unservable(kwargs)
+        if reason is not None:
+            return _fall_back(reason, original, kwargs)
+        q, k, v = kwargs["query"], kwargs["key"], kwargs["value"]
+        mask = kwargs.get("attn_mask")
+        key_mask = None
+        if mask is not None:
+            b, sq, h, _ = q.shape
+            key_mask = _key_mask(mask, b, h, sq, k.shape[1], q.device)
+            if key_mask is None:
+                return _fall_back("attn_mask", original, kwargs)
+        backend, scale = _options["backend"], kwargs.get("scale")
+        if key_mask is not None and (q.device.type, backend) in _no_key_padding:
+            return _fall_back("key_padding", original, kwargs)
+        dtype = q.dtype
+        if dtype is not torch.float32:  # bf16 / fp16 with upcast=True
+            q, k, v = q.float(), k.float(), v.float()
+        try:
+            out = _api.attention(q, k, v, layout="bshd", scale=scale, backend=backend, key_padding_mask=key_mask)
+        except JattnNotImplementedError as e:  # refused before anything ran
+            if key_mask is not None and e.message.startswith("key_padding"):
+                _no_key_padding.add((q.device.type, backend))
+                return _fall_back("key_padding", original, kwargs)
+            return _fall_back("unsupported", original, kwargs)
+        _count("jattn")
+        return out if out.dtype is dtype else out.to(dtype)
+
+    jattn_router.jattn_original = original  # type: ignore[attr-defined]
+    return jattn_router
+
+
+def enable(*, upcast: bool = False, backend: str = "auto") -> None:
+    """Routes diffusers' attention through jattn (process-wide) until :func:`disable`.
+
+    Args:
+        upcast: also serve bf16/fp16 models, by casting q, k, v to float32 and the output back.
+        backend: the jattn backend ("auto": cuda for CUDA tensors, cpu for CPU tensors).
+    """
+    global _installed
+    from ._exec import BACKENDS
+
+    if backend not in BACKENDS:
+        raise ValueError(f"jattn.diffusers: backend {backend!r}, must be one of {BACKENDS}")
+    with _lock:
+        _options["upcast"], _options["backend"] = bool(upcast), backend
+        if _installed is not None:
+            return
+        registry = _registry()
+        name = registry._active_backend
+        original = registry._backends[name]
+        router = _make_router(original)
+        registry._backends[name] = router
+        _installed = _Installed(name, original, router)
+
+
+def disable() -> None:
+    """Puts diffusers' own attention function back (a no-op when not enabled)."""
+    global _installed
+    with _lock:
+        if _installed is None:
+            return
+        registry = _registry()
+        if registry._backends.get(_installed.name) is _installed.router:
+            registry._backends[_installed.name] = _installed.original
+        _installed = None
+        _options["upcast"], _options["backend"] = False, "auto"
+
+
+def is_enabled() -> bool:
+    """Whether diffusers' attention goes through jattn now."""
+    return _installed is not None
+
+
+@contextlib.contextmanager
+def enabled(*, upcast: bool = False, backend: str = "auto") -> Iterator[None]:
+    """:func:`enable` for the duration of a ``with`` block; on exit the previous state (off, or
+    on with its options) comes back."""
+    was_enabled, previous = _installed is not None, dict(_options)
+    enable(upcast=upcast, backend=backend)
+    try:
+        yield
+    finally:
+        if was_enabled:
+            _options.update(previous)
+        else:
+            disable()
+
+
+def counts() -> Dict[str, int]:
+    """Calls per path since the last :func:`reset_counts`: ``"jattn"``, and ``"fallback:<why>"``
+    for each kind of call that went to diffusers' own attention."""
+    return dict(_counts)
+
+
+def reset_counts() -> None:
+    """Zeroes :func:`counts` (and lets each fallback warning be given once more)."""
+    _counts.clear()
+    _warned.clear()
