@@ -17,9 +17,12 @@
 
 static struct {
     int present;
-    int cc_major, cc_minor;
     char why[160]; /* when not present */
 } device;
+/* Compute capability (10 major + minor) of each device, asked the first time a call runs on it
+ * (a process may hold GPUs of several kinds; each call runs on the calling thread's current one). */
+#define MAX_DEVICES 64
+static atomic_int device_cc[MAX_DEVICES];
 static pthread_once_t device_once = PTHREAD_ONCE_INIT;
 static atomic_int kernel_choice = JATTN_CUDA_KERNEL_AUTO;
 static atomic_int v4_ctas; /* 0, or the v4 instance forced (jattn_cuda_set_v4_ctas_per_sm) */
@@ -35,19 +38,6 @@ static void probe_device(void) {
         (void)cudaGetLastError();
         return;
     }
-    int dev = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&device.cc_major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&device.cc_minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) {
-        snprintf(device.why, sizeof device.why, "backend: cuda: cannot query the device (%s)",
-                 cudaGetErrorName(cudaGetLastError()));
-        return;
-    }
-    if (device.cc_major < 8) {
-        snprintf(device.why, sizeof device.why, "backend: cuda: device of compute capability %d.%d, needs 8.0 or newer",
-                 device.cc_major, device.cc_minor);
-        return;
-    }
     const char *env = getenv("JATTN_CUDA_KERNEL");
     if (env && (strcmp(env, "v1") == 0 || strcmp(env, "1") == 0)) atomic_store(&kernel_choice, JATTN_CUDA_KERNEL_V1);
     if (env && (strcmp(env, "v2") == 0 || strcmp(env, "2") == 0)) atomic_store(&kernel_choice, JATTN_CUDA_KERNEL_V2);
@@ -56,6 +46,29 @@ static void probe_device(void) {
     const char *ctas = getenv("JATTN_CUDA_V4_CTAS");
     if (ctas && (strcmp(ctas, "2") == 0 || strcmp(ctas, "3") == 0)) atomic_store(&v4_ctas, ctas[0] - '0');
     device.present = 1;
+}
+
+/* The compute capability of the calling thread's current device (10 major + minor), or -1 when
+ * it cannot be asked (*dev_out: the device). */
+static int current_cc(int *dev_out) {
+    int dev = 0, major = 0, minor = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return -1;
+    }
+    *dev_out = dev;
+    if (dev >= 0 && dev < MAX_DEVICES) {
+        const int cc = atomic_load(&device_cc[dev]);
+        if (cc) return cc;
+    }
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return -1;
+    }
+    const int cc = 10 * major + minor;
+    if (dev >= 0 && dev < MAX_DEVICES) atomic_store(&device_cc[dev], cc);
+    return cc;
 }
 
 void jattn_cuda_set_kernel(jattn_cuda_kernel k) {
@@ -93,8 +106,8 @@ static int is_sm90_kernel(jattn_cuda_kernel k) { return k == JATTN_CUDA_KERNEL_V
 /* Why v3 and v4 cannot run a problem (a message for jattn_fail), or NULL when they can,
  * pointers aside: their alignment is known in forward() only. The conditions are those of the
  * launch contract in attention_sm90.h. */
-static const char *sm90_refusal(const jattn_problem *p) {
-    if (device.cc_major != JATTN_CUDA_V3_CC_MAJOR || device.cc_minor != JATTN_CUDA_V3_CC_MINOR)
+static const char *sm90_refusal(const jattn_problem *p, int cc) {
+    if (cc != 10 * JATTN_CUDA_V3_CC_MAJOR + JATTN_CUDA_V3_CC_MINOR)
         return "device: kernels v3 and v4 (sm_90a wgmma) need compute capability 9.0";
     if (p->head_dim != 64 && p->head_dim != 128) return "head_dim: kernels v3 and v4 take 64 or 128";
     if (!v3_stride_ok(p->q) || !v3_stride_ok(p->k) || !v3_stride_ok(p->v) || !v3_stride_ok(p->out))
@@ -110,11 +123,11 @@ static const char *sm90_refusal(const jattn_problem *p) {
  * returns the v row bit for bit (weight exp(0)/exp(0) = 1; a split of v would not).
  * Forced v1, v3 and v4 stay as forced (cuda_select reports why a forced v3 or v4 cannot run);
  * forced v2 falls back to v1 beyond its head_dim limits. */
-static jattn_cuda_kernel kernel_for(const jattn_problem *p) {
+static jattn_cuda_kernel kernel_for(const jattn_problem *p, int cc) {
     jattn_cuda_kernel k = (jattn_cuda_kernel)atomic_load(&kernel_choice);
     if (k == JATTN_CUDA_KERNEL_V1 || is_sm90_kernel(k)) return k;
     if (k == JATTN_CUDA_KERNEL_AUTO && p->seq_kv == 1) return JATTN_CUDA_KERNEL_V1;
-    if (k == JATTN_CUDA_KERNEL_AUTO && sm90_refusal(p) == NULL) return JATTN_CUDA_KERNEL_V4;
+    if (k == JATTN_CUDA_KERNEL_AUTO && sm90_refusal(p, cc) == NULL) return JATTN_CUDA_KERNEL_V4;
     return v2_applies(p->head_dim) ? JATTN_CUDA_KERNEL_V2 : JATTN_CUDA_KERNEL_V1;
 }
 
@@ -134,14 +147,21 @@ static jattn_status cuda_select(const jattn_problem *p, const jattn_exec *e, jat
     (void)e;
     pthread_once(&device_once, probe_device);
     if (!device.present) return jattn_fail(JATTN_ERROR_BACKEND_UNAVAILABLE, "%s", device.why);
+    int dev = 0;
+    const int cc = current_cc(&dev);
+    if (cc < 0) return jattn_fail(JATTN_ERROR_BACKEND_UNAVAILABLE, "backend: cuda: cannot query the current device");
+    if (cc < 80)
+        return jattn_fail(JATTN_ERROR_BACKEND_UNAVAILABLE,
+                          "backend: cuda: device %d has compute capability %d.%d, needs 8.0 or newer", dev, cc / 10,
+                          cc % 10);
     if (p->head_dim > JATTN_CUDA_V1_MAX_HEAD_DIM)
         return jattn_fail(JATTN_ERROR_UNSUPPORTED, "head_dim: %lld exceeds the cuda backend's limit of %d",
                           (long long)p->head_dim, JATTN_CUDA_V1_MAX_HEAD_DIM);
     if (p->seq_q > INT32_MAX || p->seq_kv > INT32_MAX || p->batch * p->heads > INT32_MAX)
         return jattn_fail(JATTN_ERROR_UNSUPPORTED, "seq_q/seq_kv/batch*heads: the cuda backend indexes them with 32 bits");
-    const jattn_cuda_kernel k = kernel_for(p);
+    const jattn_cuda_kernel k = kernel_for(p, cc);
     if (is_sm90_kernel(k)) {
-        const char *why = sm90_refusal(p);
+        const char *why = sm90_refusal(p, cc);
         if (why)
             return jattn_fail(JATTN_ERROR_UNSUPPORTED, "%s (kernel v%d is forced: JATTN_CUDA_KERNEL or jattn_cuda_set_kernel)",
                               why, (int)k);
@@ -149,7 +169,7 @@ static jattn_status cuda_select(const jattn_problem *p, const jattn_exec *e, jat
     sel->backend = JATTN_BACKEND_CUDA;
     sel->backend_name = "cuda";
     sel->kernel = kernel_name(k, e->precision);
-    sel->isa = device.cc_major == 9 && device.cc_minor == 0 ? "sm_90a" : "sm_80";
+    sel->isa = cc == 90 ? "sm_90a" : "sm_80";
     sel->threads = 1;
     return JATTN_OK;
 }
