@@ -211,7 +211,9 @@ static int device_is_sm90(void) {
     return major == JATTN_CUDA_V3_CC_MAJOR && minor == JATTN_CUDA_V3_CC_MINOR;
 }
 
-static int is_sm90_version(int ver) { return ver == JATTN_CUDA_KERNEL_V3 || ver == JATTN_CUDA_KERNEL_V4; }
+static int is_sm90_version(int ver) {
+    return ver == JATTN_CUDA_KERNEL_V3 || ver == JATTN_CUDA_KERNEL_V4 || ver == JATTN_CUDA_KERNEL_V5;
+}
 
 /* Why forced v3 or v4 must refuse (p, e), as the word its error message must name, or NULL. */
 static const char *v3_must_refuse(const jattn_problem *p, const jattn_exec *e) {
@@ -349,16 +351,26 @@ static void test_repeatable(jt_rng *rng, cudaStream_t s) {
     }
 }
 
-/* The automatic choice: v4 on a 9.0 device where it applies (D 64 or 128), else v2; v1 for
- * seq_kv == 1 and for D beyond v2's limits. */
+/* The automatic choice on a 9.0 device: v5 for D = 128 with long rows (>= 64 key tiles) and a
+ * grid of >= 4 waves of its 128-query CTAs, else v4 where it applies (D 64 or 128), else v2; v1
+ * for seq_kv == 1 and for D beyond v2's limits. */
 static void test_auto_choice(void) {
-    static const struct { int64_t skv, d; } cases[] = {{77, 128}, {77, 64}, {77, 96}, {1, 128}, {77, 264}};
+    int dev = 0, sms = 0;
+    CUDA_OK(cudaGetDevice(&dev));
+    CUDA_OK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    const int64_t long_q = 128 * (int64_t)sms; /* with 4 heads: 4 waves */
+    const struct { int64_t h, sq, skv, d; } cases[] = {{2, 33, 77, 128},         {2, 33, 77, 64},      {2, 33, 77, 96},
+                                                       {2, 33, 1, 128},          {2, 33, 77, 264},     {4, long_q, 4096, 128},
+                                                       {4, long_q, 4096, 64},    {4, long_q, 4032, 128}, {4, long_q - 128, 4096, 128}};
     jattn_cuda_set_kernel(JATTN_CUDA_KERNEL_AUTO);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        jattn_problem p = jattn_problem_flux(1, 2, 33, cases[i].skv, cases[i].d);
+        jattn_problem p = jattn_problem_flux(1, cases[i].h, cases[i].sq, cases[i].skv, cases[i].d);
+        const int sm90 = (cases[i].d == 64 || cases[i].d == 128) && device_is_sm90();
+        const int v5 = sm90 && cases[i].d == 128 && cases[i].skv >= 64 * 64 && (cases[i].sq + 127) / 128 * cases[i].h >= 4 * sms;
         const char *want = cases[i].skv == 1 || cases[i].d > JATTN_CUDA_V2_MAX_HEAD_DIM ? "cuda_v1"
-                           : (cases[i].d == 64 || cases[i].d == 128) && device_is_sm90() ? "cuda_v4"
-                                                                                           : "cuda_v2";
+                           : v5                                                           ? "cuda_v5"
+                           : sm90                                                         ? "cuda_v4"
+                                                                                          : "cuda_v2";
         for (int pi = 0; pi < 2; pi++) {
             jattn_exec e = {0};
             e.backend = JATTN_BACKEND_CUDA;
@@ -423,7 +435,7 @@ static void test_caller_workspace(jt_case *c, cudaStream_t s) {
         jattn_selection sel;
         jt_tally_add(&tally, jt_expect_status(jattn_select(&c->p, &e, &sel), JATTN_OK, "select"));
         /* every kernel reports the key padding's region, v4 its split K and V on top */
-        const int v4 = strncmp(sel.kernel, "cuda_v4", 7) == 0;
+        const int v4 = strncmp(sel.kernel, "cuda_v4", 7) == 0 || strncmp(sel.kernel, "cuda_v5", 7) == 0;
         const size_t padding = jattn_cuda_padding_bytes(c->p.batch, c->p.seq_kv);
         const int sized = v4 ? bytes > padding + 63 : bytes == padding + 63;
         if (!sized) printf("FAIL workspace of %zu bytes for kernel %s\n", bytes, sel.kernel);
@@ -602,6 +614,7 @@ int main(void) {
     test_repeatable(&rng, s);
     test_sm90_device_pointers(&c, s, JATTN_CUDA_KERNEL_V3);
     test_sm90_device_pointers(&c, s, JATTN_CUDA_KERNEL_V4);
+    test_sm90_device_pointers(&c, s, JATTN_CUDA_KERNEL_V5);
     test_caller_workspace(&small, s);
     test_padding_device(&rng, s);
 

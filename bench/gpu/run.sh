@@ -14,11 +14,12 @@
 #        JATTN_AB_BASE=path: the ab step times this jattn_gpu_bench (an older build) against the
 #        current one, interleaved, JATTN_AB_ROUNDS rounds (default 3)
 #        JATTN_SANITIZE_TIMEOUT=seconds per compute-sanitizer run (default 300)
+#        JATTN_TEST_TIMEOUT=seconds per test of the parity3 step (default 600)
 #        JATTN_SANITIZE_TOOLS="memcheck ..." and JATTN_SANITIZE_TESTS="test|test ..." (|-separated;
-#        a v3/c2/c3 prefix forces that kernel) narrow the sanitize step
+#        a v1..v5 or c2/c3 prefix forces that kernel or v4 instance) narrow the sanitize step
 #        JATTN_GPU_SHAPES="1,24,1536,128 ..." (default: the five shapes of issue 4)
-#        JATTN_BENCH_VERSIONS=v1,v2,v3,v4 (which kernel versions the bench times)
-#        JATTN_PARITY_VERSIONS="v1 v3 v4c2 v4c3" (the forced versions of the parity3 step; v4cN
+#        JATTN_BENCH_VERSIONS=v1,v2,v3,v4,v5 (which kernel versions the bench times)
+#        JATTN_PARITY_VERSIONS="v1 v3 v4c2 v4c3 v5" (the forced versions of the parity3 step; v4cN
 #        forces v4's N-CTA instance)
 #        JATTN_NCU_VERSION=v4 (the version the ncu step profiles)
 #        JATTN_GPU_VARIANTS="0:6 0:3 v3" (variants step: v2 tile:products, or v3)
@@ -29,7 +30,7 @@ cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build-gpu}
 OUT=${OUT:-$BUILD/out}
 STEPS=${JATTN_GPU_STEPS:-"build test parity3 sanitize tail sass bench jattn padding"}   # also: ab, ncu, variants, cpu
-export JATTN_BENCH_VERSIONS=${JATTN_BENCH_VERSIONS:-v1,v2,v3,v4}
+export JATTN_BENCH_VERSIONS=${JATTN_BENCH_VERSIONS:-v1,v2,v3,v4,v5}
 SHAPES=${JATTN_GPU_SHAPES:-}
 mkdir -p "$OUT"
 status=0
@@ -59,11 +60,11 @@ if has sass; then
   cuobjdump -sass "$obj" > /tmp/v2.sass 2>&1
   awk '/Function :/{f=$3} /HMMA/{h[f]++} /LDL|STL/{l[f]++} END{for(k in h) printf "%-70s HMMA %5d  LDL/STL %d\n", k, h[k], l[k]+0}' /tmp/v2.sass
   grep -m3 HMMA /tmp/v2.sass
-  for src in attention_v3_sm90_tf32x3 attention_v4_sm90_f16x2; do
+  for src in attention_v3_sm90_tf32x3 attention_v4_sm90_f16x2 attention_v5_sm90_ws_f16x2; do
     note "sass ($src: HGMMA count, local memory; only the sm_90a instances have a body)"
     obj=$(find "$BUILD" -name "$src.cu.o" | head -1)
     cuobjdump -sass "$obj" > /tmp/sm90.sass 2>&1
-    awk '/Function :/{f=$3} /HGMMA/{h[f]++} /LDL|STL/{l[f]++} END{for(k in h) printf "%-70s HGMMA %5d  LDL/STL %d\n", k, h[k], l[k]+0}' /tmp/sm90.sass
+    awk '/Function :/{f=$3} /HGMMA/{h[f]++} /LDL|STL/{l[f]++} /LDS/{s[f]++} /BLKCP/{b[f]++} /SETMAXREG/{r[f]++} END{for(k in h) printf "%-70s HGMMA %5d  LDL/STL %d  LDS %d  BLKCP %d  SETMAXREG %d\n", k, h[k], l[k]+0, s[k]+0, b[k]+0, r[k]+0}' /tmp/sm90.sass
   done
 fi
 
@@ -91,10 +92,11 @@ worst_large_f32() {
 if has parity3; then
   # The parity suite once more on each forced kernel version: v1 takes every problem, v3 and v4
   # (sm_90a) D 64 and 128 (their refusals of other D are expected and counted apart).
-  for ver in ${JATTN_PARITY_VERSIONS:-v1 v3 v4c2 v4c3}; do   # v4cN: kernel v4, its N-CTA instance forced
+  for ver in ${JATTN_PARITY_VERSIONS:-v1 v3 v4c2 v4c3 v5}; do   # v4cN: kernel v4, its N-CTA instance forced
     kv=${ver%c*}; ctas=; [ "$kv" != "$ver" ] && ctas=${ver##*c}
     note "parity suite on kernel $ver (JATTN_CUDA_KERNEL=$kv${ctas:+ JATTN_CUDA_V4_CTAS=$ctas})"
-    JATTN_CUDA_KERNEL=$kv JATTN_CUDA_V4_CTAS=$ctas JATTN_TEST_VERBOSE=1 "$BUILD/tests/test_parity" cuda > "$OUT/parity_$ver.log" 2>&1
+    JATTN_CUDA_KERNEL=$kv JATTN_CUDA_V4_CTAS=$ctas JATTN_TEST_VERBOSE=1 timeout "${JATTN_TEST_TIMEOUT:-600}" "$BUILD/tests/test_parity" cuda > "$OUT/parity_$ver.log" 2>&1 ||
+      echo "$ver parity: rc=$? (124: timed out)"
     ran=$(grep -cE "^(ok  |FAIL) .* rel_l2 " "$OUT/parity_$ver.log")
     bad=$(grep -cE "^FAIL .* rel_l2 " "$OUT/parity_$ver.log")
     refused=$(grep -c "JATTN_ERROR_UNSUPPORTED" "$OUT/parity_$ver.log")
@@ -105,7 +107,7 @@ if has parity3; then
     grep -E "^FAIL" "$OUT/parity_$ver.log" | grep -v JATTN_ERROR_UNSUPPORTED | head -20
     [ "$ran" -gt 0 ] && [ "$bad" -eq 0 ] && [ "$other" -eq 0 ] || status=1
     # key padding on the same forced version (its refusals of other head dims counted apart)
-    JATTN_CUDA_KERNEL=$kv JATTN_CUDA_V4_CTAS=$ctas "$BUILD/tests/test_padding" cuda > "$OUT/padding_$ver.log" 2>&1
+    JATTN_CUDA_KERNEL=$kv JATTN_CUDA_V4_CTAS=$ctas timeout "${JATTN_TEST_TIMEOUT:-600}" "$BUILD/tests/test_padding" cuda > "$OUT/padding_$ver.log" 2>&1
     pbad=$(grep -E "^FAIL" "$OUT/padding_$ver.log" | grep -vc JATTN_ERROR_UNSUPPORTED)
     echo "$ver padding: $(tail -1 "$OUT/padding_$ver.log"); $pbad failures other than refusals"
     grep -E "^FAIL" "$OUT/padding_$ver.log" | grep -v JATTN_ERROR_UNSUPPORTED | head -10
@@ -120,12 +122,12 @@ if has sanitize; then
   # failures give rc 1; a sanitizer finding gives rc 3 (--error-exitcode).
   note "compute-sanitizer (memcheck racecheck synccheck initcheck) over sanitize_small and the GPU tests"
   : > "$OUT/sanitize.log"
-  SAN_TESTS=${JATTN_SANITIZE_TESTS:-sanitize_small|tests/test_parity cuda|v3 tests/test_parity cuda|c2 tests/test_parity cuda|c3 tests/test_parity cuda|tests/test_padding cuda|tests/test_cuda_device|tests/test_edges cuda}
+  SAN_TESTS=${JATTN_SANITIZE_TESTS:-sanitize_small|tests/test_parity cuda|v3 tests/test_parity cuda|v5 tests/test_parity cuda|c2 tests/test_parity cuda|c3 tests/test_parity cuda|tests/test_padding cuda|tests/test_cuda_device|tests/test_edges cuda}
   IFS='|' read -r -a san_tests <<< "$SAN_TESTS"
   for tool in ${JATTN_SANITIZE_TOOLS:-memcheck racecheck synccheck initcheck}; do
     for t in "${san_tests[@]}"; do
       env=(JATTN_TEST_QUICK=1)
-      case $t in v3\ *) env+=(JATTN_CUDA_KERNEL=v3); t=${t#v3 } ;;
+      case $t in v[1-5]\ *) env+=(JATTN_CUDA_KERNEL=${t%% *}); t=${t#* } ;;
                  c2\ *) env+=(JATTN_CUDA_V4_CTAS=2); t=${t#c2 } ;;   # v4's two instances forced
                  c3\ *) env+=(JATTN_CUDA_V4_CTAS=3); t=${t#c3 } ;; esac
       echo "---- $tool ${env[*]} $t" >> "$OUT/sanitize.log"
@@ -156,9 +158,9 @@ if has ncu; then
   # Profile of the forced v3 kernel at (1,24,4608,128), the clocks left alone (METHOD.md).
   nv=${JATTN_NCU_VERSION:-v4}
   note "ncu: $nv f32 at (1,24,4608,128)"
-  JATTN_BENCH_VERSIONS=$nv JATTN_BENCH_REPS=1 timeout 300 ncu --clock-control none -k regex:sm90_wgmma -c 1 --set full \
+  JATTN_BENCH_VERSIONS=$nv JATTN_BENCH_REPS=1 timeout 300 ncu --clock-control none -k regex:attention_f32_sm90 -c 1 --set full \
     --import-source no --page details "$BUILD/jattn_gpu_bench" 1,24,4608,128 > "$OUT/ncu_$nv.txt" 2>&1
-  JATTN_BENCH_VERSIONS=$nv JATTN_BENCH_REPS=1 timeout 300 ncu --clock-control none -k regex:sm90_wgmma -c 1 --set full \
+  JATTN_BENCH_VERSIONS=$nv JATTN_BENCH_REPS=1 timeout 300 ncu --clock-control none -k regex:attention_f32_sm90 -c 1 --set full \
     --page source --print-source sass "$BUILD/jattn_gpu_bench" 1,24,4608,128 > "$OUT/ncu_${nv}_sass.txt" 2>&1
   grep -E "Duration|Compute \(SM\) Throughput|Issue Slots Busy|Warp Cycles Per Issued|No Eligible|Registers Per|Achieved Occupancy" "$OUT/ncu_$nv.txt" | head -12
 fi

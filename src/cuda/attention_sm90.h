@@ -64,6 +64,7 @@ typedef struct attention_sm90_args {
     float scale;             /* > 0, finite */
     attention_sm90_precision precision;
     int v4_ctas_per_sm;      /* kernel v4 only: 0 = chosen per call; 2 or 3 = that instance (tests) */
+    int v5_variant;          /* kernel v5 only: 0 = the kernel; 2 = with the consumers' ping-pong (A/B runs) */
     /* Key padding resolved by the pre-pass (key_padding.cu; cuda_internal.h): NULL, NULL when
      * every key is attended. Batch b then attends kv_count[b] keys, rows kv_index[b * seq_kv + j]
      * (rows 0 .. kv_count[b] - 1 when kv_index is NULL); a row with none gets 0 and lse -inf. */
@@ -107,6 +108,13 @@ cudaError_t attention_f32_sm90_wgmma_st_64x64(const attention_sm90_args *args, c
 size_t attention_f32_sm90_f16x2_workspace_bytes(int64_t batch, int64_t heads, int64_t seq_kv, int64_t head_dim);
 cudaError_t attention_f32_sm90_wgmma_f16x2_64x64(const attention_sm90_args *args, void *workspace,
                                                  cudaStream_t stream);
+
+/* Kernel v5 (attention_v5_sm90_ws_f16x2.cu): v4's computation, workspace and pre-pass in a
+ * warp-specialized kernel (a producer warpgroup moving the split K and V tiles by bulk copies,
+ * two consumer warpgroups of 64 queries each). Calls without key padding only (kv_count NULL).
+ * @return as attention_f32_sm90_wgmma_f16x2_64x64(); cudaErrorInvalidValue also for a padded call. */
+cudaError_t attention_f32_sm90_ws_f16x2_128x64(const attention_sm90_args *args, void *workspace,
+                                               cudaStream_t stream);
 
 #ifdef __cplusplus
 }

@@ -68,7 +68,6 @@ constexpr int kQ = 64;        /* queries per CTA: N of both products */
 constexpr int kK = kF16Tile;  /* keys per tile: M of S^T, K of O^T */
 constexpr int kMRows = 64;    /* wgmma M */
 constexpr int kF16K = 16;     /* fp16 wgmma K */
-constexpr int kHalvesPerSwizzleRow = kSwizzleBytes / 2;
 /* Each kernel instance is compiled for kCtas CTAs per SM (launch bounds: at most 255 registers
  * per thread for two, 168 for three). D = 64 runs three (no spills); D = 128 has both: two
  * with the next tile's K loaded whole during P V, three with two slices ahead (and a few hundred
@@ -107,21 +106,6 @@ struct F16Config {
     /* the split-KV merge receives rank 1's O, m and l in the Q and P^T tiles */
     static_assert(kMBlocks * kAcc * 4 * kThreads + 2 * kQ * 4 <= kStateOff, "merge buffer fits");
 };
-
-/* Byte offset of fp16 element (row, col) in a K-major 128B-swizzled tile of `rows` rows. */
-__device__ __forceinline__ uint32_t swizzled_offset_f16(int row, int col, int rows)
-{
-    const int block = col / kHalvesPerSwizzleRow, in_row = col % kHalvesPerSwizzleRow;
-    return static_cast<uint32_t>(block * rows * kSwizzleBytes + row * kSwizzleBytes +
-                                 (((in_row / 8) ^ (row % 8)) * 16) + (in_row % 8) * 2);
-}
-
-/* Descriptor of k16 slice `slice` of a 64-row tile (32 bytes per slice, four per swizzle row):
- * the tile's descriptor plus the slice offset / 16, a constant once unrolled. */
-__device__ __forceinline__ uint64_t f16_desc(uint64_t tile_desc, int slice)
-{
-    return tile_desc + (uint64_t)(((slice / 4) * kQ * kSwizzleBytes + (slice % 4) * 32) >> 4);
-}
 
 /* This thread's K fragments (hi, lo) of slices 0 .. N-1 of tile `tile_index` (= bh * T + tile),
  * and the unscale factors of its two keys (16w+g, 16w+g+8). */
@@ -302,9 +286,9 @@ __global__ void __launch_bounds__(kThreads, kCtas) attention_f32_sm90_wgmma_f16x
                 ka_hi[s][0] = kx[s][0].x; ka_hi[s][1] = kx[s][0].y; ka_hi[s][2] = kx[s][0].z; ka_hi[s][3] = kx[s][0].w;
                 ka_lo[s][0] = kx[s][1].x; ka_lo[s][1] = kx[s][1].y; ka_lo[s][2] = kx[s][1].z; ka_lo[s][3] = kx[s][1].w;
                 wgmma_fence();
-                const uint64_t qh = f16_desc(q_hi_t, s);
+                const uint64_t qh = f16_slice_desc(q_hi_t, s, kQ);
                 wgmma_m64n64k16_f16_rs(st_c, ka_lo[s], qh, s > 0 ? 1 : 0);
-                wgmma_m64n64k16_f16_rs(st_c, ka_hi[s], f16_desc(q_lo_t, s), 1);
+                wgmma_m64n64k16_f16_rs(st_c, ka_hi[s], f16_slice_desc(q_lo_t, s, kQ), 1);
                 if (!C::kHiHiHalves || s < C::kSlices / 2)
                     wgmma_m64n64k16_f16_rs(st, ka_hi[s], qh, s > 0 ? 1 : 0);
                 else if constexpr (C::kHiHiHalves)
@@ -452,10 +436,10 @@ __global__ void __launch_bounds__(kThreads, kCtas) attention_f32_sm90_wgmma_f16x
                     va_lo[ks][0] = vx[ks][1].x; va_lo[ks][1] = vx[ks][1].y; va_lo[ks][2] = vx[ks][1].z; va_lo[ks][3] = vx[ks][1].w;
                 }
                 wgmma_fence();
-                const uint64_t ph = f16_desc(p_hi_t, ks);
+                const uint64_t ph = f16_slice_desc(p_hi_t, ks, kQ);
                 if (kSplitPV) {
                     wgmma_m64n64k16_f16_rs(ot, va_lo[ks], ph, ks > 0);
-                    wgmma_m64n64k16_f16_rs(ot, va_hi[ks], f16_desc(p_lo_t, ks), 1);
+                    wgmma_m64n64k16_f16_rs(ot, va_hi[ks], f16_slice_desc(p_lo_t, ks, kQ), 1);
                     wgmma_m64n64k16_f16_rs(ot, va_hi[ks], ph, 1);
                 } else {
                     wgmma_m64n64k16_f16_rs(ot, va_hi[ks], ph, ks > 0);

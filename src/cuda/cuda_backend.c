@@ -23,9 +23,11 @@ static struct {
  * (a process may hold GPUs of several kinds; each call runs on the calling thread's current one). */
 #define MAX_DEVICES 64
 static atomic_int device_cc[MAX_DEVICES];
+static atomic_int device_sms[MAX_DEVICES]; /* multiprocessors of each device, asked with its cc */
 static pthread_once_t device_once = PTHREAD_ONCE_INIT;
 static atomic_int kernel_choice = JATTN_CUDA_KERNEL_AUTO;
 static atomic_int v4_ctas; /* 0, or the v4 instance forced (jattn_cuda_set_v4_ctas_per_sm) */
+static atomic_int v5_variant; /* 0, or a v5 variant for A/B runs (JATTN_CUDA_V5_VARIANT) */
 static atomic_long alloc_count;
 static _Thread_local const char *last_kernel = "";
 
@@ -43,15 +45,18 @@ static void probe_device(void) {
     if (env && (strcmp(env, "v2") == 0 || strcmp(env, "2") == 0)) atomic_store(&kernel_choice, JATTN_CUDA_KERNEL_V2);
     if (env && (strcmp(env, "v3") == 0 || strcmp(env, "3") == 0)) atomic_store(&kernel_choice, JATTN_CUDA_KERNEL_V3);
     if (env && (strcmp(env, "v4") == 0 || strcmp(env, "4") == 0)) atomic_store(&kernel_choice, JATTN_CUDA_KERNEL_V4);
+    if (env && (strcmp(env, "v5") == 0 || strcmp(env, "5") == 0)) atomic_store(&kernel_choice, JATTN_CUDA_KERNEL_V5);
     const char *ctas = getenv("JATTN_CUDA_V4_CTAS");
     if (ctas && (strcmp(ctas, "2") == 0 || strcmp(ctas, "3") == 0)) atomic_store(&v4_ctas, ctas[0] - '0');
+    const char *v5v = getenv("JATTN_CUDA_V5_VARIANT");
+    if (v5v && strcmp(v5v, "2") == 0) atomic_store(&v5_variant, 2);
     device.present = 1;
 }
 
 /* The compute capability of the calling thread's current device (10 major + minor), or -1 when
- * it cannot be asked (*dev_out: the device). */
-static int current_cc(int *dev_out) {
-    int dev = 0, major = 0, minor = 0;
+ * it cannot be asked (*dev_out: the device; *sms_out: its multiprocessors). */
+static int current_cc(int *dev_out, int *sms_out) {
+    int dev = 0, major = 0, minor = 0, sms = 0;
     if (cudaGetDevice(&dev) != cudaSuccess) {
         (void)cudaGetLastError();
         return -1;
@@ -59,15 +64,21 @@ static int current_cc(int *dev_out) {
     *dev_out = dev;
     if (dev >= 0 && dev < MAX_DEVICES) {
         const int cc = atomic_load(&device_cc[dev]);
+        *sms_out = atomic_load(&device_sms[dev]);
         if (cc) return cc;
     }
     if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) {
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
         (void)cudaGetLastError();
         return -1;
     }
     const int cc = 10 * major + minor;
-    if (dev >= 0 && dev < MAX_DEVICES) atomic_store(&device_cc[dev], cc);
+    if (dev >= 0 && dev < MAX_DEVICES) {
+        atomic_store(&device_sms[dev], sms);
+        atomic_store(&device_cc[dev], cc);
+    }
+    *sms_out = sms;
     return cc;
 }
 
@@ -101,33 +112,46 @@ static int v3_stride_ok(jattn_strides s) {
     return s.batch >= 0 && s.head >= 0 && s.token >= 0 && s.batch % m == 0 && s.head % m == 0 && s.token % m == 0;
 }
 
-static int is_sm90_kernel(jattn_cuda_kernel k) { return k == JATTN_CUDA_KERNEL_V3 || k == JATTN_CUDA_KERNEL_V4; }
+static int is_sm90_kernel(jattn_cuda_kernel k) {
+    return k == JATTN_CUDA_KERNEL_V3 || k == JATTN_CUDA_KERNEL_V4 || k == JATTN_CUDA_KERNEL_V5;
+}
 
 /* Why v3 and v4 cannot run a problem (a message for jattn_fail), or NULL when they can,
  * pointers aside: their alignment is known in forward() only. The conditions are those of the
  * launch contract in attention_sm90.h. */
 static const char *sm90_refusal(const jattn_problem *p, int cc) {
     if (cc != 10 * JATTN_CUDA_V3_CC_MAJOR + JATTN_CUDA_V3_CC_MINOR)
-        return "device: kernels v3 and v4 (sm_90a wgmma) need compute capability 9.0";
-    if (p->head_dim != 64 && p->head_dim != 128) return "head_dim: kernels v3 and v4 take 64 or 128";
+        return "device: kernels v3, v4 and v5 (sm_90a wgmma) need compute capability 9.0";
+    if (p->head_dim != 64 && p->head_dim != 128) return "head_dim: kernels v3 to v5 take 64 or 128";
     if (!v3_stride_ok(p->q) || !v3_stride_ok(p->k) || !v3_stride_ok(p->v) || !v3_stride_ok(p->out))
-        return "strides: kernels v3 and v4 need every stride of q, k, v, out a non-negative multiple of 4 elements";
-    if (p->batch > 65535 || p->heads > 65535) return "batch/heads: kernels v3 and v4 take at most 65535 each";
+        return "strides: kernels v3 to v5 need every stride of q, k, v, out a non-negative multiple of 4 elements";
+    if (p->batch > 65535 || p->heads > 65535) return "batch/heads: kernels v3 to v5 take at most 65535 each";
     if (p->seq_q > INT32_MAX - JATTN_CUDA_V3_TILE || p->seq_kv > INT32_MAX - JATTN_CUDA_V3_TILE)
-        return "seq_q/seq_kv: kernels v3 and v4 take at most 2^31 - 65 (their 64-row tiles index with 32 bits)";
+        return "seq_q/seq_kv: kernels v3 to v5 take at most 2^31 - 65 (their 64-row tiles index with 32 bits)";
     return NULL;
 }
 
-/* AUTO: v4 on a 9.0 device for the problems it takes (D 64 or 128, strides a multiple of 4
- * elements), else v2 where its head_dim limits allow, else v1; and v1 for seq_kv == 1, where it
- * returns the v row bit for bit (weight exp(0)/exp(0) = 1; a split of v would not).
+/* Where v5 beats v4 (H200, bench/results/h200-2026-12-01-v5): D = 128 with long key rows
+ * (>= 64 tiles of 64 keys) and a grid of >= 4 waves of its 128-query CTAs: +3..11% f32 at
+ * (1,24,4608), (1,48,4608), (1,24,16384), (1,40,32768); shorter grids or rows (v4 splits short
+ * grids over clusters; v5 does not) and D = 64 run faster on v4. */
+static int v5_wins(const jattn_problem *p, int sms) {
+    const int64_t tiles = (p->seq_kv + 63) / 64, ctas = (p->seq_q + 127) / 128 * p->batch * p->heads;
+    return p->head_dim == 128 && tiles >= 64 && ctas >= 4 * (int64_t)sms;
+}
+
+/* AUTO: v5 or v4 (v5_wins) on a 9.0 device for the problems they take (D 64 or 128, strides a
+ * multiple of 4 elements), else v2 where its head_dim limits allow, else v1; and v1 for
+ * seq_kv == 1, where it returns the v row bit for bit (weight exp(0)/exp(0) = 1; a split of v
+ * would not).
  * Forced v1, v3 and v4 stay as forced (cuda_select reports why a forced v3 or v4 cannot run);
  * forced v2 falls back to v1 beyond its head_dim limits. */
-static jattn_cuda_kernel kernel_for(const jattn_problem *p, int cc) {
+static jattn_cuda_kernel kernel_for(const jattn_problem *p, int cc, int sms) {
     jattn_cuda_kernel k = (jattn_cuda_kernel)atomic_load(&kernel_choice);
     if (k == JATTN_CUDA_KERNEL_V1 || is_sm90_kernel(k)) return k;
     if (k == JATTN_CUDA_KERNEL_AUTO && p->seq_kv == 1) return JATTN_CUDA_KERNEL_V1;
-    if (k == JATTN_CUDA_KERNEL_AUTO && sm90_refusal(p, cc) == NULL) return JATTN_CUDA_KERNEL_V4;
+    if (k == JATTN_CUDA_KERNEL_AUTO && sm90_refusal(p, cc) == NULL)
+        return v5_wins(p, sms) ? JATTN_CUDA_KERNEL_V5 : JATTN_CUDA_KERNEL_V4;
     return v2_applies(p->head_dim) ? JATTN_CUDA_KERNEL_V2 : JATTN_CUDA_KERNEL_V1;
 }
 
@@ -140,6 +164,9 @@ static const char *kernel_name(jattn_cuda_kernel k, jattn_precision prec) {
     if (k == JATTN_CUDA_KERNEL_V4)
         return prec == JATTN_PRECISION_TF32 ? "cuda_v4_flash_qk_f16x2_pv_f16_sm90_wgmma_st_64x64"
                                             : "cuda_v4_flash_f16x2_sm90_wgmma_st_64x64";
+    if (k == JATTN_CUDA_KERNEL_V5)
+        return prec == JATTN_PRECISION_TF32 ? "cuda_v5_flash_qk_f16x2_pv_f16_sm90_ws_128x64"
+                                            : "cuda_v5_flash_f16x2_sm90_ws_128x64";
     return prec == JATTN_PRECISION_TF32 ? "cuda_v2_flash_qk_tf32x3_pv_tf32_mma16n8k8" : "cuda_v2_flash_tf32x3_mma16n8k8";
 }
 
@@ -147,8 +174,8 @@ static jattn_status cuda_select(const jattn_problem *p, const jattn_exec *e, jat
     (void)e;
     pthread_once(&device_once, probe_device);
     if (!device.present) return jattn_fail(JATTN_ERROR_BACKEND_UNAVAILABLE, "%s", device.why);
-    int dev = 0;
-    const int cc = current_cc(&dev);
+    int dev = 0, sms = 0;
+    const int cc = current_cc(&dev, &sms);
     if (cc < 0) return jattn_fail(JATTN_ERROR_BACKEND_UNAVAILABLE, "backend: cuda: cannot query the current device");
     if (cc < 80)
         return jattn_fail(JATTN_ERROR_BACKEND_UNAVAILABLE,
@@ -159,7 +186,7 @@ static jattn_status cuda_select(const jattn_problem *p, const jattn_exec *e, jat
                           (long long)p->head_dim, JATTN_CUDA_V1_MAX_HEAD_DIM);
     if (p->seq_q > INT32_MAX || p->seq_kv > INT32_MAX || p->batch * p->heads > INT32_MAX)
         return jattn_fail(JATTN_ERROR_UNSUPPORTED, "seq_q/seq_kv/batch*heads: the cuda backend indexes them with 32 bits");
-    const jattn_cuda_kernel k = kernel_for(p, cc);
+    const jattn_cuda_kernel k = kernel_for(p, cc, sms);
     if (is_sm90_kernel(k)) {
         const char *why = sm90_refusal(p, cc);
         if (why)
@@ -174,7 +201,8 @@ static jattn_status cuda_select(const jattn_problem *p, const jattn_exec *e, jat
     return JATTN_OK;
 }
 
-static int is_v4_name(const char *name) { return strncmp(name, "cuda_v4", 7) == 0; }
+/* v4 and v5 share the pre-pass and its workspace. */
+static int is_v4_name(const char *name) { return strncmp(name, "cuda_v4", 7) == 0 || strncmp(name, "cuda_v5", 7) == 0; }
 
 /* v4's device workspace (its split K and V); the other versions need none of their own. */
 static size_t v4_workspace_bytes(const jattn_problem *p) {
@@ -213,7 +241,7 @@ static attention_sm90_args v3_args(const jattn_call *c, const float *q, const fl
                              {p->q.batch, p->q.head, p->q.token}, {p->k.batch, p->k.head, p->k.token},
                              {p->v.batch, p->v.head, p->v.token}, {p->out.batch, p->out.head, p->out.token},
                              c->scale, c->precision == JATTN_PRECISION_TF32 ? ATTENTION_SM90_TF32 : ATTENTION_SM90_F32,
-                             atomic_load(&v4_ctas), kv_count, kv_index};
+                             atomic_load(&v4_ctas), atomic_load(&v5_variant), kv_count, kv_index};
     return a;
 }
 
@@ -233,7 +261,11 @@ static jattn_status launch_v4(const jattn_call *c, const attention_sm90_args *a,
         atomic_fetch_add(&alloc_count, 1);
         workspace = owned;
     }
-    cudaError_t err = attention_f32_sm90_wgmma_f16x2_64x64(a, workspace, stream);
+    /* v5 takes calls without key padding; a padded one runs v4 */
+    const int v5 = strncmp(*name, "cuda_v5", 7) == 0 && a->kv_count == NULL;
+    if (!v5 && strncmp(*name, "cuda_v5", 7) == 0) *name = kernel_name(JATTN_CUDA_KERNEL_V4, c->precision);
+    cudaError_t err = v5 ? attention_f32_sm90_ws_f16x2_128x64(a, workspace, stream)
+                         : attention_f32_sm90_wgmma_f16x2_64x64(a, workspace, stream);
     if (owned) {
         cudaError_t ferr = cudaFreeAsync(owned, stream);
         if (err == cudaSuccess) err = ferr;

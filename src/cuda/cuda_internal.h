@@ -44,7 +44,10 @@ typedef enum jattn_cuda_kernel {
                                  * (else that call runs v2) */
     JATTN_CUDA_KERNEL_V4 = 4,   /* attention_v4_sm90_f16x2.cu: sm_90a wgmma on 2xFP16 operands split
                                  * by a pre-pass into a device workspace; the same limits as v3 */
-    JATTN_CUDA_KERNEL_COUNT = 5
+    JATTN_CUDA_KERNEL_V5 = 5,   /* attention_v5_sm90_ws_f16x2.cu: v4's arithmetic in a warp-specialized CTA
+                                 * (a bulk-copy producer, two consumer warpgroups in ping-pong); the
+                                 * same limits and workspace as v4; a key-padded call runs v4 */
+    JATTN_CUDA_KERNEL_COUNT = 6
 } jattn_cuda_kernel;
 
 /* Limits of each version. */

@@ -72,6 +72,23 @@ inline cudaError_t sm90_current_device(int *dev)
     return major == 9 && minor == 0 ? cudaSuccess : cudaErrorNoKernelImageForDevice;
 }
 
+/* The same layout for fp16 operands (kernels v4 and v5): 64 halves per swizzle row, one k16
+ * slice = 32 bytes. Byte offset of fp16 element (row, col) in a tile of `rows` rows. */
+constexpr int kHalvesPerSwizzleRow = kSwizzleBytes / 2;
+__device__ __forceinline__ uint32_t swizzled_offset_f16(int row, int col, int rows)
+{
+    const int block = col / kHalvesPerSwizzleRow, in_row = col % kHalvesPerSwizzleRow;
+    return static_cast<uint32_t>(block * rows * kSwizzleBytes + row * kSwizzleBytes +
+                                 (((in_row / 8) ^ (row % 8)) * 16) + (in_row % 8) * 2);
+}
+
+/* Descriptor of k16 slice `slice` of a fp16 tile of `rows` rows (four slices per swizzle row):
+ * the tile's descriptor plus the slice offset / 16, a constant once unrolled. */
+__device__ __forceinline__ uint64_t f16_slice_desc(uint64_t tile_desc, int slice, int rows)
+{
+    return tile_desc + (uint64_t)(((slice / 4) * rows * kSwizzleBytes + (slice % 4) * 32) >> 4);
+}
+
 /* ---- PTX wrappers -------------------------------------------------------------------- */
 
 __device__ __forceinline__ uint32_t smem_u32(const void *p)
