@@ -6,7 +6,7 @@
 #                   CARRY_TOOLS choose which
 #   .carry/lib/     libcudart.so.13 and libgomp.so.1 (LD_LIBRARY_PATH=.carry/lib there)
 #   .carry/base/    jattn_gpu_bench of REV (an older commit) for run.sh's ab step, when REV is given
-# usage: bench/gpu/carry.sh [REV]        then, on the GPU machine, from the repository root:
+# usage: [PACK=1] bench/gpu/carry.sh [REV]   then, on the GPU machine, from the repository root:
 #   LD_LIBRARY_PATH=.carry/lib BUILD=.carry/build OUT=$OUT JATTN_GPU_STEPS="test ..." bash bench/gpu/run.sh
 set -eu -o pipefail
 cd "$(dirname "$0")/../.."
@@ -64,3 +64,10 @@ if [ -n "${1:-}" ]; then
   echo "base: $(git rev-parse --short "$1")"
 fi
 du -sh .carry
+# PACK=1: also .carry-pack/carry.tgz (the binaries compress about 3:1; a call carries 64 MiB with
+# the working tree); there, `tar xzf .carry-pack/carry.tgz` first
+if [ "${PACK:-0}" = 1 ]; then
+  rm -rf .carry-pack && mkdir -p .carry-pack
+  tar czf .carry-pack/carry.tgz .carry
+  du -sh .carry-pack
+fi

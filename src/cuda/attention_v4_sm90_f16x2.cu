@@ -57,6 +57,7 @@
 #endif
 
 #include "f16x2_split.cuh"
+#include "f16x2_column_softmax.cuh"
 #include "key_padding.cuh"
 #include "sm90_wgmma_ptx.cuh"
 
@@ -344,61 +345,23 @@ __global__ void __launch_bounds__(kThreads, kCtas) attention_f32_sm90_wgmma_f16x
         }
         __syncthreads(); /* B1: column maxima of every warp */
 
-        const float *m_old = m_state + parity * kQ;
-        float *m_new_state = m_state + (parity ^ 1) * kQ;
-#pragma unroll
-        for (int i = 0; i < C::kAcc / 4; ++i) {
-            const float2 mo2 = *reinterpret_cast<const float2 *>(m_old + 8 * i + 2 * c);
-            const float2 cq2 = *reinterpret_cast<const float2 *>(q_log2e + 8 * i + 2 * c);
-            float2 mn2 = mo2;
-#pragma unroll
-            for (int w = 0; w < kWarps; ++w) {
-                const float2 x = *reinterpret_cast<const float2 *>(cmax + w * kQ + 8 * i + 2 * c);
-                mn2.x = fmaxf(mn2.x, x.x);
-                mn2.y = fmaxf(mn2.y, x.y);
-            }
-            float pv[2][2]; /* [e][r]: P * 2^15 */
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {
-                const int q = 8 * i + 2 * c + e;
-                const float mo = e ? mo2.y : mo2.x;
-                const float mn = e ? mn2.y : mn2.x;
-                const float cq = e ? cq2.y : cq2.x;
-                if (warp == 0 && g == 0) {
-                    m_new_state[q] = mn;
-                    alpha_state[q] = exp2_approx((mo - mn) * cq);
-                }
-                float sum = 0.f;
-#pragma unroll
-                for (int r = 0; r < 2; ++r) {
-                    float &x = st[4 * i + 2 * r + e];
-                    x = exp2_approx((x - mn) * cq);
-                    sum += x;
-                    pv[e][r] = x * kPScale;
-                }
-                sum += __shfl_xor_sync(0xffffffffu, sum, 4);
-                sum += __shfl_xor_sync(0xffffffffu, sum, 8);
-                sum += __shfl_xor_sync(0xffffffffu, sum, 16);
-                if (g == 0) col_sum[warp * kQ + q] = sum;
-                /* P^T[query q][positions 16w+2g, +1] = keys 16w+g, 16w+g+8: one 32-bit store */
-                const uint32_t off = p_off[e] + (uint32_t)(i * kSwizzleAtomBytes);
-                uint32_t hi, lo;
-                if (kSplitPV) {
-                    f16x2_split2(pv[e][0], pv[e][1], hi, lo);
-                    *reinterpret_cast<uint32_t *>(p_lo + off) = lo;
-                } else {
-                    const __half2 hh = __floats2half2_rn(pv[e][0], pv[e][1]);
-                    hi = *reinterpret_cast<const uint32_t *>(&hh);
-                }
-                *reinterpret_cast<uint32_t *>(p_hi + off) = hi;
-            }
-        }
+        f16x2_column_softmax<C::kAcc, kWarps, kQ, kSplitPV, (kCtas == 2 || D == 64)>(st, cmax, m_state + parity * kQ,
+                                                                    m_state + (parity ^ 1) * kQ, alpha_state, q_log2e,
+                                                                    col_sum, p_hi, p_lo, p_off, warp, g, c);
         /* the first V block of the tile, loaded before B2 */
         uint4 vx[C::kVSlices][2];
         load_v<kSplitPV>(tile_v, warp, lane, vx);
         fence_proxy_async();
         __syncthreads(); /* B2: P^T, alpha, the new maxima and the column sums are complete */
 
+        /* this tile's alpha of the thread's queries, read before the stores of the l update */
+        float alpha[C::kAcc / 2];
+#pragma unroll
+        for (int i = 0; i < C::kAcc / 4; ++i) {
+            const float2 a2 = *reinterpret_cast<const float2 *>(alpha_state + 8 * i + 2 * c);
+            alpha[2 * i] = a2.x;
+            alpha[2 * i + 1] = a2.y;
+        }
         if (tid < kQ) {
             float sum = 0.f;
 #pragma unroll
@@ -413,13 +376,6 @@ __global__ void __launch_bounds__(kThreads, kCtas) attention_f32_sm90_wgmma_f16x
         }
 
         /* ---- O^T_tile = V^T P^T per 64 rows of head_dim; O = O * alpha + O_tile * 2^-ev ---- */
-        float alpha[C::kAcc / 2];
-#pragma unroll
-        for (int i = 0; i < C::kAcc / 4; ++i) {
-            const float2 a2 = *reinterpret_cast<const float2 *>(alpha_state + 8 * i + 2 * c);
-            alpha[2 * i] = a2.x;
-            alpha[2 * i + 1] = a2.y;
-        }
 #pragma unroll
         for (int mb = 0; mb < C::kMBlocks; ++mb) {
             uint4 vn[C::kVSlices][2];

@@ -15,7 +15,8 @@
  *    key tile (the K tile, then the V tile, 64 keys x D x hi, lo = 64 D x 4 bytes each, already
  *    contiguous in the pre-pass's fragment order) by one bulk copy (cp.async.bulk) into a ring
  *    of kStages shared-memory slots, each guarded by a "full" mbarrier (the copy's bytes) and an
- *    "empty" one (one arrival per consumer warp once its fragments are in registers);
+ *    "empty" one (one arrival per consumer thread once its fragments are in registers: an
+ *    arrival releases the arriving thread's own reads only, PTX memory model);
  *  - warpgroups 1 and 2, the consumers (setmaxnreg up to 240): each owns 64 queries and runs
  *    v4's per-tile step on them, S^T = K Q^T (A = K fragments read from the ring by 16-byte
  *    shared loads, B = its Q hi and lo), the softmax down the columns (two named barriers of its
@@ -42,6 +43,7 @@
 #endif
 
 #include "f16x2_split.cuh"
+#include "f16x2_column_softmax.cuh"
 #include "sm90_pipeline_ptx.cuh"
 #include "sm90_wgmma_ptx.cuh"
 
@@ -148,7 +150,7 @@ __global__ void __launch_bounds__(kThreads, 1) attention_f32_sm90_ws_f16x2_128x6
     if (threadIdx.x == 0) {
         for (int s = 0; s < C::kStages; ++s) {
             mbar_init(full_s + 8u * s, 1);
-            mbar_init(empty_s + 8u * s, kConsumers * kWarps);
+            mbar_init(empty_s + 8u * s, kConsumers * kWgThreads);
         }
         fence_mbar_init();
     }
@@ -319,8 +321,7 @@ __global__ void __launch_bounds__(kThreads, 1) attention_f32_sm90_ws_f16x2_128x6
                 }
             }
             if (pingpong) named_bar_arrive(kBarTurn + (cw ^ 1), kConsumers * kWgThreads); /* the other's turn */
-            __syncwarp();
-            if (lane == 0) mbar_arrive(empty_s + 8u * k_slot); /* this warp's K fragments are in registers */
+            mbar_arrive(empty_s + 8u * k_slot); /* this thread's K fragments are in registers */
             wgmma_wait_all();
             fence_regs(st);
             fence_regs(st2);
@@ -358,54 +359,9 @@ __global__ void __launch_bounds__(kThreads, 1) attention_f32_sm90_ws_f16x2_128x6
         }
         named_bar_sync(own_bar, kWgThreads); /* B1: column maxima of every warp */
 
-        const float *m_old = m_state + parity * kQ;
-        float *m_new_state = m_state + (parity ^ 1) * kQ;
-#pragma unroll
-        for (int i = 0; i < C::kAcc / 4; ++i) {
-            const float2 mo2 = *reinterpret_cast<const float2 *>(m_old + 8 * i + 2 * c);
-            const float2 cq2 = *reinterpret_cast<const float2 *>(q_log2e + 8 * i + 2 * c);
-            float2 mn2 = mo2;
-#pragma unroll
-            for (int w = 0; w < kWarps; ++w) {
-                const float2 x = *reinterpret_cast<const float2 *>(cmax + w * kQ + 8 * i + 2 * c);
-                mn2.x = fmaxf(mn2.x, x.x);
-                mn2.y = fmaxf(mn2.y, x.y);
-            }
-            float pv[2][2];
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {
-                const int q = 8 * i + 2 * c + e;
-                const float mo = e ? mo2.y : mo2.x;
-                const float mn = e ? mn2.y : mn2.x;
-                const float cq = e ? cq2.y : cq2.x;
-                if (warp == 0 && g == 0) {
-                    m_new_state[q] = mn;
-                    alpha_state[q] = exp2_approx((mo - mn) * cq);
-                }
-                float sum = 0.f;
-#pragma unroll
-                for (int r = 0; r < 2; ++r) {
-                    float &x = st[4 * i + 2 * r + e];
-                    x = exp2_approx((x - mn) * cq);
-                    sum += x;
-                    pv[e][r] = x * kPScale;
-                }
-                sum += __shfl_xor_sync(0xffffffffu, sum, 4);
-                sum += __shfl_xor_sync(0xffffffffu, sum, 8);
-                sum += __shfl_xor_sync(0xffffffffu, sum, 16);
-                if (g == 0) col_sum[warp * kQ + q] = sum;
-                const uint32_t off = p_off[e] + (uint32_t)(i * kSwizzleAtomBytes);
-                uint32_t hi, lo;
-                if (kSplitPV) {
-                    f16x2_split2(pv[e][0], pv[e][1], hi, lo);
-                    *reinterpret_cast<uint32_t *>(p_lo + off) = lo;
-                } else {
-                    const __half2 hh = __floats2half2_rn(pv[e][0], pv[e][1]);
-                    hi = *reinterpret_cast<const uint32_t *>(&hh);
-                }
-                *reinterpret_cast<uint32_t *>(p_hi + off) = hi;
-            }
-        }
+        f16x2_column_softmax<C::kAcc, kWarps, kQ, kSplitPV, true>(st, cmax, m_state + parity * kQ,
+                                                                    m_state + (parity ^ 1) * kQ, alpha_state, q_log2e,
+                                                                    col_sum, p_hi, p_lo, p_off, warp, g, c);
         /* the first V block of the tile, read from the ring before B2 */
         mbar_wait(full_s + 8u * v_slot, v_par);
         const uint4 *tile_v = reinterpret_cast<const uint4 *>(ring + v_slot * C::kSlotBytes); /* [mb][w][ks][part][lane] */
@@ -414,6 +370,14 @@ __global__ void __launch_bounds__(kThreads, 1) attention_f32_sm90_ws_f16x2_128x6
         fence_proxy_async();
         named_bar_sync(own_bar, kWgThreads); /* B2: P^T, alpha, the new maxima and the column sums */
 
+        /* this tile's alpha of the thread's queries, read before the stores of the l update */
+        float alpha[C::kAcc / 2];
+#pragma unroll
+        for (int i = 0; i < C::kAcc / 4; ++i) {
+            const float2 a2 = *reinterpret_cast<const float2 *>(alpha_state + 8 * i + 2 * c);
+            alpha[2 * i] = a2.x;
+            alpha[2 * i + 1] = a2.y;
+        }
         if (tid < kQ) {
             float sum = 0.f;
 #pragma unroll
@@ -427,13 +391,6 @@ __global__ void __launch_bounds__(kThreads, 1) attention_f32_sm90_ws_f16x2_128x6
         }
 
         /* ---- O^T_tile = V^T P^T per 64 rows of head_dim; O = O * alpha + O_tile * 2^-ev ---- */
-        float alpha[C::kAcc / 2];
-#pragma unroll
-        for (int i = 0; i < C::kAcc / 4; ++i) {
-            const float2 a2 = *reinterpret_cast<const float2 *>(alpha_state + 8 * i + 2 * c);
-            alpha[2 * i] = a2.x;
-            alpha[2 * i + 1] = a2.y;
-        }
         if (pingpong) named_bar_sync(kBarTurn + cw, kConsumers * kWgThreads);
 #pragma unroll
         for (int mb = 0; mb < C::kMBlocks; ++mb) {
@@ -465,8 +422,7 @@ __global__ void __launch_bounds__(kThreads, 1) attention_f32_sm90_ws_f16x2_128x6
             }
             if (mb + 1 == C::kMBlocks) {
                 if (pingpong) named_bar_arrive(kBarTurn + (cw ^ 1), kConsumers * kWgThreads); /* the other's turn */
-                __syncwarp();
-                if (lane == 0) mbar_arrive(empty_s + 8u * v_slot); /* this warp's V fragments are in registers */
+                mbar_arrive(empty_s + 8u * v_slot); /* this thread's V fragments are in registers */
             }
             wgmma_wait_all();
             fence_regs(ot);
