@@ -351,22 +351,27 @@ static void test_repeatable(jt_rng *rng, cudaStream_t s) {
     }
 }
 
-/* The automatic choice on a 9.0 device: v5 for D = 128 with long rows (>= 64 key tiles) and a
- * grid of >= 4 waves of its 128-query CTAs, else v4 where it applies (D 64 or 128), else v2; v1
- * for seq_kv == 1 and for D beyond v2's limits. */
+/* The automatic choice on a 9.0 device: v5 for D = 128 on a grid of >= 4 waves of its
+ * 128-query CTAs whose heads' split K and V (8 bytes per key and element) exceed half the L2,
+ * else v4 where it applies (D 64 or 128), else v2; v1 for seq_kv == 1 and for D beyond v2's
+ * limits. */
 static void test_auto_choice(void) {
-    int dev = 0, sms = 0;
+    int dev = 0, sms = 0, l2 = 0;
     CUDA_OK(cudaGetDevice(&dev));
     CUDA_OK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-    const int64_t long_q = 128 * (int64_t)sms; /* with 4 heads: 4 waves */
-    const struct { int64_t h, sq, skv, d; } cases[] = {{2, 33, 77, 128},         {2, 33, 77, 64},      {2, 33, 77, 96},
-                                                       {2, 33, 1, 128},          {2, 33, 77, 264},     {4, long_q, 4096, 128},
-                                                       {4, long_q, 4096, 64},    {4, long_q, 4032, 128}, {4, long_q - 128, 4096, 128}};
+    CUDA_OK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev));
+    const int64_t long_q = 128 * (int64_t)sms;             /* with 4 heads: 4 waves */
+    const int64_t long_kv = (int64_t)l2 / (2 * 8 * 128) + 1; /* just over half the L2 at D = 128 */
+    const struct { int64_t h, sq, skv, d; } cases[] = {
+        {2, 33, 77, 128},          {2, 33, 77, 64},       {2, 33, 77, 96},          {2, 33, 1, 128},
+        {2, 33, 77, 264},          {4, long_q, long_kv, 128}, {4, long_q, long_kv, 64}, {4, long_q, long_kv - 1, 128},
+        {4, long_q - 128, long_kv, 128}};
     jattn_cuda_set_kernel(JATTN_CUDA_KERNEL_AUTO);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         jattn_problem p = jattn_problem_flux(1, cases[i].h, cases[i].sq, cases[i].skv, cases[i].d);
         const int sm90 = (cases[i].d == 64 || cases[i].d == 128) && device_is_sm90();
-        const int v5 = sm90 && cases[i].d == 128 && cases[i].skv >= 64 * 64 && (cases[i].sq + 127) / 128 * cases[i].h >= 4 * sms;
+        const int v5 = sm90 && cases[i].d == 128 && (cases[i].sq + 127) / 128 * cases[i].h >= 4 * sms &&
+                       2 * 8 * cases[i].skv * cases[i].d > (int64_t)l2;
         const char *want = cases[i].skv == 1 || cases[i].d > JATTN_CUDA_V2_MAX_HEAD_DIM ? "cuda_v1"
                            : v5                                                           ? "cuda_v5"
                            : sm90                                                         ? "cuda_v4"

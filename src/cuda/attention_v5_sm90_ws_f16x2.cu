@@ -21,16 +21,21 @@
  *    v4's per-tile step on them, S^T = K Q^T (A = K fragments read from the ring by 16-byte
  *    shared loads, B = its Q hi and lo), the softmax down the columns (two named barriers of its
  *    128 threads), O^T = V^T P^T (A = V fragments from the ring, B = its P^T hi and lo);
- *  - ping-pong: a pair of named barriers over the 256 consumer threads gives the tensor core to
- *    the consumers in turns (one's S^T, the other's S^T, one's P V, the other's P V, ...), so
- *    that one's softmax runs while the other's products do.
+ *  - ping-pong (variant 2, off by default: measured 1% slower): a pair of named barriers over
+ *    the 256 consumer threads gives the tensor core to the consumers in turns (one's S^T, the
+ *    other's S^T, one's P V, the other's P V, ...).
  * Numerics are v4's, operation for operation (the same accumulators, chains, scales and
  * softmax): the two kernels give the same bits for the same call.
  *
  * Shared memory per CTA (D = 128 / 64): two consumer regions (Q hi, lo 32 / 16 KB; P^T hi, lo
  * 16 KB; the softmax state 4.75 KB) and the ring, 3 slots of 32 KB / 8 of 16 KB: 203 / 203 KB.
  *
- * Measured: see NOTES_sm90.md, section "v5". */
+ * Measured (H200, bench/gpu/run.sh, 2026-12-01; bench/results/h200-2026-12-01-v5/final), TFLOP/s
+ * at (1,24,1536,128), (1,24,4608,128), (1,24,16384,128), (1,40,32768,128), (1,24,1536,64):
+ *   f32  80.1 / 116.2 / 126.2 / 128.7 / 53.4 (v4 in the same run: 95.8 / 119.6 / 129.5 / 122.4 / 75.5)
+ *   tf32 95.1 / 142.3 / 158.5 / 161.0 / 62.5 (v4: 113.4 / 147.1 / 165.2 / 156.6 / 84.5)
+ * so it is the default only where a head's split K and V outgrow half the L2 (cuda_backend.c).
+ * The profile and what limits it: NOTES_sm90.md, section "v5". */
 #include "attention_sm90.h"
 
 #include <math.h>

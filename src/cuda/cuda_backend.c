@@ -24,6 +24,7 @@ static struct {
 #define MAX_DEVICES 64
 static atomic_int device_cc[MAX_DEVICES];
 static atomic_int device_sms[MAX_DEVICES]; /* multiprocessors of each device, asked with its cc */
+static atomic_int device_l2[MAX_DEVICES];  /* its L2 cache bytes */
 static pthread_once_t device_once = PTHREAD_ONCE_INIT;
 static atomic_int kernel_choice = JATTN_CUDA_KERNEL_AUTO;
 static atomic_int v4_ctas; /* 0, or the v4 instance forced (jattn_cuda_set_v4_ctas_per_sm) */
@@ -54,9 +55,9 @@ static void probe_device(void) {
 }
 
 /* The compute capability of the calling thread's current device (10 major + minor), or -1 when
- * it cannot be asked (*dev_out: the device; *sms_out: its multiprocessors). */
-static int current_cc(int *dev_out, int *sms_out) {
-    int dev = 0, major = 0, minor = 0, sms = 0;
+ * it cannot be asked (*dev_out: the device; *sms_out: its multiprocessors; *l2_out: its L2 bytes). */
+static int current_cc(int *dev_out, int *sms_out, int *l2_out) {
+    int dev = 0, major = 0, minor = 0, sms = 0, l2 = 0;
     if (cudaGetDevice(&dev) != cudaSuccess) {
         (void)cudaGetLastError();
         return -1;
@@ -65,20 +66,24 @@ static int current_cc(int *dev_out, int *sms_out) {
     if (dev >= 0 && dev < MAX_DEVICES) {
         const int cc = atomic_load(&device_cc[dev]);
         *sms_out = atomic_load(&device_sms[dev]);
+        *l2_out = atomic_load(&device_l2[dev]);
         if (cc) return cc;
     }
     if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
         cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev) != cudaSuccess) {
         (void)cudaGetLastError();
         return -1;
     }
     const int cc = 10 * major + minor;
     if (dev >= 0 && dev < MAX_DEVICES) {
         atomic_store(&device_sms[dev], sms);
+        atomic_store(&device_l2[dev], l2);
         atomic_store(&device_cc[dev], cc);
     }
     *sms_out = sms;
+    *l2_out = l2;
     return cc;
 }
 
@@ -131,13 +136,15 @@ static const char *sm90_refusal(const jattn_problem *p, int cc) {
     return NULL;
 }
 
-/* Where v5 beats v4 (H200, bench/results/h200-2026-12-01-v5): D = 128 with long key rows
- * (>= 64 tiles of 64 keys) and a grid of >= 4 waves of its 128-query CTAs: +3..11% f32 at
- * (1,24,4608), (1,48,4608), (1,24,16384), (1,40,32768); shorter grids or rows (v4 splits short
- * grids over clusters; v5 does not) and D = 64 run faster on v4. */
-static int v5_wins(const jattn_problem *p, int sms) {
-    const int64_t tiles = (p->seq_kv + 63) / 64, ctas = (p->seq_q + 127) / 128 * p->batch * p->heads;
-    return p->head_dim == 128 && tiles >= 64 && ctas >= 4 * (int64_t)sms;
+/* Where v5 beats v4 (H200, bench/results/h200-2026-12-01-v5): D = 128, a grid of >= 4 waves of
+ * its 128-query CTAs, and a head's split K and V (8 bytes per key and head_dim element) larger
+ * than half the L2, so that v4's 64-query CTAs re-read them from memory: +7% f32 and +8% tf32
+ * at (1,40,32768,128) (16.8 MB per head at (1,24,16384,128): v4 equal or 2% faster; 1536 and
+ * 4608 keys, D = 64 and cross-attention: v4 faster). */
+static int v5_wins(const jattn_problem *p, int sms, int l2_bytes) {
+    const int64_t ctas = (p->seq_q + 127) / 128 * p->batch * p->heads;
+    const int64_t split_bytes = 8 * p->seq_kv * p->head_dim;
+    return p->head_dim == 128 && ctas >= 4 * (int64_t)sms && 2 * split_bytes > (int64_t)l2_bytes;
 }
 
 /* AUTO: v5 or v4 (v5_wins) on a 9.0 device for the problems they take (D 64 or 128, strides a
@@ -146,12 +153,12 @@ static int v5_wins(const jattn_problem *p, int sms) {
  * would not).
  * Forced v1, v3 and v4 stay as forced (cuda_select reports why a forced v3 or v4 cannot run);
  * forced v2 falls back to v1 beyond its head_dim limits. */
-static jattn_cuda_kernel kernel_for(const jattn_problem *p, int cc, int sms) {
+static jattn_cuda_kernel kernel_for(const jattn_problem *p, int cc, int sms, int l2_bytes) {
     jattn_cuda_kernel k = (jattn_cuda_kernel)atomic_load(&kernel_choice);
     if (k == JATTN_CUDA_KERNEL_V1 || is_sm90_kernel(k)) return k;
     if (k == JATTN_CUDA_KERNEL_AUTO && p->seq_kv == 1) return JATTN_CUDA_KERNEL_V1;
     if (k == JATTN_CUDA_KERNEL_AUTO && sm90_refusal(p, cc) == NULL)
-        return v5_wins(p, sms) ? JATTN_CUDA_KERNEL_V5 : JATTN_CUDA_KERNEL_V4;
+        return v5_wins(p, sms, l2_bytes) ? JATTN_CUDA_KERNEL_V5 : JATTN_CUDA_KERNEL_V4;
     return v2_applies(p->head_dim) ? JATTN_CUDA_KERNEL_V2 : JATTN_CUDA_KERNEL_V1;
 }
 
@@ -174,8 +181,8 @@ static jattn_status cuda_select(const jattn_problem *p, const jattn_exec *e, jat
     (void)e;
     pthread_once(&device_once, probe_device);
     if (!device.present) return jattn_fail(JATTN_ERROR_BACKEND_UNAVAILABLE, "%s", device.why);
-    int dev = 0, sms = 0;
-    const int cc = current_cc(&dev, &sms);
+    int dev = 0, sms = 0, l2 = 0;
+    const int cc = current_cc(&dev, &sms, &l2);
     if (cc < 0) return jattn_fail(JATTN_ERROR_BACKEND_UNAVAILABLE, "backend: cuda: cannot query the current device");
     if (cc < 80)
         return jattn_fail(JATTN_ERROR_BACKEND_UNAVAILABLE,
@@ -186,7 +193,7 @@ static jattn_status cuda_select(const jattn_problem *p, const jattn_exec *e, jat
                           (long long)p->head_dim, JATTN_CUDA_V1_MAX_HEAD_DIM);
     if (p->seq_q > INT32_MAX || p->seq_kv > INT32_MAX || p->batch * p->heads > INT32_MAX)
         return jattn_fail(JATTN_ERROR_UNSUPPORTED, "seq_q/seq_kv/batch*heads: the cuda backend indexes them with 32 bits");
-    const jattn_cuda_kernel k = kernel_for(p, cc, sms);
+    const jattn_cuda_kernel k = kernel_for(p, cc, sms, l2);
     if (is_sm90_kernel(k)) {
         const char *why = sm90_refusal(p, cc);
         if (why)
