@@ -49,7 +49,10 @@ if(_jattn_cuda_build)
     "$<$<COMPILE_LANGUAGE:CUDA>:${JATTN_CUDA_GENCODE}>"
     $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra,-fno-threadsafe-statics>)
   # jattn_objects exists before CUDA is enabled: set its properties directly.
-  set_target_properties(jattn_objects PROPERTIES CUDA_ARCHITECTURES OFF CUDA_STANDARD 17 CUDA_STANDARD_REQUIRED ON)
+  # CUDA_VISIBILITY_PRESET: the kernels' extern "C" launchers stay internal to the shared library,
+  # as the C sources' symbols do (only JATTN_API names are exported).
+  set_target_properties(jattn_objects PROPERTIES CUDA_ARCHITECTURES OFF CUDA_STANDARD 17 CUDA_STANDARD_REQUIRED ON
+                                                 CUDA_VISIBILITY_PRESET hidden)
   set(JATTN_CUDA_ENABLED ON)
   message(STATUS "jattn: cuda backend built (${CMAKE_CUDA_COMPILER}, sm_90a + compute_80 PTX)")
 else()
