@@ -48,7 +48,7 @@
 #endif
 
 #include "f16x2_split.cuh"
-#include "f16x2_column_softmax.cuh"
+#include "f16x2_tile_step.cuh"
 #include "sm90_pipeline_ptx.cuh"
 #include "sm90_wgmma_ptx.cuh"
 
@@ -205,45 +205,7 @@ __global__ void __launch_bounds__(kThreads, 1) attention_f32_sm90_ws_f16x2_128x6
     const float *v_unscale_head = fp.v_unscale + bh * n_tiles * D;
     const int *v_tiny_head = fp.v_tiny + bh * n_tiles;
 
-    /* Stage Q once (as v4): two threads per query row, q * scale, the row's power of two, hi and lo. */
-    {
-        constexpr int kPer = D / 8;
-        const int row = tid / 2, part = tid % 2;
-        const bool valid = q0 + row < p.seq_q;
-        const float4 *src = reinterpret_cast<const float4 *>(qp + (int64_t)(valid ? q0 + row : 0) * p.q_t) + part * kPer;
-        float x[kPer][4];
-        float amax = 0.f;
-#pragma unroll
-        for (int j = 0; j < kPer; ++j) {
-            const float4 v = valid ? __ldg(src + j) : make_float4(0.f, 0.f, 0.f, 0.f);
-            x[j][0] = v.x * p.scale;
-            x[j][1] = v.y * p.scale;
-            x[j][2] = v.z * p.scale;
-            x[j][3] = v.w * p.scale;
-#pragma unroll
-            for (int e = 0; e < 4; ++e) amax = fmaxf(amax, finite_abs(x[j][e]));
-        }
-        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
-        const int eq = f16x2_exponent(amax, kQTarget);
-        const float up = exp2_int(eq);
-#pragma unroll
-        for (int j = 0; j < kPer; ++j) {
-            const int d0 = 4 * (part * kPer + j);
-            const int col = 16 * (d0 / 16) + 2 * ((d0 % 16) / 4);
-            uint32_t hi0, lo0, hi1, lo1;
-            f16x2_split2(x[j][0] * up, x[j][1] * up, hi0, lo0);
-            f16x2_split2(x[j][2] * up, x[j][3] * up, hi1, lo1);
-            const uint32_t off0 = swizzled_offset_f16(row, col, kQ), off1 = swizzled_offset_f16(row, col + 8, kQ);
-            *reinterpret_cast<uint32_t *>(q_hi + off0) = hi0;
-            *reinterpret_cast<uint32_t *>(q_lo + off0) = lo0;
-            *reinterpret_cast<uint32_t *>(q_hi + off1) = hi1;
-            *reinterpret_cast<uint32_t *>(q_lo + off1) = lo1;
-        }
-        if (part == 0) {
-            q_unscale[row] = exp2_int(-eq);
-            q_log2e[row] = exp2_int(-eq) * kLog2e;
-        }
-    }
+    f16x2_stage_q<D, kQ>(qp, p.q_t, p.seq_q, q0, p.scale, tid, q_hi, q_lo, q_unscale, q_log2e);
     if (tid < kQ) {
         m_state[tid] = -INFINITY;
         l_state[tid] = 0.f;
@@ -334,34 +296,9 @@ __global__ void __launch_bounds__(kThreads, 1) attention_f32_sm90_ws_f16x2_128x6
             fence_regs(ka_hi[C::kSlices - 1]);
             fence_regs(ka_lo[C::kSlices - 1]);
         }
-#pragma unroll
-        for (int i = 0; i < C::kAcc; ++i) {
-            const float big = st[i] + st2[i];
-            st[i] = (isinf(big) ? big : big + st_c[i]) * kf[(i / 2) % 2];
-        }
-
         /* ---- softmax down the columns of S^T, in t units (as v4) ---- */
-        if (key0 + kK > p.seq_kv) {
-#pragma unroll
-            for (int r = 0; r < 2; ++r) {
-                if (key0 + warp * 16 + g + 8 * r >= p.seq_kv) {
-#pragma unroll
-                    for (int i = 0; i < C::kAcc / 4; ++i) st[4 * i + 2 * r] = st[4 * i + 2 * r + 1] = -INFINITY;
-                }
-            }
-        }
         float *cmax = col_max + parity * kWarps * kQ;
-#pragma unroll
-        for (int i = 0; i < C::kAcc / 4; ++i) {
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {
-                float mx = fmaxf(st[4 * i + e], st[4 * i + 2 + e]);
-                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 4));
-                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 8));
-                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 16));
-                if (g == 0) cmax[warp * kQ + 8 * i + 2 * c + e] = mx;
-            }
-        }
+        f16x2_scores_column_max<C::kAcc, kWarps, kQ, true>(st, st2, st_c, kf, key0, p.seq_kv, cmax, warp, g, c);
         named_bar_sync(own_bar, kWgThreads); /* B1: column maxima of every warp */
 
         f16x2_column_softmax<C::kAcc, kWarps, kQ, kSplitPV, true>(st, cmax, m_state + parity * kQ,
@@ -403,43 +340,12 @@ __global__ void __launch_bounds__(kThreads, 1) attention_f32_sm90_ws_f16x2_128x6
             if (mb + 1 < C::kMBlocks) v_from_ring<kSplitPV>(tile_v + (int64_t)(mb + 1) * 1024, warp, lane, vn);
             float ot[C::kAcc];
             uint32_t va_hi[C::kVSlices][4], va_lo[C::kVSlices][4];
-#pragma unroll
-            for (int ks = 0; ks < C::kVSlices; ++ks) {
-                va_hi[ks][0] = vx[ks][0].x; va_hi[ks][1] = vx[ks][0].y; va_hi[ks][2] = vx[ks][0].z; va_hi[ks][3] = vx[ks][0].w;
-                if (kSplitPV) {
-                    va_lo[ks][0] = vx[ks][1].x; va_lo[ks][1] = vx[ks][1].y; va_lo[ks][2] = vx[ks][1].z; va_lo[ks][3] = vx[ks][1].w;
-                }
-                wgmma_fence();
-                const uint64_t ph = f16_slice_desc(p_hi_t, ks, kQ);
-                if (kSplitPV) {
-                    wgmma_m64n64k16_f16_rs(ot, va_lo[ks], ph, ks > 0);
-                    wgmma_m64n64k16_f16_rs(ot, va_hi[ks], f16_slice_desc(p_lo_t, ks, kQ), 1);
-                    wgmma_m64n64k16_f16_rs(ot, va_hi[ks], ph, 1);
-                } else {
-                    wgmma_m64n64k16_f16_rs(ot, va_hi[ks], ph, ks > 0);
-                }
-                wgmma_commit();
-                if (ks > 0) {
-                    wgmma_wait<1>();
-                    fence_regs(va_hi[ks - 1]);
-                    if (kSplitPV) fence_regs(va_lo[ks - 1]);
-                }
-            }
+            f16x2_pv_issue<kSplitPV, C::kVSlices, C::kAcc, kQ>(ot, vx, va_hi, va_lo, p_hi_t, p_lo_t);
             if (mb + 1 == C::kMBlocks) {
                 if (pingpong) named_bar_arrive(kBarTurn + (cw ^ 1), kConsumers * kWgThreads); /* the other's turn */
                 mbar_arrive(empty_s + 8u * v_slot); /* this thread's V fragments are in registers */
             }
-            wgmma_wait_all();
-            fence_regs(ot);
-            fence_regs(va_hi[C::kVSlices - 1]);
-            if (kSplitPV) fence_regs(va_lo[C::kVSlices - 1]);
-            if (tiny) {
-#pragma unroll
-                for (int i = 0; i < C::kAcc; ++i) ot[i] *= kTinyDown;
-            }
-#pragma unroll
-            for (int i = 0; i < C::kAcc; ++i)
-                o[mb][i] = fmaf(o[mb][i], alpha[2 * (i / 4) + (i % 2)], ot[i] * vf[2 * mb + (i / 2) % 2]);
+            f16x2_pv_finish<kSplitPV, C::kVSlices, C::kAcc, C::kOutVec>(o[mb], ot, va_hi, va_lo, alpha, vf, mb, tiny);
             if (mb + 1 < C::kMBlocks) {
 #pragma unroll
                 for (int ks = 0; ks < C::kVSlices; ++ks) {
@@ -454,26 +360,9 @@ __global__ void __launch_bounds__(kThreads, 1) attention_f32_sm90_ws_f16x2_128x6
 
     named_bar_sync(own_bar, kWgThreads); /* the last tile's l_state update */
     const float *m_final = m_state + (n_tiles & 1) * kQ;
-#pragma unroll
-    for (int i = 0; i < C::kAcc / 4; ++i) {
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-            const int q = 8 * i + 2 * c + e;
-            const int row = q0 + q;
-            if (row >= p.seq_q) continue;
-            const float l = l_state[q];
-            const float inv = (1.f / kPScale) / l;
-            float *dst = p.out + b * p.o_b + h * p.o_h + (int64_t)row * p.o_t + d_base;
-            if (C::kMBlocks == 2) {
-                *reinterpret_cast<float4 *>(dst) = make_float4(o[0][4 * i + e] * inv, o[0][4 * i + 2 + e] * inv,
-                                                               o[C::kMBlocks - 1][4 * i + e] * inv,
-                                                               o[C::kMBlocks - 1][4 * i + 2 + e] * inv);
-            } else {
-                *reinterpret_cast<float2 *>(dst) = make_float2(o[0][4 * i + e] * inv, o[0][4 * i + 2 + e] * inv);
-            }
-            if (p.lse != nullptr && warp == 0 && g == 0) p.lse[bh * p.seq_q + row] = m_final[q] * q_unscale[q] + logf(l);
-        }
-    }
+    f16x2_write_out<C::kMBlocks, C::kAcc, C::kOutVec>(o, l_state, m_final, q_unscale, p.out + b * p.o_b + h * p.o_h, p.o_t,
+                                                      p.lse != nullptr ? p.lse + bh * p.seq_q : nullptr, q0, p.seq_q, d_base,
+                                                      false, warp, g, c);
 #endif
 }
 
