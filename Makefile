@@ -9,7 +9,7 @@ BUILD ?= build
 PREFIX ?= /usr/local
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
-FUZZ_SECONDS ?= 30
+FUZZ_SECONDS ?= 20
 SANITIZER_TESTS = BUILD=$(BUILD) JOBS=$(JOBS) FUZZ_SECONDS=$(FUZZ_SECONDS) sh cmake/sanitizer_tests.sh
 
 .PHONY: all build run test test-plain test-asan test-tsan test-fuzz install clean

@@ -10,7 +10,7 @@
 #                             instrumented and reports false races)
 #   sanitizer_tests.sh fuzz   the libFuzzer harnesses of fuzz/ (clang, ASan + UBSan) in
 #                             $BUILD-fuzz: the corpora replayed, then each harness run for
-#                             FUZZ_SECONDS (default 30); a crash fails the step and its input
+#                             FUZZ_SECONDS (default 30; make test passes 20); a crash fails the step and its input
 #                             is left in $BUILD-fuzz/fuzz-artifacts/ (copy it into
 #                             fuzz/corpus/<harness>/ to make it a regression test)
 #
