@@ -25,7 +25,8 @@
  *    the 256 consumer threads gives the tensor core to the consumers in turns (one's S^T, the
  *    other's S^T, one's P V, the other's P V, ...).
  * Numerics are v4's, operation for operation (the same accumulators, chains, scales and
- * softmax): the two kernels give the same bits for the same call.
+ * softmax): the same bits as v4's two-CTA instance without its split-KV cluster (bench tables:
+ * equal rel_l2 where the plan runs that instance).
  *
  * Shared memory per CTA (D = 128 / 64): two consumer regions (Q hi, lo 32 / 16 KB; P^T hi, lo
  * 16 KB; the softmax state 4.75 KB) and the ring, 3 slots of 32 KB / 8 of 16 KB: 203 / 203 KB.
