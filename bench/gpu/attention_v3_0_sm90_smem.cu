@@ -390,8 +390,8 @@ cudaError_t launch(const Params &p, int64_t batch, int64_t heads, int64_t seq_q,
 
 } /* namespace */
 
-/* attention_f32_sm90_wgmma_supported(), the contract check of both versions, is defined in
- * attention_v3_sm90_tf32x3.cu: the library compiles only v3.1; this file links with it. */
+/* attention_f32_sm90_wgmma_supported(), the contract check of every sm_90a version, is defined in
+ * src/cuda/sm90_contract.c; this file links with it. */
 
 extern "C" cudaError_t attention_f32_sm90_wgmma_64x64(const attention_sm90_args *a, cudaStream_t stream)
 {

@@ -6,7 +6,7 @@
  * Build and run (on the H200):
  *   nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -Iinclude -Isrc/cuda \
  *        bench/gpu/wgmma_check.cu bench/gpu/attention_v3_0_sm90_smem.cu \
- *        src/cuda/attention_v3_sm90_tf32x3.cu -o /tmp/wgmma_check
+ *        src/cuda/attention_v3_sm90_tf32x3.cu src/cuda/sm90_contract.c -o /tmp/wgmma_check
  *   /tmp/wgmma_check [--kernel v3.0|v3.1] [--small] [seed]
  *     --kernel: only that version (run each in its own process: a kernel that faults ends
  *               its process, and the other's results survive)

@@ -46,6 +46,14 @@
 extern "C" {
 #endif
 
+/* The contract's limits, written once: attention_f32_sm90_wgmma_supported() (sm90_contract.c)
+ * and the backend's selection (cuda_backend.c) both read them. */
+#define ATTENTION_SM90_CC 90            /* compute capability 9.0 (10 major + minor) */
+#define ATTENTION_SM90_MAX_GRID 65535   /* batch and heads, each */
+#define ATTENTION_SM90_TILE 64          /* rows of a query and a key tile; seq_q, seq_kv <= INT32_MAX - TILE */
+#define ATTENTION_SM90_ALIGN_BYTES 16   /* q, k, v, out: float4 moves */
+#define ATTENTION_SM90_STRIDE_MULTIPLE (ATTENTION_SM90_ALIGN_BYTES / 4)
+
 typedef enum attention_sm90_precision {
     ATTENTION_SM90_F32 = 0, /* 3xTF32: fp32-accurate */
     ATTENTION_SM90_TF32 = 1 /* one TF32 product in P V (and in Q K^T in v3.0) */
@@ -83,8 +91,15 @@ typedef enum attention_sm90_support {
     ATTENTION_SM90_BAD_PRECISION = 6     /* precision out of range */
 } attention_sm90_support;
 
+/* @return ATTENTION_SM90_SUPPORTED when the shape and strides are within the contract (head_dim,
+ *         strides, batch and heads, sequence lengths, checked in that order), else the first
+ *         reason they are not. The part of the contract known before the pointers: the backend's
+ *         selection refuses a problem with it. Host-only, no CUDA call (sm90_contract.c). */
+attention_sm90_support attention_sm90_shape_supported(int64_t batch, int64_t heads, int64_t seq_q, int64_t seq_kv,
+                                                      int64_t head_dim, const attention_sm90_strides strides[4]);
+
 /* @return ATTENTION_SM90_SUPPORTED when attention_f32_sm90_wgmma_64x64() can run `args`,
- *         else the first reason it cannot. Host-only, no CUDA call. */
+ *         else the first reason it cannot. Host-only, no CUDA call (sm90_contract.c). */
 attention_sm90_support attention_f32_sm90_wgmma_supported(const attention_sm90_args *args);
 
 /* Enqueues the attention on `stream` (see the contract above). Kernel v3.0: S = Q K^T and

@@ -618,30 +618,7 @@ cudaError_t st_launch(Params p, int64_t batch, int64_t heads, int64_t seq_q, int
     return cudaLaunchKernelEx(&cfg, kernel, p);
 }
 
-bool aligned16(const void *ptr) { return (reinterpret_cast<uintptr_t>(ptr) % 16) == 0; }
-bool stride_ok(const attention_sm90_strides &s) { return s.batch % 4 == 0 && s.head % 4 == 0 && s.token % 4 == 0 &&
-                                                          s.batch >= 0 && s.head >= 0 && s.token >= 0; }
-
 } /* namespace */
-
-/* The contract check of both versions (v3.0 in attention_v3_0_sm90_smem.cu uses it too): here,
- * in the file the library compiles. */
-extern "C" attention_sm90_support attention_f32_sm90_wgmma_supported(const attention_sm90_args *a)
-{
-    if (a == nullptr || a->q == nullptr || a->k == nullptr || a->v == nullptr || a->out == nullptr)
-        return ATTENTION_SM90_NULL_POINTER;
-    if (a->batch < 1 || a->heads < 1 || a->seq_q < 1 || a->seq_kv < 1 || a->batch > 65535 || a->heads > 65535 ||
-        a->seq_q > INT32_MAX - kStQ || a->seq_kv > INT32_MAX - kStK || a->heads * a->seq_q > INT64_MAX / a->batch)
-        return ATTENTION_SM90_BAD_DIMENSION;
-    if (a->head_dim != 64 && a->head_dim != 128) return ATTENTION_SM90_BAD_HEAD_DIM;
-    if (!aligned16(a->q) || !aligned16(a->k) || !aligned16(a->v) || !aligned16(a->out) ||
-        (a->lse != nullptr && (reinterpret_cast<uintptr_t>(a->lse) % 4) != 0) || !stride_ok(a->q_strides) ||
-        !stride_ok(a->k_strides) || !stride_ok(a->v_strides) || !stride_ok(a->out_strides))
-        return ATTENTION_SM90_MISALIGNED;
-    if (!(a->scale > 0.f) || !isfinite(a->scale)) return ATTENTION_SM90_BAD_SCALE;
-    if (a->precision != ATTENTION_SM90_F32 && a->precision != ATTENTION_SM90_TF32) return ATTENTION_SM90_BAD_PRECISION;
-    return ATTENTION_SM90_SUPPORTED;
-}
 
 extern "C" cudaError_t attention_f32_sm90_wgmma_st_64x64(const attention_sm90_args *a, cudaStream_t stream)
 {

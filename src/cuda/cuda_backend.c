@@ -112,24 +112,25 @@ static int v2_applies(int64_t d) {
     return d % JATTN_CUDA_V2_HEAD_DIM_MULTIPLE == 0 && d <= JATTN_CUDA_V2_MAX_HEAD_DIM;
 }
 
-static int v3_stride_ok(jattn_strides s) {
-    const int64_t m = JATTN_CUDA_V3_STRIDE_MULTIPLE;
-    return s.batch >= 0 && s.head >= 0 && s.token >= 0 && s.batch % m == 0 && s.head % m == 0 && s.token % m == 0;
-}
-
 /* Why v3, v4 and v5 cannot run a problem (a message for jattn_fail), or NULL when they can,
- * pointers aside: their alignment is known in forward() only. The conditions are those of the
- * launch contract in attention_sm90.h. */
+ * pointers aside: their alignment is known in forward() only. The limits are those of the
+ * launch contract (attention_sm90.h, checked by sm90_contract.c). */
 static const char *sm90_refusal(const jattn_problem *p, int cc) {
-    if (cc != 10 * JATTN_CUDA_V3_CC_MAJOR + JATTN_CUDA_V3_CC_MINOR)
-        return "device: kernels v3, v4 and v5 (sm_90a wgmma) need compute capability 9.0";
-    if (p->head_dim != 64 && p->head_dim != 128) return "head_dim: kernels v3 to v5 take 64 or 128";
-    if (!v3_stride_ok(p->q) || !v3_stride_ok(p->k) || !v3_stride_ok(p->v) || !v3_stride_ok(p->out))
+    if (cc != ATTENTION_SM90_CC) return "device: kernels v3, v4 and v5 (sm_90a wgmma) need compute capability 9.0";
+    const attention_sm90_strides strides[4] = {{p->q.batch, p->q.head, p->q.token},
+                                               {p->k.batch, p->k.head, p->k.token},
+                                               {p->v.batch, p->v.head, p->v.token},
+                                               {p->out.batch, p->out.head, p->out.token}};
+    switch (attention_sm90_shape_supported(p->batch, p->heads, p->seq_q, p->seq_kv, p->head_dim, strides)) {
+    case ATTENTION_SM90_SUPPORTED: return NULL;
+    case ATTENTION_SM90_BAD_HEAD_DIM: return "head_dim: kernels v3 to v5 take 64 or 128";
+    case ATTENTION_SM90_MISALIGNED:
         return "strides: kernels v3 to v5 need every stride of q, k, v, out a non-negative multiple of 4 elements";
-    if (p->batch > 65535 || p->heads > 65535) return "batch/heads: kernels v3 to v5 take at most 65535 each";
-    if (p->seq_q > INT32_MAX - JATTN_CUDA_V3_TILE || p->seq_kv > INT32_MAX - JATTN_CUDA_V3_TILE)
+    default:
+        if (p->batch > ATTENTION_SM90_MAX_GRID || p->heads > ATTENTION_SM90_MAX_GRID)
+            return "batch/heads: kernels v3 to v5 take at most 65535 each";
         return "seq_q/seq_kv: kernels v3 to v5 take at most 2^31 - 65 (their 64-row tiles index with 32 bits)";
-    return NULL;
+    }
 }
 
 /* Where v5 beats v4 (H200, bench/results/h200-2026-12-01-v5): D = 128, a grid of >= 4 waves of

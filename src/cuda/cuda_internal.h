@@ -54,13 +54,7 @@ typedef enum jattn_cuda_kernel {
 #define JATTN_CUDA_V1_MAX_HEAD_DIM 512
 #define JATTN_CUDA_V2_MAX_HEAD_DIM 256
 #define JATTN_CUDA_V2_HEAD_DIM_MULTIPLE 8
-/* v3's and v4's head dims are 64 and 128 and their alignment is that of a float4
- * (attention_sm90.h). */
-#define JATTN_CUDA_V3_CC_MAJOR 9
-#define JATTN_CUDA_V3_CC_MINOR 0
-#define JATTN_CUDA_V3_ALIGN_BYTES 16
-#define JATTN_CUDA_V3_STRIDE_MULTIPLE (JATTN_CUDA_V3_ALIGN_BYTES / 4)
-#define JATTN_CUDA_V3_TILE 64 /* queries per CTA and keys per tile */
+/* v3's, v4's and v5's limits are those of their launch contract (attention_sm90.h). */
 
 /* Device bytes of the key padding's pre-pass output for a problem: kv_count and kv_index
  * (each region 256-byte aligned). Every kernel's workspace includes them. */
