@@ -1,6 +1,6 @@
-/* attention_f32_sm90_wgmma_st_64x64 — version 3.2 of the cuda kernels (the default on sm_90
- * for D 64 and 128): fp32-accurate flash attention with Hopper's wgmma in the transposed
- * ("S^T") orientation, for sm_90a.
+/* attention v3 (v3.2; launcher jattn_cuda_launch_v3, reported as cuda_v3_flash_*_sm90_wgmma_st_64x64;
+ * run when forced, or when v4's workspace cannot be had from the pool): fp32-accurate flash
+ * attention with Hopper's wgmma in the transposed ("S^T") orientation, for sm_90a.
  *
  * Reads  q [B, H, Sq, D], k and v [B, H, Skv, D] (element strides per batch/head/token,
  *        head_dim contiguous, float4 aligned), D in {64, 128}.
@@ -620,8 +620,10 @@ cudaError_t st_launch(Params p, int64_t batch, int64_t heads, int64_t seq_q, int
 
 } /* namespace */
 
-extern "C" cudaError_t attention_f32_sm90_wgmma_st_64x64(const attention_sm90_args *a, cudaStream_t stream)
+extern "C" int jattn_cuda_launch_v3(const jattn_cuda_args *a, void *workspace, void *stream_ptr)
 {
+    (void)workspace; /* none needed */
+    cudaStream_t stream = (cudaStream_t)stream_ptr;
     if (attention_f32_sm90_wgmma_supported(a) != ATTENTION_SM90_SUPPORTED) return cudaErrorInvalidValue;
     int dev = 0;
     cudaError_t err = sm90_current_device(&dev);
@@ -630,7 +632,7 @@ extern "C" cudaError_t attention_f32_sm90_wgmma_st_64x64(const attention_sm90_ar
     err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
     if (err != cudaSuccess) return err;
     const Params p = params_from_args(a);
-    const bool split = a->precision == ATTENTION_SM90_F32;
+    const bool split = a->precision == JATTN_PRECISION_F32;
     if (a->head_dim == 128)
         return split ? st_launch<128, true>(p, a->batch, a->heads, a->seq_q, sms, stream)
                      : st_launch<128, false>(p, a->batch, a->heads, a->seq_q, sms, stream);
