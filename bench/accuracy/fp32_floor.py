@@ -11,6 +11,7 @@ mean of v, which sometimes cancels to ~1e-3 while the weights' rounding errs by 
 usage: python3 fp32_floor.py [Sq Skv D DRAWS SEED]     (default 100 77 1 40000 1)
 needs numpy
 """
+
 import math
 import sys
 
@@ -19,7 +20,7 @@ import numpy as np
 
 def main():
     args = [int(a) for a in sys.argv[1:]]
-    sq, skv, d, draws, seed = args + [100, 77, 1, 40000, 1][len(args):]
+    sq, skv, d, draws, seed = args + [100, 77, 1, 40000, 1][len(args) :]
     rng = np.random.default_rng(seed)
     scale = np.float32(1 / math.sqrt(d))
     rels = np.empty(draws)
@@ -33,8 +34,10 @@ def main():
         out = ((p32 @ v) / p32.sum(1, keepdims=True)).astype(np.float32)
         rels[t] = np.linalg.norm(out - ref) / np.linalg.norm(ref)
     fails = int((rels > 2e-6).sum())
-    print(f"fp32 floor Sq={sq} Skv={skv} D={d} uniform draws={draws}: rel_l2 p50 {np.median(rels):.3g} "
-          f"p99 {np.quantile(rels, 0.99):.3g} max {rels.max():.3g}  over 2e-6: {fails} ({fails / draws:.1e})")
+    print(
+        f"fp32 floor Sq={sq} Skv={skv} D={d} uniform draws={draws}: rel_l2 p50 {np.median(rels):.3g} "
+        f"p99 {np.quantile(rels, 0.99):.3g} max {rels.max():.3g}  over 2e-6: {fails} ({fails / draws:.1e})"
+    )
 
 
 if __name__ == "__main__":

@@ -62,11 +62,15 @@ def _is_numpy(x: object) -> bool:
     return numpy is not None and isinstance(x, numpy.ndarray)
 
 
-def _needs_dispatcher(q: "torch.Tensor", k: "torch.Tensor", v: "torch.Tensor") -> bool:
+def _needs_dispatcher(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
     """True under torch.compile / export, for tensor subclasses (fake, functional, ...) and meta tensors."""
     plain = torch.Tensor
     return (
-        type(q) is not plain or type(k) is not plain or type(v) is not plain or q.is_meta or torch.compiler.is_compiling()
+        type(q) is not plain
+        or type(k) is not plain
+        or type(v) is not plain
+        or q.is_meta
+        or torch.compiler.is_compiling()
     )
 
 
