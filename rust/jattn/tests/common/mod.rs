@@ -144,7 +144,11 @@ pub fn problem_for(problem: Problem, dist: Dist) -> Problem {
 /// drawn from `dist`.
 pub fn inputs(problem: &Problem, dist: Dist, rng: &mut Rng) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
     let len = |t| problem.required_len(t).expect("extent");
-    (draw(rng, dist, true, len(Tensor::Q)), draw(rng, dist, true, len(Tensor::K)), draw(rng, dist, false, len(Tensor::V)))
+    (
+        draw(rng, dist, true, len(Tensor::Q)),
+        draw(rng, dist, true, len(Tensor::K)),
+        draw(rng, dist, false, len(Tensor::V)),
+    )
 }
 
 /// A NaN with a payload no computation makes: what "never written" looks like.
@@ -227,7 +231,8 @@ pub fn reference(
         for h in 0..hn {
             for i in 0..sq {
                 let row = ((b * hn + h) * sq + i) * dn;
-                lse[(b * hn + h) * sq + i] = reference_row(problem, (q, k, v), (b, h, i), attends, &mut out[row..row + dn]);
+                lse[(b * hn + h) * sq + i] =
+                    reference_row(problem, (q, k, v), (b, h, i), attends, &mut out[row..row + dn]);
             }
         }
     }
