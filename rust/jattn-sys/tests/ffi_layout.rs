@@ -209,3 +209,18 @@ fn linked_library_is_the_expected_one() {
         assert!(linked.starts_with(&expected), "linked {linked:?}, expected {expected:?}");
     }
 }
+
+/// Cargo.toml must hold a literal version: it is the header's JATTN_VERSION_MAJOR.MINOR.PATCH
+/// (the version's one home, include/jattn.h; CONTRIBUTING.md's version policy).
+#[test]
+fn crate_version_is_the_headers() {
+    let text = header();
+    let part = |name: &str| -> String {
+        let prefix = format!("#define JATTN_VERSION_{name} ");
+        let value =
+            text.lines().find_map(|l| l.strip_prefix(&prefix)).unwrap_or_else(|| panic!("no {prefix}in jattn.h"));
+        value.trim().to_owned()
+    };
+    let header_version = format!("{}.{}.{}", part("MAJOR"), part("MINOR"), part("PATCH"));
+    assert_eq!(env!("CARGO_PKG_VERSION"), header_version, "rust/Cargo.toml's version differs from include/jattn.h's");
+}
