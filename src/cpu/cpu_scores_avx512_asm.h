@@ -23,7 +23,7 @@
  *
  * Registers: set A zmm0-11, set B zmm12-23 (row j, query vector v: 3j + v), Qt row zmm24-26,
  * K broadcasts zmm27-28, Fast2Sum temporaries zmm30-31. GCC and clang see one asm statement
- * and cannot rewrite the schedule (NOTES.md §5: every C version got copies or spills). */
+ * and cannot rewrite the schedule (JOURNAL.md §2: every C version got copies or spills). */
 #ifndef JATTN_CPU_SCORES_AVX512_ASM_H
 #define JATTN_CPU_SCORES_AVX512_ASM_H
 
