@@ -181,7 +181,7 @@ typedef struct jattn_exec {
 typedef struct jattn_selection {
     jattn_backend backend; /* the backend chosen (never AUTO) */
     const char *backend_name;
-    const char *kernel;    /* the kernel that runs, e.g. "cpu_flash_f32_avx512_12x32" */
+    const char *kernel;    /* the kernel that runs, e.g. "cpu_flash_f32_avx512_4x48" */
     const char *isa;       /* instruction set: "scalar", "avx512", "avx2", "neon", "generic", "sm_90a", ... */
     int threads;           /* CPU threads it would use (1 for GPU backends) */
 } jattn_selection;
@@ -299,7 +299,7 @@ JATTN_API jattn_status jattn_set_last_error(jattn_status status, const char *mes
  *    B*H*S*D floats of K and V per rank. With k, v replicated nothing moves: each rank attends
  *    its queries to the whole k, v in one call.
  *  - AUTO: ring when k, v are replicated; else Ulysses when P divides H; else ring.
- * The assembled output meets the f32 gate of the single-device call (DESIGN.md §2).
+ * The assembled output meets the f32 gate of the single-device call (docs/DESIGN.md §2).
  *
  * Communicators are the caller's: jattn opens none, never changes the device a rank selected,
  * and calls the collectives of the communicator it is given, in the same order on every rank

@@ -204,7 +204,7 @@ static int outside_untouched(const jt_case *c, int64_t *bad_index) {
 
 static void print_mismatches(const jt_case *c, jattn_precision prec) {
     const jattn_problem *p = &c->p;
-    double tol = prec == JATTN_PRECISION_TF32 ? 1e-2 : 1e-5;
+    double tol = prec == JATTN_PRECISION_TF32 ? JATTN_GATE_LSE_TF32 : JATTN_GATE_F32_MAX_ABS;
     tol *= last_metrics.max_ref > 1 ? last_metrics.max_ref : 1;
     int shown = 0;
     for (int64_t b = 0; b < p->batch && shown < 3; b++)

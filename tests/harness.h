@@ -1,5 +1,5 @@
 /* Test harness shared by every test: seeds, random inputs from the four distributions of
- * DESIGN.md §2, cases with guarded and poisoned buffers, and the check of one call against
+ * docs/DESIGN.md §2, cases with guarded and poisoned buffers, and the check of one call against
  * the float64 reference with the tolerance model of tools/metrics.h.
  *
  * Seeds: each test process draws a fresh seed and prints it; JATTN_TEST_SEED=<n> replays it. */

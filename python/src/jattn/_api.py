@@ -41,7 +41,7 @@ class Selection(NamedTuple):
     """What ``jattn.attention`` would run for a problem (``jattn_select``)."""
 
     backend: str  #: the backend chosen: "ref", "cpu" or "cuda"
-    kernel: str  #: the kernel that runs, e.g. "cpu_flash_f32_avx512_12x32"
+    kernel: str  #: the kernel that runs, e.g. "cpu_flash_f32_avx512_4x48"
     isa: str  #: its instruction set: "scalar", "avx512", "avx2", "neon", "generic", "sm_90a", ...
     threads: int  #: CPU threads it would use (1 for GPU backends)
 

@@ -201,7 +201,7 @@ pub struct jattn_selection {
     pub backend: jattn_backend,
     /// Its name.
     pub backend_name: *const c_char,
-    /// The kernel that runs, e.g. `"cpu_flash_f32_avx512_12x32"`.
+    /// The kernel that runs, e.g. `"cpu_flash_f32_avx512_4x48"`.
     pub kernel: *const c_char,
     /// Instruction set: `"scalar"`, `"avx512"`, `"avx2"`, `"neon"`, `"generic"`, `"sm_90a"`, ...
     pub isa: *const c_char,
