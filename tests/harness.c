@@ -6,7 +6,7 @@
 #include <string.h>
 #include <time.h>
 
-/* ---- random numbers (tools/rng.c) ---- */
+/* ---- random numbers (kit/rng.c) ---- */
 
 void jt_rng_init(jt_rng *r, uint64_t seed) { jattn_rng_seed(r, seed); }
 uint64_t jt_next(jt_rng *r) { return jattn_rng_next(r); }

@@ -1,6 +1,6 @@
 /* Test harness shared by every test: seeds, random inputs from the four distributions of
  * docs/DESIGN.md §2, cases with guarded and poisoned buffers, and the check of one call against
- * the float64 reference with the tolerance model of tools/metrics.h.
+ * the float64 reference with the tolerance model of kit/metrics.h.
  *
  * Seeds: each test process draws a fresh seed and prints it; JATTN_TEST_SEED=<n> replays it. */
 #ifndef JATTN_TEST_HARNESS_H
@@ -17,7 +17,7 @@
 #define JT_SKIP 77
 
 /* ---- random numbers ---- */
-typedef jattn_rng jt_rng; /* tools/rng.h, shared with the jattn command */
+typedef jattn_rng jt_rng; /* kit/rng.h, shared with the jattn command */
 
 /* The process seed: JATTN_TEST_SEED if set, else fresh; printed once on first use. */
 uint64_t jt_seed(void);

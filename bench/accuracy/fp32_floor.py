@@ -33,7 +33,7 @@ def main():
         p32 = np.exp(s32 - s32.max(1, keepdims=True)).astype(np.float32).astype(np.float64)
         out = ((p32 @ v) / p32.sum(1, keepdims=True)).astype(np.float32)
         rels[t] = np.linalg.norm(out - ref) / np.linalg.norm(ref)
-    fails = int((rels > 2e-6).sum())  # JATTN_GATE_F32_REL_L2 of tools/metrics.h
+    fails = int((rels > 2e-6).sum())  # JATTN_GATE_F32_REL_L2 of kit/metrics.h
     print(
         f"fp32 floor Sq={sq} Skv={skv} D={d} uniform draws={draws}: rel_l2 p50 {np.median(rels):.3g} "
         f"p99 {np.quantile(rels, 0.99):.3g} max {rels.max():.3g}  over 2e-6: {fails} ({fails / draws:.1e})"

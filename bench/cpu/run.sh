@@ -30,7 +30,7 @@ cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DJATTN_CUDA=OFF -DJATTN_BUILD
   { echo "build failed, see $BUILD.log"; exit 1; }
 PEERS=$(find "$BUILD" -name libjattn_peers.a | head -1)
 LIBJ=$(find "$BUILD" -name libjattn.a | head -1)
-$CC -O2 -std=c11 -D_POSIX_C_SOURCE=200809L -fopenmp -Iinclude -Itools/peers bench/cpu/bench_cpu.c \
+$CC -O2 -std=c11 -D_POSIX_C_SOURCE=200809L -fopenmp -Iinclude -Ikit bench/cpu/bench_cpu.c \
   "$LIBJ" "$PEERS" -ldl -lm -o "$BUILD/bench_cpu" || { echo "bench_cpu build failed"; exit 1; }
 
 RAW="$OUT/cpu-$LABEL.jsonl"

@@ -6,7 +6,7 @@
  * usage: accuracy_tail BACKEND B H Sq Skv D DIST N [f32|tf32]
  *        BACKEND cpu|cuda, DIST uniform|normal|peaky|large
  * prints: TAIL <label> n=N rel_l2 p50 p90 p99 max  worst_max_abs/gate  fails=K
- * (the gate of docs/DESIGN.md §2, jattn_metrics_pass of tools/metrics.h). Exit status 0, or 1
+ * (the gate of docs/DESIGN.md §2, jattn_metrics_pass of kit/metrics.h). Exit status 0, or 1
  * when a call fails. */
 #include <math.h>
 #include <stdio.h>

@@ -26,7 +26,7 @@ bench_binaries() {
   fi
   if [ -f "$src/bench/gpu/accuracy_tail.c" ] && [ -f "$b/tests/libjattn_test_harness.a" ]; then
     # shellcheck disable=SC2086
-    cc $cflags -I"$src/tests" -I"$src/tools" "$src/bench/gpu/accuracy_tail.c" "$b/tests/libjattn_test_harness.a" \
+    cc $cflags -I"$src/tests" -I"$src/kit" "$src/bench/gpu/accuracy_tail.c" "$b/tests/libjattn_test_harness.a" \
       "$b/tools/libjattn_metrics.a" "$b/tools/libjattn_rng.a" $libs -o "$b/accuracy_tail"
   fi
 }

@@ -49,7 +49,7 @@ if has build; then
   LIBS="$BUILD/libjattn.a -L/usr/local/cuda/lib64 -lcudart -lm"
   cc $CFLAGS bench/gpu/jattn_gpu_bench.c $LIBS -o "$BUILD/jattn_gpu_bench" &&
   cc $CFLAGS bench/gpu/sanitize_small.c $LIBS -o "$BUILD/sanitize_small" &&
-  cc $CFLAGS -Itests -Itools bench/gpu/accuracy_tail.c "$BUILD/tests/libjattn_test_harness.a" \
+  cc $CFLAGS -Itests -Ikit bench/gpu/accuracy_tail.c "$BUILD/tests/libjattn_test_harness.a" \
      "$BUILD/tools/libjattn_metrics.a" "$BUILD/tools/libjattn_rng.a" $LIBS -o "$BUILD/accuracy_tail" ||
     { echo "BENCH BUILD FAILED"; exit 1; }
 fi

@@ -18,7 +18,7 @@
  * call, and the bytes around and between output rows checked untouched), the FLUX shapes
  * (1,24,{1536,4608,16384},128) checked on a sample of query rows; all against a float64 CPU
  * reference, with the gates of docs/DESIGN.md §2 (the formulas of jattn_metrics_pass and
- * jattn_lse_pass over the JATTN_GATE_* constants of tools/metrics.h).
+ * jattn_lse_pass over the JATTN_GATE_* constants of kit/metrics.h).
  * Then times the FLUX shapes: CUDA events around each call, median of 30 after 3 warm-up
  * calls, TFLOP/s = 4*B*H*Sq*Skv*D / t. Exits 1 on any failure, 2 without a usable GPU.
  * The last lines printed are a short table. */
@@ -179,7 +179,7 @@ void reference_row(const Tensors &t, int64_t b, int64_t h, int64_t i, std::vecto
     *lse = mx + std::log(sum);
 }
 
-/* ---- metrics (the formulas of tools/metrics.h) -------------------------------------------- */
+/* ---- metrics (the formulas of kit/metrics.h) -------------------------------------------- */
 
 struct Metrics {
     double err2 = 0, ref2 = 0, dot = 0, out2 = 0, max_abs = 0, max_ref = 0, lse_worst = 0;

@@ -2,7 +2,7 @@
 
 The gate is the tolerance model of docs/DESIGN.md section 2, against a float64 evaluation of the
 same float32 inputs; its numbers mirror the C library's single copy, the JATTN_GATE_* constants of
-tools/metrics.h (change them there and here together).
+kit/metrics.h (change them there and here together).
 """
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ def metrics(out, ref) -> dict:
             "finite": finite}  # fmt: skip
 
 
-# tools/metrics.h: JATTN_GATE_F32_REL_L2, _F32_MAX_ABS, _F32_COS, _TF32_REL_L2
+# kit/metrics.h: JATTN_GATE_F32_REL_L2, _F32_MAX_ABS, _F32_COS, _TF32_REL_L2
 GATE_F32_REL_L2 = 2e-6
 GATE_F32_MAX_ABS = 1e-5
 GATE_F32_COS = 0.99999

@@ -282,7 +282,7 @@ impl Metrics {
     }
 
     /// The f32 gate of docs/DESIGN.md §2 (rel_l2, max_abs relative to max(1, max|ref|), cosine),
-    /// and every element finite; the numbers mirror `JATTN_GATE_F32_*` of tools/metrics.h.
+    /// and every element finite; the numbers mirror `JATTN_GATE_F32_*` of kit/metrics.h.
     pub fn passes_f32(&self) -> bool {
         self.not_finite == 0
             && self.rel_l2 <= 2e-6

@@ -1,4 +1,4 @@
-/* Peers that `jattn bench` measures beside jattn (tools/peers/peers.h).
+/* Peers that `jattn bench` measures beside jattn (kit/peers.h).
  *
  * FMA peak: as ../shared/peers/fma_peak.c — independent FMA chains held in registers (16 zmm
  * chains for AVX-512, 12 ymm for AVX2, 16 q-register chains for NEON, plain C otherwise), each
