@@ -17,9 +17,13 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+void kit_sort(double *v, int n) {
+    if (n > 1) qsort(v, (size_t)n, sizeof *v, cmp_double);
+}
+
 double kit_median(double *v, int n) {
     if (n <= 0) return NAN;
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    kit_sort(v, n);
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 

@@ -8,6 +8,9 @@
 /* Monotonic clock in seconds. */
 double kit_now(void);
 
+/* Sorts n values in place, ascending (percentiles, the best and worst of a run). */
+void kit_sort(double *v, int n);
+
 /* Median of n values (sorts them in place); NaN when n <= 0. */
 double kit_median(double *v, int n);
 

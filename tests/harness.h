@@ -12,6 +12,7 @@
 #include "jattn.h"
 #include "metrics.h"
 #include "rng.h"
+#include "tensor.h"
 
 /* Exit code ctest reads as "skipped" (SKIP_RETURN_CODE). */
 #define JT_SKIP 77

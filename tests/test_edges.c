@@ -302,7 +302,7 @@ static void nonfinite(which_tensor which, float bad, int64_t D) {
         return;
     }
     jt_case_fill(&c, JT_NORMAL, &rng);
-    const int64_t n_out = 1 + (B - 1) * p.out.batch + (H - 1) * p.out.head + (Sq - 1) * p.out.token + (D - 1);
+    const int64_t n_out = kit_tensor_span(&p, p.out, Sq);
     const int64_t n_lse = B * H * Sq;
     jattn_exec e = exec_for();
     float *clean = malloc((size_t)n_out * sizeof(float)), *clean_lse = malloc((size_t)n_lse * sizeof(float));

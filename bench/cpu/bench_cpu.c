@@ -16,21 +16,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "jattn.h"
+#include "clock.h"
 #include "peers.h"
-
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    const double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
+#include "rng.h"
 
 static int parse_list(const char *s, int *out, int max) {
     int n = 0;
@@ -43,15 +33,8 @@ static int parse_list(const char *s, int *out, int max) {
     return n;
 }
 
-static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
-static float normal(void) {
-    double u[2];
-    for (int i = 0; i < 2; i++) {
-        rng_state ^= rng_state << 13, rng_state ^= rng_state >> 7, rng_state ^= rng_state << 17;
-        u[i] = ((double)(rng_state >> 11) + 0.5) * (1.0 / 9007199254740992.0);
-    }
-    return (float)(sqrt(-2 * log(u[0])) * cos(6.283185307179586 * u[1]));
-}
+static jattn_rng rng; /* seeded in main: the same inputs on every run */
+static float normal(void) { return (float)jattn_rng_normal(&rng); }
 
 int main(int argc, char **argv) {
     if (argc < 6) {
@@ -59,6 +42,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     const int H = atoi(argv[1]), D = atoi(argv[2]), reps = atoi(argv[3]);
+    jattn_rng_seed(&rng, 1);
     int threads[16], seqs[32];
     const int nt = parse_list(argv[4], threads, 16), ns = parse_list(argv[5], seqs, 32);
     if (H < 1 || D < 1 || reps < 1 || nt < 1 || ns < 1) {
@@ -108,17 +92,17 @@ int main(int argc, char **argv) {
                 double *t = malloc((size_t)reps * sizeof *t);
                 jattn_status st = jattn_forward(ctx, &p, &e, q, k, v, o, NULL); /* warm-up */
                 for (int r = 0; r < reps && st == JATTN_OK; r++) {
-                    const double t0 = now_s();
+                    const double t0 = kit_now();
                     st = jattn_forward(ctx, &p, &e, q, k, v, o, NULL);
-                    t[r] = now_s() - t0;
+                    t[r] = kit_now() - t0;
                 }
                 if (st != JATTN_OK) {
                     printf("{\"method\": \"jattn_cpu\", \"seq\": %d, \"skipped\": \"%s\"}\n", S, jattn_last_error());
                 } else {
-                    qsort(t, (size_t)reps, sizeof *t, cmp_double);
+                    const double med = kit_median(t, reps); /* sorts t: t[0] is the fastest */
                     printf("{\"method\": \"jattn_cpu\", \"isa\": \"%s\", \"kernel\": \"%s\", \"heads\": %d, \"seq\": %d, "
                            "\"dim\": %d, \"threads\": %d, \"ms\": %.3f, \"gflops\": %.2f, \"best_gflops\": %.2f}\n",
-                           sel.isa, sel.kernel, H, S, D, sel.threads, t[reps / 2] * 1e3, flops / t[reps / 2] / 1e9,
+                           sel.isa, sel.kernel, H, S, D, sel.threads, med * 1e3, flops / med / 1e9,
                            flops / t[0] / 1e9);
                 }
                 free(t);

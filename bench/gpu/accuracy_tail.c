@@ -13,13 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
 #include "harness.h"
 #include "metrics.h"
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 int main(int argc, char **argv) {
     if (argc < 9) {
@@ -66,7 +62,7 @@ int main(int argc, char **argv) {
         if (m.max_abs / abs_gate > worst_abs) worst_abs = m.max_abs / abs_gate;
         fails += !jattn_metrics_pass(&m, prec);
     }
-    qsort(rel, (size_t)n, sizeof *rel, cmp_double);
+    kit_sort(rel, n);
     printf("TAIL %s B=%lld H=%lld Sq=%lld Skv=%lld D=%lld %s %s n=%d rel_l2 p50 %.3g p90 %.3g p99 %.3g max %.3g"
            "  worst max_abs/gate %.2f  fails=%d (seed %llu)\n",
            argv[1], (long long)B, (long long)H, (long long)Sq, (long long)Skv, (long long)D, argv[7],
