@@ -112,7 +112,7 @@ static void print_row(const cli_options *o, const bench_row *r, const char *note
         kit_json_int(&j, "seq_q", p->seq_q);
         kit_json_int(&j, "seq_kv", p->seq_kv);
         kit_json_int(&j, "dim", p->head_dim);
-        kit_json_str(&j, "precision", o->precision == JATTN_PRECISION_TF32 ? "tf32" : "f32");
+        kit_json_str(&j, "precision", kit_precision_name(o->precision));
         kit_json_num(&j, "ms", r->t.ms);
         kit_json_num(&j, "ms_min", r->t.ms_min);
         kit_json_num(&j, "ms_max", r->t.ms_max);
@@ -347,7 +347,7 @@ int cli_bench(const cli_options *o) {
         char load[64];
         kit_load_average(load, sizeof load);
         printf("jattn %s bench: %s, synthetic standard-normal inputs (seed %llu), load average %s\n",
-               jattn_version_string(), o->precision == JATTN_PRECISION_TF32 ? "tf32" : "f32",
+               jattn_version_string(), kit_precision_name(o->precision),
                (unsigned long long)o->seed, load);
         printf("time: median after a warm-up; GFLOP/s = 4*B*H*Sq*Skv*D / time; FMA peak and BLAS attention measured "
                "now, at the row's threads; parity vs the float64 reference (query rows sampled beyond %.0f GFLOP of "

@@ -12,6 +12,7 @@
 #include "json.h"
 #include "metrics.h"
 #include "reference.h"
+#include "report.h"
 #include "tensor.h"
 #include "timing.h"
 #include "clock.h"

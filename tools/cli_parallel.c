@@ -317,7 +317,7 @@ static void report(const par_job *j, const cli_options *o, const kit_timing *t, 
                    const kit_parity *par) {
     const jattn_problem *p = &j->whole;
     const jattn_selection *l = &j->sel.local;
-    const char *prec = o->precision == JATTN_PRECISION_TF32 ? "tf32" : "f32";
+    const char *prec = kit_precision_name(o->precision);
     const char *requested = o->parallel == 1 + JATTN_SP_AUTO ? "auto" : j->sel.algorithm_name;
     const double gflops = kit_flops(p) / (t->ms * 1e-3) / 1e9;
     char qs[256], kvs[256];
@@ -337,34 +337,12 @@ static void report(const par_job *j, const cli_options *o, const kit_timing *t, 
         kit_json_int(&js, "ranks", j->size);
         kit_json_str(&js, "q_shards", qs);
         kit_json_str(&js, "kv_shards", kvs);
-        kit_json_str(&js, "backend", l->backend_name);
-        kit_json_str(&js, "kernel", l->kernel);
-        kit_json_str(&js, "isa", l->isa);
-        kit_json_int(&js, "threads", l->threads);
-        kit_json_int(&js, "batch", p->batch);
-        kit_json_int(&js, "heads", p->heads);
-        kit_json_int(&js, "seq_q", p->seq_q);
-        kit_json_int(&js, "seq_kv", p->seq_kv);
-        kit_json_int(&js, "dim", p->head_dim);
-        kit_json_str(&js, "precision", prec);
+        kit_json_selection(&js, l);
+        kit_json_problem(&js, p, o->precision);
         kit_json_str(&js, "inputs", "synthetic");
         kit_json_int(&js, "seed", (long long)o->seed);
-        kit_json_num(&js, "ms", t->ms);
-        kit_json_num(&js, "ms_min", t->ms_min);
-        kit_json_num(&js, "ms_max", t->ms_max);
-        kit_json_int(&js, "reps", t->reps);
-        kit_json_str(&js, "timing", "host, slowest rank");
-        kit_json_num(&js, "gflops", gflops);
-        if (par) {
-            kit_json_str(&js, "check", ref->stride == 1 ? "full" : "sampled");
-            kit_json_int(&js, "check_stride", ref->stride);
-            kit_json_num(&js, "max_abs", par->m.max_abs);
-            kit_json_num(&js, "rel_l2", par->m.rel_l2);
-            kit_json_num(&js, "cos", par->m.cos);
-            kit_json_bool(&js, "pass", par->pass);
-        } else {
-            kit_json_str(&js, "check", "off");
-        }
+        kit_json_timing(&js, t, "host, slowest rank", gflops);
+        kit_json_parity(&js, ref, par);
         kit_json_end(&js);
         return;
     }
@@ -387,14 +365,8 @@ static void report(const par_job *j, const cli_options *o, const kit_timing *t, 
         printf("parity   not checked (--no-check)\n");
         return;
     }
-    printf("parity   max_abs %.3g  rel_l2 %.3g  cos %.9g  vs the float64 reference of the whole problem",
-           par->m.max_abs, par->m.rel_l2, par->m.cos);
-    if (ref->stride == 1)
-        printf(", all %lld query rows", (long long)p->seq_q);
-    else
-        printf(", sampled: 1 query row in %lld (%lld of %lld per head)", (long long)ref->stride, (long long)ref->rows,
-               (long long)p->seq_q);
-    printf(": %s (%s gate)\n", par->pass ? "PASS" : "FAIL", prec);
+    kit_print_parity(ref, par, p, o->precision, " of the whole problem");
+    printf("\n");
 }
 
 static void free_job(par_job *j) {

@@ -204,23 +204,15 @@ static void print_report(const cli_options *o, const run_inputs *in, const run_p
                          const char *auto_reasons, const kit_timing *t, const char *timing_note, const kit_reference *ref, const kit_parity *par,
                          const char *wrote) {
     const jattn_problem *p = &in->p;
-    const char *prec = o->precision == JATTN_PRECISION_TF32 ? "tf32" : "f32";
+    const char *prec = kit_precision_name(o->precision);
     double gflops = kit_flops(p) / (t->ms * 1e-3) / 1e9;
     if (o->json) {
         kit_json j;
         kit_json_begin(&j, stdout);
         kit_json_str(&j, "command", "run");
         kit_json_str(&j, "version", jattn_version_string());
-        kit_json_str(&j, "backend", sel->backend_name);
-        kit_json_str(&j, "kernel", sel->kernel);
-        kit_json_str(&j, "isa", sel->isa);
-        kit_json_int(&j, "threads", sel->threads);
-        kit_json_int(&j, "batch", p->batch);
-        kit_json_int(&j, "heads", p->heads);
-        kit_json_int(&j, "seq_q", p->seq_q);
-        kit_json_int(&j, "seq_kv", p->seq_kv);
-        kit_json_int(&j, "dim", p->head_dim);
-        kit_json_str(&j, "precision", prec);
+        kit_json_selection(&j, sel);
+        kit_json_problem(&j, p, o->precision);
         kit_json_str(&j, "inputs", in->from_files ? "npy" : "synthetic");
         if (!in->from_files) kit_json_int(&j, "seed", (long long)o->seed);
         if (pad->note[0]) {
@@ -228,23 +220,8 @@ static void print_report(const cli_options *o, const run_inputs *in, const run_p
             kit_json_bool(&j, "kv_len", pad->kp.kv_len != NULL);
             kit_json_num(&j, "attended_keys", pad->attended);
         }
-        kit_json_num(&j, "ms", t->ms);
-        kit_json_num(&j, "ms_min", t->ms_min);
-        kit_json_num(&j, "ms_max", t->ms_max);
-        kit_json_int(&j, "reps", t->reps);
-        kit_json_str(&j, "timing", t->clock);
-        kit_json_num(&j, "gflops", gflops);
-        if (par) {
-            kit_json_str(&j, "check", ref->stride == 1 ? "full" : "sampled");
-            kit_json_int(&j, "check_stride", ref->stride);
-            kit_json_num(&j, "max_abs", par->m.max_abs);
-            kit_json_num(&j, "rel_l2", par->m.rel_l2);
-            kit_json_num(&j, "cos", par->m.cos);
-            if (par->lse_checked) kit_json_bool(&j, "lse_pass", par->lse_pass);
-            kit_json_bool(&j, "pass", par->pass && (!par->lse_checked || par->lse_pass));
-        } else {
-            kit_json_str(&j, "check", "off");
-        }
+        kit_json_timing(&j, t, t->clock, gflops);
+        kit_json_parity(&j, ref, par);
         kit_json_end(&j);
         return;
     }
@@ -268,14 +245,7 @@ static void print_report(const cli_options *o, const run_inputs *in, const run_p
     printf("speed    %.2f GFLOP/s  (4*B*H*Sq*Skv*D = %.3g GFLOP per call%s)\n", gflops, kit_flops(p) / 1e9,
            pad->note[0] ? ", every key counted" : "");
     if (par) {
-        printf("parity   max_abs %.3g  rel_l2 %.3g  cos %.9g  vs the float64 reference", par->m.max_abs, par->m.rel_l2,
-               par->m.cos);
-        if (ref->stride == 1)
-            printf(", all %lld query rows", (long long)p->seq_q);
-        else
-            printf(", sampled: 1 query row in %lld (%lld of %lld per head)", (long long)ref->stride,
-                   (long long)ref->rows, (long long)p->seq_q);
-        printf(": %s (%s gate)", par->pass ? "PASS" : "FAIL", prec);
+        kit_print_parity(ref, par, p, o->precision, "");
         if (par->lse_checked) printf("; lse %s", par->lse_pass ? "PASS" : "FAIL");
         if (sel->backend == JATTN_BACKEND_REF) printf("; the backend is the reference: this checks its determinism");
         printf("\n");

@@ -31,7 +31,7 @@ int cli_compare(const cli_options *o) {
     jattn_metrics m;
     jattn_metrics_compute_dense(a[0].data, a[1].data, a[0].count, &m);
     int pass = jattn_metrics_pass(&m, o->precision);
-    const char *prec = o->precision == JATTN_PRECISION_TF32 ? "tf32" : "f32";
+    const char *prec = kit_precision_name(o->precision);
     if (o->json) {
         kit_json j;
         kit_json_begin(&j, stdout);
