@@ -18,9 +18,9 @@
 #include <string.h>
 
 #include "jattn.h"
-#include "clock.h"
 #include "peers.h"
 #include "rng.h"
+#include "timing.h"
 
 static int parse_list(const char *s, int *out, int max) {
     int n = 0;
@@ -89,23 +89,16 @@ int main(int argc, char **argv) {
             if (jattn_select(&p, &e, &sel) != JATTN_OK || jattn_ctx_create(&ctx) != JATTN_OK) {
                 printf("{\"method\": \"jattn_cpu\", \"seq\": %d, \"skipped\": \"%s\"}\n", S, jattn_last_error());
             } else {
-                double *t = malloc((size_t)reps * sizeof *t);
-                jattn_status st = jattn_forward(ctx, &p, &e, q, k, v, o, NULL); /* warm-up */
-                for (int r = 0; r < reps && st == JATTN_OK; r++) {
-                    const double t0 = kit_now();
-                    st = jattn_forward(ctx, &p, &e, q, k, v, o, NULL);
-                    t[r] = kit_now() - t0;
-                }
+                kit_timing t; /* one warm-up call, then the median (and the fastest) of reps */
+                jattn_status st = kit_time_forward(ctx, &p, &e, NULL, q, k, v, o, NULL, reps, 0, reps, reps, &t);
                 if (st != JATTN_OK) {
                     printf("{\"method\": \"jattn_cpu\", \"seq\": %d, \"skipped\": \"%s\"}\n", S, jattn_last_error());
                 } else {
-                    const double med = kit_median(t, reps); /* sorts t: t[0] is the fastest */
                     printf("{\"method\": \"jattn_cpu\", \"isa\": \"%s\", \"kernel\": \"%s\", \"heads\": %d, \"seq\": %d, "
                            "\"dim\": %d, \"threads\": %d, \"ms\": %.3f, \"gflops\": %.2f, \"best_gflops\": %.2f}\n",
-                           sel.isa, sel.kernel, H, S, D, sel.threads, med * 1e3, flops / med / 1e9,
-                           flops / t[0] / 1e9);
+                           sel.isa, sel.kernel, H, S, D, sel.threads, t.ms, flops / (t.ms * 1e-3) / 1e9,
+                           flops / (t.ms_min * 1e-3) / 1e9);
                 }
-                free(t);
             }
             jattn_ctx_free(ctx);
             fflush(stdout);
