@@ -5,6 +5,7 @@
 #                TSan and fuzz steps skip when clang, libomp's archer or libFuzzer is absent)
 #   make test-plain | test-asan | test-tsan | test-fuzz    one step of make test
 #   make install PREFIX=/path
+#   make format-check | format   check / apply the code style (.clang-format, ruff, rustfmt)
 BUILD ?= build
 PREFIX ?= /usr/local
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
@@ -73,3 +74,34 @@ install: build
 
 clean:
 	rm -rf $(BUILD) $(BUILD)-asan $(BUILD)-tsan $(BUILD)-fuzz
+
+# The code style: clang-format (.clang-format) over the C / C++ / CUDA sources, ruff (settings in
+# python/pyproject.toml) over the Python files, rustfmt (rust/rustfmt.toml) over the crates.
+# format-check fails on any difference; format rewrites the files in place. A tool that is not
+# installed is reported as skipped. RUFF: ruff on the PATH, else the one in $(VENV).
+CLANG_FORMAT ?= clang-format
+RUFF ?= $(shell command -v ruff 2>/dev/null || { [ -x $(VENV)/bin/ruff ] && echo $(VENV)/bin/ruff; })
+FORMAT_C_FILES = git ls-files -z '*.c' '*.h' '*.cu' '*.cuh' '*.cpp'
+FORMAT_PY_FILES = git ls-files -z '*.py'
+.PHONY: format-check format
+
+format-check:
+	@if command -v $(CLANG_FORMAT) >/dev/null 2>&1; then \
+	  echo "format-check: $(CLANG_FORMAT)"; $(FORMAT_C_FILES) | xargs -0 $(CLANG_FORMAT) --dry-run -Werror; \
+	else echo "format-check: SKIP clang-format (not installed)"; fi
+	@if [ -n "$(RUFF)" ]; then \
+	  echo "format-check: ruff"; $(FORMAT_PY_FILES) | xargs -0 $(RUFF) check --config python/pyproject.toml -q && \
+	  $(FORMAT_PY_FILES) | xargs -0 $(RUFF) format --config python/pyproject.toml --check -q; \
+	else echo "format-check: SKIP ruff (not installed; pip install ruff)"; fi
+	@if command -v cargo >/dev/null 2>&1 && cargo fmt --version >/dev/null 2>&1; then \
+	  echo "format-check: cargo fmt"; cd rust && cargo fmt --check; \
+	else echo "format-check: SKIP cargo fmt (not installed)"; fi
+
+format:
+	@if command -v $(CLANG_FORMAT) >/dev/null 2>&1; then $(FORMAT_C_FILES) | xargs -0 $(CLANG_FORMAT) -i; \
+	else echo "format: SKIP clang-format (not installed)"; fi
+	@if [ -n "$(RUFF)" ]; then $(FORMAT_PY_FILES) | xargs -0 $(RUFF) check --config python/pyproject.toml --fix -q; \
+	  $(FORMAT_PY_FILES) | xargs -0 $(RUFF) format --config python/pyproject.toml -q; \
+	else echo "format: SKIP ruff (not installed)"; fi
+	@if command -v cargo >/dev/null 2>&1 && cargo fmt --version >/dev/null 2>&1; then cd rust && cargo fmt; \
+	else echo "format: SKIP cargo fmt (not installed)"; fi

@@ -1,4 +1,4 @@
-/* Fuzz harness: the .npy reader (tools/npy.h) on arbitrary bytes.
+/* Fuzz harness: the .npy reader (kit/npy.h) on arbitrary bytes.
  *
  * Properties: npy_read_f32_mem never reads outside the bytes given (the sanitizers see every
  * access; the input buffer is exactly `size` bytes); it returns NPY_OK, NPY_ERR_FORMAT or

@@ -187,7 +187,7 @@ typedef struct jattn_exec {
 typedef struct jattn_selection {
     jattn_backend backend; /* the backend chosen (never AUTO) */
     const char *backend_name;
-    const char *kernel;    /* the kernel that runs, e.g. "cpu_flash_f32_avx512_12x32" */
+    const char *kernel;    /* the kernel that runs, e.g. "cpu_flash_f32_avx512_4x48" */
     const char *isa;       /* instruction set: "scalar", "avx512", "avx2", "neon", "generic", "sm_90a", ... */
     int threads;           /* CPU threads it would use (1 for GPU backends) */
 } jattn_selection;

@@ -27,7 +27,7 @@
  *    B*H*S*D floats of K and V per rank. With k, v replicated nothing moves: each rank attends
  *    its queries to the whole k, v in one call.
  *  - AUTO: ring when k, v are replicated; else Ulysses when P divides H; else ring.
- * The assembled output meets the f32 gate of the single-device call (DESIGN.md §2).
+ * The assembled output meets the f32 gate of the single-device call (docs/DESIGN.md §2).
  *
  * Communicators are the caller's: jattn opens none, never changes the device a rank selected,
  * and calls the collectives of the communicator it is given, in the same order on every rank

@@ -6,7 +6,7 @@
 #include <string.h>
 #include <time.h>
 
-/* ---- random numbers (tools/rng.c) ---- */
+/* ---- random numbers (kit/rng.c) ---- */
 
 void jt_rng_init(jt_rng *r, uint64_t seed) { jattn_rng_seed(r, seed); }
 uint64_t jt_next(jt_rng *r) { return jattn_rng_next(r); }
@@ -56,10 +56,6 @@ static int is_poison(float f) {
     return u == POISON_BITS;
 }
 
-static int64_t span_of(const jattn_problem *p, jattn_strides s, int64_t seq) {
-    return 1 + (p->batch - 1) * s.batch + (p->heads - 1) * s.head + (seq - 1) * s.token + (p->head_dim - 1);
-}
-
 static float *alloc_guarded(int64_t span, int64_t *n) {
     *n = span + 2 * GUARD;
     float *base = malloc((size_t)*n * sizeof(float));
@@ -76,11 +72,11 @@ int jt_case_init(jt_case *c, const jattn_problem *p) {
     memset(c, 0, sizeof *c);
     c->p = *p;
     int64_t nl = p->batch * p->heads * p->seq_q;
-    c->q = alloc_guarded(span_of(p, p->q, p->seq_q), &c->n_q);
-    c->k = alloc_guarded(span_of(p, p->k, p->seq_kv), &c->n_k);
-    c->v = alloc_guarded(span_of(p, p->v, p->seq_kv), &c->n_v);
-    c->out = alloc_guarded(span_of(p, p->out, p->seq_q), &c->n_out);
-    c->ref = alloc_guarded(span_of(p, p->out, p->seq_q), &c->n_out);
+    c->q = alloc_guarded(kit_tensor_span(p, p->q, p->seq_q), &c->n_q);
+    c->k = alloc_guarded(kit_tensor_span(p, p->k, p->seq_kv), &c->n_k);
+    c->v = alloc_guarded(kit_tensor_span(p, p->v, p->seq_kv), &c->n_v);
+    c->out = alloc_guarded(kit_tensor_span(p, p->out, p->seq_q), &c->n_out);
+    c->ref = alloc_guarded(kit_tensor_span(p, p->out, p->seq_q), &c->n_out);
     int64_t n_lse;
     c->lse = alloc_guarded(nl, &n_lse);
     c->ref_lse = alloc_guarded(nl, &n_lse);
@@ -204,7 +200,7 @@ static int outside_untouched(const jt_case *c, int64_t *bad_index) {
 
 static void print_mismatches(const jt_case *c, jattn_precision prec) {
     const jattn_problem *p = &c->p;
-    double tol = prec == JATTN_PRECISION_TF32 ? 1e-2 : 1e-5;
+    double tol = prec == JATTN_PRECISION_TF32 ? JATTN_GATE_LSE_TF32 : JATTN_GATE_F32_MAX_ABS;
     tol *= last_metrics.max_ref > 1 ? last_metrics.max_ref : 1;
     int shown = 0;
     for (int64_t b = 0; b < p->batch && shown < 3; b++)

@@ -1,6 +1,6 @@
 /* Test harness shared by every test: seeds, random inputs from the four distributions of
- * DESIGN.md §2, cases with guarded and poisoned buffers, and the check of one call against
- * the float64 reference with the tolerance model of tools/metrics.h.
+ * docs/DESIGN.md §2, cases with guarded and poisoned buffers, and the check of one call against
+ * the float64 reference with the tolerance model of kit/metrics.h.
  *
  * Seeds: each test process draws a fresh seed and prints it; JATTN_TEST_SEED=<n> replays it. */
 #ifndef JATTN_TEST_HARNESS_H
@@ -12,12 +12,13 @@
 #include "jattn.h"
 #include "metrics.h"
 #include "rng.h"
+#include "tensor.h"
 
 /* Exit code ctest reads as "skipped" (SKIP_RETURN_CODE). */
 #define JT_SKIP 77
 
 /* ---- random numbers ---- */
-typedef jattn_rng jt_rng; /* tools/rng.h, shared with the jattn command */
+typedef jattn_rng jt_rng; /* kit/rng.h, shared with the jattn command */
 
 /* The process seed: JATTN_TEST_SEED if set, else fresh; printed once on first use. */
 uint64_t jt_seed(void);

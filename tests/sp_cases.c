@@ -162,10 +162,6 @@ void spt_whole_free(spt_whole *w) {
 
 /* ---- one rank ---- */
 
-static int64_t span_of(const jattn_problem *p, jattn_strides s, int64_t seq) {
-    return 1 + (p->batch - 1) * s.batch + (p->heads - 1) * s.head + (seq - 1) * s.token + (p->head_dim - 1);
-}
-
 /* dst (strides ds) = the rows [first, first + n) of the whole head-major x of `seq` tokens. */
 static void copy_rows(const jattn_problem *p, float *dst, jattn_strides ds, const float *x, int64_t seq, int64_t first,
                       int64_t n) {
@@ -214,8 +210,8 @@ int spt_rank_init(spt_rank *r, const spt_whole *w, const spt_case *k, int rank) 
         sp.whole.k = sp.whole.v = layout_strides(k->layout, H, skv, D, pad);
         shard.q = sp.whole.q;
         shard.k = sp.whole.k;
-        const int64_t n[3] = {span_of(&shard, sp.whole.q, sq), span_of(&shard, sp.whole.k, skv),
-                              span_of(&shard, sp.whole.v, skv)};
+        const int64_t n[3] = {kit_tensor_span(&shard, sp.whole.q, sq), kit_tensor_span(&shard, sp.whole.k, skv),
+                              kit_tensor_span(&shard, sp.whole.v, skv)};
         for (int t = 0; t < 3; t++) {
             r->copies[t] = malloc((size_t)n[t] * sizeof(float));
             if (!r->copies[t]) return -1;
@@ -231,7 +227,7 @@ int spt_rank_init(spt_rank *r, const spt_whole *w, const spt_case *k, int rank) 
     }
     r->sp = sp;
     shard.out = sp.whole.out;
-    const int64_t span = span_of(&shard, shard.out, sq);
+    const int64_t span = kit_tensor_span(&shard, shard.out, sq);
     r->out_n = span + 2 * GUARD;
     r->lse_n = B * H * sq + 2 * GUARD;
     r->out_alloc = malloc((size_t)r->out_n * sizeof(float));

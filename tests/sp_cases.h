@@ -2,7 +2,7 @@
  * the MPI test: a table of problems per rank count, the whole problem with its inputs and
  * float64 reference (tests/harness.h), each rank's shard tensors (views into the whole inputs,
  * or copies in another layout) with a poisoned, guarded out and lse, and the check of the
- * assembled output against the reference with the f32 gate of tools/metrics.h. */
+ * assembled output against the reference with the f32 gate of kit/metrics.h. */
 #ifndef JATTN_TEST_SP_CASES_H
 #define JATTN_TEST_SP_CASES_H
 

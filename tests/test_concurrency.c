@@ -50,8 +50,7 @@ static pthread_barrier_t start_line;
 static const char *const bad_fields[] = {"batch", "heads", "seq_q", "seq_kv", "head_dim"};
 
 static int64_t out_span(const jattn_problem *p) {
-    return 1 + (p->batch - 1) * p->out.batch + (p->heads - 1) * p->out.head + (p->seq_q - 1) * p->out.token +
-           (p->head_dim - 1);
+    return kit_tensor_span(p, p->out, p->seq_q);
 }
 
 static jattn_exec exec_of(const job *j) {

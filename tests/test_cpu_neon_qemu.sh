@@ -20,9 +20,9 @@ mkdir -p "$WORK" || exit 1
 
 LIB="src/jattn.c src/threads.c src/reference.c src/cuda/cuda_unavailable.c
      src/cpu/cpu_backend.c src/cpu/cpu_isa.c src/cpu/cpu_kernels_generic.c src/cpu/cpu_kernels_neon.c
-     tests/harness.c tools/metrics.c tools/rng.c"
+     tests/harness.c kit/metrics.c kit/rng.c"
 FLAGS="-std=c11 -O2 -Wall -Wextra -fopenmp -DJATTN_STATIC_DEFINE -DJATTN_BUILDING -DJATTN_CPU_HAVE_NEON
-       -D_POSIX_C_SOURCE=200809L -I$SRC/include -I$SRC/src -I$SRC/tests -I$SRC/tools"
+       -D_POSIX_C_SOURCE=200809L -I$SRC/include -I$SRC/src -I$SRC/tests -I$SRC/kit"
 objs=""
 for f in $LIB; do
   o="$WORK/$(echo "$f" | tr / _).o"

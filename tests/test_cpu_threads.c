@@ -27,8 +27,7 @@ static int determinism(jt_rng *rng, const char *isa) {
     jt_case c;
     if (jt_case_init(&c, &p) != 0) return 0;
     jt_case_fill(&c, JT_PEAKY, rng);
-    const int64_t n_out = 1 + (p.batch - 1) * p.out.batch + (p.heads - 1) * p.out.head +
-                          (p.seq_q - 1) * p.out.token + (p.head_dim - 1);
+    const int64_t n_out = kit_tensor_span(&p, p.out, p.seq_q);
     const int64_t n_lse = p.batch * p.heads * p.seq_q;
     float *first = malloc((size_t)n_out * sizeof *first), *first_lse = malloc((size_t)n_lse * sizeof *first_lse);
     const int threads[] = {1, 2, 3, 7, 1};

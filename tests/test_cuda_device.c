@@ -29,7 +29,7 @@ static jt_tally tally;
     } while (0)
 
 static size_t span_of(const jattn_problem *p, jattn_strides s, int64_t seq) {
-    return (size_t)(1 + (p->batch - 1) * s.batch + (p->heads - 1) * s.head + (seq - 1) * s.token + (p->head_dim - 1));
+    return (size_t)kit_tensor_span(p, s, seq);
 }
 
 /* Device copies of a case's tensors, each placed `shift` floats past a 256-byte boundary. */

@@ -302,7 +302,7 @@ static void nonfinite(which_tensor which, float bad, int64_t D) {
         return;
     }
     jt_case_fill(&c, JT_NORMAL, &rng);
-    const int64_t n_out = 1 + (B - 1) * p.out.batch + (H - 1) * p.out.head + (Sq - 1) * p.out.token + (D - 1);
+    const int64_t n_out = kit_tensor_span(&p, p.out, Sq);
     const int64_t n_lse = B * H * Sq;
     jattn_exec e = exec_for();
     float *clean = malloc((size_t)n_out * sizeof(float)), *clean_lse = malloc((size_t)n_lse * sizeof(float));
@@ -353,7 +353,7 @@ static void nonfinite(which_tensor which, float bad, int64_t D) {
                     int ok = state == 0   ? bits_equal(o, cl)
                              : state == 1 ? isnan(o)
                              : state == 2 ? (d == col ? !isfinite(o) : bits_equal(o, cl))
-                                          : isfinite(o) && fabs((double)o - r) <= 1e-5 * fmax(1.0, fabs(r));
+                                          : isfinite(o) && fabs((double)o - r) <= JATTN_GATE_F32_MAX_ABS * fmax(1.0, fabs(r));
                     if (!ok && !wrong++)
                         snprintf(first, sizeof first, "out[b=%lld,h=%lld,i=%lld,d=%lld] = %g (clean %g, ref %g), rule %d",
                                  (long long)b, (long long)h, (long long)i, (long long)d, (double)o, (double)cl,
@@ -362,7 +362,8 @@ static void nonfinite(which_tensor which, float bad, int64_t D) {
                 float l = c.lse[li];
                 int lse_ok = state == 0 || state == 2 ? bits_equal(l, clean_lse[li])
                              : state == 1        ? !isfinite(l)
-                                                 : fabs((double)l - c.ref_lse[li]) <= 1e-5 * fmax(1.0, fabs(c.ref_lse[li]));
+                                                 : fabs((double)l - c.ref_lse[li]) <=
+                                                       JATTN_GATE_LSE_F32 * fmax(1.0, fabs(c.ref_lse[li]));
                 if (!lse_ok && !wrong++)
                     snprintf(first, sizeof first, "lse[b=%lld,h=%lld,i=%lld] = %g (clean %g, ref %g), rule %d",
                              (long long)b, (long long)h, (long long)i, (double)l, (double)clean_lse[li],
@@ -458,7 +459,7 @@ static void denormals_v(int64_t D) {
                 nonzero_ref += r != 0;
                 zero_out += r != 0 && o == 0;
             }
-    const double quantum = 0x1p-149, tol = (2.0 * (double)Skv + 2.0) * quantum + 1e-5 * max_ref;
+    const double quantum = 0x1p-149, tol = (2.0 * (double)Skv + 2.0) * quantum + JATTN_GATE_F32_MAX_ABS * max_ref;
     char what[200];
     snprintf(what, sizeof what, "max_abs %.3g = %.1f quanta of 2^-149 > tolerance %.1f quanta; %.0f of %.0f nonzero "
              "outputs flushed to 0",

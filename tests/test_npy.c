@@ -1,4 +1,4 @@
-/* The .npy reader and writer (tools/npy.h).
+/* The .npy reader and writer (kit/npy.h).
  *
  *  - Round trip: arrays of random shapes (0 to NPY_MAX_DIMS dimensions, zero extents included)
  *    holding random bit patterns (NaN payloads included) are written, then read back from the

@@ -1,6 +1,6 @@
 /* Parity suite: one backend against the float64 reference, over a table of shapes and
  * layouts, each with the four input distributions drawn fresh, outputs poisoned, every
- * element checked (DESIGN.md §2).
+ * element checked (docs/DESIGN.md §2).
  *
  * usage: test_parity BACKEND      (cpu | cuda | ref | auto). Exits 77 (skipped) when the
  *        backend is not present in this build or on this machine. The cuda backend is also

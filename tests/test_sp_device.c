@@ -37,7 +37,7 @@ typedef struct job {
 
 static int64_t shard_span(const spt_rank *r, const jattn_strides s, int64_t seq) {
     const jattn_problem *p = &r->sp.whole;
-    return 1 + (p->batch - 1) * s.batch + (p->heads - 1) * s.head + (seq - 1) * s.token + (p->head_dim - 1);
+    return kit_tensor_span(p, s, seq);
 }
 
 /* One rank: its tensors to its device buffers (same layout), the call on its stream, its out

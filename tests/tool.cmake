@@ -1,5 +1,5 @@
 # Tests of the jattn command and its .npy I/O (included by tests/CMakeLists.txt).
-jattn_add_test(test_npy SOURCES test_npy.c LIBS jattn_npy)
+jattn_add_test(test_npy SOURCES test_npy.c LIBS jattn_kit)
 target_compile_definitions(test_npy PRIVATE _POSIX_C_SOURCE=200809L)
 
 # End to end through the built command: run, --json, .npy in and out, compare, every error exit.

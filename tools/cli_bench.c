@@ -82,8 +82,8 @@ static int fma_peak(peak_cache *c, int threads, double *gflops, const char **err
 typedef struct bench_row {
     const jattn_problem *p;
     jattn_selection sel;
-    cli_timing t;
-    cli_parity par;
+    kit_timing t;
+    kit_parity par;
     int64_t check_stride;
     int have_peak, have_blas;
     double peak_gflops, blas_ms;
@@ -96,42 +96,42 @@ static void print_header(void) {
 
 static void print_row(const cli_options *o, const bench_row *r, const char *note) {
     const jattn_problem *p = r->p;
-    double gflops = cli_flops(p) / (r->t.ms * 1e-3) / 1e9;
-    double blas_gflops = r->have_blas ? cli_flops(p) / (r->blas_ms * 1e-3) / 1e9 : NAN;
+    double gflops = kit_flops(p) / (r->t.ms * 1e-3) / 1e9;
+    double blas_gflops = r->have_blas ? kit_flops(p) / (r->blas_ms * 1e-3) / 1e9 : NAN;
     int pass = r->par.pass;
     if (o->json) {
-        cli_json j;
-        cli_json_begin(&j, stdout);
-        cli_json_str(&j, "command", "bench");
-        cli_json_str(&j, "backend", r->sel.backend_name);
-        cli_json_str(&j, "kernel", r->sel.kernel);
-        cli_json_str(&j, "isa", r->sel.isa);
-        cli_json_int(&j, "threads", r->sel.threads);
-        cli_json_int(&j, "batch", p->batch);
-        cli_json_int(&j, "heads", p->heads);
-        cli_json_int(&j, "seq_q", p->seq_q);
-        cli_json_int(&j, "seq_kv", p->seq_kv);
-        cli_json_int(&j, "dim", p->head_dim);
-        cli_json_str(&j, "precision", o->precision == JATTN_PRECISION_TF32 ? "tf32" : "f32");
-        cli_json_num(&j, "ms", r->t.ms);
-        cli_json_num(&j, "ms_min", r->t.ms_min);
-        cli_json_num(&j, "ms_max", r->t.ms_max);
-        cli_json_int(&j, "reps", r->t.reps);
-        cli_json_str(&j, "timing", r->t.clock);
-        cli_json_num(&j, "gflops", gflops);
-        cli_json_num(&j, "fma_peak_gflops", r->have_peak ? r->peak_gflops : NAN);
-        cli_json_num(&j, "pct_fma_peak", r->have_peak ? 100.0 * gflops / r->peak_gflops : NAN);
-        cli_json_num(&j, "blas_ms", r->have_blas ? r->blas_ms : NAN);
-        cli_json_num(&j, "blas_gflops", blas_gflops);
-        cli_json_num(&j, "vs_blas", r->have_blas ? r->blas_ms / r->t.ms : NAN);
-        cli_json_str(&j, "check", r->check_stride == 1 ? "full" : "sampled");
-        cli_json_int(&j, "check_stride", r->check_stride);
-        cli_json_num(&j, "max_abs", r->par.m.max_abs);
-        cli_json_num(&j, "rel_l2", r->par.m.rel_l2);
-        cli_json_num(&j, "cos", r->par.m.cos);
-        cli_json_bool(&j, "pass", pass);
-        cli_json_str(&j, "note", note && note[0] ? note : NULL);
-        cli_json_end(&j);
+        kit_json j;
+        kit_json_begin(&j, stdout);
+        kit_json_str(&j, "command", "bench");
+        kit_json_str(&j, "backend", r->sel.backend_name);
+        kit_json_str(&j, "kernel", r->sel.kernel);
+        kit_json_str(&j, "isa", r->sel.isa);
+        kit_json_int(&j, "threads", r->sel.threads);
+        kit_json_int(&j, "batch", p->batch);
+        kit_json_int(&j, "heads", p->heads);
+        kit_json_int(&j, "seq_q", p->seq_q);
+        kit_json_int(&j, "seq_kv", p->seq_kv);
+        kit_json_int(&j, "dim", p->head_dim);
+        kit_json_str(&j, "precision", kit_precision_name(o->precision));
+        kit_json_num(&j, "ms", r->t.ms);
+        kit_json_num(&j, "ms_min", r->t.ms_min);
+        kit_json_num(&j, "ms_max", r->t.ms_max);
+        kit_json_int(&j, "reps", r->t.reps);
+        kit_json_str(&j, "timing", r->t.clock);
+        kit_json_num(&j, "gflops", gflops);
+        kit_json_num(&j, "fma_peak_gflops", r->have_peak ? r->peak_gflops : NAN);
+        kit_json_num(&j, "pct_fma_peak", r->have_peak ? 100.0 * gflops / r->peak_gflops : NAN);
+        kit_json_num(&j, "blas_ms", r->have_blas ? r->blas_ms : NAN);
+        kit_json_num(&j, "blas_gflops", blas_gflops);
+        kit_json_num(&j, "vs_blas", r->have_blas ? r->blas_ms / r->t.ms : NAN);
+        kit_json_str(&j, "check", r->check_stride == 1 ? "full" : "sampled");
+        kit_json_int(&j, "check_stride", r->check_stride);
+        kit_json_num(&j, "max_abs", r->par.m.max_abs);
+        kit_json_num(&j, "rel_l2", r->par.m.rel_l2);
+        kit_json_num(&j, "cos", r->par.m.cos);
+        kit_json_bool(&j, "pass", pass);
+        kit_json_str(&j, "note", note && note[0] ? note : NULL);
+        kit_json_end(&j);
     } else {
         char peak[16] = "-", pct[16] = "-", blas[16] = "-", ratio[16] = "-";
         if (r->have_peak) {
@@ -224,9 +224,9 @@ static int bench_one_shape(const cli_options *o, const bench_shape *s, peak_cach
                          why);
 
     shape_buffers buf = {0};
-    cli_reference ref = {0};
+    kit_reference ref = {0};
     int rc = CLI_EXIT_OK;
-    const int64_t n_q = cli_elems(&p, p.seq_q), n_kv = cli_elems(&p, p.seq_kv);
+    const int64_t n_q = kit_elems(&p, p.seq_q), n_kv = kit_elems(&p, p.seq_kv);
     const int blas_shape_ok = p.batch == 1 && p.seq_q == p.seq_kv && p.heads <= INT32_MAX && p.seq_q <= INT32_MAX &&
                               p.head_dim <= INT32_MAX;
     if (cli_memory_fits(((blas_shape_ok ? 3.0 : 2.0) * (double)n_q + 2.0 * (double)n_kv) * sizeof(float),
@@ -234,21 +234,21 @@ static int bench_one_shape(const cli_options *o, const bench_shape *s, peak_cach
         rc = cli_error(CLI_EXIT_FAILURE, "%s", why);
         goto done;
     }
-    buf.q = cli_alloc_floats(n_q);
-    buf.k = cli_alloc_floats(n_kv);
-    buf.v = cli_alloc_floats(n_kv);
-    buf.out = cli_alloc_floats(n_q);
-    if (blas_shape_ok) buf.blas_out = cli_alloc_floats(n_q);
+    buf.q = kit_alloc_floats(n_q);
+    buf.k = kit_alloc_floats(n_kv);
+    buf.v = kit_alloc_floats(n_kv);
+    buf.out = kit_alloc_floats(n_q);
+    if (blas_shape_ok) buf.blas_out = kit_alloc_floats(n_q);
     if (!buf.q || !buf.k || !buf.v || !buf.out || (blas_shape_ok && !buf.blas_out)) {
         rc = cli_error(CLI_EXIT_FAILURE, "out of memory for the shape B=%lld H=%lld Sq=%lld Skv=%lld D=%lld",
                        (long long)p.batch, (long long)p.heads, (long long)p.seq_q, (long long)p.seq_kv,
                        (long long)p.head_dim);
         goto done;
     }
-    cli_fill_normal(buf.q, n_q, o->seed, 0);
-    cli_fill_normal(buf.k, n_kv, o->seed, 1);
-    cli_fill_normal(buf.v, n_kv, o->seed, 2);
-    if ((st = cli_reference_compute(&ref, &p, NULL, buf.q, buf.k, buf.v, BENCH_CHECK_BUDGET_FLOPS, 0, why, sizeof why))) {
+    jattn_rng_fill_normal(buf.q, n_q, o->seed, 0);
+    jattn_rng_fill_normal(buf.k, n_kv, o->seed, 1);
+    jattn_rng_fill_normal(buf.v, n_kv, o->seed, 2);
+    if ((st = kit_reference_compute(&ref, &p, NULL, buf.q, buf.k, buf.v, BENCH_CHECK_BUDGET_FLOPS, 0, why, sizeof why))) {
         rc = cli_error(CLI_EXIT_FAILURE, "%s", why);
         goto done;
     }
@@ -292,14 +292,14 @@ static int bench_one_shape(const cli_options *o, const bench_shape *s, peak_cach
                     add_note(ns, note);
                 }
             }
-            if (!timed && (st = cli_time_forward(ctx, &p, &e, NULL, buf.q, buf.k, buf.v, buf.out, NULL, o->reps,
+            if (!timed && (st = kit_time_forward(ctx, &p, &e, NULL, buf.q, buf.k, buf.v, buf.out, NULL, o->reps,
                                                  BENCH_AUTO_SECONDS, BENCH_AUTO_REPS_MIN, BENCH_AUTO_REPS_MAX,
                                                  &r.t)) != JATTN_OK) {
                 rc = cli_error(CLI_EXIT_FAILURE, "backend %s failed: %s (%s)", r.sel.backend_name, jattn_last_error(),
                                jattn_status_name(st));
                 goto done;
             }
-            cli_reference_compare(&ref, &p, buf.out, NULL, o->precision, &r.par);
+            kit_reference_compare(&ref, &p, buf.out, NULL, o->precision, &r.par);
             r.check_stride = ref.stride;
             if (!r.par.pass) *any_fail = 1;
             if (r.sel.backend != JATTN_BACKEND_CUDA) {
@@ -327,7 +327,7 @@ static int bench_one_shape(const cli_options *o, const bench_shape *s, peak_cach
         }
     }
 done:
-    cli_reference_free(&ref);
+    kit_reference_free(&ref);
     free_buffers(&buf);
     return rc;
 }
@@ -345,9 +345,9 @@ int cli_bench(const cli_options *o) {
     }
     if (!o->json) {
         char load[64];
-        cli_load_average(load, sizeof load);
+        kit_load_average(load, sizeof load);
         printf("jattn %s bench: %s, synthetic standard-normal inputs (seed %llu), load average %s\n",
-               jattn_version_string(), o->precision == JATTN_PRECISION_TF32 ? "tf32" : "f32",
+               jattn_version_string(), kit_precision_name(o->precision),
                (unsigned long long)o->seed, load);
         printf("time: median after a warm-up; GFLOP/s = 4*B*H*Sq*Skv*D / time; FMA peak and BLAS attention measured "
                "now, at the row's threads; parity vs the float64 reference (query rows sampled beyond %.0f GFLOP of "

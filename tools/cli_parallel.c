@@ -169,22 +169,22 @@ static int make_tensors(par_job *j, const cli_options *o, char *err) {
     const jattn_problem *w = &j->whole;
     const int64_t B = w->batch, H = w->heads, D = w->head_dim, sq = j->qs[j->rank], qo = offset_of(j->qs, j->rank);
     const int64_t skv = j->kvs ? j->kvs[j->rank] : w->seq_kv, kvo = j->kvs ? offset_of(j->kvs, j->rank) : 0;
-    const int64_t n_q = cli_elems(w, w->seq_q), n_kv = cli_elems(w, w->seq_kv), n_out = B * sq * H * D;
+    const int64_t n_q = kit_elems(w, w->seq_q), n_kv = kit_elems(w, w->seq_kv), n_out = B * sq * H * D;
     /* every rank on a host draws the whole inputs; rank 0 also holds the assembled output and the reference */
     double bytes = (double)j->local_size * (double)(n_q + 2 * n_kv + n_out) * sizeof(float) +
-                   (o->check ? 3.0 * (double)cli_elems(w, w->seq_q) * sizeof(float) : 0.0);
+                   (o->check ? 3.0 * (double)kit_elems(w, w->seq_q) * sizeof(float) : 0.0);
     if (cli_memory_fits(bytes, "this problem on this host's ranks", err, ERRLEN) != 0) return CLI_EXIT_FAILURE;
-    j->q = cli_alloc_floats(n_q);
-    j->k = cli_alloc_floats(n_kv);
-    j->v = cli_alloc_floats(n_kv);
-    j->out = cli_alloc_floats(n_out);
+    j->q = kit_alloc_floats(n_q);
+    j->k = kit_alloc_floats(n_kv);
+    j->v = kit_alloc_floats(n_kv);
+    j->out = kit_alloc_floats(n_out);
     if (!j->q || !j->k || !j->v || !j->out) {
         snprintf(err, ERRLEN, "out of memory for the inputs (%lld elements each)", (long long)n_q);
         return CLI_EXIT_FAILURE;
     }
-    cli_fill_normal(j->q, n_q, o->seed, 0);
-    cli_fill_normal(j->k, n_kv, o->seed, 1);
-    cli_fill_normal(j->v, n_kv, o->seed, 2);
+    jattn_rng_fill_normal(j->q, n_q, o->seed, 0);
+    jattn_rng_fill_normal(j->k, n_kv, o->seed, 1);
+    jattn_rng_fill_normal(j->v, n_kv, o->seed, 2);
 
     jattn_sp_problem *sp = &j->sp;
     memset(sp, 0, sizeof *sp);
@@ -214,7 +214,7 @@ static int make_tensors(par_job *j, const cli_options *o, char *err) {
         return cli_exit_for_status(st);
     }
     if (j->gpu ? cli_sp_gpu_alloc(j->workspace_bytes, &j->workspace, err, ERRLEN) != 0
-               : !(j->workspace = cli_alloc_floats((int64_t)(j->workspace_bytes / sizeof(float)) + 1))) {
+               : !(j->workspace = kit_alloc_floats((int64_t)(j->workspace_bytes / sizeof(float)) + 1))) {
         if (!j->gpu) snprintf(err, ERRLEN, "out of memory for the workspace (%zu bytes)", j->workspace_bytes);
         return CLI_EXIT_FAILURE;
     }
@@ -245,10 +245,10 @@ static jattn_status call_once(par_job *j, char *err) {
 
 /* Timed calls: one warm-up, then reps (0 = about PAR_AUTO_SECONDS), each between barriers,
  * the slowest rank's time. */
-static int time_calls(par_job *j, int reps, cli_timing *t, char *err) {
-    double t0 = cli_now();
+static int time_calls(par_job *j, int reps, kit_timing *t, char *err) {
+    double t0 = kit_now();
     jattn_status st = call_once(j, err);
-    double warm = cli_now() - t0, slowest = 0;
+    double warm = kit_now() - t0, slowest = 0;
     int rc = agree(j, st == JATTN_OK ? 0 : cli_exit_for_status(st), err);
     if (rc) return rc;
     MPI_Allreduce(&warm, &slowest, 1, MPI_DOUBLE, MPI_MAX, j->mpi);
@@ -261,14 +261,14 @@ static int time_calls(par_job *j, int reps, cli_timing *t, char *err) {
     if (rc) return rc;
     for (int r = 0; r < reps && rc == 0; r++) {
         MPI_Barrier(j->mpi);
-        t0 = cli_now();
+        t0 = kit_now();
         st = call_once(j, err);
-        double mine = 1e3 * (cli_now() - t0);
+        double mine = 1e3 * (kit_now() - t0);
         MPI_Allreduce(&mine, &times[r], 1, MPI_DOUBLE, MPI_MAX, j->mpi);
         rc = agree(j, st == JATTN_OK ? 0 : cli_exit_for_status(st), err);
     }
     if (!rc) {
-        t->ms = cli_median(times, reps); /* sorts */
+        t->ms = kit_median(times, reps); /* sorts */
         t->ms_min = times[0];
         t->ms_max = times[reps - 1];
         t->reps = reps;
@@ -313,13 +313,13 @@ static void format_shards(const int64_t *shards, int n, char *buf, size_t cap) {
     if (n > 0 && len + 24 >= cap) snprintf(buf + len, cap - len, ",...");
 }
 
-static void report(const par_job *j, const cli_options *o, const cli_timing *t, const cli_reference *ref,
-                   const cli_parity *par) {
+static void report(const par_job *j, const cli_options *o, const kit_timing *t, const kit_reference *ref,
+                   const kit_parity *par) {
     const jattn_problem *p = &j->whole;
     const jattn_selection *l = &j->sel.local;
-    const char *prec = o->precision == JATTN_PRECISION_TF32 ? "tf32" : "f32";
+    const char *prec = kit_precision_name(o->precision);
     const char *requested = o->parallel == 1 + JATTN_SP_AUTO ? "auto" : j->sel.algorithm_name;
-    const double gflops = cli_flops(p) / (t->ms * 1e-3) / 1e9;
+    const double gflops = kit_flops(p) / (t->ms * 1e-3) / 1e9;
     char qs[256], kvs[256];
     format_shards(j->qs, j->size, qs, sizeof qs);
     if (j->kvs)
@@ -327,45 +327,23 @@ static void report(const par_job *j, const cli_options *o, const cli_timing *t, 
     else
         snprintf(kvs, sizeof kvs, "replicated");
     if (o->json) {
-        cli_json js;
-        cli_json_begin(&js, stdout);
-        cli_json_str(&js, "command", "run");
-        cli_json_str(&js, "version", jattn_version_string());
-        cli_json_str(&js, "parallel", j->sel.algorithm_name);
-        cli_json_str(&js, "parallel_requested", requested);
-        cli_json_str(&js, "transport", j->sel.transport_name);
-        cli_json_int(&js, "ranks", j->size);
-        cli_json_str(&js, "q_shards", qs);
-        cli_json_str(&js, "kv_shards", kvs);
-        cli_json_str(&js, "backend", l->backend_name);
-        cli_json_str(&js, "kernel", l->kernel);
-        cli_json_str(&js, "isa", l->isa);
-        cli_json_int(&js, "threads", l->threads);
-        cli_json_int(&js, "batch", p->batch);
-        cli_json_int(&js, "heads", p->heads);
-        cli_json_int(&js, "seq_q", p->seq_q);
-        cli_json_int(&js, "seq_kv", p->seq_kv);
-        cli_json_int(&js, "dim", p->head_dim);
-        cli_json_str(&js, "precision", prec);
-        cli_json_str(&js, "inputs", "synthetic");
-        cli_json_int(&js, "seed", (long long)o->seed);
-        cli_json_num(&js, "ms", t->ms);
-        cli_json_num(&js, "ms_min", t->ms_min);
-        cli_json_num(&js, "ms_max", t->ms_max);
-        cli_json_int(&js, "reps", t->reps);
-        cli_json_str(&js, "timing", "host, slowest rank");
-        cli_json_num(&js, "gflops", gflops);
-        if (par) {
-            cli_json_str(&js, "check", ref->stride == 1 ? "full" : "sampled");
-            cli_json_int(&js, "check_stride", ref->stride);
-            cli_json_num(&js, "max_abs", par->m.max_abs);
-            cli_json_num(&js, "rel_l2", par->m.rel_l2);
-            cli_json_num(&js, "cos", par->m.cos);
-            cli_json_bool(&js, "pass", par->pass);
-        } else {
-            cli_json_str(&js, "check", "off");
-        }
-        cli_json_end(&js);
+        kit_json js;
+        kit_json_begin(&js, stdout);
+        kit_json_str(&js, "command", "run");
+        kit_json_str(&js, "version", jattn_version_string());
+        kit_json_str(&js, "parallel", j->sel.algorithm_name);
+        kit_json_str(&js, "parallel_requested", requested);
+        kit_json_str(&js, "transport", j->sel.transport_name);
+        kit_json_int(&js, "ranks", j->size);
+        kit_json_str(&js, "q_shards", qs);
+        kit_json_str(&js, "kv_shards", kvs);
+        kit_json_selection(&js, l);
+        kit_json_problem(&js, p, o->precision);
+        kit_json_str(&js, "inputs", "synthetic");
+        kit_json_int(&js, "seed", (long long)o->seed);
+        kit_json_timing(&js, t, "host, slowest rank", gflops);
+        kit_json_parity(&js, ref, par);
+        kit_json_end(&js);
         return;
     }
     printf("jattn %s run: attention B=%lld H=%lld Sq=%lld Skv=%lld D=%lld, %s, synthetic standard-normal inputs "
@@ -382,19 +360,13 @@ static void report(const par_job *j, const cli_options *o, const cli_timing *t, 
     printf("time     %.3f ms  median of %d after a warm-up (host clock, the slowest rank; min %.3f, max %.3f)\n", t->ms,
            t->reps, t->ms_min, t->ms_max);
     printf("speed    %.2f GFLOP/s  (4*B*H*Sq*Skv*D = %.3g GFLOP per call, all ranks together)\n", gflops,
-           cli_flops(p) / 1e9);
+           kit_flops(p) / 1e9);
     if (!par) {
         printf("parity   not checked (--no-check)\n");
         return;
     }
-    printf("parity   max_abs %.3g  rel_l2 %.3g  cos %.9g  vs the float64 reference of the whole problem",
-           par->m.max_abs, par->m.rel_l2, par->m.cos);
-    if (ref->stride == 1)
-        printf(", all %lld query rows", (long long)p->seq_q);
-    else
-        printf(", sampled: 1 query row in %lld (%lld of %lld per head)", (long long)ref->stride, (long long)ref->rows,
-               (long long)p->seq_q);
-    printf(": %s (%s gate)\n", par->pass ? "PASS" : "FAIL", prec);
+    kit_print_parity(ref, par, p, o->precision, " of the whole problem");
+    printf("\n");
 }
 
 static void free_job(par_job *j) {
@@ -434,10 +406,10 @@ int cli_run_parallel(const cli_options *o) {
     MPI_Comm_free(&host);
 
     char err[ERRLEN] = "";
-    cli_timing t;
+    kit_timing t;
     memset(&t, 0, sizeof t);
-    cli_reference ref = {0};
-    cli_parity par, *parp = NULL;
+    kit_reference ref = {0};
+    kit_parity par, *parp = NULL;
     float *assembled = NULL;
     int rc = agree(&j, plan_job(&j, o, err), err);
     if (!rc) rc = agree(&j, open_transport(&j, o, err), err);
@@ -445,7 +417,7 @@ int cli_run_parallel(const cli_options *o) {
     if (!rc) rc = time_calls(&j, o->reps, &t, err);
     if (!rc && o->check) {
         int local = 0;
-        if (j.rank == 0 && !(assembled = cli_alloc_floats(cli_elems(&j.whole, j.whole.seq_q)))) {
+        if (j.rank == 0 && !(assembled = kit_alloc_floats(kit_elems(&j.whole, j.whole.seq_q)))) {
             snprintf(err, ERRLEN, "out of memory for the assembled output");
             local = CLI_EXIT_FAILURE;
         }
@@ -453,9 +425,9 @@ int cli_run_parallel(const cli_options *o) {
         if (!rc) rc = agree(&j, gather_out(&j, assembled, err) ? CLI_EXIT_FAILURE : 0, err);
         if (!rc && j.rank == 0) {
             jattn_status st =
-                cli_reference_compute(&ref, &j.whole, NULL, j.q, j.k, j.v, PAR_CHECK_BUDGET_FLOPS, 0, err, ERRLEN);
+                kit_reference_compute(&ref, &j.whole, NULL, j.q, j.k, j.v, PAR_CHECK_BUDGET_FLOPS, 0, err, ERRLEN);
             if (st == JATTN_OK) {
-                cli_reference_compare(&ref, &j.whole, assembled, NULL, o->precision, &par);
+                kit_reference_compare(&ref, &j.whole, assembled, NULL, o->precision, &par);
                 parp = &par;
             } else {
                 local = CLI_EXIT_FAILURE;
@@ -473,7 +445,7 @@ int cli_run_parallel(const cli_options *o) {
         }
     }
     MPI_Bcast(&rc, 1, MPI_INT, 0, j.mpi);
-    cli_reference_free(&ref);
+    kit_reference_free(&ref);
     free(assembled);
     free_job(&j);
     if (!initialised) MPI_Finalize();

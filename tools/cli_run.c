@@ -124,12 +124,12 @@ static void synthetic_problem(const cli_options *o, run_inputs *in) {
 
 /* After the problem is validated: allocate and fill q, k, v. */
 static int make_synthetic(const cli_options *o, run_inputs *in) {
-    const int64_t n[3] = {cli_elems(&in->p, in->p.seq_q), cli_elems(&in->p, in->p.seq_kv),
-                          cli_elems(&in->p, in->p.seq_kv)};
+    const int64_t n[3] = {kit_elems(&in->p, in->p.seq_q), kit_elems(&in->p, in->p.seq_kv),
+                          kit_elems(&in->p, in->p.seq_kv)};
     for (int t = 0; t < 3; t++) {
-        if (!(in->synthetic[t] = cli_alloc_floats(n[t])))
+        if (!(in->synthetic[t] = kit_alloc_floats(n[t])))
             return cli_error(CLI_EXIT_FAILURE, "out of memory for the inputs (%lld elements each)", (long long)n[t]);
-        cli_fill_normal(in->synthetic[t], n[t], o->seed, (uint64_t)t);
+        jattn_rng_fill_normal(in->synthetic[t], n[t], o->seed, (uint64_t)t);
     }
     in->q = in->synthetic[0];
     in->k = in->synthetic[1];
@@ -201,51 +201,28 @@ static int make_padding(const cli_options *o, const jattn_problem *p, run_paddin
 /* ---- report ---- */
 
 static void print_report(const cli_options *o, const run_inputs *in, const run_padding *pad, const jattn_selection *sel,
-                         const char *auto_reasons, const cli_timing *t, const char *timing_note, const cli_reference *ref, const cli_parity *par,
+                         const char *auto_reasons, const kit_timing *t, const char *timing_note, const kit_reference *ref, const kit_parity *par,
                          const char *wrote) {
     const jattn_problem *p = &in->p;
-    const char *prec = o->precision == JATTN_PRECISION_TF32 ? "tf32" : "f32";
-    double gflops = cli_flops(p) / (t->ms * 1e-3) / 1e9;
+    const char *prec = kit_precision_name(o->precision);
+    double gflops = kit_flops(p) / (t->ms * 1e-3) / 1e9;
     if (o->json) {
-        cli_json j;
-        cli_json_begin(&j, stdout);
-        cli_json_str(&j, "command", "run");
-        cli_json_str(&j, "version", jattn_version_string());
-        cli_json_str(&j, "backend", sel->backend_name);
-        cli_json_str(&j, "kernel", sel->kernel);
-        cli_json_str(&j, "isa", sel->isa);
-        cli_json_int(&j, "threads", sel->threads);
-        cli_json_int(&j, "batch", p->batch);
-        cli_json_int(&j, "heads", p->heads);
-        cli_json_int(&j, "seq_q", p->seq_q);
-        cli_json_int(&j, "seq_kv", p->seq_kv);
-        cli_json_int(&j, "dim", p->head_dim);
-        cli_json_str(&j, "precision", prec);
-        cli_json_str(&j, "inputs", in->from_files ? "npy" : "synthetic");
-        if (!in->from_files) cli_json_int(&j, "seed", (long long)o->seed);
+        kit_json j;
+        kit_json_begin(&j, stdout);
+        kit_json_str(&j, "command", "run");
+        kit_json_str(&j, "version", jattn_version_string());
+        kit_json_selection(&j, sel);
+        kit_json_problem(&j, p, o->precision);
+        kit_json_str(&j, "inputs", in->from_files ? "npy" : "synthetic");
+        if (!in->from_files) kit_json_int(&j, "seed", (long long)o->seed);
         if (pad->note[0]) {
-            cli_json_str(&j, "key_mask", o->key_mask_path);
-            cli_json_bool(&j, "kv_len", pad->kp.kv_len != NULL);
-            cli_json_num(&j, "attended_keys", pad->attended);
+            kit_json_str(&j, "key_mask", o->key_mask_path);
+            kit_json_bool(&j, "kv_len", pad->kp.kv_len != NULL);
+            kit_json_num(&j, "attended_keys", pad->attended);
         }
-        cli_json_num(&j, "ms", t->ms);
-        cli_json_num(&j, "ms_min", t->ms_min);
-        cli_json_num(&j, "ms_max", t->ms_max);
-        cli_json_int(&j, "reps", t->reps);
-        cli_json_str(&j, "timing", t->clock);
-        cli_json_num(&j, "gflops", gflops);
-        if (par) {
-            cli_json_str(&j, "check", ref->stride == 1 ? "full" : "sampled");
-            cli_json_int(&j, "check_stride", ref->stride);
-            cli_json_num(&j, "max_abs", par->m.max_abs);
-            cli_json_num(&j, "rel_l2", par->m.rel_l2);
-            cli_json_num(&j, "cos", par->m.cos);
-            if (par->lse_checked) cli_json_bool(&j, "lse_pass", par->lse_pass);
-            cli_json_bool(&j, "pass", par->pass && (!par->lse_checked || par->lse_pass));
-        } else {
-            cli_json_str(&j, "check", "off");
-        }
-        cli_json_end(&j);
+        kit_json_timing(&j, t, t->clock, gflops);
+        kit_json_parity(&j, ref, par);
+        kit_json_end(&j);
         return;
     }
     printf("jattn %s run: attention B=%lld H=%lld Sq=%lld Skv=%lld D=%lld, %s, ", jattn_version_string(),
@@ -265,17 +242,10 @@ static void print_report(const cli_options *o, const run_inputs *in, const run_p
                t->clock, t->ms_min, t->ms_max);
     if (timing_note[0]) printf("         note: %s\n", timing_note);
     if (pad->note[0]) printf("padding  %s\n", pad->note);
-    printf("speed    %.2f GFLOP/s  (4*B*H*Sq*Skv*D = %.3g GFLOP per call%s)\n", gflops, cli_flops(p) / 1e9,
+    printf("speed    %.2f GFLOP/s  (4*B*H*Sq*Skv*D = %.3g GFLOP per call%s)\n", gflops, kit_flops(p) / 1e9,
            pad->note[0] ? ", every key counted" : "");
     if (par) {
-        printf("parity   max_abs %.3g  rel_l2 %.3g  cos %.9g  vs the float64 reference", par->m.max_abs, par->m.rel_l2,
-               par->m.cos);
-        if (ref->stride == 1)
-            printf(", all %lld query rows", (long long)p->seq_q);
-        else
-            printf(", sampled: 1 query row in %lld (%lld of %lld per head)", (long long)ref->stride,
-                   (long long)ref->rows, (long long)p->seq_q);
-        printf(": %s (%s gate)", par->pass ? "PASS" : "FAIL", prec);
+        kit_print_parity(ref, par, p, o->precision, "");
         if (par->lse_checked) printf("; lse %s", par->lse_pass ? "PASS" : "FAIL");
         if (sel->backend == JATTN_BACKEND_REF) printf("; the backend is the reference: this checks its determinism");
         printf("\n");
@@ -309,7 +279,7 @@ int cli_run(const cli_options *o) {
     npy_writer out_w = {0}, lse_w = {0};
     jattn_ctx *ctx = NULL;
     float *out = NULL, *lse = NULL;
-    cli_reference ref = {0};
+    kit_reference ref = {0};
     run_padding pad;
     memset(&pad, 0, sizeof pad);
     char why[ERRLEN];
@@ -348,17 +318,17 @@ int cli_run(const cli_options *o) {
         rc = cli_error(CLI_EXIT_FAILURE, "--lse %s: %s", o->lse_path, why);
         goto done;
     }
-    const int64_t n_out = cli_elems(&in.p, in.p.seq_q), n_lse = in.p.batch * in.p.heads * in.p.seq_q;
+    const int64_t n_out = kit_elems(&in.p, in.p.seq_q), n_lse = in.p.batch * in.p.heads * in.p.seq_q;
     /* q, k, v (unless read already), out, lse, and the reference's two buffers of at most out's size. */
-    double elems = (in.from_files ? 0.0 : (double)n_out + 2.0 * (double)cli_elems(&in.p, in.p.seq_kv)) +
+    double elems = (in.from_files ? 0.0 : (double)n_out + 2.0 * (double)kit_elems(&in.p, in.p.seq_kv)) +
                    (o->check ? 3.0 : 1.0) * ((double)n_out + (o->lse_path ? (double)n_lse : 0.0));
     if (cli_memory_fits(elems * sizeof(float), "this problem", why, sizeof why) != 0) {
         rc = cli_error(CLI_EXIT_FAILURE, "%s", why);
         goto done;
     }
     if (!in.from_files && (rc = make_synthetic(o, &in))) goto done;
-    out = cli_alloc_floats(n_out);
-    if (o->lse_path) lse = cli_alloc_floats(n_lse);
+    out = kit_alloc_floats(n_out);
+    if (o->lse_path) lse = kit_alloc_floats(n_lse);
     if (!out || (o->lse_path && !lse)) {
         rc = cli_error(CLI_EXIT_FAILURE, "out of memory for the output (%lld elements)", (long long)n_out);
         goto done;
@@ -368,7 +338,7 @@ int cli_run(const cli_options *o) {
         goto done;
     }
 
-    cli_timing t;
+    kit_timing t;
     char timing_note[ERRLEN] = "";
     memset(&t, 0, sizeof t);
     t.ms_min = t.ms_max = NAN;
@@ -384,7 +354,7 @@ int cli_run(const cli_options *o) {
                      why);
         }
     }
-    if (!timed && (st = cli_time_forward(ctx, &in.p, &e, kp, in.q, in.k, in.v, out, lse, o->reps, RUN_AUTO_SECONDS,
+    if (!timed && (st = kit_time_forward(ctx, &in.p, &e, kp, in.q, in.k, in.v, out, lse, o->reps, RUN_AUTO_SECONDS,
                                          RUN_AUTO_REPS_MIN, RUN_AUTO_REPS_MAX, &t)) != JATTN_OK) {
         rc = cli_error(cli_exit_for_status(st), "backend %s failed: %s (%s)", sel.backend_name,
                        st == JATTN_ERROR_OUT_OF_MEMORY && !jattn_last_error()[0] ? "out of memory" : jattn_last_error(),
@@ -392,14 +362,14 @@ int cli_run(const cli_options *o) {
         goto done;
     }
 
-    cli_parity par, *parp = NULL;
+    kit_parity par, *parp = NULL;
     if (o->check) {
-        if ((st = cli_reference_compute(&ref, &in.p, kp, in.q, in.k, in.v, RUN_CHECK_BUDGET_FLOPS, lse != NULL, why,
+        if ((st = kit_reference_compute(&ref, &in.p, kp, in.q, in.k, in.v, RUN_CHECK_BUDGET_FLOPS, lse != NULL, why,
                                         sizeof why)) != JATTN_OK) {
             rc = cli_error(CLI_EXIT_FAILURE, "%s", why);
             goto done;
         }
-        cli_reference_compare(&ref, &in.p, out, lse, o->precision, &par);
+        kit_reference_compare(&ref, &in.p, out, lse, o->precision, &par);
         parp = &par;
     }
     int pass = !parp || (par.pass && (!par.lse_checked || par.lse_pass));
@@ -442,7 +412,7 @@ int cli_run(const cli_options *o) {
 done:
     npy_writer_abort(&out_w);
     npy_writer_abort(&lse_w);
-    cli_reference_free(&ref);
+    kit_reference_free(&ref);
     jattn_ctx_free(ctx);
     free(out);
     free(lse);

@@ -31,20 +31,20 @@ int cli_compare(const cli_options *o) {
     jattn_metrics m;
     jattn_metrics_compute_dense(a[0].data, a[1].data, a[0].count, &m);
     int pass = jattn_metrics_pass(&m, o->precision);
-    const char *prec = o->precision == JATTN_PRECISION_TF32 ? "tf32" : "f32";
+    const char *prec = kit_precision_name(o->precision);
     if (o->json) {
-        cli_json j;
-        cli_json_begin(&j, stdout);
-        cli_json_str(&j, "command", "compare");
-        cli_json_int(&j, "count", a[0].count);
-        cli_json_str(&j, "precision", prec);
-        cli_json_num(&j, "max_abs", m.max_abs);
-        cli_json_num(&j, "rel_l2", m.rel_l2);
-        cli_json_num(&j, "cos", m.cos);
-        cli_json_num(&j, "max_ref", m.max_ref);
-        cli_json_int(&j, "nonfinite", m.nonfinite);
-        cli_json_bool(&j, "pass", pass);
-        cli_json_end(&j);
+        kit_json j;
+        kit_json_begin(&j, stdout);
+        kit_json_str(&j, "command", "compare");
+        kit_json_int(&j, "count", a[0].count);
+        kit_json_str(&j, "precision", prec);
+        kit_json_num(&j, "max_abs", m.max_abs);
+        kit_json_num(&j, "rel_l2", m.rel_l2);
+        kit_json_num(&j, "cos", m.cos);
+        kit_json_num(&j, "max_ref", m.max_ref);
+        kit_json_int(&j, "nonfinite", m.nonfinite);
+        kit_json_bool(&j, "pass", pass);
+        kit_json_end(&j);
     } else {
         printf("max_abs %.3g  rel_l2 %.3g  cos %.9g  over %lld elements (max|B| %.3g", m.max_abs, m.rel_l2, m.cos,
                (long long)a[0].count, m.max_ref);
@@ -72,9 +72,9 @@ int cli_gen(const cli_options *o) {
     char why[ERRLEN];
     if (cli_memory_fits((double)count * sizeof(float), "--shape", why, sizeof why) != 0)
         return cli_error(CLI_EXIT_FAILURE, "%s", why);
-    float *x = cli_alloc_floats(count);
+    float *x = kit_alloc_floats(count);
     if (!x) return cli_error(CLI_EXIT_FAILURE, "--shape: out of memory for %lld elements", (long long)count);
-    cli_fill_normal(x, count, o->seed, 0);
+    jattn_rng_fill_normal(x, count, o->seed, 0);
     int rc = CLI_EXIT_OK;
     if (npy_write_f32(o->out_path, o->shape, o->ndim, x, why, sizeof why) != NPY_OK)
         rc = cli_error(CLI_EXIT_FAILURE, "--out %s: %s", o->out_path, why);

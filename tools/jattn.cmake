@@ -1,8 +1,5 @@
 # The jattn command (build/tools/jattn): run, bench, compare, gen. See tools/cli_args.c for the
-# usage text. Also the .npy I/O library it uses, which tests link too.
-add_library(jattn_npy STATIC ${CMAKE_CURRENT_LIST_DIR}/npy.c)
-target_include_directories(jattn_npy PUBLIC ${CMAKE_CURRENT_LIST_DIR})
-target_compile_definitions(jattn_npy PRIVATE _POSIX_C_SOURCE=200809L)
+# usage text. Its measurements come from the kit (kit/, target jattn_kit).
 
 add_executable(jattn
   ${CMAKE_CURRENT_LIST_DIR}/jattn.c
@@ -12,6 +9,6 @@ add_executable(jattn
   ${CMAKE_CURRENT_LIST_DIR}/cli_bench.c
   ${CMAKE_CURRENT_LIST_DIR}/cli_tools.c)
 target_compile_definitions(jattn PRIVATE _POSIX_C_SOURCE=200809L)
-target_link_libraries(jattn PRIVATE jattn_npy jattn_static jattn_metrics jattn_rng jattn_peers jattn_device_timer m)
+target_link_libraries(jattn PRIVATE jattn_kit jattn_static m)
 install(TARGETS jattn RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 include(${CMAKE_CURRENT_LIST_DIR}/cli_parallel.cmake) # run --parallel

@@ -16,21 +16,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "jattn.h"
 #include "peers.h"
-
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    const double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
+#include "rng.h"
+#include "timing.h"
 
 static int parse_list(const char *s, int *out, int max) {
     int n = 0;
@@ -43,15 +33,8 @@ static int parse_list(const char *s, int *out, int max) {
     return n;
 }
 
-static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
-static float normal(void) {
-    double u[2];
-    for (int i = 0; i < 2; i++) {
-        rng_state ^= rng_state << 13, rng_state ^= rng_state >> 7, rng_state ^= rng_state << 17;
-        u[i] = ((double)(rng_state >> 11) + 0.5) * (1.0 / 9007199254740992.0);
-    }
-    return (float)(sqrt(-2 * log(u[0])) * cos(6.283185307179586 * u[1]));
-}
+static jattn_rng rng; /* seeded in main: the same inputs on every run */
+static float normal(void) { return (float)jattn_rng_normal(&rng); }
 
 int main(int argc, char **argv) {
     if (argc < 6) {
@@ -59,6 +42,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     const int H = atoi(argv[1]), D = atoi(argv[2]), reps = atoi(argv[3]);
+    jattn_rng_seed(&rng, 1);
     int threads[16], seqs[32];
     const int nt = parse_list(argv[4], threads, 16), ns = parse_list(argv[5], seqs, 32);
     if (H < 1 || D < 1 || reps < 1 || nt < 1 || ns < 1) {
@@ -105,23 +89,16 @@ int main(int argc, char **argv) {
             if (jattn_select(&p, &e, &sel) != JATTN_OK || jattn_ctx_create(&ctx) != JATTN_OK) {
                 printf("{\"method\": \"jattn_cpu\", \"seq\": %d, \"skipped\": \"%s\"}\n", S, jattn_last_error());
             } else {
-                double *t = malloc((size_t)reps * sizeof *t);
-                jattn_status st = jattn_forward(ctx, &p, &e, q, k, v, o, NULL); /* warm-up */
-                for (int r = 0; r < reps && st == JATTN_OK; r++) {
-                    const double t0 = now_s();
-                    st = jattn_forward(ctx, &p, &e, q, k, v, o, NULL);
-                    t[r] = now_s() - t0;
-                }
+                kit_timing t; /* one warm-up call, then the median (and the fastest) of reps */
+                jattn_status st = kit_time_forward(ctx, &p, &e, NULL, q, k, v, o, NULL, reps, 0, reps, reps, &t);
                 if (st != JATTN_OK) {
                     printf("{\"method\": \"jattn_cpu\", \"seq\": %d, \"skipped\": \"%s\"}\n", S, jattn_last_error());
                 } else {
-                    qsort(t, (size_t)reps, sizeof *t, cmp_double);
                     printf("{\"method\": \"jattn_cpu\", \"isa\": \"%s\", \"kernel\": \"%s\", \"heads\": %d, \"seq\": %d, "
                            "\"dim\": %d, \"threads\": %d, \"ms\": %.3f, \"gflops\": %.2f, \"best_gflops\": %.2f}\n",
-                           sel.isa, sel.kernel, H, S, D, sel.threads, t[reps / 2] * 1e3, flops / t[reps / 2] / 1e9,
-                           flops / t[0] / 1e9);
+                           sel.isa, sel.kernel, H, S, D, sel.threads, t.ms, flops / (t.ms * 1e-3) / 1e9,
+                           flops / (t.ms_min * 1e-3) / 1e9);
                 }
-                free(t);
             }
             jattn_ctx_free(ctx);
             fflush(stdout);

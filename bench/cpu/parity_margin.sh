@@ -1,5 +1,5 @@
 #!/bin/sh
-# How close the cpu backend comes to the f32 gate (DESIGN.md §2): runs the parity suite RUNS
+# How close the cpu backend comes to the f32 gate (docs/DESIGN.md §2): runs the parity suite RUNS
 # times with fresh seeds for one instruction set and prints, per input distribution, the worst
 # fraction of the gate reached (max of rel_l2 / 2e-6 and max_abs / (1e-5 max(1, max|ref|)))
 # and the case that reached it. A fraction >= 1 is a failure.
@@ -21,6 +21,7 @@ done | awk -v isa="${ISA:-best}" -v runs="$RUNS" '
     rel = $0; sub(/.* rel_l2 /, "", rel); sub(/ .*/, "", rel)
     mab = $0; sub(/.* max_abs /, "", mab); sub(/ .*/, "", mab)
     ref = $0; sub(/.*max\|ref\| /, "", ref); sub(/\).*/, "", ref)
+    # JATTN_GATE_F32_REL_L2 and JATTN_GATE_F32_MAX_ABS of kit/metrics.h
     f = rel / 2e-6; g = mab / (1e-5 * (ref > 1 ? ref : 1)); if (g > f) f = g
     if (f > worst[dist]) { worst[dist] = f; at[dist] = $0 }
     n[dist]++; if ($1 == "FAIL") fails++

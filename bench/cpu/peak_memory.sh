@@ -6,9 +6,9 @@
 set -u
 SEQ=${1:-16384}
 BUILD=${BUILD:-build-bench-cpu}
-[ -x "$BUILD/bench_cpu" ] || { echo "run bench/cpu/run.sh first (builds $BUILD/bench_cpu)"; exit 1; }
+[ -x "$BUILD/bench/bench_cpu" ] || { echo "run bench/cpu/run.sh first (builds $BUILD/bench/bench_cpu)"; exit 1; }
 [ -x /usr/bin/time ] || { echo "no /usr/bin/time (apt-get install time)"; exit 77; }
-BENCH_PEERS=0 /usr/bin/time -v "$BUILD/bench_cpu" 24 128 1 "$(nproc)" "$SEQ" 2> "$BUILD/peak_memory.log"
+BENCH_PEERS=0 /usr/bin/time -v "$BUILD/bench/bench_cpu" 24 128 1 "$(nproc)" "$SEQ" 2> "$BUILD/peak_memory.log"
 rss_kib=$(grep 'Maximum resident set size' "$BUILD/peak_memory.log" | awk '{print $NF}')
 data_mib=$(( 4 * 24 * SEQ * 128 * 4 / 1048576 ))
 echo "seq $SEQ: max RSS $((rss_kib / 1024)) MiB; inputs + output $data_mib MiB; excess $((rss_kib / 1024 - data_mib)) MiB (allowance 64 MiB)"

@@ -4,6 +4,7 @@ usage: python3 report.py RESULTS.jsonl OUT.md OUT.png "COMMAND" "MACHINE"
 The table: for each seq and thread count, GFLOP/s and % of the FMA peak measured in the same
 run for jattn, the BLAS baseline and PyTorch CPU SDPA (where present), and jattn's ratio to
 each. The plot: GFLOP/s against seq, one line per method and thread count; peaks dashed."""
+
 import json
 import sys
 
@@ -39,16 +40,21 @@ def main():
         ra, rb = meas.get((a, s, t)), meas.get((b, s, t))
         return "%.2fx" % (ra["gflops"] / rb["gflops"]) if ra and rb else "-"
 
-    lines = ["# CPU attention, %s" % machine, "",
-             "jattn `--backend cpu` (kernel `%s`) beside the BLAS attention baseline (OpenBLAS sgemm "
-             "Q K^T, softmax, sgemm P V per head) and PyTorch CPU SDPA where installed; B=1, H=%s, "
-             "D=%s, float32, q/k/v head-major, out token-major, seq_q = seq_kv = seq. GFLOP/s = "
-             "4 H S^2 D / median time (jattn's fastest repeat in parentheses); %% = of the FMA peak "
-             "measured in the same run." % (kernel, H, D), "",
-             "FMA peak: " + ", ".join("%d thread(s) %.1f GFLOP/s (%s)" % (t, peak[t], peak_isa[t]) for t in sorted(peak)),
-             "", "| seq | threads | jattn GFLOP/s | jattn % peak | BLAS GFLOP/s | BLAS % peak | jattn / BLAS "
-             "| torch GFLOP/s | torch % peak | jattn / torch |",
-             "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    lines = [
+        "# CPU attention, %s" % machine,
+        "",
+        "jattn `--backend cpu` (kernel `%s`) beside the BLAS attention baseline (OpenBLAS sgemm "
+        "Q K^T, softmax, sgemm P V per head) and PyTorch CPU SDPA where installed; B=1, H=%s, "
+        "D=%s, float32, q/k/v head-major, out token-major, seq_q = seq_kv = seq. GFLOP/s = "
+        "4 H S^2 D / median time (jattn's fastest repeat in parentheses); %% = of the FMA peak "
+        "measured in the same run." % (kernel, H, D),
+        "",
+        "FMA peak: " + ", ".join("%d thread(s) %.1f GFLOP/s (%s)" % (t, peak[t], peak_isa[t]) for t in sorted(peak)),
+        "",
+        "| seq | threads | jattn GFLOP/s | jattn % peak | BLAS GFLOP/s | BLAS % peak | jattn / BLAS "
+        "| torch GFLOP/s | torch % peak | jattn / torch |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
     for s in seqs:
         for t in threads:
             j, jp = cell("jattn_cpu", s, t)
@@ -57,9 +63,21 @@ def main():
                 j += " (%.1f)" % r["best_gflops"]
             b, bp = cell("blas_attention", s, t)
             o, op = cell("torch_sdpa_cpu", s, t)
-            lines.append("| %d | %d | %s | %s | %s | %s | %s | %s | %s | %s |" % (
-                s, t, j, jp, b, bp, ratio("jattn_cpu", "blas_attention", s, t), o, op,
-                ratio("jattn_cpu", "torch_sdpa_cpu", s, t)))
+            lines.append(
+                "| %d | %d | %s | %s | %s | %s | %s | %s | %s | %s |"
+                % (
+                    s,
+                    t,
+                    j,
+                    jp,
+                    b,
+                    bp,
+                    ratio("jattn_cpu", "blas_attention", s, t),
+                    o,
+                    op,
+                    ratio("jattn_cpu", "torch_sdpa_cpu", s, t),
+                )
+            )
     if len(threads) > 1:
         lines += ["", "Scaling from 1 to %d threads (GFLOP/s ratio):" % threads[-1]]
         for m in ("jattn_cpu", "blas_attention", "torch_sdpa_cpu"):
@@ -72,12 +90,20 @@ def main():
                 lines.append("- %s: %s" % (m, ", ".join(sc)))
     if skipped:
         lines += ["", "Not measured here:"] + ["- " + x for x in sorted(set(skipped))]
-    lines += ["", "Command (repository root):", "", "    " + command, "",
-              "Raw measurements: `%s`; plot: `%s`." % (src.split("/")[-1], out_png.split("/")[-1]), ""]
+    lines += [
+        "",
+        "Command (repository root):",
+        "",
+        "    " + command,
+        "",
+        "Raw measurements: `%s`; plot: `%s`." % (src.split("/")[-1], out_png.split("/")[-1]),
+        "",
+    ]
     open(out_md, "w").write("\n".join(lines))
     print("\n".join(lines))
     try:
         import matplotlib
+
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except Exception as e:
@@ -89,8 +115,12 @@ def main():
         for t in threads:
             pts = [(s, meas[(m, s, t)]["gflops"]) for s in seqs if (m, s, t) in meas]
             if pts:
-                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o",
-                        label="%s, %d thread%s" % (names[m], t, "s" if t > 1 else ""))
+                ax.plot(
+                    [p[0] for p in pts],
+                    [p[1] for p in pts],
+                    marker="o",
+                    label="%s, %d thread%s" % (names[m], t, "s" if t > 1 else ""),
+                )
     for t in threads:
         if t in peak:
             ax.axhline(peak[t], linestyle="--", linewidth=0.8, color="gray")

@@ -6,7 +6,7 @@
 # usage (repository root): sh bench/cpu/run.sh [LABEL] [SEQS] [REPS]
 #   LABEL  names the result files (default zen4)     SEQS  comma list (default 512,1024,1536,3072,4608)
 #   REPS   timed repeats per point, median (default 5)
-# Env: THREADS (default "1,<all cores>"), H (24), D (128), CC (cc), BUILD (build-bench-cpu),
+# Env: THREADS (default "1,<all cores>"), H (24), D (128), CC (the C compiler; default: CMake's choice), BUILD (build-bench-cpu),
 #      BENCH_LOGIT_STD (1: standard-normal q, k; 8: peaky logits, jattn's compensated scores).
 # Whatever cannot be measured (no OpenBLAS, no torch, no matplotlib) is printed and left out.
 set -u
@@ -19,24 +19,20 @@ NPROC=$(nproc 2>/dev/null || echo 1)
 THREADS=${THREADS:-1,$NPROC}
 [ "$THREADS" = "1,1" ] && THREADS=1
 BUILD=${BUILD:-build-bench-cpu}
-CC=${CC:-cc}
 OUT=bench/results
 mkdir -p "$OUT"
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)
 echo "load before the run: $LOAD_BEFORE"
 
-cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DJATTN_CUDA=OFF -DJATTN_BUILD_TESTS=OFF > "$BUILD.log" 2>&1 &&
-  cmake --build "$BUILD" -j "$NPROC" --target jattn_static jattn_peers >> "$BUILD.log" 2>&1 ||
+cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DJATTN_CUDA=OFF -DJATTN_BUILD_TESTS=OFF -DJATTN_BUILD_BENCH=ON \
+  ${CC:+-DCMAKE_C_COMPILER="$CC"} > "$BUILD.log" 2>&1 &&
+  cmake --build "$BUILD" -j "$NPROC" --target bench_cpu >> "$BUILD.log" 2>&1 ||
   { echo "build failed, see $BUILD.log"; exit 1; }
-PEERS=$(find "$BUILD" -name libjattn_peers.a | head -1)
-LIBJ=$(find "$BUILD" -name libjattn.a | head -1)
-$CC -O2 -std=c11 -D_POSIX_C_SOURCE=200809L -fopenmp -Iinclude -Itools/peers bench/cpu/bench_cpu.c \
-  "$LIBJ" "$PEERS" -ldl -lm -o "$BUILD/bench_cpu" || { echo "bench_cpu build failed"; exit 1; }
 
 RAW="$OUT/cpu-$LABEL.jsonl"
 : > "$RAW"
 echo "== jattn, FMA peak, BLAS: H=$H D=$D threads=$THREADS seqs=$SEQS reps=$REPS"
-"$BUILD/bench_cpu" "$H" "$D" "$REPS" "$THREADS" "$SEQS" | tee -a "$RAW"
+"$BUILD/bench/bench_cpu" "$H" "$D" "$REPS" "$THREADS" "$SEQS" | tee -a "$RAW"
 if command -v python3 >/dev/null 2>&1; then
   echo "== PyTorch CPU SDPA"
   python3 bench/cpu/torch_cpu_sdpa.py "$H" "$D" "$REPS" "$THREADS" "$SEQS" | tee -a "$RAW"

@@ -45,9 +45,7 @@ echo
 echo "Accuracy tail, B=1 H=1 Sq=100 Skv=77 D=1 uniform, f32 (gate rel_l2 <= 2e-6):"
 echo
 echo '```'
-cc -std=c11 -D_POSIX_C_SOURCE=200809L -O2 -fopenmp -Iinclude -Isrc -Itests -Itools bench/gpu/accuracy_tail.c \
-  "$BUILD/tests/libjattn_test_harness.a" "$BUILD/tools/libjattn_metrics.a" "$BUILD/tools/libjattn_rng.a" \
-  "$BUILD/libjattn.a" $( [ -d /usr/local/cuda/lib64 ] && echo "-L/usr/local/cuda/lib64 -lcudart -lstdc++") -lm \
-  -o "$BUILD/accuracy_tail_cpu" && "$BUILD/accuracy_tail_cpu" cpu 1 1 100 77 1 uniform 30000 | grep TAIL
+cmake -S . -B "$BUILD" -DJATTN_BUILD_BENCH=ON >/dev/null && cmake --build "$BUILD" --target accuracy_tail >/dev/null &&
+  "$BUILD/bench/accuracy_tail" cpu 1 1 100 77 1 uniform 30000 | grep TAIL
 python3 bench/accuracy/fp32_floor.py 100 77 1 40000 1 2>/dev/null || echo "fp32_floor: needs numpy"
 echo '```'

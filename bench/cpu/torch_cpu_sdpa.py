@@ -6,6 +6,7 @@ ms (median of REPS after a warm-up), gflops = 4*H*S*S*D / time; or {"method", "s
 q, k, v float32 [1, H, S, D] (head-major, as jattn's FLUX call); the output stays head-major
 (jattn writes token-major [S, H*D] directly, so this is the peer's best case).
 BENCH_LOGIT_STD=s scales q and k by sqrt(s), as bench_cpu.c does."""
+
 import json
 import os
 import statistics
@@ -43,9 +44,21 @@ def main():
                     F.scaled_dot_product_attention(q, k, v)
                     ts.append(time.perf_counter() - t0)
             med = statistics.median(ts)
-            print(json.dumps({"method": "torch_sdpa_cpu", "heads": H, "seq": S, "dim": D, "threads": t,
-                              "ms": round(med * 1e3, 3), "gflops": round(flops / med / 1e9, 2),
-                              "torch": torch.__version__}), flush=True)
+            print(
+                json.dumps(
+                    {
+                        "method": "torch_sdpa_cpu",
+                        "heads": H,
+                        "seq": S,
+                        "dim": D,
+                        "threads": t,
+                        "ms": round(med * 1e3, 3),
+                        "gflops": round(flops / med / 1e9, 2),
+                        "torch": torch.__version__,
+                    }
+                ),
+                flush=True,
+            )
     return 0
 
 

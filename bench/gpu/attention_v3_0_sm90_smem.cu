@@ -6,7 +6,7 @@
  * Writes out [B, H, Sq, D] through its strides (token-major [S, H*D] for FLUX), and
  *        optionally lse [B, H, Sq] contiguous.
  *
- * Design (v3.0, correctness first; details and predictions in NOTES_sm90.md):
+ * Design (v3.0, correctness first; details and predictions in src/cuda/JOURNAL.md, "v3.0"):
  *  - One CTA = one warpgroup (128 threads) = 64 query rows of one (b, h): grid
  *    (ceil(Sq/64), H, B). Key/value tiles of 64 keys, online softmax in fp32 registers.
  *  - S = Q K^T: wgmma m64n64k8 tf32, A = Q and B = K from shared memory, both K-major over

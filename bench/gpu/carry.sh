@@ -13,29 +13,21 @@ cd "$(dirname "$0")/../.."
 JOBS=${JOBS:-2}
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 
-# bench_binaries BUILD_DIR SRC_DIR: the three harness programs, as run.sh's build step makes them.
-bench_binaries() {
+# base_gpu_bench BUILD_DIR SRC_DIR: jattn_gpu_bench of a REV older than JATTN_BUILD_BENCH, by hand
+# as run.sh's build step made it then (for the ab step's base).
+base_gpu_bench() {
   local b=$1 src=$2
   local cflags="-std=c11 -D_POSIX_C_SOURCE=200809L -O2 -fopenmp -Wall -Wextra -I$src/include -I$src/src -I$CUDA_HOME/include"
-  local libs="$b/libjattn.a -L$CUDA_HOME/lib64 -lcudart -lm"
   # shellcheck disable=SC2086
-  cc $cflags "$src/bench/gpu/jattn_gpu_bench.c" $libs -o "$b/jattn_gpu_bench"
-  if [ -f "$src/bench/gpu/sanitize_small.c" ]; then
-    # shellcheck disable=SC2086
-    cc $cflags "$src/bench/gpu/sanitize_small.c" $libs -o "$b/sanitize_small"
-  fi
-  if [ -f "$src/bench/gpu/accuracy_tail.c" ] && [ -f "$b/tests/libjattn_test_harness.a" ]; then
-    # shellcheck disable=SC2086
-    cc $cflags -I"$src/tests" -I"$src/tools" "$src/bench/gpu/accuracy_tail.c" "$b/tests/libjattn_test_harness.a" \
-      "$b/tools/libjattn_metrics.a" "$b/tools/libjattn_rng.a" $libs -o "$b/accuracy_tail"
-  fi
+  cc $cflags "$src/bench/gpu/jattn_gpu_bench.c" "$b/libjattn.a" -L"$CUDA_HOME"/lib64 -lcudart -lm -o "$b/jattn_gpu_bench"
 }
 
 # Without MPI and NCCL: the GPU machine has neither Debian's libmpi nor a system libnccl (the
 # parallel layer's GPU test, test_sp_device, runs its ranks in one process without them).
-cmake -S . -B build-carry -DJATTN_CUDA=ON -DJATTN_MPI=OFF -DJATTN_NCCL=OFF -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake -S . -B build-carry -DJATTN_CUDA=ON -DJATTN_MPI=OFF -DJATTN_NCCL=OFF -DJATTN_BUILD_BENCH=ON \
+  -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build-carry -j "$JOBS" >/dev/null
-bench_binaries build-carry .
+for t in jattn_gpu_bench sanitize_small accuracy_tail; do cp build-carry/bench/$t build-carry/$t; done
 rm -rf .carry/build .carry/lib
 mkdir -p .carry/build/tests .carry/build/tools .carry/lib
 # the GPU tests only: every executable holds the whole library (~5 MB), and a call carries 64 MiB
@@ -56,9 +48,15 @@ if [ -n "${1:-}" ]; then
   rm -rf build-carry-base .carry/base
   mkdir -p build-carry-base/src .carry/base
   git archive "$1" | tar -x -C build-carry-base/src
-  cmake -S build-carry-base/src -B build-carry-base -DJATTN_CUDA=ON -DJATTN_BUILD_TESTS=OFF -DCMAKE_BUILD_TYPE=Release >/dev/null
-  cmake --build build-carry-base -j "$JOBS" --target jattn_static >/dev/null
-  bench_binaries build-carry-base build-carry-base/src
+  cmake -S build-carry-base/src -B build-carry-base -DJATTN_CUDA=ON -DJATTN_BUILD_TESTS=OFF -DJATTN_BUILD_BENCH=ON \
+    -DCMAKE_BUILD_TYPE=Release >/dev/null
+  if [ -f build-carry-base/src/bench/CMakeLists.txt ]; then
+    cmake --build build-carry-base -j "$JOBS" --target jattn_gpu_bench >/dev/null
+    cp build-carry-base/bench/jattn_gpu_bench build-carry-base/
+  else
+    cmake --build build-carry-base -j "$JOBS" --target jattn_static >/dev/null
+    base_gpu_bench build-carry-base build-carry-base/src
+  fi
   cp build-carry-base/jattn_gpu_bench .carry/base/
   strip .carry/base/jattn_gpu_bench
   echo "base: $(git rev-parse --short "$1")"

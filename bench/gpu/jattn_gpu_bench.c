@@ -1,7 +1,7 @@
 /* GPU benchmark of the cuda backend's kernel versions, device-resident: for each shape and
  * each (version, precision), warm up, time `reps` calls each bracketed by CUDA events on a
- * stream of its own, report the median; then check the output against a float64 evaluation
- * of sampled query rows (every head, 16 rows spread over the sequence). Kernels that need a
+ * stream of its own, report the median; then check the output against the float64 reference
+ * of sampled query rows (kit/reference.h: about 16 rows per head, evenly spaced). Kernels that need a
  * device workspace (v4) get one from the caller, sized by jattn_workspace_size, as an engine
  * passes it; the time includes v4's pre-pass.
  *
@@ -16,8 +16,12 @@
 
 #include <cuda_runtime_api.h>
 
+#include "clock.h"
 #include "cuda/cuda_internal.h"
 #include "jattn.h"
+#include "reference.h"
+#include "rng.h"
+#include "tensor.h"
 
 #define CHECK(call)                                                                              \
     do {                                                                                         \
@@ -30,25 +34,12 @@
 
 #define SAMPLE_ROWS 16
 
-static uint64_t rng_state;
-static double uniform01(void) {
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return ((rng_state >> 11) + 0.5) * (1.0 / 9007199254740992.0);
-}
-static float normal(void) { return (float)(sqrt(-2.0 * log(uniform01())) * cos(6.283185307179586 * uniform01())); }
-
-static int cmp_float(const void *a, const void *b) {
-    float x = *(const float *)a, y = *(const float *)b;
-    return (x > y) - (x < y);
-}
-
 /* Median ms of `reps` calls (after `warmup`), all on stream s. */
 static double time_calls(const jattn_problem *p, const jattn_exec *e, const float *q, const float *k, const float *v,
                          float *out, int warmup, int reps) {
     cudaEvent_t *ev = malloc(sizeof *ev * 2 * (size_t)reps);
     float *ms = malloc(sizeof *ms * (size_t)reps);
+    double *ms_d = malloc(sizeof *ms_d * (size_t)reps);
     for (int i = 0; i < 2 * reps; i++) CHECK(cudaEventCreate(&ev[i]));
     cudaStream_t s = (cudaStream_t)e->cuda_stream;
     for (int i = 0; i < warmup + reps; i++) {
@@ -62,52 +53,13 @@ static double time_calls(const jattn_problem *p, const jattn_exec *e, const floa
     }
     CHECK(cudaStreamSynchronize(s));
     for (int i = 0; i < reps; i++) CHECK(cudaEventElapsedTime(&ms[i], ev[2 * i], ev[2 * i + 1]));
-    qsort(ms, (size_t)reps, sizeof *ms, cmp_float);
-    double med = ms[reps / 2];
+    for (int i = 0; i < reps; i++) ms_d[i] = ms[i];
+    double med = kit_median(ms_d, reps);
     for (int i = 0; i < 2 * reps; i++) cudaEventDestroy(ev[i]);
     free(ev);
     free(ms);
+    free(ms_d);
     return med;
-}
-
-/* float64 attention of the sampled rows (head-major q, k, v; token-major out), errors. */
-static void sampled_error(const jattn_problem *p, const float *q, const float *k, const float *v, const float *out,
-                          double *rel_l2, double *max_abs) {
-    const int64_t H = p->heads, S = p->seq_q, Skv = p->seq_kv, D = p->head_dim;
-    const double scale = 1.0 / sqrt((double)D);
-    double err2 = 0, ref2 = 0, mx = 0;
-#pragma omp parallel for reduction(+ : err2, ref2) reduction(max : mx) schedule(dynamic)
-    for (int64_t job = 0; job < p->batch * H * SAMPLE_ROWS; job++) {
-        const int64_t b = job / (H * SAMPLE_ROWS), h = (job / SAMPLE_ROWS) % H, r = job % SAMPLE_ROWS;
-        const int64_t i = (r * (S - 1)) / (SAMPLE_ROWS - 1 > 0 ? SAMPLE_ROWS - 1 : 1);
-        double *sc = malloc(sizeof(double) * (size_t)Skv), *acc = calloc((size_t)D, sizeof(double));
-        const float *qi = q + b * p->q.batch + h * p->q.head + i * p->q.token;
-        double m = -INFINITY, l = 0;
-        for (int64_t j = 0; j < Skv; j++) {
-            const float *kj = k + b * p->k.batch + h * p->k.head + j * p->k.token;
-            double s = 0;
-            for (int64_t d = 0; d < D; d++) s += (double)qi[d] * kj[d];
-            sc[j] = s * scale;
-            if (sc[j] > m) m = sc[j];
-        }
-        for (int64_t j = 0; j < Skv; j++) {
-            const double w = exp(sc[j] - m);
-            const float *vj = v + b * p->v.batch + h * p->v.head + j * p->v.token;
-            l += w;
-            for (int64_t d = 0; d < D; d++) acc[d] += w * vj[d];
-        }
-        const float *oi = out + b * p->out.batch + h * p->out.head + i * p->out.token;
-        for (int64_t d = 0; d < D; d++) {
-            const double ref = acc[d] / l, e = oi[d] - ref;
-            err2 += e * e;
-            ref2 += ref * ref;
-            if (fabs(e) > mx) mx = fabs(e);
-        }
-        free(sc);
-        free(acc);
-    }
-    *rel_l2 = sqrt(err2 / ref2);
-    *max_abs = mx;
 }
 
 int main(int argc, char **argv) {
@@ -116,8 +68,8 @@ int main(int argc, char **argv) {
     int n_shapes = argc > 1 ? argc - 1 : (int)(sizeof default_shapes / sizeof default_shapes[0]);
     const char *versions = getenv("JATTN_BENCH_VERSIONS"); /* e.g. "v2" to leave v1 out */
     if (!versions) versions = "v1,v2";
-    rng_state = (uint64_t)time(NULL) * 2654435761u | 1;
-    printf("seed %llu\n", (unsigned long long)rng_state);
+    const uint64_t seed = (uint64_t)time(NULL) * 2654435761u | 1;
+    printf("seed %llu\n", (unsigned long long)seed);
     cudaStream_t stream;
     CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     for (int si = 0; si < n_shapes; si++) {
@@ -133,7 +85,9 @@ int main(int argc, char **argv) {
         jattn_problem p = jattn_problem_flux(B, H, S, S, D);
         const size_t n = (size_t)B * H * S * D;
         float *hq = malloc(n * 4), *hk = malloc(n * 4), *hv = malloc(n * 4), *ho = malloc(n * 4);
-        for (size_t i = 0; i < n; i++) hq[i] = normal(), hk[i] = normal(), hv[i] = normal();
+        jattn_rng_fill_normal(hq, (int64_t)n, seed + (uint64_t)si, 0);
+        jattn_rng_fill_normal(hk, (int64_t)n, seed + (uint64_t)si, 1);
+        jattn_rng_fill_normal(hv, (int64_t)n, seed + (uint64_t)si, 2);
         float *dq, *dk, *dv, *dout;
         CHECK(cudaMalloc((void **)&dq, n * 4));
         CHECK(cudaMalloc((void **)&dk, n * 4));
@@ -142,7 +96,13 @@ int main(int argc, char **argv) {
         CHECK(cudaMemcpy(dq, hq, n * 4, cudaMemcpyHostToDevice));
         CHECK(cudaMemcpy(dk, hk, n * 4, cudaMemcpyHostToDevice));
         CHECK(cudaMemcpy(dv, hv, n * 4, cudaMemcpyHostToDevice));
-        const double flops = 4.0 * B * H * (double)S * S * D;
+        const double flops = kit_flops(&p);
+        kit_reference ref; /* about SAMPLE_ROWS query rows per head */
+        char why[256];
+        if (kit_reference_compute(&ref, &p, NULL, hq, hk, hv, flops * SAMPLE_ROWS / S, 0, why, sizeof why) != JATTN_OK) {
+            fprintf(stderr, "%s\n", why);
+            return 1;
+        }
         for (int ver = JATTN_CUDA_KERNEL_V1; ver < JATTN_CUDA_KERNEL_COUNT; ver++) {
             char vname[8];
             snprintf(vname, sizeof vname, "v%d", ver);
@@ -171,8 +131,9 @@ int main(int argc, char **argv) {
                 reps = reps < 5 ? 5 : reps > 50 ? 50 : reps;
                 double ms = time_calls(&p, &e, dq, dk, dv, dout, 2, reps);
                 CHECK(cudaMemcpy(ho, dout, n * 4, cudaMemcpyDeviceToHost));
-                double rel, mx;
-                sampled_error(&p, hq, hk, hv, ho, &rel, &mx);
+                kit_parity par;
+                kit_reference_compare(&ref, &p, ho, NULL, e.precision, &par);
+                const double rel = par.m.rel_l2, mx = par.m.max_abs;
                 printf("RESULT jattn-%s-%s %d %d %d %d %.1f %.2f %.3g %.3g %s reps=%d\n", vname, pi ? "tf32" : "f32",
                        B, H, S, D, ms * 1e3, flops / (ms * 1e-3) / 1e12, rel, mx, sel.kernel, reps);
                 fflush(stdout);
@@ -180,6 +141,7 @@ int main(int argc, char **argv) {
             }
         }
         jattn_cuda_set_kernel(JATTN_CUDA_KERNEL_AUTO);
+        kit_reference_free(&ref);
         cudaFree(dq), cudaFree(dk), cudaFree(dv), cudaFree(dout);
         free(hq), free(hk), free(hv), free(ho);
     }

@@ -30,8 +30,10 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
-#include "cli_args.h"
-#include "cli_common.h"
+#include "cli_args.h" /* the default job (CLI_DEFAULT_*): the check budget of `jattn run` */
+#include "clock.h"
+#include "reference.h"
+#include "tensor.h"
 #include "jattn_parallel.h"
 
 #define MAX_GPUS 8
@@ -60,12 +62,6 @@ static void die(const char *file, int line, const char *call, const char *why, c
         if (s_ != JATTN_OK) die(__FILE__, __LINE__, #call, jattn_status_name(s_), jattn_last_error());                 \
     } while (0)
 
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* ---- inputs: a hash of (tensor, element) ---- */
 
 static float element(uint64_t tensor, uint64_t i) {
@@ -79,7 +75,7 @@ static float element(uint64_t tensor, uint64_t i) {
 }
 
 static float *make_tensor(uint64_t tensor, int64_t n) {
-    float *x = cli_alloc_floats(n);
+    float *x = kit_alloc_floats(n);
     if (!x) {
         fprintf(stderr, "sp_gpu_bench: out of host memory (%lld floats)\n", (long long)n);
         exit(1);
@@ -126,10 +122,10 @@ static void time_calls(double *ms, int reps, pthread_barrier_t *barrier, void (*
                        cudaStream_t stream) {
     for (int i = 0; i < reps; i++) {
         if (barrier) pthread_barrier_wait(barrier);
-        const double t0 = now();
+        const double t0 = kit_now();
         call(arg);
         CUDA_OK(cudaStreamSynchronize(stream));
-        ms[i] = 1e3 * (now() - t0);
+        ms[i] = 1e3 * (kit_now() - t0);
     }
 }
 
@@ -249,7 +245,7 @@ static double run_parallel(run *r) {
         for (int g = 0; g < r->gpus; g++)
             if (r->ms[g][i] > slowest[i]) slowest[i] = r->ms[g][i];
     }
-    return cli_median(slowest, r->reps);
+    return kit_median(slowest, r->reps);
 }
 
 /* The whole problem on GPU 0, for time_calls. */
@@ -286,7 +282,7 @@ static double run_single(const shape *s, const float *q, const float *k, const f
     time_calls(ms, 1, NULL, call_single, &c, g.stream); /* warm-up */
     time_calls(ms, reps, NULL, call_single, &c, g.stream);
     gpu_set_free(&g);
-    return cli_median(ms, reps);
+    return kit_median(ms, reps);
 }
 
 static const char *algorithm_name(jattn_sp_algorithm a) {
@@ -297,7 +293,7 @@ static const char *algorithm_name(jattn_sp_algorithm a) {
 
 static int parity(ncclComm_t *comms, int gpus, const shape *s, jattn_sp_algorithm a) {
     const int64_t nq = s->batch * s->heads * s->seq * s->dim, nkv = s->batch * s->heads * s->seq_kv * s->dim;
-    float *q = make_tensor(0, nq), *k = make_tensor(1, nkv), *v = make_tensor(2, nkv), *out = cli_alloc_floats(nq);
+    float *q = make_tensor(0, nq), *k = make_tensor(1, nkv), *v = make_tensor(2, nkv), *out = kit_alloc_floats(nq);
     run *r = calloc(1, sizeof *r);
     if (!out || !r) {
         fprintf(stderr, "sp_gpu_bench: out of host memory\n");
@@ -315,16 +311,16 @@ static int parity(ncclComm_t *comms, int gpus, const shape *s, jattn_sp_algorith
                .want_out = 1};
     run_parallel(r);
     jattn_problem p = jattn_problem_flux(s->batch, s->heads, s->seq, s->seq_kv, s->dim);
-    cli_reference ref;
+    kit_reference ref;
     char why[512];
     const double budget =
         4.0 * CLI_DEFAULT_BATCH * CLI_DEFAULT_HEADS * CLI_DEFAULT_SEQ * CLI_DEFAULT_SEQ * CLI_DEFAULT_DIM;
     int pass = 0;
-    if (cli_reference_compute(&ref, &p, NULL, q, k, v, budget, 0, why, sizeof why) != JATTN_OK) {
+    if (kit_reference_compute(&ref, &p, NULL, q, k, v, budget, 0, why, sizeof why) != JATTN_OK) {
         fprintf(stderr, "sp_gpu_bench: %s\n", why);
     } else {
-        cli_parity par;
-        cli_reference_compare(&ref, &p, out, NULL, JATTN_PRECISION_F32, &par);
+        kit_parity par;
+        kit_reference_compare(&ref, &p, out, NULL, JATTN_PRECISION_F32, &par);
         pass = par.pass;
         char shards[128] = "";
         for (int g = 0, len = 0; g < gpus && len < 100; g++)
@@ -335,7 +331,7 @@ static int parity(ncclComm_t *comms, int gpus, const shape *s, jattn_sp_algorith
                (long long)s->dim, (long long)s->seq_kv, s->replicate_kv ? " replicated" : "", shards,
                (long long)r->sel.heads, r->sel.local.kernel, par.m.rel_l2, par.m.max_abs, par.m.cos,
                (long long)ref.stride, pass ? "PASS" : "FAIL");
-        cli_reference_free(&ref);
+        kit_reference_free(&ref);
     }
     fflush(stdout);
     free(r);

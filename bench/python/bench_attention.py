@@ -78,8 +78,9 @@ def attention_rows(device: str, seqs, reps: int):
         flops = 4.0 * 24 * s * s * 128
         with torch.no_grad():
             ref = torch.softmax((q.double() @ k.double().transpose(-1, -2)) / 128**0.5, dim=-1) @ v.double()
-            t_j, t_t = median_times([lambda: jattn.attention(q, k, v), lambda: F.scaled_dot_product_attention(q, k, v)],
-                                    reps, device)
+            t_j, t_t = median_times(
+                [lambda: jattn.attention(q, k, v), lambda: F.scaled_dot_product_attention(q, k, v)], reps, device
+            )
             e_j, e_t = rel_l2(jattn.attention(q, k, v), ref), rel_l2(F.scaled_dot_product_attention(q, k, v), ref)
         del ref
         rows.append({"what": "attention", "device": device, "shape": f"(1,24,{s},128)",
@@ -202,6 +203,7 @@ def flux2_rows(device: str, token_pairs, blocks, reps: int, with_f64: bool):
                 continue  # bf16 on this CPU is neither what a user runs nor what the issue measures
             model.to(dtype)
             inputs = flux2_inputs(image, text, device, dtype)
+
             def through_jattn():
                 with jattn.diffusers.enabled(upcast=upcast):
                     return model(**inputs)[0]
@@ -250,8 +252,10 @@ def markdown(rows) -> str:
         lines.append("")
     ovh = [r for r in rows if r["what"] == "overhead"]
     if ovh:
-        lines += ["| device | call (1x1x8x16, 1 thread) | µs per call | Python layer over the bare call, µs |",
-                  "| --- | --- | ---: | ---: |"]
+        lines += [
+            "| device | call (1x1x8x16, 1 thread) | µs per call | Python layer over the bare call, µs |",
+            "| --- | --- | ---: | ---: |",
+        ]
         for r in ovh:
             over = f"{r['over_bare_us']:.1f}" if "over_bare_us" in r else "—"
             lines.append(f"| {r['device']} | {r['call']} | {r['us']:.1f} | {over} |")

@@ -53,7 +53,9 @@ class Float32Attention:
         if self.how == "jattn":
             out = jattn.attention(q, k, v, layout="bshd")
         else:
-            out = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)).transpose(1, 2)
+            out = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)).transpose(
+                1, 2
+            )
         return out.double()
 
     def __enter__(self):

@@ -95,7 +95,9 @@ def test_opcheck(seed):
     q, k, v = torch.randn(2, 12, 3, 16), torch.randn(2, 20, 3, 16), torch.randn(2, 20, 3, 16)
     mask = torch.rand(2, 20) < 0.8
     torch.library.opcheck(torch.ops.jattn.attention.default, (q, k, v, "bshd", 0.3, "auto", "f32", 1, True, None, None))
-    torch.library.opcheck(torch.ops.jattn.attention.default, (q, k, v, "bshd", None, "ref", "f32", 1, False, mask, None))
+    torch.library.opcheck(
+        torch.ops.jattn.attention.default, (q, k, v, "bshd", None, "ref", "f32", 1, False, mask, None)
+    )
     out, lse = torch.empty(2, 12, 3, 16), torch.empty(2, 3, 12)
     torch.library.opcheck(torch.ops.jattn.attention_out.default,
                           (q, k, v, out, lse, "bshd", None, "auto", "f32", 1, None, None))  # fmt: skip

@@ -15,6 +15,7 @@ from jattn_testing import assert_gate, reference
 
 pytest.importorskip("diffusers")
 from diffusers.models.attention_dispatch import _AttentionBackendRegistry, dispatch_attention_fn  # noqa: E402
+
 from flux2_testing import flux2_accuracy, flux2_inputs, small_flux2  # noqa: E402
 
 

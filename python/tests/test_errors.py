@@ -186,4 +186,6 @@ def test_autograd_is_refused():
 def test_select_raises_like_attention():
     q, k, v = qkv()
     expect(ValueError, "JATTN_ERROR_INVALID_DIMENSION", lambda: jattn.select(q, torch.randn(1, 3, 16, 32), v))
-    expect(NotImplementedError, "JATTN_ERROR_UNSUPPORTED", lambda: jattn.select(q, k, v, precision="tf32", backend="cpu"))
+    expect(
+        NotImplementedError, "JATTN_ERROR_UNSUPPORTED", lambda: jattn.select(q, k, v, precision="tf32", backend="cpu")
+    )

@@ -60,8 +60,8 @@ fn main() {
     }
     println!("cargo:rerun-if-changed=build.rs");
 
-    let system = env::var_os("CARGO_FEATURE_SYSTEM").is_some()
-        || env::var("JATTN_SYS_USE_PKG_CONFIG").is_ok_and(|v| v == "1");
+    let system =
+        env::var_os("CARGO_FEATURE_SYSTEM").is_some() || env::var("JATTN_SYS_USE_PKG_CONFIG").is_ok_and(|v| v == "1");
     let linked = if system { link_system() } else { build_bundled() };
 
     println!("cargo:rustc-env=JATTN_SYS_INCLUDE_DIR={}", linked.include_dir.display());
@@ -164,20 +164,15 @@ fn build_bundled() -> Linked {
             configure.args(args.split_whitespace());
         }
         run(&mut configure, "configuring libjattn with CMake");
-        if let Err(e) = fs::write(&stamp, "configured by jattn-sys's build.rs, which configures it again on each run\n") {
+        if let Err(e) = fs::write(&stamp, "configured by jattn-sys's build.rs, which configures it again on each run\n")
+        {
             fail(&format!("cannot write {}: {e}", stamp.display()));
         }
     }
 
     let jobs = env::var("NUM_JOBS").unwrap_or_else(|_| "1".to_owned());
     run(
-        Command::new(&cmake)
-            .arg("--build")
-            .arg(&build)
-            .arg("--target")
-            .arg("jattn_static")
-            .arg("--parallel")
-            .arg(jobs),
+        Command::new(&cmake).arg("--build").arg(&build).arg("--target").arg("jattn_static").arg("--parallel").arg(jobs),
         "building libjattn with CMake",
     );
     if !build.join("libjattn.a").is_file() {
@@ -187,11 +182,7 @@ fn build_bundled() -> Linked {
     // The libraries a static link needs, as the C build states them for C consumers.
     let pc = build.join("jattn.pc");
     let pc_text = fs::read_to_string(&pc).unwrap_or_else(|e| fail(&format!("cannot read {}: {e}", pc.display())));
-    let private = pc_text
-        .lines()
-        .find_map(|line| line.strip_prefix("Libs.private:"))
-        .unwrap_or("")
-        .to_owned();
+    let private = pc_text.lines().find_map(|line| line.strip_prefix("Libs.private:")).unwrap_or("").to_owned();
     let cache = read_cmake_cache(&build.join("CMakeCache.txt"));
 
     println!("cargo:rustc-link-search=native={}", build.display());
@@ -228,8 +219,12 @@ fn link_system() -> Linked {
         .filter_map(|flag| flag.strip_prefix("-I"))
         .map(PathBuf::from)
         .find(|dir| dir.join("jattn.h").is_file())
-        .or_else(|| ["/usr/local/include", "/usr/include"].iter().map(PathBuf::from).find(|d| d.join("jattn.h").is_file()))
-        .unwrap_or_else(|| fail(&format!("pkg-config's jattn cflags ({}) name no directory with jattn.h", cflags.trim())));
+        .or_else(|| {
+            ["/usr/local/include", "/usr/include"].iter().map(PathBuf::from).find(|d| d.join("jattn.h").is_file())
+        })
+        .unwrap_or_else(|| {
+            fail(&format!("pkg-config's jattn cflags ({}) name no directory with jattn.h", cflags.trim()))
+        });
 
     // `${pcfiledir}/../../lib` of a relocatable .pc file: named plainly in link lines and messages.
     let dirs: Vec<PathBuf> = libs
@@ -300,7 +295,9 @@ fn emit_link_flags(flags: &str, openmp: &OpenMp) -> bool {
                 }
             }
         } else {
-            println!("cargo:warning=jattn-sys: link flag {flag:?} of libjattn's pkg-config line is not understood and was left out");
+            println!(
+                "cargo:warning=jattn-sys: link flag {flag:?} of libjattn's pkg-config line is not understood and was left out"
+            );
         }
     }
     if cuda {

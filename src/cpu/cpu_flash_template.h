@@ -284,10 +284,12 @@ static void JK(pv_exact)(int dr, int n, const float *v, ptrdiff_t vs, const floa
 }
 
 /* Edge tiles: one fully unrolled instance per row count, chosen by a switch. */
+/* clang-format off */
 #define JK_EDGE_CASES(MAX, CALL) \
     JK_EDGE_CASE(MAX, 1, CALL) JK_EDGE_CASE(MAX, 2, CALL) JK_EDGE_CASE(MAX, 3, CALL) JK_EDGE_CASE(MAX, 4, CALL) \
     JK_EDGE_CASE(MAX, 5, CALL) JK_EDGE_CASE(MAX, 6, CALL) JK_EDGE_CASE(MAX, 7, CALL) JK_EDGE_CASE(MAX, 8, CALL) \
     JK_EDGE_CASE(MAX, 9, CALL) JK_EDGE_CASE(MAX, 10, CALL) JK_EDGE_CASE(MAX, 11, CALL) JK_EDGE_CASE(MAX, 12, CALL)
+/* clang-format on */
 #define JK_EDGE_CASE(MAX, N, CALL) \
     case N:                        \
         if ((N) <= (MAX)) CALL(N); \

@@ -23,7 +23,7 @@
  *
  * Registers: set A zmm0-11, set B zmm12-23 (row j, query vector v: 3j + v), Qt row zmm24-26,
  * K broadcasts zmm27-28, Fast2Sum temporaries zmm30-31. GCC and clang see one asm statement
- * and cannot rewrite the schedule (NOTES.md §5: every C version got copies or spills). */
+ * and cannot rewrite the schedule (JOURNAL.md §2: every C version got copies or spills). */
 #ifndef JATTN_CPU_SCORES_AVX512_ASM_H
 #define JATTN_CPU_SCORES_AVX512_ASM_H
 
@@ -37,6 +37,8 @@
 #endif
 
 #define JK_ASM_STR2(x) #x
+/* The instruction macros keep their hand grouping (one step, one Fast2Sum per line). */
+/* clang-format off */
 #define JK_ASM_STR(x) JK_ASM_STR2(x)
 #define JK_ASM_ROWB JK_ASM_STR(JK_QB) "*4" /* bytes per row of qt, st, sl */
 #define JK_ASM_VB JK_ASM_STR(JK_VL) "*4"   /* bytes per vector */
@@ -106,6 +108,7 @@
     JK_ASM_STORE(1, 0, R3, BASE) JK_ASM_STORE(1, 1, R4, BASE) JK_ASM_STORE(1, 2, R5, BASE)            \
     JK_ASM_STORE(2, 0, R6, BASE) JK_ASM_STORE(2, 1, R7, BASE) JK_ASM_STORE(2, 2, R8, BASE)            \
     JK_ASM_STORE(3, 0, R9, BASE) JK_ASM_STORE(3, 1, R10, BASE) JK_ASM_STORE(3, 2, R11, BASE)
+/* clang-format on */
 
 /* The full tile; D >= JK_DB. The head_dim elements past the last full block (D % JK_DB) are
  * summed in C after the asm by the same scheme. @return nonzero when some lane's final e is not

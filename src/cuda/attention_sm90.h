@@ -1,8 +1,9 @@
 /* attention_sm90.h: the launch contract of the sm_90a wgmma kernels of the cuda backend (v3, v4,
  * v5 in the library; v3.0 in bench/gpu), launched through the one launcher family of
- * cuda_internal.h (jattn_cuda_launch_v3 .. v5). Design, ceilings and predictions: NOTES_sm90.md.
+ * cuda_internal.h (jattn_cuda_launch_v3 .. v5): src/cuda/NOTES.md's version table. Their design,
+ * ceilings and predictions, step by step: JOURNAL.md.
  *
- * What it computes (DESIGN.md §1), for every batch b < B and head h < H:
+ * What it computes (docs/DESIGN.md §1), for every batch b < B and head h < H:
  *     S[i,j]     = scale * sum_d q[b,h,i,d] * k[b,h,j,d]
  *     out[i,d]   = sum_j softmax(S[i,:])[j] * v[b,h,j,d]
  *     lse[b,h,i] = max_j S[i,j] + log(sum_j exp(S[i,j] - max))      (when lse != NULL)
@@ -22,7 +23,7 @@
  *  - scale: resolved by the caller, finite and > 0 (1/sqrt(D) by default).
  *  - precision: JATTN_PRECISION_F32 = 3xTF32 split (big = tf32(x), small = tf32(x - big),
  *    big*big + big*small + small*big) for both products, fp32 accumulation, meets the f32
- *    gate of DESIGN.md §2; JATTN_PRECISION_TF32 = one TF32 product for P V (tf32 gate): Q K^T
+ *    gate of docs/DESIGN.md §2; JATTN_PRECISION_TF32 = one TF32 product for P V (tf32 gate): Q K^T
  *    stays 3xTF32 in the _st kernel (logit errors are amplified by the softmax), one product
  *    in v3.0.
  *  - Stream: the caller's; the call only enqueues one kernel. No allocation, no

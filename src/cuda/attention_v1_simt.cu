@@ -17,9 +17,9 @@
  * from zero, then adds it into O and the tile's row sum into l with Kahan compensation, so
  * rows of 64K keys keep fp32 accuracy. Precision: fp32 throughout (also when tf32 is asked for).
  *
- * Measured (H200, bench/results/gpu-h200-2026-11-30.md, before the compensated dot product):
- * 6.3-6.5 TFLOP/s at D = 128 (S = 1536..16384), 5.8 at D = 64; rel_l2 2.1e-7 on normal inputs.
- * Verdict: the baseline and the correct path (odd D, D > 256, seq_kv = 1), ~5x slower than v2.
+ * Measured: src/cuda/NOTES.md's version table (each step: JOURNAL.md beside it).
+ * Verdict: the baseline and the correct path (odd D, D > 256, seq_kv = 1), several times slower
+ * than v2.
  */
 #include <cuda_runtime.h>
 #include <math.h>

@@ -31,26 +31,21 @@
  *     B-fragment rows are read with the same relabelling. For each 8-column slice of O, the
  *     BC keys of the tile accumulate into fresh (zero) accumulators (big*big and each
  *     correction apart) that are then added into O with fp32 adds, so no tensor-core
- *     accumulation runs longer than one tile (DESIGN.md §4: long tensor-core accumulations
+ *     accumulation runs longer than one tile (docs/DESIGN.md §4: long tensor-core accumulations
  *     drifted past the gate). For DT = 32 the O adds are Kahan-compensated too.
  *
  * Accuracy limit: a TF32 pair big + small holds 22 of float32's 24 significant bits, so each
  * operand carries a relative error up to 2^-22. On normal inputs rel_l2 is 3e-7 (PyTorch's
  * 3xTF32 kernel 7e-7); on the "large" distribution (logits of standard deviation 30) the
- * worst element misses the max_abs part of the f32 gate by up to ~2x (NOTES.md).
+ * worst element misses the max_abs part of the f32 gate by up to ~2x (JOURNAL.md, "Accuracy
+ * limit of 3xTF32").
  *
- * Measured (H200, bench/results/gpu-h200-2026-11-30.md; TFLOP/s at (1,24,1536,128),
- * (1,24,4608,128), (1,48,4608,128), (1,24,16384,128), (1,24,1536,64)):
- *   f32  27.5 / 34.0 / 34.2 / 35.5 / 26.0   (PyTorch fp32 SDPA 39.2 / 44.2 / 45.6 / 45.7 / 24.4)
- *   tf32 36.1 / 47.5 / 47.7 / 49.6 / 38.4
- *   rel_l2 (normal inputs) f32 4.3e-7..7.2e-7 (PyTorch 6.3e-7..8.8e-7), tf32 2.8e-4.
- * Verdict: passes every gate but the "large" f32 max_abs (above); sanitizer-clean; 0.70-0.78x
- * PyTorch at D = 128, latency-bound (every warp re-splits K and V; 2 warps per scheduler);
- * see NOTES.md for the next steps.
- * Since: TF32 rounding by cvt.rn on sm_90 (one instruction instead of four), and V slices
- * below 2^-63 scaled for their products (denormal v); H200 2026-11-30 (second session,
- * bench/results/h200-2026-11-30-v3.2): f32 32.6 / 39.3 / 39.5 / 41.1 / 32.1 TFLOP/s.
- * On a 9.0 device v3 now runs D 64 and 128; v2 runs the other head dims and other GPUs.
+ * Measured: src/cuda/NOTES.md's version table (each run and step: JOURNAL.md, "Outcomes").
+ * Verdict: passes every gate but the "large" f32 max_abs (above); sanitizer-clean; slower than
+ * PyTorch at D = 128, latency-bound (every warp re-splits K and V; 2 warps per scheduler).
+ * TF32 rounding by cvt.rn on sm_90 (one instruction instead of four); V slices below 2^-63
+ * scaled for their products (denormal v). On a 9.0 device the sm_90a kernels (v4, v5; v3 as
+ * their fallback) run D 64 and 128; v2 runs the other head dims and other GPUs.
  */
 #include <cuda_runtime.h>
 
@@ -405,7 +400,7 @@ __global__ void __launch_bounds__(WARPS *WARP) attention_tf32_mma_v2(jattn_cuda_
 }
 
 /* Tile configurations: chosen per head-dim tile and problem size below; the harness can force
- * one with JATTN_CUDA_V2_VARIANT=1|2|3 (D <= 128; see NOTES.md for what each measured). */
+ * one with JATTN_CUDA_V2_VARIANT=1|2|3 (D <= 128; see JOURNAL.md, "Outcomes", for what each measured). */
 template <int DT, int BC, int WARPS, bool PV3, int KCH, bool QK6, bool PADDED = false>
 static cudaError_t launch(const jattn_cuda_params *p, cudaStream_t stream) {
     constexpr int BR = WARPS * MMA_M, DS = DT + SMEM_PAD;
@@ -437,7 +432,7 @@ static int variant(void) {
 
 /* D <= 128: many blocks (>= 4 waves of 8-warp blocks) -> 8 warps x 32 keys (one 255-register
  * block per SM); fewer -> 4 warps x 16 keys (three blocks per SM), which fills the machine
- * with finer blocks. See NOTES.md for the measurements behind it. */
+ * with finer blocks. See JOURNAL.md ("Outcomes") for the measurements behind it. */
 template <bool PV3, bool QK6>
 static cudaError_t launch_dt(const jattn_cuda_params *p, cudaStream_t s) {
     const int D = p->head_dim;
@@ -459,7 +454,7 @@ static cudaError_t launch_dt(const jattn_cuda_params *p, cudaStream_t s) {
 }
 
 /* f32 mode: three-product Q K^T (measured); JATTN_CUDA_V2_QK=6 selects the six-product one
- * (three TF32 parts per operand; compiled and not yet measured on a GPU: NOTES.md). */
+ * (three TF32 parts per operand; compiled and not yet measured on a GPU: JOURNAL.md, "Accuracy limit of 3xTF32"). */
 static bool qk6(void) {
     static std::atomic<int> v{-1}; /* read once; concurrent first calls store the same value */
     int x = v.load(std::memory_order_relaxed);

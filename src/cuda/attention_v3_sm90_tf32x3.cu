@@ -1,6 +1,8 @@
 /* attention v3 (v3.2; launcher jattn_cuda_launch_v3, reported as cuda_v3_flash_*_sm90_wgmma_st_64x64;
- * run when forced, or when v4's workspace cannot be had from the pool): fp32-accurate flash
- * attention with Hopper's wgmma in the transposed ("S^T") orientation, for sm_90a.
+ * on sm_90 for D 64 and 128 when forced, or when v4's workspace cannot be had: src/cuda/NOTES.md's
+ * version table):
+ * fp32-accurate flash attention with Hopper's wgmma in the transposed ("S^T") orientation, for
+ * sm_90a.
  *
  * Reads  q [B, H, Sq, D], k and v [B, H, Skv, D] (element strides per batch/head/token,
  *        head_dim contiguous, float4 aligned), D in {64, 128}.
@@ -8,7 +10,7 @@
  * Same contract as v3.0 (attention_sm90.h).
  *
  * Why: v3.0 (S = Q K^T with both operands in shared memory) spends 193 KB of shared memory
- * per CTA and saturates shared-memory bandwidth in the S phase (NOTES_sm90.md). Here the
+ * per CTA and saturates shared-memory bandwidth in the S phase (JOURNAL.md, "v3.0"). Here the
  * operand that changes every tile comes from registers, straight from global memory:
  *  - S^T = K Q^T: wgmma m64n64k8, A = the K tile (64 keys x 8 head_dim) from registers,
  *    B = the CTA's 64 queries (Q, K-major over head_dim) from shared memory, staged once
@@ -52,11 +54,7 @@
  *    (st_kv_split), a cluster of two CTAs splits the key tiles in halves; rank 1 sends its
  *    unnormalised O, max and sum through distributed shared memory and rank 0 merges them.
  *
- * Measured (H200, bench/gpu/run.sh, 2026-11-30; bench/results/h200-2026-11-30-v3.2/final), TFLOP/s
- * at (1,24,1536,128), (1,24,4608,128), (1,48,4608,128), (1,24,16384,128), (1,24,1536,64):
- *   f32  60.4 / 72.4 / 74.3 / 76.5 / 42.5 = 1.54 / 1.65 / 1.63 / 1.69 / 1.67x PyTorch fp32 SDPA
- *   tf32 69.0 / 82.5 / 83.8 / 85.4 / 48.5; rel_l2 f32 5.7e-7..7.4e-7 (PyTorch 6.4e-7..9.1e-7).
- * v3.1 (two S^T passes, cvt.rna, loads just before use, no split): 33.6 / 44.4 / - / 46.0 f32. */
+ * Measured: src/cuda/NOTES.md's version table; v3.1 and v3.2 step by step: JOURNAL.md. */
 #include "attention_sm90.h"
 
 #include <math.h>

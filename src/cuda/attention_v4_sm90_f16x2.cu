@@ -38,13 +38,7 @@
  *
  * Each instance is compiled for 2 or 3 CTAs per SM (f16x2_plan picks one per call).
  *
- * Measured (H200, bench/gpu/run.sh, 2026-11-30; bench/results/h200-2026-11-30-v4/v4.7), TFLOP/s at
- * (1,24,1536,128), (1,24,4608,128), (1,48,4608,128), (1,24,16384,128), (1,24,1536,64):
- *   f32  97.2 / 114.2 / 118.3 / 126.8 / 77.8 = 2.48 / 2.60 / 2.58 / 2.77 / 2.93x PyTorch fp32 SDPA
- *   tf32 115.0 / 136.3 / 140.6 / 154.5 / 85.7; rel_l2 f32 4.3e-7..5.5e-7 (PyTorch 6.4e-7..8.8e-7).
- * (v4.7; v4.8 then split hi*hi in two chains again in the 2-CTA instances and at D = 64 for the
- * accuracy tail, not re-timed.) The steps from v4.0 (75 / 92 f32 at the first two shapes) are
- * in NOTES_sm90.md. */
+ * Measured: src/cuda/NOTES.md's version table; the steps from v4.0 on: JOURNAL.md, "v4". */
 #include "attention_sm90.h"
 
 #include <math.h>

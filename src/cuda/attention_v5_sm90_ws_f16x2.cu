@@ -7,7 +7,7 @@
  * Writes out [B, H, Sq, D] through its strides, and optionally lse [B, H, Sq] contiguous.
  * Same contract as v4 (attention_sm90.h), calls without key padding.
  *
- * Why: v4's profile (NOTES_sm90.md) has the tensor pipe 34% busy, its top stall the wgmma fence
+ * Why: v4's profile (JOURNAL.md, "v4") has the tensor pipe 34% busy, its top stall the wgmma fence
  * waiting for K and V fragments loaded from global memory by the consumers themselves, and one
  * warpgroup per CTA that runs S^T, the softmax and P V in series. v5, one CTA of three
  * warpgroups per SM and 128 queries per CTA:
@@ -31,12 +31,9 @@
  * Shared memory per CTA (D = 128 / 64): two consumer regions (Q hi, lo 32 / 16 KB; P^T hi, lo
  * 16 KB; the softmax state 4.75 KB) and the ring, 3 slots of 32 KB / 8 of 16 KB: 203 / 203 KB.
  *
- * Measured (H200, bench/gpu/run.sh, 2026-12-01; bench/results/h200-2026-12-01-v5/final), TFLOP/s
- * at (1,24,1536,128), (1,24,4608,128), (1,24,16384,128), (1,40,32768,128), (1,24,1536,64):
- *   f32  80.1 / 116.2 / 126.2 / 128.7 / 53.4 (v4 in the same run: 95.8 / 119.6 / 129.5 / 122.4 / 75.5)
- *   tf32 95.1 / 142.3 / 158.5 / 161.0 / 62.5 (v4: 113.4 / 147.1 / 165.2 / 156.6 / 84.5)
- * so it is the default only where a head's split K and V outgrow half the L2 (cuda_backend.c).
- * The profile and what limits it: NOTES_sm90.md, section "v5". */
+ * Measured against v4 in the same runs: src/cuda/NOTES.md's version table. v5 is faster only
+ * where a head's split K and V outgrow half the L2, so it is the default only there
+ * (cuda_backend.c). The profile and what limits it: JOURNAL.md, section "v5". */
 #include "attention_sm90.h"
 
 #include <math.h>
@@ -404,7 +401,7 @@ extern "C" int jattn_cuda_launch_v5(const jattn_cuda_args *a, void *workspace, v
     fp.v_unscale = reinterpret_cast<const float *>(ws + L.v_unscale);
     fp.v_tiny = reinterpret_cast<const int *>(ws + L.v_tiny);
     fp.tiles = (int)L.tiles;
-    fp.pingpong = a->v5_variant == 2 ? 1 : 0; /* measured: no gain (NOTES_sm90.md, "v5") */
+    fp.pingpong = a->v5_variant == 2 ? 1 : 0; /* measured: no gain (JOURNAL.md, "v5") */
     const bool f32 = a->precision == JATTN_PRECISION_F32;
     if (a->head_dim == 64)
         return f32 ? v5_launch<64, true>(fp, a->batch, a->heads, a->seq_q, stream)

@@ -101,7 +101,7 @@ target_link_libraries(jattn_parallel_static PUBLIC jattn_static PRIVATE ${JATTN_
 foreach(t jattn_parallel_shared jattn_parallel_static)
   set_target_properties(${t} PROPERTIES OUTPUT_NAME jattn_parallel)
 endforeach()
-set_target_properties(jattn_parallel_shared PROPERTIES VERSION ${PROJECT_VERSION} SOVERSION ${PROJECT_VERSION_MAJOR}
+set_target_properties(jattn_parallel_shared PROPERTIES VERSION ${PROJECT_VERSION} SOVERSION ${JATTN_SOVERSION}
   EXPORT_NAME parallel)
 set_target_properties(jattn_parallel_static PROPERTIES EXPORT_NAME parallel_static)
 unset(_sp)

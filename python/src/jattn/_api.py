@@ -41,7 +41,7 @@ class Selection(NamedTuple):
     """What ``jattn.attention`` would run for a problem (``jattn_select``)."""
 
     backend: str  #: the backend chosen: "ref", "cpu" or "cuda"
-    kernel: str  #: the kernel that runs, e.g. "cpu_flash_f32_avx512_12x32"
+    kernel: str  #: the kernel that runs, e.g. "cpu_flash_f32_avx512_4x48"
     isa: str  #: its instruction set: "scalar", "avx512", "avx2", "neon", "generic", "sm_90a", ...
     threads: int  #: CPU threads it would use (1 for GPU backends)
 
@@ -62,11 +62,15 @@ def _is_numpy(x: object) -> bool:
     return numpy is not None and isinstance(x, numpy.ndarray)
 
 
-def _needs_dispatcher(q: "torch.Tensor", k: "torch.Tensor", v: "torch.Tensor") -> bool:
+def _needs_dispatcher(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
     """True under torch.compile / export, for tensor subclasses (fake, functional, ...) and meta tensors."""
     plain = torch.Tensor
     return (
-        type(q) is not plain or type(k) is not plain or type(v) is not plain or q.is_meta or torch.compiler.is_compiling()
+        type(q) is not plain
+        or type(k) is not plain
+        or type(v) is not plain
+        or q.is_meta
+        or torch.compiler.is_compiling()
     )
 
 

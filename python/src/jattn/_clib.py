@@ -59,7 +59,12 @@ JATTN_PRECISION_TF32 = 1
 JATTN_MEMORY_HOST = 0
 JATTN_MEMORY_DEVICE = 1
 
-BACKEND_IDS = {"auto": JATTN_BACKEND_AUTO, "ref": JATTN_BACKEND_REF, "cpu": JATTN_BACKEND_CPU, "cuda": JATTN_BACKEND_CUDA}
+BACKEND_IDS = {
+    "auto": JATTN_BACKEND_AUTO,
+    "ref": JATTN_BACKEND_REF,
+    "cpu": JATTN_BACKEND_CPU,
+    "cuda": JATTN_BACKEND_CUDA,
+}
 PRECISION_IDS = {"f32": JATTN_PRECISION_F32, "tf32": JATTN_PRECISION_TF32}
 
 
@@ -153,7 +158,9 @@ workspace_size = _declare("jattn_workspace_size", c_int, [POINTER(Problem), POIN
 ctx_create = _declare("jattn_ctx_create", c_int, [POINTER(c_void_p)])
 ctx_free = _declare("jattn_ctx_free", None, [c_void_p])
 forward = _declare(
-    "jattn_forward", c_int, [c_void_p, POINTER(Problem), POINTER(Exec), c_void_p, c_void_p, c_void_p, c_void_p, c_void_p]
+    "jattn_forward",
+    c_int,
+    [c_void_p, POINTER(Problem), POINTER(Exec), c_void_p, c_void_p, c_void_p, c_void_p, c_void_p],
 )
 forward_padded = _declare(
     "jattn_forward_padded",

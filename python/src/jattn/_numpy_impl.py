@@ -29,7 +29,9 @@ def _float32_view(name: str, a: object) -> Tuple[Tuple[int, ...], Tuple[int, ...
         )
     strides = a.strides
     if any(s & 3 for s in strides):
-        raise invalid(_clib.JATTN_ERROR_INVALID_STRIDE, f"{name}: byte strides {strides} are not whole float32 elements")
+        raise invalid(
+            _clib.JATTN_ERROR_INVALID_STRIDE, f"{name}: byte strides {strides} are not whole float32 elements"
+        )
     return a.shape, tuple([s >> 2 for s in strides])
 
 

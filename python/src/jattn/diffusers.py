@@ -43,7 +43,7 @@ import warnings
 from typing import Any, Callable, Dict, Iterator, Optional
 
 _lock = threading.Lock()
-_installed: Optional["_Installed"] = None
+_installed: Optional[_Installed] = None
 _options: Dict[str, Any] = {"upcast": False, "backend": "auto"}
 _counts: Dict[str, int] = {}
 _warned: set = set()

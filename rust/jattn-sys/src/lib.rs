@@ -38,8 +38,7 @@ pub const JATTN_VERSION_MINOR: c_uint = 2;
 /// `JATTN_VERSION_PATCH` of the header these declarations were written from.
 pub const JATTN_VERSION_PATCH: c_uint = 0;
 /// `JATTN_VERSION_NUMBER`: major * 10000 + minor * 100 + patch.
-pub const JATTN_VERSION_NUMBER: c_uint =
-    JATTN_VERSION_MAJOR * 10000 + JATTN_VERSION_MINOR * 100 + JATTN_VERSION_PATCH;
+pub const JATTN_VERSION_NUMBER: c_uint = JATTN_VERSION_MAJOR * 10000 + JATTN_VERSION_MINOR * 100 + JATTN_VERSION_PATCH;
 
 // ---- status ----------------------------------------------------------------------------------
 
@@ -202,7 +201,7 @@ pub struct jattn_selection {
     pub backend: jattn_backend,
     /// Its name.
     pub backend_name: *const c_char,
-    /// The kernel that runs, e.g. `"cpu_flash_f32_avx512_12x32"`.
+    /// The kernel that runs, e.g. `"cpu_flash_f32_avx512_4x48"`.
     pub kernel: *const c_char,
     /// Instruction set: `"scalar"`, `"avx512"`, `"avx2"`, `"neon"`, `"generic"`, `"sm_90a"`, ...
     pub isa: *const c_char,
@@ -280,8 +279,11 @@ unsafe extern "C" {
         selection: *mut jattn_selection,
     ) -> jattn_status;
     /// @return `JATTN_OK` and `*bytes` = the workspace the selected kernel needs (0 when none).
-    pub fn jattn_workspace_size(problem: *const jattn_problem, exec: *const jattn_exec, bytes: *mut usize)
-    -> jattn_status;
+    pub fn jattn_workspace_size(
+        problem: *const jattn_problem,
+        exec: *const jattn_exec,
+        bytes: *mut usize,
+    ) -> jattn_status;
 
     /// @return `JATTN_OK` and `*ctx` a new context; `JATTN_ERROR_NULL_POINTER` or
     /// `JATTN_ERROR_OUT_OF_MEMORY`.

@@ -162,8 +162,7 @@ fn the_header_declares_nothing_the_bindings_miss() {
     let mut declared = 0;
     for decl in text.split("JATTN_API ").skip(1) {
         let head = decl.split('(').next().unwrap_or("");
-        let Some(name) = head.split(|c: char| c.is_whitespace() || c == '*').rfind(|s| !s.is_empty())
-        else {
+        let Some(name) = head.split(|c: char| c.is_whitespace() || c == '*').rfind(|s| !s.is_empty()) else {
             continue;
         };
         if !name.starts_with("jattn_") {
@@ -191,11 +190,19 @@ fn linked_library_is_the_declared_version() {
 #[test]
 fn by_value_returns_match_the_c_helpers() {
     // SAFETY: plain value functions.
-    let (hm, tm, p) =
-        unsafe { (jattn_strides_head_major(24, 1536, 128), jattn_strides_token_major(24, 1536, 128), jattn_problem_flux(2, 24, 1536, 512, 128)) };
+    let (hm, tm, p) = unsafe {
+        (
+            jattn_strides_head_major(24, 1536, 128),
+            jattn_strides_token_major(24, 1536, 128),
+            jattn_problem_flux(2, 24, 1536, 512, 128),
+        )
+    };
     assert_eq!(hm, jattn_strides { batch: 24 * 1536 * 128, head: 1536 * 128, token: 128 });
     assert_eq!(tm, jattn_strides { batch: 1536 * 24 * 128, head: 128, token: 24 * 128 });
-    assert_eq!((p.batch, p.heads, p.seq_q, p.seq_kv, p.head_dim, p.scale, p.dtype), (2, 24, 1536, 512, 128, 0.0, JATTN_DTYPE_F32));
+    assert_eq!(
+        (p.batch, p.heads, p.seq_q, p.seq_kv, p.head_dim, p.scale, p.dtype),
+        (2, 24, 1536, 512, 128, 0.0, JATTN_DTYPE_F32)
+    );
     assert_eq!(p.k, jattn_strides { batch: 24 * 512 * 128, head: 512 * 128, token: 128 });
     assert_eq!(p.out, jattn_strides { batch: 1536 * 24 * 128, head: 128, token: 24 * 128 });
 }
@@ -209,4 +216,19 @@ fn linked_library_is_the_expected_one() {
     if let Ok(expected) = std::env::var("JATTN_SYS_EXPECT_LINKED") {
         assert!(linked.starts_with(&expected), "linked {linked:?}, expected {expected:?}");
     }
+}
+
+/// Cargo.toml must hold a literal version: it is the header's JATTN_VERSION_MAJOR.MINOR.PATCH
+/// (the version's one home, include/jattn.h; CONTRIBUTING.md's version policy).
+#[test]
+fn crate_version_is_the_headers() {
+    let text = header();
+    let part = |name: &str| -> String {
+        let prefix = format!("#define JATTN_VERSION_{name} ");
+        let value =
+            text.lines().find_map(|l| l.strip_prefix(&prefix)).unwrap_or_else(|| panic!("no {prefix}in jattn.h"));
+        value.trim().to_owned()
+    };
+    let header_version = format!("{}.{}.{}", part("MAJOR"), part("MINOR"), part("PATCH"));
+    assert_eq!(env!("CARGO_PKG_VERSION"), header_version, "rust/Cargo.toml's version differs from include/jattn.h's");
 }

@@ -55,7 +55,10 @@ fn run() -> Result<bool, Box<dyn std::error::Error>> {
     let problem = Problem::flux(b, h, s, s, d);
     let exec = Exec::new().with_backend(args.backend).with_threads(args.threads);
     let sel = jattn::select(&problem, &exec)?;
-    println!("jattn {} — FLUX.2 attention (B, H, S, D) = ({b}, {h}, {s}, {d}), q/k/v head-major, out token-major", jattn::version());
+    println!(
+        "jattn {} — FLUX.2 attention (B, H, S, D) = ({b}, {h}, {s}, {d}), q/k/v head-major, out token-major",
+        jattn::version()
+    );
     println!("backend {}  kernel {}  isa {}  threads {}", sel.backend, sel.kernel, sel.isa, sel.threads);
 
     let mut rng = rng_for("flux_attention");
@@ -87,7 +90,9 @@ fn run() -> Result<bool, Box<dyn std::error::Error>> {
     );
 
     if sel.backend == Backend::Cuda {
-        println!("(host slices: on the GPU that time includes copying q, k, v to it and out back; forward_device takes device pointers)");
+        println!(
+            "(host slices: on the GPU that time includes copying q, k, v to it and out back; forward_device takes device pointers)"
+        );
     }
 
     let t = Instant::now();

@@ -145,8 +145,9 @@ pub(crate) unsafe fn forward_raw(
 ) -> Result<(), Error> {
     let padding = padding.map_or(ptr::null(), ptr::from_ref);
     // SAFETY: the caller's obligations are this call's.
-    let status =
-        unsafe { ffi::jattn_forward_padded(ctx, problem, exec, q.cast(), k.cast(), v.cast(), padding, out.cast(), lse) };
+    let status = unsafe {
+        ffi::jattn_forward_padded(ctx, problem, exec, q.cast(), k.cast(), v.cast(), padding, out.cast(), lse)
+    };
     Error::check(status)
 }
 

@@ -148,7 +148,7 @@ impl Exec {
 pub struct Selection {
     /// The backend chosen (never [`Backend::Auto`]).
     pub backend: Backend,
-    /// The kernel that runs, e.g. `"cpu_flash_f32_avx512_12x32"`.
+    /// The kernel that runs, e.g. `"cpu_flash_f32_avx512_4x48"`.
     pub kernel: &'static str,
     /// Its instruction set: `"scalar"`, `"avx512"`, `"avx2"`, `"neon"`, `"generic"`, `"sm_90a"`, ...
     pub isa: &'static str,

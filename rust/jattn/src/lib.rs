@@ -69,7 +69,9 @@ mod padding;
 mod problem;
 
 pub use call::{Context, forward, forward_padded};
-pub use device::{DeviceKeyPadding, DeviceTensors, DeviceWorkspace, device_workspace_size, forward_device, select_device};
+pub use device::{
+    DeviceKeyPadding, DeviceTensors, DeviceWorkspace, device_workspace_size, forward_device, select_device,
+};
 pub use error::{Error, Status};
 pub use exec::{Backend, Exec, Precision, Selection, select};
 pub use padding::{KeyPadding, MaskElement};

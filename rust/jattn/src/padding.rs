@@ -133,13 +133,12 @@ impl<'a> KeyPadding<'a> {
             let stride = mask.row_stride.unwrap_or(keys);
             // What the library reads when `rows` is valid (1 or batch; else it refuses the
             // mask before reading it).
-            let span = mask
-                .rows
-                .saturating_sub(1)
-                .checked_mul(stride)
-                .and_then(|n| n.checked_add(keys))
-                .ok_or_else(|| {
-                    Error::new(Status::Overflow, format!("key_padding.mask: {} rows {stride} apart overflow usize", mask.rows))
+            let span =
+                mask.rows.saturating_sub(1).checked_mul(stride).and_then(|n| n.checked_add(keys)).ok_or_else(|| {
+                    Error::new(
+                        Status::Overflow,
+                        format!("key_padding.mask: {} rows {stride} apart overflow usize", mask.rows),
+                    )
                 })?;
             let span = if mask.rows == 0 { 0 } else { span };
             if mask.bytes.len() < span {

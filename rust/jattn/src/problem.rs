@@ -277,12 +277,7 @@ impl Problem {
     /// [`Status::Overflow`] when the extent overflows `usize`.
     pub fn required_len(&self, tensor: Tensor) -> Result<usize, Error> {
         let s = self.strides(tensor)?;
-        let dims = [
-            (self.batch, s.batch),
-            (self.heads, s.head),
-            (self.seq(tensor), s.token),
-            (self.head_dim, 1),
-        ];
+        let dims = [(self.batch, s.batch), (self.heads, s.head), (self.seq(tensor), s.token), (self.head_dim, 1)];
         if dims.iter().any(|&(extent, _)| extent == 0) {
             return Ok(0);
         }

@@ -46,8 +46,14 @@ fn layouts_match_the_c_helpers() {
     for _ in 0..200 {
         let (h, s, d) = (rng.range(1, 64), rng.range(1, 5000), rng.range(1, 512));
         // SAFETY: plain value functions.
-        let (hm, tm) = unsafe { (sys::jattn_strides_head_major(h as i64, s as i64, d as i64), sys::jattn_strides_token_major(h as i64, s as i64, d as i64)) };
-        let as_c = |st: Strides| sys::jattn_strides { batch: st.batch as i64, head: st.head as i64, token: st.token as i64 };
+        let (hm, tm) = unsafe {
+            (
+                sys::jattn_strides_head_major(h as i64, s as i64, d as i64),
+                sys::jattn_strides_token_major(h as i64, s as i64, d as i64),
+            )
+        };
+        let as_c =
+            |st: Strides| sys::jattn_strides { batch: st.batch as i64, head: st.head as i64, token: st.token as i64 };
         assert_eq!(as_c(Layout::HeadMajor.strides(h, s, d).unwrap()), hm);
         assert_eq!(as_c(Layout::TokenMajor.strides(h, s, d).unwrap()), tm);
         // Problem::flux is jattn_problem_flux.
@@ -77,7 +83,11 @@ fn readme_flux_call() {
     let mut rng = rng_for("readme_flux_call");
     let problem = Problem::flux(1, 24, 1536, 1536, 128);
     let n = problem.required_len(Tensor::Q).unwrap();
-    let (q, k, v) = (draw(&mut rng, Dist::Normal, true, n), draw(&mut rng, Dist::Normal, true, n), draw(&mut rng, Dist::Normal, false, n));
+    let (q, k, v) = (
+        draw(&mut rng, Dist::Normal, true, n),
+        draw(&mut rng, Dist::Normal, true, n),
+        draw(&mut rng, Dist::Normal, false, n),
+    );
     let mut out = vec![0.0f32; problem.required_len(Tensor::Out).unwrap()];
     let sel = jattn::select(&problem, &Exec::default()).unwrap();
     jattn::forward(&problem, &Exec::default(), &q, &k, &v, &mut out, None).unwrap();

@@ -11,7 +11,15 @@ use jattn::{Backend, Context, Exec, KeyPadding, Problem, Tensor};
 fn context_reused_across_sizes() {
     let mut rng = rng_for("context_reused_across_sizes");
     let mut ctx = Context::new().unwrap();
-    let sizes = [(1, 2, 16, 16, 64), (2, 4, 300, 300, 128), (1, 1, 1, 1, 1), (2, 3, 77, 500, 64), (1, 2, 33, 33, 256), (2, 4, 300, 300, 128), (1, 1, 7, 9, 3)];
+    let sizes = [
+        (1, 2, 16, 16, 64),
+        (2, 4, 300, 300, 128),
+        (1, 1, 1, 1, 1),
+        (2, 3, 77, 500, 64),
+        (1, 2, 33, 33, 256),
+        (2, 4, 300, 300, 128),
+        (1, 1, 7, 9, 3),
+    ];
     for backend in [Backend::Cpu, Backend::Ref, Backend::Auto] {
         let exec = Exec::new().with_backend(backend);
         for (b, h, sq, skv, d) in sizes {

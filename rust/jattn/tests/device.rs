@@ -9,7 +9,9 @@ mod common;
 #[cfg(not(jattn_cuda))]
 #[test]
 fn forward_device_on_a_gpu() {
-    common::note("SKIP: the CUDA runtime is not linked (libjattn without the cuda backend, or libjattn.so): forward_device is not run on a GPU");
+    common::note(
+        "SKIP: the CUDA runtime is not linked (libjattn without the cuda backend, or libjattn.so): forward_device is not run on a GPU",
+    );
 }
 
 #[cfg(jattn_cuda)]
@@ -18,7 +20,9 @@ mod gpu {
     use std::ptr;
 
     use super::common::*;
-    use jattn::{Backend, Context, DeviceKeyPadding, DeviceTensors, DeviceWorkspace, Exec, Layout, Problem, Status, Tensor};
+    use jattn::{
+        Backend, Context, DeviceKeyPadding, DeviceTensors, DeviceWorkspace, Exec, Layout, Problem, Status, Tensor,
+    };
 
     // The few CUDA runtime functions the test needs (cuda_runtime_api.h).
     unsafe extern "C" {
@@ -96,7 +100,8 @@ mod gpu {
         let lse_len = problem.lse_len().unwrap();
         let dout = DeviceBuffer::from(&poisoned(out_len));
         let dlse = DeviceBuffer::from(&poisoned(lse_len));
-        let tensors = DeviceTensors::new(dq.ptr.cast(), dk.ptr.cast(), dv.ptr.cast(), dout.ptr.cast()).with_lse(dlse.ptr.cast());
+        let tensors =
+            DeviceTensors::new(dq.ptr.cast(), dk.ptr.cast(), dv.ptr.cast(), dout.ptr.cast()).with_lse(dlse.ptr.cast());
         let exec = Exec::new().with_backend(Backend::Cuda);
         let mut stream = ptr::null_mut();
         // SAFETY: a fresh stream.
@@ -110,7 +115,14 @@ mod gpu {
             match how {
                 "stream" => jattn::forward_device(problem, &exec, &tensors, stream, None, None),
                 "default stream" => jattn::forward_device(problem, &exec, &tensors, ptr::null_mut(), None, None),
-                "workspace" => jattn::forward_device(problem, &exec, &tensors, stream, Some(DeviceWorkspace { ptr: ws.ptr, bytes: ws_bytes }), None),
+                "workspace" => jattn::forward_device(
+                    problem,
+                    &exec,
+                    &tensors,
+                    stream,
+                    Some(DeviceWorkspace { ptr: ws.ptr, bytes: ws_bytes }),
+                    None,
+                ),
                 "context" => ctx.forward_device(problem, &exec, &tensors, stream, None, None),
                 _ => unreachable!(),
             }
@@ -127,7 +139,10 @@ mod gpu {
         assert!(m.passes_f32(), "{problem:?} {how}: over the f32 gate: {m}");
         lse_passes(&lse, &want_lse).unwrap();
         assert!(only_out_written(problem, &out));
-        note(&format!("forward_device {how} {:?}: {m}", (problem.batch(), problem.heads(), problem.seq_q(), problem.seq_kv(), problem.head_dim())));
+        note(&format!(
+            "forward_device {how} {:?}: {m}",
+            (problem.batch(), problem.heads(), problem.seq_q(), problem.seq_kv(), problem.head_dim())
+        ));
     }
 
     #[test]
@@ -161,7 +176,8 @@ mod gpu {
         let p = Problem::flux(3, 2, 50, 70, 64);
         let (q, k, v) = inputs(&p, Dist::Normal, &mut rng);
         let lengths: Vec<i64> = vec![70, 13, 0];
-        let (dq, dk, dv, dlen) = (DeviceBuffer::from(&q), DeviceBuffer::from(&k), DeviceBuffer::from(&v), DeviceBuffer::from(&lengths));
+        let (dq, dk, dv, dlen) =
+            (DeviceBuffer::from(&q), DeviceBuffer::from(&k), DeviceBuffer::from(&v), DeviceBuffer::from(&lengths));
         let out_len = p.required_len(Tensor::Out).unwrap();
         let dout = DeviceBuffer::from(&poisoned(out_len));
         let tensors = DeviceTensors::new(dq.ptr.cast(), dk.ptr.cast(), dv.ptr.cast(), dout.ptr.cast());

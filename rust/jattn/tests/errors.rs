@@ -174,8 +174,15 @@ fn device_path_checks() {
         let bad = Problem::flux(1, 0, 4, 4, 8);
         let e = jattn::forward_device(&bad, &Exec::default(), &null, std::ptr::null_mut(), None, None).unwrap_err();
         assert_eq!((e.status(), e.message()), (Status::InvalidDimension, "heads: 0, must be >= 1"));
-        let e = jattn::forward_device(&Problem::flux(usize::MAX, 1, 1, 1, 1), &Exec::default(), &null, std::ptr::null_mut(), None, None)
-            .unwrap_err();
+        let e = jattn::forward_device(
+            &Problem::flux(usize::MAX, 1, 1, 1, 1),
+            &Exec::default(),
+            &null,
+            std::ptr::null_mut(),
+            None,
+            None,
+        )
+        .unwrap_err();
         assert_eq!(e.status(), Status::Overflow);
         let e = jattn::forward_device(&p, &cpu(), &null, std::ptr::null_mut(), None, None).unwrap_err();
         assert_eq!(e.status(), Status::Unsupported, "{e}");
@@ -188,7 +195,10 @@ fn device_path_checks() {
         assert_eq!(e.status(), Status::InvalidDimension);
     }
     assert_eq!(jattn::select_device(&p, &cpu()).unwrap_err().status(), Status::Unsupported);
-    assert_eq!(jattn::device_workspace_size(&Problem::flux(1, 1, 0, 1, 1), &Exec::default()).unwrap_err().status(), Status::InvalidDimension);
+    assert_eq!(
+        jattn::device_workspace_size(&Problem::flux(1, 1, 0, 1, 1), &Exec::default()).unwrap_err().status(),
+        Status::InvalidDimension
+    );
 }
 
 #[test]
@@ -275,7 +285,9 @@ fn hostile_random_problems_never_panic() {
         match r {
             Ok(()) => {
                 ok += 1;
-                for (t, n) in [(Tensor::Q, q.len()), (Tensor::K, k.len()), (Tensor::V, v.len()), (Tensor::Out, out.len())] {
+                for (t, n) in
+                    [(Tensor::Q, q.len()), (Tensor::K, k.len()), (Tensor::V, v.len()), (Tensor::Out, out.len())]
+                {
                     assert!(n >= p.required_len(t).unwrap(), "{p:?}: Ok with {t} of {n} elements");
                 }
             }

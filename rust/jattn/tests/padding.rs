@@ -26,7 +26,9 @@ impl Padding {
             let stride = skv + row_gap;
             // ~70% of keys attended, each by a nonzero byte of any value; the gap bytes between
             // rows are random too, and the reference never reads them.
-            let bytes = (0..(rows - 1) * stride + skv).map(|_| u8::from(rng.range(0, 9) < 7) * rng.range(1, 255) as u8).collect();
+            let bytes = (0..(rows - 1) * stride + skv)
+                .map(|_| u8::from(rng.range(0, 9) < 7) * rng.range(1, 255) as u8)
+                .collect();
             (bytes, rows, stride)
         });
         Padding { lengths, mask }
@@ -34,7 +36,8 @@ impl Padding {
 
     fn attends(&self, b: usize, j: usize) -> bool {
         let by_len = self.lengths.as_ref().is_none_or(|l| (j as i64) < l[b]);
-        let by_mask = self.mask.as_ref().is_none_or(|(m, rows, stride)| m[if *rows == 1 { j } else { b * stride + j }] != 0);
+        let by_mask =
+            self.mask.as_ref().is_none_or(|(m, rows, stride)| m[if *rows == 1 { j } else { b * stride + j }] != 0);
         by_len && by_mask
     }
 
@@ -59,7 +62,9 @@ fn supports_padding(backend: Backend) -> bool {
     match jattn::forward_padded(&p, &exec, &x, &x, &x, &KeyPadding::lengths(&[2]), &mut out, None) {
         Ok(()) => true,
         Err(e) if e.status() == Status::Unsupported => {
-            note(&format!("SKIP: the {backend} backend does not implement key padding yet ({e}): its padded checks are skipped"));
+            note(&format!(
+                "SKIP: the {backend} backend does not implement key padding yet ({e}): its padded checks are skipped"
+            ));
             false
         }
         Err(e) if e.status() == Status::BackendUnavailable => {
@@ -118,7 +123,14 @@ fn run(test: &str, backend: Backend) {
             if let Some(l) = layout {
                 p = p.with_qkv(l).with_out(Layout::HeadMajor);
             }
-            let cases = [(true, None, 0), (false, Some(1), 0), (false, Some(b), 0), (false, Some(b), 5), (true, Some(1), 0), (true, Some(b), 3)];
+            let cases = [
+                (true, None, 0),
+                (false, Some(1), 0),
+                (false, Some(b), 0),
+                (false, Some(b), 5),
+                (true, Some(1), 0),
+                (true, Some(b), 3),
+            ];
             for (with_lengths, rows, gap) in cases {
                 for dist in [Dist::Normal, Dist::Peaky, Dist::Large] {
                     let pad = Padding::draw(&p, &mut rng, with_lengths, rows, gap);
@@ -158,7 +170,11 @@ fn rows_with_no_key_left() {
         let x = vec![1.5f32; p.required_len(Tensor::K).unwrap().max(p.required_len(Tensor::Q).unwrap())];
         let exec = Exec::new().with_backend(backend);
         let zeros = [false; 5];
-        for pad in [KeyPadding::lengths(&[0, 0]), KeyPadding::mask(&zeros, 1), KeyPadding::lengths(&[5, 5]).with_mask(&zeros, 1)] {
+        for pad in [
+            KeyPadding::lengths(&[0, 0]),
+            KeyPadding::mask(&zeros, 1),
+            KeyPadding::lengths(&[5, 5]).with_mask(&zeros, 1),
+        ] {
             let mut out = poisoned(p.required_len(Tensor::Out).unwrap());
             let mut lse = poisoned(p.lse_len().unwrap());
             jattn::forward_padded(&p, &exec, &x, &x, &x, &pad, &mut out, Some(&mut lse)).unwrap();
@@ -179,7 +195,12 @@ fn padding_that_leaves_every_key_is_forward() {
     let mut plain = poisoned(n);
     jattn::forward(&p, &exec, &q, &k, &v, &mut plain, None).unwrap();
     let ones = vec![true; 2 * 13];
-    for pad in [KeyPadding::none(), KeyPadding::lengths(&[13, 13]), KeyPadding::mask(&ones, 2), KeyPadding::mask(&ones[..13], 1)] {
+    for pad in [
+        KeyPadding::none(),
+        KeyPadding::lengths(&[13, 13]),
+        KeyPadding::mask(&ones, 2),
+        KeyPadding::mask(&ones[..13], 1),
+    ] {
         let mut out = poisoned(n);
         jattn::forward_padded(&p, &exec, &q, &k, &v, &pad, &mut out, None).unwrap();
         assert!(out.iter().zip(&plain).all(|(a, b)| a.to_bits() == b.to_bits()), "{pad:?}");
@@ -202,7 +223,11 @@ fn padding_errors() {
     let mask = [1u8; 3 * 6 + 10];
     let cases: [(KeyPadding<'_>, Status, &str); 9] = [
         (KeyPadding::lengths(&[6, 6]), Status::InvalidArgument, "key_padding.kv_len: 2 entries, batch is 3"),
-        (KeyPadding::lengths(&[6, 7, 6]), Status::InvalidArgument, "key_padding.kv_len[1]: 7, must be in [0, seq_kv = 6]"),
+        (
+            KeyPadding::lengths(&[6, 7, 6]),
+            Status::InvalidArgument,
+            "key_padding.kv_len[1]: 7, must be in [0, seq_kv = 6]",
+        ),
         (KeyPadding::lengths(&[6, -1, 6]), Status::InvalidArgument, "key_padding.kv_len[1]: -1"),
         (KeyPadding::mask(&mask[..5], 1), Status::InvalidArgument, "key_padding.mask: a slice of 5 elements"),
         (KeyPadding::mask(&mask[..17], 3), Status::InvalidArgument, "key_padding.mask: a slice of 17 elements"),

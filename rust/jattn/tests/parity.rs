@@ -107,7 +107,8 @@ fn run(test: &str, shapes: &[(usize, usize, usize, usize, usize)], backend: Back
     println!("{test}: {n} cases on {backend}, all within the f32 gate; worst {worst}");
 }
 
-const ORIGIN: [(usize, usize, usize, usize, usize); 4] = [(1, 2, 8, 8, 128), (1, 2, 40, 40, 128), (1, 1, 50, 50, 128), (1, 1, 64, 64, 128)];
+const ORIGIN: [(usize, usize, usize, usize, usize); 4] =
+    [(1, 2, 8, 8, 128), (1, 2, 40, 40, 128), (1, 1, 50, 50, 128), (1, 1, 64, 64, 128)];
 
 fn head_dims() -> Vec<(usize, usize, usize, usize, usize)> {
     [1, 2, 3, 5, 8, 16, 31, 32, 33, 63, 64, 65, 96, 127, 128, 129, 160, 200, 255, 256]
@@ -131,7 +132,8 @@ const ODD: [(usize, usize, usize, usize, usize); 9] = [
 
 const BATCHED: [(usize, usize, usize, usize, usize); 3] = [(3, 2, 17, 23, 64), (2, 3, 33, 33, 128), (4, 1, 5, 5, 7)];
 
-const CROSS: [(usize, usize, usize, usize, usize); 4] = [(2, 2, 77, 5, 64), (1, 2, 5, 300, 128), (1, 4, 1, 77, 64), (2, 1, 40, 97, 96)];
+const CROSS: [(usize, usize, usize, usize, usize); 4] =
+    [(2, 2, 77, 5, 64), (1, 2, 5, 300, 128), (1, 4, 1, 77, 64), (2, 1, 40, 97, 96)];
 
 #[test]
 fn cpu_origin_shapes() {
@@ -160,7 +162,8 @@ fn cpu_cross_attention() {
 
 #[test]
 fn ref_backend_every_shape() {
-    let shapes: Vec<_> = ORIGIN.iter().chain(&head_dims()).chain(&BATCHED).chain(&CROSS).chain(&ODD[..6]).copied().collect();
+    let shapes: Vec<_> =
+        ORIGIN.iter().chain(&head_dims()).chain(&BATCHED).chain(&CROSS).chain(&ODD[..6]).copied().collect();
     run("ref_backend_every_shape", &shapes, Backend::Ref, &[Dist::Normal, Dist::Large]);
 }
 
@@ -198,7 +201,8 @@ fn cpu_threads_are_deterministic() {
         .into_iter()
         .map(|t| {
             let mut out = poisoned(n);
-            jattn::forward(&p, &Exec::new().with_backend(Backend::Cpu).with_threads(t), &q, &k, &v, &mut out, None).unwrap();
+            jattn::forward(&p, &Exec::new().with_backend(Backend::Cpu).with_threads(t), &q, &k, &v, &mut out, None)
+                .unwrap();
             out
         })
         .collect();

@@ -1,5 +1,5 @@
 //! What the tests and the example share: random inputs (a seeded xoshiro256**, the four input
-//! distributions of DESIGN.md §2), the float64 reference attention written in Rust, and the
+//! distributions of docs/DESIGN.md §2), the float64 reference attention written in Rust, and the
 //! error metrics with the f32 gate.
 //!
 //! Inputs are fresh on every run: the seed is printed once per test binary and
@@ -100,7 +100,7 @@ pub fn rng_for(test: &str) -> Rng {
 
 // ---- inputs ----------------------------------------------------------------------------------
 
-/// The input distributions of DESIGN.md §2.
+/// The input distributions of docs/DESIGN.md §2.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Dist {
     /// Uniform [-1, 1].
@@ -144,7 +144,11 @@ pub fn problem_for(problem: Problem, dist: Dist) -> Problem {
 /// drawn from `dist`.
 pub fn inputs(problem: &Problem, dist: Dist, rng: &mut Rng) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
     let len = |t| problem.required_len(t).expect("extent");
-    (draw(rng, dist, true, len(Tensor::Q)), draw(rng, dist, true, len(Tensor::K)), draw(rng, dist, false, len(Tensor::V)))
+    (
+        draw(rng, dist, true, len(Tensor::Q)),
+        draw(rng, dist, true, len(Tensor::K)),
+        draw(rng, dist, false, len(Tensor::V)),
+    )
 }
 
 /// A NaN with a payload no computation makes: what "never written" looks like.
@@ -227,7 +231,8 @@ pub fn reference(
         for h in 0..hn {
             for i in 0..sq {
                 let row = ((b * hn + h) * sq + i) * dn;
-                lse[(b * hn + h) * sq + i] = reference_row(problem, (q, k, v), (b, h, i), attends, &mut out[row..row + dn]);
+                lse[(b * hn + h) * sq + i] =
+                    reference_row(problem, (q, k, v), (b, h, i), attends, &mut out[row..row + dn]);
             }
         }
     }
@@ -240,7 +245,7 @@ pub fn attends_all(_: usize, _: usize) -> bool {
 
 // ---- metrics and the gate --------------------------------------------------------------------
 
-/// Errors of an output against the reference (DESIGN.md §2).
+/// Errors of an output against the reference (docs/DESIGN.md §2).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Metrics {
     pub rel_l2: f64,
@@ -276,8 +281,8 @@ impl Metrics {
         m
     }
 
-    /// The f32 gate: rel_l2 <= 2e-6, max_abs <= 1e-5 · max(1, max|ref|), cos >= 0.99999, and
-    /// every element finite.
+    /// The f32 gate of docs/DESIGN.md §2 (rel_l2, max_abs relative to max(1, max|ref|), cosine),
+    /// and every element finite; the numbers mirror `JATTN_GATE_F32_*` of kit/metrics.h.
     pub fn passes_f32(&self) -> bool {
         self.not_finite == 0
             && self.rel_l2 <= 2e-6

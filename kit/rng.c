@@ -33,3 +33,9 @@ double jattn_rng_normal(jattn_rng *r) {
     const double u = jattn_rng_uniform(r), v = jattn_rng_uniform(r); /* 1 - u in (0, 1]: log finite */
     return sqrt(-2.0 * log(1.0 - u)) * cos(2.0 * acos(-1.0) * v);
 }
+
+void jattn_rng_fill_normal(float *x, int64_t n, uint64_t seed, uint64_t stream) {
+    jattn_rng r;
+    jattn_rng_seed(&r, seed ^ (stream * 0xD1B54A32D192ED03ull));
+    for (int64_t i = 0; i < n; i++) x[i] = (float)jattn_rng_normal(&r);
+}

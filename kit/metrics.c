@@ -57,13 +57,13 @@ void jattn_metrics_compute_dense(const float *out, const float *ref, int64_t n, 
 
 int jattn_metrics_pass(const jattn_metrics *m, jattn_precision precision) {
     if (m->nonfinite || !(m->rel_l2 == m->rel_l2)) return 0;
-    if (precision == JATTN_PRECISION_TF32) return m->rel_l2 <= 1e-3;
-    double abs_tol = 1e-5 * (m->max_ref > 1 ? m->max_ref : 1);
-    return m->rel_l2 <= 2e-6 && m->max_abs <= abs_tol && m->cos >= 0.99999;
+    if (precision == JATTN_PRECISION_TF32) return m->rel_l2 <= JATTN_GATE_TF32_REL_L2;
+    double abs_tol = JATTN_GATE_F32_MAX_ABS * (m->max_ref > 1 ? m->max_ref : 1);
+    return m->rel_l2 <= JATTN_GATE_F32_REL_L2 && m->max_abs <= abs_tol && m->cos >= JATTN_GATE_F32_COS;
 }
 
 int jattn_lse_pass(const float *lse, const float *ref, int64_t n, jattn_precision precision) {
-    double tol = precision == JATTN_PRECISION_TF32 ? 1e-2 : 1e-5;
+    double tol = precision == JATTN_PRECISION_TF32 ? JATTN_GATE_LSE_TF32 : JATTN_GATE_LSE_F32;
     for (int64_t i = 0; i < n; i++) {
         double r = ref[i], e = fabs((double)lse[i] - r);
         if (!isfinite(r)) continue;

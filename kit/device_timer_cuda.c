@@ -6,15 +6,12 @@
 
 #include <cuda_runtime_api.h>
 
+#include "clock.h"
 #include "device_timer.h"
+#include "tensor.h"
 
 static size_t span_of(const jattn_problem *p, jattn_strides s, int64_t seq) {
-    return (size_t)(1 + (p->batch - 1) * s.batch + (p->heads - 1) * s.head + (seq - 1) * s.token + (p->head_dim - 1));
-}
-
-static int cmp_float(const void *a, const void *b) {
-    float x = *(const float *)a, y = *(const float *)b;
-    return (x > y) - (x < y);
+    return (size_t)kit_tensor_span(p, s, seq);
 }
 
 #define CHECK(call)                                                                                    \
@@ -90,8 +87,16 @@ int jattn_device_timed_run(const jattn_problem *p, const jattn_exec *e, const ja
     }
     CHECK(cudaStreamSynchronize(stream));
     for (int i = 0; i < reps; i++) CHECK(cudaEventElapsedTime(&times[i], ev[2 * i], ev[2 * i + 1]));
-    qsort(times, (size_t)reps, sizeof(float), cmp_float);
-    *ms_median = reps % 2 ? times[reps / 2] : 0.5 * ((double)times[reps / 2 - 1] + times[reps / 2]);
+    {
+        double *ms = malloc((size_t)reps * sizeof *ms);
+        if (!ms) {
+            snprintf(err, errlen, "device timing: out of memory");
+            goto done;
+        }
+        for (int i = 0; i < reps; i++) ms[i] = times[i];
+        *ms_median = kit_median(ms, reps);
+        free(ms);
+    }
     CHECK(cudaMemcpy(out, dout, no * sizeof(float), cudaMemcpyDeviceToHost));
     if (lse) CHECK(cudaMemcpy(lse, dlse, nl * sizeof(float), cudaMemcpyDeviceToHost));
     rc = 0;

@@ -1,4 +1,4 @@
-/* Peers that `jattn bench` measures beside jattn (tools/peers/peers.h).
+/* Peers measured beside jattn by `jattn bench` and bench/cpu (peers.h).
  *
  * FMA peak: as ../shared/peers/fma_peak.c — independent FMA chains held in registers (16 zmm
  * chains for AVX-512, 12 ymm for AVX2, 16 q-register chains for NEON, plain C otherwise), each
@@ -15,7 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -27,18 +26,8 @@
 #include <arm_neon.h>
 #endif
 
+#include "clock.h"
 #include "peers.h"
-
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    const double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 
 /* ---- FMA peak ------------------------------------------------------------------------ */
 
@@ -133,7 +122,7 @@ int jattn_peer_fma_peak(int threads, double *gflops, const char **isa, char *err
 #endif
     double t[PEAK_REPS];
     for (int r = -1; r < PEAK_REPS; r++) {
-        const double t0 = now_s();
+        const double t0 = kit_now();
         float acc = 0;
 #ifdef _OPENMP
 #pragma omp parallel num_threads(threads) reduction(+ : acc)
@@ -142,10 +131,9 @@ int jattn_peer_fma_peak(int threads, double *gflops, const char **isa, char *err
         acc += fn(PEAK_ITERS, 1.0f);
 #endif
         jattn_peers_sink += acc;
-        if (r >= 0) t[r] = now_s() - t0;
+        if (r >= 0) t[r] = kit_now() - t0;
     }
-    qsort(t, PEAK_REPS, sizeof t[0], cmp_double);
-    *gflops = threads * flops_per_iter * (double)PEAK_ITERS / t[PEAK_REPS / 2] / 1e9;
+    *gflops = threads * flops_per_iter * (double)PEAK_ITERS / kit_median(t, PEAK_REPS) / 1e9;
     *isa = name;
     return 0;
 }
@@ -227,12 +215,11 @@ int jattn_peer_blas_attention(int heads, int seq, int dim, int threads, int reps
     if (ok) {
         blas_attention(gemm, q, k, v, out, heads, seq, dim, scratch, threads); /* warm-up */
         for (int r = 0; r < reps; r++) {
-            const double t0 = now_s();
+            const double t0 = kit_now();
             blas_attention(gemm, q, k, v, out, heads, seq, dim, scratch, threads);
-            t[r] = now_s() - t0;
+            t[r] = kit_now() - t0;
         }
-        qsort(t, (size_t)reps, sizeof t[0], cmp_double);
-        *ms = t[reps / 2] * 1e3;
+        *ms = kit_median(t, reps) * 1e3;
     } else {
         snprintf(err, errlen, "blas attention: allocation of the %d x %d score buffers failed", seq, seq);
     }

@@ -1,12 +1,22 @@
-/* The tolerance model of DESIGN.md §2, written once: the error metrics of an output against
- * the float64 reference, and the gate each precision mode must pass. Used by the jattn
- * command's --check and by every test. */
+/* The tolerance model of docs/DESIGN.md §2, written once: the error metrics of an output
+ * against the float64 reference, and the gate each precision mode must pass. Used by the jattn
+ * command's --check, the tests, the fuzzers and the benchmarks; the gate's numbers below are
+ * the only copy in C (the Python and Rust test suites mirror them, citing this file). */
 #ifndef JATTN_METRICS_H
 #define JATTN_METRICS_H
 
 #include <stdint.h>
 
 #include "jattn.h"
+
+/* The gate's constants. f32: rel_l2, max_abs relative to max(1, max|ref|), cosine. tf32: rel_l2.
+ * lse: |lse - ref| relative to max(1, |ref|), per precision. */
+#define JATTN_GATE_F32_REL_L2 2e-6
+#define JATTN_GATE_F32_MAX_ABS 1e-5
+#define JATTN_GATE_F32_COS 0.99999
+#define JATTN_GATE_TF32_REL_L2 1e-3
+#define JATTN_GATE_LSE_F32 1e-5
+#define JATTN_GATE_LSE_TF32 1e-2
 
 typedef struct jattn_metrics {
     double max_abs;    /* max |out - ref| */
@@ -24,13 +34,15 @@ void jattn_metrics_compute(const jattn_problem *p, const float *out, const float
 void jattn_metrics_compute_dense(const float *out, const float *ref, int64_t n, jattn_metrics *m);
 
 /* The gate of a precision mode:
- *   f32:  rel_l2 <= 2e-6, max_abs <= 1e-5 * max(1, max|ref|), cos >= 0.99999
- *   tf32: rel_l2 <= 1e-3
+ *   f32:  rel_l2 <= JATTN_GATE_F32_REL_L2, max_abs <= JATTN_GATE_F32_MAX_ABS * max(1, max|ref|),
+ *         cos >= JATTN_GATE_F32_COS
+ *   tf32: rel_l2 <= JATTN_GATE_TF32_REL_L2
  * and, for both, every element finite where the reference is.
  * @return 1 when m passes, 0 otherwise. */
 int jattn_metrics_pass(const jattn_metrics *m, jattn_precision precision);
 
-/* The LSE gate: |lse - ref| <= tol * max(1, |ref|) with tol 1e-5 (f32) or 1e-2 (tf32).
+/* The LSE gate: |lse - ref| <= tol * max(1, |ref|) with tol JATTN_GATE_LSE_F32 (f32) or
+ * JATTN_GATE_LSE_TF32 (tf32).
  * @return 1 when every element passes. */
 int jattn_lse_pass(const float *lse, const float *ref, int64_t n, jattn_precision precision);
 

@@ -17,4 +17,8 @@ double jattn_rng_uniform(jattn_rng *r);
 /* Standard normal. */
 double jattn_rng_normal(jattn_rng *r);
 
+/* Fills x[0..n) with standard normal values from (seed, stream): reproducible, and each
+ * stream (q = 0, k = 1, v = 2) independent. */
+void jattn_rng_fill_normal(float *x, int64_t n, uint64_t seed, uint64_t stream);
+
 #endif

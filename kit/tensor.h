@@ -1,0 +1,22 @@
+/* Sizes of a problem's tensors, written once for the command, the tests and the benchmarks. */
+#ifndef JATTN_KIT_TENSOR_H
+#define JATTN_KIT_TENSOR_H
+
+#include <stdint.h>
+
+#include "jattn.h"
+
+/* FLOPs of one call: 4 * B * H * Sq * Skv * D (two matrix products of 2 FLOPs per term). */
+double kit_flops(const jattn_problem *p);
+
+/* Elements of a contiguous tensor of the problem: B * H * seq * D. */
+int64_t kit_elems(const jattn_problem *p, int64_t seq);
+
+/* Elements a tensor of `seq` tokens described by strides s spans: 1 + its largest offset,
+ * 1 + (B-1)*s.batch + (H-1)*s.head + (seq-1)*s.token + (D-1), for strides >= 0. */
+int64_t kit_tensor_span(const jattn_problem *p, jattn_strides s, int64_t seq);
+
+/* 64-byte aligned allocation of n floats (NULL on failure or overflow); free with free(). */
+float *kit_alloc_floats(int64_t n);
+
+#endif
