@@ -99,7 +99,9 @@ JATTN_API const char *jattn_version_string(void);
     X(JATTN_ERROR_TRANSPORT, 14, "an MPI or NCCL call failed (sequence parallel); the message names it")
 
 #define JATTN_STATUS_ENUMERATOR_(name, value, meaning) name = value,
-typedef enum jattn_status { JATTN_STATUS_LIST(JATTN_STATUS_ENUMERATOR_) } jattn_status;
+typedef enum jattn_status {
+    JATTN_STATUS_LIST(JATTN_STATUS_ENUMERATOR_)
+} jattn_status;
 #undef JATTN_STATUS_ENUMERATOR_
 
 /* One more than the largest code (the library checks it against the list). */

@@ -128,12 +128,15 @@ static const cuda_version *version_for(const jattn_problem *p, int cc, int sms, 
     const jattn_cuda_kernel forced = (jattn_cuda_kernel)atomic_load(&kernel_choice);
     jattn_cuda_kernel k = forced;
     if (k == JATTN_CUDA_KERNEL_AUTO)
-        k = p->seq_kv == 1 ? JATTN_CUDA_KERNEL_V1 : v5_wins(p, sms, l2_bytes) ? JATTN_CUDA_KERNEL_V5 : JATTN_CUDA_KERNEL_V4;
+        k = p->seq_kv == 1                 ? JATTN_CUDA_KERNEL_V1
+            : v5_wins(p, sms, l2_bytes) ? JATTN_CUDA_KERNEL_V5
+                                        : JATTN_CUDA_KERNEL_V4;
     for (;;) {
         const cuda_version *ver = &jattn_cuda_versions[k];
         const char *no = ver->refusal(p, cc);
         if (!no) return ver;
-        if (ver->refused_next == JATTN_CUDA_KERNEL_AUTO || (forced != JATTN_CUDA_KERNEL_AUTO && !ver->forced_falls_back)) {
+        const int forced_stays = forced != JATTN_CUDA_KERNEL_AUTO && !ver->forced_falls_back;
+        if (ver->refused_next == JATTN_CUDA_KERNEL_AUTO || forced_stays) {
             *why = no;
             return NULL;
         }
@@ -192,15 +195,15 @@ static jattn_status cuda_fail(cudaError_t err, const char *what) {
 
 /* The launch arguments of every version (kv_count, kv_index: the resolved key padding, or
  * NULL). */
-static jattn_cuda_args launch_args(const jattn_call *c, const float *q, const float *k, const float *v,
-                                       float *out, float *lse, const int *kv_count, const int *kv_index) {
+static jattn_cuda_args launch_args(const jattn_call *c, const float *q, const float *k, const float *v, float *out,
+                                   float *lse, const int *kv_count, const int *kv_index) {
     const jattn_problem *p = c->problem;
     jattn_cuda_args a = {q, k, v, out, lse,
-                             p->batch, p->heads, p->seq_q, p->seq_kv, p->head_dim,
-                             {p->q.batch, p->q.head, p->q.token}, {p->k.batch, p->k.head, p->k.token},
-                             {p->v.batch, p->v.head, p->v.token}, {p->out.batch, p->out.head, p->out.token},
-                             c->scale, c->precision == JATTN_PRECISION_TF32 ? JATTN_PRECISION_TF32 : JATTN_PRECISION_F32,
-                             atomic_load(&v4_ctas), atomic_load(&v5_variant), kv_count, kv_index};
+                         p->batch, p->heads, p->seq_q, p->seq_kv, p->head_dim,
+                         {p->q.batch, p->q.head, p->q.token}, {p->k.batch, p->k.head, p->k.token},
+                         {p->v.batch, p->v.head, p->v.token}, {p->out.batch, p->out.head, p->out.token},
+                         c->scale, c->precision,
+                         atomic_load(&v4_ctas), atomic_load(&v5_variant), kv_count, kv_index};
     return a;
 }
 

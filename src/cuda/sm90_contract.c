@@ -36,6 +36,7 @@ attention_sm90_support attention_f32_sm90_wgmma_supported(const jattn_cuda_args 
         (a->lse && !aligned(a->lse, sizeof(float))))
         return ATTENTION_SM90_MISALIGNED;
     if (!(a->scale > 0.f) || !isfinite(a->scale)) return ATTENTION_SM90_BAD_SCALE;
-    if (a->precision != JATTN_PRECISION_F32 && a->precision != JATTN_PRECISION_TF32) return ATTENTION_SM90_BAD_PRECISION;
+    if (a->precision != JATTN_PRECISION_F32 && a->precision != JATTN_PRECISION_TF32)
+        return ATTENTION_SM90_BAD_PRECISION;
     return ATTENTION_SM90_SUPPORTED;
 }
