@@ -207,7 +207,7 @@ def test_key_masks_on_the_cpu_backend(seed):
 
 def test_a_diffusers_model_compiles_fullgraph_through_the_switch(seed):
     """torch.compile(fullgraph=True) traces the router: one graph with jattn's op in it, the
-    eager result, and the calls still counted on every run of the compiled model."""
+    eager result; counts() counts the eager calls only (none inside the compiled code)."""
     from diffusers import Flux2Transformer2DModel
 
     torch.manual_seed(seed)
@@ -230,7 +230,7 @@ def test_a_diffusers_model_compiles_fullgraph_through_the_switch(seed):
         second = compiled(**inputs)[0]
     assert any("jattn.attention" in t for t in targets), sorted(targets)[:20]
     assert torch.equal(first, eager) and torch.equal(second, eager)
-    assert jattn.diffusers.counts() == {"jattn": 4}
+    assert jattn.diffusers.counts() == {}
 
 
 # ---- a small random-weight FLUX.2 transformer ----------------------------------------------

@@ -31,7 +31,8 @@ backend's name, its argument list and its checks stay diffusers'. ``disable()`` 
 backend explicitly (``model.set_attention_backend("flash")``) keep it. The switch is
 process-wide.
 
-``counts()`` says how many calls took each path since the last ``reset_counts()``.
+``counts()`` says how many eager calls took each path since the last ``reset_counts()``
+(calls inside ``torch.compile``'d code are not counted, so that counting never recompiles).
 """
 
 from __future__ import annotations
@@ -84,19 +85,58 @@ def _registry():
     return _AttentionBackendRegistry
 
 
-def _count(path: str) -> None:
+def _note(path: str) -> None:
+    """Counts one eager call that took ``path`` (``"jattn"``, ``"jattn:context_parallel"`` or
+    ``"fallback:<reason>"``); a fallback's warning is given the first time its reason is seen.
+
+    Inside code that ``torch.compile`` traces, nothing is counted and the dicts are neither read
+    nor written: Dynamo would guard on the counter's value and recompile the graph on every
+    call (issue 19). A compiled graph routes its attention calls the same way on every run, so
+    its routing is seen once, when it is traced: a fallback's warning is given then (through
+    Dynamo's ``comptime`` hook, which runs at trace time without a graph break), and the graph
+    itself holds ``torch.ops.jattn.attention`` for each call jattn serves.
+    """
+    if _is_compiling():
+        if path.startswith("fallback:"):
+            _warn_while_tracing(path)
+        return
     _counts[path] = _counts.get(path, 0) + 1
+    if path.startswith("fallback:"):
+        _warn_once(path[len("fallback:") :], stacklevel=5)
 
 
-def _fall_back(reason: str, original: Callable, kwargs: Dict[str, Any]):
+def _is_compiling() -> bool:
+    import torch
+
+    return torch.compiler.is_compiling()
+
+
+def _warn_once(reason: str, stacklevel: int) -> None:
     if reason not in _warned:
         _warned.add(reason)
         warnings.warn(
             f"jattn.diffusers: attention calls with {_FALLBACK_REASONS[reason]} go to diffusers' own attention "
             "(this warning is given once)",
-            stacklevel=4,
+            stacklevel=stacklevel,
         )
-    _count("fallback:" + reason)
+
+
+def _warn_while_tracing(path: str) -> None:
+    """Gives a fallback's warning while Dynamo traces the call (never in the graph)."""
+    try:
+        from torch._dynamo.comptime import comptime
+    except ImportError:  # pragma: no cover - a torch without the hook: the traced fallback stays silent
+        return
+    comptime(_warn_from_trace)
+
+
+def _warn_from_trace(ctx) -> None:
+    path = ctx.get_local("path", stacklevel=0).as_python_constant()
+    _warn_once(path[len("fallback:") :], stacklevel=2)
+
+
+def _fall_back(reason: str, original: Callable, kwargs: Dict[str, Any]):
+    _note("fallback:" + reason)
     return original(**kwargs)
 
 
@@ -184,7 +224,7 @@ def _make_router(original: Callable) -> Callable:
                 _no_key_padding.add((q.device.type, backend))
                 return _fall_back("key_padding", original, kwargs)
             return _fall_back("unsupported", original, kwargs)
-        _count("jattn")
+        _note("jattn")
         return out if out.dtype is dtype else out.to(dtype)
 
     jattn_router.jattn_original = original  # type: ignore[attr-defined]
@@ -249,8 +289,14 @@ def enabled(*, upcast: bool = False, backend: str = "auto") -> Iterator[None]:
 
 
 def counts() -> Dict[str, int]:
-    """Calls per path since the last :func:`reset_counts`: ``"jattn"``, and ``"fallback:<why>"``
-    for each kind of call that went to diffusers' own attention."""
+    """Eager calls per path since the last :func:`reset_counts`: ``"jattn"``,
+    ``"jattn:context_parallel"`` (jattn inside diffusers' context-parallel templates), and
+    ``"fallback:<why>"`` for each kind of call that went to diffusers' own attention.
+
+    Calls inside code compiled by ``torch.compile`` are not counted: counting there would make
+    Dynamo guard on the counter and recompile on every call. A compiled graph's routing is fixed
+    when it is traced (the graph holds ``torch.ops.jattn.attention`` for each call jattn serves,
+    and a fallback's warning is given at trace time); run the model once eagerly to count it."""
     return dict(_counts)
 
 
