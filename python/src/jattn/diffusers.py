@@ -12,9 +12,10 @@ Float32 models run on jattn as they are. For bf16/fp16 models, ``upcast=True`` c
 v to float32, attends exactly and casts the output back (README: its measured cost); without
 it they stay on diffusers' path. Calls jattn cannot serve go to diffusers' own path with the
 same arguments, with one warning per kind of call: a float (additive) mask or a genuinely
-per-query mask, dropout, causal attention, grouped-query attention (fewer k/v heads), context
-parallelism, ``return_lse``, tensors that require grad (jattn has no backward), dtypes other
-than float32 (without ``upcast``). Boolean key masks (``[B, Skv]``, ``[B, 1, 1, Skv]``, and
+per-query mask, dropout, causal attention, grouped-query attention (fewer k/v heads), tensors
+that require grad (jattn has no backward), dtypes other than float32 (without ``upcast``),
+masks under context parallelism. ``return_lse=True`` is served (lse float32 ``[B, S, H]``).
+Boolean key masks (``[B, Skv]``, ``[B, 1, 1, Skv]``, and
 ``[B, 1, Sq, Skv]`` / ``[B, H, Sq, Skv]`` when they are a key mask broadcast over the query (and
 head) dimensions, stride 0 there) become jattn's key padding; on a backend that does not
 implement key padding yet, such calls also take diffusers' path (one warning).
@@ -30,6 +31,17 @@ backend's name, its argument list and its checks stay diffusers'. ``disable()`` 
 ``enabled()``) puts the original function back. Models whose processors were given another
 backend explicitly (``model.set_attention_backend("flash")``) keep it. The switch is
 process-wide.
+
+Context parallelism. Under ``model.enable_parallelism(config=ContextParallelConfig(...))``
+(diffusers 0.36 and later) every mode diffusers has (Ulysses, ring, the unified 2-D mesh, and
+the ``*_anything`` variants for uneven sizes) runs jattn as each rank's attention: the router
+calls diffusers' ``_templated_context_parallel_attention`` with jattn as its forward op (the
+output and the float32 lse; the ring merge stays in float32 for bf16/fp16 models with
+``upcast=True``). diffusers does the communication over its device mesh (NCCL, gloo). Such
+calls count as ``"jattn:context_parallel"``. Since jattn keeps the active backend's name
+(``native``), which diffusers lists as context-parallel capable, ``enable_parallelism``
+accepts it; jattn also gives that slot the ring modes, which diffusers' own native backend
+refuses (it has no lse).
 
 ``counts()`` says how many eager calls took each path since the last ``reset_counts()``
 (calls inside ``torch.compile``'d code are not counted, so that counting never recompiles).
@@ -55,8 +67,9 @@ _FALLBACK_REASONS = {
     "dropout": "dropout",
     "causal": "causal attention",
     "gqa": "grouped-query attention (k/v with fewer heads than q)",
-    "context_parallel": "context parallelism (a parallel_config)",
-    "return_lse": "return_lse=True",
+    "context_parallel": "context parallelism, on a diffusers without context-parallel templates (before 0.36)",
+    "context_parallel_mask": "an attention mask under context parallelism",
+    "context_parallel_autograd": "tensors that require grad under context parallelism (jattn computes the forward only)",
     "autograd": "tensors that require grad (jattn computes the forward only)",
     "dtype": "a dtype other than float32 (pass upcast=True to run bf16/fp16 through jattn in float32)",
     "shape": "tensors that are not [B, S, H, D] with one head_dim and a contiguous last dimension",
@@ -171,9 +184,8 @@ def _unservable(kwargs: Dict[str, Any]) -> Optional[str]:
         if name not in _KNOWN_DEFAULTS:
             if value is not None:
                 return "arguments"
-        elif value != _KNOWN_DEFAULTS[name] and name not in ("scale", "enable_gqa"):  # GQA: by the shapes below
-            return {"dropout_p": "dropout", "is_causal": "causal", "return_lse": "return_lse",
-                    "_parallel_config": "context_parallel"}[name]  # fmt: skip
+        elif value != _KNOWN_DEFAULTS[name] and name not in ("scale", "enable_gqa", "return_lse", "_parallel_config"):
+            return {"dropout_p": "dropout", "is_causal": "causal"}[name]  # GQA: by the shapes below
     q, k, v = kwargs["query"], kwargs["key"], kwargs["value"]
     if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
         return "shape"
@@ -183,13 +195,62 @@ def _unservable(kwargs: Dict[str, Any]) -> Optional[str]:
         return "shape"
     if q.device.type not in ("cpu", "cuda") or k.device != q.device or v.device != q.device:
         return "device"
+    parallel = kwargs.get("_parallel_config") is not None
+    if parallel and _context_parallel_template() is None:
+        return "context_parallel"
     if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
-        return "autograd"
+        return "context_parallel_autograd" if parallel else "autograd"
+    if parallel and kwargs.get("attn_mask") is not None:
+        return "context_parallel_mask"  # ring passes each rank's mask unsliced: not a key mask of the shard
     if q.dtype != k.dtype or q.dtype != v.dtype:
         return "dtype"
     if q.dtype is not torch.float32 and not (_options["upcast"] and q.dtype in (torch.bfloat16, torch.float16)):
         return "dtype"
     return None
+
+
+def _context_parallel_template() -> Optional[Callable]:
+    """diffusers' ``_templated_context_parallel_attention`` (0.36 and later), else None."""
+    from diffusers.models import attention_dispatch
+
+    return getattr(attention_dispatch, "_templated_context_parallel_attention", None)
+
+
+def _context_parallel_forward_op(ctx, query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa,
+                                 return_lse, _save_ctx=True, _parallel_config=None):  # fmt: skip
+    """jattn as the attention of one rank inside diffusers' context-parallel templates.
+
+    The templates call it on ``[B, S, H, D]`` tensors: Ulysses once over the whole sequence with
+    ``H / P`` heads, ring once per step over one K/V shard with ``return_lse=True``, and merge the
+    steps' partial outputs by their log-sum-exps. With ``return_lse`` it returns ``(out, lse)``:
+    ``out`` in float32 whatever the model's dtype (so that the ring merge stays in float32 for
+    bf16/fp16 models with ``upcast=True``; the template casts to q's dtype once, at the end) and
+    ``lse`` float32 ``[B, S, H]``, the templates' layout. Without it, the output in q's dtype, so
+    that Ulysses' all-to-all moves the model's bytes. The router has already refused what jattn
+    cannot serve here (masks, dropout, causal, GQA, gradients), so those arguments are defaults.
+    """
+    from . import _api
+
+    dtype = query.dtype
+    if dtype is not _torch().float32:
+        query, key, value = query.float(), key.float(), value.float()
+    if return_lse:
+        out, lse = _api.attention(query, key, value, layout="bshd", scale=scale, backend=_options["backend"],
+                                  return_lse=True)  # fmt: skip
+        return out, lse.transpose(1, 2)
+    out = _api.attention(query, key, value, layout="bshd", scale=scale, backend=_options["backend"])
+    return out if out.dtype is dtype else out.to(dtype)
+
+
+def _context_parallel_backward_op(ctx, grad_out, *args, **kwargs):
+    """Never reached: the router sends calls whose tensors require grad to diffusers' own path."""
+    raise NotImplementedError("jattn.diffusers: jattn computes the forward only under context parallelism")
+
+
+def _torch():
+    import torch
+
+    return torch
 
 
 def _make_router(original: Callable) -> Callable:
@@ -204,6 +265,17 @@ def _make_router(original: Callable) -> Callable:
         if reason is not None:
             return _fall_back(reason, original, kwargs)
         q, k, v = kwargs["query"], kwargs["key"], kwargs["value"]
+        return_lse = bool(kwargs.get("return_lse", False))
+        parallel_config = kwargs.get("_parallel_config")
+        if parallel_config is not None:
+            template = _context_parallel_template()
+            out = template(q, k, v, None, 0.0, False, kwargs.get("scale"), False, return_lse,
+                           forward_op=_context_parallel_forward_op, backward_op=_context_parallel_backward_op,
+                           _parallel_config=parallel_config)  # fmt: skip
+            _note("jattn:context_parallel")
+            if return_lse:
+                return out[0].to(q.dtype), out[1]
+            return out.to(q.dtype)
         mask = kwargs.get("attn_mask")
         key_mask = None
         if mask is not None:
@@ -218,13 +290,17 @@ def _make_router(original: Callable) -> Callable:
         if dtype is not torch.float32:  # bf16 / fp16 with upcast=True
             q, k, v = q.float(), k.float(), v.float()
         try:
-            out = _api.attention(q, k, v, layout="bshd", scale=scale, backend=backend, key_padding_mask=key_mask)
+            out = _api.attention(q, k, v, layout="bshd", scale=scale, backend=backend, key_padding_mask=key_mask,
+                                 return_lse=return_lse)  # fmt: skip
         except JattnNotImplementedError as e:  # refused before anything ran
             if key_mask is not None and e.message.startswith("key_padding"):
                 _no_key_padding.add((q.device.type, backend))
                 return _fall_back("key_padding", original, kwargs)
             return _fall_back("unsupported", original, kwargs)
         _note("jattn")
+        if return_lse:  # lse [B, H, Sq] float32 -> diffusers' [B, Sq, H]
+            out, lse = out
+            return (out if out.dtype is dtype else out.to(dtype)), lse.transpose(1, 2)
         return out if out.dtype is dtype else out.to(dtype)
 
     jattn_router.jattn_original = original  # type: ignore[attr-defined]
