@@ -12,6 +12,7 @@ from ``torch.accelerator`` unless the process group's backend string names "cpu"
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import traceback
@@ -19,13 +20,15 @@ import traceback
 import torch
 import torch.distributed as dist
 
-MODES = {
-    "ulysses": dict(ulysses_degree=2),
-    "ring": dict(ring_degree=2),
-    "ulysses_anything": dict(ulysses_degree=2, ulysses_anything=True),
-    "ring_anything": dict(ring_degree=2, ring_anything=True),
-    "unified": dict(ring_degree=2, ulysses_degree=2),
-}
+def mode_config(mode: str, world: int) -> dict:
+    """ContextParallelConfig's arguments for a mode over all ``world`` processes."""
+    return {
+        "ulysses": dict(ulysses_degree=world),
+        "ring": dict(ring_degree=world),
+        "ulysses_anything": dict(ulysses_degree=world, ulysses_anything=True),
+        "ring_anything": dict(ring_degree=world, ring_anything=True),
+        "unified": dict(ring_degree=2, ulysses_degree=world // 2),
+    }[mode]
 HEADS, HEAD_DIM = 4, 16  # 4 heads: Ulysses over 2 and 4 ranks splits them evenly
 
 
@@ -73,7 +76,7 @@ def rel_l2(out: torch.Tensor, ref: torch.Tensor) -> float:
     return float((out.double() - ref.double()).norm() / ref.double().norm())
 
 
-def run_case(kind: str, mode: str, seed: int) -> dict:
+def run_case(kind: str, mode: str, world: int, seed: int) -> dict:
     """One model kind in one mode: the output through jattn with and without parallelism, and
     what the switch counted under parallelism."""
     from diffusers import ContextParallelConfig
@@ -84,7 +87,7 @@ def run_case(kind: str, mode: str, seed: int) -> dict:
     with torch.no_grad(), jattn.diffusers.enabled():
         plain = tiny_model(kind, seed)(**inputs)[0]
         model = tiny_model(kind, seed)
-        model.enable_parallelism(config=ContextParallelConfig(**MODES[mode]))
+        model.enable_parallelism(config=ContextParallelConfig(**mode_config(mode, world)))
         jattn.diffusers.reset_counts()
         parallel = model(**inputs)[0]
         counts = jattn.diffusers.counts()
@@ -137,12 +140,14 @@ def worker(rank: int, world: int, port: int, out_dir: str, modes: list, seed: in
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     torch.set_num_threads(1)
     _device_count_shim()
-    dist.init_process_group("cpu:gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    # a short collective timeout: a rank that fails lets the others fail too instead of waiting forever
+    dist.init_process_group("cpu:gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=120))  # fmt: skip
     try:
         report = {"cases": [], "world": world}
         for kind in ("flux1", "flux2"):
             for mode in modes:
-                report["cases"].append(run_case(kind, mode, seed))
+                report["cases"].append(run_case(kind, mode, world, seed))
         if world == 2:
             report["fallbacks"] = run_fallbacks(seed)
             report["native_ring_error"] = native_ring_refuses(seed)
