@@ -11,7 +11,7 @@ from __future__ import annotations
 from ctypes import byref
 from typing import TYPE_CHECKING, List, NamedTuple, Optional, Tuple, Union
 
-from . import _clib, _exec, _problem
+from . import _clib, _exec, _options, _problem
 from ._errors import error_from_status
 
 try:
@@ -70,21 +70,23 @@ def _needs_dispatcher(q: "torch.Tensor", k: "torch.Tensor", v: "torch.Tensor") -
     )
 
 
-def _attention_through_ops(
-    q, k, v, layout, scale, backend, precision, threads, out, return_lse, key_padding_mask, kv_len
-):  # fmt: skip
+def _attention_through_ops(q, k, v, opts, out, key_padding_mask, kv_len):
+    """The traced form of a torch call: the custom ops, whose schemas take the options as plain
+    arguments."""
     _torch_impl.check_inputs(q, k, v, out)
-    _problem.check_layout(layout)
     if out is None:
         out, lse = torch.ops.jattn.attention(
-            q, k, v, layout, scale, backend, precision, threads, return_lse, key_padding_mask, kv_len
-        )
-        return (out, lse) if return_lse else out
-    lse = torch.empty(_torch_op.lse_shape(q, layout), dtype=torch.float32, device=q.device) if return_lse else None
-    torch.ops.jattn.attention_out(
-        q, k, v, out, lse, layout, scale, backend, precision, threads, key_padding_mask, kv_len
+            q, k, v, opts.layout, opts.scale, opts.backend, opts.precision, opts.threads, opts.return_lse,
+            key_padding_mask, kv_len,
+        )  # fmt: skip
+        return (out, lse) if opts.return_lse else out
+    lse = (
+        torch.empty(_torch_op.lse_shape(q, opts.layout), dtype=torch.float32, device=q.device) if opts.return_lse else None
     )
-    return (out, lse) if return_lse else out
+    torch.ops.jattn.attention_out(
+        q, k, v, out, lse, opts.layout, opts.scale, opts.backend, opts.precision, opts.threads, key_padding_mask, kv_len
+    )
+    return (out, lse) if opts.return_lse else out
 
 
 def attention(
@@ -141,20 +143,17 @@ def attention(
             unavailable or failed. Each carries ``status_name`` and the library's ``message``.
     """
     if _is_torch(q):
-        if _needs_dispatcher(q, k, v):
-            return _attention_through_ops(
-                q, k, v, layout, scale, backend, precision, threads, out, return_lse, key_padding_mask, kv_len
-            )
-        result, lse = _torch_impl.attention(
-            q, k, v, layout, scale, backend, precision, threads, out, None, return_lse, key_padding_mask, kv_len
-        )
+        if _needs_dispatcher(q, k, v):  # traced: checked without the (guarded) cache
+            opts = _options.validated(layout, scale, backend, precision, threads, return_lse)
+            return _attention_through_ops(q, k, v, opts, out, key_padding_mask, kv_len)
+        opts = _options.options(layout, scale, backend, precision, threads, return_lse)
+        result, lse = _torch_impl.attention(q, k, v, opts, out, None, key_padding_mask, kv_len)
     elif _is_numpy(q):
-        result, lse = _numpy_impl.attention(
-            q, k, v, layout, scale, backend, precision, threads, out, return_lse, key_padding_mask, kv_len
-        )
+        opts = _options.options(layout, scale, backend, precision, threads, return_lse)
+        result, lse = _numpy_impl.attention(q, k, v, opts, out, key_padding_mask, kv_len)
     else:
         raise TypeError(f"jattn: q is a {type(q).__name__}; jattn.attention takes torch tensors or numpy arrays")
-    return (result, lse) if return_lse else result
+    return (result, lse) if opts.return_lse else result
 
 
 def select(
@@ -171,10 +170,9 @@ def select(
     """Which backend and kernel ``jattn.attention`` would run for these inputs and options
     (the same dispatch the call makes; nothing is computed). Raises as ``attention`` would when
     no backend can run the problem."""
-    if _is_torch(q):
-        sel = _torch_impl.select(q, k, v, layout, scale, backend, precision, threads)
-    elif _is_numpy(q):
-        sel = _numpy_impl.select(q, k, v, layout, scale, backend, precision, threads)
+    if _is_torch(q) or _is_numpy(q):
+        opts = _options.options(layout, scale, backend, precision, threads)
+        sel = (_torch_impl if _is_torch(q) else _numpy_impl).select(q, k, v, opts)
     else:
         raise TypeError(f"jattn: q is a {type(q).__name__}; jattn.select takes torch tensors or numpy arrays")
     return Selection(sel.backend_name.decode(), sel.kernel.decode(), sel.isa.decode(), sel.threads)
@@ -187,7 +185,7 @@ def backends() -> List[BackendInfo]:
     problem.q = problem.k = problem.v = problem.out = _problem.contiguous_out_strides("bhsd", 24, 1536, 128)
     found = []
     for name in ("ref", "cpu", "cuda"):
-        exec_ = _exec.make_exec(name, "f32", 0, name == "cuda")
+        exec_ = _exec.make_exec(_options.options(backend=name), name == "cuda")
         sel = _clib.Selection()
         status = _clib.select(byref(problem), byref(exec_), byref(sel))
         if status == _clib.JATTN_OK:

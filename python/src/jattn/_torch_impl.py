@@ -19,6 +19,7 @@ import torch
 
 from . import _clib, _exec, _problem
 from ._errors import invalid, raise_for_status
+from ._options import Options
 
 _F32 = torch.float32
 _MASK_DTYPES = (torch.bool, torch.uint8)
@@ -103,26 +104,20 @@ def attention(
     q: torch.Tensor,
     k: torch.Tensor,
     v: torch.Tensor,
-    layout: str,
-    scale: Optional[float],
-    backend: str,
-    precision: str,
-    threads: int,
+    opts: Options,
     out: Optional[torch.Tensor],
     lse: Optional[torch.Tensor],
-    return_lse: bool,
     key_padding_mask: Optional[torch.Tensor],
     kv_len: Optional[torch.Tensor],
 ) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
-    """One jattn call on torch tensors; returns ``(out, lse or None)``.
+    """One jattn call on torch tensors with validated options; returns ``(out, lse or None)``.
 
     ``out`` and ``lse`` may be given (written in place) or are allocated; ``lse`` is computed
-    when given or when ``return_lse``. Nothing is written to a given tensor on failure.
+    when given or when ``opts.return_lse``. Nothing is written to a given tensor on failure.
     """
     device = check_inputs(q, k, v, out)
     problem = _problem.cached_problem(
-        layout,
-        scale,
+        opts,
         (q.shape, q.stride()),
         (k.shape, k.stride()),
         (v.shape, v.stride()),
@@ -145,13 +140,13 @@ def attention(
         keep = (mask_t, len_t)
     on_device = device.type == "cuda"
     result = torch.empty_like(q, memory_format=torch.contiguous_format) if out is None else out
-    if lse is None and return_lse:
+    if lse is None and opts.return_lse:
         lse = torch.empty(_problem.lse_shape(q.dim(), problem), dtype=_F32, device=device)
     lse_ptr = lse.data_ptr() if lse is not None else None
     padding_ref = byref(padding) if padding is not None else None
 
     if on_device:
-        exec_ = _exec.make_exec(backend, precision, threads, True)
+        exec_ = _exec.make_exec(opts, True)
         index = device.index
         previous = torch.cuda.current_device()
         if previous != index:
@@ -174,7 +169,7 @@ def attention(
             if previous != index:
                 torch.cuda.set_device(previous)
     else:
-        exec_ = _exec.host_exec(backend, precision, threads)
+        exec_ = _exec.host_exec(opts)
         status = _clib.forward_padded(
             _clib.thread_context(), byref(problem), byref(exec_), q.data_ptr(), k.data_ptr(), v.data_ptr(),
             padding_ref, result.data_ptr(), lse_ptr,
@@ -184,16 +179,11 @@ def attention(
     return result, lse
 
 
-def select(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, layout: str, scale: Optional[float], backend: str,
-    precision: str, threads: int,
-) -> _clib.Selection:  # fmt: skip
+def select(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, opts: Options) -> _clib.Selection:
     """``jattn_select`` for the call ``attention`` would make on these tensors."""
     device = check_inputs(q, k, v, None)
-    problem = _problem.make_problem(
-        layout, scale, (q.shape, q.stride()), (k.shape, k.stride()), (v.shape, v.stride()), None
-    )
-    exec_ = _exec.make_exec(backend, precision, threads, device.type == "cuda")
+    problem = _problem.make_problem(opts, (q.shape, q.stride()), (k.shape, k.stride()), (v.shape, v.stride()), None)
+    exec_ = _exec.make_exec(opts, device.type == "cuda")
     selection = _clib.Selection()
     if device.type == "cuda":
         index = device.index

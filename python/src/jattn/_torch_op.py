@@ -19,7 +19,7 @@ from typing import Optional, Tuple
 
 import torch
 
-from . import _torch_impl
+from . import _options, _torch_impl
 
 _F32 = torch.float32
 
@@ -48,9 +48,8 @@ def attention_op(
 ) -> Tuple[torch.Tensor, torch.Tensor]:
     """jattn attention as a functional torch op: returns ``(out, lse)`` (lse empty unless
     ``return_lse``)."""
-    out, lse = _torch_impl.attention(
-        q, k, v, layout, scale, backend, precision, threads, None, None, return_lse, key_padding_mask, kv_len
-    )
+    opts = _options.options(layout, scale, backend, precision, threads, return_lse)
+    out, lse = _torch_impl.attention(q, k, v, opts, None, None, key_padding_mask, kv_len)
     if lse is None:
         lse = torch.empty(0, dtype=_F32, device=q.device)
     return out, lse
@@ -91,9 +90,8 @@ def attention_out_op(
     kv_len: Optional[torch.Tensor],
 ) -> None:
     """jattn attention written into ``out`` (and ``lse`` when given)."""
-    _torch_impl.attention(
-        q, k, v, layout, scale, backend, precision, threads, out, lse, False, key_padding_mask, kv_len
-    )
+    opts = _options.options(layout, scale, backend, precision, threads)
+    _torch_impl.attention(q, k, v, opts, out, lse, key_padding_mask, kv_len)
 
 
 @attention_out_op.register_fake

@@ -315,7 +315,7 @@ def enable(*, upcast: bool = False, backend: str = "auto") -> None:
         backend: the jattn backend ("auto": cuda for CUDA tensors, cpu for CPU tensors).
     """
     global _installed
-    from ._exec import BACKENDS
+    from ._options import BACKENDS
 
     if backend not in BACKENDS:
         raise ValueError(f"jattn.diffusers: backend {backend!r}, must be one of {BACKENDS}")
