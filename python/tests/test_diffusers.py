@@ -119,9 +119,19 @@ def test_grouped_query_attention_falls_back(seed):
     assert jattn.diffusers.counts() == {"fallback:gqa": 1, "jattn": 1}
 
 
-def test_autograd_falls_back(seed):
+def test_tensors_that_require_grad(seed):
+    """Served by jattn (its backward) when the library has one; diffusers' path otherwise."""
+    from jattn import _clib
+
     q, k, v = bshd(seed)
     q.requires_grad_(True)
+    if _clib.HAS_BACKWARD:
+        with jattn.diffusers.enabled(), warnings.catch_warnings():
+            warnings.simplefilter("error")
+            out = dispatch_attention_fn(q, k, v)
+        out.sum().backward()
+        assert q.grad is not None and jattn.diffusers.counts() == {"jattn": 1}
+        return
     with jattn.diffusers.enabled(), pytest.warns(UserWarning, match="require grad"):
         out = dispatch_attention_fn(q, k, v)
     out.sum().backward()  # diffusers' path keeps training working

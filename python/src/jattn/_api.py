@@ -63,20 +63,24 @@ def _is_numpy(x: object) -> bool:
 
 
 def _needs_dispatcher(q: "torch.Tensor", k: "torch.Tensor", v: "torch.Tensor") -> bool:
-    """True under torch.compile / export, for tensor subclasses (fake, functional, ...) and meta tensors."""
+    """True under torch.compile / export, for tensor subclasses (fake, functional, ...), meta
+    tensors, and calls autograd will differentiate (the op carries the backward)."""
     plain = torch.Tensor
     return (
         type(q) is not plain or type(k) is not plain or type(v) is not plain or q.is_meta or torch.compiler.is_compiling()
-    )
+        or _torch_impl.needs_grad(q, k, v)
+    )  # fmt: skip
 
 
 def _attention_through_ops(q, k, v, opts, out, key_padding_mask, kv_len):
-    """The traced form of a torch call: the custom ops, whose schemas take the options as plain
-    arguments."""
-    _torch_impl.check_inputs(q, k, v, out)
+    """A torch call through the custom ops (traced code, and calls autograd differentiates),
+    whose schemas take the options as plain arguments. When an input requires grad the op is
+    asked for the lse (its backward needs it); the caller gets it only if asked."""
+    _torch_impl.check_inputs(q, k, v, out, differentiable=True)
     if out is None:
+        want_lse = opts.return_lse or _torch_impl.needs_grad(q, k, v)
         out, lse = torch.ops.jattn.attention(
-            q, k, v, opts.layout, opts.scale, opts.backend, opts.precision, opts.threads, opts.return_lse,
+            q, k, v, opts.layout, opts.scale, opts.backend, opts.precision, opts.threads, want_lse,
             key_padding_mask, kv_len,
         )  # fmt: skip
         return (out, lse) if opts.return_lse else out

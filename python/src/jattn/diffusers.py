@@ -12,9 +12,12 @@ Float32 models run on jattn as they are. For bf16/fp16 models, ``upcast=True`` c
 v to float32, attends exactly and casts the output back (README: its measured cost); without
 it they stay on diffusers' path. Calls jattn cannot serve go to diffusers' own path with the
 same arguments, with one warning per kind of call: a float (additive) mask or a genuinely
-per-query mask, dropout, causal attention, grouped-query attention (fewer k/v heads), tensors
-that require grad (jattn has no backward), dtypes other than float32 (without ``upcast``),
-masks under context parallelism. ``return_lse=True`` is served (lse float32 ``[B, S, H]``).
+per-query mask, dropout, causal attention, grouped-query attention (fewer k/v heads), dtypes
+other than float32 (without ``upcast``), masks and gradients under context parallelism, and
+tensors that require grad when the loaded libjattn has no backward. Tensors that require grad
+are otherwise served: ``jattn.attention`` is differentiable (jattn's own backward), through the
+``upcast`` casts too, so fine-tuning (LoRA, full) runs its attention, forward and backward, on
+jattn. ``return_lse=True`` is served (lse float32 ``[B, S, H]``).
 Boolean key masks (``[B, Skv]``, ``[B, 1, 1, Skv]``, and
 ``[B, 1, Sq, Skv]`` / ``[B, H, Sq, Skv]`` when they are a key mask broadcast over the query (and
 head) dimensions, stride 0 there) become jattn's key padding; on a backend that does not
@@ -69,8 +72,9 @@ _FALLBACK_REASONS = {
     "gqa": "grouped-query attention (k/v with fewer heads than q)",
     "context_parallel": "context parallelism, on a diffusers without context-parallel templates (before 0.36)",
     "context_parallel_mask": "an attention mask under context parallelism",
-    "context_parallel_autograd": "tensors that require grad under context parallelism (jattn computes the forward only)",
-    "autograd": "tensors that require grad (jattn computes the forward only)",
+    "context_parallel_autograd": "tensors that require grad under context parallelism (jattn's backward is not "
+    "wired into diffusers' context-parallel templates yet)",
+    "autograd": "tensors that require grad, with a libjattn that has no backward (before 0.3)",
     "dtype": "a dtype other than float32 (pass upcast=True to run bf16/fp16 through jattn in float32)",
     "shape": "tensors that are not [B, S, H, D] with one head_dim and a contiguous last dimension",
     "device": "tensors on a device other than CPU or CUDA",
@@ -178,6 +182,8 @@ def _unservable(kwargs: Dict[str, Any]) -> Optional[str]:
     """Why jattn cannot serve a call (a key of _FALLBACK_REASONS), or None."""
     import torch
 
+    from . import _clib
+
     for name, value in kwargs.items():
         if name in ("query", "key", "value", "attn_mask"):
             continue
@@ -199,7 +205,10 @@ def _unservable(kwargs: Dict[str, Any]) -> Optional[str]:
     if parallel and _context_parallel_template() is None:
         return "context_parallel"
     if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
-        return "context_parallel_autograd" if parallel else "autograd"
+        if parallel:
+            return "context_parallel_autograd"
+        if not _clib.HAS_BACKWARD:
+            return "autograd"  # a libjattn without jattn_backward: the forward only
     if parallel and kwargs.get("attn_mask") is not None:
         return "context_parallel_mask"  # ring passes each rank's mask unsliced: not a key mask of the shard
     if q.dtype != k.dtype or q.dtype != v.dtype:
