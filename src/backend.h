@@ -38,6 +38,34 @@ static inline int jattn_call_attends(const jattn_call *c, int64_t b, int64_t j) 
     return (!c->kv_len || j < c->kv_len[b]) && (!c->mask || c->mask[b * c->mask_stride + j] != 0);
 }
 
+/* A validated backward call (jattn_backward), as a backend receives it: the problem, its
+ * inputs (out and lse are inputs here), the gradient tensors at their strides (resolved: never
+ * NULL), and the same execution fields and key padding as jattn_call. */
+typedef struct jattn_bwd_call {
+    const jattn_problem *problem;
+    float scale;
+    const float *q, *k, *v, *out;
+    const float *lse;         /* [B, H, Sq] contiguous */
+    const float *dout;
+    const float *dlse;        /* [B, H, Sq] contiguous, or NULL (zero) */
+    float *dq, *dk, *dv;
+    jattn_grad_strides g;     /* dout, dq, dk, dv strides */
+    jattn_precision precision;
+    jattn_memory memory;
+    int threads;
+    void *cuda_stream;
+    void *workspace;
+    jattn_ctx *ctx;
+    const int64_t *kv_len;
+    const uint8_t *mask;
+    int64_t mask_stride;
+} jattn_bwd_call;
+
+/* Whether key j of batch b is attended in a backward call (host memory only). */
+static inline int jattn_bwd_call_attends(const jattn_bwd_call *c, int64_t b, int64_t j) {
+    return (!c->kv_len || j < c->kv_len[b]) && (!c->mask || c->mask[b * c->mask_stride + j] != 0);
+}
+
 typedef struct jattn_backend_ops {
     jattn_backend id;
     const char *name;
@@ -52,6 +80,11 @@ typedef struct jattn_backend_ops {
     jattn_status (*forward)(const jattn_call *call, const jattn_selection *sel);
     /* Frees whatever this backend keeps in a context (may be NULL). */
     void (*release_ctx)(jattn_ctx *ctx);
+    /* The backward's select, workspace and compute: the same contracts as select,
+     * workspace_size and forward, for jattn_backward (the gradient strides are validated). */
+    jattn_status (*backward_select)(const jattn_problem *p, const jattn_exec *e, jattn_selection *sel);
+    size_t (*backward_workspace_size)(const jattn_problem *p, const jattn_exec *e, const jattn_selection *sel);
+    jattn_status (*backward)(const jattn_bwd_call *call, const jattn_selection *sel);
 } jattn_backend_ops;
 
 extern const jattn_backend_ops jattn_backend_ref;

@@ -250,25 +250,38 @@ static const jattn_backend_ops *const backends[JATTN_BACKEND_COUNT] = {
 /* Order in which AUTO tries backends. */
 static const jattn_backend auto_order[] = {JATTN_BACKEND_CUDA, JATTN_BACKEND_CPU, JATTN_BACKEND_REF};
 
+/* Which pass a dispatch is for: the forward or the backward entries of the tables. */
+typedef enum pass { PASS_FORWARD, PASS_BACKWARD } pass;
+
+static jattn_status select_pass(const jattn_backend_ops *ops, pass which, const jattn_problem *p, const jattn_exec *e,
+                                jattn_selection *sel) {
+    return which == PASS_FORWARD ? ops->select(p, e, sel) : ops->backward_select(p, e, sel);
+}
+
 /* The one dispatch function: validates, then asks the backend(s) whether they can run it. */
-static jattn_status dispatch(const jattn_problem *p, const jattn_exec *e, problem_spans *spans,
-                             const jattn_backend_ops **ops, jattn_selection *sel) {
+static jattn_status dispatch_pass(pass which, const jattn_problem *p, const jattn_exec *e, problem_spans *spans,
+                                  const jattn_backend_ops **ops, jattn_selection *sel) {
     jattn_status st = check_problem(p, spans);
     if (st != JATTN_OK) return st;
     st = check_exec(e);
     if (st != JATTN_OK) return st;
     if (e->backend != JATTN_BACKEND_AUTO) {
         *ops = backends[e->backend];
-        return (*ops)->select(p, e, sel);
+        return select_pass(*ops, which, p, e, sel);
     }
     char first_reason[sizeof last_error] = "";
     for (size_t i = 0; i < sizeof auto_order / sizeof auto_order[0]; i++) {
         *ops = backends[auto_order[i]];
-        st = (*ops)->select(p, e, sel);
+        st = select_pass(*ops, which, p, e, sel);
         if (st == JATTN_OK) return st;
         if (!first_reason[0]) snprintf(first_reason, sizeof first_reason, "%s", last_error);
     }
     return jattn_fail(st, "no backend can run this problem: %s", first_reason);
+}
+
+static jattn_status dispatch(const jattn_problem *p, const jattn_exec *e, problem_spans *spans,
+                             const jattn_backend_ops **ops, jattn_selection *sel) {
+    return dispatch_pass(PASS_FORWARD, p, e, spans, ops, sel);
 }
 
 jattn_status jattn_select(const jattn_problem *problem, const jattn_exec *exec, jattn_selection *selection) {
@@ -369,14 +382,16 @@ static jattn_status check_pointers(const problem_spans *s, const void *q, const 
 
 /* Key padding: the mask's extent and stride, the length array, neither overlapping an output,
  * and (host memory) every length in range. Fills the call's padding fields. */
-static jattn_status check_padding(const jattn_problem *p, const jattn_exec *e, const jattn_key_padding *kp,
-                                  const problem_spans *spans, const void *out, const float *lse, jattn_call *call) {
-    if (!kp) return JATTN_OK;
-    byte_range outputs[2] = {{NULL, 0, 0}, {NULL, 0, 0}};
-    int n_out = 0;
-    jattn_status st = make_range("out", out, spans->out, &outputs[n_out++]);
-    if (st == JATTN_OK && lse) st = make_range("lse", lse, spans->lse, &outputs[n_out++]);
-    if (st != JATTN_OK) return st;
+/* The padding a call passes, validated: the fields of jattn_call / jattn_bwd_call. */
+typedef struct padding_fields {
+    const int64_t *kv_len;
+    const uint8_t *mask;
+    int64_t mask_stride;
+} padding_fields;
+
+static jattn_status check_padding_against(const jattn_problem *p, const jattn_exec *e, const jattn_key_padding *kp,
+                                          const byte_range *outputs, int n_out, padding_fields *call) {
+    jattn_status st;
     if (kp->mask) {
         if (kp->mask_batch != 1 && kp->mask_batch != p->batch)
             return jattn_fail(JATTN_ERROR_INVALID_DIMENSION,
@@ -429,6 +444,59 @@ static jattn_status check_padding(const jattn_problem *p, const jattn_exec *e, c
     return JATTN_OK;
 }
 
+static jattn_status check_padding(const jattn_problem *p, const jattn_exec *e, const jattn_key_padding *kp,
+                                  const problem_spans *spans, const void *out, const float *lse, jattn_call *call) {
+    if (!kp) return JATTN_OK;
+    byte_range outputs[2] = {{NULL, 0, 0}, {NULL, 0, 0}};
+    int n_out = 0;
+    jattn_status st = make_range("out", out, spans->out, &outputs[n_out++]);
+    if (st == JATTN_OK && lse) st = make_range("lse", lse, spans->lse, &outputs[n_out++]);
+    if (st != JATTN_OK) return st;
+    padding_fields f = {NULL, NULL, 0};
+    st = check_padding_against(p, e, kp, outputs, n_out, &f);
+    if (st != JATTN_OK) return st;
+    call->kv_len = f.kv_len;
+    call->mask = f.mask;
+    call->mask_stride = f.mask_stride;
+    return JATTN_OK;
+}
+
+/* The workspace of a call: the caller's (aligned inside), the context's grow-only buffer, or
+ * one allocated for the call (*owned, freed by the caller). The cuda backend keeps its own. */
+static jattn_status acquire_workspace(jattn_ctx *ctx, const jattn_exec *e, const jattn_backend_ops *ops, size_t need,
+                                      const char *size_call, void **workspace, void **owned) {
+    *workspace = NULL;
+    *owned = NULL;
+    if (need > 0) {
+        if (e->workspace) {
+            uintptr_t base = ((uintptr_t)e->workspace + WORKSPACE_SLACK) & ~(uintptr_t)WORKSPACE_SLACK;
+            size_t lost = (size_t)(base - (uintptr_t)e->workspace);
+            if (e->workspace_bytes < lost || e->workspace_bytes - lost < need)
+                return jattn_fail(JATTN_ERROR_WORKSPACE_TOO_SMALL,
+                                  "exec.workspace_bytes: %zu, this call needs %zu (see %s)", e->workspace_bytes,
+                                  need + WORKSPACE_SLACK, size_call);
+            *workspace = (void *)base;
+        } else if (ops->id == JATTN_BACKEND_CUDA) {
+            *workspace = NULL; /* the cuda backend keeps device workspace in the context itself */
+        } else if (ctx) {
+            if (ctx->host_workspace_bytes < need) {
+                void *grown = jattn_alloc_aligned(need);
+                if (!grown)
+                    return jattn_fail(JATTN_ERROR_OUT_OF_MEMORY, "workspace: allocation of %zu bytes failed", need);
+                jattn_free_aligned(ctx->host_workspace);
+                ctx->host_workspace = grown;
+                ctx->host_workspace_bytes = need;
+            }
+            *workspace = ctx->host_workspace;
+        } else {
+            *owned = jattn_alloc_aligned(need);
+            if (!*owned) return jattn_fail(JATTN_ERROR_OUT_OF_MEMORY, "workspace: allocation of %zu bytes failed", need);
+            *workspace = *owned;
+        }
+    }
+    return JATTN_OK;
+}
+
 jattn_status jattn_forward(jattn_ctx *ctx, const jattn_problem *problem, const jattn_exec *exec, const void *q,
                            const void *k, const void *v, void *out, float *lse) {
     return jattn_forward_padded(ctx, problem, exec, q, k, v, NULL, out, lse);
@@ -457,34 +525,130 @@ jattn_status jattn_forward_padded(jattn_ctx *ctx, const jattn_problem *problem, 
 
     size_t need = ops->workspace_size(problem, e, &sel);
     void *owned = NULL;
-    if (need > 0) {
-        if (e->workspace) {
-            uintptr_t base = ((uintptr_t)e->workspace + WORKSPACE_SLACK) & ~(uintptr_t)WORKSPACE_SLACK;
-            size_t lost = (size_t)(base - (uintptr_t)e->workspace);
-            if (e->workspace_bytes < lost || e->workspace_bytes - lost < need)
-                return jattn_fail(JATTN_ERROR_WORKSPACE_TOO_SMALL,
-                                  "exec.workspace_bytes: %zu, this call needs %zu (see jattn_workspace_size)",
-                                  e->workspace_bytes, need + WORKSPACE_SLACK);
-            call.workspace = (void *)base;
-        } else if (ops->id == JATTN_BACKEND_CUDA) {
-            call.workspace = NULL; /* the cuda backend keeps device workspace in the context itself */
-        } else if (ctx) {
-            if (ctx->host_workspace_bytes < need) {
-                void *grown = jattn_alloc_aligned(need);
-                if (!grown)
-                    return jattn_fail(JATTN_ERROR_OUT_OF_MEMORY, "workspace: allocation of %zu bytes failed", need);
-                jattn_free_aligned(ctx->host_workspace);
-                ctx->host_workspace = grown;
-                ctx->host_workspace_bytes = need;
-            }
-            call.workspace = ctx->host_workspace;
-        } else {
-            owned = jattn_alloc_aligned(need);
-            if (!owned) return jattn_fail(JATTN_ERROR_OUT_OF_MEMORY, "workspace: allocation of %zu bytes failed", need);
-            call.workspace = owned;
-        }
-    }
+    st = acquire_workspace(ctx, e, ops, need, "jattn_workspace_size", &call.workspace, &owned);
+    if (st != JATTN_OK) return st;
     st = ops->forward(&call, &sel);
+    jattn_free_aligned(owned);
+    return st == JATTN_OK ? succeed() : st;
+}
+
+/* ---- backward ----------------------------------------------------------------------- */
+
+jattn_grad_strides jattn_grad_strides_like(const jattn_problem *problem) {
+    jattn_grad_strides g;
+    memset(&g, 0, sizeof g);
+    if (!problem) return g;
+    g.dout = problem->out;
+    g.dq = problem->q;
+    g.dk = problem->k;
+    g.dv = problem->v;
+    return g;
+}
+
+/* Element spans of the gradient tensors. */
+typedef struct grad_spans {
+    int64_t dout, dq, dk, dv;
+} grad_spans;
+
+/* The problem, exec and gradient strides of a backward call, validated; the backend chosen. */
+static jattn_status dispatch_backward(const jattn_problem *p, const jattn_grad_strides *grad, const jattn_exec *e,
+                                      problem_spans *spans, grad_spans *gspans, jattn_grad_strides *g,
+                                      const jattn_backend_ops **ops, jattn_selection *sel) {
+    jattn_status st = check_problem(p, spans);
+    if (st != JATTN_OK) return st;
+    *g = grad ? *grad : jattn_grad_strides_like(p);
+    tensor_view views[4] = {make_view("grad.dout", p, g->dout, p->seq_q), make_view("grad.dq", p, g->dq, p->seq_q),
+                            make_view("grad.dk", p, g->dk, p->seq_kv), make_view("grad.dv", p, g->dv, p->seq_kv)};
+    int64_t *dst[4] = {&gspans->dout, &gspans->dq, &gspans->dk, &gspans->dv};
+    for (int i = 0; i < 4; i++) {
+        st = check_tensor(&views[i], dst[i]);
+        if (st != JATTN_OK) return st;
+    }
+    return dispatch_pass(PASS_BACKWARD, p, e, spans, ops, sel);
+}
+
+jattn_status jattn_backward_select(const jattn_problem *problem, const jattn_exec *exec, jattn_selection *selection) {
+    if (!selection) return jattn_fail(JATTN_ERROR_NULL_POINTER, "selection: NULL");
+    problem_spans spans;
+    const jattn_backend_ops *ops;
+    jattn_selection sel;
+    jattn_status st = dispatch_pass(PASS_BACKWARD, problem, exec ? exec : &default_exec, &spans, &ops, &sel);
+    if (st != JATTN_OK) return st;
+    *selection = sel;
+    return succeed();
+}
+
+jattn_status jattn_backward_workspace_size(const jattn_problem *problem, const jattn_grad_strides *grad,
+                                           const jattn_exec *exec, size_t *bytes) {
+    if (!bytes) return jattn_fail(JATTN_ERROR_NULL_POINTER, "bytes: NULL");
+    const jattn_exec *e = exec ? exec : &default_exec;
+    problem_spans spans;
+    grad_spans gspans;
+    jattn_grad_strides g;
+    const jattn_backend_ops *ops;
+    jattn_selection sel;
+    jattn_status st = dispatch_backward(problem, grad, e, &spans, &gspans, &g, &ops, &sel);
+    if (st != JATTN_OK) return st;
+    size_t n = ops->backward_workspace_size(problem, e, &sel);
+    *bytes = n ? n + WORKSPACE_SLACK : 0;
+    return succeed();
+}
+
+/* Pointers of a backward call: the required ones non-NULL and aligned; the gradients (dq, dk,
+ * dv) overlapping neither each other nor any input. Inputs may share memory. */
+static jattn_status check_backward_pointers(const problem_spans *s, const grad_spans *gs, const void *q,
+                                            const void *k, const void *v, const void *out, const float *lse,
+                                            const void *dout, const float *dlse, const void *dq, const void *dk,
+                                            const void *dv, byte_range *grads) {
+    const void *ptrs[10] = {q, k, v, out, lse, dout, dq, dk, dv, dlse};
+    const char *names[10] = {"q", "k", "v", "out", "lse", "dout", "dq", "dk", "dv", "dlse"};
+    const int64_t spans[10] = {s->q, s->k, s->v, s->out, s->lse, gs->dout, gs->dq, gs->dk, gs->dv, s->lse};
+    for (int i = 0; i < 9; i++)
+        if (!ptrs[i]) return jattn_fail(JATTN_ERROR_NULL_POINTER, "%s: NULL", names[i]);
+    byte_range r[10];
+    const int n = dlse ? 10 : 9;
+    for (int i = 0; i < n; i++) {
+        jattn_status st = make_range(names[i], ptrs[i], spans[i], &r[i]);
+        if (st != JATTN_OK) return st;
+    }
+    for (int o = 6; o < 9; o++) /* dq, dk, dv against every input and each other */
+        for (int i = 0; i < n; i++)
+            if (i != o && (i < o || i == 9) && ranges_overlap(&r[o], &r[i]))
+                return jattn_fail(JATTN_ERROR_ALIASING, "%s: overlaps %s (%s is written, %s is %s)", r[o].name,
+                                  r[i].name, r[o].name, r[i].name, i >= 6 && i < 9 ? "written" : "read");
+    for (int o = 0; o < 3; o++) grads[o] = r[6 + o];
+    return JATTN_OK;
+}
+
+jattn_status jattn_backward(jattn_ctx *ctx, const jattn_problem *problem, const jattn_grad_strides *grad,
+                            const jattn_exec *exec, const void *q, const void *k, const void *v, const void *out,
+                            const float *lse, const void *dout, const float *dlse, const jattn_key_padding *padding,
+                            void *dq, void *dk, void *dv) {
+    const jattn_exec *e = exec ? exec : &default_exec;
+    problem_spans spans;
+    grad_spans gspans;
+    jattn_grad_strides g;
+    const jattn_backend_ops *ops;
+    jattn_selection sel;
+    jattn_status st = dispatch_backward(problem, grad, e, &spans, &gspans, &g, &ops, &sel);
+    if (st != JATTN_OK) return st;
+    byte_range grads[3];
+    st = check_backward_pointers(&spans, &gspans, q, k, v, out, lse, dout, dlse, dq, dk, dv, grads);
+    if (st != JATTN_OK) return st;
+    padding_fields pf = {NULL, NULL, 0};
+    if (padding) {
+        st = check_padding_against(problem, e, padding, grads, 3, &pf);
+        if (st != JATTN_OK) return st;
+    }
+    jattn_bwd_call call = {problem,
+                           problem->scale > 0.0f ? problem->scale : (float)(1.0 / sqrt((double)problem->head_dim)),
+                           q, k, v, out, lse, dout, dlse, dq, dk, dv, g, e->precision, e->memory, sel.threads,
+                           e->cuda_stream, NULL, ctx, pf.kv_len, pf.mask, pf.mask_stride};
+    size_t need = ops->backward_workspace_size(problem, e, &sel);
+    void *owned = NULL;
+    st = acquire_workspace(ctx, e, ops, need, "jattn_backward_workspace_size", &call.workspace, &owned);
+    if (st != JATTN_OK) return st;
+    st = ops->backward(&call, &sel);
     jattn_free_aligned(owned);
     return st == JATTN_OK ? succeed() : st;
 }

@@ -481,6 +481,27 @@ static void cuda_release_ctx(jattn_ctx *ctx) {
     ctx->backend_state[JATTN_BACKEND_CUDA] = NULL;
 }
 
+/* The backward: no kernels yet (a later issue builds them on this API). select() says so after
+ * the forward's own checks, so a machine without a usable GPU still reports that first. */
+static jattn_status cuda_backward_select(const jattn_problem *p, const jattn_exec *e, jattn_selection *sel) {
+    jattn_selection forward_sel;
+    const jattn_status st = cuda_select(p, e, &forward_sel);
+    if (st != JATTN_OK) return st;
+    (void)sel;
+    return jattn_fail(JATTN_ERROR_UNSUPPORTED, "backend: the cuda backend has no backward kernels yet (use cpu or ref)");
+}
+
+static size_t cuda_backward_workspace_size(const jattn_problem *p, const jattn_exec *e, const jattn_selection *sel) {
+    (void)p, (void)e, (void)sel;
+    return 0;
+}
+
+static jattn_status cuda_backward(const jattn_bwd_call *c, const jattn_selection *sel) {
+    (void)c, (void)sel;
+    return jattn_fail(JATTN_ERROR_UNSUPPORTED, "backend: the cuda backend has no backward kernels yet (use cpu or ref)");
+}
+
 const jattn_backend_ops jattn_backend_cuda = {
-    JATTN_BACKEND_CUDA, "cuda", cuda_select, cuda_workspace_size, cuda_forward, cuda_release_ctx,
+    JATTN_BACKEND_CUDA,   "cuda",       cuda_select,          cuda_workspace_size,          cuda_forward,
+    cuda_release_ctx,     cuda_backward_select, cuda_backward_workspace_size, cuda_backward,
 };

@@ -171,7 +171,7 @@ forward_padded = _declare(
 
 
 def version_string() -> str:
-    """The version of the C library actually loaded, e.g. ``"0.2.0"``."""
+    """The version of the C library actually loaded, e.g. ``"0.3.0"``."""
     return _version_string().decode()
 
 
