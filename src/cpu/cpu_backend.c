@@ -27,7 +27,7 @@ int64_t cpu_norm_workspace_floats(int64_t batch, int64_t heads) {
     return (2 * batch * heads + line - 1) / line * line;
 }
 
-static jattn_status cpu_select(const jattn_problem *p, const jattn_exec *e, jattn_selection *sel) {
+static jattn_status cpu_select(const jattn_problem *p, const jattn_exec *e, jattn_plan *plan) {
     if (e->memory != JATTN_MEMORY_HOST)
         return jattn_fail(JATTN_ERROR_UNSUPPORTED, "exec.memory: the cpu backend reads host memory only");
     if (e->precision != JATTN_PRECISION_F32)
@@ -38,20 +38,11 @@ static jattn_status cpu_select(const jattn_problem *p, const jattn_exec *e, jatt
     const char *why = "";
     const cpu_kernels *kern = cpu_kernels_select(&why);
     if (!kern) return jattn_fail(JATTN_ERROR_UNSUPPORTED, "%s", why);
-    sel->backend = JATTN_BACKEND_CPU;
-    sel->backend_name = "cpu";
-    sel->kernel = kern->kernel;
-    sel->isa = kern->isa;
-    sel->threads = jattn_resolve_threads(e->threads);
+    plan->kernel = kern;
+    plan->threads = jattn_resolve_threads(e->threads);
+    plan->selection.kernel = kern->kernel;
+    plan->selection.isa = kern->isa;
     return JATTN_OK;
-}
-
-static const cpu_kernels *kernels_of(const jattn_selection *sel) {
-    const cpu_kernels *all[8];
-    int n = cpu_kernels_available(all, 8);
-    for (int i = 0; i < n; i++)
-        if (all[i]->kernel == sel->kernel) return all[i];
-    return NULL;
 }
 
 static int64_t task_count(const jattn_problem *p, const cpu_kernels *kern) {
@@ -64,11 +55,10 @@ static int threads_used(const jattn_problem *p, const cpu_kernels *kern, int thr
     return tasks < threads ? (int)tasks : threads;
 }
 
-static size_t cpu_workspace(const jattn_problem *p, const jattn_exec *e, const jattn_selection *sel) {
+static size_t cpu_workspace(const jattn_problem *p, const jattn_exec *e, const jattn_plan *plan) {
     (void)e;
-    const cpu_kernels *kern = kernels_of(sel);
-    if (!kern) return 0;
-    return ((size_t)threads_used(p, kern, sel->threads) * (size_t)cpu_task_workspace_floats(kern, p->head_dim) +
+    const cpu_kernels *kern = plan->kernel;
+    return ((size_t)threads_used(p, kern, plan->threads) * (size_t)cpu_task_workspace_floats(kern, p->head_dim) +
             (size_t)cpu_norm_workspace_floats(p->batch, p->heads)) *
            sizeof(float);
 }
@@ -105,10 +95,9 @@ static void key_norms(const cpu_kernels *kern, const cpu_flash_args *a, double *
     }
 }
 
-static jattn_status cpu_forward(const jattn_call *c, const jattn_selection *sel) {
+static jattn_status cpu_forward(const jattn_call *c, const jattn_plan *plan) {
     const jattn_problem *p = c->problem;
-    const cpu_kernels *kern = kernels_of(sel);
-    if (!kern) return jattn_fail(JATTN_ERROR_UNSUPPORTED, "kernel: %s is not available on this CPU", sel->kernel);
+    const cpu_kernels *kern = plan->kernel;
     const int64_t qblocks = (p->seq_q + kern->qb - 1) / kern->qb;
     const int64_t tasks = task_count(p, kern);
     const int64_t per_thread = cpu_task_workspace_floats(kern, p->head_dim);
@@ -149,20 +138,11 @@ int64_t cpu_bwd_tile_workspace_floats(const cpu_kernels *kern, int64_t D) {
     return (floats + line - 1) / line * line;
 }
 
-static jattn_status cpu_backward_select(const jattn_problem *p, const jattn_exec *e, jattn_selection *sel) {
-    jattn_status st = cpu_select(p, e, sel);
+static jattn_status cpu_backward_select(const jattn_problem *p, const jattn_exec *e, jattn_plan *plan) {
+    jattn_status st = cpu_select(p, e, plan);
     if (st != JATTN_OK) return st;
-    const char *why = "";
-    sel->kernel = cpu_kernels_select(&why)->bwd_kernel;
+    plan->selection.kernel = ((const cpu_kernels *)plan->kernel)->bwd_kernel;
     return JATTN_OK;
-}
-
-static const cpu_kernels *bwd_kernels_of(const jattn_selection *sel) {
-    const cpu_kernels *all[8];
-    int n = cpu_kernels_available(all, 8);
-    for (int i = 0; i < n; i++)
-        if (all[i]->bwd_kernel == sel->kernel) return all[i];
-    return NULL;
 }
 
 static int bwd_threads_used(const jattn_problem *p, int threads) {
@@ -170,11 +150,10 @@ static int bwd_threads_used(const jattn_problem *p, int threads) {
     return heads < threads ? (int)heads : threads;
 }
 
-static size_t cpu_backward_workspace(const jattn_problem *p, const jattn_exec *e, const jattn_selection *sel) {
+static size_t cpu_backward_workspace(const jattn_problem *p, const jattn_exec *e, const jattn_plan *plan) {
     (void)e;
-    const cpu_kernels *kern = bwd_kernels_of(sel);
-    if (!kern) return 0;
-    return ((size_t)bwd_threads_used(p, sel->threads) * (size_t)cpu_bwd_tile_workspace_floats(kern, p->head_dim) +
+    const cpu_kernels *kern = plan->kernel;
+    return ((size_t)bwd_threads_used(p, plan->threads) * (size_t)cpu_bwd_tile_workspace_floats(kern, p->head_dim) +
             (size_t)cpu_norm_workspace_floats(p->batch, p->heads)) *
            sizeof(float);
 }
@@ -184,10 +163,9 @@ static void zero_rows(float *x, jattn_strides s, int64_t b, int64_t h, int64_t r
     for (int64_t j = 0; j < rows; j++) memset(base + j * s.token, 0, (size_t)D * sizeof *base);
 }
 
-static jattn_status cpu_backward(const jattn_bwd_call *c, const jattn_selection *sel) {
+static jattn_status cpu_backward(const jattn_bwd_call *c, const jattn_plan *plan) {
     const jattn_problem *p = c->problem;
-    const cpu_kernels *kern = bwd_kernels_of(sel);
-    if (!kern) return jattn_fail(JATTN_ERROR_UNSUPPORTED, "kernel: %s is not available on this CPU", sel->kernel);
+    const cpu_kernels *kern = plan->kernel;
     const int64_t per_thread = cpu_bwd_tile_workspace_floats(kern, p->head_dim);
     float *ws = c->workspace;
     const int threads = bwd_threads_used(p, c->threads);
@@ -225,6 +203,6 @@ static jattn_status cpu_backward(const jattn_bwd_call *c, const jattn_selection 
 }
 
 const jattn_backend_ops jattn_backend_cpu = {
-    JATTN_BACKEND_CPU, "cpu",          cpu_select,          cpu_workspace,          cpu_forward,
-    NULL,              cpu_backward_select, cpu_backward_workspace, cpu_backward,
+    JATTN_BACKEND_CPU,   cpu_select,             cpu_workspace, cpu_forward, NULL, JATTN_MEMORY_HOST,
+    cpu_backward_select, cpu_backward_workspace, cpu_backward,
 };
