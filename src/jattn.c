@@ -16,26 +16,20 @@
 unsigned jattn_version_number(void) { return JATTN_VERSION_NUMBER; }
 const char *jattn_version_string(void) { return JATTN_VERSION_STRING; }
 
+#define STATUS_NAME_(name, value, meaning) [value] = #name,
+static const char *const status_names[JATTN_STATUS_COUNT] = {JATTN_STATUS_LIST(STATUS_NAME_)};
+#undef STATUS_NAME_
+
+/* The codes are 0 .. JATTN_STATUS_COUNT - 1: each value below the count (the designated
+ * initializers above), none twice (-Woverride-init), as many as the count. */
+#define STATUS_ONE_(name, value, meaning) +1
+_Static_assert(0 JATTN_STATUS_LIST(STATUS_ONE_) == JATTN_STATUS_COUNT,
+               "JATTN_STATUS_COUNT is the number of codes in JATTN_STATUS_LIST (jattn.h)");
+#undef STATUS_ONE_
+
 const char *jattn_status_name(jattn_status status) {
-    static const char *const names[JATTN_STATUS_COUNT] = {
-        "JATTN_OK",
-        "JATTN_ERROR_NULL_POINTER",
-        "JATTN_ERROR_INVALID_DIMENSION",
-        "JATTN_ERROR_OVERFLOW",
-        "JATTN_ERROR_INVALID_STRIDE",
-        "JATTN_ERROR_SELF_OVERLAP",
-        "JATTN_ERROR_ALIASING",
-        "JATTN_ERROR_INVALID_SCALE",
-        "JATTN_ERROR_INVALID_ARGUMENT",
-        "JATTN_ERROR_UNSUPPORTED",
-        "JATTN_ERROR_BACKEND_UNAVAILABLE",
-        "JATTN_ERROR_WORKSPACE_TOO_SMALL",
-        "JATTN_ERROR_OUT_OF_MEMORY",
-        "JATTN_ERROR_CUDA",
-        "JATTN_ERROR_TRANSPORT",
-    };
     if ((int)status < 0 || (int)status >= JATTN_STATUS_COUNT) return "JATTN_STATUS_UNKNOWN";
-    return names[status];
+    return status_names[status];
 }
 
 static _Thread_local char last_error[256];
@@ -60,10 +54,31 @@ static jattn_status succeed(void) {
     return JATTN_OK;
 }
 
+/* ---- the backends, from their one list (backend.h, JATTN_BACKENDS) --------------------- */
+
+#define COUNT_ONE_(ID, name) +1
+_Static_assert(1 JATTN_BACKENDS(COUNT_ONE_) == JATTN_BACKEND_COUNT,
+               "JATTN_BACKENDS (backend.h) lists every jattn_backend but AUTO, once");
+#undef COUNT_ONE_
+
+/* Indexed by jattn_backend; [JATTN_BACKEND_AUTO] is NULL. */
+#define OPS_ENTRY_(ID, name) [JATTN_BACKEND_##ID] = &jattn_backend_##name,
+static const jattn_backend_ops *const backends[JATTN_BACKEND_COUNT] = {JATTN_BACKENDS(OPS_ENTRY_)};
+#undef OPS_ENTRY_
+
+#define NAME_ENTRY_(ID, name) [JATTN_BACKEND_##ID] = #name,
+static const char *const backend_names[JATTN_BACKEND_COUNT] = {[JATTN_BACKEND_AUTO] = "auto",
+                                                               JATTN_BACKENDS(NAME_ENTRY_)};
+#undef NAME_ENTRY_
+
+/* The order in which AUTO tries backends: the list's. */
+#define ORDER_ENTRY_(ID, name) JATTN_BACKEND_##ID,
+static const jattn_backend auto_order[] = {JATTN_BACKENDS(ORDER_ENTRY_)};
+#undef ORDER_ENTRY_
+
 const char *jattn_backend_name(jattn_backend backend) {
-    static const char *const names[JATTN_BACKEND_COUNT] = {"auto", "ref", "cpu", "cuda"};
     if ((int)backend < 0 || (int)backend >= JATTN_BACKEND_COUNT) return NULL;
-    return names[backend];
+    return backend_names[backend];
 }
 
 void *jattn_alloc_aligned(size_t bytes) {
@@ -244,41 +259,60 @@ static jattn_status check_exec(const jattn_exec *e) {
 
 /* ---- dispatch ----------------------------------------------------------------------- */
 
-static const jattn_backend_ops *const backends[JATTN_BACKEND_COUNT] = {
-    NULL, &jattn_backend_ref, &jattn_backend_cpu, &jattn_backend_cuda};
+/* Which pass a plan is for: the forward's or the backward's entries of the tables. */
+typedef enum pass { PASS_FORWARD, PASS_BACKWARD } pass;
 
-/* Order in which AUTO tries backends. */
-static const jattn_backend auto_order[] = {JATTN_BACKEND_CUDA, JATTN_BACKEND_CPU, JATTN_BACKEND_REF};
+/* Asks one backend; on success the plan is complete but for its workspace. */
+static jattn_status plan_with(pass which, const jattn_backend_ops *ops, const jattn_problem *p, const jattn_exec *e,
+                              jattn_plan *plan) {
+    memset(plan, 0, sizeof *plan);
+    plan->ops = ops;
+    if (which == PASS_BACKWARD && !ops->select_backward)
+        return jattn_fail(JATTN_ERROR_UNSUPPORTED, "backend: %s has no backward", backend_names[ops->id]);
+    jattn_status st = which == PASS_FORWARD ? ops->select(p, e, plan) : ops->select_backward(p, e, plan);
+    if (st != JATTN_OK) return st;
+    plan->selection.backend = ops->id;
+    plan->selection.backend_name = backend_names[ops->id];
+    plan->selection.threads = plan->threads;
+    return JATTN_OK;
+}
 
-/* The one dispatch function: validates, then asks the backend(s) whether they can run it. */
-static jattn_status dispatch(const jattn_problem *p, const jattn_exec *e, problem_spans *spans,
-                             const jattn_backend_ops **ops, jattn_selection *sel) {
+/* The one dispatch function: validates, then asks the backend(s) whether they can run it.
+ * On JATTN_OK *plan is filled, its workspace_bytes included. */
+static jattn_status dispatch_pass(pass which, const jattn_problem *p, const jattn_exec *e, problem_spans *spans,
+                                  jattn_plan *plan) {
     jattn_status st = check_problem(p, spans);
     if (st != JATTN_OK) return st;
     st = check_exec(e);
     if (st != JATTN_OK) return st;
     if (e->backend != JATTN_BACKEND_AUTO) {
-        *ops = backends[e->backend];
-        return (*ops)->select(p, e, sel);
+        st = plan_with(which, backends[e->backend], p, e, plan);
+    } else {
+        char first_reason[sizeof last_error] = "";
+        for (size_t i = 0; i < sizeof auto_order / sizeof auto_order[0]; i++) {
+            st = plan_with(which, backends[auto_order[i]], p, e, plan);
+            if (st == JATTN_OK) break;
+            if (!first_reason[0]) snprintf(first_reason, sizeof first_reason, "%s", last_error);
+        }
+        if (st != JATTN_OK) return jattn_fail(st, "no backend can run this problem: %s", first_reason);
     }
-    char first_reason[sizeof last_error] = "";
-    for (size_t i = 0; i < sizeof auto_order / sizeof auto_order[0]; i++) {
-        *ops = backends[auto_order[i]];
-        st = (*ops)->select(p, e, sel);
-        if (st == JATTN_OK) return st;
-        if (!first_reason[0]) snprintf(first_reason, sizeof first_reason, "%s", last_error);
-    }
-    return jattn_fail(st, "no backend can run this problem: %s", first_reason);
+    if (st != JATTN_OK) return st;
+    plan->workspace_bytes =
+        which == PASS_FORWARD ? plan->ops->workspace_size(p, e, plan) : plan->ops->workspace_size_backward(p, e, plan);
+    return JATTN_OK;
+}
+
+static jattn_status dispatch(const jattn_problem *p, const jattn_exec *e, problem_spans *spans, jattn_plan *plan) {
+    return dispatch_pass(PASS_FORWARD, p, e, spans, plan);
 }
 
 jattn_status jattn_select(const jattn_problem *problem, const jattn_exec *exec, jattn_selection *selection) {
     if (!selection) return jattn_fail(JATTN_ERROR_NULL_POINTER, "selection: NULL");
     problem_spans spans;
-    const jattn_backend_ops *ops;
-    jattn_selection sel;
-    jattn_status st = dispatch(problem, exec ? exec : &default_exec, &spans, &ops, &sel);
+    jattn_plan plan;
+    jattn_status st = dispatch(problem, exec ? exec : &default_exec, &spans, &plan);
     if (st != JATTN_OK) return st;
-    *selection = sel;
+    *selection = plan.selection;
     return succeed();
 }
 
@@ -287,14 +321,11 @@ jattn_status jattn_select(const jattn_problem *problem, const jattn_exec *exec, 
 
 jattn_status jattn_workspace_size(const jattn_problem *problem, const jattn_exec *exec, size_t *bytes) {
     if (!bytes) return jattn_fail(JATTN_ERROR_NULL_POINTER, "bytes: NULL");
-    const jattn_exec *e = exec ? exec : &default_exec;
     problem_spans spans;
-    const jattn_backend_ops *ops;
-    jattn_selection sel;
-    jattn_status st = dispatch(problem, e, &spans, &ops, &sel);
+    jattn_plan plan;
+    jattn_status st = dispatch(problem, exec ? exec : &default_exec, &spans, &plan);
     if (st != JATTN_OK) return st;
-    size_t n = ops->workspace_size(problem, e, &sel);
-    *bytes = n ? n + WORKSPACE_SLACK : 0;
+    *bytes = plan.workspace_bytes ? plan.workspace_bytes + WORKSPACE_SLACK : 0;
     return succeed();
 }
 
@@ -310,8 +341,8 @@ jattn_status jattn_ctx_create(jattn_ctx **ctx) {
 
 void jattn_ctx_free(jattn_ctx *ctx) {
     if (!ctx) return;
-    for (int b = 1; b < JATTN_BACKEND_COUNT; b++)
-        if (backends[b]->release_ctx) backends[b]->release_ctx(ctx);
+    for (size_t i = 0; i < sizeof auto_order / sizeof auto_order[0]; i++)
+        if (backends[auto_order[i]]->release_ctx) backends[auto_order[i]]->release_ctx(ctx);
     jattn_free_aligned(ctx->host_workspace);
     free(ctx);
 }
@@ -369,14 +400,17 @@ static jattn_status check_pointers(const problem_spans *s, const void *q, const 
 
 /* Key padding: the mask's extent and stride, the length array, neither overlapping an output,
  * and (host memory) every length in range. Fills the call's padding fields. */
-static jattn_status check_padding(const jattn_problem *p, const jattn_exec *e, const jattn_key_padding *kp,
-                                  const problem_spans *spans, const void *out, const float *lse, jattn_call *call) {
-    if (!kp) return JATTN_OK;
-    byte_range outputs[2] = {{NULL, 0, 0}, {NULL, 0, 0}};
-    int n_out = 0;
-    jattn_status st = make_range("out", out, spans->out, &outputs[n_out++]);
-    if (st == JATTN_OK && lse) st = make_range("lse", lse, spans->lse, &outputs[n_out++]);
-    if (st != JATTN_OK) return st;
+/* The padding a call passes, validated: the fields of jattn_call / jattn_bwd_call. */
+typedef struct padding_fields {
+    const int64_t *kv_len;
+    const uint8_t *mask;
+    int64_t mask_stride;
+} padding_fields;
+
+/* Key padding against the call's outputs (n_out byte ranges). */
+static jattn_status check_padding_against(const jattn_problem *p, const jattn_exec *e, const jattn_key_padding *kp,
+                                          const byte_range *outputs, int n_out, padding_fields *call) {
+    jattn_status st;
     if (kp->mask) {
         if (kp->mask_batch != 1 && kp->mask_batch != p->batch)
             return jattn_fail(JATTN_ERROR_INVALID_DIMENSION,
@@ -429,6 +463,61 @@ static jattn_status check_padding(const jattn_problem *p, const jattn_exec *e, c
     return JATTN_OK;
 }
 
+static jattn_status check_padding(const jattn_problem *p, const jattn_exec *e, const jattn_key_padding *kp,
+                                  const problem_spans *spans, const void *out, const float *lse, jattn_call *call) {
+    if (!kp) return JATTN_OK;
+    byte_range outputs[2] = {{NULL, 0, 0}, {NULL, 0, 0}};
+    int n_out = 0;
+    jattn_status st = make_range("out", out, spans->out, &outputs[n_out++]);
+    if (st == JATTN_OK && lse) st = make_range("lse", lse, spans->lse, &outputs[n_out++]);
+    if (st != JATTN_OK) return st;
+    padding_fields f = {NULL, NULL, 0};
+    st = check_padding_against(p, e, kp, outputs, n_out, &f);
+    if (st != JATTN_OK) return st;
+    call->kv_len = f.kv_len;
+    call->mask = f.mask;
+    call->mask_stride = f.mask_stride;
+    return JATTN_OK;
+}
+
+/* The workspace of a planned call: the caller's (aligned inside), nothing for a device-memory
+ * backend without one, the context's grow-only buffer, or one allocated for the call (*owned,
+ * freed by the caller). */
+static jattn_status acquire_workspace(jattn_ctx *ctx, const jattn_exec *e, const jattn_plan *plan,
+                                      const char *size_call, void **workspace, void **owned) {
+    const size_t need = plan->workspace_bytes;
+    *workspace = NULL;
+    *owned = NULL;
+    if (need > 0) {
+        if (e->workspace) {
+            uintptr_t base = ((uintptr_t)e->workspace + WORKSPACE_SLACK) & ~(uintptr_t)WORKSPACE_SLACK;
+            size_t lost = (size_t)(base - (uintptr_t)e->workspace);
+            if (e->workspace_bytes < lost || e->workspace_bytes - lost < need)
+                return jattn_fail(JATTN_ERROR_WORKSPACE_TOO_SMALL,
+                                  "exec.workspace_bytes: %zu, this call needs %zu (see %s)", e->workspace_bytes,
+                                  need + WORKSPACE_SLACK, size_call);
+            *workspace = (void *)base;
+        } else if (plan->ops->workspace_memory == JATTN_MEMORY_DEVICE) {
+            *workspace = NULL; /* the backend finds device memory itself (backend.h) */
+        } else if (ctx) {
+            if (ctx->host_workspace_bytes < need) {
+                void *grown = jattn_alloc_aligned(need);
+                if (!grown)
+                    return jattn_fail(JATTN_ERROR_OUT_OF_MEMORY, "workspace: allocation of %zu bytes failed", need);
+                jattn_free_aligned(ctx->host_workspace);
+                ctx->host_workspace = grown;
+                ctx->host_workspace_bytes = need;
+            }
+            *workspace = ctx->host_workspace;
+        } else {
+            *owned = jattn_alloc_aligned(need);
+            if (!*owned) return jattn_fail(JATTN_ERROR_OUT_OF_MEMORY, "workspace: allocation of %zu bytes failed", need);
+            *workspace = *owned;
+        }
+    }
+    return JATTN_OK;
+}
+
 jattn_status jattn_forward(jattn_ctx *ctx, const jattn_problem *problem, const jattn_exec *exec, const void *q,
                            const void *k, const void *v, void *out, float *lse) {
     return jattn_forward_padded(ctx, problem, exec, q, k, v, NULL, out, lse);
@@ -439,52 +528,140 @@ jattn_status jattn_forward_padded(jattn_ctx *ctx, const jattn_problem *problem, 
                                   float *lse) {
     const jattn_exec *e = exec ? exec : &default_exec;
     problem_spans spans;
-    const jattn_backend_ops *ops;
-    jattn_selection sel;
-    jattn_status st = dispatch(problem, e, &spans, &ops, &sel);
+    jattn_plan plan;
+    jattn_status st = dispatch(problem, e, &spans, &plan);
     if (st != JATTN_OK) return st;
     st = check_pointers(&spans, q, k, v, out, lse);
     if (st != JATTN_OK) return st;
 
+    /* A zero scale is replaced by the default only when the caller passes 0: an explicit
+     * positive scale that underflows is the caller's. */
     jattn_call call = {problem,
                        problem->scale > 0.0f ? problem->scale : (float)(1.0 / sqrt((double)problem->head_dim)),
-                       q, k, v, out, lse, e->precision, e->memory, sel.threads, e->cuda_stream, NULL, ctx,
+                       q, k, v, out, lse, e->precision, e->memory, plan.threads, e->cuda_stream, NULL, ctx,
                        NULL, NULL, 0};
     st = check_padding(problem, e, padding, &spans, out, lse, &call);
     if (st != JATTN_OK) return st;
-    /* A zero scale is replaced by the default only when the caller passes 0: an explicit
-     * positive scale that underflows is the caller's. */
 
-    size_t need = ops->workspace_size(problem, e, &sel);
     void *owned = NULL;
-    if (need > 0) {
-        if (e->workspace) {
-            uintptr_t base = ((uintptr_t)e->workspace + WORKSPACE_SLACK) & ~(uintptr_t)WORKSPACE_SLACK;
-            size_t lost = (size_t)(base - (uintptr_t)e->workspace);
-            if (e->workspace_bytes < lost || e->workspace_bytes - lost < need)
-                return jattn_fail(JATTN_ERROR_WORKSPACE_TOO_SMALL,
-                                  "exec.workspace_bytes: %zu, this call needs %zu (see jattn_workspace_size)",
-                                  e->workspace_bytes, need + WORKSPACE_SLACK);
-            call.workspace = (void *)base;
-        } else if (ops->id == JATTN_BACKEND_CUDA) {
-            call.workspace = NULL; /* the cuda backend keeps device workspace in the context itself */
-        } else if (ctx) {
-            if (ctx->host_workspace_bytes < need) {
-                void *grown = jattn_alloc_aligned(need);
-                if (!grown)
-                    return jattn_fail(JATTN_ERROR_OUT_OF_MEMORY, "workspace: allocation of %zu bytes failed", need);
-                jattn_free_aligned(ctx->host_workspace);
-                ctx->host_workspace = grown;
-                ctx->host_workspace_bytes = need;
-            }
-            call.workspace = ctx->host_workspace;
-        } else {
-            owned = jattn_alloc_aligned(need);
-            if (!owned) return jattn_fail(JATTN_ERROR_OUT_OF_MEMORY, "workspace: allocation of %zu bytes failed", need);
-            call.workspace = owned;
-        }
+    st = acquire_workspace(ctx, e, &plan, "jattn_workspace_size", &call.workspace, &owned);
+    if (st != JATTN_OK) return st;
+    st = plan.ops->forward(&call, &plan);
+    jattn_free_aligned(owned);
+    return st == JATTN_OK ? succeed() : st;
+}
+
+/* ---- backward ----------------------------------------------------------------------- */
+
+jattn_grad_strides jattn_grad_strides_like(const jattn_problem *problem) {
+    jattn_grad_strides g;
+    memset(&g, 0, sizeof g);
+    if (!problem) return g;
+    g.dout = problem->out;
+    g.dq = problem->q;
+    g.dk = problem->k;
+    g.dv = problem->v;
+    return g;
+}
+
+/* Element spans of the gradient tensors. */
+typedef struct grad_spans {
+    int64_t dout, dq, dk, dv;
+} grad_spans;
+
+/* The problem, the gradient strides and exec of a backward call, validated; the plan made. */
+static jattn_status dispatch_backward(const jattn_problem *p, const jattn_grad_strides *grad, const jattn_exec *e,
+                                      problem_spans *spans, grad_spans *gspans, jattn_grad_strides *g,
+                                      jattn_plan *plan) {
+    jattn_status st = check_problem(p, spans);
+    if (st != JATTN_OK) return st;
+    *g = grad ? *grad : jattn_grad_strides_like(p);
+    tensor_view views[4] = {make_view("grad.dout", p, g->dout, p->seq_q), make_view("grad.dq", p, g->dq, p->seq_q),
+                            make_view("grad.dk", p, g->dk, p->seq_kv), make_view("grad.dv", p, g->dv, p->seq_kv)};
+    int64_t *dst[4] = {&gspans->dout, &gspans->dq, &gspans->dk, &gspans->dv};
+    for (int i = 0; i < 4; i++) {
+        st = check_tensor(&views[i], dst[i]);
+        if (st != JATTN_OK) return st;
     }
-    st = ops->forward(&call, &sel);
+    return dispatch_pass(PASS_BACKWARD, p, e, spans, plan);
+}
+
+jattn_status jattn_backward_select(const jattn_problem *problem, const jattn_exec *exec, jattn_selection *selection) {
+    if (!selection) return jattn_fail(JATTN_ERROR_NULL_POINTER, "selection: NULL");
+    problem_spans spans;
+    jattn_plan plan;
+    jattn_status st = dispatch_pass(PASS_BACKWARD, problem, exec ? exec : &default_exec, &spans, &plan);
+    if (st != JATTN_OK) return st;
+    *selection = plan.selection;
+    return succeed();
+}
+
+jattn_status jattn_backward_workspace_size(const jattn_problem *problem, const jattn_grad_strides *grad,
+                                           const jattn_exec *exec, size_t *bytes) {
+    if (!bytes) return jattn_fail(JATTN_ERROR_NULL_POINTER, "bytes: NULL");
+    problem_spans spans;
+    grad_spans gspans;
+    jattn_grad_strides g;
+    jattn_plan plan;
+    jattn_status st = dispatch_backward(problem, grad, exec ? exec : &default_exec, &spans, &gspans, &g, &plan);
+    if (st != JATTN_OK) return st;
+    *bytes = plan.workspace_bytes ? plan.workspace_bytes + WORKSPACE_SLACK : 0;
+    return succeed();
+}
+
+/* Pointers of a backward call: the required ones non-NULL and aligned; the gradients (dq, dk,
+ * dv) overlapping neither each other nor any input. Inputs may share memory. */
+static jattn_status check_backward_pointers(const problem_spans *s, const grad_spans *gs, const void *q,
+                                            const void *k, const void *v, const void *out, const float *lse,
+                                            const void *dout, const float *dlse, const void *dq, const void *dk,
+                                            const void *dv, byte_range *grads) {
+    const void *ptrs[10] = {q, k, v, out, lse, dout, dq, dk, dv, dlse};
+    const char *names[10] = {"q", "k", "v", "out", "lse", "dout", "dq", "dk", "dv", "dlse"};
+    const int64_t spans[10] = {s->q, s->k, s->v, s->out, s->lse, gs->dout, gs->dq, gs->dk, gs->dv, s->lse};
+    for (int i = 0; i < 9; i++)
+        if (!ptrs[i]) return jattn_fail(JATTN_ERROR_NULL_POINTER, "%s: NULL", names[i]);
+    byte_range r[10];
+    const int n = dlse ? 10 : 9;
+    for (int i = 0; i < n; i++) {
+        jattn_status st = make_range(names[i], ptrs[i], spans[i], &r[i]);
+        if (st != JATTN_OK) return st;
+    }
+    for (int o = 6; o < 9; o++) /* dq, dk, dv against every input and the gradients before them */
+        for (int i = 0; i < n; i++)
+            if ((i < o || i == 9) && ranges_overlap(&r[o], &r[i]))
+                return jattn_fail(JATTN_ERROR_ALIASING, "%s: overlaps %s (%s is written, %s is %s)", r[o].name,
+                                  r[i].name, r[o].name, r[i].name, i >= 6 && i < 9 ? "written" : "read");
+    for (int o = 0; o < 3; o++) grads[o] = r[6 + o];
+    return JATTN_OK;
+}
+
+jattn_status jattn_backward(jattn_ctx *ctx, const jattn_problem *problem, const jattn_grad_strides *grad,
+                            const jattn_exec *exec, const void *q, const void *k, const void *v, const void *out,
+                            const float *lse, const void *dout, const float *dlse, const jattn_key_padding *padding,
+                            void *dq, void *dk, void *dv) {
+    const jattn_exec *e = exec ? exec : &default_exec;
+    problem_spans spans;
+    grad_spans gspans;
+    jattn_grad_strides g;
+    jattn_plan plan;
+    jattn_status st = dispatch_backward(problem, grad, e, &spans, &gspans, &g, &plan);
+    if (st != JATTN_OK) return st;
+    byte_range grads[3];
+    st = check_backward_pointers(&spans, &gspans, q, k, v, out, lse, dout, dlse, dq, dk, dv, grads);
+    if (st != JATTN_OK) return st;
+    padding_fields pf = {NULL, NULL, 0};
+    if (padding) {
+        st = check_padding_against(problem, e, padding, grads, 3, &pf);
+        if (st != JATTN_OK) return st;
+    }
+    jattn_bwd_call call = {problem,
+                           problem->scale > 0.0f ? problem->scale : (float)(1.0 / sqrt((double)problem->head_dim)),
+                           q, k, v, out, lse, dout, dlse, dq, dk, dv, g, e->precision, e->memory, plan.threads,
+                           e->cuda_stream, NULL, ctx, pf.kv_len, pf.mask, pf.mask_stride};
+    void *owned = NULL;
+    st = acquire_workspace(ctx, e, &plan, "jattn_backward_workspace_size", &call.workspace, &owned);
+    if (st != JATTN_OK) return st;
+    st = plan.ops->backward(&call, &plan);
     jattn_free_aligned(owned);
     return st == JATTN_OK ? succeed() : st;
 }

@@ -42,7 +42,7 @@ import torch
 import torch.nn.functional as F
 
 import jattn
-from jattn import _clib
+from jattn import _clib, _context
 
 
 def median_times(fns, reps: int, device: str):
@@ -127,7 +127,7 @@ def overhead_rows(device: str, calls: int = 20000):
     if on_device:
         exec_.cuda_stream = torch.cuda.current_stream().cuda_stream
     else:
-        ctx = _clib.thread_context()
+        ctx = _context.thread_context()
     args = (ctx, ctypes.byref(problem), ctypes.byref(exec_), q.data_ptr(), k.data_ptr(), v.data_ptr(), None,
             out.data_ptr(), None)  # fmt: skip
     forward = _clib.forward_padded

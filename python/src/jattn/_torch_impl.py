@@ -17,7 +17,7 @@ from typing import Optional, Tuple
 
 import torch
 
-from . import _clib, _exec, _problem
+from . import _clib, _context, _exec, _problem
 from ._errors import error_from_status, invalid, raise_for_status
 from ._options import Options
 
@@ -186,7 +186,7 @@ def attention(
     else:
         exec_ = _exec.host_exec(opts)
         status = _clib.forward_padded(
-            _clib.thread_context(), byref(problem), byref(exec_), q.data_ptr(), k.data_ptr(), v.data_ptr(),
+            _context.thread_context(), byref(problem), byref(exec_), q.data_ptr(), k.data_ptr(), v.data_ptr(),
             padding_ref, result.data_ptr(), lse_ptr,
         )  # fmt: skip
     del keep
@@ -300,7 +300,7 @@ def backward(
                 torch.cuda.set_device(previous)
     else:
         exec_ = _exec.host_exec(opts)
-        status = _clib.backward(_clib.thread_context(), byref(problem), byref(grad), byref(exec_), *pointers,
+        status = _clib.backward(_context.thread_context(), byref(problem), byref(grad), byref(exec_), *pointers,
                                 padding_ref, dq.data_ptr(), dk.data_ptr(), dv.data_ptr())  # fmt: skip
     del keep
     raise_for_status(status)
