@@ -21,10 +21,10 @@ class HostContext:
             raise error_from_status(status, _clib.last_error())
         self.handle = handle.value
 
-    def __del__(self) -> None:
+    def __del__(self, _free=_clib.ctx_free) -> None:  # bound now: at interpreter exit _clib may be gone
         handle, self.handle = getattr(self, "handle", None), None
         if handle:
-            _clib.ctx_free(handle)
+            _free(handle)
 
 
 _thread_state = threading.local()
