@@ -64,7 +64,7 @@ extern "C" {
 
 /* ---- version ------------------------------------------------------------------------ */
 #define JATTN_VERSION_MAJOR 0
-#define JATTN_VERSION_MINOR 2
+#define JATTN_VERSION_MINOR 3
 #define JATTN_VERSION_PATCH 0
 #define JATTN_VERSION_NUMBER (JATTN_VERSION_MAJOR * 10000 + JATTN_VERSION_MINOR * 100 + JATTN_VERSION_PATCH)
 #define JATTN_STRINGIFY_(x) #x
@@ -271,6 +271,63 @@ typedef struct jattn_key_padding {
 JATTN_API jattn_status jattn_forward_padded(jattn_ctx *ctx, const jattn_problem *problem, const jattn_exec *exec,
                                             const void *q, const void *k, const void *v,
                                             const jattn_key_padding *padding, void *out, float *lse);
+
+/* ---- backward (training) ------------------------------------------------------------ */
+/* The gradients of the attention of a problem (the forward above) with respect to q, k and v,
+ * given the gradient of its output, for training. Per (b, h), scale c, query rows i, keys j:
+ *
+ *     P[i,j] = exp(c * q_i . k_j - lse_i)           the forward's weights, recomputed
+ *     Dl[i]  = dout_i . out_i - dlse_i               (dlse_i = 0 when dlse is NULL)
+ *     dS[i,j] = P[i,j] * (dout_i . v_j - Dl[i])
+ *     dq_i = c sum_j dS[i,j] k_j     dk_j = c sum_i dS[i,j] q_i     dv_j = sum_i P[i,j] dout_i
+ *
+ * `out` and `lse` are plain inputs: what jattn_forward (with an lse) produced for these q, k, v,
+ * or the output and lse of a larger attention that this call's keys are a part of (a ring
+ * backward passes the global out and lse with each K/V chunk). `dlse` is the gradient flowing
+ * into the lse output (may be NULL). Key padding as in jattn_forward_padded: keys that are not
+ * attended are never read and get dk = dv = +0 rows; a query row with no attended key gets a
+ * dq row of +0. Accuracy (f32): each of dq, dk, dv within rel_l2 5e-6, max_abs
+ * 2e-5 * max(1, max|ref|), cos 0.99999 of a float64 evaluation of the same float32 inputs
+ * (jattn_forward's out and lse given). Deterministic as jattn_forward: bitwise identical across
+ * runs and, on the CPU, across thread counts. Non-finite inputs propagate to the gradients they
+ * reach; masked keys reach none. */
+
+/* Element strides of the gradient tensors, each [batch, head, token, head_dim] as the problem's
+ * tensors (head_dim contiguous): dout has out's extent, dq q's, dk k's and dv v's. */
+typedef struct jattn_grad_strides {
+    jattn_strides dout, dq, dk, dv;
+} jattn_grad_strides;
+
+/* @return the gradient strides that mirror the problem's own: dout like out, dq like q, dk like
+ *         k, dv like v (what a NULL jattn_grad_strides means). */
+JATTN_API jattn_grad_strides jattn_grad_strides_like(const jattn_problem *problem);
+
+/* Can the backend of `exec` (NULL: defaults) run the backward of `problem`, and which kernel
+ * would run it? This is the function jattn_backward dispatches with (AUTO: the first of cuda,
+ * cpu, ref that can).
+ * @return JATTN_OK and `*selection` filled; otherwise the status of the first problem found
+ *         (as jattn_select; JATTN_ERROR_UNSUPPORTED where a backend has no backward for the
+ *         problem), jattn_last_error() saying why, `*selection` untouched. */
+JATTN_API jattn_status jattn_backward_select(const jattn_problem *problem, const jattn_exec *exec,
+                                             jattn_selection *selection);
+
+/* @return JATTN_OK and `*bytes` = the workspace jattn_backward needs for this problem, gradient
+ *         strides (NULL: like the problem's) and exec, with any key padding (0 when none);
+ *         otherwise the status jattn_backward_select (or the strides' validation) gives. */
+JATTN_API jattn_status jattn_backward_workspace_size(const jattn_problem *problem, const jattn_grad_strides *grad,
+                                                     const jattn_exec *exec, size_t *bytes);
+
+/* Computes dq, dk, dv (overwritten) of the attention of `problem` (see above). grad NULL: dout
+ * like out, dq like q, dk like k, dv like v. exec, ctx and the workspace as for jattn_forward.
+ * Required: q, k, v, out, lse (float32 [B, H, Sq] contiguous), dout, dq, dk, dv; dlse (float32
+ * [B, H, Sq] contiguous) and padding may be NULL. dq, dk and dv must not overlap each other nor
+ * any input (JATTN_ERROR_ALIASING); inputs may share memory. No input is modified.
+ * @return JATTN_OK, or the status of the first problem found (the message names the field);
+ *         nothing is written to dq, dk or dv on failure. */
+JATTN_API jattn_status jattn_backward(jattn_ctx *ctx, const jattn_problem *problem, const jattn_grad_strides *grad,
+                                      const jattn_exec *exec, const void *q, const void *k, const void *v,
+                                      const void *out, const float *lse, const void *dout, const float *dlse,
+                                      const jattn_key_padding *padding, void *dq, void *dk, void *dv);
 
 /* ---- layers built on this API ------------------------------------------------------- */
 /* The sequence-parallel API (one attention spread over several GPUs or processes) is declared

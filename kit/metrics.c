@@ -62,6 +62,13 @@ int jattn_metrics_pass(const jattn_metrics *m, jattn_precision precision) {
     return m->rel_l2 <= JATTN_GATE_F32_REL_L2 && m->max_abs <= abs_tol && m->cos >= JATTN_GATE_F32_COS;
 }
 
+int jattn_metrics_pass_backward(const jattn_metrics *m) {
+    if (m->nonfinite || !(m->rel_l2 == m->rel_l2)) return 0;
+    const double abs_tol = JATTN_BWD_GATE_MAX_ABS * (m->max_ref > 1 ? m->max_ref : 1);
+    if (m->max_ref == 0) return m->max_abs <= abs_tol; /* a gradient that vanishes: no direction to compare */
+    return m->rel_l2 <= JATTN_BWD_GATE_REL_L2 && m->max_abs <= abs_tol && m->cos >= JATTN_BWD_GATE_COS;
+}
+
 int jattn_lse_pass(const float *lse, const float *ref, int64_t n, jattn_precision precision) {
     double tol = precision == JATTN_PRECISION_TF32 ? JATTN_GATE_LSE_TF32 : JATTN_GATE_LSE_F32;
     for (int64_t i = 0; i < n; i++) {

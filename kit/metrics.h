@@ -41,6 +41,19 @@ void jattn_metrics_compute_dense(const float *out, const float *ref, int64_t n, 
  * @return 1 when m passes, 0 otherwise. */
 int jattn_metrics_pass(const jattn_metrics *m, jattn_precision precision);
 
+/* The backward's gate (f32), on each gradient (dq, dk, dv) separately against a float64
+ * evaluation of the same float32 inputs:
+ *   rel_l2 <= 5e-6, max_abs <= 2e-5 * max(1, max|ref|), cos >= 0.99999,
+ * every element finite where the reference is. (Looser than the forward's: the gradients are
+ * sums of products of the forward's weights, each carrying its rounding.) A reference that is
+ * all zero (a gradient that vanishes exactly: dq and dk with a single key) has no direction for
+ * rel_l2 and cos to measure: there max_abs alone is the gate.
+ * @return 1 when m passes, 0 otherwise. */
+#define JATTN_BWD_GATE_REL_L2 5e-6
+#define JATTN_BWD_GATE_MAX_ABS 2e-5
+#define JATTN_BWD_GATE_COS 0.99999
+int jattn_metrics_pass_backward(const jattn_metrics *m);
+
 /* The LSE gate: |lse - ref| <= tol * max(1, |ref|) with tol JATTN_GATE_LSE_F32 (f32) or
  * JATTN_GATE_LSE_TF32 (tf32).
  * @return 1 when every element passes. */

@@ -20,13 +20,13 @@
  *     their ABI tests fail until they agree: tests/abi/jattn_abi_probe.c lists the enumerators),
  *     the command's help text (its --backend choices are jattn_backend_name()'s), the README.
  *
- * Adding the backward pass (planned: jattn_backward, docs/DESIGN.md): each backend gains
- * three entries beside the forward's, `select_backward`, `workspace_size_backward` and
- * `backward`, with the same shapes (problem, exec, jattn_plan; a jattn_call that also carries
- * the gradients). Dispatch runs the same validation, then the same loop over JATTN_BACKENDS
- * with select_backward; a NULL entry reads as "this backend has no backward"
- * (JATTN_ERROR_UNSUPPORTED, naming the backend), so backends gain it one at a time.
- * jattn_plan needs no change: its kernel pointer is the backward kernel's descriptor. */
+ * The backward pass (jattn_backward): each backend has three entries beside the forward's,
+ * `select_backward`, `workspace_size_backward` and `backward`, with the same shapes (problem,
+ * exec, jattn_plan; a jattn_bwd_call carrying the gradients). Dispatch runs the same
+ * validation, then the same loop over JATTN_BACKENDS with select_backward; a NULL entry reads
+ * as "this backend has no backward" (JATTN_ERROR_UNSUPPORTED, naming the backend), so backends
+ * gain it one at a time. jattn_plan needs no change: its kernel pointer is the backward
+ * kernel's descriptor. */
 #ifndef JATTN_BACKEND_H
 #define JATTN_BACKEND_H
 
@@ -60,6 +60,34 @@ typedef struct jattn_call {
 
 /* Whether key j of batch b is attended (host memory only): the padding rule of jattn.h. */
 static inline int jattn_call_attends(const jattn_call *c, int64_t b, int64_t j) {
+    return (!c->kv_len || j < c->kv_len[b]) && (!c->mask || c->mask[b * c->mask_stride + j] != 0);
+}
+
+/* A validated backward call (jattn_backward), as a backend receives it: the problem, its
+ * inputs (out and lse are inputs here), the gradient tensors at their strides (resolved: never
+ * NULL), and the same execution fields and key padding as jattn_call. */
+typedef struct jattn_bwd_call {
+    const jattn_problem *problem;
+    float scale;
+    const float *q, *k, *v, *out;
+    const float *lse;         /* [B, H, Sq] contiguous */
+    const float *dout;
+    const float *dlse;        /* [B, H, Sq] contiguous, or NULL (zero) */
+    float *dq, *dk, *dv;
+    jattn_grad_strides g;     /* dout, dq, dk, dv strides */
+    jattn_precision precision;
+    jattn_memory memory;
+    int threads;              /* the plan's: >= 1 */
+    void *cuda_stream;
+    void *workspace;          /* as jattn_call's, plan->workspace_bytes of the backward plan */
+    jattn_ctx *ctx;
+    const int64_t *kv_len;
+    const uint8_t *mask;
+    int64_t mask_stride;
+} jattn_bwd_call;
+
+/* Whether key j of batch b is attended in a backward call (host memory only). */
+static inline int jattn_bwd_call_attends(const jattn_bwd_call *c, int64_t b, int64_t j) {
     return (!c->kv_len || j < c->kv_len[b]) && (!c->mask || c->mask[b * c->mask_stride + j] != 0);
 }
 
@@ -104,6 +132,12 @@ struct jattn_backend_ops {
      * JATTN_MEMORY_DEVICE: without a caller workspace forward() gets NULL and finds device
      * memory itself (the cuda backend: the context's buffers, or the stream-ordered pool). */
     jattn_memory workspace_memory;
+    /* The backward (jattn_backward): the same contracts as select, workspace_size and forward,
+     * with a plan of their own (plan->kernel the backward kernel's descriptor). NULL: this
+     * backend has no backward (dispatch reports JATTN_ERROR_UNSUPPORTED naming it). */
+    jattn_status (*select_backward)(const jattn_problem *p, const jattn_exec *e, jattn_plan *plan);
+    size_t (*workspace_size_backward)(const jattn_problem *p, const jattn_exec *e, const jattn_plan *plan);
+    jattn_status (*backward)(const jattn_bwd_call *call, const jattn_plan *plan);
 };
 
 #define JATTN_BACKEND_DECLARE_(ID, name) extern const jattn_backend_ops jattn_backend_##name;

@@ -259,12 +259,17 @@ static jattn_status check_exec(const jattn_exec *e) {
 
 /* ---- dispatch ----------------------------------------------------------------------- */
 
+/* Which pass a plan is for: the forward's or the backward's entries of the tables. */
+typedef enum pass { PASS_FORWARD, PASS_BACKWARD } pass;
+
 /* Asks one backend; on success the plan is complete but for its workspace. */
-static jattn_status plan_with(const jattn_backend_ops *ops, const jattn_problem *p, const jattn_exec *e,
+static jattn_status plan_with(pass which, const jattn_backend_ops *ops, const jattn_problem *p, const jattn_exec *e,
                               jattn_plan *plan) {
     memset(plan, 0, sizeof *plan);
     plan->ops = ops;
-    jattn_status st = ops->select(p, e, plan);
+    if (which == PASS_BACKWARD && !ops->select_backward)
+        return jattn_fail(JATTN_ERROR_UNSUPPORTED, "backend: %s has no backward", backend_names[ops->id]);
+    jattn_status st = which == PASS_FORWARD ? ops->select(p, e, plan) : ops->select_backward(p, e, plan);
     if (st != JATTN_OK) return st;
     plan->selection.backend = ops->id;
     plan->selection.backend_name = backend_names[ops->id];
@@ -274,25 +279,31 @@ static jattn_status plan_with(const jattn_backend_ops *ops, const jattn_problem 
 
 /* The one dispatch function: validates, then asks the backend(s) whether they can run it.
  * On JATTN_OK *plan is filled, its workspace_bytes included. */
-static jattn_status dispatch(const jattn_problem *p, const jattn_exec *e, problem_spans *spans, jattn_plan *plan) {
+static jattn_status dispatch_pass(pass which, const jattn_problem *p, const jattn_exec *e, problem_spans *spans,
+                                  jattn_plan *plan) {
     jattn_status st = check_problem(p, spans);
     if (st != JATTN_OK) return st;
     st = check_exec(e);
     if (st != JATTN_OK) return st;
     if (e->backend != JATTN_BACKEND_AUTO) {
-        st = plan_with(backends[e->backend], p, e, plan);
+        st = plan_with(which, backends[e->backend], p, e, plan);
     } else {
         char first_reason[sizeof last_error] = "";
         for (size_t i = 0; i < sizeof auto_order / sizeof auto_order[0]; i++) {
-            st = plan_with(backends[auto_order[i]], p, e, plan);
+            st = plan_with(which, backends[auto_order[i]], p, e, plan);
             if (st == JATTN_OK) break;
             if (!first_reason[0]) snprintf(first_reason, sizeof first_reason, "%s", last_error);
         }
         if (st != JATTN_OK) return jattn_fail(st, "no backend can run this problem: %s", first_reason);
     }
     if (st != JATTN_OK) return st;
-    plan->workspace_bytes = plan->ops->workspace_size(p, e, plan);
+    plan->workspace_bytes =
+        which == PASS_FORWARD ? plan->ops->workspace_size(p, e, plan) : plan->ops->workspace_size_backward(p, e, plan);
     return JATTN_OK;
+}
+
+static jattn_status dispatch(const jattn_problem *p, const jattn_exec *e, problem_spans *spans, jattn_plan *plan) {
+    return dispatch_pass(PASS_FORWARD, p, e, spans, plan);
 }
 
 jattn_status jattn_select(const jattn_problem *problem, const jattn_exec *exec, jattn_selection *selection) {
@@ -389,14 +400,17 @@ static jattn_status check_pointers(const problem_spans *s, const void *q, const 
 
 /* Key padding: the mask's extent and stride, the length array, neither overlapping an output,
  * and (host memory) every length in range. Fills the call's padding fields. */
-static jattn_status check_padding(const jattn_problem *p, const jattn_exec *e, const jattn_key_padding *kp,
-                                  const problem_spans *spans, const void *out, const float *lse, jattn_call *call) {
-    if (!kp) return JATTN_OK;
-    byte_range outputs[2] = {{NULL, 0, 0}, {NULL, 0, 0}};
-    int n_out = 0;
-    jattn_status st = make_range("out", out, spans->out, &outputs[n_out++]);
-    if (st == JATTN_OK && lse) st = make_range("lse", lse, spans->lse, &outputs[n_out++]);
-    if (st != JATTN_OK) return st;
+/* The padding a call passes, validated: the fields of jattn_call / jattn_bwd_call. */
+typedef struct padding_fields {
+    const int64_t *kv_len;
+    const uint8_t *mask;
+    int64_t mask_stride;
+} padding_fields;
+
+/* Key padding against the call's outputs (n_out byte ranges). */
+static jattn_status check_padding_against(const jattn_problem *p, const jattn_exec *e, const jattn_key_padding *kp,
+                                          const byte_range *outputs, int n_out, padding_fields *call) {
+    jattn_status st;
     if (kp->mask) {
         if (kp->mask_batch != 1 && kp->mask_batch != p->batch)
             return jattn_fail(JATTN_ERROR_INVALID_DIMENSION,
@@ -449,6 +463,61 @@ static jattn_status check_padding(const jattn_problem *p, const jattn_exec *e, c
     return JATTN_OK;
 }
 
+static jattn_status check_padding(const jattn_problem *p, const jattn_exec *e, const jattn_key_padding *kp,
+                                  const problem_spans *spans, const void *out, const float *lse, jattn_call *call) {
+    if (!kp) return JATTN_OK;
+    byte_range outputs[2] = {{NULL, 0, 0}, {NULL, 0, 0}};
+    int n_out = 0;
+    jattn_status st = make_range("out", out, spans->out, &outputs[n_out++]);
+    if (st == JATTN_OK && lse) st = make_range("lse", lse, spans->lse, &outputs[n_out++]);
+    if (st != JATTN_OK) return st;
+    padding_fields f = {NULL, NULL, 0};
+    st = check_padding_against(p, e, kp, outputs, n_out, &f);
+    if (st != JATTN_OK) return st;
+    call->kv_len = f.kv_len;
+    call->mask = f.mask;
+    call->mask_stride = f.mask_stride;
+    return JATTN_OK;
+}
+
+/* The workspace of a planned call: the caller's (aligned inside), nothing for a device-memory
+ * backend without one, the context's grow-only buffer, or one allocated for the call (*owned,
+ * freed by the caller). */
+static jattn_status acquire_workspace(jattn_ctx *ctx, const jattn_exec *e, const jattn_plan *plan,
+                                      const char *size_call, void **workspace, void **owned) {
+    const size_t need = plan->workspace_bytes;
+    *workspace = NULL;
+    *owned = NULL;
+    if (need > 0) {
+        if (e->workspace) {
+            uintptr_t base = ((uintptr_t)e->workspace + WORKSPACE_SLACK) & ~(uintptr_t)WORKSPACE_SLACK;
+            size_t lost = (size_t)(base - (uintptr_t)e->workspace);
+            if (e->workspace_bytes < lost || e->workspace_bytes - lost < need)
+                return jattn_fail(JATTN_ERROR_WORKSPACE_TOO_SMALL,
+                                  "exec.workspace_bytes: %zu, this call needs %zu (see %s)", e->workspace_bytes,
+                                  need + WORKSPACE_SLACK, size_call);
+            *workspace = (void *)base;
+        } else if (plan->ops->workspace_memory == JATTN_MEMORY_DEVICE) {
+            *workspace = NULL; /* the backend finds device memory itself (backend.h) */
+        } else if (ctx) {
+            if (ctx->host_workspace_bytes < need) {
+                void *grown = jattn_alloc_aligned(need);
+                if (!grown)
+                    return jattn_fail(JATTN_ERROR_OUT_OF_MEMORY, "workspace: allocation of %zu bytes failed", need);
+                jattn_free_aligned(ctx->host_workspace);
+                ctx->host_workspace = grown;
+                ctx->host_workspace_bytes = need;
+            }
+            *workspace = ctx->host_workspace;
+        } else {
+            *owned = jattn_alloc_aligned(need);
+            if (!*owned) return jattn_fail(JATTN_ERROR_OUT_OF_MEMORY, "workspace: allocation of %zu bytes failed", need);
+            *workspace = *owned;
+        }
+    }
+    return JATTN_OK;
+}
+
 jattn_status jattn_forward(jattn_ctx *ctx, const jattn_problem *problem, const jattn_exec *exec, const void *q,
                            const void *k, const void *v, void *out, float *lse) {
     return jattn_forward_padded(ctx, problem, exec, q, k, v, NULL, out, lse);
@@ -474,36 +543,125 @@ jattn_status jattn_forward_padded(jattn_ctx *ctx, const jattn_problem *problem, 
     st = check_padding(problem, e, padding, &spans, out, lse, &call);
     if (st != JATTN_OK) return st;
 
-    const size_t need = plan.workspace_bytes;
     void *owned = NULL;
-    if (need > 0) {
-        if (e->workspace) {
-            uintptr_t base = ((uintptr_t)e->workspace + WORKSPACE_SLACK) & ~(uintptr_t)WORKSPACE_SLACK;
-            size_t lost = (size_t)(base - (uintptr_t)e->workspace);
-            if (e->workspace_bytes < lost || e->workspace_bytes - lost < need)
-                return jattn_fail(JATTN_ERROR_WORKSPACE_TOO_SMALL,
-                                  "exec.workspace_bytes: %zu, this call needs %zu (see jattn_workspace_size)",
-                                  e->workspace_bytes, need + WORKSPACE_SLACK);
-            call.workspace = (void *)base;
-        } else if (plan.ops->workspace_memory == JATTN_MEMORY_DEVICE) {
-            call.workspace = NULL; /* the backend finds device memory itself (backend.h) */
-        } else if (ctx) {
-            if (ctx->host_workspace_bytes < need) {
-                void *grown = jattn_alloc_aligned(need);
-                if (!grown)
-                    return jattn_fail(JATTN_ERROR_OUT_OF_MEMORY, "workspace: allocation of %zu bytes failed", need);
-                jattn_free_aligned(ctx->host_workspace);
-                ctx->host_workspace = grown;
-                ctx->host_workspace_bytes = need;
-            }
-            call.workspace = ctx->host_workspace;
-        } else {
-            owned = jattn_alloc_aligned(need);
-            if (!owned) return jattn_fail(JATTN_ERROR_OUT_OF_MEMORY, "workspace: allocation of %zu bytes failed", need);
-            call.workspace = owned;
-        }
-    }
+    st = acquire_workspace(ctx, e, &plan, "jattn_workspace_size", &call.workspace, &owned);
+    if (st != JATTN_OK) return st;
     st = plan.ops->forward(&call, &plan);
+    jattn_free_aligned(owned);
+    return st == JATTN_OK ? succeed() : st;
+}
+
+/* ---- backward ----------------------------------------------------------------------- */
+
+jattn_grad_strides jattn_grad_strides_like(const jattn_problem *problem) {
+    jattn_grad_strides g;
+    memset(&g, 0, sizeof g);
+    if (!problem) return g;
+    g.dout = problem->out;
+    g.dq = problem->q;
+    g.dk = problem->k;
+    g.dv = problem->v;
+    return g;
+}
+
+/* Element spans of the gradient tensors. */
+typedef struct grad_spans {
+    int64_t dout, dq, dk, dv;
+} grad_spans;
+
+/* The problem, the gradient strides and exec of a backward call, validated; the plan made. */
+static jattn_status dispatch_backward(const jattn_problem *p, const jattn_grad_strides *grad, const jattn_exec *e,
+                                      problem_spans *spans, grad_spans *gspans, jattn_grad_strides *g,
+                                      jattn_plan *plan) {
+    jattn_status st = check_problem(p, spans);
+    if (st != JATTN_OK) return st;
+    *g = grad ? *grad : jattn_grad_strides_like(p);
+    tensor_view views[4] = {make_view("grad.dout", p, g->dout, p->seq_q), make_view("grad.dq", p, g->dq, p->seq_q),
+                            make_view("grad.dk", p, g->dk, p->seq_kv), make_view("grad.dv", p, g->dv, p->seq_kv)};
+    int64_t *dst[4] = {&gspans->dout, &gspans->dq, &gspans->dk, &gspans->dv};
+    for (int i = 0; i < 4; i++) {
+        st = check_tensor(&views[i], dst[i]);
+        if (st != JATTN_OK) return st;
+    }
+    return dispatch_pass(PASS_BACKWARD, p, e, spans, plan);
+}
+
+jattn_status jattn_backward_select(const jattn_problem *problem, const jattn_exec *exec, jattn_selection *selection) {
+    if (!selection) return jattn_fail(JATTN_ERROR_NULL_POINTER, "selection: NULL");
+    problem_spans spans;
+    jattn_plan plan;
+    jattn_status st = dispatch_pass(PASS_BACKWARD, problem, exec ? exec : &default_exec, &spans, &plan);
+    if (st != JATTN_OK) return st;
+    *selection = plan.selection;
+    return succeed();
+}
+
+jattn_status jattn_backward_workspace_size(const jattn_problem *problem, const jattn_grad_strides *grad,
+                                           const jattn_exec *exec, size_t *bytes) {
+    if (!bytes) return jattn_fail(JATTN_ERROR_NULL_POINTER, "bytes: NULL");
+    problem_spans spans;
+    grad_spans gspans;
+    jattn_grad_strides g;
+    jattn_plan plan;
+    jattn_status st = dispatch_backward(problem, grad, exec ? exec : &default_exec, &spans, &gspans, &g, &plan);
+    if (st != JATTN_OK) return st;
+    *bytes = plan.workspace_bytes ? plan.workspace_bytes + WORKSPACE_SLACK : 0;
+    return succeed();
+}
+
+/* Pointers of a backward call: the required ones non-NULL and aligned; the gradients (dq, dk,
+ * dv) overlapping neither each other nor any input. Inputs may share memory. */
+static jattn_status check_backward_pointers(const problem_spans *s, const grad_spans *gs, const void *q,
+                                            const void *k, const void *v, const void *out, const float *lse,
+                                            const void *dout, const float *dlse, const void *dq, const void *dk,
+                                            const void *dv, byte_range *grads) {
+    const void *ptrs[10] = {q, k, v, out, lse, dout, dq, dk, dv, dlse};
+    const char *names[10] = {"q", "k", "v", "out", "lse", "dout", "dq", "dk", "dv", "dlse"};
+    const int64_t spans[10] = {s->q, s->k, s->v, s->out, s->lse, gs->dout, gs->dq, gs->dk, gs->dv, s->lse};
+    for (int i = 0; i < 9; i++)
+        if (!ptrs[i]) return jattn_fail(JATTN_ERROR_NULL_POINTER, "%s: NULL", names[i]);
+    byte_range r[10];
+    const int n = dlse ? 10 : 9;
+    for (int i = 0; i < n; i++) {
+        jattn_status st = make_range(names[i], ptrs[i], spans[i], &r[i]);
+        if (st != JATTN_OK) return st;
+    }
+    for (int o = 6; o < 9; o++) /* dq, dk, dv against every input and the gradients before them */
+        for (int i = 0; i < n; i++)
+            if ((i < o || i == 9) && ranges_overlap(&r[o], &r[i]))
+                return jattn_fail(JATTN_ERROR_ALIASING, "%s: overlaps %s (%s is written, %s is %s)", r[o].name,
+                                  r[i].name, r[o].name, r[i].name, i >= 6 && i < 9 ? "written" : "read");
+    for (int o = 0; o < 3; o++) grads[o] = r[6 + o];
+    return JATTN_OK;
+}
+
+jattn_status jattn_backward(jattn_ctx *ctx, const jattn_problem *problem, const jattn_grad_strides *grad,
+                            const jattn_exec *exec, const void *q, const void *k, const void *v, const void *out,
+                            const float *lse, const void *dout, const float *dlse, const jattn_key_padding *padding,
+                            void *dq, void *dk, void *dv) {
+    const jattn_exec *e = exec ? exec : &default_exec;
+    problem_spans spans;
+    grad_spans gspans;
+    jattn_grad_strides g;
+    jattn_plan plan;
+    jattn_status st = dispatch_backward(problem, grad, e, &spans, &gspans, &g, &plan);
+    if (st != JATTN_OK) return st;
+    byte_range grads[3];
+    st = check_backward_pointers(&spans, &gspans, q, k, v, out, lse, dout, dlse, dq, dk, dv, grads);
+    if (st != JATTN_OK) return st;
+    padding_fields pf = {NULL, NULL, 0};
+    if (padding) {
+        st = check_padding_against(problem, e, padding, grads, 3, &pf);
+        if (st != JATTN_OK) return st;
+    }
+    jattn_bwd_call call = {problem,
+                           problem->scale > 0.0f ? problem->scale : (float)(1.0 / sqrt((double)problem->head_dim)),
+                           q, k, v, out, lse, dout, dlse, dq, dk, dv, g, e->precision, e->memory, plan.threads,
+                           e->cuda_stream, NULL, ctx, pf.kv_len, pf.mask, pf.mask_stride};
+    void *owned = NULL;
+    st = acquire_workspace(ctx, e, &plan, "jattn_backward_workspace_size", &call.workspace, &owned);
+    if (st != JATTN_OK) return st;
+    st = plan.ops->backward(&call, &plan);
     jattn_free_aligned(owned);
     return st == JATTN_OK ? succeed() : st;
 }

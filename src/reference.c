@@ -8,7 +8,8 @@
  * Reads  q [B,H,Sq,D], k and v [B,H,Skv,D] at any valid strides (head_dim contiguous).
  * Writes out [B,H,Sq,D] at its strides, and lse [B,H,Sq] contiguous when requested.
  * Key padding: the keys it leaves out are skipped (never read); a row with none gets 0, -inf.
- * Workspace: per thread, Skv + D doubles (the score row and the output accumulator). */
+ * Workspace: per thread, Skv + D doubles (the score row and the output accumulator).
+ * The backward (jattn_backward) is below ref_forward. */
 #include <math.h>
 #include <string.h>
 
@@ -112,6 +113,95 @@ static jattn_status ref_forward(const jattn_call *c, const jattn_plan *plan) {
     return JATTN_OK;
 }
 
+/* ---- backward --------------------------------------------------------------------------
+ * The float64 scalar backward (jattn.h): per (b, h), for each query row i, the score row in
+ * float64, P[i,j] = exp(s_ij - lse_i) from the given lse, Dl_i = dout_i . out_i - dlse_i from
+ * the given out, dS = P (dout_i . v_j - Dl_i); dq_i rounded once from its float64 sum, dk and dv
+ * accumulated over the rows in float64 and rounded once at the end. Tasks are whole (b, h)
+ * (they own their dk, dv rows), spread over OpenMP threads: the bits do not depend on the
+ * thread count. Keys the padding leaves out are never read and get dk = dv = +0; a row with no
+ * attended key gets dq = +0.
+ * Workspace: per thread, 2 Skv D (dk, dv accumulators) + Skv (the score row) + D (dq) doubles. */
+static size_t ref_bwd_doubles(const jattn_problem *p) {
+    return 2 * (size_t)p->seq_kv * (size_t)p->head_dim + (size_t)p->seq_kv + (size_t)p->head_dim;
+}
+
+static jattn_status ref_backward_select(const jattn_problem *p, const jattn_exec *e, jattn_plan *plan) {
+    jattn_status st = ref_select(p, e, plan);
+    if (st != JATTN_OK) return st;
+    if ((uint64_t)p->seq_kv > SIZE_MAX / sizeof(double) / 4 / (uint64_t)p->head_dim)
+        return jattn_fail(JATTN_ERROR_UNSUPPORTED, "seq_kv: %lld, too long for the ref backward's accumulators",
+                          (long long)p->seq_kv);
+    plan->selection.kernel = "ref_attention_backward_f64_rowwise";
+    return JATTN_OK;
+}
+
+static size_t ref_backward_workspace_size(const jattn_problem *p, const jattn_exec *e, const jattn_plan *plan) {
+    (void)e;
+    const int64_t heads = p->batch * p->heads;
+    const size_t threads = (size_t)(heads < plan->threads ? heads : plan->threads);
+    return threads * ref_bwd_doubles(p) * sizeof(double);
+}
+
+static void ref_backward_head(const jattn_bwd_call *c, int64_t b, int64_t h, double *ws) {
+    const jattn_problem *p = c->problem;
+    const int64_t D = p->head_dim, Skv = p->seq_kv, Sq = p->seq_q;
+    double *dk = ws, *dv = dk + Skv * D, *s = dv + Skv * D, *dq = s + Skv;
+    const float *kb = c->k + b * p->k.batch + h * p->k.head;
+    const float *vb = c->v + b * p->v.batch + h * p->v.head;
+    const int padded = c->kv_len || c->mask;
+    const int64_t n = c->kv_len ? c->kv_len[b] : Skv;
+    const double scale = (double)c->scale;
+    memset(dk, 0, (size_t)(2 * Skv * D) * sizeof *dk);
+    for (int64_t i = 0; i < Sq; i++) {
+        const float *qi = c->q + b * p->q.batch + h * p->q.head + i * p->q.token;
+        const float *oi = c->out + b * p->out.batch + h * p->out.head + i * p->out.token;
+        const float *gi = c->dout + b * c->g.dout.batch + h * c->g.dout.head + i * c->g.dout.token;
+        float *dqi = c->dq + b * c->g.dq.batch + h * c->g.dq.head + i * c->g.dq.token;
+        const int64_t row = (b * p->heads + h) * Sq + i;
+        const double lse = (double)c->lse[row];
+        const double dl = dot_f64(gi, oi, D) - (c->dlse ? (double)c->dlse[row] : 0.0);
+        memset(dq, 0, (size_t)D * sizeof *dq);
+        int64_t attended = 0;
+        for (int64_t j = 0; j < n; j++) {
+            if (padded && !jattn_bwd_call_attends(c, b, j)) continue;
+            attended++;
+            const float *kj = kb + j * p->k.token, *vj = vb + j * p->v.token;
+            const double pij = exp(scale * dot_f64(qi, kj, D) - lse);
+            const double ds = pij * (dot_f64(gi, vj, D) - dl) * scale;
+            double *dkj = dk + j * D, *dvj = dv + j * D;
+            for (int64_t d = 0; d < D; d++) {
+                dq[d] += ds * (double)kj[d];
+                dkj[d] += ds * (double)qi[d];
+                dvj[d] += pij * (double)gi[d];
+            }
+        }
+        for (int64_t d = 0; d < D; d++) dqi[d] = attended ? (float)dq[d] : 0.0f;
+    }
+    for (int64_t j = 0; j < Skv; j++) {
+        float *dkj = c->dk + b * c->g.dk.batch + h * c->g.dk.head + j * c->g.dk.token;
+        float *dvj = c->dv + b * c->g.dv.batch + h * c->g.dv.head + j * c->g.dv.token;
+        for (int64_t d = 0; d < D; d++) {
+            dkj[d] = (float)dk[j * D + d]; /* +0 for keys left out: never accumulated */
+            dvj[d] = (float)dv[j * D + d];
+        }
+    }
+}
+
+static jattn_status ref_backward(const jattn_bwd_call *c, const jattn_plan *plan) {
+    const jattn_problem *p = c->problem;
+    const int64_t heads = p->batch * p->heads;
+    const int threads = heads < plan->threads ? (int)heads : plan->threads;
+    (void)threads; /* read by the OpenMP pragma only */
+    double *ws = c->workspace;
+    const size_t per_thread = ref_bwd_doubles(p);
+    JATTN_PARALLEL_FOR_DYNAMIC(1, threads)
+    for (int64_t bh = 0; bh < heads; bh++)
+        ref_backward_head(c, bh / p->heads, bh % p->heads, ws + (size_t)jattn_thread_index() * per_thread);
+    return JATTN_OK;
+}
+
 const jattn_backend_ops jattn_backend_ref = {
-    JATTN_BACKEND_REF, ref_select, ref_workspace_size, ref_forward, NULL, JATTN_MEMORY_HOST,
+    JATTN_BACKEND_REF, ref_select,          ref_workspace_size,          ref_forward, NULL, JATTN_MEMORY_HOST,
+    ref_backward_select, ref_backward_workspace_size, ref_backward,
 };

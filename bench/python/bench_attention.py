@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """jattn.attention beside PyTorch's scaled_dot_product_attention, in one run, on the same tensors.
 
-Three measurements, each a median of repeats, PyTorch measured in the same run:
+Five measurements, each a median of repeats, PyTorch measured in the same run:
 
 1. attention: ``jattn.attention`` against ``torch.nn.functional.scaled_dot_product_attention``
    on the FLUX shapes (B=1, H=24, D=128, float32, head-major), with each one's error against a
@@ -15,9 +15,14 @@ Three measurements, each a median of repeats, PyTorch measured in the same run:
 4. FLUX.2: diffusers' Flux2Transformer2DModel forward (random weights, 24 heads of 128) with
    diffusers' SDPA and with jattn.diffusers.enabled(): float32, and bf16 with upcast=True
    beside bf16 SDPA; the float32 forwards' rel_l2 against the float64 forward where asked.
+5. compile: the float32 FLUX.2 forward, SDPA against the switch, eager and torch.compile'd
+   (fullgraph, static shapes; on CUDA also mode="reduce-overhead"), timed in one interleaved run,
+   with each compiled forward's rel_l2 against its eager twin and its compile time. At the GPU
+   defaults (2+8 blocks, 1024+512 and 4096+512 tokens) the compiles take minutes: bench/python/
+   gpu_run.sh runs this section as its own step ("compile").
 
 usage: bench_attention.py [--device cpu|cuda] [--seqs 1536,4608] [--flux-tokens 1024+512,4096+512]
-                          [--flux-blocks 1,1] [--flux-f64] [--reps N] [--skip attention,upcast,overhead,flux]
+                          [--flux-blocks 1,1] [--flux-f64] [--reps N] [--skip attention,upcast,overhead,flux,compile]
                           [--json FILE]
 Prints a markdown report; the tables come last.
 """
@@ -37,7 +42,7 @@ import torch
 import torch.nn.functional as F
 
 import jattn
-from jattn import _clib
+from jattn import _clib, _context
 
 
 def median_times(fns, reps: int, device: str):
@@ -123,7 +128,7 @@ def overhead_rows(device: str, calls: int = 20000):
     if on_device:
         exec_.cuda_stream = torch.cuda.current_stream().cuda_stream
     else:
-        ctx = _clib.thread_context()
+        ctx = _context.thread_context()
     args = (ctx, ctypes.byref(problem), ctypes.byref(exec_), q.data_ptr(), k.data_ptr(), v.data_ptr(), None,
             out.data_ptr(), None)  # fmt: skip
     forward = _clib.forward_padded
@@ -231,6 +236,71 @@ def flux2_rows(device: str, token_pairs, blocks, reps: int, with_f64: bool):
     return rows
 
 
+def flux2_compiled_rows(device: str, token_pairs, blocks, reps: int):
+    """The float32 FLUX.2 forward, SDPA against jattn.diffusers.enabled(), eager and compiled
+    (torch.compile fullgraph, static shapes; on CUDA also mode="reduce-overhead", CUDA graphs),
+    all timed in one interleaved run per token count. Each compiled forward is checked against
+    its eager twin (rel_l2) before it is timed; the compile time (first call) is reported."""
+    torch._dynamo.config.cache_size_limit = max(64, torch._dynamo.config.cache_size_limit)
+    rows = []
+    model = flux2_model(blocks, device)
+    modes = ["default"] + (["reduce-overhead"] if device == "cuda" else [])
+    for image, text in token_pairs:
+        inputs = flux2_inputs(image, text, device, torch.float32)
+        variants = {}  # name -> (callable, through jattn)
+
+        def run_eager(through_jattn):
+            def fn():
+                if through_jattn:
+                    with jattn.diffusers.enabled():
+                        return model(**inputs)[0]
+                return model(**inputs)[0]
+
+            return fn
+
+        for attn in ("sdpa", "jattn"):
+            variants[f"eager {attn}"] = run_eager(attn == "jattn")
+        compile_s = {}
+        with torch.no_grad():
+            eager_out = {attn: variants[f"eager {attn}"]().clone() for attn in ("sdpa", "jattn")}
+            errors = {}
+            for mode in modes:
+                for attn in ("sdpa", "jattn"):
+                    compiled = torch.compile(model, fullgraph=True, dynamic=False, mode=mode)
+
+                    def fn(compiled=compiled, through_jattn=(attn == "jattn")):
+                        if through_jattn:
+                            with jattn.diffusers.enabled():
+                                return compiled(**inputs)[0]
+                        return compiled(**inputs)[0]
+
+                    name = f"compiled {attn}" + (" (reduce-overhead)" if mode == "reduce-overhead" else "")
+                    t = time.perf_counter()
+                    first = fn().clone()
+                    if device == "cuda":
+                        torch.cuda.synchronize()
+                    compile_s[name] = time.perf_counter() - t
+                    for _ in range(2):  # CUDA graphs record on a later call
+                        fn()
+                    errors[name] = rel_l2(fn().clone(), eager_out[attn].double())
+                    errors[name + " first call"] = rel_l2(first, eager_out[attn].double())
+                    variants[name] = fn
+            names = list(variants)
+            times = median_times([variants[n] for n in names], reps, device)
+        for name, t in zip(names, times):
+            attn = "jattn" if "jattn" in name else "sdpa"
+            peer = name.replace("jattn", "sdpa")
+            rows.append({"what": "flux2_compiled", "device": device, "tokens": f"{image}+{text}",
+                         "blocks": f"{blocks[0]}+{blocks[1]}", "variant": name, "attention": attn, "ms": t * 1e3,
+                         "sdpa_ms_same_variant": times[names.index(peer)] * 1e3,
+                         "speedup_vs_sdpa": times[names.index(peer)] / t,
+                         "compile_s": compile_s.get(name), "rel_l2_vs_eager": errors.get(name)})  # fmt: skip
+        del eager_out
+        if device == "cuda":
+            torch.cuda.empty_cache()
+    return rows
+
+
 def markdown(rows) -> str:
     lines = []
     att = [r for r in rows if r["what"] == "attention"]
@@ -269,6 +339,17 @@ def markdown(rows) -> str:
             acc = f"{r['sdpa_rel_l2']:.2e} / {r['jattn_rel_l2']:.2e}" if "jattn_rel_l2" in r else "—"
             lines.append(f"| {r['device']} | {r['blocks']} | {r['tokens']} | {r['dtype']} | {r['sdpa_ms']:.1f} | "
                          f"{r['jattn_ms']:.1f} | {r['speedup']:.3f}x | {acc} |")  # fmt: skip
+        lines.append("")
+    comp = [r for r in rows if r["what"] == "flux2_compiled"]
+    if comp:
+        lines += ["| device | FLUX.2 blocks | tokens (image+text) | float32 forward | ms | SDPA ms (same variant) | "
+                  "SDPA / this | compile s (first call) | rel_l2 vs eager |",
+                  "| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: |"]  # fmt: skip
+        for r in comp:
+            compile_s = f"{r['compile_s']:.1f}" if r["compile_s"] is not None else "—"
+            err = f"{r['rel_l2_vs_eager']:.1e}" if r["rel_l2_vs_eager"] is not None else "—"
+            lines.append(f"| {r['device']} | {r['blocks']} | {r['tokens']} | {r['variant']} | {r['ms']:.2f} | "
+                         f"{r['sdpa_ms_same_variant']:.2f} | {r['speedup_vs_sdpa']:.3f}x | {compile_s} | {err} |")  # fmt: skip
     return "\n".join(lines)
 
 
@@ -281,7 +362,7 @@ def main(argv=None) -> int:
     p.add_argument("--flux-blocks", default=None, help="double,single blocks (default: cpu 1,1; cuda 2,8)")
     p.add_argument("--flux-f64", action="store_true", help="also the float32 forwards' rel_l2 against float64")
     p.add_argument("--reps", type=int, default=None, help="repeats (default: cpu 5, cuda 20)")
-    p.add_argument("--skip", default="", help="comma list of attention, upcast, overhead, flux")
+    p.add_argument("--skip", default="", help="comma list of attention, upcast, overhead, flux, compile")
     p.add_argument("--json", default=None, help="also write one JSON object per row to this file")
     a = p.parse_args(argv)
     cpu = a.device == "cpu"
@@ -309,6 +390,8 @@ def main(argv=None) -> int:
         rows += overhead_rows(a.device)
     if "flux" not in skip:
         rows += flux2_rows(a.device, pairs, blocks, max(3, reps // 4) if not cpu else 3, a.flux_f64)
+    if "compile" not in skip:
+        rows += flux2_compiled_rows(a.device, pairs, blocks, max(5, reps // 2) if not cpu else 3)
     if a.json:
         with open(a.json, "w") as f:
             for r in rows:

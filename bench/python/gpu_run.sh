@@ -4,12 +4,17 @@
 #   install the wheels into /tmp/site (no index, no deps: torch, numpy, huggingface_hub, ... are
 #   the machine's own) -> python/tests (the GPU tests run; the CPU ones too, on this Python and
 #   torch) -> bench_attention.py on cuda (attention beside SDPA, the Python layer's overhead, the
-#   FLUX.2 forward with and without jattn) -> tables LAST.
+#   FLUX.2 forward with and without jattn) -> the compiled FLUX.2 forward (eager, torch.compile and
+#   mode="reduce-overhead", SDPA against the switch, in one run) -> tables LAST.
 # usage: bench/python/gpu_run.sh        OUT=dir for the outputs (default build-python-gpu/out):
-#        pytest.txt (the tests' report), bench.md (the bench report), bench.jsonl (its rows)
-# env:   JATTN_GPU_PY_STEPS="test bench" (default both; one step a call when the two would not
-#        fit a 10-minute call)
-#        JATTN_TEST_TIMEOUT=seconds (default 320), JATTN_BENCH_TIMEOUT=seconds (default 200)
+#        pytest.txt (the tests' report), bench.md (the bench report), bench.jsonl (its rows),
+#        compile.md / compile.jsonl (the compiled forwards)
+# env:   JATTN_GPU_PY_STEPS="test bench" (the default; one step a call when the two would not
+#        fit a 10-minute call). "compile" is a third step, in a call of its own
+#        (JATTN_GPU_PY_STEPS=compile): it compiles the 2+8-block FLUX.2 forward 8 times (2 token
+#        counts x SDPA/jattn x default/reduce-overhead), minutes on its own
+#        JATTN_TEST_TIMEOUT=seconds (default 320), JATTN_BENCH_TIMEOUT=seconds (default 200),
+#        JATTN_COMPILE_TIMEOUT=seconds (default 540)
 #        JATTN_BENCH_ARGS="..." extra arguments for bench_attention.py
 set -u -o pipefail
 cd "$(dirname "$0")/../.."
@@ -50,10 +55,20 @@ if has bench; then
   note "bench (bench_attention.py --device cuda)"
   # shellcheck disable=SC2086
   timeout "${JATTN_BENCH_TIMEOUT:-200}" python3 bench/python/bench_attention.py --device cuda --flux-f64 --json "$OUT/bench.jsonl" \
-    ${JATTN_BENCH_ARGS:-} > "$OUT/bench.md" 2> "$OUT/bench.err"
+    --skip compile ${JATTN_BENCH_ARGS:-} > "$OUT/bench.md" 2> "$OUT/bench.err"
   rc=$?
   [ $rc -eq 0 ] || { status=1; echo "bench rc=$rc"; tail -20 "$OUT/bench.err"; }
   [ -s "$OUT/bench.err" ] || rm -f "$OUT/bench.err"
+fi
+
+if has compile; then
+  note "compiled FLUX.2 forward (bench_attention.py --device cuda, the compile section)"
+  # shellcheck disable=SC2086
+  timeout "${JATTN_COMPILE_TIMEOUT:-540}" python3 bench/python/bench_attention.py --device cuda --json "$OUT/compile.jsonl" \
+    --skip attention,upcast,overhead,flux ${JATTN_BENCH_ARGS:-} > "$OUT/compile.md" 2> "$OUT/compile.err"
+  rc=$?
+  [ $rc -eq 0 ] || { status=1; echo "compile bench rc=$rc"; tail -20 "$OUT/compile.err"; }
+  [ -s "$OUT/compile.err" ] || rm -f "$OUT/compile.err"
 fi
 
 if has test; then
@@ -64,5 +79,9 @@ fi
 if has bench && [ -s "$OUT/bench.md" ]; then
   note "bench tables (also $OUT/bench.md)"
   sed -n '/^| device/,$p' "$OUT/bench.md"
+fi
+if has compile && [ -s "$OUT/compile.md" ]; then
+  note "compiled forward table (also $OUT/compile.md)"
+  sed -n '/^| device/,$p' "$OUT/compile.md"
 fi
 exit $status

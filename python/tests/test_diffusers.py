@@ -120,9 +120,19 @@ def test_grouped_query_attention_falls_back(seed):
     assert jattn.diffusers.counts() == {"fallback:gqa": 1, "jattn": 1}
 
 
-def test_autograd_falls_back(seed):
+def test_tensors_that_require_grad(seed):
+    """Served by jattn (its backward) when the library has one; diffusers' path otherwise."""
+    from jattn import _clib
+
     q, k, v = bshd(seed)
     q.requires_grad_(True)
+    if _clib.HAS_BACKWARD:
+        with jattn.diffusers.enabled(), warnings.catch_warnings():
+            warnings.simplefilter("error")
+            out = dispatch_attention_fn(q, k, v)
+        out.sum().backward()
+        assert q.grad is not None and jattn.diffusers.counts() == {"jattn": 1}
+        return
     with jattn.diffusers.enabled(), pytest.warns(UserWarning, match="require grad"):
         out = dispatch_attention_fn(q, k, v)
     out.sum().backward()  # diffusers' path keeps training working
@@ -208,7 +218,7 @@ def test_key_masks_on_the_cpu_backend(seed):
 
 def test_a_diffusers_model_compiles_fullgraph_through_the_switch(seed):
     """torch.compile(fullgraph=True) traces the router: one graph with jattn's op in it, the
-    eager result, and the calls still counted on every run of the compiled model."""
+    eager result; counts() counts the eager calls only (none inside the compiled code)."""
     from diffusers import Flux2Transformer2DModel
 
     torch.manual_seed(seed)
@@ -231,7 +241,7 @@ def test_a_diffusers_model_compiles_fullgraph_through_the_switch(seed):
         second = compiled(**inputs)[0]
     assert any("jattn.attention" in t for t in targets), sorted(targets)[:20]
     assert torch.equal(first, eager) and torch.equal(second, eager)
-    assert jattn.diffusers.counts() == {"jattn": 4}
+    assert jattn.diffusers.counts() == {}
 
 
 # ---- a small random-weight FLUX.2 transformer ----------------------------------------------

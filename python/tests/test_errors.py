@@ -174,11 +174,19 @@ def test_cuda_backend_unavailable_here():
     expect(RuntimeError, "JATTN_ERROR_BACKEND_UNAVAILABLE", lambda: jattn.select(q, k, v, backend="cuda"))
 
 
-def test_autograd_is_refused():
+def test_autograd_where_it_cannot_be_served():
+    """out= writes in place: never differentiable; without jattn_backward in the library,
+    nothing is (test_autograd.py checks the gradients where they are served)."""
+    from jattn import _clib
+
     q, k, v = qkv()
     q.requires_grad_(True)
-    with pytest.raises(RuntimeError, match="no backward"):
-        jattn.attention(q, k, v)
+    if _clib.HAS_BACKWARD:
+        with pytest.raises(RuntimeError, match="cannot be differentiated"):
+            jattn.attention(q, k, v, out=torch.empty(q.shape))
+    else:
+        with pytest.raises(RuntimeError, match="no backward"):
+            jattn.attention(q, k, v)
     with torch.no_grad():
         jattn.attention(q, k, v)
 

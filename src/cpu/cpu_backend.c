@@ -7,6 +7,7 @@
  * so blocks past kv_len are never loaded and masked keys never read. Workspace: one slice of cpu_task_workspace_floats() per thread, O(threads x
  * (D + BK) x QB), nothing of size S x S. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "../backend.h"
 #include "cpu_kernels.h"
@@ -62,6 +63,38 @@ static size_t cpu_workspace(const jattn_problem *p, const jattn_exec *e, const j
            sizeof(float);
 }
 
+/* The largest |k|^2 over the attended keys of each (b, h): half of the a-priori logit bound by
+ * which a task picks the plain or the compensated scores kernel (cpu_flash_template.h, task);
+ * keys left out by the padding are not read, so they cannot change that choice. The forward and
+ * the backward compute it alike, so that the backward's scores are the forward's. */
+static void key_norms(const cpu_kernels *kern, const cpu_flash_args *a, double *k_norm2, int threads) {
+    (void)threads; /* read by the OpenMP pragma only */
+    const int64_t heads = a->B * a->H;
+    JATTN_PARALLEL_FOR_DYNAMIC(1, threads)
+    for (int64_t bh = 0; bh < heads; bh++) {
+        const int64_t b = bh / a->H;
+        const float *kh = a->k + b * a->ks.batch + bh % a->H * a->ks.head;
+        if (!a->mask) { /* the attended keys are rows [0, kv_len or Skv) */
+            k_norm2[bh] = kern->max_row_norm2(a->kv_len ? a->kv_len[b] : a->Skv, a->D, kh, a->ks.token);
+            continue;
+        }
+        cpu_key_blocks keys;
+        cpu_key_blocks_init(&keys, a, b);
+        int64_t rows[256];
+        double best = 0.0;
+        for (int n; (n = cpu_key_blocks_next(&keys, 256, rows)) > 0;) {
+            /* runs of consecutive attended rows at a time */
+            for (int r0 = 0, r1; r0 < n; r0 = r1) {
+                for (r1 = r0 + 1; r1 < n && rows[r1] == rows[r1 - 1] + 1; r1++) {
+                }
+                const double run = kern->max_row_norm2(r1 - r0, a->D, kh + rows[r0] * a->ks.token, a->ks.token);
+                if (run > best) best = run;
+            }
+        }
+        k_norm2[bh] = best;
+    }
+}
+
 static jattn_status cpu_forward(const jattn_call *c, const jattn_plan *plan) {
     const jattn_problem *p = c->problem;
     const cpu_kernels *kern = plan->kernel;
@@ -78,33 +111,7 @@ static jattn_status cpu_forward(const jattn_call *c, const jattn_plan *plan) {
                               c->scale,  (float)((double)c->scale * LOG2E), k_norm2, c->kv_len, c->mask,
                               c->mask_stride};
 
-    /* The largest |k|^2 over the attended keys of each (b, h): half of the a-priori logit bound
-     * by which a task picks the plain or the compensated scores kernel (cpu_flash_template.h,
-     * task); keys left out by the padding are not read, so they cannot change that choice. */
-    const int64_t heads = p->batch * p->heads;
-    JATTN_PARALLEL_FOR_DYNAMIC(1, threads)
-    for (int64_t bh = 0; bh < heads; bh++) {
-        const int64_t b = bh / p->heads;
-        const float *kh = c->k + b * p->k.batch + bh % p->heads * p->k.head;
-        if (!a.mask) { /* the attended keys are rows [0, kv_len or Skv) */
-            k_norm2[bh] = kern->max_row_norm2(a.kv_len ? a.kv_len[b] : p->seq_kv, p->head_dim, kh, p->k.token);
-            continue;
-        }
-        cpu_key_blocks keys;
-        cpu_key_blocks_init(&keys, &a, b);
-        int64_t rows[256];
-        double best = 0.0;
-        for (int n; (n = cpu_key_blocks_next(&keys, 256, rows)) > 0;) {
-            /* runs of consecutive attended rows at a time */
-            for (int r0 = 0, r1; r0 < n; r0 = r1) {
-                for (r1 = r0 + 1; r1 < n && rows[r1] == rows[r1 - 1] + 1; r1++) {
-                }
-                const double run = kern->max_row_norm2(r1 - r0, p->head_dim, kh + rows[r0] * p->k.token, p->k.token);
-                if (run > best) best = run;
-            }
-        }
-        k_norm2[bh] = best;
-    }
+    key_norms(kern, &a, k_norm2, threads);
     JATTN_PARALLEL_FOR_DYNAMIC(1, threads)
     for (int64_t t = 0; t < tasks; t++) {
         float *mine = ws + (int64_t)jattn_thread_index() * per_thread;
@@ -117,6 +124,85 @@ static jattn_status cpu_forward(const jattn_call *c, const jattn_plan *plan) {
     return JATTN_OK;
 }
 
+/* ---- backward ----------------------------------------------------------------------------
+ * Tasks are whole (b, h): B*H of them over OpenMP threads. A task zeroes its dk, dv rows, then
+ * runs bwd_tile on its query tiles in ascending order (each on the table the forward's task of
+ * the same queries runs: the narrow one for a short last tile), so every sum of dk and dv runs
+ * in one order whatever the thread count, and the scores are the forward's bit for bit.
+ * Workspace: one bwd_tile slice per thread (O((D + BK) x QB + BK x D) floats) plus the key
+ * norms (B*H doubles): it grows with B*H, never with the sequence. */
+int64_t cpu_bwd_tile_workspace_floats(const cpu_kernels *kern, int64_t D) {
+    const int64_t low = D <= CPU_EXACT_HEAD_DIM ? D : 0; /* dqtl */
+    const int64_t floats = (int64_t)kern->qb * (3 * D + low + 4 * (int64_t)kern->bk + 4) + 4 * (int64_t)kern->bk * D;
+    const int64_t line = 64 / (int64_t)sizeof(float);
+    return (floats + line - 1) / line * line;
+}
+
+static jattn_status cpu_backward_select(const jattn_problem *p, const jattn_exec *e, jattn_plan *plan) {
+    jattn_status st = cpu_select(p, e, plan);
+    if (st != JATTN_OK) return st;
+    plan->selection.kernel = ((const cpu_kernels *)plan->kernel)->bwd_kernel;
+    return JATTN_OK;
+}
+
+static int bwd_threads_used(const jattn_problem *p, int threads) {
+    const int64_t heads = p->batch * p->heads;
+    return heads < threads ? (int)heads : threads;
+}
+
+static size_t cpu_backward_workspace(const jattn_problem *p, const jattn_exec *e, const jattn_plan *plan) {
+    (void)e;
+    const cpu_kernels *kern = plan->kernel;
+    return ((size_t)bwd_threads_used(p, plan->threads) * (size_t)cpu_bwd_tile_workspace_floats(kern, p->head_dim) +
+            (size_t)cpu_norm_workspace_floats(p->batch, p->heads)) *
+           sizeof(float);
+}
+
+static void zero_rows(float *x, jattn_strides s, int64_t b, int64_t h, int64_t rows, int64_t D) {
+    float *base = x + b * s.batch + h * s.head;
+    for (int64_t j = 0; j < rows; j++) memset(base + j * s.token, 0, (size_t)D * sizeof *base);
+}
+
+static jattn_status cpu_backward(const jattn_bwd_call *c, const jattn_plan *plan) {
+    const jattn_problem *p = c->problem;
+    const cpu_kernels *kern = plan->kernel;
+    const int64_t per_thread = cpu_bwd_tile_workspace_floats(kern, p->head_dim);
+    float *ws = c->workspace;
+    const int threads = bwd_threads_used(p, c->threads);
+    double *k_norm2 = (double *)(ws + (int64_t)threads * per_thread); /* 64-byte aligned */
+    const cpu_bwd_args a = {{c->q, c->k, c->v, NULL, NULL, p->batch, p->heads, p->seq_q, p->seq_kv, p->head_dim, p->q,
+                             p->k, p->v, p->out, c->scale, (float)((double)c->scale * LOG2E), k_norm2, c->kv_len,
+                             c->mask, c->mask_stride},
+                            c->out,
+                            c->lse,
+                            c->dout,
+                            c->dlse,
+                            c->dq,
+                            c->dk,
+                            c->dv,
+                            c->g.dout,
+                            c->g.dq,
+                            c->g.dk,
+                            c->g.dv};
+    key_norms(kern, &a.f, k_norm2, threads);
+    const int64_t heads = p->batch * p->heads;
+    JATTN_PARALLEL_FOR_DYNAMIC(1, threads)
+    for (int64_t bh = 0; bh < heads; bh++) {
+        float *mine = ws + (int64_t)jattn_thread_index() * per_thread;
+        const int64_t b = bh / p->heads, h = bh % p->heads;
+        zero_rows(c->dk, c->g.dk, b, h, p->seq_kv, p->head_dim);
+        zero_rows(c->dv, c->g.dv, b, h, p->seq_kv, p->head_dim);
+        for (int64_t q0 = 0; q0 < p->seq_q; q0 += kern->qb) {
+            const int64_t n = p->seq_q - q0 < kern->qb ? p->seq_q - q0 : kern->qb;
+            const cpu_kernels *k = kern; /* the forward's table for these queries */
+            while (k->narrow && k->narrow->qb >= n) k = k->narrow;
+            k->bwd_tile(&a, b, h, q0, mine);
+        }
+    }
+    return JATTN_OK;
+}
+
 const jattn_backend_ops jattn_backend_cpu = {
-    JATTN_BACKEND_CPU, cpu_select, cpu_workspace, cpu_forward, NULL, JATTN_MEMORY_HOST,
+    JATTN_BACKEND_CPU,   cpu_select,             cpu_workspace, cpu_forward, NULL, JATTN_MEMORY_HOST,
+    cpu_backward_select, cpu_backward_workspace, cpu_backward,
 };

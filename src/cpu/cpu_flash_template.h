@@ -44,6 +44,7 @@
 #define JK_STR2(x) #x
 #define JK_STR(x) JK_STR2(x)
 #define JK_KERNEL_NAME "cpu_flash_f32_" JK_ISA "_" JK_STR(JK_SJ) "x" JK_STR(JK_QB)
+#define JK_BWD_KERNEL_NAME "cpu_flash_bwd_f32_" JK_ISA "_" JK_STR(JK_SJ) "x" JK_STR(JK_QB)
 
 #if JK_SJ > 12 || JK_DR > 12
 #error "tiles up to 12 rows: the edge dispatch below lists 12 cases"
@@ -632,8 +633,255 @@ static void JK(task)(const cpu_flash_args *a, int64_t b, int64_t h, int64_t q0, 
     }
 }
 
+/* ==== backward ===========================================================================
+ * One query tile of one (b, h) against every key it attends (cpu_kernels.h, bwd_tile): the
+ * forward's own scores (the same key blocks, tiles, kernels and plain/compensated choice as
+ * its task, so S is the forward's bit for bit), then per key block
+ *   P^T  = exp(c S^T - lse)             in place of St (bwd_probs, the product c S kept exact)
+ *   dP^T = V dO^T                       scores_plain with k := V rows, qt := dO^T
+ *   dV  += P^T dO                       bwd_outer: lanes along head_dim, P^T[j][q] broadcast
+ *   dS^T = c P^T (dP^T - Dl)            in place of dP^T
+ *   dK  += dS^T Q                       bwd_outer
+ *   dQ^T += K^T dS^T                    pv with v := K rows, pt := dS^T, alpha = 1
+ * Every sum runs in a fixed order: dQ over key blocks ascending, dK and dV over query tiles in
+ * the order the driver calls them (ascending), each tile's sum in a fresh accumulator added
+ * once to the running value. */
+
+/* Query tiles of at most this many queries compute dP exactly (bwd_tile). */
+#define JK_BWD_EXACT_ROWS 4
+
+/* Default tile of bwd_outer: GK keys x GD vectors of head_dim. */
+#ifndef JK_GK
+#define JK_GK 4
+#endif
+#ifndef JK_GD
+#define JK_GD 2
+#endif
+#if JK_GK > 12
+#error "bwd_outer tiles up to 12 keys: the edge dispatch lists 12 cases"
+#endif
+
+/* ---- bwd_probs: st[j][q] = exp(c (st + sl)[j][q] - lse[q]) for j < n, every lane ------------
+ * reads st, sl [n][QB] (sl only when low), lse [QB] (natural log; +inf makes a lane 0);
+ * writes st. c st is formed exactly as a pair (the product and its FMA-exact error), so the
+ * only roundings left are those of the small difference and of its exp. */
+#define JK_LOG2E 1.4426950408889634074
+static void JK(bwd_probs)(int n, int low, float c, float *st, const float *sl, const float *lse) {
+    const jv cv = jv_set1(c), l2e = jv_set1((float)JK_LOG2E);
+    JK_UNROLL for (int u = 0; u < JK_NQV; u++) {
+        const jv lv = jv_load(lse + u * JK_VL);
+        for (int j = 0; j < n; j++) {
+            float *sp = st + (ptrdiff_t)j * JK_QB + u * JK_VL;
+            const jv sv = jv_load(sp), hi = jv_mul(sv, cv);
+            jv lo = jv_nan_to_zero(jv_fma_exact(sv, cv, jv_sub(jv_zero(), hi)));
+            if (low) lo = jv_fma(jv_load(sl + (ptrdiff_t)j * JK_QB + u * JK_VL), cv, lo);
+            const jv x = jv_add(jv_sub(hi, lv), lo);
+            jv_store(sp, JK(exp2v)(jv_mul(x, l2e)));
+        }
+    }
+}
+
+/* ---- bwd_ds: dpt[j][q] = c * pt[j][q] * ((dpt - dl) + (dpl - dll))[j][q] for j < n ----------
+ * dP and Dl both arrive as pairs (the compensated dot product; the float64 Dl split in two),
+ * so their difference keeps its digits where the two nearly cancel: in a sharp row the key
+ * that takes most of the weight has dP ~ Dl, and with one key dS is exactly 0. */
+static void JK(bwd_ds)(int n, float c, const float *pt, float *dpt, const float *dpl, const float *dl,
+                       const float *dll) {
+    const jv cv = jv_set1(c);
+    JK_UNROLL for (int u = 0; u < JK_NQV; u++) {
+        const jv dv = jv_load(dl + u * JK_VL), dvl = jv_load(dll + u * JK_VL);
+        for (int j = 0; j < n; j++) {
+            const ptrdiff_t o = (ptrdiff_t)j * JK_QB + u * JK_VL;
+            const jv diff = jv_add(jv_sub(jv_load(dpt + o), dv), jv_sub(jv_nan_to_zero(jv_load(dpl + o)), dvl));
+            jv_store(dpt + o, jv_mul(jv_mul(jv_load(pt + o), cv), diff));
+        }
+    }
+}
+
+/* ---- bwd_outer: y[j][d] += sum_{q<nq} pt[j][q] * x[q][d]  (JR keys x NV vectors of head_dim) --
+ * reads pt [JR][QB] (row stride QB), x rows q < nq (row stride xs, any alignment) at columns
+ * [0, NV VL); y rows j < JR (row stride ys) at the same columns, read and written once. The
+ * sum over q runs in order into a fresh accumulator, added to y at the end. */
+JK_INLINE void JK(outer_rows)(const int JR, const int NV, int nq, const float *pt, const float *x, ptrdiff_t xs,
+                             float *y, ptrdiff_t ys) {
+    jv acc[JK_GK][JK_GD];
+    JK_UNROLL for (int j = 0; j < JR; j++) JK_UNROLL for (int v = 0; v < NV; v++) acc[j][v] = jv_zero();
+    for (int q = 0; q < nq; q++) {
+        jv xv[JK_GD];
+        JK_UNROLL for (int v = 0; v < NV; v++) xv[v] = jv_loadu(x + (ptrdiff_t)q * xs + v * JK_VL);
+        JK_UNROLL for (int j = 0; j < JR; j++) {
+            const jv b = jv_bcast(pt + (ptrdiff_t)j * JK_QB + q);
+            JK_UNROLL for (int v = 0; v < NV; v++) acc[j][v] = jv_fma(b, xv[v], acc[j][v]);
+        }
+    }
+    JK_UNROLL for (int j = 0; j < JR; j++) JK_UNROLL for (int v = 0; v < NV; v++) {
+        float *yp = y + (ptrdiff_t)j * ys + v * JK_VL;
+        jv_storeu(yp, jv_add(jv_loadu(yp), acc[j][v]));
+    }
+}
+
+/* The whole key block: every n keys, every head_dim column D (full tiles, then one vector at a
+ * time, then the columns past the last whole vector one by one, in the same q order). */
+static void JK(bwd_outer)(int n, int nq, int64_t D, const float *pt, const float *x, ptrdiff_t xs, float *y,
+                          ptrdiff_t ys) {
+    const int64_t Dt = D / (JK_GD * JK_VL) * (JK_GD * JK_VL), Dv = D / JK_VL * JK_VL;
+    for (int j0 = 0; j0 < n; j0 += JK_GK) {
+        const int jr = n - j0 < JK_GK ? n - j0 : JK_GK;
+        const float *pj = pt + (ptrdiff_t)j0 * JK_QB;
+        float *yj = y + (ptrdiff_t)j0 * ys;
+        for (int64_t d = 0; d < Dt; d += JK_GD * JK_VL) {
+#define JK_OUTER_CALL(N) JK(outer_rows)(N, JK_GD, nq, pj, x + d, xs, yj + d, ys)
+            switch (jr) { JK_EDGE_CASES(JK_GK, JK_OUTER_CALL) default: break; }
+#undef JK_OUTER_CALL
+        }
+        for (int64_t d = Dt; d < Dv; d += JK_VL) {
+#define JK_OUTER_CALL(N) JK(outer_rows)(N, 1, nq, pj, x + d, xs, yj + d, ys)
+            switch (jr) { JK_EDGE_CASES(JK_GK, JK_OUTER_CALL) default: break; }
+#undef JK_OUTER_CALL
+        }
+        for (int j = 0; j < jr; j++)
+            for (int64_t d = Dv; d < D; d++) {
+                float acc = 0.0f;
+                for (int q = 0; q < nq; q++) acc = fmaf(pj[(ptrdiff_t)j * JK_QB + q], x[(ptrdiff_t)q * xs + d], acc);
+                yj[(ptrdiff_t)j * ys + d] += acc;
+            }
+    }
+}
+
+/* dk, dv rows of a gapped key block, accumulated apart (tk, tv [n][D], zeroed) and added back
+ * to their rows: y[rows[r]] += t[r], the same single addition as in place. */
+static void JK(bwd_scatter_add)(int n, const int64_t *rows, int64_t D, const float *t, float *y, ptrdiff_t ys) {
+    for (int r = 0; r < n; r++) {
+        float *yr = y + rows[r] * ys;
+        for (int64_t d = 0; d < D; d++) yr[d] += t[(ptrdiff_t)r * D + d];
+    }
+}
+
+/* ---- bwd_tile: the queries [q0, min(Sq, q0 + QB)) of (b, h) against all their keys ---------
+ * reads q, k, v, out, lse, dout, dlse of (b, h); writes those dq rows; adds into every dk, dv
+ * row of an attended key (the driver zeroes them first). Workspace (floats, 64-byte aligned
+ * parts): qt, dot, dqt [D][QB], dqtl [D][QB] for D <= JK_EXACT_D, st, sl, dpt, dpl [BK][QB],
+ * lse, dl, dll, one [QB], pk, pv, tk, tv [BK][D]. */
+static void JK(bwd_tile)(const cpu_bwd_args *ba, int64_t b, int64_t h, int64_t q0, float *ws) {
+    const cpu_flash_args *a = &ba->f;
+    const int64_t D = a->D;
+    const int nq = (int)(a->Sq - q0 < JK_QB ? a->Sq - q0 : JK_QB);
+    float *dq = ba->dq + b * ba->dqs.batch + h * ba->dqs.head + q0 * ba->dqs.token;
+    cpu_key_blocks keys;
+    cpu_key_blocks_init(&keys, a, b);
+    int64_t rows[JK_BK];
+    int n = cpu_key_blocks_next(&keys, JK_BK, rows);
+    if (n == 0) { /* no key to attend: dq rows of +0 */
+        for (int i = 0; i < nq; i++) memset(dq + i * ba->dqs.token, 0, (size_t)D * sizeof *dq);
+        return;
+    }
+    const int exact = D <= JK_EXACT_D;
+    float *qt = ws, *dot = qt + D * JK_QB, *dqt = dot + D * JK_QB, *dqtl = dqt + D * JK_QB;
+    float *st = dqtl + (exact ? D * JK_QB : 0), *sl = st + (int64_t)JK_BK * JK_QB, *dpt = sl + (int64_t)JK_BK * JK_QB;
+    float *dpl = dpt + (int64_t)JK_BK * JK_QB;
+    float *lse = dpl + (int64_t)JK_BK * JK_QB, *dl = lse + JK_QB, *dll = dl + JK_QB, *one = dll + JK_QB;
+    float *pk = one + JK_QB, *pv = pk + (int64_t)JK_BK * D, *tk = pv + (int64_t)JK_BK * D, *tv = tk + (int64_t)JK_BK * D;
+
+    const float *q = a->q + b * a->qs.batch + h * a->qs.head + q0 * a->qs.token;
+    const float *o = ba->out + b * a->os.batch + h * a->os.head + q0 * a->os.token;
+    const float *g = ba->dout + b * ba->dos.batch + h * ba->dos.head + q0 * ba->dos.token;
+    const ptrdiff_t qs = (ptrdiff_t)a->qs.token, gs = (ptrdiff_t)ba->dos.token;
+    JK(pack_qt)(nq, D, q, qs, qt);
+    JK(pack_qt)(nq, D, g, gs, dot);
+    /* The forward task's choice of scores kernel, from the same Qt and key norms. */
+    const double qk = sqrt(JK(qt_max_norm2)(nq, D, qt, q, qs) * a->k_norm2[b * a->H + h]);
+    const int plain = D > JK_EXACT_D && qk <= JK_PLAIN_QK_MAX && fabs((double)a->scale_log2e) * qk <= JK_PLAIN_LOGIT_BOUND;
+    /* Dl_i = dO_i . O_i - dlse_i as a pair (dl, dll): the dot product by the same compensated
+     * kernel (one row, lane i of its result) that computes dP, so that with a single key, where
+     * the forward's O is that key's v row bit for bit, dP - Dl is exactly 0 as is dS. */
+    /* A tile of at most JK_BWD_EXACT_ROWS queries computes dP and Dl keeping every rounding
+     * error (scores_exact): in a near one-hot row (weight 1 - e on one key) dq and dk are the
+     * small differences dP - Dl ~ e |dP|, so the compensated kernel's rounding inside its blocks
+     * (~u sqrt(sum of squared partial sums)) is a relative error ~u / e of them. Larger tiles
+     * keep the compensated kernel: there such rows are a few among many (rel_l2 over the tensor),
+     * and the exact dot costs 4 operations per product. */
+    const int exact_dp = nq <= JK_BWD_EXACT_ROWS;
+    const int64_t row0 = (b * a->H + h) * a->Sq + q0;
+    for (int i = 0; i < JK_QB; i++) {
+        one[i] = 1.0f;
+        if (i < nq) {
+            if (exact_dp)
+                JK(scores_exact)(1, D, o + i * a->os.token, 0, dot, dpt, dpl);
+            else
+                JK(scores)(1, D, o + i * a->os.token, 0, dot, dpt, dpl);
+            lse[i] = ba->lse[row0 + i];
+            dl[i] = dpt[i];
+            dll[i] = dpl[i] - (ba->dlse ? ba->dlse[row0 + i] : 0.0f);
+        } else {
+            lse[i] = INFINITY; /* P = 0 in the lanes past the last query */
+            dl[i] = dll[i] = 0.0f;
+        }
+    }
+    memset(dqt, 0, (size_t)(D * JK_QB) * sizeof *dqt);
+    if (exact) memset(dqtl, 0, (size_t)(D * JK_QB) * sizeof *dqtl);
+
+    const float *kh = a->k + b * a->ks.batch + h * a->ks.head;
+    const float *vh = a->v + b * a->vs.batch + h * a->vs.head;
+    float *dkh = ba->dk + b * ba->dks.batch + h * ba->dks.head;
+    float *dvh = ba->dv + b * ba->dvs.batch + h * ba->dvs.head;
+    for (; n > 0; n = cpu_key_blocks_next(&keys, JK_BK, rows)) {
+        ptrdiff_t ks = (ptrdiff_t)a->ks.token, vs = (ptrdiff_t)a->vs.token;
+        ptrdiff_t dks = (ptrdiff_t)ba->dks.token, dvs = (ptrdiff_t)ba->dvs.token;
+        const float *kb = kh + rows[0] * ks, *vb = vh + rows[0] * vs;
+        float *dkb = dkh + rows[0] * dks, *dvb = dvh + rows[0] * dvs;
+        const int gapped = rows[n - 1] - rows[0] != n - 1;
+        if (gapped) {
+            JK(pack_rows)(n, rows, D, kh, ks, pk);
+            JK(pack_rows)(n, rows, D, vh, vs, pv);
+            memset(tk, 0, (size_t)n * (size_t)D * sizeof *tk);
+            memset(tv, 0, (size_t)n * (size_t)D * sizeof *tv);
+            kb = pk, vb = pv, ks = vs = (ptrdiff_t)D;
+            dkb = tk, dvb = tv, dks = dvs = (ptrdiff_t)D;
+        }
+        /* S^T: the forward's scores, tile for tile. */
+        int j = 0;
+        if (plain) {
+            for (; j + JK_SJ <= n; j += JK_SJ) JK(scores_rows_plain)(JK_SJ, D, kb + j * ks, ks, qt, st + j * JK_QB, NULL);
+            if (j < n) JK(scores_plain)(n - j, D, kb + j * ks, ks, qt, st + j * JK_QB, sl + j * JK_QB);
+            j = n;
+        } else if (D > JK_EXACT_D)
+            for (; j + JK_SJ <= n; j += JK_SJ) JK(scores_rows)(JK_SJ, D, kb + j * ks, ks, qt, st + j * JK_QB, sl + j * JK_QB);
+        for (; j < n; j += JK_SJ)
+            JK(scores)(n - j < JK_SJ ? n - j : JK_SJ, D, kb + j * ks, ks, qt, st + j * JK_QB, sl + j * JK_QB);
+        JK(bwd_probs)(n, !plain, a->scale, st, sl, lse);
+        /* dP^T = V dO^T, compensated as the scores (a pair: bwd_ds subtracts Dl from it) */
+        j = 0;
+        if (exact_dp)
+            for (; j < n; j += JK_SJ)
+                JK(scores_exact)(n - j < JK_SJ ? n - j : JK_SJ, D, vb + j * vs, vs, dot, dpt + j * JK_QB, dpl + j * JK_QB);
+        else if (D > JK_EXACT_D)
+            for (; j + JK_SJ <= n; j += JK_SJ) JK(scores_rows)(JK_SJ, D, vb + j * vs, vs, dot, dpt + j * JK_QB, dpl + j * JK_QB);
+        for (; j < n; j += JK_SJ)
+            JK(scores)(n - j < JK_SJ ? n - j : JK_SJ, D, vb + j * vs, vs, dot, dpt + j * JK_QB, dpl + j * JK_QB);
+        JK(bwd_outer)(n, nq, D, st, g, gs, dvb, dvs);
+        JK(bwd_ds)(n, a->scale, st, dpt, dpl, dl, dll);
+        JK(bwd_outer)(n, nq, D, dpt, q, qs, dkb, dks);
+        if (exact)
+            JK(pv_exact)((int)D, n, kb, ks, dpt, one, dqt, dqtl);
+        else {
+            int64_t d = 0;
+            for (; d + JK_DR <= D; d += JK_DR) JK(pv_rows)(JK_DR, n, kb + d, ks, dpt, one, dqt + d * JK_QB);
+            if (d < D) JK(pv)((int)(D - d), n, kb + d, ks, dpt, one, dqt + d * JK_QB);
+        }
+        if (gapped) {
+            JK(bwd_scatter_add)(n, rows, D, tk, dkh, (ptrdiff_t)ba->dks.token);
+            JK(bwd_scatter_add)(n, rows, D, tv, dvh, (ptrdiff_t)ba->dvs.token);
+        }
+    }
+    if (exact)
+        for (int i = 0; i < nq; i++)
+            for (int64_t d = 0; d < D; d++) dq[i * ba->dqs.token + d] = dqt[d * JK_QB + i] + dqtl[d * JK_QB + i];
+    else
+        JK(write_out)(nq, D, dqt, one, dq, (ptrdiff_t)ba->dqs.token);
+}
+
 const cpu_kernels JK_TABLE = {
     JK_ISA, JK_KERNEL_NAME, JK_VL, JK_QB, JK_SJ, JK_DR, JK_BK, JK_DB,
     JK(scores), JK(scores_plain), JK(softmax_block), JK(pv), JK(pv_exact), JK(exp2), JK(max_row_norm2), JK(task),
-    JK_NARROW,
+    JK_NARROW, JK_BWD_KERNEL_NAME, JK(bwd_outer), JK(bwd_tile),
 };

@@ -55,6 +55,15 @@ void cpu_key_blocks_init(cpu_key_blocks *kb, const cpu_flash_args *a, int64_t b)
 /* Takes the next block: rows[0 .. n) the key rows, ascending. @return n <= max (0: no key left). */
 int cpu_key_blocks_next(cpu_key_blocks *kb, int max, int64_t *rows);
 
+/* One backward call, resolved for the kernels: the forward's arguments (q, k, v, extents,
+ * strides, scale, key norms, padding; f.out and f.lse unused) and the backward's own tensors. */
+typedef struct cpu_bwd_args {
+    cpu_flash_args f;
+    const float *out, *lse, *dout, *dlse; /* out at f.os strides; lse, dlse [B, H, Sq]; dlse may be NULL */
+    float *dq, *dk, *dv;
+    jattn_strides dos, dqs, dks, dvs;
+} cpu_bwd_args;
+
 typedef struct cpu_kernels {
     const char *isa;    /* "avx512", "avx2", "neon", "generic" */
     const char *kernel; /* "cpu_flash_f32_<isa>_<SJ>x<QB>" */
@@ -113,7 +122,24 @@ typedef struct cpu_kernels {
      * the driver runs a task of n < qb queries (the last block of a head, or seq_q < qb) on the
      * narrowest table whose qb >= n, so that fewer lanes compute nothing. */
     const struct cpu_kernels *narrow;
+
+    /* ---- backward ---- */
+    const char *bwd_kernel; /* "cpu_flash_bwd_f32_<isa>_<SJ>x<QB>" */
+
+    /* bwd_outer: y[j*ys + d] += sum_{q<nq} pt[j*QB + q] * x[q*xs + d]   for j < n, d < D:
+     * the dK / dV product (lanes along head_dim, pt broadcast). The sum over q runs in order
+     * into a fresh accumulator, added once to y. pt 64-byte aligned; x, y any alignment. */
+    void (*bwd_outer)(int n, int nq, int64_t D, const float *pt, const float *x, ptrdiff_t xs, float *y,
+                      ptrdiff_t ys);
+
+    /* bwd_tile: the backward of the queries [q0, min(Sq, q0 + QB)) of (b, h) (cpu_flash_template.h):
+     * writes their dq rows, adds their share into the dk, dv rows of every attended key (zeroed
+     * by the caller before the first tile of (b, h)); ws: bwd_tile_workspace floats. */
+    void (*bwd_tile)(const cpu_bwd_args *a, int64_t b, int64_t h, int64_t q0, float *ws);
 } cpu_kernels;
+
+/* Floats of workspace one bwd_tile needs for head_dim D (a multiple of 16). */
+int64_t cpu_bwd_tile_workspace_floats(const cpu_kernels *kern, int64_t D);
 
 /* Floats of workspace one task needs for head_dim D (a multiple of 16: 64-byte aligned), the
  * packed rows of a gapped key block (padding) included; the call needs that per thread plus

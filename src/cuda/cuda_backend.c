@@ -405,6 +405,25 @@ static void cuda_release_ctx(jattn_ctx *ctx) {
     ctx->backend_state[JATTN_BACKEND_CUDA] = NULL;
 }
 
+/* The backward: no kernels yet (a later issue builds them on this API). select says so after
+ * the forward's own checks, so a machine without a usable GPU still reports that first. */
+static jattn_status cuda_select_backward(const jattn_problem *p, const jattn_exec *e, jattn_plan *plan) {
+    const jattn_status st = cuda_select(p, e, plan);
+    if (st != JATTN_OK) return st;
+    return jattn_fail(JATTN_ERROR_UNSUPPORTED, "backend: the cuda backend has no backward kernels yet (use cpu or ref)");
+}
+
+static size_t cuda_workspace_size_backward(const jattn_problem *p, const jattn_exec *e, const jattn_plan *plan) {
+    (void)p, (void)e, (void)plan;
+    return 0;
+}
+
+static jattn_status cuda_backward(const jattn_bwd_call *c, const jattn_plan *plan) {
+    (void)c, (void)plan;
+    return jattn_fail(JATTN_ERROR_UNSUPPORTED, "backend: the cuda backend has no backward kernels yet (use cpu or ref)");
+}
+
 const jattn_backend_ops jattn_backend_cuda = {
-    JATTN_BACKEND_CUDA, cuda_select, cuda_workspace_size, cuda_forward, cuda_release_ctx, JATTN_MEMORY_DEVICE,
+    JATTN_BACKEND_CUDA,   cuda_select,                  cuda_workspace_size, cuda_forward, cuda_release_ctx,
+    JATTN_MEMORY_DEVICE,  cuda_select_backward,         cuda_workspace_size_backward, cuda_backward,
 };

@@ -23,7 +23,13 @@ static jattn_status cuda_unavailable_forward(const jattn_call *c, const jattn_pl
     return jattn_fail(JATTN_ERROR_BACKEND_UNAVAILABLE, "backend: cuda is not built into this library");
 }
 
+static jattn_status cuda_unavailable_backward(const jattn_bwd_call *c, const jattn_plan *plan) {
+    (void)c;
+    (void)plan;
+    return jattn_fail(JATTN_ERROR_BACKEND_UNAVAILABLE, "backend: cuda is not built into this library");
+}
+
 const jattn_backend_ops jattn_backend_cuda = {
     JATTN_BACKEND_CUDA,       cuda_unavailable_select, cuda_unavailable_workspace, cuda_unavailable_forward, NULL,
-    JATTN_MEMORY_DEVICE,
+    JATTN_MEMORY_DEVICE,      cuda_unavailable_select, cuda_unavailable_workspace, cuda_unavailable_backward,
 };

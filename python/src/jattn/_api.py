@@ -11,7 +11,7 @@ from __future__ import annotations
 from ctypes import byref
 from typing import TYPE_CHECKING, List, NamedTuple, Optional, Tuple, Union
 
-from . import _clib, _exec, _problem
+from . import _clib, _exec, _options, _problem
 from ._errors import error_from_status
 
 try:
@@ -62,33 +62,35 @@ def _is_numpy(x: object) -> bool:
     return numpy is not None and isinstance(x, numpy.ndarray)
 
 
-def _needs_dispatcher(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
-    """True under torch.compile / export, for tensor subclasses (fake, functional, ...) and meta tensors."""
+def _needs_dispatcher(q: "torch.Tensor", k: "torch.Tensor", v: "torch.Tensor") -> bool:
+    """True under torch.compile / export, for tensor subclasses (fake, functional, ...), meta
+    tensors, and calls autograd will differentiate (the op carries the backward)."""
     plain = torch.Tensor
     return (
-        type(q) is not plain
-        or type(k) is not plain
-        or type(v) is not plain
-        or q.is_meta
-        or torch.compiler.is_compiling()
-    )
+        type(q) is not plain or type(k) is not plain or type(v) is not plain or q.is_meta or torch.compiler.is_compiling()
+        or _torch_impl.needs_grad(q, k, v)
+    )  # fmt: skip
 
 
-def _attention_through_ops(
-    q, k, v, layout, scale, backend, precision, threads, out, return_lse, key_padding_mask, kv_len
-):  # fmt: skip
-    _torch_impl.check_inputs(q, k, v, out)
-    _problem.check_layout(layout)
+def _attention_through_ops(q, k, v, opts, out, key_padding_mask, kv_len):
+    """A torch call through the custom ops (traced code, and calls autograd differentiates),
+    whose schemas take the options as plain arguments. When an input requires grad the op is
+    asked for the lse (its backward needs it); the caller gets it only if asked."""
+    _torch_impl.check_inputs(q, k, v, out, differentiable=True)
     if out is None:
+        want_lse = opts.return_lse or _torch_impl.needs_grad(q, k, v)
         out, lse = torch.ops.jattn.attention(
-            q, k, v, layout, scale, backend, precision, threads, return_lse, key_padding_mask, kv_len
-        )
-        return (out, lse) if return_lse else out
-    lse = torch.empty(_torch_op.lse_shape(q, layout), dtype=torch.float32, device=q.device) if return_lse else None
-    torch.ops.jattn.attention_out(
-        q, k, v, out, lse, layout, scale, backend, precision, threads, key_padding_mask, kv_len
+            q, k, v, opts.layout, opts.scale, opts.backend, opts.precision, opts.threads, want_lse,
+            key_padding_mask, kv_len,
+        )  # fmt: skip
+        return (out, lse) if opts.return_lse else out
+    lse = (
+        torch.empty(_torch_op.lse_shape(q, opts.layout), dtype=torch.float32, device=q.device) if opts.return_lse else None
     )
-    return (out, lse) if return_lse else out
+    torch.ops.jattn.attention_out(
+        q, k, v, out, lse, opts.layout, opts.scale, opts.backend, opts.precision, opts.threads, key_padding_mask, kv_len
+    )
+    return (out, lse) if opts.return_lse else out
 
 
 def attention(
@@ -145,20 +147,17 @@ def attention(
             unavailable or failed. Each carries ``status_name`` and the library's ``message``.
     """
     if _is_torch(q):
-        if _needs_dispatcher(q, k, v):
-            return _attention_through_ops(
-                q, k, v, layout, scale, backend, precision, threads, out, return_lse, key_padding_mask, kv_len
-            )
-        result, lse = _torch_impl.attention(
-            q, k, v, layout, scale, backend, precision, threads, out, None, return_lse, key_padding_mask, kv_len
-        )
+        if _needs_dispatcher(q, k, v):  # traced: checked without the (guarded) cache
+            opts = _options.validated(layout, scale, backend, precision, threads, return_lse)
+            return _attention_through_ops(q, k, v, opts, out, key_padding_mask, kv_len)
+        opts = _options.options(layout, scale, backend, precision, threads, return_lse)
+        result, lse = _torch_impl.attention(q, k, v, opts, out, None, key_padding_mask, kv_len)
     elif _is_numpy(q):
-        result, lse = _numpy_impl.attention(
-            q, k, v, layout, scale, backend, precision, threads, out, return_lse, key_padding_mask, kv_len
-        )
+        opts = _options.options(layout, scale, backend, precision, threads, return_lse)
+        result, lse = _numpy_impl.attention(q, k, v, opts, out, key_padding_mask, kv_len)
     else:
         raise TypeError(f"jattn: q is a {type(q).__name__}; jattn.attention takes torch tensors or numpy arrays")
-    return (result, lse) if return_lse else result
+    return (result, lse) if opts.return_lse else result
 
 
 def select(
@@ -175,10 +174,9 @@ def select(
     """Which backend and kernel ``jattn.attention`` would run for these inputs and options
     (the same dispatch the call makes; nothing is computed). Raises as ``attention`` would when
     no backend can run the problem."""
-    if _is_torch(q):
-        sel = _torch_impl.select(q, k, v, layout, scale, backend, precision, threads)
-    elif _is_numpy(q):
-        sel = _numpy_impl.select(q, k, v, layout, scale, backend, precision, threads)
+    if _is_torch(q) or _is_numpy(q):
+        opts = _options.options(layout, scale, backend, precision, threads)
+        sel = (_torch_impl if _is_torch(q) else _numpy_impl).select(q, k, v, opts)
     else:
         raise TypeError(f"jattn: q is a {type(q).__name__}; jattn.select takes torch tensors or numpy arrays")
     return Selection(sel.backend_name.decode(), sel.kernel.decode(), sel.isa.decode(), sel.threads)
@@ -191,7 +189,7 @@ def backends() -> List[BackendInfo]:
     problem.q = problem.k = problem.v = problem.out = _problem.contiguous_out_strides("bhsd", 24, 1536, 128)
     found = []
     for name in ("ref", "cpu", "cuda"):
-        exec_ = _exec.make_exec(name, "f32", 0, name == "cuda")
+        exec_ = _exec.make_exec(_options.options(backend=name), name == "cuda")
         sel = _clib.Selection()
         status = _clib.select(byref(problem), byref(exec_), byref(sel))
         if status == _clib.JATTN_OK:

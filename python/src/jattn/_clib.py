@@ -131,6 +131,12 @@ class KeyPadding(Structure):
     ]
 
 
+class GradStrides(Structure):
+    """``jattn_grad_strides``: element strides of dout, dq, dk and dv (head_dim contiguous)."""
+
+    _fields_ = [("dout", Strides), ("dq", Strides), ("dk", Strides), ("dv", Strides)]
+
+
 # ---- the library -----------------------------------------------------------------------------
 def _load() -> ctypes.CDLL:
     if not os.path.exists(LIB_PATH):
@@ -169,8 +175,23 @@ forward_padded = _declare(
 )
 
 
+# The backward (jattn.h 0.3): absent from older libraries, which then serve the forward only.
+HAS_BACKWARD = hasattr(lib, "jattn_backward")
+if HAS_BACKWARD:
+    backward_select = _declare("jattn_backward_select", c_int, [POINTER(Problem), POINTER(Exec), POINTER(Selection)])
+    backward_workspace_size = _declare(
+        "jattn_backward_workspace_size", c_int, [POINTER(Problem), POINTER(GradStrides), POINTER(Exec), POINTER(c_size_t)]
+    )
+    backward = _declare(
+        "jattn_backward",
+        c_int,
+        [c_void_p, POINTER(Problem), POINTER(GradStrides), POINTER(Exec), c_void_p, c_void_p, c_void_p, c_void_p,
+         c_void_p, c_void_p, c_void_p, POINTER(KeyPadding), c_void_p, c_void_p, c_void_p],
+    )  # fmt: skip
+
+
 def version_string() -> str:
-    """The version of the C library actually loaded, e.g. ``"0.2.0"``."""
+    """The version of the C library actually loaded, e.g. ``"0.3.0"``."""
     return _version_string().decode()
 
 

@@ -14,6 +14,7 @@ import numpy as np
 
 from . import _clib, _context, _exec, _problem
 from ._errors import invalid, raise_for_status
+from ._options import Options
 
 _F32 = np.dtype(np.float32)  # native byte order
 
@@ -60,18 +61,16 @@ def _kv_len_view(kv_len: object) -> Tuple[np.ndarray, Tuple]:
 _PROBLEMS: Dict[tuple, _clib.Problem] = {}
 
 
-def _problem_of(
-    layout: str, scale: Optional[float], q: np.ndarray, k: np.ndarray, v: np.ndarray, out: Optional[np.ndarray]
-) -> _clib.Problem:
+def _problem_of(opts: Options, q: np.ndarray, k: np.ndarray, v: np.ndarray, out: Optional[np.ndarray]) -> _clib.Problem:
     """The problem of the arrays, memoised on their shapes and byte strides (see
     ``_problem.cached_problem``; the struct is shared: read it, never write it)."""
-    key = (layout, scale, q.shape, q.strides, k.shape, k.strides, v.shape, v.strides,
+    key = (opts.layout, opts.scale, q.shape, q.strides, k.shape, k.strides, v.shape, v.strides,
            None if out is None else (out.shape, out.strides))  # fmt: skip
     problem = _PROBLEMS.get(key)
     if problem is None:
         views = [_float32_view(name, a) for name, a in (("q", q), ("k", k), ("v", v))]
         ov = _float32_view("out", out) if out is not None else None
-        problem = _problem.make_problem(layout, scale, views[0], views[1], views[2], ov)
+        problem = _problem.make_problem(opts, views[0], views[1], views[2], ov)
         if len(_PROBLEMS) >= 1024:
             _PROBLEMS.clear()
         _PROBLEMS[key] = problem
@@ -82,23 +81,18 @@ def attention(
     q: np.ndarray,
     k: np.ndarray,
     v: np.ndarray,
-    layout: str,
-    scale: Optional[float],
-    backend: str,
-    precision: str,
-    threads: int,
+    opts: Options,
     out: Optional[np.ndarray],
-    return_lse: bool,
     key_padding_mask: Optional[np.ndarray],
     kv_len: Optional[np.ndarray],
 ) -> Tuple[np.ndarray, Optional[np.ndarray]]:
-    """One jattn call on numpy arrays; returns ``(out, lse or None)``."""
+    """One jattn call on numpy arrays with validated options; returns ``(out, lse or None)``."""
     for name, a in (("q", q), ("k", k), ("v", v), ("out", out)):
         if a is not None and (type(a) is not np.ndarray or a.dtype is not _F32):
             _float32_view(name, a)  # raises for anything but a float32 ndarray (subclasses pass)
     if out is not None and not out.flags.writeable:
         raise invalid(_clib.JATTN_ERROR_INVALID_ARGUMENT, "out: a read-only array")
-    problem = _problem_of(layout, scale, q, k, v, out)
+    problem = _problem_of(opts, q, k, v, out)
     padding = None
     keep = None
     if key_padding_mask is not None or kv_len is not None:
@@ -106,9 +100,9 @@ def attention(
         len_a, len_info = _kv_len_view(kv_len) if kv_len is not None else (None, None)
         padding = _problem.key_padding(problem, mask_info, len_info)
         keep = (mask_a, len_a)
-    exec_ = _exec.host_exec(backend, precision, threads)
+    exec_ = _exec.host_exec(opts)
     result = np.empty(q.shape, dtype=_F32) if out is None else out
-    lse = np.empty(_problem.lse_shape(q.ndim, problem), dtype=_F32) if return_lse else None
+    lse = np.empty(_problem.lse_shape(q.ndim, problem), dtype=_F32) if opts.return_lse else None
     status = _clib.forward_padded(
         _context.thread_context(), byref(problem), byref(exec_), q.ctypes.data, k.ctypes.data, v.ctypes.data,
         byref(padding) if padding is not None else None, result.ctypes.data,
@@ -119,15 +113,10 @@ def attention(
     return result, lse
 
 
-def select(
-    q: np.ndarray, k: np.ndarray, v: np.ndarray, layout: str, scale: Optional[float], backend: str, precision: str,
-    threads: int,
-) -> _clib.Selection:  # fmt: skip
+def select(q: np.ndarray, k: np.ndarray, v: np.ndarray, opts: Options) -> _clib.Selection:
     """``jattn_select`` for the call ``attention`` would make on these arrays."""
-    problem = _problem.make_problem(
-        layout, scale, _float32_view("q", q), _float32_view("k", k), _float32_view("v", v), None
-    )
-    exec_ = _exec.make_exec(backend, precision, threads, False)
+    problem = _problem.make_problem(opts, _float32_view("q", q), _float32_view("k", k), _float32_view("v", v), None)
+    exec_ = _exec.make_exec(opts, False)
     selection = _clib.Selection()
     raise_for_status(_clib.select(byref(problem), byref(exec_), byref(selection)))
     return selection

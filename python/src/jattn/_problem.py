@@ -16,22 +16,14 @@ Layouts (``D`` = head_dim, always the last, contiguous dimension):
 
 from __future__ import annotations
 
-import math
 from typing import Dict, Optional, Sequence, Tuple
 
 from . import _clib
 from ._clib import KeyPadding, Problem, Strides
 from ._errors import invalid
-
-LAYOUTS = ("bhsd", "bshd")
+from ._options import Options
 
 Dims = Tuple[int, int, int, int, Strides]  # (batch, heads, seq, head_dim, strides)
-
-
-def check_layout(layout: str) -> None:
-    """Refuses a layout other than ``"bhsd"`` and ``"bshd"``."""
-    if layout not in LAYOUTS:
-        raise invalid(_clib.JATTN_ERROR_INVALID_ARGUMENT, f"layout: {layout!r}, must be 'bhsd' or 'bshd'")
 
 
 def tensor_dims(name: str, shape: Sequence[int], strides: Sequence[int], layout: str) -> Dims:
@@ -76,16 +68,16 @@ def _mismatch(name: str, what: str, got: int, want: int, ref: str) -> Exception:
 
 
 def make_problem(
-    layout: str,
-    scale: Optional[float],
+    opts: Options,
     q: Tuple[Sequence[int], Sequence[int]],
     k: Tuple[Sequence[int], Sequence[int]],
     v: Tuple[Sequence[int], Sequence[int]],
     out: Optional[Tuple[Sequence[int], Sequence[int]]],
 ) -> Problem:
     """The ``jattn_problem`` of q, k, v (and ``out``, or a contiguous output of q's layout),
-    each given as ``(shape, element strides)``; raises ``JattnValueError`` on a mismatch."""
-    check_layout(layout)
+    each given as ``(shape, element strides)``, with the layout and scale of ``opts``; raises
+    ``JattnValueError`` on a mismatch."""
+    layout = opts.layout
     qshape = q[0]
     bq, hq, sq, dq, q_strides = tensor_dims("q", qshape, q[1], layout)
     bk, hk, sk, dk, k_strides = tensor_dims("k", k[0], k[1], layout)
@@ -119,15 +111,7 @@ def make_problem(
                 f"out: shape {list(out[0])}, must be q's shape {list(qshape)} (the output has q's layout)",
             )
         out_strides = tensor_dims("out", out[0], out[1], layout)[4]
-    if scale is None:
-        scale_value = 0.0
-    else:
-        scale_value = float(scale)
-        if scale_value == 0.0 or not math.isfinite(scale_value) or scale_value < 0.0:
-            raise invalid(
-                _clib.JATTN_ERROR_INVALID_SCALE,
-                f"scale: {scale!r}, must be positive and finite (None means 1/sqrt(head_dim))",
-            )
+    scale_value = 0.0 if opts.scale is None else opts.scale  # 0: the library's 1/sqrt(D)
     return Problem(bq, hq, sq, sk, dq, scale_value, _clib.JATTN_DTYPE_F32, q_strides, k_strides, v_strides, out_strides)
 
 
@@ -136,8 +120,7 @@ _PROBLEMS_LIMIT = 1024
 
 
 def cached_problem(
-    layout: str,
-    scale: Optional[float],
+    opts: Options,
     q: Tuple[Sequence[int], Sequence[int]],
     k: Tuple[Sequence[int], Sequence[int]],
     v: Tuple[Sequence[int], Sequence[int]],
@@ -146,10 +129,10 @@ def cached_problem(
     """:func:`make_problem`, memoised on its (hashable) arguments: a model calls attention with a
     handful of shapes, and building the ctypes struct costs more than the rest of a call. The
     struct returned is shared: read it, never write it."""
-    key = (layout, scale, q, k, v, out)
+    key = (opts.layout, opts.scale, q, k, v, out)
     problem = _PROBLEMS.get(key)
     if problem is None:
-        problem = make_problem(layout, scale, q, k, v, out)
+        problem = make_problem(opts, q, k, v, out)
         if len(_PROBLEMS) >= _PROBLEMS_LIMIT:
             _PROBLEMS.clear()
         _PROBLEMS[key] = problem

@@ -18,7 +18,8 @@ from typing import Optional, Tuple
 import torch
 
 from . import _clib, _context, _exec, _problem
-from ._errors import invalid, raise_for_status
+from ._errors import error_from_status, invalid, raise_for_status
+from ._options import Options
 
 _F32 = torch.float32
 _MASK_DTYPES = (torch.bool, torch.uint8)
@@ -45,9 +46,17 @@ def check_float32(name: str, t: object) -> torch.Tensor:
     return t
 
 
-def check_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: Optional[torch.Tensor]) -> torch.device:
-    """dtype, device and autograd checks shared by the eager path and the traced wrapper;
-    returns the tensors' device."""
+def needs_grad(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
+    """Whether autograd will want gradients of this call's q, k or v."""
+    return (q.requires_grad or k.requires_grad or v.requires_grad) and torch.is_grad_enabled()
+
+
+def check_inputs(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: Optional[torch.Tensor], differentiable: bool = False
+) -> torch.device:
+    """dtype, device and autograd checks shared by the eager path, the traced wrapper and the
+    ops; returns the tensors' device. ``differentiable``: the call goes through the
+    ``jattn::attention`` op, whose autograd formula is jattn's backward (when the library has one)."""
     if q.dtype is not _F32 or k.dtype is not _F32 or v.dtype is not _F32:
         for name, t in (("q", q), ("k", k), ("v", v)):
             check_float32(name, t)
@@ -59,7 +68,12 @@ def check_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: Optiona
         )
     if device.type not in _DEVICE_TYPES:
         raise invalid(_clib.JATTN_ERROR_INVALID_ARGUMENT, f"q: on {device}; jattn runs on CPU and CUDA tensors")
-    if (q.requires_grad or k.requires_grad or v.requires_grad) and torch.is_grad_enabled():
+    if needs_grad(q, k, v) and not (differentiable and _clib.HAS_BACKWARD and out is None):
+        if out is not None and _clib.HAS_BACKWARD:
+            raise RuntimeError(
+                "jattn: jattn.attention(out=...) writes in place and cannot be differentiated; drop out= for a "
+                "call whose q, k or v require grad, or call it under torch.no_grad()"
+            )
         raise RuntimeError(
             "jattn: jattn.attention computes the forward only (no backward); call it under torch.no_grad() or "
             "torch.inference_mode(), or detach q, k and v"
@@ -103,26 +117,22 @@ def attention(
     q: torch.Tensor,
     k: torch.Tensor,
     v: torch.Tensor,
-    layout: str,
-    scale: Optional[float],
-    backend: str,
-    precision: str,
-    threads: int,
+    opts: Options,
     out: Optional[torch.Tensor],
     lse: Optional[torch.Tensor],
-    return_lse: bool,
     key_padding_mask: Optional[torch.Tensor],
     kv_len: Optional[torch.Tensor],
+    differentiable: bool = False,
 ) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
-    """One jattn call on torch tensors; returns ``(out, lse or None)``.
+    """One jattn call on torch tensors with validated options; returns ``(out, lse or None)``.
 
     ``out`` and ``lse`` may be given (written in place) or are allocated; ``lse`` is computed
-    when given or when ``return_lse``. Nothing is written to a given tensor on failure.
+    when given or when ``opts.return_lse``. Nothing is written to a given tensor on failure.
+    ``differentiable``: called by the ``jattn::attention`` op, below its autograd formula.
     """
-    device = check_inputs(q, k, v, out)
+    device = check_inputs(q, k, v, out, differentiable)
     problem = _problem.cached_problem(
-        layout,
-        scale,
+        opts,
         (q.shape, q.stride()),
         (k.shape, k.stride()),
         (v.shape, v.stride()),
@@ -145,13 +155,13 @@ def attention(
         keep = (mask_t, len_t)
     on_device = device.type == "cuda"
     result = torch.empty_like(q, memory_format=torch.contiguous_format) if out is None else out
-    if lse is None and return_lse:
+    if lse is None and opts.return_lse:
         lse = torch.empty(_problem.lse_shape(q.dim(), problem), dtype=_F32, device=device)
     lse_ptr = lse.data_ptr() if lse is not None else None
     padding_ref = byref(padding) if padding is not None else None
 
     if on_device:
-        exec_ = _exec.make_exec(backend, precision, threads, True)
+        exec_ = _exec.make_exec(opts, True)
         index = device.index
         previous = torch.cuda.current_device()
         if previous != index:
@@ -174,7 +184,7 @@ def attention(
             if previous != index:
                 torch.cuda.set_device(previous)
     else:
-        exec_ = _exec.host_exec(backend, precision, threads)
+        exec_ = _exec.host_exec(opts)
         status = _clib.forward_padded(
             _context.thread_context(), byref(problem), byref(exec_), q.data_ptr(), k.data_ptr(), v.data_ptr(),
             padding_ref, result.data_ptr(), lse_ptr,
@@ -184,16 +194,11 @@ def attention(
     return result, lse
 
 
-def select(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, layout: str, scale: Optional[float], backend: str,
-    precision: str, threads: int,
-) -> _clib.Selection:  # fmt: skip
+def select(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, opts: Options) -> _clib.Selection:
     """``jattn_select`` for the call ``attention`` would make on these tensors."""
     device = check_inputs(q, k, v, None)
-    problem = _problem.make_problem(
-        layout, scale, (q.shape, q.stride()), (k.shape, k.stride()), (v.shape, v.stride()), None
-    )
-    exec_ = _exec.make_exec(backend, precision, threads, device.type == "cuda")
+    problem = _problem.make_problem(opts, (q.shape, q.stride()), (k.shape, k.stride()), (v.shape, v.stride()), None)
+    exec_ = _exec.make_exec(opts, device.type == "cuda")
     selection = _clib.Selection()
     if device.type == "cuda":
         index = device.index
@@ -209,3 +214,94 @@ def select(
         status = _clib.select(byref(problem), byref(exec_), byref(selection))
     raise_for_status(status)
     return selection
+
+
+def _grad_strides(name: str, t: torch.Tensor, layout: str) -> _clib.Strides:
+    return _problem.tensor_dims(name, t.shape, t.stride(), layout)[4]
+
+
+def backward(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    out: torch.Tensor,
+    lse: torch.Tensor,
+    dout: torch.Tensor,
+    dlse: Optional[torch.Tensor],
+    opts: Options,
+    key_padding_mask: Optional[torch.Tensor],
+    kv_len: Optional[torch.Tensor],
+) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The gradients ``(dq, dk, dv)`` of one jattn attention (``jattn_backward``), given its
+    inputs, the output and lse the forward produced, and the output's gradient ``dout`` (and
+    the lse's, ``dlse``, or None). The gradients are new contiguous tensors of q's, k's and v's
+    shapes and layout; any strides with a contiguous last dimension are read for the inputs."""
+    if not _clib.HAS_BACKWARD:
+        raise error_from_status(
+            _clib.JATTN_ERROR_UNSUPPORTED,
+            f"backward: the loaded libjattn {_clib.version_string()} has no jattn_backward (it computes the forward only)",
+        )
+    device = check_inputs(q, k, v, None, differentiable=True)
+    for name, t in (("out", out), ("lse", lse), ("dout", dout)):
+        check_float32(name, t)
+    if dout.shape != out.shape:
+        raise invalid(_clib.JATTN_ERROR_INVALID_DIMENSION, f"dout: shape {list(dout.shape)}, must be out's {list(out.shape)}")
+    if dout.dim() and dout.shape[-1] > 1 and dout.stride(-1) != 1:
+        dout = dout.contiguous()  # autograd may hand a gradient of any strides (an expanded one too)
+    problem = _problem.cached_problem(
+        opts, (q.shape, q.stride()), (k.shape, k.stride()), (v.shape, v.stride()), (out.shape, out.stride())
+    )
+    want = _problem.lse_shape(q.dim(), problem)
+    lse = lse.contiguous()
+    if dlse is not None:
+        check_float32("dlse", dlse)
+        dlse = dlse.contiguous()
+    for name, t in (("lse", lse), ("dlse", dlse)):
+        if t is not None and tuple(t.shape) != want:
+            raise invalid(_clib.JATTN_ERROR_INVALID_DIMENSION, f"{name}: shape {list(t.shape)}, must be {list(want)}")
+    dq = torch.empty_like(q, memory_format=torch.contiguous_format)
+    dk = torch.empty_like(k, memory_format=torch.contiguous_format)
+    dv = torch.empty_like(v, memory_format=torch.contiguous_format)
+    layout = opts.layout
+    grad = _clib.GradStrides(
+        _grad_strides("dout", dout, layout), _grad_strides("dq", dq, layout), _grad_strides("dk", dk, layout),
+        _grad_strides("dv", dv, layout),
+    )  # fmt: skip
+    padding = None
+    keep = None
+    if key_padding_mask is not None or kv_len is not None:
+        mask_t, mask_info = _mask_view(key_padding_mask, device) if key_padding_mask is not None else (None, None)
+        len_t, len_info = _kv_len_view(kv_len, device) if kv_len is not None else (None, None)
+        padding = _problem.key_padding(problem, mask_info, len_info)
+        keep = (mask_t, len_t)
+    padding_ref = byref(padding) if padding is not None else None
+    pointers = (q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), lse.data_ptr(), dout.data_ptr(),
+                dlse.data_ptr() if dlse is not None else None)  # fmt: skip
+    if device.type == "cuda":
+        exec_ = _exec.make_exec(opts, True)
+        index = device.index
+        previous = torch.cuda.current_device()
+        if previous != index:
+            torch.cuda.set_device(index)
+        try:
+            exec_.cuda_stream = _raw_stream(index)
+            nbytes = c_size_t()
+            raise_for_status(_clib.backward_workspace_size(byref(problem), byref(grad), byref(exec_), byref(nbytes)))
+            workspace = None
+            if nbytes.value:
+                workspace = torch.empty(nbytes.value, dtype=torch.uint8, device=device)
+                exec_.workspace = workspace.data_ptr()
+                exec_.workspace_bytes = nbytes.value
+            status = _clib.backward(None, byref(problem), byref(grad), byref(exec_), *pointers, padding_ref,
+                                    dq.data_ptr(), dk.data_ptr(), dv.data_ptr())  # fmt: skip
+            del workspace
+        finally:
+            if previous != index:
+                torch.cuda.set_device(previous)
+    else:
+        exec_ = _exec.host_exec(opts)
+        status = _clib.backward(_context.thread_context(), byref(problem), byref(grad), byref(exec_), *pointers,
+                                padding_ref, dq.data_ptr(), dk.data_ptr(), dv.data_ptr())  # fmt: skip
+    del keep
+    raise_for_status(status)
+    return dq, dk, dv

@@ -12,9 +12,13 @@ Float32 models run on jattn as they are. For bf16/fp16 models, ``upcast=True`` c
 v to float32, attends exactly and casts the output back (README: its measured cost); without
 it they stay on diffusers' path. Calls jattn cannot serve go to diffusers' own path with the
 same arguments, with one warning per kind of call: a float (additive) mask or a genuinely
-per-query mask, dropout, causal attention, grouped-query attention (fewer k/v heads), context
-parallelism, ``return_lse``, tensors that require grad (jattn has no backward), dtypes other
-than float32 (without ``upcast``). Boolean key masks (``[B, Skv]``, ``[B, 1, 1, Skv]``, and
+per-query mask, dropout, causal attention, grouped-query attention (fewer k/v heads), dtypes
+other than float32 (without ``upcast``), masks and gradients under context parallelism, and
+tensors that require grad when the loaded libjattn has no backward. Tensors that require grad
+are otherwise served: ``jattn.attention`` is differentiable (jattn's own backward), through the
+``upcast`` casts too, so fine-tuning (LoRA, full) runs its attention, forward and backward, on
+jattn. ``return_lse=True`` is served (lse float32 ``[B, S, H]``).
+Boolean key masks (``[B, Skv]``, ``[B, 1, 1, Skv]``, and
 ``[B, 1, Sq, Skv]`` / ``[B, H, Sq, Skv]`` when they are a key mask broadcast over the query (and
 head) dimensions, stride 0 there) become jattn's key padding; on a backend that does not
 implement key padding yet, such calls also take diffusers' path (one warning).
@@ -31,7 +35,19 @@ backend's name, its argument list and its checks stay diffusers'. ``disable()`` 
 backend explicitly (``model.set_attention_backend("flash")``) keep it. The switch is
 process-wide.
 
-``counts()`` says how many calls took each path since the last ``reset_counts()``.
+Context parallelism. Under ``model.enable_parallelism(config=ContextParallelConfig(...))``
+(diffusers 0.36 and later) every mode diffusers has (Ulysses, ring, the unified 2-D mesh, and
+the ``*_anything`` variants for uneven sizes) runs jattn as each rank's attention: the router
+calls diffusers' ``_templated_context_parallel_attention`` with jattn as its forward op (the
+output and the float32 lse; the ring merge stays in float32 for bf16/fp16 models with
+``upcast=True``). diffusers does the communication over its device mesh (NCCL, gloo). Such
+calls count as ``"jattn:context_parallel"``. Since jattn keeps the active backend's name
+(``native``), which diffusers lists as context-parallel capable, ``enable_parallelism``
+accepts it; jattn also gives that slot the ring modes, which diffusers' own native backend
+refuses (it has no lse).
+
+``counts()`` says how many eager calls took each path since the last ``reset_counts()``
+(calls inside ``torch.compile``'d code are not counted, so that counting never recompiles).
 """
 
 from __future__ import annotations
@@ -54,9 +70,11 @@ _FALLBACK_REASONS = {
     "dropout": "dropout",
     "causal": "causal attention",
     "gqa": "grouped-query attention (k/v with fewer heads than q)",
-    "context_parallel": "context parallelism (a parallel_config)",
-    "return_lse": "return_lse=True",
-    "autograd": "tensors that require grad (jattn computes the forward only)",
+    "context_parallel": "context parallelism, on a diffusers without context-parallel templates (before 0.36)",
+    "context_parallel_mask": "an attention mask under context parallelism",
+    "context_parallel_autograd": "tensors that require grad under context parallelism (jattn's backward is not "
+    "wired into diffusers' context-parallel templates yet)",
+    "autograd": "tensors that require grad, with a libjattn that has no backward (before 0.3)",
     "dtype": "a dtype other than float32 (pass upcast=True to run bf16/fp16 through jattn in float32)",
     "shape": "tensors that are not [B, S, H, D] with one head_dim and a contiguous last dimension",
     "device": "tensors on a device other than CPU or CUDA",
@@ -84,19 +102,58 @@ def _registry():
     return _AttentionBackendRegistry
 
 
-def _count(path: str) -> None:
+def _note(path: str) -> None:
+    """Counts one eager call that took ``path`` (``"jattn"``, ``"jattn:context_parallel"`` or
+    ``"fallback:<reason>"``); a fallback's warning is given the first time its reason is seen.
+
+    Inside code that ``torch.compile`` traces, nothing is counted and the dicts are neither read
+    nor written: Dynamo would guard on the counter's value and recompile the graph on every
+    call (issue 19). A compiled graph routes its attention calls the same way on every run, so
+    its routing is seen once, when it is traced: a fallback's warning is given then (through
+    Dynamo's ``comptime`` hook, which runs at trace time without a graph break), and the graph
+    itself holds ``torch.ops.jattn.attention`` for each call jattn serves.
+    """
+    if _is_compiling():
+        if path.startswith("fallback:"):
+            _warn_while_tracing(path)
+        return
     _counts[path] = _counts.get(path, 0) + 1
+    if path.startswith("fallback:"):
+        _warn_once(path[len("fallback:") :], stacklevel=5)
 
 
-def _fall_back(reason: str, original: Callable, kwargs: Dict[str, Any]):
+def _is_compiling() -> bool:
+    import torch
+
+    return torch.compiler.is_compiling()
+
+
+def _warn_once(reason: str, stacklevel: int) -> None:
     if reason not in _warned:
         _warned.add(reason)
         warnings.warn(
             f"jattn.diffusers: attention calls with {_FALLBACK_REASONS[reason]} go to diffusers' own attention "
             "(this warning is given once)",
-            stacklevel=4,
+            stacklevel=stacklevel,
         )
-    _count("fallback:" + reason)
+
+
+def _warn_while_tracing(path: str) -> None:
+    """Gives a fallback's warning while Dynamo traces the call (never in the graph)."""
+    try:
+        from torch._dynamo.comptime import comptime
+    except ImportError:  # pragma: no cover - a torch without the hook: the traced fallback stays silent
+        return
+    comptime(_warn_from_trace)
+
+
+def _warn_from_trace(ctx) -> None:
+    path = ctx.get_local("path", stacklevel=0).as_python_constant()
+    _warn_once(path[len("fallback:") :], stacklevel=2)
+
+
+def _fall_back(reason: str, original: Callable, kwargs: Dict[str, Any]):
+    _note("fallback:" + reason)
     return original(**kwargs)
 
 
@@ -125,15 +182,16 @@ def _unservable(kwargs: Dict[str, Any]) -> Optional[str]:
     """Why jattn cannot serve a call (a key of _FALLBACK_REASONS), or None."""
     import torch
 
+    from . import _clib
+
     for name, value in kwargs.items():
         if name in ("query", "key", "value", "attn_mask"):
             continue
         if name not in _KNOWN_DEFAULTS:
             if value is not None:
                 return "arguments"
-        elif value != _KNOWN_DEFAULTS[name] and name not in ("scale", "enable_gqa"):  # GQA: by the shapes below
-            return {"dropout_p": "dropout", "is_causal": "causal", "return_lse": "return_lse",
-                    "_parallel_config": "context_parallel"}[name]  # fmt: skip
+        elif value != _KNOWN_DEFAULTS[name] and name not in ("scale", "enable_gqa", "return_lse", "_parallel_config"):
+            return {"dropout_p": "dropout", "is_causal": "causal"}[name]  # GQA: by the shapes below
     q, k, v = kwargs["query"], kwargs["key"], kwargs["value"]
     if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
         return "shape"
@@ -143,13 +201,65 @@ def _unservable(kwargs: Dict[str, Any]) -> Optional[str]:
         return "shape"
     if q.device.type not in ("cpu", "cuda") or k.device != q.device or v.device != q.device:
         return "device"
+    parallel = kwargs.get("_parallel_config") is not None
+    if parallel and _context_parallel_template() is None:
+        return "context_parallel"
     if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
-        return "autograd"
+        if parallel:
+            return "context_parallel_autograd"
+        if not _clib.HAS_BACKWARD:
+            return "autograd"  # a libjattn without jattn_backward: the forward only
+    if parallel and kwargs.get("attn_mask") is not None:
+        return "context_parallel_mask"  # ring passes each rank's mask unsliced: not a key mask of the shard
     if q.dtype != k.dtype or q.dtype != v.dtype:
         return "dtype"
     if q.dtype is not torch.float32 and not (_options["upcast"] and q.dtype in (torch.bfloat16, torch.float16)):
         return "dtype"
     return None
+
+
+def _context_parallel_template() -> Optional[Callable]:
+    """diffusers' ``_templated_context_parallel_attention`` (0.36 and later), else None."""
+    from diffusers.models import attention_dispatch
+
+    return getattr(attention_dispatch, "_templated_context_parallel_attention", None)
+
+
+def _context_parallel_forward_op(ctx, query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa,
+                                 return_lse, _save_ctx=True, _parallel_config=None):  # fmt: skip
+    """jattn as the attention of one rank inside diffusers' context-parallel templates.
+
+    The templates call it on ``[B, S, H, D]`` tensors: Ulysses once over the whole sequence with
+    ``H / P`` heads, ring once per step over one K/V shard with ``return_lse=True``, and merge the
+    steps' partial outputs by their log-sum-exps. With ``return_lse`` it returns ``(out, lse)``:
+    ``out`` in float32 whatever the model's dtype (so that the ring merge stays in float32 for
+    bf16/fp16 models with ``upcast=True``; the template casts to q's dtype once, at the end) and
+    ``lse`` float32 ``[B, S, H]``, the templates' layout. Without it, the output in q's dtype, so
+    that Ulysses' all-to-all moves the model's bytes. The router has already refused what jattn
+    cannot serve here (masks, dropout, causal, GQA, gradients), so those arguments are defaults.
+    """
+    from . import _api
+
+    dtype = query.dtype
+    if dtype is not _torch().float32:
+        query, key, value = query.float(), key.float(), value.float()
+    if return_lse:
+        out, lse = _api.attention(query, key, value, layout="bshd", scale=scale, backend=_options["backend"],
+                                  return_lse=True)  # fmt: skip
+        return out, lse.transpose(1, 2)
+    out = _api.attention(query, key, value, layout="bshd", scale=scale, backend=_options["backend"])
+    return out if out.dtype is dtype else out.to(dtype)
+
+
+def _context_parallel_backward_op(ctx, grad_out, *args, **kwargs):
+    """Never reached: the router sends calls whose tensors require grad to diffusers' own path."""
+    raise NotImplementedError("jattn.diffusers: jattn computes the forward only under context parallelism")
+
+
+def _torch():
+    import torch
+
+    return torch
 
 
 def _make_router(original: Callable) -> Callable:
@@ -164,6 +274,17 @@ def _make_router(original: Callable) -> Callable:
         if reason is not None:
             return _fall_back(reason, original, kwargs)
         q, k, v = kwargs["query"], kwargs["key"], kwargs["value"]
+        return_lse = bool(kwargs.get("return_lse", False))
+        parallel_config = kwargs.get("_parallel_config")
+        if parallel_config is not None:
+            template = _context_parallel_template()
+            out = template(q, k, v, None, 0.0, False, kwargs.get("scale"), False, return_lse,
+                           forward_op=_context_parallel_forward_op, backward_op=_context_parallel_backward_op,
+                           _parallel_config=parallel_config)  # fmt: skip
+            _note("jattn:context_parallel")
+            if return_lse:
+                return out[0].to(q.dtype), out[1]
+            return out.to(q.dtype)
         mask = kwargs.get("attn_mask")
         key_mask = None
         if mask is not None:
@@ -178,13 +299,17 @@ def _make_router(original: Callable) -> Callable:
         if dtype is not torch.float32:  # bf16 / fp16 with upcast=True
             q, k, v = q.float(), k.float(), v.float()
         try:
-            out = _api.attention(q, k, v, layout="bshd", scale=scale, backend=backend, key_padding_mask=key_mask)
+            out = _api.attention(q, k, v, layout="bshd", scale=scale, backend=backend, key_padding_mask=key_mask,
+                                 return_lse=return_lse)  # fmt: skip
         except JattnNotImplementedError as e:  # refused before anything ran
             if key_mask is not None and e.message.startswith("key_padding"):
                 _no_key_padding.add((q.device.type, backend))
                 return _fall_back("key_padding", original, kwargs)
             return _fall_back("unsupported", original, kwargs)
-        _count("jattn")
+        _note("jattn")
+        if return_lse:  # lse [B, H, Sq] float32 -> diffusers' [B, Sq, H]
+            out, lse = out
+            return (out if out.dtype is dtype else out.to(dtype)), lse.transpose(1, 2)
         return out if out.dtype is dtype else out.to(dtype)
 
     jattn_router.jattn_original = original  # type: ignore[attr-defined]
@@ -199,7 +324,7 @@ def enable(*, upcast: bool = False, backend: str = "auto") -> None:
         backend: the jattn backend ("auto": cuda for CUDA tensors, cpu for CPU tensors).
     """
     global _installed
-    from ._exec import BACKENDS
+    from ._options import BACKENDS
 
     if backend not in BACKENDS:
         raise ValueError(f"jattn.diffusers: backend {backend!r}, must be one of {BACKENDS}")
@@ -249,8 +374,14 @@ def enabled(*, upcast: bool = False, backend: str = "auto") -> Iterator[None]:
 
 
 def counts() -> Dict[str, int]:
-    """Calls per path since the last :func:`reset_counts`: ``"jattn"``, and ``"fallback:<why>"``
-    for each kind of call that went to diffusers' own attention."""
+    """Eager calls per path since the last :func:`reset_counts`: ``"jattn"``,
+    ``"jattn:context_parallel"`` (jattn inside diffusers' context-parallel templates), and
+    ``"fallback:<why>"`` for each kind of call that went to diffusers' own attention.
+
+    Calls inside code compiled by ``torch.compile`` are not counted: counting there would make
+    Dynamo guard on the counter and recompile on every call. A compiled graph's routing is fixed
+    when it is traced (the graph holds ``torch.ops.jattn.attention`` for each call jattn serves,
+    and a fallback's warning is given at trace time); run the model once eagerly to count it."""
     return dict(_counts)
 
 

@@ -34,7 +34,7 @@ use core::ffi::{c_char, c_int, c_uint, c_void};
 /// `JATTN_VERSION_MAJOR` of the header these declarations were written from.
 pub const JATTN_VERSION_MAJOR: c_uint = 0;
 /// `JATTN_VERSION_MINOR` of the header these declarations were written from.
-pub const JATTN_VERSION_MINOR: c_uint = 2;
+pub const JATTN_VERSION_MINOR: c_uint = 3;
 /// `JATTN_VERSION_PATCH` of the header these declarations were written from.
 pub const JATTN_VERSION_PATCH: c_uint = 0;
 /// `JATTN_VERSION_NUMBER`: major * 10000 + minor * 100 + patch.

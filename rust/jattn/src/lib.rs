@@ -80,7 +80,7 @@ pub use problem::{Layout, Problem, Strides, Tensor};
 /// The raw C API (`jattn-sys`), for what the safe API does not cover.
 pub use jattn_sys as sys;
 
-/// The version of the linked library, e.g. `"0.2.0"` (`jattn_version_string`).
+/// The version of the linked library, e.g. `"0.3.0"` (`jattn_version_string`).
 pub fn version() -> &'static str {
     // SAFETY: no arguments; the result is a static string.
     error::static_str(unsafe { sys::jattn_version_string() })

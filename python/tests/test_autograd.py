@@ -1,0 +1,231 @@
+"""jattn.attention under autograd: torch.ops.jattn.attention's backward is jattn's own
+(jattn::attention_backward, register_autograd), within the backward gate of float64 autograd on
+the same float32 inputs; opcheck; a compiled training step (forward and backward in one graph);
+gradients through the upcast casts; and a LoRA-style fine-tuning step of a small diffusers
+FLUX.2 transformer, eager and compiled, against the same step in float64, every attention call
+(forward and backward) through jattn."""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+import jattn
+from jattn import _clib, _torch_impl
+from jattn_testing import metrics
+
+pytestmark = pytest.mark.skipif(not _clib.HAS_BACKWARD, reason="the loaded libjattn has no jattn_backward")
+
+
+def assert_grad_gate(got: torch.Tensor, ref: torch.Tensor, what: str) -> dict:
+    """The backward gate (issue 21): rel_l2 <= 5e-6, max_abs <= 2e-5 * max(1, max|ref|), cos >= 0.99999."""
+    m = metrics(got.detach().double().numpy(), ref.detach().double().numpy())
+    ok = m["finite"] and m["rel_l2"] <= 5e-6 and m["max_abs"] <= 2e-5 * max(1.0, m["max_ref"]) and m["cos"] >= 0.99999
+    assert ok, f"{what}: outside the backward gate: {m}"
+    return m
+
+
+def math_attention(q, k, v, layout="bhsd", scale=None, key_mask=None):
+    """The formula, in the inputs' dtype (float64 for the reference): (out in the layout, lse [B, H, Sq])."""
+    if layout == "bshd":
+        q, k, v = (t.transpose(1, 2) for t in (q, k, v))
+    s = (q @ k.transpose(-1, -2)) * (1.0 / math.sqrt(q.shape[-1]) if scale is None else scale)
+    if key_mask is not None:
+        s = s.masked_fill(~key_mask[:, None, None, :], float("-inf"))
+    lse = torch.logsumexp(s, dim=-1)
+    out = torch.softmax(s, dim=-1) @ v
+    return (out.transpose(1, 2) if layout == "bshd" else out), lse
+
+
+class CountBackward:
+    """Counts jattn's backward calls (the op's implementation calls _torch_impl.backward)."""
+
+    def __init__(self, monkeypatch) -> None:
+        self.calls = 0
+        real = _torch_impl.backward
+
+        def counted(*args, **kwargs):
+            self.calls += 1
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(_torch_impl, "backward", counted)
+
+
+@pytest.mark.parametrize("layout", ["bhsd", "bshd"])
+@pytest.mark.parametrize("shape", [(2, 3, 40, 56, 32), (1, 2, 7, 129, 64)])
+def test_gradients_within_the_gate_of_float64_autograd(seed, layout, shape):
+    b, h, sq, skv, d = shape
+    g = torch.Generator().manual_seed(seed)
+
+    def make(s):
+        x = torch.randn(b, h, s, d, generator=g)
+        return x.transpose(1, 2).contiguous() if layout == "bshd" else x
+
+    q, k, v = make(sq), make(skv), make(skv)
+    dout = make(sq)
+    dlse = torch.randn(b, h, sq, generator=g)
+    leaves = [t.clone().requires_grad_(True) for t in (q, k, v)]
+    (jattn.attention(*leaves, layout=layout) * dout).sum().backward()
+    got = [t.grad for t in leaves]
+    both = [t.clone().requires_grad_(True) for t in (q, k, v)]
+    out, lse = jattn.attention(*both, layout=layout, return_lse=True)
+    ((out * dout).sum() + (lse * dlse).sum()).backward()  # the lse's own gradient (dlse) too
+
+    ref_leaves = [t.double().requires_grad_(True) for t in (q, k, v)]
+    ref_out, ref_lse = math_attention(*ref_leaves, layout=layout)
+    ref = torch.autograd.grad((ref_out * dout.double()).sum(), ref_leaves, retain_graph=True)
+    ref_both = torch.autograd.grad((ref_out * dout.double()).sum() + (ref_lse * dlse.double()).sum(), ref_leaves)
+    for name, a, r in zip(("dq", "dk", "dv"), got, ref):
+        assert_grad_gate(a, r, f"{name} {layout} {shape}")
+    for name, a, r in zip(("dq", "dk", "dv"), (t.grad for t in both), ref_both):
+        assert_grad_gate(a, r, f"{name} with dlse, {layout} {shape}")
+
+
+def test_key_padding_gradients(seed):
+    g = torch.Generator().manual_seed(seed)
+    q, k, v = (torch.randn(2, 2, n, 32, generator=g) for n in (20, 33, 33))
+    mask = torch.rand(2, 33, generator=g) < 0.6
+    mask[:, 0] = True
+    leaves = [t.clone().requires_grad_(True) for t in (q, k, v)]
+    dout = torch.randn(2, 2, 20, 32, generator=g)
+    (jattn.attention(*leaves, key_padding_mask=mask) * dout).sum().backward()
+    ref_leaves = [t.double().requires_grad_(True) for t in (q, k, v)]
+    ref = torch.autograd.grad((math_attention(*ref_leaves, key_mask=mask)[0] * dout.double()).sum(), ref_leaves)
+    for name, a, r in zip(("dq", "dk", "dv"), (t.grad for t in leaves), ref):
+        assert_grad_gate(a, r, f"{name} with key padding")
+    masked = ~mask[:, None, :, None].expand_as(k)
+    assert (leaves[1].grad[masked] == 0).all() and (leaves[2].grad[masked] == 0).all()
+
+
+def test_lse_is_produced_for_the_backward_and_handed_out_only_if_asked(seed):
+    g = torch.Generator().manual_seed(seed)
+    q = torch.randn(1, 2, 9, 16, generator=g, requires_grad=True)
+    out = jattn.attention(q, q, q)
+    assert isinstance(out, torch.Tensor)  # not a pair
+    out.sum().backward()
+    assert q.grad is not None and torch.isfinite(q.grad).all()
+
+
+def test_opcheck(seed):
+    g = torch.Generator().manual_seed(seed)
+    q, k, v = (torch.randn(2, n, 3, 16, generator=g, requires_grad=True) for n in (12, 20, 20))
+    torch.library.opcheck(torch.ops.jattn.attention.default, (q, k, v, "bshd", 0.3, "auto", "f32", 1, True, None, None))
+    with torch.no_grad():
+        out, lse = torch.ops.jattn.attention(q, k, v, "bshd", None, "auto", "f32", 1, True, None, None)
+    dout = torch.randn(out.shape, generator=g)
+    torch.library.opcheck(torch.ops.jattn.attention_backward.default,
+                          (dout, q.detach(), k.detach(), v.detach(), out, lse, None, "bshd", None, "auto", "f32", 1,
+                           None, None))  # fmt: skip
+
+
+def test_compiled_training_step_is_one_graph_with_the_backward_op(seed, monkeypatch):
+    counter = CountBackward(monkeypatch)
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(2, 24, 32, generator=g)
+    proj = torch.nn.Linear(32, 3 * 32)
+
+    def step(x):
+        q, k, v = proj(x).view(2, 24, 3, 2, 16).unbind(2)
+        return jattn.attention(q, k, v, layout="bshd").square().mean()
+
+    torch._dynamo.reset()
+    eager_loss = step(x)
+    eager_grads = torch.autograd.grad(eager_loss, list(proj.parameters()))
+    compiled = torch.compile(step, fullgraph=True, backend="aot_eager")
+    loss = compiled(x)
+    grads = torch.autograd.grad(loss, list(proj.parameters()))
+    assert counter.calls == 2  # the eager step and the compiled one: jattn's backward both times
+    assert torch.equal(loss, eager_loss)
+    for a, b in zip(grads, eager_grads):
+        assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_gradients_through_the_upcast_casts(seed, dtype):
+    from diffusers.models.attention_dispatch import dispatch_attention_fn
+
+    g = torch.Generator().manual_seed(seed)
+    q, k, v = (torch.randn(1, 16, 2, 32, generator=g).to(dtype).requires_grad_(True) for _ in range(3))
+    jattn.diffusers.reset_counts()
+    with jattn.diffusers.enabled(upcast=True), warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = dispatch_attention_fn(q, k, v)
+    out.float().sum().backward()
+    assert out.dtype is dtype and jattn.diffusers.counts() == {"jattn": 1}
+    f32 = [t.detach().float().requires_grad_(True) for t in (q, k, v)]
+    jattn.attention(*f32, layout="bshd").sum().backward()
+    for a, r in zip((q, k, v), f32):
+        assert a.grad.dtype is dtype and torch.equal(a.grad, r.grad.to(dtype))
+    jattn.diffusers.reset_counts()
+
+
+# ---- a LoRA-style fine-tuning step of a small FLUX.2 transformer -----------------------------
+
+
+class LoRALinear(torch.nn.Module):
+    """base(x) + up(down(x)), the base frozen, a rank-r update trainable."""
+
+    def __init__(self, base: torch.nn.Linear, rank: int, generator: torch.Generator) -> None:
+        super().__init__()
+        self.base = base.requires_grad_(False)
+        self.down = torch.nn.Parameter(torch.randn(rank, base.in_features, generator=generator) * 0.05)
+        self.up = torch.nn.Parameter(torch.randn(base.out_features, rank, generator=generator) * 0.05)
+
+    def forward(self, x):
+        return self.base(x) + (x @ self.down.t().to(x.dtype)) @ self.up.t().to(x.dtype)
+
+
+def lora_flux2(seed):
+    from diffusers import Flux2Transformer2DModel
+
+    torch.manual_seed(seed)
+    model = Flux2Transformer2DModel(num_layers=1, num_single_layers=1, num_attention_heads=2, attention_head_dim=64,
+                                    in_channels=64, joint_attention_dim=256, timestep_guidance_channels=32,
+                                    axes_dims_rope=(16, 16, 16, 16)).requires_grad_(False)  # fmt: skip
+    g = torch.Generator().manual_seed(seed + 1)
+    attn = model.transformer_blocks[0].attn
+    for name in ("to_q", "to_k", "to_v"):
+        setattr(attn, name, LoRALinear(getattr(attn, name), 4, g))
+    return model
+
+
+def lora_grads(model, inputs, target):
+    loss = torch.nn.functional.mse_loss(model(**inputs)[0], target)
+    params = [p for p in model.parameters() if p.requires_grad]
+    return loss, torch.autograd.grad(loss, params)
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_lora_step_of_a_flux2_transformer_through_jattn(seed, monkeypatch, compiled):
+    from flux2_testing import flux2_inputs
+
+    counter = CountBackward(monkeypatch)
+    model = lora_flux2(seed)
+    inputs = flux2_inputs(seed, 64, 16)
+    target = torch.randn(1, 64, 64, generator=torch.Generator().manual_seed(seed + 2))
+    runner = model
+    if compiled:
+        torch._dynamo.reset()
+        runner = torch.compile(model, fullgraph=True, backend="aot_eager")
+    jattn.diffusers.reset_counts()
+    with jattn.diffusers.enabled(), warnings.catch_warnings():
+        warnings.simplefilter("error")  # no fallback
+        loss, grads = lora_grads(runner, inputs, target)
+    if not compiled:
+        assert jattn.diffusers.counts() == {"jattn": 2}  # the double and the single block
+    assert counter.calls == 2  # and both backwards through jattn
+    sdpa_loss, sdpa_grads = lora_grads(model, inputs, target)  # float32 with diffusers' SDPA, for scale
+    model.double()
+    inputs64 = {k: v.double() if torch.is_tensor(v) and v.is_floating_point() else v for k, v in inputs.items()}
+    ref_loss, ref_grads = lora_grads(model, inputs64, target.double())
+    assert len(grads) == 6
+    for i, (a, r, s) in enumerate(zip(grads, ref_grads, sdpa_grads)):
+        m = assert_grad_gate(a, r, f"LoRA gradient {i} ({'compiled' if compiled else 'eager'})")
+        ms = metrics(s.double().numpy(), r.numpy())
+        print(f"LoRA grad {i}: jattn rel_l2 {m['rel_l2']:.2e}, SDPA f32 rel_l2 {ms['rel_l2']:.2e}")
+    assert abs(float(loss.detach()) - float(ref_loss.detach())) <= 1e-5 * abs(float(ref_loss.detach())) + 1e-7
+    assert np.isfinite(float(sdpa_loss.detach()))
