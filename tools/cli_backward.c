@@ -7,6 +7,7 @@
  * convention of FlashAttention and the Triton tutorial). The check runs the ref backward on the
  * first heads of batch 0 (a head's dq, dk, dv depend on that head alone), as many as fit in
  * about the forward check's budget (at least one). */
+#define _POSIX_C_SOURCE 200809L /* popen, pclose: PyTorch's backward runs in a child process */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
