@@ -24,6 +24,7 @@ MIRRORS = {
     "jattn_exec": _clib.Exec,
     "jattn_selection": _clib.Selection,
     "jattn_key_padding": _clib.KeyPadding,
+    "jattn_grad_strides": _clib.GradStrides,
 }
 ENUMS = ("jattn_status", "jattn_dtype", "jattn_backend", "jattn_precision", "jattn_memory")
 

@@ -126,6 +126,12 @@ class KeyPadding(Structure):
     ]
 
 
+class GradStrides(Structure):
+    """``jattn_grad_strides``: strides of the backward's dout, dq, dk, dv."""
+
+    _fields_ = [("dout", Strides), ("dq", Strides), ("dk", Strides), ("dv", Strides)]
+
+
 # ---- the library -----------------------------------------------------------------------------
 def _load() -> ctypes.CDLL:
     if not os.path.exists(LIB_PATH):
@@ -159,6 +165,21 @@ forward_padded = _declare(
     "jattn_forward_padded",
     c_int,
     [c_void_p, POINTER(Problem), POINTER(Exec), c_void_p, c_void_p, c_void_p, POINTER(KeyPadding), c_void_p, c_void_p],
+)
+
+# The backward (jattn_backward): the C calls, for the autograd layer built on them.
+grad_strides_like = _declare("jattn_grad_strides_like", GradStrides, [POINTER(Problem)])
+backward_select = _declare("jattn_backward_select", c_int, [POINTER(Problem), POINTER(Exec), POINTER(Selection)])
+backward_workspace_size = _declare(
+    "jattn_backward_workspace_size", c_int, [POINTER(Problem), POINTER(GradStrides), POINTER(Exec), POINTER(c_size_t)]
+)
+backward = _declare(
+    "jattn_backward",
+    c_int,
+    [c_void_p, POINTER(Problem), POINTER(GradStrides), POINTER(Exec)]
+    + [c_void_p] * 4  # q, k, v, out
+    + [c_void_p, c_void_p, c_void_p]  # lse, dout, dlse
+    + [POINTER(KeyPadding), c_void_p, c_void_p, c_void_p],  # padding, dq, dk, dv
 )
 
 
