@@ -342,6 +342,33 @@ elif [ $rc -ne 0 ]; then
     fail "--backend cuda: exit $rc, want 0 (present) or 1 (absent)"
 fi
 
+# The backward: timed, dq, dk, dv checked against the float64 ref backward (text and JSON);
+# bench --backward with and without a Python that has torch; the usage it refuses.
+"$J" run --backward --heads 2 --seq 70 --seq-kv 50 --dim 32 --threads 2 --reps 2 >"$T/bwd.txt" 2>"$T/stderr"
+rc=$?
+[ $rc -eq 0 ] && grep -q "^parity   PASS" "$T/bwd.txt" && grep -q "dk rel_l2" "$T/bwd.txt" && pass ||
+    fail "run --backward: exit $rc, $(cat "$T/bwd.txt" "$T/stderr")"
+"$J" run --backward --batch 2 --heads 3 --seq 33 --dim 16 --json --reps 1 >"$T/bwd.json" 2>"$T/stderr"
+rc=$?
+[ $rc -eq 0 ] && grep -q '"pass_kind":"backward"' "$T/bwd.json" && grep -q '"pass":true' "$T/bwd.json" &&
+    grep -q '"dv_rel_l2":' "$T/bwd.json" && [ "$(wc -l <"$T/bwd.json" | tr -d ' ')" = 1 ] && pass ||
+    fail "run --backward --json: exit $rc, $(cat "$T/bwd.json" "$T/stderr")"
+"$J" run --backward --backend ref --heads 1 --seq 9 --dim 8 --reps 1 >"$T/bwd_ref.txt" 2>&1 &&
+    grep -q "ref_attention_backward" "$T/bwd_ref.txt" && pass || fail "run --backward --backend ref: $(cat "$T/bwd_ref.txt")"
+JATTN_BENCH_PYTHON=/nonexistent/python "$J" bench --backward --heads 1 --seq 64 --dim 32 --threads 1 --reps 2 \
+    >"$T/bbench.txt" 2>"$T/stderr"
+rc=$?
+[ $rc -eq 0 ] && grep -q "cpu_flash_bwd" "$T/bbench.txt" && grep -q " nan " "$T/bbench.txt" && pass ||
+    fail "bench --backward without torch: exit $rc, $(cat "$T/bbench.txt" "$T/stderr")"
+if [ -n "${JATTN_TEST_PYTHON:-}" ] && "$JATTN_TEST_PYTHON" -c "import torch" 2>/dev/null; then
+    JATTN_BENCH_PYTHON=$JATTN_TEST_PYTHON "$J" bench --backward --heads 1 --seq 64 --dim 32 --threads 1 --reps 2 \
+        --json >"$T/bbench.json" 2>"$T/stderr" && grep -q '"torch_ms":[0-9]' "$T/bbench.json" && pass ||
+        fail "bench --backward beside torch: $(cat "$T/bbench.json" "$T/stderr")"
+fi
+expect_error "--backward with --kv-len" 2 "--backward runs on synthetic inputs" "$J" run --backward --kv-len 3
+expect_error "--backward is no compare option" 2 "--backward is not an option of 'compare'" \
+    "$J" compare --backward "$D/out3.npy" "$D/out3.npy"
+
 # Outputs that cannot be written: exit 1, and no file at all is left behind.
 O=$T/outdir
 mkdir "$O"

@@ -31,7 +31,7 @@ for f in $LIB; do
   objs="$objs $o"
 done
 status=0
-for t in test_cpu_kernels test_cpu_exp test_cpu_threads test_parity; do
+for t in test_cpu_kernels test_cpu_exp test_cpu_threads test_parity test_backward; do
   # shellcheck disable=SC2086
   $CC $FLAGS "$SRC/tests/$t.c" $objs -lm -o "$WORK/$t" || { echo "FAIL: cross-compiling $t"; exit 1; }
 done
@@ -46,5 +46,10 @@ echo "== test_parity cpu, JATTN_CPU_ISA=neon (quick shapes)"
 JATTN_CPU_ISA=neon JATTN_TEST_QUICK=1 "$QEMU" -L "$SYSROOT" "$WORK/test_parity" cpu > "$WORK/parity_neon.log" 2>&1
 rc=$?
 grep -v '^ok' "$WORK/parity_neon.log"
+[ $rc = 0 ] || status=1
+echo "== test_backward cpu gate, JATTN_CPU_ISA=neon"
+JATTN_CPU_ISA=neon "$QEMU" -L "$SYSROOT" "$WORK/test_backward" cpu gate > "$WORK/backward_neon.log" 2>&1
+rc=$?
+grep -v '^ok' "$WORK/backward_neon.log"
 [ $rc = 0 ] || status=1
 exit $status

@@ -53,11 +53,17 @@ const char jattn_cli_usage[] =
     "                                mpirun -np 4 jattn run --parallel ring --check --seq 4096\n"
     "  --shards N,N,...              with --parallel: query tokens of each rank (default: even)\n"
     "  --replicate-kv                with --parallel: k and v whole on every rank (cross-attention)\n"
+    "  --backward                    time the backward (jattn_backward: dq, dk, dv for a standard-\n"
+    "                                normal dout, out and lse from the backend's forward) and check\n"
+    "                                the gradients against the float64 ref backward (first heads)\n"
     "\n"
     "bench (default shapes B=1 H=24 D=128, S = 512, 1536, 4608; backends cpu and cuda if present):\n"
     "  --backend B                   this backend only (ref is benched only when asked for)\n"
     "  --threads N[,N...]            CPU thread counts (default: 1 and all cores)\n"
     "  --batch --heads --seq --seq-kv --dim   one shape instead of the default ones\n"
+    "  --backward                    the backward instead (S = 1536, 4608; threads default: all\n"
+    "                                cores), beside the FMA peak and PyTorch's CPU SDPA backward\n"
+    "                                (python3 with torch, or JATTN_BENCH_PYTHON) in the same run\n"
     "  --precision, --scale, --seed, --reps (default: about 3 s worth, 3 to 20), --json (a JSON\n"
     "                                object per row)\n"
     "\n"
@@ -79,7 +85,7 @@ typedef enum option_id {
     OPT_BACKEND, OPT_PRECISION, OPT_THREADS, OPT_BATCH, OPT_HEADS, OPT_SEQ, OPT_SEQ_KV, OPT_DIM, OPT_SCALE,
     OPT_SEED, OPT_REPS, OPT_CHECK, OPT_NO_CHECK, OPT_JSON, OPT_Q, OPT_K, OPT_V, OPT_OUT, OPT_LSE, OPT_SHAPE,
     OPT_KV_LEN, OPT_KEY_MASK, OPT_HELP,
-    OPT_PARALLEL, OPT_SHARDS, OPT_REPLICATE_KV
+    OPT_PARALLEL, OPT_SHARDS, OPT_REPLICATE_KV, OPT_BACKWARD
 } option_id;
 
 typedef struct option_spec {
@@ -117,6 +123,7 @@ static const option_spec options[] = {
     {"--parallel", OPT_PARALLEL, ON_RUN, 1},
     {"--shards", OPT_SHARDS, ON_RUN, 1},
     {"--replicate-kv", OPT_REPLICATE_KV, ON_RUN, 0},
+    {"--backward", OPT_BACKWARD, ON_RUN | ON_BENCH, 0},
 };
 
 static const char *const command_names[] = {"help", "version", "run", "bench", "compare", "gen"};
@@ -349,6 +356,9 @@ static int apply_option(cli_options *o, option_id id, const char *name, const ch
     case OPT_REPLICATE_KV:
         o->replicate_kv = 1;
         return 0;
+    case OPT_BACKWARD:
+        o->backward = 1;
+        return 0;
     }
     usage_error(err, errlen, "%s: internal error: unhandled option", name);
     return -1;
@@ -368,6 +378,10 @@ static int check_combination(const cli_options *o, char *err, size_t errlen) {
             return usage_error(err, errlen, "--parallel runs on synthetic inputs (no --q, --k, --v, --out, --lse)");
         if (o->parallel && (o->n_kv_len || o->key_mask_path))
             return usage_error(err, errlen, "--parallel has no key padding (no --kv-len, --key-mask)");
+        if (o->backward && (files || o->out_path || o->lse_path || o->parallel || o->n_kv_len || o->key_mask_path))
+            return usage_error(err, errlen,
+                               "--backward runs on synthetic inputs (no --q, --k, --v, --out, --lse, --parallel, "
+                               "--kv-len, --key-mask)");
         return CLI_EXIT_OK;
     }
     case CLI_CMD_COMPARE:

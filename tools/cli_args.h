@@ -67,6 +67,7 @@ typedef struct cli_options {
     int64_t shards[CLI_MAX_SHARDS];   /* --shards: query tokens of each rank */
     int n_shards;
     int replicate_kv;                 /* --replicate-kv: k, v whole on every rank */
+    int backward;                     /* run, bench --backward: time and check jattn_backward */
 } cli_options;
 
 /* Parses argv (argv[0] is the program name). Never prints, exits or allocates; pointers in *o

@@ -17,10 +17,10 @@ int main(int argc, char **argv) {
         printf("jattn %s (library %s)\n", JATTN_VERSION_STRING, jattn_version_string());
         break;
     case CLI_CMD_RUN:
-        rc = cli_run(&o);
+        rc = o.backward ? cli_run_backward(&o) : cli_run(&o);
         break;
     case CLI_CMD_BENCH:
-        rc = cli_bench(&o);
+        rc = o.backward ? cli_bench_backward(&o) : cli_bench(&o);
         break;
     case CLI_CMD_COMPARE:
         rc = cli_compare(&o);

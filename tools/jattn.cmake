@@ -7,6 +7,7 @@ add_executable(jattn
   ${CMAKE_CURRENT_LIST_DIR}/cli_common.c
   ${CMAKE_CURRENT_LIST_DIR}/cli_run.c
   ${CMAKE_CURRENT_LIST_DIR}/cli_bench.c
+  ${CMAKE_CURRENT_LIST_DIR}/cli_backward.c
   ${CMAKE_CURRENT_LIST_DIR}/cli_tools.c)
 target_compile_definitions(jattn PRIVATE _POSIX_C_SOURCE=200809L)
 target_link_libraries(jattn PRIVATE jattn_kit jattn_static m)

@@ -24,6 +24,7 @@ MIRRORS = {
     "jattn_exec": _clib.Exec,
     "jattn_selection": _clib.Selection,
     "jattn_key_padding": _clib.KeyPadding,
+    "jattn_grad_strides": _clib.GradStrides,
 }
 # Mirrored structs the ABI probe (tests/abi/jattn_abi_probe.c) does not measure yet: their layout
 # is checked from the probed structs they are made of.

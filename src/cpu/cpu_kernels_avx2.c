@@ -13,6 +13,8 @@
 #define JK_DR 6
 #define JK_BK 96
 #define JK_DB 16
+#define JK_GK 6 /* bwd_outer: 6 keys x 2 vectors of head_dim (12 accumulators) */
+#define JK_GD 2
 #define JK_NARROW (&cpu_kernels_avx2_q8) /* the last, short block of a head */
 
 #include "cpu_vocab_avx2.h"

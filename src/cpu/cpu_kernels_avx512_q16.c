@@ -13,6 +13,8 @@
 #define JK_DR 12
 #define JK_BK 96
 #define JK_DB 16
+#define JK_GK 6 /* bwd_outer: 6 keys x 4 vectors of head_dim (24 accumulators) */
+#define JK_GD 4
 
 #include "cpu_vocab_avx512.h"
 

@@ -15,6 +15,8 @@
 #define JK_DR 6
 #define JK_BK 96
 #define JK_DB 16
+#define JK_GK 6 /* bwd_outer: 6 keys x 4 vectors of head_dim (24 accumulators) */
+#define JK_GD 4
 
 typedef float32x4_t jv;
 #define jv_zero() vdupq_n_f32(0.0f)

@@ -60,6 +60,12 @@ int main(void) {
     FIELD(jattn_key_padding, mask_keys);
     FIELD(jattn_key_padding, mask_batch_stride);
 
+    STRUCT(jattn_grad_strides);
+    FIELD(jattn_grad_strides, dout);
+    FIELD(jattn_grad_strides, dq);
+    FIELD(jattn_grad_strides, dk);
+    FIELD(jattn_grad_strides, dv);
+
     /* The enums: their storage, then every enumerator. */
     STRUCT(jattn_status);
     STRUCT(jattn_dtype);

@@ -174,7 +174,6 @@ forward_padded = _declare(
     [c_void_p, POINTER(Problem), POINTER(Exec), c_void_p, c_void_p, c_void_p, POINTER(KeyPadding), c_void_p, c_void_p],
 )
 
-
 # The backward (jattn.h 0.3): absent from older libraries, which then serve the forward only.
 HAS_BACKWARD = hasattr(lib, "jattn_backward")
 if HAS_BACKWARD:

@@ -209,6 +209,21 @@ pub struct jattn_selection {
     pub threads: c_int,
 }
 
+/// `jattn_grad_strides`: element strides of the backward's gradient tensors, each
+/// `[batch, head, token, head_dim]`: `dout` has out's extent, `dq` q's, `dk` k's, `dv` v's.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct jattn_grad_strides {
+    /// Strides of the output's gradient (read).
+    pub dout: jattn_strides,
+    /// Strides of q's gradient (written).
+    pub dq: jattn_strides,
+    /// Strides of k's gradient (written).
+    pub dk: jattn_strides,
+    /// Strides of v's gradient (written).
+    pub dv: jattn_strides,
+}
+
 /// `jattn_ctx`: an opaque context holding grow-only buffers between calls.
 #[repr(C)]
 pub struct jattn_ctx {
@@ -317,5 +332,45 @@ unsafe extern "C" {
         padding: *const jattn_key_padding,
         out: *mut c_void,
         lse: *mut f32,
+    ) -> jattn_status;
+
+    /// @return the gradient strides that mirror the problem's own (dout like out, dq like q,
+    /// dk like k, dv like v: what a NULL `jattn_grad_strides` means).
+    pub fn jattn_grad_strides_like(problem: *const jattn_problem) -> jattn_grad_strides;
+    /// Can the backend of `exec` run the backward of `problem`, and with which kernel?
+    /// @return `JATTN_OK` and `*selection` filled, or the status of the first problem found.
+    pub fn jattn_backward_select(
+        problem: *const jattn_problem,
+        exec: *const jattn_exec,
+        selection: *mut jattn_selection,
+    ) -> jattn_status;
+    /// @return `JATTN_OK` and `*bytes` = the workspace `jattn_backward` needs (0 when none).
+    pub fn jattn_backward_workspace_size(
+        problem: *const jattn_problem,
+        grad: *const jattn_grad_strides,
+        exec: *const jattn_exec,
+        bytes: *mut usize,
+    ) -> jattn_status;
+    /// dq, dk, dv (overwritten) of the attention of `problem`, from q, k, v, the forward's out
+    /// and lse, dout and (may be NULL) dlse; padding may be NULL. `grad` NULL: the gradients
+    /// at the strides of the tensors they belong to.
+    /// @return `JATTN_OK`, or the status of the first problem found; nothing is written on
+    /// failure.
+    pub fn jattn_backward(
+        ctx: *mut jattn_ctx,
+        problem: *const jattn_problem,
+        grad: *const jattn_grad_strides,
+        exec: *const jattn_exec,
+        q: *const c_void,
+        k: *const c_void,
+        v: *const c_void,
+        out: *const c_void,
+        lse: *const f32,
+        dout: *const c_void,
+        dlse: *const f32,
+        padding: *const jattn_key_padding,
+        dq: *mut c_void,
+        dk: *mut c_void,
+        dv: *mut c_void,
     ) -> jattn_status;
 }

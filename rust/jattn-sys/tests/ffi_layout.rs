@@ -35,6 +35,7 @@ fn rust_lines() -> Vec<String> {
     record!(struct l, jattn_exec, backend, precision, memory, threads, cuda_stream, workspace, workspace_bytes);
     record!(struct l, jattn_selection, backend, backend_name, kernel, isa, threads);
     record!(struct l, jattn_key_padding, kv_len, mask, mask_batch, mask_keys, mask_batch_stride);
+    record!(struct l, jattn_grad_strides, dout, dq, dk, dv);
     record!(struct l, jattn_status);
     record!(struct l, jattn_dtype);
     record!(struct l, jattn_backend);
@@ -72,6 +73,10 @@ fn rust_functions() -> Vec<(&'static str, usize)> {
         jattn_ctx_free,
         jattn_forward,
         jattn_forward_padded,
+        jattn_grad_strides_like,
+        jattn_backward_select,
+        jattn_backward_workspace_size,
+        jattn_backward,
     ]
 }
 

@@ -61,6 +61,7 @@
     clippy::unimplemented
 )]
 
+mod backward;
 mod call;
 mod device;
 mod error;
@@ -68,6 +69,7 @@ mod exec;
 mod padding;
 mod problem;
 
+pub use backward::{BackwardInputs, backward, select_backward};
 pub use call::{Context, forward, forward_padded};
 pub use device::{
     DeviceKeyPadding, DeviceTensors, DeviceWorkspace, device_workspace_size, forward_device, select_device,

@@ -10,7 +10,7 @@ use jattn::{Backend, Exec, Layout, Precision, Problem, Strides, Tensor, sys};
 fn version_is_the_linked_library() {
     assert_eq!(jattn::version(), "0.3.0");
     assert_eq!(jattn::version_number(), sys::JATTN_VERSION_NUMBER);
-    assert_eq!(jattn::version_number(), 200);
+    assert_eq!(jattn::version_number(), 300);
 }
 
 #[test]

@@ -1,0 +1,165 @@
+//! `jattn::backward` against float64 gradients written here (own softmax, own out and lse from
+//! the same float32 inputs), gated by the backward's contract on every gradient: rel_l2 <= 5e-6,
+//! max_abs <= 2e-5 · max(1, max|ref|), cos >= 0.99999. Also the slice checks (a short slice is an
+//! error and nothing is written) and key padding (masked keys get dk = dv = +0).
+
+mod common;
+
+use common::*;
+use jattn::{Backend, BackwardInputs, Exec, KeyPadding, Problem, Status, Tensor};
+
+/// Float64 gradients, dense [B, H, S, D]: (dq, dk, dv). Keys with `attends(b, j)` false are
+/// left out.
+fn reference_grads(
+    p: &Problem,
+    q: &[f32],
+    k: &[f32],
+    v: &[f32],
+    dout: &[f32],
+    attends: &dyn Fn(usize, usize) -> bool,
+) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
+    let (b_n, h_n, sq, skv, d_n) = (p.batch(), p.heads(), p.seq_q(), p.seq_kv(), p.head_dim());
+    let scale = scale_of(p);
+    let mut dq = vec![0.0; b_n * h_n * sq * d_n];
+    let mut dk = vec![0.0; b_n * h_n * skv * d_n];
+    let mut dv = vec![0.0; b_n * h_n * skv * d_n];
+    let at = |t, b, h, i, d| offset(p, t, b, h, i, d);
+    for b in 0..b_n {
+        for h in 0..h_n {
+            for i in 0..sq {
+                let keys: Vec<usize> = (0..skv).filter(|&j| attends(b, j)).collect();
+                if keys.is_empty() {
+                    continue;
+                }
+                let s: Vec<f64> = keys
+                    .iter()
+                    .map(|&j| {
+                        scale
+                            * (0..d_n)
+                                .map(|d| f64::from(q[at(Tensor::Q, b, h, i, d)]) * f64::from(k[at(Tensor::K, b, h, j, d)]))
+                                .sum::<f64>()
+                    })
+                    .collect();
+                let mx = s.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                let e: Vec<f64> = s.iter().map(|x| (x - mx).exp()).collect();
+                let sum: f64 = e.iter().sum();
+                let pr: Vec<f64> = e.iter().map(|x| x / sum).collect();
+                let o: Vec<f64> = (0..d_n)
+                    .map(|d| keys.iter().zip(&pr).map(|(&j, pj)| pj * f64::from(v[at(Tensor::V, b, h, j, d)])).sum())
+                    .collect();
+                let g = |d| f64::from(dout[at(Tensor::Out, b, h, i, d)]);
+                let dl: f64 = (0..d_n).map(|d| g(d) * o[d]).sum();
+                for (&j, pj) in keys.iter().zip(&pr) {
+                    let dp: f64 = (0..d_n).map(|d| g(d) * f64::from(v[at(Tensor::V, b, h, j, d)])).sum();
+                    let ds = pj * (dp - dl) * scale;
+                    for d in 0..d_n {
+                        dq[((b * h_n + h) * sq + i) * d_n + d] += ds * f64::from(k[at(Tensor::K, b, h, j, d)]);
+                        dk[((b * h_n + h) * skv + j) * d_n + d] += ds * f64::from(q[at(Tensor::Q, b, h, i, d)]);
+                        dv[((b * h_n + h) * skv + j) * d_n + d] += pj * g(d);
+                    }
+                }
+            }
+        }
+    }
+    (dq, dk, dv)
+}
+
+/// The gradient `grad` (at tensor's strides) gathered dense.
+fn gather(p: &Problem, t: Tensor, grad: &[f32]) -> Vec<f32> {
+    let seq = if matches!(t, Tensor::Q | Tensor::Out) { p.seq_q() } else { p.seq_kv() };
+    let mut dense = Vec::new();
+    for b in 0..p.batch() {
+        for h in 0..p.heads() {
+            for i in 0..seq {
+                for d in 0..p.head_dim() {
+                    dense.push(grad[offset(p, t, b, h, i, d)]);
+                }
+            }
+        }
+    }
+    dense
+}
+
+fn passes_backward(m: &Metrics) -> bool {
+    if m.not_finite > 0 {
+        return false;
+    }
+    let abs = m.max_abs <= 2e-5 * m.max_ref.max(1.0);
+    if m.max_ref == 0.0 {
+        return abs;
+    }
+    m.rel_l2 <= 5e-6 && abs && m.cos >= 0.99999
+}
+
+/// One backward against the reference; panics with the case on failure.
+fn check(label: &str, p: Problem, exec: &Exec, dist: Dist, rng: &mut Rng, padding: Option<&KeyPadding<'_>>,
+         attends: &dyn Fn(usize, usize) -> bool) {
+    let p = problem_for(p, dist);
+    let (q, k, v) = inputs(&p, dist, rng);
+    let dout = draw(rng, Dist::Normal, false, p.required_len(Tensor::Out).unwrap());
+    let mut out = vec![0.0f32; p.required_len(Tensor::Out).unwrap()];
+    let mut lse = vec![0.0f32; p.lse_len().unwrap()];
+    let fwd = Exec::default().with_backend(Backend::Ref);
+    match padding {
+        Some(kp) => jattn::forward_padded(&p, &fwd, &q, &k, &v, kp, &mut out, Some(&mut lse)),
+        None => jattn::forward(&p, &fwd, &q, &k, &v, &mut out, Some(&mut lse)),
+    }
+    .unwrap_or_else(|e| panic!("{label}: forward: {e}"));
+    let mut dq = poisoned(p.required_len(Tensor::Q).unwrap());
+    let mut dk = poisoned(p.required_len(Tensor::K).unwrap());
+    let mut dv = poisoned(p.required_len(Tensor::V).unwrap());
+    let inputs = BackwardInputs { q: &q, k: &k, v: &v, out: &out, lse: &lse, dout: &dout, dlse: None };
+    jattn::backward(&p, exec, &inputs, padding, &mut dq, &mut dk, &mut dv)
+        .unwrap_or_else(|e| panic!("{label}: backward: {e}"));
+    let (rq, rk, rv) = reference_grads(&p, &q, &k, &v, &dout, attends);
+    for (name, t, got, want) in [("dq", Tensor::Q, &dq, &rq), ("dk", Tensor::K, &dk, &rk), ("dv", Tensor::V, &dv, &rv)] {
+        let m = Metrics::of(gather(&p, t, got), want.iter().copied());
+        assert!(passes_backward(&m), "{label} {dist:?} {name}: {m} (seed {})", base_seed());
+    }
+}
+
+#[test]
+fn backward_matches_float64_gradients() {
+    let mut rng = rng_for("backward_matches_float64_gradients");
+    for backend in [Backend::Cpu, Backend::Ref] {
+        let exec = Exec::default().with_backend(backend);
+        for shape in [(1, 2, 8, 8, 128), (1, 2, 40, 40, 128), (2, 3, 33, 65, 64), (1, 1, 100, 77, 16), (1, 2, 70, 50, 80)] {
+            for dist in Dist::ALL {
+                let (b, h, sq, skv, d) = shape;
+                let label = format!("{backend:?} {shape:?}");
+                check(&label, Problem::flux(b, h, sq, skv, d), &exec, dist, &mut rng, None, &attends_all);
+            }
+        }
+    }
+}
+
+#[test]
+fn backward_with_key_padding() {
+    let mut rng = rng_for("backward_with_key_padding");
+    let lengths = [40i64, 0];
+    let padding = KeyPadding::lengths(&lengths);
+    let exec = Exec::default().with_backend(Backend::Cpu);
+    let attends = |b: usize, j: usize| (j as i64) < lengths[b];
+    check("cpu kv_len", Problem::flux(2, 2, 30, 50, 64), &exec, Dist::Normal, &mut rng, Some(&padding), &attends);
+}
+
+#[test]
+fn short_slices_are_errors_and_nothing_is_written() {
+    let p = Problem::flux(1, 2, 16, 16, 32);
+    let n = p.required_len(Tensor::Q).unwrap();
+    let x = vec![0.25f32; n];
+    let lse = vec![0.0f32; p.lse_len().unwrap()];
+    let (mut dq, mut dk, mut dv) = (poisoned(n), poisoned(n), poisoned(n - 1));
+    let inputs = BackwardInputs { q: &x, k: &x, v: &x, out: &x, lse: &lse, dout: &x, dlse: None };
+    let err = jattn::backward(&p, &Exec::default(), &inputs, None, &mut dq, &mut dk, &mut dv).unwrap_err();
+    assert_eq!(err.status(), Status::InvalidArgument);
+    assert!(err.message().contains("dv"), "{}", err.message());
+    assert!(dq.iter().chain(&dk).all(|&g| is_poison(g)));
+    let short = &lse[1..];
+    let inputs = BackwardInputs { lse: short, ..inputs };
+    let mut dv = poisoned(n);
+    let err = jattn::backward(&p, &Exec::default(), &inputs, None, &mut dq, &mut dk, &mut dv).unwrap_err();
+    assert!(err.message().contains("lse"), "{}", err.message());
+    let sel = jattn::select_backward(&p, &Exec::default().with_backend(Backend::Cpu)).unwrap();
+    assert!(sel.kernel.contains("bwd"), "{}", sel.kernel);
+}

@@ -1,0 +1,326 @@
+/* `jattn run --backward` and `jattn bench --backward`: the backward (jattn_backward) timed on
+ * synthetic inputs, its gradients checked against the float64 ref backward of the same inputs
+ * (out and lse from the backend's own forward, as in training), and, in bench, beside the
+ * machine's FMA peak and PyTorch's CPU SDPA backward measured in the same run.
+ *
+ * FLOPs of a backward: 2.5x the forward's, 10 * B * H * Sq * Skv * D (five products; the
+ * convention of FlashAttention and the Triton tutorial). The check runs the ref backward on the
+ * first heads of batch 0 (a head's dq, dk, dv depend on that head alone), as many as fit in
+ * about the forward check's budget (at least one). */
+#define _POSIX_C_SOURCE 200809L /* popen, pclose: PyTorch's backward runs in a child process */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli_commands.h"
+#include "cli_common.h"
+#include "peers.h"
+
+#define BWD_CHECK_BUDGET_FLOPS 1.5e10 /* float64 reference work of the check: ~1 head at FLUX sizes */
+#define BWD_AUTO_SECONDS 3.0
+#define BWD_REPS_MIN 3
+#define BWD_REPS_MAX 20
+
+static double backward_flops(const jattn_problem *p) { return 2.5 * cli_flops(p); }
+
+/* One backward job: inputs, forward outputs, gradients (all FLUX layout, dense). */
+typedef struct bwd_job {
+    jattn_problem p;
+    float *q, *k, *v, *out, *lse, *dout, *dq, *dk, *dv;
+} bwd_job;
+
+static void job_free(bwd_job *j) {
+    float *ptrs[9] = {j->q, j->k, j->v, j->out, j->lse, j->dout, j->dq, j->dk, j->dv};
+    for (int i = 0; i < 9; i++) free(ptrs[i]);
+    memset(j, 0, sizeof *j);
+}
+
+static jattn_status job_init(bwd_job *j, const jattn_problem *p, uint64_t seed, const jattn_exec *e, jattn_ctx *ctx) {
+    memset(j, 0, sizeof *j);
+    j->p = *p;
+    const int64_t nq = cli_elems(p, p->seq_q), nk = cli_elems(p, p->seq_kv), nl = p->batch * p->heads * p->seq_q;
+    j->q = cli_alloc_floats(nq), j->k = cli_alloc_floats(nk), j->v = cli_alloc_floats(nk);
+    j->out = cli_alloc_floats(nq), j->lse = cli_alloc_floats(nl), j->dout = cli_alloc_floats(nq);
+    j->dq = cli_alloc_floats(nq), j->dk = cli_alloc_floats(nk), j->dv = cli_alloc_floats(nk);
+    if (!j->q || !j->k || !j->v || !j->out || !j->lse || !j->dout || !j->dq || !j->dk || !j->dv)
+        return JATTN_ERROR_OUT_OF_MEMORY;
+    cli_fill_normal(j->q, nq, seed, 1);
+    cli_fill_normal(j->k, nk, seed, 2);
+    cli_fill_normal(j->v, nk, seed, 3);
+    cli_fill_normal(j->dout, nq, seed, 7);
+    return jattn_forward(ctx, p, e, j->q, j->k, j->v, j->out, j->lse);
+}
+
+static jattn_status job_backward(const bwd_job *j, jattn_ctx *ctx, const jattn_exec *e) {
+    return jattn_backward(ctx, &j->p, NULL, e, j->q, j->k, j->v, j->out, j->lse, j->dout, NULL, NULL, j->dq, j->dk,
+                          j->dv);
+}
+
+/* Median of reps timed calls after one warm-up (reps 0: about BWD_AUTO_SECONDS worth). */
+static jattn_status time_backward(const bwd_job *j, jattn_ctx *ctx, const jattn_exec *e, int reps, cli_timing *t) {
+    double t0 = cli_now();
+    jattn_status st = job_backward(j, ctx, e);
+    const double warm = cli_now() - t0;
+    if (st != JATTN_OK) return st;
+    if (!reps) {
+        const double r = ceil(BWD_AUTO_SECONDS / (warm > 1e-9 ? warm : 1e-9));
+        reps = r < BWD_REPS_MIN ? BWD_REPS_MIN : r > BWD_REPS_MAX ? BWD_REPS_MAX : (int)r;
+    }
+    double *times = malloc((size_t)reps * sizeof *times);
+    if (!times) return JATTN_ERROR_OUT_OF_MEMORY;
+    for (int r = 0; r < reps && st == JATTN_OK; r++) {
+        t0 = cli_now();
+        st = job_backward(j, ctx, e);
+        times[r] = 1e3 * (cli_now() - t0);
+    }
+    if (st == JATTN_OK) {
+        t->ms = cli_median(times, reps);
+        t->ms_min = times[0];
+        t->ms_max = times[reps - 1];
+        t->reps = reps;
+        t->clock = "host";
+    }
+    free(times);
+    return st;
+}
+
+/* The check: the ref backward of the first `heads` heads of batch 0, from the same inputs. */
+typedef struct bwd_check {
+    int64_t heads; /* heads checked */
+    jattn_metrics m[3];
+    int pass;
+} bwd_check;
+
+static jattn_status check_backward(const bwd_job *j, bwd_check *c) {
+    const jattn_problem *p = &j->p;
+    const double per_head = backward_flops(p) / (double)(p->batch * p->heads);
+    int64_t heads = (int64_t)(BWD_CHECK_BUDGET_FLOPS / per_head);
+    heads = heads < 1 ? 1 : heads > p->heads ? p->heads : heads;
+    jattn_problem sub = *p;
+    sub.batch = 1;
+    sub.heads = heads;
+    /* the same strides: the first heads of batch 0 are a valid sub-problem in place */
+    const int64_t nq = p->seq_q * p->head_dim * p->heads, nk = p->seq_kv * p->head_dim * heads;
+    float *dq = cli_alloc_floats(nq), *dk = cli_alloc_floats(nk), *dv = cli_alloc_floats(nk);
+    jattn_status st = JATTN_ERROR_OUT_OF_MEMORY;
+    if (dq && dk && dv) {
+        jattn_exec e = {0};
+        e.backend = JATTN_BACKEND_REF;
+        st = jattn_backward(NULL, &sub, NULL, &e, j->q, j->k, j->v, j->out, j->lse, j->dout, NULL, NULL, dq, dk, dv);
+    }
+    if (st == JATTN_OK) {
+        /* dq token-major like q? q is head-major [B,H,S,D] in the FLUX layout: the first heads
+         * are contiguous, as are those of dk, dv. */
+        const int64_t n_q = heads * p->seq_q * p->head_dim;
+        jattn_metrics_compute_dense(j->dq, dq, n_q, &c->m[0]);
+        jattn_metrics_compute_dense(j->dk, dk, nk, &c->m[1]);
+        jattn_metrics_compute_dense(j->dv, dv, nk, &c->m[2]);
+        c->heads = heads;
+        c->pass = 1;
+        for (int i = 0; i < 3; i++) c->pass &= jattn_metrics_pass_backward(&c->m[i]);
+    }
+    free(dq), free(dk), free(dv);
+    return st;
+}
+
+static jattn_problem job_problem(const cli_options *o, int64_t seq_default) {
+    const int64_t seq = o->seq_q ? o->seq_q : seq_default;
+    jattn_problem p = jattn_problem_flux(o->batch ? o->batch : CLI_DEFAULT_BATCH, o->heads ? o->heads : CLI_DEFAULT_HEADS,
+                                         seq, o->seq_kv ? o->seq_kv : seq, o->dim ? o->dim : CLI_DEFAULT_DIM);
+    p.scale = o->scale;
+    return p;
+}
+
+int cli_run_backward(const cli_options *o) {
+    jattn_problem p = job_problem(o, CLI_DEFAULT_SEQ);
+    jattn_exec e = {0};
+    e.backend = o->backend;
+    e.precision = o->precision;
+    e.threads = o->n_threads ? o->threads[0] : 0;
+    jattn_selection sel;
+    jattn_status st = jattn_backward_select(&p, &e, &sel);
+    if (st != JATTN_OK) return cli_error(cli_exit_for_status(st), "%s: %s", jattn_status_name(st), jattn_last_error());
+    char err[256];
+    const double bytes = 4.0 * (6.0 * (double)cli_elems(&p, p.seq_q) + 5.0 * (double)cli_elems(&p, p.seq_kv));
+    if (cli_memory_fits(bytes, "the backward's tensors", err, sizeof err) != 0) return cli_error(CLI_EXIT_USAGE, "%s", err);
+    jattn_ctx *ctx = NULL;
+    bwd_job j;
+    st = jattn_ctx_create(&ctx);
+    if (st == JATTN_OK) st = job_init(&j, &p, o->seed, &e, ctx);
+    cli_timing t = {0};
+    if (st == JATTN_OK) st = time_backward(&j, ctx, &e, o->reps, &t);
+    bwd_check c;
+    memset(&c, 0, sizeof c);
+    if (st == JATTN_OK && o->check) st = check_backward(&j, &c);
+    if (st != JATTN_OK) {
+        const int rc = cli_error(cli_exit_for_status(st), "%s: %s", jattn_status_name(st), jattn_last_error());
+        job_free(&j);
+        jattn_ctx_free(ctx);
+        return rc;
+    }
+    const double gflops = backward_flops(&p) / (t.ms * 1e-3) / 1e9;
+    static const char *const names[3] = {"dq", "dk", "dv"};
+    if (o->json) {
+        cli_json js;
+        cli_json_begin(&js, stdout);
+        cli_json_str(&js, "command", "run");
+        cli_json_str(&js, "pass_kind", "backward");
+        cli_json_str(&js, "version", jattn_version_string());
+        cli_json_str(&js, "backend", sel.backend_name);
+        cli_json_str(&js, "kernel", sel.kernel);
+        cli_json_str(&js, "isa", sel.isa);
+        cli_json_int(&js, "threads", sel.threads);
+        cli_json_int(&js, "batch", p.batch);
+        cli_json_int(&js, "heads", p.heads);
+        cli_json_int(&js, "seq_q", p.seq_q);
+        cli_json_int(&js, "seq_kv", p.seq_kv);
+        cli_json_int(&js, "dim", p.head_dim);
+        cli_json_int(&js, "seed", (long long)o->seed);
+        cli_json_num(&js, "ms", t.ms);
+        cli_json_num(&js, "ms_min", t.ms_min);
+        cli_json_num(&js, "ms_max", t.ms_max);
+        cli_json_int(&js, "reps", t.reps);
+        cli_json_num(&js, "gflops", gflops);
+        if (o->check) {
+            cli_json_int(&js, "checked_heads", c.heads);
+            for (int i = 0; i < 3; i++) {
+                char key[32];
+                snprintf(key, sizeof key, "%s_rel_l2", names[i]);
+                cli_json_num(&js, key, c.m[i].rel_l2);
+                snprintf(key, sizeof key, "%s_max_abs", names[i]);
+                cli_json_num(&js, key, c.m[i].max_abs);
+                snprintf(key, sizeof key, "%s_cos", names[i]);
+                cli_json_num(&js, key, c.m[i].cos);
+            }
+            cli_json_bool(&js, "pass", c.pass);
+        } else {
+            cli_json_str(&js, "check", "off");
+        }
+        cli_json_end(&js);
+    } else {
+        printf("backward B=%lld H=%lld Sq=%lld Skv=%lld D=%lld on %s: %s (%s), %d threads\n", (long long)p.batch,
+               (long long)p.heads, (long long)p.seq_q, (long long)p.seq_kv, (long long)p.head_dim, sel.backend_name,
+               sel.kernel, sel.isa, sel.threads);
+        printf("time     %.3f ms (median of %d; min %.3f, max %.3f), %.1f GFLOP/s (10*B*H*Sq*Skv*D)\n", t.ms, t.reps,
+               t.ms_min, t.ms_max, gflops);
+        if (o->check) {
+            printf("parity   %s against the float64 ref backward (first %lld heads of batch 0; gate rel_l2 <= %g, "
+                   "max_abs <= %g*max(1,|ref|), cos >= %g)\n",
+                   c.pass ? "PASS" : "FAIL", (long long)c.heads, JATTN_BWD_GATE_REL_L2, JATTN_BWD_GATE_MAX_ABS,
+                   JATTN_BWD_GATE_COS);
+            for (int i = 0; i < 3; i++)
+                printf("         %s rel_l2 %.3g max_abs %.3g (max|ref| %.3g) cos %.9f\n", names[i], c.m[i].rel_l2,
+                       c.m[i].max_abs, c.m[i].max_ref, c.m[i].cos);
+        } else {
+            printf("parity   not checked (--no-check)\n");
+        }
+    }
+    job_free(&j);
+    jattn_ctx_free(ctx);
+    return o->check && !c.pass ? CLI_EXIT_FAILURE : CLI_EXIT_OK;
+}
+
+/* PyTorch's CPU SDPA backward on the same shape and thread count, in a child process: the
+ * interpreter of JATTN_BENCH_PYTHON (default python3). @return 0 and *ms (median of reps), or -1
+ * when Python or torch is absent or the run fails. */
+static int torch_backward_ms(const jattn_problem *p, int threads, int reps, double *ms) {
+    const char *py = getenv("JATTN_BENCH_PYTHON");
+    char cmd[1536];
+    snprintf(cmd, sizeof cmd,
+             "%s -c \"import time,torch,statistics as s;torch.set_num_threads(%d);"
+             "q=torch.randn(%lld,%lld,%lld,%lld,requires_grad=True);"
+             "k,v=[torch.randn(%lld,%lld,%lld,%lld,requires_grad=True) for _ in range(2)];"
+             "g=torch.randn_like(q);f=torch.nn.functional.scaled_dot_product_attention;f(q,k,v).backward(g);t=[]\n"
+             "for _ in range(%d):\n o=f(q,k,v);a=time.perf_counter();o.backward(g);t.append(time.perf_counter()-a)\n"
+             "print(1e3*s.median(t))\" 2>/dev/null",
+             py && *py ? py : "python3", threads, (long long)p->batch, (long long)p->heads, (long long)p->seq_q,
+             (long long)p->head_dim, (long long)p->batch, (long long)p->heads, (long long)p->seq_kv,
+             (long long)p->head_dim, reps);
+    FILE *f = popen(cmd, "r");
+    if (!f) return -1;
+    double v = NAN;
+    const int got = fscanf(f, "%lf", &v);
+    const int rc = pclose(f);
+    if (got != 1 || rc != 0 || !(v > 0)) return -1;
+    *ms = v;
+    return 0;
+}
+
+int cli_bench_backward(const cli_options *o) {
+    int64_t seqs[2] = {CLI_DEFAULT_SEQ, CLI_DEFAULT_SEQ / 3 + 4 * (CLI_DEFAULT_SEQ - CLI_DEFAULT_SEQ / 3)};
+    const int n_seqs = o->seq_q || o->batch || o->heads || o->dim || o->seq_kv ? 1 : 2;
+    int thread_list[CLI_MAX_THREAD_COUNTS] = {0};
+    const int n_threads = o->n_threads ? o->n_threads : 1;
+    for (int i = 0; i < n_threads; i++) thread_list[i] = o->n_threads ? o->threads[i] : 0;
+    if (!o->json)
+        printf("%-7s %7s %5s %5s %6s %4s %10s %9s %9s %6s %10s %8s  %s\n", "backend", "threads", "B", "H", "S", "D",
+               "ms", "GFLOP/s", "FMA peak", "%peak", "torch ms", "vs torch", "kernel (isa)");
+    int rc = CLI_EXIT_OK;
+    for (int si = 0; si < n_seqs; si++) {
+        jattn_problem p = job_problem(o, seqs[si]);
+        for (int ti = 0; ti < n_threads; ti++) {
+            jattn_exec e = {0};
+            e.backend = o->backend;
+            e.precision = o->precision;
+            e.threads = thread_list[ti];
+            jattn_selection sel;
+            jattn_status st = jattn_backward_select(&p, &e, &sel);
+            if (st != JATTN_OK) {
+                rc = cli_error(cli_exit_for_status(st), "%s: %s", jattn_status_name(st), jattn_last_error());
+                continue;
+            }
+            jattn_ctx *ctx = NULL;
+            bwd_job j;
+            memset(&j, 0, sizeof j);
+            cli_timing t = {0};
+            st = jattn_ctx_create(&ctx);
+            if (st == JATTN_OK) st = job_init(&j, &p, o->seed, &e, ctx);
+            if (st == JATTN_OK) st = time_backward(&j, ctx, &e, o->reps, &t);
+            job_free(&j);
+            jattn_ctx_free(ctx);
+            if (st != JATTN_OK) {
+                rc = cli_error(cli_exit_for_status(st), "%s: %s", jattn_status_name(st), jattn_last_error());
+                continue;
+            }
+            double peak = NAN, torch_ms = NAN;
+            const char *isa = NULL;
+            char err[256];
+            if (sel.backend != JATTN_BACKEND_CUDA && jattn_peer_fma_peak(sel.threads, &peak, &isa, err, sizeof err) != 0)
+                peak = NAN;
+            if (torch_backward_ms(&p, sel.threads, t.reps, &torch_ms) != 0) torch_ms = NAN;
+            const double gflops = backward_flops(&p) / (t.ms * 1e-3) / 1e9;
+            if (o->json) {
+                cli_json js;
+                cli_json_begin(&js, stdout);
+                cli_json_str(&js, "command", "bench");
+                cli_json_str(&js, "pass_kind", "backward");
+                cli_json_str(&js, "backend", sel.backend_name);
+                cli_json_str(&js, "kernel", sel.kernel);
+                cli_json_str(&js, "isa", sel.isa);
+                cli_json_int(&js, "threads", sel.threads);
+                cli_json_int(&js, "batch", p.batch);
+                cli_json_int(&js, "heads", p.heads);
+                cli_json_int(&js, "seq_q", p.seq_q);
+                cli_json_int(&js, "seq_kv", p.seq_kv);
+                cli_json_int(&js, "dim", p.head_dim);
+                cli_json_num(&js, "ms", t.ms);
+                cli_json_int(&js, "reps", t.reps);
+                cli_json_num(&js, "gflops", gflops);
+                cli_json_num(&js, "fma_peak_gflops", peak);
+                cli_json_num(&js, "torch_ms", torch_ms);
+                cli_json_num(&js, "vs_torch", torch_ms / t.ms);
+                cli_json_end(&js);
+            } else {
+                printf("%-7s %7d %5lld %5lld %6lld %4lld %10.2f %9.1f %9.1f %5.1f%% %10.2f %7.2fx  %s (%s)\n",
+                       sel.backend_name, sel.threads, (long long)p.batch, (long long)p.heads, (long long)p.seq_q,
+                       (long long)p.head_dim, t.ms, gflops, peak, 100.0 * gflops / peak, torch_ms, torch_ms / t.ms,
+                       sel.kernel, sel.isa);
+            }
+            fflush(stdout);
+        }
+    }
+    if (!o->json)
+        printf("FLOPs of a backward: 10*B*H*Sq*Skv*D (2.5x the forward's); torch: CPU SDPA backward of the same "
+               "shape and threads (nan when absent; JATTN_BENCH_PYTHON names the interpreter)\n");
+    return rc;
+}
