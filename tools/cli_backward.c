@@ -14,14 +14,19 @@
 
 #include "cli_commands.h"
 #include "cli_common.h"
+#include "clock.h"
+#include "json.h"
 #include "peers.h"
+#include "rng.h"
+#include "tensor.h"
+#include "timing.h"
 
 #define BWD_CHECK_BUDGET_FLOPS 1.5e10 /* float64 reference work of the check: ~1 head at FLUX sizes */
 #define BWD_AUTO_SECONDS 3.0
 #define BWD_REPS_MIN 3
 #define BWD_REPS_MAX 20
 
-static double backward_flops(const jattn_problem *p) { return 2.5 * cli_flops(p); }
+static double backward_flops(const jattn_problem *p) { return 2.5 * kit_flops(p); }
 
 /* One backward job: inputs, forward outputs, gradients (all FLUX layout, dense). */
 typedef struct bwd_job {
@@ -38,16 +43,16 @@ static void job_free(bwd_job *j) {
 static jattn_status job_init(bwd_job *j, const jattn_problem *p, uint64_t seed, const jattn_exec *e, jattn_ctx *ctx) {
     memset(j, 0, sizeof *j);
     j->p = *p;
-    const int64_t nq = cli_elems(p, p->seq_q), nk = cli_elems(p, p->seq_kv), nl = p->batch * p->heads * p->seq_q;
-    j->q = cli_alloc_floats(nq), j->k = cli_alloc_floats(nk), j->v = cli_alloc_floats(nk);
-    j->out = cli_alloc_floats(nq), j->lse = cli_alloc_floats(nl), j->dout = cli_alloc_floats(nq);
-    j->dq = cli_alloc_floats(nq), j->dk = cli_alloc_floats(nk), j->dv = cli_alloc_floats(nk);
+    const int64_t nq = kit_elems(p, p->seq_q), nk = kit_elems(p, p->seq_kv), nl = p->batch * p->heads * p->seq_q;
+    j->q = kit_alloc_floats(nq), j->k = kit_alloc_floats(nk), j->v = kit_alloc_floats(nk);
+    j->out = kit_alloc_floats(nq), j->lse = kit_alloc_floats(nl), j->dout = kit_alloc_floats(nq);
+    j->dq = kit_alloc_floats(nq), j->dk = kit_alloc_floats(nk), j->dv = kit_alloc_floats(nk);
     if (!j->q || !j->k || !j->v || !j->out || !j->lse || !j->dout || !j->dq || !j->dk || !j->dv)
         return JATTN_ERROR_OUT_OF_MEMORY;
-    cli_fill_normal(j->q, nq, seed, 1);
-    cli_fill_normal(j->k, nk, seed, 2);
-    cli_fill_normal(j->v, nk, seed, 3);
-    cli_fill_normal(j->dout, nq, seed, 7);
+    jattn_rng_fill_normal(j->q, nq, seed, 1);
+    jattn_rng_fill_normal(j->k, nk, seed, 2);
+    jattn_rng_fill_normal(j->v, nk, seed, 3);
+    jattn_rng_fill_normal(j->dout, nq, seed, 7);
     return jattn_forward(ctx, p, e, j->q, j->k, j->v, j->out, j->lse);
 }
 
@@ -57,10 +62,10 @@ static jattn_status job_backward(const bwd_job *j, jattn_ctx *ctx, const jattn_e
 }
 
 /* Median of reps timed calls after one warm-up (reps 0: about BWD_AUTO_SECONDS worth). */
-static jattn_status time_backward(const bwd_job *j, jattn_ctx *ctx, const jattn_exec *e, int reps, cli_timing *t) {
-    double t0 = cli_now();
+static jattn_status time_backward(const bwd_job *j, jattn_ctx *ctx, const jattn_exec *e, int reps, kit_timing *t) {
+    double t0 = kit_now();
     jattn_status st = job_backward(j, ctx, e);
-    const double warm = cli_now() - t0;
+    const double warm = kit_now() - t0;
     if (st != JATTN_OK) return st;
     if (!reps) {
         const double r = ceil(BWD_AUTO_SECONDS / (warm > 1e-9 ? warm : 1e-9));
@@ -69,12 +74,12 @@ static jattn_status time_backward(const bwd_job *j, jattn_ctx *ctx, const jattn_
     double *times = malloc((size_t)reps * sizeof *times);
     if (!times) return JATTN_ERROR_OUT_OF_MEMORY;
     for (int r = 0; r < reps && st == JATTN_OK; r++) {
-        t0 = cli_now();
+        t0 = kit_now();
         st = job_backward(j, ctx, e);
-        times[r] = 1e3 * (cli_now() - t0);
+        times[r] = 1e3 * (kit_now() - t0);
     }
     if (st == JATTN_OK) {
-        t->ms = cli_median(times, reps);
+        t->ms = kit_median(times, reps);
         t->ms_min = times[0];
         t->ms_max = times[reps - 1];
         t->reps = reps;
@@ -101,7 +106,7 @@ static jattn_status check_backward(const bwd_job *j, bwd_check *c) {
     sub.heads = heads;
     /* the same strides: the first heads of batch 0 are a valid sub-problem in place */
     const int64_t nq = p->seq_q * p->head_dim * p->heads, nk = p->seq_kv * p->head_dim * heads;
-    float *dq = cli_alloc_floats(nq), *dk = cli_alloc_floats(nk), *dv = cli_alloc_floats(nk);
+    float *dq = kit_alloc_floats(nq), *dk = kit_alloc_floats(nk), *dv = kit_alloc_floats(nk);
     jattn_status st = JATTN_ERROR_OUT_OF_MEMORY;
     if (dq && dk && dv) {
         jattn_exec e = {0};
@@ -141,13 +146,13 @@ int cli_run_backward(const cli_options *o) {
     jattn_status st = jattn_backward_select(&p, &e, &sel);
     if (st != JATTN_OK) return cli_error(cli_exit_for_status(st), "%s: %s", jattn_status_name(st), jattn_last_error());
     char err[256];
-    const double bytes = 4.0 * (6.0 * (double)cli_elems(&p, p.seq_q) + 5.0 * (double)cli_elems(&p, p.seq_kv));
+    const double bytes = 4.0 * (6.0 * (double)kit_elems(&p, p.seq_q) + 5.0 * (double)kit_elems(&p, p.seq_kv));
     if (cli_memory_fits(bytes, "the backward's tensors", err, sizeof err) != 0) return cli_error(CLI_EXIT_USAGE, "%s", err);
     jattn_ctx *ctx = NULL;
     bwd_job j;
     st = jattn_ctx_create(&ctx);
     if (st == JATTN_OK) st = job_init(&j, &p, o->seed, &e, ctx);
-    cli_timing t = {0};
+    kit_timing t = {0};
     if (st == JATTN_OK) st = time_backward(&j, ctx, &e, o->reps, &t);
     bwd_check c;
     memset(&c, 0, sizeof c);
@@ -161,42 +166,42 @@ int cli_run_backward(const cli_options *o) {
     const double gflops = backward_flops(&p) / (t.ms * 1e-3) / 1e9;
     static const char *const names[3] = {"dq", "dk", "dv"};
     if (o->json) {
-        cli_json js;
-        cli_json_begin(&js, stdout);
-        cli_json_str(&js, "command", "run");
-        cli_json_str(&js, "pass_kind", "backward");
-        cli_json_str(&js, "version", jattn_version_string());
-        cli_json_str(&js, "backend", sel.backend_name);
-        cli_json_str(&js, "kernel", sel.kernel);
-        cli_json_str(&js, "isa", sel.isa);
-        cli_json_int(&js, "threads", sel.threads);
-        cli_json_int(&js, "batch", p.batch);
-        cli_json_int(&js, "heads", p.heads);
-        cli_json_int(&js, "seq_q", p.seq_q);
-        cli_json_int(&js, "seq_kv", p.seq_kv);
-        cli_json_int(&js, "dim", p.head_dim);
-        cli_json_int(&js, "seed", (long long)o->seed);
-        cli_json_num(&js, "ms", t.ms);
-        cli_json_num(&js, "ms_min", t.ms_min);
-        cli_json_num(&js, "ms_max", t.ms_max);
-        cli_json_int(&js, "reps", t.reps);
-        cli_json_num(&js, "gflops", gflops);
+        kit_json js;
+        kit_json_begin(&js, stdout);
+        kit_json_str(&js, "command", "run");
+        kit_json_str(&js, "pass_kind", "backward");
+        kit_json_str(&js, "version", jattn_version_string());
+        kit_json_str(&js, "backend", sel.backend_name);
+        kit_json_str(&js, "kernel", sel.kernel);
+        kit_json_str(&js, "isa", sel.isa);
+        kit_json_int(&js, "threads", sel.threads);
+        kit_json_int(&js, "batch", p.batch);
+        kit_json_int(&js, "heads", p.heads);
+        kit_json_int(&js, "seq_q", p.seq_q);
+        kit_json_int(&js, "seq_kv", p.seq_kv);
+        kit_json_int(&js, "dim", p.head_dim);
+        kit_json_int(&js, "seed", (long long)o->seed);
+        kit_json_num(&js, "ms", t.ms);
+        kit_json_num(&js, "ms_min", t.ms_min);
+        kit_json_num(&js, "ms_max", t.ms_max);
+        kit_json_int(&js, "reps", t.reps);
+        kit_json_num(&js, "gflops", gflops);
         if (o->check) {
-            cli_json_int(&js, "checked_heads", c.heads);
+            kit_json_int(&js, "checked_heads", c.heads);
             for (int i = 0; i < 3; i++) {
                 char key[32];
                 snprintf(key, sizeof key, "%s_rel_l2", names[i]);
-                cli_json_num(&js, key, c.m[i].rel_l2);
+                kit_json_num(&js, key, c.m[i].rel_l2);
                 snprintf(key, sizeof key, "%s_max_abs", names[i]);
-                cli_json_num(&js, key, c.m[i].max_abs);
+                kit_json_num(&js, key, c.m[i].max_abs);
                 snprintf(key, sizeof key, "%s_cos", names[i]);
-                cli_json_num(&js, key, c.m[i].cos);
+                kit_json_num(&js, key, c.m[i].cos);
             }
-            cli_json_bool(&js, "pass", c.pass);
+            kit_json_bool(&js, "pass", c.pass);
         } else {
-            cli_json_str(&js, "check", "off");
+            kit_json_str(&js, "check", "off");
         }
-        cli_json_end(&js);
+        kit_json_end(&js);
     } else {
         printf("backward B=%lld H=%lld Sq=%lld Skv=%lld D=%lld on %s: %s (%s), %d threads\n", (long long)p.batch,
                (long long)p.heads, (long long)p.seq_q, (long long)p.seq_kv, (long long)p.head_dim, sel.backend_name,
@@ -272,7 +277,7 @@ int cli_bench_backward(const cli_options *o) {
             jattn_ctx *ctx = NULL;
             bwd_job j;
             memset(&j, 0, sizeof j);
-            cli_timing t = {0};
+            kit_timing t = {0};
             st = jattn_ctx_create(&ctx);
             if (st == JATTN_OK) st = job_init(&j, &p, o->seed, &e, ctx);
             if (st == JATTN_OK) st = time_backward(&j, ctx, &e, o->reps, &t);
@@ -290,26 +295,26 @@ int cli_bench_backward(const cli_options *o) {
             if (torch_backward_ms(&p, sel.threads, t.reps, &torch_ms) != 0) torch_ms = NAN;
             const double gflops = backward_flops(&p) / (t.ms * 1e-3) / 1e9;
             if (o->json) {
-                cli_json js;
-                cli_json_begin(&js, stdout);
-                cli_json_str(&js, "command", "bench");
-                cli_json_str(&js, "pass_kind", "backward");
-                cli_json_str(&js, "backend", sel.backend_name);
-                cli_json_str(&js, "kernel", sel.kernel);
-                cli_json_str(&js, "isa", sel.isa);
-                cli_json_int(&js, "threads", sel.threads);
-                cli_json_int(&js, "batch", p.batch);
-                cli_json_int(&js, "heads", p.heads);
-                cli_json_int(&js, "seq_q", p.seq_q);
-                cli_json_int(&js, "seq_kv", p.seq_kv);
-                cli_json_int(&js, "dim", p.head_dim);
-                cli_json_num(&js, "ms", t.ms);
-                cli_json_int(&js, "reps", t.reps);
-                cli_json_num(&js, "gflops", gflops);
-                cli_json_num(&js, "fma_peak_gflops", peak);
-                cli_json_num(&js, "torch_ms", torch_ms);
-                cli_json_num(&js, "vs_torch", torch_ms / t.ms);
-                cli_json_end(&js);
+                kit_json js;
+                kit_json_begin(&js, stdout);
+                kit_json_str(&js, "command", "bench");
+                kit_json_str(&js, "pass_kind", "backward");
+                kit_json_str(&js, "backend", sel.backend_name);
+                kit_json_str(&js, "kernel", sel.kernel);
+                kit_json_str(&js, "isa", sel.isa);
+                kit_json_int(&js, "threads", sel.threads);
+                kit_json_int(&js, "batch", p.batch);
+                kit_json_int(&js, "heads", p.heads);
+                kit_json_int(&js, "seq_q", p.seq_q);
+                kit_json_int(&js, "seq_kv", p.seq_kv);
+                kit_json_int(&js, "dim", p.head_dim);
+                kit_json_num(&js, "ms", t.ms);
+                kit_json_int(&js, "reps", t.reps);
+                kit_json_num(&js, "gflops", gflops);
+                kit_json_num(&js, "fma_peak_gflops", peak);
+                kit_json_num(&js, "torch_ms", torch_ms);
+                kit_json_num(&js, "vs_torch", torch_ms / t.ms);
+                kit_json_end(&js);
             } else {
                 printf("%-7s %7d %5lld %5lld %6lld %4lld %10.2f %9.1f %9.1f %5.1f%% %10.2f %7.2fx  %s (%s)\n",
                        sel.backend_name, sel.threads, (long long)p.batch, (long long)p.heads, (long long)p.seq_q,
