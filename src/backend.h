@@ -57,6 +57,7 @@ typedef struct jattn_backend_ops {
 extern const jattn_backend_ops jattn_backend_ref;
 extern const jattn_backend_ops jattn_backend_cpu;
 extern const jattn_backend_ops jattn_backend_cuda; /* a stub that reports unavailable when not built */
+extern const jattn_backend_ops jattn_backend_vk;   /* likewise (src/vulkan/vk_unavailable.c) */
 
 /* The context: grow-only buffers, one slot per backend. */
 struct jattn_ctx {

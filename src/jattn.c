@@ -61,7 +61,7 @@ static jattn_status succeed(void) {
 }
 
 const char *jattn_backend_name(jattn_backend backend) {
-    static const char *const names[JATTN_BACKEND_COUNT] = {"auto", "ref", "cpu", "cuda"};
+    static const char *const names[JATTN_BACKEND_COUNT] = {"auto", "ref", "cpu", "cuda", "vk"};
     if ((int)backend < 0 || (int)backend >= JATTN_BACKEND_COUNT) return NULL;
     return names[backend];
 }
@@ -245,10 +245,10 @@ static jattn_status check_exec(const jattn_exec *e) {
 /* ---- dispatch ----------------------------------------------------------------------- */
 
 static const jattn_backend_ops *const backends[JATTN_BACKEND_COUNT] = {
-    NULL, &jattn_backend_ref, &jattn_backend_cpu, &jattn_backend_cuda};
+    NULL, &jattn_backend_ref, &jattn_backend_cpu, &jattn_backend_cuda, &jattn_backend_vk};
 
-/* Order in which AUTO tries backends. */
-static const jattn_backend auto_order[] = {JATTN_BACKEND_CUDA, JATTN_BACKEND_CPU, JATTN_BACKEND_REF};
+/* Order in which AUTO tries backends (vk declines software devices such as lavapipe under AUTO). */
+static const jattn_backend auto_order[] = {JATTN_BACKEND_CUDA, JATTN_BACKEND_VK, JATTN_BACKEND_CPU, JATTN_BACKEND_REF};
 
 /* The one dispatch function: validates, then asks the backend(s) whether they can run it. */
 static jattn_status dispatch(const jattn_problem *p, const jattn_exec *e, problem_spans *spans,

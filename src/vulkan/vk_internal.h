@@ -1,0 +1,76 @@
+/* The vk backend's shared pieces: the embedded SPIR-V modules, the process-wide Vulkan device
+ * (vk_device.c) and what a context keeps (vk_backend.c). */
+#ifndef JATTN_VK_INTERNAL_H
+#define JATTN_VK_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../backend.h"
+#include "vk_loader.h"
+
+/* ---- embedded SPIR-V (vk_spirv.c, generated at build time from shaders/attn_f32.comp) ---- */
+typedef struct vk_spirv_module {
+    int dmax;               /* the head-dim family: head_dim <= dmax, rows zero-padded to dmax */
+    const char *name;       /* "vk_flash_f32_d<dmax>_64x64" */
+    const uint32_t *words;
+    size_t n_words;
+} vk_spirv_module;
+extern const vk_spirv_module jattn_vk_modules[];
+extern const int jattn_vk_module_count;
+
+/* The kernel's fixed shape (shaders/attn_f32.comp): 64 query rows per workgroup, 64-key tiles,
+ * 256 invocations, 32 KiB of shared memory; workgroups cover at most 256 output dims. */
+#define JATTN_VK_ROWS_PER_GROUP 64
+#define JATTN_VK_GROUP_SIZE 256
+#define JATTN_VK_SHARED_BYTES 32768
+#define JATTN_VK_DIMS_PER_GROUP 256
+#define JATTN_VK_MAX_HEAD_DIM 1024
+#define JATTN_VK_MAX_MODULES 16
+
+/* ---- the process-wide device ---- */
+typedef struct vk_device {
+    /* The probe (once per process): loader, instance, the physical device chosen. */
+    jattn_status status; /* JATTN_OK, or why the backend is unavailable (in `why`) */
+    char why[240];
+    vk_fns f;
+    VkInstance instance;
+    VkPhysicalDevice phys;
+    VkPhysicalDeviceProperties props;
+    VkPhysicalDeviceMemoryProperties mem;
+    int is_cpu;                /* a software device (lavapipe): never chosen by auto */
+    uint32_t queue_family;
+    int timestamps;            /* the queue writes timestamps */
+    uint64_t max_binding;      /* bytes one storage-buffer binding may cover */
+    char isa[VK_MAX_PHYSICAL_DEVICE_NAME_SIZE + 16]; /* "vulkan: <device name>" */
+    const char *device_extensions[2];
+    uint32_t n_device_extensions;
+    /* Created by the first forward call, kept for the life of the process. */
+    int device_ready;
+    VkDevice device;
+    VkQueue queue;
+    VkDescriptorSetLayout set_layout;
+    VkPipelineLayout pipeline_layout;
+    VkPipeline pipelines[JATTN_VK_MAX_MODULES];
+} vk_device;
+
+/* The device, probed on first use. Check ->status before anything else. */
+vk_device *vk_device_get(void);
+/* Creates the logical device (first call) and the pipeline of module `m` (first use), under the
+ * device lock. @return JATTN_OK or JATTN_ERROR_BACKEND_UNAVAILABLE / OUT_OF_MEMORY via jattn_fail. */
+jattn_status vk_device_pipeline(vk_device *d, int m, VkPipeline *pipeline);
+/* The device lock: queue submission and lazy creation are serialised across contexts. */
+void vk_device_lock(void);
+void vk_device_unlock(void);
+/* "discrete GPU", "CPU (software)", ... of the device chosen. */
+const char *vk_device_type_name(const vk_device *d);
+/* The module index for a head_dim (the smallest family that holds it), -1 if none. */
+int vk_module_for(int64_t head_dim);
+/* "vk_flash_f32_d<dmax>_64x64" of module m (static storage). */
+const char *vk_kernel_name(int m);
+
+/* Seconds the GPU spent in the kernel dispatches of ctx's last call (timestamps; 0 when the queue
+ * has none). For benchmarks linked against the static library; not part of the public API. */
+double jattn_vk_last_kernel_seconds(const jattn_ctx *ctx);
+
+#endif /* JATTN_VK_INTERNAL_H */
