@@ -31,6 +31,7 @@ typedef struct vk_ctx_state {
     vk_buf dev[BUF_COUNT];
     vk_buf stage; /* in: q, k, v, keys; out: out, lse */
     double last_kernel_seconds;
+    long allocations; /* Vulkan buffers allocated so far (tests: a repeated call allocates none) */
 } vk_ctx_state;
 
 #define FAIL(status, ...) jattn_fail(status, "backend: vk: " __VA_ARGS__)
@@ -149,6 +150,15 @@ static jattn_status buf_reserve(const vk_device *d, vk_buf *b, VkDeviceSize size
     return JATTN_OK;
 }
 
+/* buf_reserve, counting each allocation in the context state. */
+static jattn_status state_reserve(const vk_device *d, vk_ctx_state *s, vk_buf *b, VkDeviceSize size,
+                                  VkBufferUsageFlags usage, int host_visible) {
+    const VkBuffer before = b->buf;
+    jattn_status st = buf_reserve(d, b, size, usage, host_visible);
+    if (st == JATTN_OK && b->buf != before) s->allocations++;
+    return st;
+}
+
 static void state_free(const vk_device *d, vk_ctx_state *s) {
     if (!s) return;
     for (int i = 0; i < BUF_COUNT; i++) buf_free(d, &s->dev[i]);
@@ -218,6 +228,11 @@ static void vk_release_ctx(jattn_ctx *ctx) {
     ctx->backend_state[JATTN_BACKEND_VK] = NULL;
 }
 
+long jattn_vk_ctx_allocations(const jattn_ctx *ctx) {
+    const vk_ctx_state *s = ctx ? ctx->backend_state[JATTN_BACKEND_VK] : NULL;
+    return s ? s->allocations : 0;
+}
+
 double jattn_vk_last_kernel_seconds(const jattn_ctx *ctx) {
     const vk_ctx_state *s = ctx ? ctx->backend_state[JATTN_BACKEND_VK] : NULL;
     return s ? s->last_kernel_seconds : 0.0;
@@ -275,10 +290,10 @@ static jattn_status reserve_all(const vk_device *d, vk_ctx_state *s, const piece
                                            pl->keys_bytes};
     const VkBufferUsageFlags usage[BUF_COUNT] = {in, in, in, out, out, in};
     for (int i = 0; i < BUF_COUNT; i++) {
-        jattn_status st = buf_reserve(d, &s->dev[i], sizes[i], usage[i], 0);
+        jattn_status st = state_reserve(d, s, &s->dev[i], sizes[i], usage[i], 0);
         if (st != JATTN_OK) return st;
     }
-    return buf_reserve(d, &s->stage, pl->stage_bytes,
+    return state_reserve(d, s, &s->stage, pl->stage_bytes,
                        VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT, 1);
 }
 

@@ -73,4 +73,7 @@ const char *vk_kernel_name(int m);
  * has none). For benchmarks linked against the static library; not part of the public API. */
 double jattn_vk_last_kernel_seconds(const jattn_ctx *ctx);
 
+/* Vulkan buffers ctx's vk state has allocated so far (0 without one). For tests. */
+long jattn_vk_ctx_allocations(const jattn_ctx *ctx);
+
 #endif /* JATTN_VK_INTERNAL_H */
