@@ -24,7 +24,8 @@ const char jattn_cli_usage[] =
     "\n"
     "run (no options: FLUX.2 DiT attention B=1 H=24 S=1536 D=128, synthetic standard-normal\n"
     "inputs, the best backend present, parity checked):\n"
-    "  --backend auto|ref|cpu|cuda   auto tries cuda, then cpu, then ref (default auto)\n"
+    "  --backend auto|ref|cpu|cuda|vk  auto tries cuda, then vk (a GPU; never a software\n"
+    "                                device such as lavapipe), then cpu, then ref (default auto)\n"
     "  --precision f32|tf32          f32-exact (default), or tf32 (GPU, opt-in)\n"
     "  --threads N                   CPU threads, 0 = all cores (default 0)\n"
     "  --batch B --heads H --seq S --seq-kv S2 --dim D\n"
@@ -253,13 +254,13 @@ static int parse_command(const char *word, cli_command *cmd) {
 /* Applies one option with its value (NULL for flags). */
 static int apply_option(cli_options *o, option_id id, const char *name, const char *value, char *err,
                         size_t errlen) {
-    static const char *const backend_names[] = {"auto", "ref", "cpu", "cuda"};
+    static const char *const backend_names[] = {"auto", "ref", "cpu", "cuda", "vk"};
     static const char *const precision_names[] = {"f32", "tf32"};
     int64_t x, list[CLI_MAX_THREAD_COUNTS > NPY_MAX_DIMS ? CLI_MAX_THREAD_COUNTS : NPY_MAX_DIMS];
     int n, choice;
     switch (id) {
     case OPT_BACKEND:
-        if (parse_choice(name, value, backend_names, 4, &choice, err, errlen)) return -1;
+        if (parse_choice(name, value, backend_names, 5, &choice, err, errlen)) return -1;
         o->backend = (jattn_backend)choice;
         o->backend_given = 1;
         return 0;

@@ -13,7 +13,7 @@ from . import _clib
 from ._clib import Exec
 from ._errors import invalid
 
-BACKENDS = ("auto", "ref", "cpu", "cuda")
+BACKENDS = ("auto", "ref", "cpu", "cuda", "vk")
 PRECISIONS = ("f32", "tf32")
 
 

@@ -30,7 +30,7 @@ fn select_names_backend_and_kernel() {
 #[test]
 fn names() {
     let names: Vec<_> = Backend::ALL.iter().map(|b| b.name()).collect();
-    assert_eq!(names, ["auto", "ref", "cpu", "cuda"]);
+    assert_eq!(names, ["auto", "ref", "cpu", "cuda", "vk"]);
     for b in Backend::ALL {
         assert_eq!(Backend::from_code(b.code()), Some(b));
     }
