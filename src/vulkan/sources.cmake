@@ -10,6 +10,14 @@ set(JATTN_VULKAN "AUTO" CACHE STRING "Build the vk backend: AUTO (when glslc, sp
 set_property(CACHE JATTN_VULKAN PROPERTY STRINGS AUTO ON OFF)
 set(JATTN_VULKAN_ENABLED OFF)
 set(JATTN_VK_FAMILIES 16 32 64 96 128 192 256 512 1024)
+# Modules: every family with 64-row workgroups (TM 4), the common ones also with 128 (TM 8).
+set(JATTN_VK_MODULES "")
+foreach(dmax ${JATTN_VK_FAMILIES})
+  list(APPEND JATTN_VK_MODULES "${dmax}x64")
+  if(dmax EQUAL 64 OR dmax EQUAL 128 OR dmax EQUAL 256)
+    list(APPEND JATTN_VK_MODULES "${dmax}x128")
+  endif()
+endforeach()
 
 if(JATTN_VULKAN STREQUAL "AUTO" OR JATTN_VULKAN STREQUAL "ON")
   find_program(JATTN_GLSLC glslc)
@@ -39,19 +47,23 @@ if(JATTN_VULKAN_ENABLED)
   set(_vk_out ${CMAKE_CURRENT_BINARY_DIR}/vulkan)
   file(MAKE_DIRECTORY ${_vk_out})
   set(_vk_spvs "")
-  foreach(dmax ${JATTN_VK_FAMILIES})
-    set(_spv ${_vk_out}/attn_f32_d${dmax}.spv)
+  foreach(module ${JATTN_VK_MODULES})
+    string(REPLACE "x" ";" _parts ${module})
+    list(GET _parts 0 dmax)
+    list(GET _parts 1 rows)
+    math(EXPR tm "${rows} / 16")
+    set(_spv ${_vk_out}/attn_f32_d${module}.spv)
     add_custom_command(OUTPUT ${_spv}
-      COMMAND ${JATTN_GLSLC} --target-env=vulkan1.1 -O -DDMAX=${dmax} ${_vk_dir}/shaders/attn_f32.comp -o ${_spv}
+      COMMAND ${JATTN_GLSLC} --target-env=vulkan1.1 -O -DDMAX=${dmax} -DTM=${tm} ${_vk_dir}/shaders/attn_f32.comp -o ${_spv}
       COMMAND ${JATTN_SPIRV_VAL} --target-env vulkan1.1 ${_spv}
       COMMAND ${CMAKE_COMMAND} -DSPIRV_DIS=${JATTN_SPIRV_DIS} -DSPV=${_spv} -P ${_vk_dir}/check_spirv.cmake
       DEPENDS ${_vk_dir}/shaders/attn_f32.comp ${_vk_dir}/check_spirv.cmake
-      COMMENT "glslc + spirv-val: attn_f32.comp, head-dim family ${dmax}"
+      COMMENT "glslc + spirv-val: attn_f32.comp, head-dim family ${dmax}, ${rows}-row workgroups"
       VERBATIM)
     list(APPEND _vk_spvs ${_spv})
   endforeach()
   add_custom_command(OUTPUT ${_vk_out}/vk_spirv.c
-    COMMAND ${CMAKE_COMMAND} -DOUT=${_vk_out}/vk_spirv.c -DDIR=${_vk_out} "-DFAMILIES=${JATTN_VK_FAMILIES}"
+    COMMAND ${CMAKE_COMMAND} -DOUT=${_vk_out}/vk_spirv.c -DDIR=${_vk_out} "-DMODULES=${JATTN_VK_MODULES}"
             -P ${_vk_dir}/embed_spirv.cmake
     DEPENDS ${_vk_spvs} ${_vk_dir}/embed_spirv.cmake
     COMMENT "embedding the SPIR-V modules in vk_spirv.c"
@@ -64,7 +76,7 @@ if(JATTN_VULKAN_ENABLED)
   target_include_directories(jattn_objects PRIVATE ${JATTN_VULKAN_INCLUDE_DIR})
   find_package(Threads REQUIRED)
   target_link_libraries(jattn_objects PRIVATE Threads::Threads ${CMAKE_DL_LIBS})
-  message(STATUS "jattn: vk backend built (${JATTN_GLSLC}; head-dim families ${JATTN_VK_FAMILIES})")
+  message(STATUS "jattn: vk backend built (${JATTN_GLSLC}; modules ${JATTN_VK_MODULES})")
 else()
   target_sources(jattn_objects PRIVATE ${CMAKE_CURRENT_LIST_DIR}/vk_unavailable.c)
 endif()

@@ -52,7 +52,7 @@ static jattn_status vk_select(const jattn_problem *p, const jattn_exec *e, jattn
         return FAIL(JATTN_ERROR_UNSUPPORTED, "exec.memory: the vk backend takes host memory only (JATTN_MEMORY_HOST)");
     if (e->precision != JATTN_PRECISION_F32)
         return FAIL(JATTN_ERROR_UNSUPPORTED, "exec.precision: the vk backend computes f32 only");
-    const int m = vk_module_for(p->head_dim);
+    const int m = vk_module_for(d, p->head_dim);
     if (m < 0)
         return FAIL(JATTN_ERROR_UNSUPPORTED, "head_dim: %lld, the vk backend supports up to %d", (long long)p->head_dim,
                     JATTN_VK_MAX_HEAD_DIM);
@@ -68,7 +68,7 @@ static jattn_status vk_select(const jattn_problem *p, const jattn_exec *e, jattn
     if (key_words > d->max_binding / 4)
         return FAIL(JATTN_ERROR_UNSUPPORTED, "batch: %lld key-padding rows exceed the storage-buffer binding",
                     (long long)p->batch);
-    if ((uint64_t)(p->seq_q + JATTN_VK_ROWS_PER_GROUP - 1) / JATTN_VK_ROWS_PER_GROUP >
+    if ((uint64_t)(p->seq_q + jattn_vk_modules[m].rows - 1) / (uint64_t)jattn_vk_modules[m].rows >
         d->props.limits.maxComputeWorkGroupCount[0])
         return FAIL(JATTN_ERROR_UNSUPPORTED, "seq_q: %lld needs more workgroups than the device dispatches (%u)",
                     (long long)p->seq_q, d->props.limits.maxComputeWorkGroupCount[0]);
@@ -332,8 +332,9 @@ typedef struct push_constants {
 } push_constants;
 
 /* Records and runs one piece: batch-heads [bh0, bh0 + n). */
-static jattn_status run_piece(const vk_device *d, vk_ctx_state *s, VkPipeline pipeline, const piece_plan *pl,
-                              const push_constants *pc, int64_t n, int64_t slices, double *kernel_seconds) {
+static jattn_status run_piece(const vk_device *d, vk_ctx_state *s, VkPipeline pipeline, uint32_t rows,
+                              const piece_plan *pl, const push_constants *pc, int64_t n, int64_t slices,
+                              double *kernel_seconds) {
     VkCommandBuffer cmd = s->cmd;
     VkCommandBufferBeginInfo bi;
     memset(&bi, 0, sizeof bi);
@@ -362,8 +363,7 @@ static jattn_status run_piece(const vk_device *d, vk_ctx_state *s, VkPipeline pi
     d->f.vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline);
     d->f.vkCmdBindDescriptorSets(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, d->pipeline_layout, 0, 1, &s->set, 0, NULL);
     d->f.vkCmdPushConstants(cmd, d->pipeline_layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof *pc, pc);
-    d->f.vkCmdDispatch(cmd, (pc->seq_q + JATTN_VK_ROWS_PER_GROUP - 1) / JATTN_VK_ROWS_PER_GROUP, (uint32_t)n,
-                       (uint32_t)slices);
+    d->f.vkCmdDispatch(cmd, (pc->seq_q + rows - 1) / rows, (uint32_t)n, (uint32_t)slices);
     if (s->queries) d->f.vkCmdWriteTimestamp(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, s->queries, 1);
     memory_barrier(d, cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
                    VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_READ_BIT);
@@ -403,7 +403,7 @@ static jattn_status vk_forward(const jattn_call *call, const jattn_selection *se
     (void)sel;
     vk_device *d = vk_device_get();
     const jattn_problem *p = call->problem;
-    const int m = vk_module_for(p->head_dim);
+    const int m = vk_module_for(d, p->head_dim);
     VkPipeline pipeline;
     jattn_status st = vk_device_pipeline(d, m, &pipeline);
     if (st != JATTN_OK) return st;
@@ -465,7 +465,7 @@ static jattn_status vk_forward(const jattn_call *call, const jattn_selection *se
         push_constants pc = {(uint32_t)p->seq_q, (uint32_t)p->seq_kv, (uint32_t)H, (uint32_t)bh0,
                              (uint32_t)p->batch, (uint32_t)words_per_row,
                              (call->mask ? 1u : 0u) | (call->lse ? 2u : 0u), call->scale};
-        st = run_piece(d, s, pipeline, &pl, &pc, n, slices, &kernel_seconds);
+        st = run_piece(d, s, pipeline, (uint32_t)jattn_vk_modules[m].rows, &pl, &pc, n, slices, &kernel_seconds);
         if (st != JATTN_OK) break;
         float *out = call->out;
         JATTN_PARALLEL_FOR_DYNAMIC(1, threads)

@@ -19,11 +19,14 @@ static vk_device the_device;
 void vk_device_lock(void) { pthread_mutex_lock(&device_mutex); }
 void vk_device_unlock(void) { pthread_mutex_unlock(&device_mutex); }
 
-int vk_module_for(int64_t head_dim) {
+int vk_module_for(const vk_device *d, int64_t head_dim) {
+    int family = 0;
+    for (int m = 0; m < jattn_vk_module_count; m++)
+        if (jattn_vk_modules[m].dmax >= head_dim && (!family || jattn_vk_modules[m].dmax < family))
+            family = jattn_vk_modules[m].dmax;
     int best = -1;
     for (int m = 0; m < jattn_vk_module_count; m++)
-        if (jattn_vk_modules[m].dmax >= head_dim && (best < 0 || jattn_vk_modules[m].dmax < jattn_vk_modules[best].dmax))
-            best = m;
+        if (jattn_vk_modules[m].dmax == family && (best < 0 || jattn_vk_modules[m].rows == d->rows)) best = m;
     return best;
 }
 
@@ -220,6 +223,9 @@ static void probe(void) {
         if (c >= 4096 && c < max_binding) max_binding = c;
     }
     d->max_binding = max_binding & ~(uint64_t)255;
+    /* Rows per workgroup: 64 unless JATTN_VK_ROWS says 128 (measured choice: src/vulkan/NOTES.md). */
+    const char *rows = getenv("JATTN_VK_ROWS");
+    d->rows = rows && strcmp(rows, "128") == 0 ? 128 : 64;
 }
 
 vk_device *vk_device_get(void) {

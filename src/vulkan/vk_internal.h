@@ -12,21 +12,22 @@
 /* ---- embedded SPIR-V (vk_spirv.c, generated at build time from shaders/attn_f32.comp) ---- */
 typedef struct vk_spirv_module {
     int dmax;               /* the head-dim family: head_dim <= dmax, rows zero-padded to dmax */
-    const char *name;       /* "vk_flash_f32_d<dmax>_64x64" */
+    int rows;               /* query rows per workgroup: 64 or 128 */
+    const char *name;       /* "vk_flash_f32_d<dmax>_<rows>x64" */
     const uint32_t *words;
     size_t n_words;
 } vk_spirv_module;
 extern const vk_spirv_module jattn_vk_modules[];
 extern const int jattn_vk_module_count;
 
-/* The kernel's fixed shape (shaders/attn_f32.comp): 64 query rows per workgroup, 64-key tiles,
- * 256 invocations, 32 KiB of shared memory; workgroups cover at most 256 output dims. */
-#define JATTN_VK_ROWS_PER_GROUP 64
+/* The kernel's shape (shaders/attn_f32.comp): 64 or 128 query rows per workgroup (the module's),
+ * 64-key tiles, 256 invocations, at most 32 KiB of shared memory; workgroups cover at most 256
+ * output dims. */
 #define JATTN_VK_GROUP_SIZE 256
 #define JATTN_VK_SHARED_BYTES 32768
 #define JATTN_VK_DIMS_PER_GROUP 256
 #define JATTN_VK_MAX_HEAD_DIM 1024
-#define JATTN_VK_MAX_MODULES 16
+#define JATTN_VK_MAX_MODULES 32
 
 /* ---- the process-wide device ---- */
 typedef struct vk_device {
@@ -42,6 +43,7 @@ typedef struct vk_device {
     uint32_t queue_family;
     int timestamps;            /* the queue writes timestamps */
     uint64_t max_binding;      /* bytes one storage-buffer binding may cover */
+    int rows;                  /* preferred rows per workgroup (JATTN_VK_ROWS=64|128 forces it) */
     char isa[VK_MAX_PHYSICAL_DEVICE_NAME_SIZE + 16]; /* "vulkan: <device name>" */
     const char *device_extensions[2];
     uint32_t n_device_extensions;
@@ -64,9 +66,10 @@ void vk_device_lock(void);
 void vk_device_unlock(void);
 /* "discrete GPU", "CPU (software)", ... of the device chosen. */
 const char *vk_device_type_name(const vk_device *d);
-/* The module index for a head_dim (the smallest family that holds it), -1 if none. */
-int vk_module_for(int64_t head_dim);
-/* "vk_flash_f32_d<dmax>_64x64" of module m (static storage). */
+/* The module for a head_dim: the smallest family that holds it, with the device's preferred rows
+ * per workgroup where that family has such a module. -1 if none. */
+int vk_module_for(const vk_device *d, int64_t head_dim);
+/* "vk_flash_f32_d<dmax>_<rows>x64" of module m (static storage). */
 const char *vk_kernel_name(int m);
 
 /* Seconds the GPU spent in the kernel dispatches of ctx's last call (timestamps; 0 when the queue

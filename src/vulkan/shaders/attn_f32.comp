@@ -1,5 +1,6 @@
 #version 450
-// vk_flash_f32_dDMAX_64x64: exact-f32 flash attention forward, one module per head-dim family DMAX.
+// vk_flash_f32_d<DMAX>_<BR>x64: exact-f32 flash attention forward, one module per head-dim family
+// DMAX and row tile BR = 16 TM (TM = 4: 64 rows; TM = 8: 128 rows).
 //
 // Reads  q [nbh, seq_q,  DMAX]  k, v [nbh, seq_kv, DMAX]   dense, rows zero-padded from head_dim to DMAX
 //        keys: uint[batch] kv_end (keys >= kv_end[b] are never read), then [batch][words_per_row] bits
@@ -8,21 +9,22 @@
 //        lse [nbh, seq_q]  (when flags & 2; by the workgroups of dims slice 0)
 // (nbh = the batch-heads of the piece bound; the host gathers any strided layout into this one.)
 //
-// Grid: (ceil(seq_q / 64), nbh, DMAX / DO). A workgroup of 256 invocations owns 64 query rows
-// and DO output dims; invocation (ty, tx) = (id / 16, id % 16) owns rows 4 ty .. 4 ty + 3.
+// Grid: (ceil(seq_q / BR), nbh, DMAX / DO). A workgroup of 256 invocations owns BR query rows
+// and DO output dims; invocation (ty, tx) = (id / 16, id % 16) owns rows TM ty .. TM ty + TM - 1.
 // Per 64-key tile:
-//   QK^T:    S (64 x 64) over head_dim chunks of DK staged in shared memory (q and k transposed),
-//            each invocation a 4 x 4 register block: rows 4 ty.., keys 4 tx..; each chunk's dot
+//   QK^T:    S (BR x 64) over head_dim chunks of DK staged in shared memory (q and k transposed),
+//            each invocation a TM x 4 register block: rows TM ty.., keys 4 tx..; each chunk's dot
 //            products summed in fresh registers before they join S (the error of a 512-long
 //            float32 dot product of |x| ~ 1e3 inputs otherwise misses the gate)
 //   row max: partial maxima through shared memory, the same 16-value reduction in every invocation
 //   exp:     p = exp(s - m_new) with the module's own exp (Cody-Waite + degree-7 polynomial)
 //   rescale: O and the invocation's partial row sum l by exp(m_old - m_new)
-//   PV:      P (64 x 64, transposed) in shared memory, V in chunks of VK keys; each invocation a
-//            4 x DPT block of O (dims 4 tx + 64 h .. when DO is a multiple of 64, else tx + 16 h),
-//            summed over the tile in fresh registers before it joins O
+//   PV:      P (transposed) in shared memory, in TM / 4 phases of 64 / (TM / 4) keys; V in chunks
+//            of VK keys; each invocation a TM x DPT block of O (dims 4 tx + 64 h .. when DO is a
+//            multiple of 64, else tx + 16 h), summed over the tile in fresh registers before it
+//            joins O
 // At the end the 16 partial row sums of a row are added in a fixed order: results are bitwise
-// deterministic. Shared memory: exactly 32 KiB (Apple, lavapipe: 32 KiB; NVIDIA: 48 KiB).
+// deterministic. Shared memory: at most 32 KiB (Apple, lavapipe: 32 KiB; NVIDIA: 48 KiB).
 // No subgroup operations: the kernel assumes no subgroup size (lavapipe's is 8).
 //
 // Exactness does not rest on the driver: SignedZeroInfNanPreserve (so MoltenVK compiles without
@@ -37,15 +39,23 @@ spirv_execution_mode(extensions = ["SPV_KHR_float_controls"], capabilities = [44
 #ifndef DMAX
 #error "DMAX (the head-dim family) must be defined"
 #endif
+#ifndef TM
+#define TM 4
+#endif
 
 #define WG 256
-#define BR 64 // query rows per workgroup
-#define BC 64 // keys per tile
+#define BR (16 * TM) // query rows per workgroup
+#define BC 64        // keys per tile
+#define TG (TM / 4)  // vec4 groups of rows per invocation
+#define NPH (TM / 4) // P phases per tile
+#define PH_KEYS (BC / NPH)
 // (the GLSL preprocessor has no ?: operator)
-#if DMAX < 32
-#define DK DMAX // head_dim chunk of QK^T
+#if TM == 4 && DMAX >= 32
+#define DK 32 // head_dim chunk of QK^T
+#elif TM == 4
+#define DK DMAX
 #else
-#define DK 32
+#define DK 16 // (DMAX >= 16 always)
 #endif
 #if DMAX < 256
 #define DO DMAX // output dims per workgroup
@@ -56,25 +66,28 @@ spirv_execution_mode(extensions = ["SPV_KHR_float_controls"], capabilities = [44
 #if (DO % 64) == 0
 #define V_VEC4 1
 #define DPT4 (DO / 64) // vec4 output blocks per invocation
+#else
+#define V_VEC4 0
+#define DPT (DO / 16) // scalar output dims per invocation
+#endif
 #if DO <= 128
 #define VK 16 // keys per v chunk
 #else
 #define VK 8
 #endif
-#else
-#define V_VEC4 0
-#define DPT (DO / 16) // scalar output dims per invocation
-#define VK 16
-#endif
 
-// Shared memory, 2048 vec4 = 32 KiB:
-//   region A [0, 1024): q chunk [DK][BR] at SH_Q and k chunk [DK][BC] at SH_K during QK^T;
-//                      partial row values [16][BR] during the reductions; v chunk [VK][DO] during PV
-//   region P [1024, 2048): P transposed, [BC][BR]
+// Shared memory (vec4 units):
+//   region A [0, SH_P): q chunk [DK][BR] at SH_Q and k chunk [DK][BC] at SH_K during QK^T;
+//                       partial row values [16][BR] during the reductions; v chunk [VK][DO] during PV
+//   region P [SH_P, SH_TOTAL): one phase of P, transposed: [PH_KEYS][BR]
 #define SH_Q 0
 #define SH_K (DK * BR / 4)
-#define SH_P 1024
-shared vec4 sh[2048];
+#define SH_QK (DK * (BR + BC) / 4)
+#define SH_RED (16 * BR / 4)
+#define SH_V (VK * DO / 4)
+#define SH_P max(max(SH_QK, SH_RED), SH_V)
+#define SH_TOTAL (SH_P + PH_KEYS * BR / 4)
+shared vec4 sh[SH_TOTAL];
 
 layout(local_size_x = WG) in;
 
@@ -123,6 +136,12 @@ float exp_f32(float x) {
     return ldexp(p, int(n));
 }
 
+bool attended(uint key, uint kv_end, bool masked, uint mask_base) {
+    bool attend = key < kv_end;
+    if (masked && attend) attend = (keys[mask_base + key / 32u] & (1u << (key % 32u))) != 0u;
+    return attend;
+}
+
 void main() {
     const uint lid = gl_LocalInvocationID.x;
     const uint tx = lid % 16u, ty = lid / 16u;
@@ -135,71 +154,88 @@ void main() {
     const uint mask_base = pc.batch + b * pc.words_per_row;
     const uint q_base4 = bh * pc.seq_q * (DMAX / 4);
     const uint kv_base4 = bh * pc.seq_kv * (DMAX / 4);
+    const uint my_rows4 = ty * TG; // this invocation's first vec4 of rows in a [.][BR] array
 
-    float m[4] = float[4](-INF, -INF, -INF, -INF); // running row maxima (equal in the 16 invocations of a row)
-    vec4 l = vec4(0.0f);                            // this invocation's partial row sums
+    float m[TM]; // running row maxima (equal in the 16 invocations of a row)
+    float l[TM]; // this invocation's partial row sums
+    [[unroll]] for (int r = 0; r < TM; ++r) m[r] = -INF, l[r] = 0.0f;
 #if V_VEC4
-    vec4 o[4][DPT4];
-    [[unroll]] for (int r = 0; r < 4; ++r)[[unroll]] for (int h = 0; h < DPT4; ++h) o[r][h] = vec4(0.0f);
+    vec4 o[TM][DPT4];
+    [[unroll]] for (int r = 0; r < TM; ++r)[[unroll]] for (int h = 0; h < DPT4; ++h) o[r][h] = vec4(0.0f);
 #else
-    float o[4][DPT];
-    [[unroll]] for (int r = 0; r < 4; ++r)[[unroll]] for (int h = 0; h < DPT; ++h) o[r][h] = 0.0f;
+    float o[TM][DPT];
+    [[unroll]] for (int r = 0; r < TM; ++r)[[unroll]] for (int h = 0; h < DPT; ++h) o[r][h] = 0.0f;
 #endif
 
     const uint n_tiles = (kv_end + BC - 1u) / BC;
     for (uint tile = 0u; tile < n_tiles; ++tile) {
         const uint kv0 = tile * BC;
 
-        // ---- QK^T: s[r][c] = q[4 ty + r] . k[kv0 + 4 tx + c] -------------------------------
-        vec4 s[4] = vec4[4](vec4(0.0f), vec4(0.0f), vec4(0.0f), vec4(0.0f));
+        // ---- QK^T: s[r][c] = q[TM ty + r] . k[kv0 + 4 tx + c] ------------------------------
+        vec4 s[TM];
+        [[unroll]] for (int r = 0; r < TM; ++r) s[r] = vec4(0.0f);
         [[dont_unroll]] for (uint c = 0u; c < NCHUNK; ++c) {
             barrier(); // region A free
-            [[unroll]] for (uint i = 0u; i < DK / 16; ++i) {
-                const uint e = lid + WG * i;          // vec4 element of the 64 x DK chunk
+            [[unroll]] for (uint i = 0u; i < BR * DK / 4 / WG; ++i) {
+                const uint e = lid + WG * i; // vec4 element of the BR x DK chunk of q
                 const uint row = e / (DK / 4), dq = e % (DK / 4);
-                const uint qr = row0 + row, key = kv0 + row;
-                vec4 qv = vec4(0.0f), kv = vec4(0.0f);
-                if (qr < pc.seq_q) qv = q4[q_base4 + qr * (DMAX / 4) + c * (DK / 4) + dq];
-                if (key < kv_end) kv = k4[kv_base4 + key * (DMAX / 4) + c * (DK / 4) + dq];
+                vec4 qv = vec4(0.0f);
+                if (row0 + row < pc.seq_q) qv = q4[q_base4 + (row0 + row) * (DMAX / 4) + c * (DK / 4) + dq];
                 [[unroll]] for (uint t = 0u; t < 4u; ++t) {
                     const uint at = (dq * 4u + t) * BR + row; // transposed: [d][row]
                     sh[SH_Q + at / 4u][at % 4u] = qv[t];
+                }
+            }
+            [[unroll]] for (uint i = 0u; i < BC * DK / 4 / WG; ++i) {
+                const uint e = lid + WG * i; // vec4 element of the BC x DK chunk of k
+                const uint key = e / (DK / 4), dq = e % (DK / 4);
+                vec4 kv = vec4(0.0f);
+                if (kv0 + key < kv_end) kv = k4[kv_base4 + (kv0 + key) * (DMAX / 4) + c * (DK / 4) + dq];
+                [[unroll]] for (uint t = 0u; t < 4u; ++t) {
+                    const uint at = (dq * 4u + t) * BC + key; // transposed: [d][key]
                     sh[SH_K + at / 4u][at % 4u] = kv[t];
                 }
             }
             barrier();
-            vec4 part[4] = vec4[4](vec4(0.0f), vec4(0.0f), vec4(0.0f), vec4(0.0f)); // this chunk's sums
+            vec4 part[TM]; // this chunk's sums
+            [[unroll]] for (int r = 0; r < TM; ++r) part[r] = vec4(0.0f);
             [[unroll]] for (uint d = 0u; d < DK; ++d) {
-                const vec4 a = sh[SH_Q + d * (BR / 4) + ty];
                 const vec4 kk = sh[SH_K + d * (BC / 4) + tx];
-                [[unroll]] for (int r = 0; r < 4; ++r) part[r] = fma(vec4(a[r]), kk, part[r]);
+                [[unroll]] for (uint g = 0u; g < TG; ++g) {
+                    const vec4 a = sh[SH_Q + d * (BR / 4) + my_rows4 + g];
+                    [[unroll]] for (uint r = 0u; r < 4u; ++r) part[4u * g + r] = fma(vec4(a[r]), kk, part[4u * g + r]);
+                }
             }
-            [[unroll]] for (int r = 0; r < 4; ++r) {
+            [[unroll]] for (int r = 0; r < TM; ++r) {
                 precise vec4 joined = s[r] + part[r];
                 s[r] = joined;
             }
         }
 
         // ---- scale, key padding, row max ------------------------------------------------------
-        vec4 pmax = vec4(-INF);
+        float pmax[TM];
+        [[unroll]] for (int r = 0; r < TM; ++r) pmax[r] = -INF;
         [[unroll]] for (int c = 0; c < 4; ++c) {
-            const uint key = kv0 + tx * 4u + uint(c);
-            bool attend = key < kv_end;
-            if (masked && attend) attend = (keys[mask_base + key / 32u] & (1u << (key % 32u))) != 0u;
-            [[unroll]] for (int r = 0; r < 4; ++r) {
+            const bool attend = attended(kv0 + tx * 4u + uint(c), kv_end, masked, mask_base);
+            [[unroll]] for (int r = 0; r < TM; ++r) {
                 s[r][c] = attend ? s[r][c] * pc.scale : -INF;
                 pmax[r] = max(pmax[r], s[r][c]);
             }
         }
         barrier(); // QK^T reads of region A done
-        sh[tx * (BR / 4) + ty] = pmax;
+        [[unroll]] for (uint g = 0u; g < TG; ++g)
+            sh[tx * (BR / 4) + my_rows4 + g] = vec4(pmax[4u * g], pmax[4u * g + 1u], pmax[4u * g + 2u], pmax[4u * g + 3u]);
         barrier();
-        vec4 tmax = sh[ty];
-        [[unroll]] for (uint t = 1u; t < 16u; ++t) tmax = max(tmax, sh[t * (BR / 4) + ty]);
+        float tmax[TM];
+        [[unroll]] for (uint g = 0u; g < TG; ++g) {
+            vec4 mx = sh[my_rows4 + g];
+            [[unroll]] for (uint t = 1u; t < 16u; ++t) mx = max(mx, sh[t * (BR / 4) + my_rows4 + g]);
+            [[unroll]] for (uint r = 0u; r < 4u; ++r) tmax[4u * g + r] = mx[r];
+        }
 
         // ---- exp, tile sums, rescale ------------------------------------------------------------
-        float alpha[4];
-        [[unroll]] for (int r = 0; r < 4; ++r) {
+        float alpha[TM];
+        [[unroll]] for (int r = 0; r < TM; ++r) {
             const float m_new = max(m[r], tmax[r]);
             alpha[r] = m_new == m[r] ? 1.0f : exp_f32(m[r] - m_new);
             m[r] = m_new;
@@ -212,55 +248,62 @@ void main() {
             precise float lr = l[r] * alpha[r];
             l[r] = lr + tile_sum;
         }
-        [[unroll]] for (int c = 0; c < 4; ++c)
-            sh[SH_P + (tx * 4u + uint(c)) * (BR / 4) + ty] = vec4(s[0][c], s[1][c], s[2][c], s[3][c]);
 
         // ---- PV: acc = P V over the tile, then O = O alpha + acc ------------------------------
 #if V_VEC4
-        vec4 acc[4][DPT4];
-        [[unroll]] for (int r = 0; r < 4; ++r)[[unroll]] for (int h = 0; h < DPT4; ++h) acc[r][h] = vec4(0.0f);
+        vec4 acc[TM][DPT4];
+        [[unroll]] for (int r = 0; r < TM; ++r)[[unroll]] for (int h = 0; h < DPT4; ++h) acc[r][h] = vec4(0.0f);
 #else
-        float acc[4][DPT];
-        [[unroll]] for (int r = 0; r < 4; ++r)[[unroll]] for (int h = 0; h < DPT; ++h) acc[r][h] = 0.0f;
+        float acc[TM][DPT];
+        [[unroll]] for (int r = 0; r < TM; ++r)[[unroll]] for (int h = 0; h < DPT; ++h) acc[r][h] = 0.0f;
 #endif
-        [[dont_unroll]] for (uint vc = 0u; vc < BC / VK; ++vc) {
-            barrier(); // region A free (row maxima read, previous v chunk used); P written
-            [[unroll]] for (uint i = 0u; i < (VK * DO / 4 + WG - 1) / WG; ++i) {
-                const uint e = lid + WG * i;
-                if (VK * DO / 4 % WG == 0 || e < VK * DO / 4) {
-                    const uint j = e / (DO / 4), dv = e % (DO / 4);
-                    const uint key = kv0 + vc * VK + j;
-                    vec4 vv = vec4(0.0f);
-                    bool attend = key < kv_end;
-                    if (masked && attend) attend = (keys[mask_base + key / 32u] & (1u << (key % 32u))) != 0u;
-                    if (attend) vv = v4[kv_base4 + key * (DMAX / 4) + slice * (DO / 4) + dv];
-                    sh[e] = vv; // [j][DO]
+        [[unroll]] for (uint ph = 0u; ph < NPH; ++ph) {
+            barrier(); // region A free (row maxima read); the previous phase's P and v chunk used
+            if (tx / (16u / NPH) == ph) // this invocation's keys belong to this phase
+                [[unroll]] for (uint c = 0u; c < 4u; ++c)[[unroll]] for (uint g = 0u; g < TG; ++g)
+                    sh[SH_P + ((tx % (16u / NPH)) * 4u + c) * (BR / 4) + my_rows4 + g] =
+                        vec4(s[4u * g][c], s[4u * g + 1u][c], s[4u * g + 2u][c], s[4u * g + 3u][c]);
+            [[dont_unroll]] for (uint vc = 0u; vc < PH_KEYS / VK; ++vc) {
+                if (vc > 0u) barrier(); // the previous v chunk used
+                [[unroll]] for (uint i = 0u; i < (VK * DO / 4 + WG - 1) / WG; ++i) {
+                    const uint e = lid + WG * i;
+                    if (VK * DO / 4 % WG == 0 || e < VK * DO / 4) {
+                        const uint j = e / (DO / 4), dv = e % (DO / 4);
+                        const uint key = kv0 + ph * PH_KEYS + vc * VK + j;
+                        vec4 vv = vec4(0.0f);
+                        if (attended(key, kv_end, masked, mask_base))
+                            vv = v4[kv_base4 + key * (DMAX / 4) + slice * (DO / 4) + dv];
+                        sh[e] = vv; // [j][DO]
+                    }
                 }
-            }
-            barrier();
-            [[unroll]] for (uint j = 0u; j < VK; ++j) {
-                const vec4 pv = sh[SH_P + (vc * VK + j) * (BR / 4) + ty];
+                barrier(); // v chunk (and P) written
+                [[unroll]] for (uint j = 0u; j < VK; ++j) {
+                    [[unroll]] for (uint g = 0u; g < TG; ++g) {
+                        const vec4 pv = sh[SH_P + (vc * VK + j) * (BR / 4) + my_rows4 + g];
 #if V_VEC4
-                [[unroll]] for (int h = 0; h < DPT4; ++h) {
-                    const vec4 vv = sh[j * (DO / 4) + tx + 16u * uint(h)];
-                    [[unroll]] for (int r = 0; r < 4; ++r) acc[r][h] = fma(vec4(pv[r]), vv, acc[r][h]);
-                }
+                        [[unroll]] for (int h = 0; h < DPT4; ++h) {
+                            const vec4 vv = sh[j * (DO / 4) + tx + 16u * uint(h)];
+                            [[unroll]] for (uint r = 0u; r < 4u; ++r)
+                                acc[4u * g + r][h] = fma(vec4(pv[r]), vv, acc[4u * g + r][h]);
+                        }
 #else
-                [[unroll]] for (int h = 0; h < DPT; ++h) {
-                    const uint at = j * DO + tx + 16u * uint(h);
-                    const float vv = sh[at / 4u][at % 4u];
-                    [[unroll]] for (int r = 0; r < 4; ++r) acc[r][h] = fma(pv[r], vv, acc[r][h]);
-                }
+                        [[unroll]] for (int h = 0; h < DPT; ++h) {
+                            const uint at = j * DO + tx + 16u * uint(h);
+                            const float vv = sh[at / 4u][at % 4u];
+                            [[unroll]] for (uint r = 0u; r < 4u; ++r) acc[4u * g + r][h] = fma(pv[r], vv, acc[4u * g + r][h]);
+                        }
 #endif
+                    }
+                }
             }
         }
 #if V_VEC4
-        [[unroll]] for (int r = 0; r < 4; ++r)[[unroll]] for (int h = 0; h < DPT4; ++h) {
+        [[unroll]] for (int r = 0; r < TM; ++r)[[unroll]] for (int h = 0; h < DPT4; ++h) {
             precise vec4 scaled = o[r][h] * alpha[r];
             o[r][h] = scaled + acc[r][h];
         }
 #else
-        [[unroll]] for (int r = 0; r < 4; ++r)[[unroll]] for (int h = 0; h < DPT; ++h) {
+        [[unroll]] for (int r = 0; r < TM; ++r)[[unroll]] for (int h = 0; h < DPT; ++h) {
             precise float scaled = o[r][h] * alpha[r];
             o[r][h] = scaled + acc[r][h];
         }
@@ -269,13 +312,18 @@ void main() {
 
     // ---- the row sums: 16 partials per row, added in a fixed order ---------------------------
     barrier();
-    sh[tx * (BR / 4) + ty] = l;
+    [[unroll]] for (uint g = 0u; g < TG; ++g)
+        sh[tx * (BR / 4) + my_rows4 + g] = vec4(l[4u * g], l[4u * g + 1u], l[4u * g + 2u], l[4u * g + 3u]);
     barrier();
-    precise vec4 total = sh[ty];
-    [[unroll]] for (uint t = 1u; t < 16u; ++t) total += sh[t * (BR / 4) + ty];
+    float total[TM];
+    [[unroll]] for (uint g = 0u; g < TG; ++g) {
+        precise vec4 sum = sh[my_rows4 + g];
+        [[unroll]] for (uint t = 1u; t < 16u; ++t) sum += sh[t * (BR / 4) + my_rows4 + g];
+        [[unroll]] for (uint r = 0u; r < 4u; ++r) total[4u * g + r] = sum[r];
+    }
 
-    [[unroll]] for (int r = 0; r < 4; ++r) {
-        const uint row = row0 + ty * 4u + uint(r);
+    [[unroll]] for (int r = 0; r < TM; ++r) {
+        const uint row = row0 + ty * TM + uint(r);
         if (row >= pc.seq_q) continue;
         const bool empty = total[r] == 0.0f; // no attended key: out row +0.0, lse -inf
         const uint ob = (bh * pc.seq_q + row) * DMAX + slice * DO;
