@@ -10,12 +10,16 @@ set(JATTN_VULKAN "AUTO" CACHE STRING "Build the vk backend: AUTO (when glslc, sp
 set_property(CACHE JATTN_VULKAN PROPERTY STRINGS AUTO ON OFF)
 set(JATTN_VULKAN_ENABLED OFF)
 set(JATTN_VK_FAMILIES 16 32 64 96 128 192 256 512 1024)
-# Modules: every family with 64-row workgroups (TM 4), the common ones also with 128 (TM 8).
+# Modules <family>x<rows>[w]: every family with 64-row workgroups (TM 4), the common ones also with
+# 128 (TM 8), 64 and 128 also in the WIDE form for devices with 48 KiB of shared memory.
 set(JATTN_VK_MODULES "")
 foreach(dmax ${JATTN_VK_FAMILIES})
   list(APPEND JATTN_VK_MODULES "${dmax}x64")
   if(dmax EQUAL 64 OR dmax EQUAL 128 OR dmax EQUAL 256)
     list(APPEND JATTN_VK_MODULES "${dmax}x128")
+  endif()
+  if(dmax EQUAL 64 OR dmax EQUAL 128)
+    list(APPEND JATTN_VK_MODULES "${dmax}x128w")
   endif()
 endforeach()
 
@@ -48,13 +52,17 @@ if(JATTN_VULKAN_ENABLED)
   file(MAKE_DIRECTORY ${_vk_out})
   set(_vk_spvs "")
   foreach(module ${JATTN_VK_MODULES})
-    string(REPLACE "x" ";" _parts ${module})
-    list(GET _parts 0 dmax)
-    list(GET _parts 1 rows)
+    string(REGEX MATCH "^([0-9]+)x([0-9]+)(w?)$" _m ${module})
+    set(dmax ${CMAKE_MATCH_1})
+    set(rows ${CMAKE_MATCH_2})
+    set(_wide "")
+    if(CMAKE_MATCH_3)
+      set(_wide "-DWIDE=1")
+    endif()
     math(EXPR tm "${rows} / 16")
     set(_spv ${_vk_out}/attn_f32_d${module}.spv)
     add_custom_command(OUTPUT ${_spv}
-      COMMAND ${JATTN_GLSLC} --target-env=vulkan1.1 -O -DDMAX=${dmax} -DTM=${tm} ${_vk_dir}/shaders/attn_f32.comp -o ${_spv}
+      COMMAND ${JATTN_GLSLC} --target-env=vulkan1.1 -O -DDMAX=${dmax} -DTM=${tm} ${_wide} ${_vk_dir}/shaders/attn_f32.comp -o ${_spv}
       COMMAND ${JATTN_SPIRV_VAL} --target-env vulkan1.1 ${_spv}
       COMMAND ${CMAKE_COMMAND} -DSPIRV_DIS=${JATTN_SPIRV_DIS} -DSPV=${_spv} -P ${_vk_dir}/check_spirv.cmake
       DEPENDS ${_vk_dir}/shaders/attn_f32.comp ${_vk_dir}/check_spirv.cmake

@@ -24,9 +24,14 @@ int vk_module_for(const vk_device *d, int64_t head_dim) {
     for (int m = 0; m < jattn_vk_module_count; m++)
         if (jattn_vk_modules[m].dmax >= head_dim && (!family || jattn_vk_modules[m].dmax < family))
             family = jattn_vk_modules[m].dmax;
-    int best = -1;
-    for (int m = 0; m < jattn_vk_module_count; m++)
-        if (jattn_vk_modules[m].dmax == family && (best < 0 || jattn_vk_modules[m].rows == d->rows)) best = m;
+    int best = -1, best_score = -1;
+    for (int m = 0; m < jattn_vk_module_count; m++) {
+        const vk_spirv_module *x = &jattn_vk_modules[m];
+        if (x->dmax != family || (uint32_t)x->shared_bytes > d->props.limits.maxComputeSharedMemorySize) continue;
+        if (x->shared_bytes > 32768 && !d->wide) continue;
+        const int score = (x->rows == d->rows ? 2 : 0) + (x->shared_bytes > 32768 ? 1 : 0);
+        if (score > best_score) best = m, best_score = score;
+    }
     return best;
 }
 
@@ -223,9 +228,20 @@ static void probe(void) {
         if (c >= 4096 && c < max_binding) max_binding = c;
     }
     d->max_binding = max_binding & ~(uint64_t)255;
-    /* Rows per workgroup: 64 unless JATTN_VK_ROWS says 128 (measured choice: src/vulkan/NOTES.md). */
-    const char *rows = getenv("JATTN_VK_ROWS");
-    d->rows = rows && strcmp(rows, "128") == 0 ? 128 : 64;
+    /* Rows per workgroup 128 and the wide modules where they fit: the faster on the H200
+     * (src/vulkan/NOTES.md); JATTN_VK_ROWS=64 and JATTN_VK_WIDE=0 choose the others. */
+    const char *rows = getenv("JATTN_VK_ROWS"), *wide = getenv("JATTN_VK_WIDE");
+    d->rows = rows && strcmp(rows, "64") == 0 ? 64 : 128;
+    d->wide = !(wide && strcmp(wide, "0") == 0);
+    VkPhysicalDeviceFloatControlsProperties fc;
+    memset(&fc, 0, sizeof fc);
+    fc.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FLOAT_CONTROLS_PROPERTIES;
+    VkPhysicalDeviceProperties2 p2;
+    memset(&p2, 0, sizeof p2);
+    p2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2;
+    p2.pNext = &fc;
+    d->f.vkGetPhysicalDeviceProperties2(d->phys, &p2);
+    d->denorm_preserve = fc.shaderDenormPreserveFloat32 == VK_TRUE;
 }
 
 vk_device *vk_device_get(void) {
@@ -289,14 +305,59 @@ static jattn_status open_device(vk_device *d) {
     return JATTN_OK;
 }
 
+/* SPIR-V: OpCapability = 17, OpExecutionMode = 16; capability / mode SignedZeroInfNanPreserve =
+ * 4466 / 4461, DenormPreserve = 4464 / 4459. */
+enum { OP_EXECUTION_MODE = 16, OP_CAPABILITY = 17 };
+
+/* The module with DenormPreserve 32 declared beside SignedZeroInfNanPreserve 32 (a copy of each of
+ * those two instructions with the other enum), for devices that support it: float32 denormals
+ * then survive (NVIDIA flushes them otherwise). @return a malloc'd copy, NULL on failure. */
+static uint32_t *with_denorm_preserve(const uint32_t *w, size_t n, size_t *n_out) {
+    uint32_t *out = malloc((n + 16) * sizeof *out);
+    if (!out || n < 5) {
+        free(out);
+        return NULL;
+    }
+    memcpy(out, w, 5 * sizeof *w);
+    size_t o = 5;
+    for (size_t i = 5; i < n;) {
+        const uint32_t len = w[i] >> 16, op = w[i] & 0xffffu;
+        if (len == 0 || i + len > n || o + 2 * len > n + 16) {
+            free(out);
+            return NULL;
+        }
+        memcpy(out + o, w + i, len * sizeof *w);
+        o += len;
+        if (op == OP_CAPABILITY && len == 2 && w[i + 1] == 4466) {
+            out[o++] = w[i], out[o++] = 4464;
+        } else if (op == OP_EXECUTION_MODE && len == 4 && w[i + 2] == 4461) {
+            memcpy(out + o, w + i, 4 * sizeof *w);
+            out[o + 2] = 4459;
+            o += 4;
+        }
+        i += len;
+    }
+    *n_out = o;
+    return out;
+}
+
 static jattn_status create_pipeline(vk_device *d, int m) {
     VkShaderModuleCreateInfo sci;
     memset(&sci, 0, sizeof sci);
     sci.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO;
     sci.codeSize = jattn_vk_modules[m].n_words * 4;
     sci.pCode = jattn_vk_modules[m].words;
+    uint32_t *patched = NULL;
+    if (d->denorm_preserve) {
+        size_t n = 0;
+        patched = with_denorm_preserve(jattn_vk_modules[m].words, jattn_vk_modules[m].n_words, &n);
+        if (!patched) FAIL(JATTN_ERROR_OUT_OF_MEMORY, "adding DenormPreserve to %s failed", vk_kernel_name(m));
+        sci.codeSize = n * 4;
+        sci.pCode = patched;
+    }
     VkShaderModule sm;
     VkResult r = d->f.vkCreateShaderModule(d->device, &sci, NULL, &sm);
+    free(patched);
     if (r != VK_SUCCESS)
         FAIL(JATTN_ERROR_BACKEND_UNAVAILABLE, "vkCreateShaderModule(%s) failed (VkResult %d)", vk_kernel_name(m), (int)r);
     VkComputePipelineCreateInfo cpi;

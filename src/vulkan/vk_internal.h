@@ -13,7 +13,8 @@
 typedef struct vk_spirv_module {
     int dmax;               /* the head-dim family: head_dim <= dmax, rows zero-padded to dmax */
     int rows;               /* query rows per workgroup: 64 or 128 */
-    const char *name;       /* "vk_flash_f32_d<dmax>_<rows>x64" */
+    int shared_bytes;       /* shared memory it declares (at most) */
+    const char *name;       /* "vk_flash_f32_d<dmax>_<rows>x64[_dk32]" */
     const uint32_t *words;
     size_t n_words;
 } vk_spirv_module;
@@ -43,7 +44,9 @@ typedef struct vk_device {
     uint32_t queue_family;
     int timestamps;            /* the queue writes timestamps */
     uint64_t max_binding;      /* bytes one storage-buffer binding may cover */
-    int rows;                  /* preferred rows per workgroup (JATTN_VK_ROWS=64|128 forces it) */
+    int rows;                  /* rows per workgroup: 128 unless JATTN_VK_ROWS=64 */
+    int wide;                  /* the 48 KiB (dk32) modules allowed: shared memory suffices, JATTN_VK_WIDE != 0 */
+    int denorm_preserve;       /* the device keeps float32 denormals when a module asks (DenormPreserve) */
     char isa[VK_MAX_PHYSICAL_DEVICE_NAME_SIZE + 16]; /* "vulkan: <device name>" */
     const char *device_extensions[2];
     uint32_t n_device_extensions;
@@ -66,8 +69,8 @@ void vk_device_lock(void);
 void vk_device_unlock(void);
 /* "discrete GPU", "CPU (software)", ... of the device chosen. */
 const char *vk_device_type_name(const vk_device *d);
-/* The module for a head_dim: the smallest family that holds it, with the device's preferred rows
- * per workgroup where that family has such a module. -1 if none. */
+/* The module for a head_dim: the smallest family that holds it; of its modules the one with the
+ * device's rows per workgroup, the wide (dk32) one where allowed. -1 if none. */
 int vk_module_for(const vk_device *d, int64_t head_dim);
 /* "vk_flash_f32_d<dmax>_<rows>x64" of module m (static storage). */
 const char *vk_kernel_name(int m);

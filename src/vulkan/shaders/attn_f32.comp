@@ -17,14 +17,16 @@
 //            products summed in fresh registers before they join S (the error of a 512-long
 //            float32 dot product of |x| ~ 1e3 inputs otherwise misses the gate)
 //   row max: partial maxima through shared memory, the same 16-value reduction in every invocation
-//   exp:     p = exp(s - m_new) with the module's own exp (Cody-Waite + degree-7 polynomial)
+//   exp:     p = exp(fma(dot, scale, -m_new)) with the module's own exp (Cody-Waite + degree-7
+//            polynomial): the scaled logit minus the row max in one rounding
 //   rescale: O and the invocation's partial row sum l by exp(m_old - m_new)
 //   PV:      P (transposed) in shared memory, in TM / 4 phases of 64 / (TM / 4) keys; V in chunks
 //            of VK keys; each invocation a TM x DPT block of O (dims 4 tx + 64 h .. when DO is a
 //            multiple of 64, else tx + 16 h), summed over the tile in fresh registers before it
 //            joins O
 // At the end the 16 partial row sums of a row are added in a fixed order: results are bitwise
-// deterministic. Shared memory: at most 32 KiB (Apple, lavapipe: 32 KiB; NVIDIA: 48 KiB).
+// deterministic. Shared memory: at most 32 KiB (Apple, lavapipe: 32 KiB), 41 KiB with WIDE (NVIDIA,
+// AMD: 48 KiB or more): head_dim chunks of 32 and v chunks of 32 keys, half the barriers.
 // No subgroup operations: the kernel assumes no subgroup size (lavapipe's is 8).
 //
 // Exactness does not rest on the driver: SignedZeroInfNanPreserve (so MoltenVK compiles without
@@ -50,13 +52,20 @@ spirv_execution_mode(extensions = ["SPV_KHR_float_controls"], capabilities = [44
 #define NPH (TM / 4) // P phases per tile
 #define PH_KEYS (BC / NPH)
 // (the GLSL preprocessor has no ?: operator)
-#if TM == 4 && DMAX >= 32
-#define DK 32 // head_dim chunk of QK^T
+#if (TM == 4 || defined(WIDE)) && DMAX >= 32
+#define DK 32 // head_dim chunk of QK^T (WIDE: devices with 48 KiB of shared memory)
 #elif TM == 4
 #define DK DMAX
 #else
 #define DK 16 // (DMAX >= 16 always)
 #endif
+#if TM == 8
+#define PAD 4 // row pitch padding of the q and k chunks (fewer bank conflicts on the transposed stores)
+#else
+#define PAD 0 // (the 64-row tiles use all 32 KiB already)
+#endif
+#define PQ (BR + PAD)
+#define PK (BC + PAD)
 #if DMAX < 256
 #define DO DMAX // output dims per workgroup
 #else
@@ -70,19 +79,21 @@ spirv_execution_mode(extensions = ["SPV_KHR_float_controls"], capabilities = [44
 #define V_VEC4 0
 #define DPT (DO / 16) // scalar output dims per invocation
 #endif
-#if DO <= 128
-#define VK 16 // keys per v chunk
+#if DO <= 128 && defined(WIDE)
+#define VK 32 // keys per v chunk
+#elif DO <= 128
+#define VK 16
 #else
 #define VK 8
 #endif
 
 // Shared memory (vec4 units):
-//   region A [0, SH_P): q chunk [DK][BR] at SH_Q and k chunk [DK][BC] at SH_K during QK^T;
+//   region A [0, SH_P): q chunk [DK][BR + PAD] at SH_Q and k chunk [DK][BC + PAD] at SH_K during QK^T;
 //                       partial row values [16][BR] during the reductions; v chunk [VK][DO] during PV
 //   region P [SH_P, SH_TOTAL): one phase of P, transposed: [PH_KEYS][BR]
 #define SH_Q 0
-#define SH_K (DK * BR / 4)
-#define SH_QK (DK * (BR + BC) / 4)
+#define SH_K (DK * PQ / 4)
+#define SH_QK (DK * (PQ + PK) / 4)
 #define SH_RED (16 * BR / 4)
 #define SH_V (VK * DO / 4)
 #define SH_P max(max(SH_QK, SH_RED), SH_V)
@@ -182,7 +193,7 @@ void main() {
                 vec4 qv = vec4(0.0f);
                 if (row0 + row < pc.seq_q) qv = q4[q_base4 + (row0 + row) * (DMAX / 4) + c * (DK / 4) + dq];
                 [[unroll]] for (uint t = 0u; t < 4u; ++t) {
-                    const uint at = (dq * 4u + t) * BR + row; // transposed: [d][row]
+                    const uint at = (dq * 4u + t) * PQ + row; // transposed: [d][row]
                     sh[SH_Q + at / 4u][at % 4u] = qv[t];
                 }
             }
@@ -192,7 +203,7 @@ void main() {
                 vec4 kv = vec4(0.0f);
                 if (kv0 + key < kv_end) kv = k4[kv_base4 + (kv0 + key) * (DMAX / 4) + c * (DK / 4) + dq];
                 [[unroll]] for (uint t = 0u; t < 4u; ++t) {
-                    const uint at = (dq * 4u + t) * BC + key; // transposed: [d][key]
+                    const uint at = (dq * 4u + t) * PK + key; // transposed: [d][key]
                     sh[SH_K + at / 4u][at % 4u] = kv[t];
                 }
             }
@@ -200,9 +211,9 @@ void main() {
             vec4 part[TM]; // this chunk's sums
             [[unroll]] for (int r = 0; r < TM; ++r) part[r] = vec4(0.0f);
             [[unroll]] for (uint d = 0u; d < DK; ++d) {
-                const vec4 kk = sh[SH_K + d * (BC / 4) + tx];
+                const vec4 kk = sh[SH_K + d * (PK / 4) + tx];
                 [[unroll]] for (uint g = 0u; g < TG; ++g) {
-                    const vec4 a = sh[SH_Q + d * (BR / 4) + my_rows4 + g];
+                    const vec4 a = sh[SH_Q + d * (PQ / 4) + my_rows4 + g];
                     [[unroll]] for (uint r = 0u; r < 4u; ++r) part[4u * g + r] = fma(vec4(a[r]), kk, part[4u * g + r]);
                 }
             }
@@ -218,8 +229,8 @@ void main() {
         [[unroll]] for (int c = 0; c < 4; ++c) {
             const bool attend = attended(kv0 + tx * 4u + uint(c), kv_end, masked, mask_base);
             [[unroll]] for (int r = 0; r < TM; ++r) {
-                s[r][c] = attend ? s[r][c] * pc.scale : -INF;
-                pmax[r] = max(pmax[r], s[r][c]);
+                s[r][c] = attend ? s[r][c] : -INF; // the raw dot product: scaled inside the exp below
+                pmax[r] = max(pmax[r], s[r][c] * pc.scale);
             }
         }
         barrier(); // QK^T reads of region A done
@@ -241,7 +252,9 @@ void main() {
             m[r] = m_new;
             precise float tile_sum = 0.0f;
             [[unroll]] for (int c = 0; c < 4; ++c) {
-                const float p = s[r][c] == -INF ? 0.0f : exp_f32(s[r][c] - m_new);
+                // scale s - m in one rounding (fma): the logit is never rounded on its own
+                const float x = fma(s[r][c], pc.scale, -m_new);
+                const float p = s[r][c] == -INF ? 0.0f : exp_f32(x);
                 s[r][c] = p;
                 tile_sum += p;
             }
@@ -290,7 +303,9 @@ void main() {
                         [[unroll]] for (int h = 0; h < DPT; ++h) {
                             const uint at = j * DO + tx + 16u * uint(h);
                             const float vv = sh[at / 4u][at % 4u];
-                            [[unroll]] for (uint r = 0u; r < 4u; ++r) acc[4u * g + r][h] = fma(pv[r], vv, acc[4u * g + r][h]);
+                            [[unroll]] for (uint r = 0u; r < 4u; ++r) {
+                                acc[4u * g + r][h] = fma(pv[r], vv, acc[4u * g + r][h]);
+                            }
                         }
 #endif
                     }
