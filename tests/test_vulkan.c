@@ -81,6 +81,36 @@ static void determinism_and_context(jt_tally *t, jt_rng *rng) {
     free(q), free(k), free(v);
 }
 
+/* Counts instructions `op` whose operand at `at` is `value` in a SPIR-V module. */
+static int count_op(const uint32_t *w, size_t n, uint32_t op, size_t at, uint32_t value) {
+    int found = 0;
+    for (size_t i = 5; i < n && (w[i] >> 16);) {
+        const size_t len = w[i] >> 16;
+        if ((w[i] & 0xffffu) == op && at < len && w[i + at] == value) found++;
+        i += len;
+    }
+    return found;
+}
+
+/* Every embedded module declares SignedZeroInfNanPreserve 32 (the build checks it with spirv-dis
+ * too); the DenormPreserve copy declares both modes and differs by exactly those two instructions
+ * (lavapipe does not take the mode, so the patched module runs only on devices that do). */
+static void spirv_modes(jt_tally *t) {
+    int ok = jattn_vk_module_count > 0;
+    for (int m = 0; m < jattn_vk_module_count; m++) {
+        const vk_spirv_module *x = &jattn_vk_modules[m];
+        size_t n = 0;
+        uint32_t *p = vk_spirv_with_denorm_preserve(x->words, x->n_words, &n);
+        ok &= count_op(x->words, x->n_words, 17, 1, 4466) == 1 && count_op(x->words, x->n_words, 16, 2, 4461) == 1;
+        ok &= p && n == x->n_words + 6 && count_op(p, n, 17, 1, 4464) == 1 && count_op(p, n, 16, 2, 4459) == 1 &&
+              count_op(p, n, 16, 2, 4461) == 1 && count_op(p, n, 16, 3, 32) == 2;
+        free(p);
+    }
+    printf("%s SPIR-V: %d modules declare SignedZeroInfNanPreserve 32; their DenormPreserve copies are well formed\n",
+           ok ? "ok  " : "FAIL", jattn_vk_module_count);
+    jt_tally_add(t, ok);
+}
+
 /* Refusals: status, message, and nothing written. */
 static void refusals(jt_tally *t) {
     jattn_problem p = jattn_problem_flux(1, 1, 8, 8, 64);
@@ -172,6 +202,7 @@ int main(int argc, char **argv) {
         jt_tally_add(&t, ok);
         return jt_tally_finish(&t, "test_vulkan pieces");
     }
+    spirv_modes(&t);
     selection(&t);
     refusals(&t);
     determinism_and_context(&t, &rng);

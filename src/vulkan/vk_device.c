@@ -228,11 +228,11 @@ static void probe(void) {
         if (c >= 4096 && c < max_binding) max_binding = c;
     }
     d->max_binding = max_binding & ~(uint64_t)255;
-    /* Rows per workgroup 128 and the wide modules where they fit: the faster on the H200
-     * (src/vulkan/NOTES.md); JATTN_VK_ROWS=64 and JATTN_VK_WIDE=0 choose the others. */
+    /* Rows per workgroup: 128, the faster on the H200 (src/vulkan/NOTES.md); JATTN_VK_ROWS=64
+     * chooses 64. The wide (48 KiB) modules only with JATTN_VK_WIDE=1: not yet run on a GPU. */
     const char *rows = getenv("JATTN_VK_ROWS"), *wide = getenv("JATTN_VK_WIDE");
     d->rows = rows && strcmp(rows, "64") == 0 ? 64 : 128;
-    d->wide = !(wide && strcmp(wide, "0") == 0);
+    d->wide = wide && strcmp(wide, "1") == 0;
     VkPhysicalDeviceFloatControlsProperties fc;
     memset(&fc, 0, sizeof fc);
     fc.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FLOAT_CONTROLS_PROPERTIES;
@@ -312,7 +312,7 @@ enum { OP_EXECUTION_MODE = 16, OP_CAPABILITY = 17 };
 /* The module with DenormPreserve 32 declared beside SignedZeroInfNanPreserve 32 (a copy of each of
  * those two instructions with the other enum), for devices that support it: float32 denormals
  * then survive (NVIDIA flushes them otherwise). @return a malloc'd copy, NULL on failure. */
-static uint32_t *with_denorm_preserve(const uint32_t *w, size_t n, size_t *n_out) {
+uint32_t *vk_spirv_with_denorm_preserve(const uint32_t *w, size_t n, size_t *n_out) {
     uint32_t *out = malloc((n + 16) * sizeof *out);
     if (!out || n < 5) {
         free(out);
@@ -350,7 +350,7 @@ static jattn_status create_pipeline(vk_device *d, int m) {
     uint32_t *patched = NULL;
     if (d->denorm_preserve) {
         size_t n = 0;
-        patched = with_denorm_preserve(jattn_vk_modules[m].words, jattn_vk_modules[m].n_words, &n);
+        patched = vk_spirv_with_denorm_preserve(jattn_vk_modules[m].words, jattn_vk_modules[m].n_words, &n);
         if (!patched) FAIL(JATTN_ERROR_OUT_OF_MEMORY, "adding DenormPreserve to %s failed", vk_kernel_name(m));
         sci.codeSize = n * 4;
         sci.pCode = patched;

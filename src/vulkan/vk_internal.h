@@ -45,7 +45,7 @@ typedef struct vk_device {
     int timestamps;            /* the queue writes timestamps */
     uint64_t max_binding;      /* bytes one storage-buffer binding may cover */
     int rows;                  /* rows per workgroup: 128 unless JATTN_VK_ROWS=64 */
-    int wide;                  /* the 48 KiB (dk32) modules allowed: shared memory suffices, JATTN_VK_WIDE != 0 */
+    int wide;                  /* the 48 KiB (dk32) modules allowed (JATTN_VK_WIDE=1; where shared memory suffices) */
     int denorm_preserve;       /* the device keeps float32 denormals when a module asks (DenormPreserve) */
     char isa[VK_MAX_PHYSICAL_DEVICE_NAME_SIZE + 16]; /* "vulkan: <device name>" */
     const char *device_extensions[2];
@@ -78,6 +78,10 @@ const char *vk_kernel_name(int m);
 /* Seconds the GPU spent in the kernel dispatches of ctx's last call (timestamps; 0 when the queue
  * has none). For benchmarks linked against the static library; not part of the public API. */
 double jattn_vk_last_kernel_seconds(const jattn_ctx *ctx);
+
+/* A copy of SPIR-V module w (n words) that also declares DenormPreserve 32 (vk_device.c), for
+ * devices that keep float32 denormals. @return malloc'd words (count in *n_out), NULL on failure. */
+uint32_t *vk_spirv_with_denorm_preserve(const uint32_t *w, size_t n, size_t *n_out);
 
 /* Vulkan buffers ctx's vk state has allocated so far (0 without one). For tests. */
 long jattn_vk_ctx_allocations(const jattn_ctx *ctx);
