@@ -40,7 +40,7 @@ typedef struct vk_ctx_state {
 
 static uint64_t padded_dim(int m) { return (uint64_t)jattn_vk_modules[m].dmax; }
 
-static jattn_status vk_select(const jattn_problem *p, const jattn_exec *e, jattn_selection *sel) {
+static jattn_status vk_select(const jattn_problem *p, const jattn_exec *e, jattn_plan *plan) {
     vk_device *d = vk_device_get();
     if (d->status != JATTN_OK) return jattn_fail(d->status, "%s", d->why);
     if (e->backend == JATTN_BACKEND_AUTO && d->is_cpu)
@@ -72,18 +72,17 @@ static jattn_status vk_select(const jattn_problem *p, const jattn_exec *e, jattn
         d->props.limits.maxComputeWorkGroupCount[0])
         return FAIL(JATTN_ERROR_UNSUPPORTED, "seq_q: %lld needs more workgroups than the device dispatches (%u)",
                     (long long)p->seq_q, d->props.limits.maxComputeWorkGroupCount[0]);
-    sel->backend = JATTN_BACKEND_VK;
-    sel->backend_name = "vk";
-    sel->kernel = vk_kernel_name(m);
-    sel->isa = d->isa;
-    sel->threads = 1;
+    plan->kernel = &jattn_vk_modules[m]; /* the module (vk_spirv_module) forward() runs */
+    plan->threads = 1;
+    plan->selection.kernel = vk_kernel_name(m);
+    plan->selection.isa = d->isa;
     return JATTN_OK;
 }
 
-static size_t vk_workspace_size(const jattn_problem *p, const jattn_exec *e, const jattn_selection *sel) {
+static size_t vk_workspace_size(const jattn_problem *p, const jattn_exec *e, const jattn_plan *plan) {
     (void)p;
     (void)e;
-    (void)sel;
+    (void)plan;
     return 0; /* buffers live in Vulkan memory, kept by the context */
 }
 
@@ -399,11 +398,10 @@ static jattn_status run_piece(const vk_device *d, vk_ctx_state *s, VkPipeline pi
     return JATTN_OK;
 }
 
-static jattn_status vk_forward(const jattn_call *call, const jattn_selection *sel) {
-    (void)sel;
+static jattn_status vk_forward(const jattn_call *call, const jattn_plan *plan) {
     vk_device *d = vk_device_get();
     const jattn_problem *p = call->problem;
-    const int m = vk_module_for(d, p->head_dim);
+    const int m = (int)((const vk_spirv_module *)plan->kernel - jattn_vk_modules);
     VkPipeline pipeline;
     jattn_status st = vk_device_pipeline(d, m, &pipeline);
     if (st != JATTN_OK) return st;
@@ -484,5 +482,5 @@ static jattn_status vk_forward(const jattn_call *call, const jattn_selection *se
 }
 
 const jattn_backend_ops jattn_backend_vk = {
-    JATTN_BACKEND_VK, "vk", vk_select, vk_workspace_size, vk_forward, vk_release_ctx,
+    JATTN_BACKEND_VK, vk_select, vk_workspace_size, vk_forward, vk_release_ctx, JATTN_MEMORY_HOST,
 };
