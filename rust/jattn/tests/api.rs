@@ -34,7 +34,7 @@ fn names() {
     for b in Backend::ALL {
         assert_eq!(Backend::from_code(b.code()), Some(b));
     }
-    assert_eq!(Backend::from_code(4), None);
+    assert_eq!(Backend::from_code(5), None);
     assert_eq!((Precision::F32.code(), Precision::Tf32.code()), (sys::JATTN_PRECISION_F32, sys::JATTN_PRECISION_TF32));
     assert_eq!(Exec::default(), Exec::new());
     assert_eq!(Tensor::ALL.map(|t| t.to_string()), ["q", "k", "v", "out"]);
