@@ -158,12 +158,15 @@ JATTN_API jattn_problem jattn_problem_flux(int64_t batch, int64_t heads, int64_t
 
 /* ---- execution ---------------------------------------------------------------------- */
 typedef enum jattn_backend {
-    JATTN_BACKEND_AUTO = 0, /* cuda if present and able, else cpu, else ref */
+    JATTN_BACKEND_AUTO = 0, /* cuda if present and able, else vk (a GPU, never a software device), else cpu,
+                               else ref */
     JATTN_BACKEND_REF = 1,  /* the float64 scalar reference (the oracle; slow) */
     JATTN_BACKEND_CPU = 2,  /* flash attention on the CPU, SIMD micro-kernels, OpenMP */
-    JATTN_BACKEND_CUDA = 3  /* NVIDIA GPUs */
+    JATTN_BACKEND_CUDA = 3, /* NVIDIA GPUs */
+    JATTN_BACKEND_VK = 4    /* any Vulkan GPU (Apple through MoltenVK, AMD, Intel, NVIDIA), host memory;
+                               JATTN_VK_DEVICE=<index> picks the device */
 } jattn_backend;
-#define JATTN_BACKEND_COUNT 4
+#define JATTN_BACKEND_COUNT 5
 
 typedef enum jattn_precision {
     JATTN_PRECISION_F32 = 0, /* float32-exact (default) */
@@ -194,7 +197,7 @@ typedef struct jattn_selection {
     int threads;           /* CPU threads it would use (1 for GPU backends) */
 } jattn_selection;
 
-/* @return the name of a backend ("auto", "ref", "cpu", "cuda"), NULL if out of range. */
+/* @return the name of a backend ("auto", "ref", "cpu", "cuda", "vk"), NULL if out of range. */
 JATTN_API const char *jattn_backend_name(jattn_backend backend);
 
 /* Can the backend of `exec` (NULL: defaults) run `problem`, and which kernel would run it?

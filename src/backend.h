@@ -6,7 +6,7 @@
  * dispatch hands, unchanged, to the backend's workspace_size() and forward(): a kernel choice
  * travels as the backend's own descriptor, never as a name to parse or compare again.
  *
- * Adding a backend (the Vulkan backend `vk` is the next one):
+ * Adding a backend (as the Vulkan backend `vk` was):
  *  1. include/jattn.h: a value in jattn_backend (the next number; values are stable) and
  *     JATTN_BACKEND_COUNT one higher.
  *  2. JATTN_BACKENDS below: one X(ENUM_SUFFIX, name) line, at its place in AUTO's order (the
@@ -96,6 +96,7 @@ static inline int jattn_bwd_call_attends(const jattn_bwd_call *c, int64_t b, int
  * (jattn_backend_name()) and jattn_backend_<name> its ops table. */
 #define JATTN_BACKENDS(X) \
     X(CUDA, cuda)         \
+    X(VK, vk)             \
     X(CPU, cpu)           \
     X(REF, ref)
 

@@ -2,7 +2,7 @@
 # determinism, the jattn command under hostile input, and replay of the fuzz corpora.
 find_package(Threads REQUIRED)
 
-foreach(b ref cpu cuda)
+foreach(b ref cpu cuda vk)
   jattn_add_test(test_edges SOURCES test_edges.c ARGS ${b})
 endforeach()
 # The cpu backend's edges once per instruction set, forced by JATTN_CPU_ISA (skipped where this

@@ -494,7 +494,7 @@ int main(int argc, char **argv) {
     for (int b = 0; b < JATTN_BACKEND_COUNT; b++)
         if (strcmp(name, jattn_backend_name((jattn_backend)b)) == 0) backend = (jattn_backend)b;
     if (backend == JATTN_BACKEND_COUNT || backend == JATTN_BACKEND_AUTO) {
-        fprintf(stderr, "usage: test_edges ref|cpu|cuda\n");
+        fprintf(stderr, "usage: test_edges ref|cpu|cuda|vk\n");
         return 2;
     }
     if (!jt_backend_present(backend)) {

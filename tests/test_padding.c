@@ -7,7 +7,7 @@
  * query row with no attended key comes out +0.0 everywhere with lse -inf; the mask and the
  * lengths are not modified.
  *
- * usage: test_padding BACKEND      (cpu | cuda | ref | auto). Exits 77 (skipped) when the
+ * usage: test_padding BACKEND      (cpu | cuda | vk | ref | auto). Exits 77 (skipped) when the
  *        backend is not present. The cuda backend is also checked in tf32 precision;
  *        JATTN_CUDA_KERNEL=v1..v4 picks the kernel version (bench/gpu/run.sh runs each). */
 #include <math.h>
@@ -163,7 +163,7 @@ int main(int argc, char **argv) {
     for (int b = 0; b < JATTN_BACKEND_COUNT; b++)
         if (strcmp(name, jattn_backend_name((jattn_backend)b)) == 0) backend = (jattn_backend)b;
     if (backend == JATTN_BACKEND_COUNT) {
-        fprintf(stderr, "usage: test_padding auto|ref|cpu|cuda\n");
+        fprintf(stderr, "usage: test_padding auto|ref|cpu|cuda|vk\n");
         return 2;
     }
     if (!jt_backend_present(backend)) {

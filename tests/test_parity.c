@@ -2,7 +2,7 @@
  * layouts, each with the four input distributions drawn fresh, outputs poisoned, every
  * element checked (docs/DESIGN.md §2).
  *
- * usage: test_parity BACKEND      (cpu | cuda | ref | auto). Exits 77 (skipped) when the
+ * usage: test_parity BACKEND      (cpu | cuda | vk | ref | auto). Exits 77 (skipped) when the
  *        backend is not present in this build or on this machine. The cuda backend is also
  *        checked in tf32 precision. JATTN_TEST_QUICK=1 leaves out the largest shape. */
 #include <stdlib.h>
@@ -110,7 +110,7 @@ int main(int argc, char **argv) {
     for (int b = 0; b < JATTN_BACKEND_COUNT; b++)
         if (strcmp(name, jattn_backend_name((jattn_backend)b)) == 0) backend = (jattn_backend)b;
     if (backend == JATTN_BACKEND_COUNT) {
-        fprintf(stderr, "usage: test_parity auto|ref|cpu|cuda\n");
+        fprintf(stderr, "usage: test_parity auto|ref|cpu|cuda|vk\n");
         return 2;
     }
     if (!jt_backend_present(backend)) {

@@ -175,9 +175,10 @@ static int bench_backends(const cli_options *o, const jattn_problem *p, jattn_ba
     return n;
 }
 
-/* Thread counts for a backend: cuda one row; CPU backends the list given, else 1 and all cores. */
+/* Thread counts for a backend: GPU backends (cuda, vk) one row; CPU backends the list given, else 1
+ * and all cores. */
 static int thread_counts(const cli_options *o, const jattn_selection *all_cores, int *counts) {
-    if (all_cores->backend == JATTN_BACKEND_CUDA) {
+    if (all_cores->backend == JATTN_BACKEND_CUDA || all_cores->backend == JATTN_BACKEND_VK) {
         counts[0] = 0;
         return 1;
     }
@@ -302,7 +303,9 @@ static int bench_one_shape(const cli_options *o, const bench_shape *s, peak_cach
             kit_reference_compare(&ref, &p, buf.out, NULL, o->precision, &r.par);
             r.check_stride = ref.stride;
             if (!r.par.pass) *any_fail = 1;
-            if (r.sel.backend != JATTN_BACKEND_CUDA) {
+            if (r.sel.backend == JATTN_BACKEND_VK)
+                add_note(ns, "vk timed on the host clock: the gather into staging memory and the copies are included");
+            if (r.sel.backend != JATTN_BACKEND_CUDA && r.sel.backend != JATTN_BACKEND_VK) {
                 const char *peak_err;
                 r.have_peak = fma_peak(peaks, r.sel.threads, &r.peak_gflops, &peak_err);
                 if (!r.have_peak) {

@@ -259,7 +259,7 @@ static void print_report(const cli_options *o, const run_inputs *in, const run_p
 
 /* Why AUTO passed over the backends it tries before the one it chose: "cuda: <reason>; ...". */
 static void auto_reasons(const jattn_problem *p, const jattn_exec *e, jattn_backend chosen, char *buf, size_t cap) {
-    static const jattn_backend order[] = {JATTN_BACKEND_CUDA, JATTN_BACKEND_CPU, JATTN_BACKEND_REF};
+    static const jattn_backend order[] = {JATTN_BACKEND_CUDA, JATTN_BACKEND_VK, JATTN_BACKEND_CPU, JATTN_BACKEND_REF};
     buf[0] = '\0';
     for (size_t i = 0; i < sizeof order / sizeof order[0] && order[i] != chosen; i++) {
         jattn_exec x = *e;

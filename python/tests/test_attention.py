@@ -128,7 +128,26 @@ def test_select_and_backends():
     assert jattn.select(q, q, q, backend="ref").backend == "ref"
     assert jattn.select(q.numpy(), q.numpy(), q.numpy()).kernel == sel.kernel
     found = {b.name: b for b in jattn.backends()}
-    assert set(found) == {"ref", "cpu", "cuda"}
+    assert set(found) == {"ref", "cpu", "cuda", "vk"}
     assert found["ref"].available and found["cpu"].available and sel.kernel in found["cpu"].detail
     if not found["cuda"].available:
         assert "JATTN_ERROR_BACKEND_UNAVAILABLE" in found["cuda"].detail
+
+
+@pytest.mark.parametrize("layout", ["bhsd", "bshd"])
+def test_vk_backend_on_host_tensors(rng, layout):
+    """backend="vk" on CPU torch tensors and numpy arrays (host memory), lse included; skipped
+    where no Vulkan device is usable (CI runs it on lavapipe)."""
+    vk = {b.name: b for b in jattn.backends()}["vk"]
+    if not vk.available:
+        pytest.skip(f"vk: {vk.detail}")
+    q, k, v, scale = draw_qkv(rng, shape_of(layout, 2, 3, 70, 64, False), shape_of(layout, 2, 3, 90, 64, False),
+                              "normal", 64)  # fmt: skip
+    ref, ref_lse = reference(q, k, v, layout, scale)
+    out_t, lse_t = jattn.attention(torch.from_numpy(q), torch.from_numpy(k), torch.from_numpy(v), layout=layout,
+                                   scale=scale, return_lse=True, backend="vk")  # fmt: skip
+    assert_gate(out_t.numpy(), ref)
+    assert_gate(lse_t.numpy(), ref_lse)
+    out_n = jattn.attention(q, k, v, layout=layout, scale=scale, backend="vk")
+    assert np.array_equal(out_n, out_t.numpy())  # deterministic, whatever the container
+    assert jattn.select(q, k, v, layout=layout, backend="vk").kernel.startswith("vk_flash_f32_d64")

@@ -40,7 +40,7 @@ else:
 class Selection(NamedTuple):
     """What ``jattn.attention`` would run for a problem (``jattn_select``)."""
 
-    backend: str  #: the backend chosen: "ref", "cpu" or "cuda"
+    backend: str  #: the backend chosen: "ref", "cpu", "cuda" or "vk"
     kernel: str  #: the kernel that runs, e.g. "cpu_flash_f32_avx512_4x48"
     isa: str  #: its instruction set: "scalar", "avx512", "avx2", "neon", "generic", "sm_90a", ...
     threads: int  #: CPU threads it would use (1 for GPU backends)
@@ -49,7 +49,7 @@ class Selection(NamedTuple):
 class BackendInfo(NamedTuple):
     """One backend of this build (``jattn.backends()``)."""
 
-    name: str  #: "ref", "cpu" or "cuda"
+    name: str  #: "ref", "cpu", "cuda" or "vk"
     available: bool  #: whether it can run here (built in, and for cuda a usable GPU present)
     detail: str  #: the kernel and instruction set it picks for a FLUX-sized head, or why it cannot run
 
@@ -120,7 +120,7 @@ def attention(
         layout: ``"bhsd"`` or ``"bshd"``.
         scale: the softmax scale; ``None`` means ``1/sqrt(D)``.
         backend: ``"auto"`` (cuda for CUDA tensors, cpu for CPU tensors and numpy arrays),
-            ``"cpu"``, ``"cuda"`` or ``"ref"`` (the float64 reference; slow).
+            ``"cpu"``, ``"cuda"``, ``"vk"`` (any Vulkan GPU; host tensors) or ``"ref"`` (the float64 reference; slow).
         precision: ``"f32"`` (exact: rel_l2 <= 2e-6 against float64) or ``"tf32"`` (GPU, opt-in).
         threads: CPU threads for the host backends; 0 = all cores.
         out: optional output of q's shape, float32, on q's device, any strides with a contiguous
@@ -183,12 +183,12 @@ def select(
 
 
 def backends() -> List[BackendInfo]:
-    """The backends of this build: ref, cpu and cuda, each with whether it can run here and the
+    """The backends of this build: ref, cpu, cuda and vk, each with whether it can run here and the
     kernel it picks for a FLUX head (24 heads x 1536 tokens x 128), or the library's reason."""
     problem = _clib.Problem(1, 24, 1536, 1536, 128, 0.0, _clib.JATTN_DTYPE_F32)
     problem.q = problem.k = problem.v = problem.out = _problem.contiguous_out_strides("bhsd", 24, 1536, 128)
     found = []
-    for name in ("ref", "cpu", "cuda"):
+    for name in ("ref", "cpu", "cuda", "vk"):
         exec_ = _exec.make_exec(_options.options(backend=name), name == "cuda")
         sel = _clib.Selection()
         status = _clib.select(byref(problem), byref(exec_), byref(sel))

@@ -141,8 +141,10 @@ pub const JATTN_BACKEND_REF: jattn_backend = 1;
 pub const JATTN_BACKEND_CPU: jattn_backend = 2;
 /// NVIDIA GPUs.
 pub const JATTN_BACKEND_CUDA: jattn_backend = 3;
+/// `JATTN_BACKEND_VK`: any Vulkan GPU, host memory.
+pub const JATTN_BACKEND_VK: jattn_backend = 4;
 /// `JATTN_BACKEND_COUNT`: the number of backends (AUTO included).
-pub const JATTN_BACKEND_COUNT: c_int = 4;
+pub const JATTN_BACKEND_COUNT: c_int = 5;
 
 /// `jattn_precision`: the arithmetic a backend may use.
 pub type jattn_precision = c_int;
@@ -284,7 +286,7 @@ unsafe extern "C" {
     /// @return the FLUX problem: q, k, v head-major, out token-major, float32, default scale.
     pub fn jattn_problem_flux(batch: i64, heads: i64, seq_q: i64, seq_kv: i64, head_dim: i64) -> jattn_problem;
 
-    /// @return the name of a backend (`"auto"`, `"ref"`, `"cpu"`, `"cuda"`), NULL if out of range.
+    /// @return the name of a backend (`"auto"`, `"ref"`, `"cpu"`, `"cuda"`, `"vk"`), NULL if out of range.
     pub fn jattn_backend_name(backend: jattn_backend) -> *const c_char;
     /// Can the backend of `exec` (NULL: defaults) run `problem`, and with which kernel?
     /// @return `JATTN_OK` and `*selection` filled, or the status of the first problem found.

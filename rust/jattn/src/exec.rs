@@ -12,7 +12,7 @@ use crate::problem::Problem;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Backend {
-    /// The best backend present that can run the problem: cuda, then cpu, then ref.
+    /// The best backend present that can run the problem: cuda, then vk (a GPU), then cpu, then ref.
     #[default]
     Auto,
     /// The float64 scalar reference: the oracle of jattn's tests (slow).
@@ -21,11 +21,14 @@ pub enum Backend {
     Cpu,
     /// NVIDIA GPUs.
     Cuda,
+    /// Any Vulkan GPU (Apple through MoltenVK, AMD, Intel, NVIDIA), host memory; `auto` never
+    /// picks a software Vulkan device such as lavapipe.
+    Vk,
 }
 
 impl Backend {
     /// Every backend, in the order of their C numbers.
-    pub const ALL: [Backend; 4] = [Backend::Auto, Backend::Ref, Backend::Cpu, Backend::Cuda];
+    pub const ALL: [Backend; 5] = [Backend::Auto, Backend::Ref, Backend::Cpu, Backend::Cuda, Backend::Vk];
 
     /// The C number (`jattn_backend`).
     pub const fn code(self) -> i32 {
@@ -34,6 +37,7 @@ impl Backend {
             Backend::Ref => ffi::JATTN_BACKEND_REF,
             Backend::Cpu => ffi::JATTN_BACKEND_CPU,
             Backend::Cuda => ffi::JATTN_BACKEND_CUDA,
+            Backend::Vk => ffi::JATTN_BACKEND_VK,
         }
     }
 
@@ -42,7 +46,7 @@ impl Backend {
         Backend::ALL.into_iter().find(|b| b.code() == code)
     }
 
-    /// The library's name of the backend: `"auto"`, `"ref"`, `"cpu"`, `"cuda"`.
+    /// The library's name of the backend: `"auto"`, `"ref"`, `"cpu"`, `"cuda"`, `"vk"`.
     pub fn name(self) -> &'static str {
         // SAFETY: any number is valid input; the result is NULL or a static string.
         static_str(unsafe { ffi::jattn_backend_name(self.code()) })

@@ -30,11 +30,11 @@ fn select_names_backend_and_kernel() {
 #[test]
 fn names() {
     let names: Vec<_> = Backend::ALL.iter().map(|b| b.name()).collect();
-    assert_eq!(names, ["auto", "ref", "cpu", "cuda"]);
+    assert_eq!(names, ["auto", "ref", "cpu", "cuda", "vk"]);
     for b in Backend::ALL {
         assert_eq!(Backend::from_code(b.code()), Some(b));
     }
-    assert_eq!(Backend::from_code(4), None);
+    assert_eq!(Backend::from_code(5), None);
     assert_eq!((Precision::F32.code(), Precision::Tf32.code()), (sys::JATTN_PRECISION_F32, sys::JATTN_PRECISION_TF32));
     assert_eq!(Exec::default(), Exec::new());
     assert_eq!(Tensor::ALL.map(|t| t.to_string()), ["q", "k", "v", "out"]);

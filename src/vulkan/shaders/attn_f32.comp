@@ -1,0 +1,356 @@
+#version 450
+// vk_flash_f32_d<DMAX>_<BR>x64: exact-f32 flash attention forward, one module per head-dim family
+// DMAX and row tile BR = 16 TM (TM = 4: 64 rows; TM = 8: 128 rows).
+//
+// Reads  q [nbh, seq_q,  DMAX]  k, v [nbh, seq_kv, DMAX]   dense, rows zero-padded from head_dim to DMAX
+//        keys: uint[batch] kv_end (keys >= kv_end[b] are never read), then [batch][words_per_row] bits
+//              (bit j of row b set: key j attended), consulted when flags & 1
+// Writes out [nbh, seq_q, DMAX] (dims >= head_dim are left as computed, the host copies head_dim of them)
+//        lse [nbh, seq_q]  (when flags & 2; by the workgroups of dims slice 0)
+// (nbh = the batch-heads of the piece bound; the host gathers any strided layout into this one.)
+//
+// Grid: (ceil(seq_q / BR), nbh, DMAX / DO). A workgroup of 256 invocations owns BR query rows
+// and DO output dims; invocation (ty, tx) = (id / 16, id % 16) owns rows TM ty .. TM ty + TM - 1.
+// Per 64-key tile:
+//   QK^T:    S (BR x 64) over head_dim chunks of DK staged in shared memory (q and k transposed),
+//            each invocation a TM x 4 register block: rows TM ty.., keys 4 tx..; each chunk's dot
+//            products summed in fresh registers before they join S (the error of a 512-long
+//            float32 dot product of |x| ~ 1e3 inputs otherwise misses the gate)
+//   row max: partial maxima through shared memory, the same 16-value reduction in every invocation
+//   exp:     p = exp(fma(dot, scale, -m_new)) with the module's own exp (Cody-Waite + degree-7
+//            polynomial): the scaled logit minus the row max in one rounding
+//   rescale: O and the invocation's partial row sum l by exp(m_old - m_new)
+//   PV:      P (transposed) in shared memory, in TM / 4 phases of 64 / (TM / 4) keys; V in chunks
+//            of VK keys; each invocation a TM x DPT block of O (dims 4 tx + 64 h .. when DO is a
+//            multiple of 64, else tx + 16 h), summed over the tile in fresh registers before it
+//            joins O
+// At the end the 16 partial row sums of a row are added in a fixed order: results are bitwise
+// deterministic. Shared memory: at most 32 KiB (Apple, lavapipe: 32 KiB), 41 KiB with WIDE (NVIDIA,
+// AMD: 48 KiB or more): head_dim chunks of 32 and v chunks of 32 keys, half the barriers.
+// No subgroup operations: the kernel assumes no subgroup size (lavapipe's is 8).
+//
+// Exactness does not rest on the driver: SignedZeroInfNanPreserve (so MoltenVK compiles without
+// Metal fast math), the exponential computed here, `precise` on the sums of the softmax, explicit
+// fma where a fused product is wanted. Loops over head_dim have compile-time trip counts and
+// unroll (lavapipe stops an invocation after 65,535 executed loop iterations, silently).
+#extension GL_EXT_spirv_intrinsics : require
+#extension GL_EXT_control_flow_attributes : require
+
+spirv_execution_mode(extensions = ["SPV_KHR_float_controls"], capabilities = [4466], 4461, 32);
+
+#ifndef DMAX
+#error "DMAX (the head-dim family) must be defined"
+#endif
+#ifndef TM
+#define TM 4
+#endif
+
+#define WG 256
+#define BR (16 * TM) // query rows per workgroup
+#define BC 64        // keys per tile
+#define TG (TM / 4)  // vec4 groups of rows per invocation
+#define NPH (TM / 4) // P phases per tile
+#define PH_KEYS (BC / NPH)
+// (the GLSL preprocessor has no ?: operator)
+#if (TM == 4 || defined(WIDE)) && DMAX >= 32
+#define DK 32 // head_dim chunk of QK^T (WIDE: devices with 48 KiB of shared memory)
+#elif TM == 4
+#define DK DMAX
+#else
+#define DK 16 // (DMAX >= 16 always)
+#endif
+#if TM == 8
+#define PAD 4 // row pitch padding of the q and k chunks (fewer bank conflicts on the transposed stores)
+#else
+#define PAD 0 // (the 64-row tiles use all 32 KiB already)
+#endif
+#define PQ (BR + PAD)
+#define PK (BC + PAD)
+#if DMAX < 256
+#define DO DMAX // output dims per workgroup
+#else
+#define DO 256
+#endif
+#define NCHUNK (DMAX / DK)
+#if (DO % 64) == 0
+#define V_VEC4 1
+#define DPT4 (DO / 64) // vec4 output blocks per invocation
+#else
+#define V_VEC4 0
+#define DPT (DO / 16) // scalar output dims per invocation
+#endif
+#if DO <= 128 && defined(WIDE)
+#define VK 32 // keys per v chunk
+#elif DO <= 128
+#define VK 16
+#else
+#define VK 8
+#endif
+
+// Shared memory (vec4 units):
+//   region A [0, SH_P): q chunk [DK][BR + PAD] at SH_Q and k chunk [DK][BC + PAD] at SH_K during QK^T;
+//                       partial row values [16][BR] during the reductions; v chunk [VK][DO] during PV
+//   region P [SH_P, SH_TOTAL): one phase of P, transposed: [PH_KEYS][BR]
+#define SH_Q 0
+#define SH_K (DK * PQ / 4)
+#define SH_QK (DK * (PQ + PK) / 4)
+#define SH_RED (16 * BR / 4)
+#define SH_V (VK * DO / 4)
+#define SH_P max(max(SH_QK, SH_RED), SH_V)
+#define SH_TOTAL (SH_P + PH_KEYS * BR / 4)
+shared vec4 sh[SH_TOTAL];
+
+layout(local_size_x = WG) in;
+
+layout(std430, binding = 0) readonly buffer QBuf { vec4 q4[]; };
+layout(std430, binding = 1) readonly buffer KBuf { vec4 k4[]; };
+layout(std430, binding = 2) readonly buffer VBuf { vec4 v4[]; };
+layout(std430, binding = 3) writeonly buffer OBuf { float out1[]; };
+layout(std430, binding = 4) writeonly buffer LBuf { float lse1[]; };
+layout(std430, binding = 5) readonly buffer KeyBuf { uint keys[]; };
+
+layout(push_constant) uniform Push {
+    uint seq_q;
+    uint seq_kv;
+    uint heads;
+    uint bh0;           // first batch-head of the piece
+    uint batch;         // rows of keys[] (the problem's batch)
+    uint words_per_row; // mask words per batch row
+    uint flags;         // 1: key mask present, 2: write lse
+    float scale;
+} pc;
+
+#define INF uintBitsToFloat(0x7f800000u)
+
+// exp(x) for x <= 0 (and NaN, passed through); 0 below ln(FLT_MIN), where a weight is at most
+// 2^-126 of the row's largest and no float32 sum can see it. n = round(x / ln 2) and
+// r = x - n ln 2 in two fma steps (Cody-Waite); e^r by Taylor to degree 7 on |r| <= ln2 / 2
+// (truncation < 1e-8 relative).
+float exp_f32(float x) {
+    if (isnan(x)) return x;
+    if (x < -87.33654475f) return 0.0f;
+    if (x > 88.0f) return INF; // never reached by the kernel (its arguments are <= 0)
+    const float LOG2E = 1.44269504088896341f;
+    const float LN2_HI = 0.693145751953125f;
+    const float LN2_LO = 1.42860682030941723e-6f;
+    float n = roundEven(x * LOG2E);
+    float r = fma(-n, LN2_HI, x);
+    r = fma(-n, LN2_LO, r);
+    float p = 1.0f / 5040.0f;
+    p = fma(p, r, 1.0f / 720.0f);
+    p = fma(p, r, 1.0f / 120.0f);
+    p = fma(p, r, 1.0f / 24.0f);
+    p = fma(p, r, 1.0f / 6.0f);
+    p = fma(p, r, 0.5f);
+    p = fma(p, r, 1.0f);
+    p = fma(p, r, 1.0f);
+    return ldexp(p, int(n));
+}
+
+bool attended(uint key, uint kv_end, bool masked, uint mask_base) {
+    bool attend = key < kv_end;
+    if (masked && attend) attend = (keys[mask_base + key / 32u] & (1u << (key % 32u))) != 0u;
+    return attend;
+}
+
+void main() {
+    const uint lid = gl_LocalInvocationID.x;
+    const uint tx = lid % 16u, ty = lid / 16u;
+    const uint row0 = gl_WorkGroupID.x * BR;
+    const uint bh = gl_WorkGroupID.y; // inside the piece
+    const uint slice = gl_WorkGroupID.z;
+    const uint b = (pc.bh0 + bh) / pc.heads;
+    const uint kv_end = keys[b];
+    const bool masked = (pc.flags & 1u) != 0u;
+    const uint mask_base = pc.batch + b * pc.words_per_row;
+    const uint q_base4 = bh * pc.seq_q * (DMAX / 4);
+    const uint kv_base4 = bh * pc.seq_kv * (DMAX / 4);
+    const uint my_rows4 = ty * TG; // this invocation's first vec4 of rows in a [.][BR] array
+
+    float m[TM]; // running row maxima (equal in the 16 invocations of a row)
+    float l[TM]; // this invocation's partial row sums
+    [[unroll]] for (int r = 0; r < TM; ++r) m[r] = -INF, l[r] = 0.0f;
+#if V_VEC4
+    vec4 o[TM][DPT4];
+    [[unroll]] for (int r = 0; r < TM; ++r)[[unroll]] for (int h = 0; h < DPT4; ++h) o[r][h] = vec4(0.0f);
+#else
+    float o[TM][DPT];
+    [[unroll]] for (int r = 0; r < TM; ++r)[[unroll]] for (int h = 0; h < DPT; ++h) o[r][h] = 0.0f;
+#endif
+
+    const uint n_tiles = (kv_end + BC - 1u) / BC;
+    for (uint tile = 0u; tile < n_tiles; ++tile) {
+        const uint kv0 = tile * BC;
+
+        // ---- QK^T: s[r][c] = q[TM ty + r] . k[kv0 + 4 tx + c] ------------------------------
+        vec4 s[TM];
+        [[unroll]] for (int r = 0; r < TM; ++r) s[r] = vec4(0.0f);
+        [[dont_unroll]] for (uint c = 0u; c < NCHUNK; ++c) {
+            barrier(); // region A free
+            [[unroll]] for (uint i = 0u; i < BR * DK / 4 / WG; ++i) {
+                const uint e = lid + WG * i; // vec4 element of the BR x DK chunk of q
+                const uint row = e / (DK / 4), dq = e % (DK / 4);
+                vec4 qv = vec4(0.0f);
+                if (row0 + row < pc.seq_q) qv = q4[q_base4 + (row0 + row) * (DMAX / 4) + c * (DK / 4) + dq];
+                [[unroll]] for (uint t = 0u; t < 4u; ++t) {
+                    const uint at = (dq * 4u + t) * PQ + row; // transposed: [d][row]
+                    sh[SH_Q + at / 4u][at % 4u] = qv[t];
+                }
+            }
+            [[unroll]] for (uint i = 0u; i < BC * DK / 4 / WG; ++i) {
+                const uint e = lid + WG * i; // vec4 element of the BC x DK chunk of k
+                const uint key = e / (DK / 4), dq = e % (DK / 4);
+                vec4 kv = vec4(0.0f);
+                if (kv0 + key < kv_end) kv = k4[kv_base4 + (kv0 + key) * (DMAX / 4) + c * (DK / 4) + dq];
+                [[unroll]] for (uint t = 0u; t < 4u; ++t) {
+                    const uint at = (dq * 4u + t) * PK + key; // transposed: [d][key]
+                    sh[SH_K + at / 4u][at % 4u] = kv[t];
+                }
+            }
+            barrier();
+            vec4 part[TM]; // this chunk's sums
+            [[unroll]] for (int r = 0; r < TM; ++r) part[r] = vec4(0.0f);
+            [[unroll]] for (uint d = 0u; d < DK; ++d) {
+                const vec4 kk = sh[SH_K + d * (PK / 4) + tx];
+                [[unroll]] for (uint g = 0u; g < TG; ++g) {
+                    const vec4 a = sh[SH_Q + d * (PQ / 4) + my_rows4 + g];
+                    [[unroll]] for (uint r = 0u; r < 4u; ++r) part[4u * g + r] = fma(vec4(a[r]), kk, part[4u * g + r]);
+                }
+            }
+            [[unroll]] for (int r = 0; r < TM; ++r) {
+                precise vec4 joined = s[r] + part[r];
+                s[r] = joined;
+            }
+        }
+
+        // ---- scale, key padding, row max ------------------------------------------------------
+        float pmax[TM];
+        [[unroll]] for (int r = 0; r < TM; ++r) pmax[r] = -INF;
+        [[unroll]] for (int c = 0; c < 4; ++c) {
+            const bool attend = attended(kv0 + tx * 4u + uint(c), kv_end, masked, mask_base);
+            [[unroll]] for (int r = 0; r < TM; ++r) {
+                s[r][c] = attend ? s[r][c] : -INF; // the raw dot product: scaled inside the exp below
+                pmax[r] = max(pmax[r], s[r][c] * pc.scale);
+            }
+        }
+        barrier(); // QK^T reads of region A done
+        [[unroll]] for (uint g = 0u; g < TG; ++g)
+            sh[tx * (BR / 4) + my_rows4 + g] = vec4(pmax[4u * g], pmax[4u * g + 1u], pmax[4u * g + 2u], pmax[4u * g + 3u]);
+        barrier();
+        float tmax[TM];
+        [[unroll]] for (uint g = 0u; g < TG; ++g) {
+            vec4 mx = sh[my_rows4 + g];
+            [[unroll]] for (uint t = 1u; t < 16u; ++t) mx = max(mx, sh[t * (BR / 4) + my_rows4 + g]);
+            [[unroll]] for (uint r = 0u; r < 4u; ++r) tmax[4u * g + r] = mx[r];
+        }
+
+        // ---- exp, tile sums, rescale ------------------------------------------------------------
+        float alpha[TM];
+        [[unroll]] for (int r = 0; r < TM; ++r) {
+            const float m_new = max(m[r], tmax[r]);
+            alpha[r] = m_new == m[r] ? 1.0f : exp_f32(m[r] - m_new);
+            m[r] = m_new;
+            precise float tile_sum = 0.0f;
+            [[unroll]] for (int c = 0; c < 4; ++c) {
+                // scale s - m in one rounding (fma): the logit is never rounded on its own
+                const float x = fma(s[r][c], pc.scale, -m_new);
+                const float p = s[r][c] == -INF ? 0.0f : exp_f32(x);
+                s[r][c] = p;
+                tile_sum += p;
+            }
+            precise float lr = l[r] * alpha[r];
+            l[r] = lr + tile_sum;
+        }
+
+        // ---- PV: acc = P V over the tile, then O = O alpha + acc ------------------------------
+#if V_VEC4
+        vec4 acc[TM][DPT4];
+        [[unroll]] for (int r = 0; r < TM; ++r)[[unroll]] for (int h = 0; h < DPT4; ++h) acc[r][h] = vec4(0.0f);
+#else
+        float acc[TM][DPT];
+        [[unroll]] for (int r = 0; r < TM; ++r)[[unroll]] for (int h = 0; h < DPT; ++h) acc[r][h] = 0.0f;
+#endif
+        [[unroll]] for (uint ph = 0u; ph < NPH; ++ph) {
+            barrier(); // region A free (row maxima read); the previous phase's P and v chunk used
+            if (tx / (16u / NPH) == ph) // this invocation's keys belong to this phase
+                [[unroll]] for (uint c = 0u; c < 4u; ++c)[[unroll]] for (uint g = 0u; g < TG; ++g)
+                    sh[SH_P + ((tx % (16u / NPH)) * 4u + c) * (BR / 4) + my_rows4 + g] =
+                        vec4(s[4u * g][c], s[4u * g + 1u][c], s[4u * g + 2u][c], s[4u * g + 3u][c]);
+            [[dont_unroll]] for (uint vc = 0u; vc < PH_KEYS / VK; ++vc) {
+                if (vc > 0u) barrier(); // the previous v chunk used
+                [[unroll]] for (uint i = 0u; i < (VK * DO / 4 + WG - 1) / WG; ++i) {
+                    const uint e = lid + WG * i;
+                    if (VK * DO / 4 % WG == 0 || e < VK * DO / 4) {
+                        const uint j = e / (DO / 4), dv = e % (DO / 4);
+                        const uint key = kv0 + ph * PH_KEYS + vc * VK + j;
+                        vec4 vv = vec4(0.0f);
+                        if (attended(key, kv_end, masked, mask_base))
+                            vv = v4[kv_base4 + key * (DMAX / 4) + slice * (DO / 4) + dv];
+                        sh[e] = vv; // [j][DO]
+                    }
+                }
+                barrier(); // v chunk (and P) written
+                [[unroll]] for (uint j = 0u; j < VK; ++j) {
+                    [[unroll]] for (uint g = 0u; g < TG; ++g) {
+                        const vec4 pv = sh[SH_P + (vc * VK + j) * (BR / 4) + my_rows4 + g];
+#if V_VEC4
+                        [[unroll]] for (int h = 0; h < DPT4; ++h) {
+                            const vec4 vv = sh[j * (DO / 4) + tx + 16u * uint(h)];
+                            [[unroll]] for (uint r = 0u; r < 4u; ++r)
+                                acc[4u * g + r][h] = fma(vec4(pv[r]), vv, acc[4u * g + r][h]);
+                        }
+#else
+                        [[unroll]] for (int h = 0; h < DPT; ++h) {
+                            const uint at = j * DO + tx + 16u * uint(h);
+                            const float vv = sh[at / 4u][at % 4u];
+                            [[unroll]] for (uint r = 0u; r < 4u; ++r) {
+                                acc[4u * g + r][h] = fma(pv[r], vv, acc[4u * g + r][h]);
+                            }
+                        }
+#endif
+                    }
+                }
+            }
+        }
+#if V_VEC4
+        [[unroll]] for (int r = 0; r < TM; ++r)[[unroll]] for (int h = 0; h < DPT4; ++h) {
+            precise vec4 scaled = o[r][h] * alpha[r];
+            o[r][h] = scaled + acc[r][h];
+        }
+#else
+        [[unroll]] for (int r = 0; r < TM; ++r)[[unroll]] for (int h = 0; h < DPT; ++h) {
+            precise float scaled = o[r][h] * alpha[r];
+            o[r][h] = scaled + acc[r][h];
+        }
+#endif
+    }
+
+    // ---- the row sums: 16 partials per row, added in a fixed order ---------------------------
+    barrier();
+    [[unroll]] for (uint g = 0u; g < TG; ++g)
+        sh[tx * (BR / 4) + my_rows4 + g] = vec4(l[4u * g], l[4u * g + 1u], l[4u * g + 2u], l[4u * g + 3u]);
+    barrier();
+    float total[TM];
+    [[unroll]] for (uint g = 0u; g < TG; ++g) {
+        precise vec4 sum = sh[my_rows4 + g];
+        [[unroll]] for (uint t = 1u; t < 16u; ++t) sum += sh[t * (BR / 4) + my_rows4 + g];
+        [[unroll]] for (uint r = 0u; r < 4u; ++r) total[4u * g + r] = sum[r];
+    }
+
+    [[unroll]] for (int r = 0; r < TM; ++r) {
+        const uint row = row0 + ty * TM + uint(r);
+        if (row >= pc.seq_q) continue;
+        const bool empty = total[r] == 0.0f; // no attended key: out row +0.0, lse -inf
+        const uint ob = (bh * pc.seq_q + row) * DMAX + slice * DO;
+#if V_VEC4
+        [[unroll]] for (int h = 0; h < DPT4; ++h) {
+            const vec4 y = empty ? vec4(0.0f) : o[r][h] / total[r];
+            [[unroll]] for (int t = 0; t < 4; ++t) out1[ob + tx * 4u + 64u * uint(h) + uint(t)] = y[t];
+        }
+#else
+        [[unroll]] for (int h = 0; h < DPT; ++h) out1[ob + tx + 16u * uint(h)] = empty ? 0.0f : o[r][h] / total[r];
+#endif
+        if ((pc.flags & 2u) != 0u && slice == 0u && tx == 0u)
+            lse1[bh * pc.seq_q + row] = empty ? -INF : m[r] + log(total[r]);
+    }
+}

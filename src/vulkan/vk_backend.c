@@ -1,0 +1,486 @@
+/* The vk backend: exact f32 attention on any Vulkan device (vk_device.c), host memory only.
+ *
+ * A call gathers q, k, v from their strided host layout into a mapped staging buffer, dense
+ * [bh, token, DMAX] with rows zero-padded to the kernel's head-dim family, copies them into
+ * device-local buffers, runs the kernel (shaders/attn_f32.comp) and copies out and lse back,
+ * scattering them into the caller's layout. Problems larger than one storage-buffer binding are
+ * run in pieces of whole batch-heads. A context keeps the buffers (grow-only), the command
+ * buffer, fence, descriptor set and timestamp queries: a repeated call of one size allocates
+ * nothing. Without a context they are made for the call and freed before it returns. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "vk_internal.h"
+
+enum { BUF_Q, BUF_K, BUF_V, BUF_OUT, BUF_LSE, BUF_KEYS, BUF_COUNT };
+
+typedef struct vk_buf {
+    VkBuffer buf;
+    VkDeviceMemory mem;
+    VkDeviceSize size;
+    void *map; /* staging only */
+} vk_buf;
+
+typedef struct vk_ctx_state {
+    VkCommandPool pool;
+    VkCommandBuffer cmd;
+    VkFence fence;
+    VkDescriptorPool descriptor_pool;
+    VkDescriptorSet set;
+    VkQueryPool queries; /* two timestamps per piece; VK_NULL_HANDLE when the queue has none */
+    vk_buf dev[BUF_COUNT];
+    vk_buf stage; /* in: q, k, v, keys; out: out, lse */
+    double last_kernel_seconds;
+    long allocations; /* Vulkan buffers allocated so far (tests: a repeated call allocates none) */
+} vk_ctx_state;
+
+#define FAIL(status, ...) jattn_fail(status, "backend: vk: " __VA_ARGS__)
+
+/* ---- select ------------------------------------------------------------------------------ */
+
+static uint64_t padded_dim(int m) { return (uint64_t)jattn_vk_modules[m].dmax; }
+
+static jattn_status vk_select(const jattn_problem *p, const jattn_exec *e, jattn_plan *plan) {
+    vk_device *d = vk_device_get();
+    if (d->status != JATTN_OK) return jattn_fail(d->status, "%s", d->why);
+    if (e->backend == JATTN_BACKEND_AUTO && d->is_cpu)
+        return FAIL(JATTN_ERROR_BACKEND_UNAVAILABLE,
+                    "the Vulkan device (%s) is a software device; auto leaves it to the cpu backend "
+                    "(--backend vk runs on it)",
+                    d->props.deviceName);
+    if (e->memory != JATTN_MEMORY_HOST)
+        return FAIL(JATTN_ERROR_UNSUPPORTED, "exec.memory: the vk backend takes host memory only (JATTN_MEMORY_HOST)");
+    if (e->precision != JATTN_PRECISION_F32)
+        return FAIL(JATTN_ERROR_UNSUPPORTED, "exec.precision: the vk backend computes f32 only");
+    const int m = vk_module_for(d, p->head_dim);
+    if (m < 0)
+        return FAIL(JATTN_ERROR_UNSUPPORTED, "head_dim: %lld, the vk backend supports up to %d", (long long)p->head_dim,
+                    JATTN_VK_MAX_HEAD_DIM);
+    const uint64_t dp = padded_dim(m);
+    const int64_t longest = p->seq_q > p->seq_kv ? p->seq_q : p->seq_kv;
+    if ((uint64_t)longest > d->max_binding / (dp * 4))
+        return FAIL(JATTN_ERROR_UNSUPPORTED,
+                    "%s: %lld tokens of one head (%llu floats each) exceed the device's storage-buffer binding of "
+                    "%llu bytes (pieces are whole heads)",
+                    p->seq_q >= p->seq_kv ? "seq_q" : "seq_kv", (long long)longest, (unsigned long long)dp,
+                    (unsigned long long)d->max_binding);
+    const uint64_t key_words = (uint64_t)p->batch * (1 + ((uint64_t)p->seq_kv + 31) / 32);
+    if (key_words > d->max_binding / 4)
+        return FAIL(JATTN_ERROR_UNSUPPORTED, "batch: %lld key-padding rows exceed the storage-buffer binding",
+                    (long long)p->batch);
+    if ((uint64_t)(p->seq_q + jattn_vk_modules[m].rows - 1) / (uint64_t)jattn_vk_modules[m].rows >
+        d->props.limits.maxComputeWorkGroupCount[0])
+        return FAIL(JATTN_ERROR_UNSUPPORTED, "seq_q: %lld needs more workgroups than the device dispatches (%u)",
+                    (long long)p->seq_q, d->props.limits.maxComputeWorkGroupCount[0]);
+    plan->kernel = &jattn_vk_modules[m]; /* the module (vk_spirv_module) forward() runs */
+    plan->threads = 1;
+    plan->selection.kernel = vk_kernel_name(m);
+    plan->selection.isa = d->isa;
+    return JATTN_OK;
+}
+
+static size_t vk_workspace_size(const jattn_problem *p, const jattn_exec *e, const jattn_plan *plan) {
+    (void)p;
+    (void)e;
+    (void)plan;
+    return 0; /* buffers live in Vulkan memory, kept by the context */
+}
+
+/* ---- buffers and per-context state ------------------------------------------------------- */
+
+static int memory_type(const vk_device *d, uint32_t bits, VkMemoryPropertyFlags need, VkMemoryPropertyFlags want) {
+    int fallback = -1;
+    for (uint32_t i = 0; i < d->mem.memoryTypeCount; i++) {
+        const VkMemoryPropertyFlags f = d->mem.memoryTypes[i].propertyFlags;
+        if (!(bits & (1u << i)) || (f & need) != need) continue;
+        if ((f & want) == want) return (int)i;
+        if (fallback < 0) fallback = (int)i;
+    }
+    return fallback;
+}
+
+static void buf_free(const vk_device *d, vk_buf *b) {
+    if (b->map) d->f.vkUnmapMemory(d->device, b->mem);
+    if (b->buf) d->f.vkDestroyBuffer(d->device, b->buf, NULL);
+    if (b->mem) d->f.vkFreeMemory(d->device, b->mem, NULL);
+    memset(b, 0, sizeof *b);
+}
+
+/* Grows b to hold `size` bytes (grow-only; contents are not kept). */
+static jattn_status buf_reserve(const vk_device *d, vk_buf *b, VkDeviceSize size, VkBufferUsageFlags usage,
+                                int host_visible) {
+    if (size < 256) size = 256;
+    if (b->buf && b->size >= size) return JATTN_OK;
+    buf_free(d, b);
+    VkBufferCreateInfo bci;
+    memset(&bci, 0, sizeof bci);
+    bci.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO;
+    bci.size = size;
+    bci.usage = usage;
+    bci.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
+    if (d->f.vkCreateBuffer(d->device, &bci, NULL, &b->buf) != VK_SUCCESS)
+        return FAIL(JATTN_ERROR_OUT_OF_MEMORY, "vkCreateBuffer of %llu bytes failed", (unsigned long long)size);
+    VkMemoryRequirements req;
+    d->f.vkGetBufferMemoryRequirements(d->device, b->buf, &req);
+    const int type = host_visible ? memory_type(d, req.memoryTypeBits,
+                                                VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT,
+                                                VK_MEMORY_PROPERTY_HOST_CACHED_BIT)
+                                  : memory_type(d, req.memoryTypeBits, 0, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT);
+    if (type < 0) {
+        buf_free(d, b);
+        return FAIL(JATTN_ERROR_BACKEND_UNAVAILABLE, "no %s memory type for a storage buffer",
+                    host_visible ? "host-visible coherent" : "device");
+    }
+    VkMemoryAllocateInfo mai;
+    memset(&mai, 0, sizeof mai);
+    mai.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO;
+    mai.allocationSize = req.size;
+    mai.memoryTypeIndex = (uint32_t)type;
+    if (d->f.vkAllocateMemory(d->device, &mai, NULL, &b->mem) != VK_SUCCESS) {
+        buf_free(d, b);
+        return FAIL(JATTN_ERROR_OUT_OF_MEMORY, "vkAllocateMemory of %llu bytes failed", (unsigned long long)req.size);
+    }
+    if (d->f.vkBindBufferMemory(d->device, b->buf, b->mem, 0) != VK_SUCCESS ||
+        (host_visible && d->f.vkMapMemory(d->device, b->mem, 0, VK_WHOLE_SIZE, 0, &b->map) != VK_SUCCESS)) {
+        buf_free(d, b);
+        return FAIL(JATTN_ERROR_OUT_OF_MEMORY, "binding or mapping %llu bytes failed", (unsigned long long)size);
+    }
+    b->size = size;
+    return JATTN_OK;
+}
+
+/* buf_reserve, counting each allocation in the context state. */
+static jattn_status state_reserve(const vk_device *d, vk_ctx_state *s, vk_buf *b, VkDeviceSize size,
+                                  VkBufferUsageFlags usage, int host_visible) {
+    const VkBuffer before = b->buf;
+    jattn_status st = buf_reserve(d, b, size, usage, host_visible);
+    if (st == JATTN_OK && b->buf != before) s->allocations++;
+    return st;
+}
+
+static void state_free(const vk_device *d, vk_ctx_state *s) {
+    if (!s) return;
+    for (int i = 0; i < BUF_COUNT; i++) buf_free(d, &s->dev[i]);
+    buf_free(d, &s->stage);
+    if (s->queries) d->f.vkDestroyQueryPool(d->device, s->queries, NULL);
+    if (s->descriptor_pool) d->f.vkDestroyDescriptorPool(d->device, s->descriptor_pool, NULL);
+    if (s->fence) d->f.vkDestroyFence(d->device, s->fence, NULL);
+    if (s->pool) d->f.vkDestroyCommandPool(d->device, s->pool, NULL); /* frees the command buffer */
+    free(s);
+}
+
+static jattn_status state_create(const vk_device *d, vk_ctx_state **out) {
+    vk_ctx_state *s = calloc(1, sizeof *s);
+    if (!s) return FAIL(JATTN_ERROR_OUT_OF_MEMORY, "context state: allocation failed");
+    VkCommandPoolCreateInfo cpci;
+    memset(&cpci, 0, sizeof cpci);
+    cpci.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO;
+    cpci.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
+    cpci.queueFamilyIndex = d->queue_family;
+    VkCommandBufferAllocateInfo cbai;
+    memset(&cbai, 0, sizeof cbai);
+    cbai.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO;
+    cbai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+    cbai.commandBufferCount = 1;
+    VkFenceCreateInfo fci;
+    memset(&fci, 0, sizeof fci);
+    fci.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO;
+    VkDescriptorPoolSize ps = {VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, BUF_COUNT};
+    VkDescriptorPoolCreateInfo dpci;
+    memset(&dpci, 0, sizeof dpci);
+    dpci.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO;
+    dpci.maxSets = 1;
+    dpci.poolSizeCount = 1;
+    dpci.pPoolSizes = &ps;
+    VkDescriptorSetAllocateInfo dsai;
+    memset(&dsai, 0, sizeof dsai);
+    dsai.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO;
+    dsai.descriptorSetCount = 1;
+    dsai.pSetLayouts = &d->set_layout;
+    int ok = d->f.vkCreateCommandPool(d->device, &cpci, NULL, &s->pool) == VK_SUCCESS;
+    cbai.commandPool = s->pool;
+    ok = ok && d->f.vkAllocateCommandBuffers(d->device, &cbai, &s->cmd) == VK_SUCCESS;
+    ok = ok && d->f.vkCreateFence(d->device, &fci, NULL, &s->fence) == VK_SUCCESS;
+    ok = ok && d->f.vkCreateDescriptorPool(d->device, &dpci, NULL, &s->descriptor_pool) == VK_SUCCESS;
+    dsai.descriptorPool = s->descriptor_pool;
+    ok = ok && d->f.vkAllocateDescriptorSets(d->device, &dsai, &s->set) == VK_SUCCESS;
+    if (ok && d->timestamps) {
+        VkQueryPoolCreateInfo qci;
+        memset(&qci, 0, sizeof qci);
+        qci.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO;
+        qci.queryType = VK_QUERY_TYPE_TIMESTAMP;
+        qci.queryCount = 2;
+        ok = d->f.vkCreateQueryPool(d->device, &qci, NULL, &s->queries) == VK_SUCCESS;
+    }
+    if (!ok) {
+        state_free(d, s);
+        return FAIL(JATTN_ERROR_OUT_OF_MEMORY, "creating the command pool, fence or descriptor set failed");
+    }
+    *out = s;
+    return JATTN_OK;
+}
+
+static void vk_release_ctx(jattn_ctx *ctx) {
+    vk_ctx_state *s = ctx->backend_state[JATTN_BACKEND_VK];
+    if (!s) return;
+    state_free(vk_device_get(), s);
+    ctx->backend_state[JATTN_BACKEND_VK] = NULL;
+}
+
+long jattn_vk_ctx_allocations(const jattn_ctx *ctx) {
+    const vk_ctx_state *s = ctx ? ctx->backend_state[JATTN_BACKEND_VK] : NULL;
+    return s ? s->allocations : 0;
+}
+
+double jattn_vk_last_kernel_seconds(const jattn_ctx *ctx) {
+    const vk_ctx_state *s = ctx ? ctx->backend_state[JATTN_BACKEND_VK] : NULL;
+    return s ? s->last_kernel_seconds : 0.0;
+}
+
+/* ---- gather / scatter between the caller's layout and the dense staging layout ------------ */
+
+/* Rows [0, rows) of head (b, h) of a strided tensor into dst [*, dp], zero-padded past head_dim. */
+static void gather_head(float *dst, const float *src, int64_t rows, int64_t token_stride, int64_t head_dim,
+                        int64_t dp) {
+    for (int64_t i = 0; i < rows; i++) {
+        memcpy(dst + i * dp, src + i * token_stride, (size_t)head_dim * sizeof(float));
+        if (dp > head_dim) memset(dst + i * dp + head_dim, 0, (size_t)(dp - head_dim) * sizeof(float));
+    }
+}
+
+/* ---- forward ------------------------------------------------------------------------------ */
+
+typedef struct piece_plan {
+    int64_t dp;           /* floats per staged row (the module's DMAX) */
+    int64_t heads_max;    /* batch-heads per piece */
+    VkDeviceSize q_bytes, kv_bytes, out_bytes, lse_bytes, keys_bytes; /* per piece */
+    VkDeviceSize off_q, off_k, off_v, off_keys, off_out, off_lse, stage_bytes;
+} piece_plan;
+
+static VkDeviceSize align_up(VkDeviceSize x) { return (x + 255) & ~(VkDeviceSize)255; }
+
+static void plan_pieces(const vk_device *d, const jattn_problem *p, int m, int64_t words_per_row, piece_plan *pl) {
+    pl->dp = (int64_t)padded_dim(m);
+    const uint64_t row_bytes = (uint64_t)pl->dp * 4;
+    const uint64_t head_bytes = row_bytes * (uint64_t)(p->seq_q > p->seq_kv ? p->seq_q : p->seq_kv);
+    int64_t n = (int64_t)(d->max_binding / head_bytes); /* >= 1: select checked */
+    const int64_t bh = p->batch * p->heads;
+    if (n > bh) n = bh;
+    if (n > (int64_t)d->props.limits.maxComputeWorkGroupCount[1]) n = d->props.limits.maxComputeWorkGroupCount[1];
+    pl->heads_max = n;
+    pl->q_bytes = (VkDeviceSize)n * (VkDeviceSize)p->seq_q * row_bytes;
+    pl->kv_bytes = (VkDeviceSize)n * (VkDeviceSize)p->seq_kv * row_bytes;
+    pl->out_bytes = pl->q_bytes;
+    pl->lse_bytes = (VkDeviceSize)n * (VkDeviceSize)p->seq_q * 4;
+    pl->keys_bytes = (VkDeviceSize)p->batch * (VkDeviceSize)(1 + words_per_row) * 4;
+    pl->off_q = 0;
+    pl->off_k = align_up(pl->off_q + pl->q_bytes);
+    pl->off_v = align_up(pl->off_k + pl->kv_bytes);
+    pl->off_keys = align_up(pl->off_v + pl->kv_bytes);
+    pl->off_out = align_up(pl->off_keys + pl->keys_bytes);
+    pl->off_lse = align_up(pl->off_out + pl->out_bytes);
+    pl->stage_bytes = align_up(pl->off_lse + pl->lse_bytes);
+}
+
+static jattn_status reserve_all(const vk_device *d, vk_ctx_state *s, const piece_plan *pl) {
+    const VkBufferUsageFlags in = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+    const VkBufferUsageFlags out = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT;
+    const VkDeviceSize sizes[BUF_COUNT] = {pl->q_bytes, pl->kv_bytes, pl->kv_bytes, pl->out_bytes, pl->lse_bytes,
+                                           pl->keys_bytes};
+    const VkBufferUsageFlags usage[BUF_COUNT] = {in, in, in, out, out, in};
+    for (int i = 0; i < BUF_COUNT; i++) {
+        jattn_status st = state_reserve(d, s, &s->dev[i], sizes[i], usage[i], 0);
+        if (st != JATTN_OK) return st;
+    }
+    return state_reserve(d, s, &s->stage, pl->stage_bytes,
+                       VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT, 1);
+}
+
+static void update_descriptors(const vk_device *d, vk_ctx_state *s) {
+    VkDescriptorBufferInfo info[BUF_COUNT];
+    VkWriteDescriptorSet w[BUF_COUNT];
+    memset(w, 0, sizeof w);
+    for (int i = 0; i < BUF_COUNT; i++) {
+        info[i].buffer = s->dev[i].buf;
+        info[i].offset = 0;
+        info[i].range = VK_WHOLE_SIZE;
+        w[i].sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET;
+        w[i].dstSet = s->set;
+        w[i].dstBinding = (uint32_t)i;
+        w[i].descriptorCount = 1;
+        w[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+        w[i].pBufferInfo = &info[i];
+    }
+    d->f.vkUpdateDescriptorSets(d->device, BUF_COUNT, w, 0, NULL);
+}
+
+static void memory_barrier(const vk_device *d, VkCommandBuffer cmd, VkPipelineStageFlags src, VkAccessFlags src_access,
+                           VkPipelineStageFlags dst, VkAccessFlags dst_access) {
+    VkMemoryBarrier mb;
+    memset(&mb, 0, sizeof mb);
+    mb.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER;
+    mb.srcAccessMask = src_access;
+    mb.dstAccessMask = dst_access;
+    d->f.vkCmdPipelineBarrier(cmd, src, dst, 0, 1, &mb, 0, NULL, 0, NULL);
+}
+
+/* The push constants of shaders/attn_f32.comp. */
+typedef struct push_constants {
+    uint32_t seq_q, seq_kv, heads, bh0, batch, words_per_row, flags;
+    float scale;
+} push_constants;
+
+/* Records and runs one piece: batch-heads [bh0, bh0 + n). */
+static jattn_status run_piece(const vk_device *d, vk_ctx_state *s, VkPipeline pipeline, uint32_t rows,
+                              const piece_plan *pl, const push_constants *pc, int64_t n, int64_t slices,
+                              double *kernel_seconds) {
+    VkCommandBuffer cmd = s->cmd;
+    VkCommandBufferBeginInfo bi;
+    memset(&bi, 0, sizeof bi);
+    bi.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO;
+    bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
+    if (d->f.vkBeginCommandBuffer(cmd, &bi) != VK_SUCCESS)
+        return FAIL(JATTN_ERROR_OUT_OF_MEMORY, "vkBeginCommandBuffer failed");
+    const VkDeviceSize q_bytes = (VkDeviceSize)n * pc->seq_q * (VkDeviceSize)pl->dp * 4;
+    const VkDeviceSize kv_bytes = (VkDeviceSize)n * pc->seq_kv * (VkDeviceSize)pl->dp * 4;
+    const VkDeviceSize lse_bytes = (VkDeviceSize)n * pc->seq_q * 4;
+    VkBufferCopy c;
+    c.srcOffset = pl->off_q, c.dstOffset = 0, c.size = q_bytes;
+    d->f.vkCmdCopyBuffer(cmd, s->stage.buf, s->dev[BUF_Q].buf, 1, &c);
+    c.srcOffset = pl->off_k, c.size = kv_bytes;
+    d->f.vkCmdCopyBuffer(cmd, s->stage.buf, s->dev[BUF_K].buf, 1, &c);
+    c.srcOffset = pl->off_v;
+    d->f.vkCmdCopyBuffer(cmd, s->stage.buf, s->dev[BUF_V].buf, 1, &c);
+    c.srcOffset = pl->off_keys, c.size = pl->keys_bytes;
+    d->f.vkCmdCopyBuffer(cmd, s->stage.buf, s->dev[BUF_KEYS].buf, 1, &c);
+    memory_barrier(d, cmd, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT,
+                   VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_READ_BIT);
+    if (s->queries) {
+        d->f.vkCmdResetQueryPool(cmd, s->queries, 0, 2);
+        d->f.vkCmdWriteTimestamp(cmd, VK_PIPELINE_STAGE_TRANSFER_BIT, s->queries, 0);
+    }
+    d->f.vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline);
+    d->f.vkCmdBindDescriptorSets(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, d->pipeline_layout, 0, 1, &s->set, 0, NULL);
+    d->f.vkCmdPushConstants(cmd, d->pipeline_layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof *pc, pc);
+    d->f.vkCmdDispatch(cmd, (pc->seq_q + rows - 1) / rows, (uint32_t)n, (uint32_t)slices);
+    if (s->queries) d->f.vkCmdWriteTimestamp(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, s->queries, 1);
+    memory_barrier(d, cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
+                   VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_READ_BIT);
+    c.srcOffset = 0, c.dstOffset = pl->off_out, c.size = q_bytes;
+    d->f.vkCmdCopyBuffer(cmd, s->dev[BUF_OUT].buf, s->stage.buf, 1, &c);
+    if (pc->flags & 2u) {
+        c.dstOffset = pl->off_lse, c.size = lse_bytes;
+        d->f.vkCmdCopyBuffer(cmd, s->dev[BUF_LSE].buf, s->stage.buf, 1, &c);
+    }
+    memory_barrier(d, cmd, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT, VK_PIPELINE_STAGE_HOST_BIT,
+                   VK_ACCESS_HOST_READ_BIT);
+    if (d->f.vkEndCommandBuffer(cmd) != VK_SUCCESS) return FAIL(JATTN_ERROR_OUT_OF_MEMORY, "vkEndCommandBuffer failed");
+
+    VkSubmitInfo si;
+    memset(&si, 0, sizeof si);
+    si.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO;
+    si.commandBufferCount = 1;
+    si.pCommandBuffers = &cmd;
+    vk_device_lock(); /* the queue is shared by every context */
+    VkResult r = d->f.vkQueueSubmit(d->queue, 1, &si, s->fence);
+    vk_device_unlock();
+    if (r != VK_SUCCESS) return FAIL(JATTN_ERROR_BACKEND_UNAVAILABLE, "vkQueueSubmit failed (VkResult %d)", (int)r);
+    r = d->f.vkWaitForFences(d->device, 1, &s->fence, VK_TRUE, UINT64_MAX);
+    d->f.vkResetFences(d->device, 1, &s->fence);
+    if (r != VK_SUCCESS)
+        return FAIL(JATTN_ERROR_BACKEND_UNAVAILABLE, "vkWaitForFences failed (VkResult %d): device lost?", (int)r);
+    if (s->queries) {
+        uint64_t t[2];
+        if (d->f.vkGetQueryPoolResults(d->device, s->queries, 0, 2, sizeof t, t, sizeof t[0],
+                                       VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT) == VK_SUCCESS)
+            *kernel_seconds += (double)(t[1] - t[0]) * (double)d->props.limits.timestampPeriod * 1e-9;
+    }
+    return JATTN_OK;
+}
+
+static jattn_status vk_forward(const jattn_call *call, const jattn_plan *plan) {
+    vk_device *d = vk_device_get();
+    const jattn_problem *p = call->problem;
+    const int m = (int)((const vk_spirv_module *)plan->kernel - jattn_vk_modules);
+    VkPipeline pipeline;
+    jattn_status st = vk_device_pipeline(d, m, &pipeline);
+    if (st != JATTN_OK) return st;
+
+    vk_ctx_state *s = call->ctx ? call->ctx->backend_state[JATTN_BACKEND_VK] : NULL;
+    vk_ctx_state *owned = NULL;
+    if (!s) {
+        st = state_create(d, &s);
+        if (st != JATTN_OK) return st;
+        if (call->ctx)
+            call->ctx->backend_state[JATTN_BACKEND_VK] = s;
+        else
+            owned = s;
+    }
+
+    const int64_t words_per_row = call->mask ? (p->seq_kv + 31) / 32 : 0;
+    piece_plan pl;
+    plan_pieces(d, p, m, words_per_row, &pl);
+    st = reserve_all(d, s, &pl);
+    if (st != JATTN_OK) {
+        state_free(d, owned);
+        return st;
+    }
+    update_descriptors(d, s);
+
+    /* keys: kv_end[b], then (with a mask) one bit per key and batch. */
+    uint8_t *stage = s->stage.map;
+    uint32_t *keys = (uint32_t *)(stage + pl.off_keys);
+    for (int64_t b = 0; b < p->batch; b++) keys[b] = (uint32_t)(call->kv_len ? call->kv_len[b] : p->seq_kv);
+    if (call->mask) {
+        uint32_t *bits = keys + p->batch;
+        memset(bits, 0, (size_t)(p->batch * words_per_row) * sizeof *bits);
+        for (int64_t b = 0; b < p->batch; b++) {
+            const uint8_t *row = call->mask + b * call->mask_stride;
+            for (int64_t j = 0; j < p->seq_kv; j++)
+                if (row[j]) bits[b * words_per_row + j / 32] |= 1u << (j % 32);
+        }
+    }
+
+    const int64_t dp = pl.dp, H = p->heads, D = p->head_dim;
+    const int64_t bh_total = p->batch * H;
+    const int64_t slices = dp > JATTN_VK_DIMS_PER_GROUP ? dp / JATTN_VK_DIMS_PER_GROUP : 1;
+    const float *q = call->q, *k = call->k, *v = call->v;
+    float *sq = (float *)(stage + pl.off_q), *sk = (float *)(stage + pl.off_k), *sv = (float *)(stage + pl.off_v);
+    const float *so = (const float *)(stage + pl.off_out), *sl = (const float *)(stage + pl.off_lse);
+    const int threads = jattn_resolve_threads(0);
+    double kernel_seconds = 0.0;
+    (void)threads;
+    for (int64_t bh0 = 0; bh0 < bh_total && st == JATTN_OK; bh0 += pl.heads_max) {
+        const int64_t n = bh_total - bh0 < pl.heads_max ? bh_total - bh0 : pl.heads_max;
+        JATTN_PARALLEL_FOR_DYNAMIC(1, threads)
+        for (int64_t i = 0; i < n; i++) {
+            const int64_t b = (bh0 + i) / H, h = (bh0 + i) % H;
+            const int64_t kv_rows = call->kv_len ? call->kv_len[b] : p->seq_kv; /* later keys are never read */
+            gather_head(sq + i * p->seq_q * dp, q + b * p->q.batch + h * p->q.head, p->seq_q, p->q.token, D, dp);
+            gather_head(sk + i * p->seq_kv * dp, k + b * p->k.batch + h * p->k.head, kv_rows, p->k.token, D, dp);
+            gather_head(sv + i * p->seq_kv * dp, v + b * p->v.batch + h * p->v.head, kv_rows, p->v.token, D, dp);
+        }
+        push_constants pc = {(uint32_t)p->seq_q, (uint32_t)p->seq_kv, (uint32_t)H, (uint32_t)bh0,
+                             (uint32_t)p->batch, (uint32_t)words_per_row,
+                             (call->mask ? 1u : 0u) | (call->lse ? 2u : 0u), call->scale};
+        st = run_piece(d, s, pipeline, (uint32_t)jattn_vk_modules[m].rows, &pl, &pc, n, slices, &kernel_seconds);
+        if (st != JATTN_OK) break;
+        float *out = call->out;
+        JATTN_PARALLEL_FOR_DYNAMIC(1, threads)
+        for (int64_t i = 0; i < n; i++) {
+            const int64_t b = (bh0 + i) / H, h = (bh0 + i) % H;
+            float *dst = out + b * p->out.batch + h * p->out.head;
+            const float *src = so + i * p->seq_q * dp;
+            for (int64_t t = 0; t < p->seq_q; t++)
+                memcpy(dst + t * p->out.token, src + t * dp, (size_t)D * sizeof(float));
+        }
+        if (call->lse) memcpy(call->lse + bh0 * p->seq_q, sl, (size_t)(n * p->seq_q) * sizeof(float));
+    }
+    s->last_kernel_seconds = kernel_seconds;
+    state_free(d, owned);
+    return st;
+}
+
+const jattn_backend_ops jattn_backend_vk = {
+    JATTN_BACKEND_VK, vk_select, vk_workspace_size, vk_forward, vk_release_ctx, JATTN_MEMORY_HOST,
+};

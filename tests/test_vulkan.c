@@ -1,0 +1,215 @@
+/* The vk backend beyond the parity and padding suites (test_parity vk, test_padding vk):
+ * FLUX-length single heads (which also guard lavapipe's silent 65,535-iteration loop limit:
+ * every element is checked), the lse, bitwise determinism with and without a context, a
+ * context that allocates nothing on a repeated call, problems run in pieces, the refusals
+ * (device memory, tf32, head_dim), auto never choosing a software device, and the reasons given
+ * when there is no loader or no such device.
+ *
+ * usage: test_vulkan [main | pieces | noloader | baddevice]
+ *   main       (default) exits 77 (skipped) when no Vulkan device is usable here
+ *   pieces     run under JATTN_VK_MAX_BINDING_BYTES=65536: every problem in per-head pieces
+ *   noloader   run under JATTN_VK_LOADER=<missing file>: vk unavailable, the reason named
+ *   baddevice  run under JATTN_VK_DEVICE=99: vk unavailable, the reason named */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "vulkan/vk_internal.h"
+
+static jattn_exec vk_exec(void) {
+    jattn_exec e = {0};
+    e.backend = JATTN_BACKEND_VK;
+    return e;
+}
+
+/* One problem, one distribution, checked element by element (lse too). */
+static int parity(jt_tally *t, jattn_problem p, jt_dist dist, jt_rng *rng) {
+    jt_case c;
+    if (jt_case_init(&c, &p) != 0) {
+        printf("FAIL allocation\n");
+        jt_tally_add(t, 0);
+        return 0;
+    }
+    jt_case_fill(&c, dist, rng);
+    int ok = jt_case_reference(&c) == JATTN_OK;
+    jattn_exec e = vk_exec();
+    ok = ok && jt_case_check(&c, &e, 1);
+    const jattn_metrics *m = jt_last_metrics();
+    printf("%s %s: rel_l2 %.3g max_abs %.3g\n", ok ? "ok  " : "FAIL", c.label, m->rel_l2, m->max_abs);
+    jt_tally_add(t, ok);
+    jt_case_free(&c);
+    return ok;
+}
+
+static void fill(float *x, size_t n, jt_rng *r) {
+    for (size_t i = 0; i < n; i++) x[i] = (float)(2.0 * jt_uniform(r) - 1.0);
+}
+
+/* Two calls on one input, with a context and without, give the same bits; the second call of
+ * one size allocates nothing. */
+static void determinism_and_context(jt_tally *t, jt_rng *rng) {
+    jattn_problem p = jattn_problem_flux(2, 3, 200, 300, 128);
+    const size_t nq = 2 * 3 * 200 * 128, nk = 2 * 3 * 300 * 128, nl = 2 * 3 * 200;
+    float *q = malloc(nq * 4), *k = malloc(nk * 4), *v = malloc(nk * 4);
+    float *o[3], *l[3];
+    for (int i = 0; i < 3; i++) o[i] = malloc(nq * 4), l[i] = malloc(nl * 4);
+    fill(q, nq, rng), fill(k, nk, rng), fill(v, nk, rng);
+    jattn_ctx *ctx = NULL;
+    int ok = jattn_ctx_create(&ctx) == JATTN_OK;
+    jattn_exec e = vk_exec();
+    ok = ok && jattn_forward(ctx, &p, &e, q, k, v, o[0], l[0]) == JATTN_OK;
+    const long after_first = jattn_vk_ctx_allocations(ctx);
+    ok = ok && jattn_forward(ctx, &p, &e, q, k, v, o[1], l[1]) == JATTN_OK;
+    const long after_second = jattn_vk_ctx_allocations(ctx);
+    ok = ok && jattn_forward(NULL, &p, &e, q, k, v, o[2], l[2]) == JATTN_OK;
+    const int same = ok && !memcmp(o[0], o[1], nq * 4) && !memcmp(o[0], o[2], nq * 4) && !memcmp(l[0], l[1], nl * 4) &&
+                     !memcmp(l[0], l[2], nl * 4);
+    printf("%s determinism: three calls (context, context, none) bitwise equal\n", same ? "ok  " : "FAIL");
+    jt_tally_add(t, same);
+    const int no_alloc = ok && after_first > 0 && after_second == after_first;
+    printf("%s context: first call allocated %ld buffers, the repeated call %ld more\n", no_alloc ? "ok  " : "FAIL",
+           after_first, after_second - after_first);
+    jt_tally_add(t, no_alloc);
+    /* A smaller problem reuses the buffers (grow-only). */
+    jattn_problem small = jattn_problem_flux(1, 2, 50, 60, 128);
+    ok = jattn_forward(ctx, &small, &e, q, k, v, o[1], NULL) == JATTN_OK && jattn_vk_ctx_allocations(ctx) == after_second;
+    printf("%s context: a smaller call allocates nothing\n", ok ? "ok  " : "FAIL");
+    jt_tally_add(t, ok);
+    jattn_ctx_free(ctx);
+    for (int i = 0; i < 3; i++) free(o[i]), free(l[i]);
+    free(q), free(k), free(v);
+}
+
+/* Counts instructions `op` whose operand at `at` is `value` in a SPIR-V module. */
+static int count_op(const uint32_t *w, size_t n, uint32_t op, size_t at, uint32_t value) {
+    int found = 0;
+    for (size_t i = 5; i < n && (w[i] >> 16);) {
+        const size_t len = w[i] >> 16;
+        if ((w[i] & 0xffffu) == op && at < len && w[i + at] == value) found++;
+        i += len;
+    }
+    return found;
+}
+
+/* Every embedded module declares SignedZeroInfNanPreserve 32 (the build checks it with spirv-dis
+ * too); the DenormPreserve copy declares both modes and differs by exactly those two instructions
+ * (lavapipe does not take the mode, so the patched module runs only on devices that do). */
+static void spirv_modes(jt_tally *t) {
+    int ok = jattn_vk_module_count > 0;
+    for (int m = 0; m < jattn_vk_module_count; m++) {
+        const vk_spirv_module *x = &jattn_vk_modules[m];
+        size_t n = 0;
+        uint32_t *p = vk_spirv_with_denorm_preserve(x->words, x->n_words, &n);
+        ok &= count_op(x->words, x->n_words, 17, 1, 4466) == 1 && count_op(x->words, x->n_words, 16, 2, 4461) == 1;
+        ok &= p && n == x->n_words + 6 && count_op(p, n, 17, 1, 4464) == 1 && count_op(p, n, 16, 2, 4459) == 1 &&
+              count_op(p, n, 16, 2, 4461) == 1 && count_op(p, n, 16, 3, 32) == 2;
+        free(p);
+    }
+    printf("%s SPIR-V: %d modules declare SignedZeroInfNanPreserve 32; their DenormPreserve copies are well formed\n",
+           ok ? "ok  " : "FAIL", jattn_vk_module_count);
+    jt_tally_add(t, ok);
+}
+
+/* Refusals: status, message, and nothing written. */
+static void refusals(jt_tally *t) {
+    jattn_problem p = jattn_problem_flux(1, 1, 8, 8, 64);
+    float q[512], k[512], v[512], out[512];
+    for (int i = 0; i < 512; i++) q[i] = k[i] = v[i] = 0.5f, out[i] = NAN;
+    jattn_exec e = vk_exec();
+    e.memory = JATTN_MEMORY_DEVICE;
+    int ok = jt_expect_status(jattn_forward(NULL, &p, &e, q, k, v, out, NULL), JATTN_ERROR_UNSUPPORTED, "device memory");
+    ok &= strstr(jattn_last_error(), "exec.memory") != NULL;
+    e = vk_exec();
+    e.precision = JATTN_PRECISION_TF32;
+    ok &= jt_expect_status(jattn_forward(NULL, &p, &e, q, k, v, out, NULL), JATTN_ERROR_UNSUPPORTED, "tf32");
+    ok &= strstr(jattn_last_error(), "exec.precision") != NULL;
+    int untouched = 1;
+    for (int i = 0; i < 512; i++) untouched &= isnan(out[i]);
+    printf("%s refusals: device memory, tf32 (UNSUPPORTED, field named, out untouched)\n", ok && untouched ? "ok  " : "FAIL");
+    jt_tally_add(t, ok && untouched);
+    jattn_problem big = jattn_problem_flux(1, 1, 8, 8, 1025);
+    jattn_selection sel;
+    e = vk_exec();
+    ok = jt_expect_status(jattn_select(&big, &e, &sel), JATTN_ERROR_UNSUPPORTED, "head_dim 1025");
+    ok &= strstr(jattn_last_error(), "head_dim") != NULL;
+    printf("%s refusals: head_dim 1025 (%s)\n", ok ? "ok  " : "FAIL", jattn_last_error());
+    jt_tally_add(t, ok);
+}
+
+/* jattn_select names the kernel and the device; auto never picks a software device. */
+static void selection(jt_tally *t) {
+    jattn_problem p = jattn_problem_flux(1, 24, 1536, 1536, 128);
+    jattn_exec e = vk_exec();
+    jattn_selection sel;
+    int ok = jattn_select(&p, &e, &sel) == JATTN_OK && sel.backend == JATTN_BACKEND_VK &&
+             strstr(sel.kernel, "d128") != NULL && strncmp(sel.isa, "vulkan: ", 8) == 0;
+    printf("%s select: kernel %s on \"%s\"\n", ok ? "ok  " : "FAIL", ok ? sel.kernel : "?", ok ? sel.isa : "?");
+    jt_tally_add(t, ok);
+    const int software = ok && (strstr(sel.isa, "llvmpipe") != NULL || strstr(sel.isa, "SwiftShader") != NULL);
+    e.backend = JATTN_BACKEND_AUTO;
+    ok = jattn_select(&p, &e, &sel) == JATTN_OK;
+    if (software) ok = ok && sel.backend != JATTN_BACKEND_VK;
+    printf("%s auto: chose %s%s\n", ok ? "ok  " : "FAIL", ok ? sel.backend_name : "?",
+           software ? " (the Vulkan device is a software one: never auto's choice)" : "");
+    jt_tally_add(t, ok);
+}
+
+static int unavailable(const char *what, const char *reason_part) {
+    jattn_problem p = jattn_problem_flux(1, 1, 8, 8, 64);
+    jattn_exec e = vk_exec();
+    jattn_selection sel;
+    int ok = jt_expect_status(jattn_select(&p, &e, &sel), JATTN_ERROR_BACKEND_UNAVAILABLE, what);
+    ok &= strstr(jattn_last_error(), reason_part) != NULL;
+    printf("%s %s: vk unavailable: %s\n", ok ? "ok  " : "FAIL", what, jattn_last_error());
+    e.backend = JATTN_BACKEND_AUTO;
+    const int auto_ok = jattn_select(&p, &e, &sel) == JATTN_OK && sel.backend != JATTN_BACKEND_VK;
+    printf("%s %s: auto falls back to %s\n", auto_ok ? "ok  " : "FAIL", what, auto_ok ? sel.backend_name : "?");
+    return ok && auto_ok ? 0 : 1;
+}
+
+int main(int argc, char **argv) {
+    const char *mode = argc > 1 ? argv[1] : "main";
+    if (strcmp(mode, "noloader") == 0) return unavailable("no loader", "loader");
+    if (strcmp(mode, "baddevice") == 0) return unavailable("JATTN_VK_DEVICE=99", "JATTN_VK_DEVICE");
+    if (strcmp(mode, "main") != 0 && strcmp(mode, "pieces") != 0) {
+        fprintf(stderr, "usage: test_vulkan [main | pieces | noloader | baddevice]\n");
+        return 2;
+    }
+    if (!jt_backend_present(JATTN_BACKEND_VK)) {
+        jattn_problem p = jattn_problem_flux(1, 1, 8, 8, 64);
+        jattn_exec e = vk_exec();
+        jattn_selection sel;
+        jattn_select(&p, &e, &sel);
+        printf("SKIP: no usable Vulkan device: %s\n", jattn_last_error());
+        return JT_SKIP;
+    }
+    jt_rng rng;
+    jt_rng_init(&rng, jt_seed() ^ 0x766b766bull);
+    jt_tally t = {0};
+    if (strcmp(mode, "pieces") == 0) {
+        /* 64 KiB bindings: one head of (seq 200, family 64) takes 51 KB, so each piece is one head. */
+        jattn_problem p = jattn_problem_flux(2, 3, 130, 200, 64);
+        parity(&t, p, JT_NORMAL, &rng);
+        p = jattn_problem_flux(3, 2, 50, 40, 200); /* family 256: 51 KB per head */
+        p.out = jattn_strides_head_major(2, 50, 200);
+        parity(&t, p, JT_PEAKY, &rng);
+        jattn_problem huge = jattn_problem_flux(1, 1, 300, 300, 64); /* one head of 77 KB: refused */
+        jattn_exec e = vk_exec();
+        jattn_selection sel;
+        int ok = jt_expect_status(jattn_select(&huge, &e, &sel), JATTN_ERROR_UNSUPPORTED, "a head over one binding");
+        printf("%s one head larger than a binding: %s\n", ok ? "ok  " : "FAIL", jattn_last_error());
+        jt_tally_add(&t, ok);
+        return jt_tally_finish(&t, "test_vulkan pieces");
+    }
+    spirv_modes(&t);
+    selection(&t);
+    refusals(&t);
+    determinism_and_context(&t, &rng);
+    /* FLUX lengths, one head each (lavapipe runs ~1 GFLOP/s): every element checked. */
+    parity(&t, jattn_problem_flux(1, 1, 1536, 1536, 128), JT_UNIFORM, &rng);
+    parity(&t, jattn_problem_flux(1, 1, 1536, 1536, 128), JT_PEAKY, &rng);
+    parity(&t, jattn_problem_flux(1, 1, 1536, 1536, 64), JT_NORMAL, &rng);
+    parity(&t, jattn_problem_flux(1, 1, 4608, 4608, 128), JT_NORMAL, &rng);
+    return jt_tally_finish(&t, "test_vulkan");
+}
