@@ -483,4 +483,5 @@ static jattn_status vk_forward(const jattn_call *call, const jattn_plan *plan) {
 
 const jattn_backend_ops jattn_backend_vk = {
     JATTN_BACKEND_VK, vk_select, vk_workspace_size, vk_forward, vk_release_ctx, JATTN_MEMORY_HOST,
+    NULL, NULL, NULL, /* no backward yet: jattn_backward answers UNSUPPORTED for vk */
 };
