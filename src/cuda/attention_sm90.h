@@ -64,7 +64,8 @@ typedef struct attention_sm90_args {
     float scale;             /* > 0, finite */
     attention_sm90_precision precision;
     int v4_ctas_per_sm;      /* kernel v4 only: 0 = chosen per call; 2 or 3 = that instance (tests) */
-    int v5_variant;          /* kernel v5 only: 0 = the kernel; 2 = with the consumers' ping-pong (A/B runs) */
+    int v5_variant;          /* kernel v5: 0 = the kernel; 2 = with the consumers' ping-pong (A/B runs);
+                              * kernel v6: bit 0 = the consumers' ping-pong */
     /* Key padding resolved by the pre-pass (key_padding.cu; cuda_internal.h): NULL, NULL when
      * every key is attended. Batch b then attends kv_count[b] keys, rows kv_index[b * seq_kv + j]
      * (rows 0 .. kv_count[b] - 1 when kv_index is NULL); a row with none gets 0 and lse -inf. */
@@ -115,6 +116,18 @@ cudaError_t attention_f32_sm90_wgmma_f16x2_64x64(const attention_sm90_args *args
  * @return as attention_f32_sm90_wgmma_f16x2_64x64(); cudaErrorInvalidValue also for a padded call. */
 cudaError_t attention_f32_sm90_ws_f16x2_128x64(const attention_sm90_args *args, void *workspace,
                                                cudaStream_t stream);
+
+/* Kernel v6 (attention_v6_sm90_fa3_f16x2.cu): the same computation and contract, key padding
+ * included, in the FlashAttention-3 orientation (S = Q K^T, the row softmax in registers) with
+ * 2xFP16 operands, warp-specialized; its own pre-pass (attention_v6_split_kv_f16x2.cu) writes
+ * the split K and V tiles as shared-memory images into `workspace`
+ * (attention_f32_sm90_fa3_f16x2_workspace_bytes() bytes, 16-byte aligned). ATTENTION_SM90_TF32
+ * keeps Q K^T at three products and runs one (P_hi V_hi) in P V. v5_variant bit 0: the
+ * consumers' ping-pong (A/B runs). Also needs seq_q, seq_kv <= 2^31 - 129.
+ * @return as attention_f32_sm90_wgmma_f16x2_64x64(). */
+size_t attention_f32_sm90_fa3_f16x2_workspace_bytes(int64_t batch, int64_t heads, int64_t seq_kv, int64_t head_dim);
+cudaError_t attention_f32_sm90_fa3_f16x2_128x64(const attention_sm90_args *args, void *workspace,
+                                                cudaStream_t stream);
 
 #ifdef __cplusplus
 }

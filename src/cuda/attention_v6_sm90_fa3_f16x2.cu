@@ -1,54 +1,64 @@
 /* attention_f32_sm90_fa3_f16x2_128x64 — version 6 of the cuda kernels: the FlashAttention-3
  * orientation (S = Q K^T with queries as rows, the softmax along each row in registers) in 2xFP16
- * (f16x2_split.cuh) on the sm_90a fp16 wgmma, warp-specialized.
+ * (f16x2_split.cuh) on the sm_90a fp16 wgmma, warp-specialized. The default for D 64 and 128 on
+ * compute capability 9.0 devices.
  *
- * Reads  q [B, H, Sq, D] head-major, contiguous, float32, D in {64, 128};
- *        the workspace of its pre-pass (attention_v6_split_kv_f16x2.cu): per head and 64-key tile
- *        a K record and a V record, each the hi and lo shared-memory images of the tile plus its
- *        scales (one 2^-ek per K tile, 2^-ev per head_dim column of a V tile).
- * Writes out [B, Sq, H * D] token-major float32; lse [B, H, Sq] (natural log) when not NULL.
+ * Reads  q [B, H, Sq, D] through element strides (head_dim contiguous, float4 aligned), D in
+ *        {64, 128}; the workspace of its pre-pass (attention_v6_split_kv_f16x2.cu): per head and
+ *        64-key tile a K record and a V record, each the hi and lo shared-memory images of the
+ *        tile plus its scales and flags; with key padding, kv_count [B] (key_padding.cuh): the
+ *        keys batch b attends, packed in order by the pre-pass.
+ * Writes out [B, H, Sq, D] through its strides (float2 stores); lse [B, H, Sq] contiguous
+ *        (natural log) when not NULL. Contract: attention_sm90.h (as v4's, plus its workspace).
+ *
+ * Why: v4 and v5 run the transposed orientation (S^T = K Q^T), whose column softmax needs
+ * shuffles across the warp, a cross-warp exchange through shared memory and two barriers per
+ * tile (~1500 warp instructions per warp per tile, NOTES_sm90.md "v5"). Here a thread holds two
+ * whole rows' worth of a warp's 16 x 64 scores: the row maximum is two quad shuffles, and the
+ * weights are the A fragments of the next wgmma as they stand (~720 instructions per tile).
  *
  * One CTA of three warpgroups per SM, 128 queries per CTA, 64-key tiles:
  *  - warpgroup 0, the producer (setmaxnreg 24): one thread moves the K record, then the V record
- *    of each tile, by one bulk copy (cp.async.bulk) each into a ring of 4 shared-memory slots with
- *    "full" (copy bytes) and "empty" (256 consumer arrivals) mbarriers (sm90_pipeline_ptx.cuh);
+ *    of each attended tile, by one bulk copy (cp.async.bulk) each into a ring of 4 (D = 128) or
+ *    8 (D = 64) shared-memory slots with "full" (copy bytes) and "empty" (256 consumer arrivals)
+ *    mbarriers (sm90_pipeline_ptx.cuh);
  *  - warpgroups 1 and 2, the consumers (setmaxnreg 240), 64 queries each. Q * scale is staged once
  *    per consumer, scaled per row by 2^eq, as hi and lo images (the K-major A operand). Per tile:
  *    1. S = Q K^T, m64n64k16 ss (Q and K from shared memory), into two accumulators: X takes the
- *       16 correction products (Q_hi K_lo, Q_lo K_hi) first, then hi*hi of d < 64; Y takes hi*hi
- *       of d >= 64; S = X + Y (the order the accumulation model of the route note chose).
+ *       16 correction products (Q_hi K_lo, Q_lo K_hi) first, then hi*hi of d < D/2; Y takes hi*hi
+ *       of d >= D/2; S = X + Y (the tensor core's accumulation error grows with the chain). A K
+ *       tile with a non-finite value (a flag of the pre-pass) keeps hi*hi apart from the
+ *       corrections, as v4: an infinite hi*hi keeps its sign, so a -Inf score weighs 0 and
+ *       +Inf / NaN make the row NaN (jattn.h's rule).
  *    2. the row softmax in registers: the thread holds rows g, g+8 of its warp's 16 x 16 columns;
- *       row maximum by two quad shuffles; the tile's K scale is folded into the exponent constant
- *       (c = 2^-eq 2^-ek log2 e); weights p = 2^(t c + bias) with bias = 15 - m 2^-eq log2 e (P
- *       carried as P 2^15), alpha = 2^(bias_new - bias_old) (consistent with the rounded biases);
- *       per-thread partial row sums with Kahan compensation across tiles, reduced at the end.
- *    3. P hi/lo = the 2xFP16 split of the S registers, which are the A fragments of the next
- *       wgmma as they stand; O_tile = P V, m64n128k16 rs with V hi/lo from shared memory
- *       (MN-major, imm-trans-b = 1): P_lo V_hi, P_hi V_lo, then P_hi V_hi, into a FRESH O_tile
- *       per tile (accumulating into O across tiles loses ~2 bits at long sequences: route note).
- *    4. O = alpha O + O_tile 2^-ev (per column), O alpha computed while P V runs.
- *  - optional ping-pong (variant bit 0): two named barriers give the tensor core to the consumers
- *    in turns (S of one, S of the other, P V of one, ...), as v5's variant 2.
+ *       keys past the attended count at -inf; row maximum by two quad shuffles; the tile's K
+ *       scale folded into the exponent constant (c = 2^-eq 2^-ek log2 e); weights
+ *       p = 2^(t c + bias) with bias = 15 - m 2^-eq log2 e (P carried as P 2^15),
+ *       alpha = 2^(bias_new - bias_old); per-thread partial row sums with Kahan compensation
+ *       across tiles, reduced at the end.
+ *    3. P hi/lo = the 2xFP16 split of the S registers (the A fragments of the next wgmma);
+ *       O_tile = P V, m64n128k16 (m64n64k16 at D = 64) rs with V hi/lo from shared memory
+ *       (MN-major, imm-trans-b = 1): f32 mode P_lo V_hi, P_hi V_lo, then P_hi V_hi; tf32 mode
+ *       P_hi V_hi only (an 11-bit significand, as TF32). Into a FRESH O_tile per tile
+ *       (accumulating into O across tiles loses ~2 bits at long sequences).
+ *    4. O = alpha O + O_tile 2^-ev (per column; a tiny V tile, split after * 2^64 so that
+ *       denormal v keep their bits, is scaled back by 2^-64 first, as v4).
+ *  - optional ping-pong (attention_sm90_args.v5_variant bit 0): two named barriers give the
+ *    tensor core to the consumers in turns; measured no faster, off.
+ *  - a row with no attended key (key padding) gets 0 and lse -inf.
  * Shared memory: Q hi, lo 2 x 16 KB per consumer, the ring 4 x 33 KB, scales and barriers:
- * ~200 KB.
+ * ~200 KB. Registers: 168 at entry (setmaxnreg 24 / 240), no local memory.
  *
- * Registers: 168 at entry (setmaxnreg 24 / 240), SASS max R210 (D = 128) / R140 (D = 64), no
- * local memory; 36 / 24 HGMMA per tile.
- *
- * Measured (H200, bench/gpu/v6_run.sh, 2026-12-01; bench/results/h200-2026-12-01-v6), TFLOP/s of
- * the whole call (pre-pass included) at (1,24,1536,128), (1,24,4608,128), (1,48,4608,128),
- * (1,24,16384,128), (1,40,32768,128), (1,24,1536,64), (1,24,4608,64):
+ * Measured (H200, 2026-12-01), TFLOP/s of the whole call (pre-pass included) at (1,24,1536,128),
+ * (1,24,4608,128), (1,48,4608,128), (1,24,16384,128), (1,40,32768,128), (1,24,1536,64),
+ * (1,24,4608,64), standalone harness (bench/gpu/v6_run.sh; bench/results/h200-2026-12-01-v6):
  *   v6 f32 138.9 / 216.2 / 210.0 / 212.5 / 217.0 / 117.3 / 183.8
  *   v4 f32  94.6 / 111.5 / 117.7 / 129.0 / 121.5 /  74.2 /  90.7 (same binary, same run)
  *   PyTorch fp32 SDPA 39.2 / 43.9 / 45.2 / 45.6 / - / 26.8 / 33.6 (3.5-5.5x)
  * rel_l2 (normal inputs) 3.6e-7 / 3.9e-7 / 3.7e-7 / 4.5e-7 / 5.4e-7 / 3.2e-7 / 3.5e-7; peaky up
- * to 7.3e-7 at 32768 (v4 8.1e-7); single-row peaky tail 5 of 1000 draws over the gate (v4 8).
- * ncu at (1,24,4608,128): tensor pipe ~74% busy, issue slots 35%, ~720 warp instructions per
- * consumer warp per tile. More: NOTES_sm90.md, section "v6".
- *
- * Not yet: key padding, Inf/NaN inputs (v4's rules), v4's tiny-V tile rescale, the tf32
- * mode, general strides (head-major q/k/v and token-major out only), integration into
- * cuda_backend.c. */
+ * to 7.3e-7 at 32768 (v4 8.1e-7). ncu at (1,24,4608,128): tensor pipe ~74% busy, issue slots
+ * 35%; what limits it (the tensor pipe idle while both consumers are in the softmax; wave
+ * quantization at 1536; the pre-pass on short sequences): NOTES_sm90.md, section "v6". */
 #include <math.h>
 #include <stdint.h>
 
@@ -59,6 +69,7 @@
 #pragma nv_diag_suppress 177
 #endif
 
+#include "attention_sm90.h"
 #include "f16x2_split.cuh"
 #include "sm90_pipeline_ptx.cuh"
 #include "sm90_wgmma_f16_ptx.cuh"
@@ -77,11 +88,21 @@ constexpr int kV6BarTurn = 3; /* named barriers 3, 4: consumer c's turn at the t
 struct V6Params {
     const float *q;
     float *out, *lse;
+    int64_t q_b, q_h, q_t, o_b, o_h, o_t; /* element strides (head_dim contiguous) */
     const unsigned char *records;
+    const int *kv_count; /* key padding: batch b attends kv_count[b] keys (packed by the pre-pass), or NULL */
     int heads, seq_q, seq_kv, tiles;
     float scale;
     int pingpong;
     uint32_t v_lbo, v_sbo; /* descriptor fields of the MN-major V operand (16-byte units) */
+};
+
+/* The four words after the K images of a K record (attention_v6_split_kv_f16x2.cu). */
+struct V6TileInfo {
+    float k_unscale;    /* 2^-ek */
+    uint32_t v_tiny;    /* 1: the tile's V was split after * 2^64 */
+    uint32_t k_bad;     /* 1: the K tile holds a non-finite value */
+    uint32_t unused;
 };
 
 template <int D>
@@ -106,18 +127,18 @@ struct V6Config {
     static_assert(kRecord % 16 == 0 && kKCopy % 16 == 0, "bulk copies move multiples of 16 bytes");
 };
 
-/* Stages the consumer's queries q0 .. q0 + 63 (rows past seq_q as zeros): two threads per row,
+/* Stages the consumer's queries q0 .. q0 + 63 (row stride q_t; rows past seq_q as zeros): two threads per row,
  * q * scale times the row's 2^eq, hi and lo into the K-major swizzled images (natural head_dim
  * order), and the row's 2^-eq and 2^-eq log2 e. */
 template <int D>
-__device__ __forceinline__ void v6_stage_q(const float *qh, int seq_q, int q0, float scale, int tid,
+__device__ __forceinline__ void v6_stage_q(const float *qh, int64_t q_t, int seq_q, int q0, float scale, int tid,
                                            unsigned char *q_hi, unsigned char *q_lo, float *q_unscale,
                                            float *q_log2e)
 {
     constexpr int kPer = D / 8; /* float4 per thread */
     const int row = tid / 2, part = tid % 2;
     const bool valid = q0 + row < seq_q;
-    const float4 *src = reinterpret_cast<const float4 *>(qh + (int64_t)(valid ? q0 + row : 0) * D) + part * kPer;
+    const float4 *src = reinterpret_cast<const float4 *>(qh + (int64_t)(valid ? q0 + row : 0) * q_t) + part * kPer;
     float x[kPer][4];
     float amax = 0.f;
 #pragma unroll
@@ -164,7 +185,8 @@ __device__ __forceinline__ uint64_t v6_desc_mn(uint32_t saddr, uint32_t lbo, uin
     return (uint64_t)((saddr & 0x3FFFFu) >> 4) | ((uint64_t)lbo << 16) | ((uint64_t)sbo << 32) | (1ull << 62);
 }
 
-template <int D>
+/* kSplitPV: f32 mode (P V in three products); false: tf32 mode (P_hi V_hi only). */
+template <int D, bool kSplitPV>
 __global__ void __launch_bounds__(kV6Threads, 1) attention_f32_sm90_fa3_f16x2_128x64_kernel(const V6Params p)
 {
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -181,7 +203,9 @@ __global__ void __launch_bounds__(kV6Threads, 1) attention_f32_sm90_fa3_f16x2_12
     const int wg = threadIdx.x / kV6WgThreads;
     const int h = blockIdx.y, b = blockIdx.z;
     const int64_t bh = (int64_t)b * p.heads + h;
-    const int n_tiles = p.tiles;
+    /* key padding: only the tiles of the attended keys (the pre-pass packed them in order) */
+    const int n_kv = p.kv_count ? __ldg(p.kv_count + b) : p.seq_kv;
+    const int n_tiles = (n_kv + kV6K - 1) / kV6K;
 
     if (threadIdx.x == 0) {
         for (int s = 0; s < C::kStages; ++s) {
@@ -196,7 +220,7 @@ __global__ void __launch_bounds__(kV6Threads, 1) attention_f32_sm90_fa3_f16x2_12
         /* ---- producer: the K record, then the V record of tile t, t = 0 .. T-1 ---- */
         setmaxnreg_dec<24>();
         if (threadIdx.x == 0) {
-            const unsigned char *head = p.records + bh * n_tiles * 2 * (int64_t)C::kRecord;
+            const unsigned char *head = p.records + bh * p.tiles * 2 * (int64_t)C::kRecord;
             for (int i = 0; i < 2 * n_tiles; ++i) {
                 const int slot = i % C::kStages;
                 const uint32_t parity = (uint32_t)((i / C::kStages) & 1);
@@ -219,9 +243,9 @@ __global__ void __launch_bounds__(kV6Threads, 1) attention_f32_sm90_fa3_f16x2_12
     const int tid = threadIdx.x - wg * kV6WgThreads;
     const int warp = tid / 32, lane = tid % 32, g = lane / 4, c = lane % 4;
     const int q0 = blockIdx.x * kV6CtaQ + cw * kV6Q;
-    const float *qh = p.q + bh * (int64_t)p.seq_q * D;
+    const float *qh = p.q + b * p.q_b + h * p.q_h;
 
-    v6_stage_q<D>(qh, p.seq_q, q0, p.scale, tid, q_hi, q_lo, q_unscale, q_log2e);
+    v6_stage_q<D>(qh, p.q_t, p.seq_q, q0, p.scale, tid, q_hi, q_lo, q_unscale, q_log2e);
     fence_proxy_async();
     named_bar_sync(1 + cw, kV6WgThreads);
 
@@ -254,41 +278,75 @@ __global__ void __launch_bounds__(kV6Threads, 1) attention_f32_sm90_fa3_f16x2_12
         /* ---- 1. S = Q K^T: X = corrections, then hi*hi of d < D/2; Y = hi*hi of d >= D/2 ---- */
         float sx[32], sy[32];
         mbar_wait(full_s + 8u * k_slot, k_par);
-        const float k_unscale = *reinterpret_cast<const float *>(ring + k_slot * C::kSlot + 2 * C::kImage);
+        const V6TileInfo info = *reinterpret_cast<const V6TileInfo *>(ring + k_slot * C::kSlot + 2 * C::kImage);
+        const float k_unscale = info.k_unscale;
         if (pingpong) named_bar_sync(kV6BarTurn + cw, kV6Consumers * kV6WgThreads);
         {
             const uint64_t qh_d = smem_desc_sw128(opaque(q_hi_s)), ql_d = smem_desc_sw128(opaque(q_lo_s));
             const uint64_t kh_d = smem_desc_sw128(opaque(k_s)), kl_d = smem_desc_sw128(opaque(k_s) + C::kImage);
-            wgmma_fence();
+            if (info.k_bad == 0) {
+                wgmma_fence();
 #pragma unroll
-            for (int s = 0; s < C::kSlices; ++s) {
-                wgmma_m64n64k16_f16_ss(sx, f16_slice_desc(qh_d, s, kV6Q), f16_slice_desc(kl_d, s, kV6K), s > 0 ? 1 : 0);
-                wgmma_m64n64k16_f16_ss(sx, f16_slice_desc(ql_d, s, kV6Q), f16_slice_desc(kh_d, s, kV6K), 1);
+                for (int s = 0; s < C::kSlices; ++s) {
+                    wgmma_m64n64k16_f16_ss(sx, f16_slice_desc(qh_d, s, kV6Q), f16_slice_desc(kl_d, s, kV6K), s > 0 ? 1 : 0);
+                    wgmma_m64n64k16_f16_ss(sx, f16_slice_desc(ql_d, s, kV6Q), f16_slice_desc(kh_d, s, kV6K), 1);
+                }
+#pragma unroll
+                for (int s = 0; s < C::kSlices / 2; ++s)
+                    wgmma_m64n64k16_f16_ss(sx, f16_slice_desc(qh_d, s, kV6Q), f16_slice_desc(kh_d, s, kV6K), 1);
+#pragma unroll
+                for (int s = C::kSlices / 2; s < C::kSlices; ++s)
+                    wgmma_m64n64k16_f16_ss(sy, f16_slice_desc(qh_d, s, kV6Q), f16_slice_desc(kh_d, s, kV6K),
+                                           s > C::kSlices / 2 ? 1 : 0);
+                wgmma_commit();
+                if (pingpong) named_bar_arrive(kV6BarTurn + (cw ^ 1), kV6Consumers * kV6WgThreads);
+                wgmma_wait_all();
+                fence_regs(sx);
+                fence_regs(sy);
+#pragma unroll
+                for (int i = 0; i < 32; ++i) sx[i] += sy[i];
+            } else {
+                /* A non-finite k (rare): hi*hi apart from the corrections, as v4 keeps them: an
+                 * infinite hi*hi keeps its sign (its corrections are NaN), so a -Inf score gives
+                 * weight 0 and +Inf or NaN the row NaN (jattn.h's rule). */
+                wgmma_fence();
+#pragma unroll
+                for (int s = 0; s < C::kSlices / 2; ++s)
+                    wgmma_m64n64k16_f16_ss(sx, f16_slice_desc(qh_d, s, kV6Q), f16_slice_desc(kh_d, s, kV6K), s > 0 ? 1 : 0);
+#pragma unroll
+                for (int s = C::kSlices / 2; s < C::kSlices; ++s)
+                    wgmma_m64n64k16_f16_ss(sy, f16_slice_desc(qh_d, s, kV6Q), f16_slice_desc(kh_d, s, kV6K),
+                                           s > C::kSlices / 2 ? 1 : 0);
+                wgmma_commit();
+                wgmma_wait_all();
+                fence_regs(sx);
+                fence_regs(sy);
+#pragma unroll
+                for (int i = 0; i < 32; ++i) sx[i] += sy[i];
+                wgmma_fence();
+#pragma unroll
+                for (int s = 0; s < C::kSlices; ++s) {
+                    wgmma_m64n64k16_f16_ss(sy, f16_slice_desc(qh_d, s, kV6Q), f16_slice_desc(kl_d, s, kV6K), s > 0 ? 1 : 0);
+                    wgmma_m64n64k16_f16_ss(sy, f16_slice_desc(ql_d, s, kV6Q), f16_slice_desc(kh_d, s, kV6K), 1);
+                }
+                wgmma_commit();
+                if (pingpong) named_bar_arrive(kV6BarTurn + (cw ^ 1), kV6Consumers * kV6WgThreads);
+                wgmma_wait_all();
+                fence_regs(sx);
+                fence_regs(sy);
+#pragma unroll
+                for (int i = 0; i < 32; ++i) sx[i] = isinf(sx[i]) ? sx[i] : sx[i] + sy[i];
             }
-#pragma unroll
-            for (int s = 0; s < C::kSlices / 2; ++s)
-                wgmma_m64n64k16_f16_ss(sx, f16_slice_desc(qh_d, s, kV6Q), f16_slice_desc(kh_d, s, kV6K), 1);
-#pragma unroll
-            for (int s = C::kSlices / 2; s < C::kSlices; ++s)
-                wgmma_m64n64k16_f16_ss(sy, f16_slice_desc(qh_d, s, kV6Q), f16_slice_desc(kh_d, s, kV6K),
-                                       s > C::kSlices / 2 ? 1 : 0);
-            wgmma_commit();
         }
-        if (pingpong) named_bar_arrive(kV6BarTurn + (cw ^ 1), kV6Consumers * kV6WgThreads);
-        wgmma_wait_all();
-        fence_regs(sx);
-        fence_regs(sy);
         mbar_arrive(empty_s + 8u * k_slot);
 
         /* ---- 2. the row softmax ---- */
-#pragma unroll
-        for (int i = 0; i < 32; ++i) sx[i] += sy[i];
-        if (key0 + kV6K > p.seq_kv) {
+        if (key0 + kV6K > n_kv) { /* the last tile, partial: keys past n_kv get weight 0 */
 #pragma unroll
             for (int i = 0; i < 8; ++i)
 #pragma unroll
                 for (int e = 0; e < 2; ++e)
-                    if (key0 + 8 * i + 2 * c + e >= p.seq_kv) sx[4 * i + e] = sx[4 * i + 2 + e] = -INFINITY;
+                    if (key0 + 8 * i + 2 * c + e >= n_kv) sx[4 * i + e] = sx[4 * i + 2 + e] = -INFINITY;
         }
         float alpha[2], cexp[2];
 #pragma unroll
@@ -326,29 +384,35 @@ __global__ void __launch_bounds__(kV6Threads, 1) attention_f32_sm90_fa3_f16x2_12
         }
 
         /* ---- 3. O_tile = P V, P split hi/lo from the registers ---- */
-        uint32_t ph[C::kPSlices][4], pl[C::kPSlices][4];
+        uint32_t ph[C::kPSlices][4], pl[C::kPSlices][kSplitPV ? 4 : 1];
 #pragma unroll
-        for (int ks = 0; ks < C::kPSlices; ++ks) {
-            f16x2_split2(sx[8 * ks + 0], sx[8 * ks + 1], ph[ks][0], pl[ks][0]);
-            f16x2_split2(sx[8 * ks + 2], sx[8 * ks + 3], ph[ks][1], pl[ks][1]);
-            f16x2_split2(sx[8 * ks + 4], sx[8 * ks + 5], ph[ks][2], pl[ks][2]);
-            f16x2_split2(sx[8 * ks + 6], sx[8 * ks + 7], ph[ks][3], pl[ks][3]);
-        }
+        for (int ks = 0; ks < C::kPSlices; ++ks)
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                if constexpr (kSplitPV) {
+                    f16x2_split2(sx[8 * ks + 2 * j], sx[8 * ks + 2 * j + 1], ph[ks][j], pl[ks][j]);
+                } else {
+                    const __half2 hh = __floats2half2_rn(sx[8 * ks + 2 * j], sx[8 * ks + 2 * j + 1]);
+                    ph[ks][j] = *reinterpret_cast<const uint32_t *>(&hh);
+                }
+            }
         float ot[C::kOAcc];
         mbar_wait(full_s + 8u * v_slot, v_par);
         if (pingpong) named_bar_sync(kV6BarTurn + cw, kV6Consumers * kV6WgThreads);
         {
             const uint32_t vh = opaque(v_s), vl = vh + C::kImage;
             wgmma_fence();
+            if constexpr (kSplitPV) {
+#pragma unroll
+                for (int ks = 0; ks < C::kPSlices; ++ks)
+                    v6_pv(ot, pl[ks], v6_desc_mn(vh + ks * 2048, p.v_lbo, p.v_sbo), ks > 0 ? 1 : 0);
+#pragma unroll
+                for (int ks = 0; ks < C::kPSlices; ++ks)
+                    v6_pv(ot, ph[ks], v6_desc_mn(vl + ks * 2048, p.v_lbo, p.v_sbo), 1);
+            }
 #pragma unroll
             for (int ks = 0; ks < C::kPSlices; ++ks)
-                v6_pv(ot, pl[ks], v6_desc_mn(vh + ks * 2048, p.v_lbo, p.v_sbo), ks > 0 ? 1 : 0);
-#pragma unroll
-            for (int ks = 0; ks < C::kPSlices; ++ks)
-                v6_pv(ot, ph[ks], v6_desc_mn(vl + ks * 2048, p.v_lbo, p.v_sbo), 1);
-#pragma unroll
-            for (int ks = 0; ks < C::kPSlices; ++ks)
-                v6_pv(ot, ph[ks], v6_desc_mn(vh + ks * 2048, p.v_lbo, p.v_sbo), 1);
+                v6_pv(ot, ph[ks], v6_desc_mn(vh + ks * 2048, p.v_lbo, p.v_sbo), kSplitPV || ks > 0 ? 1 : 0);
             wgmma_commit();
         }
         if (pingpong) named_bar_arrive(kV6BarTurn + (cw ^ 1), kV6Consumers * kV6WgThreads);
@@ -367,8 +431,12 @@ __global__ void __launch_bounds__(kV6Threads, 1) attention_f32_sm90_fa3_f16x2_12
         wgmma_wait_all();
         fence_regs(ot);
         fence_regs(ph);
-        fence_regs(pl);
+        if constexpr (kSplitPV) fence_regs(pl);
         mbar_arrive(empty_s + 8u * v_slot);
+        if (info.v_tiny != 0) { /* rarely taken: the tile's V was split after * 2^64 */
+#pragma unroll
+            for (int i = 0; i < C::kOAcc; ++i) ot[i] *= kTinyDown;
+        }
 #pragma unroll
         for (int i = 0; i < C::kOCols; ++i)
 #pragma unroll
@@ -387,8 +455,14 @@ __global__ void __launch_bounds__(kV6Threads, 1) attention_f32_sm90_fa3_f16x2_12
         l += __shfl_xor_sync(0xffffffffu, l, 2);
         const int row = q0 + row_a + 8 * r;
         if (row >= p.seq_q) continue;
+        float *dst = p.out + b * p.o_b + h * p.o_h + (int64_t)row * p.o_t;
+        if (n_tiles == 0) { /* no key to attend (key padding): 0, and lse -inf */
+#pragma unroll
+            for (int i = 0; i < C::kOCols; ++i) *reinterpret_cast<float2 *>(dst + 8 * i + 2 * c) = make_float2(0.f, 0.f);
+            if (p.lse != nullptr && c == 0) p.lse[bh * p.seq_q + row] = -INFINITY;
+            continue;
+        }
         const float inv = 1.f / l; /* l holds the same 2^15 as O: it is in the exponent's bias */
-        float *dst = p.out + ((int64_t)b * p.seq_q + row) * ((int64_t)p.heads * D) + (int64_t)h * D;
 #pragma unroll
         for (int i = 0; i < C::kOCols; ++i)
             *reinterpret_cast<float2 *>(dst + 8 * i + 2 * c) =
@@ -398,10 +472,10 @@ __global__ void __launch_bounds__(kV6Threads, 1) attention_f32_sm90_fa3_f16x2_12
 #endif
 }
 
-template <int D>
+template <int D, bool kSplitPV>
 cudaError_t v6_launch(const V6Params &p, dim3 grid, cudaStream_t stream)
 {
-    auto kernel = attention_f32_sm90_fa3_f16x2_128x64_kernel<D>;
+    auto kernel = attention_f32_sm90_fa3_f16x2_128x64_kernel<D, kSplitPV>;
     const int smem = V6Config<D>::kSmemBytes;
     cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (err != cudaSuccess) return err;
@@ -411,52 +485,47 @@ cudaError_t v6_launch(const V6Params &p, dim3 grid, cudaStream_t stream)
 
 } /* namespace */
 
-extern "C" size_t attention_v6_workspace_bytes(int64_t batch, int64_t heads, int64_t seq_kv, int64_t head_dim);
-extern "C" cudaError_t split_kv_f16x2_v6(const float *k, const float *v, int batch, int heads, int seq_kv, int head_dim,
-                                         void *workspace, cudaStream_t stream);
+extern "C" cudaError_t split_kv_f16x2_v6(const attention_sm90_args *a, void *workspace, cudaStream_t stream);
 
-/* Kernel v6 on `stream`: the pre-pass, then the attention. q, k, v: [B, H, S, D] head-major
- * contiguous float32 device pointers (16-byte aligned); out: [B, Sq, H * D]; lse: [B, H, Sq] or
- * NULL; workspace: attention_v6_workspace_bytes() bytes, 16-byte aligned; D in {64, 128}.
- * variant: bit 0 = the consumers' ping-pong; bit 1 = swap the V descriptor's LBO and SBO (a
- * layout probe for the harness).
- * @return cudaSuccess when both kernels were enqueued; cudaErrorInvalidValue for a shape or
- *         pointer it does not take (q, k, v, workspace 16-byte aligned, out 8-byte aligned);
+/* Kernel v6 on `stream`: the pre-pass, then the attention (contract: attention_sm90.h, as v4's;
+ * workspace: attention_f32_sm90_fa3_f16x2_workspace_bytes() bytes, 16-byte aligned).
+ * a->v5_variant bit 0: the consumers' ping-pong (A/B runs; off by default).
+ * @return cudaSuccess when both kernels were enqueued; cudaErrorInvalidValue for arguments
+ *         attention_f32_sm90_wgmma_supported() rejects or a NULL or misaligned workspace;
  *         cudaErrorNoKernelImageForDevice on a device other than compute capability 9.0;
  *         otherwise the CUDA error of a launch. */
-extern "C" cudaError_t attention_f32_sm90_fa3_f16x2_128x64(const float *q, const float *k, const float *v, float *out,
-                                                          float *lse, int batch, int heads, int seq_q, int seq_kv,
-                                                          int head_dim, float scale, void *workspace, int variant,
+extern "C" cudaError_t attention_f32_sm90_fa3_f16x2_128x64(const attention_sm90_args *a, void *workspace,
                                                           cudaStream_t stream)
 {
-    if (q == nullptr || k == nullptr || v == nullptr || out == nullptr || workspace == nullptr || batch < 1 ||
-        heads < 1 || seq_q < 1 || seq_kv < 1 || (head_dim != 128 && head_dim != 64) || !(scale > 0.f) ||
-        batch > 65535 || heads > 65535 || reinterpret_cast<uintptr_t>(workspace) % 16 != 0 ||
-        reinterpret_cast<uintptr_t>(q) % 16 != 0 || reinterpret_cast<uintptr_t>(k) % 16 != 0 ||
-        reinterpret_cast<uintptr_t>(v) % 16 != 0 || reinterpret_cast<uintptr_t>(out) % 8 != 0)
+    if (attention_f32_sm90_wgmma_supported(a) != ATTENTION_SM90_SUPPORTED || workspace == nullptr ||
+        reinterpret_cast<uintptr_t>(workspace) % 16 != 0 || a->seq_q > INT32_MAX - kV6CtaQ ||
+        a->seq_kv > INT32_MAX - kV6K)
         return cudaErrorInvalidValue;
     int dev = 0;
     cudaError_t err = sm90_current_device(&dev); /* compute capability 9.0 only (sm_90a code) */
     if (err != cudaSuccess) return err;
-    err = split_kv_f16x2_v6(k, v, batch, heads, seq_kv, head_dim, workspace, stream);
+    err = split_kv_f16x2_v6(a, workspace, stream);
     if (err != cudaSuccess) return err;
     V6Params p;
-    p.q = q;
-    p.out = out;
-    p.lse = lse;
+    p.q = a->q;
+    p.out = a->out;
+    p.lse = a->lse;
+    p.q_b = a->q_strides.batch; p.q_h = a->q_strides.head; p.q_t = a->q_strides.token;
+    p.o_b = a->out_strides.batch; p.o_h = a->out_strides.head; p.o_t = a->out_strides.token;
     p.records = static_cast<const unsigned char *>(workspace);
-    p.heads = heads;
-    p.seq_q = seq_q;
-    p.seq_kv = seq_kv;
-    p.tiles = (seq_kv + kV6K - 1) / kV6K;
-    p.scale = scale;
-    p.pingpong = variant & 1;
+    p.kv_count = a->kv_count;
+    p.heads = (int)a->heads;
+    p.seq_q = (int)a->seq_q;
+    p.seq_kv = (int)a->seq_kv;
+    p.tiles = (int)((a->seq_kv + kV6K - 1) / kV6K);
+    p.scale = a->scale;
+    p.pingpong = a->v5_variant & 1;
     /* MN-major, 128B swizzle: LBO = bytes between 64-column blocks of head_dim (one 8 KB block
      * image), SBO = bytes between 8-key groups (1024) */
-    const uint32_t lbo = (uint32_t)(kV6K * kSwizzleBytes) >> 4; /* unused at D = 64: one block */
-    const uint32_t sbo = (uint32_t)kSwizzleAtomBytes >> 4;
-    p.v_lbo = (variant & 2) ? sbo : lbo;
-    p.v_sbo = (variant & 2) ? lbo : sbo;
-    const dim3 grid((unsigned)((seq_q + kV6CtaQ - 1) / kV6CtaQ), (unsigned)heads, (unsigned)batch);
-    return head_dim == 128 ? v6_launch<128>(p, grid, stream) : v6_launch<64>(p, grid, stream);
+    p.v_lbo = (uint32_t)(kV6K * kSwizzleBytes) >> 4; /* unused at D = 64: one block */
+    p.v_sbo = (uint32_t)kSwizzleAtomBytes >> 4;
+    const dim3 grid((unsigned)((a->seq_q + kV6CtaQ - 1) / kV6CtaQ), (unsigned)a->heads, (unsigned)a->batch);
+    const bool f32 = a->precision == ATTENTION_SM90_F32;
+    if (a->head_dim == 128) return f32 ? v6_launch<128, true>(p, grid, stream) : v6_launch<128, false>(p, grid, stream);
+    return f32 ? v6_launch<64, true>(p, grid, stream) : v6_launch<64, false>(p, grid, stream);
 }

@@ -47,6 +47,7 @@ static void probe_device(void) {
     if (env && (strcmp(env, "v3") == 0 || strcmp(env, "3") == 0)) atomic_store(&kernel_choice, JATTN_CUDA_KERNEL_V3);
     if (env && (strcmp(env, "v4") == 0 || strcmp(env, "4") == 0)) atomic_store(&kernel_choice, JATTN_CUDA_KERNEL_V4);
     if (env && (strcmp(env, "v5") == 0 || strcmp(env, "5") == 0)) atomic_store(&kernel_choice, JATTN_CUDA_KERNEL_V5);
+    if (env && (strcmp(env, "v6") == 0 || strcmp(env, "6") == 0)) atomic_store(&kernel_choice, JATTN_CUDA_KERNEL_V6);
     const char *ctas = getenv("JATTN_CUDA_V4_CTAS");
     if (ctas && (strcmp(ctas, "2") == 0 || strcmp(ctas, "3") == 0)) atomic_store(&v4_ctas, ctas[0] - '0');
     const char *v5v = getenv("JATTN_CUDA_V5_VARIANT");
@@ -118,47 +119,41 @@ static int v3_stride_ok(jattn_strides s) {
 }
 
 static int is_sm90_kernel(jattn_cuda_kernel k) {
-    return k == JATTN_CUDA_KERNEL_V3 || k == JATTN_CUDA_KERNEL_V4 || k == JATTN_CUDA_KERNEL_V5;
+    return k == JATTN_CUDA_KERNEL_V3 || k == JATTN_CUDA_KERNEL_V4 || k == JATTN_CUDA_KERNEL_V5 ||
+           k == JATTN_CUDA_KERNEL_V6;
 }
 
-/* Why v3 and v4 cannot run a problem (a message for jattn_fail), or NULL when they can,
+/* Why v3 to v6 cannot run a problem (a message for jattn_fail), or NULL when they can,
  * pointers aside: their alignment is known in forward() only. The conditions are those of the
  * launch contract in attention_sm90.h. */
 static const char *sm90_refusal(const jattn_problem *p, int cc) {
     if (cc != 10 * JATTN_CUDA_V3_CC_MAJOR + JATTN_CUDA_V3_CC_MINOR)
-        return "device: kernels v3, v4 and v5 (sm_90a wgmma) need compute capability 9.0";
-    if (p->head_dim != 64 && p->head_dim != 128) return "head_dim: kernels v3 to v5 take 64 or 128";
+        return "device: kernels v3 to v6 (sm_90a wgmma) need compute capability 9.0";
+    if (p->head_dim != 64 && p->head_dim != 128) return "head_dim: kernels v3 to v6 take 64 or 128";
     if (!v3_stride_ok(p->q) || !v3_stride_ok(p->k) || !v3_stride_ok(p->v) || !v3_stride_ok(p->out))
-        return "strides: kernels v3 to v5 need every stride of q, k, v, out a non-negative multiple of 4 elements";
-    if (p->batch > 65535 || p->heads > 65535) return "batch/heads: kernels v3 to v5 take at most 65535 each";
-    if (p->seq_q > INT32_MAX - JATTN_CUDA_V3_TILE || p->seq_kv > INT32_MAX - JATTN_CUDA_V3_TILE)
-        return "seq_q/seq_kv: kernels v3 to v5 take at most 2^31 - 65 (their 64-row tiles index with 32 bits)";
+        return "strides: kernels v3 to v6 need every stride of q, k, v, out a non-negative multiple of 4 elements";
+    if (p->batch > 65535 || p->heads > 65535) return "batch/heads: kernels v3 to v6 take at most 65535 each";
+    if (p->seq_q > INT32_MAX - JATTN_CUDA_V6_CTA_QUERIES || p->seq_kv > INT32_MAX - JATTN_CUDA_V6_CTA_QUERIES)
+        return "seq_q/seq_kv: kernels v3 to v6 take at most 2^31 - 129 (their 64- and 128-row tiles index with 32 bits)";
     return NULL;
 }
 
-/* Where v5 beats v4 (H200, bench/results/h200-2026-12-01-v5): D = 128, a grid of >= 4 waves of
- * its 128-query CTAs, and a head's split K and V (8 bytes per key and head_dim element) larger
- * than half the L2, so that v4's 64-query CTAs re-read them from memory: +7% f32 and +8% tf32
- * at (1,40,32768,128) (16.8 MB per head at (1,24,16384,128): v4 equal or 2% faster; 1536 and
- * 4608 keys, D = 64 and cross-attention: v4 faster). */
-static int v5_wins(const jattn_problem *p, int sms, int l2_bytes) {
-    const int64_t ctas = (p->seq_q + 127) / 128 * p->batch * p->heads;
-    const int64_t split_bytes = 8 * p->seq_kv * p->head_dim;
-    return p->head_dim == 128 && ctas >= 4 * (int64_t)sms && 2 * split_bytes > (int64_t)l2_bytes;
-}
-
-/* AUTO: v5 or v4 (v5_wins) on a 9.0 device for the problems they take (D 64 or 128, strides a
- * multiple of 4 elements), else v2 where its head_dim limits allow, else v1; and v1 for
- * seq_kv == 1, where it returns the v row bit for bit (weight exp(0)/exp(0) = 1; a split of v
- * would not).
- * Forced v1, v3 and v4 stay as forced (cuda_select reports why a forced v3 or v4 cannot run);
+/* AUTO: v6 on a 9.0 device for the problems it takes (D 64 or 128, strides a multiple of 4
+ * elements): faster than v4 and v5 at every measured shape (bench/results/h200-2026-12-01-v6);
+ * else v2 where its head_dim limits allow, else v1; and v1 for seq_kv == 1, where it returns the
+ * v row bit for bit (weight exp(0)/exp(0) = 1; a split of v would not). (Before v6: v5 where a
+ * head's split K and V outgrew half the L2 on a grid of >= 4 waves, else v4; the device's SM
+ * count and L2 size stay in the signature for rules of that kind.)
+ * Forced v1 and v3 to v6 stay as forced (cuda_select reports why a forced one cannot run), but
+ * for v6 at seq_kv == 1, which hands the call to v1 (the bitwise v row the contract promises);
  * forced v2 falls back to v1 beyond its head_dim limits. */
 static jattn_cuda_kernel kernel_for(const jattn_problem *p, int cc, int sms, int l2_bytes) {
     jattn_cuda_kernel k = (jattn_cuda_kernel)atomic_load(&kernel_choice);
+    if ((k == JATTN_CUDA_KERNEL_AUTO || k == JATTN_CUDA_KERNEL_V6) && p->seq_kv == 1) return JATTN_CUDA_KERNEL_V1;
     if (k == JATTN_CUDA_KERNEL_V1 || is_sm90_kernel(k)) return k;
-    if (k == JATTN_CUDA_KERNEL_AUTO && p->seq_kv == 1) return JATTN_CUDA_KERNEL_V1;
-    if (k == JATTN_CUDA_KERNEL_AUTO && sm90_refusal(p, cc) == NULL)
-        return v5_wins(p, sms, l2_bytes) ? JATTN_CUDA_KERNEL_V5 : JATTN_CUDA_KERNEL_V4;
+    if (k == JATTN_CUDA_KERNEL_AUTO && sm90_refusal(p, cc) == NULL) return JATTN_CUDA_KERNEL_V6;
+    (void)sms;
+    (void)l2_bytes;
     return v2_applies(p->head_dim) ? JATTN_CUDA_KERNEL_V2 : JATTN_CUDA_KERNEL_V1;
 }
 
@@ -174,6 +169,9 @@ static const char *kernel_name(jattn_cuda_kernel k, jattn_precision prec) {
     if (k == JATTN_CUDA_KERNEL_V5)
         return prec == JATTN_PRECISION_TF32 ? "cuda_v5_flash_qk_f16x2_pv_f16_sm90_ws_128x64"
                                             : "cuda_v5_flash_f16x2_sm90_ws_128x64";
+    if (k == JATTN_CUDA_KERNEL_V6)
+        return prec == JATTN_PRECISION_TF32 ? "cuda_v6_flash_qk_f16x2_pv_f16_sm90_fa3_ws_128x64"
+                                            : "cuda_v6_flash_f16x2_sm90_fa3_ws_128x64";
     return prec == JATTN_PRECISION_TF32 ? "cuda_v2_flash_qk_tf32x3_pv_tf32_mma16n8k8" : "cuda_v2_flash_tf32x3_mma16n8k8";
 }
 
@@ -208,12 +206,18 @@ static jattn_status cuda_select(const jattn_problem *p, const jattn_exec *e, jat
     return JATTN_OK;
 }
 
-/* v4 and v5 share the pre-pass and its workspace. */
+/* v4 and v5 share the pre-pass and its workspace; v6 has its own. */
 static int is_v4_name(const char *name) { return strncmp(name, "cuda_v4", 7) == 0 || strncmp(name, "cuda_v5", 7) == 0; }
+static int is_v6_name(const char *name) { return strncmp(name, "cuda_v6", 7) == 0; }
 
 /* v4's device workspace (its split K and V); the other versions need none of their own. */
 static size_t v4_workspace_bytes(const jattn_problem *p) {
     return attention_f32_sm90_f16x2_workspace_bytes(p->batch, p->heads, p->seq_kv, p->head_dim);
+}
+
+/* v6's: its split K and V tiles as shared-memory images. */
+static size_t v6_workspace_bytes(const jattn_problem *p) {
+    return attention_f32_sm90_fa3_f16x2_workspace_bytes(p->batch, p->heads, p->seq_kv, p->head_dim);
 }
 
 /* The device workspace of a call: the key padding's pre-pass output (used by padded calls
@@ -222,7 +226,7 @@ static size_t v4_workspace_bytes(const jattn_problem *p) {
 static size_t padding_bytes(const jattn_problem *p) { return jattn_cuda_padding_bytes(p->batch, p->seq_kv); }
 
 static size_t kernel_bytes(const jattn_problem *p, const jattn_selection *sel) {
-    return is_v4_name(sel->kernel) ? v4_workspace_bytes(p) : 0;
+    return is_v4_name(sel->kernel) ? v4_workspace_bytes(p) : is_v6_name(sel->kernel) ? v6_workspace_bytes(p) : 0;
 }
 
 static size_t cuda_workspace_size(const jattn_problem *p, const jattn_exec *e, const jattn_selection *sel) {
@@ -252,14 +256,16 @@ static attention_sm90_args v3_args(const jattn_call *c, const float *q, const fl
     return a;
 }
 
-/* v4 on its workspace: the caller's (or the host path's buffer) when given; otherwise device
- * memory of the pool, allocated and freed in stream order (no synchronisation, and a graph
- * capture records it). If the pool cannot give it, the call runs v3. */
+/* v4, v5 or v6 on its workspace: the caller's (or the host path's buffer) when given; otherwise
+ * device memory of the pool, allocated and freed in stream order (no synchronisation, and a
+ * graph capture records it). If the pool cannot give it, the call runs v3. */
 static jattn_status launch_v4(const jattn_call *c, const attention_sm90_args *a, void *workspace, const char **name) {
     cudaStream_t stream = (cudaStream_t)c->cuda_stream;
+    const int v6 = is_v6_name(*name);
     void *owned = NULL;
     if (!workspace) {
-        if (cudaMallocAsync(&owned, v4_workspace_bytes(c->problem), stream) != cudaSuccess) {
+        const size_t bytes = v6 ? v6_workspace_bytes(c->problem) : v4_workspace_bytes(c->problem);
+        if (cudaMallocAsync(&owned, bytes, stream) != cudaSuccess) {
             (void)cudaGetLastError();
             *name = kernel_name(JATTN_CUDA_KERNEL_V3, c->precision);
             cudaError_t err = attention_f32_sm90_wgmma_st_64x64(a, stream);
@@ -271,8 +277,9 @@ static jattn_status launch_v4(const jattn_call *c, const attention_sm90_args *a,
     /* v5 takes calls without key padding; a padded one runs v4 */
     const int v5 = strncmp(*name, "cuda_v5", 7) == 0 && a->kv_count == NULL;
     if (!v5 && strncmp(*name, "cuda_v5", 7) == 0) *name = kernel_name(JATTN_CUDA_KERNEL_V4, c->precision);
-    cudaError_t err = v5 ? attention_f32_sm90_ws_f16x2_128x64(a, workspace, stream)
-                         : attention_f32_sm90_wgmma_f16x2_64x64(a, workspace, stream);
+    cudaError_t err = v6   ? attention_f32_sm90_fa3_f16x2_128x64(a, workspace, stream)
+                      : v5 ? attention_f32_sm90_ws_f16x2_128x64(a, workspace, stream)
+                           : attention_f32_sm90_wgmma_f16x2_64x64(a, workspace, stream);
     if (owned) {
         cudaError_t ferr = cudaFreeAsync(owned, stream);
         if (err == cudaSuccess) err = ferr;
@@ -315,10 +322,10 @@ static jattn_status launch(const jattn_call *c, const jattn_selection *sel, cons
     void *kernel_ws = workspace ? (char *)workspace + padding_bytes(p) : NULL;
     jattn_status st = JATTN_OK;
     int done = 0;
-    if (strncmp(name, "cuda_v3", 7) == 0 || is_v4_name(name)) {
+    if (strncmp(name, "cuda_v3", 7) == 0 || is_v4_name(name) || is_v6_name(name)) {
         const attention_sm90_args a = v3_args(c, q, k, v, out, lse, pad->count, pad->index);
         if (attention_f32_sm90_wgmma_supported(&a) == ATTENTION_SM90_SUPPORTED) {
-            if (is_v4_name(name)) {
+            if (is_v4_name(name) || is_v6_name(name)) {
                 st = launch_v4(c, &a, kernel_ws, &name);
             } else {
                 cudaError_t err = attention_f32_sm90_wgmma_st_64x64(&a, stream);
@@ -327,7 +334,7 @@ static jattn_status launch(const jattn_call *c, const jattn_selection *sel, cons
             done = 1;
         } else {
             /* Pointers off the 16-byte grid (select checked the rest): this call runs v2, which
-             * takes every D v3 and v4 take. */
+             * takes every D v3 to v6 take. */
             name = kernel_name(JATTN_CUDA_KERNEL_V2, c->precision);
         }
     }

@@ -35,7 +35,7 @@ typedef struct jattn_cuda_params {
 
 /* The kernel versions kept side by side (see each file's opening comment). */
 typedef enum jattn_cuda_kernel {
-    JATTN_CUDA_KERNEL_AUTO = 0, /* v4 where it applies, else v2 where it applies, else v1 */
+    JATTN_CUDA_KERNEL_AUTO = 0, /* v6 where it applies, else v2 where it applies, else v1 */
     JATTN_CUDA_KERNEL_V1 = 1,   /* attention_v1_simt.cu: plain fp32 SIMT, any D <= 512 */
     JATTN_CUDA_KERNEL_V2 = 2,   /* attention_v2_mma.cu: mma.sync m16n8k8 3xTF32, D % 8 == 0, D <= 256 */
     JATTN_CUDA_KERNEL_V3 = 3,   /* attention_v3_sm90_tf32x3.cu (v3.2): sm_90a wgmma 3xTF32, transposed
@@ -47,7 +47,10 @@ typedef enum jattn_cuda_kernel {
     JATTN_CUDA_KERNEL_V5 = 5,   /* attention_v5_sm90_ws_f16x2.cu: v4's arithmetic in a warp-specialized CTA
                                  * (a bulk-copy producer, two consumer warpgroups in ping-pong); the
                                  * same limits and workspace as v4; a key-padded call runs v4 */
-    JATTN_CUDA_KERNEL_COUNT = 6
+    JATTN_CUDA_KERNEL_V6 = 6,   /* attention_v6_sm90_fa3_f16x2.cu: 2xFP16 in the FlashAttention-3 orientation
+                                 * (S = Q K^T, the row softmax in registers), warp-specialized, its own
+                                 * pre-pass and workspace; the same limits as v3 */
+    JATTN_CUDA_KERNEL_COUNT = 7
 } jattn_cuda_kernel;
 
 /* Limits of each version. */
@@ -61,6 +64,7 @@ typedef enum jattn_cuda_kernel {
 #define JATTN_CUDA_V3_ALIGN_BYTES 16
 #define JATTN_CUDA_V3_STRIDE_MULTIPLE (JATTN_CUDA_V3_ALIGN_BYTES / 4)
 #define JATTN_CUDA_V3_TILE 64 /* queries per CTA and keys per tile */
+#define JATTN_CUDA_V6_CTA_QUERIES 128 /* kernel v6: queries per CTA (two consumer warpgroups of 64) */
 
 /* Device bytes of the key padding's pre-pass output for a problem: kv_count and kv_index
  * (each region 256-byte aligned). Every kernel's workspace includes them. */
@@ -84,8 +88,8 @@ int jattn_cuda_launch_v2(const jattn_cuda_params *p, int tf32x3, void *stream);
 /* ---- knobs and counters for tests and the harness ---- */
 
 /* Forces a kernel version for every later call of this process (AUTO restores the default;
- * the environment variable JATTN_CUDA_KERNEL=v1|v2|v3|v4 sets the initial value). v2 falls
- * back to v1 where it cannot run a problem; v3 and v4 make jattn_select() fail with UNSUPPORTED
+ * the environment variable JATTN_CUDA_KERNEL=v1|...|v6 sets the initial value). v2 falls
+ * back to v1 where it cannot run a problem; v3 to v6 make jattn_select() fail with UNSUPPORTED
  * (naming the reason) where they cannot, and a forward() whose pointers miss their 16-byte
  * alignment runs v2 for that call. */
 void jattn_cuda_set_kernel(jattn_cuda_kernel k);
