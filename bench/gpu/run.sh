@@ -73,7 +73,7 @@ fi
 
 # The GPU tests: the whole parity suite (both precisions), the device-pointer tests (streams,
 # graphs, misaligned and overlapping pointers, allocation counts, kernel versions), the edges.
-GPU_TESTS=("test_parity cuda" "test_padding cuda" "test_cuda_device" "test_edges cuda")
+GPU_TESTS=("test_cuda_device" "test_edges cuda" "test_padding cuda" "test_parity cuda")   # the quick ones first
 
 if has test; then
   for kern in ${JATTN_TEST_KERNELS:-auto}; do
