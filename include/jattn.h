@@ -78,25 +78,31 @@ JATTN_API unsigned jattn_version_number(void);
 JATTN_API const char *jattn_version_string(void);
 
 /* ---- status ------------------------------------------------------------------------- */
-/* Stable numbers: a code keeps its value in every later version. */
-typedef enum jattn_status {
-    JATTN_OK = 0,
-    JATTN_ERROR_NULL_POINTER = 1,          /* a required pointer is NULL */
-    JATTN_ERROR_INVALID_DIMENSION = 2,     /* a dimension is < 1 */
-    JATTN_ERROR_OVERFLOW = 3,              /* an element count or byte offset overflows */
-    JATTN_ERROR_INVALID_STRIDE = 4,        /* a negative stride */
-    JATTN_ERROR_SELF_OVERLAP = 5,          /* strides make a tensor overlap itself */
-    JATTN_ERROR_ALIASING = 6,              /* an output overlaps an input or another output */
-    JATTN_ERROR_INVALID_SCALE = 7,         /* scale is NaN, infinite or negative */
-    JATTN_ERROR_INVALID_ARGUMENT = 8,      /* an enum out of range, a negative thread count */
-    JATTN_ERROR_UNSUPPORTED = 9,           /* the chosen backend cannot run this problem */
-    JATTN_ERROR_BACKEND_UNAVAILABLE = 10,  /* backend not built in, or no device present */
-    JATTN_ERROR_WORKSPACE_TOO_SMALL = 11,  /* caller workspace smaller than jattn_workspace_size */
-    JATTN_ERROR_OUT_OF_MEMORY = 12,        /* an allocation failed */
-    JATTN_ERROR_CUDA = 13,                 /* a CUDA call failed; the message names the CUDA error */
-    JATTN_ERROR_TRANSPORT = 14             /* an MPI or NCCL call failed (sequence parallel); the message names it */
-} jattn_status;
+/* Every status code, once: X(NAME, VALUE, "what it means"). The enum, jattn_status_name() and
+ * the bindings' mirrors (checked by their ABI tests) derive from this list. Stable numbers: a
+ * code keeps its value in every later version; a new one takes the next number, at the end. */
+#define JATTN_STATUS_LIST(X)                                                                                   \
+    X(JATTN_OK, 0, "success")                                                                                 \
+    X(JATTN_ERROR_NULL_POINTER, 1, "a required pointer is NULL")                                              \
+    X(JATTN_ERROR_INVALID_DIMENSION, 2, "a dimension is < 1")                                                 \
+    X(JATTN_ERROR_OVERFLOW, 3, "an element count or byte offset overflows")                                   \
+    X(JATTN_ERROR_INVALID_STRIDE, 4, "a negative stride")                                                     \
+    X(JATTN_ERROR_SELF_OVERLAP, 5, "strides make a tensor overlap itself")                                    \
+    X(JATTN_ERROR_ALIASING, 6, "an output overlaps an input or another output")                               \
+    X(JATTN_ERROR_INVALID_SCALE, 7, "scale is NaN, infinite or negative")                                     \
+    X(JATTN_ERROR_INVALID_ARGUMENT, 8, "an enum out of range, a negative thread count")                       \
+    X(JATTN_ERROR_UNSUPPORTED, 9, "the chosen backend cannot run this problem")                               \
+    X(JATTN_ERROR_BACKEND_UNAVAILABLE, 10, "backend not built in, or no device present")                      \
+    X(JATTN_ERROR_WORKSPACE_TOO_SMALL, 11, "caller workspace smaller than jattn_workspace_size")              \
+    X(JATTN_ERROR_OUT_OF_MEMORY, 12, "an allocation failed")                                                  \
+    X(JATTN_ERROR_CUDA, 13, "a CUDA call failed; the message names the CUDA error")                           \
+    X(JATTN_ERROR_TRANSPORT, 14, "an MPI or NCCL call failed (sequence parallel); the message names it")
 
+#define JATTN_STATUS_ENUMERATOR_(name, value, meaning) name = value,
+typedef enum jattn_status { JATTN_STATUS_LIST(JATTN_STATUS_ENUMERATOR_) } jattn_status;
+#undef JATTN_STATUS_ENUMERATOR_
+
+/* One more than the largest code (the library checks it against the list). */
 #define JATTN_STATUS_COUNT 15
 
 /* @return the name of a status code, e.g. "JATTN_ERROR_ALIASING" ("JATTN_STATUS_UNKNOWN" for

@@ -2,7 +2,30 @@
  *
  * A backend is a table of functions. The dispatch layer validates the problem and the
  * pointers once; a backend's select() then only answers "can I run this, and with which
- * kernel" for a problem already known to be valid, and its forward() only computes. */
+ * kernel" for a problem already known to be valid, and fills a plan (jattn_plan below) that
+ * dispatch hands, unchanged, to the backend's workspace_size() and forward(): a kernel choice
+ * travels as the backend's own descriptor, never as a name to parse or compare again.
+ *
+ * Adding a backend (the Vulkan backend `vk` is the next one):
+ *  1. include/jattn.h: a value in jattn_backend (the next number; values are stable) and
+ *     JATTN_BACKEND_COUNT one higher.
+ *  2. JATTN_BACKENDS below: one X(ENUM_SUFFIX, name) line, at its place in AUTO's order (the
+ *     list's order is the order AUTO tries backends). The names, the ops table, AUTO's order,
+ *     the context's state slot and the count check all derive from that line.
+ *  3. src/<folder>/: a `const jattn_backend_ops jattn_backend_<name>` (select, workspace_size,
+ *     forward, release_ctx, workspace_memory), and a stub of the same name reporting
+ *     JATTN_ERROR_BACKEND_UNAVAILABLE for builds without it (src/cuda/cuda_unavailable.c is
+ *     the model), both chosen by the folder's sources.cmake, include()d by CMakeLists.txt.
+ *  4. Outside the library: the bindings' enums (python/src/jattn/_clib.py, rust/jattn-sys;
+ *     their ABI tests fail until they agree), the command's --backend choices, the README.
+ *
+ * Adding the backward pass (planned: jattn_backward, docs/DESIGN.md): each backend gains
+ * three entries beside the forward's, `select_backward`, `workspace_size_backward` and
+ * `backward`, with the same shapes (problem, exec, jattn_plan; a jattn_call that also carries
+ * the gradients). Dispatch runs the same validation, then the same loop over JATTN_BACKENDS
+ * with select_backward; a NULL entry reads as "this backend has no backward"
+ * (JATTN_ERROR_UNSUPPORTED, naming the backend), so backends gain it one at a time.
+ * jattn_plan needs no change: its kernel pointer is the backward kernel's descriptor. */
 #ifndef JATTN_BACKEND_H
 #define JATTN_BACKEND_H
 
@@ -22,9 +45,10 @@ typedef struct jattn_call {
     float *lse;               /* NULL when not requested */
     jattn_precision precision;
     jattn_memory memory;
-    int threads;              /* resolved by select(): >= 1 */
+    int threads;              /* the plan's: >= 1 */
     void *cuda_stream;
-    void *workspace;          /* at least workspace_size() bytes, aligned to 64; NULL if 0 needed */
+    void *workspace;          /* at least plan->workspace_bytes, aligned to 64; NULL if 0 needed, and
+                                 NULL for a device-memory backend given no workspace by the caller */
     jattn_ctx *ctx;           /* may be NULL */
     /* Key padding, validated (jattn.h, jattn_key_padding); all NULL / 0 when every key is
      * attended. In the call's memory (host or device). Host lengths are in [0, seq_kv]. */
@@ -38,31 +62,59 @@ static inline int jattn_call_attends(const jattn_call *c, int64_t b, int64_t j) 
     return (!c->kv_len || j < c->kv_len[b]) && (!c->mask || c->mask[b * c->mask_stride + j] != 0);
 }
 
-typedef struct jattn_backend_ops {
+/* Every backend, once, in the order AUTO tries them: X(ENUM_SUFFIX, name), where
+ * JATTN_BACKEND_<ENUM_SUFFIX> is its public enum value, "name" its name
+ * (jattn_backend_name()) and jattn_backend_<name> its ops table. */
+#define JATTN_BACKENDS(X) \
+    X(CUDA, cuda)         \
+    X(CPU, cpu)           \
+    X(REF, ref)
+
+typedef struct jattn_backend_ops jattn_backend_ops;
+
+/* A kernel choice: made once by a backend's select(), read by its workspace_size() and
+ * forward() (and by dispatch, for the workspace). */
+typedef struct jattn_plan {
+    const jattn_backend_ops *ops; /* the backend that runs it (set by dispatch) */
+    const void *kernel;           /* the backend's descriptor of the chosen kernel (a cpu_kernels
+                                     table, a cuda version; the ref backend's is NULL) */
+    int threads;                  /* CPU threads it runs on, >= 1 (1 on a GPU) */
+    size_t workspace_bytes;       /* ops->workspace_size(), once dispatch asked; memory of
+                                     ops->workspace_memory */
+    jattn_selection selection;    /* what jattn_select() reports: backend and backend_name
+                                     filled by dispatch, kernel and isa by select() */
+} jattn_plan;
+
+struct jattn_backend_ops {
     jattn_backend id;
-    const char *name;
-    /* Can this backend run the (valid) problem under exec? On JATTN_OK fill every field of
-     * *sel. Otherwise return JATTN_ERROR_UNSUPPORTED / _BACKEND_UNAVAILABLE via jattn_fail(),
-     * naming the limit. Must be cheap: it runs on every call. */
-    jattn_status (*select)(const jattn_problem *p, const jattn_exec *e, jattn_selection *sel);
-    /* Workspace bytes (host memory for host backends, device memory for cuda) that forward()
-     * needs for this selection; 0 when none. */
-    size_t (*workspace_size)(const jattn_problem *p, const jattn_exec *e, const jattn_selection *sel);
+    /* Can this backend run the (valid) problem under exec? On JATTN_OK fill plan->kernel,
+     * plan->threads, plan->selection.kernel and plan->selection.isa. Otherwise return
+     * JATTN_ERROR_UNSUPPORTED / _BACKEND_UNAVAILABLE via jattn_fail(), naming the limit.
+     * Must be cheap: it runs on every call. */
+    jattn_status (*select)(const jattn_problem *p, const jattn_exec *e, jattn_plan *plan);
+    /* Workspace bytes (in workspace_memory) that forward() needs for this plan; 0 when none. */
+    size_t (*workspace_size)(const jattn_problem *p, const jattn_exec *e, const jattn_plan *plan);
     /* Compute. Writes out (and lse). On failure returns a status via jattn_fail(). */
-    jattn_status (*forward)(const jattn_call *call, const jattn_selection *sel);
+    jattn_status (*forward)(const jattn_call *call, const jattn_plan *plan);
     /* Frees whatever this backend keeps in a context (may be NULL). */
     void (*release_ctx)(jattn_ctx *ctx);
-} jattn_backend_ops;
+    /* Where the workspace lives. JATTN_MEMORY_HOST: dispatch provides it when the caller gives
+     * none (the context's grow-only buffer, or an allocation for the call).
+     * JATTN_MEMORY_DEVICE: without a caller workspace forward() gets NULL and finds device
+     * memory itself (the cuda backend: the context's buffers, or the stream-ordered pool). */
+    jattn_memory workspace_memory;
+};
 
-extern const jattn_backend_ops jattn_backend_ref;
-extern const jattn_backend_ops jattn_backend_cpu;
-extern const jattn_backend_ops jattn_backend_cuda; /* a stub that reports unavailable when not built */
+#define JATTN_BACKEND_DECLARE_(ID, name) extern const jattn_backend_ops jattn_backend_##name;
+JATTN_BACKENDS(JATTN_BACKEND_DECLARE_) /* a backend not built in is a stub reporting unavailable */
+#undef JATTN_BACKEND_DECLARE_
 
 /* The context: grow-only buffers, one slot per backend. */
 struct jattn_ctx {
     void *host_workspace;
     size_t host_workspace_bytes;
-    void *backend_state[JATTN_BACKEND_COUNT]; /* owned by each backend, freed by release_ctx */
+    void *backend_state[JATTN_BACKEND_COUNT]; /* indexed by jattn_backend; owned by each backend,
+                                                 freed by its release_ctx */
 };
 
 /* Records the message for jattn_last_error() (printf format) and returns `status`. */

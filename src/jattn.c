@@ -16,26 +16,20 @@
 unsigned jattn_version_number(void) { return JATTN_VERSION_NUMBER; }
 const char *jattn_version_string(void) { return JATTN_VERSION_STRING; }
 
+#define STATUS_NAME_(name, value, meaning) [value] = #name,
+static const char *const status_names[JATTN_STATUS_COUNT] = {JATTN_STATUS_LIST(STATUS_NAME_)};
+#undef STATUS_NAME_
+
+/* The codes are 0 .. JATTN_STATUS_COUNT - 1: each value below the count (the designated
+ * initializers above), none twice (-Woverride-init), as many as the count. */
+#define STATUS_ONE_(name, value, meaning) +1
+_Static_assert(0 JATTN_STATUS_LIST(STATUS_ONE_) == JATTN_STATUS_COUNT,
+               "JATTN_STATUS_COUNT is the number of codes in JATTN_STATUS_LIST (jattn.h)");
+#undef STATUS_ONE_
+
 const char *jattn_status_name(jattn_status status) {
-    static const char *const names[JATTN_STATUS_COUNT] = {
-        "JATTN_OK",
-        "JATTN_ERROR_NULL_POINTER",
-        "JATTN_ERROR_INVALID_DIMENSION",
-        "JATTN_ERROR_OVERFLOW",
-        "JATTN_ERROR_INVALID_STRIDE",
-        "JATTN_ERROR_SELF_OVERLAP",
-        "JATTN_ERROR_ALIASING",
-        "JATTN_ERROR_INVALID_SCALE",
-        "JATTN_ERROR_INVALID_ARGUMENT",
-        "JATTN_ERROR_UNSUPPORTED",
-        "JATTN_ERROR_BACKEND_UNAVAILABLE",
-        "JATTN_ERROR_WORKSPACE_TOO_SMALL",
-        "JATTN_ERROR_OUT_OF_MEMORY",
-        "JATTN_ERROR_CUDA",
-        "JATTN_ERROR_TRANSPORT",
-    };
     if ((int)status < 0 || (int)status >= JATTN_STATUS_COUNT) return "JATTN_STATUS_UNKNOWN";
-    return names[status];
+    return status_names[status];
 }
 
 static _Thread_local char last_error[256];
@@ -60,10 +54,31 @@ static jattn_status succeed(void) {
     return JATTN_OK;
 }
 
+/* ---- the backends, from their one list (backend.h, JATTN_BACKENDS) --------------------- */
+
+#define COUNT_ONE_(ID, name) +1
+_Static_assert(1 JATTN_BACKENDS(COUNT_ONE_) == JATTN_BACKEND_COUNT,
+               "JATTN_BACKENDS (backend.h) lists every jattn_backend but AUTO, once");
+#undef COUNT_ONE_
+
+/* Indexed by jattn_backend; [JATTN_BACKEND_AUTO] is NULL. */
+#define OPS_ENTRY_(ID, name) [JATTN_BACKEND_##ID] = &jattn_backend_##name,
+static const jattn_backend_ops *const backends[JATTN_BACKEND_COUNT] = {JATTN_BACKENDS(OPS_ENTRY_)};
+#undef OPS_ENTRY_
+
+#define NAME_ENTRY_(ID, name) [JATTN_BACKEND_##ID] = #name,
+static const char *const backend_names[JATTN_BACKEND_COUNT] = {[JATTN_BACKEND_AUTO] = "auto",
+                                                               JATTN_BACKENDS(NAME_ENTRY_)};
+#undef NAME_ENTRY_
+
+/* The order in which AUTO tries backends: the list's. */
+#define ORDER_ENTRY_(ID, name) JATTN_BACKEND_##ID,
+static const jattn_backend auto_order[] = {JATTN_BACKENDS(ORDER_ENTRY_)};
+#undef ORDER_ENTRY_
+
 const char *jattn_backend_name(jattn_backend backend) {
-    static const char *const names[JATTN_BACKEND_COUNT] = {"auto", "ref", "cpu", "cuda"};
     if ((int)backend < 0 || (int)backend >= JATTN_BACKEND_COUNT) return NULL;
-    return names[backend];
+    return backend_names[backend];
 }
 
 void *jattn_alloc_aligned(size_t bytes) {
@@ -244,41 +259,49 @@ static jattn_status check_exec(const jattn_exec *e) {
 
 /* ---- dispatch ----------------------------------------------------------------------- */
 
-static const jattn_backend_ops *const backends[JATTN_BACKEND_COUNT] = {
-    NULL, &jattn_backend_ref, &jattn_backend_cpu, &jattn_backend_cuda};
+/* Asks one backend; on success the plan is complete but for its workspace. */
+static jattn_status plan_with(const jattn_backend_ops *ops, const jattn_problem *p, const jattn_exec *e,
+                              jattn_plan *plan) {
+    memset(plan, 0, sizeof *plan);
+    plan->ops = ops;
+    jattn_status st = ops->select(p, e, plan);
+    if (st != JATTN_OK) return st;
+    plan->selection.backend = ops->id;
+    plan->selection.backend_name = backend_names[ops->id];
+    plan->selection.threads = plan->threads;
+    return JATTN_OK;
+}
 
-/* Order in which AUTO tries backends. */
-static const jattn_backend auto_order[] = {JATTN_BACKEND_CUDA, JATTN_BACKEND_CPU, JATTN_BACKEND_REF};
-
-/* The one dispatch function: validates, then asks the backend(s) whether they can run it. */
-static jattn_status dispatch(const jattn_problem *p, const jattn_exec *e, problem_spans *spans,
-                             const jattn_backend_ops **ops, jattn_selection *sel) {
+/* The one dispatch function: validates, then asks the backend(s) whether they can run it.
+ * On JATTN_OK *plan is filled, its workspace_bytes included. */
+static jattn_status dispatch(const jattn_problem *p, const jattn_exec *e, problem_spans *spans, jattn_plan *plan) {
     jattn_status st = check_problem(p, spans);
     if (st != JATTN_OK) return st;
     st = check_exec(e);
     if (st != JATTN_OK) return st;
     if (e->backend != JATTN_BACKEND_AUTO) {
-        *ops = backends[e->backend];
-        return (*ops)->select(p, e, sel);
+        st = plan_with(backends[e->backend], p, e, plan);
+    } else {
+        char first_reason[sizeof last_error] = "";
+        for (size_t i = 0; i < sizeof auto_order / sizeof auto_order[0]; i++) {
+            st = plan_with(backends[auto_order[i]], p, e, plan);
+            if (st == JATTN_OK) break;
+            if (!first_reason[0]) snprintf(first_reason, sizeof first_reason, "%s", last_error);
+        }
+        if (st != JATTN_OK) return jattn_fail(st, "no backend can run this problem: %s", first_reason);
     }
-    char first_reason[sizeof last_error] = "";
-    for (size_t i = 0; i < sizeof auto_order / sizeof auto_order[0]; i++) {
-        *ops = backends[auto_order[i]];
-        st = (*ops)->select(p, e, sel);
-        if (st == JATTN_OK) return st;
-        if (!first_reason[0]) snprintf(first_reason, sizeof first_reason, "%s", last_error);
-    }
-    return jattn_fail(st, "no backend can run this problem: %s", first_reason);
+    if (st != JATTN_OK) return st;
+    plan->workspace_bytes = plan->ops->workspace_size(p, e, plan);
+    return JATTN_OK;
 }
 
 jattn_status jattn_select(const jattn_problem *problem, const jattn_exec *exec, jattn_selection *selection) {
     if (!selection) return jattn_fail(JATTN_ERROR_NULL_POINTER, "selection: NULL");
     problem_spans spans;
-    const jattn_backend_ops *ops;
-    jattn_selection sel;
-    jattn_status st = dispatch(problem, exec ? exec : &default_exec, &spans, &ops, &sel);
+    jattn_plan plan;
+    jattn_status st = dispatch(problem, exec ? exec : &default_exec, &spans, &plan);
     if (st != JATTN_OK) return st;
-    *selection = sel;
+    *selection = plan.selection;
     return succeed();
 }
 
@@ -287,14 +310,11 @@ jattn_status jattn_select(const jattn_problem *problem, const jattn_exec *exec, 
 
 jattn_status jattn_workspace_size(const jattn_problem *problem, const jattn_exec *exec, size_t *bytes) {
     if (!bytes) return jattn_fail(JATTN_ERROR_NULL_POINTER, "bytes: NULL");
-    const jattn_exec *e = exec ? exec : &default_exec;
     problem_spans spans;
-    const jattn_backend_ops *ops;
-    jattn_selection sel;
-    jattn_status st = dispatch(problem, e, &spans, &ops, &sel);
+    jattn_plan plan;
+    jattn_status st = dispatch(problem, exec ? exec : &default_exec, &spans, &plan);
     if (st != JATTN_OK) return st;
-    size_t n = ops->workspace_size(problem, e, &sel);
-    *bytes = n ? n + WORKSPACE_SLACK : 0;
+    *bytes = plan.workspace_bytes ? plan.workspace_bytes + WORKSPACE_SLACK : 0;
     return succeed();
 }
 
@@ -310,8 +330,8 @@ jattn_status jattn_ctx_create(jattn_ctx **ctx) {
 
 void jattn_ctx_free(jattn_ctx *ctx) {
     if (!ctx) return;
-    for (int b = 1; b < JATTN_BACKEND_COUNT; b++)
-        if (backends[b]->release_ctx) backends[b]->release_ctx(ctx);
+    for (size_t i = 0; i < sizeof auto_order / sizeof auto_order[0]; i++)
+        if (backends[auto_order[i]]->release_ctx) backends[auto_order[i]]->release_ctx(ctx);
     jattn_free_aligned(ctx->host_workspace);
     free(ctx);
 }
@@ -439,23 +459,22 @@ jattn_status jattn_forward_padded(jattn_ctx *ctx, const jattn_problem *problem, 
                                   float *lse) {
     const jattn_exec *e = exec ? exec : &default_exec;
     problem_spans spans;
-    const jattn_backend_ops *ops;
-    jattn_selection sel;
-    jattn_status st = dispatch(problem, e, &spans, &ops, &sel);
+    jattn_plan plan;
+    jattn_status st = dispatch(problem, e, &spans, &plan);
     if (st != JATTN_OK) return st;
     st = check_pointers(&spans, q, k, v, out, lse);
     if (st != JATTN_OK) return st;
 
+    /* A zero scale is replaced by the default only when the caller passes 0: an explicit
+     * positive scale that underflows is the caller's. */
     jattn_call call = {problem,
                        problem->scale > 0.0f ? problem->scale : (float)(1.0 / sqrt((double)problem->head_dim)),
-                       q, k, v, out, lse, e->precision, e->memory, sel.threads, e->cuda_stream, NULL, ctx,
+                       q, k, v, out, lse, e->precision, e->memory, plan.threads, e->cuda_stream, NULL, ctx,
                        NULL, NULL, 0};
     st = check_padding(problem, e, padding, &spans, out, lse, &call);
     if (st != JATTN_OK) return st;
-    /* A zero scale is replaced by the default only when the caller passes 0: an explicit
-     * positive scale that underflows is the caller's. */
 
-    size_t need = ops->workspace_size(problem, e, &sel);
+    const size_t need = plan.workspace_bytes;
     void *owned = NULL;
     if (need > 0) {
         if (e->workspace) {
@@ -466,8 +485,8 @@ jattn_status jattn_forward_padded(jattn_ctx *ctx, const jattn_problem *problem, 
                                   "exec.workspace_bytes: %zu, this call needs %zu (see jattn_workspace_size)",
                                   e->workspace_bytes, need + WORKSPACE_SLACK);
             call.workspace = (void *)base;
-        } else if (ops->id == JATTN_BACKEND_CUDA) {
-            call.workspace = NULL; /* the cuda backend keeps device workspace in the context itself */
+        } else if (plan.ops->workspace_memory == JATTN_MEMORY_DEVICE) {
+            call.workspace = NULL; /* the backend finds device memory itself (backend.h) */
         } else if (ctx) {
             if (ctx->host_workspace_bytes < need) {
                 void *grown = jattn_alloc_aligned(need);
@@ -484,7 +503,7 @@ jattn_status jattn_forward_padded(jattn_ctx *ctx, const jattn_problem *problem, 
             call.workspace = owned;
         }
     }
-    st = ops->forward(&call, &sel);
+    st = plan.ops->forward(&call, &plan);
     jattn_free_aligned(owned);
     return st == JATTN_OK ? succeed() : st;
 }

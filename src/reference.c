@@ -16,7 +16,7 @@
 
 static size_t ref_row_doubles(const jattn_problem *p) { return (size_t)p->seq_kv + (size_t)p->head_dim; }
 
-static jattn_status ref_select(const jattn_problem *p, const jattn_exec *e, jattn_selection *sel) {
+static jattn_status ref_select(const jattn_problem *p, const jattn_exec *e, jattn_plan *plan) {
     if (e->memory != JATTN_MEMORY_HOST)
         return jattn_fail(JATTN_ERROR_UNSUPPORTED, "exec.memory: the ref backend reads host memory only");
     if (e->precision != JATTN_PRECISION_F32)
@@ -24,17 +24,16 @@ static jattn_status ref_select(const jattn_problem *p, const jattn_exec *e, jatt
     if ((uint64_t)ref_row_doubles(p) > SIZE_MAX / sizeof(double) / 1024)
         return jattn_fail(JATTN_ERROR_UNSUPPORTED, "seq_kv: %lld, too long for the ref backend's row buffer",
                           (long long)p->seq_kv);
-    sel->backend = JATTN_BACKEND_REF;
-    sel->backend_name = "ref";
-    sel->kernel = "ref_attention_f64_rowwise";
-    sel->isa = "scalar";
-    sel->threads = jattn_resolve_threads(e->threads);
+    plan->kernel = NULL; /* one kernel */
+    plan->threads = jattn_resolve_threads(e->threads);
+    plan->selection.kernel = "ref_attention_f64_rowwise";
+    plan->selection.isa = "scalar";
     return JATTN_OK;
 }
 
-static size_t ref_workspace_size(const jattn_problem *p, const jattn_exec *e, const jattn_selection *sel) {
+static size_t ref_workspace_size(const jattn_problem *p, const jattn_exec *e, const jattn_plan *plan) {
     (void)e;
-    return (size_t)sel->threads * ref_row_doubles(p) * sizeof(double);
+    return (size_t)plan->threads * ref_row_doubles(p) * sizeof(double);
 }
 
 /* Dot product of two float32 rows in float64, four partial sums in a fixed order. */
@@ -97,12 +96,12 @@ static void ref_row(const jattn_call *c, int64_t b, int64_t h, int64_t i, double
     if (lse) *lse = (float)(mx + log(sum));
 }
 
-static jattn_status ref_forward(const jattn_call *c, const jattn_selection *sel) {
+static jattn_status ref_forward(const jattn_call *c, const jattn_plan *plan) {
     const jattn_problem *p = c->problem;
     const int64_t rows = p->batch * p->heads * p->seq_q;
     const size_t per_thread = ref_row_doubles(p);
     double *ws = c->workspace;
-    const int threads = sel->threads;
+    const int threads = plan->threads;
     (void)threads; /* read by the OpenMP pragma only */
     JATTN_PARALLEL_FOR_DYNAMIC(8, threads)
     for (int64_t r = 0; r < rows; r++) {
@@ -114,5 +113,5 @@ static jattn_status ref_forward(const jattn_call *c, const jattn_selection *sel)
 }
 
 const jattn_backend_ops jattn_backend_ref = {
-    JATTN_BACKEND_REF, "ref", ref_select, ref_workspace_size, ref_forward, NULL,
+    JATTN_BACKEND_REF, ref_select, ref_workspace_size, ref_forward, NULL, JATTN_MEMORY_HOST,
 };

@@ -30,7 +30,8 @@
 //! It also sets, for dependents' build scripts (`links = "jattn"`), `DEP_JATTN_INCLUDE` (the
 //! directory of jattn.h) and `DEP_JATTN_CUDA` (`1` when the CUDA runtime is on the link line:
 //! the cuda backend is built in and libjattn linked statically; else `0`), and for this crate's
-//! tests `JATTN_SYS_INCLUDE_DIR` and `JATTN_SYS_LINKED` (what was linked).
+//! tests `JATTN_SYS_INCLUDE_DIR`, `JATTN_SYS_LINKED` (what was linked) and `JATTN_SYS_ABI_PROBE`
+//! (the repository's ABI probe, `tests/abi/jattn_abi_probe.c`).
 
 use std::collections::BTreeMap;
 use std::env;
@@ -64,6 +65,11 @@ fn main() {
     let linked = if system { link_system() } else { build_bundled() };
 
     println!("cargo:rustc-env=JATTN_SYS_INCLUDE_DIR={}", linked.include_dir.display());
+    // The ABI probe the tests compile: the one both bindings' ABI tests use (the repository's
+    // tests/abi/jattn_abi_probe.c; JATTN_SRC_DIR names another checkout).
+    let manifest = env_path("CARGO_MANIFEST_DIR").unwrap_or_else(|| fail("CARGO_MANIFEST_DIR is not set"));
+    let src = env_path("JATTN_SRC_DIR").unwrap_or_else(|| manifest.join("..").join(".."));
+    println!("cargo:rustc-env=JATTN_SYS_ABI_PROBE={}", src.join("tests").join("abi").join("jattn_abi_probe.c").display());
     println!("cargo:rustc-env=JATTN_SYS_LINKED={}", linked.library);
     println!("cargo:include={}", linked.include_dir.display());
     println!("cargo:cuda={}", if linked.cuda { 1 } else { 0 });

@@ -26,7 +26,7 @@ int64_t cpu_norm_workspace_floats(int64_t batch, int64_t heads) {
     return (2 * batch * heads + line - 1) / line * line;
 }
 
-static jattn_status cpu_select(const jattn_problem *p, const jattn_exec *e, jattn_selection *sel) {
+static jattn_status cpu_select(const jattn_problem *p, const jattn_exec *e, jattn_plan *plan) {
     if (e->memory != JATTN_MEMORY_HOST)
         return jattn_fail(JATTN_ERROR_UNSUPPORTED, "exec.memory: the cpu backend reads host memory only");
     if (e->precision != JATTN_PRECISION_F32)
@@ -37,20 +37,11 @@ static jattn_status cpu_select(const jattn_problem *p, const jattn_exec *e, jatt
     const char *why = "";
     const cpu_kernels *kern = cpu_kernels_select(&why);
     if (!kern) return jattn_fail(JATTN_ERROR_UNSUPPORTED, "%s", why);
-    sel->backend = JATTN_BACKEND_CPU;
-    sel->backend_name = "cpu";
-    sel->kernel = kern->kernel;
-    sel->isa = kern->isa;
-    sel->threads = jattn_resolve_threads(e->threads);
+    plan->kernel = kern;
+    plan->threads = jattn_resolve_threads(e->threads);
+    plan->selection.kernel = kern->kernel;
+    plan->selection.isa = kern->isa;
     return JATTN_OK;
-}
-
-static const cpu_kernels *kernels_of(const jattn_selection *sel) {
-    const cpu_kernels *all[8];
-    int n = cpu_kernels_available(all, 8);
-    for (int i = 0; i < n; i++)
-        if (all[i]->kernel == sel->kernel) return all[i];
-    return NULL;
 }
 
 static int64_t task_count(const jattn_problem *p, const cpu_kernels *kern) {
@@ -63,19 +54,17 @@ static int threads_used(const jattn_problem *p, const cpu_kernels *kern, int thr
     return tasks < threads ? (int)tasks : threads;
 }
 
-static size_t cpu_workspace(const jattn_problem *p, const jattn_exec *e, const jattn_selection *sel) {
+static size_t cpu_workspace(const jattn_problem *p, const jattn_exec *e, const jattn_plan *plan) {
     (void)e;
-    const cpu_kernels *kern = kernels_of(sel);
-    if (!kern) return 0;
-    return ((size_t)threads_used(p, kern, sel->threads) * (size_t)cpu_task_workspace_floats(kern, p->head_dim) +
+    const cpu_kernels *kern = plan->kernel;
+    return ((size_t)threads_used(p, kern, plan->threads) * (size_t)cpu_task_workspace_floats(kern, p->head_dim) +
             (size_t)cpu_norm_workspace_floats(p->batch, p->heads)) *
            sizeof(float);
 }
 
-static jattn_status cpu_forward(const jattn_call *c, const jattn_selection *sel) {
+static jattn_status cpu_forward(const jattn_call *c, const jattn_plan *plan) {
     const jattn_problem *p = c->problem;
-    const cpu_kernels *kern = kernels_of(sel);
-    if (!kern) return jattn_fail(JATTN_ERROR_UNSUPPORTED, "kernel: %s is not available on this CPU", sel->kernel);
+    const cpu_kernels *kern = plan->kernel;
     const int64_t qblocks = (p->seq_q + kern->qb - 1) / kern->qb;
     const int64_t tasks = task_count(p, kern);
     const int64_t per_thread = cpu_task_workspace_floats(kern, p->head_dim);
@@ -129,5 +118,5 @@ static jattn_status cpu_forward(const jattn_call *c, const jattn_selection *sel)
 }
 
 const jattn_backend_ops jattn_backend_cpu = {
-    JATTN_BACKEND_CPU, "cpu", cpu_select, cpu_workspace, cpu_forward, NULL,
+    JATTN_BACKEND_CPU, cpu_select, cpu_workspace, cpu_forward, NULL, JATTN_MEMORY_HOST,
 };

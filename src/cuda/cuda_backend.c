@@ -118,11 +118,6 @@ static int v3_stride_ok(jattn_strides s) {
     return s.batch >= 0 && s.head >= 0 && s.token >= 0 && s.batch % m == 0 && s.head % m == 0 && s.token % m == 0;
 }
 
-static int is_sm90_kernel(jattn_cuda_kernel k) {
-    return k == JATTN_CUDA_KERNEL_V3 || k == JATTN_CUDA_KERNEL_V4 || k == JATTN_CUDA_KERNEL_V5 ||
-           k == JATTN_CUDA_KERNEL_V6;
-}
-
 /* Why v3 to v6 cannot run a problem (a message for jattn_fail), or NULL when they can,
  * pointers aside: their alignment is known in forward() only. The conditions are those of the
  * launch contract in attention_sm90.h. */
@@ -133,50 +128,167 @@ static const char *sm90_refusal(const jattn_problem *p, int cc) {
     if (!v3_stride_ok(p->q) || !v3_stride_ok(p->k) || !v3_stride_ok(p->v) || !v3_stride_ok(p->out))
         return "strides: kernels v3 to v6 need every stride of q, k, v, out a non-negative multiple of 4 elements";
     if (p->batch > 65535 || p->heads > 65535) return "batch/heads: kernels v3 to v6 take at most 65535 each";
-    if (p->seq_q > INT32_MAX - JATTN_CUDA_V6_CTA_QUERIES || p->seq_kv > INT32_MAX - JATTN_CUDA_V6_CTA_QUERIES)
-        return "seq_q/seq_kv: kernels v3 to v6 take at most 2^31 - 129 (their 64- and 128-row tiles index with 32 bits)";
+    if (p->seq_q > INT32_MAX - JATTN_CUDA_V3_TILE || p->seq_kv > INT32_MAX - JATTN_CUDA_V3_TILE)
+        return "seq_q/seq_kv: kernels v3 to v6 take at most 2^31 - 65 (their 64-row tiles index with 32 bits)";
     return NULL;
 }
 
-/* AUTO: v6 on a 9.0 device for the problems it takes (D 64 or 128, strides a multiple of 4
- * elements): faster than v4 and v5 at every measured shape (bench/results/h200-2026-12-01-v6);
- * else v2 where its head_dim limits allow, else v1; and v1 for seq_kv == 1, where it returns the
- * v row bit for bit (weight exp(0)/exp(0) = 1; a split of v would not). (Before v6: v5 where a
- * head's split K and V outgrew half the L2 on a grid of >= 4 waves, else v4; the device's SM
- * count and L2 size stay in the signature for rules of that kind.)
- * Forced v1 and v3 to v6 stay as forced (cuda_select reports why a forced one cannot run), but
- * for v6 at seq_kv == 1, which hands the call to v1 (the bitwise v row the contract promises);
- * forced v2 falls back to v1 beyond its head_dim limits. */
-static jattn_cuda_kernel kernel_for(const jattn_problem *p, int cc, int sms, int l2_bytes) {
-    jattn_cuda_kernel k = (jattn_cuda_kernel)atomic_load(&kernel_choice);
-    if ((k == JATTN_CUDA_KERNEL_AUTO || k == JATTN_CUDA_KERNEL_V6) && p->seq_kv == 1) return JATTN_CUDA_KERNEL_V1;
-    if (k == JATTN_CUDA_KERNEL_V1 || is_sm90_kernel(k)) return k;
-    if (k == JATTN_CUDA_KERNEL_AUTO && sm90_refusal(p, cc) == NULL) return JATTN_CUDA_KERNEL_V6;
-    (void)sms;
-    (void)l2_bytes;
-    return v2_applies(p->head_dim) ? JATTN_CUDA_KERNEL_V2 : JATTN_CUDA_KERNEL_V1;
+/* v6 takes what v3 to v5 take, but for 128-query CTAs (one more bit of the row index) and a
+ * single key: its split of v does not return the v row bit for bit, which v1 does (AUTO runs
+ * v1 there). */
+static const char *v6_refusal(const jattn_problem *p, int cc) {
+    const char *why = sm90_refusal(p, cc);
+    if (why) return why;
+    if (p->seq_q > INT32_MAX - JATTN_CUDA_V6_CTA_QUERIES || p->seq_kv > INT32_MAX - JATTN_CUDA_V6_CTA_QUERIES)
+        return "seq_q/seq_kv: kernel v6 takes at most 2^31 - 129 (its 128-query CTAs index with 32 bits)";
+    if (p->seq_kv == 1)
+        return "seq_kv: kernel v6 needs 2 or more keys (a single key's output is the v row bit for bit, which its "
+               "split of v is not; v1 runs it)";
+    return NULL;
 }
+
+static const char *v1_refusal(const jattn_problem *p, int cc) {
+    (void)p; /* cuda_select checks v1's limits for the whole backend */
+    (void)cc;
+    return NULL;
+}
+
+static const char *v2_refusal(const jattn_problem *p, int cc) {
+    (void)cc;
+    return v2_applies(p->head_dim) ? NULL : "head_dim: kernel v2 takes multiples of 8 up to 256";
+}
+
+/* Whether an sm_90a version can run this call (the launch contract of attention_sm90.h, which
+ * adds the pointers' alignment to what sm90_refusal checked). */
+static int sm90_call_refused(const attention_sm90_args *a) {
+    return attention_f32_sm90_wgmma_supported(a) != ATTENTION_SM90_SUPPORTED;
+}
+
+/* v5 also takes calls without key padding only. */
+static int v5_call_refused(const attention_sm90_args *a) { return sm90_call_refused(a) || a->kv_count != NULL; }
+
+/* v4's and v5's own device workspace (the split K and V); the other versions need none. */
+static size_t f16x2_workspace_bytes(const jattn_problem *p) {
+    return attention_f32_sm90_f16x2_workspace_bytes(p->batch, p->heads, p->seq_kv, p->head_dim);
+}
+
+/* v6's: its split K and V tiles as shared-memory images (attention_v6_split_kv_f16x2.cu). */
+static size_t v6_workspace_bytes(const jattn_problem *p) {
+    return attention_f32_sm90_fa3_f16x2_workspace_bytes(p->batch, p->heads, p->seq_kv, p->head_dim);
+}
+
+/* Launchers of one shape: the call's arguments, the version's own workspace (NULL when it needs
+ * none), the caller's stream. */
+static jattn_cuda_params v12_params(const attention_sm90_args *a) {
+    jattn_cuda_params kp = {a->q, a->k, a->v, a->out, a->lse,
+                            a->q_strides.batch, a->q_strides.head, a->q_strides.token,
+                            a->k_strides.batch, a->k_strides.head, a->k_strides.token,
+                            a->v_strides.batch, a->v_strides.head, a->v_strides.token,
+                            a->out_strides.batch, a->out_strides.head, a->out_strides.token,
+                            (int)a->batch, (int)a->heads, (int)a->seq_q, (int)a->seq_kv, (int)a->head_dim,
+                            a->scale, a->kv_count, a->kv_index};
+    return kp;
+}
+
+static cudaError_t launch_v1(const attention_sm90_args *a, void *workspace, cudaStream_t stream) {
+    (void)workspace;
+    const jattn_cuda_params kp = v12_params(a);
+    return (cudaError_t)jattn_cuda_launch_v1(&kp, stream);
+}
+
+static cudaError_t launch_v2(const attention_sm90_args *a, void *workspace, cudaStream_t stream) {
+    (void)workspace;
+    const jattn_cuda_params kp = v12_params(a);
+    return (cudaError_t)jattn_cuda_launch_v2(&kp, a->precision == ATTENTION_SM90_F32, stream);
+}
+
+static cudaError_t launch_v3(const attention_sm90_args *a, void *workspace, cudaStream_t stream) {
+    (void)workspace;
+    return attention_f32_sm90_wgmma_st_64x64(a, stream);
+}
+
+/* One kernel version, as the backend knows it. The plan of a call points at one of these. */
+typedef struct cuda_version {
+    jattn_cuda_kernel id;
+    const char *name[2]; /* the reported name, by jattn_precision (F32, TF32) */
+    /* Why it cannot run a problem on a device of compute capability cc (a message), or NULL. */
+    const char *(*refusal)(const jattn_problem *p, int cc);
+    /* Whether it cannot run this call (what only the launch knows: pointers, padding); NULL: never. */
+    int (*call_refused)(const attention_sm90_args *a);
+    /* Its own device workspace (after the padding region); NULL: none. */
+    size_t (*workspace_bytes)(const jattn_problem *p);
+    cudaError_t (*launch)(const attention_sm90_args *a, void *workspace, cudaStream_t stream);
+    /* Fallbacks. select: a problem this version refuses goes to `refused_next` (always for AUTO;
+     * for a forced version only when `forced_falls_back`, else the forced choice fails, naming
+     * why). launch: a call it refuses, or whose workspace the pool cannot give, runs
+     * `call_next`. JATTN_CUDA_KERNEL_AUTO: none. */
+    jattn_cuda_kernel refused_next;
+    int forced_falls_back;
+    jattn_cuda_kernel call_next;
+} cuda_version;
 
 /* Tiles of v2 depend on D and the problem's size (attention_v2_mma.cu); names give the method. */
-static const char *kernel_name(jattn_cuda_kernel k, jattn_precision prec) {
-    if (k == JATTN_CUDA_KERNEL_V1) return "cuda_v1_flash_f32_simt_8x32";
-    if (k == JATTN_CUDA_KERNEL_V3)
-        return prec == JATTN_PRECISION_TF32 ? "cuda_v3_flash_qk_tf32x3_pv_tf32_sm90_wgmma_st_64x64"
-                                            : "cuda_v3_flash_tf32x3_sm90_wgmma_st_64x64";
-    if (k == JATTN_CUDA_KERNEL_V4)
-        return prec == JATTN_PRECISION_TF32 ? "cuda_v4_flash_qk_f16x2_pv_f16_sm90_wgmma_st_64x64"
-                                            : "cuda_v4_flash_f16x2_sm90_wgmma_st_64x64";
-    if (k == JATTN_CUDA_KERNEL_V5)
-        return prec == JATTN_PRECISION_TF32 ? "cuda_v5_flash_qk_f16x2_pv_f16_sm90_ws_128x64"
-                                            : "cuda_v5_flash_f16x2_sm90_ws_128x64";
-    if (k == JATTN_CUDA_KERNEL_V6)
-        return prec == JATTN_PRECISION_TF32 ? "cuda_v6_flash_qk_f16x2_pv_f16_sm90_fa3_ws_128x64"
-                                            : "cuda_v6_flash_f16x2_sm90_fa3_ws_128x64";
-    return prec == JATTN_PRECISION_TF32 ? "cuda_v2_flash_qk_tf32x3_pv_tf32_mma16n8k8" : "cuda_v2_flash_tf32x3_mma16n8k8";
+static const cuda_version versions[JATTN_CUDA_KERNEL_COUNT] = {
+    [JATTN_CUDA_KERNEL_V1] = {JATTN_CUDA_KERNEL_V1,
+                              {"cuda_v1_flash_f32_simt_8x32", "cuda_v1_flash_f32_simt_8x32"},
+                              v1_refusal, NULL, NULL, launch_v1,
+                              JATTN_CUDA_KERNEL_AUTO, 0, JATTN_CUDA_KERNEL_AUTO},
+    [JATTN_CUDA_KERNEL_V2] = {JATTN_CUDA_KERNEL_V2,
+                              {"cuda_v2_flash_tf32x3_mma16n8k8", "cuda_v2_flash_qk_tf32x3_pv_tf32_mma16n8k8"},
+                              v2_refusal, NULL, NULL, launch_v2,
+                              JATTN_CUDA_KERNEL_V1, 1, JATTN_CUDA_KERNEL_AUTO},
+    [JATTN_CUDA_KERNEL_V3] = {JATTN_CUDA_KERNEL_V3,
+                              {"cuda_v3_flash_tf32x3_sm90_wgmma_st_64x64",
+                               "cuda_v3_flash_qk_tf32x3_pv_tf32_sm90_wgmma_st_64x64"},
+                              sm90_refusal, sm90_call_refused, NULL, launch_v3,
+                              JATTN_CUDA_KERNEL_V2, 0, JATTN_CUDA_KERNEL_V2},
+    [JATTN_CUDA_KERNEL_V4] = {JATTN_CUDA_KERNEL_V4,
+                              {"cuda_v4_flash_f16x2_sm90_wgmma_st_64x64",
+                               "cuda_v4_flash_qk_f16x2_pv_f16_sm90_wgmma_st_64x64"},
+                              sm90_refusal, sm90_call_refused, f16x2_workspace_bytes,
+                              attention_f32_sm90_wgmma_f16x2_64x64,
+                              JATTN_CUDA_KERNEL_V2, 0, JATTN_CUDA_KERNEL_V3},
+    [JATTN_CUDA_KERNEL_V5] = {JATTN_CUDA_KERNEL_V5,
+                              {"cuda_v5_flash_f16x2_sm90_ws_128x64", "cuda_v5_flash_qk_f16x2_pv_f16_sm90_ws_128x64"},
+                              sm90_refusal, v5_call_refused, f16x2_workspace_bytes,
+                              attention_f32_sm90_ws_f16x2_128x64,
+                              JATTN_CUDA_KERNEL_V4, 0, JATTN_CUDA_KERNEL_V4},
+    [JATTN_CUDA_KERNEL_V6] = {JATTN_CUDA_KERNEL_V6,
+                              {"cuda_v6_flash_f16x2_sm90_fa3_ws_128x64",
+                               "cuda_v6_flash_qk_f16x2_pv_f16_sm90_fa3_ws_128x64"},
+                              v6_refusal, sm90_call_refused, v6_workspace_bytes,
+                              attention_f32_sm90_fa3_f16x2_128x64,
+                              JATTN_CUDA_KERNEL_V4, 0, JATTN_CUDA_KERNEL_V4},
+};
+
+/* AUTO starts at v6 and walks the refusal fallbacks: v6 on a 9.0 device for the problems it
+ * takes (D 64 or 128, strides a multiple of 4 elements; faster than v4 and v5 at every measured
+ * shape, bench/results/h200-2026-12-01-v6), else v4, else v2 where its head_dim limits allow,
+ * else v1; and v1 for seq_kv == 1, where it returns the v row bit for bit (weight
+ * exp(0)/exp(0) = 1; a split of v would not). (Before v6: v5 where a head's split K and V
+ * outgrew half the L2 on a grid of >= 4 waves of 128-query CTAs, else v4; sms and l2_bytes stay
+ * for rules of that kind.) A forced version stays as forced or fails (naming why), but for v2,
+ * which falls back to v1 beyond its head_dim limits.
+ * @return the version, or NULL with *why set. */
+static const cuda_version *version_for(const jattn_problem *p, int cc, int sms, int l2_bytes, const char **why) {
+    const jattn_cuda_kernel forced = (jattn_cuda_kernel)atomic_load(&kernel_choice);
+    jattn_cuda_kernel k = forced;
+    (void)sms;
+    (void)l2_bytes;
+    if (k == JATTN_CUDA_KERNEL_AUTO) k = p->seq_kv == 1 ? JATTN_CUDA_KERNEL_V1 : JATTN_CUDA_KERNEL_V6;
+    for (;;) {
+        const cuda_version *ver = &versions[k];
+        const char *no = ver->refusal(p, cc);
+        if (!no) return ver;
+        if (ver->refused_next == JATTN_CUDA_KERNEL_AUTO || (forced != JATTN_CUDA_KERNEL_AUTO && !ver->forced_falls_back)) {
+            *why = no;
+            return NULL;
+        }
+        k = ver->refused_next;
+    }
 }
 
-static jattn_status cuda_select(const jattn_problem *p, const jattn_exec *e, jattn_selection *sel) {
-    (void)e;
+static jattn_status cuda_select(const jattn_problem *p, const jattn_exec *e, jattn_plan *plan) {
     pthread_once(&device_once, probe_device);
     if (!device.present) return jattn_fail(JATTN_ERROR_BACKEND_UNAVAILABLE, "%s", device.why);
     int dev = 0, sms = 0, l2 = 0;
@@ -191,47 +303,30 @@ static jattn_status cuda_select(const jattn_problem *p, const jattn_exec *e, jat
                           (long long)p->head_dim, JATTN_CUDA_V1_MAX_HEAD_DIM);
     if (p->seq_q > INT32_MAX || p->seq_kv > INT32_MAX || p->batch * p->heads > INT32_MAX)
         return jattn_fail(JATTN_ERROR_UNSUPPORTED, "seq_q/seq_kv/batch*heads: the cuda backend indexes them with 32 bits");
-    const jattn_cuda_kernel k = kernel_for(p, cc, sms, l2);
-    if (is_sm90_kernel(k)) {
-        const char *why = sm90_refusal(p, cc);
-        if (why)
-            return jattn_fail(JATTN_ERROR_UNSUPPORTED, "%s (kernel v%d is forced: JATTN_CUDA_KERNEL or jattn_cuda_set_kernel)",
-                              why, (int)k);
-    }
-    sel->backend = JATTN_BACKEND_CUDA;
-    sel->backend_name = "cuda";
-    sel->kernel = kernel_name(k, e->precision);
-    sel->isa = cc == 90 ? "sm_90a" : "sm_80";
-    sel->threads = 1;
+    const char *why = "";
+    const cuda_version *ver = version_for(p, cc, sms, l2, &why);
+    if (!ver)
+        return jattn_fail(JATTN_ERROR_UNSUPPORTED, "%s (kernel v%d is forced: JATTN_CUDA_KERNEL or jattn_cuda_set_kernel)",
+                          why, (int)atomic_load(&kernel_choice));
+    plan->kernel = ver;
+    plan->threads = 1;
+    plan->selection.kernel = ver->name[e->precision];
+    plan->selection.isa = cc == 90 ? "sm_90a" : "sm_80";
     return JATTN_OK;
 }
 
-/* v4 and v5 share the pre-pass and its workspace; v6 has its own. */
-static int is_v4_name(const char *name) { return strncmp(name, "cuda_v4", 7) == 0 || strncmp(name, "cuda_v5", 7) == 0; }
-static int is_v6_name(const char *name) { return strncmp(name, "cuda_v6", 7) == 0; }
-
-/* v4's device workspace (its split K and V); the other versions need none of their own. */
-static size_t v4_workspace_bytes(const jattn_problem *p) {
-    return attention_f32_sm90_f16x2_workspace_bytes(p->batch, p->heads, p->seq_kv, p->head_dim);
-}
-
-/* v6's: its split K and V tiles as shared-memory images. */
-static size_t v6_workspace_bytes(const jattn_problem *p) {
-    return attention_f32_sm90_fa3_f16x2_workspace_bytes(p->batch, p->heads, p->seq_kv, p->head_dim);
-}
-
 /* The device workspace of a call: the key padding's pre-pass output (used by padded calls
- * only, reported for every call so that one workspace serves both), then v4's own part.
- * Both sizes are multiples of 256 bytes. */
+ * only, reported for every call so that one workspace serves both), then the version's own
+ * part. Both sizes are multiples of 256 bytes. */
 static size_t padding_bytes(const jattn_problem *p) { return jattn_cuda_padding_bytes(p->batch, p->seq_kv); }
 
-static size_t kernel_bytes(const jattn_problem *p, const jattn_selection *sel) {
-    return is_v4_name(sel->kernel) ? v4_workspace_bytes(p) : is_v6_name(sel->kernel) ? v6_workspace_bytes(p) : 0;
+static size_t kernel_bytes(const jattn_problem *p, const cuda_version *ver) {
+    return ver->workspace_bytes ? ver->workspace_bytes(p) : 0;
 }
 
-static size_t cuda_workspace_size(const jattn_problem *p, const jattn_exec *e, const jattn_selection *sel) {
+static size_t cuda_workspace_size(const jattn_problem *p, const jattn_exec *e, const jattn_plan *plan) {
     (void)e;
-    return padding_bytes(p) + kernel_bytes(p, sel);
+    return padding_bytes(p) + kernel_bytes(p, plan->kernel);
 }
 
 /* ---- launch ----------------------------------------------------------------------------- */
@@ -242,10 +337,10 @@ static jattn_status cuda_fail(cudaError_t err, const char *what) {
                       cudaGetErrorString(err));
 }
 
-/* v3's and v4's launch arguments (kv_count, kv_index: the resolved key padding, or NULL); the
- * launch contract's check decides in forward() (pointers). */
-static attention_sm90_args v3_args(const jattn_call *c, const float *q, const float *k, const float *v, float *out,
-                                   float *lse, const int *kv_count, const int *kv_index) {
+/* The launch arguments of every version (kv_count, kv_index: the resolved key padding, or
+ * NULL). */
+static attention_sm90_args launch_args(const jattn_call *c, const float *q, const float *k, const float *v,
+                                       float *out, float *lse, const int *kv_count, const int *kv_index) {
     const jattn_problem *p = c->problem;
     attention_sm90_args a = {q, k, v, out, lse,
                              p->batch, p->heads, p->seq_q, p->seq_kv, p->head_dim,
@@ -256,37 +351,6 @@ static attention_sm90_args v3_args(const jattn_call *c, const float *q, const fl
     return a;
 }
 
-/* v4, v5 or v6 on its workspace: the caller's (or the host path's buffer) when given; otherwise
- * device memory of the pool, allocated and freed in stream order (no synchronisation, and a
- * graph capture records it). If the pool cannot give it, the call runs v3. */
-static jattn_status launch_v4(const jattn_call *c, const attention_sm90_args *a, void *workspace, const char **name) {
-    cudaStream_t stream = (cudaStream_t)c->cuda_stream;
-    const int v6 = is_v6_name(*name);
-    void *owned = NULL;
-    if (!workspace) {
-        const size_t bytes = v6 ? v6_workspace_bytes(c->problem) : v4_workspace_bytes(c->problem);
-        if (cudaMallocAsync(&owned, bytes, stream) != cudaSuccess) {
-            (void)cudaGetLastError();
-            *name = kernel_name(JATTN_CUDA_KERNEL_V3, c->precision);
-            cudaError_t err = attention_f32_sm90_wgmma_st_64x64(a, stream);
-            return err == cudaSuccess ? JATTN_OK : cuda_fail(err, *name);
-        }
-        atomic_fetch_add(&alloc_count, 1);
-        workspace = owned;
-    }
-    /* v5 takes calls without key padding; a padded one runs v4 */
-    const int v5 = strncmp(*name, "cuda_v5", 7) == 0 && a->kv_count == NULL;
-    if (!v5 && strncmp(*name, "cuda_v5", 7) == 0) *name = kernel_name(JATTN_CUDA_KERNEL_V4, c->precision);
-    cudaError_t err = v6   ? attention_f32_sm90_fa3_f16x2_128x64(a, workspace, stream)
-                      : v5 ? attention_f32_sm90_ws_f16x2_128x64(a, workspace, stream)
-                           : attention_f32_sm90_wgmma_f16x2_64x64(a, workspace, stream);
-    if (owned) {
-        cudaError_t ferr = cudaFreeAsync(owned, stream);
-        if (err == cudaSuccess) err = ferr;
-    }
-    return err == cudaSuccess ? JATTN_OK : cuda_fail(err, *name);
-}
-
 /* The padding of a call on the device: kv_len and mask device pointers (the caller's, or the
  * host path's copies), the pre-pass output region, and what the pre-pass resolved. */
 typedef struct device_padding {
@@ -295,12 +359,14 @@ typedef struct device_padding {
     const int *count, *index; /* set by the pre-pass; NULL without padding */
 } device_padding;
 
-/* workspace: the call's (cuda_workspace_size: padding region, then v4's part), or NULL (then
- * the padding region and v4's part come from the stream-ordered pool when needed). */
-static jattn_status launch(const jattn_call *c, const jattn_selection *sel, const float *q, const float *k,
+/* workspace: the call's (cuda_workspace_size: padding region, then the version's part), or
+ * NULL (then the padding region and the version's part come from the stream-ordered pool,
+ * allocated and freed in stream order: no synchronisation, and a graph capture records it).
+ * The plan's version runs unless it refuses the call or the pool cannot give its workspace;
+ * then its call_next does (versions[]). */
+static jattn_status launch(const jattn_call *c, const jattn_plan *plan, const float *q, const float *k,
                            const float *v, float *out, float *lse, void *workspace, device_padding *pad) {
     const jattn_problem *p = c->problem;
-    const char *name = sel->kernel;
     cudaStream_t stream = (cudaStream_t)c->cuda_stream;
     void *owned = NULL; /* the padding region, from the pool */
     if (pad->kv_len || pad->mask) {
@@ -319,39 +385,33 @@ static jattn_status launch(const jattn_call *c, const jattn_selection *sel, cons
             return cuda_fail(err, "key padding pre-pass");
         }
     }
-    void *kernel_ws = workspace ? (char *)workspace + padding_bytes(p) : NULL;
-    jattn_status st = JATTN_OK;
-    int done = 0;
-    if (strncmp(name, "cuda_v3", 7) == 0 || is_v4_name(name) || is_v6_name(name)) {
-        const attention_sm90_args a = v3_args(c, q, k, v, out, lse, pad->count, pad->index);
-        if (attention_f32_sm90_wgmma_supported(&a) == ATTENTION_SM90_SUPPORTED) {
-            if (is_v4_name(name) || is_v6_name(name)) {
-                st = launch_v4(c, &a, kernel_ws, &name);
-            } else {
-                cudaError_t err = attention_f32_sm90_wgmma_st_64x64(&a, stream);
-                if (err != cudaSuccess) st = cuda_fail(err, name);
-            }
-            done = 1;
-        } else {
-            /* Pointers off the 16-byte grid (select checked the rest): this call runs v2, which
-             * takes every D v3 to v6 take. */
-            name = kernel_name(JATTN_CUDA_KERNEL_V2, c->precision);
+    const attention_sm90_args a = launch_args(c, q, k, v, out, lse, pad->count, pad->index);
+    const cuda_version *ver = plan->kernel;
+    void *kernel_ws = workspace ? (char *)workspace + padding_bytes(p) : NULL, *kernel_owned = NULL;
+    for (;;) {
+        if (ver->call_refused && ver->call_refused(&a)) {
+            ver = &versions[ver->call_next];
+            continue;
         }
+        if (ver->workspace_bytes && !kernel_ws) {
+            if (cudaMallocAsync(&kernel_owned, ver->workspace_bytes(p), stream) != cudaSuccess) {
+                (void)cudaGetLastError();
+                kernel_owned = NULL;
+                ver = &versions[ver->call_next];
+                continue;
+            }
+            atomic_fetch_add(&alloc_count, 1);
+            kernel_ws = kernel_owned;
+        }
+        break;
     }
-    if (!done) {
-        jattn_cuda_params kp = {q, k, v, out, lse,
-                                p->q.batch, p->q.head, p->q.token,
-                                p->k.batch, p->k.head, p->k.token,
-                                p->v.batch, p->v.head, p->v.token,
-                                p->out.batch, p->out.head, p->out.token,
-                                (int)p->batch, (int)p->heads, (int)p->seq_q, (int)p->seq_kv, (int)p->head_dim,
-                                c->scale, pad->count, pad->index};
-        const int use_v1 = strncmp(name, "cuda_v1", 7) == 0;
-        cudaError_t err = (cudaError_t)(use_v1 ? jattn_cuda_launch_v1(&kp, c->cuda_stream)
-                                               : jattn_cuda_launch_v2(&kp, c->precision == JATTN_PRECISION_F32,
-                                                                      c->cuda_stream));
-        if (err != cudaSuccess) st = cuda_fail(err, name);
+    const char *name = ver->name[c->precision];
+    cudaError_t err = ver->launch(&a, ver->workspace_bytes ? kernel_ws : NULL, stream);
+    if (kernel_owned) {
+        cudaError_t ferr = cudaFreeAsync(kernel_owned, stream);
+        if (err == cudaSuccess) err = ferr;
     }
+    jattn_status st = err == cudaSuccess ? JATTN_OK : cuda_fail(err, name);
     if (owned) {
         cudaError_t ferr = cudaFreeAsync(owned, stream);
         if (st == JATTN_OK && ferr != cudaSuccess) st = cuda_fail(ferr, "cudaFreeAsync (key padding)");
@@ -394,7 +454,7 @@ static size_t mask_span(const jattn_call *c) {
 
 /* Host arrays: copy q, k, v (and out when it has gaps, so they survive) and the key padding to
  * device buffers, run, copy out (and lse) back, and wait for the stream. */
-static jattn_status forward_host(const jattn_call *c, const jattn_selection *sel) {
+static jattn_status forward_host(const jattn_call *c, const jattn_plan *plan) {
     const jattn_problem *p = c->problem;
     const size_t nq = span_elems(p, p->q, p->seq_q), nk = span_elems(p, p->k, p->seq_kv),
                  nv = span_elems(p, p->v, p->seq_kv), no = span_elems(p, p->out, p->seq_q);
@@ -402,7 +462,8 @@ static jattn_status forward_host(const jattn_call *c, const jattn_selection *sel
     const int padded = c->kv_len || c->mask;
     const size_t n_len = c->kv_len ? (size_t)p->batch * sizeof(int64_t) : 0, n_mask = mask_span(c);
     /* the workspace (padding region, then v4's part) unless the caller gave one or none is needed */
-    const size_t nw = !c->workspace && (padded || kernel_bytes(p, sel)) ? padding_bytes(p) + kernel_bytes(p, sel) : 0;
+    const size_t kb = kernel_bytes(p, plan->kernel);
+    const size_t nw = !c->workspace && (padded || kb) ? padding_bytes(p) + kb : 0;
     const size_t off_k = align_up(nq * sizeof(float)), off_v = off_k + align_up(nk * sizeof(float)),
                  off_o = off_v + align_up(nv * sizeof(float)), off_l = off_o + align_up(no * sizeof(float)),
                  off_len = off_l + align_up(nl * sizeof(float)), off_mask = off_len + align_up(n_len),
@@ -454,7 +515,7 @@ static jattn_status forward_host(const jattn_call *c, const jattn_selection *sel
          (err = cudaMemcpyAsync(base + off_mask, c->mask, n_mask, cudaMemcpyHostToDevice, stream)) == cudaSuccess) &&
         (out_dense ||
          (err = cudaMemcpyAsync(dout, c->out, no * sizeof(float), cudaMemcpyHostToDevice, stream)) == cudaSuccess)) {
-        st = launch(c, sel, dq, dk, dv, dout, dlse, dws, &pad);
+        st = launch(c, plan, dq, dk, dv, dout, dlse, dws, &pad);
         what = "cudaMemcpyAsync (device to host)";
         if (st == JATTN_OK &&
             (err = cudaMemcpyAsync(c->out, dout, no * sizeof(float), cudaMemcpyDeviceToHost, stream)) == cudaSuccess &&
@@ -472,12 +533,12 @@ static jattn_status forward_host(const jattn_call *c, const jattn_selection *sel
     return st;
 }
 
-static jattn_status cuda_forward(const jattn_call *c, const jattn_selection *sel) {
+static jattn_status cuda_forward(const jattn_call *c, const jattn_plan *plan) {
     if (c->memory == JATTN_MEMORY_DEVICE) {
         device_padding pad = {c->kv_len, c->mask, NULL, NULL};
-        return launch(c, sel, c->q, c->k, c->v, c->out, c->lse, c->workspace, &pad);
+        return launch(c, plan, c->q, c->k, c->v, c->out, c->lse, c->workspace, &pad);
     }
-    return forward_host(c, sel);
+    return forward_host(c, plan);
 }
 
 static void cuda_release_ctx(jattn_ctx *ctx) {
@@ -489,5 +550,5 @@ static void cuda_release_ctx(jattn_ctx *ctx) {
 }
 
 const jattn_backend_ops jattn_backend_cuda = {
-    JATTN_BACKEND_CUDA, "cuda", cuda_select, cuda_workspace_size, cuda_forward, cuda_release_ctx,
+    JATTN_BACKEND_CUDA, cuda_select, cuda_workspace_size, cuda_forward, cuda_release_ctx, JATTN_MEMORY_DEVICE,
 };

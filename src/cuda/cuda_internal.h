@@ -49,7 +49,8 @@ typedef enum jattn_cuda_kernel {
                                  * same limits and workspace as v4; a key-padded call runs v4 */
     JATTN_CUDA_KERNEL_V6 = 6,   /* attention_v6_sm90_fa3_f16x2.cu: 2xFP16 in the FlashAttention-3 orientation
                                  * (S = Q K^T, the row softmax in registers), warp-specialized, its own
-                                 * pre-pass and workspace; the same limits as v3 */
+                                 * pre-pass and workspace; the same limits as v3, and seq_kv >= 2 (v1
+                                 * runs a single key, as AUTO does) */
     JATTN_CUDA_KERNEL_COUNT = 7
 } jattn_cuda_kernel;
 

@@ -2,27 +2,28 @@
  * JATTN_ERROR_BACKEND_UNAVAILABLE, so the dispatch table needs no #ifdef. */
 #include "../backend.h"
 
-static jattn_status cuda_unavailable_select(const jattn_problem *p, const jattn_exec *e, jattn_selection *sel) {
+static jattn_status cuda_unavailable_select(const jattn_problem *p, const jattn_exec *e, jattn_plan *plan) {
     (void)p;
     (void)e;
-    (void)sel;
+    (void)plan;
     return jattn_fail(JATTN_ERROR_BACKEND_UNAVAILABLE,
                       "backend: cuda is not built into this library (configure with nvcc present, JATTN_CUDA=ON)");
 }
 
-static size_t cuda_unavailable_workspace(const jattn_problem *p, const jattn_exec *e, const jattn_selection *sel) {
+static size_t cuda_unavailable_workspace(const jattn_problem *p, const jattn_exec *e, const jattn_plan *plan) {
     (void)p;
     (void)e;
-    (void)sel;
+    (void)plan;
     return 0;
 }
 
-static jattn_status cuda_unavailable_forward(const jattn_call *c, const jattn_selection *sel) {
+static jattn_status cuda_unavailable_forward(const jattn_call *c, const jattn_plan *plan) {
     (void)c;
-    (void)sel;
+    (void)plan;
     return jattn_fail(JATTN_ERROR_BACKEND_UNAVAILABLE, "backend: cuda is not built into this library");
 }
 
 const jattn_backend_ops jattn_backend_cuda = {
-    JATTN_BACKEND_CUDA, "cuda", cuda_unavailable_select, cuda_unavailable_workspace, cuda_unavailable_forward, NULL,
+    JATTN_BACKEND_CUDA,       cuda_unavailable_select, cuda_unavailable_workspace, cuda_unavailable_forward, NULL,
+    JATTN_MEMORY_DEVICE,
 };

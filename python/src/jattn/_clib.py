@@ -2,7 +2,9 @@
 
 This module is the only place that knows the C ABI. The structs below follow the header field
 by field; ``python/tests/test_abi.py`` checks their sizes and offsets against the layout the C
-compiler measured when the package was built (``_lib/abi_layout.json``).
+compiler measured when the package was built (``_lib/abi_probe.txt``, the output of the
+repository's ABI probe ``tests/abi/jattn_abi_probe.c``), and these status constants against the
+header's ``JATTN_STATUS_LIST``.
 
 Calls go through :class:`ctypes.CDLL`, which releases the GIL for the duration of each call.
 """
@@ -11,12 +13,11 @@ from __future__ import annotations
 
 import ctypes
 import os
-import threading
-from ctypes import POINTER, Structure, byref, c_char_p, c_float, c_int, c_int64, c_size_t, c_uint, c_void_p
+from ctypes import POINTER, Structure, c_char_p, c_float, c_int, c_int64, c_size_t, c_uint, c_void_p
 
 LIB_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_lib")
 LIB_PATH = os.path.join(LIB_DIR, "libjattn.so")
-ABI_LAYOUT_PATH = os.path.join(LIB_DIR, "abi_layout.json")
+ABI_PROBE_PATH = os.path.join(LIB_DIR, "abi_probe.txt")
 
 # ---- enums (jattn.h; the numbers are stable) -------------------------------------------------
 JATTN_OK = 0
@@ -35,23 +36,14 @@ JATTN_ERROR_OUT_OF_MEMORY = 12
 JATTN_ERROR_CUDA = 13
 JATTN_ERROR_TRANSPORT = 14
 JATTN_STATUS_COUNT = 15
-STATUS_NAMES = (
-    "JATTN_OK",
-    "JATTN_ERROR_NULL_POINTER",
-    "JATTN_ERROR_INVALID_DIMENSION",
-    "JATTN_ERROR_OVERFLOW",
-    "JATTN_ERROR_INVALID_STRIDE",
-    "JATTN_ERROR_SELF_OVERLAP",
-    "JATTN_ERROR_ALIASING",
-    "JATTN_ERROR_INVALID_SCALE",
-    "JATTN_ERROR_INVALID_ARGUMENT",
-    "JATTN_ERROR_UNSUPPORTED",
-    "JATTN_ERROR_BACKEND_UNAVAILABLE",
-    "JATTN_ERROR_WORKSPACE_TOO_SMALL",
-    "JATTN_ERROR_OUT_OF_MEMORY",
-    "JATTN_ERROR_CUDA",
-    "JATTN_ERROR_TRANSPORT",
-)  # jattn_status_name of each code, held here so that raising needs no C call (test_abi checks them)
+# jattn_status_name of each code, from the constants above (one list: test_abi.py checks it against
+# JATTN_STATUS_LIST through the ABI probe), held here so that raising needs no C call.
+STATUS_NAMES = tuple(
+    sorted(
+        (name for name, value in globals().items() if name == "JATTN_OK" or name.startswith("JATTN_ERROR_")),
+        key=lambda name: globals()[name],
+    )
+)
 
 JATTN_DTYPE_F32 = 0
 
@@ -183,35 +175,3 @@ def status_name(status: int) -> str:
 def last_error() -> str:
     """``jattn_last_error``: this thread's message for its last failing call."""
     return _last_error().decode(errors="replace")
-
-
-# ---- host contexts ---------------------------------------------------------------------------
-class HostContext:
-    """A ``jattn_ctx`` owned by one thread: grow-only buffers reused by that thread's calls."""
-
-    __slots__ = ("handle",)
-
-    def __init__(self) -> None:
-        handle = c_void_p()
-        status = ctx_create(byref(handle))
-        if status != JATTN_OK:
-            from ._errors import error_from_status
-
-            raise error_from_status(status, last_error())
-        self.handle = handle.value
-
-    def __del__(self) -> None:
-        handle, self.handle = getattr(self, "handle", None), None
-        if handle:
-            ctx_free(handle)
-
-
-_thread_state = threading.local()
-
-
-def thread_context() -> int:
-    """The calling thread's ``jattn_ctx`` (created on first use, freed with the thread)."""
-    ctx = getattr(_thread_state, "ctx", None)
-    if ctx is None:
-        ctx = _thread_state.ctx = HostContext()
-    return ctx.handle

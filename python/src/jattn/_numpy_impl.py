@@ -12,7 +12,7 @@ from typing import Dict, Optional, Tuple
 
 import numpy as np
 
-from . import _clib, _exec, _problem
+from . import _clib, _context, _exec, _problem
 from ._errors import invalid, raise_for_status
 
 _F32 = np.dtype(np.float32)  # native byte order
@@ -108,7 +108,7 @@ def attention(
     result = np.empty(q.shape, dtype=_F32) if out is None else out
     lse = np.empty(_problem.lse_shape(q.ndim, problem), dtype=_F32) if return_lse else None
     status = _clib.forward_padded(
-        _clib.thread_context(), byref(problem), byref(exec_), q.ctypes.data, k.ctypes.data, v.ctypes.data,
+        _context.thread_context(), byref(problem), byref(exec_), q.ctypes.data, k.ctypes.data, v.ctypes.data,
         byref(padding) if padding is not None else None, result.ctypes.data,
         lse.ctypes.data if lse is not None else None,
     )  # fmt: skip

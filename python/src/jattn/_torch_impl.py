@@ -17,7 +17,7 @@ from typing import Optional, Tuple
 
 import torch
 
-from . import _clib, _exec, _problem
+from . import _clib, _context, _exec, _problem
 from ._errors import invalid, raise_for_status
 
 _F32 = torch.float32
@@ -176,7 +176,7 @@ def attention(
     else:
         exec_ = _exec.host_exec(backend, precision, threads)
         status = _clib.forward_padded(
-            _clib.thread_context(), byref(problem), byref(exec_), q.data_ptr(), k.data_ptr(), v.data_ptr(),
+            _context.thread_context(), byref(problem), byref(exec_), q.data_ptr(), k.data_ptr(), v.data_ptr(),
             padding_ref, result.data_ptr(), lse_ptr,
         )  # fmt: skip
     del keep

@@ -1,6 +1,7 @@
-//! The hand-written declarations of `src/lib.rs` against `jattn.h`: a C program compiled with
-//! the header (`tests/ffi_probe.c`) prints the size, alignment and field offsets of every
-//! struct and the value of every enumerator and macro; the same list is made from the Rust
+//! The hand-written declarations of `src/lib.rs` against `jattn.h`: the repository's ABI probe
+//! (`tests/abi/jattn_abi_probe.c`, which the Python package's ABI test reads too), compiled with
+//! the header, prints the size, alignment and field offsets of every struct, every status code
+//! and the value of every other enumerator and macro; the same list is made from the Rust
 //! declarations, and the two must be equal. A third check reads the header itself, so that a
 //! struct, enumerator or function added to it and missing here fails the test.
 
@@ -21,6 +22,9 @@ macro_rules! record {
     (value $lines:ident $(, $c:ident)*) => {{
         $( $lines.push(format!("value {} {}", stringify!($c), i64::from($c))); )*
     }};
+    (status $lines:ident $(, $c:ident)*) => {{
+        $( $lines.push(format!("status {} {}", stringify!($c), i64::from($c))); )*
+    }};
 }
 
 /// The probe's lines, from the Rust declarations.
@@ -36,10 +40,11 @@ fn rust_lines() -> Vec<String> {
     record!(struct l, jattn_backend);
     record!(struct l, jattn_precision);
     record!(struct l, jattn_memory);
-    record!(value l, JATTN_OK, JATTN_ERROR_NULL_POINTER, JATTN_ERROR_INVALID_DIMENSION, JATTN_ERROR_OVERFLOW,
+    record!(status l, JATTN_OK, JATTN_ERROR_NULL_POINTER, JATTN_ERROR_INVALID_DIMENSION, JATTN_ERROR_OVERFLOW,
         JATTN_ERROR_INVALID_STRIDE, JATTN_ERROR_SELF_OVERLAP, JATTN_ERROR_ALIASING, JATTN_ERROR_INVALID_SCALE,
         JATTN_ERROR_INVALID_ARGUMENT, JATTN_ERROR_UNSUPPORTED, JATTN_ERROR_BACKEND_UNAVAILABLE,
-        JATTN_ERROR_WORKSPACE_TOO_SMALL, JATTN_ERROR_OUT_OF_MEMORY, JATTN_ERROR_CUDA, JATTN_ERROR_TRANSPORT, JATTN_STATUS_COUNT,
+        JATTN_ERROR_WORKSPACE_TOO_SMALL, JATTN_ERROR_OUT_OF_MEMORY, JATTN_ERROR_CUDA, JATTN_ERROR_TRANSPORT);
+    record!(value l, JATTN_STATUS_COUNT,
         JATTN_DTYPE_F32, JATTN_DTYPE_BF16, JATTN_DTYPE_F16,
         JATTN_BACKEND_AUTO, JATTN_BACKEND_REF, JATTN_BACKEND_CPU, JATTN_BACKEND_CUDA, JATTN_BACKEND_COUNT,
         JATTN_PRECISION_F32, JATTN_PRECISION_TF32, JATTN_MEMORY_HOST, JATTN_MEMORY_DEVICE,
@@ -75,15 +80,15 @@ fn header() -> String {
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()))
 }
 
-/// Compiles and runs tests/ffi_probe.c against the header; returns its lines.
+/// Compiles and runs the ABI probe against the header; returns its lines.
 fn c_lines() -> Vec<String> {
-    let probe = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests").join("ffi_probe.c");
+    let probe = Path::new(env!("JATTN_SYS_ABI_PROBE"));
     let exe = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("jattn_ffi_probe");
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".to_owned());
     let status = Command::new(&cc)
         .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-I"])
         .arg(INCLUDE_DIR)
-        .arg(&probe)
+        .arg(probe)
         .arg("-o")
         .arg(&exe)
         .status()
@@ -130,6 +135,13 @@ fn the_header_declares_nothing_the_bindings_miss() {
                 if line.ends_with('{') && !has(name) {
                     missing.push(name.to_owned());
                 }
+            }
+        }
+        // X(JATTN_FOO, 3, "...")   (a status code, in JATTN_STATUS_LIST)
+        if let Some(rest) = line.strip_prefix("X(") {
+            let name = rest.split(',').next().unwrap_or("");
+            if name.starts_with("JATTN_") && !has(name) {
+                missing.push(name.to_owned());
             }
         }
         // JATTN_FOO = 3,   (an enumerator)

@@ -1,7 +1,13 @@
-/* The C side of tests/ffi_layout.rs: prints, one "name value" per line, the size and
- * alignment of every struct of jattn.h, the offset of every field, every enum value and the
- * version and count macros. The Rust side prints the same names from its declarations; the
- * two lists must be equal. (The sequence-parallel section, jattn_sp_*, is not bound.) */
+/* The ABI of jattn.h as data, for the language bindings' ABI tests: one "kind name value" line
+ * per fact, in the header's order:
+ *     sizeof jattn_problem 120        alignof jattn_problem 8      offsetof jattn_problem.batch 0
+ *     status JATTN_ERROR_ALIASING 6   value JATTN_BACKEND_CUDA 3
+ * Structs list every field in declaration order; `status` lines come from JATTN_STATUS_LIST
+ * itself, so a new code reaches both bindings' tests without an edit here. The Rust crate's
+ * tests/ffi_layout.rs compiles and runs it and compares with the lines its declarations give;
+ * the Python package's build runs it (python/CMakeLists.txt) and python/tests/test_abi.py
+ * compares its ctypes mirrors. Both tests also scan jattn.h for anything this file misses.
+ * The sequence-parallel API (jattn_parallel.h) is not bound by either. */
 #include <jattn.h>
 #include <stdalign.h>
 #include <stddef.h>
@@ -10,6 +16,7 @@
 #define STRUCT(t) printf("sizeof %s %zu\nalignof %s %zu\n", #t, sizeof(t), #t, alignof(t))
 #define FIELD(t, f) printf("offsetof %s.%s %zu\n", #t, #f, offsetof(t, f))
 #define VALUE(c) printf("value %s %lld\n", #c, (long long)(c))
+#define STATUS(name, value, meaning) printf("status %s %d\n", #name, (int)(name));
 
 int main(void) {
     STRUCT(jattn_strides);
@@ -60,21 +67,7 @@ int main(void) {
     STRUCT(jattn_precision);
     STRUCT(jattn_memory);
 
-    VALUE(JATTN_OK);
-    VALUE(JATTN_ERROR_NULL_POINTER);
-    VALUE(JATTN_ERROR_INVALID_DIMENSION);
-    VALUE(JATTN_ERROR_OVERFLOW);
-    VALUE(JATTN_ERROR_INVALID_STRIDE);
-    VALUE(JATTN_ERROR_SELF_OVERLAP);
-    VALUE(JATTN_ERROR_ALIASING);
-    VALUE(JATTN_ERROR_INVALID_SCALE);
-    VALUE(JATTN_ERROR_INVALID_ARGUMENT);
-    VALUE(JATTN_ERROR_UNSUPPORTED);
-    VALUE(JATTN_ERROR_BACKEND_UNAVAILABLE);
-    VALUE(JATTN_ERROR_WORKSPACE_TOO_SMALL);
-    VALUE(JATTN_ERROR_OUT_OF_MEMORY);
-    VALUE(JATTN_ERROR_CUDA);
-    VALUE(JATTN_ERROR_TRANSPORT);
+    JATTN_STATUS_LIST(STATUS)
     VALUE(JATTN_STATUS_COUNT);
     VALUE(JATTN_DTYPE_F32);
     VALUE(JATTN_DTYPE_BF16);
