@@ -352,8 +352,11 @@ static void test_repeatable(jt_rng *rng, cudaStream_t s) {
     }
 }
 
-/* The automatic choice on a 9.0 device: v6 where it applies (D 64 or 128; short and long
- * grids, cross-attention), else v2; v1 for seq_kv == 1 and for D beyond v2's limits. */
+/* The automatic choice on a 9.0 device: v6 where it applies (D 64, and D 128 in tf32; short
+ * and long grids); for D 128 in f32 (v6's f32 instance at D = 128 failed on the H200:
+ * cuda_backend.c, v6_default) v5 on a grid of >= 4 waves of its 128-query CTAs whose heads'
+ * split K and V (8 bytes per key and element) exceed half the L2, else v4; else v2; v1 for
+ * seq_kv == 1 and for D beyond v2's limits. */
 static void test_auto_choice(void) {
     int dev = 0, sms = 0, l2 = 0;
     CUDA_OK(cudaGetDevice(&dev));
@@ -369,10 +372,15 @@ static void test_auto_choice(void) {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         jattn_problem p = jattn_problem_flux(1, cases[i].h, cases[i].sq, cases[i].skv, cases[i].d);
         const int sm90 = (cases[i].d == 64 || cases[i].d == 128) && device_is_sm90();
-        const char *want = cases[i].skv == 1 || cases[i].d > JATTN_CUDA_V2_MAX_HEAD_DIM ? "cuda_v1"
-                           : sm90                                                         ? "cuda_v6"
-                                                                                          : "cuda_v2";
         for (int pi = 0; pi < 2; pi++) {
+            const int v6 = cases[i].d == 64 || pi == 1;
+            const int v5 = cases[i].d == 128 && (cases[i].sq + 127) / 128 * cases[i].h >= 4 * sms &&
+                           2 * 8 * cases[i].skv * cases[i].d > (int64_t)l2;
+            const char *want = cases[i].skv == 1 || cases[i].d > JATTN_CUDA_V2_MAX_HEAD_DIM ? "cuda_v1"
+                               : sm90 && v6                                                   ? "cuda_v6"
+                               : sm90 && v5                                                   ? "cuda_v5"
+                               : sm90                                                         ? "cuda_v4"
+                                                                                              : "cuda_v2";
             jattn_exec e = {0};
             e.backend = JATTN_BACKEND_CUDA;
             e.precision = pi ? JATTN_PRECISION_TF32 : JATTN_PRECISION_F32;

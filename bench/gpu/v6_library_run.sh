@@ -8,7 +8,9 @@
 #   tail   the single-row peaky tail, 1000 draws, D 128 and 64, v6 and v4 on the same draws
 #   sanitize  compute-sanitizer's four tools over small v6 calls (jattn run, forced v6:
 #          D 128 f32 key-padded with odd sizes, D 64 tf32, D 128 with a row of no keys)
-# Each step has its own time cap, so that a slow one costs only itself; logs under $OUT/r,
+# Each step has its own time cap (measured 2026-12-01: bench 70 s, padding 33 s, tests 9 s, quick
+# forced tests 5 s, each accuracy_tail run ~30 s, sanitizers 9 s), so that a slow one costs only
+# itself; logs under $OUT/r,
 # packed into $OUT/results.tgz; a summary last.
 # usage (GPU machine, from the folder holding bench/ and carry.tgz): bash bench/gpu/v6_library_run.sh
 set -u
@@ -27,11 +29,11 @@ step() {
   echo "== step $name rc=$? ${SECONDS} s"
 }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv,noheader | tee "$R/smi.txt"
-step bench 110 JATTN_GPU_STEPS="sass bench" JATTN_BENCH_VERSIONS=v4,v6 JATTN_GPU_SHAPES="$S" bash bench/gpu/run.sh
-step padding 45 JATTN_GPU_STEPS="padding" JATTN_PADDING_ROUNDS=3 bash bench/gpu/run.sh
-step tests 120 JATTN_GPU_STEPS="test" JATTN_TEST_KERNELS=auto bash bench/gpu/run.sh
-step tests_v6 45 JATTN_TEST_QUICK=1 JATTN_GPU_STEPS="test" JATTN_TEST_KERNELS=v6 bash bench/gpu/run.sh
-step tail 35 JATTN_GPU_STEPS="tail" JATTN_TAIL_KERNELS="v6 v4" JATTN_TAIL_D1_DRAWS=2000 bash bench/gpu/run.sh
+step bench 105 JATTN_GPU_STEPS="sass bench" JATTN_BENCH_VERSIONS=v4,v6 JATTN_GPU_SHAPES="$S" bash bench/gpu/run.sh
+step padding 40 JATTN_GPU_STEPS="padding" JATTN_PADDING_ROUNDS=3 bash bench/gpu/run.sh
+step tests 40 JATTN_GPU_STEPS="test" JATTN_TEST_KERNELS=auto bash bench/gpu/run.sh
+step tests_v6 25 JATTN_TEST_QUICK=1 JATTN_GPU_STEPS="test" JATTN_TEST_KERNELS=v6 bash bench/gpu/run.sh
+step tail 130 JATTN_GPU_STEPS="tail" JATTN_TAIL_KERNELS="v6 v4" JATTN_TAIL_D1_DRAWS=2000 bash bench/gpu/run.sh
 san() {
   for tool in memcheck racecheck synccheck initcheck; do
     for args in "--dim 128 --batch 2 --heads 2 --seq 200 --seq-kv 333 --kv-len 333,130" \
@@ -46,7 +48,7 @@ san() {
 }
 echo "== step sanitize $(date +%T)"; SECONDS=0
 export -f san; export B
-timeout 60 bash -c san > "$R/sanitize.log" 2>&1; echo "== step sanitize rc=$? ${SECONDS} s"
+timeout 55 bash -c san > "$R/sanitize.log" 2>&1; echo "== step sanitize rc=$? ${SECONDS} s"
 tar czf "${OUT:-/tmp/v6lib}/results.tgz" -C "$R" .
 echo "==== summary"
 grep -ahE "rc=|refusals" "$R/step_tests.log" "$R/step_tests_v6.log" | cut -c1-160

@@ -1,7 +1,8 @@
 /* attention_f32_sm90_fa3_f16x2_128x64 — version 6 of the cuda kernels: the FlashAttention-3
  * orientation (S = Q K^T with queries as rows, the softmax along each row in registers) in 2xFP16
- * (f16x2_split.cuh) on the sm_90a fp16 wgmma, warp-specialized. The default for D 64 and 128 on
- * compute capability 9.0 devices.
+ * (f16x2_split.cuh) on the sm_90a fp16 wgmma, warp-specialized. The default on compute
+ * capability 9.0 devices for D = 64 and for D = 128 in tf32; NOT for D = 128 in f32, where this
+ * build's output was wrong on the H200 (below).
  *
  * Reads  q [B, H, Sq, D] through element strides (head_dim contiguous, float4 aligned), D in
  *        {64, 128}; the workspace of its pre-pass (attention_v6_split_kv_f16x2.cu): per head and
@@ -49,16 +50,28 @@
  * Shared memory: Q hi, lo 2 x 16 KB per consumer, the ring 4 x 33 KB, scales and barriers:
  * ~200 KB. Registers: 168 at entry (setmaxnreg 24 / 240), no local memory.
  *
- * Measured (H200, 2026-12-01), TFLOP/s of the whole call (pre-pass included) at (1,24,1536,128),
- * (1,24,4608,128), (1,48,4608,128), (1,24,16384,128), (1,40,32768,128), (1,24,1536,64),
- * (1,24,4608,64), standalone harness (bench/gpu/v6_run.sh; bench/results/h200-2026-12-01-v6):
- *   v6 f32 138.9 / 216.2 / 210.0 / 212.5 / 217.0 / 117.3 / 183.8
- *   v4 f32  94.6 / 111.5 / 117.7 / 129.0 / 121.5 /  74.2 /  90.7 (same binary, same run)
- *   PyTorch fp32 SDPA 39.2 / 43.9 / 45.2 / 45.6 / - / 26.8 / 33.6 (3.5-5.5x)
- * rel_l2 (normal inputs) 3.6e-7 / 3.9e-7 / 3.7e-7 / 4.5e-7 / 5.4e-7 / 3.2e-7 / 3.5e-7; peaky up
- * to 7.3e-7 at 32768 (v4 8.1e-7). ncu at (1,24,4608,128): tensor pipe ~74% busy, issue slots
- * 35%; what limits it (the tensor pipe idle while both consumers are in the softmax; wave
+ * Measured through the library (H200, 2026-12-01, bench/gpu/v6_library_run.sh;
+ * bench/results/h200-2026-12-01-v6/library), TFLOP/s of the whole call (pre-pass included), v4 in
+ * the same run, PyTorch fp32 SDPA beside:
+ *   shape                 v6 tf32  v4 tf32   v6 f32  v4 f32  PyTorch
+ *   (1,24,1536,128)         161.0    113.1   (132.8)   95.4    39.4
+ *   (1,24,4608,128)         259.0    146.6   (202.4)  118.4    43.9
+ *   (1,48,4608,128)         265.4    152.9   (193.5)  121.5    45.9
+ *   (1,24,16384,128)        270.0    166.1   (206.9)  129.8    45.5
+ *   (1,40,32768,128)        278.6    151.0   (209.7)  120.5    44.8
+ *   (1,24,4096x512,128)     167.5    118.5   (142.8)   99.5    39.8
+ *   (1,24,1536,64)          129.7     85.0    102.2    75.2    28.3
+ *   (1,24,4608,64)          200.8    103.5    153.1    91.7    33.6
+ * tf32 rel_l2 2.8e-4 (= v4's); D = 64 f32 rel_l2 3.2e-7 / 3.5e-7. In parentheses: the f32 instance
+ * at D = 128 gave wrong results in that run (rel_l2 4.5e-3 .. 1e-2 in a few rows, last ~16
+ * head_dim columns, not repeatable; NOTES_sm90.md "v6 in the library"), so AUTO keeps v5 / v4 there.
+ * Its standalone build (8a1ed86, contiguous layouts only) measured 138.9 / 216.2 / 210.0 / 212.5 /
+ * 217.0 TFLOP/s f32 at the five D = 128 shapes with rel_l2 3.6e-7 .. 5.4e-7. Key padding at
+ * (1,24,4608,128): kv_len = Skv/2 0.530x, last-half mask 0.537x, one masked key 1.009x of the
+ * unpadded call. ncu (standalone, (1,24,4608,128) f32): tensor pipe ~74% busy, issue slots 35%;
+ * what limits it (the tensor pipe idle while both consumers are in the softmax; wave
  * quantization at 1536; the pre-pass on short sequences): NOTES_sm90.md, section "v6". */
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 
@@ -361,7 +374,9 @@ __global__ void __launch_bounds__(kV6Threads, 1) attention_f32_sm90_fa3_f16x2_12
             alpha[r] = exp2_approx(b_new - bias[r]);
             bias[r] = b_new;
             m_run[r] = m_new;
-            cexp[r] = qlog[r] * k_unscale;
+            /* at least the smallest normal float: with q and k near the bottom of the range the
+             * product underflows to 0, and a masked key's -inf score times 0 would be NaN */
+            cexp[r] = fmaxf(qlog[r] * k_unscale, FLT_MIN);
         }
         float rsum[2] = {0.f, 0.f};
 #pragma unroll

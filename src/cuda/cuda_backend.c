@@ -261,21 +261,42 @@ static const cuda_version versions[JATTN_CUDA_KERNEL_COUNT] = {
                               JATTN_CUDA_KERNEL_V4, 0, JATTN_CUDA_KERNEL_V4},
 };
 
-/* AUTO starts at v6 and walks the refusal fallbacks: v6 on a 9.0 device for the problems it
- * takes (D 64 or 128, strides a multiple of 4 elements; faster than v4 and v5 at every measured
- * shape, bench/results/h200-2026-12-01-v6), else v4, else v2 where its head_dim limits allow,
- * else v1; and v1 for seq_kv == 1, where it returns the v row bit for bit (weight
- * exp(0)/exp(0) = 1; a split of v would not). (Before v6: v5 where a head's split K and V
- * outgrew half the L2 on a grid of >= 4 waves of 128-query CTAs, else v4; sms and l2_bytes stay
- * for rules of that kind.) A forced version stays as forced or fails (naming why), but for v2,
- * which falls back to v1 beyond its head_dim limits.
+/* Where v5 beats v4 (H200, bench/results/h200-2026-12-01-v5): D = 128, a grid of >= 4 waves of
+ * its 128-query CTAs, and a head's split K and V (8 bytes per key and head_dim element) larger
+ * than half the L2, so that v4's 64-query CTAs re-read them from memory: +7% f32 and +8% tf32
+ * at (1,40,32768,128) (16.8 MB per head at (1,24,16384,128): v4 equal or 2% faster; 1536 and
+ * 4608 keys, D = 64 and cross-attention: v4 faster). Since v6, it decides D = 128 f32 only. */
+static int v5_wins(const jattn_problem *p, int sms, int l2_bytes) {
+    const int64_t ctas = (p->seq_q + 127) / 128 * p->batch * p->heads;
+    const int64_t split_bytes = 8 * p->seq_kv * p->head_dim;
+    return p->head_dim == 128 && ctas >= 4 * (int64_t)sms && 2 * split_bytes > (int64_t)l2_bytes;
+}
+
+/* Where v6 is the default: wherever it takes the problem and passed every GPU test, which on
+ * the H200 run of 2026-12-01 (bench/results/h200-2026-12-01-v6/library) was D = 64 in both
+ * precisions and D = 128 in tf32 (1.3-2.3x v4). Its f32 instance at D = 128 gave
+ * non-repeatable results there (rel_l2 up to 1e-2 on a few rows; src/cuda/NOTES_sm90.md, "v6
+ * in the library"), so AUTO keeps v5 or v4 (v5_wins) for it until a GPU run shows it fixed. */
+static int v6_default(const jattn_problem *p, jattn_precision prec) {
+    return p->head_dim == 64 || prec == JATTN_PRECISION_TF32;
+}
+
+/* AUTO starts at v6 (v6_default), else v5 or v4 (v5_wins), and walks the refusal fallbacks:
+ * v6, v5 or v4 on a 9.0 device for the problems they take (D 64 or 128, strides a multiple of 4
+ * elements), else v2 where its head_dim limits allow, else v1; and v1 for seq_kv == 1, where it
+ * returns the v row bit for bit (weight exp(0)/exp(0) = 1; a split of v would not). A forced
+ * version stays as forced or fails (naming why), but for v2, which falls back to v1 beyond its
+ * head_dim limits.
  * @return the version, or NULL with *why set. */
-static const cuda_version *version_for(const jattn_problem *p, int cc, int sms, int l2_bytes, const char **why) {
+static const cuda_version *version_for(const jattn_problem *p, jattn_precision prec, int cc, int sms, int l2_bytes,
+                                       const char **why) {
     const jattn_cuda_kernel forced = (jattn_cuda_kernel)atomic_load(&kernel_choice);
     jattn_cuda_kernel k = forced;
-    (void)sms;
-    (void)l2_bytes;
-    if (k == JATTN_CUDA_KERNEL_AUTO) k = p->seq_kv == 1 ? JATTN_CUDA_KERNEL_V1 : JATTN_CUDA_KERNEL_V6;
+    if (k == JATTN_CUDA_KERNEL_AUTO)
+        k = p->seq_kv == 1             ? JATTN_CUDA_KERNEL_V1
+            : v6_default(p, prec)      ? JATTN_CUDA_KERNEL_V6
+            : v5_wins(p, sms, l2_bytes) ? JATTN_CUDA_KERNEL_V5
+                                       : JATTN_CUDA_KERNEL_V4;
     for (;;) {
         const cuda_version *ver = &versions[k];
         const char *no = ver->refusal(p, cc);
@@ -304,7 +325,7 @@ static jattn_status cuda_select(const jattn_problem *p, const jattn_exec *e, jat
     if (p->seq_q > INT32_MAX || p->seq_kv > INT32_MAX || p->batch * p->heads > INT32_MAX)
         return jattn_fail(JATTN_ERROR_UNSUPPORTED, "seq_q/seq_kv/batch*heads: the cuda backend indexes them with 32 bits");
     const char *why = "";
-    const cuda_version *ver = version_for(p, cc, sms, l2, &why);
+    const cuda_version *ver = version_for(p, e->precision, cc, sms, l2, &why);
     if (!ver)
         return jattn_fail(JATTN_ERROR_UNSUPPORTED, "%s (kernel v%d is forced: JATTN_CUDA_KERNEL or jattn_cuda_set_kernel)",
                           why, (int)atomic_load(&kernel_choice));

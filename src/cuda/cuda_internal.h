@@ -35,7 +35,7 @@ typedef struct jattn_cuda_params {
 
 /* The kernel versions kept side by side (see each file's opening comment). */
 typedef enum jattn_cuda_kernel {
-    JATTN_CUDA_KERNEL_AUTO = 0, /* v6 where it applies, else v2 where it applies, else v1 */
+    JATTN_CUDA_KERNEL_AUTO = 0, /* v6 (D 64; D 128 tf32), v5 / v4 (D 128 f32), else v2, else v1 */
     JATTN_CUDA_KERNEL_V1 = 1,   /* attention_v1_simt.cu: plain fp32 SIMT, any D <= 512 */
     JATTN_CUDA_KERNEL_V2 = 2,   /* attention_v2_mma.cu: mma.sync m16n8k8 3xTF32, D % 8 == 0, D <= 256 */
     JATTN_CUDA_KERNEL_V3 = 3,   /* attention_v3_sm90_tf32x3.cu (v3.2): sm_90a wgmma 3xTF32, transposed
