@@ -47,6 +47,8 @@
  *  - optional ping-pong (attention_sm90_args.v5_variant bit 0): two named barriers give the
  *    tensor core to the consumers in turns; measured no faster, off.
  *  - a row with no attended key (key padding) gets 0 and lse -inf.
+ *  - a consumer gives a slot back (slot_release) only after its shared loads from it (the
+ *    tile's scales and flags) have returned: the arrival's address depends on the loaded values.
  * Shared memory: Q hi, lo 2 x 16 KB per consumer, the ring 4 x 33 KB, scales and barriers:
  * ~200 KB. Registers: 168 at entry (setmaxnreg 24 / 240), no local memory.
  *
@@ -108,6 +110,7 @@ struct V6Params {
     float scale;
     int pingpong;
     uint32_t v_lbo, v_sbo; /* descriptor fields of the MN-major V operand (16-byte units) */
+    uint32_t zero;         /* 0, unknown to the compiler: see slot_release */
 };
 
 /* The four words after the K images of a K record (attention_v6_split_kv_f16x2.cu). */
@@ -190,6 +193,19 @@ __device__ __forceinline__ void v6_pv(float (&d)[64], const uint32_t (&a)[4], ui
 __device__ __forceinline__ void v6_pv(float (&d)[32], const uint32_t (&a)[4], uint64_t desc_b, int accumulate)
 {
     wgmma_m64n64k16_f16_rs_tb(d, a, desc_b, accumulate);
+}
+
+/* Gives a ring slot back to the producer once this thread's shared loads from it have returned.
+ * The arrival's address depends on the loaded values (`loaded & zero`, zero = 0 at run time but
+ * not to the compiler), so the hardware waits for those loads before it: ptxas orders an
+ * mbarrier arrival after neither the loads before it nor the arithmetic that consumes them
+ * (read in the SASS of the f32 D = 128 instance: the arrival three instructions after the 16
+ * loads of the tile's V scales, with no wait on their scoreboard), and a refill could overwrite
+ * the slot under a pending load. The suspected cause of that instance's wrong last head_dim
+ * columns on the H200 (NOTES_sm90.md, "v6 in the library"); not yet run on the GPU. */
+__device__ __forceinline__ void slot_release(uint32_t empty_bar, uint32_t loaded, uint32_t zero)
+{
+    mbar_arrive(empty_bar + (loaded & zero));
 }
 
 /* Descriptor of an MN-major 128B-swizzled operand (the V images): start, LBO, SBO. */
@@ -351,7 +367,7 @@ __global__ void __launch_bounds__(kV6Threads, 1) attention_f32_sm90_fa3_f16x2_12
                 for (int i = 0; i < 32; ++i) sx[i] = isinf(sx[i]) ? sx[i] : sx[i] + sy[i];
             }
         }
-        mbar_arrive(empty_s + 8u * k_slot);
+        slot_release(empty_s + 8u * k_slot, __float_as_uint(info.k_unscale) | info.v_tiny | info.k_bad, p.zero);
 
         /* ---- 2. the row softmax ---- */
         if (key0 + kV6K > n_kv) { /* the last tile, partial: keys past n_kv get weight 0 */
@@ -447,7 +463,6 @@ __global__ void __launch_bounds__(kV6Threads, 1) attention_f32_sm90_fa3_f16x2_12
         fence_regs(ot);
         fence_regs(ph);
         if constexpr (kSplitPV) fence_regs(pl);
-        mbar_arrive(empty_s + 8u * v_slot);
         if (info.v_tiny != 0) { /* rarely taken: the tile's V was split after * 2^64 */
 #pragma unroll
             for (int i = 0; i < C::kOAcc; ++i) ot[i] *= kTinyDown;
@@ -459,6 +474,10 @@ __global__ void __launch_bounds__(kV6Threads, 1) attention_f32_sm90_fa3_f16x2_12
                 o[4 * i + 2 * r] = fmaf(ot[4 * i + 2 * r], vf[i].x, o[4 * i + 2 * r]);
                 o[4 * i + 2 * r + 1] = fmaf(ot[4 * i + 2 * r + 1], vf[i].y, o[4 * i + 2 * r + 1]);
             }
+        uint32_t loaded = 0; /* the tile's V scales, read from the slot */
+#pragma unroll
+        for (int i = 0; i < C::kOCols; ++i) loaded |= __float_as_uint(vf[i].x) | __float_as_uint(vf[i].y);
+        slot_release(empty_s + 8u * v_slot, loaded, p.zero);
     }
     if (pingpong && cw == 0) named_bar_sync(kV6BarTurn + 0, kV6Consumers * kV6WgThreads);
 
@@ -539,6 +558,7 @@ extern "C" cudaError_t attention_f32_sm90_fa3_f16x2_128x64(const attention_sm90_
      * image), SBO = bytes between 8-key groups (1024) */
     p.v_lbo = (uint32_t)(kV6K * kSwizzleBytes) >> 4; /* unused at D = 64: one block */
     p.v_sbo = (uint32_t)kSwizzleAtomBytes >> 4;
+    p.zero = 0;
     const dim3 grid((unsigned)((a->seq_q + kV6CtaQ - 1) / kV6CtaQ), (unsigned)a->heads, (unsigned)a->batch);
     const bool f32 = a->precision == ATTENTION_SM90_F32;
     if (a->head_dim == 128) return f32 ? v6_launch<128, true>(p, grid, stream) : v6_launch<128, false>(p, grid, stream);
