@@ -1,7 +1,9 @@
 # make install of libjattn_parallel (included by cmake/install.cmake): both libraries in their
 # own export set (jattn::parallel, jattn::parallel_static, loaded by
 # find_package(jattn COMPONENTS parallel), which then also finds MPI when it was built with it),
-# and pkg-config's jattn-parallel.pc. Consumers of libjattn alone see none of it.
+# pkg-config's jattn-parallel.pc, and its header jattn_parallel.h. Consumers of libjattn alone
+# see none of it.
+install(FILES include/jattn_parallel.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(TARGETS jattn_parallel_shared jattn_parallel_static EXPORT jattnParallelTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}

@@ -17,7 +17,8 @@
  *     JATTN_ERROR_BACKEND_UNAVAILABLE for builds without it (src/cuda/cuda_unavailable.c is
  *     the model), both chosen by the folder's sources.cmake, include()d by CMakeLists.txt.
  *  4. Outside the library: the bindings' enums (python/src/jattn/_clib.py, rust/jattn-sys;
- *     their ABI tests fail until they agree), the command's --backend choices, the README.
+ *     their ABI tests fail until they agree: tests/abi/jattn_abi_probe.c lists the enumerators),
+ *     the command's help text (its --backend choices are jattn_backend_name()'s), the README.
  *
  * Adding the backward pass (planned: jattn_backward, docs/DESIGN.md): each backend gains
  * three entries beside the forward's, `select_backward`, `workspace_size_backward` and

@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "harness.h"
+#include "jattn_parallel.h"
 
 #define SPT_MAX_RANKS 8
 

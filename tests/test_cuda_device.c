@@ -208,7 +208,7 @@ static int device_is_sm90(void) {
     CUDA_OK(cudaGetDevice(&dev));
     CUDA_OK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
     CUDA_OK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
-    return major == JATTN_CUDA_V3_CC_MAJOR && minor == JATTN_CUDA_V3_CC_MINOR;
+    return 10 * major + minor == 90; /* ATTENTION_SM90_CC (src/cuda/attention_sm90.h) */
 }
 
 static int is_sm90_version(int ver) {

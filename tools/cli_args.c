@@ -253,16 +253,18 @@ static int parse_command(const char *word, cli_command *cmd) {
 /* Applies one option with its value (NULL for flags). */
 static int apply_option(cli_options *o, option_id id, const char *name, const char *value, char *err,
                         size_t errlen) {
-    static const char *const backend_names[] = {"auto", "ref", "cpu", "cuda"};
     static const char *const precision_names[] = {"f32", "tf32"};
     int64_t x, list[CLI_MAX_THREAD_COUNTS > NPY_MAX_DIMS ? CLI_MAX_THREAD_COUNTS : NPY_MAX_DIMS];
     int n, choice;
     switch (id) {
-    case OPT_BACKEND:
-        if (parse_choice(name, value, backend_names, 4, &choice, err, errlen)) return -1;
+    case OPT_BACKEND: {
+        const char *backend_names[JATTN_BACKEND_COUNT]; /* the library's names: every backend it knows */
+        for (int b = 0; b < JATTN_BACKEND_COUNT; b++) backend_names[b] = jattn_backend_name((jattn_backend)b);
+        if (parse_choice(name, value, backend_names, JATTN_BACKEND_COUNT, &choice, err, errlen)) return -1;
         o->backend = (jattn_backend)choice;
         o->backend_given = 1;
         return 0;
+    }
     case OPT_PRECISION:
         if (parse_choice(name, value, precision_names, 2, &choice, err, errlen)) return -1;
         o->precision = (jattn_precision)choice;

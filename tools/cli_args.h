@@ -6,7 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "jattn.h"
+#include "jattn_parallel.h"
 #include "npy.h"
 
 /* Exit codes of the command. */

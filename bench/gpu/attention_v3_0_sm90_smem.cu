@@ -390,17 +390,17 @@ cudaError_t launch(const Params &p, int64_t batch, int64_t heads, int64_t seq_q,
 
 } /* namespace */
 
-/* attention_f32_sm90_wgmma_supported(), the contract check of both versions, is defined in
- * attention_v3_sm90_tf32x3.cu: the library compiles only v3.1; this file links with it. */
+/* attention_f32_sm90_wgmma_supported(), the contract check of every sm_90a version, is defined in
+ * src/cuda/sm90_contract.c; this file links with it. */
 
-extern "C" cudaError_t attention_f32_sm90_wgmma_64x64(const attention_sm90_args *a, cudaStream_t stream)
+extern "C" cudaError_t attention_f32_sm90_wgmma_64x64(const jattn_cuda_args *a, cudaStream_t stream)
 {
     if (attention_f32_sm90_wgmma_supported(a) != ATTENTION_SM90_SUPPORTED) return cudaErrorInvalidValue;
     int dev = 0;
     cudaError_t err = sm90_current_device(&dev);
     if (err != cudaSuccess) return err;
     const Params p = params_from_args(a);
-    const bool split = a->precision == ATTENTION_SM90_F32;
+    const bool split = a->precision == JATTN_PRECISION_F32;
     if (a->head_dim == 128)
         return split ? launch<128, true>(p, a->batch, a->heads, a->seq_q, stream)
                      : launch<128, false>(p, a->batch, a->heads, a->seq_q, stream);

@@ -34,7 +34,7 @@
 
 #include "attention_sm90.h"
 
-extern "C" cudaError_t split_kv_f16x2_v6(const attention_sm90_args *a, void *workspace, cudaStream_t stream);
+extern "C" cudaError_t split_kv_f16x2_v6(const jattn_cuda_args *a, void *workspace, cudaStream_t stream);
 
 #define CK(x)                                                                                                    \
     do {                                                                                                         \
@@ -161,9 +161,9 @@ struct Dev {
     void *ws6 = nullptr, *ws4 = nullptr;
 };
 
-static attention_sm90_args v4_args(const Shape &s, const Dev &d, float scale)
+static jattn_cuda_args v4_args(const Shape &s, const Dev &d, float scale)
 {
-    attention_sm90_args a;
+    jattn_cuda_args a;
     memset(&a, 0, sizeof a);
     a.q = d.q; a.k = d.k; a.v = d.v; a.out = d.out; a.lse = d.lse;
     a.batch = s.b; a.heads = s.h; a.seq_q = s.sq; a.seq_kv = s.skv; a.head_dim = s.d;
@@ -172,17 +172,17 @@ static attention_sm90_args v4_args(const Shape &s, const Dev &d, float scale)
     a.v_strides = a.k_strides;
     a.out_strides = {(int64_t)s.sq * s.h * s.d, s.d, (int64_t)s.h * s.d};
     a.scale = scale;
-    a.precision = ATTENTION_SM90_F32;
+    a.precision = JATTN_PRECISION_F32;
     return a;
 }
 
 /* kernel: 6 = v6 (variant), 4 = v4 */
 static cudaError_t launch(int kernel, int variant, const Shape &s, const Dev &d, float scale)
 {
-    attention_sm90_args a = v4_args(s, d, scale);
-    if (kernel == 4) return attention_f32_sm90_wgmma_f16x2_64x64(&a, d.ws4, 0);
+    jattn_cuda_args a = v4_args(s, d, scale);
+    if (kernel == 4) return (cudaError_t)jattn_cuda_launch_v4(&a, d.ws4, 0);
     a.v5_variant = variant & 1; /* v6: the consumers' ping-pong */
-    return attention_f32_sm90_fa3_f16x2_128x64(&a, d.ws6, 0);
+    return (cudaError_t)jattn_cuda_launch_v6(&a, d.ws6, 0);
 }
 
 static double time_ms(int kernel, int variant, const Shape &s, const Dev &d, float scale, int reps)
@@ -213,7 +213,7 @@ static double time_prepass_ms(const Shape &s, const Dev &d, int reps)
     cudaEvent_t e0, e1;
     CK(cudaEventCreate(&e0));
     CK(cudaEventCreate(&e1));
-    const attention_sm90_args a = v4_args(s, d, 1.f);
+    const jattn_cuda_args a = v4_args(s, d, 1.f);
     CK(split_kv_f16x2_v6(&a, d.ws6, 0));
     std::vector<float> t;
     for (int i = 0; i < reps; ++i) {

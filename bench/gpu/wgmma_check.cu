@@ -1,12 +1,12 @@
 /* wgmma_check: standalone correctness check and timing of the sm_90a attention kernels
  * (src/cuda/attention_f32_sm90_wgmma*.cu: v3.0 attention_f32_sm90_wgmma_64x64, v3.1
- * attention_f32_sm90_wgmma_st_64x64) on an sm_90 GPU, before they are plugged into the cuda
+ * jattn_cuda_launch_v3) on an sm_90 GPU, before they are plugged into the cuda
  * backend.
  *
  * Build and run (on the H200):
  *   nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -Iinclude -Isrc/cuda \
  *        bench/gpu/wgmma_check.cu bench/gpu/attention_v3_0_sm90_smem.cu \
- *        src/cuda/attention_v3_sm90_tf32x3.cu -o /tmp/wgmma_check
+ *        src/cuda/attention_v3_sm90_tf32x3.cu src/cuda/sm90_contract.c -o /tmp/wgmma_check
  *   /tmp/wgmma_check [--kernel v3.0|v3.1] [--small] [seed]
  *     --kernel: only that version (run each in its own process: a kernel that faults ends
  *               its process, and the other's results survive)
@@ -201,24 +201,30 @@ struct Metrics {
         dot += (double)out * ref;
         max_abs = std::max(max_abs, std::fabs(e));
     }
-    bool pass(attention_sm90_precision prec) const
+    bool pass(jattn_precision prec) const
     {
         if (nonfinite || lse_bad || guard_bad || count == 0) return false;
-        if (prec == ATTENTION_SM90_TF32) return rel_l2() <= 1e-3;
+        if (prec == JATTN_PRECISION_TF32) return rel_l2() <= 1e-3;
         return rel_l2() <= 2e-6 && max_abs <= 1e-5 * std::max(1.0, max_ref) && cos() >= 0.99999;
     }
 };
 
 /* ---- the kernel versions under test ------------------------------------------------------ */
 
-typedef cudaError_t (*launch_fn)(const attention_sm90_args *, cudaStream_t);
+typedef cudaError_t (*launch_fn)(const jattn_cuda_args *, cudaStream_t);
+
+/* The library's v3 through its launcher (cuda_internal.h), in v3.0's shape. */
+cudaError_t launch_v3(const jattn_cuda_args *a, cudaStream_t stream)
+{
+    return (cudaError_t)jattn_cuda_launch_v3(a, nullptr, stream);
+}
 struct Kernel {
     const char *name;
     launch_fn launch;
 };
 const Kernel g_kernels[] = {
     {"v3.0", attention_f32_sm90_wgmma_64x64},    /* S = Q K^T, operands in shared memory */
-    {"v3.1", attention_f32_sm90_wgmma_st_64x64}, /* S^T = K Q^T, K and V from registers */
+    {"v3.1", launch_v3}, /* S^T = K Q^T, K and V from registers */
 };
 
 /* ---- one check: run the kernel, compare, optionally time ------------------------------------ */
@@ -254,9 +260,9 @@ void release(Device &d)
     d = Device();
 }
 
-attention_sm90_args make_args(const Tensors &t, const Device &d, attention_sm90_precision prec)
+jattn_cuda_args make_args(const Tensors &t, const Device &d, jattn_precision prec)
 {
-    attention_sm90_args a;
+    jattn_cuda_args a;
     std::memset(&a, 0, sizeof a);
     a.q = d.q, a.k = d.k, a.v = d.v, a.out = d.out, a.lse = d.lse;
     a.batch = t.c.B, a.heads = t.c.H, a.seq_q = t.c.Sq, a.seq_kv = t.c.Skv, a.head_dim = t.c.D;
@@ -287,11 +293,11 @@ std::string shape_label(const Case &c)
     return buf;
 }
 
-void check(const Kernel &kern, const Tensors &t, Device &d, attention_sm90_precision prec, Dist dist, Rng &r)
+void check(const Kernel &kern, const Tensors &t, Device &d, jattn_precision prec, Dist dist, Rng &r)
 {
     const Case &c = t.c;
-    const char *pname = prec == ATTENTION_SM90_F32 ? "f32" : "tf32";
-    const attention_sm90_args a = make_args(t, d, prec);
+    const char *pname = prec == JATTN_PRECISION_F32 ? "f32" : "tf32";
+    const jattn_cuda_args a = make_args(t, d, prec);
     CUDA_OK(cudaMemset(d.out, 0xFF, (d.no + kGuard) * sizeof(float))); /* NaN poison */
     CUDA_OK(cudaMemset(d.lse, 0xFF, (d.nl + kGuard) * sizeof(float)));
     const cudaError_t launch = kern.launch(&a, 0);
@@ -311,7 +317,7 @@ void check(const Kernel &kern, const Tensors &t, Device &d, attention_sm90_preci
     CUDA_OK(cudaMemcpy(lse.data(), d.lse, lse.size() * sizeof(float), cudaMemcpyDeviceToHost));
 
     Metrics m;
-    const double lse_tol = prec == ATTENTION_SM90_F32 ? 1e-5 : 1e-2;
+    const double lse_tol = prec == JATTN_PRECISION_F32 ? 1e-5 : 1e-2;
     std::vector<double> s(c.Skv), o(c.D);
     std::vector<char> written;
     if (c.sample_rows == 0) written.assign(out.size(), 0);
@@ -387,7 +393,7 @@ void check(const Kernel &kern, const Tensors &t, Device &d, attention_sm90_preci
 /* Same inputs, same output bits on a second call. */
 void check_deterministic(const Kernel &kern, const Tensors &t, Device &d)
 {
-    const attention_sm90_args a = make_args(t, d, ATTENTION_SM90_F32);
+    const jattn_cuda_args a = make_args(t, d, JATTN_PRECISION_F32);
     std::vector<float> o1(d.no), o2(d.no);
     CUDA_OK(kern.launch(&a, 0));
     CUDA_OK(cudaDeviceSynchronize());
@@ -406,9 +412,9 @@ void check_rejections(const Kernel &kern, const Tensors &t, Device &d)
 {
     struct {
         const char *what;
-        attention_sm90_args a;
+        jattn_cuda_args a;
     } bad[4];
-    for (auto &b : bad) b.a = make_args(t, d, ATTENTION_SM90_F32);
+    for (auto &b : bad) b.a = make_args(t, d, JATTN_PRECISION_F32);
     bad[0].what = "head_dim 96";
     bad[0].a.head_dim = 96;
     bad[1].what = "q misaligned";
@@ -480,7 +486,7 @@ int main(int argc, char **argv)
         {1, 24, 4608, 4608, 128, FLUX, 12, true},
         {1, 24, 16384, 16384, 128, FLUX, 6, true},
     };
-    const attention_sm90_precision precs[] = {ATTENTION_SM90_F32, ATTENTION_SM90_TF32};
+    const jattn_precision precs[] = {JATTN_PRECISION_F32, JATTN_PRECISION_TF32};
 
     std::printf("-- small and odd shapes, every row --\n");
     for (const Case &c : small)
@@ -490,7 +496,7 @@ int main(int argc, char **argv)
             Device d;
             upload(t, d);
             for (const Kernel &k : kernels)
-                for (attention_sm90_precision p : precs) check(k, t, d, p, dist, rng);
+                for (jattn_precision p : precs) check(k, t, d, p, dist, rng);
             if (&c == &small[7] && dist == NORMAL)
                 for (const Kernel &k : kernels) {
                     check_deterministic(k, t, d);
@@ -506,7 +512,7 @@ int main(int argc, char **argv)
             Device d;
             upload(t, d);
             for (const Kernel &k : kernels)
-                for (attention_sm90_precision p : precs) check(k, t, d, p, dist, rng);
+                for (jattn_precision p : precs) check(k, t, d, p, dist, rng);
             release(d);
         }
     }

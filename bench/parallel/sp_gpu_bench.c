@@ -32,7 +32,7 @@
 
 #include "cli_args.h"
 #include "cli_common.h"
-#include "jattn.h"
+#include "jattn_parallel.h"
 
 #define MAX_GPUS 8
 #define MAX_SHAPES 8

@@ -25,6 +25,7 @@
 #include <math.h>
 
 #include "cuda_internal.h"
+#include "flash_params.cuh"
 #include "key_padding.cuh"
 
 #define V1_WARPS 8
@@ -203,7 +204,9 @@ static cudaError_t launch(const jattn_cuda_params *p, cudaStream_t stream) {
     return cudaGetLastError();
 }
 
-extern "C" int jattn_cuda_launch_v1(const jattn_cuda_params *p, void *stream) {
+extern "C" int jattn_cuda_launch_v1(const jattn_cuda_args *a, void *workspace, void *stream) {
+    (void)workspace; /* none needed */
+    const jattn_cuda_params kp = flash_params_from_args(a), *p = &kp;
     cudaStream_t s = (cudaStream_t)stream;
     const int D = p->head_dim;
     if (D <= 1 * WARP) return (int)launch<1>(p, s);

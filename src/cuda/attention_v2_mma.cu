@@ -60,6 +60,7 @@
 #include <stdlib.h>
 
 #include "cuda_internal.h"
+#include "flash_params.cuh"
 #include "key_padding.cuh"
 #include "tf32_tiny_values.h"
 
@@ -481,7 +482,12 @@ static cudaError_t launch_padded(const jattn_cuda_params *p, cudaStream_t s) {
     return launch<256, 16, 4, PV3, 32, false, true>(p, s);
 }
 
-extern "C" int jattn_cuda_launch_v2(const jattn_cuda_params *p, int tf32x3, void *stream) {
+/* f32 precision: 3xTF32 in both products; tf32: 3xTF32 for Q K^T, whose errors the softmax
+ * amplifies, one TF32 product for P V. */
+extern "C" int jattn_cuda_launch_v2(const jattn_cuda_args *a, void *workspace, void *stream) {
+    (void)workspace; /* none needed */
+    const jattn_cuda_params kp = flash_params_from_args(a), *p = &kp;
+    const int tf32x3 = a->precision == JATTN_PRECISION_F32;
     if (p->head_dim % JATTN_CUDA_V2_HEAD_DIM_MULTIPLE || p->head_dim > JATTN_CUDA_V2_MAX_HEAD_DIM)
         return (int)cudaErrorInvalidValue;
     cudaStream_t s = (cudaStream_t)stream;

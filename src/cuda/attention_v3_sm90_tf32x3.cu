@@ -1,6 +1,6 @@
-/* attention_f32_sm90_wgmma_st_64x64 — version 3.2 of the cuda kernels (the default on sm_90
- * for D 64 and 128): fp32-accurate flash attention with Hopper's wgmma in the transposed
- * ("S^T") orientation, for sm_90a.
+/* attention v3 (v3.2; launcher jattn_cuda_launch_v3, reported as cuda_v3_flash_*_sm90_wgmma_st_64x64;
+ * run when forced, or when v4's workspace cannot be had from the pool): fp32-accurate flash
+ * attention with Hopper's wgmma in the transposed ("S^T") orientation, for sm_90a.
  *
  * Reads  q [B, H, Sq, D], k and v [B, H, Skv, D] (element strides per batch/head/token,
  *        head_dim contiguous, float4 aligned), D in {64, 128}.
@@ -618,33 +618,12 @@ cudaError_t st_launch(Params p, int64_t batch, int64_t heads, int64_t seq_q, int
     return cudaLaunchKernelEx(&cfg, kernel, p);
 }
 
-bool aligned16(const void *ptr) { return (reinterpret_cast<uintptr_t>(ptr) % 16) == 0; }
-bool stride_ok(const attention_sm90_strides &s) { return s.batch % 4 == 0 && s.head % 4 == 0 && s.token % 4 == 0 &&
-                                                          s.batch >= 0 && s.head >= 0 && s.token >= 0; }
-
 } /* namespace */
 
-/* The contract check of both versions (v3.0 in attention_v3_0_sm90_smem.cu uses it too): here,
- * in the file the library compiles. */
-extern "C" attention_sm90_support attention_f32_sm90_wgmma_supported(const attention_sm90_args *a)
+extern "C" int jattn_cuda_launch_v3(const jattn_cuda_args *a, void *workspace, void *stream_ptr)
 {
-    if (a == nullptr || a->q == nullptr || a->k == nullptr || a->v == nullptr || a->out == nullptr)
-        return ATTENTION_SM90_NULL_POINTER;
-    if (a->batch < 1 || a->heads < 1 || a->seq_q < 1 || a->seq_kv < 1 || a->batch > 65535 || a->heads > 65535 ||
-        a->seq_q > INT32_MAX - kStQ || a->seq_kv > INT32_MAX - kStK || a->heads * a->seq_q > INT64_MAX / a->batch)
-        return ATTENTION_SM90_BAD_DIMENSION;
-    if (a->head_dim != 64 && a->head_dim != 128) return ATTENTION_SM90_BAD_HEAD_DIM;
-    if (!aligned16(a->q) || !aligned16(a->k) || !aligned16(a->v) || !aligned16(a->out) ||
-        (a->lse != nullptr && (reinterpret_cast<uintptr_t>(a->lse) % 4) != 0) || !stride_ok(a->q_strides) ||
-        !stride_ok(a->k_strides) || !stride_ok(a->v_strides) || !stride_ok(a->out_strides))
-        return ATTENTION_SM90_MISALIGNED;
-    if (!(a->scale > 0.f) || !isfinite(a->scale)) return ATTENTION_SM90_BAD_SCALE;
-    if (a->precision != ATTENTION_SM90_F32 && a->precision != ATTENTION_SM90_TF32) return ATTENTION_SM90_BAD_PRECISION;
-    return ATTENTION_SM90_SUPPORTED;
-}
-
-extern "C" cudaError_t attention_f32_sm90_wgmma_st_64x64(const attention_sm90_args *a, cudaStream_t stream)
-{
+    (void)workspace; /* none needed */
+    cudaStream_t stream = (cudaStream_t)stream_ptr;
     if (attention_f32_sm90_wgmma_supported(a) != ATTENTION_SM90_SUPPORTED) return cudaErrorInvalidValue;
     int dev = 0;
     cudaError_t err = sm90_current_device(&dev);
@@ -653,7 +632,7 @@ extern "C" cudaError_t attention_f32_sm90_wgmma_st_64x64(const attention_sm90_ar
     err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
     if (err != cudaSuccess) return err;
     const Params p = params_from_args(a);
-    const bool split = a->precision == ATTENTION_SM90_F32;
+    const bool split = a->precision == JATTN_PRECISION_F32;
     if (a->head_dim == 128)
         return split ? st_launch<128, true>(p, a->batch, a->heads, a->seq_q, sms, stream)
                      : st_launch<128, false>(p, a->batch, a->heads, a->seq_q, sms, stream);

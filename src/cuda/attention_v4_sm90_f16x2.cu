@@ -1,5 +1,5 @@
-/* attention_f32_sm90_wgmma_f16x2_64x64 — version 4 of the cuda kernels: fp32-accurate flash
- * attention on Hopper's fp16 wgmma, each operand split into two scaled fp16 parts (2xFP16,
+/* attention v4 (launcher jattn_cuda_launch_v4, reported as cuda_v4_flash_*_f16x2_sm90_wgmma_st_64x64):
+ * fp32-accurate flash attention on Hopper's fp16 wgmma, each operand split into two scaled fp16 parts (2xFP16,
  * after Ootomo & Yokota 2022), for sm_90a.
  *
  * Reads  q [B, H, Sq, D] (element strides, head_dim contiguous, float4 aligned), D in {64, 128},
@@ -474,11 +474,11 @@ cudaError_t f16x2_launch(F16x2Params fp, int64_t batch, int64_t heads, int64_t q
 
 } /* namespace */
 
-extern "C" cudaError_t split_kv_f16x2(const attention_sm90_args *a, void *workspace, cudaStream_t stream);
+extern "C" cudaError_t split_kv_f16x2(const jattn_cuda_args *a, void *workspace, cudaStream_t stream);
 
-extern "C" cudaError_t attention_f32_sm90_wgmma_f16x2_64x64(const attention_sm90_args *a, void *workspace,
-                                                           cudaStream_t stream)
+extern "C" int jattn_cuda_launch_v4(const jattn_cuda_args *a, void *workspace, void *stream_ptr)
 {
+    cudaStream_t stream = (cudaStream_t)stream_ptr;
     if (attention_f32_sm90_wgmma_supported(a) != ATTENTION_SM90_SUPPORTED || workspace == nullptr ||
         reinterpret_cast<uintptr_t>(workspace) % 16 != 0)
         return cudaErrorInvalidValue;
@@ -502,7 +502,7 @@ extern "C" cudaError_t attention_f32_sm90_wgmma_f16x2_64x64(const attention_sm90
     fp.tiles = (int)L.tiles;
     const int64_t q_blocks = (a->seq_q + kQ - 1) / kQ;
     const F16x2Plan plan = f16x2_plan(q_blocks * a->heads * a->batch, L.tiles, sms, (int)a->head_dim, a->v4_ctas_per_sm);
-    const bool f32 = a->precision == ATTENTION_SM90_F32;
+    const bool f32 = a->precision == JATTN_PRECISION_F32;
     const int64_t B = a->batch, H = a->heads;
     if (a->head_dim == 64)
         return f32 ? f16x2_launch<64, true, 3>(fp, B, H, q_blocks, plan.kv_split, stream)

@@ -33,7 +33,7 @@ struct SplitParams {
     int heads, seq_kv;
     unsigned char *ws;
     F16x2Layout layout;
-    const int *kv_count, *kv_index; /* key padding (attention_sm90_args), or NULL */
+    const int *kv_count, *kv_index; /* key padding (jattn_cuda_args), or NULL */
 };
 
 /* kPadded: a key-padded call (p.kv_count set); the unpadded instance is the pre-pass as before. */
@@ -157,7 +157,7 @@ extern "C" size_t attention_f32_sm90_f16x2_workspace_bytes(int64_t batch, int64_
 }
 
 /* Enqueues the pre-pass of a supported call (attention_v4_sm90_f16x2.cu checks it). */
-extern "C" cudaError_t split_kv_f16x2(const attention_sm90_args *a, void *workspace, cudaStream_t stream)
+extern "C" cudaError_t split_kv_f16x2(const jattn_cuda_args *a, void *workspace, cudaStream_t stream)
 {
     SplitParams p;
     p.k = a->k;

@@ -1,6 +1,6 @@
-/* attention_f32_sm90_ws_f16x2_128x64 — version 5 of the cuda kernels: kernel v4's 2xFP16
- * arithmetic (f16x2_split.cuh; the same pre-pass and workspace) in a warp-specialized CTA, for
- * sm_90a.
+/* attention v5 (launcher jattn_cuda_launch_v5, reported as cuda_v5_flash_*_f16x2_sm90_ws_128x64):
+ * kernel v4's 2xFP16 arithmetic (f16x2_split.cuh; the same pre-pass and workspace) in a
+ * warp-specialized CTA, for sm_90a.
  *
  * Reads  q [B, H, Sq, D] (element strides, head_dim contiguous, float4 aligned), D in {64, 128},
  *        and the workspace attention_v4_split_kv_f16x2.cu wrote from k and v (f16x2_split.cuh).
@@ -381,11 +381,11 @@ cudaError_t v5_launch(const V5Params &fp, int64_t batch, int64_t heads, int64_t 
 
 } /* namespace */
 
-extern "C" cudaError_t split_kv_f16x2(const attention_sm90_args *a, void *workspace, cudaStream_t stream);
+extern "C" cudaError_t split_kv_f16x2(const jattn_cuda_args *a, void *workspace, cudaStream_t stream);
 
-extern "C" cudaError_t attention_f32_sm90_ws_f16x2_128x64(const attention_sm90_args *a, void *workspace,
-                                                         cudaStream_t stream)
+extern "C" int jattn_cuda_launch_v5(const jattn_cuda_args *a, void *workspace, void *stream_ptr)
 {
+    cudaStream_t stream = (cudaStream_t)stream_ptr;
     if (attention_f32_sm90_wgmma_supported(a) != ATTENTION_SM90_SUPPORTED || workspace == nullptr ||
         reinterpret_cast<uintptr_t>(workspace) % 16 != 0 || a->kv_count != nullptr)
         return cudaErrorInvalidValue;
@@ -405,7 +405,7 @@ extern "C" cudaError_t attention_f32_sm90_ws_f16x2_128x64(const attention_sm90_a
     fp.v_tiny = reinterpret_cast<const int *>(ws + L.v_tiny);
     fp.tiles = (int)L.tiles;
     fp.pingpong = a->v5_variant == 2 ? 1 : 0; /* measured: no gain (NOTES_sm90.md, "v5") */
-    const bool f32 = a->precision == ATTENTION_SM90_F32;
+    const bool f32 = a->precision == JATTN_PRECISION_F32;
     if (a->head_dim == 64)
         return f32 ? v5_launch<64, true>(fp, a->batch, a->heads, a->seq_q, stream)
                    : v5_launch<64, false>(fp, a->batch, a->heads, a->seq_q, stream);

@@ -44,7 +44,7 @@
  *       (accumulating into O across tiles loses ~2 bits at long sequences).
  *    4. O = alpha O + O_tile 2^-ev (per column; a tiny V tile, split after * 2^64 so that
  *       denormal v keep their bits, is scaled back by 2^-64 first, as v4).
- *  - optional ping-pong (attention_sm90_args.v5_variant bit 0): two named barriers give the
+ *  - optional ping-pong (jattn_cuda_args.v5_variant bit 0): two named barriers give the
  *    tensor core to the consumers in turns; measured no faster, off.
  *  - a row with no attended key (key padding) gets 0 and lse -inf.
  *  - a consumer gives a slot back (slot_release) only after its shared loads from it (the
@@ -98,6 +98,7 @@ constexpr int kV6Threads = kV6WgThreads * (1 + kV6Consumers);
 constexpr int kV6Q = 64;   /* queries per consumer */
 constexpr int kV6CtaQ = kV6Consumers * kV6Q;
 constexpr int kV6K = kF16Tile; /* keys per tile */
+static_assert(kV6CtaQ == ATTENTION_SM90_V6_CTA_QUERIES, "attention_sm90.h states v6's queries per CTA");
 constexpr int kV6BarTurn = 3; /* named barriers 3, 4: consumer c's turn at the tensor core */
 
 struct V6Params {
@@ -519,21 +520,22 @@ cudaError_t v6_launch(const V6Params &p, dim3 grid, cudaStream_t stream)
 
 } /* namespace */
 
-extern "C" cudaError_t split_kv_f16x2_v6(const attention_sm90_args *a, void *workspace, cudaStream_t stream);
+extern "C" cudaError_t split_kv_f16x2_v6(const jattn_cuda_args *a, void *workspace, cudaStream_t stream);
 
-/* Kernel v6 on `stream`: the pre-pass, then the attention (contract: attention_sm90.h, as v4's;
- * workspace: attention_f32_sm90_fa3_f16x2_workspace_bytes() bytes, 16-byte aligned).
+/* Kernel v6 on `stream` (cuda_internal.h's launcher shape): the pre-pass, then the attention
+ * (contract: attention_sm90.h, as v4's, key padding included; workspace:
+ * attention_f32_sm90_fa3_f16x2_workspace_bytes() bytes, 16-byte aligned).
  * a->v5_variant bit 0: the consumers' ping-pong (A/B runs; off by default).
  * @return cudaSuccess when both kernels were enqueued; cudaErrorInvalidValue for arguments
- *         attention_f32_sm90_wgmma_supported() rejects or a NULL or misaligned workspace;
- *         cudaErrorNoKernelImageForDevice on a device other than compute capability 9.0;
- *         otherwise the CUDA error of a launch. */
-extern "C" cudaError_t attention_f32_sm90_fa3_f16x2_128x64(const attention_sm90_args *a, void *workspace,
-                                                          cudaStream_t stream)
+ *         attention_f32_sm90_wgmma_supported() rejects, seq_q or seq_kv above 2^31 - 129, or a
+ *         NULL or misaligned workspace; cudaErrorNoKernelImageForDevice on a device other than
+ *         compute capability 9.0; otherwise the CUDA error of a launch (as int). */
+extern "C" int jattn_cuda_launch_v6(const jattn_cuda_args *a, void *workspace, void *stream_ptr)
 {
+    cudaStream_t stream = (cudaStream_t)stream_ptr;
     if (attention_f32_sm90_wgmma_supported(a) != ATTENTION_SM90_SUPPORTED || workspace == nullptr ||
         reinterpret_cast<uintptr_t>(workspace) % 16 != 0 || a->seq_q > INT32_MAX - kV6CtaQ ||
-        a->seq_kv > INT32_MAX - kV6K)
+        a->seq_kv > INT32_MAX - kV6CtaQ)
         return cudaErrorInvalidValue;
     int dev = 0;
     cudaError_t err = sm90_current_device(&dev); /* compute capability 9.0 only (sm_90a code) */
@@ -560,7 +562,7 @@ extern "C" cudaError_t attention_f32_sm90_fa3_f16x2_128x64(const attention_sm90_
     p.v_sbo = (uint32_t)kSwizzleAtomBytes >> 4;
     p.zero = 0;
     const dim3 grid((unsigned)((a->seq_q + kV6CtaQ - 1) / kV6CtaQ), (unsigned)a->heads, (unsigned)a->batch);
-    const bool f32 = a->precision == ATTENTION_SM90_F32;
+    const bool f32 = a->precision == JATTN_PRECISION_F32;
     if (a->head_dim == 128) return f32 ? v6_launch<128, true>(p, grid, stream) : v6_launch<128, false>(p, grid, stream);
     return f32 ? v6_launch<64, true>(p, grid, stream) : v6_launch<64, false>(p, grid, stream);
 }

@@ -41,7 +41,7 @@ struct V6SplitParams {
     int64_t k_b, k_h, k_t, v_b, v_h, v_t;
     int heads, seq_kv, tiles;
     unsigned char *ws;
-    const int *kv_count, *kv_index; /* key padding (attention_sm90_args), or NULL */
+    const int *kv_count, *kv_index; /* key padding (jattn_cuda_args), or NULL */
 };
 
 template <int D>
@@ -181,7 +181,7 @@ extern "C" size_t attention_f32_sm90_fa3_f16x2_workspace_bytes(int64_t batch, in
 
 /* Enqueues the pre-pass of a supported call (attention_v6_sm90_fa3_f16x2.cu checks it; D in
  * {64, 128}; k, v and their strides float4 aligned; workspace 16-byte aligned). */
-extern "C" cudaError_t split_kv_f16x2_v6(const attention_sm90_args *a, void *workspace, cudaStream_t stream)
+extern "C" cudaError_t split_kv_f16x2_v6(const jattn_cuda_args *a, void *workspace, cudaStream_t stream)
 {
     V6SplitParams p;
     p.k = a->k;

@@ -12,6 +12,7 @@
 #include "../backend.h"
 #include "attention_sm90.h"
 #include "cuda_internal.h"
+#include "cuda_versions.h"
 
 /* ---- the device, probed once ------------------------------------------------------------ */
 
@@ -41,13 +42,10 @@ static void probe_device(void) {
         (void)cudaGetLastError();
         return;
     }
-    const char *env = getenv("JATTN_CUDA_KERNEL");
-    if (env && (strcmp(env, "v1") == 0 || strcmp(env, "1") == 0)) atomic_store(&kernel_choice, JATTN_CUDA_KERNEL_V1);
-    if (env && (strcmp(env, "v2") == 0 || strcmp(env, "2") == 0)) atomic_store(&kernel_choice, JATTN_CUDA_KERNEL_V2);
-    if (env && (strcmp(env, "v3") == 0 || strcmp(env, "3") == 0)) atomic_store(&kernel_choice, JATTN_CUDA_KERNEL_V3);
-    if (env && (strcmp(env, "v4") == 0 || strcmp(env, "4") == 0)) atomic_store(&kernel_choice, JATTN_CUDA_KERNEL_V4);
-    if (env && (strcmp(env, "v5") == 0 || strcmp(env, "5") == 0)) atomic_store(&kernel_choice, JATTN_CUDA_KERNEL_V5);
-    if (env && (strcmp(env, "v6") == 0 || strcmp(env, "6") == 0)) atomic_store(&kernel_choice, JATTN_CUDA_KERNEL_V6);
+    const char *env = getenv("JATTN_CUDA_KERNEL"); /* v1 .. v6, or 1 .. 6 */
+    if (env && env[0] == 'v') env++;
+    for (int k = JATTN_CUDA_KERNEL_V1; env && k < JATTN_CUDA_KERNEL_COUNT; k++)
+        if (env[0] == '0' + k && env[1] == '\0') atomic_store(&kernel_choice, k);
     const char *ctas = getenv("JATTN_CUDA_V4_CTAS");
     if (ctas && (strcmp(ctas, "2") == 0 || strcmp(ctas, "3") == 0)) atomic_store(&v4_ctas, ctas[0] - '0');
     const char *v5v = getenv("JATTN_CUDA_V5_VARIANT");
@@ -109,158 +107,6 @@ const char *jattn_cuda_last_kernel(void) { return last_kernel; }
 
 /* ---- selection -------------------------------------------------------------------------- */
 
-static int v2_applies(int64_t d) {
-    return d % JATTN_CUDA_V2_HEAD_DIM_MULTIPLE == 0 && d <= JATTN_CUDA_V2_MAX_HEAD_DIM;
-}
-
-static int v3_stride_ok(jattn_strides s) {
-    const int64_t m = JATTN_CUDA_V3_STRIDE_MULTIPLE;
-    return s.batch >= 0 && s.head >= 0 && s.token >= 0 && s.batch % m == 0 && s.head % m == 0 && s.token % m == 0;
-}
-
-/* Why v3 to v6 cannot run a problem (a message for jattn_fail), or NULL when they can,
- * pointers aside: their alignment is known in forward() only. The conditions are those of the
- * launch contract in attention_sm90.h. */
-static const char *sm90_refusal(const jattn_problem *p, int cc) {
-    if (cc != 10 * JATTN_CUDA_V3_CC_MAJOR + JATTN_CUDA_V3_CC_MINOR)
-        return "device: kernels v3 to v6 (sm_90a wgmma) need compute capability 9.0";
-    if (p->head_dim != 64 && p->head_dim != 128) return "head_dim: kernels v3 to v6 take 64 or 128";
-    if (!v3_stride_ok(p->q) || !v3_stride_ok(p->k) || !v3_stride_ok(p->v) || !v3_stride_ok(p->out))
-        return "strides: kernels v3 to v6 need every stride of q, k, v, out a non-negative multiple of 4 elements";
-    if (p->batch > 65535 || p->heads > 65535) return "batch/heads: kernels v3 to v6 take at most 65535 each";
-    if (p->seq_q > INT32_MAX - JATTN_CUDA_V3_TILE || p->seq_kv > INT32_MAX - JATTN_CUDA_V3_TILE)
-        return "seq_q/seq_kv: kernels v3 to v6 take at most 2^31 - 65 (their 64-row tiles index with 32 bits)";
-    return NULL;
-}
-
-/* v6 takes what v3 to v5 take, but for 128-query CTAs (one more bit of the row index) and a
- * single key: its split of v does not return the v row bit for bit, which v1 does (AUTO runs
- * v1 there). */
-static const char *v6_refusal(const jattn_problem *p, int cc) {
-    const char *why = sm90_refusal(p, cc);
-    if (why) return why;
-    if (p->seq_q > INT32_MAX - JATTN_CUDA_V6_CTA_QUERIES || p->seq_kv > INT32_MAX - JATTN_CUDA_V6_CTA_QUERIES)
-        return "seq_q/seq_kv: kernel v6 takes at most 2^31 - 129 (its 128-query CTAs index with 32 bits)";
-    if (p->seq_kv == 1)
-        return "seq_kv: kernel v6 needs 2 or more keys (a single key's output is the v row bit for bit, which its "
-               "split of v is not; v1 runs it)";
-    return NULL;
-}
-
-static const char *v1_refusal(const jattn_problem *p, int cc) {
-    (void)p; /* cuda_select checks v1's limits for the whole backend */
-    (void)cc;
-    return NULL;
-}
-
-static const char *v2_refusal(const jattn_problem *p, int cc) {
-    (void)cc;
-    return v2_applies(p->head_dim) ? NULL : "head_dim: kernel v2 takes multiples of 8 up to 256";
-}
-
-/* Whether an sm_90a version can run this call (the launch contract of attention_sm90.h, which
- * adds the pointers' alignment to what sm90_refusal checked). */
-static int sm90_call_refused(const attention_sm90_args *a) {
-    return attention_f32_sm90_wgmma_supported(a) != ATTENTION_SM90_SUPPORTED;
-}
-
-/* v5 also takes calls without key padding only. */
-static int v5_call_refused(const attention_sm90_args *a) { return sm90_call_refused(a) || a->kv_count != NULL; }
-
-/* v4's and v5's own device workspace (the split K and V); the other versions need none. */
-static size_t f16x2_workspace_bytes(const jattn_problem *p) {
-    return attention_f32_sm90_f16x2_workspace_bytes(p->batch, p->heads, p->seq_kv, p->head_dim);
-}
-
-/* v6's: its split K and V tiles as shared-memory images (attention_v6_split_kv_f16x2.cu). */
-static size_t v6_workspace_bytes(const jattn_problem *p) {
-    return attention_f32_sm90_fa3_f16x2_workspace_bytes(p->batch, p->heads, p->seq_kv, p->head_dim);
-}
-
-/* Launchers of one shape: the call's arguments, the version's own workspace (NULL when it needs
- * none), the caller's stream. */
-static jattn_cuda_params v12_params(const attention_sm90_args *a) {
-    jattn_cuda_params kp = {a->q, a->k, a->v, a->out, a->lse,
-                            a->q_strides.batch, a->q_strides.head, a->q_strides.token,
-                            a->k_strides.batch, a->k_strides.head, a->k_strides.token,
-                            a->v_strides.batch, a->v_strides.head, a->v_strides.token,
-                            a->out_strides.batch, a->out_strides.head, a->out_strides.token,
-                            (int)a->batch, (int)a->heads, (int)a->seq_q, (int)a->seq_kv, (int)a->head_dim,
-                            a->scale, a->kv_count, a->kv_index};
-    return kp;
-}
-
-static cudaError_t launch_v1(const attention_sm90_args *a, void *workspace, cudaStream_t stream) {
-    (void)workspace;
-    const jattn_cuda_params kp = v12_params(a);
-    return (cudaError_t)jattn_cuda_launch_v1(&kp, stream);
-}
-
-static cudaError_t launch_v2(const attention_sm90_args *a, void *workspace, cudaStream_t stream) {
-    (void)workspace;
-    const jattn_cuda_params kp = v12_params(a);
-    return (cudaError_t)jattn_cuda_launch_v2(&kp, a->precision == ATTENTION_SM90_F32, stream);
-}
-
-static cudaError_t launch_v3(const attention_sm90_args *a, void *workspace, cudaStream_t stream) {
-    (void)workspace;
-    return attention_f32_sm90_wgmma_st_64x64(a, stream);
-}
-
-/* One kernel version, as the backend knows it. The plan of a call points at one of these. */
-typedef struct cuda_version {
-    jattn_cuda_kernel id;
-    const char *name[2]; /* the reported name, by jattn_precision (F32, TF32) */
-    /* Why it cannot run a problem on a device of compute capability cc (a message), or NULL. */
-    const char *(*refusal)(const jattn_problem *p, int cc);
-    /* Whether it cannot run this call (what only the launch knows: pointers, padding); NULL: never. */
-    int (*call_refused)(const attention_sm90_args *a);
-    /* Its own device workspace (after the padding region); NULL: none. */
-    size_t (*workspace_bytes)(const jattn_problem *p);
-    cudaError_t (*launch)(const attention_sm90_args *a, void *workspace, cudaStream_t stream);
-    /* Fallbacks. select: a problem this version refuses goes to `refused_next` (always for AUTO;
-     * for a forced version only when `forced_falls_back`, else the forced choice fails, naming
-     * why). launch: a call it refuses, or whose workspace the pool cannot give, runs
-     * `call_next`. JATTN_CUDA_KERNEL_AUTO: none. */
-    jattn_cuda_kernel refused_next;
-    int forced_falls_back;
-    jattn_cuda_kernel call_next;
-} cuda_version;
-
-/* Tiles of v2 depend on D and the problem's size (attention_v2_mma.cu); names give the method. */
-static const cuda_version versions[JATTN_CUDA_KERNEL_COUNT] = {
-    [JATTN_CUDA_KERNEL_V1] = {JATTN_CUDA_KERNEL_V1,
-                              {"cuda_v1_flash_f32_simt_8x32", "cuda_v1_flash_f32_simt_8x32"},
-                              v1_refusal, NULL, NULL, launch_v1,
-                              JATTN_CUDA_KERNEL_AUTO, 0, JATTN_CUDA_KERNEL_AUTO},
-    [JATTN_CUDA_KERNEL_V2] = {JATTN_CUDA_KERNEL_V2,
-                              {"cuda_v2_flash_tf32x3_mma16n8k8", "cuda_v2_flash_qk_tf32x3_pv_tf32_mma16n8k8"},
-                              v2_refusal, NULL, NULL, launch_v2,
-                              JATTN_CUDA_KERNEL_V1, 1, JATTN_CUDA_KERNEL_AUTO},
-    [JATTN_CUDA_KERNEL_V3] = {JATTN_CUDA_KERNEL_V3,
-                              {"cuda_v3_flash_tf32x3_sm90_wgmma_st_64x64",
-                               "cuda_v3_flash_qk_tf32x3_pv_tf32_sm90_wgmma_st_64x64"},
-                              sm90_refusal, sm90_call_refused, NULL, launch_v3,
-                              JATTN_CUDA_KERNEL_V2, 0, JATTN_CUDA_KERNEL_V2},
-    [JATTN_CUDA_KERNEL_V4] = {JATTN_CUDA_KERNEL_V4,
-                              {"cuda_v4_flash_f16x2_sm90_wgmma_st_64x64",
-                               "cuda_v4_flash_qk_f16x2_pv_f16_sm90_wgmma_st_64x64"},
-                              sm90_refusal, sm90_call_refused, f16x2_workspace_bytes,
-                              attention_f32_sm90_wgmma_f16x2_64x64,
-                              JATTN_CUDA_KERNEL_V2, 0, JATTN_CUDA_KERNEL_V3},
-    [JATTN_CUDA_KERNEL_V5] = {JATTN_CUDA_KERNEL_V5,
-                              {"cuda_v5_flash_f16x2_sm90_ws_128x64", "cuda_v5_flash_qk_f16x2_pv_f16_sm90_ws_128x64"},
-                              sm90_refusal, v5_call_refused, f16x2_workspace_bytes,
-                              attention_f32_sm90_ws_f16x2_128x64,
-                              JATTN_CUDA_KERNEL_V4, 0, JATTN_CUDA_KERNEL_V4},
-    [JATTN_CUDA_KERNEL_V6] = {JATTN_CUDA_KERNEL_V6,
-                              {"cuda_v6_flash_f16x2_sm90_fa3_ws_128x64",
-                               "cuda_v6_flash_qk_f16x2_pv_f16_sm90_fa3_ws_128x64"},
-                              v6_refusal, sm90_call_refused, v6_workspace_bytes,
-                              attention_f32_sm90_fa3_f16x2_128x64,
-                              JATTN_CUDA_KERNEL_V4, 0, JATTN_CUDA_KERNEL_V4},
-};
-
 /* Where v5 beats v4 (H200, bench/results/h200-2026-12-01-v5): D = 128, a grid of >= 4 waves of
  * its 128-query CTAs, and a head's split K and V (8 bytes per key and head_dim element) larger
  * than half the L2, so that v4's 64-query CTAs re-read them from memory: +7% f32 and +8% tf32
@@ -281,27 +127,28 @@ static int v6_default(const jattn_problem *p, jattn_precision prec) {
     return p->head_dim == 64 || prec == JATTN_PRECISION_TF32;
 }
 
-/* AUTO starts at v6 (v6_default), else v5 or v4 (v5_wins), and walks the refusal fallbacks:
- * v6, v5 or v4 on a 9.0 device for the problems they take (D 64 or 128, strides a multiple of 4
- * elements), else v2 where its head_dim limits allow, else v1; and v1 for seq_kv == 1, where it
- * returns the v row bit for bit (weight exp(0)/exp(0) = 1; a split of v would not). A forced
- * version stays as forced or fails (naming why), but for v2, which falls back to v1 beyond its
- * head_dim limits.
+/* AUTO starts at v6 (v6_default), else v5 or v4 (v5_wins), and walks the refusal fallbacks
+ * (cuda_versions.c): v6, v5 or v4 on a 9.0 device for the problems they take (D 64 or 128,
+ * strides a multiple of 4 elements), else v2 where its head_dim limits allow, else v1; and v1
+ * for seq_kv == 1, where it returns the v row bit for bit (weight exp(0)/exp(0) = 1; a split of
+ * v would not). A forced version stays as forced or fails (naming why), but for v2, which falls
+ * back to v1 beyond its head_dim limits.
  * @return the version, or NULL with *why set. */
 static const cuda_version *version_for(const jattn_problem *p, jattn_precision prec, int cc, int sms, int l2_bytes,
                                        const char **why) {
     const jattn_cuda_kernel forced = (jattn_cuda_kernel)atomic_load(&kernel_choice);
     jattn_cuda_kernel k = forced;
     if (k == JATTN_CUDA_KERNEL_AUTO)
-        k = p->seq_kv == 1             ? JATTN_CUDA_KERNEL_V1
-            : v6_default(p, prec)      ? JATTN_CUDA_KERNEL_V6
-            : v5_wins(p, sms, l2_bytes) ? JATTN_CUDA_KERNEL_V5
-                                       : JATTN_CUDA_KERNEL_V4;
+        k = p->seq_kv == 1                 ? JATTN_CUDA_KERNEL_V1
+            : v6_default(p, prec)          ? JATTN_CUDA_KERNEL_V6
+            : v5_wins(p, sms, l2_bytes)    ? JATTN_CUDA_KERNEL_V5
+                                           : JATTN_CUDA_KERNEL_V4;
     for (;;) {
-        const cuda_version *ver = &versions[k];
+        const cuda_version *ver = &jattn_cuda_versions[k];
         const char *no = ver->refusal(p, cc);
         if (!no) return ver;
-        if (ver->refused_next == JATTN_CUDA_KERNEL_AUTO || (forced != JATTN_CUDA_KERNEL_AUTO && !ver->forced_falls_back)) {
+        const int forced_stays = forced != JATTN_CUDA_KERNEL_AUTO && !ver->forced_falls_back;
+        if (ver->refused_next == JATTN_CUDA_KERNEL_AUTO || forced_stays) {
             *why = no;
             return NULL;
         }
@@ -360,15 +207,15 @@ static jattn_status cuda_fail(cudaError_t err, const char *what) {
 
 /* The launch arguments of every version (kv_count, kv_index: the resolved key padding, or
  * NULL). */
-static attention_sm90_args launch_args(const jattn_call *c, const float *q, const float *k, const float *v,
-                                       float *out, float *lse, const int *kv_count, const int *kv_index) {
+static jattn_cuda_args launch_args(const jattn_call *c, const float *q, const float *k, const float *v, float *out,
+                                   float *lse, const int *kv_count, const int *kv_index) {
     const jattn_problem *p = c->problem;
-    attention_sm90_args a = {q, k, v, out, lse,
-                             p->batch, p->heads, p->seq_q, p->seq_kv, p->head_dim,
-                             {p->q.batch, p->q.head, p->q.token}, {p->k.batch, p->k.head, p->k.token},
-                             {p->v.batch, p->v.head, p->v.token}, {p->out.batch, p->out.head, p->out.token},
-                             c->scale, c->precision == JATTN_PRECISION_TF32 ? ATTENTION_SM90_TF32 : ATTENTION_SM90_F32,
-                             atomic_load(&v4_ctas), atomic_load(&v5_variant), kv_count, kv_index};
+    jattn_cuda_args a = {q, k, v, out, lse,
+                         p->batch, p->heads, p->seq_q, p->seq_kv, p->head_dim,
+                         {p->q.batch, p->q.head, p->q.token}, {p->k.batch, p->k.head, p->k.token},
+                         {p->v.batch, p->v.head, p->v.token}, {p->out.batch, p->out.head, p->out.token},
+                         c->scale, c->precision,
+                         atomic_load(&v4_ctas), atomic_load(&v5_variant), kv_count, kv_index};
     return a;
 }
 
@@ -384,7 +231,7 @@ typedef struct device_padding {
  * NULL (then the padding region and the version's part come from the stream-ordered pool,
  * allocated and freed in stream order: no synchronisation, and a graph capture records it).
  * The plan's version runs unless it refuses the call or the pool cannot give its workspace;
- * then its call_next does (versions[]). */
+ * then its call_next does (jattn_cuda_versions[]). */
 static jattn_status launch(const jattn_call *c, const jattn_plan *plan, const float *q, const float *k,
                            const float *v, float *out, float *lse, void *workspace, device_padding *pad) {
     const jattn_problem *p = c->problem;
@@ -406,19 +253,19 @@ static jattn_status launch(const jattn_call *c, const jattn_plan *plan, const fl
             return cuda_fail(err, "key padding pre-pass");
         }
     }
-    const attention_sm90_args a = launch_args(c, q, k, v, out, lse, pad->count, pad->index);
+    const jattn_cuda_args a = launch_args(c, q, k, v, out, lse, pad->count, pad->index);
     const cuda_version *ver = plan->kernel;
     void *kernel_ws = workspace ? (char *)workspace + padding_bytes(p) : NULL, *kernel_owned = NULL;
     for (;;) {
         if (ver->call_refused && ver->call_refused(&a)) {
-            ver = &versions[ver->call_next];
+            ver = &jattn_cuda_versions[ver->call_next];
             continue;
         }
         if (ver->workspace_bytes && !kernel_ws) {
             if (cudaMallocAsync(&kernel_owned, ver->workspace_bytes(p), stream) != cudaSuccess) {
                 (void)cudaGetLastError();
                 kernel_owned = NULL;
-                ver = &versions[ver->call_next];
+                ver = &jattn_cuda_versions[ver->call_next];
                 continue;
             }
             atomic_fetch_add(&alloc_count, 1);
@@ -427,7 +274,7 @@ static jattn_status launch(const jattn_call *c, const jattn_plan *plan, const fl
         break;
     }
     const char *name = ver->name[c->precision];
-    cudaError_t err = ver->launch(&a, ver->workspace_bytes ? kernel_ws : NULL, stream);
+    cudaError_t err = (cudaError_t)ver->launch(&a, ver->workspace_bytes ? kernel_ws : NULL, c->cuda_stream);
     if (kernel_owned) {
         cudaError_t ferr = cudaFreeAsync(kernel_owned, stream);
         if (err == cudaSuccess) err = ferr;

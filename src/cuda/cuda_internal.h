@@ -1,41 +1,49 @@
-/* The cuda backend's internal interface, shared by the C launch code (cuda_backend.c), the
- * kernel files (attention_v*.cu) and the tests that look inside (test_cuda_device.c).
- * Plain C: every kernel file exports an extern "C" launcher taking jattn_cuda_params. */
+/* The cuda backend's internal interface, shared by the C launch code (cuda_backend.c,
+ * cuda_versions.c), the kernel files (attention_v*.cu) and the tests that look inside
+ * (test_cuda_device.c). Plain C: every kernel version exports one extern "C" launcher of one
+ * shape, jattn_cuda_launch_vN(args, workspace, stream). */
 #ifndef JATTN_CUDA_INTERNAL_H
 #define JATTN_CUDA_INTERNAL_H
 
 #include <stddef.h>
 #include <stdint.h>
 
+#include "jattn.h" /* jattn_precision */
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* One attention call as a kernel sees it: device pointers, element strides (B, H, S; head_dim
- * contiguous) and the resolved softmax scale. Kernels fold the scale into q (exact when it is a
- * power of two) and keep scores in natural units: s - max is exact when s is, and only then is
- * it multiplied by log2(e) for exp2. */
-typedef struct jattn_cuda_params {
-    const float *q, *k, *v;
-    float *out;
-    float *lse; /* [B, H, Sq] contiguous, or NULL */
-    int64_t q_b, q_h, q_s;
-    int64_t k_b, k_h, k_s;
-    int64_t v_b, v_h, v_s;
-    int64_t o_b, o_h, o_s;
-    int batch, heads, seq_q, seq_kv, head_dim;
-    float scale;
+/* One attention call as every kernel version's launcher takes it: device pointers, element
+ * strides (B, H, S; head_dim contiguous) and the resolved softmax scale. Kernels fold the scale
+ * into q (exact when it is a power of two) and keep scores in natural units: s - max is exact
+ * when s is, and only then is it multiplied by log2(e) for exp2. */
+typedef struct jattn_cuda_strides {
+    int64_t batch, head, token; /* element strides; head_dim is contiguous */
+} jattn_cuda_strides;
+
+typedef struct jattn_cuda_args {
+    const float *q, *k, *v;  /* device pointers */
+    float *out;              /* device pointer, written [B, H, Sq, D] through `out_strides` */
+    float *lse;              /* device pointer [B, H, Sq] contiguous, or NULL */
+    int64_t batch, heads, seq_q, seq_kv, head_dim;
+    jattn_cuda_strides q_strides, k_strides, v_strides, out_strides;
+    float scale;             /* > 0, finite */
+    jattn_precision precision; /* F32: float32-exact; TF32: the opt-in, each version's own way */
+    int v4_ctas_per_sm;      /* kernel v4 only: 0 = chosen per call; 2 or 3 = that instance (tests) */
+    int v5_variant;          /* kernel v5: 0 = the kernel; 2 = with the consumers' ping-pong (A/B runs);
+                              * kernel v6: bit 0 = the consumers' ping-pong */
     /* Key padding, resolved on the device by the pre-pass of key_padding.cu; both NULL when
      * every key is attended. A kernel runs batch b over its kv_count[b] attended keys as if
      * they were the whole sequence: key j of it is row kv_index[b * seq_kv + j] of k and v
      * (row j when kv_index is NULL), and a row with none gets out 0 and lse -inf. */
     const int *kv_count; /* [B] */
     const int *kv_index; /* [B][seq_kv], ascending rows; entries past kv_count[b] unused */
-} jattn_cuda_params;
+} jattn_cuda_args;
 
 /* The kernel versions kept side by side (see each file's opening comment). */
 typedef enum jattn_cuda_kernel {
-    JATTN_CUDA_KERNEL_AUTO = 0, /* v6 (D 64; D 128 tf32), v5 / v4 (D 128 f32), else v2, else v1 */
+    JATTN_CUDA_KERNEL_AUTO = 0, /* v6 where it applies, else v4, else v2, else v1 (cuda_backend.c) */
     JATTN_CUDA_KERNEL_V1 = 1,   /* attention_v1_simt.cu: plain fp32 SIMT, any D <= 512 */
     JATTN_CUDA_KERNEL_V2 = 2,   /* attention_v2_mma.cu: mma.sync m16n8k8 3xTF32, D % 8 == 0, D <= 256 */
     JATTN_CUDA_KERNEL_V3 = 3,   /* attention_v3_sm90_tf32x3.cu (v3.2): sm_90a wgmma 3xTF32, transposed
@@ -49,8 +57,8 @@ typedef enum jattn_cuda_kernel {
                                  * same limits and workspace as v4; a key-padded call runs v4 */
     JATTN_CUDA_KERNEL_V6 = 6,   /* attention_v6_sm90_fa3_f16x2.cu: 2xFP16 in the FlashAttention-3 orientation
                                  * (S = Q K^T, the row softmax in registers), warp-specialized, its own
-                                 * pre-pass and workspace; the same limits as v3, and seq_kv >= 2 (v1
-                                 * runs a single key, as AUTO does) */
+                                 * pre-pass and workspace; v3's limits, seq_q and seq_kv <= 2^31 - 129
+                                 * and seq_kv >= 2 (v1 runs a single key, as AUTO does) */
     JATTN_CUDA_KERNEL_COUNT = 7
 } jattn_cuda_kernel;
 
@@ -58,14 +66,7 @@ typedef enum jattn_cuda_kernel {
 #define JATTN_CUDA_V1_MAX_HEAD_DIM 512
 #define JATTN_CUDA_V2_MAX_HEAD_DIM 256
 #define JATTN_CUDA_V2_HEAD_DIM_MULTIPLE 8
-/* v3's and v4's head dims are 64 and 128 and their alignment is that of a float4
- * (attention_sm90.h). */
-#define JATTN_CUDA_V3_CC_MAJOR 9
-#define JATTN_CUDA_V3_CC_MINOR 0
-#define JATTN_CUDA_V3_ALIGN_BYTES 16
-#define JATTN_CUDA_V3_STRIDE_MULTIPLE (JATTN_CUDA_V3_ALIGN_BYTES / 4)
-#define JATTN_CUDA_V3_TILE 64 /* queries per CTA and keys per tile */
-#define JATTN_CUDA_V6_CTA_QUERIES 128 /* kernel v6: queries per CTA (two consumer warpgroups of 64) */
+/* v3's to v6's limits are those of their launch contract (attention_sm90.h). */
 
 /* Device bytes of the key padding's pre-pass output for a problem: kv_count and kv_index
  * (each region 256-byte aligned). Every kernel's workspace includes them. */
@@ -79,20 +80,28 @@ size_t jattn_cuda_padding_bytes(int64_t batch, int64_t seq_kv);
 int jattn_cuda_launch_padding(const int64_t *kv_len, const uint8_t *mask, int64_t mask_stride, int batch, int seq_kv,
                               void *out, const int **count, const int **index, void *stream);
 
-/* Launchers: enqueue one kernel on `stream` (a cudaStream_t), no allocation, no
- * synchronisation. @return the cudaError_t of the launch (as int; 0 = cudaSuccess). */
-int jattn_cuda_launch_v1(const jattn_cuda_params *p, void *stream);
-/* tf32x3 != 0: f32 mode (3xTF32 in both products); 0: tf32 mode (3xTF32 for Q K^T, whose
- * errors the softmax amplifies, one TF32 product for P V). */
-int jattn_cuda_launch_v2(const jattn_cuda_params *p, int tf32x3, void *stream);
+/* The launchers, one per version and all of one shape: enqueue the version's kernel(s) on
+ * `stream` (a cudaStream_t) for `a`, with `workspace` its own device workspace (v4 and v5:
+ * attention_f32_sm90_f16x2_workspace_bytes(); v6: attention_f32_sm90_fa3_f16x2_workspace_bytes();
+ * 16-byte aligned; NULL for the others). No allocation, no synchronisation. v3 to v6 refuse
+ * (cudaErrorInvalidValue, nothing enqueued) arguments outside their contract (attention_sm90.h),
+ * v5 also a key-padded call.
+ * @return the cudaError_t of the launch (as int; 0 = cudaSuccess). */
+int jattn_cuda_launch_v1(const jattn_cuda_args *a, void *workspace, void *stream); /* attention_v1_simt.cu */
+int jattn_cuda_launch_v2(const jattn_cuda_args *a, void *workspace, void *stream); /* attention_v2_mma.cu */
+int jattn_cuda_launch_v3(const jattn_cuda_args *a, void *workspace, void *stream); /* attention_v3_sm90_tf32x3.cu */
+int jattn_cuda_launch_v4(const jattn_cuda_args *a, void *workspace, void *stream); /* attention_v4_sm90_f16x2.cu */
+int jattn_cuda_launch_v5(const jattn_cuda_args *a, void *workspace, void *stream); /* attention_v5_sm90_ws_f16x2.cu */
+int jattn_cuda_launch_v6(const jattn_cuda_args *a, void *workspace, void *stream); /* attention_v6_sm90_fa3_f16x2.cu */
 
 /* ---- knobs and counters for tests and the harness ---- */
 
 /* Forces a kernel version for every later call of this process (AUTO restores the default;
- * the environment variable JATTN_CUDA_KERNEL=v1|...|v6 sets the initial value). v2 falls
- * back to v1 where it cannot run a problem; v3 to v6 make jattn_select() fail with UNSUPPORTED
- * (naming the reason) where they cannot, and a forward() whose pointers miss their 16-byte
- * alignment runs v2 for that call. */
+ * the environment variable JATTN_CUDA_KERNEL=v1|...|v6 sets the initial value). The
+ * fallbacks are those of the versions' table (cuda_versions.c): v2 falls back to v1 where it
+ * cannot run a problem; v3 to v6 make jattn_select() fail with UNSUPPORTED (naming the reason)
+ * where they cannot, and a forward() whose pointers miss their 16-byte alignment runs v2 for
+ * that call. */
 void jattn_cuda_set_kernel(jattn_cuda_kernel k);
 jattn_cuda_kernel jattn_cuda_get_kernel(void);
 

@@ -40,11 +40,11 @@ struct Params {
     int heads, seq_q, seq_kv;
     float scale;
     int kv_split; /* _st kernel: 1, or 2 (clusters of two CTAs share a query block's keys) */
-    const int *kv_count, *kv_index; /* key padding (attention_sm90_args), or NULL */
+    const int *kv_count, *kv_index; /* key padding (jattn_cuda_args), or NULL */
 };
 
 /* The kernel argument of a (supported) call. */
-inline Params params_from_args(const attention_sm90_args *a)
+inline Params params_from_args(const jattn_cuda_args *a)
 {
     Params p;
     p.q = a->q; p.k = a->k; p.v = a->v; p.out = a->out; p.lse = a->lse;

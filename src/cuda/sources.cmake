@@ -33,6 +33,8 @@ if(_jattn_cuda_build)
   find_package(CUDAToolkit REQUIRED)
   target_sources(jattn_objects PRIVATE
     ${CMAKE_CURRENT_LIST_DIR}/cuda_backend.c
+    ${CMAKE_CURRENT_LIST_DIR}/cuda_versions.c
+    ${CMAKE_CURRENT_LIST_DIR}/sm90_contract.c
     ${CMAKE_CURRENT_LIST_DIR}/key_padding.cu
     ${CMAKE_CURRENT_LIST_DIR}/attention_v1_simt.cu
     ${CMAKE_CURRENT_LIST_DIR}/attention_v2_mma.cu

@@ -54,6 +54,7 @@ endif()
 set(_sp ${CMAKE_CURRENT_LIST_DIR})
 add_library(jattn_parallel_objects OBJECT
   ${_sp}/sp_api.c
+  ${_sp}/sp_blocks.c
   ${_sp}/sp_plan.c
   ${_sp}/sp_agree.c
   ${_sp}/sp_ulysses.c

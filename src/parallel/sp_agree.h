@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "jattn.h"
+#include "jattn_parallel.h"
 
 #define SP_MESSAGE_BYTES 192
 

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "sp_agree.h"
+#include "sp_algorithms.h"
 #include "sp_ctx.h"
 #include "sp_data.h"
 #include "sp_error.h"

@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "jattn.h"
+#include "jattn_parallel.h"
 
 typedef struct sp_collectives sp_collectives;
 

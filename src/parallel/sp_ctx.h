@@ -4,7 +4,7 @@
 
 #include <stddef.h>
 
-#include "jattn.h"
+#include "jattn_parallel.h"
 #include "sp_device.h"
 
 struct jattn_sp_ctx {

@@ -8,7 +8,7 @@
 #include <math.h>
 #include <stdint.h>
 
-#include "jattn.h"
+#include "jattn_parallel.h"
 
 typedef struct sp_extent {
     int64_t batch, heads, seq, dim;

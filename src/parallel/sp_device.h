@@ -6,7 +6,7 @@
 
 #include <stddef.h>
 
-#include "jattn.h"
+#include "jattn_parallel.h"
 
 /* A second stream (non-blocking, of the greatest priority, for transfers beside the attention),
  * two events and a small grow-only device buffer, all of one device. */

@@ -3,7 +3,7 @@
 #ifndef JATTN_SP_ERROR_H
 #define JATTN_SP_ERROR_H
 
-#include "jattn.h"
+#include "jattn_parallel.h"
 
 /* Formats the message (printf) for jattn_last_error(). @return status. */
 jattn_status sp_fail(jattn_status status, const char *fmt, ...)

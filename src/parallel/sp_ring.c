@@ -16,7 +16,7 @@
  *
  * Workspace: two K/V buffers of the longest shard (the one in hand, the one arriving), the
  * partial output [B, Sq_r, H, D], its lse, and the running lse when the caller passes none. */
-#include "sp_plan.h"
+#include "sp_algorithms.h"
 
 #include "sp_error.h"
 

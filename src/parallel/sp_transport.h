@@ -5,7 +5,7 @@
 #ifndef JATTN_SP_TRANSPORT_H
 #define JATTN_SP_TRANSPORT_H
 
-#include "jattn.h"
+#include "jattn_parallel.h"
 #include "sp_collectives.h"
 #include "sp_ctx.h"
 

@@ -19,7 +19,7 @@
  * lands there too), the receive buffer (the longer of the head group's q, k, v), the head-group
  * q, k, v (k, v not when replicated: their head group is read from the caller's tensors),
  * output and lse, and the lse's send and receive blocks. */
-#include "sp_plan.h"
+#include "sp_algorithms.h"
 
 #include "sp_error.h"
 

@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include <jattn.h>
+#include <jattn_parallel.h>
 #include <mpi.h>
 
 enum { B = 1, H = 4, S = 64, D = 32, MAX_RANKS = 16 };

@@ -21,10 +21,12 @@ class HostContext:
             raise error_from_status(status, _clib.last_error())
         self.handle = handle.value
 
-    def __del__(self) -> None:
+    # The free function is bound at definition: at interpreter exit this module's globals may be
+    # gone before the last thread's context is collected.
+    def __del__(self, _ctx_free=_clib.ctx_free) -> None:
         handle, self.handle = getattr(self, "handle", None), None
         if handle:
-            _clib.ctx_free(handle)
+            _ctx_free(handle)
 
 
 _thread_state = threading.local()

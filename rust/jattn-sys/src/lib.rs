@@ -8,7 +8,7 @@
 //! compiles a C program against the header and checks every struct's size, alignment and field
 //! offsets and every enum value and macro against this file.
 //!
-//! Not declared: the header's sequence-parallel section (`jattn_sp_*`), whose functions live in
+//! Not declared: the sequence-parallel API (`jattn_parallel.h`, `jattn_sp_*`), whose functions live in
 //! the separate library libjattn_parallel (MPI, NCCL), which this crate neither builds nor links.
 //!
 //! # Linking

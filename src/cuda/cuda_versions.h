@@ -1,0 +1,35 @@
+/* The cuda kernel versions as data: one descriptor each (its names, why it refuses a problem or a
+ * call, its workspace, its launcher) and the fallbacks between them. cuda_backend.c selects
+ * and launches from this table and knows no version by name. */
+#ifndef JATTN_CUDA_VERSIONS_H
+#define JATTN_CUDA_VERSIONS_H
+
+#include <stddef.h>
+
+#include "jattn.h"
+#include "cuda_internal.h"
+
+/* One kernel version, as the backend knows it: its descriptor. The plan of a call points at one. */
+typedef struct cuda_version {
+    jattn_cuda_kernel id;
+    const char *name[2]; /* the reported name, by jattn_precision (F32, TF32) */
+    /* Why it cannot run a problem on a device of compute capability cc (a message), or NULL. */
+    const char *(*refusal)(const jattn_problem *p, int cc);
+    /* Whether it cannot run this call (what only the launch knows: pointers, padding); NULL: never. */
+    int (*call_refused)(const jattn_cuda_args *a);
+    /* Its own device workspace (after the padding region); NULL: none. */
+    size_t (*workspace_bytes)(const jattn_problem *p);
+    /* Its launcher (cuda_internal.h): @return a cudaError_t as int. */
+    int (*launch)(const jattn_cuda_args *a, void *workspace, void *stream);
+    /* Fallbacks. select: a problem this version refuses goes to `refused_next` (always for AUTO;
+     * for a forced version only when `forced_falls_back`, else the forced choice fails, naming
+     * why). launch: a call it refuses, or whose workspace the pool cannot give, runs
+     * `call_next`. JATTN_CUDA_KERNEL_AUTO: none. */
+    jattn_cuda_kernel refused_next;
+    int forced_falls_back;
+    jattn_cuda_kernel call_next;
+} cuda_version;
+
+extern const cuda_version jattn_cuda_versions[JATTN_CUDA_KERNEL_COUNT];
+
+#endif /* JATTN_CUDA_VERSIONS_H */

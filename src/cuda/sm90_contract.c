@@ -1,0 +1,42 @@
+/* The launch contract of the sm_90a kernels (v3, v4, v5; attention_sm90.h), checked on the
+ * host: the one place its limits are tested, for the kernels' launchers and for the backend's
+ * selection alike. Plain C, no CUDA call. */
+#include <math.h>
+#include <stdint.h>
+
+#include "attention_sm90.h"
+
+static int stride_ok(jattn_cuda_strides s) {
+    const int64_t m = ATTENTION_SM90_STRIDE_MULTIPLE;
+    return s.batch >= 0 && s.head >= 0 && s.token >= 0 && s.batch % m == 0 && s.head % m == 0 && s.token % m == 0;
+}
+
+static int aligned(const void *ptr, uintptr_t bytes) { return (uintptr_t)ptr % bytes == 0; }
+
+attention_sm90_support attention_sm90_shape_supported(int64_t batch, int64_t heads, int64_t seq_q, int64_t seq_kv,
+                                                      int64_t head_dim, const jattn_cuda_strides strides[4]) {
+    if (head_dim != 64 && head_dim != 128) return ATTENTION_SM90_BAD_HEAD_DIM;
+    for (int i = 0; i < 4; i++)
+        if (!stride_ok(strides[i])) return ATTENTION_SM90_MISALIGNED;
+    if (batch < 1 || heads < 1 || seq_q < 1 || seq_kv < 1 || batch > ATTENTION_SM90_MAX_GRID ||
+        heads > ATTENTION_SM90_MAX_GRID || seq_q > INT32_MAX - ATTENTION_SM90_TILE ||
+        seq_kv > INT32_MAX - ATTENTION_SM90_TILE || heads * seq_q > INT64_MAX / batch)
+        return ATTENTION_SM90_BAD_DIMENSION;
+    return ATTENTION_SM90_SUPPORTED;
+}
+
+attention_sm90_support attention_f32_sm90_wgmma_supported(const jattn_cuda_args *a) {
+    if (!a || !a->q || !a->k || !a->v || !a->out) return ATTENTION_SM90_NULL_POINTER;
+    const jattn_cuda_strides strides[4] = {a->q_strides, a->k_strides, a->v_strides, a->out_strides};
+    const attention_sm90_support shape =
+        attention_sm90_shape_supported(a->batch, a->heads, a->seq_q, a->seq_kv, a->head_dim, strides);
+    if (shape != ATTENTION_SM90_SUPPORTED) return shape;
+    if (!aligned(a->q, ATTENTION_SM90_ALIGN_BYTES) || !aligned(a->k, ATTENTION_SM90_ALIGN_BYTES) ||
+        !aligned(a->v, ATTENTION_SM90_ALIGN_BYTES) || !aligned(a->out, ATTENTION_SM90_ALIGN_BYTES) ||
+        (a->lse && !aligned(a->lse, sizeof(float))))
+        return ATTENTION_SM90_MISALIGNED;
+    if (!(a->scale > 0.f) || !isfinite(a->scale)) return ATTENTION_SM90_BAD_SCALE;
+    if (a->precision != JATTN_PRECISION_F32 && a->precision != JATTN_PRECISION_TF32)
+        return ATTENTION_SM90_BAD_PRECISION;
+    return ATTENTION_SM90_SUPPORTED;
+}
