@@ -352,11 +352,10 @@ static void test_repeatable(jt_rng *rng, cudaStream_t s) {
     }
 }
 
-/* The automatic choice on a 9.0 device: v6 where it applies (D 64, and D 128 in tf32; short
- * and long grids); for D 128 in f32 (v6's f32 instance at D = 128 failed on the H200:
- * cuda_backend.c, v6_default) v5 on a grid of >= 4 waves of its 128-query CTAs whose heads'
- * split K and V (8 bytes per key and element) exceed half the L2, else v4; else v2; v1 for
- * seq_kv == 1 and for D beyond v2's limits. */
+/* The automatic choice on a 9.0 device: v6 wherever it takes the problem (D 64 and 128, both
+ * precisions, short and long grids, the long one where v5 used to be chosen); v4 where only v6
+ * refuses (a sequence beyond its 128-query CTAs' 32-bit index: selection only, nothing runs);
+ * else v2; v1 for seq_kv == 1 and for D beyond v2's limits. */
 static void test_auto_choice(void) {
     int dev = 0, sms = 0, l2 = 0;
     CUDA_OK(cudaGetDevice(&dev));
@@ -364,31 +363,30 @@ static void test_auto_choice(void) {
     CUDA_OK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev));
     const int64_t long_q = 128 * (int64_t)sms;             /* with 4 heads: 4 waves */
     const int64_t long_kv = (int64_t)l2 / (2 * 8 * 128) + 1; /* just over half the L2 at D = 128 */
+    const int64_t beyond_v6 = INT32_MAX - 100;               /* v6 takes <= 2^31 - 129, v4 <= 2^31 - 65 */
     const struct { int64_t h, sq, skv, d; } cases[] = {
         {2, 33, 77, 128},          {2, 33, 77, 64},       {2, 33, 77, 96},          {2, 33, 1, 128},
         {2, 33, 77, 264},          {4, long_q, long_kv, 128}, {4, long_q, long_kv, 64}, {4, long_q, long_kv - 1, 128},
-        {4, long_q - 128, long_kv, 128}};
+        {4, long_q - 128, long_kv, 128}, {1, beyond_v6, 77, 128}, {1, 33, beyond_v6, 64}};
     jattn_cuda_set_kernel(JATTN_CUDA_KERNEL_AUTO);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         jattn_problem p = jattn_problem_flux(1, cases[i].h, cases[i].sq, cases[i].skv, cases[i].d);
         const int sm90 = (cases[i].d == 64 || cases[i].d == 128) && device_is_sm90();
+        const int v6_takes = cases[i].sq <= INT32_MAX - 128 && cases[i].skv <= INT32_MAX - 128;
+        const char *want = cases[i].skv == 1 || cases[i].d > JATTN_CUDA_V2_MAX_HEAD_DIM ? "cuda_v1"
+                           : sm90 && v6_takes                                             ? "cuda_v6"
+                           : sm90                                                         ? "cuda_v4"
+                                                                                          : "cuda_v2";
         for (int pi = 0; pi < 2; pi++) {
-            const int v6 = cases[i].d == 64 || pi == 1;
-            const int v5 = cases[i].d == 128 && (cases[i].sq + 127) / 128 * cases[i].h >= 4 * sms &&
-                           2 * 8 * cases[i].skv * cases[i].d > (int64_t)l2;
-            const char *want = cases[i].skv == 1 || cases[i].d > JATTN_CUDA_V2_MAX_HEAD_DIM ? "cuda_v1"
-                               : sm90 && v6                                                   ? "cuda_v6"
-                               : sm90 && v5                                                   ? "cuda_v5"
-                               : sm90                                                         ? "cuda_v4"
-                                                                                              : "cuda_v2";
             jattn_exec e = {0};
             e.backend = JATTN_BACKEND_CUDA;
             e.precision = pi ? JATTN_PRECISION_TF32 : JATTN_PRECISION_F32;
             jattn_selection sel = {0};
             int ok = jt_expect_status(jattn_select(&p, &e, &sel), JATTN_OK, "auto select") && sel.kernel &&
                      strncmp(sel.kernel, want, strlen(want)) == 0;
-            if (!ok) printf("FAIL auto choice for seq_kv=%lld D=%lld: %s, want %s\n", (long long)cases[i].skv,
-                            (long long)cases[i].d, sel.kernel ? sel.kernel : "none", want);
+            if (!ok)
+                printf("FAIL auto choice for seq_q=%lld seq_kv=%lld D=%lld: %s, want %s\n", (long long)cases[i].sq,
+                       (long long)cases[i].skv, (long long)cases[i].d, sel.kernel ? sel.kernel : "none", want);
             jt_tally_add(&tally, ok);
         }
     }
