@@ -4,8 +4,8 @@
 #   bench  v4 and v6 (f32, tf32) beside PyTorch SDPA at the shapes, cross-attention
 #          (4096 queries, 512 keys) and D = 64; the sass counts
 #   padding  key padding beside the unpadded call at (1,24,4608,128) (bench/padding/run.sh)
-#   tests  the GPU tests on the default choice (AUTO), then with v6 forced (AUTO runs v4 / v5 for
-#          D = 128 f32, so the forced pass is what checks v6 there)
+#   tests  the GPU tests on the default choice (AUTO: v6 wherever it takes the problem), then
+#          with v6 forced (the forced pass also runs v6 where AUTO's walk would pick another)
 #   tail   the single-row peaky tail, 1000 draws, D 128 and 64, v6 and v4 on the same draws
 #   sanitize  compute-sanitizer's four tools over small v6 calls (jattn run, forced v6:
 #          D 128 f32 key-padded with odd sizes, D 64 tf32, D 128 with a row of no keys)

@@ -1,8 +1,8 @@
-/* attention_f32_sm90_fa3_f16x2_128x64 — version 6 of the cuda kernels: the FlashAttention-3
- * orientation (S = Q K^T with queries as rows, the softmax along each row in registers) in 2xFP16
- * (f16x2_split.cuh) on the sm_90a fp16 wgmma, warp-specialized. The default on compute
- * capability 9.0 devices for D = 64 and for D = 128 in tf32; NOT for D = 128 in f32, where this
- * build's output was wrong on the H200 (below).
+/* attention v6 (launcher jattn_cuda_launch_v6, reported as cuda_v6_flash_*_f16x2_sm90_fa3_ws_128x64):
+ * version 6 of the cuda kernels, the FlashAttention-3 orientation (S = Q K^T with queries as
+ * rows, the softmax along each row in registers) in 2xFP16 (f16x2_split.cuh) on the sm_90a fp16
+ * wgmma, warp-specialized. AUTO's choice on compute capability 9.0 devices wherever it takes the
+ * problem (D 64 and 128, f32 and tf32; cuda_backend.c, version_for).
  *
  * Reads  q [B, H, Sq, D] through element strides (head_dim contiguous, float4 aligned), D in
  *        {64, 128}; the workspace of its pre-pass (attention_v6_split_kv_f16x2.cu): per head and
@@ -52,27 +52,27 @@
  * Shared memory: Q hi, lo 2 x 16 KB per consumer, the ring 4 x 33 KB, scales and barriers:
  * ~200 KB. Registers: 168 at entry (setmaxnreg 24 / 240), no local memory.
  *
- * Measured through the library (H200, 2026-12-01, bench/gpu/v6_library_run.sh;
- * bench/results/h200-2026-12-01-v6/library), TFLOP/s of the whole call (pre-pass included), v4 in
- * the same run, PyTorch fp32 SDPA beside:
- *   shape                 v6 tf32  v4 tf32   v6 f32  v4 f32  PyTorch
- *   (1,24,1536,128)         161.0    113.1   (132.8)   95.4    39.4
- *   (1,24,4608,128)         259.0    146.6   (202.4)  118.4    43.9
- *   (1,48,4608,128)         265.4    152.9   (193.5)  121.5    45.9
- *   (1,24,16384,128)        270.0    166.1   (206.9)  129.8    45.5
- *   (1,40,32768,128)        278.6    151.0   (209.7)  120.5    44.8
- *   (1,24,4096x512,128)     167.5    118.5   (142.8)   99.5    39.8
- *   (1,24,1536,64)          129.7     85.0    102.2    75.2    28.3
- *   (1,24,4608,64)          200.8    103.5    153.1    91.7    33.6
- * tf32 rel_l2 2.8e-4 (= v4's); D = 64 f32 rel_l2 3.2e-7 / 3.5e-7. In parentheses: the f32 instance
- * at D = 128 gave wrong results in that run (rel_l2 4.5e-3 .. 1e-2 in a few rows, last ~16
- * head_dim columns, not repeatable; NOTES_sm90.md "v6 in the library"), so AUTO keeps v5 / v4 there.
- * Its standalone build (8a1ed86, contiguous layouts only) measured 138.9 / 216.2 / 210.0 / 212.5 /
- * 217.0 TFLOP/s f32 at the five D = 128 shapes with rel_l2 3.6e-7 .. 5.4e-7. Key padding at
- * (1,24,4608,128): kv_len = Skv/2 0.530x, last-half mask 0.537x, one masked key 1.009x of the
- * unpadded call. ncu (standalone, (1,24,4608,128) f32): tensor pipe ~74% busy, issue slots 35%;
- * what limits it (the tensor pipe idle while both consumers are in the softmax; wave
- * quantization at 1536; the pre-pass on short sequences): NOTES_sm90.md, section "v6". */
+ * Measured through the library (H200, 2026-12-01, bench/gpu/v6_library_run.sh, second call
+ * with slot_release: bench/results/h200-2026-12-01-v6/library-r2), TFLOP/s of the whole call
+ * (pre-pass included), v4 in the same run, PyTorch fp32 SDPA beside:
+ *   shape                 v6 f32  v4 f32  v6 tf32  v4 tf32  PyTorch
+ *   (1,24,1536,128)        131.1    95.0    157.5    112.4     39.1
+ *   (1,24,4608,128)        197.6   117.7    259.9    145.8     43.8
+ *   (1,48,4608,128)        202.8   121.7    248.7    152.9     45.2
+ *   (1,24,16384,128)       202.6   129.7    265.1    165.3     45.5
+ *   (1,40,32768,128)       206.3   120.3    273.3    151.3     44.8
+ *   (1,24,4096x512,128)    141.6    99.2    165.6    117.9     36.4
+ *   (1,24,1536,64)         103.0    74.8    124.5     84.3     29.0
+ *   (1,24,4608,64)         154.3    91.0    195.4    102.8     33.5
+ * f32 rel_l2 3.3e-7 .. 5.5e-7 (v4 3.5e-7 .. 5.8e-7), tf32 2.8e-4 .. 2.9e-4 (= v4's). Every GPU
+ * test passes with v6 forced, its repeatable-bits cases included; the single-row peaky tail
+ * (1000 draws) has 2 over the gate at D = 128 (v4 5) and 0 at D = 64 (v4 3). The first call
+ * (bench/results/h200-2026-12-01-v6/library, before slot_release) gave wrong, non-repeatable f32
+ * output at D = 128 (last ~16 head_dim columns; NOTES_sm90.md "v6 in the library"). Key padding
+ * at (1,24,4608,128) (first call): kv_len = Skv/2 0.530x, last-half mask 0.537x, one masked key
+ * 1.009x of the unpadded call. ncu (standalone, (1,24,4608,128) f32): tensor pipe ~74% busy,
+ * issue slots 35%; what limits it (the tensor pipe idle while both consumers are in the
+ * softmax; wave quantization at 1536; the pre-pass on short sequences): NOTES_sm90.md, "v6". */
 #include <float.h>
 #include <math.h>
 #include <stdint.h>
