@@ -212,7 +212,8 @@ static int device_is_sm90(void) {
 }
 
 static int is_sm90_version(int ver) {
-    return ver == JATTN_CUDA_KERNEL_V3 || ver == JATTN_CUDA_KERNEL_V4 || ver == JATTN_CUDA_KERNEL_V5;
+    return ver == JATTN_CUDA_KERNEL_V3 || ver == JATTN_CUDA_KERNEL_V4 || ver == JATTN_CUDA_KERNEL_V5 ||
+           ver == JATTN_CUDA_KERNEL_V6;
 }
 
 /* Why forced v3 or v4 must refuse (p, e), as the word its error message must name, or NULL. */
@@ -351,10 +352,10 @@ static void test_repeatable(jt_rng *rng, cudaStream_t s) {
     }
 }
 
-/* The automatic choice on a 9.0 device: v5 for D = 128 on a grid of >= 4 waves of its
- * 128-query CTAs whose heads' split K and V (8 bytes per key and element) exceed half the L2,
- * else v4 where it applies (D 64 or 128), else v2; v1 for seq_kv == 1 and for D beyond v2's
- * limits. */
+/* The automatic choice on a 9.0 device: v6 wherever it takes the problem (D 64 and 128, both
+ * precisions, short and long grids, the long one where v5 used to be chosen); v4 where only v6
+ * refuses (a sequence beyond its 128-query CTAs' 32-bit index: selection only, nothing runs);
+ * else v2; v1 for seq_kv == 1 and for D beyond v2's limits. */
 static void test_auto_choice(void) {
     int dev = 0, sms = 0, l2 = 0;
     CUDA_OK(cudaGetDevice(&dev));
@@ -362,18 +363,18 @@ static void test_auto_choice(void) {
     CUDA_OK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev));
     const int64_t long_q = 128 * (int64_t)sms;             /* with 4 heads: 4 waves */
     const int64_t long_kv = (int64_t)l2 / (2 * 8 * 128) + 1; /* just over half the L2 at D = 128 */
+    const int64_t beyond_v6 = INT32_MAX - 100;               /* v6 takes <= 2^31 - 129, v4 <= 2^31 - 65 */
     const struct { int64_t h, sq, skv, d; } cases[] = {
         {2, 33, 77, 128},          {2, 33, 77, 64},       {2, 33, 77, 96},          {2, 33, 1, 128},
         {2, 33, 77, 264},          {4, long_q, long_kv, 128}, {4, long_q, long_kv, 64}, {4, long_q, long_kv - 1, 128},
-        {4, long_q - 128, long_kv, 128}};
+        {4, long_q - 128, long_kv, 128}, {1, beyond_v6, 77, 128}, {1, 33, beyond_v6, 64}};
     jattn_cuda_set_kernel(JATTN_CUDA_KERNEL_AUTO);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         jattn_problem p = jattn_problem_flux(1, cases[i].h, cases[i].sq, cases[i].skv, cases[i].d);
         const int sm90 = (cases[i].d == 64 || cases[i].d == 128) && device_is_sm90();
-        const int v5 = sm90 && cases[i].d == 128 && (cases[i].sq + 127) / 128 * cases[i].h >= 4 * sms &&
-                       2 * 8 * cases[i].skv * cases[i].d > (int64_t)l2;
+        const int v6_takes = cases[i].sq <= INT32_MAX - 128 && cases[i].skv <= INT32_MAX - 128;
         const char *want = cases[i].skv == 1 || cases[i].d > JATTN_CUDA_V2_MAX_HEAD_DIM ? "cuda_v1"
-                           : v5                                                           ? "cuda_v5"
+                           : sm90 && v6_takes                                             ? "cuda_v6"
                            : sm90                                                         ? "cuda_v4"
                                                                                           : "cuda_v2";
         for (int pi = 0; pi < 2; pi++) {
@@ -383,8 +384,9 @@ static void test_auto_choice(void) {
             jattn_selection sel = {0};
             int ok = jt_expect_status(jattn_select(&p, &e, &sel), JATTN_OK, "auto select") && sel.kernel &&
                      strncmp(sel.kernel, want, strlen(want)) == 0;
-            if (!ok) printf("FAIL auto choice for seq_kv=%lld D=%lld: %s, want %s\n", (long long)cases[i].skv,
-                            (long long)cases[i].d, sel.kernel ? sel.kernel : "none", want);
+            if (!ok)
+                printf("FAIL auto choice for seq_q=%lld seq_kv=%lld D=%lld: %s, want %s\n", (long long)cases[i].sq,
+                       (long long)cases[i].skv, (long long)cases[i].d, sel.kernel ? sel.kernel : "none", want);
             jt_tally_add(&tally, ok);
         }
     }
@@ -439,8 +441,9 @@ static void test_caller_workspace(jt_case *c, cudaStream_t s) {
         jt_tally_add(&tally, jt_expect_status(jattn_workspace_size(&c->p, &e, &bytes), JATTN_OK, "workspace_size"));
         jattn_selection sel;
         jt_tally_add(&tally, jt_expect_status(jattn_select(&c->p, &e, &sel), JATTN_OK, "select"));
-        /* every kernel reports the key padding's region, v4 its split K and V on top */
-        const int v4 = strncmp(sel.kernel, "cuda_v4", 7) == 0 || strncmp(sel.kernel, "cuda_v5", 7) == 0;
+        /* every kernel reports the key padding's region, v4 to v6 their split K and V on top */
+        const int v4 = strncmp(sel.kernel, "cuda_v4", 7) == 0 || strncmp(sel.kernel, "cuda_v5", 7) == 0 ||
+                       strncmp(sel.kernel, "cuda_v6", 7) == 0;
         const size_t padding = jattn_cuda_padding_bytes(c->p.batch, c->p.seq_kv);
         const int sized = v4 ? bytes > padding + 63 : bytes == padding + 63;
         if (!sized) printf("FAIL workspace of %zu bytes for kernel %s\n", bytes, sel.kernel);
@@ -508,10 +511,10 @@ static void test_padding_device(jt_rng *r, cudaStream_t s) {
     CUDA_OK(cudaMemcpy(dlen, lens, sizeof lens, cudaMemcpyHostToDevice));
     CUDA_OK(cudaMemcpy(dmask, mask, sizeof mask, cudaMemcpyHostToDevice));
     jattn_key_padding dkp = {dlen, dmask, B, Skv, 0};
-    const jattn_cuda_kernel versions[4] = {JATTN_CUDA_KERNEL_V1, JATTN_CUDA_KERNEL_V2, JATTN_CUDA_KERNEL_V3,
-                                           JATTN_CUDA_KERNEL_V4};
+    const jattn_cuda_kernel versions[5] = {JATTN_CUDA_KERNEL_V1, JATTN_CUDA_KERNEL_V2, JATTN_CUDA_KERNEL_V3,
+                                           JATTN_CUDA_KERNEL_V4, JATTN_CUDA_KERNEL_V6};
     float *first = malloc(d.no * sizeof(float)), *again = malloc(d.no * sizeof(float));
-    for (int vi = 0; vi < 4; vi++) {
+    for (int vi = 0; vi < 5; vi++) {
         jattn_cuda_set_kernel(versions[vi]);
         for (int pi = 0; pi < 2; pi++) {
             const jattn_precision prec = pi ? JATTN_PRECISION_TF32 : JATTN_PRECISION_F32;
@@ -620,6 +623,7 @@ int main(void) {
     test_sm90_device_pointers(&c, s, JATTN_CUDA_KERNEL_V3);
     test_sm90_device_pointers(&c, s, JATTN_CUDA_KERNEL_V4);
     test_sm90_device_pointers(&c, s, JATTN_CUDA_KERNEL_V5);
+    test_sm90_device_pointers(&c, s, JATTN_CUDA_KERNEL_V6);
     test_caller_workspace(&small, s);
     test_padding_device(&rng, s);
 

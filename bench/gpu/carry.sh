@@ -38,7 +38,7 @@ done
 cp build-carry/tools/jattn .carry/build/tools/
 # the sm_90a kernels' objects, for run.sh's sass step (cuobjdump runs there)
 mkdir -p .carry/build/obj
-find build-carry -name 'attention_v[2-5]*.cu.o' -exec cp {} .carry/build/obj/ \;
+find build-carry -name 'attention_v[2-6]*.cu.o' -exec cp {} .carry/build/obj/ \;
 for t in ${CARRY_TOOLS:-jattn_gpu_bench sanitize_small accuracy_tail}; do cp build-carry/$t .carry/build/; done
 strip .carry/build/tests/* .carry/build/tools/jattn .carry/build/jattn_gpu_bench
 cp -L "$CUDA_HOME"/lib64/libcudart.so.13 .carry/lib/

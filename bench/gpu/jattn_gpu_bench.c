@@ -5,9 +5,9 @@
  * device workspace (v4) get one from the caller, sized by jattn_workspace_size, as an engine
  * passes it; the time includes v4's pre-pass.
  *
- * usage: jattn_gpu_bench [B,H,S,D ...]   (default: the five shapes of issue 4)
- * prints: RESULT <impl> <B> <H> <S> <D> <median us> <TFLOP/s> <rel_l2> <max_abs>
- * FLOPs per call = 4 B H S S D. Inputs: standard normal, fresh per shape (seed printed). */
+ * usage: jattn_gpu_bench [B,H,S,D | B,H,Sq,Skv,D ...]   (default: the five shapes of issue 4)
+ * prints: RESULT <impl> <B> <H> <Sq> <D> <median us> <TFLOP/s> <rel_l2> <max_abs> <kernel> reps=N skv=Skv
+ * FLOPs per call = 4 B H Sq Skv D. Inputs: standard normal, fresh per shape (seed printed). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -73,17 +73,21 @@ int main(int argc, char **argv) {
     cudaStream_t stream;
     CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     for (int si = 0; si < n_shapes; si++) {
-        int B, H, S, D;
+        int B, H, S, D, Skv;
         if (argc > 1) {
-            if (sscanf(argv[si + 1], "%d,%d,%d,%d", &B, &H, &S, &D) != 4) {
-                fprintf(stderr, "shape must be B,H,S,D: %s\n", argv[si + 1]);
+            const int got = sscanf(argv[si + 1], "%d,%d,%d,%d,%d", &B, &H, &S, &Skv, &D);
+            if (got == 4) D = Skv, Skv = S;
+            if (got != 4 && got != 5) {
+                fprintf(stderr, "shape must be B,H,S,D or B,H,Sq,Skv,D: %s\n", argv[si + 1]);
                 return 2;
             }
         } else {
             B = default_shapes[si][0], H = default_shapes[si][1], S = default_shapes[si][2], D = default_shapes[si][3];
+            Skv = S;
         }
-        jattn_problem p = jattn_problem_flux(B, H, S, S, D);
-        const size_t n = (size_t)B * H * S * D;
+        jattn_problem p = jattn_problem_flux(B, H, S, Skv, D);
+        /* q and out: Sq rows, k and v: Skv rows (the larger count allocated for all four) */
+        const size_t n = (size_t)B * H * (S > Skv ? S : Skv) * D;
         float *hq = malloc(n * 4), *hk = malloc(n * 4), *hv = malloc(n * 4), *ho = malloc(n * 4);
         jattn_rng_fill_normal(hq, (int64_t)n, seed + (uint64_t)si, 0);
         jattn_rng_fill_normal(hk, (int64_t)n, seed + (uint64_t)si, 1);
@@ -134,8 +138,9 @@ int main(int argc, char **argv) {
                 kit_parity par;
                 kit_reference_compare(&ref, &p, ho, NULL, e.precision, &par);
                 const double rel = par.m.rel_l2, mx = par.m.max_abs;
-                printf("RESULT jattn-%s-%s %d %d %d %d %.1f %.2f %.3g %.3g %s reps=%d\n", vname, pi ? "tf32" : "f32",
-                       B, H, S, D, ms * 1e3, flops / (ms * 1e-3) / 1e12, rel, mx, sel.kernel, reps);
+                printf("RESULT jattn-%s-%s %d %d %d %d %.1f %.2f %.3g %.3g %s reps=%d skv=%d\n", vname,
+                       pi ? "tf32" : "f32", B, H, S, D, ms * 1e3, flops / (ms * 1e-3) / 1e12, rel, mx, sel.kernel, reps,
+                       Skv);
                 fflush(stdout);
                 if (ws) CHECK(cudaFree(ws));
             }

@@ -18,9 +18,12 @@
 #        JATTN_SANITIZE_TOOLS="memcheck ..." and JATTN_SANITIZE_TESTS="test|test ..." (|-separated;
 #        a v1..v5 or c2/c3 prefix forces that kernel or v4 instance) narrow the sanitize step
 #        JATTN_GPU_SHAPES="1,24,1536,128 ..." (default: the five shapes of issue 4)
-#        JATTN_BENCH_VERSIONS=v1,v2,v3,v4,v5 (which kernel versions the bench times)
-#        JATTN_PARITY_VERSIONS="v1 v3 v4c2 v4c3 v5" (the forced versions of the parity3 step; v4cN
+#        JATTN_BENCH_VERSIONS=v1,v2,v3,v4,v5,v6 (which kernel versions the bench times)
+#        JATTN_PARITY_VERSIONS="v1 v3 v4c2 v4c3 v5 v6" (the forced versions of the parity3 step; v4cN
 #        forces v4's N-CTA instance)
+#        JATTN_TEST_KERNELS="auto v6" (the test step runs the GPU tests once per entry: auto = the
+#        default choice, vN = JATTN_CUDA_KERNEL=vN forced)
+#        JATTN_TAIL_KERNELS="auto v4" (the tail step's peaky tail once per entry, as above)
 #        JATTN_NCU_VERSION=v4 (the version the ncu step profiles)
 #        JATTN_GPU_VARIANTS="0:6 0:3 v3" (variants step: v2 tile:products, or v3)
 #        JATTN_CPU_BENCH_CAP=seconds: the hook that runs bench/cpu/run.sh when the step "cpu"
@@ -30,7 +33,7 @@ cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build-gpu}
 OUT=${OUT:-$BUILD/out}
 STEPS=${JATTN_GPU_STEPS:-"build test parity3 sanitize tail sass bench jattn padding"}   # also: ab, ncu, variants, cpu
-export JATTN_BENCH_VERSIONS=${JATTN_BENCH_VERSIONS:-v1,v2,v3,v4,v5}
+export JATTN_BENCH_VERSIONS=${JATTN_BENCH_VERSIONS:-v1,v2,v3,v4,v5,v6}
 SHAPES=${JATTN_GPU_SHAPES:-}
 mkdir -p "$OUT"
 status=0
@@ -56,7 +59,7 @@ if has sass; then
   cuobjdump -sass "$obj" > /tmp/v2.sass 2>&1
   awk '/Function :/{f=$3} /HMMA/{h[f]++} /LDL|STL/{l[f]++} END{for(k in h) printf "%-70s HMMA %5d  LDL/STL %d\n", k, h[k], l[k]+0}' /tmp/v2.sass
   grep -m3 HMMA /tmp/v2.sass
-  for src in attention_v3_sm90_tf32x3 attention_v4_sm90_f16x2 attention_v5_sm90_ws_f16x2; do
+  for src in attention_v3_sm90_tf32x3 attention_v4_sm90_f16x2 attention_v5_sm90_ws_f16x2 attention_v6_sm90_fa3_f16x2; do
     note "sass ($src: HGMMA count, local memory; only the sm_90a instances have a body)"
     obj=$(find "$BUILD" -name "$src.cu.o" | head -1)
     cuobjdump -sass "$obj" > /tmp/sm90.sass 2>&1
@@ -66,17 +69,29 @@ fi
 
 # The GPU tests: the whole parity suite (both precisions), the device-pointer tests (streams,
 # graphs, misaligned and overlapping pointers, allocation counts, kernel versions), the edges.
-GPU_TESTS=("test_parity cuda" "test_padding cuda" "test_cuda_device" "test_edges cuda")
+GPU_TESTS=("test_cuda_device" "test_edges cuda" "test_padding cuda" "test_parity cuda")   # the quick ones first
 
 if has test; then
-  note "tests (the GPU tests, full parity suite)"
-  : > "$OUT/tests.log"
-  for t in "${GPU_TESTS[@]}"; do
-    $BUILD/tests/$t >> "$OUT/tests.log" 2>&1; rc=$?
-    echo "$t: rc=$rc $(grep -E "^$t|^${t%% *}" "$OUT/tests.log" | grep -E 'passed' | tail -1)"
-    [ $rc -eq 0 ] || status=1
+  for kern in ${JATTN_TEST_KERNELS:-auto}; do
+    note "tests (the GPU tests, full parity suite), kernel $kern"
+    log="$OUT/tests.log"; [ "$kern" = auto ] || log="$OUT/tests_$kern.log"
+    : > "$log"
+    for t in "${GPU_TESTS[@]}"; do
+      if [ "$kern" = auto ]; then $BUILD/tests/$t >> "$log" 2>&1; else JATTN_CUDA_KERNEL=$kern $BUILD/tests/$t >> "$log" 2>&1; fi
+      rc=$?
+      echo "$kern $t: rc=$rc $(grep -E "^$t|^${t%% *}" "$log" | grep -E 'passed' | tail -1)"
+      [ $rc -eq 0 ] || [ "$kern" != auto ] || status=1
+    done
+    if [ "$kern" = auto ]; then
+      grep -E "^FAIL" "$log" | head -20
+    else   # a forced version refuses other head dims (UNSUPPORTED): counted apart, as in parity3
+      refused=$(grep -E "^FAIL" "$log" | grep -c JATTN_ERROR_UNSUPPORTED)
+      other=$(grep -E "^FAIL" "$log" | grep -vc JATTN_ERROR_UNSUPPORTED)
+      echo "$kern: $refused FAIL lines are refusals (UNSUPPORTED), $other other failures"
+      grep -E "^FAIL" "$log" | grep -v JATTN_ERROR_UNSUPPORTED | head -20
+      [ "$other" -eq 0 ] || status=1
+    fi
   done
-  grep -E "^FAIL" "$OUT/tests.log" | head -20
 fi
 
 # worst (max_abs / f32 gate) over the D=128 "large" rows of a verbose parity log (gate: 1e-5 x max(1, max|ref|))
@@ -88,7 +103,7 @@ worst_large_f32() {
 if has parity3; then
   # The parity suite once more on each forced kernel version: v1 takes every problem, v3 and v4
   # (sm_90a) D 64 and 128 (their refusals of other D are expected and counted apart).
-  for ver in ${JATTN_PARITY_VERSIONS:-v1 v3 v4c2 v4c3 v5}; do   # v4cN: kernel v4, its N-CTA instance forced
+  for ver in ${JATTN_PARITY_VERSIONS:-v1 v3 v4c2 v4c3 v5 v6}; do   # v4cN: kernel v4, its N-CTA instance forced
     kv=${ver%c*}; ctas=; [ "$kv" != "$ver" ] && ctas=${ver##*c}
     note "parity suite on kernel $ver (JATTN_CUDA_KERNEL=$kv${ctas:+ JATTN_CUDA_V4_CTAS=$ctas})"
     JATTN_CUDA_KERNEL=$kv JATTN_CUDA_V4_CTAS=$ctas JATTN_TEST_VERBOSE=1 timeout "${JATTN_TEST_TIMEOUT:-600}" "$BUILD/tests/test_parity" cuda > "$OUT/parity_$ver.log" 2>&1 ||
@@ -118,12 +133,12 @@ if has sanitize; then
   # failures give rc 1; a sanitizer finding gives rc 3 (--error-exitcode).
   note "compute-sanitizer (memcheck racecheck synccheck initcheck) over sanitize_small and the GPU tests"
   : > "$OUT/sanitize.log"
-  SAN_TESTS=${JATTN_SANITIZE_TESTS:-sanitize_small|tests/test_parity cuda|v3 tests/test_parity cuda|v5 tests/test_parity cuda|c2 tests/test_parity cuda|c3 tests/test_parity cuda|tests/test_padding cuda|tests/test_cuda_device|tests/test_edges cuda}
+  SAN_TESTS=${JATTN_SANITIZE_TESTS:-sanitize_small|tests/test_parity cuda|v3 tests/test_parity cuda|v5 tests/test_parity cuda|v6 tests/test_parity cuda|c2 tests/test_parity cuda|c3 tests/test_parity cuda|tests/test_padding cuda|tests/test_cuda_device|tests/test_edges cuda}
   IFS='|' read -r -a san_tests <<< "$SAN_TESTS"
   for tool in ${JATTN_SANITIZE_TOOLS:-memcheck racecheck synccheck initcheck}; do
     for t in "${san_tests[@]}"; do
       env=(JATTN_TEST_QUICK=1)
-      case $t in v[1-5]\ *) env+=(JATTN_CUDA_KERNEL=${t%% *}); t=${t#* } ;;
+      case $t in v[1-6]\ *) env+=(JATTN_CUDA_KERNEL=${t%% *}); t=${t#* } ;;
                  c2\ *) env+=(JATTN_CUDA_V4_CTAS=2); t=${t#c2 } ;;   # v4's two instances forced
                  c3\ *) env+=(JATTN_CUDA_V4_CTAS=3); t=${t#c3 } ;; esac
       echo "---- $tool ${env[*]} $t" >> "$OUT/sanitize.log"
@@ -139,8 +154,16 @@ if has tail && [ -x "$BUILD/accuracy_tail" ]; then
   # The f32 error's tail where the gate is tightest: one query row, peaky logits (no averaging
   # over rows), 1000 fresh draws per head_dim; the gate must hold on every draw.
   note "accuracy tail (single-row peaky cases, f32, ${JATTN_TAIL_DRAWS:-1000} draws each)"
-  for d in 128 64; do
-    "$BUILD/accuracy_tail" cuda 1 2 1 1000 $d peaky ${JATTN_TAIL_DRAWS:-1000} | tee -a "$OUT/tail.txt" | grep TAIL
+  # every kernel on the same draws (one seed for all, printed)
+  tail_seed=${JATTN_TEST_SEED:-$(date +%s)}
+  echo "tail seed $tail_seed"
+  for kern in ${JATTN_TAIL_KERNELS:-auto}; do
+    for d in 128 64; do
+      echo "kernel $kern D=$d seed $tail_seed" >> "$OUT/tail.txt"
+      if [ "$kern" = auto ]; then JATTN_TEST_SEED=$tail_seed "$BUILD/accuracy_tail" cuda 1 2 1 1000 $d peaky ${JATTN_TAIL_DRAWS:-1000}
+      else JATTN_TEST_SEED=$tail_seed JATTN_CUDA_KERNEL=$kern "$BUILD/accuracy_tail" cuda 1 2 1 1000 $d peaky ${JATTN_TAIL_DRAWS:-1000}; fi |
+        tee -a "$OUT/tail.txt" | grep TAIL | sed "s/^/$kern D=$d: /"
+    done
   done
   grep -q "fails=[1-9]" "$OUT/tail.txt" && status=1
   # One head_dim column, uniform inputs: an output can nearly cancel (the mean of v), where even

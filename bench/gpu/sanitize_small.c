@@ -47,7 +47,7 @@ int main(void) {
                     e.memory = JATTN_MEMORY_DEVICE;
                     e.precision = pi ? JATTN_PRECISION_TF32 : JATTN_PRECISION_F32;
                     jattn_status st = jattn_forward(NULL, &p, &e, dq + shift, dk + shift, dv + shift, dout + shift, dlse);
-                    if (st == JATTN_ERROR_UNSUPPORTED && (ver == JATTN_CUDA_KERNEL_V3 || ver == JATTN_CUDA_KERNEL_V4 || ver == JATTN_CUDA_KERNEL_V5))
+                    if (st == JATTN_ERROR_UNSUPPORTED && ver >= JATTN_CUDA_KERNEL_V3) /* v3 to v6 */
                         continue; /* D not 64/128 */
                     if (st != JATTN_OK) {
                         fprintf(stderr, "forward: %s: %s\n", jattn_status_name(st), jattn_last_error());

@@ -4,8 +4,8 @@ fp32: SDPBackend.EFFICIENT_ATTENTION (PyTorch's fp32 kernel); bf16: SDPBackend.C
 (context only). Median of CUDA-event times per call; rel_l2 against a float64 evaluation of
 the same sampled query rows as jattn_gpu_bench (every head, 16 rows spread over the sequence).
 
-usage: python3 torch_sdpa_peer.py [B,H,S,D ...]
-prints: RESULT <impl> <B> <H> <S> <D> <median us> <TFLOP/s> <rel_l2> <max_abs> <note>
+usage: python3 torch_sdpa_peer.py [B,H,S,D | B,H,Sq,Skv,D ...]
+prints: RESULT <impl> <B> <H> <Sq> <D> <median us> <TFLOP/s> <rel_l2> <max_abs> <note> skv=<Skv>
 """
 
 import sys
@@ -42,15 +42,15 @@ def main():
     shapes = [tuple(int(x) for x in a.split(",")) for a in sys.argv[1:]] or DEFAULT
     torch.manual_seed(torch.seed())
     print("torch", torch.__version__, torch.cuda.get_device_name(), flush=True)
-    for B, H, S, D in shapes:
-        q, k, v = (torch.randn(B, H, S, D, device="cuda", dtype=torch.float32) for _ in range(3))
+    for shape in shapes:
+        B, H, S, Skv, D = shape if len(shape) == 5 else (shape[0], shape[1], shape[2], shape[2], shape[3])
+        q = torch.randn(B, H, S, D, device="cuda", dtype=torch.float32)
+        k, v = (torch.randn(B, H, Skv, D, device="cuda", dtype=torch.float32) for _ in range(2))
         rows = torch.tensor([(r * (S - 1)) // (SAMPLE_ROWS - 1) for r in range(SAMPLE_ROWS)], device="cuda")
         ref = reference_rows(q, k, v, rows)
-        flops = 4.0 * B * H * S * S * D
-        runs = [
-            ("torch-sdpa-f32", SDPBackend.EFFICIENT_ATTENTION, torch.float32),
-            ("torch-cudnn-bf16", SDPBackend.CUDNN_ATTENTION, torch.bfloat16),
-        ]
+        flops = 4.0 * B * H * S * Skv * D
+        runs = [("torch-sdpa-f32", SDPBackend.EFFICIENT_ATTENTION, torch.float32),
+                ("torch-cudnn-bf16", SDPBackend.CUDNN_ATTENTION, torch.bfloat16)]
         for name, backend, dtype in runs:
             qq, kk, vv = (x.to(dtype) for x in (q, k, v))
             try:
@@ -67,11 +67,8 @@ def main():
             err = o - ref
             rel = (err.norm() / ref.norm()).item()
             mx = err.abs().max().item()
-            print(
-                f"RESULT {name} {B} {H} {S} {D} {ms * 1e3:.1f} {flops / (ms * 1e-3) / 1e12:.2f} {rel:.3g} {mx:.3g} "
-                f"reps={reps}",
-                flush=True,
-            )
+            print(f"RESULT {name} {B} {H} {S} {D} {ms * 1e3:.1f} {flops / (ms * 1e-3) / 1e12:.2f} {rel:.3g} {mx:.3g} "
+                  f"reps={reps} skv={Skv}", flush=True)
         del q, k, v
         torch.cuda.empty_cache()
 

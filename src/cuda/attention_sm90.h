@@ -1,6 +1,6 @@
 /* attention_sm90.h: the launch contract of the sm_90a wgmma kernels of the cuda backend (v3, v4,
- * v5 in the library; v3.0 in bench/gpu), launched through the one launcher family of
- * cuda_internal.h (jattn_cuda_launch_v3 .. v5): src/cuda/NOTES.md's version table. Their design,
+ * v5, v6 in the library; v3.0 in bench/gpu), launched through the one launcher family of
+ * cuda_internal.h (jattn_cuda_launch_v3 .. v6): src/cuda/NOTES.md's version table. Their design,
  * ceilings and predictions, step by step: JOURNAL.md.
  *
  * What it computes (docs/DESIGN.md §1), for every batch b < B and head h < H:
@@ -8,7 +8,7 @@
  *     out[i,d]   = sum_j softmax(S[i,:])[j] * v[b,h,j,d]
  *     lse[b,h,i] = max_j S[i,j] + log(sum_j exp(S[i,j] - max))      (when lse != NULL)
  *
- * Contract of jattn_cuda_launch_v3() .. v5() (and of v3.0's attention_f32_sm90_wgmma_64x64()):
+ * Contract of jattn_cuda_launch_v3() .. v6() (and of v3.0's attention_f32_sm90_wgmma_64x64()):
  *  - Device: the current device must have compute capability 9.0 (wgmma, sm_90a); on any
  *    other the call returns cudaErrorNoKernelImageForDevice and enqueues nothing. The file
  *    also compiles for other targets (e.g. the library's compute_80 PTX), where the kernel
@@ -55,6 +55,9 @@ extern "C" {
 #define ATTENTION_SM90_TILE 64          /* rows of a query and a key tile; seq_q, seq_kv <= INT32_MAX - TILE */
 #define ATTENTION_SM90_ALIGN_BYTES 16   /* q, k, v, out: float4 moves */
 #define ATTENTION_SM90_STRIDE_MULTIPLE (ATTENTION_SM90_ALIGN_BYTES / 4)
+/* Kernel v6 runs 128 queries per CTA: seq_q, seq_kv <= INT32_MAX - V6_CTA_QUERIES (its launcher
+ * and its refusal in cuda_versions.c both read this). */
+#define ATTENTION_SM90_V6_CTA_QUERIES 128
 
 /* Why a problem cannot run on this kernel. */
 typedef enum attention_sm90_support {
@@ -88,6 +91,13 @@ cudaError_t attention_f32_sm90_wgmma_64x64(const jattn_cuda_args *args, cudaStre
  * (attention_v4_split_kv_f16x2.cu) that writes them into their workspace: device memory of
  * this many bytes, 16-byte aligned, not shared with a concurrent call (about K plus V). */
 size_t attention_f32_sm90_f16x2_workspace_bytes(int64_t batch, int64_t heads, int64_t seq_kv, int64_t head_dim);
+
+/* Kernel v6 (jattn_cuda_launch_v6, attention_v6_sm90_fa3_f16x2.cu) has its own pre-pass
+ * (attention_v6_split_kv_f16x2.cu), which writes the split K and V tiles as shared-memory images
+ * into its workspace: device memory of this many bytes, 16-byte aligned, not shared with a
+ * concurrent call (about K plus V). v6 also needs seq_q, seq_kv <= 2^31 - 129 and takes key
+ * padding; ATTENTION_SM90_V6_CTA_QUERIES above. */
+size_t attention_f32_sm90_fa3_f16x2_workspace_bytes(int64_t batch, int64_t heads, int64_t seq_kv, int64_t head_dim);
 
 #ifdef __cplusplus
 }

@@ -24,8 +24,6 @@ static struct {
  * (a process may hold GPUs of several kinds; each call runs on the calling thread's current one). */
 #define MAX_DEVICES 64
 static atomic_int device_cc[MAX_DEVICES];
-static atomic_int device_sms[MAX_DEVICES]; /* multiprocessors of each device, asked with its cc */
-static atomic_int device_l2[MAX_DEVICES];  /* its L2 cache bytes */
 static pthread_once_t device_once = PTHREAD_ONCE_INIT;
 static atomic_int kernel_choice = JATTN_CUDA_KERNEL_AUTO;
 static atomic_int v4_ctas; /* 0, or the v4 instance forced (jattn_cuda_set_v4_ctas_per_sm) */
@@ -42,7 +40,7 @@ static void probe_device(void) {
         (void)cudaGetLastError();
         return;
     }
-    const char *env = getenv("JATTN_CUDA_KERNEL"); /* v1 .. v5, or 1 .. 5 */
+    const char *env = getenv("JATTN_CUDA_KERNEL"); /* v1 .. v6, or 1 .. 6 */
     if (env && env[0] == 'v') env++;
     for (int k = JATTN_CUDA_KERNEL_V1; env && k < JATTN_CUDA_KERNEL_COUNT; k++)
         if (env[0] == '0' + k && env[1] == '\0') atomic_store(&kernel_choice, k);
@@ -54,9 +52,9 @@ static void probe_device(void) {
 }
 
 /* The compute capability of the calling thread's current device (10 major + minor), or -1 when
- * it cannot be asked (*dev_out: the device; *sms_out: its multiprocessors; *l2_out: its L2 bytes). */
-static int current_cc(int *dev_out, int *sms_out, int *l2_out) {
-    int dev = 0, major = 0, minor = 0, sms = 0, l2 = 0;
+ * it cannot be asked (*dev_out: the device). */
+static int current_cc(int *dev_out) {
+    int dev = 0, major = 0, minor = 0;
     if (cudaGetDevice(&dev) != cudaSuccess) {
         (void)cudaGetLastError();
         return -1;
@@ -64,25 +62,15 @@ static int current_cc(int *dev_out, int *sms_out, int *l2_out) {
     *dev_out = dev;
     if (dev >= 0 && dev < MAX_DEVICES) {
         const int cc = atomic_load(&device_cc[dev]);
-        *sms_out = atomic_load(&device_sms[dev]);
-        *l2_out = atomic_load(&device_l2[dev]);
         if (cc) return cc;
     }
     if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev) != cudaSuccess) {
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) {
         (void)cudaGetLastError();
         return -1;
     }
     const int cc = 10 * major + minor;
-    if (dev >= 0 && dev < MAX_DEVICES) {
-        atomic_store(&device_sms[dev], sms);
-        atomic_store(&device_l2[dev], l2);
-        atomic_store(&device_cc[dev], cc);
-    }
-    *sms_out = sms;
-    *l2_out = l2;
+    if (dev >= 0 && dev < MAX_DEVICES) atomic_store(&device_cc[dev], cc);
     return cc;
 }
 
@@ -107,30 +95,22 @@ const char *jattn_cuda_last_kernel(void) { return last_kernel; }
 
 /* ---- selection -------------------------------------------------------------------------- */
 
-/* Where v5 beats v4 (H200, bench/results/h200-2026-12-01-v5): D = 128, a grid of >= 4 waves of
- * its 128-query CTAs, and a head's split K and V (8 bytes per key and head_dim element) larger
- * than half the L2, so that v4's 64-query CTAs re-read them from memory: +7% f32 and +8% tf32
- * at (1,40,32768,128) (16.8 MB per head at (1,24,16384,128): v4 equal or 2% faster; 1536 and
- * 4608 keys, D = 64 and cross-attention: v4 faster). */
-static int v5_wins(const jattn_problem *p, int sms, int l2_bytes) {
-    const int64_t ctas = (p->seq_q + 127) / 128 * p->batch * p->heads;
-    const int64_t split_bytes = 8 * p->seq_kv * p->head_dim;
-    return p->head_dim == 128 && ctas >= 4 * (int64_t)sms && 2 * split_bytes > (int64_t)l2_bytes;
-}
-
-/* AUTO starts at v5 or v4 (v5_wins) and walks the refusal fallbacks: v5 or v4 on a 9.0 device
- * for the problems they take (D 64 or 128, strides a multiple of 4 elements), else v2 where its
- * head_dim limits allow, else v1; and v1 for seq_kv == 1, where it returns the v row bit for
- * bit (weight exp(0)/exp(0) = 1; a split of v would not). A forced version stays as forced or
- * fails (naming why), but for v2, which falls back to v1 beyond its head_dim limits.
+/* AUTO starts at v6 wherever it takes the problem: on the H200 (2026-12-01,
+ * bench/results/h200-2026-12-01-v6/library and library-r2) it passed every GPU test in both
+ * precisions at D 64 and 128, repeated bit for bit, and was the fastest version at every measured
+ * shape: f32 1.38-1.71x v4 at D = 128 (1.60x v5 at (1,40,32768,128), where v5 had been the
+ * default), tf32 1.42-1.85x v4, D = 64 1.38-1.70x v4. From there AUTO walks the refusal fallbacks
+ * (cuda_versions.c): v4 where v6 refuses (sequences beyond its 32-bit 128-query CTAs) and on a
+ * 9.0 device for the problems v4 takes (D 64 or 128, strides a multiple of 4 elements), else v2
+ * where its head_dim limits allow, else v1; and v1 for seq_kv == 1, where it returns the v row bit
+ * for bit (weight exp(0)/exp(0) = 1; a split of v would not). v3 and v5 run when forced. A forced
+ * version stays as forced or fails (naming why), but for v2, which falls back to v1 beyond its
+ * head_dim limits.
  * @return the version, or NULL with *why set. */
-static const cuda_version *version_for(const jattn_problem *p, int cc, int sms, int l2_bytes, const char **why) {
+static const cuda_version *version_for(const jattn_problem *p, int cc, const char **why) {
     const jattn_cuda_kernel forced = (jattn_cuda_kernel)atomic_load(&kernel_choice);
     jattn_cuda_kernel k = forced;
-    if (k == JATTN_CUDA_KERNEL_AUTO)
-        k = p->seq_kv == 1                 ? JATTN_CUDA_KERNEL_V1
-            : v5_wins(p, sms, l2_bytes) ? JATTN_CUDA_KERNEL_V5
-                                        : JATTN_CUDA_KERNEL_V4;
+    if (k == JATTN_CUDA_KERNEL_AUTO) k = p->seq_kv == 1 ? JATTN_CUDA_KERNEL_V1 : JATTN_CUDA_KERNEL_V6;
     for (;;) {
         const cuda_version *ver = &jattn_cuda_versions[k];
         const char *no = ver->refusal(p, cc);
@@ -147,8 +127,8 @@ static const cuda_version *version_for(const jattn_problem *p, int cc, int sms, 
 static jattn_status cuda_select(const jattn_problem *p, const jattn_exec *e, jattn_plan *plan) {
     pthread_once(&device_once, probe_device);
     if (!device.present) return jattn_fail(JATTN_ERROR_BACKEND_UNAVAILABLE, "%s", device.why);
-    int dev = 0, sms = 0, l2 = 0;
-    const int cc = current_cc(&dev, &sms, &l2);
+    int dev = 0;
+    const int cc = current_cc(&dev);
     if (cc < 0) return jattn_fail(JATTN_ERROR_BACKEND_UNAVAILABLE, "backend: cuda: cannot query the current device");
     if (cc < 80)
         return jattn_fail(JATTN_ERROR_BACKEND_UNAVAILABLE,
@@ -160,7 +140,7 @@ static jattn_status cuda_select(const jattn_problem *p, const jattn_exec *e, jat
     if (p->seq_q > INT32_MAX || p->seq_kv > INT32_MAX || p->batch * p->heads > INT32_MAX)
         return jattn_fail(JATTN_ERROR_UNSUPPORTED, "seq_q/seq_kv/batch*heads: the cuda backend indexes them with 32 bits");
     const char *why = "";
-    const cuda_version *ver = version_for(p, cc, sms, l2, &why);
+    const cuda_version *ver = version_for(p, cc, &why);
     if (!ver)
         return jattn_fail(JATTN_ERROR_UNSUPPORTED, "%s (kernel v%d is forced: JATTN_CUDA_KERNEL or jattn_cuda_set_kernel)",
                           why, (int)atomic_load(&kernel_choice));

@@ -31,7 +31,8 @@ typedef struct jattn_cuda_args {
     float scale;             /* > 0, finite */
     jattn_precision precision; /* F32: float32-exact; TF32: the opt-in, each version's own way */
     int v4_ctas_per_sm;      /* kernel v4 only: 0 = chosen per call; 2 or 3 = that instance (tests) */
-    int v5_variant;          /* kernel v5 only: 0 = the kernel; 2 = with the consumers' ping-pong (A/B runs) */
+    int v5_variant;          /* kernel v5: 0 = the kernel; 2 = with the consumers' ping-pong (A/B runs);
+                              * kernel v6: bit 0 = the consumers' ping-pong */
     /* Key padding, resolved on the device by the pre-pass of key_padding.cu; both NULL when
      * every key is attended. A kernel runs batch b over its kv_count[b] attended keys as if
      * they were the whole sequence: key j of it is row kv_index[b * seq_kv + j] of k and v
@@ -42,7 +43,7 @@ typedef struct jattn_cuda_args {
 
 /* The kernel versions kept side by side (see each file's opening comment). */
 typedef enum jattn_cuda_kernel {
-    JATTN_CUDA_KERNEL_AUTO = 0, /* v5 or v4 where they apply, else v2, else v1 (cuda_backend.c) */
+    JATTN_CUDA_KERNEL_AUTO = 0, /* v6 where it applies, else v4, else v2, else v1 (cuda_backend.c) */
     JATTN_CUDA_KERNEL_V1 = 1,   /* attention_v1_simt.cu: plain fp32 SIMT, any D <= 512 */
     JATTN_CUDA_KERNEL_V2 = 2,   /* attention_v2_mma.cu: mma.sync m16n8k8 3xTF32, D % 8 == 0, D <= 256 */
     JATTN_CUDA_KERNEL_V3 = 3,   /* attention_v3_sm90_tf32x3.cu (v3.2): sm_90a wgmma 3xTF32, transposed
@@ -54,14 +55,18 @@ typedef enum jattn_cuda_kernel {
     JATTN_CUDA_KERNEL_V5 = 5,   /* attention_v5_sm90_ws_f16x2.cu: v4's arithmetic in a warp-specialized CTA
                                  * (a bulk-copy producer, two consumer warpgroups in ping-pong); the
                                  * same limits and workspace as v4; a key-padded call runs v4 */
-    JATTN_CUDA_KERNEL_COUNT = 6
+    JATTN_CUDA_KERNEL_V6 = 6,   /* attention_v6_sm90_fa3_f16x2.cu: 2xFP16 in the FlashAttention-3 orientation
+                                 * (S = Q K^T, the row softmax in registers), warp-specialized, its own
+                                 * pre-pass and workspace; v3's limits, seq_q and seq_kv <= 2^31 - 129
+                                 * and seq_kv >= 2 (v1 runs a single key, as AUTO does) */
+    JATTN_CUDA_KERNEL_COUNT = 7
 } jattn_cuda_kernel;
 
 /* Limits of each version. */
 #define JATTN_CUDA_V1_MAX_HEAD_DIM 512
 #define JATTN_CUDA_V2_MAX_HEAD_DIM 256
 #define JATTN_CUDA_V2_HEAD_DIM_MULTIPLE 8
-/* v3's, v4's and v5's limits are those of their launch contract (attention_sm90.h). */
+/* v3's to v6's limits are those of their launch contract (attention_sm90.h). */
 
 /* Device bytes of the key padding's pre-pass output for a problem: kv_count and kv_index
  * (each region 256-byte aligned). Every kernel's workspace includes them. */
@@ -77,22 +82,24 @@ int jattn_cuda_launch_padding(const int64_t *kv_len, const uint8_t *mask, int64_
 
 /* The launchers, one per version and all of one shape: enqueue the version's kernel(s) on
  * `stream` (a cudaStream_t) for `a`, with `workspace` its own device workspace (v4 and v5:
- * attention_f32_sm90_f16x2_workspace_bytes(), 16-byte aligned; NULL for the others). No
- * allocation, no synchronisation. v3 to v5 refuse (cudaErrorInvalidValue, nothing enqueued)
- * arguments outside their contract (attention_sm90.h), v5 also a key-padded call.
+ * attention_f32_sm90_f16x2_workspace_bytes(); v6: attention_f32_sm90_fa3_f16x2_workspace_bytes();
+ * 16-byte aligned; NULL for the others). No allocation, no synchronisation. v3 to v6 refuse
+ * (cudaErrorInvalidValue, nothing enqueued) arguments outside their contract (attention_sm90.h),
+ * v5 also a key-padded call.
  * @return the cudaError_t of the launch (as int; 0 = cudaSuccess). */
 int jattn_cuda_launch_v1(const jattn_cuda_args *a, void *workspace, void *stream); /* attention_v1_simt.cu */
 int jattn_cuda_launch_v2(const jattn_cuda_args *a, void *workspace, void *stream); /* attention_v2_mma.cu */
 int jattn_cuda_launch_v3(const jattn_cuda_args *a, void *workspace, void *stream); /* attention_v3_sm90_tf32x3.cu */
 int jattn_cuda_launch_v4(const jattn_cuda_args *a, void *workspace, void *stream); /* attention_v4_sm90_f16x2.cu */
 int jattn_cuda_launch_v5(const jattn_cuda_args *a, void *workspace, void *stream); /* attention_v5_sm90_ws_f16x2.cu */
+int jattn_cuda_launch_v6(const jattn_cuda_args *a, void *workspace, void *stream); /* attention_v6_sm90_fa3_f16x2.cu */
 
 /* ---- knobs and counters for tests and the harness ---- */
 
 /* Forces a kernel version for every later call of this process (AUTO restores the default;
- * the environment variable JATTN_CUDA_KERNEL=v1|v2|v3|v4|v5 sets the initial value). The
+ * the environment variable JATTN_CUDA_KERNEL=v1|...|v6 sets the initial value). The
  * fallbacks are those of the versions' table (cuda_versions.c): v2 falls back to v1 where it
- * cannot run a problem; v3 to v5 make jattn_select() fail with UNSUPPORTED (naming the reason)
+ * cannot run a problem; v3 to v6 make jattn_select() fail with UNSUPPORTED (naming the reason)
  * where they cannot, and a forward() whose pointers miss their 16-byte alignment runs v2 for
  * that call. */
 void jattn_cuda_set_kernel(jattn_cuda_kernel k);

@@ -10,25 +10,40 @@ static int v2_applies(int64_t d) {
     return d % JATTN_CUDA_V2_HEAD_DIM_MULTIPLE == 0 && d <= JATTN_CUDA_V2_MAX_HEAD_DIM;
 }
 
-/* Why v3, v4 and v5 cannot run a problem (a message for jattn_fail), or NULL when they can,
+/* Why v3 to v6 cannot run a problem (a message for jattn_fail), or NULL when they can,
  * pointers aside: their alignment is known in forward() only. The limits are those of the
- * launch contract (attention_sm90.h, checked by sm90_contract.c). */
+ * launch contract (attention_sm90.h, checked by sm90_contract.c); v6 adds its own below. */
 static const char *sm90_refusal(const jattn_problem *p, int cc) {
-    if (cc != ATTENTION_SM90_CC) return "device: kernels v3, v4 and v5 (sm_90a wgmma) need compute capability 9.0";
+    if (cc != ATTENTION_SM90_CC) return "device: kernels v3 to v6 (sm_90a wgmma) need compute capability 9.0";
     const jattn_cuda_strides strides[4] = {{p->q.batch, p->q.head, p->q.token},
                                            {p->k.batch, p->k.head, p->k.token},
                                            {p->v.batch, p->v.head, p->v.token},
                                            {p->out.batch, p->out.head, p->out.token}};
     switch (attention_sm90_shape_supported(p->batch, p->heads, p->seq_q, p->seq_kv, p->head_dim, strides)) {
     case ATTENTION_SM90_SUPPORTED: return NULL;
-    case ATTENTION_SM90_BAD_HEAD_DIM: return "head_dim: kernels v3 to v5 take 64 or 128";
+    case ATTENTION_SM90_BAD_HEAD_DIM: return "head_dim: kernels v3 to v6 take 64 or 128";
     case ATTENTION_SM90_MISALIGNED:
-        return "strides: kernels v3 to v5 need every stride of q, k, v, out a non-negative multiple of 4 elements";
+        return "strides: kernels v3 to v6 need every stride of q, k, v, out a non-negative multiple of 4 elements";
     default:
         if (p->batch > ATTENTION_SM90_MAX_GRID || p->heads > ATTENTION_SM90_MAX_GRID)
-            return "batch/heads: kernels v3 to v5 take at most 65535 each";
-        return "seq_q/seq_kv: kernels v3 to v5 take at most 2^31 - 65 (their 64-row tiles index with 32 bits)";
+            return "batch/heads: kernels v3 to v6 take at most 65535 each";
+        return "seq_q/seq_kv: kernels v3 to v6 take at most 2^31 - 65 (their 64-row tiles index with 32 bits)";
     }
+}
+
+/* v6 takes what v3 to v5 take, but for 128-query CTAs (one more bit of the row index) and a
+ * single key: its split of v does not return the v row bit for bit, which v1 does (AUTO runs
+ * v1 there). */
+static const char *v6_refusal(const jattn_problem *p, int cc) {
+    const char *why = sm90_refusal(p, cc);
+    if (why) return why;
+    const int64_t max_seq = INT32_MAX - ATTENTION_SM90_V6_CTA_QUERIES;
+    if (p->seq_q > max_seq || p->seq_kv > max_seq)
+        return "seq_q/seq_kv: kernel v6 takes at most 2^31 - 129 (its 128-query CTAs index with 32 bits)";
+    if (p->seq_kv == 1)
+        return "seq_kv: kernel v6 needs 2 or more keys (a single key's output is the v row bit for bit, which its "
+               "split of v is not; v1 runs it)";
+    return NULL;
 }
 
 static const char *v1_refusal(const jattn_problem *p, int cc) {
@@ -56,6 +71,11 @@ static size_t f16x2_workspace_bytes(const jattn_problem *p) {
     return attention_f32_sm90_f16x2_workspace_bytes(p->batch, p->heads, p->seq_kv, p->head_dim);
 }
 
+/* v6's: its split K and V tiles as shared-memory images (attention_v6_split_kv_f16x2.cu). */
+static size_t v6_workspace_bytes(const jattn_problem *p) {
+    return attention_f32_sm90_fa3_f16x2_workspace_bytes(p->batch, p->heads, p->seq_kv, p->head_dim);
+}
+
 /* Tiles of v2 depend on D and the problem's size (attention_v2_mma.cu); names give the method. */
 const cuda_version jattn_cuda_versions[JATTN_CUDA_KERNEL_COUNT] = {
     [JATTN_CUDA_KERNEL_V1] = {JATTN_CUDA_KERNEL_V1,
@@ -81,5 +101,13 @@ const cuda_version jattn_cuda_versions[JATTN_CUDA_KERNEL_COUNT] = {
                               {"cuda_v5_flash_f16x2_sm90_ws_128x64", "cuda_v5_flash_qk_f16x2_pv_f16_sm90_ws_128x64"},
                               sm90_refusal, v5_call_refused, f16x2_workspace_bytes,
                               jattn_cuda_launch_v5,
+                              JATTN_CUDA_KERNEL_V4, 0, JATTN_CUDA_KERNEL_V4},
+    /* v6 takes key padding; a call with misaligned pointers, or whose workspace the pool cannot
+     * give, runs v4 (which walks on to v3 and v2 as its own row says) */
+    [JATTN_CUDA_KERNEL_V6] = {JATTN_CUDA_KERNEL_V6,
+                              {"cuda_v6_flash_f16x2_sm90_fa3_ws_128x64",
+                               "cuda_v6_flash_qk_f16x2_pv_f16_sm90_fa3_ws_128x64"},
+                              v6_refusal, sm90_call_refused, v6_workspace_bytes,
+                              jattn_cuda_launch_v6,
                               JATTN_CUDA_KERNEL_V4, 0, JATTN_CUDA_KERNEL_V4},
 };

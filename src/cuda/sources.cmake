@@ -5,7 +5,8 @@
 # Targets: sm_90a machine code (Hopper) plus compute_80 PTX, which the driver compiles for
 # Ampere, Ada and anything newer. Kernels v3 (attention_v3_sm90_tf32x3.cu), v4
 # (attention_v4_sm90_f16x2.cu, with its pre-pass attention_v4_split_kv_f16x2.cu) and v5
-# (attention_v5_sm90_ws_f16x2.cu, v4's pre-pass) have a real body in
+# (attention_v5_sm90_ws_f16x2.cu, v4's pre-pass) and v6 (attention_v6_sm90_fa3_f16x2.cu, with its
+# pre-pass attention_v6_split_kv_f16x2.cu) have a real body in
 # the sm_90a pass only (a trap in the PTX pass; the backend selects them on 9.0 devices only);
 # v3.0 (attention_v3_0_sm90_smem.cu) is not in the library, only in bench/gpu/wgmma_check.cu. CMAKE_CUDA_ARCHITECTURES is OFF: the flags are explicit.
 set(JATTN_CUDA_ENABLED OFF)
@@ -40,7 +41,9 @@ if(_jattn_cuda_build)
     ${CMAKE_CURRENT_LIST_DIR}/attention_v3_sm90_tf32x3.cu
     ${CMAKE_CURRENT_LIST_DIR}/attention_v4_split_kv_f16x2.cu
     ${CMAKE_CURRENT_LIST_DIR}/attention_v4_sm90_f16x2.cu
-    ${CMAKE_CURRENT_LIST_DIR}/attention_v5_sm90_ws_f16x2.cu)
+    ${CMAKE_CURRENT_LIST_DIR}/attention_v5_sm90_ws_f16x2.cu
+    ${CMAKE_CURRENT_LIST_DIR}/attention_v6_split_kv_f16x2.cu
+    ${CMAKE_CURRENT_LIST_DIR}/attention_v6_sm90_fa3_f16x2.cu)
   target_link_libraries(jattn_objects PRIVATE CUDA::cudart)
   set(JATTN_CUDA_GENCODE
     "SHELL:-gencode arch=compute_90a,code=sm_90a"
