@@ -6,7 +6,9 @@
  *               (FLUX, head-major, token-major, fused QKV views, padded strides, gradients at
  *               strides of their own); out and lse from the float64 forward rounded to float32
  *               (the backward alone); gradients poisoned (NaN) before the call, every element
- *               checked, nothing outside them written, no input modified
+ *               checked, nothing outside them written, no input modified; a `large` gradient
+ *               past the gate passes only within 4x of its float32-logit floor (DESIGN.md §2),
+ *               and the note says so
  *   chain       the same with out and lse from the backend's own forward (the training chain),
  *               shapes of 33 queries and more
  *   padding     key lengths and masks, masked k, v rows NaN, as the gate
@@ -29,7 +31,9 @@
 /* ---- the float64 reference: gradients of sum(dout . out) + sum(dlse . lse) -------------------
  * Own softmax from the float32 inputs (full row, float64), own out and lse: the exact gradient
  * of the attention at these inputs, as float64 autograd of the math formula gives it.
- * Gradients are written dense [B, H, S, D], rounded to float32 once. */
+ * Gradients are written dense [B, H, S, D], rounded to float32 once. With round_logits, each
+ * logit scale * q.k is rounded to float32 once before the softmax and everything else stays
+ * float64: the backward's float32-logit floor (DESIGN.md §2). */
 typedef struct grads64 {
     float *dq, *dk, *dv; /* dense */
 } grads64;
@@ -51,7 +55,8 @@ static double dot64(const float *a, const float *b, int64_t n) {
 }
 
 static void reference_grads(const jattn_problem *p, const jattn_key_padding *kp, const float *q, const float *k,
-                            const float *v, const float *dout, jattn_strides dos, const float *dlse, grads64 *g) {
+                            const float *v, const float *dout, jattn_strides dos, const float *dlse, int round_logits,
+                            grads64 *g) {
     const int64_t B = p->batch, H = p->heads, Sq = p->seq_q, Skv = p->seq_kv, D = p->head_dim;
     const double scale = p->scale > 0 ? (double)p->scale : 1.0 / sqrt((double)D);
     double *s = malloc((size_t)Skv * sizeof *s), *o = malloc((size_t)D * sizeof *o);
@@ -69,6 +74,7 @@ static void reference_grads(const jattn_problem *p, const jattn_key_padding *kp,
                 for (int64_t j = 0; j < Skv; j++)
                     if (attends(kp, b, j)) {
                         s[j] = scale * dot64(qi, kb + j * p->k.token, D);
+                        if (round_logits) s[j] = (double)(float)s[j]; /* the float32-logit floor */
                         if (s[j] > mx) mx = s[j];
                     }
                 memset(o, 0, (size_t)D * sizeof *o);
@@ -317,7 +323,7 @@ static jattn_status bcase_fill(bcase *bc, jt_dist d, jt_rng *r, jattn_backend fw
     e.backend = fwd;
     jattn_status st = jattn_forward_padded(NULL, p, &e, bc->c.q, bc->c.k, bc->c.v, kp, bc->c.out, bc->c.lse);
     if (st != JATTN_OK) return st;
-    reference_grads(p, kp, bc->c.q, bc->c.k, bc->c.v, at(&bc->dout), bc->dout.s, bc->dlse, &bc->ref);
+    reference_grads(p, kp, bc->c.q, bc->c.k, bc->c.v, at(&bc->dout), bc->dout.s, bc->dlse, 0, &bc->ref);
     bc->hash = inputs_hash(bc);
     return JATTN_OK;
 }
@@ -362,6 +368,38 @@ static int input_floor(bcase *bc, int t, jattn_metrics *m) {
     return st == JATTN_OK ? 0 : -1;
 }
 
+/* The float32-logit floor of a case (DESIGN.md §2): the metrics of the gradients of a float64
+ * backward whose logits are rounded to float32 once (its own softmax, out and lse, from the
+ * same inputs) against the exact float64 ones, for dq, dk, dv. A `large` gradient that misses
+ * the gate is excused when each metric passes or lies within 4x of this floor: in a near
+ * one-hot row dq and dk are small and the rounding of the logits alone moves them, whatever a
+ * float32 method does. A miss past it is printed with the floor and the ratio. @return 0 on
+ * success. */
+static int logit_floor(bcase *bc, jattn_metrics m[3]) {
+    const jattn_problem *p = &bc->c.p;
+    const int64_t BH = p->batch * p->heads, D = p->head_dim;
+    const int64_t n[3] = {BH * p->seq_q * D, BH * p->seq_kv * D, BH * p->seq_kv * D};
+    grads64 f = {malloc((size_t)n[0] * sizeof(float)), malloc((size_t)n[1] * sizeof(float)),
+                 malloc((size_t)n[2] * sizeof(float))};
+    const int ok = f.dq && f.dk && f.dv;
+    if (ok) {
+        reference_grads(p, bc->padding_in_use, bc->c.q, bc->c.k, bc->c.v, at(&bc->dout), bc->dout.s, bc->dlse, 1, &f);
+        jattn_metrics_compute_dense(f.dq, bc->ref.dq, n[0], &m[0]);
+        jattn_metrics_compute_dense(f.dk, bc->ref.dk, n[1], &m[1]);
+        jattn_metrics_compute_dense(f.dv, bc->ref.dv, n[2], &m[2]);
+    }
+    free(f.dq), free(f.dk), free(f.dv);
+    return ok ? 0 : -1;
+}
+
+/* 1 when each metric of m passes the backward's gate or lies within `times` of the floor f's. */
+static int within_floor(const jattn_metrics *m, const jattn_metrics *f, double times) {
+    const double abs_tol = JATTN_BWD_GATE_MAX_ABS * (m->max_ref > 1 ? m->max_ref : 1);
+    return (m->rel_l2 <= JATTN_BWD_GATE_REL_L2 || m->rel_l2 <= times * f->rel_l2) &&
+           (m->max_abs <= abs_tol || m->max_abs <= times * f->max_abs) &&
+           (m->cos >= JATTN_BWD_GATE_COS || 1 - m->cos <= times * (1 - f->cos) + 1e-12);
+}
+
 /* Checks the gradients of the last run against the reference; prints on failure (or verbose). */
 static int bcase_check(bcase *bc, const char *what, jt_dist dist) {
     const jattn_problem *p = &bc->c.p;
@@ -369,8 +407,10 @@ static int bcase_check(bcase *bc, const char *what, jt_dist dist) {
     const float *refs[3] = {bc->ref.dq, bc->ref.dk, bc->ref.dv};
     const char *names[3] = {"dq", "dk", "dv"};
     int pass = 1;
-    char line[512];
+    char line[1024];
     int len = snprintf(line, sizeof line, "%s %s", bc->c.label, what);
+    jattn_metrics lf[3];
+    int have_floor = 0; /* the float32-logit floor: 1 computed, -1 failed, 0 not yet */
     for (int t = 0; t < 3; t++) {
         const int64_t n = p->batch * p->heads * ts[t]->seq * p->head_dim;
         float *dense = malloc((size_t)n * sizeof *dense);
@@ -381,6 +421,17 @@ static int bcase_check(bcase *bc, const char *what, jt_dist dist) {
         int64_t unwritten = 0;
         for (int64_t i = 0; i < n; i++) unwritten += is_poison(dense[i]);
         int ok = jattn_metrics_pass_backward(&m) && !unwritten && outside_untouched(p, ts[t]);
+        if (!ok && !unwritten && !m.nonfinite && dist == JT_LARGE && outside_untouched(p, ts[t])) {
+            if (!have_floor) have_floor = logit_floor(bc, lf) == 0 ? 1 : -1;
+            if (have_floor == 1 && within_floor(&m, &lf[t], 4)) {
+                ok = 1;
+                printf("note %s %s: %s rel_l2 %.3g max_abs %.3g cos %.9f over the gate, excused: within 4x the "
+                       "float32-logit floor (float64 backward from logits rounded to float32 once: rel_l2 %.3g "
+                       "max_abs %.3g cos %.9f; %.2fx its rel_l2)\n",
+                       bc->c.label, what, names[t], m.rel_l2, m.max_abs, m.cos, lf[t].rel_l2, lf[t].max_abs, lf[t].cos,
+                       m.rel_l2 / lf[t].rel_l2);
+            }
+        }
         if (!ok && !unwritten && !m.nonfinite && backend != JATTN_BACKEND_REF && outside_untouched(p, ts[t])) {
             jattn_metrics f;
             if (input_floor(bc, t, &f) == 0 && m.rel_l2 <= 4 * f.rel_l2 && m.max_abs <= 4 * f.max_abs &&
@@ -398,6 +449,9 @@ static int bcase_check(bcase *bc, const char *what, jt_dist dist) {
             len += snprintf(line + len, sizeof line - (size_t)len, " | %s rel_l2 %.3g max_abs %.3g (max|ref| %.3g) cos %.9f%s%s",
                             names[t], m.rel_l2, m.max_abs, m.max_ref, m.cos, unwritten ? " [unwritten]" : "",
                             ok ? "" : " [FAIL]");
+        if (!ok && have_floor == 1 && len < (int)sizeof line) /* a `large` miss: how far past the floor */
+            len += snprintf(line + len, sizeof line - (size_t)len, " [float32-logit floor rel_l2 %.3g max_abs %.3g: %.1fx]",
+                            lf[t].rel_l2, lf[t].max_abs, lf[t].rel_l2 > 0 ? m.rel_l2 / lf[t].rel_l2 : INFINITY);
         free(dense);
     }
     const int inputs_ok = inputs_hash(bc) == bc->hash;
@@ -556,7 +610,7 @@ static void part_padding(jt_rng *r, jt_tally *tally) {
             jattn_status st = jattn_forward_padded(NULL, &bc.c.p, &e, bc.c.q, bc.c.k, bc.c.v, &kp, bc.c.out, bc.c.lse);
             if (bc.dlse)
                 for (int64_t i = 0; i < p.batch * p.heads * p.seq_q; i++) bc.dlse[i] = (float)jt_normal(r);
-            reference_grads(&bc.c.p, &kp, bc.c.q, bc.c.k, bc.c.v, at(&bc.dout), bc.dout.s, bc.dlse, &bc.ref);
+            reference_grads(&bc.c.p, &kp, bc.c.q, bc.c.k, bc.c.v, at(&bc.dout), bc.dout.s, bc.dlse, 0, &bc.ref);
             bc.hash = inputs_hash(&bc);
             e.backend = backend;
             if (st == JATTN_OK) st = bcase_run(&bc, &e, &kp);
