@@ -14,12 +14,12 @@
 
 #define MAX_ARGS 24
 
-#define REQUIRE(cond)                                                                                         \
-    do {                                                                                                      \
-        if (!(cond)) {                                                                                        \
-            fprintf(stderr, "fuzz_cli_args: property broken: %s (line %d)\n", #cond, __LINE__);               \
-            abort();                                                                                          \
-        }                                                                                                     \
+#define REQUIRE(cond)                                                                           \
+    do {                                                                                        \
+        if (!(cond)) {                                                                          \
+            fprintf(stderr, "fuzz_cli_args: property broken: %s (line %d)\n", #cond, __LINE__); \
+            abort();                                                                            \
+        }                                                                                       \
     } while (0)
 
 static int points_into(const char *p, char **argv, int argc) {

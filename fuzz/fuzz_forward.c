@@ -34,13 +34,13 @@
 
 static char described[600]; /* the call of the current input, printed when a property breaks */
 
-#define REQUIRE(cond)                                                                                         \
-    do {                                                                                                      \
-        if (!(cond)) {                                                                                        \
-            fprintf(stderr, "fuzz_forward: property broken: %s (line %d)\n  call: %s\n  last error: %s\n",   \
-                    #cond, __LINE__, described, jattn_last_error());                                          \
-            abort();                                                                                          \
-        }                                                                                                     \
+#define REQUIRE(cond)                                                                                             \
+    do {                                                                                                          \
+        if (!(cond)) {                                                                                            \
+            fprintf(stderr, "fuzz_forward: property broken: %s (line %d)\n  call: %s\n  last error: %s\n", #cond, \
+                    __LINE__, described, jattn_last_error());                                                     \
+            abort();                                                                                              \
+        }                                                                                                         \
     } while (0)
 
 static void describe(const jattn_problem *p, const jattn_exec *e, const int64_t *at) {
@@ -108,9 +108,9 @@ static jattn_strides choose_strides(bytes *b, int64_t H, int64_t S, int64_t D) {
 /* Model of one tensor: its span in elements (-1: invalid or too large to place) and whether
  * two index tuples share an element (marks every element address in `mark`). */
 typedef struct tensor_model {
-    int64_t span;   /* 1 + max offset; -1 when a stride is negative or it exceeds the arena */
-    int negative;   /* a negative stride */
-    int overlaps;   /* two elements share an address (only meaningful when span >= 0) */
+    int64_t span; /* 1 + max offset; -1 when a stride is negative or it exceeds the arena */
+    int negative; /* a negative stride */
+    int overlaps; /* two elements share an address (only meaningful when span >= 0) */
 } tensor_model;
 
 static tensor_model model_tensor(const jattn_problem *p, jattn_strides s, int64_t seq, unsigned char *mark) {
@@ -118,8 +118,10 @@ static tensor_model model_tensor(const jattn_problem *p, jattn_strides s, int64_
     const int64_t ext[3] = {p->batch, p->heads, seq}, str[3] = {s.batch, s.head, s.token};
     __int128 span = p->head_dim;
     for (int i = 0; i < 3; i++) {
-        if (str[i] < 0) m.negative = 1;
-        else span += (__int128)(ext[i] - 1) * str[i];
+        if (str[i] < 0)
+            m.negative = 1;
+        else
+            span += (__int128)(ext[i] - 1) * str[i];
     }
     if (m.negative || span > ARENA_FLOATS) return m;
     m.span = (int64_t)span;
@@ -188,8 +190,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     default: p.scale = (float)(scale_bits % 1000) / 256.0f; break;
     }
     p.dtype = (take8(&in) % 8 == 0) ? (jattn_dtype)(take8(&in) % 5) : JATTN_DTYPE_F32;
-    const int small = p.batch >= 1 && p.batch <= 2 && p.heads >= 1 && p.heads <= 3 && p.seq_q >= 1 &&
-                      p.seq_q <= 12 && p.seq_kv >= 1 && p.seq_kv <= 12 && p.head_dim >= 1 && p.head_dim <= 24;
+    const int small = p.batch >= 1 && p.batch <= 2 && p.heads >= 1 && p.heads <= 3 && p.seq_q >= 1 && p.seq_q <= 12 &&
+                      p.seq_kv >= 1 && p.seq_kv <= 12 && p.head_dim >= 1 && p.head_dim <= 24;
     const int64_t H = small ? p.heads : 1, Sq = small ? p.seq_q : 1, Skv = small ? p.seq_kv : 1,
                   D = small ? p.head_dim : 1;
     p.q = choose_strides(&in, H, Sq, D);
@@ -278,7 +280,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         for (int t = 0; t < T_OUT; t++) mark_elements(owner, (unsigned char)(1u << t), at[t], &p, *strs[t], seqs[t]);
         int shared = mark_elements(owner, 1u << T_OUT, at[T_OUT], &p, p.out, p.seq_q);
         if (at[T_LSE] >= 0)
-            for (int64_t j = 0; j < tm[T_LSE].span; j++) shared |= owner[at[T_LSE] + j], owner[at[T_LSE] + j] |= 1u << T_LSE;
+            for (int64_t j = 0; j < tm[T_LSE].span; j++)
+                shared |= owner[at[T_LSE] + j], owner[at[T_LSE] + j] |= 1u << T_LSE;
         if (shared) model_invalid = 1;
     }
     model_invalid |= hard_invalid;
@@ -330,8 +333,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             for (int64_t h = 0; h < p.heads; h++)
                 for (int64_t i = 0; i < p.seq_q; i++)
                     for (int64_t d = 0; d < p.head_dim; d++)
-                        REQUIRE(isfinite(((const float *)ptr[T_OUT])[b * p.out.batch + h * p.out.head +
-                                                                     i * p.out.token + d]));
+                        REQUIRE(isfinite(
+                            ((const float *)ptr[T_OUT])[b * p.out.batch + h * p.out.head + i * p.out.token + d]));
     if (sel.backend != JATTN_BACKEND_REF && e.precision == JATTN_PRECISION_F32 && logit_bound <= 1e4) {
         memcpy(arena_b, snapshot, sizeof snapshot);
         const ptrdiff_t shift = arena_b - arena_a;

@@ -12,12 +12,12 @@
 
 #include "npy.h"
 
-#define REQUIRE(cond)                                                                                         \
-    do {                                                                                                      \
-        if (!(cond)) {                                                                                        \
-            fprintf(stderr, "fuzz_npy: property broken: %s (line %d)\n", #cond, __LINE__);                    \
-            abort();                                                                                          \
-        }                                                                                                     \
+#define REQUIRE(cond)                                                                      \
+    do {                                                                                   \
+        if (!(cond)) {                                                                     \
+            fprintf(stderr, "fuzz_npy: property broken: %s (line %d)\n", #cond, __LINE__); \
+            abort();                                                                       \
+        }                                                                                  \
     } while (0)
 
 static int zeroed(const npy_array *a) {

@@ -69,8 +69,9 @@ extern "C" {
 #define JATTN_VERSION_NUMBER (JATTN_VERSION_MAJOR * 10000 + JATTN_VERSION_MINOR * 100 + JATTN_VERSION_PATCH)
 #define JATTN_STRINGIFY_(x) #x
 #define JATTN_STRINGIFY(x) JATTN_STRINGIFY_(x)
-#define JATTN_VERSION_STRING \
-    JATTN_STRINGIFY(JATTN_VERSION_MAJOR) "." JATTN_STRINGIFY(JATTN_VERSION_MINOR) "." JATTN_STRINGIFY(JATTN_VERSION_PATCH)
+#define JATTN_VERSION_STRING             \
+    JATTN_STRINGIFY(JATTN_VERSION_MAJOR) \
+    "." JATTN_STRINGIFY(JATTN_VERSION_MINOR) "." JATTN_STRINGIFY(JATTN_VERSION_PATCH)
 
 /* @return JATTN_VERSION_NUMBER of the library actually linked. */
 JATTN_API unsigned jattn_version_number(void);
@@ -81,27 +82,25 @@ JATTN_API const char *jattn_version_string(void);
 /* Every status code, once: X(NAME, VALUE, "what it means"). The enum, jattn_status_name() and
  * the bindings' mirrors (checked by their ABI tests) derive from this list. Stable numbers: a
  * code keeps its value in every later version; a new one takes the next number, at the end. */
-#define JATTN_STATUS_LIST(X)                                                                                   \
-    X(JATTN_OK, 0, "success")                                                                                 \
-    X(JATTN_ERROR_NULL_POINTER, 1, "a required pointer is NULL")                                              \
-    X(JATTN_ERROR_INVALID_DIMENSION, 2, "a dimension is < 1")                                                 \
-    X(JATTN_ERROR_OVERFLOW, 3, "an element count or byte offset overflows")                                   \
-    X(JATTN_ERROR_INVALID_STRIDE, 4, "a negative stride")                                                     \
-    X(JATTN_ERROR_SELF_OVERLAP, 5, "strides make a tensor overlap itself")                                    \
-    X(JATTN_ERROR_ALIASING, 6, "an output overlaps an input or another output")                               \
-    X(JATTN_ERROR_INVALID_SCALE, 7, "scale is NaN, infinite or negative")                                     \
-    X(JATTN_ERROR_INVALID_ARGUMENT, 8, "an enum out of range, a negative thread count")                       \
-    X(JATTN_ERROR_UNSUPPORTED, 9, "the chosen backend cannot run this problem")                               \
-    X(JATTN_ERROR_BACKEND_UNAVAILABLE, 10, "backend not built in, or no device present")                      \
-    X(JATTN_ERROR_WORKSPACE_TOO_SMALL, 11, "caller workspace smaller than jattn_workspace_size")              \
-    X(JATTN_ERROR_OUT_OF_MEMORY, 12, "an allocation failed")                                                  \
-    X(JATTN_ERROR_CUDA, 13, "a CUDA call failed; the message names the CUDA error")                           \
+#define JATTN_STATUS_LIST(X)                                                                     \
+    X(JATTN_OK, 0, "success")                                                                    \
+    X(JATTN_ERROR_NULL_POINTER, 1, "a required pointer is NULL")                                 \
+    X(JATTN_ERROR_INVALID_DIMENSION, 2, "a dimension is < 1")                                    \
+    X(JATTN_ERROR_OVERFLOW, 3, "an element count or byte offset overflows")                      \
+    X(JATTN_ERROR_INVALID_STRIDE, 4, "a negative stride")                                        \
+    X(JATTN_ERROR_SELF_OVERLAP, 5, "strides make a tensor overlap itself")                       \
+    X(JATTN_ERROR_ALIASING, 6, "an output overlaps an input or another output")                  \
+    X(JATTN_ERROR_INVALID_SCALE, 7, "scale is NaN, infinite or negative")                        \
+    X(JATTN_ERROR_INVALID_ARGUMENT, 8, "an enum out of range, a negative thread count")          \
+    X(JATTN_ERROR_UNSUPPORTED, 9, "the chosen backend cannot run this problem")                  \
+    X(JATTN_ERROR_BACKEND_UNAVAILABLE, 10, "backend not built in, or no device present")         \
+    X(JATTN_ERROR_WORKSPACE_TOO_SMALL, 11, "caller workspace smaller than jattn_workspace_size") \
+    X(JATTN_ERROR_OUT_OF_MEMORY, 12, "an allocation failed")                                     \
+    X(JATTN_ERROR_CUDA, 13, "a CUDA call failed; the message names the CUDA error")              \
     X(JATTN_ERROR_TRANSPORT, 14, "an MPI or NCCL call failed (sequence parallel); the message names it")
 
 #define JATTN_STATUS_ENUMERATOR_(name, value, meaning) name = value,
-typedef enum jattn_status {
-    JATTN_STATUS_LIST(JATTN_STATUS_ENUMERATOR_)
-} jattn_status;
+typedef enum jattn_status { JATTN_STATUS_LIST(JATTN_STATUS_ENUMERATOR_) } jattn_status;
 #undef JATTN_STATUS_ENUMERATOR_
 
 /* One more than the largest code (the library checks it against the list). */
@@ -182,9 +181,9 @@ typedef struct jattn_exec {
     jattn_backend backend;
     jattn_precision precision;
     jattn_memory memory;
-    int threads;           /* CPU threads; 0 = all cores */
-    void *cuda_stream;     /* a cudaStream_t; NULL = the legacy default stream */
-    void *workspace;       /* optional caller workspace (host memory for cpu, device for cuda) */
+    int threads;       /* CPU threads; 0 = all cores */
+    void *cuda_stream; /* a cudaStream_t; NULL = the legacy default stream */
+    void *workspace;   /* optional caller workspace (host memory for cpu, device for cuda) */
     size_t workspace_bytes;
 } jattn_exec;
 
@@ -192,9 +191,9 @@ typedef struct jattn_exec {
 typedef struct jattn_selection {
     jattn_backend backend; /* the backend chosen (never AUTO) */
     const char *backend_name;
-    const char *kernel;    /* the kernel that runs, e.g. "cpu_flash_f32_avx512_4x48" */
-    const char *isa;       /* instruction set: "scalar", "avx512", "avx2", "neon", "generic", "sm_90a", ... */
-    int threads;           /* CPU threads it would use (1 for GPU backends) */
+    const char *kernel; /* the kernel that runs, e.g. "cpu_flash_f32_avx512_4x48" */
+    const char *isa;    /* instruction set: "scalar", "avx512", "avx2", "neon", "generic", "sm_90a", ... */
+    int threads;        /* CPU threads it would use (1 for GPU backends) */
 } jattn_selection;
 
 /* @return the name of a backend ("auto", "ref", "cpu", "cuda", "vk"), NULL if out of range. */
@@ -205,14 +204,12 @@ JATTN_API const char *jattn_backend_name(jattn_backend backend);
  * @return JATTN_OK and `*selection` filled; otherwise the status of the first problem found
  *         (invalid problem, JATTN_ERROR_UNSUPPORTED with the limit named, or
  *         JATTN_ERROR_BACKEND_UNAVAILABLE), jattn_last_error() saying why, `*selection` untouched. */
-JATTN_API jattn_status jattn_select(const jattn_problem *problem, const jattn_exec *exec,
-                                    jattn_selection *selection);
+JATTN_API jattn_status jattn_select(const jattn_problem *problem, const jattn_exec *exec, jattn_selection *selection);
 
 /* @return JATTN_OK and `*bytes` = the workspace the selected kernel needs (0 when none), for
  *         jattn_forward and for jattn_forward_padded with any padding; otherwise the status
  *         jattn_select would give. */
-JATTN_API jattn_status jattn_workspace_size(const jattn_problem *problem, const jattn_exec *exec,
-                                            size_t *bytes);
+JATTN_API jattn_status jattn_workspace_size(const jattn_problem *problem, const jattn_exec *exec, size_t *bytes);
 
 /* ---- context ------------------------------------------------------------------------ */
 /* A context keeps grow-only buffers (host workspace; device copies of host arrays for the

@@ -83,10 +83,10 @@ typedef struct jattn_sp_problem {
     /* batch, heads, head_dim, scale, dtype as jattn_problem; seq_q and seq_kv are the WHOLE
      * sequence's lengths; the strides q, k, v, out address this rank's shard tensors. */
     jattn_problem whole;
-    int ranks;                   /* P >= 1: the communicator's size */
-    const int64_t *seq_q_shards; /* [P] query tokens of each rank, >= 1, summing to seq_q */
-    const int64_t *seq_kv_shards;/* [P] key tokens of each rank, >= 1, summing to seq_kv; or NULL:
-                                    k and v are whole on every rank (cross-attention) */
+    int ranks;                    /* P >= 1: the communicator's size */
+    const int64_t *seq_q_shards;  /* [P] query tokens of each rank, >= 1, summing to seq_q */
+    const int64_t *seq_kv_shards; /* [P] key tokens of each rank, >= 1, summing to seq_kv; or NULL:
+                                     k and v are whole on every rank (cross-attention) */
     jattn_sp_algorithm algorithm;
 } jattn_sp_problem;
 
@@ -96,8 +96,7 @@ typedef struct jattn_sp_problem {
  *         seq_kv is seq_q and k, v are [B, H, seq_q, D]; for another length set whole.seq_kv and
  *         whole.k, whole.v. Nothing is checked here: the calls that use it validate it. */
 JATTN_API jattn_sp_problem jattn_sp_problem_flux(int64_t batch, int64_t heads, int64_t head_dim, int ranks,
-                                                 const int64_t *seq_q_shards, const int64_t *seq_kv_shards,
-                                                 int rank);
+                                                 const int64_t *seq_q_shards, const int64_t *seq_kv_shards, int rank);
 
 /* Splits seq tokens over `ranks` as evenly as possible: shards[r] = seq / ranks, plus one for
  * the first seq % ranks ranks.
@@ -111,11 +110,11 @@ typedef struct jattn_sp_selection {
     const char *algorithm_name;   /* "ulysses", "ring" */
     const char *transport_name;   /* "mpi", "nccl" */
     int rank, ranks;
-    int64_t heads;                /* heads this rank attends: its head group (Ulysses), H (ring) */
-    int attention_calls;          /* jattn_forward calls this rank makes: 1 (Ulysses, or ring with
-                                     replicated k, v; 0 for a Ulysses rank without heads), P (ring) */
-    jattn_selection local;        /* backend and kernel of this rank's attention calls (of its
-                                     largest one where they differ) */
+    int64_t heads;         /* heads this rank attends: its head group (Ulysses), H (ring) */
+    int attention_calls;   /* jattn_forward calls this rank makes: 1 (Ulysses, or ring with
+                              replicated k, v; 0 for a Ulysses rank without heads), P (ring) */
+    jattn_selection local; /* backend and kernel of this rank's attention calls (of its
+                              largest one where they differ) */
 } jattn_sp_selection;
 
 /* This rank's part of a sequence-parallel call: validates this rank's arguments (not the

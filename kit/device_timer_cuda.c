@@ -14,13 +14,13 @@ static size_t span_of(const jattn_problem *p, jattn_strides s, int64_t seq) {
     return (size_t)kit_tensor_span(p, s, seq);
 }
 
-#define CHECK(call)                                                                                    \
-    do {                                                                                               \
-        cudaError_t err_ = (call);                                                                     \
-        if (err_ != cudaSuccess) {                                                                     \
-            snprintf(err, errlen, "device timing: %s: %s", #call, cudaGetErrorName(err_));           \
-            goto done;                                                                                 \
-        }                                                                                              \
+#define CHECK(call)                                                                        \
+    do {                                                                                   \
+        cudaError_t err_ = (call);                                                         \
+        if (err_ != cudaSuccess) {                                                         \
+            snprintf(err, errlen, "device timing: %s: %s", #call, cudaGetErrorName(err_)); \
+            goto done;                                                                     \
+        }                                                                                  \
     } while (0)
 
 int jattn_device_timed_run(const jattn_problem *p, const jattn_exec *e, const jattn_key_padding *kp, const float *q,
@@ -53,7 +53,7 @@ int jattn_device_timed_run(const jattn_problem *p, const jattn_exec *e, const ja
     CHECK(cudaMemcpy(dk, k, nk * sizeof(float), cudaMemcpyHostToDevice));
     CHECK(cudaMemcpy(dv, v, nv * sizeof(float), cudaMemcpyHostToDevice));
     CHECK(cudaMemcpy(dout, out, no * sizeof(float), cudaMemcpyHostToDevice)); /* keeps the gaps of out */
-    if (kp) { /* the padding arrays on the device too */
+    if (kp) {                                                                 /* the padding arrays on the device too */
         dkp = *kp;
         if (kp->kv_len) {
             CHECK(cudaMalloc((void **)&dlen, (size_t)p->batch * sizeof *dlen));

@@ -9,9 +9,7 @@ void kit_json_begin(kit_json *j, FILE *f) {
     fputc('{', f);
 }
 
-static void key(kit_json *j, const char *k) {
-    fprintf(j->f, "%s\"%s\":", j->fields++ ? "," : "", k);
-}
+static void key(kit_json *j, const char *k) { fprintf(j->f, "%s\"%s\":", j->fields++ ? "," : "", k); }
 
 void kit_json_str(kit_json *j, const char *k, const char *value) {
     key(j, k);

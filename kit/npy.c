@@ -49,7 +49,8 @@ static npy_status fail(npy_status st, char *err, size_t errlen, const char *fmt,
  * outside printable ASCII (and the quote) shown as '?'. */
 static void excerpt(const unsigned char *s, size_t n, char *buf, size_t cap) {
     size_t j = 0, limit = 24;
-    for (size_t i = 0; i < n && i < limit && j + 1 < cap; i++) buf[j++] = (s[i] >= 0x20 && s[i] < 0x7f && s[i] != '\'') ? (char)s[i] : '?';
+    for (size_t i = 0; i < n && i < limit && j + 1 < cap; i++)
+        buf[j++] = (s[i] >= 0x20 && s[i] < 0x7f && s[i] != '\'') ? (char)s[i] : '?';
     if (n > limit && j + 4 < cap) buf[j++] = '.', buf[j++] = '.', buf[j++] = '.';
     buf[j] = '\0';
 }
@@ -281,8 +282,9 @@ static npy_status parse_shape(parser *p, header *h) {
         }
     }
     p->i++;
-    if (h->ndim == 1 && !trailing_comma) return perr(p, "shape (%lld) is not a tuple; one dimension is written (%lld,)",
-                                                     (long long)h->shape[0], (long long)h->shape[0]);
+    if (h->ndim == 1 && !trailing_comma)
+        return perr(p, "shape (%lld) is not a tuple; one dimension is written (%lld,)", (long long)h->shape[0],
+                    (long long)h->shape[0]);
     return NPY_OK;
 }
 
@@ -338,7 +340,10 @@ static npy_status parse_header_dict(const unsigned char *s, size_t n, header *h,
         char buf[32];
         return perr(&p, "unexpected '%s' after the dict (byte %zu)", here(&p, buf, sizeof buf), p.i);
     }
-    const char *missing = !h->have_descr ? "descr" : !h->have_fortran ? "fortran_order" : !h->have_shape ? "shape" : NULL;
+    const char *missing = !h->have_descr     ? "descr"
+                          : !h->have_fortran ? "fortran_order"
+                          : !h->have_shape   ? "shape"
+                                             : NULL;
     if (missing) return perr(&p, "missing key '%s'", missing);
     return NPY_OK;
 }
@@ -348,8 +353,9 @@ static npy_status parse_header_dict(const unsigned char *s, size_t n, header *h,
 /* Checks dtype and order, computes the element count and the data bytes. */
 static npy_status check_header(const header *h, elem_kind kind, int64_t *count, size_t *bytes, char *err,
                                size_t errlen) {
-    const int dtype_ok = kind == KIND_F32 ? key_is(h->descr, h->descr_len, "<f4")
-                                          : key_is(h->descr, h->descr_len, "|b1") || key_is(h->descr, h->descr_len, "|u1");
+    const int dtype_ok = kind == KIND_F32
+                             ? key_is(h->descr, h->descr_len, "<f4")
+                             : key_is(h->descr, h->descr_len, "|b1") || key_is(h->descr, h->descr_len, "|u1");
     if (!dtype_ok) {
         char buf[32];
         excerpt(h->descr, h->descr_len, buf, sizeof buf);
@@ -395,8 +401,8 @@ static npy_status check_data_length(const header *h, size_t need, uint64_t have,
 
 /* Allocates the array's data (out->data for float32, out->bytes for bytes); *dst is where the
  * data bytes go. */
-static npy_status allocate(const header *h, elem_kind kind, int64_t count, size_t bytes, npy_array *out,
-                           void **dst, char *err, size_t errlen) {
+static npy_status allocate(const header *h, elem_kind kind, int64_t count, size_t bytes, npy_array *out, void **dst,
+                           char *err, size_t errlen) {
     out->ndim = h->ndim;
     memcpy(out->shape, h->shape, sizeof out->shape);
     out->count = count;
@@ -548,7 +554,7 @@ size_t npy_encode_header(const int64_t *shape, int ndim, unsigned char *buf, siz
     int dict_len = snprintf(dict, sizeof dict, "{'descr': '<f4', 'fortran_order': False, 'shape': %s, }", shape_text);
     if (dict_len < 0 || (size_t)dict_len >= sizeof dict) return 0;
     const size_t pre = MAGIC_BYTES + VERSION_BYTES + 2; /* version 1.0: 2-byte length */
-    size_t total = pre + (size_t)dict_len + 1;           /* + '\n' */
+    size_t total = pre + (size_t)dict_len + 1;          /* + '\n' */
     total = (total + DATA_ALIGN - 1) / DATA_ALIGN * DATA_ALIGN;
     if (total > cap) return 0;
     size_t header_len = total - pre; /* < 65536: the dict is at most a few hundred bytes */

@@ -7,11 +7,10 @@
  *     {'descr': '<f4', 'fortran_order': False, 'shape': (24, 1536, 128), }
  * padded with spaces and ended by '\n', then the data: exactly prod(shape) elements.
  *
- * The float32 reader accepts only descr '<f4' (the byte reader '|b1' and '|u1'), fortran_order False, a shape tuple of at most
- * NPY_MAX_DIMS non-negative integers whose byte count fits in memory, and exactly the bytes
- * the shape says. Every other input is rejected with a one-line message (no path in it; the
- * caller prefixes one). No input makes it read outside the bytes given or allocate more than
- * the data the input really holds. */
+ * The float32 reader accepts only descr '<f4' (the byte reader '|b1' and '|u1'), fortran_order False, a shape tuple of
+ * at most NPY_MAX_DIMS non-negative integers whose byte count fits in memory, and exactly the bytes the shape says.
+ * Every other input is rejected with a one-line message (no path in it; the caller prefixes one). No input makes it
+ * read outside the bytes given or allocate more than the data the input really holds. */
 #ifndef JATTN_NPY_H
 #define JATTN_NPY_H
 
@@ -33,8 +32,8 @@ typedef enum npy_status {
 typedef struct npy_array {
     int ndim;
     int64_t shape[NPY_MAX_DIMS];
-    int64_t count; /* prod(shape) */
-    float *data;   /* float32 arrays: count elements, 64-byte aligned; NULL when count is 0 */
+    int64_t count;        /* prod(shape) */
+    float *data;          /* float32 arrays: count elements, 64-byte aligned; NULL when count is 0 */
     unsigned char *bytes; /* bool / uint8 arrays (npy_read_u8*): count bytes; NULL otherwise */
     /* Free either with npy_free. */
 } npy_array;
@@ -90,7 +89,6 @@ npy_status npy_writer_commit(npy_writer *w, const int64_t *shape, int ndim, cons
 void npy_writer_abort(npy_writer *w);
 
 /* npy_writer_open then npy_writer_commit. */
-npy_status npy_write_f32(const char *path, const int64_t *shape, int ndim, const float *data, char *err,
-                         size_t errlen);
+npy_status npy_write_f32(const char *path, const int64_t *shape, int ndim, const float *data, char *err, size_t errlen);
 
 #endif

@@ -211,7 +211,8 @@ int jattn_peer_blas_attention(int heads, int seq, int dim, int threads, int reps
     float **scratch = calloc((size_t)threads, sizeof *scratch);
     double *t = malloc((size_t)reps * sizeof *t);
     int ok = scratch && t;
-    for (int i = 0; ok && i < threads; i++) ok = (scratch[i] = malloc((size_t)seq * (size_t)seq * sizeof(float))) != NULL;
+    for (int i = 0; ok && i < threads; i++)
+        ok = (scratch[i] = malloc((size_t)seq * (size_t)seq * sizeof(float))) != NULL;
     if (ok) {
         blas_attention(gemm, q, k, v, out, heads, seq, dim, scratch, threads); /* warm-up */
         for (int r = 0; r < reps; r++) {

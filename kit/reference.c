@@ -68,8 +68,7 @@ void kit_reference_compare(kit_reference *r, const jattn_problem *p, const float
     res->pass = jattn_metrics_pass(&res->m, precision);
     if (lse && r->lse) {
         for (int64_t bh = 0; bh < p->batch * p->heads; bh++)
-            for (int64_t i = 0; i < r->rows; i++)
-                r->gather_lse[bh * r->rows + i] = lse[bh * p->seq_q + i * r->stride];
+            for (int64_t i = 0; i < r->rows; i++) r->gather_lse[bh * r->rows + i] = lse[bh * p->seq_q + i * r->stride];
         res->lse_checked = 1;
         res->lse_pass = jattn_lse_pass(r->gather_lse, r->lse, p->batch * p->heads * r->rows, precision);
     }

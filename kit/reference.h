@@ -14,9 +14,9 @@
  * compared with any number of outputs of the same problem and inputs. The sampled rows are a
  * sub-problem whose q strides step over rows, so the public API computes it. */
 typedef struct kit_reference {
-    jattn_problem dense;  /* the sub-problem: sampled q rows, out dense token-major [B, rows, H*D] */
-    int64_t stride, rows; /* rows = ceil(Sq / stride) per (b, h) */
-    float *out, *lse;     /* reference, laid out as dense (lse [B, H, rows]) */
+    jattn_problem dense;        /* the sub-problem: sampled q rows, out dense token-major [B, rows, H*D] */
+    int64_t stride, rows;       /* rows = ceil(Sq / stride) per (b, h) */
+    float *out, *lse;           /* reference, laid out as dense (lse [B, H, rows]) */
     float *gather, *gather_lse; /* scratch: the output's sampled rows in the same layout */
 } kit_reference;
 

@@ -3,9 +3,7 @@
 
 #include <stdio.h>
 
-const char *kit_precision_name(jattn_precision precision) {
-    return precision == JATTN_PRECISION_TF32 ? "tf32" : "f32";
-}
+const char *kit_precision_name(jattn_precision precision) { return precision == JATTN_PRECISION_TF32 ? "tf32" : "f32"; }
 
 void kit_json_selection(kit_json *j, const jattn_selection *sel) {
     kit_json_str(j, "backend", sel->backend_name);

@@ -8,7 +8,7 @@
 typedef struct kit_timing {
     double ms, ms_min, ms_max; /* median, min and max of one call; min/max NaN when unknown */
     int reps;
-    const char *clock;         /* "host" (monotonic clock around jattn_forward) or "device" */
+    const char *clock; /* "host" (monotonic clock around jattn_forward) or "device" */
 } kit_timing;
 
 /* Host timing of jattn_forward_padded (kp may be NULL): one warm-up call, then `reps` timed

@@ -43,19 +43,19 @@ typedef struct jattn_call {
     float scale;
     const float *q, *k, *v;
     float *out;
-    float *lse;               /* NULL when not requested */
+    float *lse; /* NULL when not requested */
     jattn_precision precision;
     jattn_memory memory;
-    int threads;              /* the plan's: >= 1 */
+    int threads; /* the plan's: >= 1 */
     void *cuda_stream;
-    void *workspace;          /* at least plan->workspace_bytes, aligned to 64; NULL if 0 needed, and
-                                 NULL for a device-memory backend given no workspace by the caller */
-    jattn_ctx *ctx;           /* may be NULL */
+    void *workspace; /* at least plan->workspace_bytes, aligned to 64; NULL if 0 needed, and
+                        NULL for a device-memory backend given no workspace by the caller */
+    jattn_ctx *ctx;  /* may be NULL */
     /* Key padding, validated (jattn.h, jattn_key_padding); all NULL / 0 when every key is
      * attended. In the call's memory (host or device). Host lengths are in [0, seq_kv]. */
-    const int64_t *kv_len;    /* [B] or NULL */
-    const uint8_t *mask;      /* row b at mask + b * mask_stride, seq_kv bytes; or NULL */
-    int64_t mask_stride;      /* 0 when one row serves every batch */
+    const int64_t *kv_len; /* [B] or NULL */
+    const uint8_t *mask;   /* row b at mask + b * mask_stride, seq_kv bytes; or NULL */
+    int64_t mask_stride;   /* 0 when one row serves every batch */
 } jattn_call;
 
 /* Whether key j of batch b is attended (host memory only): the padding rule of jattn.h. */
@@ -70,16 +70,16 @@ typedef struct jattn_bwd_call {
     const jattn_problem *problem;
     float scale;
     const float *q, *k, *v, *out;
-    const float *lse;         /* [B, H, Sq] contiguous */
+    const float *lse; /* [B, H, Sq] contiguous */
     const float *dout;
-    const float *dlse;        /* [B, H, Sq] contiguous, or NULL (zero) */
+    const float *dlse; /* [B, H, Sq] contiguous, or NULL (zero) */
     float *dq, *dk, *dv;
-    jattn_grad_strides g;     /* dout, dq, dk, dv strides */
+    jattn_grad_strides g; /* dout, dq, dk, dv strides */
     jattn_precision precision;
     jattn_memory memory;
-    int threads;              /* the plan's: >= 1 */
+    int threads; /* the plan's: >= 1 */
     void *cuda_stream;
-    void *workspace;          /* as jattn_call's, plan->workspace_bytes of the backward plan */
+    void *workspace; /* as jattn_call's, plan->workspace_bytes of the backward plan */
     jattn_ctx *ctx;
     const int64_t *kv_len;
     const uint8_t *mask;

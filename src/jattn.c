@@ -206,7 +206,10 @@ static jattn_status check_problem(const jattn_problem *p, problem_spans *spans) 
     const struct {
         const char *name;
         int64_t value;
-    } dims[] = {{"batch", p->batch}, {"heads", p->heads}, {"seq_q", p->seq_q}, {"seq_kv", p->seq_kv},
+    } dims[] = {{"batch", p->batch},
+                {"heads", p->heads},
+                {"seq_q", p->seq_q},
+                {"seq_kv", p->seq_kv},
                 {"head_dim", p->head_dim}};
     for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++)
         if (dims[i].value < 1)
@@ -362,8 +365,8 @@ static jattn_status make_range_of(const char *name, const void *ptr, int64_t spa
         return jattn_fail(JATTN_ERROR_INVALID_ARGUMENT, "%s: pointer %p is not aligned to %zu bytes", name, ptr,
                           elem_bytes);
     if (lo > UINTPTR_MAX - bytes)
-        return jattn_fail(JATTN_ERROR_OVERFLOW, "%s: pointer %p plus %lld elements wraps the address space", name,
-                          ptr, (long long)span_elems);
+        return jattn_fail(JATTN_ERROR_OVERFLOW, "%s: pointer %p plus %lld elements wraps the address space", name, ptr,
+                          (long long)span_elems);
     r->name = name;
     r->lo = lo;
     r->hi = lo + bytes;
@@ -376,8 +379,8 @@ static jattn_status make_range(const char *name, const void *ptr, int64_t span_e
 
 static int ranges_overlap(const byte_range *a, const byte_range *b) { return a->lo < b->hi && b->lo < a->hi; }
 
-static jattn_status check_pointers(const problem_spans *s, const void *q, const void *k, const void *v,
-                                   const void *out, const float *lse) {
+static jattn_status check_pointers(const problem_spans *s, const void *q, const void *k, const void *v, const void *out,
+                                   const float *lse) {
     const void *ptrs[4] = {q, k, v, out};
     const char *names[4] = {"q", "k", "v", "out"};
     for (int i = 0; i < 4; i++)
@@ -431,15 +434,17 @@ static jattn_status check_padding_against(const jattn_problem *p, const jattn_ex
         int64_t span;
         if (mul_add_overflows(kp->mask_batch - 1, stride, kp->mask_keys, &span) ||
             (uint64_t)span > (uint64_t)PTRDIFF_MAX)
-            return jattn_fail(JATTN_ERROR_OVERFLOW, "key_padding.mask_batch_stride: %lld times mask_batch %lld overflows",
-                              (long long)stride, (long long)kp->mask_batch);
+            return jattn_fail(JATTN_ERROR_OVERFLOW,
+                              "key_padding.mask_batch_stride: %lld times mask_batch %lld overflows", (long long)stride,
+                              (long long)kp->mask_batch);
         byte_range r = {NULL, 0, 0};
         st = make_range_of("key_padding.mask", kp->mask, span, 1, &r);
         if (st != JATTN_OK) return st;
         for (int o = 0; o < n_out; o++)
             if (ranges_overlap(&r, &outputs[o]))
-                return jattn_fail(JATTN_ERROR_ALIASING, "key_padding.mask: overlaps %s (%s is written, the mask is read)",
-                                  outputs[o].name, outputs[o].name);
+                return jattn_fail(JATTN_ERROR_ALIASING,
+                                  "key_padding.mask: overlaps %s (%s is written, the mask is read)", outputs[o].name,
+                                  outputs[o].name);
         call->mask = kp->mask;
         call->mask_stride = kp->mask_batch > 1 ? stride : 0;
     }
@@ -511,7 +516,8 @@ static jattn_status acquire_workspace(jattn_ctx *ctx, const jattn_exec *e, const
             *workspace = ctx->host_workspace;
         } else {
             *owned = jattn_alloc_aligned(need);
-            if (!*owned) return jattn_fail(JATTN_ERROR_OUT_OF_MEMORY, "workspace: allocation of %zu bytes failed", need);
+            if (!*owned)
+                return jattn_fail(JATTN_ERROR_OUT_OF_MEMORY, "workspace: allocation of %zu bytes failed", need);
             *workspace = *owned;
         }
     }
@@ -538,8 +544,20 @@ jattn_status jattn_forward_padded(jattn_ctx *ctx, const jattn_problem *problem, 
      * positive scale that underflows is the caller's. */
     jattn_call call = {problem,
                        problem->scale > 0.0f ? problem->scale : (float)(1.0 / sqrt((double)problem->head_dim)),
-                       q, k, v, out, lse, e->precision, e->memory, plan.threads, e->cuda_stream, NULL, ctx,
-                       NULL, NULL, 0};
+                       q,
+                       k,
+                       v,
+                       out,
+                       lse,
+                       e->precision,
+                       e->memory,
+                       plan.threads,
+                       e->cuda_stream,
+                       NULL,
+                       ctx,
+                       NULL,
+                       NULL,
+                       0};
     st = check_padding(problem, e, padding, &spans, out, lse, &call);
     if (st != JATTN_OK) return st;
 
@@ -611,10 +629,10 @@ jattn_status jattn_backward_workspace_size(const jattn_problem *problem, const j
 
 /* Pointers of a backward call: the required ones non-NULL and aligned; the gradients (dq, dk,
  * dv) overlapping neither each other nor any input. Inputs may share memory. */
-static jattn_status check_backward_pointers(const problem_spans *s, const grad_spans *gs, const void *q,
-                                            const void *k, const void *v, const void *out, const float *lse,
-                                            const void *dout, const float *dlse, const void *dq, const void *dk,
-                                            const void *dv, byte_range *grads) {
+static jattn_status check_backward_pointers(const problem_spans *s, const grad_spans *gs, const void *q, const void *k,
+                                            const void *v, const void *out, const float *lse, const void *dout,
+                                            const float *dlse, const void *dq, const void *dk, const void *dv,
+                                            byte_range *grads) {
     const void *ptrs[10] = {q, k, v, out, lse, dout, dq, dk, dv, dlse};
     const char *names[10] = {"q", "k", "v", "out", "lse", "dout", "dq", "dk", "dv", "dlse"};
     const int64_t spans[10] = {s->q, s->k, s->v, s->out, s->lse, gs->dout, gs->dq, gs->dk, gs->dv, s->lse};
@@ -656,8 +674,26 @@ jattn_status jattn_backward(jattn_ctx *ctx, const jattn_problem *problem, const 
     }
     jattn_bwd_call call = {problem,
                            problem->scale > 0.0f ? problem->scale : (float)(1.0 / sqrt((double)problem->head_dim)),
-                           q, k, v, out, lse, dout, dlse, dq, dk, dv, g, e->precision, e->memory, plan.threads,
-                           e->cuda_stream, NULL, ctx, pf.kv_len, pf.mask, pf.mask_stride};
+                           q,
+                           k,
+                           v,
+                           out,
+                           lse,
+                           dout,
+                           dlse,
+                           dq,
+                           dk,
+                           dv,
+                           g,
+                           e->precision,
+                           e->memory,
+                           plan.threads,
+                           e->cuda_stream,
+                           NULL,
+                           ctx,
+                           pf.kv_len,
+                           pf.mask,
+                           pf.mask_stride};
     void *owned = NULL;
     st = acquire_workspace(ctx, e, &plan, "jattn_backward_workspace_size", &call.workspace, &owned);
     if (st != JATTN_OK) return st;

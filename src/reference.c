@@ -21,7 +21,8 @@ static jattn_status ref_select(const jattn_problem *p, const jattn_exec *e, jatt
     if (e->memory != JATTN_MEMORY_HOST)
         return jattn_fail(JATTN_ERROR_UNSUPPORTED, "exec.memory: the ref backend reads host memory only");
     if (e->precision != JATTN_PRECISION_F32)
-        return jattn_fail(JATTN_ERROR_UNSUPPORTED, "exec.precision: the ref backend computes f32 (float64 inside) only");
+        return jattn_fail(JATTN_ERROR_UNSUPPORTED,
+                          "exec.precision: the ref backend computes f32 (float64 inside) only");
     if ((uint64_t)ref_row_doubles(p) > SIZE_MAX / sizeof(double) / 1024)
         return jattn_fail(JATTN_ERROR_UNSUPPORTED, "seq_kv: %lld, too long for the ref backend's row buffer",
                           (long long)p->seq_kv);
@@ -202,6 +203,6 @@ static jattn_status ref_backward(const jattn_bwd_call *c, const jattn_plan *plan
 }
 
 const jattn_backend_ops jattn_backend_ref = {
-    JATTN_BACKEND_REF, ref_select,          ref_workspace_size,          ref_forward, NULL, JATTN_MEMORY_HOST,
-    ref_backward_select, ref_backward_workspace_size, ref_backward,
+    JATTN_BACKEND_REF, ref_select,          ref_workspace_size,          ref_forward,  NULL,
+    JATTN_MEMORY_HOST, ref_backward_select, ref_backward_workspace_size, ref_backward,
 };

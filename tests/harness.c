@@ -132,22 +132,16 @@ void jt_case_fill(jt_case *c, jt_dist d, jt_rng *r) {
     draw_fn qk_draw = draw_normal, v_draw = draw_normal;
     double qk_amp = 1.0, v_amp = 1.0;
     switch (d) {
-    case JT_UNIFORM:
-        qk_draw = v_draw = draw_uniform;
-        break;
-    case JT_NORMAL:
-        break;
-    case JT_PEAKY: /* logit = scale * sum q k with scale 1/sqrt(D): std = amp^2 */
-        qk_amp = sqrt(8.0);
-        break;
+    case JT_UNIFORM: qk_draw = v_draw = draw_uniform; break;
+    case JT_NORMAL: break;
+    case JT_PEAKY: /* logit = scale * sum q k with scale 1/sqrt(D): std = amp^2 */ qk_amp = sqrt(8.0); break;
     case JT_LARGE: { /* uniform(-A, A) has variance A^2/3; logit std = scale * sqrt(D) * A^2 / 3 */
         qk_draw = v_draw = draw_uniform;
         qk_amp = v_amp = 1e3;
         c->p.scale = (float)(8.0 / (sqrt((double)p->head_dim) * 1e6 / 3.0));
         break;
     }
-    default:
-        break;
+    default: break;
     }
     fill_tensor(p, c->q, p->q, p->seq_q, qk_draw, qk_amp, r);
     fill_tensor(p, c->k, p->k, p->seq_kv, qk_draw, qk_amp, r);

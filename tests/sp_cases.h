@@ -88,8 +88,8 @@ spt_case spt_small_case(int ranks);
 
 /* The in-process tests' collection: every rank's status OK (else "FAIL <label>: rank r: ..."),
  * nothing outside its outputs written, its shard placed into w. @return 1 when all were. */
-int spt_assemble(spt_whole *w, const spt_rank *rank, int ranks, const jattn_status *status,
-                 const char (*message)[256], const char *label);
+int spt_assemble(spt_whole *w, const spt_rank *rank, int ranks, const jattn_status *status, const char (*message)[256],
+                 const char *label);
 
 /* The assembled output (and lse when want_lse) against the reference under the f32 gate.
  * Prints a line on failure (and with JATTN_TEST_VERBOSE). @return 1 pass, 0 fail. */

@@ -214,15 +214,15 @@ typedef struct shape {
 } shape;
 
 static const shape shapes[] = {
-    {1, 2, 8, 8, 128, FLUX},       {1, 2, 40, 40, 128, FLUX},       {1, 1, 50, 50, 128, FLUX},
-    {1, 1, 64, 64, 128, FLUX},     {1, 2, 1, 1, 64, FLUX},          {1, 2, 7, 7, 64, FLUX},
-    {1, 2, 33, 33, 64, FLUX},      {1, 2, 65, 65, 64, FLUX},        {1, 1, 127, 129, 64, FLUX},
-    {1, 1, 200, 300, 64, FLUX},    {3, 2, 33, 33, 64, FLUX},        {2, 3, 7, 129, 64, FLUX},
-    {2, 3, 129, 7, 64, FLUX},      {1, 2, 1, 200, 128, FLUX},       {1, 2, 200, 1, 128, FLUX},
-    {1, 2, 65, 65, 8, FLUX},       {1, 2, 65, 65, 16, FLUX},        {1, 2, 65, 65, 80, FLUX},
-    {1, 1, 65, 65, 256, FLUX},     {1, 1, 40, 40, 3, FLUX},         {1, 1, 100, 77, 1, FLUX},
-    {1, 1, 40, 40, 200, FLUX},     {2, 3, 65, 33, 64, HEAD_MAJOR},  {2, 3, 65, 33, 64, TOKEN_MAJOR},
-    {2, 3, 65, 65, 64, FUSED_QKV}, {2, 3, 65, 33, 64, PADDED},      {2, 2, 130, 257, 128, PADDED},
+    {1, 2, 8, 8, 128, FLUX},         {1, 2, 40, 40, 128, FLUX},      {1, 1, 50, 50, 128, FLUX},
+    {1, 1, 64, 64, 128, FLUX},       {1, 2, 1, 1, 64, FLUX},         {1, 2, 7, 7, 64, FLUX},
+    {1, 2, 33, 33, 64, FLUX},        {1, 2, 65, 65, 64, FLUX},       {1, 1, 127, 129, 64, FLUX},
+    {1, 1, 200, 300, 64, FLUX},      {3, 2, 33, 33, 64, FLUX},       {2, 3, 7, 129, 64, FLUX},
+    {2, 3, 129, 7, 64, FLUX},        {1, 2, 1, 200, 128, FLUX},      {1, 2, 200, 1, 128, FLUX},
+    {1, 2, 65, 65, 8, FLUX},         {1, 2, 65, 65, 16, FLUX},       {1, 2, 65, 65, 80, FLUX},
+    {1, 1, 65, 65, 256, FLUX},       {1, 1, 40, 40, 3, FLUX},        {1, 1, 100, 77, 1, FLUX},
+    {1, 1, 40, 40, 200, FLUX},       {2, 3, 65, 33, 64, HEAD_MAJOR}, {2, 3, 65, 33, 64, TOKEN_MAJOR},
+    {2, 3, 65, 65, 64, FUSED_QKV},   {2, 3, 65, 33, 64, PADDED},     {2, 2, 130, 257, 128, PADDED},
     {2, 2, 70, 50, 64, GRAD_PADDED},
 };
 
@@ -230,11 +230,8 @@ static jattn_problem make_problem(const shape *s, jattn_grad_strides *g) {
     jattn_problem p = jattn_problem_flux(s->B, s->H, s->Sq, s->Skv, s->D);
     switch (s->lay) {
     case FLUX:
-    case GRAD_PADDED:
-        break;
-    case HEAD_MAJOR:
-        p.out = jattn_strides_head_major(s->H, s->Sq, s->D);
-        break;
+    case GRAD_PADDED: break;
+    case HEAD_MAJOR: p.out = jattn_strides_head_major(s->H, s->Sq, s->D); break;
     case TOKEN_MAJOR:
         p.q = jattn_strides_token_major(s->H, s->Sq, s->D);
         p.k = jattn_strides_token_major(s->H, s->Skv, s->D);
@@ -252,8 +249,7 @@ static jattn_problem make_problem(const shape *s, jattn_grad_strides *g) {
         p.v = padded(s->H, s->Skv, s->D);
         p.out = padded(s->H, s->Sq, s->D);
         break;
-    default:
-        break;
+    default: break;
     }
     *g = jattn_grad_strides_like(&p);
     if (s->lay == GRAD_PADDED) { /* the gradients at strides of their own */
@@ -388,8 +384,8 @@ static int logit_floor(bcase *bc, jattn_metrics m[3]) {
                  malloc((size_t)n[2] * sizeof(float))};
     const int ok = f.dq && f.dk && f.dv;
     if (ok) {
-        reference_grads(p, bc->padding_in_use, bc->c.q, bc->c.k, bc->c.v, at(&bc->dout), bc->dout.s, bc->dlse, 1, NULL, NULL,
-                        &f);
+        reference_grads(p, bc->padding_in_use, bc->c.q, bc->c.k, bc->c.v, at(&bc->dout), bc->dout.s, bc->dlse, 1, NULL,
+                        NULL, &f);
         jattn_metrics_compute_dense(f.dq, bc->ref.dq, n[0], &m[0]);
         jattn_metrics_compute_dense(f.dk, bc->ref.dk, n[1], &m[1]);
         jattn_metrics_compute_dense(f.dv, bc->ref.dv, n[2], &m[2]);
@@ -448,16 +444,18 @@ static int bcase_check(bcase *bc, const char *what, jt_dist dist) {
                        bc->c.label, what, names[t], m.rel_l2, m.max_abs, f.rel_l2, f.max_abs);
             }
         }
-        if (m.rel_l2 / JATTN_BWD_GATE_REL_L2 > worst_fraction[dist]) worst_fraction[dist] = m.rel_l2 / JATTN_BWD_GATE_REL_L2;
+        if (m.rel_l2 / JATTN_BWD_GATE_REL_L2 > worst_fraction[dist])
+            worst_fraction[dist] = m.rel_l2 / JATTN_BWD_GATE_REL_L2;
         if (m.rel_l2 > worst_rel[dist]) worst_rel[dist] = m.rel_l2;
         pass &= ok;
         if (len < (int)sizeof line)
-            len += snprintf(line + len, sizeof line - (size_t)len, " | %s rel_l2 %.3g max_abs %.3g (max|ref| %.3g) cos %.9f%s%s",
-                            names[t], m.rel_l2, m.max_abs, m.max_ref, m.cos, unwritten ? " [unwritten]" : "",
-                            ok ? "" : " [FAIL]");
+            len += snprintf(line + len, sizeof line - (size_t)len,
+                            " | %s rel_l2 %.3g max_abs %.3g (max|ref| %.3g) cos %.9f%s%s", names[t], m.rel_l2,
+                            m.max_abs, m.max_ref, m.cos, unwritten ? " [unwritten]" : "", ok ? "" : " [FAIL]");
         if (!ok && have_floor == 1 && len < (int)sizeof line) /* a `large` miss: how far past the floor */
-            len += snprintf(line + len, sizeof line - (size_t)len, " [float32-logit floor rel_l2 %.3g max_abs %.3g: %.1fx]",
-                            lf[t].rel_l2, lf[t].max_abs, lf[t].rel_l2 > 0 ? m.rel_l2 / lf[t].rel_l2 : INFINITY);
+            len += snprintf(line + len, sizeof line - (size_t)len,
+                            " [float32-logit floor rel_l2 %.3g max_abs %.3g: %.1fx]", lf[t].rel_l2, lf[t].max_abs,
+                            lf[t].rel_l2 > 0 ? m.rel_l2 / lf[t].rel_l2 : INFINITY);
         free(dense);
     }
     const int inputs_ok = inputs_hash(bc) == bc->hash;
@@ -515,8 +513,8 @@ typedef struct pad_shape {
     int token_major;
 } pad_shape;
 static const pad_shape pad_shapes[] = {
-    {3, 2, 33, 77, 64, 0}, {2, 2, 130, 200, 128, 1}, {2, 1, 1, 300, 128, 0}, {2, 2, 40, 129, 1, 1},
-    {2, 2, 50, 100, 80, 0}, {2, 2, 17, 257, 16, 1},  {2, 2, 9, 33, 3, 0},
+    {3, 2, 33, 77, 64, 0},  {2, 2, 130, 200, 128, 1}, {2, 1, 1, 300, 128, 0}, {2, 2, 40, 129, 1, 1},
+    {2, 2, 50, 100, 80, 0}, {2, 2, 17, 257, 16, 1},   {2, 2, 9, 33, 3, 0},
 };
 
 /* Padding patterns: 0 lengths at random, 1 lengths 0 / full / 1, 2 a random mask (1/2),
@@ -616,7 +614,8 @@ static void part_padding(jt_rng *r, jt_tally *tally) {
             jattn_status st = jattn_forward_padded(NULL, &bc.c.p, &e, bc.c.q, bc.c.k, bc.c.v, &kp, bc.c.out, bc.c.lse);
             if (bc.dlse)
                 for (int64_t i = 0; i < p.batch * p.heads * p.seq_q; i++) bc.dlse[i] = (float)jt_normal(r);
-            reference_grads(&bc.c.p, &kp, bc.c.q, bc.c.k, bc.c.v, at(&bc.dout), bc.dout.s, bc.dlse, 0, NULL, NULL, &bc.ref);
+            reference_grads(&bc.c.p, &kp, bc.c.q, bc.c.k, bc.c.v, at(&bc.dout), bc.dout.s, bc.dlse, 0, NULL, NULL,
+                            &bc.ref);
             bc.hash = inputs_hash(&bc);
             e.backend = backend;
             if (st == JATTN_OK) st = bcase_run(&bc, &e, &kp);
@@ -799,8 +798,10 @@ static void part_permutation(jt_rng *r, jt_tally *tally) {
     memcpy(b.dlse, a.dlse, (size_t)(p.batch * p.heads * p.seq_q) * sizeof(float));
     for (int64_t h = 0; h < p.heads; h++)
         for (int64_t j = 0; j < p.seq_kv; j++) {
-            memcpy(b.c.k + h * p.k.head + j * p.k.token, a.c.k + h * p.k.head + perm[j] * p.k.token, 64 * sizeof(float));
-            memcpy(b.c.v + h * p.v.head + j * p.v.token, a.c.v + h * p.v.head + perm[j] * p.v.token, 64 * sizeof(float));
+            memcpy(b.c.k + h * p.k.head + j * p.k.token, a.c.k + h * p.k.head + perm[j] * p.k.token,
+                   64 * sizeof(float));
+            memcpy(b.c.v + h * p.v.head + j * p.v.token, a.c.v + h * p.v.head + perm[j] * p.v.token,
+                   64 * sizeof(float));
         }
     b.hash = inputs_hash(&b);
     jattn_exec e = {0};
@@ -808,7 +809,8 @@ static void part_permutation(jt_rng *r, jt_tally *tally) {
     int ok = bcase_run(&a, &e, NULL) == JATTN_OK && bcase_run(&b, &e, NULL) == JATTN_OK;
     if (ok) {
         const int64_t nk = p.heads * p.seq_kv * 64;
-        float *x = malloc((size_t)nk * sizeof *x), *y = malloc((size_t)nk * sizeof *y), *yp = malloc((size_t)nk * sizeof *yp);
+        float *x = malloc((size_t)nk * sizeof *x), *y = malloc((size_t)nk * sizeof *y),
+              *yp = malloc((size_t)nk * sizeof *yp);
         const tensor *ta[2] = {&a.dk, &a.dv}, *tb[2] = {&b.dk, &b.dv};
         for (int t = 0; t < 2; t++) {
             gather(&p, ta[t], x);
@@ -879,7 +881,8 @@ static void part_determinism(jt_rng *r, jt_tally *tally) {
         jattn_problem p = jattn_problem_flux(dims[t][0], dims[t][1], dims[t][2], dims[t][3], dims[t][4]);
         jattn_grad_strides g = jattn_grad_strides_like(&p);
         bcase a;
-        if (bcase_init(&a, &p, &g, 1) != 0 || bcase_fill(&a, (jt_dist)(t % JT_DIST_COUNT + 1) , r, JATTN_BACKEND_REF, NULL) != JATTN_OK) {
+        if (bcase_init(&a, &p, &g, 1) != 0 ||
+            bcase_fill(&a, (jt_dist)(t % JT_DIST_COUNT + 1), r, JATTN_BACKEND_REF, NULL) != JATTN_OK) {
             printf("FAIL determinism setup\n");
             jt_tally_add(tally, 0);
             bcase_free(&a);
@@ -959,7 +962,8 @@ static void part_validation(jt_rng *r, jt_tally *tally) {
     CASE("seq_kv 0", JATTN_ERROR_INVALID_DIMENSION, &bad_dim, &g, q, k, v, out, lse, dout, dlse, dq, dk, dv, "seq_kv");
     CASE("scale < 0", JATTN_ERROR_INVALID_SCALE, &bad_scale, &g, q, k, v, out, lse, dout, dlse, dq, dk, dv, "scale");
     CASE("dk stride < 0", JATTN_ERROR_INVALID_STRIDE, &p, &neg, q, k, v, out, lse, dout, dlse, dq, dk, dv, "grad.dk");
-    CASE("dv overlaps itself", JATTN_ERROR_SELF_OVERLAP, &p, &self, q, k, v, out, lse, dout, dlse, dq, dk, dv, "grad.dv");
+    CASE("dv overlaps itself", JATTN_ERROR_SELF_OVERLAP, &p, &self, q, k, v, out, lse, dout, dlse, dq, dk, dv,
+         "grad.dv");
     CASE("dq overlaps itself", JATTN_ERROR_SELF_OVERLAP, &p, &small_dq, q, k, v, out, lse, dout, dlse, dq, dk, dv,
          "grad.dq");
     CASE("q NULL", JATTN_ERROR_NULL_POINTER, &p, &g, NULL, k, v, out, lse, dout, dlse, dq, dk, dv, "q");
@@ -986,9 +990,9 @@ static void part_validation(jt_rng *r, jt_tally *tally) {
     int all = 1;
     for (int i = 0; i < n; i++) {
         tensor_poison(&bc.dq), tensor_poison(&bc.dk), tensor_poison(&bc.dv);
-        jattn_status st = jattn_backward(NULL, cases[i].p, cases[i].g, &e, cases[i].q, cases[i].k, cases[i].v,
-                                         cases[i].out, cases[i].lse, cases[i].dout, cases[i].dlse, NULL, cases[i].dq,
-                                         cases[i].dk, cases[i].dv);
+        jattn_status st =
+            jattn_backward(NULL, cases[i].p, cases[i].g, &e, cases[i].q, cases[i].k, cases[i].v, cases[i].out,
+                           cases[i].lse, cases[i].dout, cases[i].dlse, NULL, cases[i].dq, cases[i].dk, cases[i].dv);
         int ok = jt_expect_status(st, cases[i].want, cases[i].what);
         if (ok && !strstr(jattn_last_error(), cases[i].field)) {
             printf("FAIL %s: message \"%s\" does not name %s\n", cases[i].what, jattn_last_error(), cases[i].field);
@@ -1028,7 +1032,8 @@ static void part_validation(jt_rng *r, jt_tally *tally) {
         size_t need = 0;
         jattn_status st = jattn_backward_workspace_size(&p, &g, &e, &need);
         all &= jt_expect_status(st, JATTN_OK, "jattn_backward_workspace_size");
-        all &= jt_expect_status(jattn_backward_workspace_size(&p, &g, &e, NULL), JATTN_ERROR_NULL_POINTER, "bytes NULL");
+        all &=
+            jt_expect_status(jattn_backward_workspace_size(&p, &g, &e, NULL), JATTN_ERROR_NULL_POINTER, "bytes NULL");
         if (need > 0) {
             void *ws = malloc(need);
             jattn_exec small = e;
@@ -1052,7 +1057,8 @@ static void part_validation(jt_rng *r, jt_tally *tally) {
         all &= jt_expect_status(jattn_backward_select(&p, &e, NULL), JATTN_ERROR_NULL_POINTER, "selection NULL");
         all &= jt_expect_status(jattn_backward_select(&p, &e, &sel), JATTN_OK, "jattn_backward_select");
         if (sel.backend != backend || !sel.kernel || (!strstr(sel.kernel, "bwd") && !strstr(sel.kernel, "backward"))) {
-            printf("FAIL jattn_backward_select: backend %d kernel %s\n", (int)sel.backend, sel.kernel ? sel.kernel : "?");
+            printf("FAIL jattn_backward_select: backend %d kernel %s\n", (int)sel.backend,
+                   sel.kernel ? sel.kernel : "?");
             all = 0;
         }
         jattn_exec cuda = e;
@@ -1082,7 +1088,8 @@ int main(int argc, char **argv) {
     for (int b = 0; b < JATTN_BACKEND_COUNT; b++)
         if (strcmp(name, jattn_backend_name((jattn_backend)b)) == 0) backend = (jattn_backend)b;
     if (backend == JATTN_BACKEND_COUNT) {
-        fprintf(stderr, "usage: test_backward ref|cpu|auto [gate|chain|padding|fd|properties|validation|determinism|all]\n");
+        fprintf(stderr,
+                "usage: test_backward ref|cpu|auto [gate|chain|padding|fd|properties|validation|determinism|all]\n");
         return 2;
     }
     jattn_problem probe = jattn_problem_flux(1, 1, 8, 8, 64);
@@ -1112,7 +1119,8 @@ int main(int argc, char **argv) {
     if (all || !strcmp(part, "determinism")) part_determinism(&rng, &tally);
     for (int d = 0; d < JT_DIST_COUNT; d++)
         if (worst_rel[d] > 0)
-            printf("worst rel_l2 %-7s %.3g (%.2f of the gate)\n", jt_dist_name((jt_dist)d), worst_rel[d], worst_fraction[d]);
+            printf("worst rel_l2 %-7s %.3g (%.2f of the gate)\n", jt_dist_name((jt_dist)d), worst_rel[d],
+                   worst_fraction[d]);
     char title[64];
     snprintf(title, sizeof title, "test_backward %s %s", name, part);
     return jt_tally_finish(&tally, title);

@@ -27,8 +27,8 @@ typedef struct shape {
 } shape;
 
 static const shape shapes[N_THREADS] = {
-    {1, 2, 33, 33, 64, 0},  {1, 3, 65, 17, 32, 1}, {2, 2, 40, 40, 128, 0}, {1, 1, 129, 257, 64, 1},
-    {1, 4, 7, 100, 16, 0},  {2, 1, 64, 64, 80, 1}, {1, 2, 100, 50, 96, 0}, {1, 2, 1, 300, 64, 0},
+    {1, 2, 33, 33, 64, 0}, {1, 3, 65, 17, 32, 1}, {2, 2, 40, 40, 128, 0}, {1, 1, 129, 257, 64, 1},
+    {1, 4, 7, 100, 16, 0}, {2, 1, 64, 64, 80, 1}, {1, 2, 100, 50, 96, 0}, {1, 2, 1, 300, 64, 0},
 };
 
 typedef struct job {
@@ -49,9 +49,7 @@ static pthread_barrier_t start_line;
 
 static const char *const bad_fields[] = {"batch", "heads", "seq_q", "seq_kv", "head_dim"};
 
-static int64_t out_span(const jattn_problem *p) {
-    return kit_tensor_span(p, p->out, p->seq_q);
-}
+static int64_t out_span(const jattn_problem *p) { return kit_tensor_span(p, p->out, p->seq_q); }
 
 static jattn_exec exec_of(const job *j) {
     jattn_exec e = {0};

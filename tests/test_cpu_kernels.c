@@ -181,7 +181,8 @@ static int test_softmax(const cpu_kernels *k, int n, int fresh) {
         ok &= pair_found;
         const double top = (double)m[q] + ml[q];
         const double a_ref = fresh ? 0.0 : exp2(fmin(0.0, ((double)m0[q] + ml0[q] - top) * c));
-        ok &= fabs(alpha[q] - a_ref) <= (4 + fabs(log2(a_ref > 0 ? a_ref : 1))) * 2 * EPS * a_ref + (a_ref < 1e-37 ? 1e-37 : 0);
+        ok &= fabs(alpha[q] - a_ref) <=
+              (4 + fabs(log2(a_ref > 0 ? a_ref : 1))) * 2 * EPS * a_ref + (a_ref < 1e-37 ? 1e-37 : 0);
         double sum = 0;
         for (int j = 0; j < n; j++) {
             const double x = fmin(0.0, ((double)st0[j * QB + q] + sl[j * QB + q] - top) * c);

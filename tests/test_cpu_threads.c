@@ -72,7 +72,9 @@ int main(void) {
         jattn_status st = jattn_select(&small, &e, &sel);
         int ok = st == JATTN_OK && strcmp(sel.isa, all[i]->isa) == 0 && strcmp(sel.kernel, all[i]->kernel) == 0 &&
                  strstr(sel.kernel, "cpu_flash_f32_") == sel.kernel;
-        if (!ok) printf("FAIL JATTN_CPU_ISA=%s: select gave %s\n", all[i]->isa, st == JATTN_OK ? sel.isa : jattn_last_error());
+        if (!ok)
+            printf("FAIL JATTN_CPU_ISA=%s: select gave %s\n", all[i]->isa,
+                   st == JATTN_OK ? sel.isa : jattn_last_error());
         jt_tally_add(&tally, ok);
         jt_tally_add(&tally, determinism(&rng, all[i]->isa));
     }
@@ -101,7 +103,8 @@ int main(void) {
 
     /* Workspace: O(threads x block), independent of the sequence length. */
     size_t w1 = 0, w2 = 0, w_long = 0;
-    jattn_problem p1 = jattn_problem_flux(1, 24, 1536, 1536, 128), p_long = jattn_problem_flux(1, 24, 16384, 16384, 128);
+    jattn_problem p1 = jattn_problem_flux(1, 24, 1536, 1536, 128),
+                  p_long = jattn_problem_flux(1, 24, 16384, 16384, 128);
     e.threads = 1;
     jattn_workspace_size(&p1, &e, &w1);
     jattn_workspace_size(&p_long, &e, &w_long);

@@ -19,13 +19,13 @@
 
 static jt_tally tally;
 
-#define CUDA_OK(call)                                                                                         \
-    do {                                                                                                      \
-        cudaError_t e_ = (call);                                                                              \
-        if (e_ != cudaSuccess) {                                                                              \
-            printf("FAIL %s:%d %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorName(e_));                   \
-            exit(1);                                                                                          \
-        }                                                                                                     \
+#define CUDA_OK(call)                                                                       \
+    do {                                                                                    \
+        cudaError_t e_ = (call);                                                            \
+        if (e_ != cudaSuccess) {                                                            \
+            printf("FAIL %s:%d %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorName(e_)); \
+            exit(1);                                                                        \
+        }                                                                                   \
     } while (0)
 
 static size_t span_of(const jattn_problem *p, jattn_strides s, int64_t seq) {
@@ -229,16 +229,17 @@ static int expect_v3_refusal(const jattn_problem *p, const jattn_exec *e, const 
     jattn_selection sel;
     jattn_status st = jattn_select(p, e, &sel);
     int ok = jt_expect_status(st, JATTN_ERROR_UNSUPPORTED, "v3/v4 refusal") && strstr(jattn_last_error(), word) != NULL;
-    if (!ok) printf("FAIL v3/v4 on D=%lld: want a refusal naming \"%s\", got \"%s\"\n", (long long)p->head_dim, word,
-                    st == JATTN_OK ? sel.kernel : jattn_last_error());
+    if (!ok)
+        printf("FAIL v3/v4 on D=%lld: want a refusal naming \"%s\", got \"%s\"\n", (long long)p->head_dim, word,
+               st == JATTN_OK ? sel.kernel : jattn_last_error());
     return ok;
 }
 
 /* Every kernel version against the reference, each precision it takes, on shapes each one
  * takes; forced v3 on a shape or precision it does not take must refuse. */
 static void test_versions(jt_rng *rng) {
-    static const int64_t shapes[][5] = {{1, 2, 65, 130, 64}, {2, 1, 7, 33, 128}, {1, 2, 100, 77, 256},
-                                        {1, 1, 129, 200, 32}, {1, 3, 40, 1, 8}, {1, 1, 33, 65, 24},
+    static const int64_t shapes[][5] = {{1, 2, 65, 130, 64},   {2, 1, 7, 33, 128},  {1, 2, 100, 77, 256},
+                                        {1, 1, 129, 200, 32},  {1, 3, 40, 1, 8},    {1, 1, 33, 65, 24},
                                         {1, 2, 130, 257, 128}, {1, 2, 65, 600, 128}};
     /* run COUNT is kernel v4 once more: v4 runs its 2-CTA instance, then its 3-CTA one (the
      * last shape splits its keys over a cluster in both) */
@@ -288,11 +289,13 @@ static void test_versions(jt_rng *rng) {
                 for (int pi = 0; pi < 2; pi++) {
                     e.precision = pi ? JATTN_PRECISION_TF32 : JATTN_PRECISION_F32;
                     int ok = jt_case_check(&c, &e, 1);
-                    if (!ok) printf("    (kernel %s, v4 instance %s)\n", sel.kernel,
-                                    run == JATTN_CUDA_KERNEL_COUNT ? "3 CTAs/SM" : "2 CTAs/SM at D=128");
+                    if (!ok)
+                        printf("    (kernel %s, v4 instance %s)\n", sel.kernel,
+                               run == JATTN_CUDA_KERNEL_COUNT ? "3 CTAs/SM" : "2 CTAs/SM at D=128");
                     jt_tally_add(&tally, ok);
                     if (is_sm90_version(ver) && strncmp(jattn_cuda_last_kernel(), want, strlen(want)) != 0) {
-                        printf("FAIL %s selected, %s ran (host memory, aligned buffers)\n", want, jattn_cuda_last_kernel());
+                        printf("FAIL %s selected, %s ran (host memory, aligned buffers)\n", want,
+                               jattn_cuda_last_kernel());
                         v3_ran = 0;
                     }
                 }
@@ -309,7 +312,8 @@ static void test_versions(jt_rng *rng) {
  * lse, for each kernel version and precision, including v3's split-key path (a short grid
  * with long rows: two CTAs of a cluster per query block) and v3's plain one. */
 static void test_repeatable(jt_rng *rng, cudaStream_t s) {
-    static const int64_t shapes[][5] = {{1, 2, 65, 1000, 128}, {2, 2, 130, 257, 64}, {1, 2, 33, 77, 96}, {1, 1, 17, 9, 200}};
+    static const int64_t shapes[][5] = {
+        {1, 2, 65, 1000, 128}, {2, 2, 130, 257, 64}, {1, 2, 33, 77, 96}, {1, 1, 17, 9, 200}};
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
         const int64_t *sh = shapes[si];
         jattn_problem p = jattn_problem_flux(sh[0], sh[1], sh[2], sh[3], sh[4]);
@@ -338,7 +342,8 @@ static void test_repeatable(jt_rng *rng, cudaStream_t s) {
                     CUDA_OK(cudaMemcpy(run ? again : first, d.out, d.no * sizeof(float), cudaMemcpyDeviceToHost));
                     CUDA_OK(cudaMemcpy(run ? lse2 : lse1, d.lse, d.nl * sizeof(float), cudaMemcpyDeviceToHost));
                 }
-                ok = ok && memcmp(first, again, d.no * sizeof(float)) == 0 && memcmp(lse1, lse2, d.nl * sizeof(float)) == 0;
+                ok = ok && memcmp(first, again, d.no * sizeof(float)) == 0 &&
+                     memcmp(lse1, lse2, d.nl * sizeof(float)) == 0;
                 if (!ok || getenv("JATTN_TEST_VERBOSE"))
                     printf("%s repeatable bits %s %s (%s)\n", ok ? "ok  " : "FAIL", c.label, pi ? "tf32" : "f32",
                            jattn_cuda_last_kernel());
@@ -361,22 +366,31 @@ static void test_auto_choice(void) {
     CUDA_OK(cudaGetDevice(&dev));
     CUDA_OK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
     CUDA_OK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev));
-    const int64_t long_q = 128 * (int64_t)sms;             /* with 4 heads: 4 waves */
+    const int64_t long_q = 128 * (int64_t)sms;               /* with 4 heads: 4 waves */
     const int64_t long_kv = (int64_t)l2 / (2 * 8 * 128) + 1; /* just over half the L2 at D = 128 */
     const int64_t beyond_v6 = INT32_MAX - 100;               /* v6 takes <= 2^31 - 129, v4 <= 2^31 - 65 */
-    const struct { int64_t h, sq, skv, d; } cases[] = {
-        {2, 33, 77, 128},          {2, 33, 77, 64},       {2, 33, 77, 96},          {2, 33, 1, 128},
-        {2, 33, 77, 264},          {4, long_q, long_kv, 128}, {4, long_q, long_kv, 64}, {4, long_q, long_kv - 1, 128},
-        {4, long_q - 128, long_kv, 128}, {1, beyond_v6, 77, 128}, {1, 33, beyond_v6, 64}};
+    const struct {
+        int64_t h, sq, skv, d;
+    } cases[] = {{2, 33, 77, 128},
+                 {2, 33, 77, 64},
+                 {2, 33, 77, 96},
+                 {2, 33, 1, 128},
+                 {2, 33, 77, 264},
+                 {4, long_q, long_kv, 128},
+                 {4, long_q, long_kv, 64},
+                 {4, long_q, long_kv - 1, 128},
+                 {4, long_q - 128, long_kv, 128},
+                 {1, beyond_v6, 77, 128},
+                 {1, 33, beyond_v6, 64}};
     jattn_cuda_set_kernel(JATTN_CUDA_KERNEL_AUTO);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         jattn_problem p = jattn_problem_flux(1, cases[i].h, cases[i].sq, cases[i].skv, cases[i].d);
         const int sm90 = (cases[i].d == 64 || cases[i].d == 128) && device_is_sm90();
         const int v6_takes = cases[i].sq <= INT32_MAX - 128 && cases[i].skv <= INT32_MAX - 128;
         const char *want = cases[i].skv == 1 || cases[i].d > JATTN_CUDA_V2_MAX_HEAD_DIM ? "cuda_v1"
-                           : sm90 && v6_takes                                             ? "cuda_v6"
-                           : sm90                                                         ? "cuda_v4"
-                                                                                          : "cuda_v2";
+                           : sm90 && v6_takes                                           ? "cuda_v6"
+                           : sm90                                                       ? "cuda_v4"
+                                                                                        : "cuda_v2";
         for (int pi = 0; pi < 2; pi++) {
             jattn_exec e = {0};
             e.backend = JATTN_BACKEND_CUDA;
@@ -411,8 +425,9 @@ static void test_sm90_device_pointers(jt_case *c, cudaStream_t s, jattn_cuda_ker
         CUDA_OK(cudaStreamSynchronize(s));
         const char *want = shift ? "cuda_v2" : forced;
         int ran = strncmp(jattn_cuda_last_kernel(), want, strlen(want)) == 0;
-        if (!ran) printf("FAIL %s forced, pointers %s: %s ran, want %s\n", forced, shift ? "4-byte aligned" : "16-byte aligned",
-                         jattn_cuda_last_kernel(), want);
+        if (!ran)
+            printf("FAIL %s forced, pointers %s: %s ran, want %s\n", forced,
+                   shift ? "4-byte aligned" : "16-byte aligned", jattn_cuda_last_kernel(), want);
         jt_tally_add(&tally, ran);
         jt_tally_add(&tally, dev_check(&d, c, JATTN_PRECISION_F32, shift ? "v3/v4->v2 misaligned" : forced));
         dev_case_free(&d);

@@ -317,8 +317,8 @@ static void nonfinite(which_tensor which, float bad, int64_t D) {
     static const char *const tensor_name[] = {"q", "k", "v"};
     snprintf(label, sizeof label, "%s nonfinite %s[b=%lld,h=%lld,row=%lld,d=%lld]=%g", c.label, tensor_name[which],
              (long long)bb, (long long)hh, (long long)row, (long long)col, (double)bad);
-    jattn_status st = clean && clean_lse ? jattn_forward(NULL, &p, &e, c.q, c.k, c.v, clean, clean_lse)
-                                         : JATTN_ERROR_OUT_OF_MEMORY;
+    jattn_status st =
+        clean && clean_lse ? jattn_forward(NULL, &p, &e, c.q, c.k, c.v, clean, clean_lse) : JATTN_ERROR_OUT_OF_MEMORY;
     if (!expect(st == JATTN_OK, label, "clean call failed")) goto done;
 
     float *target = which == IN_Q ? c.q : which == IN_K ? c.k : c.v;
@@ -352,18 +352,19 @@ static void nonfinite(which_tensor which, float bad, int64_t D) {
                     float o = c.out[off + d], cl = clean[off + d], r = c.ref[off + d];
                     int ok = state == 0   ? bits_equal(o, cl)
                              : state == 1 ? isnan(o)
-                             : state == 2 ? (d == col ? !isfinite(o) : bits_equal(o, cl))
-                                          : isfinite(o) && fabs((double)o - r) <= JATTN_GATE_F32_MAX_ABS * fmax(1.0, fabs(r));
+                             : state == 2
+                                 ? (d == col ? !isfinite(o) : bits_equal(o, cl))
+                                 : isfinite(o) && fabs((double)o - r) <= JATTN_GATE_F32_MAX_ABS * fmax(1.0, fabs(r));
                     if (!ok && !wrong++)
-                        snprintf(first, sizeof first, "out[b=%lld,h=%lld,i=%lld,d=%lld] = %g (clean %g, ref %g), rule %d",
-                                 (long long)b, (long long)h, (long long)i, (long long)d, (double)o, (double)cl,
-                                 (double)r, state);
+                        snprintf(first, sizeof first,
+                                 "out[b=%lld,h=%lld,i=%lld,d=%lld] = %g (clean %g, ref %g), rule %d", (long long)b,
+                                 (long long)h, (long long)i, (long long)d, (double)o, (double)cl, (double)r, state);
                 }
                 float l = c.lse[li];
                 int lse_ok = state == 0 || state == 2 ? bits_equal(l, clean_lse[li])
-                             : state == 1        ? !isfinite(l)
-                                                 : fabs((double)l - c.ref_lse[li]) <=
-                                                       JATTN_GATE_LSE_F32 * fmax(1.0, fabs(c.ref_lse[li]));
+                             : state == 1             ? !isfinite(l)
+                                                      : fabs((double)l - c.ref_lse[li]) <=
+                                                JATTN_GATE_LSE_F32 * fmax(1.0, fabs(c.ref_lse[li]));
                 if (!lse_ok && !wrong++)
                     snprintf(first, sizeof first, "lse[b=%lld,h=%lld,i=%lld] = %g (clean %g, ref %g), rule %d",
                              (long long)b, (long long)h, (long long)i, (double)l, (double)clean_lse[li],
@@ -461,7 +462,8 @@ static void denormals_v(int64_t D) {
             }
     const double quantum = 0x1p-149, tol = (2.0 * (double)Skv + 2.0) * quantum + JATTN_GATE_F32_MAX_ABS * max_ref;
     char what[200];
-    snprintf(what, sizeof what, "max_abs %.3g = %.1f quanta of 2^-149 > tolerance %.1f quanta; %.0f of %.0f nonzero "
+    snprintf(what, sizeof what,
+             "max_abs %.3g = %.1f quanta of 2^-149 > tolerance %.1f quanta; %.0f of %.0f nonzero "
              "outputs flushed to 0",
              worst, worst / quantum, tol / quantum, zero_out, nonzero_ref);
     expect(worst <= tol && nonzero_ref > 0, c.label, what);
@@ -524,8 +526,8 @@ int main(int argc, char **argv) {
     }
     explicit_scale(1e-30f, 1.0);
     explicit_scale(1e-40f, 1.0);
-    explicit_scale(1e3f, 0.033);        /* logit std = 1e3 * 8 * 0.033^2 = 8.7 */
-    explicit_scale(0x1p100f, 0x1p-52);  /* logit std = 2^100 * 8 * 2^-104 = 0.5 */
+    explicit_scale(1e3f, 0.033);       /* logit std = 1e3 * 8 * 0.033^2 = 8.7 */
+    explicit_scale(0x1p100f, 0x1p-52); /* logit std = 2^100 * 8 * 2^-104 = 0.5 */
 
     char title[64];
     snprintf(title, sizeof title, "test_edges %s", name);

@@ -188,8 +188,8 @@ static void malformed_classes(void) {
     REJECT("data truncated", GOOD_DICT, 20, "data truncated: 20 bytes where shape (2, 3) needs 24");
     REJECT("no data", GOOD_DICT, 0, "data truncated: 0 bytes");
     REJECT("trailing bytes", GOOD_DICT, 28, "4 trailing bytes");
-    REJECT("huge shape, little data", "{'descr': '<f4', 'fortran_order': False, 'shape': (100000, 100000, 1000), }",
-           64, "data truncated");
+    REJECT("huge shape, little data", "{'descr': '<f4', 'fortran_order': False, 'shape': (100000, 100000, 1000), }", 64,
+           "data truncated");
 
     /* Files that are not files. */
     char err[256];
@@ -206,20 +206,20 @@ static void accepted_spellings(void) {
     const int64_t s23[2] = {2, 3}, s6[1] = {6}, s0[1] = {0};
     expect_accept("version 2.0", make_npy(npy_magic6, 2, 0, GOOD_DICT, 24, -1), 2, s23);
     expect_accept("version 3.0", make_npy(npy_magic6, 3, 0, GOOD_DICT, 24, -1), 2, s23);
-    expect_accept("keys in another order, double quotes, no trailing comma",
-                  make_npy(npy_magic6, 1, 0, "{\"shape\": (2,3), \"fortran_order\": False, \"descr\": \"<f4\"}", 24, -1),
-                  2, s23);
-    expect_accept("one dimension", make_npy(npy_magic6, 1, 0, "{'descr': '<f4', 'fortran_order': False, 'shape': (6,), }",
-                                            24, -1),
-                  1, s6);
+    expect_accept(
+        "keys in another order, double quotes, no trailing comma",
+        make_npy(npy_magic6, 1, 0, "{\"shape\": (2,3), \"fortran_order\": False, \"descr\": \"<f4\"}", 24, -1), 2, s23);
+    expect_accept("one dimension",
+                  make_npy(npy_magic6, 1, 0, "{'descr': '<f4', 'fortran_order': False, 'shape': (6,), }", 24, -1), 1,
+                  s6);
     expect_accept("zero dimensions (a scalar)",
                   make_npy(npy_magic6, 1, 0, "{'descr': '<f4', 'fortran_order': False, 'shape': (), }", 4, -1), 0, s6);
-    expect_accept("an empty array", make_npy(npy_magic6, 1, 0, "{'descr': '<f4', 'fortran_order': False, 'shape': (0,), }",
-                                             0, -1),
-                  1, s0);
-    expect_accept("newlines and tabs inside the dict",
-                  make_npy(npy_magic6, 1, 0, "{'descr':\t'<f4',\n 'fortran_order': False,\n 'shape': (2,\n 3)}", 24, -1), 2,
-                  s23);
+    expect_accept("an empty array",
+                  make_npy(npy_magic6, 1, 0, "{'descr': '<f4', 'fortran_order': False, 'shape': (0,), }", 0, -1), 1,
+                  s0);
+    expect_accept(
+        "newlines and tabs inside the dict",
+        make_npy(npy_magic6, 1, 0, "{'descr':\t'<f4',\n 'fortran_order': False,\n 'shape': (2,\n 3)}", 24, -1), 2, s23);
 }
 
 /* ---- round trip ---- */

@@ -17,23 +17,23 @@
 #include "harness.h"
 
 typedef enum pattern {
-    LEN_RANDOM,      /* kv_len[b] uniform in [0, Skv] */
-    LEN_EDGES,       /* kv_len cycling through 0, 1, Skv, Skv - 1 */
-    MASK_HALF,       /* each key attended with probability 1/2 */
-    MASK_SPARSE,     /* probability 1/10 (and at least one key per batch) */
-    MASK_ONE_MISSING,/* every key but one */
-    MASK_ONE_TILE,   /* the attended keys lie inside one 64-key tile */
-    MASK_LAST_HALF,  /* the last half of the keys masked: a padding mask */
-    MASK_BROADCAST,  /* one random row for every batch (mask_batch = 1) */
-    MASK_STRIDED,    /* rows 13 bytes apart beyond seq_kv */
-    LEN_AND_MASK,    /* both: the keys below kv_len that the mask keeps */
-    MASK_EMPTY_ROW,  /* batch 0 attends nothing, the others at random */
+    LEN_RANDOM,       /* kv_len[b] uniform in [0, Skv] */
+    LEN_EDGES,        /* kv_len cycling through 0, 1, Skv, Skv - 1 */
+    MASK_HALF,        /* each key attended with probability 1/2 */
+    MASK_SPARSE,      /* probability 1/10 (and at least one key per batch) */
+    MASK_ONE_MISSING, /* every key but one */
+    MASK_ONE_TILE,    /* the attended keys lie inside one 64-key tile */
+    MASK_LAST_HALF,   /* the last half of the keys masked: a padding mask */
+    MASK_BROADCAST,   /* one random row for every batch (mask_batch = 1) */
+    MASK_STRIDED,     /* rows 13 bytes apart beyond seq_kv */
+    LEN_AND_MASK,     /* both: the keys below kv_len that the mask keeps */
+    MASK_EMPTY_ROW,   /* batch 0 attends nothing, the others at random */
     PATTERN_COUNT
 } pattern;
 
-static const char *const pattern_names[] = {"len-random",  "len-edges",      "mask-half",    "mask-sparse",
-                                            "mask-one-missing", "mask-one-tile", "mask-last-half",
-                                            "mask-broadcast", "mask-strided", "len-and-mask", "mask-empty-row"};
+static const char *const pattern_names[] = {"len-random",       "len-edges",     "mask-half",      "mask-sparse",
+                                            "mask-one-missing", "mask-one-tile", "mask-last-half", "mask-broadcast",
+                                            "mask-strided",     "len-and-mask",  "mask-empty-row"};
 
 typedef struct shape {
     int64_t B, H, Sq, Skv, D;
@@ -41,9 +41,9 @@ typedef struct shape {
 } shape;
 
 static const shape shapes[] = {
-    {3, 2, 33, 77, 64, 0},   {2, 3, 130, 200, 128, 1}, {2, 1, 1, 300, 128, 0}, {3, 2, 65, 1, 64, 0},
-    {2, 2, 40, 129, 1, 1},   {2, 2, 50, 100, 80, 0},   {2, 2, 17, 257, 16, 1}, {2, 2, 70, 70, 256, 0},
-    {2, 2, 100, 1000, 64, 0}, {2, 1, 64, 64, 128, 1},  {2, 2, 9, 33, 3, 0},
+    {3, 2, 33, 77, 64, 0},    {2, 3, 130, 200, 128, 1}, {2, 1, 1, 300, 128, 0}, {3, 2, 65, 1, 64, 0},
+    {2, 2, 40, 129, 1, 1},    {2, 2, 50, 100, 80, 0},   {2, 2, 17, 257, 16, 1}, {2, 2, 70, 70, 256, 0},
+    {2, 2, 100, 1000, 64, 0}, {2, 1, 64, 64, 128, 1},   {2, 2, 9, 33, 3, 0},
 };
 
 /* Padding arrays of one case; the struct handed to jattn points into them. */

@@ -76,11 +76,8 @@ static jattn_strides padded(int64_t H, int64_t S, int64_t D) {
 static jattn_problem make_problem(const shape *s) {
     jattn_problem p = jattn_problem_flux(s->B, s->H, s->Sq, s->Skv, s->D);
     switch (s->lay) {
-    case FLUX:
-        break;
-    case HEAD_MAJOR:
-        p.out = jattn_strides_head_major(s->H, s->Sq, s->D);
-        break;
+    case FLUX: break;
+    case HEAD_MAJOR: p.out = jattn_strides_head_major(s->H, s->Sq, s->D); break;
     case TOKEN_MAJOR:
         p.q = jattn_strides_token_major(s->H, s->Sq, s->D);
         p.k = jattn_strides_token_major(s->H, s->Skv, s->D);

@@ -125,8 +125,8 @@ int main(void) {
     jt_rng rng;
     jt_rng_init(&rng, jt_seed());
     jt_tally tally = {0};
-    const int64_t shapes[][5] = {{1, 1, 1, 1, 8}, {1, 2, 8, 8, 128}, {2, 2, 7, 33, 16}, {1, 1, 65, 3, 80},
-                                 {1, 3, 17, 17, 5}};
+    const int64_t shapes[][5] = {
+        {1, 1, 1, 1, 8}, {1, 2, 8, 8, 128}, {2, 2, 7, 33, 16}, {1, 1, 65, 3, 80}, {1, 3, 17, 17, 5}};
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         jattn_problem p = jattn_problem_flux(shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3], shapes[s][4]);
         jt_case c;

@@ -204,32 +204,24 @@ static expectation expect(error_case e, int rank) {
                              "ranks disagree: problem.algorithm is 2 on rank 0, 1 on rank 1", 0};
     case ERR_SCALE:
         return (expectation){JATTN_ERROR_INVALID_ARGUMENT, "ranks disagree: problem.whole.scale differs", 0};
-    case ERR_RANKS:
-        return (expectation){JATTN_ERROR_INVALID_ARGUMENT, "rank 0: problem.ranks", 0};
+    case ERR_RANKS: return (expectation){JATTN_ERROR_INVALID_ARGUMENT, "rank 0: problem.ranks", 0};
     case ERR_SUBCOMM:
         if (rank == last) return (expectation){JATTN_ERROR_NULL_POINTER, "comm.handle: points to MPI_COMM_NULL", 1};
         return (expectation){JATTN_ERROR_INVALID_ARGUMENT, "rank 0: problem.ranks", 0};
-    case ERR_COMM_NULL:
-        return (expectation){JATTN_ERROR_NULL_POINTER, "comm: NULL", 1};
-    case ERR_HANDLE_NULL:
-        return (expectation){JATTN_ERROR_NULL_POINTER, "comm.handle: NULL", 1};
-    case ERR_MPI_COMM_NULL:
-        return (expectation){JATTN_ERROR_NULL_POINTER, "comm.handle: points to MPI_COMM_NULL", 1};
+    case ERR_COMM_NULL: return (expectation){JATTN_ERROR_NULL_POINTER, "comm: NULL", 1};
+    case ERR_HANDLE_NULL: return (expectation){JATTN_ERROR_NULL_POINTER, "comm.handle: NULL", 1};
+    case ERR_MPI_COMM_NULL: return (expectation){JATTN_ERROR_NULL_POINTER, "comm.handle: points to MPI_COMM_NULL", 1};
     case ERR_PRECISION:
         return (expectation){JATTN_ERROR_UNSUPPORTED, "exec.precision: the cpu backend computes f32 only", 0};
     case ERR_MEMORY:
         return (expectation){JATTN_ERROR_INVALID_ARGUMENT, "rank 0: exec.memory: the mpi transport moves host memory",
                              0};
-    case ERR_Q_NULL:
-        return (expectation){JATTN_ERROR_NULL_POINTER, "q: NULL", 0};
-    case ERR_LSE_ALIAS:
-        return (expectation){JATTN_ERROR_ALIASING, "rank 1: lse: overlaps out", 0};
-    case ERR_WORKSPACE:
-        return (expectation){JATTN_ERROR_WORKSPACE_TOO_SMALL, "rank 0: exec.workspace_bytes", 0};
+    case ERR_Q_NULL: return (expectation){JATTN_ERROR_NULL_POINTER, "q: NULL", 0};
+    case ERR_LSE_ALIAS: return (expectation){JATTN_ERROR_ALIASING, "rank 1: lse: overlaps out", 0};
+    case ERR_WORKSPACE: return (expectation){JATTN_ERROR_WORKSPACE_TOO_SMALL, "rank 0: exec.workspace_bytes", 0};
     case ERR_SUM:
         return (expectation){JATTN_ERROR_INVALID_DIMENSION, "rank 0: problem.seq_q_shards: the shards sum to 23", 0};
-    default:
-        return (expectation){JATTN_OK, "", 0};
+    default: return (expectation){JATTN_OK, "", 0};
     }
 }
 
@@ -275,22 +267,14 @@ static void run_error(error_case what) {
     case ERR_SCALE:
         if (world_rank == last) sp.whole.scale = 0.5f;
         break;
-    case ERR_RANKS:
-        sp.ranks = world_size + 1;
-        break;
+    case ERR_RANKS: sp.ranks = world_size + 1; break;
     case ERR_SUBCOMM:
         MPI_Comm_split(MPI_COMM_WORLD, world_rank < last ? 0 : MPI_UNDEFINED, world_rank, &sub);
         c.handle = &sub;
         break;
-    case ERR_COMM_NULL:
-        cp = NULL;
-        break;
-    case ERR_HANDLE_NULL:
-        c.handle = NULL;
-        break;
-    case ERR_MPI_COMM_NULL:
-        c.handle = &null_comm;
-        break;
+    case ERR_COMM_NULL: cp = NULL; break;
+    case ERR_HANDLE_NULL: c.handle = NULL; break;
+    case ERR_MPI_COMM_NULL: c.handle = &null_comm; break;
     case ERR_PRECISION:
         if (world_rank == last) e.precision = JATTN_PRECISION_TF32;
         break;
@@ -315,8 +299,7 @@ static void run_error(error_case what) {
         other[0] -= 1;
         sp.seq_q_shards = sp.seq_kv_shards = other;
         break;
-    default:
-        break;
+    default: break;
     }
     report mine;
     memset(&mine, 0, sizeof mine);

@@ -118,22 +118,14 @@ static void run_disagreement(int ranks, bad what, int who, jattn_status want, co
         case BAD_SEQ_Q: /* a consistent but other problem: one more query token on this rank */
             j.sp[r].whole.seq_q += 1;
             break;
-        case BAD_HEADS:
-            j.sp[r].whole.heads = 3;
-            break;
+        case BAD_HEADS: j.sp[r].whole.heads = 3; break;
         case BAD_SHARDS:
             j.sp[r].seq_q_shards = other_shards;
             j.sp[r].seq_kv_shards = other_shards;
             break;
-        case BAD_ALGORITHM:
-            j.sp[r].algorithm = JATTN_SP_ULYSSES;
-            break;
-        case BAD_Q_NULL:
-            j.q[r] = NULL;
-            break;
-        case BAD_RANKS:
-            j.sp[r].ranks = ranks + 1;
-            break;
+        case BAD_ALGORITHM: j.sp[r].algorithm = JATTN_SP_ULYSSES; break;
+        case BAD_Q_NULL: j.q[r] = NULL; break;
+        case BAD_RANKS: j.sp[r].ranks = ranks + 1; break;
         case BAD_PRECISION: /* a rank whose backend cannot run its part */
             j.exec[r].precision = JATTN_PRECISION_TF32;
             break;

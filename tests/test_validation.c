@@ -28,11 +28,11 @@ typedef struct broken {
                   float **lse);
 } broken;
 
-#define CASE(name, body)                                                                                    \
-    static void name(jattn_problem *p, jattn_exec *e, const void **q, const void **k, const void **v,       \
-                     void **o, float **lse) {                                                               \
-        (void)p, (void)e, (void)q, (void)k, (void)v, (void)o, (void)lse;                                    \
-        body;                                                                                               \
+#define CASE(name, body)                                                                                        \
+    static void name(jattn_problem *p, jattn_exec *e, const void **q, const void **k, const void **v, void **o, \
+                     float **lse) {                                                                             \
+        (void)p, (void)e, (void)q, (void)k, (void)v, (void)o, (void)lse;                                        \
+        body;                                                                                                   \
     }
 
 CASE(null_q, *q = NULL)
@@ -72,9 +72,9 @@ CASE(misaligned_q, *q = (const char *)q_buf + 2)
 CASE(wrap_address, *k = (const void *)(UINTPTR_MAX - 64 + 1))
 CASE(workspace_small, e->backend = JATTN_BACKEND_REF; e->workspace = out_buf + N; e->workspace_bytes = 8)
 /* key padding: a valid mask [B, S] and lengths, then one thing broken */
-#define PAD(body)                                                                                           \
-    pad_buf.mask = mask_buf, pad_buf.mask_batch = B, pad_buf.mask_keys = S, pad_buf.kv_len = lens;         \
-    pad = &pad_buf;                                                                                         \
+#define PAD(body)                                                                                  \
+    pad_buf.mask = mask_buf, pad_buf.mask_batch = B, pad_buf.mask_keys = S, pad_buf.kv_len = lens; \
+    pad = &pad_buf;                                                                                \
     body
 CASE(pad_len_high, PAD(lens[1] = S + 1))
 CASE(pad_len_negative, PAD(lens[0] = -1))
@@ -179,7 +179,8 @@ static int run_case(const broken *c) {
         ok &= jt_expect_status(jattn_select(&p, &e, &sel), c->want, c->what);
         ok &= jt_expect_status(jattn_workspace_size(&p, &e, &bytes), c->want, c->what);
     }
-    if (getenv("JATTN_TEST_VERBOSE")) printf("%s %s: %s: %s\n", ok ? "ok  " : "FAIL", c->what, jattn_status_name(st), msg);
+    if (getenv("JATTN_TEST_VERBOSE"))
+        printf("%s %s: %s: %s\n", ok ? "ok  " : "FAIL", c->what, jattn_status_name(st), msg);
     return ok;
 }
 
@@ -283,8 +284,8 @@ int main(void) {
         jattn_exec e = {0};
         e.backend = JATTN_BACKEND_CUDA;
         jattn_selection sel;
-        jt_tally_add(&tally, jt_expect_status(jattn_select(&p, &e, &sel), JATTN_ERROR_BACKEND_UNAVAILABLE,
-                                              "cuda absent"));
+        jt_tally_add(&tally,
+                     jt_expect_status(jattn_select(&p, &e, &sel), JATTN_ERROR_BACKEND_UNAVAILABLE, "cuda absent"));
     }
     return jt_tally_finish(&tally, "test_validation");
 }

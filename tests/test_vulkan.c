@@ -73,7 +73,8 @@ static void determinism_and_context(jt_tally *t, jt_rng *rng) {
     jt_tally_add(t, no_alloc);
     /* A smaller problem reuses the buffers (grow-only). */
     jattn_problem small = jattn_problem_flux(1, 2, 50, 60, 128);
-    ok = jattn_forward(ctx, &small, &e, q, k, v, o[1], NULL) == JATTN_OK && jattn_vk_ctx_allocations(ctx) == after_second;
+    ok = jattn_forward(ctx, &small, &e, q, k, v, o[1], NULL) == JATTN_OK &&
+         jattn_vk_ctx_allocations(ctx) == after_second;
     printf("%s context: a smaller call allocates nothing\n", ok ? "ok  " : "FAIL");
     jt_tally_add(t, ok);
     jattn_ctx_free(ctx);
@@ -118,7 +119,8 @@ static void refusals(jt_tally *t) {
     for (int i = 0; i < 512; i++) q[i] = k[i] = v[i] = 0.5f, out[i] = NAN;
     jattn_exec e = vk_exec();
     e.memory = JATTN_MEMORY_DEVICE;
-    int ok = jt_expect_status(jattn_forward(NULL, &p, &e, q, k, v, out, NULL), JATTN_ERROR_UNSUPPORTED, "device memory");
+    int ok =
+        jt_expect_status(jattn_forward(NULL, &p, &e, q, k, v, out, NULL), JATTN_ERROR_UNSUPPORTED, "device memory");
     ok &= strstr(jattn_last_error(), "exec.memory") != NULL;
     e = vk_exec();
     e.precision = JATTN_PRECISION_TF32;
@@ -126,7 +128,8 @@ static void refusals(jt_tally *t) {
     ok &= strstr(jattn_last_error(), "exec.precision") != NULL;
     int untouched = 1;
     for (int i = 0; i < 512; i++) untouched &= isnan(out[i]);
-    printf("%s refusals: device memory, tf32 (UNSUPPORTED, field named, out untouched)\n", ok && untouched ? "ok  " : "FAIL");
+    printf("%s refusals: device memory, tf32 (UNSUPPORTED, field named, out untouched)\n",
+           ok && untouched ? "ok  " : "FAIL");
     jt_tally_add(t, ok && untouched);
     jattn_problem big = jattn_problem_flux(1, 1, 8, 8, 1025);
     jattn_selection sel;

@@ -83,10 +83,33 @@ enum {
 };
 
 typedef enum option_id {
-    OPT_BACKEND, OPT_PRECISION, OPT_THREADS, OPT_BATCH, OPT_HEADS, OPT_SEQ, OPT_SEQ_KV, OPT_DIM, OPT_SCALE,
-    OPT_SEED, OPT_REPS, OPT_CHECK, OPT_NO_CHECK, OPT_JSON, OPT_Q, OPT_K, OPT_V, OPT_OUT, OPT_LSE, OPT_SHAPE,
-    OPT_KV_LEN, OPT_KEY_MASK, OPT_HELP,
-    OPT_PARALLEL, OPT_SHARDS, OPT_REPLICATE_KV, OPT_BACKWARD
+    OPT_BACKEND,
+    OPT_PRECISION,
+    OPT_THREADS,
+    OPT_BATCH,
+    OPT_HEADS,
+    OPT_SEQ,
+    OPT_SEQ_KV,
+    OPT_DIM,
+    OPT_SCALE,
+    OPT_SEED,
+    OPT_REPS,
+    OPT_CHECK,
+    OPT_NO_CHECK,
+    OPT_JSON,
+    OPT_Q,
+    OPT_K,
+    OPT_V,
+    OPT_OUT,
+    OPT_LSE,
+    OPT_SHAPE,
+    OPT_KV_LEN,
+    OPT_KEY_MASK,
+    OPT_HELP,
+    OPT_PARALLEL,
+    OPT_SHARDS,
+    OPT_REPLICATE_KV,
+    OPT_BACKWARD
 } option_id;
 
 typedef struct option_spec {
@@ -259,8 +282,7 @@ static int parse_command(const char *word, cli_command *cmd) {
 }
 
 /* Applies one option with its value (NULL for flags). */
-static int apply_option(cli_options *o, option_id id, const char *name, const char *value, char *err,
-                        size_t errlen) {
+static int apply_option(cli_options *o, option_id id, const char *name, const char *value, char *err, size_t errlen) {
     static const char *const precision_names[] = {"f32", "tf32"};
     int64_t x, list[CLI_MAX_THREAD_COUNTS > NPY_MAX_DIMS ? CLI_MAX_THREAD_COUNTS : NPY_MAX_DIMS];
     int n, choice;
@@ -290,11 +312,13 @@ static int apply_option(cli_options *o, option_id id, const char *name, const ch
         /* Only >= 1 here; sizes too large for memory or int64 arithmetic are rejected by the
          * library's validation of the problem, with its own message. */
         if (cli_parse_int64(name, value, 1, INT64_MAX, &x, err, errlen)) return -1;
-        *(id == OPT_BATCH ? &o->batch : id == OPT_HEADS ? &o->heads : id == OPT_SEQ ? &o->seq_q
-          : id == OPT_SEQ_KV ? &o->seq_kv : &o->dim) = x;
+        *(id == OPT_BATCH    ? &o->batch
+          : id == OPT_HEADS  ? &o->heads
+          : id == OPT_SEQ    ? &o->seq_q
+          : id == OPT_SEQ_KV ? &o->seq_kv
+                             : &o->dim) = x;
         return 0;
-    case OPT_SCALE:
-        return parse_scale(value, &o->scale, err, errlen);
+    case OPT_SCALE: return parse_scale(value, &o->scale, err, errlen);
     case OPT_SEED:
         if (cli_parse_int64(name, value, 0, INT64_MAX, &x, err, errlen)) return -1;
         o->seed = (uint64_t)x;
@@ -303,30 +327,14 @@ static int apply_option(cli_options *o, option_id id, const char *name, const ch
         if (cli_parse_int64(name, value, 1, CLI_MAX_REPS, &x, err, errlen)) return -1;
         o->reps = (int)x;
         return 0;
-    case OPT_CHECK:
-        o->check = 1;
-        return 0;
-    case OPT_NO_CHECK:
-        o->check = 0;
-        return 0;
-    case OPT_JSON:
-        o->json = 1;
-        return 0;
-    case OPT_Q:
-        o->q_path = value;
-        return 0;
-    case OPT_K:
-        o->k_path = value;
-        return 0;
-    case OPT_V:
-        o->v_path = value;
-        return 0;
-    case OPT_OUT:
-        o->out_path = value;
-        return 0;
-    case OPT_LSE:
-        o->lse_path = value;
-        return 0;
+    case OPT_CHECK: o->check = 1; return 0;
+    case OPT_NO_CHECK: o->check = 0; return 0;
+    case OPT_JSON: o->json = 1; return 0;
+    case OPT_Q: o->q_path = value; return 0;
+    case OPT_K: o->k_path = value; return 0;
+    case OPT_V: o->v_path = value; return 0;
+    case OPT_OUT: o->out_path = value; return 0;
+    case OPT_LSE: o->lse_path = value; return 0;
     case OPT_SHAPE:
         if (parse_int_list(name, value, 0, INT64_MAX, list, NPY_MAX_DIMS, &n, err, errlen)) return -1;
         for (int i = 0; i < n; i++) o->shape[i] = list[i];
@@ -339,12 +347,8 @@ static int apply_option(cli_options *o, option_id id, const char *name, const ch
         o->n_kv_len = count;
         return 0;
     }
-    case OPT_KEY_MASK:
-        o->key_mask_path = value;
-        return 0;
-    case OPT_HELP:
-        o->command = CLI_CMD_HELP;
-        return 0;
+    case OPT_KEY_MASK: o->key_mask_path = value; return 0;
+    case OPT_HELP: o->command = CLI_CMD_HELP; return 0;
     case OPT_PARALLEL: {
         static const char *const algorithm_names[] = {"auto", "ulysses", "ring"}; /* jattn_sp_algorithm order */
         if (parse_choice(name, value, algorithm_names, 3, &choice, err, errlen)) return -1;
@@ -354,12 +358,8 @@ static int apply_option(cli_options *o, option_id id, const char *name, const ch
     case OPT_SHARDS:
         if (parse_int_list(name, value, 1, INT64_MAX, o->shards, CLI_MAX_SHARDS, &o->n_shards, err, errlen)) return -1;
         return 0;
-    case OPT_REPLICATE_KV:
-        o->replicate_kv = 1;
-        return 0;
-    case OPT_BACKWARD:
-        o->backward = 1;
-        return 0;
+    case OPT_REPLICATE_KV: o->replicate_kv = 1; return 0;
+    case OPT_BACKWARD: o->backward = 1; return 0;
     }
     usage_error(err, errlen, "%s: internal error: unhandled option", name);
     return -1;
@@ -392,8 +392,7 @@ static int check_combination(const cli_options *o, char *err, size_t errlen) {
         if (!o->ndim) return usage_error(err, errlen, "gen: --shape is required (e.g. --shape 24,1536,128)");
         if (!o->out_path) return usage_error(err, errlen, "gen: --out is required");
         return CLI_EXIT_OK;
-    default:
-        return CLI_EXIT_OK;
+    default: return CLI_EXIT_OK;
     }
 }
 
@@ -424,7 +423,8 @@ int jattn_cli_parse(int argc, char **argv, cli_options *o, char *err, size_t err
                 o->operand[o->n_operands++] = arg;
                 continue;
             }
-            return usage_error(err, errlen, "unexpected argument '%s' (see 'jattn --help')", shown(arg, buf, sizeof buf));
+            return usage_error(err, errlen, "unexpected argument '%s' (see 'jattn --help')",
+                               shown(arg, buf, sizeof buf));
         }
         /* --name or --name=value */
         const char *eq = strchr(arg, '=');

@@ -42,32 +42,32 @@ typedef enum cli_command {
 
 typedef struct cli_options {
     cli_command command;
-    jattn_backend backend;     /* default AUTO */
+    jattn_backend backend; /* default AUTO */
     int backend_given;
-    jattn_precision precision; /* default F32 */
+    jattn_precision precision;          /* default F32 */
     int threads[CLI_MAX_THREAD_COUNTS]; /* run: exactly one (default 0 = all cores); bench: a list */
-    int n_threads;             /* 0 when --threads was not given */
+    int n_threads;                      /* 0 when --threads was not given */
     /* Problem size; 0 = not given. */
     int64_t batch, heads, seq_q, seq_kv, dim;
-    float scale;               /* 0 = 1/sqrt(D) */
+    float scale; /* 0 = 1/sqrt(D) */
     uint64_t seed;
-    int reps;                  /* 0 = automatic */
-    int check;                 /* run: 1 (default) or 0 with --no-check */
+    int reps;  /* 0 = automatic */
+    int check; /* run: 1 (default) or 0 with --no-check */
     int json;
     const char *q_path, *k_path, *v_path, *out_path, *lse_path;
     int64_t kv_len[CLI_MAX_KV_LENS]; /* run --kv-len: one length for every batch, or one per batch */
-    int n_kv_len;              /* 0 when --kv-len was not given */
-    const char *key_mask_path; /* run --key-mask: bool or uint8 .npy, [Skv] or [B, Skv] */
-    const char *operand[2];    /* compare: A and B */
+    int n_kv_len;                    /* 0 when --kv-len was not given */
+    const char *key_mask_path;       /* run --key-mask: bool or uint8 .npy, [Skv] or [B, Skv] */
+    const char *operand[2];          /* compare: A and B */
     int n_operands;
     int64_t shape[NPY_MAX_DIMS]; /* gen --shape */
     int ndim;
     /* run --parallel: the job spread over the ranks of mpirun (cli_parallel.c) */
-    int parallel;                     /* 0 off; else 1 + the jattn_sp_algorithm */
-    int64_t shards[CLI_MAX_SHARDS];   /* --shards: query tokens of each rank */
+    int parallel;                   /* 0 off; else 1 + the jattn_sp_algorithm */
+    int64_t shards[CLI_MAX_SHARDS]; /* --shards: query tokens of each rank */
     int n_shards;
-    int replicate_kv;                 /* --replicate-kv: k, v whole on every rank */
-    int backward;                     /* run, bench --backward: time and check jattn_backward */
+    int replicate_kv; /* --replicate-kv: k, v whole on every rank */
+    int backward;     /* run, bench --backward: time and check jattn_backward */
 } cli_options;
 
 /* Parses argv (argv[0] is the program name). Never prints, exits or allocates; pointers in *o

@@ -130,8 +130,9 @@ static jattn_status check_backward(const bwd_job *j, bwd_check *c) {
 
 static jattn_problem job_problem(const cli_options *o, int64_t seq_default) {
     const int64_t seq = o->seq_q ? o->seq_q : seq_default;
-    jattn_problem p = jattn_problem_flux(o->batch ? o->batch : CLI_DEFAULT_BATCH, o->heads ? o->heads : CLI_DEFAULT_HEADS,
-                                         seq, o->seq_kv ? o->seq_kv : seq, o->dim ? o->dim : CLI_DEFAULT_DIM);
+    jattn_problem p =
+        jattn_problem_flux(o->batch ? o->batch : CLI_DEFAULT_BATCH, o->heads ? o->heads : CLI_DEFAULT_HEADS, seq,
+                           o->seq_kv ? o->seq_kv : seq, o->dim ? o->dim : CLI_DEFAULT_DIM);
     p.scale = o->scale;
     return p;
 }
@@ -147,7 +148,8 @@ int cli_run_backward(const cli_options *o) {
     if (st != JATTN_OK) return cli_error(cli_exit_for_status(st), "%s: %s", jattn_status_name(st), jattn_last_error());
     char err[256];
     const double bytes = 4.0 * (6.0 * (double)kit_elems(&p, p.seq_q) + 5.0 * (double)kit_elems(&p, p.seq_kv));
-    if (cli_memory_fits(bytes, "the backward's tensors", err, sizeof err) != 0) return cli_error(CLI_EXIT_USAGE, "%s", err);
+    if (cli_memory_fits(bytes, "the backward's tensors", err, sizeof err) != 0)
+        return cli_error(CLI_EXIT_USAGE, "%s", err);
     jattn_ctx *ctx = NULL;
     bwd_job j;
     st = jattn_ctx_create(&ctx);
@@ -290,7 +292,8 @@ int cli_bench_backward(const cli_options *o) {
             double peak = NAN, torch_ms = NAN;
             const char *isa = NULL;
             char err[256];
-            if (sel.backend != JATTN_BACKEND_CUDA && jattn_peer_fma_peak(sel.threads, &peak, &isa, err, sizeof err) != 0)
+            if (sel.backend != JATTN_BACKEND_CUDA &&
+                jattn_peer_fma_peak(sel.threads, &peak, &isa, err, sizeof err) != 0)
                 peak = NAN;
             if (torch_backward_ms(&p, sel.threads, t.reps, &torch_ms) != 0) torch_ms = NAN;
             const double gflops = backward_flops(&p) / (t.ms * 1e-3) / 1e9;

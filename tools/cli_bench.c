@@ -215,7 +215,8 @@ static int bench_one_shape(const cli_options *o, const bench_shape *s, peak_cach
     jattn_selection sel;
     jattn_status st = jattn_select(&p, &ref_exec, &sel);
     if (st != JATTN_OK)
-        return cli_error(cli_exit_for_status(st), "invalid problem: %s (%s)", jattn_last_error(), jattn_status_name(st));
+        return cli_error(cli_exit_for_status(st), "invalid problem: %s (%s)", jattn_last_error(),
+                         jattn_status_name(st));
 
     jattn_backend backends[2];
     char why[ERRLEN];
@@ -228,10 +229,10 @@ static int bench_one_shape(const cli_options *o, const bench_shape *s, peak_cach
     kit_reference ref = {0};
     int rc = CLI_EXIT_OK;
     const int64_t n_q = kit_elems(&p, p.seq_q), n_kv = kit_elems(&p, p.seq_kv);
-    const int blas_shape_ok = p.batch == 1 && p.seq_q == p.seq_kv && p.heads <= INT32_MAX && p.seq_q <= INT32_MAX &&
-                              p.head_dim <= INT32_MAX;
-    if (cli_memory_fits(((blas_shape_ok ? 3.0 : 2.0) * (double)n_q + 2.0 * (double)n_kv) * sizeof(float),
-                        "this shape", why, sizeof why) != 0) {
+    const int blas_shape_ok =
+        p.batch == 1 && p.seq_q == p.seq_kv && p.heads <= INT32_MAX && p.seq_q <= INT32_MAX && p.head_dim <= INT32_MAX;
+    if (cli_memory_fits(((blas_shape_ok ? 3.0 : 2.0) * (double)n_q + 2.0 * (double)n_kv) * sizeof(float), "this shape",
+                        why, sizeof why) != 0) {
         rc = cli_error(CLI_EXIT_FAILURE, "%s", why);
         goto done;
     }
@@ -249,7 +250,8 @@ static int bench_one_shape(const cli_options *o, const bench_shape *s, peak_cach
     jattn_rng_fill_normal(buf.q, n_q, o->seed, 0);
     jattn_rng_fill_normal(buf.k, n_kv, o->seed, 1);
     jattn_rng_fill_normal(buf.v, n_kv, o->seed, 2);
-    if ((st = kit_reference_compute(&ref, &p, NULL, buf.q, buf.k, buf.v, BENCH_CHECK_BUDGET_FLOPS, 0, why, sizeof why))) {
+    if ((st = kit_reference_compute(&ref, &p, NULL, buf.q, buf.k, buf.v, BENCH_CHECK_BUDGET_FLOPS, 0, why,
+                                    sizeof why))) {
         rc = cli_error(CLI_EXIT_FAILURE, "%s", why);
         goto done;
     }
@@ -275,8 +277,8 @@ static int bench_one_shape(const cli_options *o, const bench_shape *s, peak_cach
             r.t.ms_min = r.t.ms_max = NAN;
             e.threads = counts[c];
             if ((st = jattn_select(&p, &e, &r.sel)) != JATTN_OK) {
-                rc = cli_error(cli_exit_for_status(st), "backend %s, %d threads: %s (%s)", jattn_backend_name(e.backend),
-                               counts[c], jattn_last_error(), jattn_status_name(st));
+                rc = cli_error(cli_exit_for_status(st), "backend %s, %d threads: %s (%s)",
+                               jattn_backend_name(e.backend), counts[c], jattn_last_error(), jattn_status_name(st));
                 goto done;
             }
             char note[ERRLEN] = "";
@@ -294,8 +296,8 @@ static int bench_one_shape(const cli_options *o, const bench_shape *s, peak_cach
                 }
             }
             if (!timed && (st = kit_time_forward(ctx, &p, &e, NULL, buf.q, buf.k, buf.v, buf.out, NULL, o->reps,
-                                                 BENCH_AUTO_SECONDS, BENCH_AUTO_REPS_MIN, BENCH_AUTO_REPS_MAX,
-                                                 &r.t)) != JATTN_OK) {
+                                                 BENCH_AUTO_SECONDS, BENCH_AUTO_REPS_MIN, BENCH_AUTO_REPS_MAX, &r.t)) !=
+                              JATTN_OK) {
                 rc = cli_error(CLI_EXIT_FAILURE, "backend %s failed: %s (%s)", r.sel.backend_name, jattn_last_error(),
                                jattn_status_name(st));
                 goto done;
@@ -350,8 +352,7 @@ int cli_bench(const cli_options *o) {
         char load[64];
         kit_load_average(load, sizeof load);
         printf("jattn %s bench: %s, synthetic standard-normal inputs (seed %llu), load average %s\n",
-               jattn_version_string(), kit_precision_name(o->precision),
-               (unsigned long long)o->seed, load);
+               jattn_version_string(), kit_precision_name(o->precision), (unsigned long long)o->seed, load);
         printf("time: median after a warm-up; GFLOP/s = 4*B*H*Sq*Skv*D / time; FMA peak and BLAS attention measured "
                "now, at the row's threads; parity vs the float64 reference (query rows sampled beyond %.0f GFLOP of "
                "reference work)\n",
@@ -359,7 +360,8 @@ int cli_bench(const cli_options *o) {
         print_header();
         fflush(stdout);
     }
-    for (int s = 0; s < n_shapes && rc == CLI_EXIT_OK; s++) rc = bench_one_shape(o, &shapes[s], peaks, ns, ctx, &rows, &any_fail);
+    for (int s = 0; s < n_shapes && rc == CLI_EXIT_OK; s++)
+        rc = bench_one_shape(o, &shapes[s], peaks, ns, ctx, &rows, &any_fail);
     if (!o->json)
         for (int i = 0; i < ns->n; i++) printf("note: %s\n", ns->text[i]);
     if (rc == CLI_EXIT_OK && any_fail) {

@@ -10,8 +10,9 @@ int cli_bench(const cli_options *o);   /* cli_bench.c */
 int cli_compare(const cli_options *o); /* cli_tools.c */
 int cli_gen(const cli_options *o);     /* cli_tools.c */
 int cli_run_parallel(const cli_options *o);
-int cli_run_backward(const cli_options *o);   /* run --backward: cli_backward.c */
-int cli_bench_backward(const cli_options *o); /* bench --backward: cli_backward.c */ /* run --parallel: cli_parallel.c (MPI) or cli_parallel_unavailable.c */
+int cli_run_backward(const cli_options *o); /* run --backward: cli_backward.c */
+int cli_bench_backward(const cli_options *o);
+/* bench --backward: cli_backward.c */ /* run --parallel: cli_parallel.c (MPI) or cli_parallel_unavailable.c */
 
 /* Prints "jattn: <message>\n" on stderr. @return code. */
 int cli_error(int code, const char *fmt, ...)

@@ -25,8 +25,7 @@ int cli_memory_fits(double bytes, const char *what, char *err, size_t errlen) {
 
 int cli_exit_for_status(jattn_status st) {
     switch (st) {
-    case JATTN_OK:
-        return CLI_EXIT_OK;
+    case JATTN_OK: return CLI_EXIT_OK;
     case JATTN_ERROR_NULL_POINTER:
     case JATTN_ERROR_INVALID_DIMENSION:
     case JATTN_ERROR_OVERFLOW:
@@ -35,9 +34,7 @@ int cli_exit_for_status(jattn_status st) {
     case JATTN_ERROR_ALIASING:
     case JATTN_ERROR_INVALID_SCALE:
     case JATTN_ERROR_INVALID_ARGUMENT:
-    case JATTN_ERROR_UNSUPPORTED:
-        return CLI_EXIT_USAGE;
-    default:
-        return CLI_EXIT_FAILURE;
+    case JATTN_ERROR_UNSUPPORTED: return CLI_EXIT_USAGE;
+    default: return CLI_EXIT_FAILURE;
     }
 }

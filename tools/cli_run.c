@@ -37,7 +37,7 @@ int cli_error(int code, const char *fmt, ...) {
 
 typedef struct run_inputs {
     jattn_problem p;
-    int ndim;            /* of the .npy inputs (3 or 4); 4 for synthetic inputs */
+    int ndim; /* of the .npy inputs (3 or 4); 4 for synthetic inputs */
     int from_files;
     npy_array file[3];   /* q, k, v read from .npy */
     float *synthetic[3]; /* q, k, v generated */
@@ -61,14 +61,16 @@ static void head_major_dims(const npy_array *a, int64_t dims[4]) {
 static int load_tensor(const char *opt, const char *path, npy_array *a) {
     char why[ERRLEN];
     npy_status st = npy_read_f32(path, a, why, sizeof why);
-    if (st != NPY_OK) return cli_error(st == NPY_ERR_NOMEM ? CLI_EXIT_FAILURE : CLI_EXIT_USAGE, "%s %s: %s", opt, path, why);
+    if (st != NPY_OK)
+        return cli_error(st == NPY_ERR_NOMEM ? CLI_EXIT_FAILURE : CLI_EXIT_USAGE, "%s %s: %s", opt, path, why);
     char shape[NPY_MAX_DIMS * 22 + 4];
     npy_format_shape(a->shape, a->ndim, shape, sizeof shape);
     if (a->ndim != 3 && a->ndim != 4)
         return cli_error(CLI_EXIT_USAGE, "%s %s: shape %s has %d dimensions; expected [H,S,D] or [B,H,S,D]", opt, path,
                          shape, a->ndim);
     for (int d = 0; d < a->ndim; d++)
-        if (a->shape[d] == 0) return cli_error(CLI_EXIT_USAGE, "%s %s: shape %s has a zero dimension", opt, path, shape);
+        if (a->shape[d] == 0)
+            return cli_error(CLI_EXIT_USAGE, "%s %s: shape %s has a zero dimension", opt, path, shape);
     return CLI_EXIT_OK;
 }
 
@@ -85,22 +87,25 @@ static int load_files(const cli_options *o, run_inputs *in) {
     /* q, k, v: the same number of dimensions; batch, heads and head_dim agree; k and v agree on seq. */
     for (int t = 1; t < 3; t++) {
         if (in->file[t].ndim != in->file[0].ndim)
-            return cli_error(CLI_EXIT_USAGE, "%s %s: %d dimensions but --q %s has %d", opt[t], path[t], in->file[t].ndim,
-                             path[0], in->file[0].ndim);
+            return cli_error(CLI_EXIT_USAGE, "%s %s: %d dimensions but --q %s has %d", opt[t], path[t],
+                             in->file[t].ndim, path[0], in->file[0].ndim);
         for (int d = 0; d < 4; d++) {
             int against = d == 2 ? 1 : 0; /* seq: v against k; the others against q */
             if (d == 2 && t == 1) continue;
             if (dims[t][d] != dims[against][d])
-                return cli_error(CLI_EXIT_USAGE, "%s %s: %s %lld differs from %s %s's %lld", opt[t], path[t], dim_name[d],
-                                 (long long)dims[t][d], opt[against], path[against], (long long)dims[against][d]);
+                return cli_error(CLI_EXIT_USAGE, "%s %s: %s %lld differs from %s %s's %lld", opt[t], path[t],
+                                 dim_name[d], (long long)dims[t][d], opt[against], path[against],
+                                 (long long)dims[against][d]);
         }
     }
     const struct {
         const char *name;
         int64_t given, actual;
         const char *from;
-    } agree[] = {{"--batch", o->batch, dims[0][0], "--q"}, {"--heads", o->heads, dims[0][1], "--q"},
-                 {"--seq", o->seq_q, dims[0][2], "--q"},   {"--seq-kv", o->seq_kv, dims[1][2], "--k"},
+    } agree[] = {{"--batch", o->batch, dims[0][0], "--q"},
+                 {"--heads", o->heads, dims[0][1], "--q"},
+                 {"--seq", o->seq_q, dims[0][2], "--q"},
+                 {"--seq-kv", o->seq_kv, dims[1][2], "--k"},
                  {"--dim", o->dim, dims[0][3], "--q"}};
     for (size_t i = 0; i < sizeof agree / sizeof agree[0]; i++)
         if (agree[i].given && agree[i].given != agree[i].actual)
@@ -141,10 +146,10 @@ static int make_synthetic(const cli_options *o, run_inputs *in) {
 
 typedef struct run_padding {
     jattn_key_padding kp;
-    int64_t *kv_len;  /* [B] */
-    npy_array mask;   /* bytes */
-    double attended;  /* mean attended keys per batch */
-    char note[160];   /* for the report, "" without padding */
+    int64_t *kv_len; /* [B] */
+    npy_array mask;  /* bytes */
+    double attended; /* mean attended keys per batch */
+    char note[160];  /* for the report, "" without padding */
 } run_padding;
 
 static void free_padding(run_padding *pad) {
@@ -178,7 +183,8 @@ static int make_padding(const cli_options *o, const jattn_problem *p, run_paddin
         npy_format_shape(m->shape, m->ndim, shape, sizeof shape);
         const int64_t rows = m->ndim == 2 ? m->shape[0] : 1, keys = m->ndim ? m->shape[m->ndim - 1] : 0;
         if (m->ndim < 1 || m->ndim > 2 || keys != p->seq_kv || (rows != 1 && rows != p->batch))
-            return cli_error(CLI_EXIT_USAGE, "--key-mask %s: shape %s is neither [Skv] = (%lld,) nor [B, Skv] = (%lld, %lld)",
+            return cli_error(CLI_EXIT_USAGE,
+                             "--key-mask %s: shape %s is neither [Skv] = (%lld,) nor [B, Skv] = (%lld, %lld)",
                              o->key_mask_path, shape, (long long)p->seq_kv, (long long)p->batch, (long long)p->seq_kv);
         pad->kp.mask = m->bytes;
         pad->kp.mask_batch = rows;
@@ -201,8 +207,8 @@ static int make_padding(const cli_options *o, const jattn_problem *p, run_paddin
 /* ---- report ---- */
 
 static void print_report(const cli_options *o, const run_inputs *in, const run_padding *pad, const jattn_selection *sel,
-                         const char *auto_reasons, const kit_timing *t, const char *timing_note, const kit_reference *ref, const kit_parity *par,
-                         const char *wrote) {
+                         const char *auto_reasons, const kit_timing *t, const char *timing_note,
+                         const kit_reference *ref, const kit_parity *par, const char *wrote) {
     const jattn_problem *p = &in->p;
     const char *prec = kit_precision_name(o->precision);
     double gflops = kit_flops(p) / (t->ms * 1e-3) / 1e9;
@@ -350,8 +356,8 @@ int cli_run(const cli_options *o) {
             t.clock = "device";
             timed = 1;
         } else {
-            snprintf(timing_note, sizeof timing_note, "device timer unavailable (%.400s); host clock includes the copies",
-                     why);
+            snprintf(timing_note, sizeof timing_note,
+                     "device timer unavailable (%.400s); host clock includes the copies", why);
         }
     }
     if (!timed && (st = kit_time_forward(ctx, &in.p, &e, kp, in.q, in.k, in.v, out, lse, o->reps, RUN_AUTO_SECONDS,
@@ -403,10 +409,10 @@ int cli_run(const cli_options *o) {
     print_report(o, &in, &pad, &sel, reasons, &t, timing_note, &ref, parp, wrote);
     if (!pass) {
         fflush(stdout);
-        rc = cli_error(CLI_EXIT_FAILURE, "parity FAIL against the float64 reference (rel_l2 %.3g, max_abs %.3g, cos %.9g%s)%s",
-                       par.m.rel_l2, par.m.max_abs, par.m.cos,
-                       par.lse_checked && !par.lse_pass ? ", lse outside its gate" : "",
-                       o->out_path || o->lse_path ? "; no output written" : "");
+        rc = cli_error(
+            CLI_EXIT_FAILURE, "parity FAIL against the float64 reference (rel_l2 %.3g, max_abs %.3g, cos %.9g%s)%s",
+            par.m.rel_l2, par.m.max_abs, par.m.cos, par.lse_checked && !par.lse_pass ? ", lse outside its gate" : "",
+            o->out_path || o->lse_path ? "; no output written" : "");
     }
 
 done:

@@ -17,7 +17,8 @@ int cli_compare(const cli_options *o) {
     for (int i = 0; i < 2; i++) {
         npy_status st = npy_read_f32(o->operand[i], &a[i], why, sizeof why);
         if (st != NPY_OK) {
-            rc = cli_error(st == NPY_ERR_NOMEM ? CLI_EXIT_FAILURE : CLI_EXIT_USAGE, "compare %s: %s", o->operand[i], why);
+            rc = cli_error(st == NPY_ERR_NOMEM ? CLI_EXIT_FAILURE : CLI_EXIT_USAGE, "compare %s: %s", o->operand[i],
+                           why);
             goto done;
         }
     }
@@ -25,7 +26,8 @@ int cli_compare(const cli_options *o) {
         char s0[NPY_MAX_DIMS * 22 + 4], s1[NPY_MAX_DIMS * 22 + 4];
         npy_format_shape(a[0].shape, a[0].ndim, s0, sizeof s0);
         npy_format_shape(a[1].shape, a[1].ndim, s1, sizeof s1);
-        rc = cli_error(CLI_EXIT_USAGE, "compare: shapes differ: %s is %s, %s is %s", o->operand[0], s0, o->operand[1], s1);
+        rc = cli_error(CLI_EXIT_USAGE, "compare: shapes differ: %s is %s, %s is %s", o->operand[0], s0, o->operand[1],
+                       s1);
         goto done;
     }
     jattn_metrics m;

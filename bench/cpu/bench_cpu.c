@@ -63,7 +63,8 @@ int main(int argc, char **argv) {
         double gf;
         const char *isa;
         if (jattn_peer_fma_peak(threads[ti], &gf, &isa, err, sizeof err) == 0)
-            printf("{\"method\": \"fma_peak\", \"isa\": \"%s\", \"threads\": %d, \"gflops\": %.2f}\n", isa, threads[ti], gf);
+            printf("{\"method\": \"fma_peak\", \"isa\": \"%s\", \"threads\": %d, \"gflops\": %.2f}\n", isa, threads[ti],
+                   gf);
         else
             printf("{\"method\": \"fma_peak\", \"threads\": %d, \"skipped\": \"%s\"}\n", threads[ti], err);
         fflush(stdout);
@@ -94,10 +95,11 @@ int main(int argc, char **argv) {
                 if (st != JATTN_OK) {
                     printf("{\"method\": \"jattn_cpu\", \"seq\": %d, \"skipped\": \"%s\"}\n", S, jattn_last_error());
                 } else {
-                    printf("{\"method\": \"jattn_cpu\", \"isa\": \"%s\", \"kernel\": \"%s\", \"heads\": %d, \"seq\": %d, "
-                           "\"dim\": %d, \"threads\": %d, \"ms\": %.3f, \"gflops\": %.2f, \"best_gflops\": %.2f}\n",
-                           sel.isa, sel.kernel, H, S, D, sel.threads, t.ms, flops / (t.ms * 1e-3) / 1e9,
-                           flops / (t.ms_min * 1e-3) / 1e9);
+                    printf(
+                        "{\"method\": \"jattn_cpu\", \"isa\": \"%s\", \"kernel\": \"%s\", \"heads\": %d, \"seq\": %d, "
+                        "\"dim\": %d, \"threads\": %d, \"ms\": %.3f, \"gflops\": %.2f, \"best_gflops\": %.2f}\n",
+                        sel.isa, sel.kernel, H, S, D, sel.threads, t.ms, flops / (t.ms * 1e-3) / 1e9,
+                        flops / (t.ms_min * 1e-3) / 1e9);
                 }
             }
             jattn_ctx_free(ctx);

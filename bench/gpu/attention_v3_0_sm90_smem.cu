@@ -56,15 +56,15 @@
 
 namespace {
 
-constexpr int kThreads = 128;        /* one warpgroup */
-constexpr int kBlockM = 64;          /* query rows per CTA = wgmma M */
-constexpr int kBlockN = 64;          /* keys per tile */
+constexpr int kThreads = 128; /* one warpgroup */
+constexpr int kBlockM = 64;   /* query rows per CTA = wgmma M */
+constexpr int kBlockN = 64;   /* keys per tile */
 static_assert(kBlockN % kTf32PerSwizzleRow == 0, "key tile must fill whole swizzle rows");
 static_assert(kBlockM % 8 == 0 && kBlockN % 8 == 0, "tiles are made of 8-row groups");
 
 template <int D, bool kSplit>
 struct Config {
-    static constexpr int kParts = kSplit ? 2 : 1;          /* big (+ small) copies */
+    static constexpr int kParts = kSplit ? 2 : 1; /* big (+ small) copies */
     static constexpr int kQBytes = kBlockM * D * 4;
     static constexpr int kKBytes = kBlockN * D * 4;
     static constexpr int kVtBytes = D * kBlockN * 4;
@@ -72,25 +72,24 @@ struct Config {
     static constexpr int kKOff = kQOff + kParts * kQBytes;
     static constexpr int kVtOff = kKOff + kParts * kKBytes;
     static constexpr int kSmemBytes = kVtOff + kParts * kVtBytes + kSwizzleAtomBytes; /* + alignment slack */
-    static constexpr int kOAcc = D / 2;                    /* m64nD accumulator floats per thread */
+    static constexpr int kOAcc = D / 2; /* m64nD accumulator floats per thread */
     static constexpr int kSAcc = kBlockN / 2;
-    static constexpr int kDSlices = D / kMmaK;             /* k-slices of Q K^T */
-    static constexpr int kNSlices = kBlockN / kMmaK;       /* k-slices of P V */
+    static constexpr int kDSlices = D / kMmaK;       /* k-slices of Q K^T */
+    static constexpr int kNSlices = kBlockN / kMmaK; /* k-slices of P V */
     static_assert(D % kTf32PerSwizzleRow == 0, "head_dim must fill whole swizzle rows");
     static_assert(kQBytes % kSwizzleAtomBytes == 0 && kKBytes % kSwizzleAtomBytes == 0 &&
-                  kVtBytes % kSwizzleAtomBytes == 0, "tile bases stay 1024-byte aligned");
+                      kVtBytes % kSwizzleAtomBytes == 0,
+                  "tile bases stay 1024-byte aligned");
 };
 
 template <int D>
 __device__ __forceinline__ void wgmma_pv(float (&d)[D / 2], const uint32_t (&a)[4], uint64_t desc_b, int accumulate);
 template <>
-__device__ __forceinline__ void wgmma_pv<64>(float (&d)[32], const uint32_t (&a)[4], uint64_t desc_b, int accumulate)
-{
+__device__ __forceinline__ void wgmma_pv<64>(float (&d)[32], const uint32_t (&a)[4], uint64_t desc_b, int accumulate) {
     wgmma_m64n64k8_tf32_rs(d, a, desc_b, accumulate);
 }
 template <>
-__device__ __forceinline__ void wgmma_pv<128>(float (&d)[64], const uint32_t (&a)[4], uint64_t desc_b, int accumulate)
-{
+__device__ __forceinline__ void wgmma_pv<128>(float (&d)[64], const uint32_t (&a)[4], uint64_t desc_b, int accumulate) {
     wgmma_m64n128k8_tf32_rs(d, a, desc_b, accumulate);
 }
 
@@ -100,9 +99,8 @@ __device__ __forceinline__ void wgmma_pv<128>(float (&d)[64], const uint32_t (&a
  * rows at or past `rows_valid` are zero. Each warp moves whole rows, float4 per lane. */
 template <int D, int kRows, bool kSplit>
 __device__ __forceinline__ void stage_rows(unsigned char *big, unsigned char *small, const float *src,
-                                           int64_t token_stride, int row0, int rows_valid, int tid)
-{
-    constexpr int kVec = D / 4;                       /* float4 per row */
+                                           int64_t token_stride, int row0, int rows_valid, int tid) {
+    constexpr int kVec = D / 4; /* float4 per row */
     constexpr int kIters = kRows * kVec / kThreads;
     constexpr int kBatch = 4; /* loads in flight per thread: the K tile is staged while O,
                                  the P V accumulator and P's fragments are all live */
@@ -144,8 +142,7 @@ __device__ __forceinline__ void stage_rows(unsigned char *big, unsigned char *sm
  * A warp reads 16 keys x 2 float4 per step; its scalar shared stores hit 32 distinct banks. */
 template <int D, bool kSplit>
 __device__ __forceinline__ void stage_vt(unsigned char *big, unsigned char *small, const float *src,
-                                         int64_t token_stride, int key0, int keys_valid, int tid)
-{
+                                         int64_t token_stride, int key0, int keys_valid, int tid) {
     constexpr int kKeysPerStep = 16, kVecPerStep = 2;
     constexpr int kKeyGroups = kBlockN / kKeysPerStep;
     constexpr int kUnits = kKeyGroups * (D / 4 / kVecPerStep);
@@ -195,8 +192,7 @@ __device__ __forceinline__ void stage_vt(unsigned char *big, unsigned char *smal
 /* ---- the kernel ------------------------------------------------------------------------ */
 
 template <int D, bool kSplit>
-__global__ void __launch_bounds__(kThreads, 1) attention_f32_sm90_wgmma_64x64_kernel(const Params p)
-{
+__global__ void __launch_bounds__(kThreads, 1) attention_f32_sm90_wgmma_64x64_kernel(const Params p) {
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
     /* Compiled for another target (the library also emits compute_80 PTX): wgmma does not
      * exist there. The launch function refuses such devices; trap if reached anyway. */
@@ -220,7 +216,7 @@ __global__ void __launch_bounds__(kThreads, 1) attention_f32_sm90_wgmma_64x64_ke
     const float *qp = p.q + b * p.q_b + h * p.q_h;
     const float *kp = p.k + b * p.k_b + h * p.k_h;
     const float *vp = p.v + b * p.v_b + h * p.v_h;
-    const float log2_scale = p.scale * kLog2e;              /* exp(scale*x) = exp2(x*log2_scale) */
+    const float log2_scale = p.scale * kLog2e; /* exp(scale*x) = exp2(x*log2_scale) */
     const int n_tiles = (p.seq_kv + kBlockN - 1) / kBlockN;
 
     stage_rows<D, kBlockM, kSplit>(q_big, q_small, qp, p.q_t, m0, p.seq_q, tid);
@@ -231,9 +227,9 @@ __global__ void __launch_bounds__(kThreads, 1) attention_f32_sm90_wgmma_64x64_ke
     float o[C::kOAcc];
 #pragma unroll
     for (int i = 0; i < C::kOAcc; ++i) o[i] = 0.f;
-    float row_max[2] = {-INFINITY, -INFINITY};   /* raw (unscaled) q.k maxima of rows g, g+8 */
-    float row_sum[2] = {0.f, 0.f};               /* this thread's share of sum exp */
-    float row_comp[2] = {0.f, 0.f};              /* its Kahan compensation */
+    float row_max[2] = {-INFINITY, -INFINITY}; /* raw (unscaled) q.k maxima of rows g, g+8 */
+    float row_sum[2] = {0.f, 0.f};             /* this thread's share of sum exp */
+    float row_comp[2] = {0.f, 0.f};            /* its Kahan compensation */
 
     for (int tile = 0; tile < n_tiles; ++tile) {
         const int key0 = tile * kBlockN;
@@ -256,7 +252,8 @@ __global__ void __launch_bounds__(kThreads, 1) attention_f32_sm90_wgmma_64x64_ke
         }
 #pragma unroll
         for (int ks = 0; ks < C::kDSlices; ++ks)
-            wgmma_m64n64k8_tf32_ss(s, slice_desc(q_big_t, ks, kBlockM), slice_desc(k_big_t, ks, kBlockN), kSplit || ks > 0);
+            wgmma_m64n64k8_tf32_ss(s, slice_desc(q_big_t, ks, kBlockM), slice_desc(k_big_t, ks, kBlockN),
+                                   kSplit || ks > 0);
         wgmma_commit();
 
         stage_vt<D, kSplit>(vt_big, vt_small, vp, p.v_t, key0, p.seq_kv, opaque(tid));
@@ -316,7 +313,7 @@ __global__ void __launch_bounds__(kThreads, 1) attention_f32_sm90_wgmma_64x64_ke
             }
         }
 
-        __syncthreads();   /* V^T staged by every warp; every warp's S wgmmas done (K free) */
+        __syncthreads(); /* V^T staged by every warp; every warp's S wgmmas done (K free) */
 
         /* O_tile = P V into a fresh accumulator, in flight while the next K tile is staged. */
         float o_tile[C::kOAcc];
@@ -346,7 +343,7 @@ __global__ void __launch_bounds__(kThreads, 1) attention_f32_sm90_wgmma_64x64_ke
 #pragma unroll
         for (int i = 0; i < C::kOAcc; ++i) o[i] = o[i] * alpha[(i / 2) % 2] + o_tile[i];
 
-        __syncthreads();   /* next K tile staged; every warp's P V done (V^T free) */
+        __syncthreads(); /* next K tile staged; every warp's P V done (V^T free) */
     }
 
     /* Epilogue: O / l, written through the output strides; lse = scale * max + log(l).
@@ -377,8 +374,7 @@ __global__ void __launch_bounds__(kThreads, 1) attention_f32_sm90_wgmma_64x64_ke
 }
 
 template <int D, bool kSplit>
-cudaError_t launch(const Params &p, int64_t batch, int64_t heads, int64_t seq_q, cudaStream_t stream)
-{
+cudaError_t launch(const Params &p, int64_t batch, int64_t heads, int64_t seq_q, cudaStream_t stream) {
     using C = Config<D, kSplit>;
     auto kernel = attention_f32_sm90_wgmma_64x64_kernel<D, kSplit>;
     cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmemBytes);
@@ -393,8 +389,7 @@ cudaError_t launch(const Params &p, int64_t batch, int64_t heads, int64_t seq_q,
 /* attention_f32_sm90_wgmma_supported(), the contract check of every sm_90a version, is defined in
  * src/cuda/sm90_contract.c; this file links with it. */
 
-extern "C" cudaError_t attention_f32_sm90_wgmma_64x64(const jattn_cuda_args *a, cudaStream_t stream)
-{
+extern "C" cudaError_t attention_f32_sm90_wgmma_64x64(const jattn_cuda_args *a, cudaStream_t stream) {
     if (attention_f32_sm90_wgmma_supported(a) != ATTENTION_SM90_SUPPORTED) return cudaErrorInvalidValue;
     int dev = 0;
     cudaError_t err = sm90_current_device(&dev);

@@ -23,13 +23,13 @@
 #include "rng.h"
 #include "tensor.h"
 
-#define CHECK(call)                                                                              \
-    do {                                                                                         \
-        cudaError_t e_ = (call);                                                                 \
-        if (e_ != cudaSuccess) {                                                                 \
+#define CHECK(call)                                                                             \
+    do {                                                                                        \
+        cudaError_t e_ = (call);                                                                \
+        if (e_ != cudaSuccess) {                                                                \
             fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorName(e_)); \
-            exit(1);                                                                             \
-        }                                                                                        \
+            exit(1);                                                                            \
+        }                                                                                       \
     } while (0)
 
 #define SAMPLE_ROWS 16
@@ -103,7 +103,8 @@ int main(int argc, char **argv) {
         const double flops = kit_flops(&p);
         kit_reference ref; /* about SAMPLE_ROWS query rows per head */
         char why[256];
-        if (kit_reference_compute(&ref, &p, NULL, hq, hk, hv, flops * SAMPLE_ROWS / S, 0, why, sizeof why) != JATTN_OK) {
+        if (kit_reference_compute(&ref, &p, NULL, hq, hk, hv, flops * SAMPLE_ROWS / S, 0, why, sizeof why) !=
+            JATTN_OK) {
             fprintf(stderr, "%s\n", why);
             return 1;
         }

@@ -10,18 +10,18 @@
 #include "cuda/cuda_internal.h"
 #include "jattn.h"
 
-#define CHECK(call)                                                                              \
-    do {                                                                                         \
-        cudaError_t e_ = (call);                                                                 \
-        if (e_ != cudaSuccess) {                                                                 \
+#define CHECK(call)                                                                             \
+    do {                                                                                        \
+        cudaError_t e_ = (call);                                                                \
+        if (e_ != cudaSuccess) {                                                                \
             fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorName(e_)); \
-            return 1;                                                                            \
-        }                                                                                        \
+            return 1;                                                                           \
+        }                                                                                       \
     } while (0)
 
 int main(void) {
-    static const int shapes[][5] = {{1, 2, 65, 33, 64}, {2, 1, 7, 70, 128}, {1, 1, 17, 9, 256}, {1, 2, 40, 40, 24},
-                                    {1, 1, 5, 3, 512}};
+    static const int shapes[][5] = {
+        {1, 2, 65, 33, 64}, {2, 1, 7, 70, 128}, {1, 1, 17, 9, 256}, {1, 2, 40, 40, 24}, {1, 1, 5, 3, 512}};
     int failures = 0;
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
         const int *s = shapes[si];
@@ -46,9 +46,10 @@ int main(void) {
                     e.backend = JATTN_BACKEND_CUDA;
                     e.memory = JATTN_MEMORY_DEVICE;
                     e.precision = pi ? JATTN_PRECISION_TF32 : JATTN_PRECISION_F32;
-                    jattn_status st = jattn_forward(NULL, &p, &e, dq + shift, dk + shift, dv + shift, dout + shift, dlse);
+                    jattn_status st =
+                        jattn_forward(NULL, &p, &e, dq + shift, dk + shift, dv + shift, dout + shift, dlse);
                     if (st == JATTN_ERROR_UNSUPPORTED && ver >= JATTN_CUDA_KERNEL_V3) /* v3 to v6 */
-                        continue; /* D not 64/128 */
+                        continue;                                                     /* D not 64/128 */
                     if (st != JATTN_OK) {
                         fprintf(stderr, "forward: %s: %s\n", jattn_status_name(st), jattn_last_error());
                         failures++;

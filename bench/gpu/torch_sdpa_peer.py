@@ -49,8 +49,10 @@ def main():
         rows = torch.tensor([(r * (S - 1)) // (SAMPLE_ROWS - 1) for r in range(SAMPLE_ROWS)], device="cuda")
         ref = reference_rows(q, k, v, rows)
         flops = 4.0 * B * H * S * Skv * D
-        runs = [("torch-sdpa-f32", SDPBackend.EFFICIENT_ATTENTION, torch.float32),
-                ("torch-cudnn-bf16", SDPBackend.CUDNN_ATTENTION, torch.bfloat16)]
+        runs = [
+            ("torch-sdpa-f32", SDPBackend.EFFICIENT_ATTENTION, torch.float32),
+            ("torch-cudnn-bf16", SDPBackend.CUDNN_ATTENTION, torch.bfloat16),
+        ]
         for name, backend, dtype in runs:
             qq, kk, vv = (x.to(dtype) for x in (q, k, v))
             try:
@@ -67,8 +69,11 @@ def main():
             err = o - ref
             rel = (err.norm() / ref.norm()).item()
             mx = err.abs().max().item()
-            print(f"RESULT {name} {B} {H} {S} {D} {ms * 1e3:.1f} {flops / (ms * 1e-3) / 1e12:.2f} {rel:.3g} {mx:.3g} "
-                  f"reps={reps} skv={Skv}", flush=True)
+            print(
+                f"RESULT {name} {B} {H} {S} {D} {ms * 1e3:.1f} {flops / (ms * 1e-3) / 1e12:.2f} {rel:.3g} {mx:.3g} "
+                f"reps={reps} skv={Skv}",
+                flush=True,
+            )
         del q, k, v
         torch.cuda.empty_cache()
 

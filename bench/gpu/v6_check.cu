@@ -36,13 +36,13 @@
 
 extern "C" cudaError_t split_kv_f16x2_v6(const jattn_cuda_args *a, void *workspace, cudaStream_t stream);
 
-#define CK(x)                                                                                                    \
-    do {                                                                                                         \
-        cudaError_t e_ = (x);                                                                                    \
-        if (e_ != cudaSuccess) {                                                                                 \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));                  \
-            exit(2);                                                                                             \
-        }                                                                                                        \
+#define CK(x)                                                                                   \
+    do {                                                                                        \
+        cudaError_t e_ = (x);                                                                   \
+        if (e_ != cudaSuccess) {                                                                \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+            exit(2);                                                                            \
+        }                                                                                       \
     } while (0)
 
 struct Shape {
@@ -53,8 +53,7 @@ enum Dist { UNIFORM, NORMAL, PEAKY, NDIST };
 static const char *dist_name[NDIST] = {"uniform", "normal", "peaky"};
 
 /* splitmix64 per element index: fills are reproducible from the seed and parallel. */
-static inline uint64_t mix(uint64_t z)
-{
+static inline uint64_t mix(uint64_t z) {
     z += 0x9E3779B97F4A7C15ull;
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
@@ -62,8 +61,7 @@ static inline uint64_t mix(uint64_t z)
 }
 static inline double unit(uint64_t z) { return ((mix(z) >> 11) + 0.5) * (1.0 / 9007199254740992.0); }
 
-static void fill(std::vector<float> &x, uint64_t seed, Dist d, bool is_v)
-{
+static void fill(std::vector<float> &x, uint64_t seed, Dist d, bool is_v) {
     const int64_t n = (int64_t)x.size();
     /* peaky: q, k ~ N(0, sqrt 8), so that the logit (scale 1/sqrt(D)) has std 8, as tests/harness.c */
     const double a = (d == PEAKY && !is_v) ? sqrt(8.0) : 1.0;
@@ -84,8 +82,7 @@ struct Metrics {
     long nonfinite = 0;
     double rel_l2() const { return ref2 > 0 ? sqrt(diff2 / ref2) : sqrt(diff2); }
     double cosv() const { return (ref2 > 0 && out2 > 0) ? dot / sqrt(ref2 * out2) : 1.0; }
-    bool pass() const
-    {
+    bool pass() const {
         return nonfinite == 0 && rel_l2() <= 2e-6 && max_abs <= 1e-5 * std::max(1.0, max_ref) && cosv() >= 0.99999;
     }
 };
@@ -93,8 +90,7 @@ struct Metrics {
 /* float64 reference of sampled rows; compares out (token-major) and lse. */
 static Metrics check(const Shape &s, float scale, const std::vector<float> &q, const std::vector<float> &k,
                      const std::vector<float> &v, const std::vector<float> &out, const std::vector<float> &lse,
-                     int rows, uint64_t seed)
-{
+                     int rows, uint64_t seed) {
     Metrics m;
     const int64_t D = s.d;
     /* every element finite (poisoned with NaN before the call) */
@@ -161,12 +157,19 @@ struct Dev {
     void *ws6 = nullptr, *ws4 = nullptr;
 };
 
-static jattn_cuda_args v4_args(const Shape &s, const Dev &d, float scale)
-{
+static jattn_cuda_args v4_args(const Shape &s, const Dev &d, float scale) {
     jattn_cuda_args a;
     memset(&a, 0, sizeof a);
-    a.q = d.q; a.k = d.k; a.v = d.v; a.out = d.out; a.lse = d.lse;
-    a.batch = s.b; a.heads = s.h; a.seq_q = s.sq; a.seq_kv = s.skv; a.head_dim = s.d;
+    a.q = d.q;
+    a.k = d.k;
+    a.v = d.v;
+    a.out = d.out;
+    a.lse = d.lse;
+    a.batch = s.b;
+    a.heads = s.h;
+    a.seq_q = s.sq;
+    a.seq_kv = s.skv;
+    a.head_dim = s.d;
     a.q_strides = {(int64_t)s.h * s.sq * s.d, (int64_t)s.sq * s.d, s.d};
     a.k_strides = {(int64_t)s.h * s.skv * s.d, (int64_t)s.skv * s.d, s.d};
     a.v_strides = a.k_strides;
@@ -177,16 +180,14 @@ static jattn_cuda_args v4_args(const Shape &s, const Dev &d, float scale)
 }
 
 /* kernel: 6 = v6 (variant), 4 = v4 */
-static cudaError_t launch(int kernel, int variant, const Shape &s, const Dev &d, float scale)
-{
+static cudaError_t launch(int kernel, int variant, const Shape &s, const Dev &d, float scale) {
     jattn_cuda_args a = v4_args(s, d, scale);
     if (kernel == 4) return (cudaError_t)jattn_cuda_launch_v4(&a, d.ws4, 0);
     a.v5_variant = variant & 1; /* v6: the consumers' ping-pong */
     return (cudaError_t)jattn_cuda_launch_v6(&a, d.ws6, 0);
 }
 
-static double time_ms(int kernel, int variant, const Shape &s, const Dev &d, float scale, int reps)
-{
+static double time_ms(int kernel, int variant, const Shape &s, const Dev &d, float scale, int reps) {
     cudaEvent_t e0, e1;
     CK(cudaEventCreate(&e0));
     CK(cudaEventCreate(&e1));
@@ -208,8 +209,7 @@ static double time_ms(int kernel, int variant, const Shape &s, const Dev &d, flo
     return t[t.size() / 2];
 }
 
-static double time_prepass_ms(const Shape &s, const Dev &d, int reps)
-{
+static double time_prepass_ms(const Shape &s, const Dev &d, int reps) {
     cudaEvent_t e0, e1;
     CK(cudaEventCreate(&e0));
     CK(cudaEventCreate(&e1));
@@ -229,8 +229,7 @@ static double time_prepass_ms(const Shape &s, const Dev &d, int reps)
     return t[t.size() / 2];
 }
 
-int main(int argc, char **argv)
-{
+int main(int argc, char **argv) {
     int reps = 20, rows = 64;
     uint64_t seed = 0;
     bool v4 = true, check_only = false, time_only = false, probe = true;
@@ -238,22 +237,35 @@ int main(int argc, char **argv)
     std::vector<int> variants = {0, 1};
     std::vector<Shape> shapes;
     for (int i = 1; i < argc; ++i) {
-        if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--seed") && i + 1 < argc) seed = strtoull(argv[++i], nullptr, 10);
-        else if (!strcmp(argv[i], "--rows") && i + 1 < argc) rows = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--no-v4")) v4 = false;
-        else if (!strcmp(argv[i], "--check-only")) check_only = true;
-        else if (!strcmp(argv[i], "--time-only")) time_only = true;
-        else if (!strcmp(argv[i], "--no-probe")) probe = false;
-        else if (!strcmp(argv[i], "--tail") && i + 1 < argc) tail = atoi(argv[++i]);
+        if (!strcmp(argv[i], "--reps") && i + 1 < argc)
+            reps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--seed") && i + 1 < argc)
+            seed = strtoull(argv[++i], nullptr, 10);
+        else if (!strcmp(argv[i], "--rows") && i + 1 < argc)
+            rows = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--no-v4"))
+            v4 = false;
+        else if (!strcmp(argv[i], "--check-only"))
+            check_only = true;
+        else if (!strcmp(argv[i], "--time-only"))
+            time_only = true;
+        else if (!strcmp(argv[i], "--no-probe"))
+            probe = false;
+        else if (!strcmp(argv[i], "--tail") && i + 1 < argc)
+            tail = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--variants") && i + 1 < argc) {
             variants.clear();
             for (char *t = strtok(argv[++i], ","); t; t = strtok(nullptr, ",")) variants.push_back(atoi(t));
         } else {
             int a[5], n = sscanf(argv[i], "%d,%d,%d,%d,%d", &a[0], &a[1], &a[2], &a[3], &a[4]);
-            if (n == 4) shapes.push_back({a[0], a[1], a[2], a[2], a[3]});
-            else if (n == 5) shapes.push_back({a[0], a[1], a[2], a[3], a[4]});
-            else { fprintf(stderr, "bad argument %s\n", argv[i]); return 2; }
+            if (n == 4)
+                shapes.push_back({a[0], a[1], a[2], a[2], a[3]});
+            else if (n == 5)
+                shapes.push_back({a[0], a[1], a[2], a[3], a[4]});
+            else {
+                fprintf(stderr, "bad argument %s\n", argv[i]);
+                return 2;
+            }
         }
     }
     if (seed == 0) seed = (uint64_t)time(nullptr);
@@ -270,10 +282,15 @@ int main(int argc, char **argv)
         const Shape s = {1, 2, 200, 333, 128};
         const float scale = 1.f / sqrtf((float)s.d);
         std::vector<float> q((size_t)s.b * s.h * s.sq * s.d), k((size_t)s.b * s.h * s.skv * s.d), v(k.size());
-        fill(q, seed + 1, NORMAL, false); fill(k, seed + 2, NORMAL, false); fill(v, seed + 3, NORMAL, true);
+        fill(q, seed + 1, NORMAL, false);
+        fill(k, seed + 2, NORMAL, false);
+        fill(v, seed + 3, NORMAL, true);
         Dev d;
-        CK(cudaMalloc(&d.q, q.size() * 4)); CK(cudaMalloc(&d.k, k.size() * 4)); CK(cudaMalloc(&d.v, v.size() * 4));
-        CK(cudaMalloc(&d.out, q.size() * 4)); CK(cudaMalloc(&d.lse, (size_t)s.b * s.h * s.sq * 4));
+        CK(cudaMalloc(&d.q, q.size() * 4));
+        CK(cudaMalloc(&d.k, k.size() * 4));
+        CK(cudaMalloc(&d.v, v.size() * 4));
+        CK(cudaMalloc(&d.out, q.size() * 4));
+        CK(cudaMalloc(&d.lse, (size_t)s.b * s.h * s.sq * 4));
         CK(cudaMalloc(&d.ws6, attention_f32_sm90_fa3_f16x2_workspace_bytes(s.b, s.h, s.skv, s.d)));
         CK(cudaMemcpy(d.q, q.data(), q.size() * 4, cudaMemcpyHostToDevice));
         CK(cudaMemcpy(d.k, k.data(), k.size() * 4, cudaMemcpyHostToDevice));
@@ -289,9 +306,17 @@ int main(int argc, char **argv)
             printf("probe V descriptor %s: rel_l2 %.2e max_abs %.2e nonfinite %ld -> %s\n",
                    vb ? "swapped LBO/SBO" : "LBO = 8 KB, SBO = 1 KB", m.rel_l2(), m.max_abs, m.nonfinite,
                    m.pass() ? "PASS" : "FAIL");
-            if (m.pass()) { vbase = vb; break; }
+            if (m.pass()) {
+                vbase = vb;
+                break;
+            }
         }
-        cudaFree(d.q); cudaFree(d.k); cudaFree(d.v); cudaFree(d.out); cudaFree(d.lse); cudaFree(d.ws6);
+        cudaFree(d.q);
+        cudaFree(d.k);
+        cudaFree(d.v);
+        cudaFree(d.out);
+        cudaFree(d.lse);
+        cudaFree(d.ws6);
     }
 
     if (tail > 0) {
@@ -301,15 +326,20 @@ int main(int argc, char **argv)
         std::vector<float> q((size_t)s.b * s.h * s.sq * s.d), k((size_t)s.b * s.h * s.skv * s.d), v(k.size());
         std::vector<float> out(q.size()), lse((size_t)s.b * s.h * s.sq);
         Dev d;
-        CK(cudaMalloc(&d.q, q.size() * 4)); CK(cudaMalloc(&d.k, k.size() * 4)); CK(cudaMalloc(&d.v, v.size() * 4));
-        CK(cudaMalloc(&d.out, q.size() * 4)); CK(cudaMalloc(&d.lse, lse.size() * 4));
+        CK(cudaMalloc(&d.q, q.size() * 4));
+        CK(cudaMalloc(&d.k, k.size() * 4));
+        CK(cudaMalloc(&d.v, v.size() * 4));
+        CK(cudaMalloc(&d.out, q.size() * 4));
+        CK(cudaMalloc(&d.lse, lse.size() * 4));
         CK(cudaMalloc(&d.ws6, attention_f32_sm90_fa3_f16x2_workspace_bytes(s.b, s.h, s.skv, s.d)));
         CK(cudaMalloc(&d.ws4, attention_f32_sm90_f16x2_workspace_bytes(s.b, s.h, s.skv, s.d)));
         int fails[2] = {0, 0};
         double worst[2] = {0, 0}, sum_rel[2] = {0, 0};
         for (int t = 0; t < tail; ++t) {
             const uint64_t sd = seed + 100000 + 10 * (uint64_t)t;
-            fill(q, sd + 1, PEAKY, false); fill(k, sd + 2, PEAKY, false); fill(v, sd + 3, PEAKY, true);
+            fill(q, sd + 1, PEAKY, false);
+            fill(k, sd + 2, PEAKY, false);
+            fill(v, sd + 3, PEAKY, true);
             CK(cudaMemcpy(d.q, q.data(), q.size() * 4, cudaMemcpyHostToDevice));
             CK(cudaMemcpy(d.k, k.data(), k.size() * 4, cudaMemcpyHostToDevice));
             CK(cudaMemcpy(d.v, v.data(), v.size() * 4, cudaMemcpyHostToDevice));
@@ -327,11 +357,23 @@ int main(int argc, char **argv)
         printf("tail (1,2,1,1000,128) peaky, %d draws: v6 over the gate %d (worst max_abs/bound %.2f, "
                "mean rel_l2 %.2e); v4 %d (worst %.2f, mean rel_l2 %.2e)\n",
                tail, fails[0], worst[0], sum_rel[0] / tail, fails[1], worst[1], sum_rel[1] / tail);
-        cudaFree(d.q); cudaFree(d.k); cudaFree(d.v); cudaFree(d.out); cudaFree(d.lse); cudaFree(d.ws6); cudaFree(d.ws4);
+        cudaFree(d.q);
+        cudaFree(d.k);
+        cudaFree(d.v);
+        cudaFree(d.out);
+        cudaFree(d.lse);
+        cudaFree(d.ws6);
+        cudaFree(d.ws4);
         if (!shapes_given) return fails[0] ? 1 : 0; /* --tail alone: the tail only */
     }
 
-    struct Row { Shape s; double ms6[4]; double ms4, pre_ms; double rel6[NDIST], rel4[NDIST]; bool pass6, pass4; };
+    struct Row {
+        Shape s;
+        double ms6[4];
+        double ms4, pre_ms;
+        double rel6[NDIST], rel4[NDIST];
+        bool pass6, pass4;
+    };
     std::vector<Row> table;
     int failures = 0;
     for (const Shape &s : shapes) {
@@ -342,14 +384,19 @@ int main(int argc, char **argv)
         const size_t nq = (size_t)s.b * s.h * s.sq * s.d, nk = (size_t)s.b * s.h * s.skv * s.d;
         std::vector<float> q(nq), k(nk), v(nk), out(nq), lse((size_t)s.b * s.h * s.sq);
         Dev d;
-        CK(cudaMalloc(&d.q, nq * 4)); CK(cudaMalloc(&d.k, nk * 4)); CK(cudaMalloc(&d.v, nk * 4));
-        CK(cudaMalloc(&d.out, nq * 4)); CK(cudaMalloc(&d.lse, lse.size() * 4));
+        CK(cudaMalloc(&d.q, nq * 4));
+        CK(cudaMalloc(&d.k, nk * 4));
+        CK(cudaMalloc(&d.v, nk * 4));
+        CK(cudaMalloc(&d.out, nq * 4));
+        CK(cudaMalloc(&d.lse, lse.size() * 4));
         CK(cudaMalloc(&d.ws6, attention_f32_sm90_fa3_f16x2_workspace_bytes(s.b, s.h, s.skv, s.d)));
         if (v4) CK(cudaMalloc(&d.ws4, attention_f32_sm90_f16x2_workspace_bytes(s.b, s.h, s.skv, s.d)));
         for (int di = 0; di < NDIST; ++di) {
             if (time_only && di != NORMAL) continue;
             const uint64_t sd = seed + 1000 * (uint64_t)(&s - &shapes[0]) + 10 * di;
-            fill(q, sd + 1, (Dist)di, false); fill(k, sd + 2, (Dist)di, false); fill(v, sd + 3, (Dist)di, true);
+            fill(q, sd + 1, (Dist)di, false);
+            fill(k, sd + 2, (Dist)di, false);
+            fill(v, sd + 3, (Dist)di, true);
             CK(cudaMemcpy(d.q, q.data(), nq * 4, cudaMemcpyHostToDevice));
             CK(cudaMemcpy(d.k, k.data(), nk * 4, cudaMemcpyHostToDevice));
             CK(cudaMemcpy(d.v, v.data(), nk * 4, cudaMemcpyHostToDevice));
@@ -380,8 +427,16 @@ int main(int argc, char **argv)
                            m.max_abs, 1e-5 * std::max(1.0, m.max_ref), m.cosv() - 1, m.lse_max, m.nonfinite,
                            m.pass() ? "PASS" : "FAIL");
                     fflush(stdout);
-                    if (kern == 6) { row.rel6[di] = m.rel_l2(); if (!m.pass()) { row.pass6 = false; failures++; } }
-                    else { row.rel4[di] = m.rel_l2(); if (!m.pass()) row.pass4 = false; }
+                    if (kern == 6) {
+                        row.rel6[di] = m.rel_l2();
+                        if (!m.pass()) {
+                            row.pass6 = false;
+                            failures++;
+                        }
+                    } else {
+                        row.rel4[di] = m.rel_l2();
+                        if (!m.pass()) row.pass4 = false;
+                    }
                 }
             }
             if (di == NORMAL && !check_only) {
@@ -401,7 +456,12 @@ int main(int argc, char **argv)
                 fflush(stdout);
             }
         }
-        cudaFree(d.q); cudaFree(d.k); cudaFree(d.v); cudaFree(d.out); cudaFree(d.lse); cudaFree(d.ws6);
+        cudaFree(d.q);
+        cudaFree(d.k);
+        cudaFree(d.v);
+        cudaFree(d.out);
+        cudaFree(d.lse);
+        cudaFree(d.ws6);
         if (d.ws4) cudaFree(d.ws4);
         table.push_back(row);
     }

@@ -52,16 +52,14 @@ namespace {
 
 struct Rng {
     uint64_t s;
-    uint64_t next()
-    {
+    uint64_t next() {
         uint64_t z = (s += 0x9E3779B97F4A7C15ull);
         z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
         z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
         return z ^ (z >> 31);
     }
     double uniform() { return (double)(next() >> 11) * (1.0 / 9007199254740992.0); }
-    double normal()
-    {
+    double normal() {
         double u = uniform(), v = uniform();
         if (u < 1e-300) u = 1e-300;
         return std::sqrt(-2.0 * std::log(u)) * std::cos(6.283185307179586 * v);
@@ -71,15 +69,13 @@ struct Rng {
 /* ZERO_Q is a diagnostic: q = 0 makes every softmax row uniform, so out = mean of v tests
  * the P V path alone; the lse of the other distributions depends on Q K^T alone. */
 enum Dist { UNIFORM, NORMAL, PEAKY, LARGE, ZERO_Q };
-const char *dist_name(Dist d)
-{
+const char *dist_name(Dist d) {
     static const char *const n[] = {"uniform", "normal", "peaky", "large", "zero_q"};
     return n[d];
 }
 
 enum Layout { FLUX, TOKEN_MAJOR, PADDED };
-const char *layout_name(Layout l)
-{
+const char *layout_name(Layout l) {
     static const char *const n[] = {"flux", "token", "padded"};
     return n[l];
 }
@@ -89,8 +85,7 @@ struct Strides {
 };
 
 /* [B, H, S, D] in a layout; returns the strides and the element count to allocate. */
-Strides make_strides(Layout l, bool is_out, int64_t H, int64_t S, int64_t D, int64_t B, int64_t *count)
-{
+Strides make_strides(Layout l, bool is_out, int64_t H, int64_t S, int64_t D, int64_t B, int64_t *count) {
     Strides s;
     const bool token_major = (l == TOKEN_MAJOR) || (l == FLUX && is_out);
     if (token_major) {
@@ -118,8 +113,7 @@ struct Tensors {
     std::vector<float> q, k, v;
 };
 
-void fill(std::vector<float> &x, const Strides &s, const Case &c, int64_t S, Rng &r, Dist d, double amp)
-{
+void fill(std::vector<float> &x, const Strides &s, const Case &c, int64_t S, Rng &r, Dist d, double amp) {
     for (int64_t b = 0; b < c.B; b++)
         for (int64_t h = 0; h < c.H; h++)
             for (int64_t i = 0; i < S; i++) {
@@ -129,8 +123,7 @@ void fill(std::vector<float> &x, const Strides &s, const Case &c, int64_t S, Rng
             }
 }
 
-Tensors make_inputs(const Case &c, Dist d, Rng &r)
-{
+Tensors make_inputs(const Case &c, Dist d, Rng &r) {
     Tensors t;
     t.c = c;
     t.sq = make_strides(c.layout, false, c.H, c.Sq, c.D, c.B, &t.nq);
@@ -155,8 +148,7 @@ Tensors make_inputs(const Case &c, Dist d, Rng &r)
 
 /* ---- float64 reference of one query row -------------------------------------------------- */
 
-void reference_row(const Tensors &t, int64_t b, int64_t h, int64_t i, std::vector<double> &s, double *o, double *lse)
-{
+void reference_row(const Tensors &t, int64_t b, int64_t h, int64_t i, std::vector<double> &s, double *o, double *lse) {
     const Case &c = t.c;
     const float *q = t.q.data() + b * t.sq.b + h * t.sq.h + i * t.sq.t;
     double mx = -INFINITY;
@@ -186,8 +178,7 @@ struct Metrics {
     int64_t count = 0, nonfinite = 0, lse_bad = 0, guard_bad = 0;
     double rel_l2() const { return ref2 > 0 ? std::sqrt(err2 / ref2) : std::sqrt(err2); }
     double cos() const { return (ref2 > 0 && out2 > 0) ? dot / std::sqrt(ref2 * out2) : (err2 == 0 ? 1.0 : 0.0); }
-    void add(float out, double ref)
-    {
+    void add(float out, double ref) {
         count++;
         max_ref = std::max(max_ref, std::fabs(ref));
         if (!std::isfinite(out)) {
@@ -201,8 +192,7 @@ struct Metrics {
         dot += (double)out * ref;
         max_abs = std::max(max_abs, std::fabs(e));
     }
-    bool pass(jattn_precision prec) const
-    {
+    bool pass(jattn_precision prec) const {
         if (nonfinite || lse_bad || guard_bad || count == 0) return false;
         if (prec == JATTN_PRECISION_TF32) return rel_l2() <= JATTN_GATE_TF32_REL_L2;
         return rel_l2() <= JATTN_GATE_F32_REL_L2 && max_abs <= JATTN_GATE_F32_MAX_ABS * std::max(1.0, max_ref) &&
@@ -215,8 +205,7 @@ struct Metrics {
 typedef cudaError_t (*launch_fn)(const jattn_cuda_args *, cudaStream_t);
 
 /* The library's v3 through its launcher (cuda_internal.h), in v3.0's shape. */
-cudaError_t launch_v3(const jattn_cuda_args *a, cudaStream_t stream)
-{
+cudaError_t launch_v3(const jattn_cuda_args *a, cudaStream_t stream) {
     return (cudaError_t)jattn_cuda_launch_v3(a, nullptr, stream);
 }
 struct Kernel {
@@ -224,8 +213,8 @@ struct Kernel {
     launch_fn launch;
 };
 const Kernel g_kernels[] = {
-    {"v3.0", attention_f32_sm90_wgmma_64x64},    /* S = Q K^T, operands in shared memory */
-    {"v3.1", launch_v3}, /* S^T = K Q^T, K and V from registers */
+    {"v3.0", attention_f32_sm90_wgmma_64x64}, /* S = Q K^T, operands in shared memory */
+    {"v3.1", launch_v3},                      /* S^T = K Q^T, K and V from registers */
 };
 
 /* ---- one check: run the kernel, compare, optionally time ------------------------------------ */
@@ -237,8 +226,7 @@ struct Device {
 
 const int64_t kGuard = 256; /* poisoned floats after out and lse */
 
-void upload(const Tensors &t, Device &d)
-{
+void upload(const Tensors &t, Device &d) {
     const int64_t nl = t.c.B * t.c.H * t.c.Sq;
     CUDA_OK(cudaMalloc(&d.q, t.nq * sizeof(float)));
     CUDA_OK(cudaMalloc(&d.k, t.nk * sizeof(float)));
@@ -251,8 +239,7 @@ void upload(const Tensors &t, Device &d)
     CUDA_OK(cudaMemcpy(d.v, t.v.data(), t.nv * sizeof(float), cudaMemcpyHostToDevice));
 }
 
-void release(Device &d)
-{
+void release(Device &d) {
     cudaFree(d.q);
     cudaFree(d.k);
     cudaFree(d.v);
@@ -261,8 +248,7 @@ void release(Device &d)
     d = Device();
 }
 
-jattn_cuda_args make_args(const Tensors &t, const Device &d, jattn_precision prec)
-{
+jattn_cuda_args make_args(const Tensors &t, const Device &d, jattn_precision prec) {
     jattn_cuda_args a;
     std::memset(&a, 0, sizeof a);
     a.q = d.q, a.k = d.k, a.v = d.v, a.out = d.out, a.lse = d.lse;
@@ -286,16 +272,14 @@ struct Result {
 std::vector<Result> g_results;
 int g_failures = 0;
 
-std::string shape_label(const Case &c)
-{
+std::string shape_label(const Case &c) {
     char buf[128];
     std::snprintf(buf, sizeof buf, "(%lld,%lld,%lld,%lld,%lld) %s", (long long)c.B, (long long)c.H, (long long)c.Sq,
                   (long long)c.Skv, (long long)c.D, layout_name(c.layout));
     return buf;
 }
 
-void check(const Kernel &kern, const Tensors &t, Device &d, jattn_precision prec, Dist dist, Rng &r)
-{
+void check(const Kernel &kern, const Tensors &t, Device &d, jattn_precision prec, Dist dist, Rng &r) {
     const Case &c = t.c;
     const char *pname = prec == JATTN_PRECISION_F32 ? "f32" : "tf32";
     const jattn_cuda_args a = make_args(t, d, prec);
@@ -306,7 +290,8 @@ void check(const Kernel &kern, const Tensors &t, Device &d, jattn_precision prec
     Result res;
     res.label = std::string(kern.name) + " " + shape_label(c) + " " + dist_name(dist) + " " + pname;
     if (launch != cudaSuccess || sync != cudaSuccess) {
-        std::printf("FAIL %-52s launch %s, sync %s\n", res.label.c_str(), cudaGetErrorName(launch), cudaGetErrorName(sync));
+        std::printf("FAIL %-52s launch %s, sync %s\n", res.label.c_str(), cudaGetErrorName(launch),
+                    cudaGetErrorName(sync));
         if (sync != cudaSuccess) std::exit(1); /* the context is gone */
         res.ok = false;
         g_failures++;
@@ -341,7 +326,9 @@ void check(const Kernel &kern, const Tensors &t, Device &d, jattn_precision prec
                     if (!written.empty()) written[base + e] = 1;
                 }
                 const float got = lse[(b * c.H + h) * c.Sq + i];
-                const double lerr = std::isfinite(got) ? std::fabs((double)got - ref_lse) / std::max(1.0, std::fabs(ref_lse)) : INFINITY;
+                const double lerr = std::isfinite(got)
+                                        ? std::fabs((double)got - ref_lse) / std::max(1.0, std::fabs(ref_lse))
+                                        : INFINITY;
                 m.lse_worst = std::max(m.lse_worst, lerr);
                 if (!(lerr <= lse_tol)) m.lse_bad++;
             }
@@ -361,9 +348,10 @@ void check(const Kernel &kern, const Tensors &t, Device &d, jattn_precision prec
     res.m = m;
     res.ok = m.pass(prec);
     if (!res.ok) g_failures++;
-    std::printf("%s %-53s rel_l2 %.3e max_abs %.3e (max|ref| %.3g) cos %.9f lse %.2e nonfinite %lld guard %lld rows %s\n",
-                res.ok ? "PASS" : "FAIL", res.label.c_str(), m.rel_l2(), m.max_abs, m.max_ref, m.cos(), m.lse_worst,
-                (long long)m.nonfinite, (long long)m.guard_bad, c.sample_rows ? "sampled" : "all");
+    std::printf(
+        "%s %-53s rel_l2 %.3e max_abs %.3e (max|ref| %.3g) cos %.9f lse %.2e nonfinite %lld guard %lld rows %s\n",
+        res.ok ? "PASS" : "FAIL", res.label.c_str(), m.rel_l2(), m.max_abs, m.max_ref, m.cos(), m.lse_worst,
+        (long long)m.nonfinite, (long long)m.guard_bad, c.sample_rows ? "sampled" : "all");
 
     if (c.timed) {
         const int kWarm = 3, kReps = 30;
@@ -392,8 +380,7 @@ void check(const Kernel &kern, const Tensors &t, Device &d, jattn_precision prec
 }
 
 /* Same inputs, same output bits on a second call. */
-void check_deterministic(const Kernel &kern, const Tensors &t, Device &d)
-{
+void check_deterministic(const Kernel &kern, const Tensors &t, Device &d) {
     const jattn_cuda_args a = make_args(t, d, JATTN_PRECISION_F32);
     std::vector<float> o1(d.no), o2(d.no);
     CUDA_OK(kern.launch(&a, 0));
@@ -409,8 +396,7 @@ void check_deterministic(const Kernel &kern, const Tensors &t, Device &d)
 }
 
 /* The launch function refuses what its contract excludes, enqueuing nothing. */
-void check_rejections(const Kernel &kern, const Tensors &t, Device &d)
-{
+void check_rejections(const Kernel &kern, const Tensors &t, Device &d) {
     struct {
         const char *what;
         jattn_cuda_args a;
@@ -435,8 +421,7 @@ void check_rejections(const Kernel &kern, const Tensors &t, Device &d)
 
 } /* namespace */
 
-int main(int argc, char **argv)
-{
+int main(int argc, char **argv) {
     uint64_t seed = 0;
     bool small_only = false; /* --small: the small shapes only (for compute-sanitizer runs) */
     const char *only = nullptr;
@@ -459,7 +444,8 @@ int main(int argc, char **argv)
         Rng t{(uint64_t)time(nullptr) ^ ((uint64_t)clock() << 32)};
         seed = t.next();
     }
-    std::printf("wgmma_check seed %llu (replay: wgmma_check %llu)\n", (unsigned long long)seed, (unsigned long long)seed);
+    std::printf("wgmma_check seed %llu (replay: wgmma_check %llu)\n", (unsigned long long)seed,
+                (unsigned long long)seed);
     int dev = 0;
     cudaDeviceProp prop;
     if (cudaGetDevice(&dev) != cudaSuccess || cudaGetDeviceProperties(&prop, dev) != cudaSuccess) {
@@ -474,11 +460,11 @@ int main(int argc, char **argv)
     Rng rng{seed};
 
     const Case small[] = {
-        {1, 1, 1, 1, 128, FLUX, 0, false},     {2, 8, 8, 8, 128, FLUX, 0, false},
-        {1, 2, 40, 40, 128, FLUX, 0, false},   {1, 1, 50, 50, 128, FLUX, 0, false},
-        {1, 1, 64, 64, 128, FLUX, 0, false},   {1, 2, 65, 129, 128, FLUX, 0, false},
+        {1, 1, 1, 1, 128, FLUX, 0, false},           {2, 8, 8, 8, 128, FLUX, 0, false},
+        {1, 2, 40, 40, 128, FLUX, 0, false},         {1, 1, 50, 50, 128, FLUX, 0, false},
+        {1, 1, 64, 64, 128, FLUX, 0, false},         {1, 2, 65, 129, 128, FLUX, 0, false},
         {2, 3, 127, 33, 128, TOKEN_MAJOR, 0, false}, {1, 2, 129, 1000, 128, PADDED, 0, false},
-        {2, 2, 1000, 7, 128, FLUX, 0, false},  {1, 3, 7, 65, 64, FLUX, 0, false},
+        {2, 2, 1000, 7, 128, FLUX, 0, false},        {1, 3, 7, 65, 64, FLUX, 0, false},
         {2, 2, 200, 333, 64, TOKEN_MAJOR, 0, false}, {1, 2, 130, 257, 64, PADDED, 0, false},
         {1, 4, 256, 1536, 128, FLUX, 0, false},
     };
@@ -523,8 +509,8 @@ int main(int argc, char **argv)
                 "TFLOP/s", "gate");
     for (const Result &r : g_results)
         if (r.median_us > 0)
-            std::printf("%-55s %10.3e %10.3e %10.1f %9.1f %s\n", r.label.c_str(), r.m.rel_l2(), r.m.max_abs, r.median_us,
-                        r.tflops, r.ok ? "PASS" : "FAIL");
+            std::printf("%-55s %10.3e %10.3e %10.1f %9.1f %s\n", r.label.c_str(), r.m.rel_l2(), r.m.max_abs,
+                        r.median_us, r.tflops, r.ok ? "PASS" : "FAIL");
     for (const Kernel &k : kernels) {
         int n = 0, failed = 0;
         double worst[2] = {0, 0};
@@ -535,7 +521,8 @@ int main(int argc, char **argv)
             const bool tf32 = r.label.size() >= 5 && r.label.compare(r.label.size() - 5, 5, " tf32") == 0;
             worst[tf32] = std::max(worst[tf32], r.m.rel_l2());
         }
-        std::printf("%s: %d checks, %d failed; worst rel_l2 f32 %.3e, tf32 %.3e\n", k.name, n, failed, worst[0], worst[1]);
+        std::printf("%s: %d checks, %d failed; worst rel_l2 f32 %.3e, tf32 %.3e\n", k.name, n, failed, worst[0],
+                    worst[1]);
     }
     std::printf("%d failures in all (seed %llu)\n", g_failures, (unsigned long long)seed);
     return g_failures ? 1 : 0;

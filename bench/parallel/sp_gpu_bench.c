@@ -46,20 +46,20 @@ static void die(const char *file, int line, const char *call, const char *why, c
             detail ? detail : "");
     exit(1);
 }
-#define CUDA_OK(call)                                                                                                  \
-    do {                                                                                                               \
-        cudaError_t e_ = (call);                                                                                       \
-        if (e_ != cudaSuccess) die(__FILE__, __LINE__, #call, cudaGetErrorName(e_), NULL);                             \
+#define CUDA_OK(call)                                                                      \
+    do {                                                                                   \
+        cudaError_t e_ = (call);                                                           \
+        if (e_ != cudaSuccess) die(__FILE__, __LINE__, #call, cudaGetErrorName(e_), NULL); \
     } while (0)
-#define NCCL_OK(call)                                                                                                  \
-    do {                                                                                                               \
-        ncclResult_t r_ = (call);                                                                                      \
-        if (r_ != ncclSuccess) die(__FILE__, __LINE__, #call, ncclGetErrorString(r_), NULL);                           \
+#define NCCL_OK(call)                                                                        \
+    do {                                                                                     \
+        ncclResult_t r_ = (call);                                                            \
+        if (r_ != ncclSuccess) die(__FILE__, __LINE__, #call, ncclGetErrorString(r_), NULL); \
     } while (0)
-#define JATTN_OK_OR_DIE(call)                                                                                          \
-    do {                                                                                                               \
-        jattn_status s_ = (call);                                                                                      \
-        if (s_ != JATTN_OK) die(__FILE__, __LINE__, #call, jattn_status_name(s_), jattn_last_error());                 \
+#define JATTN_OK_OR_DIE(call)                                                                          \
+    do {                                                                                               \
+        jattn_status s_ = (call);                                                                      \
+        if (s_ != JATTN_OK) die(__FILE__, __LINE__, #call, jattn_status_name(s_), jattn_last_error()); \
     } while (0)
 
 /* ---- inputs: a hash of (tensor, element) ---- */

@@ -3,6 +3,7 @@
 usage: python3 torch_sdpa_peer.py S [S ...]   (B=1, H=24, D=128, head-major inputs)
 Prints one JSON line per shape: the median of 20 calls timed with CUDA events (after 3 warm-ups),
 TFLOP/s from 4*B*H*S*S*D, and rel_l2 against float64 SDPA of the same inputs."""
+
 import json
 import sys
 
@@ -29,6 +30,19 @@ for s in map(int, sys.argv[1:]):
     ref = F.scaled_dot_product_attention(q.double(), k.double(), v.double())
     rel = ((out.double() - ref).norm() / ref.norm()).item()
     ms = times[len(times) // 2]
-    print(json.dumps({"peer": "torch_sdpa_fp32", "torch": torch.__version__, "B": 1, "H": 24, "S": s, "D": 128,
-                      "ms_median": round(ms, 4), "tflops": round(4 * 24 * s * s * 128 / ms * 1e-9, 2),
-                      "rel_l2": float(f"{rel:.3g}")}), flush=True)
+    print(
+        json.dumps(
+            {
+                "peer": "torch_sdpa_fp32",
+                "torch": torch.__version__,
+                "B": 1,
+                "H": 24,
+                "S": s,
+                "D": 128,
+                "ms_median": round(ms, 4),
+                "tflops": round(4 * 24 * s * s * 128 / ms * 1e-9, 2),
+                "rel_l2": float(f"{rel:.3g}"),
+            }
+        ),
+        flush=True,
+    )

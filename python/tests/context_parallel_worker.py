@@ -20,6 +20,7 @@ import traceback
 import torch
 import torch.distributed as dist
 
+
 def mode_config(mode: str, world: int) -> dict:
     """ContextParallelConfig's arguments for a mode over all ``world`` processes."""
     return {
@@ -29,6 +30,8 @@ def mode_config(mode: str, world: int) -> dict:
         "ring_anything": dict(ring_degree=world, ring_anything=True),
         "unified": dict(ring_degree=2, ulysses_degree=world // 2),
     }[mode]
+
+
 HEADS, HEAD_DIM = 4, 16  # 4 heads: Ulysses over 2 and 4 ranks splits them evenly
 
 

@@ -36,9 +36,8 @@ def free_port() -> int:
 
 
 def spawn(world: int, modes, seed: int, tmp_path) -> list:
-    import torch.multiprocessing as mp
-
     import context_parallel_worker
+    import torch.multiprocessing as mp
 
     mp.spawn(context_parallel_worker.worker, args=(world, free_port(), str(tmp_path), list(modes), seed % 2**31),
              nprocs=world, join=True)  # fmt: skip
@@ -67,7 +66,9 @@ def test_every_context_parallel_mode_runs_jattn_on_two_processes(seed, tmp_path)
 
 
 @pytest.mark.skipif(not HAS_TEMPLATES, reason="diffusers before 0.36 has no context-parallel templates")
-@pytest.mark.skipif(os.environ.get("JATTN_TEST_CP4") != "1", reason="4 processes: set JATTN_TEST_CP4=1 (~70 s on 2 cores)")
+@pytest.mark.skipif(
+    os.environ.get("JATTN_TEST_CP4") != "1", reason="4 processes: set JATTN_TEST_CP4=1 (~70 s on 2 cores)"
+)
 def test_unified_mesh_on_four_processes(seed, tmp_path):
     reports = spawn(4, ("unified", "ulysses", "ring"), seed, tmp_path)
     for report in reports:

@@ -69,7 +69,10 @@ fn main() {
     // tests/abi/jattn_abi_probe.c; JATTN_SRC_DIR names another checkout).
     let manifest = env_path("CARGO_MANIFEST_DIR").unwrap_or_else(|| fail("CARGO_MANIFEST_DIR is not set"));
     let src = env_path("JATTN_SRC_DIR").unwrap_or_else(|| manifest.join("..").join(".."));
-    println!("cargo:rustc-env=JATTN_SYS_ABI_PROBE={}", src.join("tests").join("abi").join("jattn_abi_probe.c").display());
+    println!(
+        "cargo:rustc-env=JATTN_SYS_ABI_PROBE={}",
+        src.join("tests").join("abi").join("jattn_abi_probe.c").display()
+    );
     println!("cargo:rustc-env=JATTN_SYS_LINKED={}", linked.library);
     println!("cargo:include={}", linked.include_dir.display());
     println!("cargo:cuda={}", if linked.cuda { 1 } else { 0 });

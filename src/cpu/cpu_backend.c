@@ -4,8 +4,8 @@
  * threads (dynamic schedule). Each task is computed start to finish by one thread in a fixed
  * order and owns its output rows, so the output is bitwise identical for every thread count
  * and every run. Key padding: each task walks only the keys its batch attends (cpu_key_blocks),
- * so blocks past kv_len are never loaded and masked keys never read. Workspace: one slice of cpu_task_workspace_floats() per thread, O(threads x
- * (D + BK) x QB), nothing of size S x S. */
+ * so blocks past kv_len are never loaded and masked keys never read. Workspace: one slice of
+ * cpu_task_workspace_floats() per thread, O(threads x (D + BK) x QB), nothing of size S x S. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,7 +16,7 @@
 
 int64_t cpu_task_workspace_floats(const cpu_kernels *kern, int64_t D) {
     const int64_t low = D <= CPU_EXACT_HEAD_DIM ? D : 0; /* pv_exact's low parts of Ot */
-    const int64_t packed = 2 * (int64_t)kern->bk * D; /* pk, pv: a gapped key block's rows */
+    const int64_t packed = 2 * (int64_t)kern->bk * D;    /* pk, pv: a gapped key block's rows */
     const int64_t floats = (int64_t)kern->qb * (2 * D + 2 * (int64_t)kern->bk + 4 + low) + packed;
     const int64_t line = 64 / (int64_t)sizeof(float);
     return (floats + line - 1) / line * line;
@@ -106,10 +106,10 @@ static jattn_status cpu_forward(const jattn_call *c, const jattn_plan *plan) {
     (void)threads; /* read by the OpenMP pragma only */
 
     double *k_norm2 = (double *)(ws + (int64_t)threads * per_thread); /* 64-byte aligned */
-    const cpu_flash_args a = {c->q,      c->k,      c->v,         c->out,     c->lse, p->batch, p->heads,
-                              p->seq_q,  p->seq_kv, p->head_dim, p->q,      p->k,   p->v,     p->out,
-                              c->scale,  (float)((double)c->scale * LOG2E), k_norm2, c->kv_len, c->mask,
-                              c->mask_stride};
+    const cpu_flash_args a = {
+        c->q,      c->k,        c->v,    c->out,        c->lse, p->batch, p->heads, p->seq_q,
+        p->seq_kv, p->head_dim, p->q,    p->k,          p->v,   p->out,   c->scale, (float)((double)c->scale * LOG2E),
+        k_norm2,   c->kv_len,   c->mask, c->mask_stride};
 
     key_norms(kern, &a, k_norm2, threads);
     JATTN_PARALLEL_FOR_DYNAMIC(1, threads)
@@ -170,20 +170,21 @@ static jattn_status cpu_backward(const jattn_bwd_call *c, const jattn_plan *plan
     float *ws = c->workspace;
     const int threads = bwd_threads_used(p, c->threads);
     double *k_norm2 = (double *)(ws + (int64_t)threads * per_thread); /* 64-byte aligned */
-    const cpu_bwd_args a = {{c->q, c->k, c->v, NULL, NULL, p->batch, p->heads, p->seq_q, p->seq_kv, p->head_dim, p->q,
-                             p->k, p->v, p->out, c->scale, (float)((double)c->scale * LOG2E), k_norm2, c->kv_len,
-                             c->mask, c->mask_stride},
-                            c->out,
-                            c->lse,
-                            c->dout,
-                            c->dlse,
-                            c->dq,
-                            c->dk,
-                            c->dv,
-                            c->g.dout,
-                            c->g.dq,
-                            c->g.dk,
-                            c->g.dv};
+    const cpu_bwd_args a = {
+        {c->q,      c->k,        c->v,    NULL,          NULL, p->batch, p->heads, p->seq_q,
+         p->seq_kv, p->head_dim, p->q,    p->k,          p->v, p->out,   c->scale, (float)((double)c->scale * LOG2E),
+         k_norm2,   c->kv_len,   c->mask, c->mask_stride},
+        c->out,
+        c->lse,
+        c->dout,
+        c->dlse,
+        c->dq,
+        c->dk,
+        c->dv,
+        c->g.dout,
+        c->g.dq,
+        c->g.dk,
+        c->g.dv};
     key_norms(kern, &a.f, k_norm2, threads);
     const int64_t heads = p->batch * p->heads;
     JATTN_PARALLEL_FOR_DYNAMIC(1, threads)
@@ -203,6 +204,6 @@ static jattn_status cpu_backward(const jattn_bwd_call *c, const jattn_plan *plan
 }
 
 const jattn_backend_ops jattn_backend_cpu = {
-    JATTN_BACKEND_CPU,   cpu_select,             cpu_workspace, cpu_forward, NULL, JATTN_MEMORY_HOST,
-    cpu_backward_select, cpu_backward_workspace, cpu_backward,
+    JATTN_BACKEND_CPU, cpu_select,          cpu_workspace,          cpu_forward,  NULL,
+    JATTN_MEMORY_HOST, cpu_backward_select, cpu_backward_workspace, cpu_backward,
 };

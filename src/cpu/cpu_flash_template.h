@@ -124,27 +124,27 @@ static void JK(exp2)(int64_t n, const float *x, float *y) {
  * error non-finite (inf - inf) and it would poison the following blocks; such a tile (a rare
  * one: inputs with inf/NaN, or dot products beyond FLT_MAX) is recomputed by scores_exact,
  * whose error term never feeds the sum, so a -inf score stays -inf (weight 0, not NaN). */
-#define JK_SCORES_BLOCK(DN)                                                                                  \
-    do {                                                                                                     \
-        JK_UNROLL for (int64_t dd = 0; dd < (DN); dd++) {                                                    \
-            const int64_t d = d0 + dd;                                                                       \
-            jv qv[JK_NQV];                                                                                   \
-            JK_UNROLL for (int v = 0; v < JK_NQV; v++) qv[v] = jv_load(qt + d * JK_QB + v * JK_VL);          \
-            JK_UNROLL for (int j = 0; j < JR; j++) {                                                         \
-                const jv b = jv_bcast(kr[j] + d);                                                            \
-                JK_UNROLL for (int v = 0; v < JK_NQV; v++) c[j][v] = jv_fma(b, qv[v], c[j][v]);              \
-            }                                                                                                \
-        }                                                                                                    \
-        d0 += (DN);                                                                                          \
+#define JK_SCORES_BLOCK(DN)                                                                         \
+    do {                                                                                            \
+        JK_UNROLL for (int64_t dd = 0; dd < (DN); dd++) {                                           \
+            const int64_t d = d0 + dd;                                                              \
+            jv qv[JK_NQV];                                                                          \
+            JK_UNROLL for (int v = 0; v < JK_NQV; v++) qv[v] = jv_load(qt + d * JK_QB + v * JK_VL); \
+            JK_UNROLL for (int j = 0; j < JR; j++) {                                                \
+                const jv b = jv_bcast(kr[j] + d);                                                   \
+                JK_UNROLL for (int v = 0; v < JK_NQV; v++) c[j][v] = jv_fma(b, qv[v], c[j][v]);     \
+            }                                                                                       \
+        }                                                                                           \
+        d0 += (DN);                                                                                 \
     } while (0)
 /* sum (in st, L1) += c by Fast2Sum, its rounding error left in c. */
-#define JK_SCORES_FAST2SUM()                                                                                 \
-    JK_UNROLL for (int j = 0; j < JR; j++) JK_UNROLL for (int v = 0; v < JK_NQV; v++) {                      \
-        float *sp = st + j * JK_QB + v * JK_VL;                                                              \
-        const jv sum = jv_load(sp), t = jv_add(sum, c[j][v]);                                                \
-        c[j][v] = jv_add(jv_sub(sum, t), c[j][v]);                                                           \
-        jv_store(sp, t);                                                                                     \
-    }                                                                                                        \
+#define JK_SCORES_FAST2SUM()                                                            \
+    JK_UNROLL for (int j = 0; j < JR; j++) JK_UNROLL for (int v = 0; v < JK_NQV; v++) { \
+        float *sp = st + j * JK_QB + v * JK_VL;                                         \
+        const jv sum = jv_load(sp), t = jv_add(sum, c[j][v]);                           \
+        c[j][v] = jv_add(jv_sub(sum, t), c[j][v]);                                      \
+        jv_store(sp, t);                                                                \
+    }                                                                                   \
     atomic_signal_fence(memory_order_seq_cst) /* sums stay in st, not in registers */
 
 static void JK(scores_exact)(int jr, int64_t D, const float *k, ptrdiff_t ks, const float *qt, float *st, float *sl);
@@ -161,7 +161,7 @@ static void JK(scores_fix_nonfinite)(int jr, int64_t D, const float *k, ptrdiff_
 }
 
 JK_INLINE void JK(scores_rows)(const int JR, int64_t D, const float *k, ptrdiff_t ks, const float *qt, float *st,
-                              float *sl) {
+                               float *sl) {
 #ifdef JK_SCORES_FULL_TILE
     /* The instance's own full tile (cpu_scores_avx512_asm.h): the same pair, its own schedule. */
     if (JR == JK_SJ && D >= JK_DB) {
@@ -231,7 +231,7 @@ static void JK(scores_exact)(int jr, int64_t D, const float *k, ptrdiff_t ks, co
  * reads v rows j < n at columns r < DRN (row stride vs), pt [n][QB], alpha [QB], ot [DRN][QB];
  * writes ot. Per key: NQV vector loads of Pt, DRN broadcasts of V[j][r], DRN*NQV FMAs. */
 JK_INLINE void JK(pv_rows)(const int DRN, int n, const float *v, ptrdiff_t vs, const float *pt, const float *alpha,
-                          float *ot) {
+                           float *ot) {
     jv acc[JK_DR][JK_NQV];
     JK_UNROLL for (int r = 0; r < DRN; r++) JK_UNROLL for (int u = 0; u < JK_NQV; u++) acc[r][u] = jv_zero();
     for (int j = 0; j < n; j++) {
@@ -302,13 +302,13 @@ static void JK(scores)(int jr, int64_t D, const float *k, ptrdiff_t ks, const fl
         return;
     }
 #define JK_SCORES_CALL(N) JK(scores_rows)(N, D, k, ks, qt, st, sl)
-    switch (jr) { JK_EDGE_CASES(JK_SJ, JK_SCORES_CALL) default: break; }
+    switch (jr) { JK_EDGE_CASES(JK_SJ, JK_SCORES_CALL) default : break; }
 #undef JK_SCORES_CALL
 }
 
 static void JK(pv)(int dr, int n, const float *v, ptrdiff_t vs, const float *pt, const float *alpha, float *ot) {
 #define JK_PV_CALL(N) JK(pv_rows)(N, n, v, vs, pt, alpha, ot)
-    switch (dr) { JK_EDGE_CASES(JK_DR, JK_PV_CALL) default: break; }
+    switch (dr) { JK_EDGE_CASES(JK_DR, JK_PV_CALL) default : break; }
 #undef JK_PV_CALL
 }
 
@@ -317,7 +317,7 @@ static void JK(pv)(int dr, int n, const float *v, ptrdiff_t vs, const float *pt,
  * a-priori bound of its logits is small (task, below): then the rounding of the plain dot
  * product is no larger than the compensated kernel's on the gate's hardest inputs. */
 JK_INLINE void JK(scores_rows_plain)(const int JR, int64_t D, const float *k, ptrdiff_t ks, const float *qt, float *st,
-                                    float *sl) {
+                                     float *sl) {
     const float *kr[JK_SJ];
     jv c[JK_SJ][JK_NQV];
     JK_UNROLL for (int j = 0; j < JR; j++) {
@@ -335,7 +335,7 @@ JK_INLINE void JK(scores_rows_plain)(const int JR, int64_t D, const float *k, pt
 
 static void JK(scores_plain)(int jr, int64_t D, const float *k, ptrdiff_t ks, const float *qt, float *st, float *sl) {
 #define JK_SCORES_PLAIN_CALL(N) JK(scores_rows_plain)(N, D, k, ks, qt, st, sl)
-    switch (jr) { JK_EDGE_CASES(JK_SJ, JK_SCORES_PLAIN_CALL) default: break; }
+    switch (jr) { JK_EDGE_CASES(JK_SJ, JK_SCORES_PLAIN_CALL) default : break; }
 #undef JK_SCORES_PLAIN_CALL
 }
 
@@ -406,17 +406,17 @@ static double JK(qt_max_norm2)(int nq, int64_t D, const float *qt, const float *
 
 /* ---- online softmax over one block of n key rows of St (in place -> Pt) ---------------
  * A logit is the pair (st, sl) in dot-product units. The running max is the pair (m, ml) of
- * the key with the largest st (ties: a fixed choice, so results stay deterministic), and exp2 gets ((st - m) + (sl - ml)) * c
- * with c = scale * log2(e): st - m is exact for the keys that matter (st near m), the low parts
- * are not lost, and the max key gets exactly 2^0 = 1 (so a single key returns its v row bit
- * for bit). Ties with a larger low part would give x > 0: exp2 returns 1 there. */
+ * the key with the largest st (ties: a fixed choice, so results stay deterministic), and exp2 gets ((st - m) + (sl -
+ * ml)) * c with c = scale * log2(e): st - m is exact for the keys that matter (st near m), the low parts are not lost,
+ * and the max key gets exactly 2^0 = 1 (so a single key returns its v row bit for bit). Ties with a larger low part
+ * would give x > 0: exp2 returns 1 there. */
 #define JK_MAX_CHAINS 4
 /* a > b ? a : b (NaN a or b gives b): jv_max where the instruction set's max is exactly that. */
 #ifndef JK_MAX_OF
 #define JK_MAX_OF(a, b) jv_select_gt((a), (b), (a), (b))
 #endif
 JK_INLINE void JK(softmax_block_lo)(const int LOW, int n, float c, float *st, const float *sl, float *m, float *ml,
-                                   float *l, float *alpha) {
+                                    float *l, float *alpha) {
     const jv cv = jv_set1(c);
     JK_UNROLL for (int u = 0; u < JK_NQV; u++) {
         float *s = st + u * JK_VL;
@@ -426,8 +426,7 @@ JK_INLINE void JK(softmax_block_lo)(const int LOW, int n, float c, float *st, co
         jv cm[JK_MAX_CHAINS], cml[JK_MAX_CHAINS];
         JK_UNROLL for (int ch = 0; ch < JK_MAX_CHAINS; ch++) cm[ch] = m_old, cml[ch] = ml_old;
         int j = 0;
-        for (; j + JK_MAX_CHAINS <= n; j += JK_MAX_CHAINS)
-            JK_UNROLL for (int ch = 0; ch < JK_MAX_CHAINS; ch++) {
+        for (; j + JK_MAX_CHAINS <= n; j += JK_MAX_CHAINS) JK_UNROLL for (int ch = 0; ch < JK_MAX_CHAINS; ch++) {
                 const jv h = jv_load(s + (ptrdiff_t)(j + ch) * JK_QB);
                 if (LOW) cml[ch] = jv_select_gt(h, cm[ch], jv_load(slo + (ptrdiff_t)(j + ch) * JK_QB), cml[ch]);
                 cm[ch] = JK_MAX_OF(h, cm[ch]);
@@ -457,8 +456,7 @@ JK_INLINE void JK(softmax_block_lo)(const int LOW, int n, float c, float *st, co
         jv_store(ml + u * JK_VL, mxl);
     }
 }
-static void JK(softmax_block)(int n, float c, float *st, const float *sl, float *m, float *ml, float *l,
-                              float *alpha) {
+static void JK(softmax_block)(int n, float c, float *st, const float *sl, float *m, float *ml, float *l, float *alpha) {
     JK(softmax_block_lo)(1, n, c, st, sl, m, ml, l, alpha);
 }
 /* The same for a block whose low parts are all 0 (plain scores, so ml stays 0 too): bit for bit
@@ -569,7 +567,8 @@ static void JK(task)(const cpu_flash_args *a, int64_t b, int64_t h, int64_t q0, 
      * is no larger than the compensated kernel's on the gate's hardest inputs (logits of std 8
      * in natural units), so the plain kernel runs (NOTES.md §3); NaN/inf norms never do. */
     const double qk = sqrt(JK(qt_max_norm2)(nq, D, qt, q, (ptrdiff_t)a->qs.token) * a->k_norm2[b * a->H + h]);
-    const int plain = D > JK_EXACT_D && qk <= JK_PLAIN_QK_MAX && fabs((double)a->scale_log2e) * qk <= JK_PLAIN_LOGIT_BOUND;
+    const int plain =
+        D > JK_EXACT_D && qk <= JK_PLAIN_QK_MAX && fabs((double)a->scale_log2e) * qk <= JK_PLAIN_LOGIT_BOUND;
     for (int i = 0; i < JK_QB; i++) {
         m[i] = -INFINITY;
         ml[i] = l[i] = 0.0f;
@@ -703,7 +702,7 @@ static void JK(bwd_ds)(int n, float c, const float *pt, float *dpt, const float 
  * [0, NV VL); y rows j < JR (row stride ys) at the same columns, read and written once. The
  * sum over q runs in order into a fresh accumulator, added to y at the end. */
 JK_INLINE void JK(outer_rows)(const int JR, const int NV, int nq, const float *pt, const float *x, ptrdiff_t xs,
-                             float *y, ptrdiff_t ys) {
+                              float *y, ptrdiff_t ys) {
     jv acc[JK_GK][JK_GD];
     JK_UNROLL for (int j = 0; j < JR; j++) JK_UNROLL for (int v = 0; v < NV; v++) acc[j][v] = jv_zero();
     for (int q = 0; q < nq; q++) {
@@ -731,12 +730,12 @@ static void JK(bwd_outer)(int n, int nq, int64_t D, const float *pt, const float
         float *yj = y + (ptrdiff_t)j0 * ys;
         for (int64_t d = 0; d < Dt; d += JK_GD * JK_VL) {
 #define JK_OUTER_CALL(N) JK(outer_rows)(N, JK_GD, nq, pj, x + d, xs, yj + d, ys)
-            switch (jr) { JK_EDGE_CASES(JK_GK, JK_OUTER_CALL) default: break; }
+            switch (jr) { JK_EDGE_CASES(JK_GK, JK_OUTER_CALL) default : break; }
 #undef JK_OUTER_CALL
         }
         for (int64_t d = Dt; d < Dv; d += JK_VL) {
 #define JK_OUTER_CALL(N) JK(outer_rows)(N, 1, nq, pj, x + d, xs, yj + d, ys)
-            switch (jr) { JK_EDGE_CASES(JK_GK, JK_OUTER_CALL) default: break; }
+            switch (jr) { JK_EDGE_CASES(JK_GK, JK_OUTER_CALL) default : break; }
 #undef JK_OUTER_CALL
         }
         for (int j = 0; j < jr; j++)
@@ -780,7 +779,8 @@ static void JK(bwd_tile)(const cpu_bwd_args *ba, int64_t b, int64_t h, int64_t q
     float *st = dqtl + (exact ? D * JK_QB : 0), *sl = st + (int64_t)JK_BK * JK_QB, *dpt = sl + (int64_t)JK_BK * JK_QB;
     float *dpl = dpt + (int64_t)JK_BK * JK_QB;
     float *lse = dpl + (int64_t)JK_BK * JK_QB, *dl = lse + JK_QB, *dll = dl + JK_QB, *one = dll + JK_QB;
-    float *pk = one + JK_QB, *pv = pk + (int64_t)JK_BK * D, *tk = pv + (int64_t)JK_BK * D, *tv = tk + (int64_t)JK_BK * D;
+    float *pk = one + JK_QB, *pv = pk + (int64_t)JK_BK * D, *tk = pv + (int64_t)JK_BK * D,
+          *tv = tk + (int64_t)JK_BK * D;
 
     const float *q = a->q + b * a->qs.batch + h * a->qs.head + q0 * a->qs.token;
     const float *o = ba->out + b * a->os.batch + h * a->os.head + q0 * a->os.token;
@@ -790,7 +790,8 @@ static void JK(bwd_tile)(const cpu_bwd_args *ba, int64_t b, int64_t h, int64_t q
     JK(pack_qt)(nq, D, g, gs, dot);
     /* The forward task's choice of scores kernel, from the same Qt and key norms. */
     const double qk = sqrt(JK(qt_max_norm2)(nq, D, qt, q, qs) * a->k_norm2[b * a->H + h]);
-    const int plain = D > JK_EXACT_D && qk <= JK_PLAIN_QK_MAX && fabs((double)a->scale_log2e) * qk <= JK_PLAIN_LOGIT_BOUND;
+    const int plain =
+        D > JK_EXACT_D && qk <= JK_PLAIN_QK_MAX && fabs((double)a->scale_log2e) * qk <= JK_PLAIN_LOGIT_BOUND;
     /* Dl_i = dO_i . O_i - dlse_i as a pair (dl, dll): the dot product by the same compensated
      * kernel (one row, lane i of its result) that computes dP, so that with a single key, where
      * the forward's O is that key's v row bit for bit, dP - Dl is exactly 0 as is dS. */
@@ -841,21 +842,23 @@ static void JK(bwd_tile)(const cpu_bwd_args *ba, int64_t b, int64_t h, int64_t q
         /* S^T: the forward's scores, tile for tile. */
         int j = 0;
         if (plain) {
-            for (; j + JK_SJ <= n; j += JK_SJ) JK(scores_rows_plain)(JK_SJ, D, kb + j * ks, ks, qt, st + j * JK_QB, NULL);
+            for (; j + JK_SJ <= n; j += JK_SJ)
+                JK(scores_rows_plain)(JK_SJ, D, kb + j * ks, ks, qt, st + j * JK_QB, NULL);
             if (j < n) JK(scores_plain)(n - j, D, kb + j * ks, ks, qt, st + j * JK_QB, sl + j * JK_QB);
             j = n;
         } else if (D > JK_EXACT_D)
-            for (; j + JK_SJ <= n; j += JK_SJ) JK(scores_rows)(JK_SJ, D, kb + j * ks, ks, qt, st + j * JK_QB, sl + j * JK_QB);
+            for (; j + JK_SJ <= n; j += JK_SJ)
+                JK(scores_rows)(JK_SJ, D, kb + j * ks, ks, qt, st + j * JK_QB, sl + j * JK_QB);
         for (; j < n; j += JK_SJ)
             JK(scores)(n - j < JK_SJ ? n - j : JK_SJ, D, kb + j * ks, ks, qt, st + j * JK_QB, sl + j * JK_QB);
         JK(bwd_probs)(n, !plain, a->scale, st, sl, lse);
         /* dP^T = V dO^T, compensated as the scores (a pair: bwd_ds subtracts Dl from it) */
         j = 0;
         if (exact_dp)
-            for (; j < n; j += JK_SJ)
-                JK(scores_exact)(n - j < JK_SJ ? n - j : JK_SJ, D, vb + j * vs, vs, dot, dpt + j * JK_QB, dpl + j * JK_QB);
-        else if (D > JK_EXACT_D)
-            for (; j + JK_SJ <= n; j += JK_SJ) JK(scores_rows)(JK_SJ, D, vb + j * vs, vs, dot, dpt + j * JK_QB, dpl + j * JK_QB);
+            for (; j < n; j += JK_SJ) JK(scores_exact)
+        (n - j < JK_SJ ? n - j : JK_SJ, D, vb + j * vs, vs, dot, dpt + j * JK_QB, dpl + j * JK_QB);
+        else if (D > JK_EXACT_D) for (; j + JK_SJ <= n; j += JK_SJ)
+            JK(scores_rows)(JK_SJ, D, vb + j * vs, vs, dot, dpt + j * JK_QB, dpl + j * JK_QB);
         for (; j < n; j += JK_SJ)
             JK(scores)(n - j < JK_SJ ? n - j : JK_SJ, D, vb + j * vs, vs, dot, dpt + j * JK_QB, dpl + j * JK_QB);
         JK(bwd_outer)(n, nq, D, st, g, gs, dvb, dvs);
@@ -881,7 +884,24 @@ static void JK(bwd_tile)(const cpu_bwd_args *ba, int64_t b, int64_t h, int64_t q
 }
 
 const cpu_kernels JK_TABLE = {
-    JK_ISA, JK_KERNEL_NAME, JK_VL, JK_QB, JK_SJ, JK_DR, JK_BK, JK_DB,
-    JK(scores), JK(scores_plain), JK(softmax_block), JK(pv), JK(pv_exact), JK(exp2), JK(max_row_norm2), JK(task),
-    JK_NARROW, JK_BWD_KERNEL_NAME, JK(bwd_outer), JK(bwd_tile),
+    JK_ISA,
+    JK_KERNEL_NAME,
+    JK_VL,
+    JK_QB,
+    JK_SJ,
+    JK_DR,
+    JK_BK,
+    JK_DB,
+    JK(scores),
+    JK(scores_plain),
+    JK(softmax_block),
+    JK(pv),
+    JK(pv_exact),
+    JK(exp2),
+    JK(max_row_norm2),
+    JK(task),
+    JK_NARROW,
+    JK_BWD_KERNEL_NAME,
+    JK(bwd_outer),
+    JK(bwd_tile),
 };

@@ -32,8 +32,8 @@ typedef struct cpu_flash_args {
     float *out, *lse;
     int64_t B, H, Sq, Skv, D;
     jattn_strides qs, ks, vs, os;
-    float scale;       /* the softmax scale */
-    float scale_log2e; /* scale * log2(e): exp2 gets (s - m) * scale_log2e */
+    float scale;           /* the softmax scale */
+    float scale_log2e;     /* scale * log2(e): exp2 gets (s - m) * scale_log2e */
     const double *k_norm2; /* [B * H]: max over the attended keys of (b, h) of |k|^2 (max_row_norm2) */
     /* Key padding (jattn_key_padding, validated; lengths in [0, Skv]): NULL when absent. */
     const int64_t *kv_len; /* [B] */
@@ -129,8 +129,7 @@ typedef struct cpu_kernels {
     /* bwd_outer: y[j*ys + d] += sum_{q<nq} pt[j*QB + q] * x[q*xs + d]   for j < n, d < D:
      * the dK / dV product (lanes along head_dim, pt broadcast). The sum over q runs in order
      * into a fresh accumulator, added once to y. pt 64-byte aligned; x, y any alignment. */
-    void (*bwd_outer)(int n, int nq, int64_t D, const float *pt, const float *x, ptrdiff_t xs, float *y,
-                      ptrdiff_t ys);
+    void (*bwd_outer)(int n, int nq, int64_t D, const float *pt, const float *x, ptrdiff_t xs, float *y, ptrdiff_t ys);
 
     /* bwd_tile: the backward of the queries [q0, min(Sq, q0 + QB)) of (b, h) (cpu_flash_template.h):
      * writes their dq rows, adds their share into the dk, dv rows of every attended key (zeroed

@@ -19,8 +19,8 @@ typedef struct jv {
     float x[JK_VL];
 } jv;
 
-#define JV_MAP1(expr)                                 \
-    jv r_;                                            \
+#define JV_MAP1(expr)                                     \
+    jv r_;                                                \
     for (int i_ = 0; i_ < JK_VL; i_++) r_.x[i_] = (expr); \
     return r_
 

@@ -33,8 +33,7 @@ typedef float32x4_t jv;
 #define jv_round(x) vrndnq_f32(x)
 #define jv_mul_pow2(p, n) \
     vmulq_f32((p), vreinterpretq_f32_s32(vshlq_n_s32(vaddq_s32(vcvtq_s32_f32(n), vdupq_n_s32(127)), 23)))
-#define jv_zero_if_below(x, t, y) \
-    vreinterpretq_f32_u32(vbicq_u32(vreinterpretq_u32_f32(y), vcltq_f32((x), (t))))
+#define jv_zero_if_below(x, t, y) vreinterpretq_f32_u32(vbicq_u32(vreinterpretq_u32_f32(y), vcltq_f32((x), (t))))
 #define jv_nan_to_zero(x) vreinterpretq_f32_u32(vandq_u32(vreinterpretq_u32_f32(x), vceqq_f32((x), (x))))
 #define jv_any_nan(x) (vminvq_u32(vceqq_f32((x), (x))) == 0)
 #define jv_fma_exact(a, b, c) vfmaq_f32((c), (a), (b))

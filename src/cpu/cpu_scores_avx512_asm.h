@@ -114,47 +114,41 @@
  * summed in C after the asm by the same scheme. @return nonzero when some lane's final e is not
  * finite (then the template recomputes those lanes). */
 static inline __attribute__((always_inline)) int jk_scores_full_tile_avx512(int64_t D, const float *k, ptrdiff_t ks,
-                                                                             const float *qt, float *st, float *sl) {
+                                                                            const float *qt, float *st, float *sl) {
     const float *k0 = k, *k1 = k + ks, *k2 = k + 2 * ks, *k3 = k + 3 * ks;
     const float *qtp = qt;
     int64_t nblk = D / JK_DB;
     int bad;
     /* Sums and both sets start at 0: the Fast2Sums of set B inside the first block add 0 to 0. */
     __asm__ volatile(
-        JK_ASM_ZERO(30)
-        JK_ASM_ZERO(12) JK_ASM_ZERO(13) JK_ASM_ZERO(14) JK_ASM_ZERO(15) JK_ASM_ZERO(16) JK_ASM_ZERO(17)
-        JK_ASM_ZERO(18) JK_ASM_ZERO(19) JK_ASM_ZERO(20) JK_ASM_ZERO(21) JK_ASM_ZERO(22) JK_ASM_ZERO(23)
-        JK_ASM_STORE_ALL(st, 30, 30, 30, 30, 30, 30, 30, 30, 30, 30, 30, 30)
-        JK_ASM_ZERO(0) JK_ASM_ZERO(1) JK_ASM_ZERO(2) JK_ASM_ZERO(3) JK_ASM_ZERO(4) JK_ASM_ZERO(5)
-        JK_ASM_ZERO(6) JK_ASM_ZERO(7) JK_ASM_ZERO(8) JK_ASM_ZERO(9) JK_ASM_ZERO(10) JK_ASM_ZERO(11)
-        ".p2align 6\n\t"
-        "1:\n\t"
-        JK_ASM_EXPAND(JK_ASM_BLOCK, A, JK_ASM_SET_B)
-        "dec %[n]\n\t"
-        "jz 2f\n\t"
-        JK_ASM_EXPAND(JK_ASM_BLOCK, B, JK_ASM_SET_A)
-        "dec %[n]\n\t"
-        "jnz 1b\n\t"
+        JK_ASM_ZERO(30) JK_ASM_ZERO(12) JK_ASM_ZERO(13) JK_ASM_ZERO(14) JK_ASM_ZERO(15) JK_ASM_ZERO(16) JK_ASM_ZERO(17)
+            JK_ASM_ZERO(18) JK_ASM_ZERO(19) JK_ASM_ZERO(20) JK_ASM_ZERO(21) JK_ASM_ZERO(22) JK_ASM_ZERO(23)
+                JK_ASM_STORE_ALL(st, 30, 30, 30, 30, 30, 30, 30, 30, 30, 30, 30, 30) JK_ASM_ZERO(0) JK_ASM_ZERO(1)
+                    JK_ASM_ZERO(2) JK_ASM_ZERO(3) JK_ASM_ZERO(4) JK_ASM_ZERO(5) JK_ASM_ZERO(6) JK_ASM_ZERO(7)
+                        JK_ASM_ZERO(8) JK_ASM_ZERO(9) JK_ASM_ZERO(10) JK_ASM_ZERO(
+                            11) ".p2align 6\n\t"
+                                "1:\n\t" JK_ASM_EXPAND(JK_ASM_BLOCK, A, JK_ASM_SET_B) "dec %[n]\n\t"
+                                                                                      "jz 2f\n\t" JK_ASM_EXPAND(
+                                                                                          JK_ASM_BLOCK, B,
+                                                                                          JK_ASM_SET_A) "dec %[n]\n\t"
+                                                                                                        "jnz 1b\n\t"
         /* ended with a block into B: its Fast2Sum, then the final error B += A */
-        JK_ASM_EXPAND(JK_ASM_F2S_SET, JK_ASM_SET_B)
-        "jmp 3f\n\t"
-        "2:\n\t"
+        JK_ASM_EXPAND(JK_ASM_F2S_SET, JK_ASM_SET_B) "jmp 3f\n\t"
+                                                    "2:\n\t"
         /* ended with a block into A: the same with the sets' roles swapped */
-        JK_ASM_EXPAND(JK_ASM_F2S_SET, JK_ASM_SET_A)
-        "3:\n\t"
-        JK_ASM_ADD_A_TO_B
-        JK_ASM_STORE_ALL(sl, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23)
+        JK_ASM_EXPAND(JK_ASM_F2S_SET, JK_ASM_SET_A) "3:\n\t" JK_ASM_ADD_A_TO_B JK_ASM_STORE_ALL(
+            sl, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23)
         /* bad = a lane of some e is not finite: (sum of the 12 e) - itself is NaN there. */
-        JK_ASM_ADD(13, 12) JK_ASM_ADD(15, 14) JK_ASM_ADD(17, 16) JK_ASM_ADD(19, 18) JK_ASM_ADD(21, 20) JK_ASM_ADD(23, 22)
-        JK_ASM_ADD(14, 12) JK_ASM_ADD(18, 16) JK_ASM_ADD(22, 20) JK_ASM_ADD(16, 12) JK_ASM_ADD(20, 12)
-        "vsubps %%zmm12, %%zmm12, %%zmm12\n\t"
-        "vcmpps $3, %%zmm12, %%zmm12, %%k1\n\t" /* 3: unordered */
-        "kmovw %%k1, %k[bad]\n\t"
+        JK_ASM_ADD(13, 12) JK_ASM_ADD(15, 14) JK_ASM_ADD(17, 16) JK_ASM_ADD(19, 18) JK_ASM_ADD(21, 20)
+            JK_ASM_ADD(23, 22) JK_ASM_ADD(14, 12) JK_ASM_ADD(18, 16) JK_ASM_ADD(22, 20) JK_ASM_ADD(16, 12)
+                JK_ASM_ADD(20, 12) "vsubps %%zmm12, %%zmm12, %%zmm12\n\t"
+                                   "vcmpps $3, %%zmm12, %%zmm12, %%k1\n\t" /* 3: unordered */
+                                   "kmovw %%k1, %k[bad]\n\t"
         : [k0] "+r"(k0), [k1] "+r"(k1), [k2] "+r"(k2), [k3] "+r"(k3), [qt] "+r"(qtp), [n] "+r"(nblk), [bad] "=r"(bad)
         : [st] "r"(st), [sl] "r"(sl)
-        : "cc", "memory", "k1", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9",
-          "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "xmm16", "xmm17", "xmm18", "xmm19", "xmm20",
-          "xmm21", "xmm22", "xmm23", "xmm24", "xmm25", "xmm26", "xmm27", "xmm28", "xmm29", "xmm30", "xmm31");
+        : "cc", "memory", "k1", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10",
+          "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "xmm16", "xmm17", "xmm18", "xmm19", "xmm20", "xmm21", "xmm22",
+          "xmm23", "xmm24", "xmm25", "xmm26", "xmm27", "xmm28", "xmm29", "xmm30", "xmm31");
 
     /* The last D % JK_DB elements: FMAs onto the carried error, Fast2Sum (the C kernel's step). */
     const int64_t dt = D - D % JK_DB;

@@ -24,8 +24,9 @@ typedef __m256 jv;
 #define jv_round(x) _mm256_round_ps((x), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
 /* 2^n built in the exponent field (n in [-127, 0]: biased exponent 0..127; n = -127 gives
  * 0, harmless since such results are flushed), times p. */
-#define jv_mul_pow2(p, n) \
-    _mm256_mul_ps((p), _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23)))
+#define jv_mul_pow2(p, n)                   \
+    _mm256_mul_ps((p), _mm256_castsi256_ps( \
+                           _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23)))
 #define jv_zero_if_below(x, t, y) _mm256_andnot_ps(_mm256_cmp_ps((x), (t), _CMP_LT_OQ), (y))
 #define jv_nan_to_zero(x) _mm256_and_ps(_mm256_cmp_ps((x), (x), _CMP_ORD_Q), (x))
 #define jv_any_nan(x) (_mm256_movemask_ps(_mm256_cmp_ps((x), (x), _CMP_UNORD_Q)) != 0)

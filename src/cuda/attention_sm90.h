@@ -50,10 +50,10 @@ extern "C" {
 
 /* The contract's limits, written once: attention_f32_sm90_wgmma_supported() (sm90_contract.c)
  * and the backend's selection (cuda_backend.c) both read them. */
-#define ATTENTION_SM90_CC 90            /* compute capability 9.0 (10 major + minor) */
-#define ATTENTION_SM90_MAX_GRID 65535   /* batch and heads, each */
-#define ATTENTION_SM90_TILE 64          /* rows of a query and a key tile; seq_q, seq_kv <= INT32_MAX - TILE */
-#define ATTENTION_SM90_ALIGN_BYTES 16   /* q, k, v, out: float4 moves */
+#define ATTENTION_SM90_CC 90          /* compute capability 9.0 (10 major + minor) */
+#define ATTENTION_SM90_MAX_GRID 65535 /* batch and heads, each */
+#define ATTENTION_SM90_TILE 64        /* rows of a query and a key tile; seq_q, seq_kv <= INT32_MAX - TILE */
+#define ATTENTION_SM90_ALIGN_BYTES 16 /* q, k, v, out: float4 moves */
 #define ATTENTION_SM90_STRIDE_MULTIPLE (ATTENTION_SM90_ALIGN_BYTES / 4)
 /* Kernel v6 runs 128 queries per CTA: seq_q, seq_kv <= INT32_MAX - V6_CTA_QUERIES (its launcher
  * and its refusal in cuda_versions.c both read this). */
@@ -62,12 +62,12 @@ extern "C" {
 /* Why a problem cannot run on this kernel. */
 typedef enum attention_sm90_support {
     ATTENTION_SM90_SUPPORTED = 0,
-    ATTENTION_SM90_NULL_POINTER = 1,     /* args, q, k, v or out is NULL */
-    ATTENTION_SM90_BAD_DIMENSION = 2,    /* a dimension < 1 or beyond the grid limits */
-    ATTENTION_SM90_BAD_HEAD_DIM = 3,     /* head_dim not 64 or 128 */
-    ATTENTION_SM90_MISALIGNED = 4,       /* a pointer not 16-byte aligned or a stride not a multiple of 4 */
-    ATTENTION_SM90_BAD_SCALE = 5,        /* scale not finite and > 0 */
-    ATTENTION_SM90_BAD_PRECISION = 6     /* precision out of range */
+    ATTENTION_SM90_NULL_POINTER = 1,  /* args, q, k, v or out is NULL */
+    ATTENTION_SM90_BAD_DIMENSION = 2, /* a dimension < 1 or beyond the grid limits */
+    ATTENTION_SM90_BAD_HEAD_DIM = 3,  /* head_dim not 64 or 128 */
+    ATTENTION_SM90_MISALIGNED = 4,    /* a pointer not 16-byte aligned or a stride not a multiple of 4 */
+    ATTENTION_SM90_BAD_SCALE = 5,     /* scale not finite and > 0 */
+    ATTENTION_SM90_BAD_PRECISION = 6  /* precision out of range */
 } attention_sm90_support;
 
 /* @return ATTENTION_SM90_SUPPORTED when the shape and strides are within the contract (head_dim,

@@ -42,13 +42,13 @@ __device__ __forceinline__ void kahan_add(float &sum, float &c, float x) {
 
 /* COLS = output columns per lane: head_dim <= 32 * COLS. */
 template <int COLS>
-__global__ void __launch_bounds__(V1_WARPS * WARP) attention_f32_simt_v1(jattn_cuda_params p) {
+__global__ void __launch_bounds__(V1_WARPS *WARP) attention_f32_simt_v1(jattn_cuda_params p) {
     extern __shared__ float smem[];
     const int D = p.head_dim;
-    const int k_stride = D + 1; /* padded: lane j reads row j, column d -> bank (j + d) % 32 */
-    float *qs = smem;                         /* [V1_WARPS][D] */
-    float *ks = qs + V1_WARPS * D;            /* [V1_KEYS][D + 1] */
-    float *vs = ks + V1_KEYS * k_stride;      /* [V1_KEYS][D] */
+    const int k_stride = D + 1;          /* padded: lane j reads row j, column d -> bank (j + d) % 32 */
+    float *qs = smem;                    /* [V1_WARPS][D] */
+    float *ks = qs + V1_WARPS * D;       /* [V1_KEYS][D + 1] */
+    float *vs = ks + V1_KEYS * k_stride; /* [V1_KEYS][D] */
 
     const int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP;
     const int q_blocks = (p.seq_q + V1_WARPS - 1) / V1_WARPS;
@@ -111,7 +111,8 @@ __global__ void __launch_bounds__(V1_WARPS * WARP) attention_f32_simt_v1(jattn_c
         /* online softmax */
         float tile_max = s;
 #pragma unroll
-        for (int off = WARP / 2; off > 0; off /= 2) tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, off));
+        for (int off = WARP / 2; off > 0; off /= 2)
+            tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, off));
         /* the max's own s_lo (of the lowest lane attaining it): the max key gets weight
          * exp2(0) = 1 exactly (one key returns its v row bit for bit) */
         const unsigned at_max = __ballot_sync(0xffffffffu, lane < keys && s == tile_max);
@@ -194,8 +195,8 @@ template <int COLS>
 static cudaError_t launch(const jattn_cuda_params *p, cudaStream_t stream) {
     const int D = p->head_dim;
     const size_t smem = sizeof(float) * ((size_t)V1_WARPS * D + (size_t)V1_KEYS * (D + 1) + (size_t)V1_KEYS * D);
-    cudaError_t e = cudaFuncSetAttribute(attention_f32_simt_v1<COLS>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         (int)smem);
+    cudaError_t e =
+        cudaFuncSetAttribute(attention_f32_simt_v1<COLS>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e != cudaSuccess) return e;
     const long long q_blocks = (p->seq_q + V1_WARPS - 1) / V1_WARPS;
     const long long blocks = q_blocks * p->batch * p->heads;

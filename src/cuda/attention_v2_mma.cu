@@ -165,9 +165,9 @@ __global__ void __launch_bounds__(WARPS *WARP) attention_tf32_mma_v2(jattn_cuda_
     constexpr int DS = DT + SMEM_PAD; /* shared row stride */
     constexpr int BR = WARPS * MMA_M;
     constexpr bool O_COMPENSATED = DT <= 32; /* Kahan-compensated O where registers allow */
-    constexpr int NT = BC / MMA_N;    /* key sub-tiles of S per warp */
-    constexpr int KD = DT / MMA_K;    /* k-steps of Q K^T = column slices of O */
-    constexpr int KP = BC / MMA_K;    /* k-steps of P V */
+    constexpr int NT = BC / MMA_N;           /* key sub-tiles of S per warp */
+    constexpr int KD = DT / MMA_K;           /* k-steps of Q K^T = column slices of O */
+    constexpr int KP = BC / MMA_K;           /* k-steps of P V */
     static_assert(NT == KP, "the P relabelling pairs S sub-tile n with P V k-step n");
     static_assert(KD % KCH == 0, "chunks of whole k-steps");
     extern __shared__ float4 smem_f4[];
@@ -215,8 +215,10 @@ __global__ void __launch_bounds__(WARPS *WARP) attention_tf32_mma_v2(jattn_cuda_
             const int kv0 = (it + 1) * BC, stage = (it + 1) & 1;
             /* padded: rows kv_rows[kv0 + r]; else the tile's rows from its first (as before padding) */
             const float *kt0 = PADDED ? k : k + (int64_t)kv0 * p.k_s, *vt0 = PADDED ? v : v + (int64_t)kv0 * p.v_s;
-            load_tile<BC, DT, WARPS>(ks + stage * BC * DS, kt0, p.k_s, kv_rows, PADDED ? kv0 : 0, n_kv - kv0, p.head_dim, v4);
-            load_tile<BC, DT, WARPS>(vs + stage * BC * DS, vt0, p.v_s, kv_rows, PADDED ? kv0 : 0, n_kv - kv0, p.head_dim, v4);
+            load_tile<BC, DT, WARPS>(ks + stage * BC * DS, kt0, p.k_s, kv_rows, PADDED ? kv0 : 0, n_kv - kv0,
+                                     p.head_dim, v4);
+            load_tile<BC, DT, WARPS>(vs + stage * BC * DS, vt0, p.v_s, kv_rows, PADDED ? kv0 : 0, n_kv - kv0,
+                                     p.head_dim, v4);
         }
         cp_async_commit();
         const float *kt = ks + (it & 1) * BC * DS, *vt = vs + (it & 1) * BC * DS;
@@ -321,7 +323,7 @@ __global__ void __launch_bounds__(WARPS *WARP) attention_tf32_mma_v2(jattn_cuda_
                 if (O_COMPENSATED) o_comp[j][i] *= alpha[i >> 1];
             }
 
-        /* ---- O += P V, one fresh accumulator per 8-column slice of O ---- */
+            /* ---- O += P V, one fresh accumulator per 8-column slice of O ---- */
 #pragma unroll
         for (int j = 0; j < KD; j++) {
             float acc_big[4] = {0.0f, 0.0f, 0.0f, 0.0f}, acc_cor1[4] = {0.0f, 0.0f, 0.0f, 0.0f},
@@ -351,7 +353,9 @@ __global__ void __launch_bounds__(WARPS *WARP) attention_tf32_mma_v2(jattn_cuda_
             }
 #pragma unroll
             for (int i = 0; i < 4; i++) {
-                if (tiny) acc_big[i] = (acc_big[i] + (acc_cor1[i] + acc_cor2[i])) * JATTN_TINY_UNSCALE, acc_cor1[i] = acc_cor2[i] = 0.0f;
+                if (tiny)
+                    acc_big[i] = (acc_big[i] + (acc_cor1[i] + acc_cor2[i])) * JATTN_TINY_UNSCALE,
+                    acc_cor1[i] = acc_cor2[i] = 0.0f;
             }
 #pragma unroll
             for (int i = 0; i < 4; i++) {
@@ -394,8 +398,7 @@ __global__ void __launch_bounds__(WARPS *WARP) attention_tf32_mma_v2(jattn_cuda_
                 orow[col + 1] = empty ? 0.0f : o[j][2 * r + 1] * inv_l[r];
             }
         }
-        if (p.lse && t == 0)
-            p.lse[(int64_t)bh * p.seq_q + row] = empty ? -INFINITY : m_run[r] + logf(l_part[r]);
+        if (p.lse && t == 0) p.lse[(int64_t)bh * p.seq_q + row] = empty ? -INFINITY : m_run[r] + logf(l_part[r]);
     }
 }
 

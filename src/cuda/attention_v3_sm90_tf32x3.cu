@@ -72,11 +72,11 @@
 
 namespace {
 
-constexpr int kStThreads = 128;  /* one warpgroup */
+constexpr int kStThreads = 128; /* one warpgroup */
 constexpr int kStWarps = kStThreads / 32;
-constexpr int kStQ = 64;         /* queries per CTA: N of both products */
-constexpr int kStK = 64;         /* keys per tile: M of S^T, K of O^T */
-constexpr int kStMRows = 64;     /* wgmma M */
+constexpr int kStQ = 64;     /* queries per CTA: N of both products */
+constexpr int kStK = 64;     /* keys per tile: M of S^T, K of O^T */
+constexpr int kStMRows = 64; /* wgmma M */
 
 template <int D, bool kSplitPV>
 struct StConfig {
@@ -89,33 +89,31 @@ struct StConfig {
     /* floats: col_max[2][warps][Q], col_sum[warps][Q], m[2][Q], l[Q], alpha[Q], l_comp[Q] */
     static constexpr int kStateFloats = 2 * kStWarps * kStQ + kStWarps * kStQ + 2 * kStQ + kStQ + kStQ + kStQ;
     static constexpr int kSmemBytes = kStateOff + kStateFloats * 4 + kSwizzleAtomBytes; /* + alignment slack */
-    static constexpr int kMBlocks = D / kStMRows;     /* 64-row blocks of O^T */
-    static constexpr int kDPairs = D / 16;            /* float4 per key row = pairs of S^T slices */
-    static constexpr int kAcc = kStQ / 2;             /* m64n64 accumulator floats per thread */
+    static constexpr int kMBlocks = D / kStMRows;                                       /* 64-row blocks of O^T */
+    static constexpr int kDPairs = D / 16; /* float4 per key row = pairs of S^T slices */
+    static constexpr int kAcc = kStQ / 2;  /* m64n64 accumulator floats per thread */
     static constexpr int kVSlices = kStK / kMmaK;
-    static constexpr int kOutVec = 2 * kMBlocks;      /* consecutive d per thread and query */
+    static constexpr int kOutVec = 2 * kMBlocks; /* consecutive d per thread and query */
     static_assert(D % kStMRows == 0, "head_dim must be a multiple of 64");
     static_assert(kQBytes % kSwizzleAtomBytes == 0 && kPBytes % kSwizzleAtomBytes == 0, "1024-byte aligned tiles");
 };
 
 /* Column of head_dim index d in the staged Q tile (the S^T k-slice order above). */
-__device__ __forceinline__ int st_q_column(int d)
-{
+__device__ __forceinline__ int st_q_column(int d) {
     return 16 * (d >> 4) + 8 * ((d >> 1) & 1) + 4 * (d & 1) + ((d >> 2) & 3);
 }
 
 /* The descriptor of k-slice `slice` of a 64-row tile from the tile's own descriptor: the
  * start-address field (bits 0-13, address / 16) plus the slice's offset / 16, a constant once
  * unrolled. Shared addresses stay below 2^18, so the field never carries. */
-__device__ __forceinline__ uint64_t st_desc(uint64_t tile_desc, int slice)
-{
+__device__ __forceinline__ uint64_t st_desc(uint64_t tile_desc, int slice) {
     return tile_desc + (uint64_t)(((slice / kSlicesPerSwizzleRow) * kStQ * kSwizzleBytes +
-                                   (slice % kSlicesPerSwizzleRow) * kSliceBytes) >> 4);
+                                   (slice % kSlicesPerSwizzleRow) * kSliceBytes) >>
+                                  4);
 }
 
 template <int N>
-__device__ __forceinline__ void st_split4(const float (&x)[4], uint32_t (&big)[4], uint32_t (&small)[4])
-{
+__device__ __forceinline__ void st_split4(const float (&x)[4], uint32_t (&big)[4], uint32_t (&small)[4]) {
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
         if (N == 2)
@@ -130,8 +128,7 @@ __device__ __forceinline__ void st_split4(const float (&x)[4], uint32_t (&big)[4
  * row key_row(rows, j)). */
 template <int kAhead>
 __device__ __forceinline__ void st_load_k(const float *kp, int64_t k_t, const int *rows, int n_kv, int key0, int warp,
-                                          int g, int c, float4 (&kx)[kAhead][2])
-{
+                                          int g, int c, float4 (&kx)[kAhead][2]) {
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
         const int key = key0 + warp * 16 + g + 8 * r;
@@ -146,9 +143,8 @@ __device__ __forceinline__ void st_load_k(const float *kp, int64_t k_t, const in
  * block's first column pair): v[key0 + 8 ks + c + 4 u][d_base .. d_base + 1] (zeros past the
  * n_kv attended keys; key j is row key_row(rows, j)). */
 template <int kVSlices>
-__device__ __forceinline__ void st_load_v(const float *vp, int64_t v_t, const int *rows, int n_kv, int key0,
-                                          int d_base, int c, float2 (&vx)[kVSlices][2])
-{
+__device__ __forceinline__ void st_load_v(const float *vp, int64_t v_t, const int *rows, int n_kv, int key0, int d_base,
+                                          int c, float2 (&vx)[kVSlices][2]) {
 #pragma unroll
     for (int ks = 0; ks < kVSlices; ++ks)
 #pragma unroll
@@ -160,8 +156,7 @@ __device__ __forceinline__ void st_load_v(const float *vp, int64_t v_t, const in
 }
 
 template <int D, bool kSplitPV>
-__global__ void __launch_bounds__(kStThreads, 2) attention_f32_sm90_wgmma_st_64x64_kernel(const Params p)
-{
+__global__ void __launch_bounds__(kStThreads, 2) attention_f32_sm90_wgmma_st_64x64_kernel(const Params p) {
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
     __trap(); /* another target (the library's compute_80 PTX): the launch refuses such devices */
 #else
@@ -172,11 +167,11 @@ __global__ void __launch_bounds__(kStThreads, 2) attention_f32_sm90_wgmma_st_64x
     unsigned char *q_big = smem + C::kQOff, *q_small = q_big + C::kQBytes;
     unsigned char *p_big = smem + C::kPOff, *p_small = p_big + C::kPBytes;
     float *col_max = reinterpret_cast<float *>(smem + C::kStateOff); /* [2][warps][Q] */
-    float *col_sum = col_max + 2 * kStWarps * kStQ;                   /* [warps][Q] */
-    float *m_state = col_sum + kStWarps * kStQ;                       /* [2][Q]: by tile parity */
-    float *l_state = m_state + 2 * kStQ;                              /* [Q] */
-    float *alpha_state = l_state + kStQ;                              /* [Q] */
-    float *l_comp = alpha_state + kStQ;                               /* [Q]: Kahan compensation of l */
+    float *col_sum = col_max + 2 * kStWarps * kStQ;                  /* [warps][Q] */
+    float *m_state = col_sum + kStWarps * kStQ;                      /* [2][Q]: by tile parity */
+    float *l_state = m_state + 2 * kStQ;                             /* [Q] */
+    float *alpha_state = l_state + kStQ;                             /* [Q] */
+    float *l_comp = alpha_state + kStQ;                              /* [Q]: Kahan compensation of l */
     const uint32_t q_big_s = smem_u32(q_big), q_small_s = smem_u32(q_small);
     const uint32_t p_big_s = smem_u32(p_big), p_small_s = smem_u32(p_small);
 
@@ -557,13 +552,14 @@ __global__ void __launch_bounds__(kStThreads, 2) attention_f32_sm90_wgmma_st_64x
             float *dst = p.out + b * p.o_b + h * p.o_h + (int64_t)row * p.o_t + d_base;
             if (n_kv == 0) { /* no key to attend (key padding): 0, and lse -inf */
                 for (int j = 0; j < C::kOutVec; ++j) dst[j] = 0.f;
-                if (p.lse != nullptr && warp == 0 && g == 0) p.lse[((int64_t)b * p.heads + h) * p.seq_q + row] = -INFINITY;
+                if (p.lse != nullptr && warp == 0 && g == 0)
+                    p.lse[((int64_t)b * p.heads + h) * p.seq_q + row] = -INFINITY;
                 continue;
             }
             if (C::kMBlocks == 2) {
-                *reinterpret_cast<float4 *>(dst) = make_float4(o[0][4 * i + e] * inv, o[0][4 * i + 2 + e] * inv,
-                                                               o[C::kMBlocks - 1][4 * i + e] * inv,
-                                                               o[C::kMBlocks - 1][4 * i + 2 + e] * inv);
+                *reinterpret_cast<float4 *>(dst) =
+                    make_float4(o[0][4 * i + e] * inv, o[0][4 * i + 2 + e] * inv, o[C::kMBlocks - 1][4 * i + e] * inv,
+                                o[C::kMBlocks - 1][4 * i + 2 + e] * inv);
             } else {
                 *reinterpret_cast<float2 *>(dst) = make_float2(o[0][4 * i + e] * inv, o[0][4 * i + 2 + e] * inv);
             }
@@ -583,8 +579,7 @@ constexpr int kStCtasPerSm = 2;
  * least kMinTilesPerHalf key tiles to amortise the merge. */
 constexpr int kMinTilesPerHalf = 4;
 
-int st_kv_split(int64_t ctas, int64_t seq_kv, int sms)
-{
+int st_kv_split(int64_t ctas, int64_t seq_kv, int sms) {
     const int64_t slots = (int64_t)kStCtasPerSm * sms;
     if (slots <= 0 || (seq_kv + kStK - 1) / kStK < 2 * kMinTilesPerHalf) return 1;
     const double eff1 = (double)ctas / (double)(((ctas + slots - 1) / slots) * slots);
@@ -593,8 +588,7 @@ int st_kv_split(int64_t ctas, int64_t seq_kv, int sms)
 }
 
 template <int D, bool kSplitPV>
-cudaError_t st_launch(Params p, int64_t batch, int64_t heads, int64_t seq_q, int sms, cudaStream_t stream)
-{
+cudaError_t st_launch(Params p, int64_t batch, int64_t heads, int64_t seq_q, int sms, cudaStream_t stream) {
     using C = StConfig<D, kSplitPV>;
     auto kernel = attention_f32_sm90_wgmma_st_64x64_kernel<D, kSplitPV>;
     cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmemBytes);
@@ -618,8 +612,7 @@ cudaError_t st_launch(Params p, int64_t batch, int64_t heads, int64_t seq_q, int
 
 } /* namespace */
 
-extern "C" int jattn_cuda_launch_v3(const jattn_cuda_args *a, void *workspace, void *stream_ptr)
-{
+extern "C" int jattn_cuda_launch_v3(const jattn_cuda_args *a, void *workspace, void *stream_ptr) {
     (void)workspace; /* none needed */
     cudaStream_t stream = (cudaStream_t)stream_ptr;
     if (attention_f32_sm90_wgmma_supported(a) != ATTENTION_SM90_SUPPORTED) return cudaErrorInvalidValue;

@@ -59,10 +59,10 @@ namespace {
 
 constexpr int kThreads = 128; /* one warpgroup */
 constexpr int kWarps = kThreads / 32;
-constexpr int kQ = 64;        /* queries per CTA: N of both products */
-constexpr int kK = kF16Tile;  /* keys per tile: M of S^T, K of O^T */
-constexpr int kMRows = 64;    /* wgmma M */
-constexpr int kF16K = 16;     /* fp16 wgmma K */
+constexpr int kQ = 64;       /* queries per CTA: N of both products */
+constexpr int kK = kF16Tile; /* keys per tile: M of S^T, K of O^T */
+constexpr int kMRows = 64;   /* wgmma M */
+constexpr int kF16K = 16;    /* fp16 wgmma K */
 /* Each kernel instance is compiled for kCtas CTAs per SM (launch bounds: at most 255 registers
  * per thread for two, 168 for three). D = 64 runs three (no spills); D = 128 has both: two
  * with the next tile's K loaded whole during P V, three with two slices ahead (and a few hundred
@@ -78,7 +78,7 @@ struct F16x2Params {
 
 template <int D, bool kSplitPV, int kCtas>
 struct F16Config {
-    static constexpr int kQBytes = kQ * D * 2;   /* one part (hi or lo) */
+    static constexpr int kQBytes = kQ * D * 2; /* one part (hi or lo) */
     static constexpr int kPBytes = kQ * kK * 2;
     static constexpr int kQOff = 0;
     static constexpr int kPOff = kQOff + 2 * kQBytes;
@@ -87,15 +87,15 @@ struct F16Config {
      * q_unscale[Q] (2^-eq), q_log2e[Q] (2^-eq log2 e) */
     static constexpr int kStateFloats = 2 * kWarps * kQ + kWarps * kQ + 2 * kQ + 5 * kQ;
     static constexpr int kSmemBytes = kStateOff + kStateFloats * 4 + kSwizzleAtomBytes; /* + alignment slack */
-    static constexpr int kSlices = D / kF16K;        /* k16 slices of S^T */
+    static constexpr int kSlices = D / kF16K;                                           /* k16 slices of S^T */
     static constexpr int kAhead = kCtas == 2 ? kSlices : 1; /* slices of the next tile's K loaded during P V */
     /* hi*hi in two accumulators (the halves of head_dim) except where the registers run out (the
      * 3-CTA instance at D = 128): the tensor core's accumulation error grows with the chain */
     static constexpr bool kHiHiHalves = !(D == 128 && kCtas == 3);
-    static constexpr int kMBlocks = D / kMRows;      /* 64-row blocks of O^T */
-    static constexpr int kAcc = kQ / 2;              /* m64n64 accumulator floats per thread */
+    static constexpr int kMBlocks = D / kMRows; /* 64-row blocks of O^T */
+    static constexpr int kAcc = kQ / 2;         /* m64n64 accumulator floats per thread */
     static constexpr int kVSlices = kK / kF16K;
-    static constexpr int kOutVec = 2 * kMBlocks;     /* consecutive d per thread and query */
+    static constexpr int kOutVec = 2 * kMBlocks; /* consecutive d per thread and query */
     static_assert(D % kMRows == 0, "head_dim must be a multiple of 64");
     static_assert(kQBytes % kSwizzleAtomBytes == 0 && kPBytes % kSwizzleAtomBytes == 0, "1024-byte aligned tiles");
     /* the split-KV merge receives rank 1's O, m and l in the Q and P^T tiles */
@@ -106,8 +106,7 @@ struct F16Config {
  * and the unscale factors of its two keys (16w+g, 16w+g+8). */
 template <int D, int N>
 __device__ __forceinline__ void load_k(const F16x2Params &p, int64_t tile_index, int warp, int lane, uint4 (&kx)[N][2],
-                                       float (&kf)[2])
-{
+                                       float (&kf)[2]) {
     const uint4 *src = p.k_split + (tile_index * kWarps + warp) * (D / kF16K * 64) + lane;
 #pragma unroll
     for (int s = 0; s < N; ++s) {
@@ -121,8 +120,7 @@ __device__ __forceinline__ void load_k(const F16x2Params &p, int64_t tile_index,
 
 /* This thread's V^T fragments (hi, and lo when kLo) of one 64-row block of head_dim of a tile. */
 template <bool kLo>
-__device__ __forceinline__ void load_v(const uint4 *block_v, int warp, int lane, uint4 (&vx)[4][2])
-{
+__device__ __forceinline__ void load_v(const uint4 *block_v, int warp, int lane, uint4 (&vx)[4][2]) {
     const uint4 *src = block_v + warp * 4 * 64 + lane;
 #pragma unroll
     for (int ks = 0; ks < 4; ++ks) {
@@ -135,8 +133,7 @@ __device__ __forceinline__ void load_v(const uint4 *block_v, int warp, int lane,
  * was before key padding, instruction for instruction (padding support in them cost 1-5% of
  * the speed, H200: bench/results/h200-2026-12-01-padding). */
 template <int D, bool kSplitPV, int kCtas, bool kPadded>
-__global__ void __launch_bounds__(kThreads, kCtas) attention_f32_sm90_wgmma_f16x2_64x64_kernel(const F16x2Params fp)
-{
+__global__ void __launch_bounds__(kThreads, kCtas) attention_f32_sm90_wgmma_f16x2_64x64_kernel(const F16x2Params fp) {
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
     __trap(); /* another target (the library's compute_80 PTX): the launch refuses such devices */
 #else
@@ -148,13 +145,13 @@ __global__ void __launch_bounds__(kThreads, kCtas) attention_f32_sm90_wgmma_f16x
     unsigned char *q_hi = smem + C::kQOff, *q_lo = q_hi + C::kQBytes;
     unsigned char *p_hi = smem + C::kPOff, *p_lo = p_hi + C::kPBytes;
     float *col_max = reinterpret_cast<float *>(smem + C::kStateOff); /* [2][warps][Q] */
-    float *col_sum = col_max + 2 * kWarps * kQ;                       /* [warps][Q] */
-    float *m_state = col_sum + kWarps * kQ;                           /* [2][Q]: by tile parity, in t units */
-    float *l_state = m_state + 2 * kQ;                                /* [Q] */
-    float *alpha_state = l_state + kQ;                                /* [Q] */
-    float *l_comp = alpha_state + kQ;                                 /* [Q]: Kahan compensation of l */
-    float *q_unscale = l_comp + kQ;                                   /* [Q]: 2^-eq */
-    float *q_log2e = q_unscale + kQ;                                  /* [Q]: 2^-eq log2(e) */
+    float *col_sum = col_max + 2 * kWarps * kQ;                      /* [warps][Q] */
+    float *m_state = col_sum + kWarps * kQ;                          /* [2][Q]: by tile parity, in t units */
+    float *l_state = m_state + 2 * kQ;                               /* [Q] */
+    float *alpha_state = l_state + kQ;                               /* [Q] */
+    float *l_comp = alpha_state + kQ;                                /* [Q]: Kahan compensation of l */
+    float *q_unscale = l_comp + kQ;                                  /* [Q]: 2^-eq */
+    float *q_log2e = q_unscale + kQ;                                 /* [Q]: 2^-eq log2(e) */
     const uint32_t q_hi_s = smem_u32(q_hi), q_lo_s = smem_u32(q_lo);
     const uint32_t p_hi_s = smem_u32(p_hi), p_lo_s = smem_u32(p_lo);
 
@@ -202,7 +199,8 @@ __global__ void __launch_bounds__(kThreads, kCtas) attention_f32_sm90_wgmma_f16x
 
     uint4 kx_next[C::kAhead][2];
     float kf_next[2];
-    if (!kPadded || tile_begin < tile_end) load_k<D, C::kAhead>(fp, bh * fp.tiles + tile_begin, warp, lane, kx_next, kf_next);
+    if (!kPadded || tile_begin < tile_end)
+        load_k<D, C::kAhead>(fp, bh * fp.tiles + tile_begin, warp, lane, kx_next, kf_next);
 
     const int d_base = C::kOutVec * (8 * warp + g);
     for (int tile = tile_begin; tile < tile_end; ++tile) {
@@ -218,10 +216,14 @@ __global__ void __launch_bounds__(kThreads, kCtas) attention_f32_sm90_wgmma_f16x
             const float *src = v_unscale_head + (int64_t)tile * D + d_base;
             if (C::kOutVec == 4) {
                 const float4 f = *reinterpret_cast<const float4 *>(src);
-                vf[0] = f.x; vf[1] = f.y; vf[C::kOutVec - 2] = f.z; vf[C::kOutVec - 1] = f.w;
+                vf[0] = f.x;
+                vf[1] = f.y;
+                vf[C::kOutVec - 2] = f.z;
+                vf[C::kOutVec - 1] = f.w;
             } else {
                 const float2 f = *reinterpret_cast<const float2 *>(src);
-                vf[0] = f.x; vf[1] = f.y;
+                vf[0] = f.x;
+                vf[1] = f.y;
             }
         }
         const bool tiny = v_tiny_head[tile] != 0;
@@ -239,8 +241,14 @@ __global__ void __launch_bounds__(kThreads, kCtas) attention_f32_sm90_wgmma_f16x
             uint32_t ka_hi[C::kSlices][4], ka_lo[C::kSlices][4];
 #pragma unroll
             for (int s = 0; s < C::kSlices; ++s) {
-                ka_hi[s][0] = kx[s][0].x; ka_hi[s][1] = kx[s][0].y; ka_hi[s][2] = kx[s][0].z; ka_hi[s][3] = kx[s][0].w;
-                ka_lo[s][0] = kx[s][1].x; ka_lo[s][1] = kx[s][1].y; ka_lo[s][2] = kx[s][1].z; ka_lo[s][3] = kx[s][1].w;
+                ka_hi[s][0] = kx[s][0].x;
+                ka_hi[s][1] = kx[s][0].y;
+                ka_hi[s][2] = kx[s][0].z;
+                ka_hi[s][3] = kx[s][0].w;
+                ka_lo[s][0] = kx[s][1].x;
+                ka_lo[s][1] = kx[s][1].y;
+                ka_lo[s][2] = kx[s][1].z;
+                ka_lo[s][3] = kx[s][1].w;
                 wgmma_fence();
                 const uint64_t qh = f16_slice_desc(q_hi_t, s, kQ);
                 wgmma_m64n64k16_f16_rs(st_c, ka_lo[s], qh, s > 0 ? 1 : 0);
@@ -252,7 +260,8 @@ __global__ void __launch_bounds__(kThreads, kCtas) attention_f32_sm90_wgmma_f16x
                 wgmma_commit();
                 if (s + C::kAhead < C::kSlices) {
 #pragma unroll
-                    for (int part = 0; part < 2; ++part) kx[s + C::kAhead][part] = k_tile[64 * (s + C::kAhead) + 32 * part];
+                    for (int part = 0; part < 2; ++part)
+                        kx[s + C::kAhead][part] = k_tile[64 * (s + C::kAhead) + 32 * part];
                 }
                 if (s > 0) {
                     wgmma_wait<1>(); /* the previous slice's A registers are free again */
@@ -269,13 +278,13 @@ __global__ void __launch_bounds__(kThreads, kCtas) attention_f32_sm90_wgmma_f16x
         }
         /* ---- softmax down the columns of S^T, in t units ---- */
         float *cmax = col_max + parity * kWarps * kQ;
-        f16x2_scores_column_max<C::kAcc, kWarps, kQ, C::kHiHiHalves>(st, st2, st_c, kf, key0,
-                                                                      kPadded ? n_kv_shared : p.seq_kv, cmax, warp, g, c);
+        f16x2_scores_column_max<C::kAcc, kWarps, kQ, C::kHiHiHalves>(
+            st, st2, st_c, kf, key0, kPadded ? n_kv_shared : p.seq_kv, cmax, warp, g, c);
         __syncthreads(); /* B1: column maxima of every warp */
 
-        f16x2_column_softmax<C::kAcc, kWarps, kQ, kSplitPV, (kCtas == 2 || D == 64)>(st, cmax, m_state + parity * kQ,
-                                                                    m_state + (parity ^ 1) * kQ, alpha_state, q_log2e,
-                                                                    col_sum, p_hi, p_lo, p_off, warp, g, c);
+        f16x2_column_softmax<C::kAcc, kWarps, kQ, kSplitPV, (kCtas == 2 || D == 64)>(
+            st, cmax, m_state + parity * kQ, m_state + (parity ^ 1) * kQ, alpha_state, q_log2e, col_sum, p_hi, p_lo,
+            p_off, warp, g, c);
         /* the first V block of the tile, loaded before B2 */
         uint4 vx[C::kVSlices][2];
         load_v<kSplitPV>(tile_v, warp, lane, vx);
@@ -393,9 +402,9 @@ __global__ void __launch_bounds__(kThreads, kCtas) attention_f32_sm90_wgmma_f16x
                 continue;
             }
             if (C::kMBlocks == 2) {
-                *reinterpret_cast<float4 *>(dst) = make_float4(o[0][4 * i + e] * inv, o[0][4 * i + 2 + e] * inv,
-                                                               o[C::kMBlocks - 1][4 * i + e] * inv,
-                                                               o[C::kMBlocks - 1][4 * i + 2 + e] * inv);
+                *reinterpret_cast<float4 *>(dst) =
+                    make_float4(o[0][4 * i + e] * inv, o[0][4 * i + 2 + e] * inv, o[C::kMBlocks - 1][4 * i + e] * inv,
+                                o[C::kMBlocks - 1][4 * i + 2 + e] * inv);
             } else {
                 *reinterpret_cast<float2 *>(dst) = make_float2(o[0][4 * i + e] * inv, o[0][4 * i + 2 + e] * inv);
             }
@@ -421,8 +430,7 @@ struct F16x2Plan {
  * CTAs per SM)), each as long as a CTA's key tiles (plus one tile for a split's merge). At
  * (1,24,1536,128) three CTAs per SM with the split (2.9 waves of 12 tiles) beat two (4.4 waves):
  * +5% measured; at (1,24,4608,128) two without split (6.5 waves of 72 tiles) beat three by 5%. */
-F16x2Plan f16x2_plan(int64_t ctas, int64_t tiles, int sms, int head_dim, int forced_ctas)
-{
+F16x2Plan f16x2_plan(int64_t ctas, int64_t tiles, int sms, int head_dim, int forced_ctas) {
     F16x2Plan best = {head_dim == 64 ? 3 : 2, 1};
     double best_cost = -1.0;
     for (int cps = head_dim == 64 ? 3 : 2; cps <= 3; ++cps)
@@ -443,8 +451,8 @@ F16x2Plan f16x2_plan(int64_t ctas, int64_t tiles, int sms, int head_dim, int for
 }
 
 template <int D, bool kSplitPV, int kCtas>
-cudaError_t f16x2_launch(F16x2Params fp, int64_t batch, int64_t heads, int64_t q_blocks, int kv_split, cudaStream_t stream)
-{
+cudaError_t f16x2_launch(F16x2Params fp, int64_t batch, int64_t heads, int64_t q_blocks, int kv_split,
+                         cudaStream_t stream) {
     using C = F16Config<D, kSplitPV, kCtas>;
     auto kernel = fp.base.kv_count ? attention_f32_sm90_wgmma_f16x2_64x64_kernel<D, kSplitPV, kCtas, true>
                                    : attention_f32_sm90_wgmma_f16x2_64x64_kernel<D, kSplitPV, kCtas, false>;
@@ -470,8 +478,7 @@ cudaError_t f16x2_launch(F16x2Params fp, int64_t batch, int64_t heads, int64_t q
 
 extern "C" cudaError_t split_kv_f16x2(const jattn_cuda_args *a, void *workspace, cudaStream_t stream);
 
-extern "C" int jattn_cuda_launch_v4(const jattn_cuda_args *a, void *workspace, void *stream_ptr)
-{
+extern "C" int jattn_cuda_launch_v4(const jattn_cuda_args *a, void *workspace, void *stream_ptr) {
     cudaStream_t stream = (cudaStream_t)stream_ptr;
     if (attention_f32_sm90_wgmma_supported(a) != ATTENTION_SM90_SUPPORTED || workspace == nullptr ||
         reinterpret_cast<uintptr_t>(workspace) % 16 != 0)
@@ -495,7 +502,8 @@ extern "C" int jattn_cuda_launch_v4(const jattn_cuda_args *a, void *workspace, v
     fp.v_tiny = reinterpret_cast<const int *>(ws + L.v_tiny);
     fp.tiles = (int)L.tiles;
     const int64_t q_blocks = (a->seq_q + kQ - 1) / kQ;
-    const F16x2Plan plan = f16x2_plan(q_blocks * a->heads * a->batch, L.tiles, sms, (int)a->head_dim, a->v4_ctas_per_sm);
+    const F16x2Plan plan =
+        f16x2_plan(q_blocks * a->heads * a->batch, L.tiles, sms, (int)a->head_dim, a->v4_ctas_per_sm);
     const bool f32 = a->precision == JATTN_PRECISION_F32;
     const int64_t B = a->batch, H = a->heads;
     if (a->head_dim == 64)

@@ -38,16 +38,15 @@ struct SplitParams {
 
 /* kPadded: a key-padded call (p.kv_count set); the unpadded instance is the pre-pass as before. */
 template <int D, bool kPadded>
-__global__ void __launch_bounds__(kSplitThreads) split_kv_f16x2_kernel(const SplitParams p)
-{
-    constexpr int kLanes = D / 4;                    /* lanes per K row pair, one float4 of each row */
+__global__ void __launch_bounds__(kSplitThreads) split_kv_f16x2_kernel(const SplitParams p) {
+    constexpr int kLanes = D / 4;                        /* lanes per K row pair, one float4 of each row */
     constexpr int kRowsPerPass = kSplitThreads / kLanes; /* row pairs per pass */
     constexpr int kSlices = D / 16;
-    constexpr int kTileChunks = kF16Tile * D / 4;    /* 16-byte chunks of one split tile (hi and lo) */
+    constexpr int kTileChunks = kF16Tile * D / 4; /* 16-byte chunks of one split tile (hi and lo) */
     constexpr int kOutVec = 2 * (D / 64);
-    constexpr int kPitch = D + 1;                    /* padded V row in shared memory */
+    constexpr int kPitch = D + 1; /* padded V row in shared memory */
     __shared__ float v_tile[kF16Tile * kPitch];
-    __shared__ float v_up[D];                        /* 2^ev of each column */
+    __shared__ float v_up[D]; /* 2^ev of each column */
 
     const int tid = threadIdx.x;
     const int tile = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
@@ -76,7 +75,8 @@ __global__ void __launch_bounds__(kSplitThreads) split_kv_f16x2_kernel(const Spl
                 const int key = key0 + 16 * w + g + 8 * r;
                 x[r] = make_float4(0.f, 0.f, 0.f, 0.f);
                 if (key < n_kv) x[r] = __ldg(reinterpret_cast<const float4 *>(kp + key_row(rows, key) * p.k_t) + n);
-                float amax = fmaxf(fmaxf(finite_abs(x[r].x), finite_abs(x[r].y)), fmaxf(finite_abs(x[r].z), finite_abs(x[r].w)));
+                float amax =
+                    fmaxf(fmaxf(finite_abs(x[r].x), finite_abs(x[r].y)), fmaxf(finite_abs(x[r].z), finite_abs(x[r].w)));
 #pragma unroll
                 for (int m = kLanes / 2; m > 0; m /= 2) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, m));
                 const int e = f16x2_exponent(amax, kKTarget);
@@ -151,19 +151,21 @@ __global__ void __launch_bounds__(kSplitThreads) split_kv_f16x2_kernel(const Spl
 } /* namespace */
 
 extern "C" size_t attention_f32_sm90_f16x2_workspace_bytes(int64_t batch, int64_t heads, int64_t seq_kv,
-                                                           int64_t head_dim)
-{
+                                                           int64_t head_dim) {
     return (size_t)f16x2_layout(batch, heads, seq_kv, head_dim).bytes;
 }
 
 /* Enqueues the pre-pass of a supported call (attention_v4_sm90_f16x2.cu checks it). */
-extern "C" cudaError_t split_kv_f16x2(const jattn_cuda_args *a, void *workspace, cudaStream_t stream)
-{
+extern "C" cudaError_t split_kv_f16x2(const jattn_cuda_args *a, void *workspace, cudaStream_t stream) {
     SplitParams p;
     p.k = a->k;
     p.v = a->v;
-    p.k_b = a->k_strides.batch; p.k_h = a->k_strides.head; p.k_t = a->k_strides.token;
-    p.v_b = a->v_strides.batch; p.v_h = a->v_strides.head; p.v_t = a->v_strides.token;
+    p.k_b = a->k_strides.batch;
+    p.k_h = a->k_strides.head;
+    p.k_t = a->k_strides.token;
+    p.v_b = a->v_strides.batch;
+    p.v_h = a->v_strides.head;
+    p.v_t = a->v_strides.token;
     p.heads = (int)a->heads;
     p.seq_kv = (int)a->seq_kv;
     p.kv_count = a->kv_count;

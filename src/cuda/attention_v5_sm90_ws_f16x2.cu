@@ -58,7 +58,7 @@ constexpr int kThreads = kWgThreads * (1 + kConsumers);
 constexpr int kWarps = kWgThreads / 32; /* warps of one consumer */
 constexpr int kQ = 64;                  /* queries per consumer: N of both products */
 constexpr int kCtaQ = kConsumers * kQ;
-constexpr int kK = kF16Tile;            /* keys per tile */
+constexpr int kK = kF16Tile; /* keys per tile */
 constexpr int kF16K = 16;
 constexpr int kProducerRegs = 24, kConsumerRegs = 240;
 constexpr int kMaxSmem = 227 * 1024;
@@ -84,7 +84,8 @@ struct V5Config {
     /* floats: col_max[2][warps][Q], col_sum[warps][Q], m[2][Q], l[Q], alpha[Q], l_comp[Q],
      * q_unscale[Q], q_log2e[Q] */
     static constexpr int kStateFloats = 2 * kWarps * kQ + kWarps * kQ + 2 * kQ + 5 * kQ;
-    static constexpr int kRegionBytes = (kStateOff + kStateFloats * 4 + kSwizzleAtomBytes - 1) / kSwizzleAtomBytes * kSwizzleAtomBytes;
+    static constexpr int kRegionBytes =
+        (kStateOff + kStateFloats * 4 + kSwizzleAtomBytes - 1) / kSwizzleAtomBytes * kSwizzleAtomBytes;
     static constexpr int kSlotBytes = kK * D * 4; /* one split K or V tile (hi and lo) */
     static constexpr int kRingOff = kConsumers * kRegionBytes;
     static constexpr int kFreeSlots = (kMaxSmem - kSwizzleAtomBytes - kRingOff - 256) / kSlotBytes;
@@ -104,24 +105,21 @@ struct V5Config {
 
 /* The pipeline position of ring use i (K of tile t: i = 2t, V: 2t + 1). */
 template <int kStages>
-__device__ __forceinline__ void ring_position(int i, int &slot, uint32_t &parity)
-{
+__device__ __forceinline__ void ring_position(int i, int &slot, uint32_t &parity) {
     slot = i % kStages;
     parity = (uint32_t)((i / kStages) & 1);
 }
 
 /* One consumer warp's 16-byte fragments of a K slot: [w][slice][hi, lo][lane]. */
 template <int N>
-__device__ __forceinline__ void k_from_ring(const uint4 *warp_k, int s0, uint4 (&kx)[N][2], int at)
-{
+__device__ __forceinline__ void k_from_ring(const uint4 *warp_k, int s0, uint4 (&kx)[N][2], int at) {
     kx[at][0] = warp_k[64 * s0];
     kx[at][1] = warp_k[64 * s0 + 32];
 }
 
 /* This thread's V^T fragments (hi, and lo when kLo) of one 64-row block of head_dim. */
 template <bool kLo>
-__device__ __forceinline__ void v_from_ring(const uint4 *block_v, int warp, int lane, uint4 (&vx)[4][2])
-{
+__device__ __forceinline__ void v_from_ring(const uint4 *block_v, int warp, int lane, uint4 (&vx)[4][2]) {
     const uint4 *src = block_v + warp * 4 * 64 + lane;
 #pragma unroll
     for (int ks = 0; ks < 4; ++ks) {
@@ -131,8 +129,7 @@ __device__ __forceinline__ void v_from_ring(const uint4 *block_v, int warp, int 
 }
 
 template <int D, bool kSplitPV>
-__global__ void __launch_bounds__(kThreads, 1) attention_f32_sm90_ws_f16x2_128x64_kernel(const V5Params fp)
-{
+__global__ void __launch_bounds__(kThreads, 1) attention_f32_sm90_ws_f16x2_128x64_kernel(const V5Params fp) {
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
     __trap(); /* another target (the library's compute_80 PTX): the launch refuses such devices */
 #else
@@ -163,8 +160,10 @@ __global__ void __launch_bounds__(kThreads, 1) attention_f32_sm90_ws_f16x2_128x6
         /* ---- producer: K(t), V(t) for t = 0 .. T-1 through the ring ---- */
         setmaxnreg_dec<kProducerRegs>();
         if (threadIdx.x == 0) {
-            const unsigned char *k_head = reinterpret_cast<const unsigned char *>(fp.k_split) + bh * n_tiles * C::kSlotBytes;
-            const unsigned char *v_head = reinterpret_cast<const unsigned char *>(fp.v_split) + bh * n_tiles * C::kSlotBytes;
+            const unsigned char *k_head =
+                reinterpret_cast<const unsigned char *>(fp.k_split) + bh * n_tiles * C::kSlotBytes;
+            const unsigned char *v_head =
+                reinterpret_cast<const unsigned char *>(fp.v_split) + bh * n_tiles * C::kSlotBytes;
             for (int i = 0; i < 2 * n_tiles; ++i) {
                 int slot;
                 uint32_t parity;
@@ -185,13 +184,13 @@ __global__ void __launch_bounds__(kThreads, 1) attention_f32_sm90_ws_f16x2_128x6
     unsigned char *q_hi = region + C::kQOff, *q_lo = q_hi + C::kQBytes;
     unsigned char *p_hi = region + C::kPOff, *p_lo = p_hi + C::kPBytes;
     float *col_max = reinterpret_cast<float *>(region + C::kStateOff); /* [2][warps][Q] */
-    float *col_sum = col_max + 2 * kWarps * kQ;                         /* [warps][Q] */
-    float *m_state = col_sum + kWarps * kQ;                             /* [2][Q]: by tile parity, in t units */
-    float *l_state = m_state + 2 * kQ;                                  /* [Q] */
-    float *alpha_state = l_state + kQ;                                  /* [Q] */
-    float *l_comp = alpha_state + kQ;                                   /* [Q]: Kahan compensation of l */
-    float *q_unscale = l_comp + kQ;                                     /* [Q]: 2^-eq */
-    float *q_log2e = q_unscale + kQ;                                    /* [Q]: 2^-eq log2(e) */
+    float *col_sum = col_max + 2 * kWarps * kQ;                        /* [warps][Q] */
+    float *m_state = col_sum + kWarps * kQ;                            /* [2][Q]: by tile parity, in t units */
+    float *l_state = m_state + 2 * kQ;                                 /* [Q] */
+    float *alpha_state = l_state + kQ;                                 /* [Q] */
+    float *l_comp = alpha_state + kQ;                                  /* [Q]: Kahan compensation of l */
+    float *q_unscale = l_comp + kQ;                                    /* [Q]: 2^-eq */
+    float *q_log2e = q_unscale + kQ;                                   /* [Q]: 2^-eq log2(e) */
     const uint32_t q_hi_s = smem_u32(q_hi), q_lo_s = smem_u32(q_lo);
     const uint32_t p_hi_s = smem_u32(p_hi), p_lo_s = smem_u32(p_lo);
     const int own_bar = kBarOwn + cw;
@@ -247,10 +246,14 @@ __global__ void __launch_bounds__(kThreads, 1) attention_f32_sm90_ws_f16x2_128x6
             const float *src = v_unscale_head + (int64_t)tile * D + d_base;
             if (C::kOutVec == 4) {
                 const float4 f = *reinterpret_cast<const float4 *>(src);
-                vf[0] = f.x; vf[1] = f.y; vf[C::kOutVec - 2] = f.z; vf[C::kOutVec - 1] = f.w;
+                vf[0] = f.x;
+                vf[1] = f.y;
+                vf[C::kOutVec - 2] = f.z;
+                vf[C::kOutVec - 1] = f.w;
             } else {
                 const float2 f = *reinterpret_cast<const float2 *>(src);
-                vf[0] = f.x; vf[1] = f.y;
+                vf[0] = f.x;
+                vf[1] = f.y;
             }
         }
         const bool tiny = v_tiny_head[tile] != 0;
@@ -259,7 +262,8 @@ __global__ void __launch_bounds__(kThreads, 1) attention_f32_sm90_ws_f16x2_128x6
         float st[C::kAcc], st_c[C::kAcc], st2[C::kAcc];
         {
             mbar_wait(full_s + 8u * k_slot, k_par);
-            const uint4 *warp_k = reinterpret_cast<const uint4 *>(ring + k_slot * C::kSlotBytes) + warp * (C::kSlices * 64) + lane;
+            const uint4 *warp_k =
+                reinterpret_cast<const uint4 *>(ring + k_slot * C::kSlotBytes) + warp * (C::kSlices * 64) + lane;
             uint4 kx[C::kSlices][2];
 #pragma unroll
             for (int s = 0; s < C::kAhead; ++s) k_from_ring(warp_k, s, kx, s);
@@ -267,8 +271,14 @@ __global__ void __launch_bounds__(kThreads, 1) attention_f32_sm90_ws_f16x2_128x6
             uint32_t ka_hi[C::kSlices][4], ka_lo[C::kSlices][4];
 #pragma unroll
             for (int s = 0; s < C::kSlices; ++s) {
-                ka_hi[s][0] = kx[s][0].x; ka_hi[s][1] = kx[s][0].y; ka_hi[s][2] = kx[s][0].z; ka_hi[s][3] = kx[s][0].w;
-                ka_lo[s][0] = kx[s][1].x; ka_lo[s][1] = kx[s][1].y; ka_lo[s][2] = kx[s][1].z; ka_lo[s][3] = kx[s][1].w;
+                ka_hi[s][0] = kx[s][0].x;
+                ka_hi[s][1] = kx[s][0].y;
+                ka_hi[s][2] = kx[s][0].z;
+                ka_hi[s][3] = kx[s][0].w;
+                ka_lo[s][0] = kx[s][1].x;
+                ka_lo[s][1] = kx[s][1].y;
+                ka_lo[s][2] = kx[s][1].z;
+                ka_lo[s][3] = kx[s][1].w;
                 wgmma_fence();
                 const uint64_t qh = f16_slice_desc(q_hi_t, s, kQ);
                 wgmma_m64n64k16_f16_rs(st_c, ka_lo[s], qh, s > 0 ? 1 : 0);
@@ -300,11 +310,12 @@ __global__ void __launch_bounds__(kThreads, 1) attention_f32_sm90_ws_f16x2_128x6
         named_bar_sync(own_bar, kWgThreads); /* B1: column maxima of every warp */
 
         f16x2_column_softmax<C::kAcc, kWarps, kQ, kSplitPV, true>(st, cmax, m_state + parity * kQ,
-                                                                    m_state + (parity ^ 1) * kQ, alpha_state, q_log2e,
-                                                                    col_sum, p_hi, p_lo, p_off, warp, g, c);
+                                                                  m_state + (parity ^ 1) * kQ, alpha_state, q_log2e,
+                                                                  col_sum, p_hi, p_lo, p_off, warp, g, c);
         /* the first V block of the tile, read from the ring before B2 */
         mbar_wait(full_s + 8u * v_slot, v_par);
-        const uint4 *tile_v = reinterpret_cast<const uint4 *>(ring + v_slot * C::kSlotBytes); /* [mb][w][ks][part][lane] */
+        const uint4 *tile_v =
+            reinterpret_cast<const uint4 *>(ring + v_slot * C::kSlotBytes); /* [mb][w][ks][part][lane] */
         uint4 vx[C::kVSlices][2];
         v_from_ring<kSplitPV>(tile_v, warp, lane, vx);
         fence_proxy_async();
@@ -358,15 +369,14 @@ __global__ void __launch_bounds__(kThreads, 1) attention_f32_sm90_ws_f16x2_128x6
 
     named_bar_sync(own_bar, kWgThreads); /* the last tile's l_state update */
     const float *m_final = m_state + (n_tiles & 1) * kQ;
-    f16x2_write_out<C::kMBlocks, C::kAcc, C::kOutVec>(o, l_state, m_final, q_unscale, p.out + b * p.o_b + h * p.o_h, p.o_t,
-                                                      p.lse != nullptr ? p.lse + bh * p.seq_q : nullptr, q0, p.seq_q, d_base,
-                                                      false, warp, g, c);
+    f16x2_write_out<C::kMBlocks, C::kAcc, C::kOutVec>(o, l_state, m_final, q_unscale, p.out + b * p.o_b + h * p.o_h,
+                                                      p.o_t, p.lse != nullptr ? p.lse + bh * p.seq_q : nullptr, q0,
+                                                      p.seq_q, d_base, false, warp, g, c);
 #endif
 }
 
 template <int D, bool kSplitPV>
-cudaError_t v5_launch(const V5Params &fp, int64_t batch, int64_t heads, int64_t seq_q, cudaStream_t stream)
-{
+cudaError_t v5_launch(const V5Params &fp, int64_t batch, int64_t heads, int64_t seq_q, cudaStream_t stream) {
     using C = V5Config<D, kSplitPV>;
     auto kernel = attention_f32_sm90_ws_f16x2_128x64_kernel<D, kSplitPV>;
     cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmemBytes);
@@ -380,8 +390,7 @@ cudaError_t v5_launch(const V5Params &fp, int64_t batch, int64_t heads, int64_t 
 
 extern "C" cudaError_t split_kv_f16x2(const jattn_cuda_args *a, void *workspace, cudaStream_t stream);
 
-extern "C" int jattn_cuda_launch_v5(const jattn_cuda_args *a, void *workspace, void *stream_ptr)
-{
+extern "C" int jattn_cuda_launch_v5(const jattn_cuda_args *a, void *workspace, void *stream_ptr) {
     cudaStream_t stream = (cudaStream_t)stream_ptr;
     if (attention_f32_sm90_wgmma_supported(a) != ATTENTION_SM90_SUPPORTED || workspace == nullptr ||
         reinterpret_cast<uintptr_t>(workspace) % 16 != 0 || a->kv_count != nullptr)

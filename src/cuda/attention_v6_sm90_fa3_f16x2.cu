@@ -95,7 +95,7 @@ namespace {
 constexpr int kV6Consumers = 2;
 constexpr int kV6WgThreads = 128;
 constexpr int kV6Threads = kV6WgThreads * (1 + kV6Consumers);
-constexpr int kV6Q = 64;   /* queries per consumer */
+constexpr int kV6Q = 64; /* queries per consumer */
 constexpr int kV6CtaQ = kV6Consumers * kV6Q;
 constexpr int kV6K = kF16Tile; /* keys per tile */
 static_assert(kV6CtaQ == ATTENTION_SM90_V6_CTA_QUERIES, "attention_sm90.h states v6's queries per CTA");
@@ -116,30 +116,30 @@ struct V6Params {
 
 /* The four words after the K images of a K record (attention_v6_split_kv_f16x2.cu). */
 struct V6TileInfo {
-    float k_unscale;    /* 2^-ek */
-    uint32_t v_tiny;    /* 1: the tile's V was split after * 2^64 */
-    uint32_t k_bad;     /* 1: the K tile holds a non-finite value */
+    float k_unscale; /* 2^-ek */
+    uint32_t v_tiny; /* 1: the tile's V was split after * 2^64 */
+    uint32_t k_bad;  /* 1: the K tile holds a non-finite value */
     uint32_t unused;
 };
 
 template <int D>
 struct V6Config {
-    static constexpr int kImage = kV6K * D * 2;            /* one part (hi or lo) of a K or V tile */
-    static constexpr int kRecord = 2 * kImage + 4 * D;      /* as the pre-pass writes it */
-    static constexpr int kKCopy = 2 * kImage + 16;          /* K: the images and 2^-ek */
-    static constexpr int kVCopy = kRecord;                  /* V: the images and 2^-ev [D] */
+    static constexpr int kImage = kV6K * D * 2;        /* one part (hi or lo) of a K or V tile */
+    static constexpr int kRecord = 2 * kImage + 4 * D; /* as the pre-pass writes it */
+    static constexpr int kKCopy = 2 * kImage + 16;     /* K: the images and 2^-ek */
+    static constexpr int kVCopy = kRecord;             /* V: the images and 2^-ev [D] */
     static constexpr int kSlot = (kRecord + kSwizzleAtomBytes - 1) / kSwizzleAtomBytes * kSwizzleAtomBytes;
     static constexpr int kQImage = kV6Q * D * 2;
-    static constexpr int kQRegion = 2 * kQImage;            /* hi, lo */
-    static constexpr int kStages = D == 128 ? 4 : 8;        /* ring slots: 4 x 33 KB or 8 x 17 KB */
+    static constexpr int kQRegion = 2 * kQImage;     /* hi, lo */
+    static constexpr int kStages = D == 128 ? 4 : 8; /* ring slots: 4 x 33 KB or 8 x 17 KB */
     static constexpr int kRingOff = kV6Consumers * kQRegion;
     static constexpr int kScaleOff = kRingOff + kStages * kSlot; /* [consumer][2][64] floats */
     static constexpr int kBarOff = kScaleOff + kV6Consumers * 2 * kV6Q * 4;
     static constexpr int kSmemBytes = kBarOff + 2 * kStages * 8 + kSwizzleAtomBytes;
-    static constexpr int kSlices = D / 16;                  /* k16 slices of head_dim */
-    static constexpr int kPSlices = kV6K / 16;              /* k16 slices of the key tile */
-    static constexpr int kOAcc = D / 2;                     /* O and O_tile registers (m64nD) */
-    static constexpr int kOCols = D / 8;                    /* n8 column blocks of O */
+    static constexpr int kSlices = D / 16;     /* k16 slices of head_dim */
+    static constexpr int kPSlices = kV6K / 16; /* k16 slices of the key tile */
+    static constexpr int kOAcc = D / 2;        /* O and O_tile registers (m64nD) */
+    static constexpr int kOCols = D / 8;       /* n8 column blocks of O */
     static_assert(kSmemBytes <= 227 * 1024, "shared memory");
     static_assert(kRecord % 16 == 0 && kKCopy % 16 == 0, "bulk copies move multiples of 16 bytes");
 };
@@ -149,9 +149,7 @@ struct V6Config {
  * order), and the row's 2^-eq and 2^-eq log2 e. */
 template <int D>
 __device__ __forceinline__ void v6_stage_q(const float *qh, int64_t q_t, int seq_q, int q0, float scale, int tid,
-                                           unsigned char *q_hi, unsigned char *q_lo, float *q_unscale,
-                                           float *q_log2e)
-{
+                                           unsigned char *q_hi, unsigned char *q_lo, float *q_unscale, float *q_log2e) {
     constexpr int kPer = D / 8; /* float4 per thread */
     const int row = tid / 2, part = tid % 2;
     const bool valid = q0 + row < seq_q;
@@ -161,7 +159,10 @@ __device__ __forceinline__ void v6_stage_q(const float *qh, int64_t q_t, int seq
 #pragma unroll
     for (int j = 0; j < kPer; ++j) {
         const float4 v = valid ? __ldg(src + j) : make_float4(0.f, 0.f, 0.f, 0.f);
-        x[j][0] = v.x * scale; x[j][1] = v.y * scale; x[j][2] = v.z * scale; x[j][3] = v.w * scale;
+        x[j][0] = v.x * scale;
+        x[j][1] = v.y * scale;
+        x[j][2] = v.z * scale;
+        x[j][3] = v.w * scale;
 #pragma unroll
         for (int e = 0; e < 4; ++e) amax = fmaxf(amax, finite_abs(x[j][e]));
     }
@@ -187,12 +188,10 @@ __device__ __forceinline__ void v6_stage_q(const float *qh, int64_t q_t, int seq
 }
 
 /* O_tile (+)= P V for one k16 slice of keys: m64n128k16 (D = 128) or m64n64k16 (D = 64). */
-__device__ __forceinline__ void v6_pv(float (&d)[64], const uint32_t (&a)[4], uint64_t desc_b, int accumulate)
-{
+__device__ __forceinline__ void v6_pv(float (&d)[64], const uint32_t (&a)[4], uint64_t desc_b, int accumulate) {
     wgmma_m64n128k16_f16_rs_tb(d, a, desc_b, accumulate);
 }
-__device__ __forceinline__ void v6_pv(float (&d)[32], const uint32_t (&a)[4], uint64_t desc_b, int accumulate)
-{
+__device__ __forceinline__ void v6_pv(float (&d)[32], const uint32_t (&a)[4], uint64_t desc_b, int accumulate) {
     wgmma_m64n64k16_f16_rs_tb(d, a, desc_b, accumulate);
 }
 
@@ -204,21 +203,18 @@ __device__ __forceinline__ void v6_pv(float (&d)[32], const uint32_t (&a)[4], ui
  * loads of the tile's V scales, with no wait on their scoreboard), and a refill could overwrite
  * the slot under a pending load. The suspected cause of that instance's wrong last head_dim
  * columns on the H200 (JOURNAL.md, "v6 in the library"); not yet run on the GPU. */
-__device__ __forceinline__ void slot_release(uint32_t empty_bar, uint32_t loaded, uint32_t zero)
-{
+__device__ __forceinline__ void slot_release(uint32_t empty_bar, uint32_t loaded, uint32_t zero) {
     mbar_arrive(empty_bar + (loaded & zero));
 }
 
 /* Descriptor of an MN-major 128B-swizzled operand (the V images): start, LBO, SBO. */
-__device__ __forceinline__ uint64_t v6_desc_mn(uint32_t saddr, uint32_t lbo, uint32_t sbo)
-{
+__device__ __forceinline__ uint64_t v6_desc_mn(uint32_t saddr, uint32_t lbo, uint32_t sbo) {
     return (uint64_t)((saddr & 0x3FFFFu) >> 4) | ((uint64_t)lbo << 16) | ((uint64_t)sbo << 32) | (1ull << 62);
 }
 
 /* kSplitPV: f32 mode (P V in three products); false: tf32 mode (P_hi V_hi only). */
 template <int D, bool kSplitPV>
-__global__ void __launch_bounds__(kV6Threads, 1) attention_f32_sm90_fa3_f16x2_128x64_kernel(const V6Params p)
-{
+__global__ void __launch_bounds__(kV6Threads, 1) attention_f32_sm90_fa3_f16x2_128x64_kernel(const V6Params p) {
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
     __trap();
 #else
@@ -318,7 +314,8 @@ __global__ void __launch_bounds__(kV6Threads, 1) attention_f32_sm90_fa3_f16x2_12
                 wgmma_fence();
 #pragma unroll
                 for (int s = 0; s < C::kSlices; ++s) {
-                    wgmma_m64n64k16_f16_ss(sx, f16_slice_desc(qh_d, s, kV6Q), f16_slice_desc(kl_d, s, kV6K), s > 0 ? 1 : 0);
+                    wgmma_m64n64k16_f16_ss(sx, f16_slice_desc(qh_d, s, kV6Q), f16_slice_desc(kl_d, s, kV6K),
+                                           s > 0 ? 1 : 0);
                     wgmma_m64n64k16_f16_ss(sx, f16_slice_desc(ql_d, s, kV6Q), f16_slice_desc(kh_d, s, kV6K), 1);
                 }
 #pragma unroll
@@ -342,7 +339,8 @@ __global__ void __launch_bounds__(kV6Threads, 1) attention_f32_sm90_fa3_f16x2_12
                 wgmma_fence();
 #pragma unroll
                 for (int s = 0; s < C::kSlices / 2; ++s)
-                    wgmma_m64n64k16_f16_ss(sx, f16_slice_desc(qh_d, s, kV6Q), f16_slice_desc(kh_d, s, kV6K), s > 0 ? 1 : 0);
+                    wgmma_m64n64k16_f16_ss(sx, f16_slice_desc(qh_d, s, kV6Q), f16_slice_desc(kh_d, s, kV6K),
+                                           s > 0 ? 1 : 0);
 #pragma unroll
                 for (int s = C::kSlices / 2; s < C::kSlices; ++s)
                     wgmma_m64n64k16_f16_ss(sy, f16_slice_desc(qh_d, s, kV6Q), f16_slice_desc(kh_d, s, kV6K),
@@ -356,7 +354,8 @@ __global__ void __launch_bounds__(kV6Threads, 1) attention_f32_sm90_fa3_f16x2_12
                 wgmma_fence();
 #pragma unroll
                 for (int s = 0; s < C::kSlices; ++s) {
-                    wgmma_m64n64k16_f16_ss(sy, f16_slice_desc(qh_d, s, kV6Q), f16_slice_desc(kl_d, s, kV6K), s > 0 ? 1 : 0);
+                    wgmma_m64n64k16_f16_ss(sy, f16_slice_desc(qh_d, s, kV6Q), f16_slice_desc(kl_d, s, kV6K),
+                                           s > 0 ? 1 : 0);
                     wgmma_m64n64k16_f16_ss(sy, f16_slice_desc(ql_d, s, kV6Q), f16_slice_desc(kh_d, s, kV6K), 1);
                 }
                 wgmma_commit();
@@ -449,7 +448,7 @@ __global__ void __launch_bounds__(kV6Threads, 1) attention_f32_sm90_fa3_f16x2_12
         }
         if (pingpong) named_bar_arrive(kV6BarTurn + (cw ^ 1), kV6Consumers * kV6WgThreads);
 
-        /* ---- 4. O = alpha O + O_tile 2^-ev ---- */
+            /* ---- 4. O = alpha O + O_tile 2^-ev ---- */
 #pragma unroll
         for (int i = 0; i < C::kOCols; ++i)
 #pragma unroll
@@ -482,7 +481,7 @@ __global__ void __launch_bounds__(kV6Threads, 1) attention_f32_sm90_fa3_f16x2_12
     }
     if (pingpong && cw == 0) named_bar_sync(kV6BarTurn + 0, kV6Consumers * kV6WgThreads);
 
-    /* ---- the output: O / l, token-major [B, Sq, H * D]; lse ---- */
+        /* ---- the output: O / l, token-major [B, Sq, H * D]; lse ---- */
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
         float l = l_run[r];
@@ -493,7 +492,8 @@ __global__ void __launch_bounds__(kV6Threads, 1) attention_f32_sm90_fa3_f16x2_12
         float *dst = p.out + b * p.o_b + h * p.o_h + (int64_t)row * p.o_t;
         if (n_tiles == 0) { /* no key to attend (key padding): 0, and lse -inf */
 #pragma unroll
-            for (int i = 0; i < C::kOCols; ++i) *reinterpret_cast<float2 *>(dst + 8 * i + 2 * c) = make_float2(0.f, 0.f);
+            for (int i = 0; i < C::kOCols; ++i)
+                *reinterpret_cast<float2 *>(dst + 8 * i + 2 * c) = make_float2(0.f, 0.f);
             if (p.lse != nullptr && c == 0) p.lse[bh * p.seq_q + row] = -INFINITY;
             continue;
         }
@@ -508,8 +508,7 @@ __global__ void __launch_bounds__(kV6Threads, 1) attention_f32_sm90_fa3_f16x2_12
 }
 
 template <int D, bool kSplitPV>
-cudaError_t v6_launch(const V6Params &p, dim3 grid, cudaStream_t stream)
-{
+cudaError_t v6_launch(const V6Params &p, dim3 grid, cudaStream_t stream) {
     auto kernel = attention_f32_sm90_fa3_f16x2_128x64_kernel<D, kSplitPV>;
     const int smem = V6Config<D>::kSmemBytes;
     cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
@@ -530,8 +529,7 @@ extern "C" cudaError_t split_kv_f16x2_v6(const jattn_cuda_args *a, void *workspa
  *         attention_f32_sm90_wgmma_supported() rejects, seq_q or seq_kv above 2^31 - 129, or a
  *         NULL or misaligned workspace; cudaErrorNoKernelImageForDevice on a device other than
  *         compute capability 9.0; otherwise the CUDA error of a launch (as int). */
-extern "C" int jattn_cuda_launch_v6(const jattn_cuda_args *a, void *workspace, void *stream_ptr)
-{
+extern "C" int jattn_cuda_launch_v6(const jattn_cuda_args *a, void *workspace, void *stream_ptr) {
     cudaStream_t stream = (cudaStream_t)stream_ptr;
     if (attention_f32_sm90_wgmma_supported(a) != ATTENTION_SM90_SUPPORTED || workspace == nullptr ||
         reinterpret_cast<uintptr_t>(workspace) % 16 != 0 || a->seq_q > INT32_MAX - kV6CtaQ ||
@@ -546,8 +544,12 @@ extern "C" int jattn_cuda_launch_v6(const jattn_cuda_args *a, void *workspace, v
     p.q = a->q;
     p.out = a->out;
     p.lse = a->lse;
-    p.q_b = a->q_strides.batch; p.q_h = a->q_strides.head; p.q_t = a->q_strides.token;
-    p.o_b = a->out_strides.batch; p.o_h = a->out_strides.head; p.o_t = a->out_strides.token;
+    p.q_b = a->q_strides.batch;
+    p.q_h = a->q_strides.head;
+    p.q_t = a->q_strides.token;
+    p.o_b = a->out_strides.batch;
+    p.o_h = a->out_strides.head;
+    p.o_t = a->out_strides.token;
     p.records = static_cast<const unsigned char *>(workspace);
     p.kv_count = a->kv_count;
     p.heads = (int)a->heads;

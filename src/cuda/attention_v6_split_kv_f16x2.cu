@@ -45,8 +45,7 @@ struct V6SplitParams {
 };
 
 template <int D>
-__global__ void __launch_bounds__(kV6SplitThreads) split_kv_f16x2_v6_kernel(const V6SplitParams p)
-{
+__global__ void __launch_bounds__(kV6SplitThreads) split_kv_f16x2_v6_kernel(const V6SplitParams p) {
     constexpr int kChunksPerRow = D / 8;
     constexpr int kRowsPerPass = kV6SplitThreads / kChunksPerRow;
     constexpr int kPasses = kF16Tile / kRowsPerPass;
@@ -83,8 +82,14 @@ __global__ void __launch_bounds__(kV6SplitThreads) split_kv_f16x2_v6_kernel(cons
                 a = __ldg(ptr);
                 c = __ldg(ptr + 1);
             }
-            x[j][0] = a.x; x[j][1] = a.y; x[j][2] = a.z; x[j][3] = a.w;
-            x[j][4] = c.x; x[j][5] = c.y; x[j][6] = c.z; x[j][7] = c.w;
+            x[j][0] = a.x;
+            x[j][1] = a.y;
+            x[j][2] = a.z;
+            x[j][3] = a.w;
+            x[j][4] = c.x;
+            x[j][5] = c.y;
+            x[j][6] = c.z;
+            x[j][7] = c.w;
         }
         float up[8];
         float pre = 1.f; /* V: 2^64 for a tiny tile */
@@ -123,7 +128,7 @@ __global__ void __launch_bounds__(kV6SplitThreads) split_kv_f16x2_v6_kernel(cons
                 cmax[e] = 0.f;
 #pragma unroll
                 for (int j = 0; j < kPasses; ++j) cmax[e] = fmaxf(cmax[e], finite_abs(x[j][e]));
-                /* lanes with the same chunk column: lane ^ kChunksPerRow, ... (within the warp) */
+                    /* lanes with the same chunk column: lane ^ kChunksPerRow, ... (within the warp) */
 #pragma unroll
                 for (int m = kChunksPerRow; m < 32; m *= 2)
                     cmax[e] = fmaxf(cmax[e], __shfl_xor_sync(0xffffffffu, cmax[e], m));
@@ -173,21 +178,23 @@ __global__ void __launch_bounds__(kV6SplitThreads) split_kv_f16x2_v6_kernel(cons
 
 /* Bytes of the workspace of kernel v6 for one call: two records per head and 64-key tile. */
 extern "C" size_t attention_f32_sm90_fa3_f16x2_workspace_bytes(int64_t batch, int64_t heads, int64_t seq_kv,
-                                                               int64_t head_dim)
-{
+                                                               int64_t head_dim) {
     const int64_t tiles = (seq_kv + kF16Tile - 1) / kF16Tile;
     return (size_t)(batch * heads * tiles * 2 * (2 * kF16Tile * head_dim * 2 + 4 * head_dim));
 }
 
 /* Enqueues the pre-pass of a supported call (attention_v6_sm90_fa3_f16x2.cu checks it; D in
  * {64, 128}; k, v and their strides float4 aligned; workspace 16-byte aligned). */
-extern "C" cudaError_t split_kv_f16x2_v6(const jattn_cuda_args *a, void *workspace, cudaStream_t stream)
-{
+extern "C" cudaError_t split_kv_f16x2_v6(const jattn_cuda_args *a, void *workspace, cudaStream_t stream) {
     V6SplitParams p;
     p.k = a->k;
     p.v = a->v;
-    p.k_b = a->k_strides.batch; p.k_h = a->k_strides.head; p.k_t = a->k_strides.token;
-    p.v_b = a->v_strides.batch; p.v_h = a->v_strides.head; p.v_t = a->v_strides.token;
+    p.k_b = a->k_strides.batch;
+    p.k_h = a->k_strides.head;
+    p.k_t = a->k_strides.token;
+    p.v_b = a->v_strides.batch;
+    p.v_h = a->v_strides.head;
+    p.v_t = a->v_strides.token;
     p.heads = (int)a->heads;
     p.seq_kv = (int)a->seq_kv;
     p.tiles = (int)((a->seq_kv + kF16Tile - 1) / kF16Tile);

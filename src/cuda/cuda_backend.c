@@ -26,7 +26,7 @@ static struct {
 static atomic_int device_cc[MAX_DEVICES];
 static pthread_once_t device_once = PTHREAD_ONCE_INIT;
 static atomic_int kernel_choice = JATTN_CUDA_KERNEL_AUTO;
-static atomic_int v4_ctas; /* 0, or the v4 instance forced (jattn_cuda_set_v4_ctas_per_sm) */
+static atomic_int v4_ctas;    /* 0, or the v4 instance forced (jattn_cuda_set_v4_ctas_per_sm) */
 static atomic_int v5_variant; /* 0, or a v5 variant for A/B runs (JATTN_CUDA_V5_VARIANT) */
 static atomic_long alloc_count;
 static _Thread_local const char *last_kernel = "";
@@ -138,12 +138,14 @@ static jattn_status cuda_select(const jattn_problem *p, const jattn_exec *e, jat
         return jattn_fail(JATTN_ERROR_UNSUPPORTED, "head_dim: %lld exceeds the cuda backend's limit of %d",
                           (long long)p->head_dim, JATTN_CUDA_V1_MAX_HEAD_DIM);
     if (p->seq_q > INT32_MAX || p->seq_kv > INT32_MAX || p->batch * p->heads > INT32_MAX)
-        return jattn_fail(JATTN_ERROR_UNSUPPORTED, "seq_q/seq_kv/batch*heads: the cuda backend indexes them with 32 bits");
+        return jattn_fail(JATTN_ERROR_UNSUPPORTED,
+                          "seq_q/seq_kv/batch*heads: the cuda backend indexes them with 32 bits");
     const char *why = "";
     const cuda_version *ver = version_for(p, cc, &why);
     if (!ver)
-        return jattn_fail(JATTN_ERROR_UNSUPPORTED, "%s (kernel v%d is forced: JATTN_CUDA_KERNEL or jattn_cuda_set_kernel)",
-                          why, (int)atomic_load(&kernel_choice));
+        return jattn_fail(JATTN_ERROR_UNSUPPORTED,
+                          "%s (kernel v%d is forced: JATTN_CUDA_KERNEL or jattn_cuda_set_kernel)", why,
+                          (int)atomic_load(&kernel_choice));
     plan->kernel = ver;
     plan->threads = 1;
     plan->selection.kernel = ver->name[e->precision];
@@ -178,12 +180,26 @@ static jattn_status cuda_fail(cudaError_t err, const char *what) {
 static jattn_cuda_args launch_args(const jattn_call *c, const float *q, const float *k, const float *v, float *out,
                                    float *lse, const int *kv_count, const int *kv_index) {
     const jattn_problem *p = c->problem;
-    jattn_cuda_args a = {q, k, v, out, lse,
-                         p->batch, p->heads, p->seq_q, p->seq_kv, p->head_dim,
-                         {p->q.batch, p->q.head, p->q.token}, {p->k.batch, p->k.head, p->k.token},
-                         {p->v.batch, p->v.head, p->v.token}, {p->out.batch, p->out.head, p->out.token},
-                         c->scale, c->precision,
-                         atomic_load(&v4_ctas), atomic_load(&v5_variant), kv_count, kv_index};
+    jattn_cuda_args a = {q,
+                         k,
+                         v,
+                         out,
+                         lse,
+                         p->batch,
+                         p->heads,
+                         p->seq_q,
+                         p->seq_kv,
+                         p->head_dim,
+                         {p->q.batch, p->q.head, p->q.token},
+                         {p->k.batch, p->k.head, p->k.token},
+                         {p->v.batch, p->v.head, p->v.token},
+                         {p->out.batch, p->out.head, p->out.token},
+                         c->scale,
+                         c->precision,
+                         atomic_load(&v4_ctas),
+                         atomic_load(&v5_variant),
+                         kv_count,
+                         kv_index};
     return a;
 }
 
@@ -200,8 +216,8 @@ typedef struct device_padding {
  * allocated and freed in stream order: no synchronisation, and a graph capture records it).
  * The plan's version runs unless it refuses the call or the pool cannot give its workspace;
  * then its call_next does (jattn_cuda_versions[]). */
-static jattn_status launch(const jattn_call *c, const jattn_plan *plan, const float *q, const float *k,
-                           const float *v, float *out, float *lse, void *workspace, device_padding *pad) {
+static jattn_status launch(const jattn_call *c, const jattn_plan *plan, const float *q, const float *k, const float *v,
+                           float *out, float *lse, void *workspace, device_padding *pad) {
     const jattn_problem *p = c->problem;
     cudaStream_t stream = (cudaStream_t)c->cuda_stream;
     void *owned = NULL; /* the padding region, from the pool */
@@ -213,9 +229,9 @@ static jattn_status launch(const jattn_call *c, const jattn_plan *plan, const fl
             atomic_fetch_add(&alloc_count, 1);
             region = owned;
         }
-        cudaError_t err = (cudaError_t)jattn_cuda_launch_padding(pad->kv_len, pad->mask, c->mask_stride, (int)p->batch,
-                                                                 (int)p->seq_kv, region, &pad->count, &pad->index,
-                                                                 c->cuda_stream);
+        cudaError_t err =
+            (cudaError_t)jattn_cuda_launch_padding(pad->kv_len, pad->mask, c->mask_stride, (int)p->batch,
+                                                   (int)p->seq_kv, region, &pad->count, &pad->index, c->cuda_stream);
         if (err != cudaSuccess) {
             if (owned) (void)cudaFreeAsync(owned, stream);
             return cuda_fail(err, "key padding pre-pass");
@@ -390,7 +406,8 @@ static void cuda_release_ctx(jattn_ctx *ctx) {
 static jattn_status cuda_select_backward(const jattn_problem *p, const jattn_exec *e, jattn_plan *plan) {
     const jattn_status st = cuda_select(p, e, plan);
     if (st != JATTN_OK) return st;
-    return jattn_fail(JATTN_ERROR_UNSUPPORTED, "backend: the cuda backend has no backward kernels yet (use cpu or ref)");
+    return jattn_fail(JATTN_ERROR_UNSUPPORTED,
+                      "backend: the cuda backend has no backward kernels yet (use cpu or ref)");
 }
 
 static size_t cuda_workspace_size_backward(const jattn_problem *p, const jattn_exec *e, const jattn_plan *plan) {
@@ -400,10 +417,11 @@ static size_t cuda_workspace_size_backward(const jattn_problem *p, const jattn_e
 
 static jattn_status cuda_backward(const jattn_bwd_call *c, const jattn_plan *plan) {
     (void)c, (void)plan;
-    return jattn_fail(JATTN_ERROR_UNSUPPORTED, "backend: the cuda backend has no backward kernels yet (use cpu or ref)");
+    return jattn_fail(JATTN_ERROR_UNSUPPORTED,
+                      "backend: the cuda backend has no backward kernels yet (use cpu or ref)");
 }
 
 const jattn_backend_ops jattn_backend_cuda = {
-    JATTN_BACKEND_CUDA,   cuda_select,                  cuda_workspace_size, cuda_forward, cuda_release_ctx,
-    JATTN_MEMORY_DEVICE,  cuda_select_backward,         cuda_workspace_size_backward, cuda_backward,
+    JATTN_BACKEND_CUDA,  cuda_select,          cuda_workspace_size,          cuda_forward,  cuda_release_ctx,
+    JATTN_MEMORY_DEVICE, cuda_select_backward, cuda_workspace_size_backward, cuda_backward,
 };

@@ -23,16 +23,16 @@ typedef struct jattn_cuda_strides {
 } jattn_cuda_strides;
 
 typedef struct jattn_cuda_args {
-    const float *q, *k, *v;  /* device pointers */
-    float *out;              /* device pointer, written [B, H, Sq, D] through `out_strides` */
-    float *lse;              /* device pointer [B, H, Sq] contiguous, or NULL */
+    const float *q, *k, *v; /* device pointers */
+    float *out;             /* device pointer, written [B, H, Sq, D] through `out_strides` */
+    float *lse;             /* device pointer [B, H, Sq] contiguous, or NULL */
     int64_t batch, heads, seq_q, seq_kv, head_dim;
     jattn_cuda_strides q_strides, k_strides, v_strides, out_strides;
-    float scale;             /* > 0, finite */
+    float scale;               /* > 0, finite */
     jattn_precision precision; /* F32: float32-exact; TF32: the opt-in, each version's own way */
-    int v4_ctas_per_sm;      /* kernel v4 only: 0 = chosen per call; 2 or 3 = that instance (tests) */
-    int v5_variant;          /* kernel v5: 0 = the kernel; 2 = with the consumers' ping-pong (A/B runs);
-                              * kernel v6: bit 0 = the consumers' ping-pong */
+    int v4_ctas_per_sm;        /* kernel v4 only: 0 = chosen per call; 2 or 3 = that instance (tests) */
+    int v5_variant;            /* kernel v5: 0 = the kernel; 2 = with the consumers' ping-pong (A/B runs);
+                                * kernel v6: bit 0 = the consumers' ping-pong */
     /* Key padding, resolved on the device by the pre-pass of key_padding.cu; both NULL when
      * every key is attended. A kernel runs batch b over its kv_count[b] attended keys as if
      * they were the whole sequence: key j of it is row kv_index[b * seq_kv + j] of k and v

@@ -30,6 +30,6 @@ static jattn_status cuda_unavailable_backward(const jattn_bwd_call *c, const jat
 }
 
 const jattn_backend_ops jattn_backend_cuda = {
-    JATTN_BACKEND_CUDA,       cuda_unavailable_select, cuda_unavailable_workspace, cuda_unavailable_forward, NULL,
-    JATTN_MEMORY_DEVICE,      cuda_unavailable_select, cuda_unavailable_workspace, cuda_unavailable_backward,
+    JATTN_BACKEND_CUDA,  cuda_unavailable_select, cuda_unavailable_workspace, cuda_unavailable_forward,  NULL,
+    JATTN_MEMORY_DEVICE, cuda_unavailable_select, cuda_unavailable_workspace, cuda_unavailable_backward,
 };

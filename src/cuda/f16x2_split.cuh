@@ -37,11 +37,11 @@
 
 namespace {
 
-constexpr int kF16Tile = 64;          /* keys per tile of the pre-pass and of kernel v4 */
-constexpr int kQTarget = 6;           /* q * scale rows scaled to [2^6, 2^7): scores stay below 2^127 */
-constexpr int kKTarget = 14;          /* k rows to [2^14, 2^15) */
-constexpr int kVTarget = 14;          /* v columns of a tile to [2^14, 2^15) */
-constexpr float kPScale = 32768.f;    /* P in [0, 1] enters the product as P * 2^15 */
+constexpr int kF16Tile = 64;       /* keys per tile of the pre-pass and of kernel v4 */
+constexpr int kQTarget = 6;        /* q * scale rows scaled to [2^6, 2^7): scores stay below 2^127 */
+constexpr int kKTarget = 14;       /* k rows to [2^14, 2^15) */
+constexpr int kVTarget = 14;       /* v columns of a tile to [2^14, 2^15) */
+constexpr float kPScale = 32768.f; /* P in [0, 1] enters the product as P * 2^15 */
 constexpr float kTinyLimit = 0x1p-63f;
 constexpr float kTinyUp = 0x1p64f;
 constexpr float kTinyDown = 0x1p-64f;
@@ -56,8 +56,7 @@ struct F16x2Layout {
 
 inline int64_t f16x2_align(int64_t n) { return (n + 255) / 256 * 256; }
 
-inline F16x2Layout f16x2_layout(int64_t batch, int64_t heads, int64_t seq_kv, int64_t head_dim)
-{
+inline F16x2Layout f16x2_layout(int64_t batch, int64_t heads, int64_t seq_kv, int64_t head_dim) {
     F16x2Layout l;
     l.heads_total = batch * heads;
     l.tiles = (seq_kv + kF16Tile - 1) / kF16Tile;
@@ -79,16 +78,14 @@ __device__ __forceinline__ float exp2_int(int e) { return __int_as_float((127 + 
 
 /* The exponent e that puts amax * 2^e in [2^target, 2^(target+1)), clamped to [-126, 126];
  * 0 for amax == 0. */
-__device__ __forceinline__ int f16x2_exponent(float amax, int target)
-{
+__device__ __forceinline__ int f16x2_exponent(float amax, int target) {
     if (!(amax > 0.f)) return 0;
     const int e = target - ilogbf(amax);
     return e < -126 ? -126 : (e > 126 ? 126 : e);
 }
 
 /* hi and lo of two scaled values, packed as f16x2 (the first value in the low half). */
-__device__ __forceinline__ void f16x2_split2(float x0, float x1, uint32_t &hi, uint32_t &lo)
-{
+__device__ __forceinline__ void f16x2_split2(float x0, float x1, uint32_t &hi, uint32_t &lo) {
     const __half2 h = __floats2half2_rn(x0, x1);
     const float2 back = __half22float2(h);
     const __half2 l = __floats2half2_rn(x0 - back.x, x1 - back.y);

@@ -26,8 +26,8 @@ namespace {
  * hold d = 16 s + 4 c + j), and the row's 2^-eq and 2^-eq log2 e. */
 template <int D, int kQ>
 __device__ __forceinline__ void f16x2_stage_q(const float *qp, int64_t q_t, int seq_q, int q0, float scale, int tid,
-                                              unsigned char *q_hi, unsigned char *q_lo, float *q_unscale, float *q_log2e)
-{
+                                              unsigned char *q_hi, unsigned char *q_lo, float *q_unscale,
+                                              float *q_log2e) {
     constexpr int kPer = D / 8; /* float4 per thread */
     const int row = tid / 2, part = tid % 2;
     const bool valid = q0 + row < seq_q;
@@ -70,10 +70,9 @@ __device__ __forceinline__ void f16x2_stage_q(const float *qp, int64_t q_t, int 
  * the second half of head_dim; the corrections in st_c), times 2^-ek of the thread's two keys
  * (kf), keys key0 + row >= n_kv at -inf; then each warp's column maxima into cmax [warps][64]. */
 template <int kAcc, int kWarps, int kQ, bool kHalves, int kSt2>
-__device__ __forceinline__ void f16x2_scores_column_max(float (&st)[kAcc], const float (&st2)[kSt2], const float (&st_c)[kAcc],
-                                                        const float (&kf)[2], int key0, int n_kv, float *cmax, int warp,
-                                                        int g, int c)
-{
+__device__ __forceinline__ void f16x2_scores_column_max(float (&st)[kAcc], const float (&st2)[kSt2],
+                                                        const float (&st_c)[kAcc], const float (&kf)[2], int key0,
+                                                        int n_kv, float *cmax, int warp, int g, int c) {
 #pragma unroll
     for (int i = 0; i < kAcc; ++i) { /* an infinite hi*hi (an Inf in k) keeps its sign: its corrections are NaN */
         float big = st[i];
@@ -105,9 +104,8 @@ __device__ __forceinline__ void f16x2_scores_column_max(float (&st)[kAcc], const
 /* The old maximum, the new one (over the four warps' column maxima) and the scale factor of
  * the thread's column pair i (queries 8i+2c, +1). */
 template <int kWarps, int kQ>
-__device__ __forceinline__ void read_column_pair(int i, int c, const float *cmax, const float *m_old, const float *q_log2e,
-                                                 float (&mo)[2], float (&mn)[2], float (&cq)[2])
-{
+__device__ __forceinline__ void read_column_pair(int i, int c, const float *cmax, const float *m_old,
+                                                 const float *q_log2e, float (&mo)[2], float (&mn)[2], float (&cq)[2]) {
     const float2 mo2 = *reinterpret_cast<const float2 *>(m_old + 8 * i + 2 * c);
     const float2 cq2 = *reinterpret_cast<const float2 *>(q_log2e + 8 * i + 2 * c);
     float2 mn2 = mo2;
@@ -117,9 +115,12 @@ __device__ __forceinline__ void read_column_pair(int i, int c, const float *cmax
         mn2.x = fmaxf(mn2.x, x.x);
         mn2.y = fmaxf(mn2.y, x.y);
     }
-    mo[0] = mo2.x; mo[1] = mo2.y;
-    mn[0] = mn2.x; mn[1] = mn2.y;
-    cq[0] = cq2.x; cq[1] = cq2.y;
+    mo[0] = mo2.x;
+    mo[1] = mo2.y;
+    mn[0] = mn2.x;
+    mn[1] = mn2.y;
+    cq[0] = cq2.x;
+    cq[1] = cq2.y;
 }
 
 /* The softmax step between B1 and B2: reads st (scores in t units), cmax (the four warps' column
@@ -135,11 +136,10 @@ __device__ __forceinline__ void read_column_pair(int i, int c, const float *cmax
  * 3-CTA instance of v4 at D = 128 has not (its spills grow and it runs 2% slower:
  * bench/results/h200-2026-12-01-v5). */
 template <int kAcc, int kWarps, int kQ, bool kSplitPV, bool kHoist>
-__device__ __forceinline__ void f16x2_column_softmax(float (&st)[kAcc], const float *cmax, const float *m_old, float *m_new,
-                                                     float *alpha_state, const float *q_log2e, float *col_sum,
-                                                     unsigned char *p_hi, unsigned char *p_lo, const uint32_t (&p_off)[2],
-                                                     int warp, int g, int c)
-{
+__device__ __forceinline__ void f16x2_column_softmax(float (&st)[kAcc], const float *cmax, const float *m_old,
+                                                     float *m_new, float *alpha_state, const float *q_log2e,
+                                                     float *col_sum, unsigned char *p_hi, unsigned char *p_lo,
+                                                     const uint32_t (&p_off)[2], int warp, int g, int c) {
     constexpr int kPairs = kAcc / 4; /* column pairs i of the thread */
     float mo[kPairs][2], mn[kPairs][2], cq[kPairs][2];
     if (kHoist) {
@@ -189,14 +189,20 @@ __device__ __forceinline__ void f16x2_column_softmax(float (&st)[kAcc], const fl
  * B = P^T hi and lo (f32: lo*hi, hi*lo, hi*hi; tf32: hi*hi). Leaves the last slice's group in
  * flight. */
 template <bool kSplitPV, int kVSlices, int kAcc, int kQ>
-__device__ __forceinline__ void f16x2_pv_issue(float (&ot)[kAcc], const uint4 (&vx)[kVSlices][2], uint32_t (&va_hi)[kVSlices][4],
-                                               uint32_t (&va_lo)[kVSlices][4], uint64_t p_hi_t, uint64_t p_lo_t)
-{
+__device__ __forceinline__ void f16x2_pv_issue(float (&ot)[kAcc], const uint4 (&vx)[kVSlices][2],
+                                               uint32_t (&va_hi)[kVSlices][4], uint32_t (&va_lo)[kVSlices][4],
+                                               uint64_t p_hi_t, uint64_t p_lo_t) {
 #pragma unroll
     for (int ks = 0; ks < kVSlices; ++ks) {
-        va_hi[ks][0] = vx[ks][0].x; va_hi[ks][1] = vx[ks][0].y; va_hi[ks][2] = vx[ks][0].z; va_hi[ks][3] = vx[ks][0].w;
+        va_hi[ks][0] = vx[ks][0].x;
+        va_hi[ks][1] = vx[ks][0].y;
+        va_hi[ks][2] = vx[ks][0].z;
+        va_hi[ks][3] = vx[ks][0].w;
         if (kSplitPV) {
-            va_lo[ks][0] = vx[ks][1].x; va_lo[ks][1] = vx[ks][1].y; va_lo[ks][2] = vx[ks][1].z; va_lo[ks][3] = vx[ks][1].w;
+            va_lo[ks][0] = vx[ks][1].x;
+            va_lo[ks][1] = vx[ks][1].y;
+            va_lo[ks][2] = vx[ks][1].z;
+            va_lo[ks][3] = vx[ks][1].w;
         }
         wgmma_fence();
         const uint64_t ph = f16_slice_desc(p_hi_t, ks, kQ);
@@ -222,8 +228,7 @@ __device__ __forceinline__ void f16x2_pv_issue(float (&ot)[kAcc], const uint4 (&
 template <bool kSplitPV, int kVSlices, int kAcc, int kOutVec>
 __device__ __forceinline__ void f16x2_pv_finish(float (&o)[kAcc], float (&ot)[kAcc], uint32_t (&va_hi)[kVSlices][4],
                                                 uint32_t (&va_lo)[kVSlices][4], const float (&alpha)[kAcc / 2],
-                                                const float (&vf)[kOutVec], int mb, bool tiny)
-{
+                                                const float (&vf)[kOutVec], int mb, bool tiny) {
     wgmma_wait_all();
     fence_regs(ot);
     fence_regs(va_hi[kVSlices - 1]);
@@ -241,10 +246,10 @@ __device__ __forceinline__ void f16x2_pv_finish(float (&o)[kAcc], float (&ot)[kA
  * lse_head[row] (when not NULL; warp 0's lanes 0-3). empty: no key to attend (key padding): 0 and
  * lse -inf. */
 template <int kMBlocks, int kAcc, int kOutVec>
-__device__ __forceinline__ void f16x2_write_out(const float (&o)[kMBlocks][kAcc], const float *l_state, const float *m_final,
-                                                const float *q_unscale, float *dst_head, int64_t o_t, float *lse_head,
-                                                int q0, int seq_q, int d_base, bool empty, int warp, int g, int c)
-{
+__device__ __forceinline__ void f16x2_write_out(const float (&o)[kMBlocks][kAcc], const float *l_state,
+                                                const float *m_final, const float *q_unscale, float *dst_head,
+                                                int64_t o_t, float *lse_head, int q0, int seq_q, int d_base, bool empty,
+                                                int warp, int g, int c) {
 #pragma unroll
     for (int i = 0; i < kAcc / 4; ++i) {
 #pragma unroll
@@ -261,9 +266,9 @@ __device__ __forceinline__ void f16x2_write_out(const float (&o)[kMBlocks][kAcc]
                 continue;
             }
             if (kMBlocks == 2) {
-                *reinterpret_cast<float4 *>(dst) = make_float4(o[0][4 * i + e] * inv, o[0][4 * i + 2 + e] * inv,
-                                                               o[kMBlocks - 1][4 * i + e] * inv,
-                                                               o[kMBlocks - 1][4 * i + 2 + e] * inv);
+                *reinterpret_cast<float4 *>(dst) =
+                    make_float4(o[0][4 * i + e] * inv, o[0][4 * i + 2 + e] * inv, o[kMBlocks - 1][4 * i + e] * inv,
+                                o[kMBlocks - 1][4 * i + 2 + e] * inv);
             } else {
                 *reinterpret_cast<float2 *>(dst) = make_float2(o[0][4 * i + e] * inv, o[0][4 * i + 2 + e] * inv);
             }

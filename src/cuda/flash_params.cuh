@@ -23,13 +23,31 @@ struct jattn_cuda_params {
 };
 
 inline jattn_cuda_params flash_params_from_args(const jattn_cuda_args *a) {
-    jattn_cuda_params p = {a->q, a->k, a->v, a->out, a->lse,
-                           a->q_strides.batch, a->q_strides.head, a->q_strides.token,
-                           a->k_strides.batch, a->k_strides.head, a->k_strides.token,
-                           a->v_strides.batch, a->v_strides.head, a->v_strides.token,
-                           a->out_strides.batch, a->out_strides.head, a->out_strides.token,
-                           (int)a->batch, (int)a->heads, (int)a->seq_q, (int)a->seq_kv, (int)a->head_dim,
-                           a->scale, a->kv_count, a->kv_index};
+    jattn_cuda_params p = {a->q,
+                           a->k,
+                           a->v,
+                           a->out,
+                           a->lse,
+                           a->q_strides.batch,
+                           a->q_strides.head,
+                           a->q_strides.token,
+                           a->k_strides.batch,
+                           a->k_strides.head,
+                           a->k_strides.token,
+                           a->v_strides.batch,
+                           a->v_strides.head,
+                           a->v_strides.token,
+                           a->out_strides.batch,
+                           a->out_strides.head,
+                           a->out_strides.token,
+                           (int)a->batch,
+                           (int)a->heads,
+                           (int)a->seq_q,
+                           (int)a->seq_kv,
+                           (int)a->head_dim,
+                           a->scale,
+                           a->kv_count,
+                           a->kv_index};
     return p;
 }
 

@@ -24,10 +24,9 @@ constexpr size_t kAlign = 256;
 
 size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
-__global__ void __launch_bounds__(kThreads) key_padding_index_kernel(const int64_t *kv_len, const uint8_t *mask,
-                                                                     int64_t mask_stride, int seq_kv, int *count,
-                                                                     int *index)
-{
+__global__ void __launch_bounds__(kThreads)
+    key_padding_index_kernel(const int64_t *kv_len, const uint8_t *mask, int64_t mask_stride, int seq_kv, int *count,
+                             int *index) {
     __shared__ int warp_count[kWarps];
     const int b = blockIdx.x, tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
     int64_t len = kv_len ? kv_len[b] : seq_kv;
@@ -60,19 +59,17 @@ __global__ void __launch_bounds__(kThreads) key_padding_index_kernel(const int64
 
 } /* namespace */
 
-extern "C" size_t jattn_cuda_padding_bytes(int64_t batch, int64_t seq_kv)
-{
+extern "C" size_t jattn_cuda_padding_bytes(int64_t batch, int64_t seq_kv) {
     return align_up((size_t)batch * sizeof(int)) + align_up((size_t)batch * (size_t)seq_kv * sizeof(int));
 }
 
 extern "C" int jattn_cuda_launch_padding(const int64_t *kv_len, const uint8_t *mask, int64_t mask_stride, int batch,
-                                         int seq_kv, void *out, const int **count, const int **index, void *stream)
-{
+                                         int seq_kv, void *out, const int **count, const int **index, void *stream) {
     int *c = static_cast<int *>(out);
     int *idx = reinterpret_cast<int *>(static_cast<unsigned char *>(out) + align_up((size_t)batch * sizeof(int)));
     *count = c;
     *index = mask ? idx : nullptr;
     key_padding_index_kernel<<<(unsigned)batch, kThreads, 0, (cudaStream_t)stream>>>(kv_len, mask, mask_stride, seq_kv,
-                                                                                      c, idx);
+                                                                                     c, idx);
     return (int)cudaGetLastError();
 }

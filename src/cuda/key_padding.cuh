@@ -12,20 +12,17 @@
 namespace {
 
 /* Keys batch b attends: kv_count[b], or every key when there is no padding. */
-__device__ __forceinline__ int attended_keys(const int *kv_count, int b, int seq_kv)
-{
+__device__ __forceinline__ int attended_keys(const int *kv_count, int b, int seq_kv) {
     return kv_count ? __ldg(kv_count + b) : seq_kv;
 }
 
 /* The row list of batch b (NULL: the identity). */
-__device__ __forceinline__ const int *attended_rows(const int *kv_index, int b, int seq_kv)
-{
+__device__ __forceinline__ const int *attended_rows(const int *kv_index, int b, int seq_kv) {
     return kv_index ? kv_index + (int64_t)b * seq_kv : nullptr;
 }
 
 /* The k/v row of attended key j. */
-__device__ __forceinline__ int64_t key_row(const int *rows, int j)
-{
+__device__ __forceinline__ int64_t key_row(const int *rows, int j) {
     return rows ? (int64_t)__ldg(rows + j) : (int64_t)j;
 }
 

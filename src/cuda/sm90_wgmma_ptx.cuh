@@ -23,14 +23,13 @@
 
 namespace {
 
-constexpr int kSwizzleBytes = 128;   /* 128-byte swizzle: one swizzle row */
+constexpr int kSwizzleBytes = 128;                   /* 128-byte swizzle: one swizzle row */
 constexpr int kSwizzleAtomBytes = 8 * kSwizzleBytes; /* 8 rows: the SBO and the alignment */
 constexpr int kTf32PerSwizzleRow = kSwizzleBytes / 4;
-constexpr int kMmaK = 8;             /* tf32 wgmma K */
+constexpr int kMmaK = 8; /* tf32 wgmma K */
 constexpr int kSliceBytes = kMmaK * 4;
 constexpr int kSlicesPerSwizzleRow = kSwizzleBytes / kSliceBytes;
 constexpr float kLog2e = 1.4426950408889634f;
-
 
 /* Parameters by value (the kernel argument). */
 struct Params {
@@ -39,20 +38,33 @@ struct Params {
     int64_t q_b, q_h, q_t, k_b, k_h, k_t, v_b, v_h, v_t, o_b, o_h, o_t;
     int heads, seq_q, seq_kv;
     float scale;
-    int kv_split; /* _st kernel: 1, or 2 (clusters of two CTAs share a query block's keys) */
+    int kv_split;                   /* _st kernel: 1, or 2 (clusters of two CTAs share a query block's keys) */
     const int *kv_count, *kv_index; /* key padding (jattn_cuda_args), or NULL */
 };
 
 /* The kernel argument of a (supported) call. */
-inline Params params_from_args(const jattn_cuda_args *a)
-{
+inline Params params_from_args(const jattn_cuda_args *a) {
     Params p;
-    p.q = a->q; p.k = a->k; p.v = a->v; p.out = a->out; p.lse = a->lse;
-    p.q_b = a->q_strides.batch; p.q_h = a->q_strides.head; p.q_t = a->q_strides.token;
-    p.k_b = a->k_strides.batch; p.k_h = a->k_strides.head; p.k_t = a->k_strides.token;
-    p.v_b = a->v_strides.batch; p.v_h = a->v_strides.head; p.v_t = a->v_strides.token;
-    p.o_b = a->out_strides.batch; p.o_h = a->out_strides.head; p.o_t = a->out_strides.token;
-    p.heads = (int)a->heads; p.seq_q = (int)a->seq_q; p.seq_kv = (int)a->seq_kv;
+    p.q = a->q;
+    p.k = a->k;
+    p.v = a->v;
+    p.out = a->out;
+    p.lse = a->lse;
+    p.q_b = a->q_strides.batch;
+    p.q_h = a->q_strides.head;
+    p.q_t = a->q_strides.token;
+    p.k_b = a->k_strides.batch;
+    p.k_h = a->k_strides.head;
+    p.k_t = a->k_strides.token;
+    p.v_b = a->v_strides.batch;
+    p.v_h = a->v_strides.head;
+    p.v_t = a->v_strides.token;
+    p.o_b = a->out_strides.batch;
+    p.o_h = a->out_strides.head;
+    p.o_t = a->out_strides.token;
+    p.heads = (int)a->heads;
+    p.seq_q = (int)a->seq_q;
+    p.seq_kv = (int)a->seq_kv;
     p.scale = a->scale;
     p.kv_split = 1;
     p.kv_count = a->kv_count;
@@ -62,8 +74,7 @@ inline Params params_from_args(const jattn_cuda_args *a)
 
 /* The current device, when it is compute capability 9.0 (the sm_90a kernels' only target):
  * cudaSuccess with *dev set; else the CUDA error of the query or cudaErrorNoKernelImageForDevice. */
-inline cudaError_t sm90_current_device(int *dev)
-{
+inline cudaError_t sm90_current_device(int *dev) {
     int major = 0, minor = 0;
     cudaError_t err = cudaGetDevice(dev);
     if (err == cudaSuccess) err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, *dev);
@@ -75,8 +86,7 @@ inline cudaError_t sm90_current_device(int *dev)
 /* The same layout for fp16 operands (kernels v4 and v5): 64 halves per swizzle row, one k16
  * slice = 32 bytes. Byte offset of fp16 element (row, col) in a tile of `rows` rows. */
 constexpr int kHalvesPerSwizzleRow = kSwizzleBytes / 2;
-__device__ __forceinline__ uint32_t swizzled_offset_f16(int row, int col, int rows)
-{
+__device__ __forceinline__ uint32_t swizzled_offset_f16(int row, int col, int rows) {
     const int block = col / kHalvesPerSwizzleRow, in_row = col % kHalvesPerSwizzleRow;
     return static_cast<uint32_t>(block * rows * kSwizzleBytes + row * kSwizzleBytes +
                                  (((in_row / 8) ^ (row % 8)) * 16) + (in_row % 8) * 2);
@@ -84,23 +94,20 @@ __device__ __forceinline__ uint32_t swizzled_offset_f16(int row, int col, int ro
 
 /* Descriptor of k16 slice `slice` of a fp16 tile of `rows` rows (four slices per swizzle row):
  * the tile's descriptor plus the slice offset / 16, a constant once unrolled. */
-__device__ __forceinline__ uint64_t f16_slice_desc(uint64_t tile_desc, int slice, int rows)
-{
+__device__ __forceinline__ uint64_t f16_slice_desc(uint64_t tile_desc, int slice, int rows) {
     return tile_desc + (uint64_t)(((slice / 4) * rows * kSwizzleBytes + (slice % 4) * 32) >> 4);
 }
 
 /* ---- PTX wrappers -------------------------------------------------------------------- */
 
-__device__ __forceinline__ uint32_t smem_u32(const void *p)
-{
+__device__ __forceinline__ uint32_t smem_u32(const void *p) {
     return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
 /* x rounded to the nearest tf32, as an fp32 bit pattern with 13 zero low bits. On sm_90 the
  * round-to-nearest-even form is one instruction (F2FP.TF32.F32.PACK_B); the ties-away form
  * (cvt.rna) is emulated in four (add, mask, and an Inf/NaN guard). Inf and NaN stay as they are. */
-__device__ __forceinline__ uint32_t tf32_round(float x)
-{
+__device__ __forceinline__ uint32_t tf32_round(float x) {
     uint32_t r;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm("cvt.rn.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
@@ -111,35 +118,31 @@ __device__ __forceinline__ uint32_t tf32_round(float x)
 }
 
 /* big = tf32(x), small = tf32(x - big): x ~= big + small to about 2^-22 relative. */
-__device__ __forceinline__ void tf32_split(float x, uint32_t &big, uint32_t &small)
-{
+__device__ __forceinline__ void tf32_split(float x, uint32_t &big, uint32_t &small) {
     big = tf32_round(x);
     small = tf32_round(x - __uint_as_float(big));
 }
 
 /* Byte offset of element (row, col) in a K-major 128B-swizzled tile of `rows` rows. */
-__device__ __forceinline__ uint32_t swizzled_offset(int row, int col, int rows)
-{
+__device__ __forceinline__ uint32_t swizzled_offset(int row, int col, int rows) {
     const int block = col / kTf32PerSwizzleRow;
     const int in_row = col % kTf32PerSwizzleRow;
     const int chunk = in_row / 4;
-    return static_cast<uint32_t>(block * rows * kSwizzleBytes + row * kSwizzleBytes +
-                                 ((chunk ^ (row % 8)) * 16) + (in_row % 4) * 4);
+    return static_cast<uint32_t>(block * rows * kSwizzleBytes + row * kSwizzleBytes + ((chunk ^ (row % 8)) * 16) +
+                                 (in_row % 4) * 4);
 }
 
 /* wgmma shared-memory descriptor, 128-byte swizzle, K-major. */
-__device__ __forceinline__ uint64_t smem_desc_sw128(uint32_t saddr)
-{
+__device__ __forceinline__ uint64_t smem_desc_sw128(uint32_t saddr) {
     const uint64_t start = (saddr & 0x3FFFFu) >> 4;
-    const uint64_t lbo = 1;                                  /* unused for swizzled K-major */
-    const uint64_t sbo = kSwizzleAtomBytes >> 4;             /* next 8-row group */
+    const uint64_t lbo = 1;                      /* unused for swizzled K-major */
+    const uint64_t sbo = kSwizzleAtomBytes >> 4; /* next 8-row group */
     const uint64_t swizzle_128b = 1;
     return start | (lbo << 16) | (sbo << 32) | (swizzle_128b << 62);
 }
 
 /* Descriptor of k-slice `slice` (8 columns) of a K-major swizzled tile of `rows` rows. */
-__device__ __forceinline__ uint64_t slice_desc(uint32_t tile_saddr, int slice, int rows)
-{
+__device__ __forceinline__ uint64_t slice_desc(uint32_t tile_saddr, int slice, int rows) {
     const uint32_t off = static_cast<uint32_t>((slice / kSlicesPerSwizzleRow) * rows * kSwizzleBytes +
                                                (slice % kSlicesPerSwizzleRow) * kSliceBytes);
     return smem_desc_sw128(tile_saddr + off);
@@ -150,13 +153,14 @@ __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_grou
 __device__ __forceinline__ void wgmma_wait_all() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
 /* Waits until at most N committed wgmma groups of this warpgroup are still in flight. */
 template <int N>
-__device__ __forceinline__ void wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory"); }
+__device__ __forceinline__ void wgmma_wait() {
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
 /* Generic-proxy shared stores become visible to the async proxy (wgmma operand reads). */
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
 /* 2^x by the SFU (ex2.approx.ftz: ~2 ulp, subnormal results flushed to 0; 2^-inf = 0). */
-__device__ __forceinline__ float exp2_approx(float x)
-{
+__device__ __forceinline__ float exp2_approx(float x) {
     float y;
     asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
     return y;
@@ -164,8 +168,7 @@ __device__ __forceinline__ float exp2_approx(float x)
 
 /* ---- per-thread asynchronous copies (cp.async): global -> shared, 16 bytes ---- */
 
-__device__ __forceinline__ void cp_async_16(uint32_t saddr, const void *gptr)
-{
+__device__ __forceinline__ void cp_async_16(uint32_t saddr, const void *gptr) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(saddr), "l"(gptr) : "memory");
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
@@ -174,8 +177,7 @@ __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wai
 
 /* ---- thread-block clusters (the split-key merge of the _st kernel) ---- */
 
-__device__ __forceinline__ uint32_t cluster_ctarank()
-{
+__device__ __forceinline__ uint32_t cluster_ctarank() {
     uint32_t r;
     asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
     return r;
@@ -183,35 +185,31 @@ __device__ __forceinline__ uint32_t cluster_ctarank()
 
 /* Every thread of every CTA of the cluster arrives and waits; shared-memory writes before it
  * (local or remote) are visible to every CTA of the cluster after it. */
-__device__ __forceinline__ void cluster_sync()
-{
+__device__ __forceinline__ void cluster_sync() {
     asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
 }
 
 /* The shared::cluster address of shared-memory address `saddr` in the CTA of rank `rank`. */
-__device__ __forceinline__ uint32_t cluster_map(uint32_t saddr, uint32_t rank)
-{
+__device__ __forceinline__ uint32_t cluster_map(uint32_t saddr, uint32_t rank) {
     uint32_t r;
     asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(saddr), "r"(rank));
     return r;
 }
 
-__device__ __forceinline__ void st_cluster_v4(uint32_t addr, float4 v)
-{
-    asm volatile("st.shared::cluster.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w)
+__device__ __forceinline__ void st_cluster_v4(uint32_t addr, float4 v) {
+    asm volatile("st.shared::cluster.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "f"(v.x), "f"(v.y), "f"(v.z),
+                 "f"(v.w)
                  : "memory");
 }
 
-__device__ __forceinline__ void st_cluster_f32(uint32_t addr, float v)
-{
+__device__ __forceinline__ void st_cluster_f32(uint32_t addr, float v) {
     asm volatile("st.shared::cluster.f32 [%0], %1;\n" ::"r"(addr), "f"(v) : "memory");
 }
 
 /* The value of x, opaque to the optimizer: keeps the dozens of per-slice descriptors from
  * being hoisted out of the key loop into (scarce) registers; they are recomputed with one
  * add each where they are used. */
-__device__ __forceinline__ uint32_t opaque(uint32_t x)
-{
+__device__ __forceinline__ uint32_t opaque(uint32_t x) {
     asm volatile("" : "+r"(x));
     return x;
 }
@@ -219,20 +217,17 @@ __device__ __forceinline__ uint32_t opaque(uint32_t x)
 /* Pins a register's value at this point of the instruction stream: keeps the compiler from
  * moving reads of wgmma results above the wait, or writes of wgmma inputs below the issue. */
 template <int N>
-__device__ __forceinline__ void fence_regs(float (&r)[N])
-{
+__device__ __forceinline__ void fence_regs(float (&r)[N]) {
 #pragma unroll
     for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
 }
 template <int N>
-__device__ __forceinline__ void fence_regs(uint32_t (&r)[N])
-{
+__device__ __forceinline__ void fence_regs(uint32_t (&r)[N]) {
 #pragma unroll
     for (int i = 0; i < N; ++i) asm volatile("" : "+r"(r[i])::"memory");
 }
 template <int N>
-__device__ __forceinline__ void fence_regs(uint32_t (&r)[N][4])
-{
+__device__ __forceinline__ void fence_regs(uint32_t (&r)[N][4]) {
 #pragma unroll
     for (int i = 0; i < N; ++i)
 #pragma unroll
@@ -240,48 +235,70 @@ __device__ __forceinline__ void fence_regs(uint32_t (&r)[N][4])
 }
 
 /* D[64 x 64] (+)= A[64 x 8] * B[64 x 8]^T; A and B from shared memory (descriptors). */
-__device__ __forceinline__ void wgmma_m64n64k8_tf32_ss(float (&d)[32], uint64_t desc_a, uint64_t desc_b, int accumulate)
-{
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32 "
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1;\n}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-        : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+__device__ __forceinline__ void wgmma_m64n64k8_tf32_ss(float (&d)[32], uint64_t desc_a, uint64_t desc_b,
+                                                       int accumulate) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32 "
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, "
+                 "%22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+                   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]),
+                   "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
+                   "+f"(d[30]), "+f"(d[31])
+                 : "l"(desc_a), "l"(desc_b), "r"(accumulate));
 }
 
 /* D[64 x 64] (+)= A[64 x 8] * B[64 x 8]^T; A from registers (tf32 bit patterns), B from shared memory. */
-__device__ __forceinline__ void wgmma_m64n64k8_tf32_rs(float (&d)[32], const uint32_t (&a)[4], uint64_t desc_b, int accumulate)
-{
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32 "
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, p, 1, 1;\n}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate));
+__device__ __forceinline__ void wgmma_m64n64k8_tf32_rs(float (&d)[32], const uint32_t (&a)[4], uint64_t desc_b,
+                                                       int accumulate) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32 "
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, "
+                 "%22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, p, 1, 1;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+                   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]),
+                   "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
+                   "+f"(d[30]), "+f"(d[31])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate));
 }
 
 /* D[64 x 128] (+)= A[64 x 8] * B[128 x 8]^T; A from registers (tf32 bit patterns), B from shared memory. */
-__device__ __forceinline__ void wgmma_m64n128k8_tf32_rs(float (&d)[64], const uint32_t (&a)[4], uint64_t desc_b, int accumulate)
-{
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 "
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, p, 1, 1;\n}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate));
+__device__ __forceinline__ void wgmma_m64n128k8_tf32_rs(float (&d)[64], const uint32_t (&a)[4], uint64_t desc_b,
+                                                        int accumulate) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 "
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, "
+                 "%22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, "
+                 "%42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, "
+                 "%62, %63}, {%64, %65, %66, %67}, %68, p, 1, 1;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+                   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]),
+                   "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
+                   "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]),
+                   "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]),
+                   "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]),
+                   "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]),
+                   "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate));
 }
 
 /* D[64 x 64] (+)= A[64 x 16] * B[64 x 16]^T; A from registers (four f16x2: rows g and g+8 of
  * the warp's 16, columns 2c..2c+1 then 2c+8..2c+9), B from shared memory (K-major, no transpose). */
-__device__ __forceinline__ void wgmma_m64n64k16_f16_rs(float (&d)[32], const uint32_t (&a)[4], uint64_t desc_b, int accumulate)
-{
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate));
+__device__ __forceinline__ void wgmma_m64n64k16_f16_rs(float (&d)[32], const uint32_t (&a)[4], uint64_t desc_b,
+                                                       int accumulate) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, "
+                 "%22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+                   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]),
+                   "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
+                   "+f"(d[30]), "+f"(d[31])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate));
 }
 
 } /* namespace */

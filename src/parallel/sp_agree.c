@@ -54,9 +54,9 @@ typedef struct field {
     int value_shown; /* print the values: shapes and enums; hashes and bit patterns are only named */
 } field;
 
-#define FIELD32(member, label, shown)                                                                                  \
+#define FIELD32(member, label, shown) \
     { label, offsetof(sp_descriptor, member), 0, shown }
-#define FIELD64(member, label, shown)                                                                                  \
+#define FIELD64(member, label, shown) \
     { label, offsetof(sp_descriptor, member), 1, shown }
 
 static const field fields[] = {

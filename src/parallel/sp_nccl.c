@@ -46,10 +46,10 @@ static jattn_status cuda_failed(cudaError_t e, const char *call) {
                    "nccl transport: %s failed: %s (%s)", call, cudaGetErrorName(e), cudaGetErrorString(e));
 }
 
-#define CUDA_TRY(call)                                                                                                 \
-    do {                                                                                                               \
-        cudaError_t e_ = (call);                                                                                       \
-        if (e_ != cudaSuccess) return cuda_failed(e_, #call);                                                          \
+#define CUDA_TRY(call)                                        \
+    do {                                                      \
+        cudaError_t e_ = (call);                              \
+        if (e_ != cudaSuccess) return cuda_failed(e_, #call); \
     } while (0)
 
 /* The descriptors through device memory on `stream`, with `staging` of size * bytes. */

@@ -122,10 +122,11 @@ static jattn_status buf_reserve(const vk_device *d, vk_buf *b, VkDeviceSize size
         return FAIL(JATTN_ERROR_OUT_OF_MEMORY, "vkCreateBuffer of %llu bytes failed", (unsigned long long)size);
     VkMemoryRequirements req;
     d->f.vkGetBufferMemoryRequirements(d->device, b->buf, &req);
-    const int type = host_visible ? memory_type(d, req.memoryTypeBits,
-                                                VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT,
-                                                VK_MEMORY_PROPERTY_HOST_CACHED_BIT)
-                                  : memory_type(d, req.memoryTypeBits, 0, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT);
+    const int type = host_visible
+                         ? memory_type(d, req.memoryTypeBits,
+                                       VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT,
+                                       VK_MEMORY_PROPERTY_HOST_CACHED_BIT)
+                         : memory_type(d, req.memoryTypeBits, 0, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT);
     if (type < 0) {
         buf_free(d, b);
         return FAIL(JATTN_ERROR_BACKEND_UNAVAILABLE, "no %s memory type for a storage buffer",
@@ -251,8 +252,8 @@ static void gather_head(float *dst, const float *src, int64_t rows, int64_t toke
 /* ---- forward ------------------------------------------------------------------------------ */
 
 typedef struct piece_plan {
-    int64_t dp;           /* floats per staged row (the module's DMAX) */
-    int64_t heads_max;    /* batch-heads per piece */
+    int64_t dp;                                                       /* floats per staged row (the module's DMAX) */
+    int64_t heads_max;                                                /* batch-heads per piece */
     VkDeviceSize q_bytes, kv_bytes, out_bytes, lse_bytes, keys_bytes; /* per piece */
     VkDeviceSize off_q, off_k, off_v, off_keys, off_out, off_lse, stage_bytes;
 } piece_plan;
@@ -285,15 +286,15 @@ static void plan_pieces(const vk_device *d, const jattn_problem *p, int m, int64
 static jattn_status reserve_all(const vk_device *d, vk_ctx_state *s, const piece_plan *pl) {
     const VkBufferUsageFlags in = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
     const VkBufferUsageFlags out = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT;
-    const VkDeviceSize sizes[BUF_COUNT] = {pl->q_bytes, pl->kv_bytes, pl->kv_bytes, pl->out_bytes, pl->lse_bytes,
-                                           pl->keys_bytes};
+    const VkDeviceSize sizes[BUF_COUNT] = {pl->q_bytes,   pl->kv_bytes,  pl->kv_bytes,
+                                           pl->out_bytes, pl->lse_bytes, pl->keys_bytes};
     const VkBufferUsageFlags usage[BUF_COUNT] = {in, in, in, out, out, in};
     for (int i = 0; i < BUF_COUNT; i++) {
         jattn_status st = state_reserve(d, s, &s->dev[i], sizes[i], usage[i], 0);
         if (st != JATTN_OK) return st;
     }
     return state_reserve(d, s, &s->stage, pl->stage_bytes,
-                       VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT, 1);
+                         VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT, 1);
 }
 
 static void update_descriptors(const vk_device *d, vk_ctx_state *s) {
@@ -460,9 +461,14 @@ static jattn_status vk_forward(const jattn_call *call, const jattn_plan *plan) {
             gather_head(sk + i * p->seq_kv * dp, k + b * p->k.batch + h * p->k.head, kv_rows, p->k.token, D, dp);
             gather_head(sv + i * p->seq_kv * dp, v + b * p->v.batch + h * p->v.head, kv_rows, p->v.token, D, dp);
         }
-        push_constants pc = {(uint32_t)p->seq_q, (uint32_t)p->seq_kv, (uint32_t)H, (uint32_t)bh0,
-                             (uint32_t)p->batch, (uint32_t)words_per_row,
-                             (call->mask ? 1u : 0u) | (call->lse ? 2u : 0u), call->scale};
+        push_constants pc = {(uint32_t)p->seq_q,
+                             (uint32_t)p->seq_kv,
+                             (uint32_t)H,
+                             (uint32_t)bh0,
+                             (uint32_t)p->batch,
+                             (uint32_t)words_per_row,
+                             (call->mask ? 1u : 0u) | (call->lse ? 2u : 0u),
+                             call->scale};
         st = run_piece(d, s, pipeline, (uint32_t)jattn_vk_modules[m].rows, &pl, &pc, n, slices, &kernel_seconds);
         if (st != JATTN_OK) break;
         float *out = call->out;
@@ -482,6 +488,13 @@ static jattn_status vk_forward(const jattn_call *call, const jattn_plan *plan) {
 }
 
 const jattn_backend_ops jattn_backend_vk = {
-    JATTN_BACKEND_VK, vk_select, vk_workspace_size, vk_forward, vk_release_ctx, JATTN_MEMORY_HOST,
-    NULL, NULL, NULL, /* no backward yet: jattn_backward answers UNSUPPORTED for vk */
+    JATTN_BACKEND_VK,
+    vk_select,
+    vk_workspace_size,
+    vk_forward,
+    vk_release_ctx,
+    JATTN_MEMORY_HOST,
+    NULL,
+    NULL,
+    NULL, /* no backward yet: jattn_backward answers UNSUPPORTED for vk */
 };

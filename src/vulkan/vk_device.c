@@ -66,11 +66,11 @@ static int has_extension(const VkExtensionProperties *ext, uint32_t n, const cha
     return 0;
 }
 
-#define FAIL(...)                                                   \
-    do {                                                            \
+#define FAIL(...)                                                     \
+    do {                                                              \
         snprintf(d->why, sizeof d->why, "backend: vk: " __VA_ARGS__); \
-        d->status = JATTN_ERROR_BACKEND_UNAVAILABLE;                \
-        return;                                                     \
+        d->status = JATTN_ERROR_BACKEND_UNAVAILABLE;                  \
+        return;                                                       \
     } while (0)
 
 /* Whether a physical device can run the kernels: Vulkan 1.1, float controls with signed zero /
@@ -359,7 +359,8 @@ static jattn_status create_pipeline(vk_device *d, int m) {
     VkResult r = d->f.vkCreateShaderModule(d->device, &sci, NULL, &sm);
     free(patched);
     if (r != VK_SUCCESS)
-        FAIL(JATTN_ERROR_BACKEND_UNAVAILABLE, "vkCreateShaderModule(%s) failed (VkResult %d)", vk_kernel_name(m), (int)r);
+        FAIL(JATTN_ERROR_BACKEND_UNAVAILABLE, "vkCreateShaderModule(%s) failed (VkResult %d)", vk_kernel_name(m),
+             (int)r);
     VkComputePipelineCreateInfo cpi;
     memset(&cpi, 0, sizeof cpi);
     cpi.sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO;

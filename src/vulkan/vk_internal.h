@@ -11,10 +11,10 @@
 
 /* ---- embedded SPIR-V (vk_spirv.c, generated at build time from shaders/attn_f32.comp) ---- */
 typedef struct vk_spirv_module {
-    int dmax;               /* the head-dim family: head_dim <= dmax, rows zero-padded to dmax */
-    int rows;               /* query rows per workgroup: 64 or 128 */
-    int shared_bytes;       /* shared memory it declares (at most) */
-    const char *name;       /* "vk_flash_f32_d<dmax>_<rows>x64[_dk32]" */
+    int dmax;         /* the head-dim family: head_dim <= dmax, rows zero-padded to dmax */
+    int rows;         /* query rows per workgroup: 64 or 128 */
+    int shared_bytes; /* shared memory it declares (at most) */
+    const char *name; /* "vk_flash_f32_d<dmax>_<rows>x64[_dk32]" */
     const uint32_t *words;
     size_t n_words;
 } vk_spirv_module;
@@ -40,13 +40,13 @@ typedef struct vk_device {
     VkPhysicalDevice phys;
     VkPhysicalDeviceProperties props;
     VkPhysicalDeviceMemoryProperties mem;
-    int is_cpu;                /* a software device (lavapipe): never chosen by auto */
+    int is_cpu; /* a software device (lavapipe): never chosen by auto */
     uint32_t queue_family;
-    int timestamps;            /* the queue writes timestamps */
-    uint64_t max_binding;      /* bytes one storage-buffer binding may cover */
-    int rows;                  /* rows per workgroup: 128 unless JATTN_VK_ROWS=64 */
-    int wide;                  /* the 48 KiB (dk32) modules allowed (JATTN_VK_WIDE=1; where shared memory suffices) */
-    int denorm_preserve;       /* the device keeps float32 denormals when a module asks (DenormPreserve) */
+    int timestamps;       /* the queue writes timestamps */
+    uint64_t max_binding; /* bytes one storage-buffer binding may cover */
+    int rows;             /* rows per workgroup: 128 unless JATTN_VK_ROWS=64 */
+    int wide;             /* the 48 KiB (dk32) modules allowed (JATTN_VK_WIDE=1; where shared memory suffices) */
+    int denorm_preserve;  /* the device keeps float32 denormals when a module asks (DenormPreserve) */
     char isa[VK_MAX_PHYSICAL_DEVICE_NAME_SIZE + 16]; /* "vulkan: <device name>" */
     const char *device_extensions[2];
     uint32_t n_device_extensions;

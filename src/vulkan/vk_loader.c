@@ -7,9 +7,12 @@
 
 static const char *const loader_names[] = {
 #if defined(__APPLE__)
-    "libvulkan.1.dylib", "libvulkan.dylib", "libMoltenVK.dylib",
+    "libvulkan.1.dylib",
+    "libvulkan.dylib",
+    "libMoltenVK.dylib",
 #else
-    "libvulkan.so.1", "libvulkan.so",
+    "libvulkan.so.1",
+    "libvulkan.so",
 #endif
 };
 
@@ -37,11 +40,11 @@ int vk_loader_open(vk_fns *f, char *why, size_t why_len) {
         return -1;
     }
     *(void **)&f->vkGetInstanceProcAddr = sym;
-#define JATTN_VK_LOAD_GLOBAL(name)                                                 \
-    f->name = (PFN_##name)f->vkGetInstanceProcAddr(VK_NULL_HANDLE, #name);         \
-    if (!f->name) {                                                                \
-        snprintf(why, why_len, "the Vulkan loader does not provide %s", #name);    \
-        return -1;                                                                 \
+#define JATTN_VK_LOAD_GLOBAL(name)                                              \
+    f->name = (PFN_##name)f->vkGetInstanceProcAddr(VK_NULL_HANDLE, #name);      \
+    if (!f->name) {                                                             \
+        snprintf(why, why_len, "the Vulkan loader does not provide %s", #name); \
+        return -1;                                                              \
     }
     JATTN_VK_GLOBAL_FNS(JATTN_VK_LOAD_GLOBAL)
 #undef JATTN_VK_LOAD_GLOBAL
@@ -49,11 +52,11 @@ int vk_loader_open(vk_fns *f, char *why, size_t why_len) {
 }
 
 int vk_loader_instance(vk_fns *f, VkInstance instance, char *why, size_t why_len) {
-#define JATTN_VK_LOAD_INSTANCE(name)                                               \
-    f->name = (PFN_##name)f->vkGetInstanceProcAddr(instance, #name);               \
-    if (!f->name) {                                                                \
-        snprintf(why, why_len, "the Vulkan instance does not provide %s", #name);  \
-        return -1;                                                                 \
+#define JATTN_VK_LOAD_INSTANCE(name)                                              \
+    f->name = (PFN_##name)f->vkGetInstanceProcAddr(instance, #name);              \
+    if (!f->name) {                                                               \
+        snprintf(why, why_len, "the Vulkan instance does not provide %s", #name); \
+        return -1;                                                                \
     }
     JATTN_VK_INSTANCE_FNS(JATTN_VK_LOAD_INSTANCE)
 #undef JATTN_VK_LOAD_INSTANCE
@@ -61,11 +64,11 @@ int vk_loader_instance(vk_fns *f, VkInstance instance, char *why, size_t why_len
 }
 
 int vk_loader_device(vk_fns *f, VkDevice device, char *why, size_t why_len) {
-#define JATTN_VK_LOAD_DEVICE(name)                                                 \
-    f->name = (PFN_##name)f->vkGetDeviceProcAddr(device, #name);                   \
-    if (!f->name) {                                                                \
-        snprintf(why, why_len, "the Vulkan device does not provide %s", #name);    \
-        return -1;                                                                 \
+#define JATTN_VK_LOAD_DEVICE(name)                                              \
+    f->name = (PFN_##name)f->vkGetDeviceProcAddr(device, #name);                \
+    if (!f->name) {                                                             \
+        snprintf(why, why_len, "the Vulkan device does not provide %s", #name); \
+        return -1;                                                              \
     }
     JATTN_VK_DEVICE_FNS(JATTN_VK_LOAD_DEVICE)
 #undef JATTN_VK_LOAD_DEVICE

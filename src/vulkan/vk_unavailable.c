@@ -26,6 +26,13 @@ static jattn_status vk_unavailable_forward(const jattn_call *c, const jattn_plan
 }
 
 const jattn_backend_ops jattn_backend_vk = {
-    JATTN_BACKEND_VK, vk_unavailable_select, vk_unavailable_workspace, vk_unavailable_forward, NULL, JATTN_MEMORY_HOST,
-    NULL, NULL, NULL, /* no backward */
+    JATTN_BACKEND_VK,
+    vk_unavailable_select,
+    vk_unavailable_workspace,
+    vk_unavailable_forward,
+    NULL,
+    JATTN_MEMORY_HOST,
+    NULL,
+    NULL,
+    NULL, /* no backward */
 };

@@ -62,7 +62,7 @@ def _is_numpy(x: object) -> bool:
     return numpy is not None and isinstance(x, numpy.ndarray)
 
 
-def _needs_dispatcher(q: "torch.Tensor", k: "torch.Tensor", v: "torch.Tensor") -> bool:
+def _needs_dispatcher(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
     """True under torch.compile / export, for tensor subclasses (fake, functional, ...), meta
     tensors, and calls autograd will differentiate (the op carries the backward)."""
     plain = torch.Tensor
@@ -85,7 +85,9 @@ def _attention_through_ops(q, k, v, opts, out, key_padding_mask, kv_len):
         )  # fmt: skip
         return (out, lse) if opts.return_lse else out
     lse = (
-        torch.empty(_torch_op.lse_shape(q, opts.layout), dtype=torch.float32, device=q.device) if opts.return_lse else None
+        torch.empty(_torch_op.lse_shape(q, opts.layout), dtype=torch.float32, device=q.device)
+        if opts.return_lse
+        else None
     )
     torch.ops.jattn.attention_out(
         q, k, v, out, lse, opts.layout, opts.scale, opts.backend, opts.precision, opts.threads, key_padding_mask, kv_len

@@ -181,7 +181,9 @@ HAS_BACKWARD = hasattr(lib, "jattn_backward")
 if HAS_BACKWARD:
     backward_select = _declare("jattn_backward_select", c_int, [POINTER(Problem), POINTER(Exec), POINTER(Selection)])
     backward_workspace_size = _declare(
-        "jattn_backward_workspace_size", c_int, [POINTER(Problem), POINTER(GradStrides), POINTER(Exec), POINTER(c_size_t)]
+        "jattn_backward_workspace_size",
+        c_int,
+        [POINTER(Problem), POINTER(GradStrides), POINTER(Exec), POINTER(c_size_t)],
     )
     backward = _declare(
         "jattn_backward",

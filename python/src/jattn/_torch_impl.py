@@ -245,7 +245,9 @@ def backward(
     for name, t in (("out", out), ("lse", lse), ("dout", dout)):
         check_float32(name, t)
     if dout.shape != out.shape:
-        raise invalid(_clib.JATTN_ERROR_INVALID_DIMENSION, f"dout: shape {list(dout.shape)}, must be out's {list(out.shape)}")
+        raise invalid(
+            _clib.JATTN_ERROR_INVALID_DIMENSION, f"dout: shape {list(dout.shape)}, must be out's {list(out.shape)}"
+        )
     if dout.dim() and dout.shape[-1] > 1 and dout.stride(-1) != 1:
         dout = dout.contiguous()  # autograd may hand a gradient of any strides (an expanded one too)
     problem = _problem.cached_problem(

@@ -36,7 +36,9 @@ fn reference_grads(
                     .map(|&j| {
                         scale
                             * (0..d_n)
-                                .map(|d| f64::from(q[at(Tensor::Q, b, h, i, d)]) * f64::from(k[at(Tensor::K, b, h, j, d)]))
+                                .map(|d| {
+                                    f64::from(q[at(Tensor::Q, b, h, i, d)]) * f64::from(k[at(Tensor::K, b, h, j, d)])
+                                })
                                 .sum::<f64>()
                     })
                     .collect();
@@ -92,8 +94,15 @@ fn passes_backward(m: &Metrics) -> bool {
 }
 
 /// One backward against the reference; panics with the case on failure.
-fn check(label: &str, p: Problem, exec: &Exec, dist: Dist, rng: &mut Rng, padding: Option<&KeyPadding<'_>>,
-         attends: &dyn Fn(usize, usize) -> bool) {
+fn check(
+    label: &str,
+    p: Problem,
+    exec: &Exec,
+    dist: Dist,
+    rng: &mut Rng,
+    padding: Option<&KeyPadding<'_>>,
+    attends: &dyn Fn(usize, usize) -> bool,
+) {
     let p = problem_for(p, dist);
     let (q, k, v) = inputs(&p, dist, rng);
     let dout = draw(rng, Dist::Normal, false, p.required_len(Tensor::Out).unwrap());
@@ -112,7 +121,8 @@ fn check(label: &str, p: Problem, exec: &Exec, dist: Dist, rng: &mut Rng, paddin
     jattn::backward(&p, exec, &inputs, padding, &mut dq, &mut dk, &mut dv)
         .unwrap_or_else(|e| panic!("{label}: backward: {e}"));
     let (rq, rk, rv) = reference_grads(&p, &q, &k, &v, &dout, attends);
-    for (name, t, got, want) in [("dq", Tensor::Q, &dq, &rq), ("dk", Tensor::K, &dk, &rk), ("dv", Tensor::V, &dv, &rv)] {
+    for (name, t, got, want) in [("dq", Tensor::Q, &dq, &rq), ("dk", Tensor::K, &dk, &rk), ("dv", Tensor::V, &dv, &rv)]
+    {
         let m = Metrics::of(gather(&p, t, got), want.iter().copied());
         assert!(passes_backward(&m), "{label} {dist:?} {name}: {m} (seed {})", base_seed());
     }
@@ -123,7 +133,9 @@ fn backward_matches_float64_gradients() {
     let mut rng = rng_for("backward_matches_float64_gradients");
     for backend in [Backend::Cpu, Backend::Ref] {
         let exec = Exec::default().with_backend(backend);
-        for shape in [(1, 2, 8, 8, 128), (1, 2, 40, 40, 128), (2, 3, 33, 65, 64), (1, 1, 100, 77, 16), (1, 2, 70, 50, 80)] {
+        for shape in
+            [(1, 2, 8, 8, 128), (1, 2, 40, 40, 128), (2, 3, 33, 65, 64), (1, 1, 100, 77, 16), (1, 2, 70, 50, 80)]
+        {
             for dist in Dist::ALL {
                 let (b, h, sq, skv, d) = shape;
                 let label = format!("{backend:?} {shape:?}");
