@@ -680,6 +680,33 @@ static void JK(bwd_probs)(int n, int low, float c, float *st, const float *sl, c
     }
 }
 
+/* ---- bwd_dots_exact: dpt[j][q] + dpl[j][q] = x[j][:] . yt[:][q] for j < jr ----------------
+ * reads x rows j < jr (D floats each, row stride xs), yt [D][QB]; writes dpt, dpl [jr][QB].
+ * The dP and Dl of the small query tiles (bwd_tile): every product's rounding error (an exact
+ * FMA) and every addition's by TwoSum, which unlike the Fast2Sum of scores_exact needs no
+ * ordering of the two magnitudes: v . dO is a sum of terms of both signs whose partial sums
+ * fall below the next term, where Fast2Sum's error term is wrong by up to u |term|, and dS =
+ * P (dP - Dl) of a near one-hot row is the small difference of two such sums. (scores_exact
+ * stays as it is: it is the forward's, and the backward recomputes the forward's S with it.)
+ * A non-finite term leaves the error NaN: it is dropped, the sum carries the inf. */
+static void JK(bwd_dots_exact)(int jr, int64_t D, const float *x, ptrdiff_t xs, const float *yt, float *dpt,
+                               float *dpl) {
+    for (int j = 0; j < jr; j++)
+        for (int v = 0; v < JK_NQV; v++) {
+            jv sum = jv_zero(), err = jv_zero();
+            for (int64_t d = 0; d < D; d++) {
+                const jv b = jv_bcast(x + j * xs + d), y = jv_load(yt + d * JK_QB + v * JK_VL);
+                const jv prod = jv_mul(b, y);
+                const jv prod_err = jv_fma_exact(b, y, jv_sub(jv_zero(), prod));
+                const jv t = jv_add(sum, prod), bt = jv_sub(t, sum);
+                err = jv_add(err, jv_add(jv_add(jv_sub(sum, jv_sub(t, bt)), jv_sub(prod, bt)), prod_err));
+                sum = t;
+            }
+            jv_store(dpt + j * JK_QB + v * JK_VL, sum);
+            jv_store(dpl + j * JK_QB + v * JK_VL, jv_nan_to_zero(err));
+        }
+}
+
 /* ---- bwd_ds: dpt[j][q] = c * pt[j][q] * ((dpt - dl) + (dpl - dll))[j][q] for j < n ----------
  * dP and Dl both arrive as pairs (the compensated dot product; the float64 Dl split in two),
  * so their difference keeps its digits where the two nearly cancel: in a sharp row the key
@@ -796,23 +823,27 @@ static void JK(bwd_tile)(const cpu_bwd_args *ba, int64_t b, int64_t h, int64_t q
      * kernel (one row, lane i of its result) that computes dP, so that with a single key, where
      * the forward's O is that key's v row bit for bit, dP - Dl is exactly 0 as is dS. */
     /* A tile of at most JK_BWD_EXACT_ROWS queries computes dP and Dl keeping every rounding
-     * error (scores_exact): in a near one-hot row (weight 1 - e on one key) dq and dk are the
-     * small differences dP - Dl ~ e |dP|, so the compensated kernel's rounding inside its blocks
+     * error (bwd_dots_exact, as every tile does at D <= JK_EXACT_D): in a near one-hot row (weight 1 - e on one key) dq
+     * and dk are the small differences dP - Dl ~ e |dP|, so the compensated kernel's rounding inside its blocks
      * (~u sqrt(sum of squared partial sums)) is a relative error ~u / e of them. Larger tiles
      * keep the compensated kernel: there such rows are a few among many (rel_l2 over the tensor),
      * and the exact dot costs 4 operations per product. */
-    const int exact_dp = nq <= JK_BWD_EXACT_ROWS;
+    const int exact_dp = nq <= JK_BWD_EXACT_ROWS || D <= JK_EXACT_D;
     const int64_t row0 = (b * a->H + h) * a->Sq + q0;
     for (int i = 0; i < JK_QB; i++) {
         one[i] = 1.0f;
         if (i < nq) {
             if (exact_dp)
-                JK(scores_exact)(1, D, o + i * a->os.token, 0, dot, dpt, dpl);
+                JK(bwd_dots_exact)(1, D, o + i * a->os.token, 0, dot, dpt, dpl);
             else
                 JK(scores)(1, D, o + i * a->os.token, 0, dot, dpt, dpl);
             lse[i] = ba->lse[row0 + i];
-            dl[i] = dpt[i];
-            dll[i] = dpl[i] - (ba->dlse ? ba->dlse[row0 + i] : 0.0f);
+            /* dlse joins the pair in float64 (hi + lo is exact there), then splits again: in
+             * float32 lo - dlse would round at u |dlse|, an error of every dP - Dl of the row
+             * that a near one-hot row's small dS (~ (1 - P_max) |dP|) cannot absorb. */
+            const double dl64 = ((double)dpt[i] + (double)dpl[i]) - (ba->dlse ? (double)ba->dlse[row0 + i] : 0.0);
+            dl[i] = (float)dl64;
+            dll[i] = (float)(dl64 - (double)dl[i]);
         } else {
             lse[i] = INFINITY; /* P = 0 in the lanes past the last query */
             dl[i] = dll[i] = 0.0f;
@@ -852,10 +883,10 @@ static void JK(bwd_tile)(const cpu_bwd_args *ba, int64_t b, int64_t h, int64_t q
         for (; j < n; j += JK_SJ)
             JK(scores)(n - j < JK_SJ ? n - j : JK_SJ, D, kb + j * ks, ks, qt, st + j * JK_QB, sl + j * JK_QB);
         JK(bwd_probs)(n, !plain, a->scale, st, sl, lse);
-        /* dP^T = V dO^T, compensated as the scores (a pair: bwd_ds subtracts Dl from it) */
+        /* dP^T = V dO^T as a pair (bwd_ds subtracts Dl from it): exact where Dl is, else compensated */
         j = 0;
         if (exact_dp)
-            for (; j < n; j += JK_SJ) JK(scores_exact)
+            for (; j < n; j += JK_SJ) JK(bwd_dots_exact)
         (n - j < JK_SJ ? n - j : JK_SJ, D, vb + j * vs, vs, dot, dpt + j * JK_QB, dpl + j * JK_QB);
         else if (D > JK_EXACT_D) for (; j + JK_SJ <= n; j += JK_SJ)
             JK(scores_rows)(JK_SJ, D, vb + j * vs, vs, dot, dpt + j * JK_QB, dpl + j * JK_QB);
