@@ -5,7 +5,7 @@
 # (--seed), and the selected kernel the same. For changes that move code without touching
 # arithmetic (e.g. the refactor of the launch path), run against a build of the commit before.
 #   sh bench/gpu/compare_builds.sh build/tools/jattn /path/to/other/build/tools/jattn
-# Exit status 0 when every case is identical.
+# Exit status 0 when every case is identical (the same bits, or the same refusal by both).
 A=${1:?usage: compare_builds.sh JATTN_A JATTN_B}; B=${2:?usage: compare_builds.sh JATTN_A JATTN_B}
 T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
 fail=0; n=0
@@ -21,8 +21,11 @@ for v in 1 2 3 4 5; do
       done
       n=$((n + 1))
       ka=$(grep -o '"kernel": *"[^"]*"' "$T/r_A.json"); kb=$(grep -o '"kernel": *"[^"]*"' "$T/r_B.json")
+      ra=$(grep -o 'JATTN_ERROR_[A-Z_]*' "$T/r_A.json" | head -1); rb=$(grep -o 'JATTN_ERROR_[A-Z_]*' "$T/r_B.json" | head -1)
       if [ -n "$ka" ] && [ "$ka" = "$kb" ] && cmp -s "$T/o_A.npy" "$T/o_B.npy" && cmp -s "$T/l_A.npy" "$T/l_B.npy"; then
         echo "same  v$v $prec [$shape] $ka"
+      elif [ -z "$ka" ] && [ -z "$kb" ] && [ -n "$ra" ] && [ "$ra" = "$rb" ]; then
+        echo "same  v$v $prec [$shape] refused by both: $ra"
       else
         echo "DIFF  v$v $prec [$shape] A: $ka B: $kb"; head -c 300 "$T/r_A.json"; echo; head -c 300 "$T/r_B.json"; echo
         fail=1

@@ -115,3 +115,31 @@ def test_inductor_loop_matches_eager_within_the_gate(seed):
         outs = [compiled(**x)[0] for _ in range(8)]
     for out in outs:
         assert_gate(out.numpy(), eager.double().numpy(), what="inductor loop")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_graph_denoising_loop_compiles_once_per_shape(seed):
+    """The loop on CUDA through Inductor with CUDA graphs (mode="reduce-overhead"): 28 steps at one
+    shape, then 28 at a second, one compile per shape, no fallback while tracing, each step the
+    eager output within the f32 gate, and the replays counted by no one (counts() is eager only)."""
+    from jattn_testing import assert_gate
+
+    model = tiny_flux2(seed).cuda()
+    shapes = [(64, 16), (144, 24)]
+    inputs = [flux2_inputs(seed + i, img, txt, device="cuda") for i, (img, txt) in enumerate(shapes)]
+    torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()
+    with torch.no_grad(), jattn.diffusers.enabled(), warnings.catch_warnings():
+        warnings.simplefilter("error")  # a fallback warns while tracing: none may
+        eager = [model(**x)[0].double().cpu().numpy() for x in inputs]
+        assert jattn.diffusers.counts() == {"jattn": 4}
+        jattn.diffusers.reset_counts()
+        compiled = torch.compile(model, fullgraph=True, mode="reduce-overhead")
+        for shape_index, x in enumerate(inputs):
+            for step in range(STEPS):
+                out = compiled(**x)[0].clone()  # a CUDA graph's output is overwritten by the next replay
+                if step in (0, 1, STEPS - 1):
+                    assert_gate(out.cpu().numpy(), eager[shape_index], what=f"shape {shape_index} step {step}")
+            assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == shape_index + 1, dict(
+                torch._dynamo.utils.counters["stats"])
+    assert jattn.diffusers.counts() == {}
