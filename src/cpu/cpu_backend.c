@@ -1,11 +1,13 @@
 /* The cpu backend: the portable driver of the flash micro-kernels (cpu_kernels.h).
  *
- * Tasks are (b, h, query block of QB queries), B*H*ceil(Sq/QB) of them, spread over OpenMP
- * threads (dynamic schedule). Each task is computed start to finish by one thread in a fixed
- * order and owns its output rows, so the output is bitwise identical for every thread count
- * and every run. Key padding: each task walks only the keys its batch attends (cpu_key_blocks),
- * so blocks past kv_len are never loaded and masked keys never read. Workspace: one slice of
- * cpu_task_workspace_floats() per thread, O(threads x (D + BK) x QB), nothing of size S x S. */
+ * Tasks are (b, h, group of up to CPU_GROUP_MAX query blocks of QB queries), spread over OpenMP
+ * threads (dynamic schedule); the blocks of a group walk the key blocks together, so that each
+ * K/V block is reused from L2 (NOTES.md §1). Each query block is computed by one thread in a
+ * fixed order whatever its group and owns its output rows, so the output is bitwise identical
+ * for every thread count, group size and run. Key padding: each task walks only the keys its
+ * batch attends (cpu_key_blocks), so blocks past kv_len are never loaded and masked keys never
+ * read. Workspace: one slice of cpu_task_workspace_floats() per thread, O(threads x (group D +
+ * BK) x QB), nothing of size S x S. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,10 +16,9 @@
 
 #define LOG2E 1.4426950408889634074
 
-int64_t cpu_task_workspace_floats(const cpu_kernels *kern, int64_t D) {
-    const int64_t low = D <= CPU_EXACT_HEAD_DIM ? D : 0; /* pv_exact's low parts of Ot */
-    const int64_t packed = 2 * (int64_t)kern->bk * D;    /* pk, pv: a gapped key block's rows */
-    const int64_t floats = (int64_t)kern->qb * (2 * D + 2 * (int64_t)kern->bk + 4 + low) + packed;
+int64_t cpu_task_workspace_floats(const cpu_kernels *kern, int64_t D, int nblk) {
+    const int64_t shared = 2 * (int64_t)kern->bk * ((int64_t)kern->qb + D); /* st, sl; pk, pv */
+    const int64_t floats = shared + nblk * cpu_task_block_floats(kern->qb, D);
     const int64_t line = 64 / (int64_t)sizeof(float);
     return (floats + line - 1) / line * line;
 }
@@ -45,20 +46,42 @@ static jattn_status cpu_select(const jattn_problem *p, const jattn_exec *e, jatt
     return JATTN_OK;
 }
 
-static int64_t task_count(const jattn_problem *p, const cpu_kernels *kern) {
-    return p->batch * p->heads * ((p->seq_q + kern->qb - 1) / kern->qb);
+/* How the forward's work is cut into tasks: per (b, h), groups of up to `group` query blocks
+ * of kern->qb queries, the blocks of a group walking the key blocks together (cpu_kernels.h,
+ * task), and the head's last block on its own when it is short enough for a narrower table. */
+typedef struct fwd_split {
+    int group;           /* query blocks per group */
+    int64_t main_blocks; /* blocks per head run on kern (in groups) */
+    int64_t groups;      /* groups per head of those */
+    int64_t per_head;    /* tasks per head: groups, plus 1 for a narrow last block */
+    int64_t tasks;       /* B * H * per_head */
+} fwd_split;
+
+/* The group: as many blocks as CPU_GROUP_MAX while every thread keeps ~8 tasks to balance (the
+ * bits do not depend on it: each block's arithmetic is the same in any group). */
+static fwd_split forward_split(const jattn_problem *p, const cpu_kernels *kern, int threads) {
+    const int64_t qblocks = (p->seq_q + kern->qb - 1) / kern->qb;
+    const int64_t last = p->seq_q - (qblocks - 1) * kern->qb; /* queries in the last block */
+    fwd_split s;
+    s.main_blocks = kern->narrow && kern->narrow->qb >= last ? qblocks - 1 : qblocks;
+    s.group = CPU_GROUP_MAX;
+    while (s.group > 1 && (s.group / 2 >= s.main_blocks ||
+                           p->batch * p->heads * ((s.main_blocks + s.group - 1) / s.group) < 8 * (int64_t)threads))
+        s.group /= 2;
+    s.groups = (s.main_blocks + s.group - 1) / s.group;
+    s.per_head = s.groups + (qblocks - s.main_blocks);
+    s.tasks = p->batch * p->heads * s.per_head;
+    return s;
 }
 
 /* Threads actually used: no more than there are tasks. */
-static int threads_used(const jattn_problem *p, const cpu_kernels *kern, int threads) {
-    const int64_t tasks = task_count(p, kern);
-    return tasks < threads ? (int)tasks : threads;
-}
+static int threads_used(const fwd_split *s, int threads) { return s->tasks < threads ? (int)s->tasks : threads; }
 
 static size_t cpu_workspace(const jattn_problem *p, const jattn_exec *e, const jattn_plan *plan) {
     (void)e;
     const cpu_kernels *kern = plan->kernel;
-    return ((size_t)threads_used(p, kern, plan->threads) * (size_t)cpu_task_workspace_floats(kern, p->head_dim) +
+    const fwd_split s = forward_split(p, kern, plan->threads);
+    return ((size_t)threads_used(&s, plan->threads) * (size_t)cpu_task_workspace_floats(kern, p->head_dim, s.group) +
             (size_t)cpu_norm_workspace_floats(p->batch, p->heads)) *
            sizeof(float);
 }
@@ -98,11 +121,10 @@ static void key_norms(const cpu_kernels *kern, const cpu_flash_args *a, double *
 static jattn_status cpu_forward(const jattn_call *c, const jattn_plan *plan) {
     const jattn_problem *p = c->problem;
     const cpu_kernels *kern = plan->kernel;
-    const int64_t qblocks = (p->seq_q + kern->qb - 1) / kern->qb;
-    const int64_t tasks = task_count(p, kern);
-    const int64_t per_thread = cpu_task_workspace_floats(kern, p->head_dim);
+    const fwd_split sp = forward_split(p, kern, c->threads);
+    const int64_t per_thread = cpu_task_workspace_floats(kern, p->head_dim, sp.group);
     float *ws = c->workspace;
-    const int threads = threads_used(p, kern, c->threads);
+    const int threads = threads_used(&sp, c->threads);
     (void)threads; /* read by the OpenMP pragma only */
 
     double *k_norm2 = (double *)(ws + (int64_t)threads * per_thread); /* 64-byte aligned */
@@ -113,13 +135,20 @@ static jattn_status cpu_forward(const jattn_call *c, const jattn_plan *plan) {
 
     key_norms(kern, &a, k_norm2, threads);
     JATTN_PARALLEL_FOR_DYNAMIC(1, threads)
-    for (int64_t t = 0; t < tasks; t++) {
+    for (int64_t t = 0; t < sp.tasks; t++) {
         float *mine = ws + (int64_t)jattn_thread_index() * per_thread;
-        const int64_t bh = t / qblocks, q0 = t % qblocks * kern->qb;
-        const int64_t n = p->seq_q - q0 < kern->qb ? p->seq_q - q0 : kern->qb;
-        const cpu_kernels *k = kern; /* a short block runs on the narrowest table that holds it */
+        const int64_t bh = t / sp.per_head, gi = t % sp.per_head;
+        if (gi < sp.groups) {
+            const int64_t first = gi * sp.group;
+            const int64_t nblk = sp.main_blocks - first < sp.group ? sp.main_blocks - first : sp.group;
+            kern->task(&a, bh / p->heads, bh % p->heads, first * kern->qb, (int)nblk, mine);
+            continue;
+        }
+        /* the head's short last block, on the narrowest table that holds it */
+        const int64_t q0 = sp.main_blocks * kern->qb, n = p->seq_q - q0;
+        const cpu_kernels *k = kern;
         while (k->narrow && k->narrow->qb >= n) k = k->narrow;
-        k->task(&a, bh / p->heads, bh % p->heads, q0, mine);
+        k->task(&a, bh / p->heads, bh % p->heads, q0, 1, mine);
     }
     return JATTN_OK;
 }
@@ -131,12 +160,17 @@ static jattn_status cpu_forward(const jattn_call *c, const jattn_plan *plan) {
  * in one order whatever the thread count, and the scores are the forward's bit for bit.
  * Workspace: one bwd_tile slice per thread (O((D + BK) x QB + BK x D) floats) plus the key
  * norms (B*H doubles): it grows with B*H, never with the sequence. */
-int64_t cpu_bwd_tile_workspace_floats(const cpu_kernels *kern, int64_t D) {
-    const int64_t low = D <= CPU_EXACT_HEAD_DIM ? D : 0; /* dqtl */
-    const int64_t floats = (int64_t)kern->qb * (3 * D + low + 4 * (int64_t)kern->bk + 4) + 4 * (int64_t)kern->bk * D;
+int64_t cpu_bwd_tile_workspace_floats(const cpu_kernels *kern, int64_t D, int ntile) {
+    const int64_t shared = 4 * (int64_t)kern->bk * ((int64_t)kern->qb + D) + kern->qb; /* st..dpl, one; pk..tv */
+    const int64_t floats = shared + ntile * cpu_bwd_tile_state_floats(kern->qb, D);
     const int64_t line = 64 / (int64_t)sizeof(float);
     return (floats + line - 1) / line * line;
 }
+
+/* Query tiles a backward group walks the key blocks with (cpu_kernels.h, bwd_tile): the bits
+ * do not depend on it. Per tile its state (3 D QB floats) and its q and dout rows stay in L2
+ * beside the key block's K, V, dK and dV rows: 4 tiles of 48 queries at D = 128 are ~0.5 MB. */
+#define CPU_BWD_GROUP 4
 
 static jattn_status cpu_backward_select(const jattn_problem *p, const jattn_exec *e, jattn_plan *plan) {
     jattn_status st = cpu_select(p, e, plan);
@@ -153,7 +187,8 @@ static int bwd_threads_used(const jattn_problem *p, int threads) {
 static size_t cpu_backward_workspace(const jattn_problem *p, const jattn_exec *e, const jattn_plan *plan) {
     (void)e;
     const cpu_kernels *kern = plan->kernel;
-    return ((size_t)bwd_threads_used(p, plan->threads) * (size_t)cpu_bwd_tile_workspace_floats(kern, p->head_dim) +
+    return ((size_t)bwd_threads_used(p, plan->threads) *
+                (size_t)cpu_bwd_tile_workspace_floats(kern, p->head_dim, CPU_BWD_GROUP) +
             (size_t)cpu_norm_workspace_floats(p->batch, p->heads)) *
            sizeof(float);
 }
@@ -166,7 +201,7 @@ static void zero_rows(float *x, jattn_strides s, int64_t b, int64_t h, int64_t r
 static jattn_status cpu_backward(const jattn_bwd_call *c, const jattn_plan *plan) {
     const jattn_problem *p = c->problem;
     const cpu_kernels *kern = plan->kernel;
-    const int64_t per_thread = cpu_bwd_tile_workspace_floats(kern, p->head_dim);
+    const int64_t per_thread = cpu_bwd_tile_workspace_floats(kern, p->head_dim, CPU_BWD_GROUP);
     float *ws = c->workspace;
     const int threads = bwd_threads_used(p, c->threads);
     double *k_norm2 = (double *)(ws + (int64_t)threads * per_thread); /* 64-byte aligned */
@@ -193,11 +228,18 @@ static jattn_status cpu_backward(const jattn_bwd_call *c, const jattn_plan *plan
         const int64_t b = bh / p->heads, h = bh % p->heads;
         zero_rows(c->dk, c->g.dk, b, h, p->seq_kv, p->head_dim);
         zero_rows(c->dv, c->g.dv, b, h, p->seq_kv, p->head_dim);
-        for (int64_t q0 = 0; q0 < p->seq_q; q0 += kern->qb) {
-            const int64_t n = p->seq_q - q0 < kern->qb ? p->seq_q - q0 : kern->qb;
-            const cpu_kernels *k = kern; /* the forward's table for these queries */
-            while (k->narrow && k->narrow->qb >= n) k = k->narrow;
-            k->bwd_tile(&a, b, h, q0, mine);
+        /* groups of full tiles in ascending order, then a short last tile on the forward's table
+         * for those queries (the narrowest that holds it) */
+        const int64_t tiles = (p->seq_q + kern->qb - 1) / kern->qb, last = p->seq_q - (tiles - 1) * kern->qb;
+        const int64_t main_tiles = kern->narrow && kern->narrow->qb >= last ? tiles - 1 : tiles;
+        for (int64_t t0 = 0; t0 < main_tiles; t0 += CPU_BWD_GROUP) {
+            const int64_t nt = main_tiles - t0 < CPU_BWD_GROUP ? main_tiles - t0 : CPU_BWD_GROUP;
+            kern->bwd_tile(&a, b, h, t0 * kern->qb, (int)nt, mine);
+        }
+        if (main_tiles < tiles) {
+            const cpu_kernels *k = kern;
+            while (k->narrow && k->narrow->qb >= last) k = k->narrow;
+            k->bwd_tile(&a, b, h, main_tiles * kern->qb, 1, mine);
         }
     }
     return JATTN_OK;
