@@ -525,6 +525,19 @@ static void JK(prefetch_rows)(int64_t n, int64_t D, const float *x, ptrdiff_t xs
 }
 #endif
 
+/* Every 64-byte line of the rows r0 <= r < r1 of x (D floats each, row stride xs) requested
+ * into L2 (prefetcht1; a hint: nothing is read). A group of query blocks asks, a share before
+ * each of its blocks, for the rows of the next key block, so that the group's first block does
+ * not wait on L3 or memory for them: (1,2,16384,128) 1 thread, 8-block groups: see NOTES.md §1. */
+static void JK(prefetch_rows_l2)(int64_t r0, int64_t r1, int64_t D, const float *x, ptrdiff_t xs) {
+#if defined(__GNUC__)
+    for (int64_t r = r0; r < r1; r++)
+        for (int64_t d = 0; d < D; d += 64 / (int64_t)sizeof(float)) __builtin_prefetch(x + r * xs + d, 0, 2);
+#else
+    (void)r0, (void)r1, (void)D, (void)x, (void)xs;
+#endif
+}
+
 /* Rows rows[0 .. n) of x (D floats each, row stride xs) copied back to back into packed. */
 static void JK(pack_rows)(int n, const int64_t *rows, int64_t D, const float *x, ptrdiff_t xs, float *packed) {
     for (int r = 0; r < n; r++) memcpy(packed + r * D, x + rows[r] * xs, (size_t)D * sizeof *packed);
@@ -644,7 +657,17 @@ static void JK(task)(const cpu_flash_args *a, int64_t b, int64_t h, int64_t q0, 
             JK(prefetch_rows)(next < JK_BK ? next : JK_BK, D, kh + keys.next * a->ks.token, (ptrdiff_t)a->ks.token);
         }
 #endif
-        for (int g = 0; g < nblk; g++) JK(task_block)(a, &blk[g], n, kb, ks, vb, vs, st, sl);
+        /* the next key block's rows (when consecutive: without a mask), a share per block */
+        const int64_t nn = keys.mask ? 0 : keys.end - keys.next < JK_BK ? keys.end - keys.next : JK_BK;
+        const float *kn = kh + keys.next * a->ks.token, *vn = vh + keys.next * a->vs.token;
+        for (int g = 0; g < nblk; g++) {
+            if (JK_NQV > 1 && nn > 0) {
+                const int64_t r0 = nn * g / nblk, r1 = nn * (g + 1) / nblk;
+                JK(prefetch_rows_l2)(r0, r1, D, kn, (ptrdiff_t)a->ks.token);
+                JK(prefetch_rows_l2)(r0, r1, D, vn, (ptrdiff_t)a->vs.token);
+            }
+            JK(task_block)(a, &blk[g], n, kb, ks, vb, vs, st, sl);
+        }
     }
 
     for (int g = 0; g < nblk; g++) {
@@ -865,12 +888,10 @@ static void JK(bwd_block)(const cpu_bwd_args *ba, const JK(bwd_state) * s, int n
     /* dP^T = V dO^T as a pair (bwd_ds subtracts Dl from it): exact where Dl is, else compensated */
     j = 0;
     if (s->exact_dp)
-        for (; j < n; j += JK_SJ)
-            JK(bwd_dots_exact)
-            (n - j < JK_SJ ? n - j : JK_SJ, D, vb + j * vs, vs, dot, dpt + j * JK_QB, dpl + j * JK_QB);
-    else if (D > JK_EXACT_D)
-        for (; j + JK_SJ <= n; j += JK_SJ)
-            JK(scores_rows)(JK_SJ, D, vb + j * vs, vs, dot, dpt + j * JK_QB, dpl + j * JK_QB);
+        for (; j < n; j += JK_SJ) JK(bwd_dots_exact)
+    (n - j < JK_SJ ? n - j : JK_SJ, D, vb + j * vs, vs, dot, dpt + j * JK_QB, dpl + j * JK_QB);
+    else if (D > JK_EXACT_D) for (; j + JK_SJ <= n; j += JK_SJ)
+        JK(scores_rows)(JK_SJ, D, vb + j * vs, vs, dot, dpt + j * JK_QB, dpl + j * JK_QB);
     for (; j < n; j += JK_SJ)
         JK(scores)(n - j < JK_SJ ? n - j : JK_SJ, D, vb + j * vs, vs, dot, dpt + j * JK_QB, dpl + j * JK_QB);
     JK(bwd_outer)(n, s->nq, D, st, s->g, gs, dvb, dvs);
@@ -977,7 +998,19 @@ static void JK(bwd_tile)(const cpu_bwd_args *ba, int64_t b, int64_t h, int64_t q
             kb = pk, vb = pv, ks = vs = (ptrdiff_t)D;
             dkb = tk, dvb = tv, dks = dvs = (ptrdiff_t)D;
         }
+        /* the next key block's K, V, dK and dV rows (when consecutive: without a mask) requested
+         * into L2, a share before each tile */
+        const int64_t nn = keys.mask ? 0 : keys.end - keys.next < JK_BK ? keys.end - keys.next : JK_BK;
+        const float *kn = kh + keys.next * a->ks.token, *vn = vh + keys.next * a->vs.token;
+        const float *dkn = dkh + keys.next * ba->dks.token, *dvn = dvh + keys.next * ba->dvs.token;
         for (int t = 0; t < ntile; t++) {
+            if (nn > 0) {
+                const int64_t r0 = nn * t / ntile, r1 = nn * (t + 1) / ntile;
+                JK(prefetch_rows_l2)(r0, r1, D, kn, (ptrdiff_t)a->ks.token);
+                JK(prefetch_rows_l2)(r0, r1, D, vn, (ptrdiff_t)a->vs.token);
+                JK(prefetch_rows_l2)(r0, r1, D, dkn, (ptrdiff_t)ba->dks.token);
+                JK(prefetch_rows_l2)(r0, r1, D, dvn, (ptrdiff_t)ba->dvs.token);
+            }
             if (gapped) { /* each tile's sum alone, added to the rows as in place */
                 memset(tk, 0, (size_t)n * (size_t)D * sizeof *tk);
                 memset(tv, 0, (size_t)n * (size_t)D * sizeof *tv);
