@@ -179,15 +179,14 @@ static jattn_status cpu_backward_select(const jattn_problem *p, const jattn_exec
     return JATTN_OK;
 }
 
-static int bwd_threads_used(const jattn_problem *p, int threads) {
-    const int64_t heads = p->batch * p->heads;
-    return heads < threads ? (int)heads : threads;
-}
+/* Threads used: all of them; with fewer heads than threads the two-phase schedule
+ * (cpu_backward) gives every thread work. */
+static int bwd_threads_used(int threads) { return threads; }
 
 static size_t cpu_backward_workspace(const jattn_problem *p, const jattn_exec *e, const jattn_plan *plan) {
     (void)e;
     const cpu_kernels *kern = plan->kernel;
-    return ((size_t)bwd_threads_used(p, plan->threads) *
+    return ((size_t)bwd_threads_used(plan->threads) *
                 (size_t)cpu_bwd_tile_workspace_floats(kern, p->head_dim, CPU_BWD_GROUP) +
             (size_t)cpu_norm_workspace_floats(p->batch, p->heads)) *
            sizeof(float);
@@ -198,12 +197,51 @@ static void zero_rows(float *x, jattn_strides s, int64_t b, int64_t h, int64_t r
     for (int64_t j = 0; j < rows; j++) memset(base + j * s.token, 0, (size_t)D * sizeof *base);
 }
 
+/* The query tiles of a head as the backward runs them: groups of CPU_BWD_GROUP full tiles in
+ * ascending order, then a short last tile on the forward's table for those queries (the
+ * narrowest that holds it). */
+typedef struct bwd_tiles {
+    int64_t main_tiles, groups, last; /* last: queries of the short last tile, 0 when none */
+    const cpu_kernels *last_kern;
+} bwd_tiles;
+
+static bwd_tiles backward_tiles(const jattn_problem *p, const cpu_kernels *kern) {
+    bwd_tiles t;
+    const int64_t tiles = (p->seq_q + kern->qb - 1) / kern->qb, last = p->seq_q - (tiles - 1) * kern->qb;
+    t.main_tiles = kern->narrow && kern->narrow->qb >= last ? tiles - 1 : tiles;
+    t.groups = (t.main_tiles + CPU_BWD_GROUP - 1) / CPU_BWD_GROUP;
+    t.last = t.main_tiles < tiles ? last : 0;
+    t.last_kern = kern;
+    while (t.last && t.last_kern->narrow && t.last_kern->narrow->qb >= last) t.last_kern = t.last_kern->narrow;
+    return t;
+}
+
+/* Group gi of the head's tiles (gi == groups: the short last tile) against the key blocks
+ * [kb0, kb0 + nkb) (nkb < 0: all), the given parts. */
+static void backward_group(const cpu_bwd_args *a, const cpu_kernels *kern, const bwd_tiles *t, int64_t b, int64_t h,
+                           int64_t gi, int64_t kb0, int64_t nkb, int parts, float *ws) {
+    if (gi < t->groups) {
+        const int64_t t0 = gi * CPU_BWD_GROUP;
+        const int64_t nt = t->main_tiles - t0 < CPU_BWD_GROUP ? t->main_tiles - t0 : CPU_BWD_GROUP;
+        kern->bwd_tile(a, b, h, t0 * kern->qb, (int)nt, kb0, nkb, parts, ws);
+    } else
+        t->last_kern->bwd_tile(a, b, h, t->main_tiles * kern->qb, 1, kb0, nkb, parts, ws);
+}
+
+/* Schedules. B*H >= 5/7 of the threads: task = one (b, h), its tile groups in ascending order,
+ * each for every key block and every part. Fewer heads (two phases, so that every thread has
+ * work): phase 1, task = (b, h, a run of key blocks): every tile group in ascending order
+ * against those key blocks, dk and dv only; phase 2, task = (b, h, tile group): dq only, every
+ * key block. The two phases recompute S, P, dP and dS (7 products instead of 5), hence the 5/7;
+ * every sum runs in the same order as in the one-phase schedule: each dk, dv row gets the tiles'
+ * shares in ascending tile order, each dq row its key blocks in ascending order, so the bits
+ * are the same whatever the schedule and the thread count. */
 static jattn_status cpu_backward(const jattn_bwd_call *c, const jattn_plan *plan) {
     const jattn_problem *p = c->problem;
     const cpu_kernels *kern = plan->kernel;
     const int64_t per_thread = cpu_bwd_tile_workspace_floats(kern, p->head_dim, CPU_BWD_GROUP);
     float *ws = c->workspace;
-    const int threads = bwd_threads_used(p, c->threads);
+    const int threads = bwd_threads_used(c->threads);
     double *k_norm2 = (double *)(ws + (int64_t)threads * per_thread); /* 64-byte aligned */
     const cpu_bwd_args a = {
         {c->q,      c->k,        c->v,    NULL,          NULL, p->batch, p->heads, p->seq_q,
@@ -222,25 +260,44 @@ static jattn_status cpu_backward(const jattn_bwd_call *c, const jattn_plan *plan
         c->g.dv};
     key_norms(kern, &a.f, k_norm2, threads);
     const int64_t heads = p->batch * p->heads;
+    const bwd_tiles t = backward_tiles(p, kern);
+    const int64_t per_head = t.groups + (t.last ? 1 : 0);
+    if (5 * (int64_t)threads <= 7 * heads) { /* the two phases do 7/5 of the work: worth it below 5/7 heads a thread */
+        JATTN_PARALLEL_FOR_DYNAMIC(1, threads)
+        for (int64_t bh = 0; bh < heads; bh++) {
+            float *mine = ws + (int64_t)jattn_thread_index() * per_thread;
+            const int64_t b = bh / p->heads, h = bh % p->heads;
+            zero_rows(c->dk, c->g.dk, b, h, p->seq_kv, p->head_dim);
+            zero_rows(c->dv, c->g.dv, b, h, p->seq_kv, p->head_dim);
+            for (int64_t gi = 0; gi < per_head; gi++)
+                backward_group(&a, kern, &t, b, h, gi, 0, -1, CPU_BWD_DKV | CPU_BWD_DQ, mine);
+        }
+        return JATTN_OK;
+    }
+    /* phase 1: runs of key blocks, ~4 tasks a thread (the blocks past a batch's last attended
+     * key make empty tasks) */
+    const int64_t kblocks = (p->seq_kv + kern->bk - 1) / kern->bk;
+    int64_t run = (heads * kblocks + 4 * (int64_t)threads - 1) / (4 * (int64_t)threads);
+    if (run < 1) run = 1;
+    const int64_t runs = (kblocks + run - 1) / run;
     JATTN_PARALLEL_FOR_DYNAMIC(1, threads)
     for (int64_t bh = 0; bh < heads; bh++) {
+        zero_rows(c->dk, c->g.dk, bh / p->heads, bh % p->heads, p->seq_kv, p->head_dim);
+        zero_rows(c->dv, c->g.dv, bh / p->heads, bh % p->heads, p->seq_kv, p->head_dim);
+    }
+    JATTN_PARALLEL_FOR_DYNAMIC(1, threads)
+    for (int64_t task = 0; task < heads * runs; task++) {
         float *mine = ws + (int64_t)jattn_thread_index() * per_thread;
-        const int64_t b = bh / p->heads, h = bh % p->heads;
-        zero_rows(c->dk, c->g.dk, b, h, p->seq_kv, p->head_dim);
-        zero_rows(c->dv, c->g.dv, b, h, p->seq_kv, p->head_dim);
-        /* groups of full tiles in ascending order, then a short last tile on the forward's table
-         * for those queries (the narrowest that holds it) */
-        const int64_t tiles = (p->seq_q + kern->qb - 1) / kern->qb, last = p->seq_q - (tiles - 1) * kern->qb;
-        const int64_t main_tiles = kern->narrow && kern->narrow->qb >= last ? tiles - 1 : tiles;
-        for (int64_t t0 = 0; t0 < main_tiles; t0 += CPU_BWD_GROUP) {
-            const int64_t nt = main_tiles - t0 < CPU_BWD_GROUP ? main_tiles - t0 : CPU_BWD_GROUP;
-            kern->bwd_tile(&a, b, h, t0 * kern->qb, (int)nt, mine);
-        }
-        if (main_tiles < tiles) {
-            const cpu_kernels *k = kern;
-            while (k->narrow && k->narrow->qb >= last) k = k->narrow;
-            k->bwd_tile(&a, b, h, main_tiles * kern->qb, 1, mine);
-        }
+        const int64_t bh = task / runs, kb0 = task % runs * run;
+        for (int64_t gi = 0; gi < per_head; gi++)
+            backward_group(&a, kern, &t, bh / p->heads, bh % p->heads, gi, kb0, run, CPU_BWD_DKV, mine);
+    }
+    /* phase 2: dq, one tile group a task */
+    JATTN_PARALLEL_FOR_DYNAMIC(1, threads)
+    for (int64_t task = 0; task < heads * per_head; task++) {
+        float *mine = ws + (int64_t)jattn_thread_index() * per_thread;
+        const int64_t bh = task / per_head;
+        backward_group(&a, kern, &t, bh / p->heads, bh % p->heads, task % per_head, 0, -1, CPU_BWD_DQ, mine);
     }
     return JATTN_OK;
 }

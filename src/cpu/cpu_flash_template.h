@@ -867,7 +867,7 @@ typedef struct JK(bwd_state) {
 /* One tile against one key block (n rows kb, vb at strides ks, vs; its dk, dv rows dkb, dvb). */
 static void JK(bwd_block)(const cpu_bwd_args *ba, const JK(bwd_state) * s, int n, const float *kb, ptrdiff_t ks,
                           const float *vb, ptrdiff_t vs, float *dkb, ptrdiff_t dks, float *dvb, ptrdiff_t dvs,
-                          float *st, float *sl, float *dpt, float *dpl, const float *one) {
+                          float *st, float *sl, float *dpt, float *dpl, const float *one, int parts) {
     const cpu_flash_args *a = &ba->f;
     const int64_t D = a->D;
     const int exact = D <= JK_EXACT_D;
@@ -894,9 +894,10 @@ static void JK(bwd_block)(const cpu_bwd_args *ba, const JK(bwd_state) * s, int n
         JK(scores_rows)(JK_SJ, D, vb + j * vs, vs, dot, dpt + j * JK_QB, dpl + j * JK_QB);
     for (; j < n; j += JK_SJ)
         JK(scores)(n - j < JK_SJ ? n - j : JK_SJ, D, vb + j * vs, vs, dot, dpt + j * JK_QB, dpl + j * JK_QB);
-    JK(bwd_outer)(n, s->nq, D, st, s->g, gs, dvb, dvs);
+    if (parts & CPU_BWD_DKV) JK(bwd_outer)(n, s->nq, D, st, s->g, gs, dvb, dvs);
     JK(bwd_ds)(n, a->scale, st, dpt, dpl, s->dl, s->dll);
-    JK(bwd_outer)(n, s->nq, D, dpt, s->q, qs, dkb, dks);
+    if (parts & CPU_BWD_DKV) JK(bwd_outer)(n, s->nq, D, dpt, s->q, qs, dkb, dks);
+    if (!(parts & CPU_BWD_DQ)) return;
     if (exact)
         JK(pv_exact)((int)D, n, kb, ks, dpt, one, s->dqt, s->dqtl);
     else {
@@ -906,7 +907,8 @@ static void JK(bwd_block)(const cpu_bwd_args *ba, const JK(bwd_state) * s, int n
     }
 }
 
-static void JK(bwd_tile)(const cpu_bwd_args *ba, int64_t b, int64_t h, int64_t q0, int ntile, float *ws) {
+static void JK(bwd_tile)(const cpu_bwd_args *ba, int64_t b, int64_t h, int64_t q0, int ntile, int64_t kb0, int64_t nkb,
+                         int parts, float *ws) {
     const cpu_flash_args *a = &ba->f;
     const int64_t D = a->D;
     const int exact = D <= JK_EXACT_D;
@@ -919,10 +921,11 @@ static void JK(bwd_tile)(const cpu_bwd_args *ba, int64_t b, int64_t h, int64_t q
         const int64_t tq0 = q0 + (int64_t)t * JK_QB;
         tile[t].nq = (int)(a->Sq - tq0 < JK_QB ? a->Sq - tq0 : JK_QB);
         tile[t].dq = ba->dq + b * ba->dqs.batch + h * ba->dqs.head + tq0 * ba->dqs.token;
-        if (n == 0) /* no key to attend: dq rows of +0 */
+        if (n == 0 && (parts & CPU_BWD_DQ)) /* no key to attend: dq rows of +0 */
             for (int i = 0; i < tile[t].nq; i++)
                 memset(tile[t].dq + i * ba->dqs.token, 0, (size_t)D * sizeof *tile[t].dq);
     }
+    for (int64_t i = 0; i < kb0 && n > 0; i++) n = cpu_key_blocks_next(&keys, JK_BK, rows); /* the range's first */
     if (n == 0) return;
     float *st = ws, *sl = st + (int64_t)JK_BK * JK_QB, *dpt = sl + (int64_t)JK_BK * JK_QB;
     float *dpl = dpt + (int64_t)JK_BK * JK_QB, *one = dpl + (int64_t)JK_BK * JK_QB;
@@ -986,7 +989,8 @@ static void JK(bwd_tile)(const cpu_bwd_args *ba, int64_t b, int64_t h, int64_t q
     const float *vh = a->v + b * a->vs.batch + h * a->vs.head;
     float *dkh = ba->dk + b * ba->dks.batch + h * ba->dks.head;
     float *dvh = ba->dv + b * ba->dvs.batch + h * ba->dvs.head;
-    for (; n > 0; n = cpu_key_blocks_next(&keys, JK_BK, rows)) {
+    int64_t left = nkb;
+    for (; n > 0 && left != 0; n = --left != 0 ? cpu_key_blocks_next(&keys, JK_BK, rows) : 0) {
         ptrdiff_t ks = (ptrdiff_t)a->ks.token, vs = (ptrdiff_t)a->vs.token;
         ptrdiff_t dks = (ptrdiff_t)ba->dks.token, dvs = (ptrdiff_t)ba->dvs.token;
         const float *kb = kh + rows[0] * ks, *vb = vh + rows[0] * vs;
@@ -1000,7 +1004,8 @@ static void JK(bwd_tile)(const cpu_bwd_args *ba, int64_t b, int64_t h, int64_t q
         }
         /* the next key block's K, V, dK and dV rows (when consecutive: without a mask) requested
          * into L2, a share before each tile */
-        const int64_t nn = keys.mask ? 0 : keys.end - keys.next < JK_BK ? keys.end - keys.next : JK_BK;
+        const int dkv = (parts & CPU_BWD_DKV) != 0;
+        const int64_t nn = keys.mask || left == 1 ? 0 : keys.end - keys.next < JK_BK ? keys.end - keys.next : JK_BK;
         const float *kn = kh + keys.next * a->ks.token, *vn = vh + keys.next * a->vs.token;
         const float *dkn = dkh + keys.next * ba->dks.token, *dvn = dvh + keys.next * ba->dvs.token;
         for (int t = 0; t < ntile; t++) {
@@ -1008,20 +1013,21 @@ static void JK(bwd_tile)(const cpu_bwd_args *ba, int64_t b, int64_t h, int64_t q
                 const int64_t r0 = nn * t / ntile, r1 = nn * (t + 1) / ntile;
                 JK(prefetch_rows_l2)(r0, r1, D, kn, (ptrdiff_t)a->ks.token);
                 JK(prefetch_rows_l2)(r0, r1, D, vn, (ptrdiff_t)a->vs.token);
-                JK(prefetch_rows_l2)(r0, r1, D, dkn, (ptrdiff_t)ba->dks.token);
-                JK(prefetch_rows_l2)(r0, r1, D, dvn, (ptrdiff_t)ba->dvs.token);
+                if (dkv) JK(prefetch_rows_l2)(r0, r1, D, dkn, (ptrdiff_t)ba->dks.token);
+                if (dkv) JK(prefetch_rows_l2)(r0, r1, D, dvn, (ptrdiff_t)ba->dvs.token);
             }
-            if (gapped) { /* each tile's sum alone, added to the rows as in place */
+            if (gapped && dkv) { /* each tile's sum alone, added to the rows as in place */
                 memset(tk, 0, (size_t)n * (size_t)D * sizeof *tk);
                 memset(tv, 0, (size_t)n * (size_t)D * sizeof *tv);
             }
-            JK(bwd_block)(ba, &tile[t], n, kb, ks, vb, vs, dkb, dks, dvb, dvs, st, sl, dpt, dpl, one);
-            if (gapped) {
+            JK(bwd_block)(ba, &tile[t], n, kb, ks, vb, vs, dkb, dks, dvb, dvs, st, sl, dpt, dpl, one, parts);
+            if (gapped && dkv) {
                 JK(bwd_scatter_add)(n, rows, D, tk, dkh, (ptrdiff_t)ba->dks.token);
                 JK(bwd_scatter_add)(n, rows, D, tv, dvh, (ptrdiff_t)ba->dvs.token);
             }
         }
     }
+    if (!(parts & CPU_BWD_DQ)) return;
     for (int t = 0; t < ntile; t++) {
         const JK(bwd_state) *s = &tile[t];
         if (exact)

@@ -135,13 +135,19 @@ typedef struct cpu_kernels {
     void (*bwd_outer)(int n, int nq, int64_t D, const float *pt, const float *x, ptrdiff_t xs, float *y, ptrdiff_t ys);
 
     /* bwd_tile: the backward of ntile (1..CPU_GROUP_MAX) query tiles of QB queries from q0 on of
-     * (b, h), i.e. the queries [q0, min(Sq, q0 + ntile QB)) (cpu_flash_template.h), the tiles
-     * walking the key blocks together: writes their dq rows, adds each tile's share, in tile
-     * order, into the dk, dv rows of every attended key (zeroed by the caller before the first
-     * tile of (b, h)), bit for bit as ntile calls of one tile would; ws:
-     * cpu_bwd_tile_workspace_floats(kern, D, ntile) floats. */
-    void (*bwd_tile)(const cpu_bwd_args *a, int64_t b, int64_t h, int64_t q0, int ntile, float *ws);
+     * (b, h), i.e. the queries [q0, min(Sq, q0 + ntile QB)) (cpu_flash_template.h), against the
+     * key blocks kb0 .. kb0 + nkb - 1 of their attended keys (nkb < 0: all from kb0 on), the tiles
+     * walking those key blocks together. parts & CPU_BWD_DKV: adds each tile's share, in tile
+     * order, into the dk, dv rows of those keys (zeroed by the caller before the first tile of
+     * (b, h)); parts & CPU_BWD_DQ (then kb0 = 0, nkb < 0): writes the tiles' dq rows. Bit for bit
+     * what ntile calls of one tile would give; ws: cpu_bwd_tile_workspace_floats(kern, D, ntile). */
+    void (*bwd_tile)(const cpu_bwd_args *a, int64_t b, int64_t h, int64_t q0, int ntile, int64_t kb0, int64_t nkb,
+                     int parts, float *ws);
 } cpu_kernels;
+
+/* bwd_tile's parts: the dk, dv shares, the dq rows. */
+#define CPU_BWD_DKV 1
+#define CPU_BWD_DQ 2
 
 /* The most query blocks one task (or one backward group) walks the key blocks with. */
 #define CPU_GROUP_MAX 8
