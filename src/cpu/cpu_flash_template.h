@@ -659,7 +659,8 @@ static void JK(task)(const cpu_flash_args *a, int64_t b, int64_t h, int64_t q0, 
 #endif
         /* the next key block's rows (when consecutive: without a mask), a share per block */
         const int64_t nn = keys.mask ? 0 : keys.end - keys.next < JK_BK ? keys.end - keys.next : JK_BK;
-        const float *kn = kh + keys.next * a->ks.token, *vn = vh + keys.next * a->vs.token;
+        const int64_t next = nn > 0 ? keys.next : 0; /* no pointer past the rows when there is none */
+        const float *kn = kh + next * a->ks.token, *vn = vh + next * a->vs.token;
         for (int g = 0; g < nblk; g++) {
             if (JK_NQV > 1 && nn > 0) {
                 const int64_t r0 = nn * g / nblk, r1 = nn * (g + 1) / nblk;
@@ -1006,8 +1007,9 @@ static void JK(bwd_tile)(const cpu_bwd_args *ba, int64_t b, int64_t h, int64_t q
          * into L2, a share before each tile */
         const int dkv = (parts & CPU_BWD_DKV) != 0;
         const int64_t nn = keys.mask || left == 1 ? 0 : keys.end - keys.next < JK_BK ? keys.end - keys.next : JK_BK;
-        const float *kn = kh + keys.next * a->ks.token, *vn = vh + keys.next * a->vs.token;
-        const float *dkn = dkh + keys.next * ba->dks.token, *dvn = dvh + keys.next * ba->dvs.token;
+        const int64_t next = nn > 0 ? keys.next : 0; /* no pointer past the rows when there is none */
+        const float *kn = kh + next * a->ks.token, *vn = vh + next * a->vs.token;
+        const float *dkn = dkh + next * ba->dks.token, *dvn = dvh + next * ba->dvs.token;
         for (int t = 0; t < ntile; t++) {
             if (nn > 0) {
                 const int64_t r0 = nn * t / ntile, r1 = nn * (t + 1) / ntile;
