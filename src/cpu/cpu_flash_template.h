@@ -525,6 +525,19 @@ static void JK(prefetch_rows)(int64_t n, int64_t D, const float *x, ptrdiff_t xs
 }
 #endif
 
+/* Every 64-byte line of the rows r0 <= r < r1 of x (D floats each, row stride xs) requested
+ * into L2 (prefetcht1; a hint: nothing is read). A group of query blocks asks, a share before
+ * each of its blocks, for the rows of the next key block, so that the group's first block does
+ * not wait on L3 or memory for them: (1,2,16384,128) 1 thread, 8-block groups: see NOTES.md §1. */
+static void JK(prefetch_rows_l2)(int64_t r0, int64_t r1, int64_t D, const float *x, ptrdiff_t xs) {
+#if defined(__GNUC__)
+    for (int64_t r = r0; r < r1; r++)
+        for (int64_t d = 0; d < D; d += 64 / (int64_t)sizeof(float)) __builtin_prefetch(x + r * xs + d, 0, 2);
+#else
+    (void)r0, (void)r1, (void)D, (void)x, (void)xs;
+#endif
+}
+
 /* Rows rows[0 .. n) of x (D floats each, row stride xs) copied back to back into packed. */
 static void JK(pack_rows)(int n, const int64_t *rows, int64_t D, const float *x, ptrdiff_t xs, float *packed) {
     for (int r = 0; r < n; r++) memcpy(packed + r * D, x + rows[r] * xs, (size_t)D * sizeof *packed);
@@ -538,43 +551,93 @@ static void JK(write_unattended)(const cpu_flash_args *a, int64_t b, int64_t h, 
         for (int i = 0; i < nq; i++) a->lse[(b * a->H + h) * a->Sq + q0 + i] = -INFINITY;
 }
 
-/* ---- the task: one query block of one (b, h), all the keys it attends --------------------
- * workspace (floats, each part 64-byte aligned): qt [D][QB], st, sl [BK][QB], ot [D][QB],
- * m, ml, l, alpha [QB], for D <= JK_EXACT_D otl [D][QB], and pk, pv [BK][D]: a key block whose
- * rows are not consecutive (a key mask) is packed there, so masked rows are never read. */
-static void JK(task)(const cpu_flash_args *a, int64_t b, int64_t h, int64_t q0, float *ws) {
+/* ---- the task: a group of query blocks of one (b, h), all the keys they attend -----------
+ * nblk (1..CPU_GROUP_MAX) query blocks of QB queries from q0 on (the last one may be short),
+ * each with its own state, walk the key blocks together: for each key block, every block of
+ * the group in turn. A K/V block (BK rows of K and of V, 2 BK D floats) is then read from
+ * memory or L3 once per group and reused from L2 by the group's other blocks, where a lone
+ * block streams all of the head's K and V (4.7 MB at S = 4608, D = 128: more than L2).
+ * Each block's arithmetic is exactly the lone block's (the same key blocks in the same order
+ * into its own running state), so the bits do not depend on the group size.
+ * workspace (floats, each part 64-byte aligned): shared st, sl [BK][QB] and pk, pv [BK][D] (a
+ * key block whose rows are not consecutive, a key mask, is packed there once for the group, so
+ * masked rows are never read); then per block qt, ot [D][QB], m, ml, l, alpha [QB], and for
+ * D <= JK_EXACT_D otl [D][QB] (cpu_task_workspace_floats). */
+typedef struct JK(fwd_block) {
+    float *qt, *ot, *otl, *m, *ml, *l, *alpha;
+    int64_t q0;
+    int nq, plain;
+} JK(fwd_block);
+
+/* One query block against one key block (n rows kb, vb at row strides ks, vs). */
+static void JK(task_block)(const cpu_flash_args *a, const JK(fwd_block) * s, int n, const float *kb, ptrdiff_t ks,
+                           const float *vb, ptrdiff_t vs, float *st, float *sl) {
     const int64_t D = a->D;
-    const int nq = (int)(a->Sq - q0 < JK_QB ? a->Sq - q0 : JK_QB);
+    const int exact = D <= JK_EXACT_D;
+    const float *qt = s->qt;
+    int j = 0;
+    if (s->plain) {
+        for (; j + JK_SJ <= n; j += JK_SJ) /* sl = 0 is not written, softmax_block_plain never reads it */
+            JK(scores_rows_plain)(JK_SJ, D, kb + j * ks, ks, qt, st + j * JK_QB, NULL);
+        if (j < n) JK(scores_plain)(n - j, D, kb + j * ks, ks, qt, st + j * JK_QB, sl + j * JK_QB);
+        JK(softmax_block_plain)(n, a->scale_log2e, st, s->m, s->ml, s->l, s->alpha);
+        j = n;
+    } else if (D > JK_EXACT_D)
+        for (; j + JK_SJ <= n; j += JK_SJ)
+            JK(scores_rows)(JK_SJ, D, kb + j * ks, ks, qt, st + j * JK_QB, sl + j * JK_QB);
+    for (; j < n; j += JK_SJ)
+        JK(scores)(n - j < JK_SJ ? n - j : JK_SJ, D, kb + j * ks, ks, qt, st + j * JK_QB, sl + j * JK_QB);
+    if (!s->plain) JK(softmax_block)(n, a->scale_log2e, st, sl, s->m, s->ml, s->l, s->alpha);
+    if (exact) {
+        JK(pv_exact)((int)D, n, vb, vs, st, s->alpha, s->ot, s->otl);
+        return;
+    }
+    int64_t d = 0;
+    for (; d + JK_DR <= D; d += JK_DR) JK(pv_rows)(JK_DR, n, vb + d, vs, st, s->alpha, s->ot + d * JK_QB);
+    if (d < D) JK(pv)((int)(D - d), n, vb + d, vs, st, s->alpha, s->ot + d * JK_QB);
+}
+
+static void JK(task)(const cpu_flash_args *a, int64_t b, int64_t h, int64_t q0, int nblk, float *ws) {
+    const int64_t D = a->D;
+    const int exact = D <= JK_EXACT_D;
     cpu_key_blocks keys;
     cpu_key_blocks_init(&keys, a, b);
     int64_t rows[JK_BK];
     int n = cpu_key_blocks_next(&keys, JK_BK, rows);
+    JK(fwd_block) blk[CPU_GROUP_MAX];
+    for (int g = 0; g < nblk; g++) {
+        blk[g].q0 = q0 + (int64_t)g * JK_QB;
+        blk[g].nq = (int)(a->Sq - blk[g].q0 < JK_QB ? a->Sq - blk[g].q0 : JK_QB);
+    }
     if (n == 0) {
-        JK(write_unattended)(a, b, h, q0, nq);
+        for (int g = 0; g < nblk; g++) JK(write_unattended)(a, b, h, blk[g].q0, blk[g].nq);
         return;
     }
-    float *qt = ws, *st = qt + D * JK_QB, *sl = st + (int64_t)JK_BK * JK_QB, *ot = sl + (int64_t)JK_BK * JK_QB;
-    float *m = ot + D * JK_QB, *ml = m + JK_QB, *l = ml + JK_QB, *alpha = l + JK_QB;
-    float *otl = alpha + JK_QB; /* D <= JK_EXACT_D only: the low parts of Ot (pv_exact) */
-    const int exact = D <= JK_EXACT_D;
-    float *pk = otl + (exact ? D * JK_QB : 0), *pv = pk + (int64_t)JK_BK * D;
-
-    /* Pack Qt = Q^T, lanes past the last query zero. */
-    const float *q = a->q + b * a->qs.batch + h * a->qs.head + q0 * a->qs.token;
-    JK(pack_qt)(nq, D, q, (ptrdiff_t)a->qs.token, qt);
-    /* The a-priori bound of this task's logits in exp2 units: |c q.k| <= c max|q| max|k|. Below
-     * JK_PLAIN_LOGIT_BOUND the plain dot product's rounding (rms ~ u * bound / sqrt(2), any D)
-     * is no larger than the compensated kernel's on the gate's hardest inputs (logits of std 8
-     * in natural units), so the plain kernel runs (NOTES.md §3); NaN/inf norms never do. */
-    const double qk = sqrt(JK(qt_max_norm2)(nq, D, qt, q, (ptrdiff_t)a->qs.token) * a->k_norm2[b * a->H + h]);
-    const int plain =
-        D > JK_EXACT_D && qk <= JK_PLAIN_QK_MAX && fabs((double)a->scale_log2e) * qk <= JK_PLAIN_LOGIT_BOUND;
-    for (int i = 0; i < JK_QB; i++) {
-        m[i] = -INFINITY;
-        ml[i] = l[i] = 0.0f;
+    float *st = ws, *sl = st + (int64_t)JK_BK * JK_QB, *pk = sl + (int64_t)JK_BK * JK_QB, *pv = pk + (int64_t)JK_BK * D;
+    float *state = pv + (int64_t)JK_BK * D;
+    const int64_t state_floats = cpu_task_block_floats(JK_QB, D);
+    for (int g = 0; g < nblk; g++) {
+        JK(fwd_block) *s = &blk[g];
+        s->qt = state + g * state_floats;
+        s->ot = s->qt + D * JK_QB;
+        s->m = s->ot + D * JK_QB, s->ml = s->m + JK_QB, s->l = s->ml + JK_QB, s->alpha = s->l + JK_QB;
+        s->otl = s->alpha + JK_QB; /* D <= JK_EXACT_D only: the low parts of Ot (pv_exact) */
+        /* Pack Qt = Q^T, lanes past the last query zero. */
+        const float *q = a->q + b * a->qs.batch + h * a->qs.head + s->q0 * a->qs.token;
+        JK(pack_qt)(s->nq, D, q, (ptrdiff_t)a->qs.token, s->qt);
+        /* The a-priori bound of this block's logits in exp2 units: |c q.k| <= c max|q| max|k|.
+         * Below JK_PLAIN_LOGIT_BOUND the plain dot product's rounding (rms ~ u * bound / sqrt(2),
+         * any D) is no larger than the compensated kernel's on the gate's hardest inputs (logits
+         * of std 8 in natural units), so the plain kernel runs (NOTES.md §3); NaN/inf norms never do. */
+        const double qk = sqrt(JK(qt_max_norm2)(s->nq, D, s->qt, q, (ptrdiff_t)a->qs.token) * a->k_norm2[b * a->H + h]);
+        s->plain = D > JK_EXACT_D && qk <= JK_PLAIN_QK_MAX && fabs((double)a->scale_log2e) * qk <= JK_PLAIN_LOGIT_BOUND;
+        for (int i = 0; i < JK_QB; i++) {
+            s->m[i] = -INFINITY;
+            s->ml[i] = s->l[i] = 0.0f;
+        }
+        memset(s->ot, 0, (size_t)(D * JK_QB) * sizeof *s->ot);
+        if (exact) memset(s->otl, 0, (size_t)(D * JK_QB) * sizeof *s->otl);
     }
-    memset(ot, 0, (size_t)(D * JK_QB) * sizeof *ot);
-    if (exact) memset(otl, 0, (size_t)(D * JK_QB) * sizeof *otl);
 
     const float *kh = a->k + b * a->ks.batch + h * a->ks.head;
     const float *vh = a->v + b * a->vs.batch + h * a->vs.head;
@@ -594,44 +657,39 @@ static void JK(task)(const cpu_flash_args *a, int64_t b, int64_t h, int64_t q0, 
             JK(prefetch_rows)(next < JK_BK ? next : JK_BK, D, kh + keys.next * a->ks.token, (ptrdiff_t)a->ks.token);
         }
 #endif
-        int j = 0;
-        if (plain) {
-            for (; j + JK_SJ <= n; j += JK_SJ) /* sl = 0 is not written, softmax_block_plain never reads it */
-                JK(scores_rows_plain)(JK_SJ, D, kb + j * ks, ks, qt, st + j * JK_QB, NULL);
-            if (j < n) JK(scores_plain)(n - j, D, kb + j * ks, ks, qt, st + j * JK_QB, sl + j * JK_QB);
-            JK(softmax_block_plain)(n, a->scale_log2e, st, m, ml, l, alpha);
-            j = n;
-        } else if (D > JK_EXACT_D)
-            for (; j + JK_SJ <= n; j += JK_SJ)
-                JK(scores_rows)(JK_SJ, D, kb + j * ks, ks, qt, st + j * JK_QB, sl + j * JK_QB);
-        for (; j < n; j += JK_SJ)
-            JK(scores)(n - j < JK_SJ ? n - j : JK_SJ, D, kb + j * ks, ks, qt, st + j * JK_QB, sl + j * JK_QB);
-        if (!plain) JK(softmax_block)(n, a->scale_log2e, st, sl, m, ml, l, alpha);
-        if (exact) {
-            JK(pv_exact)((int)D, n, vb, vs, st, alpha, ot, otl);
-            continue;
+        /* the next key block's rows (when consecutive: without a mask), a share per block */
+        const int64_t nn = keys.mask ? 0 : keys.end - keys.next < JK_BK ? keys.end - keys.next : JK_BK;
+        const int64_t next = nn > 0 ? keys.next : 0; /* no pointer past the rows when there is none */
+        const float *kn = kh + next * a->ks.token, *vn = vh + next * a->vs.token;
+        for (int g = 0; g < nblk; g++) {
+            if (JK_NQV > 1 && nn > 0) {
+                const int64_t r0 = nn * g / nblk, r1 = nn * (g + 1) / nblk;
+                JK(prefetch_rows_l2)(r0, r1, D, kn, (ptrdiff_t)a->ks.token);
+                JK(prefetch_rows_l2)(r0, r1, D, vn, (ptrdiff_t)a->vs.token);
+            }
+            JK(task_block)(a, &blk[g], n, kb, ks, vb, vs, st, sl);
         }
-        int64_t d = 0;
-        for (; d + JK_DR <= D; d += JK_DR) JK(pv_rows)(JK_DR, n, vb + d, vs, st, alpha, ot + d * JK_QB);
-        if (d < D) JK(pv)((int)(D - d), n, vb + d, vs, st, alpha, ot + d * JK_QB);
     }
 
-    /* out[q][d] = Ot[d][q] / l[q]: the normalisation and the transpose in one write. */
-    float *out = a->out + b * a->os.batch + h * a->os.head + q0 * a->os.token;
-    if (exact)
-        for (int i = 0; i < nq; i++) {
-            const float inv = 1.0f / l[i];
-            float *o = out + i * a->os.token;
-            for (int64_t d = 0; d < D; d++) o[d] = (ot[d * JK_QB + i] + otl[d * JK_QB + i]) * inv;
+    for (int g = 0; g < nblk; g++) {
+        const JK(fwd_block) *s = &blk[g];
+        /* out[q][d] = Ot[d][q] / l[q]: the normalisation and the transpose in one write. */
+        float *out = a->out + b * a->os.batch + h * a->os.head + s->q0 * a->os.token;
+        if (exact)
+            for (int i = 0; i < s->nq; i++) {
+                const float inv = 1.0f / s->l[i];
+                float *o = out + i * a->os.token;
+                for (int64_t d = 0; d < D; d++) o[d] = (s->ot[d * JK_QB + i] + s->otl[d * JK_QB + i]) * inv;
+            }
+        else
+            JK(write_out)(s->nq, D, s->ot, s->l, out, (ptrdiff_t)a->os.token);
+        if (a->lse) {
+            float *lse = a->lse + (b * a->H + h) * a->Sq + s->q0;
+            for (int i = 0; i < s->nq; i++)
+                lse[i] = (float)(((double)s->m[i] + s->ml[i]) * a->scale + log((double)s->l[i]));
         }
-    else
-        JK(write_out)(nq, D, ot, l, out, (ptrdiff_t)a->os.token);
-    if (a->lse) {
-        float *lse = a->lse + (b * a->H + h) * a->Sq + q0;
-        for (int i = 0; i < nq; i++) lse[i] = (float)(((double)m[i] + ml[i]) * a->scale + log((double)l[i]));
     }
 }
-
 /* ==== backward ===========================================================================
  * One query tile of one (b, h) against every key it attends (cpu_kernels.h, bwd_tile): the
  * forward's own scores (the same key blocks, tiles, kernels and plain/compensated choice as
@@ -788,80 +846,152 @@ static void JK(bwd_scatter_add)(int n, const int64_t *rows, int64_t D, const flo
     }
 }
 
-/* ---- bwd_tile: the queries [q0, min(Sq, q0 + QB)) of (b, h) against all their keys ---------
+/* ---- bwd_tile: ntile (1..CPU_GROUP_MAX) query tiles of QB queries from q0 on of (b, h) (the last
+ * one may be short) against all their keys, the tiles walking the key blocks together: for each
+ * key block, every tile in ascending order. The K and V rows of a key block and its dk, dv rows
+ * are then read from memory or L3 once per group and reused from L2 by its other tiles, where a
+ * lone tile streams all of the head's K, V, dK and dV (4 x 2.4 MB at S = 4608, D = 128).
+ * Each tile's arithmetic is exactly the lone tile's, and the dk, dv rows still receive the tiles'
+ * sums one by one in ascending tile order, so the bits do not depend on the group size.
  * reads q, k, v, out, lse, dout, dlse of (b, h); writes those dq rows; adds into every dk, dv
  * row of an attended key (the driver zeroes them first). Workspace (floats, 64-byte aligned
- * parts): qt, dot, dqt [D][QB], dqtl [D][QB] for D <= JK_EXACT_D, st, sl, dpt, dpl [BK][QB],
- * lse, dl, dll, one [QB], pk, pv, tk, tv [BK][D]. */
-static void JK(bwd_tile)(const cpu_bwd_args *ba, int64_t b, int64_t h, int64_t q0, float *ws) {
+ * parts, cpu_bwd_tile_workspace_floats): shared st, sl, dpt, dpl [BK][QB], one [QB], pk, pv,
+ * tk, tv [BK][D]; then per tile qt, dot, dqt [D][QB], dqtl [D][QB] for D <= JK_EXACT_D, and
+ * lse, dl, dll [QB]. */
+typedef struct JK(bwd_state) {
+    float *qt, *dot, *dqt, *dqtl, *lse, *dl, *dll;
+    const float *q, *g; /* the tile's q and dout rows */
+    float *dq;
+    int nq, plain, exact_dp;
+} JK(bwd_state);
+
+/* One tile against one key block (n rows kb, vb at strides ks, vs; its dk, dv rows dkb, dvb). */
+static void JK(bwd_block)(const cpu_bwd_args *ba, const JK(bwd_state) * s, int n, const float *kb, ptrdiff_t ks,
+                          const float *vb, ptrdiff_t vs, float *dkb, ptrdiff_t dks, float *dvb, ptrdiff_t dvs,
+                          float *st, float *sl, float *dpt, float *dpl, const float *one, int parts) {
     const cpu_flash_args *a = &ba->f;
     const int64_t D = a->D;
-    const int nq = (int)(a->Sq - q0 < JK_QB ? a->Sq - q0 : JK_QB);
-    float *dq = ba->dq + b * ba->dqs.batch + h * ba->dqs.head + q0 * ba->dqs.token;
+    const int exact = D <= JK_EXACT_D;
+    const ptrdiff_t qs = (ptrdiff_t)a->qs.token, gs = (ptrdiff_t)ba->dos.token;
+    const float *qt = s->qt, *dot = s->dot;
+    /* S^T: the forward's scores, tile for tile. */
+    int j = 0;
+    if (s->plain) {
+        for (; j + JK_SJ <= n; j += JK_SJ) JK(scores_rows_plain)(JK_SJ, D, kb + j * ks, ks, qt, st + j * JK_QB, NULL);
+        if (j < n) JK(scores_plain)(n - j, D, kb + j * ks, ks, qt, st + j * JK_QB, sl + j * JK_QB);
+        j = n;
+    } else if (D > JK_EXACT_D)
+        for (; j + JK_SJ <= n; j += JK_SJ)
+            JK(scores_rows)(JK_SJ, D, kb + j * ks, ks, qt, st + j * JK_QB, sl + j * JK_QB);
+    for (; j < n; j += JK_SJ)
+        JK(scores)(n - j < JK_SJ ? n - j : JK_SJ, D, kb + j * ks, ks, qt, st + j * JK_QB, sl + j * JK_QB);
+    JK(bwd_probs)(n, !s->plain, a->scale, st, sl, s->lse);
+    /* dP^T = V dO^T as a pair (bwd_ds subtracts Dl from it): exact where Dl is, else compensated */
+    j = 0;
+    if (s->exact_dp)
+        for (; j < n; j += JK_SJ) JK(bwd_dots_exact)
+    (n - j < JK_SJ ? n - j : JK_SJ, D, vb + j * vs, vs, dot, dpt + j * JK_QB, dpl + j * JK_QB);
+    else if (D > JK_EXACT_D) for (; j + JK_SJ <= n; j += JK_SJ)
+        JK(scores_rows)(JK_SJ, D, vb + j * vs, vs, dot, dpt + j * JK_QB, dpl + j * JK_QB);
+    for (; j < n; j += JK_SJ)
+        JK(scores)(n - j < JK_SJ ? n - j : JK_SJ, D, vb + j * vs, vs, dot, dpt + j * JK_QB, dpl + j * JK_QB);
+    if (parts & CPU_BWD_DKV) JK(bwd_outer)(n, s->nq, D, st, s->g, gs, dvb, dvs);
+    JK(bwd_ds)(n, a->scale, st, dpt, dpl, s->dl, s->dll);
+    if (parts & CPU_BWD_DKV) JK(bwd_outer)(n, s->nq, D, dpt, s->q, qs, dkb, dks);
+    if (!(parts & CPU_BWD_DQ)) return;
+    if (exact)
+        JK(pv_exact)((int)D, n, kb, ks, dpt, one, s->dqt, s->dqtl);
+    else {
+        int64_t d = 0;
+        for (; d + JK_DR <= D; d += JK_DR) JK(pv_rows)(JK_DR, n, kb + d, ks, dpt, one, s->dqt + d * JK_QB);
+        if (d < D) JK(pv)((int)(D - d), n, kb + d, ks, dpt, one, s->dqt + d * JK_QB);
+    }
+}
+
+static void JK(bwd_tile)(const cpu_bwd_args *ba, int64_t b, int64_t h, int64_t q0, int ntile, int64_t kb0, int64_t nkb,
+                         int parts, float *ws) {
+    const cpu_flash_args *a = &ba->f;
+    const int64_t D = a->D;
+    const int exact = D <= JK_EXACT_D;
     cpu_key_blocks keys;
     cpu_key_blocks_init(&keys, a, b);
     int64_t rows[JK_BK];
     int n = cpu_key_blocks_next(&keys, JK_BK, rows);
-    if (n == 0) { /* no key to attend: dq rows of +0 */
-        for (int i = 0; i < nq; i++) memset(dq + i * ba->dqs.token, 0, (size_t)D * sizeof *dq);
-        return;
+    JK(bwd_state) tile[CPU_GROUP_MAX];
+    for (int t = 0; t < ntile; t++) {
+        const int64_t tq0 = q0 + (int64_t)t * JK_QB;
+        tile[t].nq = (int)(a->Sq - tq0 < JK_QB ? a->Sq - tq0 : JK_QB);
+        tile[t].dq = ba->dq + b * ba->dqs.batch + h * ba->dqs.head + tq0 * ba->dqs.token;
+        if (n == 0 && (parts & CPU_BWD_DQ)) /* no key to attend: dq rows of +0 */
+            for (int i = 0; i < tile[t].nq; i++)
+                memset(tile[t].dq + i * ba->dqs.token, 0, (size_t)D * sizeof *tile[t].dq);
     }
-    const int exact = D <= JK_EXACT_D;
-    float *qt = ws, *dot = qt + D * JK_QB, *dqt = dot + D * JK_QB, *dqtl = dqt + D * JK_QB;
-    float *st = dqtl + (exact ? D * JK_QB : 0), *sl = st + (int64_t)JK_BK * JK_QB, *dpt = sl + (int64_t)JK_BK * JK_QB;
-    float *dpl = dpt + (int64_t)JK_BK * JK_QB;
-    float *lse = dpl + (int64_t)JK_BK * JK_QB, *dl = lse + JK_QB, *dll = dl + JK_QB, *one = dll + JK_QB;
+    for (int64_t i = 0; i < kb0 && n > 0; i++) n = cpu_key_blocks_next(&keys, JK_BK, rows); /* the range's first */
+    if (n == 0) return;
+    float *st = ws, *sl = st + (int64_t)JK_BK * JK_QB, *dpt = sl + (int64_t)JK_BK * JK_QB;
+    float *dpl = dpt + (int64_t)JK_BK * JK_QB, *one = dpl + (int64_t)JK_BK * JK_QB;
     float *pk = one + JK_QB, *pv = pk + (int64_t)JK_BK * D, *tk = pv + (int64_t)JK_BK * D,
           *tv = tk + (int64_t)JK_BK * D;
+    float *state = tv + (int64_t)JK_BK * D;
+    const int64_t state_floats = cpu_bwd_tile_state_floats(JK_QB, D);
+    for (int i = 0; i < JK_QB; i++) one[i] = 1.0f;
 
-    const float *q = a->q + b * a->qs.batch + h * a->qs.head + q0 * a->qs.token;
-    const float *o = ba->out + b * a->os.batch + h * a->os.head + q0 * a->os.token;
-    const float *g = ba->dout + b * ba->dos.batch + h * ba->dos.head + q0 * ba->dos.token;
     const ptrdiff_t qs = (ptrdiff_t)a->qs.token, gs = (ptrdiff_t)ba->dos.token;
-    JK(pack_qt)(nq, D, q, qs, qt);
-    JK(pack_qt)(nq, D, g, gs, dot);
-    /* The forward task's choice of scores kernel, from the same Qt and key norms. */
-    const double qk = sqrt(JK(qt_max_norm2)(nq, D, qt, q, qs) * a->k_norm2[b * a->H + h]);
-    const int plain =
-        D > JK_EXACT_D && qk <= JK_PLAIN_QK_MAX && fabs((double)a->scale_log2e) * qk <= JK_PLAIN_LOGIT_BOUND;
-    /* Dl_i = dO_i . O_i - dlse_i as a pair (dl, dll): the dot product by the same compensated
-     * kernel (one row, lane i of its result) that computes dP, so that with a single key, where
-     * the forward's O is that key's v row bit for bit, dP - Dl is exactly 0 as is dS. */
-    /* A tile of at most JK_BWD_EXACT_ROWS queries computes dP and Dl keeping every rounding
-     * error (bwd_dots_exact, as every tile does at D <= JK_EXACT_D): in a near one-hot row (weight 1 - e on one key) dq
-     * and dk are the small differences dP - Dl ~ e |dP|, so the compensated kernel's rounding inside its blocks
-     * (~u sqrt(sum of squared partial sums)) is a relative error ~u / e of them. Larger tiles
-     * keep the compensated kernel: there such rows are a few among many (rel_l2 over the tensor),
-     * and the exact dot costs 4 operations per product. */
-    const int exact_dp = nq <= JK_BWD_EXACT_ROWS || D <= JK_EXACT_D;
-    const int64_t row0 = (b * a->H + h) * a->Sq + q0;
-    for (int i = 0; i < JK_QB; i++) {
-        one[i] = 1.0f;
-        if (i < nq) {
-            if (exact_dp)
-                JK(bwd_dots_exact)(1, D, o + i * a->os.token, 0, dot, dpt, dpl);
-            else
-                JK(scores)(1, D, o + i * a->os.token, 0, dot, dpt, dpl);
-            lse[i] = ba->lse[row0 + i];
-            /* dlse joins the pair in float64 (hi + lo is exact there), then splits again: in
-             * float32 lo - dlse would round at u |dlse|, an error of every dP - Dl of the row
-             * that a near one-hot row's small dS (~ (1 - P_max) |dP|) cannot absorb. */
-            const double dl64 = ((double)dpt[i] + (double)dpl[i]) - (ba->dlse ? (double)ba->dlse[row0 + i] : 0.0);
-            dl[i] = (float)dl64;
-            dll[i] = (float)(dl64 - (double)dl[i]);
-        } else {
-            lse[i] = INFINITY; /* P = 0 in the lanes past the last query */
-            dl[i] = dll[i] = 0.0f;
+    for (int t = 0; t < ntile; t++) {
+        JK(bwd_state) *s = &tile[t];
+        const int64_t tq0 = q0 + (int64_t)t * JK_QB;
+        const int nq = s->nq;
+        s->qt = state + t * state_floats;
+        s->dot = s->qt + D * JK_QB, s->dqt = s->dot + D * JK_QB, s->dqtl = s->dqt + D * JK_QB;
+        s->lse = s->dqtl + (exact ? D * JK_QB : 0), s->dl = s->lse + JK_QB, s->dll = s->dl + JK_QB;
+        s->q = a->q + b * a->qs.batch + h * a->qs.head + tq0 * a->qs.token;
+        s->g = ba->dout + b * ba->dos.batch + h * ba->dos.head + tq0 * ba->dos.token;
+        const float *o = ba->out + b * a->os.batch + h * a->os.head + tq0 * a->os.token;
+        JK(pack_qt)(nq, D, s->q, qs, s->qt);
+        JK(pack_qt)(nq, D, s->g, gs, s->dot);
+        /* The forward task's choice of scores kernel, from the same Qt and key norms. */
+        const double qk = sqrt(JK(qt_max_norm2)(nq, D, s->qt, s->q, qs) * a->k_norm2[b * a->H + h]);
+        s->plain = D > JK_EXACT_D && qk <= JK_PLAIN_QK_MAX && fabs((double)a->scale_log2e) * qk <= JK_PLAIN_LOGIT_BOUND;
+        /* Dl_i = dO_i . O_i - dlse_i as a pair (dl, dll): the dot product by the same compensated
+         * kernel (one row, lane i of its result) that computes dP, so that with a single key, where
+         * the forward's O is that key's v row bit for bit, dP - Dl is exactly 0 as is dS. */
+        /* A tile of at most JK_BWD_EXACT_ROWS queries computes dP and Dl keeping every rounding
+         * error (bwd_dots_exact, as every tile does at D <= JK_EXACT_D): in a near one-hot row
+         * (weight 1 - e on one key) dq and dk are the small differences dP - Dl ~ e |dP|, so the
+         * compensated kernel's rounding inside its blocks (~u sqrt(sum of squared partial sums))
+         * is a relative error ~u / e of them. Larger tiles keep the compensated kernel: there such
+         * rows are a few among many (rel_l2 over the tensor), and the exact dot costs 4 operations
+         * per product. */
+        s->exact_dp = nq <= JK_BWD_EXACT_ROWS || D <= JK_EXACT_D;
+        const int64_t row0 = (b * a->H + h) * a->Sq + tq0;
+        for (int i = 0; i < JK_QB; i++) {
+            if (i < nq) {
+                if (s->exact_dp)
+                    JK(bwd_dots_exact)(1, D, o + i * a->os.token, 0, s->dot, dpt, dpl);
+                else
+                    JK(scores)(1, D, o + i * a->os.token, 0, s->dot, dpt, dpl);
+                s->lse[i] = ba->lse[row0 + i];
+                /* dlse joins the pair in float64 (hi + lo is exact there), then splits again: in
+                 * float32 lo - dlse would round at u |dlse|, an error of every dP - Dl of the row
+                 * that a near one-hot row's small dS (~ (1 - P_max) |dP|) cannot absorb. */
+                const double dl64 = ((double)dpt[i] + (double)dpl[i]) - (ba->dlse ? (double)ba->dlse[row0 + i] : 0.0);
+                s->dl[i] = (float)dl64;
+                s->dll[i] = (float)(dl64 - (double)s->dl[i]);
+            } else {
+                s->lse[i] = INFINITY; /* P = 0 in the lanes past the last query */
+                s->dl[i] = s->dll[i] = 0.0f;
+            }
         }
+        memset(s->dqt, 0, (size_t)(D * JK_QB) * sizeof *s->dqt);
+        if (exact) memset(s->dqtl, 0, (size_t)(D * JK_QB) * sizeof *s->dqtl);
     }
-    memset(dqt, 0, (size_t)(D * JK_QB) * sizeof *dqt);
-    if (exact) memset(dqtl, 0, (size_t)(D * JK_QB) * sizeof *dqtl);
 
     const float *kh = a->k + b * a->ks.batch + h * a->ks.head;
     const float *vh = a->v + b * a->vs.batch + h * a->vs.head;
     float *dkh = ba->dk + b * ba->dks.batch + h * ba->dks.head;
     float *dvh = ba->dv + b * ba->dvs.batch + h * ba->dvs.head;
-    for (; n > 0; n = cpu_key_blocks_next(&keys, JK_BK, rows)) {
+    int64_t left = nkb;
+    for (; n > 0 && left != 0; n = --left != 0 ? cpu_key_blocks_next(&keys, JK_BK, rows) : 0) {
         ptrdiff_t ks = (ptrdiff_t)a->ks.token, vs = (ptrdiff_t)a->vs.token;
         ptrdiff_t dks = (ptrdiff_t)ba->dks.token, dvs = (ptrdiff_t)ba->dvs.token;
         const float *kb = kh + rows[0] * ks, *vb = vh + rows[0] * vs;
@@ -870,55 +1000,46 @@ static void JK(bwd_tile)(const cpu_bwd_args *ba, int64_t b, int64_t h, int64_t q
         if (gapped) {
             JK(pack_rows)(n, rows, D, kh, ks, pk);
             JK(pack_rows)(n, rows, D, vh, vs, pv);
-            memset(tk, 0, (size_t)n * (size_t)D * sizeof *tk);
-            memset(tv, 0, (size_t)n * (size_t)D * sizeof *tv);
             kb = pk, vb = pv, ks = vs = (ptrdiff_t)D;
             dkb = tk, dvb = tv, dks = dvs = (ptrdiff_t)D;
         }
-        /* S^T: the forward's scores, tile for tile. */
-        int j = 0;
-        if (plain) {
-            for (; j + JK_SJ <= n; j += JK_SJ)
-                JK(scores_rows_plain)(JK_SJ, D, kb + j * ks, ks, qt, st + j * JK_QB, NULL);
-            if (j < n) JK(scores_plain)(n - j, D, kb + j * ks, ks, qt, st + j * JK_QB, sl + j * JK_QB);
-            j = n;
-        } else if (D > JK_EXACT_D)
-            for (; j + JK_SJ <= n; j += JK_SJ)
-                JK(scores_rows)(JK_SJ, D, kb + j * ks, ks, qt, st + j * JK_QB, sl + j * JK_QB);
-        for (; j < n; j += JK_SJ)
-            JK(scores)(n - j < JK_SJ ? n - j : JK_SJ, D, kb + j * ks, ks, qt, st + j * JK_QB, sl + j * JK_QB);
-        JK(bwd_probs)(n, !plain, a->scale, st, sl, lse);
-        /* dP^T = V dO^T as a pair (bwd_ds subtracts Dl from it): exact where Dl is, else compensated */
-        j = 0;
-        if (exact_dp)
-            for (; j < n; j += JK_SJ) JK(bwd_dots_exact)
-        (n - j < JK_SJ ? n - j : JK_SJ, D, vb + j * vs, vs, dot, dpt + j * JK_QB, dpl + j * JK_QB);
-        else if (D > JK_EXACT_D) for (; j + JK_SJ <= n; j += JK_SJ)
-            JK(scores_rows)(JK_SJ, D, vb + j * vs, vs, dot, dpt + j * JK_QB, dpl + j * JK_QB);
-        for (; j < n; j += JK_SJ)
-            JK(scores)(n - j < JK_SJ ? n - j : JK_SJ, D, vb + j * vs, vs, dot, dpt + j * JK_QB, dpl + j * JK_QB);
-        JK(bwd_outer)(n, nq, D, st, g, gs, dvb, dvs);
-        JK(bwd_ds)(n, a->scale, st, dpt, dpl, dl, dll);
-        JK(bwd_outer)(n, nq, D, dpt, q, qs, dkb, dks);
-        if (exact)
-            JK(pv_exact)((int)D, n, kb, ks, dpt, one, dqt, dqtl);
-        else {
-            int64_t d = 0;
-            for (; d + JK_DR <= D; d += JK_DR) JK(pv_rows)(JK_DR, n, kb + d, ks, dpt, one, dqt + d * JK_QB);
-            if (d < D) JK(pv)((int)(D - d), n, kb + d, ks, dpt, one, dqt + d * JK_QB);
-        }
-        if (gapped) {
-            JK(bwd_scatter_add)(n, rows, D, tk, dkh, (ptrdiff_t)ba->dks.token);
-            JK(bwd_scatter_add)(n, rows, D, tv, dvh, (ptrdiff_t)ba->dvs.token);
+        /* the next key block's K, V, dK and dV rows (when consecutive: without a mask) requested
+         * into L2, a share before each tile */
+        const int dkv = (parts & CPU_BWD_DKV) != 0;
+        const int64_t nn = keys.mask || left == 1 ? 0 : keys.end - keys.next < JK_BK ? keys.end - keys.next : JK_BK;
+        const int64_t next = nn > 0 ? keys.next : 0; /* no pointer past the rows when there is none */
+        const float *kn = kh + next * a->ks.token, *vn = vh + next * a->vs.token;
+        const float *dkn = dkh + next * ba->dks.token, *dvn = dvh + next * ba->dvs.token;
+        for (int t = 0; t < ntile; t++) {
+            if (nn > 0) {
+                const int64_t r0 = nn * t / ntile, r1 = nn * (t + 1) / ntile;
+                JK(prefetch_rows_l2)(r0, r1, D, kn, (ptrdiff_t)a->ks.token);
+                JK(prefetch_rows_l2)(r0, r1, D, vn, (ptrdiff_t)a->vs.token);
+                if (dkv) JK(prefetch_rows_l2)(r0, r1, D, dkn, (ptrdiff_t)ba->dks.token);
+                if (dkv) JK(prefetch_rows_l2)(r0, r1, D, dvn, (ptrdiff_t)ba->dvs.token);
+            }
+            if (gapped && dkv) { /* each tile's sum alone, added to the rows as in place */
+                memset(tk, 0, (size_t)n * (size_t)D * sizeof *tk);
+                memset(tv, 0, (size_t)n * (size_t)D * sizeof *tv);
+            }
+            JK(bwd_block)(ba, &tile[t], n, kb, ks, vb, vs, dkb, dks, dvb, dvs, st, sl, dpt, dpl, one, parts);
+            if (gapped && dkv) {
+                JK(bwd_scatter_add)(n, rows, D, tk, dkh, (ptrdiff_t)ba->dks.token);
+                JK(bwd_scatter_add)(n, rows, D, tv, dvh, (ptrdiff_t)ba->dvs.token);
+            }
         }
     }
-    if (exact)
-        for (int i = 0; i < nq; i++)
-            for (int64_t d = 0; d < D; d++) dq[i * ba->dqs.token + d] = dqt[d * JK_QB + i] + dqtl[d * JK_QB + i];
-    else
-        JK(write_out)(nq, D, dqt, one, dq, (ptrdiff_t)ba->dqs.token);
+    if (!(parts & CPU_BWD_DQ)) return;
+    for (int t = 0; t < ntile; t++) {
+        const JK(bwd_state) *s = &tile[t];
+        if (exact)
+            for (int i = 0; i < s->nq; i++)
+                for (int64_t d = 0; d < D; d++)
+                    s->dq[i * ba->dqs.token + d] = s->dqt[d * JK_QB + i] + s->dqtl[d * JK_QB + i];
+        else
+            JK(write_out)(s->nq, D, s->dqt, one, s->dq, (ptrdiff_t)ba->dqs.token);
+    }
 }
-
 const cpu_kernels JK_TABLE = {
     JK_ISA,
     JK_KERNEL_NAME,

@@ -114,9 +114,12 @@ typedef struct cpu_kernels {
      * counted as 0 (0 when n == 0). x: any alignment. Relative error <= (D + VL) u. */
     double (*max_row_norm2)(int64_t n, int64_t D, const float *x, ptrdiff_t xs);
 
-    /* task: the whole flash loop for the queries [q0, min(Sq, q0 + QB)) of (b, h); ws:
-     * task_workspace floats, 64-byte aligned. Writes those out rows and their lse. */
-    void (*task)(const cpu_flash_args *a, int64_t b, int64_t h, int64_t q0, float *ws);
+    /* task: the whole flash loop for the nblk (1..CPU_GROUP_MAX) query blocks of QB queries
+     * from q0 on of (b, h), i.e. the queries [q0, min(Sq, q0 + nblk QB)), the blocks walking
+     * the key blocks together (each K/V block reused from cache by the group); ws:
+     * cpu_task_workspace_floats(kern, D, nblk) floats, 64-byte aligned. Writes those out rows
+     * and their lse, bit for bit what nblk groups of one block write. */
+    void (*task)(const cpu_flash_args *a, int64_t b, int64_t h, int64_t q0, int nblk, float *ws);
 
     /* The same instruction set's table with fewer queries per task (a smaller qb), or NULL:
      * the driver runs a task of n < qb queries (the last block of a head, or seq_q < qb) on the
@@ -131,19 +134,45 @@ typedef struct cpu_kernels {
      * into a fresh accumulator, added once to y. pt 64-byte aligned; x, y any alignment. */
     void (*bwd_outer)(int n, int nq, int64_t D, const float *pt, const float *x, ptrdiff_t xs, float *y, ptrdiff_t ys);
 
-    /* bwd_tile: the backward of the queries [q0, min(Sq, q0 + QB)) of (b, h) (cpu_flash_template.h):
-     * writes their dq rows, adds their share into the dk, dv rows of every attended key (zeroed
-     * by the caller before the first tile of (b, h)); ws: bwd_tile_workspace floats. */
-    void (*bwd_tile)(const cpu_bwd_args *a, int64_t b, int64_t h, int64_t q0, float *ws);
+    /* bwd_tile: the backward of ntile (1..CPU_GROUP_MAX) query tiles of QB queries from q0 on of
+     * (b, h), i.e. the queries [q0, min(Sq, q0 + ntile QB)) (cpu_flash_template.h), against the
+     * key blocks kb0 .. kb0 + nkb - 1 of their attended keys (nkb < 0: all from kb0 on), the tiles
+     * walking those key blocks together. parts & CPU_BWD_DKV: adds each tile's share, in tile
+     * order, into the dk, dv rows of those keys (zeroed by the caller before the first tile of
+     * (b, h)); parts & CPU_BWD_DQ (then kb0 = 0, nkb < 0): writes the tiles' dq rows. Bit for bit
+     * what ntile calls of one tile would give; ws: cpu_bwd_tile_workspace_floats(kern, D, ntile). */
+    void (*bwd_tile)(const cpu_bwd_args *a, int64_t b, int64_t h, int64_t q0, int ntile, int64_t kb0, int64_t nkb,
+                     int parts, float *ws);
 } cpu_kernels;
 
-/* Floats of workspace one bwd_tile needs for head_dim D (a multiple of 16). */
-int64_t cpu_bwd_tile_workspace_floats(const cpu_kernels *kern, int64_t D);
+/* bwd_tile's parts: the dk, dv shares, the dq rows. */
+#define CPU_BWD_DKV 1
+#define CPU_BWD_DQ 2
 
-/* Floats of workspace one task needs for head_dim D (a multiple of 16: 64-byte aligned), the
- * packed rows of a gapped key block (padding) included; the call needs that per thread plus
- * cpu_norm_workspace_floats for the key norms. */
-int64_t cpu_task_workspace_floats(const cpu_kernels *kern, int64_t D);
+/* The most query blocks one task (or one backward group) walks the key blocks with. */
+#define CPU_GROUP_MAX 8
+
+/* Floats of one query block's own state in a task (qt, ot [D][QB], m, ml, l, alpha [QB], and
+ * otl [D][QB] for D <= CPU_EXACT_HEAD_DIM), rounded up to a multiple of 16 (64 bytes). */
+static inline int64_t cpu_task_block_floats(int64_t qb, int64_t D) {
+    const int64_t low = D <= CPU_EXACT_HEAD_DIM ? D : 0;
+    return (qb * (2 * D + 4 + low) + 15) / 16 * 16;
+}
+
+/* Floats of one backward tile's own state (qt, dot, dqt [D][QB], lse, dl, dll [QB], and dqtl
+ * [D][QB] for D <= CPU_EXACT_HEAD_DIM), rounded up to a multiple of 16 (64 bytes). */
+static inline int64_t cpu_bwd_tile_state_floats(int64_t qb, int64_t D) {
+    const int64_t low = D <= CPU_EXACT_HEAD_DIM ? D : 0;
+    return (qb * (3 * D + 3 + low) + 15) / 16 * 16;
+}
+
+/* Floats of workspace one bwd_tile call of ntile tiles needs for head_dim D (a multiple of 16). */
+int64_t cpu_bwd_tile_workspace_floats(const cpu_kernels *kern, int64_t D, int ntile);
+
+/* Floats of workspace one task of nblk query blocks needs for head_dim D (a multiple of 16:
+ * 64-byte aligned), the packed rows of a gapped key block (padding) included; the call needs
+ * that per thread plus cpu_norm_workspace_floats for the key norms. */
+int64_t cpu_task_workspace_floats(const cpu_kernels *kern, int64_t D, int nblk);
 int64_t cpu_norm_workspace_floats(int64_t batch, int64_t heads); /* 2 floats per double */
 
 /* The tables compiled into this build (NULL-terminated inside cpu_isa.c). */
