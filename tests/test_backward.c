@@ -348,14 +348,14 @@ static jattn_status bcase_fill(bcase *bc, jt_dist d, jt_rng *r, jattn_backend fw
 static int device_pointers; /* the device part: bcase_run through device copies */
 
 #ifdef JATTN_TEST_BACKWARD_CUDA
-#define CUDA_TRY(x)                                                                              \
-    do {                                                                                         \
-        cudaError_t err_ = (x);                                                                  \
-        if (err_ != cudaSuccess) {                                                               \
+#define CUDA_TRY(x)                                                                           \
+    do {                                                                                      \
+        cudaError_t err_ = (x);                                                               \
+        if (err_ != cudaSuccess) {                                                            \
             printf("FAIL %s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(err_)); \
-            st = JATTN_ERROR_CUDA;                                                               \
-            goto done;                                                                           \
-        }                                                                                        \
+            st = JATTN_ERROR_CUDA;                                                            \
+            goto done;                                                                        \
+        }                                                                                     \
     } while (0)
 
 /* The backward of a case through device copies of every array (guards included) on a stream of
@@ -364,8 +364,8 @@ static int device_pointers; /* the device part: bcase_run through device copies 
 static jattn_status bcase_run_device(bcase *bc, const jattn_exec *e0, const jattn_key_padding *kp, int graph) {
     const jattn_problem *p = &bc->c.p;
     const int64_t nl = p->batch * p->heads * p->seq_q;
-    const float *host_in[7] = {bc->c.q - GUARD, bc->c.k - GUARD, bc->c.v - GUARD, bc->c.out - GUARD, bc->c.lse,
-                               bc->dout.base,   bc->dlse};
+    const float *host_in[7] = {bc->c.q - GUARD, bc->c.k - GUARD, bc->c.v - GUARD, bc->c.out - GUARD,
+                               bc->c.lse,       bc->dout.base,   bc->dlse};
     const int64_t n_in[7] = {bc->c.n_q, bc->c.n_k, bc->c.n_v, bc->c.n_out, nl, bc->dout.n, bc->dlse ? nl : 0};
     tensor *grads[3] = {&bc->dq, &bc->dk, &bc->dv};
     float *d_in[7] = {NULL}, *d_grad[3] = {NULL};
@@ -1204,8 +1204,8 @@ static void part_validation(jt_rng *r, jt_tally *tally) {
         }
         tensor_poison(&bc.dq);
         st = jattn_backward(NULL, &p, &g, &cuda, q, k, v, out, lse, dout, dlse, NULL, dq, dk, dv);
-        all &= st == JATTN_OK || ((st == JATTN_ERROR_UNSUPPORTED || st == JATTN_ERROR_BACKEND_UNAVAILABLE) &&
-                                  untouched(&bc.dq));
+        all &= st == JATTN_OK ||
+               ((st == JATTN_ERROR_UNSUPPORTED || st == JATTN_ERROR_BACKEND_UNAVAILABLE) && untouched(&bc.dq));
         /* device memory: the cuda backend takes it, the host backends refuse it */
         jattn_exec device = e;
         device.memory = JATTN_MEMORY_DEVICE;
@@ -1299,8 +1299,8 @@ static void part_graph(jt_rng *r, jt_tally *tally, jattn_precision precision) {
         jattn_key_padding kp = {kv_len, NULL, 0, 0, 0};
         const jattn_key_padding *pad = t == 1 ? &kp : NULL;
         bcase a;
-        if (bcase_init(&a, &p, &g, 1) != 0 || bcase_fill(&a, (jt_dist)(t % JT_DIST_COUNT), r, JATTN_BACKEND_REF,
-                                                         pad) != JATTN_OK) {
+        if (bcase_init(&a, &p, &g, 1) != 0 ||
+            bcase_fill(&a, (jt_dist)(t % JT_DIST_COUNT), r, JATTN_BACKEND_REF, pad) != JATTN_OK) {
             printf("FAIL graph setup\n");
             jt_tally_add(tally, 0);
             bcase_free(&a);
@@ -1351,9 +1351,8 @@ int main(int argc, char **argv) {
     for (int b = 0; b < JATTN_BACKEND_COUNT; b++)
         if (strcmp(name, jattn_backend_name((jattn_backend)b)) == 0) backend = (jattn_backend)b;
     if (backend == JATTN_BACKEND_COUNT) {
-        fprintf(stderr,
-                "usage: test_backward ref|cpu|cuda|auto "
-                "[gate|chain|padding|fd|properties|validation|determinism|tf32|device|graph|all]\n");
+        fprintf(stderr, "usage: test_backward ref|cpu|cuda|auto "
+                        "[gate|chain|padding|fd|properties|validation|determinism|tf32|device|graph|all]\n");
         return 2;
     }
     jattn_problem probe = jattn_problem_flux(1, 1, 8, 8, 64);

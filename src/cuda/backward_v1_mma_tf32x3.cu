@@ -288,7 +288,7 @@ __global__ void __launch_bounds__(kThreads) bwd_dkdv(bwd_params p) {
                 const int c = n * 8 + 2 * t + (i & 1);
                 dst[n][i] = pt[n][i] * (((big[n][i] - dl_hi[c]) + cor[n][i]) - dl_lo[c]);
             }
-        accumulate_xb<DT, NT, X3>(dv, pt, ds_, g, t);  /* dV += P^T dO */
+        accumulate_xb<DT, NT, X3>(dv, pt, ds_, g, t); /* dV += P^T dO */
         accumulate_xb<DT, NT, X3>(dk, dst, qs, g, t); /* dK += dS^T (c Q) */
     }
 
@@ -330,8 +330,7 @@ __global__ void __launch_bounds__(kThreads) bwd_dq(bwd_params p) {
     const int n_kv = attended_keys(p.kv_count, b, p.seq_kv);
     const int *kv_rows = attended_rows(p.kv_index, b, p.seq_kv);
     const float *k = p.k + b * p.k_b + h * p.k_h, *v = p.v + b * p.v_b + h * p.v_h;
-    load_tile<kRowsPerCta, DT>(qs, p.q + b * p.q_b + h * p.q_h, p.q_s, nullptr, i0, p.seq_q - i0, p.head_dim,
-                               p.scale);
+    load_tile<kRowsPerCta, DT>(qs, p.q + b * p.q_b + h * p.q_h, p.q_s, nullptr, i0, p.seq_q - i0, p.head_dim, p.scale);
     load_tile<kRowsPerCta, DT>(ds_, p.dout + b * p.do_b + h * p.do_h, p.do_s, nullptr, i0, p.seq_q - i0, p.head_dim,
                                1.0f);
     float lse[2], dl_hi[2], dl_lo[2]; /* rows g and g + 8 of the warp */

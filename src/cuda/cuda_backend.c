@@ -531,14 +531,21 @@ static int dense(const jattn_problem *p, jattn_strides s, int64_t seq) {
 static jattn_status backward_host(const jattn_bwd_call *c, const jattn_plan *plan) {
     const jattn_problem *p = c->problem;
     const size_t nl = (size_t)(p->batch * p->heads * p->seq_q) * sizeof(float);
-    const size_t bytes[11] = {span_bytes(p, p->q, p->seq_q),       span_bytes(p, p->k, p->seq_kv),
-                              span_bytes(p, p->v, p->seq_kv),      span_bytes(p, p->out, p->seq_q),
-                              nl,                                  span_bytes(p, c->g.dout, p->seq_q),
-                              c->dlse ? nl : 0,                    span_bytes(p, c->g.dq, p->seq_q),
-                              span_bytes(p, c->g.dk, p->seq_kv),   span_bytes(p, c->g.dv, p->seq_kv),
+    const size_t bytes[11] = {span_bytes(p, p->q, p->seq_q),
+                              span_bytes(p, p->k, p->seq_kv),
+                              span_bytes(p, p->v, p->seq_kv),
+                              span_bytes(p, p->out, p->seq_q),
+                              nl,
+                              span_bytes(p, c->g.dout, p->seq_q),
+                              c->dlse ? nl : 0,
+                              span_bytes(p, c->g.dq, p->seq_q),
+                              span_bytes(p, c->g.dk, p->seq_kv),
+                              span_bytes(p, c->g.dv, p->seq_kv),
                               0};
     const void *src[7] = {c->q, c->k, c->v, c->out, c->lse, c->dout, c->dlse};
-    const size_t n_len = c->kv_len ? (size_t)p->batch * sizeof(int64_t) : 0, n_mask = c->mask ? (size_t)(c->mask_stride ? (p->batch - 1) * c->mask_stride + p->seq_kv : p->seq_kv) : 0;
+    const size_t n_len = c->kv_len ? (size_t)p->batch * sizeof(int64_t) : 0,
+                 n_mask =
+                     c->mask ? (size_t)(c->mask_stride ? (p->batch - 1) * c->mask_stride + p->seq_kv : p->seq_kv) : 0;
     const size_t nw = c->workspace ? 0 : padding_bytes(p) + bwd_kernel_bytes(p, plan);
     size_t off[14], total = 0;
     for (int i = 0; i < 10; i++) off[i] = total, total += align_up(bytes[i]);
