@@ -563,6 +563,25 @@ static int bcase_check(bcase *bc, const char *what, jt_dist dist) {
                        bc->c.label, what, names[t], m.rel_l2, m.max_abs, f.rel_l2, f.max_abs);
             }
         }
+        if (!ok) { /* where: the first element past the max_abs tolerance, and the worst one */
+            const double tol = JATTN_BWD_GATE_MAX_ABS * (m.max_ref > 1 ? m.max_ref : 1);
+            int64_t first = -1, worst = 0;
+            double worst_err = -1;
+            for (int64_t i = 0; i < n; i++) {
+                const double err = fabs((double)dense[i] - (double)refs[t][i]);
+                const int bad = !(err <= tol); /* NaN too */
+                if (bad && first < 0) first = i;
+                if (!(err <= worst_err)) worst_err = err, worst = i;
+            }
+            const int64_t D = p->head_dim, S = ts[t]->seq;
+            const int64_t at_[2] = {first, worst};
+            for (int w = 0; w < 2; w++)
+                if (at_[w] >= 0)
+                    printf("  %s %s %s element [b %lld, h %lld, s %lld, d %lld]: got %.9g, want %.9g\n", names[t],
+                           w ? "worst" : "first past max_abs", bc->c.label, (long long)(at_[w] / D / S / p->heads),
+                           (long long)(at_[w] / D / S % p->heads), (long long)(at_[w] / D % S), (long long)(at_[w] % D),
+                           dense[at_[w]], refs[t][at_[w]]);
+        }
         if (m.rel_l2 / JATTN_BWD_GATE_REL_L2 > worst_fraction[dist])
             worst_fraction[dist] = m.rel_l2 / JATTN_BWD_GATE_REL_L2;
         if (m.rel_l2 > worst_rel[dist]) worst_rel[dist] = m.rel_l2;

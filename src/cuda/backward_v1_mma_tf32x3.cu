@@ -52,8 +52,10 @@
  */
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "cuda_internal.h"
 #include "key_padding.cuh"
@@ -125,8 +127,11 @@ __device__ __forceinline__ void load_tile(float *dst, const float *src, int64_t 
 
 /* C = A B^T over DT columns, both operands 3xTF32: A the 16 rows at `a`, B the 8 NT rows at `b`
  * (shared, row stride DT + kPad). big: big*big; cor: big*small + small*big (fresh accumulators;
- * the caller adds big + cor). */
-template <int DT, int NT>
+ * the caller adds big + cor). MODE (JATTN_CUDA_BWD_VARIANT, for A/B runs; 0 is the kernel):
+ * 1 adds the three products of the TF32 "tiny" parts (x - big - small: big*tiny + tiny*big +
+ * small*small), so the operands are float32 whole; 2 sums big*big per k-step in a fresh
+ * accumulator and adds the k-steps by TwoSum, the rounding errors into cor. */
+template <int DT, int NT, int MODE>
 __device__ __forceinline__ void product_abt(float big[NT][4], float cor[NT][4], const float *a, const float *b, int g,
                                             int t) {
     constexpr int DS = DT + kPad;
@@ -138,18 +143,41 @@ __device__ __forceinline__ void product_abt(float big[NT][4], float cor[NT][4], 
     for (int kk = 0; kk < DT / 8; kk++) {
         const float *aa = a + g * DS + kk * 8 + t;
         const float av[4] = {aa[0], aa[8 * DS], aa[4], aa[8 * DS + 4]};
-        uint32_t a_big[4], a_small[4];
+        uint32_t a_big[4], a_small[4], a_tiny[4];
 #pragma unroll
-        for (int i = 0; i < 4; i++) split<true>(av[i], a_big[i], a_small[i]);
+        for (int i = 0; i < 4; i++) {
+            split<true>(av[i], a_big[i], a_small[i]);
+            if (MODE == 1)
+                a_tiny[i] = __float_as_uint((av[i] - __uint_as_float(a_big[i])) - __uint_as_float(a_small[i]));
+        }
 #pragma unroll
         for (int n = 0; n < NT; n++) {
             const float *bb = b + (n * 8 + g) * DS + kk * 8 + t;
             uint32_t b_big[2], b_small[2];
             split<true>(bb[0], b_big[0], b_small[0]);
             split<true>(bb[4], b_big[1], b_small[1]);
-            mma(big[n], a_big, b_big);
+            if (MODE == 2) {
+                float step[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+                mma(step, a_big, b_big);
+#pragma unroll
+                for (int i = 0; i < 4; i++) { /* TwoSum: big + step = s + err exactly */
+                    const float s = big[n][i] + step[i], bp = s - big[n][i];
+                    cor[n][i] += (big[n][i] - (s - bp)) + (step[i] - bp);
+                    big[n][i] = s;
+                }
+            } else {
+                mma(big[n], a_big, b_big);
+            }
             mma(cor[n], a_big, b_small);
             mma(cor[n], a_small, b_big);
+            if (MODE == 1) {
+                const uint32_t b_tiny[2] = {
+                    __float_as_uint((bb[0] - __uint_as_float(b_big[0])) - __uint_as_float(b_small[0])),
+                    __float_as_uint((bb[4] - __uint_as_float(b_big[1])) - __uint_as_float(b_small[1]))};
+                mma(cor[n], a_big, b_tiny);
+                mma(cor[n], a_tiny, b_big);
+                mma(cor[n], a_small, b_small);
+            }
         }
     }
 }
@@ -227,7 +255,7 @@ __global__ void __launch_bounds__(256) bwd_zero_kv(bwd_params p) {
 
 /* dK, dV of 64 attended keys of one (b, h): see the file comment. DT head-dim tile, BR queries per
  * step, X3: three products for dV and dK (f32 precision). */
-template <int DT, int BR, bool X3>
+template <int DT, int BR, bool X3, int MODE>
 __global__ void __launch_bounds__(kThreads) bwd_dkdv(bwd_params p) {
     constexpr int DS = DT + kPad, NT = BR / 8, KD = DT / 8;
     extern __shared__ float4 smem_f4[];
@@ -274,12 +302,12 @@ __global__ void __launch_bounds__(kThreads) bwd_dkdv(bwd_params p) {
         __syncthreads();
 
         float big[NT][4], cor[NT][4], pt[NT][4];
-        product_abt<DT, NT>(big, cor, k_warp, qs, g, t); /* S^T: 16 keys x BR queries */
+        product_abt<DT, NT, MODE>(big, cor, k_warp, qs, g, t); /* S^T: 16 keys x BR queries */
 #pragma unroll
         for (int n = 0; n < NT; n++)
 #pragma unroll
             for (int i = 0; i < 4; i++) pt[n][i] = expf((big[n][i] + cor[n][i]) - lse_s[n * 8 + 2 * t + (i & 1)]);
-        product_abt<DT, NT>(big, cor, v_warp, ds_, g, t); /* dP^T */
+        product_abt<DT, NT, MODE>(big, cor, v_warp, ds_, g, t); /* dP^T */
         float dst[NT][4];
 #pragma unroll
         for (int n = 0; n < NT; n++)
@@ -314,7 +342,7 @@ __global__ void __launch_bounds__(kThreads) bwd_dkdv(bwd_params p) {
 }
 
 /* dQ of 64 queries of one (b, h): see the file comment. BC keys per step. */
-template <int DT, int BC, bool X3>
+template <int DT, int BC, bool X3, int MODE>
 __global__ void __launch_bounds__(kThreads) bwd_dq(bwd_params p) {
     constexpr int DS = DT + kPad, NT = BC / 8, KD = DT / 8;
     extern __shared__ float4 smem_f4[];
@@ -360,7 +388,7 @@ __global__ void __launch_bounds__(kThreads) bwd_dq(bwd_params p) {
         __syncthreads();
 
         float big[NT][4], cor[NT][4], pr[NT][4];
-        product_abt<DT, NT>(big, cor, q_warp, ks, g, t); /* S: 16 queries x BC keys */
+        product_abt<DT, NT, MODE>(big, cor, q_warp, ks, g, t); /* S: 16 queries x BC keys */
 #pragma unroll
         for (int n = 0; n < NT; n++)
 #pragma unroll
@@ -368,7 +396,7 @@ __global__ void __launch_bounds__(kThreads) bwd_dq(bwd_params p) {
                 const int key = j0 + n * 8 + 2 * t + (i & 1);
                 pr[n][i] = key < n_kv ? expf((big[n][i] + cor[n][i]) - lse[i >> 1]) : 0.0f;
             }
-        product_abt<DT, NT>(big, cor, do_warp, vs, g, t); /* dP */
+        product_abt<DT, NT, MODE>(big, cor, do_warp, vs, g, t); /* dP */
 #pragma unroll
         for (int n = 0; n < NT; n++)
 #pragma unroll
@@ -401,13 +429,13 @@ struct tiles {
     static constexpr int BC = DT == 128 ? 16 : 32;
 };
 
-template <int DT, bool X3>
+template <int DT, bool X3, int MODE>
 cudaError_t launch_dt(const bwd_params &p, cudaStream_t stream) {
     constexpr int DS = DT + kPad, BR = tiles<DT>::BR, BC = tiles<DT>::BC;
     const size_t smem_kv = sizeof(float) * (size_t)(2 * kRowsPerCta + 2 * BR) * DS;
     const size_t smem_q = sizeof(float) * (size_t)(2 * kRowsPerCta + 2 * BC) * DS;
-    auto kdkdv = bwd_dkdv<DT, BR, X3>;
-    auto kdq = bwd_dq<DT, BC, X3>;
+    auto kdkdv = bwd_dkdv<DT, BR, X3, MODE>;
+    auto kdq = bwd_dq<DT, BC, X3, MODE>;
     cudaError_t e = cudaFuncSetAttribute(kdkdv, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_kv);
     if (e == cudaSuccess) e = cudaFuncSetAttribute(kdq, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_q);
     if (e != cudaSuccess) return e;
@@ -424,11 +452,33 @@ cudaError_t launch_dt(const bwd_params &p, cudaStream_t stream) {
     return cudaGetLastError();
 }
 
+template <bool X3, int MODE>
+cudaError_t launch_mode(const bwd_params &p, cudaStream_t s) {
+    if (p.head_dim <= 32) return launch_dt<32, X3, MODE>(p, s);
+    if (p.head_dim <= 64) return launch_dt<64, X3, MODE>(p, s);
+    return launch_dt<128, X3, MODE>(p, s);
+}
+
+/* JATTN_CUDA_BWD_VARIANT=1|2: the S and dP products of product_abt's MODE 1 or 2 (A/B runs of
+ * their accuracy); read once. */
+int variant() {
+    static std::atomic<int> v{-1}; /* concurrent first calls store the same value */
+    int x = v.load(std::memory_order_relaxed);
+    if (x < 0) {
+        const char *env = getenv("JATTN_CUDA_BWD_VARIANT");
+        x = env && (env[0] == '1' || env[0] == '2') && !env[1] ? env[0] - '0' : 0;
+        v.store(x, std::memory_order_relaxed);
+    }
+    return x;
+}
+
 template <bool X3>
 cudaError_t launch_x3(const bwd_params &p, cudaStream_t s) {
-    if (p.head_dim <= 32) return launch_dt<32, X3>(p, s);
-    if (p.head_dim <= 64) return launch_dt<64, X3>(p, s);
-    return launch_dt<128, X3>(p, s);
+    switch (variant()) {
+    case 1: return launch_mode<X3, 1>(p, s);
+    case 2: return launch_mode<X3, 2>(p, s);
+    default: return launch_mode<X3, 0>(p, s);
+    }
 }
 
 } /* namespace */

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# The cuda backward's GPU call (issue 22): built here, carried, run there in one call.
+#   on the development machine:  bench/gpu/backward_carry.sh   (builds, fills .carry-cudabwd/)
+#   on the GPU machine, from the carried folder:  OUT=$OUT bash backward_run.sh
+# Steps, each under its own timeout (seconds in brackets): test_backward cuda (the battery with
+# host pointers, device pointers, graph capture, determinism, tf32) [90]; jattn bench --backward
+# --backend cuda (f32, beside PyTorch's fp32 SDPA backward) [45]; jattn's tf32 backward and
+# forward times [30]; PyTorch default, deterministic and forward [50]; compute-sanitizer
+# memcheck and racecheck over a small jattn run --backward [30 each]; the table last.
+set -u
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+export LD_LIBRARY_PATH=$PWD/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export CUBLAS_WORKSPACE_CONFIG=:4096:8
+J=./bin/jattn
+SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+step() { echo "== $* ($(date -u +%T))"; }
+{
+  step nvidia-smi; nvidia-smi -L; nvidia-smi --query-gpu=clocks.sm,clocks.max.sm,temperature.gpu --format=csv
+  step test_backward cuda all
+  timeout 90 ./bin/test_backward cuda all; echo "rc $?"
+} > "$OUT/test.log" 2>&1
+{
+  step jattn bench --backward --backend cuda f32
+  timeout 45 $J bench --backward --backend cuda; echo "rc $?"
+  step jattn tf32 backward, forwards
+  for s in 1536 4608; do
+    timeout 15 $J run --backward --backend cuda --precision tf32 --seq $s --no-check --json; echo "rc $?"
+    timeout 8 $J run --backend cuda --seq $s --no-check --json; echo "rc $?"
+  done
+} > "$OUT/bench.log" 2>&1
+{
+  step torch
+  timeout 50 python3 torch_sdpa_backward.py; echo "rc $?"
+} > "$OUT/torch.log" 2>&1
+{
+  step memcheck
+  timeout 30 "$SAN" --tool memcheck --error-exitcode 3 $J run --backward --backend cuda --heads 2 --seq 130 --seq-kv 77 --dim 80 --reps 1; echo "rc $?"
+  step racecheck
+  timeout 30 "$SAN" --tool racecheck --error-exitcode 3 $J run --backward --backend cuda --heads 1 --seq 96 --dim 128 --reps 1; echo "rc $?"
+} > "$OUT/sanitize.log" 2>&1
+python3 - "$OUT" > "$OUT/table.txt" 2>&1 <<'PY'
+import json, re, sys
+out = sys.argv[1]
+rows = {}
+for line in open(f"{out}/bench.log"):
+    m = re.match(r"cuda\s+\d+\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)", line)
+    if m:
+        rows.setdefault(int(m[3]), {})["jattn f32 bwd"] = float(m[5])
+    if line.startswith("{"):
+        j = json.loads(line)
+        key = "jattn tf32 bwd" if j.get("pass_kind") == "backward" else "jattn f32 fwd"
+        rows.setdefault(j["seq_q"], {})[key] = j["ms"]
+for line in open(f"{out}/torch.log"):
+    if line.startswith("RESULT"):
+        f = line.split()
+        rows.setdefault(int(f[4]), {})["torch " + f[1]] = float(f[6])
+cols = ["jattn f32 bwd", "jattn tf32 bwd", "jattn f32 fwd", "torch forward", "torch backward-default",
+        "torch backward-deterministic"]
+print("ms at (1,24,S,128), H200; ratios: torch / jattn f32 backward")
+print("S     " + " | ".join(cols) + " | vs torch default | vs torch det. | bwd/fwd")
+for s in sorted(rows):
+    r = rows[s]
+    g = lambda c: r.get(c, float("nan"))
+    print(f"{s:5d} " + " | ".join(f"{g(c):.3f}" for c in cols) +
+          f" | {g('torch backward-default') / g('jattn f32 bwd'):.2f}x | {g('torch backward-deterministic') / g('jattn f32 bwd'):.2f}x"
+          f" | {g('jattn f32 bwd') / g('jattn f32 fwd'):.2f}")
+PY
+tail -4 "$OUT/test.log"; grep -E "rc |ERROR SUMMARY" "$OUT/sanitize.log"; cat "$OUT/table.txt"
