@@ -7,7 +7,7 @@
 # --backend cuda (f32, beside PyTorch's fp32 SDPA backward) [50]; jattn's tf32 backward and
 # forward times [4 x 15, 8]; PyTorch default, deterministic and forward [45]; the table;
 # compute-sanitizer memcheck and racecheck over a small jattn run --backward [25 each]; when the
-# test failed somewhere, its gate part again with JATTN_CUDA_BWD_VARIANT=1 and 2 [20 each].
+# test failed somewhere, its gate part again with JATTN_CUDA_BWD_VARIANT=1, 2 and 3 [15 each].
 set -u
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
@@ -71,9 +71,9 @@ cat "$OUT/table.txt"
 # the accuracy variants of the S and dP products, only when the kernel missed the gate somewhere
 if grep -q "^FAIL\|^  d" "$OUT/test.log"; then
   {
-    for v in 1 2; do
+    for v in 1 2 3; do
       step JATTN_CUDA_BWD_VARIANT=$v test_backward cuda gate
-      JATTN_CUDA_BWD_VARIANT=$v timeout 20 ./bin/test_backward cuda gate | grep -v "^  d" | tail -25; echo "rc ${PIPESTATUS[0]}"
+      JATTN_CUDA_BWD_VARIANT=$v timeout 15 ./bin/test_backward cuda gate | grep -v "^  d" | tail -25; echo "rc ${PIPESTATUS[0]}"
     done
   } > "$OUT/variants.log" 2>&1
 fi

@@ -130,7 +130,7 @@ __device__ __forceinline__ void load_tile(float *dst, const float *src, int64_t 
  * the caller adds big + cor). MODE (JATTN_CUDA_BWD_VARIANT, for A/B runs; 0 is the kernel):
  * 1 adds the three products of the TF32 "tiny" parts (x - big - small: big*tiny + tiny*big +
  * small*small), so the operands are float32 whole; 2 sums big*big per k-step in a fresh
- * accumulator and adds the k-steps by TwoSum, the rounding errors into cor. */
+ * accumulator and adds the k-steps by TwoSum, the rounding errors into cor; 3 does both. */
 template <int DT, int NT, int MODE>
 __device__ __forceinline__ void product_abt(float big[NT][4], float cor[NT][4], const float *a, const float *b, int g,
                                             int t) {
@@ -147,7 +147,7 @@ __device__ __forceinline__ void product_abt(float big[NT][4], float cor[NT][4], 
 #pragma unroll
         for (int i = 0; i < 4; i++) {
             split<true>(av[i], a_big[i], a_small[i]);
-            if (MODE == 1)
+            if (MODE & 1)
                 a_tiny[i] = __float_as_uint((av[i] - __uint_as_float(a_big[i])) - __uint_as_float(a_small[i]));
         }
 #pragma unroll
@@ -156,7 +156,7 @@ __device__ __forceinline__ void product_abt(float big[NT][4], float cor[NT][4], 
             uint32_t b_big[2], b_small[2];
             split<true>(bb[0], b_big[0], b_small[0]);
             split<true>(bb[4], b_big[1], b_small[1]);
-            if (MODE == 2) {
+            if (MODE & 2) {
                 float step[4] = {0.0f, 0.0f, 0.0f, 0.0f};
                 mma(step, a_big, b_big);
 #pragma unroll
@@ -170,7 +170,7 @@ __device__ __forceinline__ void product_abt(float big[NT][4], float cor[NT][4], 
             }
             mma(cor[n], a_big, b_small);
             mma(cor[n], a_small, b_big);
-            if (MODE == 1) {
+            if (MODE & 1) {
                 const uint32_t b_tiny[2] = {
                     __float_as_uint((bb[0] - __uint_as_float(b_big[0])) - __uint_as_float(b_small[0])),
                     __float_as_uint((bb[4] - __uint_as_float(b_big[1])) - __uint_as_float(b_small[1]))};
@@ -459,14 +459,14 @@ cudaError_t launch_mode(const bwd_params &p, cudaStream_t s) {
     return launch_dt<128, X3, MODE>(p, s);
 }
 
-/* JATTN_CUDA_BWD_VARIANT=1|2: the S and dP products of product_abt's MODE 1 or 2 (A/B runs of
- * their accuracy); read once. */
+/* JATTN_CUDA_BWD_VARIANT=1|2|3: the S and dP products of product_abt's MODE 1, 2 or 3 (A/B runs
+ * of their accuracy); read once. */
 int variant() {
     static std::atomic<int> v{-1}; /* concurrent first calls store the same value */
     int x = v.load(std::memory_order_relaxed);
     if (x < 0) {
         const char *env = getenv("JATTN_CUDA_BWD_VARIANT");
-        x = env && (env[0] == '1' || env[0] == '2') && !env[1] ? env[0] - '0' : 0;
+        x = env && env[0] >= '1' && env[0] <= '3' && !env[1] ? env[0] - '0' : 0;
         v.store(x, std::memory_order_relaxed);
     }
     return x;
@@ -477,6 +477,7 @@ cudaError_t launch_x3(const bwd_params &p, cudaStream_t s) {
     switch (variant()) {
     case 1: return launch_mode<X3, 1>(p, s);
     case 2: return launch_mode<X3, 2>(p, s);
+    case 3: return launch_mode<X3, 3>(p, s);
     default: return launch_mode<X3, 0>(p, s);
     }
 }
