@@ -6,7 +6,7 @@
 # host pointers, device pointers, graph capture, determinism, tf32) [75]; jattn bench --backward
 # --backend cuda (f32, beside PyTorch's fp32 SDPA backward) [50]; jattn's tf32 backward and
 # forward times [4 x 15, 8]; PyTorch default, deterministic and forward [45]; the table;
-# compute-sanitizer memcheck and racecheck over a small jattn run --backward [25 each]; when the
+# compute-sanitizer memcheck and racecheck over a small jattn run --backward [30 each]; when the
 # test failed somewhere, its gate part again with JATTN_CUDA_BWD_VARIANT=1, 2 and 3 [15 each].
 set -u
 OUT=${OUT:-/tmp/out}
@@ -64,9 +64,9 @@ PY
 cat "$OUT/table.txt"
 {
   step memcheck
-  timeout 25 "$SAN" --tool memcheck --error-exitcode 3 $J run --backward --backend cuda --heads 2 --seq 130 --seq-kv 77 --dim 80 --reps 1; echo "rc $?"
+  timeout 30 "$SAN" --tool memcheck --error-exitcode 3 $J run --backward --backend cuda --heads 2 --seq 130 --seq-kv 77 --dim 80 --reps 1; echo "rc $?"
   step racecheck
-  timeout 25 "$SAN" --tool racecheck --error-exitcode 3 $J run --backward --backend cuda --heads 1 --seq 96 --dim 128 --reps 1; echo "rc $?"
+  timeout 30 "$SAN" --tool racecheck --error-exitcode 3 $J run --backward --backend cuda --heads 1 --seq 96 --dim 128 --reps 1; echo "rc $?"
 } > "$OUT/sanitize.log" 2>&1
 # the accuracy variants of the S and dP products, only when the kernel missed the gate somewhere
 if grep -q "^FAIL\|^  d" "$OUT/test.log"; then
