@@ -6,7 +6,8 @@
 # host pointers, device pointers, graph capture, determinism, tf32) [75]; jattn bench --backward
 # --backend cuda (f32, beside PyTorch's fp32 SDPA backward) [50]; jattn's tf32 backward and
 # forward times [4 x 15, 8]; PyTorch default, deterministic and forward [45]; the table;
-# compute-sanitizer memcheck and racecheck over a small jattn run --backward [30 each]; when the
+# compute-sanitizer memcheck and racecheck over a small jattn run --backward [30 each]; ncu's
+# time of each backward kernel [40]; when the
 # test failed somewhere, its gate part again with JATTN_CUDA_BWD_VARIANT=1, 2 and 3 [15 each].
 set -u
 OUT=${OUT:-/tmp/out}
@@ -68,6 +69,14 @@ cat "$OUT/table.txt"
   step racecheck
   timeout 30 "$SAN" --tool racecheck --error-exitcode 3 $J run --backward --backend cuda --heads 1 --seq 96 --dim 128 --reps 1; echo "rc $?"
 } > "$OUT/sanitize.log" 2>&1
+# the time of each backward kernel at (1,24,1536,128), f32 (ncu, one metric, clocks left alone)
+{
+  step ncu
+  NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+  timeout 40 "$NCU" --clock-control none --kernel-name regex:bwd_ --metrics gpu__time_duration.sum \
+    $J run --backward --backend cuda --seq 1536 --reps 1 --no-check 2>&1 | grep -E "bwd_|gpu__time_duration" | head -20
+  echo "rc ${PIPESTATUS[0]}"
+} > "$OUT/ncu.log" 2>&1
 # the accuracy variants of the S and dP products, only when the kernel missed the gate somewhere
 if grep -q "^FAIL\|^  d" "$OUT/test.log"; then
   {
