@@ -7,13 +7,15 @@
  *
  * Per (b, h), c = scale, lse the forward's row log-sum-exp (natural log):
  *   Dl_i  = sum_d dO_id O_id - dlse_i                      (pre-pass, float64, kept as hi + lo)
- *   S_ij  = (c q_i) . k_j;   P_ij = exp(S_ij - lse_i)      (recomputed, 3xTF32)
- *   dV_j  = sum_i P_ij dO_i;  dP_ij = dO_i . v_j            (dP 3xTF32 in both precisions)
+ *   S_ij  = (c q_i) . k_j;   P_ij = exp(S_ij - lse_i)      (recomputed, six TF32 products)
+ *   dV_j  = sum_i P_ij dO_i;  dP_ij = dO_i . v_j            (dP as S, in both precisions)
  *   dS_ij = P_ij (dP_ij - Dl_i)
  *   dK_j  = sum_i dS_ij (c q_i);  dQ_i = c sum_j dS_ij k_j
- * f32 precision: all five products 3xTF32. tf32 precision: S and dP 3xTF32 (the softmax turns an
- * error e of S into a relative error e of P; dP - Dl is a difference of near-equal terms), dV, dK
- * and dQ one TF32 product.
+ * S and dP: six TF32 products (big, small and tiny parts: the operands float32 whole) with the
+ * big*big k-steps added by TwoSum (product_abt's MODE 3: the plain 3xTF32 chains missed the gate
+ * on peaky and large inputs, measured). f32 precision: dV, dK, dQ 3xTF32. tf32 precision: S and dP
+ * as in f32 (the softmax turns an error e of S into a relative error e of P; dP - Dl is a
+ * difference of near-equal terms), dV, dK and dQ one TF32 product.
  *
  * Kernels (all on the caller's stream, in this order):
  *   bwd_row_terms     reads dout, out [B,H,Sq,D] (their strides), dlse [B,H,Sq] (or none);
@@ -127,10 +129,13 @@ __device__ __forceinline__ void load_tile(float *dst, const float *src, int64_t 
 
 /* C = A B^T over DT columns, both operands 3xTF32: A the 16 rows at `a`, B the 8 NT rows at `b`
  * (shared, row stride DT + kPad). big: big*big; cor: big*small + small*big (fresh accumulators;
- * the caller adds big + cor). MODE (JATTN_CUDA_BWD_VARIANT, for A/B runs; 0 is the kernel):
- * 1 adds the three products of the TF32 "tiny" parts (x - big - small: big*tiny + tiny*big +
- * small*small), so the operands are float32 whole; 2 sums big*big per k-step in a fresh
- * accumulator and adds the k-steps by TwoSum, the rounding errors into cor; 3 does both. */
+ * the caller adds big + cor). MODE (JATTN_CUDA_BWD_VARIANT=0..3 for A/B runs; 3 is the kernel):
+ * bit 0 adds the three products of the TF32 "tiny" parts (x - big - small: big*tiny + tiny*big +
+ * small*small), so the operands are float32 whole; bit 1 sums big*big per k-step in a fresh
+ * accumulator and adds the k-steps by TwoSum, the rounding errors into cor. Measured on the H200
+ * (test_backward cuda gate, 2026-12-02): MODE 0 (the plain 3xTF32 chains) failed 13 of 104 gate
+ * cases (peaky/large near 6e-6; the tensor core's fp32 accumulation of the 16 big*big k-steps is
+ * the dominant error), MODE 1 13, MODE 2 2, MODE 3 1 (D = 1 `large`, dq 5.5e-6). */
 template <int DT, int NT, int MODE>
 __device__ __forceinline__ void product_abt(float big[NT][4], float cor[NT][4], const float *a, const float *b, int g,
                                             int t) {
@@ -459,14 +464,14 @@ cudaError_t launch_mode(const bwd_params &p, cudaStream_t s) {
     return launch_dt<128, X3, MODE>(p, s);
 }
 
-/* JATTN_CUDA_BWD_VARIANT=1|2|3: the S and dP products of product_abt's MODE 1, 2 or 3 (A/B runs
- * of their accuracy); read once. */
+/* The MODE of the S and dP products (product_abt): 3, or JATTN_CUDA_BWD_VARIANT=0|1|2|3 (A/B
+ * runs of their accuracy and cost); read once. */
 int variant() {
     static std::atomic<int> v{-1}; /* concurrent first calls store the same value */
     int x = v.load(std::memory_order_relaxed);
     if (x < 0) {
         const char *env = getenv("JATTN_CUDA_BWD_VARIANT");
-        x = env && env[0] >= '1' && env[0] <= '3' && !env[1] ? env[0] - '0' : 0;
+        x = env && env[0] >= '0' && env[0] <= '3' && !env[1] ? env[0] - '0' : 3;
         v.store(x, std::memory_order_relaxed);
     }
     return x;
@@ -475,10 +480,10 @@ int variant() {
 template <bool X3>
 cudaError_t launch_x3(const bwd_params &p, cudaStream_t s) {
     switch (variant()) {
+    case 0: return launch_mode<X3, 0>(p, s);
     case 1: return launch_mode<X3, 1>(p, s);
     case 2: return launch_mode<X3, 2>(p, s);
-    case 3: return launch_mode<X3, 3>(p, s);
-    default: return launch_mode<X3, 0>(p, s);
+    default: return launch_mode<X3, 3>(p, s);
     }
 }
 

@@ -149,8 +149,8 @@ static size_t bwd_v1_workspace_bytes(const jattn_problem *p) {
     return jattn_cuda_bwd_v1_workspace_bytes(p->batch, p->heads, p->seq_q);
 }
 
-/* backward_v1_mma_tf32x3.cu: mma.sync 3xTF32 for all five products (f32); S and dP 3xTF32, dV, dK,
- * dQ one TF32 product (tf32) */
+/* backward_v1_mma_tf32x3.cu: mma.sync TF32 splits: S and dP on six products with TwoSum k-steps,
+ * dV, dK, dQ 3xTF32 (f32) or one TF32 product (tf32) */
 const cuda_bwd_version jattn_cuda_bwd_v1 = {
     {"cuda_bwd_v1_mma_tf32x3", "cuda_bwd_v1_mma_s_dp_tf32x3_grads_tf32"},
     bwd_v1_refusal,
