@@ -345,9 +345,9 @@ static jattn_status bcase_fill(bcase *bc, jt_dist d, jt_rng *r, jattn_backend fw
     return JATTN_OK;
 }
 
+#ifdef JATTN_TEST_BACKWARD_CUDA
 static int device_pointers; /* the device part: bcase_run through device copies */
 
-#ifdef JATTN_TEST_BACKWARD_CUDA
 #define CUDA_TRY(x)                                                                           \
     do {                                                                                      \
         cudaError_t err_ = (x);                                                               \
