@@ -114,3 +114,77 @@ done:
     free(ev);
     return rc;
 }
+
+int jattn_device_timed_backward(const jattn_problem *p, const jattn_exec *e, const float *q, const float *k,
+                                const float *v, const float *out, const float *lse, const float *dout, float *dq,
+                                float *dk, float *dv, int warmup, int reps, double *ms_median, char *err,
+                                size_t errlen) {
+    const size_t nq = span_of(p, p->q, p->seq_q), nk = span_of(p, p->k, p->seq_kv), nv = span_of(p, p->v, p->seq_kv),
+                 no = span_of(p, p->out, p->seq_q), nl = (size_t)(p->batch * p->heads * p->seq_q);
+    const size_t n[9] = {nq, nk, nv, no, nl, no, nq, nk, nv}; /* q k v out lse dout dq dk dv */
+    const float *host_in[6] = {q, k, v, out, lse, dout};
+    float *hg[3] = {dq, dk, dv};
+    float *d[9] = {NULL};
+    void *ws = NULL;
+    size_t ws_bytes = 0;
+    float *times = NULL;
+    cudaStream_t stream = NULL;
+    cudaEvent_t *ev = NULL;
+    int rc = -1, n_ev = 0;
+    if (reps < 1) reps = 1;
+    if (warmup < 0) warmup = 0;
+    times = malloc(sizeof(float) * (size_t)reps);
+    ev = calloc(2 * (size_t)reps, sizeof *ev);
+    if (!times || !ev) {
+        snprintf(err, errlen, "device timing: out of host memory");
+        goto done;
+    }
+    for (int i = 0; i < 9; i++) CHECK(cudaMalloc((void **)&d[i], n[i] * sizeof(float)));
+    for (int i = 0; i < 6; i++) CHECK(cudaMemcpy(d[i], host_in[i], n[i] * sizeof(float), cudaMemcpyHostToDevice));
+    CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    for (; n_ev < 2 * reps; n_ev++) CHECK(cudaEventCreate(&ev[n_ev]));
+    jattn_exec x = e ? *e : (jattn_exec){0};
+    x.backend = JATTN_BACKEND_CUDA;
+    x.memory = JATTN_MEMORY_DEVICE;
+    x.cuda_stream = stream;
+    jattn_status st = jattn_backward_workspace_size(p, NULL, &x, &ws_bytes);
+    if (st != JATTN_OK) {
+        snprintf(err, errlen, "device timing: %s: %s", jattn_status_name(st), jattn_last_error());
+        goto done;
+    }
+    if (ws_bytes) CHECK(cudaMalloc(&ws, ws_bytes));
+    x.workspace = ws;
+    x.workspace_bytes = ws_bytes;
+    for (int i = 0; i < warmup + reps; i++) {
+        int timed = i >= warmup;
+        if (timed) CHECK(cudaEventRecord(ev[2 * (i - warmup)], stream));
+        st = jattn_backward(NULL, p, NULL, &x, d[0], d[1], d[2], d[3], d[4], d[5], NULL, NULL, d[6], d[7], d[8]);
+        if (st != JATTN_OK) {
+            snprintf(err, errlen, "device timing: %s: %s", jattn_status_name(st), jattn_last_error());
+            goto done;
+        }
+        if (timed) CHECK(cudaEventRecord(ev[2 * (i - warmup) + 1], stream));
+    }
+    CHECK(cudaStreamSynchronize(stream));
+    for (int i = 0; i < reps; i++) CHECK(cudaEventElapsedTime(&times[i], ev[2 * i], ev[2 * i + 1]));
+    {
+        double *ms = malloc((size_t)reps * sizeof *ms);
+        if (!ms) {
+            snprintf(err, errlen, "device timing: out of memory");
+            goto done;
+        }
+        for (int i = 0; i < reps; i++) ms[i] = times[i];
+        *ms_median = kit_median(ms, reps);
+        free(ms);
+    }
+    for (int i = 0; i < 3; i++) CHECK(cudaMemcpy(hg[i], d[6 + i], n[6 + i] * sizeof(float), cudaMemcpyDeviceToHost));
+    rc = 0;
+done:
+    for (int i = 0; i < n_ev; i++) cudaEventDestroy(ev[i]);
+    if (stream) cudaStreamDestroy(stream);
+    for (int i = 0; i < 9; i++) cudaFree(d[i]);
+    cudaFree(ws);
+    free(times);
+    free(ev);
+    return rc;
+}

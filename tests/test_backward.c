@@ -19,14 +19,27 @@
  *               a query row with no key gets dq = +0
  *   validation  every error of the call, nothing written on failure
  *   determinism bitwise identical across runs and CPU thread counts
+ *   tf32        the tf32 precision: every gradient within rel_l2 1e-3 (in `all` for cuda only: the
+ *               ref backend refuses tf32)
+ *   device      (cuda) the gate, padding and scaling parts again with device pointers: every array
+ *               (guards included) copied to the GPU, the call on a stream of the test's with a
+ *               caller workspace in device memory (exec.memory = DEVICE), the arrays copied back
+ *   graph       (cuda) a backward captured into a CUDA graph, replayed twice: bit-identical to a
+ *               direct call (determinism on the device), and within the gate
+ * A shape a backend refuses with UNSUPPORTED naming head_dim (the cuda backward takes D <= 128)
+ * is reported as skipped, never as passed.
  *
- * usage: test_backward BACKEND [PART]   (ref | cpu | auto; PART one of the above, default all).
- * Exits 77 when the backend has no backward in this build. */
+ * usage: test_backward BACKEND [PART]   (ref | cpu | cuda | auto; PART one of the above, default
+ * all). Exits 77 when the backend has no backward in this build (cuda: no GPU). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "harness.h"
+
+#ifdef JATTN_TEST_BACKWARD_CUDA
+#include <cuda_runtime_api.h>
+#endif
 
 /* ---- the float64 reference: gradients of sum(dout . out) + sum(dlse . lse) -------------------
  * Own softmax from the float32 inputs (full row, float64), own out and lse: the exact gradient
@@ -332,14 +345,120 @@ static jattn_status bcase_fill(bcase *bc, jt_dist d, jt_rng *r, jattn_backend fw
     return JATTN_OK;
 }
 
+#ifdef JATTN_TEST_BACKWARD_CUDA
+static int device_pointers; /* the device part: bcase_run through device copies */
+
+#define CUDA_TRY(x)                                                                           \
+    do {                                                                                      \
+        cudaError_t err_ = (x);                                                               \
+        if (err_ != cudaSuccess) {                                                            \
+            printf("FAIL %s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(err_)); \
+            st = JATTN_ERROR_CUDA;                                                            \
+            goto done;                                                                        \
+        }                                                                                     \
+    } while (0)
+
+/* The backward of a case through device copies of every array (guards included) on a stream of
+ * the test's, with a caller workspace in device memory; graph: captured into a CUDA graph and
+ * launched twice instead of called. The gradients (whole allocations) are copied back. */
+static jattn_status bcase_run_device(bcase *bc, const jattn_exec *e0, const jattn_key_padding *kp, int graph) {
+    const jattn_problem *p = &bc->c.p;
+    const int64_t nl = p->batch * p->heads * p->seq_q;
+    const float *host_in[7] = {bc->c.q - GUARD, bc->c.k - GUARD, bc->c.v - GUARD, bc->c.out - GUARD,
+                               bc->c.lse,       bc->dout.base,   bc->dlse};
+    const int64_t n_in[7] = {bc->c.n_q, bc->c.n_k, bc->c.n_v, bc->c.n_out, nl, bc->dout.n, bc->dlse ? nl : 0};
+    tensor *grads[3] = {&bc->dq, &bc->dk, &bc->dv};
+    float *d_in[7] = {NULL}, *d_grad[3] = {NULL};
+    int64_t *d_len = NULL;
+    uint8_t *d_mask = NULL;
+    void *ws = NULL;
+    cudaStream_t s = NULL;
+    cudaGraph_t g = NULL;
+    cudaGraphExec_t ge = NULL;
+    jattn_status st = JATTN_OK;
+    jattn_key_padding dkp;
+    size_t need = 0;
+    CUDA_TRY(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    for (int i = 0; i < 7; i++)
+        if (n_in[i]) {
+            CUDA_TRY(cudaMalloc((void **)&d_in[i], (size_t)n_in[i] * sizeof(float)));
+            CUDA_TRY(cudaMemcpy(d_in[i], host_in[i], (size_t)n_in[i] * sizeof(float), cudaMemcpyHostToDevice));
+        }
+    for (int i = 0; i < 3; i++) {
+        CUDA_TRY(cudaMalloc((void **)&d_grad[i], (size_t)grads[i]->n * sizeof(float)));
+        CUDA_TRY(cudaMemcpy(d_grad[i], grads[i]->base, (size_t)grads[i]->n * sizeof(float), cudaMemcpyHostToDevice));
+    }
+    if (kp) {
+        dkp = *kp;
+        if (kp->kv_len) {
+            CUDA_TRY(cudaMalloc((void **)&d_len, (size_t)p->batch * sizeof(int64_t)));
+            CUDA_TRY(cudaMemcpy(d_len, kp->kv_len, (size_t)p->batch * sizeof(int64_t), cudaMemcpyHostToDevice));
+            dkp.kv_len = d_len;
+        }
+        if (kp->mask) {
+            const int64_t stride = kp->mask_batch_stride ? kp->mask_batch_stride : kp->mask_keys;
+            const size_t n = (size_t)((kp->mask_batch - 1) * stride + kp->mask_keys);
+            CUDA_TRY(cudaMalloc((void **)&d_mask, n));
+            CUDA_TRY(cudaMemcpy(d_mask, kp->mask, n, cudaMemcpyHostToDevice));
+            dkp.mask = d_mask;
+        }
+    }
+    jattn_exec e = *e0;
+    e.memory = JATTN_MEMORY_DEVICE;
+    e.cuda_stream = s;
+    st = jattn_backward_workspace_size(p, &bc->g, &e, &need);
+    if (st != JATTN_OK) goto done;
+    if (need) CUDA_TRY(cudaMalloc(&ws, need));
+    e.workspace = ws;
+    e.workspace_bytes = need;
+    if (graph) {
+        CUDA_TRY(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+    }
+    st = jattn_backward(NULL, p, &bc->g, &e, d_in[0] + GUARD, d_in[1] + GUARD, d_in[2] + GUARD, d_in[3] + GUARD,
+                        d_in[4], d_in[5] + GUARD, d_in[6], kp ? &dkp : NULL, d_grad[0] + GUARD, d_grad[1] + GUARD,
+                        d_grad[2] + GUARD);
+    if (graph) {
+        CUDA_TRY(cudaStreamEndCapture(s, &g));
+        if (st != JATTN_OK) goto done;
+        CUDA_TRY(cudaGraphInstantiate(&ge, g, 0));
+        for (int rep = 0; rep < 2; rep++) CUDA_TRY(cudaGraphLaunch(ge, s));
+    }
+    if (st != JATTN_OK) goto done;
+    CUDA_TRY(cudaStreamSynchronize(s));
+    for (int i = 0; i < 3; i++)
+        CUDA_TRY(cudaMemcpy(grads[i]->base, d_grad[i], (size_t)grads[i]->n * sizeof(float), cudaMemcpyDeviceToHost));
+done:
+    if (ge) (void)cudaGraphExecDestroy(ge);
+    if (g) (void)cudaGraphDestroy(g);
+    for (int i = 0; i < 7; i++) (void)cudaFree(d_in[i]);
+    for (int i = 0; i < 3; i++) (void)cudaFree(d_grad[i]);
+    (void)cudaFree(d_len), (void)cudaFree(d_mask), (void)cudaFree(ws);
+    if (s) (void)cudaStreamDestroy(s);
+    return st;
+}
+#endif
+
 static jattn_status bcase_run(bcase *bc, const jattn_exec *e, const jattn_key_padding *kp) {
     tensor_poison(&bc->dq), tensor_poison(&bc->dk), tensor_poison(&bc->dv);
     bc->padding_in_use = kp;
+#ifdef JATTN_TEST_BACKWARD_CUDA
+    if (device_pointers) return bcase_run_device(bc, e, kp, 0);
+#endif
     return jattn_backward(NULL, &bc->c.p, &bc->g, e, bc->c.q, bc->c.k, bc->c.v, bc->c.out, bc->c.lse, at(&bc->dout),
                           bc->dlse, kp, at(&bc->dq), at(&bc->dk), at(&bc->dv));
 }
 
 static jattn_backend backend; /* the backend under test */
+
+/* 1 (after printing "skip") when the backend refused the call as its documented limits say: the
+ * cuda backward refuses head_dim > 128 with UNSUPPORTED naming head_dim. Never counted as passed. */
+static int refused_as_documented(jattn_status st, const jattn_problem *p, const char *label) {
+    if (st != JATTN_ERROR_UNSUPPORTED || backend != JATTN_BACKEND_CUDA || p->head_dim <= 128 ||
+        !strstr(jattn_last_error(), "head_dim"))
+        return 0;
+    printf("skip %s: %s\n", label, jattn_last_error());
+    return 1;
+}
 
 static double worst_fraction[JT_DIST_COUNT]; /* of the rel_l2 gate, per distribution */
 static double worst_rel[JT_DIST_COUNT];
@@ -444,6 +563,25 @@ static int bcase_check(bcase *bc, const char *what, jt_dist dist) {
                        bc->c.label, what, names[t], m.rel_l2, m.max_abs, f.rel_l2, f.max_abs);
             }
         }
+        if (!ok) { /* where: the first element past the max_abs tolerance, and the worst one */
+            const double tol = JATTN_BWD_GATE_MAX_ABS * (m.max_ref > 1 ? m.max_ref : 1);
+            int64_t first = -1, worst = 0;
+            double worst_err = -1;
+            for (int64_t i = 0; i < n; i++) {
+                const double err = fabs((double)dense[i] - (double)refs[t][i]);
+                const int bad = !(err <= tol); /* NaN too */
+                if (bad && first < 0) first = i;
+                if (!(err <= worst_err)) worst_err = err, worst = i;
+            }
+            const int64_t D = p->head_dim, S = ts[t]->seq;
+            const int64_t at_[2] = {first, worst};
+            for (int w = 0; w < 2; w++)
+                if (at_[w] >= 0)
+                    printf("  %s %s %s element [b %lld, h %lld, s %lld, d %lld]: got %.9g, want %.9g\n", names[t],
+                           w ? "worst" : "first past max_abs", bc->c.label, (long long)(at_[w] / D / S / p->heads),
+                           (long long)(at_[w] / D / S % p->heads), (long long)(at_[w] / D % S), (long long)(at_[w] % D),
+                           dense[at_[w]], refs[t][at_[w]]);
+        }
         if (m.rel_l2 / JATTN_BWD_GATE_REL_L2 > worst_fraction[dist])
             worst_fraction[dist] = m.rel_l2 / JATTN_BWD_GATE_REL_L2;
         if (m.rel_l2 > worst_rel[dist]) worst_rel[dist] = m.rel_l2;
@@ -496,6 +634,7 @@ static void part_gate(jt_rng *r, jt_tally *tally, jattn_backend fwd_backend, int
             jattn_exec e = {0};
             e.backend = backend;
             st = bcase_run(&bc, &e, NULL);
+            if (refused_as_documented(st, &p, bc.c.label)) break;
             if (st != JATTN_OK) {
                 printf("FAIL %s: %s: %s\n", bc.c.label, jattn_status_name(st), jattn_last_error());
                 jt_tally_add(tally, 0);
@@ -1035,7 +1174,13 @@ static void part_validation(jt_rng *r, jt_tally *tally) {
         all &=
             jt_expect_status(jattn_backward_workspace_size(&p, &g, &e, NULL), JATTN_ERROR_NULL_POINTER, "bytes NULL");
         if (need > 0) {
-            void *ws = malloc(need);
+            void *ws = NULL;
+#ifdef JATTN_TEST_BACKWARD_CUDA
+            if (backend == JATTN_BACKEND_CUDA) { /* the backend's workspace is device memory */
+                if (cudaMalloc(&ws, need) != cudaSuccess) ws = NULL;
+            } else
+#endif
+                ws = malloc(need);
             jattn_exec small = e;
             small.workspace = ws;
             small.workspace_bytes = need - 64; /* the reported size carries up to 63 bytes of alignment slack */
@@ -1048,7 +1193,12 @@ static void part_validation(jt_rng *r, jt_tally *tally) {
             st = bcase_run(&bc, &small, NULL);
             all &= jt_expect_status(st, JATTN_OK, "workspace of the reported size") &&
                    bcase_check(&bc, "caller workspace", JT_NORMAL);
-            free(ws);
+#ifdef JATTN_TEST_BACKWARD_CUDA
+            if (backend == JATTN_BACKEND_CUDA)
+                (void)cudaFree(ws);
+            else
+#endif
+                free(ws);
         }
     }
     /* select */
@@ -1061,25 +1211,157 @@ static void part_validation(jt_rng *r, jt_tally *tally) {
                    sel.kernel ? sel.kernel : "?");
             all = 0;
         }
+        /* the cuda backward from another backend's test: it runs (a GPU), or says why not, and
+         * then writes nothing */
         jattn_exec cuda = e;
         cuda.backend = JATTN_BACKEND_CUDA;
         jattn_status st = jattn_backward_select(&p, &cuda, &sel);
-        if (st != JATTN_ERROR_UNSUPPORTED && st != JATTN_ERROR_BACKEND_UNAVAILABLE) {
-            printf("FAIL cuda backward: %s (%s), want unsupported or unavailable\n", jattn_status_name(st),
+        if (st != JATTN_OK && st != JATTN_ERROR_UNSUPPORTED && st != JATTN_ERROR_BACKEND_UNAVAILABLE) {
+            printf("FAIL cuda backward select: %s (%s), want ok, unsupported or unavailable\n", jattn_status_name(st),
                    jattn_last_error());
             all = 0;
         }
         tensor_poison(&bc.dq);
         st = jattn_backward(NULL, &p, &g, &cuda, q, k, v, out, lse, dout, dlse, NULL, dq, dk, dv);
-        all &= (st == JATTN_ERROR_UNSUPPORTED || st == JATTN_ERROR_BACKEND_UNAVAILABLE) && untouched(&bc.dq);
+        all &= st == JATTN_OK ||
+               ((st == JATTN_ERROR_UNSUPPORTED || st == JATTN_ERROR_BACKEND_UNAVAILABLE) && untouched(&bc.dq));
+        /* device memory: the cuda backend takes it, the host backends refuse it */
         jattn_exec device = e;
         device.memory = JATTN_MEMORY_DEVICE;
-        all &= jt_expect_status(jattn_backward_select(&p, &device, &sel), JATTN_ERROR_UNSUPPORTED, "device memory");
+        all &= jt_expect_status(jattn_backward_select(&p, &device, &sel),
+                                backend == JATTN_BACKEND_CUDA ? JATTN_OK : JATTN_ERROR_UNSUPPORTED, "device memory");
     }
     if (all && getenv("JATTN_TEST_VERBOSE")) printf("ok   validation: %d error cases and the workspace\n", n);
     jt_tally_add(tally, all);
     bcase_free(&bc);
 }
+
+/* The tf32 precision (opt-in): every gradient within rel_l2 JATTN_GATE_TF32_REL_L2 of the float64
+ * reference, written everywhere, finite, on the FLUX-layout shapes the backend takes, the four
+ * distributions, with and without key padding. */
+static void part_tf32(jt_rng *r, jt_tally *tally) {
+    static const int64_t dims[][5] = {{1, 2, 40, 40, 128}, {1, 1, 127, 129, 64}, {2, 3, 65, 33, 64},
+                                      {1, 2, 65, 65, 80},  {1, 1, 100, 77, 1},   {1, 2, 200, 1, 128}};
+    for (size_t t = 0; t < sizeof dims / sizeof dims[0]; t++) {
+        jattn_problem p = jattn_problem_flux(dims[t][0], dims[t][1], dims[t][2], dims[t][3], dims[t][4]);
+        jattn_grad_strides g = jattn_grad_strides_like(&p);
+        int64_t kv_len[2] = {dims[t][3] / 2 + 1, dims[t][3]};
+        jattn_key_padding kp = {kv_len, NULL, 0, 0, 0};
+        const jattn_key_padding *pad = t == 2 ? &kp : NULL;
+        bcase bc;
+        if (bcase_init(&bc, &p, &g, (int)(t % 2)) != 0) {
+            printf("FAIL allocation\n");
+            jt_tally_add(tally, 0);
+            bcase_free(&bc);
+            continue;
+        }
+        for (int d = 0; d < JT_DIST_COUNT; d++) {
+            jattn_exec e = {0};
+            e.backend = backend;
+            e.precision = JATTN_PRECISION_TF32;
+            jattn_status st = bcase_fill(&bc, (jt_dist)d, r, JATTN_BACKEND_REF, pad);
+            if (st == JATTN_OK) st = bcase_run(&bc, &e, pad);
+            if (st != JATTN_OK) {
+                printf("FAIL tf32 %s: %s: %s\n", bc.c.label, jattn_status_name(st), jattn_last_error());
+                jt_tally_add(tally, 0);
+                continue;
+            }
+            const tensor *ts[3] = {&bc.dq, &bc.dk, &bc.dv};
+            const float *refs[3] = {bc.ref.dq, bc.ref.dk, bc.ref.dv};
+            int ok = 1;
+            char line[512];
+            int len = snprintf(line, sizeof line, "%s %s tf32", bc.c.label, jt_dist_name((jt_dist)d));
+            for (int k = 0; k < 3; k++) {
+                const int64_t n = p.batch * p.heads * ts[k]->seq * p.head_dim;
+                float *dense = malloc((size_t)n * sizeof *dense);
+                if (!dense) {
+                    ok = 0;
+                    break;
+                }
+                gather(&p, ts[k], dense);
+                jattn_metrics m;
+                jattn_metrics_compute_dense(dense, refs[k], n, &m);
+                int64_t unwritten = 0;
+                for (int64_t i = 0; i < n; i++) unwritten += is_poison(dense[i]);
+                const int pass = m.rel_l2 <= JATTN_GATE_TF32_REL_L2 && !m.nonfinite && !unwritten;
+                ok &= pass;
+                if (len < (int)sizeof line)
+                    len += snprintf(line + len, sizeof line - (size_t)len, " | d%c rel_l2 %.3g%s", "qkv"[k], m.rel_l2,
+                                    pass ? "" : " [FAIL]");
+                free(dense);
+            }
+            if (!ok || getenv("JATTN_TEST_VERBOSE"))
+                printf("%s %s (gate rel_l2 %g; seed %llu)\n", ok ? "ok  " : "FAIL", line, JATTN_GATE_TF32_REL_L2,
+                       (unsigned long long)jt_seed());
+            jt_tally_add(tally, ok);
+        }
+        bcase_free(&bc);
+    }
+}
+
+#ifdef JATTN_TEST_BACKWARD_CUDA
+/* The first differing element of two gradient tensors (for a failure message), or -1. */
+static int64_t first_difference(const tensor *a, const tensor *b) {
+    for (int64_t i = 0; i < a->n; i++)
+        if (memcmp(&a->base[i], &b->base[i], sizeof(float)) != 0) return i;
+    return -1;
+}
+
+/* A backward captured into a CUDA graph (replayed twice) against a direct call: bit-identical,
+ * and within the gate; with and without key padding, f32 and the precision asked. */
+static void part_graph(jt_rng *r, jt_tally *tally, jattn_precision precision) {
+    static const int64_t dims[][5] = {{1, 3, 150, 200, 128}, {2, 2, 97, 61, 64}, {1, 2, 70, 90, 40}};
+    for (size_t t = 0; t < sizeof dims / sizeof dims[0]; t++) {
+        jattn_problem p = jattn_problem_flux(dims[t][0], dims[t][1], dims[t][2], dims[t][3], dims[t][4]);
+        jattn_grad_strides g = jattn_grad_strides_like(&p);
+        int64_t kv_len[2] = {dims[t][3] - 7, dims[t][3] / 2};
+        jattn_key_padding kp = {kv_len, NULL, 0, 0, 0};
+        const jattn_key_padding *pad = t == 1 ? &kp : NULL;
+        bcase a;
+        if (bcase_init(&a, &p, &g, 1) != 0 ||
+            bcase_fill(&a, (jt_dist)(t % JT_DIST_COUNT), r, JATTN_BACKEND_REF, pad) != JATTN_OK) {
+            printf("FAIL graph setup\n");
+            jt_tally_add(tally, 0);
+            bcase_free(&a);
+            continue;
+        }
+        jattn_exec e = {0};
+        e.backend = backend;
+        e.precision = precision;
+        tensor direct[3];
+        tensor *grads[3] = {&a.dq, &a.dk, &a.dv};
+        device_pointers = 1;
+        int ok = bcase_run(&a, &e, pad) == JATTN_OK;
+        device_pointers = 0;
+        for (int k = 0; k < 3; k++) {
+            direct[k] = *grads[k];
+            direct[k].base = malloc((size_t)grads[k]->n * sizeof(float));
+            memcpy(direct[k].base, grads[k]->base, (size_t)grads[k]->n * sizeof(float));
+        }
+        tensor_poison(&a.dq), tensor_poison(&a.dk), tensor_poison(&a.dv);
+        a.padding_in_use = pad;
+        jattn_status st = ok ? bcase_run_device(&a, &e, pad, 1) : JATTN_ERROR_CUDA;
+        if (st != JATTN_OK) {
+            printf("FAIL graph %s: %s: %s\n", a.c.label, jattn_status_name(st), jattn_last_error());
+            ok = 0;
+        }
+        for (int k = 0; k < 3 && ok; k++) {
+            const int64_t at_ = first_difference(&direct[k], grads[k]);
+            if (at_ >= 0) {
+                printf("FAIL graph %s: gradient %d differs from the direct call at element %lld (%.9g vs %.9g)\n",
+                       a.c.label, k, (long long)(at_ - GUARD), grads[k]->base[at_], direct[k].base[at_]);
+                ok = 0;
+            }
+        }
+        if (ok && precision == JATTN_PRECISION_F32) ok = bcase_check(&a, "graph", (jt_dist)(t % JT_DIST_COUNT));
+        if (ok && getenv("JATTN_TEST_VERBOSE"))
+            printf("ok   graph %s: replay bit-identical to the direct call\n", a.c.label);
+        for (int k = 0; k < 3; k++) free(direct[k].base);
+        jt_tally_add(tally, ok);
+        bcase_free(&a);
+    }
+}
+#endif
 
 int main(int argc, char **argv) {
     const char *name = argc > 1 ? argv[1] : "cpu";
@@ -1088,8 +1370,8 @@ int main(int argc, char **argv) {
     for (int b = 0; b < JATTN_BACKEND_COUNT; b++)
         if (strcmp(name, jattn_backend_name((jattn_backend)b)) == 0) backend = (jattn_backend)b;
     if (backend == JATTN_BACKEND_COUNT) {
-        fprintf(stderr,
-                "usage: test_backward ref|cpu|auto [gate|chain|padding|fd|properties|validation|determinism|all]\n");
+        fprintf(stderr, "usage: test_backward ref|cpu|cuda|auto "
+                        "[gate|chain|padding|fd|properties|validation|determinism|tf32|device|graph|all]\n");
         return 2;
     }
     jattn_problem probe = jattn_problem_flux(1, 1, 8, 8, 64);
@@ -1117,6 +1399,17 @@ int main(int argc, char **argv) {
     }
     if (all || !strcmp(part, "validation")) part_validation(&rng, &tally);
     if (all || !strcmp(part, "determinism")) part_determinism(&rng, &tally);
+    if ((all && backend == JATTN_BACKEND_CUDA) || !strcmp(part, "tf32")) part_tf32(&rng, &tally);
+#ifdef JATTN_TEST_BACKWARD_CUDA
+    if (backend == JATTN_BACKEND_CUDA && (all || !strcmp(part, "device"))) {
+        device_pointers = 1;
+        part_gate(&rng, &tally, JATTN_BACKEND_REF, 1);
+        part_padding(&rng, &tally);
+        part_scaling(&rng, &tally);
+        device_pointers = 0;
+    }
+    if (backend == JATTN_BACKEND_CUDA && (all || !strcmp(part, "graph"))) part_graph(&rng, &tally, JATTN_PRECISION_F32);
+#endif
     for (int d = 0; d < JT_DIST_COUNT; d++)
         if (worst_rel[d] > 0)
             printf("worst rel_l2 %-7s %.3g (%.2f of the gate)\n", jt_dist_name((jt_dist)d), worst_rel[d],

@@ -15,6 +15,7 @@
 #include "cli_commands.h"
 #include "cli_common.h"
 #include "clock.h"
+#include "device_timer.h"
 #include "json.h"
 #include "peers.h"
 #include "rng.h"
@@ -61,8 +62,26 @@ static jattn_status job_backward(const bwd_job *j, jattn_ctx *ctx, const jattn_e
                           j->dv);
 }
 
-/* Median of reps timed calls after one warm-up (reps 0: about BWD_AUTO_SECONDS worth). */
-static jattn_status time_backward(const bwd_job *j, jattn_ctx *ctx, const jattn_exec *e, int reps, kit_timing *t) {
+#define BWD_DEVICE_REPS 20 /* cuda: timed calls when --reps is not given */
+
+/* Median of reps timed calls after one warm-up (reps 0: about BWD_AUTO_SECONDS worth). On the
+ * cuda backend (device): the inputs copied to the GPU once, each call on device pointers timed
+ * with CUDA events (kit/device_timer.h), the gradients copied back into the job. */
+static jattn_status time_backward(const bwd_job *j, jattn_ctx *ctx, const jattn_exec *e, int reps, int device,
+                                  kit_timing *t) {
+    if (device) {
+        char err[256];
+        double ms = 0;
+        const int n = reps ? reps : BWD_DEVICE_REPS;
+        if (jattn_device_timed_backward(&j->p, e, j->q, j->k, j->v, j->out, j->lse, j->dout, j->dq, j->dk, j->dv, 2, n,
+                                        &ms, err, sizeof err) == 0) {
+            t->ms = t->ms_min = t->ms_max = ms;
+            t->reps = n;
+            t->clock = "device";
+            return JATTN_OK;
+        }
+        fprintf(stderr, "jattn: device timer unavailable (%.200s); the host clock includes the copies\n", err);
+    }
     double t0 = kit_now();
     jattn_status st = job_backward(j, ctx, e);
     const double warm = kit_now() - t0;
@@ -155,7 +174,7 @@ int cli_run_backward(const cli_options *o) {
     st = jattn_ctx_create(&ctx);
     if (st == JATTN_OK) st = job_init(&j, &p, o->seed, &e, ctx);
     kit_timing t = {0};
-    if (st == JATTN_OK) st = time_backward(&j, ctx, &e, o->reps, &t);
+    if (st == JATTN_OK) st = time_backward(&j, ctx, &e, o->reps, sel.backend == JATTN_BACKEND_CUDA, &t);
     bwd_check c;
     memset(&c, 0, sizeof c);
     if (st == JATTN_OK && o->check) st = check_backward(&j, &c);
@@ -230,6 +249,33 @@ int cli_run_backward(const cli_options *o) {
 /* PyTorch's CPU SDPA backward on the same shape and thread count, in a child process: the
  * interpreter of JATTN_BENCH_PYTHON (default python3). @return 0 and *ms (median of reps), or -1
  * when Python or torch is absent or the run fails. */
+/* PyTorch's fp32 SDPA backward on the GPU (TF32 off, its default algorithm choice), each
+ * backward timed by host clock around synchronisations; median of reps. */
+static int torch_cuda_backward_ms(const jattn_problem *p, int reps, double *ms) {
+    const char *py = getenv("JATTN_BENCH_PYTHON");
+    char cmd[1536];
+    snprintf(cmd, sizeof cmd,
+             "%s -c \"import time,torch,statistics as s;c=torch.device('cuda');"
+             "torch.backends.cuda.matmul.allow_tf32=False;torch.backends.cudnn.allow_tf32=False;"
+             "q=torch.randn(%lld,%lld,%lld,%lld,device=c,requires_grad=True);"
+             "k,v=[torch.randn(%lld,%lld,%lld,%lld,device=c,requires_grad=True) for _ in range(2)];"
+             "g=torch.randn_like(q);f=torch.nn.functional.scaled_dot_product_attention;f(q,k,v).backward(g);t=[]\n"
+             "for _ in range(%d):\n o=f(q,k,v);torch.cuda.synchronize();a=time.perf_counter();o.backward(g);"
+             "torch.cuda.synchronize();t.append(time.perf_counter()-a)\n"
+             "print(1e3*s.median(t))\" 2>/dev/null",
+             py && *py ? py : "python3", (long long)p->batch, (long long)p->heads, (long long)p->seq_q,
+             (long long)p->head_dim, (long long)p->batch, (long long)p->heads, (long long)p->seq_kv,
+             (long long)p->head_dim, reps);
+    FILE *f = popen(cmd, "r");
+    if (!f) return -1;
+    double v = NAN;
+    const int got = fscanf(f, "%lf", &v);
+    const int rc = pclose(f);
+    if (got != 1 || rc != 0 || !(v > 0)) return -1;
+    *ms = v;
+    return 0;
+}
+
 static int torch_backward_ms(const jattn_problem *p, int threads, int reps, double *ms) {
     const char *py = getenv("JATTN_BENCH_PYTHON");
     char cmd[1536];
@@ -282,7 +328,7 @@ int cli_bench_backward(const cli_options *o) {
             kit_timing t = {0};
             st = jattn_ctx_create(&ctx);
             if (st == JATTN_OK) st = job_init(&j, &p, o->seed, &e, ctx);
-            if (st == JATTN_OK) st = time_backward(&j, ctx, &e, o->reps, &t);
+            if (st == JATTN_OK) st = time_backward(&j, ctx, &e, o->reps, sel.backend == JATTN_BACKEND_CUDA, &t);
             job_free(&j);
             jattn_ctx_free(ctx);
             if (st != JATTN_OK) {
@@ -295,7 +341,10 @@ int cli_bench_backward(const cli_options *o) {
             if (sel.backend != JATTN_BACKEND_CUDA &&
                 jattn_peer_fma_peak(sel.threads, &peak, &isa, err, sizeof err) != 0)
                 peak = NAN;
-            if (torch_backward_ms(&p, sel.threads, t.reps, &torch_ms) != 0) torch_ms = NAN;
+            const int on_gpu = sel.backend == JATTN_BACKEND_CUDA;
+            if ((on_gpu ? torch_cuda_backward_ms(&p, t.reps, &torch_ms)
+                        : torch_backward_ms(&p, sel.threads, t.reps, &torch_ms)) != 0)
+                torch_ms = NAN;
             const double gflops = backward_flops(&p) / (t.ms * 1e-3) / 1e9;
             if (o->json) {
                 kit_json js;
@@ -328,7 +377,8 @@ int cli_bench_backward(const cli_options *o) {
         }
     }
     if (!o->json)
-        printf("FLOPs of a backward: 10*B*H*Sq*Skv*D (2.5x the forward's); torch: CPU SDPA backward of the same "
-               "shape and threads (nan when absent; JATTN_BENCH_PYTHON names the interpreter)\n");
+        printf("FLOPs of a backward: 10*B*H*Sq*Skv*D (2.5x the forward's); torch: SDPA backward of the same "
+               "shape (CPU: same threads; cuda: fp32 on the GPU, TF32 off; nan when absent; JATTN_BENCH_PYTHON "
+               "names the interpreter)\n");
     return rc;
 }

@@ -124,7 +124,10 @@ static const cuda_version *version_for(const jattn_problem *p, int cc, const cha
     }
 }
 
-static jattn_status cuda_select(const jattn_problem *p, const jattn_exec *e, jattn_plan *plan) {
+/* The checks every call of the backend passes, forward or backward: a device of compute
+ * capability 8.0 or newer, head_dim within v1's limit, extents indexed with 32 bits.
+ * @return JATTN_OK with *cc the current device's compute capability (10 major + minor). */
+static jattn_status device_checks(const jattn_problem *p, int *cc_out) {
     pthread_once(&device_once, probe_device);
     if (!device.present) return jattn_fail(JATTN_ERROR_BACKEND_UNAVAILABLE, "%s", device.why);
     int dev = 0;
@@ -140,6 +143,14 @@ static jattn_status cuda_select(const jattn_problem *p, const jattn_exec *e, jat
     if (p->seq_q > INT32_MAX || p->seq_kv > INT32_MAX || p->batch * p->heads > INT32_MAX)
         return jattn_fail(JATTN_ERROR_UNSUPPORTED,
                           "seq_q/seq_kv/batch*heads: the cuda backend indexes them with 32 bits");
+    *cc_out = cc;
+    return JATTN_OK;
+}
+
+static jattn_status cuda_select(const jattn_problem *p, const jattn_exec *e, jattn_plan *plan) {
+    int cc = 0;
+    const jattn_status st = device_checks(p, &cc);
+    if (st != JATTN_OK) return st;
     const char *why = "";
     const cuda_version *ver = version_for(p, cc, &why);
     if (!ver)
@@ -304,6 +315,31 @@ static size_t mask_span(const jattn_call *c) {
     return c->mask ? (size_t)(c->mask_stride ? (p->batch - 1) * c->mask_stride + p->seq_kv : p->seq_kv) : 0;
 }
 
+/* The device buffer of a host-pointer call: the context's grow-only one (ctx non-NULL), else a
+ * cudaMalloc the caller frees after the call. */
+static jattn_status host_path_buffer(jattn_ctx *ctx, size_t total, void **buf) {
+    if (!ctx) return device_alloc(buf, total);
+    cuda_state *state = ctx->backend_state[JATTN_BACKEND_CUDA];
+    if (!state) {
+        state = calloc(1, sizeof *state);
+        if (!state) return jattn_fail(JATTN_ERROR_OUT_OF_MEMORY, "ctx: allocation of the cuda state failed");
+        ctx->backend_state[JATTN_BACKEND_CUDA] = state;
+    }
+    if (state->bytes < total) {
+        if (state->buffer) {
+            cudaError_t err = cudaFree(state->buffer);
+            state->buffer = NULL;
+            state->bytes = 0;
+            if (err != cudaSuccess) return cuda_fail(err, "cudaFree");
+        }
+        jattn_status st = device_alloc(&state->buffer, total);
+        if (st != JATTN_OK) return st;
+        state->bytes = total;
+    }
+    *buf = state->buffer;
+    return JATTN_OK;
+}
+
 /* Host arrays: copy q, k, v (and out when it has gaps, so they survive) and the key padding to
  * device buffers, run, copy out (and lse) back, and wait for the stream. */
 static jattn_status forward_host(const jattn_call *c, const jattn_plan *plan) {
@@ -323,31 +359,8 @@ static jattn_status forward_host(const jattn_call *c, const jattn_plan *plan) {
     cudaStream_t stream = (cudaStream_t)c->cuda_stream;
 
     void *buf = NULL;
-    cuda_state *state = NULL;
-    jattn_status st;
-    if (c->ctx) {
-        state = c->ctx->backend_state[JATTN_BACKEND_CUDA];
-        if (!state) {
-            state = calloc(1, sizeof *state);
-            if (!state) return jattn_fail(JATTN_ERROR_OUT_OF_MEMORY, "ctx: allocation of the cuda state failed");
-            c->ctx->backend_state[JATTN_BACKEND_CUDA] = state;
-        }
-        if (state->bytes < total) {
-            if (state->buffer) {
-                cudaError_t err = cudaFree(state->buffer);
-                state->buffer = NULL;
-                state->bytes = 0;
-                if (err != cudaSuccess) return cuda_fail(err, "cudaFree");
-            }
-            st = device_alloc(&state->buffer, total);
-            if (st != JATTN_OK) return st;
-            state->bytes = total;
-        }
-        buf = state->buffer;
-    } else {
-        st = device_alloc(&buf, total);
-        if (st != JATTN_OK) return st;
-    }
+    jattn_status st = host_path_buffer(c->ctx, total, &buf);
+    if (st != JATTN_OK) return st;
 
     char *base = buf;
     float *dq = (float *)base, *dk = (float *)(base + off_k), *dv = (float *)(base + off_v),
@@ -401,24 +414,201 @@ static void cuda_release_ctx(jattn_ctx *ctx) {
     ctx->backend_state[JATTN_BACKEND_CUDA] = NULL;
 }
 
-/* The backward: no kernels yet (a later issue builds them on this API). select says so after
- * the forward's own checks, so a machine without a usable GPU still reports that first. */
+/* ---- the backward ------------------------------------------------------------------------ */
+
+/* The backward kernel (cuda_versions.c, jattn_cuda_bwd_v1) on every device the backend takes;
+ * the forward's kernel choice (JATTN_CUDA_KERNEL) does not apply to it. */
 static jattn_status cuda_select_backward(const jattn_problem *p, const jattn_exec *e, jattn_plan *plan) {
-    const jattn_status st = cuda_select(p, e, plan);
+    int cc = 0;
+    const jattn_status st = device_checks(p, &cc);
     if (st != JATTN_OK) return st;
-    return jattn_fail(JATTN_ERROR_UNSUPPORTED,
-                      "backend: the cuda backend has no backward kernels yet (use cpu or ref)");
+    const cuda_bwd_version *ver = &jattn_cuda_bwd_v1;
+    const char *why = ver->refusal(p, cc);
+    if (why) return jattn_fail(JATTN_ERROR_UNSUPPORTED, "%s", why);
+    plan->kernel = ver;
+    plan->threads = 1;
+    plan->selection.kernel = ver->name[e->precision];
+    plan->selection.isa = cc == 90 ? "sm_90a" : "sm_80";
+    return JATTN_OK;
+}
+
+/* The device workspace of a backward call: the key padding's region (as the forward's), then the
+ * kernel's own (Dl: 8 bytes per query row). Grows with B * H * (Sq + Skv), never with S^2. */
+static size_t bwd_kernel_bytes(const jattn_problem *p, const jattn_plan *plan) {
+    const cuda_bwd_version *ver = plan->kernel;
+    return ver->workspace_bytes(p);
 }
 
 static size_t cuda_workspace_size_backward(const jattn_problem *p, const jattn_exec *e, const jattn_plan *plan) {
-    (void)p, (void)e, (void)plan;
-    return 0;
+    (void)e;
+    return padding_bytes(p) + bwd_kernel_bytes(p, plan);
+}
+
+static jattn_cuda_strides cuda_strides(jattn_strides s) {
+    const jattn_cuda_strides r = {s.batch, s.head, s.token};
+    return r;
+}
+
+/* The device pointers of a backward call (the caller's, or the host path's copies). */
+typedef struct bwd_pointers {
+    const float *q, *k, *v, *out, *lse, *dout, *dlse;
+    float *dq, *dk, *dv;
+} bwd_pointers;
+
+/* Enqueues the backward on the call's stream. workspace: the call's (padding region, then the
+ * kernel's), or NULL: then both come from the stream-ordered pool (allocated and freed in stream
+ * order: no synchronisation, recorded by a graph capture). */
+static jattn_status launch_backward(const jattn_bwd_call *c, const jattn_plan *plan, const bwd_pointers *x,
+                                    void *workspace, device_padding *pad) {
+    const jattn_problem *p = c->problem;
+    const cuda_bwd_version *ver = plan->kernel;
+    cudaStream_t stream = (cudaStream_t)c->cuda_stream;
+    const size_t pad_bytes = padding_bytes(p), total = pad_bytes + bwd_kernel_bytes(p, plan);
+    void *owned = NULL;
+    if (!workspace) {
+        cudaError_t err = cudaMallocAsync(&owned, total, stream);
+        if (err != cudaSuccess) return cuda_fail(err, "cudaMallocAsync (backward workspace)");
+        atomic_fetch_add(&alloc_count, 1);
+        workspace = owned;
+    }
+    cudaError_t err = cudaSuccess;
+    if (pad->kv_len || pad->mask)
+        err = (cudaError_t)jattn_cuda_launch_padding(pad->kv_len, pad->mask, c->mask_stride, (int)p->batch,
+                                                     (int)p->seq_kv, workspace, &pad->count, &pad->index, stream);
+    const char *name = ver->name[c->precision];
+    const char *what = err == cudaSuccess ? name : "key padding pre-pass";
+    if (err == cudaSuccess) {
+        const jattn_cuda_bwd_args a = {{x->q,
+                                        x->k,
+                                        x->v,
+                                        (float *)x->out, /* read only: the forward's output is an input here */
+                                        (float *)x->lse,
+                                        p->batch,
+                                        p->heads,
+                                        p->seq_q,
+                                        p->seq_kv,
+                                        p->head_dim,
+                                        cuda_strides(p->q),
+                                        cuda_strides(p->k),
+                                        cuda_strides(p->v),
+                                        cuda_strides(p->out),
+                                        c->scale,
+                                        c->precision,
+                                        0,
+                                        0,
+                                        pad->count,
+                                        pad->index},
+                                       x->dout,
+                                       x->dlse,
+                                       x->dq,
+                                       x->dk,
+                                       x->dv,
+                                       cuda_strides(c->g.dout),
+                                       cuda_strides(c->g.dq),
+                                       cuda_strides(c->g.dk),
+                                       cuda_strides(c->g.dv)};
+        err = (cudaError_t)ver->launch(&a, (char *)workspace + pad_bytes, stream);
+    }
+    if (owned) {
+        cudaError_t ferr = cudaFreeAsync(owned, stream);
+        if (err == cudaSuccess) err = ferr, what = "cudaFreeAsync (backward workspace)";
+    }
+    if (err != cudaSuccess) return cuda_fail(err, what);
+    last_kernel = name;
+    return JATTN_OK;
+}
+
+/* Bytes of a gradient or input tensor, and whether it is dense (no gaps to preserve). */
+static size_t span_bytes(const jattn_problem *p, jattn_strides s, int64_t seq) {
+    return span_elems(p, s, seq) * sizeof(float);
+}
+static int dense(const jattn_problem *p, jattn_strides s, int64_t seq) {
+    return span_elems(p, s, seq) == (size_t)(p->batch * p->heads * seq * p->head_dim);
+}
+
+/* Host arrays: copy the inputs (and the gradients that have gaps, so the gaps survive) and the
+ * key padding to device buffers, run, copy dq, dk, dv back, and wait for the stream. */
+static jattn_status backward_host(const jattn_bwd_call *c, const jattn_plan *plan) {
+    const jattn_problem *p = c->problem;
+    const size_t nl = (size_t)(p->batch * p->heads * p->seq_q) * sizeof(float);
+    const size_t bytes[11] = {span_bytes(p, p->q, p->seq_q),
+                              span_bytes(p, p->k, p->seq_kv),
+                              span_bytes(p, p->v, p->seq_kv),
+                              span_bytes(p, p->out, p->seq_q),
+                              nl,
+                              span_bytes(p, c->g.dout, p->seq_q),
+                              c->dlse ? nl : 0,
+                              span_bytes(p, c->g.dq, p->seq_q),
+                              span_bytes(p, c->g.dk, p->seq_kv),
+                              span_bytes(p, c->g.dv, p->seq_kv),
+                              0};
+    const void *src[7] = {c->q, c->k, c->v, c->out, c->lse, c->dout, c->dlse};
+    const size_t n_len = c->kv_len ? (size_t)p->batch * sizeof(int64_t) : 0,
+                 n_mask =
+                     c->mask ? (size_t)(c->mask_stride ? (p->batch - 1) * c->mask_stride + p->seq_kv : p->seq_kv) : 0;
+    const size_t nw = c->workspace ? 0 : padding_bytes(p) + bwd_kernel_bytes(p, plan);
+    size_t off[14], total = 0;
+    for (int i = 0; i < 10; i++) off[i] = total, total += align_up(bytes[i]);
+    off[10] = total, total += align_up(n_len);
+    off[11] = total, total += align_up(n_mask);
+    off[12] = total, total += align_up(nw);
+    cudaStream_t stream = (cudaStream_t)c->cuda_stream;
+
+    void *buf = NULL;
+    jattn_status st = host_path_buffer(c->ctx, total, &buf);
+    if (st != JATTN_OK) return st;
+    char *base = buf;
+    float *grads_host[3] = {c->dq, c->dk, c->dv};
+    const jattn_strides gs[3] = {c->g.dq, c->g.dk, c->g.dv};
+    const int64_t gseq[3] = {p->seq_q, p->seq_kv, p->seq_kv};
+    cudaError_t err = cudaSuccess;
+    const char *what = "cudaMemcpyAsync (host to device)";
+    for (int i = 0; i < 7 && err == cudaSuccess; i++)
+        if (bytes[i]) err = cudaMemcpyAsync(base + off[i], src[i], bytes[i], cudaMemcpyHostToDevice, stream);
+    for (int i = 0; i < 3 && err == cudaSuccess; i++)
+        if (!dense(p, gs[i], gseq[i]))
+            err = cudaMemcpyAsync(base + off[7 + i], grads_host[i], bytes[7 + i], cudaMemcpyHostToDevice, stream);
+    if (err == cudaSuccess && n_len)
+        err = cudaMemcpyAsync(base + off[10], c->kv_len, n_len, cudaMemcpyHostToDevice, stream);
+    if (err == cudaSuccess && n_mask)
+        err = cudaMemcpyAsync(base + off[11], c->mask, n_mask, cudaMemcpyHostToDevice, stream);
+    if (err == cudaSuccess) {
+        const bwd_pointers x = {(const float *)(base + off[0]),
+                                (const float *)(base + off[1]),
+                                (const float *)(base + off[2]),
+                                (const float *)(base + off[3]),
+                                (const float *)(base + off[4]),
+                                (const float *)(base + off[5]),
+                                c->dlse ? (const float *)(base + off[6]) : NULL,
+                                (float *)(base + off[7]),
+                                (float *)(base + off[8]),
+                                (float *)(base + off[9])};
+        device_padding pad = {c->kv_len ? (const int64_t *)(base + off[10]) : NULL,
+                              c->mask ? (const uint8_t *)(base + off[11]) : NULL, NULL, NULL};
+        st = launch_backward(c, plan, &x, c->workspace ? c->workspace : base + off[12], &pad);
+        what = "cudaMemcpyAsync (device to host)";
+        for (int i = 0; i < 3 && st == JATTN_OK && err == cudaSuccess; i++)
+            err = cudaMemcpyAsync(grads_host[i], base + off[7 + i], bytes[7 + i], cudaMemcpyDeviceToHost, stream);
+        if (st == JATTN_OK && err == cudaSuccess) {
+            what = "cudaStreamSynchronize";
+            err = cudaStreamSynchronize(stream);
+        }
+    }
+    if (err != cudaSuccess) st = cuda_fail(err, what);
+    if (!c->ctx) {
+        cudaError_t ferr = cudaFree(buf);
+        if (st == JATTN_OK && ferr != cudaSuccess) st = cuda_fail(ferr, "cudaFree");
+    }
+    return st;
 }
 
 static jattn_status cuda_backward(const jattn_bwd_call *c, const jattn_plan *plan) {
-    (void)c, (void)plan;
-    return jattn_fail(JATTN_ERROR_UNSUPPORTED,
-                      "backend: the cuda backend has no backward kernels yet (use cpu or ref)");
+    if (c->memory == JATTN_MEMORY_DEVICE) {
+        const bwd_pointers x = {c->q, c->k, c->v, c->out, c->lse, c->dout, c->dlse, c->dq, c->dk, c->dv};
+        device_padding pad = {c->kv_len, c->mask, NULL, NULL};
+        return launch_backward(c, plan, &x, c->workspace, &pad);
+    }
+    return backward_host(c, plan);
 }
 
 const jattn_backend_ops jattn_backend_cuda = {

@@ -94,6 +94,34 @@ int jattn_cuda_launch_v4(const jattn_cuda_args *a, void *workspace, void *stream
 int jattn_cuda_launch_v5(const jattn_cuda_args *a, void *workspace, void *stream); /* attention_v5_sm90_ws_f16x2.cu */
 int jattn_cuda_launch_v6(const jattn_cuda_args *a, void *workspace, void *stream); /* attention_v6_sm90_fa3_f16x2.cu */
 
+/* ---- the backward (jattn_backward) ---- */
+
+/* One backward call as its launcher takes it: the forward's arguments (`fwd`: q, k, v, out
+ * with their strides, lse [B, H, Sq] contiguous (an input here, never NULL), scale, precision,
+ * the resolved key padding) and the gradient tensors: dout read, dq, dk, dv written, each
+ * through its own element strides (head_dim contiguous); dlse [B, H, Sq] contiguous or NULL. */
+typedef struct jattn_cuda_bwd_args {
+    jattn_cuda_args fwd;
+    const float *dout;
+    const float *dlse;
+    float *dq, *dk, *dv;
+    jattn_cuda_strides dout_strides, dq_strides, dk_strides, dv_strides;
+} jattn_cuda_bwd_args;
+
+/* Limits of the backward kernels (backward_v1_mma_tf32x3.cu). */
+#define JATTN_CUDA_BWD_MAX_HEAD_DIM 128
+
+/* Device bytes of the backward v1's own workspace (after the key padding's region): the row
+ * terms Dl = dO.O - dlse as float hi + lo pairs, B * H * Sq of them (256-byte aligned). */
+size_t jattn_cuda_bwd_v1_workspace_bytes(int64_t batch, int64_t heads, int64_t seq_q);
+
+/* Enqueues the backward v1 (backward_v1_mma_tf32x3.cu) on `stream`: the Dl pre-pass, for a
+ * key-padded call the +0 fill of dk and dv, the dK/dV kernel, the dQ kernel. `workspace`:
+ * jattn_cuda_bwd_v1_workspace_bytes(), 16-byte aligned. No allocation, no synchronisation.
+ * Refuses (cudaErrorInvalidValue, nothing enqueued) head_dim > JATTN_CUDA_BWD_MAX_HEAD_DIM.
+ * @return the cudaError_t of the launches (as int; 0 = cudaSuccess). */
+int jattn_cuda_launch_bwd_v1(const jattn_cuda_bwd_args *a, void *workspace, void *stream);
+
 /* ---- knobs and counters for tests and the harness ---- */
 
 /* Forces a kernel version for every later call of this process (AUTO restores the default;

@@ -136,3 +136,24 @@ const cuda_version jattn_cuda_versions[JATTN_CUDA_KERNEL_COUNT] = {
                               0,
                               JATTN_CUDA_KERNEL_V4},
 };
+
+/* ---- the backward ---- */
+
+static const char *bwd_v1_refusal(const jattn_problem *p, int cc) {
+    (void)cc; /* mma.sync TF32: every device the backend takes (8.0 and newer) */
+    return p->head_dim > JATTN_CUDA_BWD_MAX_HEAD_DIM ? "head_dim: the cuda backward (kernel bwd_v1) takes at most 128"
+                                                     : NULL;
+}
+
+static size_t bwd_v1_workspace_bytes(const jattn_problem *p) {
+    return jattn_cuda_bwd_v1_workspace_bytes(p->batch, p->heads, p->seq_q);
+}
+
+/* backward_v1_mma_tf32x3.cu: mma.sync TF32 splits: S and dP on six products with TwoSum k-steps,
+ * dV, dK, dQ 3xTF32 (f32) or one TF32 product (tf32) */
+const cuda_bwd_version jattn_cuda_bwd_v1 = {
+    {"cuda_bwd_v1_mma_tf32x3", "cuda_bwd_v1_mma_s_dp_tf32x3_grads_tf32"},
+    bwd_v1_refusal,
+    bwd_v1_workspace_bytes,
+    jattn_cuda_launch_bwd_v1,
+};

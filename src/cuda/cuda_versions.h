@@ -32,4 +32,17 @@ typedef struct cuda_version {
 
 extern const cuda_version jattn_cuda_versions[JATTN_CUDA_KERNEL_COUNT];
 
+/* The backward kernel (jattn_backward), as the backend knows it: one version so far. */
+typedef struct cuda_bwd_version {
+    const char *name[2]; /* the reported name, by jattn_precision (F32, TF32) */
+    /* Why it cannot run a problem on a device of compute capability cc (a message), or NULL. */
+    const char *(*refusal)(const jattn_problem *p, int cc);
+    /* Its own device workspace (after the padding region). */
+    size_t (*workspace_bytes)(const jattn_problem *p);
+    /* Its launcher (cuda_internal.h): @return a cudaError_t as int. */
+    int (*launch)(const jattn_cuda_bwd_args *a, void *workspace, void *stream);
+} cuda_bwd_version;
+
+extern const cuda_bwd_version jattn_cuda_bwd_v1;
+
 #endif /* JATTN_CUDA_VERSIONS_H */
