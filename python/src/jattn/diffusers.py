@@ -238,9 +238,10 @@ def _backward_refusal(q) -> Optional[str]:
     """Why jattn's backward would refuse attention of q's head_dim on q's device (asked once per
     device, head_dim and options, then cached; a trace-time constant under torch.compile), or None."""
     from . import _torch_impl
-    from ._options import validated
+    from ._options import options, validated
 
-    opts = validated("bshd", None, _options["backend"], "f32", 0)
+    backend = _options["backend"]
+    opts = validated("bshd", None, backend, "f32", 0) if _is_compiling() else options("bshd", None, backend, "f32", 0)
     return _torch_impl.backward_refusal(q.device, q.shape[-1], opts)
 
 
