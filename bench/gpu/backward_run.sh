@@ -3,10 +3,10 @@
 #   on the development machine:  bench/gpu/backward_carry.sh   (builds, fills .carry-cudabwd/)
 #   on the GPU machine, from the carried folder:  OUT=$OUT bash backward_run.sh
 # Steps, each under its own timeout (seconds in brackets): test_backward cuda (the battery with
-# host pointers, device pointers, graph capture, determinism, tf32) [75]; jattn bench --backward
+# host pointers, device pointers, graph capture, determinism, tf32) [150]; jattn bench --backward
 # --backend cuda (f32, beside PyTorch's fp32 SDPA backward) [50]; jattn's tf32 backward and
-# forward times [4 x 15, 8]; PyTorch default, deterministic and forward [45]; the table;
-# compute-sanitizer memcheck and racecheck over a small jattn run --backward [30 each]; ncu's
+# forward times [4 x 15, 8]; PyTorch default, deterministic and forward [90]; the table;
+# compute-sanitizer memcheck, racecheck, synccheck and initcheck over a small jattn run --backward [30 each]; ncu's
 # time of each backward kernel [40]; when the
 # test failed somewhere, its gate part again with JATTN_CUDA_BWD_VARIANT=1, 2 and 3 [15 each].
 set -u
@@ -20,7 +20,7 @@ step() { echo "== $* ($(date -u +%T))"; }
 {
   step nvidia-smi; nvidia-smi -L; nvidia-smi --query-gpu=clocks.sm,clocks.max.sm,temperature.gpu --format=csv
   step test_backward cuda all
-  timeout 75 ./bin/test_backward cuda all; echo "rc $?"
+  timeout 150 ./bin/test_backward cuda all; echo "rc $?"
 } > "$OUT/test.log" 2>&1
 {
   step jattn bench --backward --backend cuda f32
@@ -30,10 +30,13 @@ step() { echo "== $* ($(date -u +%T))"; }
     timeout 15 $J run --backward --backend cuda --precision tf32 --seq $s --no-check --json; echo "rc $?"
     timeout 8 $J run --backend cuda --seq $s --no-check --json; echo "rc $?"
   done
+  step jattn f32 backward and forward at 16384
+  timeout 40 $J run --backward --backend cuda --seq 16384 --reps 3 --no-check --json; echo "rc $?"
+  timeout 10 $J run --backend cuda --seq 16384 --no-check --json; echo "rc $?"
 } > "$OUT/bench.log" 2>&1
 {
   step torch
-  timeout 45 python3 torch_sdpa_backward.py; echo "rc $?"
+  timeout 90 python3 torch_sdpa_backward.py 1,24,1536,128 1,24,4608,128 1,24,16384,128; echo "rc $?"
 } > "$OUT/torch.log" 2>&1
 python3 - "$OUT" > "$OUT/table.txt" 2>&1 <<'PY'
 import json, re, sys
@@ -45,7 +48,10 @@ for line in open(f"{out}/bench.log"):
         rows.setdefault(int(m[3]), {})["jattn f32 bwd"] = float(m[5])
     if line.startswith("{"):
         j = json.loads(line)
-        key = "jattn tf32 bwd" if j.get("pass_kind") == "backward" else "jattn f32 fwd"
+        if j.get("pass_kind") != "backward":
+            key = "jattn f32 fwd"
+        else:
+            key = "jattn tf32 bwd" if j["kernel"].endswith("grads_tf32") else "jattn f32 bwd"
         rows.setdefault(j["seq_q"], {})[key] = j["ms"]
 for line in open(f"{out}/torch.log"):
     if line.startswith("RESULT"):
@@ -68,6 +74,10 @@ cat "$OUT/table.txt"
   timeout 30 "$SAN" --tool memcheck --error-exitcode 3 $J run --backward --backend cuda --heads 2 --seq 130 --seq-kv 77 --dim 80 --reps 1; echo "rc $?"
   step racecheck
   timeout 30 "$SAN" --tool racecheck --error-exitcode 3 $J run --backward --backend cuda --heads 1 --seq 96 --dim 128 --reps 1; echo "rc $?"
+  step synccheck
+  timeout 30 "$SAN" --tool synccheck --error-exitcode 3 $J run --backward --backend cuda --heads 1 --seq 96 --seq-kv 70 --dim 128 --reps 1; echo "rc $?"
+  step initcheck
+  timeout 30 "$SAN" --tool initcheck --error-exitcode 3 $J run --backward --backend cuda --heads 2 --seq 130 --seq-kv 77 --dim 80 --reps 1; echo "rc $?"
 } > "$OUT/sanitize.log" 2>&1
 # the time of each backward kernel at (1,24,1536,128), f32 (ncu, one metric, clocks left alone)
 {

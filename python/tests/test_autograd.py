@@ -3,7 +3,9 @@
 the same float32 inputs; opcheck; a compiled training step (forward and backward in one graph);
 gradients through the upcast casts; and a LoRA-style fine-tuning step of a small diffusers
 FLUX.2 transformer, eager and compiled, against the same step in float64, every attention call
-(forward and backward) through jattn."""
+(forward and backward) through jattn. On CUDA (skipped without a usable GPU and jattn's cuda
+backend): the gradients against float64 autograd, and the FLUX.2 step. A backward the device's
+backend refuses (jattn_backward_select) raises at the forward, and jattn.diffusers falls back."""
 
 from __future__ import annotations
 
@@ -15,10 +17,26 @@ import pytest
 import torch
 
 import jattn
-from jattn import _clib, _torch_impl
+from jattn import _clib, _options, _torch_impl
 from jattn_testing import metrics
 
 pytestmark = pytest.mark.skipif(not _clib.HAS_BACKWARD, reason="the loaded libjattn has no jattn_backward")
+
+
+def _cuda_backward_ready() -> str:
+    """Empty when jattn's cuda backward can run here, else why not (the reason of the skip)."""
+    if not torch.cuda.is_available():
+        return "no CUDA device visible to torch"
+    cuda = {b.name: b for b in jattn.backends()}["cuda"]
+    if not cuda.available:
+        return f"jattn's cuda backend cannot run here: {cuda.detail}"
+    opts = _options.validated("bhsd", None, "auto", "f32", 0)
+    why = _torch_impl.backward_refusal(torch.device("cuda", torch.cuda.current_device()), 128, opts)
+    return "" if why is None else f"jattn's cuda backward refuses head_dim 128 here: {why}"
+
+
+_CUDA_WHY_NOT = _cuda_backward_ready() if _clib.HAS_BACKWARD else "no jattn_backward"
+needs_cuda_backward = pytest.mark.skipif(bool(_CUDA_WHY_NOT), reason=_CUDA_WHY_NOT or "-")
 
 
 def assert_grad_gate(got: torch.Tensor, ref: torch.Tensor, what: str) -> dict:
@@ -163,6 +181,116 @@ def test_gradients_through_the_upcast_casts(seed, dtype):
     jattn.diffusers.reset_counts()
 
 
+@needs_cuda_backward
+@pytest.mark.parametrize("layout", ["bhsd", "bshd"])
+@pytest.mark.parametrize("shape", [(2, 3, 40, 56, 32), (1, 2, 77, 129, 64), (1, 2, 130, 200, 128), (1, 2, 33, 70, 80)])
+def test_cuda_gradients_within_the_gate_of_float64_autograd(seed, layout, shape):
+    b, h, sq, skv, d = shape
+    g = torch.Generator().manual_seed(seed)
+
+    def make(s, scale=1.0):
+        x = torch.randn(b, h, s, d, generator=g) * scale
+        return x.transpose(1, 2).contiguous() if layout == "bshd" else x
+
+    q, k, v = make(sq, 2.0), make(skv, 2.0), make(skv)  # scaled: a peakier softmax than randn's
+    dout = make(sq)
+    dlse = torch.randn(b, h, sq, generator=g)
+    leaves = [t.cuda().requires_grad_(True) for t in (q, k, v)]
+    out, lse = jattn.attention(*leaves, layout=layout, return_lse=True)
+    ((out * dout.cuda()).sum() + (lse * dlse.cuda()).sum()).backward()
+    ref_leaves = [t.double().requires_grad_(True) for t in (q, k, v)]
+    ref_out, ref_lse = math_attention(*ref_leaves, layout=layout)
+    ref = torch.autograd.grad((ref_out * dout.double()).sum() + (ref_lse * dlse.double()).sum(), ref_leaves)
+    for name, a, r in zip(("dq", "dk", "dv"), (t.grad.cpu() for t in leaves), ref):
+        assert_grad_gate(a, r, f"cuda {name} {layout} {shape}")
+
+
+@needs_cuda_backward
+def test_cuda_key_padding_gradients(seed):
+    g = torch.Generator().manual_seed(seed)
+    q, k, v = (torch.randn(2, 2, n, 64, generator=g) for n in (50, 90, 90))
+    mask = torch.rand(2, 90, generator=g) < 0.6
+    mask[:, 0] = True
+    dout = torch.randn(2, 2, 50, 64, generator=g)
+    leaves = [t.cuda().requires_grad_(True) for t in (q, k, v)]
+    (jattn.attention(*leaves, key_padding_mask=mask.cuda()) * dout.cuda()).sum().backward()
+    ref_leaves = [t.double().requires_grad_(True) for t in (q, k, v)]
+    ref = torch.autograd.grad((math_attention(*ref_leaves, key_mask=mask)[0] * dout.double()).sum(), ref_leaves)
+    for name, a, r in zip(("dq", "dk", "dv"), (t.grad.cpu() for t in leaves), ref):
+        assert_grad_gate(a, r, f"cuda {name} with key padding")
+
+
+@needs_cuda_backward
+def test_cuda_head_dim_the_backward_refuses_raises_at_the_forward(seed):
+    device = torch.device("cuda", torch.cuda.current_device())
+    opts = _options.validated("bhsd", None, "auto", "f32", 0)
+    if _torch_impl.backward_refusal(device, 160, opts) is None:
+        pytest.skip("jattn's cuda backward runs head_dim 160 here")
+    q = torch.randn(1, 2, 16, 160, device=device, requires_grad=True)
+    with pytest.raises(jattn.JattnNotImplementedError, match="backward"):
+        jattn.attention(q, q, q)
+    with torch.no_grad():
+        assert jattn.attention(q, q, q).shape == q.shape  # the forward alone still runs (or raises its own)
+
+
+@pytest.fixture
+def refused_backward(monkeypatch):
+    """Makes jattn_backward_select's cached answer for CPU float32 head_dim 32 a refusal, as a GPU
+    below the cuda kernels' sm gives (the cache is what every call consults)."""
+    reason = "JATTN_ERROR_UNSUPPORTED: a refusal injected by the test"
+    cache = dict(_torch_impl._BACKWARD_REFUSALS)
+    for layout in ("bhsd", "bshd"):
+        cache[("cpu", -1, 32, "auto", "f32", layout)] = reason
+    monkeypatch.setattr(_torch_impl, "_BACKWARD_REFUSALS", cache)
+    return reason
+
+
+def test_a_refused_backward_raises_at_the_forward_not_at_backward(seed, refused_backward):
+    g = torch.Generator().manual_seed(seed)
+    q = torch.randn(1, 2, 9, 32, generator=g, requires_grad=True)
+    with pytest.raises(jattn.JattnNotImplementedError, match="injected by the test"):
+        jattn.attention(q, q, q)
+    with torch.no_grad():
+        jattn.attention(q, q, q)  # no gradient wanted: served
+    q64 = torch.randn(1, 2, 9, 64, generator=g, requires_grad=True)
+    jattn.attention(q64, q64, q64).sum().backward()  # another head_dim: its own (accepting) answer
+
+
+def test_diffusers_falls_back_when_the_backward_is_refused(seed, refused_backward):
+    from diffusers.models.attention_dispatch import dispatch_attention_fn
+
+    g = torch.Generator().manual_seed(seed)
+    q, k, v = (torch.randn(1, 16, 2, 32, generator=g).requires_grad_(True) for _ in range(3))
+    jattn.diffusers.reset_counts()
+    with jattn.diffusers.enabled(), pytest.warns(UserWarning, match="injected by the test"):
+        out = dispatch_attention_fn(q, k, v)
+    out.sum().backward()
+    assert jattn.diffusers.counts() == {"fallback:backward": 1}
+    with jattn.diffusers.enabled(), torch.no_grad():
+        dispatch_attention_fn(q, k, v)
+    assert jattn.diffusers.counts() == {"fallback:backward": 1, "jattn": 1}  # inference still on jattn
+    jattn.diffusers.reset_counts()
+
+
+def test_diffusers_fallback_for_a_refused_backward_compiles_in_one_graph(seed, refused_backward):
+    from diffusers.models.attention_dispatch import dispatch_attention_fn
+
+    g = torch.Generator().manual_seed(seed)
+    q, k, v = (torch.randn(1, 16, 2, 32, generator=g).requires_grad_(True) for _ in range(3))
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda q, k, v: dispatch_attention_fn(q, k, v).square().sum(), fullgraph=True,
+                             backend="aot_eager")  # fmt: skip
+    jattn.diffusers.reset_counts()
+    with jattn.diffusers.enabled(), pytest.warns(UserWarning, match="injected by the test"):
+        loss = compiled(q, k, v)
+    loss.backward()
+    ref = [t.detach().clone().requires_grad_(True) for t in (q, k, v)]
+    torch.nn.functional.scaled_dot_product_attention(*(t.transpose(1, 2) for t in ref)).square().sum().backward()
+    for a, r in zip((q, k, v), ref):
+        torch.testing.assert_close(a.grad, r.grad, rtol=1e-5, atol=1e-6)
+    jattn.diffusers.reset_counts()
+
+
 # ---- a LoRA-style fine-tuning step of a small FLUX.2 transformer -----------------------------
 
 
@@ -199,14 +327,15 @@ def lora_grads(model, inputs, target):
     return loss, torch.autograd.grad(loss, params)
 
 
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=needs_cuda_backward)])
 @pytest.mark.parametrize("compiled", [False, True])
-def test_lora_step_of_a_flux2_transformer_through_jattn(seed, monkeypatch, compiled):
+def test_lora_step_of_a_flux2_transformer_through_jattn(seed, monkeypatch, compiled, device):
     from flux2_testing import flux2_inputs
 
     counter = CountBackward(monkeypatch)
-    model = lora_flux2(seed)
-    inputs = flux2_inputs(seed, 64, 16)
-    target = torch.randn(1, 64, 64, generator=torch.Generator().manual_seed(seed + 2))
+    model = lora_flux2(seed).to(device)
+    inputs = flux2_inputs(seed, 64, 16, device=device)
+    target = torch.randn(1, 64, 64, generator=torch.Generator().manual_seed(seed + 2)).to(device)
     runner = model
     if compiled:
         torch._dynamo.reset()
@@ -224,7 +353,8 @@ def test_lora_step_of_a_flux2_transformer_through_jattn(seed, monkeypatch, compi
     ref_loss, ref_grads = lora_grads(model, inputs64, target.double())
     assert len(grads) == 6
     for i, (a, r, s) in enumerate(zip(grads, ref_grads, sdpa_grads)):
-        m = assert_grad_gate(a, r, f"LoRA gradient {i} ({'compiled' if compiled else 'eager'})")
+        a, r, s = a.cpu(), r.cpu(), s.cpu()
+        m = assert_grad_gate(a, r, f"LoRA gradient {i} ({'compiled' if compiled else 'eager'}, {device})")
         ms = metrics(s.double().numpy(), r.numpy())
         print(f"LoRA grad {i}: jattn rel_l2 {m['rel_l2']:.2e}, SDPA f32 rel_l2 {ms['rel_l2']:.2e}")
     assert abs(float(loss.detach()) - float(ref_loss.detach())) <= 1e-5 * abs(float(ref_loss.detach())) + 1e-7

@@ -78,7 +78,18 @@ def _attention_through_ops(q, k, v, opts, out, key_padding_mask, kv_len):
     asked for the lse (its backward needs it); the caller gets it only if asked."""
     _torch_impl.check_inputs(q, k, v, out, differentiable=True)
     if out is None:
-        want_lse = opts.return_lse or _torch_impl.needs_grad(q, k, v)
+        grad = _torch_impl.needs_grad(q, k, v)
+        want_lse = opts.return_lse or grad
+        if grad:
+            # Refused here rather than at loss.backward(): the backward of this device (its sm,
+            # the head_dim, the loaded library) is asked once and cached (a constant when traced).
+            refusal = _torch_impl.backward_refusal(q.device, q.shape[-1], opts)
+            if refusal is not None:
+                raise error_from_status(
+                    _clib.JATTN_ERROR_UNSUPPORTED,
+                    f"backward: q, k or v require grad, but jattn's backward cannot run this problem on {q.device} "
+                    f"({refusal}); call it under torch.no_grad() or detach q, k and v",
+                )
         out, lse = torch.ops.jattn.attention(
             q, k, v, opts.layout, opts.scale, opts.backend, opts.precision, opts.threads, want_lse,
             key_padding_mask, kv_len,

@@ -13,7 +13,7 @@ the ``jattn::attention`` custom op (``_torch_op.py``).
 from __future__ import annotations
 
 from ctypes import byref, c_size_t
-from typing import Optional, Tuple
+from typing import Dict, Optional, Tuple
 
 import torch
 
@@ -214,6 +214,70 @@ def select(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, opts: Options) -> 
         status = _clib.select(byref(problem), byref(exec_), byref(selection))
     raise_for_status(status)
     return selection
+
+
+# (device type, device index, head_dim, backend, precision, layout) -> why jattn_backward_select
+# refuses such a problem on that device ("STATUS: message"), or None when it accepts it.
+_BACKWARD_REFUSALS: Dict[Tuple[str, int, int, str, str, str], Optional[str]] = {}
+
+
+def backward_refusal(device: torch.device, head_dim: int, opts: Options) -> Optional[str]:
+    """Why jattn's backward cannot run attention of this ``head_dim`` on ``device`` with these
+    options (the status and message of ``jattn_backward_select``, e.g. a cuda backend built for
+    an sm the GPU is below, a head_dim over 128, a libjattn without a backward), or None.
+
+    Asked once per (device, head_dim, backend, precision, layout) and cached: the answer does
+    not depend on the sequence lengths. Under ``torch.compile`` it is evaluated while Dynamo
+    traces (``torch.compiler.assume_constant_result``): a constant of the graph, no graph break."""
+    index = -1 if device.index is None else device.index
+    return _backward_refusal(device.type, index, int(head_dim), opts.backend, opts.precision, opts.layout)
+
+
+def _backward_refusal_uncached(device_type: str, index: int, head_dim: int, opts: Options) -> Optional[str]:
+    if not _clib.HAS_BACKWARD:
+        return f"JATTN_ERROR_UNSUPPORTED: the loaded libjattn {_clib.version_string()} has no jattn_backward"
+    if device_type != "cuda":
+        return None  # host tensors: the ref and cpu backends have the backward wherever jattn_backward exists
+    seq = 128  # a representative length: the kernels' choice depends on the head_dim and the device
+    shape = (1, 1, seq, head_dim) if opts.layout == "bhsd" else (1, seq, 1, head_dim)
+    strides = (seq * head_dim, seq * head_dim, head_dim, 1) if opts.layout == "bhsd" else (seq * head_dim, head_dim,
+                                                                                          head_dim, 1)  # fmt: skip
+    problem = _problem.make_problem(opts, (shape, strides), (shape, strides), (shape, strides), None)
+    exec_ = _exec.make_exec(opts, True)
+    selection = _clib.Selection()
+    previous = torch.cuda.current_device()
+    if previous != index and index >= 0:
+        torch.cuda.set_device(index)
+    try:
+        status = _clib.backward_select(byref(problem), byref(exec_), byref(selection))
+        message = _clib.last_error() if status != _clib.JATTN_OK else ""
+    finally:
+        if previous != index and index >= 0:
+            torch.cuda.set_device(previous)
+    if status == _clib.JATTN_OK:
+        return None
+    return f"{_clib.status_name(status)}: {message}"
+
+
+def _backward_refusal_impl(device_type: str, index: int, head_dim: int, backend: str, precision: str,
+                           layout: str) -> Optional[str]:  # fmt: skip
+    key = (device_type, index, head_dim, backend, precision, layout)
+    if key in _BACKWARD_REFUSALS:
+        return _BACKWARD_REFUSALS[key]
+    from ._options import validated
+
+    reason = _backward_refusal_uncached(device_type, index, head_dim, validated(layout, None, backend, precision, 0))
+    _BACKWARD_REFUSALS[key] = reason
+    return reason
+
+
+_assume_constant = getattr(getattr(torch, "compiler", None), "assume_constant_result", None)
+_backward_refusal = _assume_constant(_backward_refusal_impl) if _assume_constant else _backward_refusal_impl
+
+
+def backward_refusals() -> Dict[Tuple[str, int, int, str, str, str], Optional[str]]:
+    """The refusals found so far (a copy), for messages."""
+    return dict(_BACKWARD_REFUSALS)
 
 
 def _grad_strides(name: str, t: torch.Tensor, layout: str) -> _clib.Strides:

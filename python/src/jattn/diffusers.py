@@ -14,7 +14,9 @@ it they stay on diffusers' path. Calls jattn cannot serve go to diffusers' own p
 same arguments, with one warning per kind of call: a float (additive) mask or a genuinely
 per-query mask, dropout, causal attention, grouped-query attention (fewer k/v heads), dtypes
 other than float32 (without ``upcast``), masks and gradients under context parallelism, and
-tensors that require grad when the loaded libjattn has no backward. Tensors that require grad
+tensors that require grad when the loaded libjattn has no backward, or on a GPU whose cuda
+backend refuses the backward of the problem (``jattn_backward_select``: an sm below the
+kernels', a head_dim over 128; asked once per device and head_dim, and cached). Tensors that require grad
 are otherwise served: ``jattn.attention`` is differentiable (jattn's own backward), through the
 ``upcast`` casts too, so fine-tuning (LoRA, full) runs its attention, forward and backward, on
 jattn. ``return_lse=True`` is served (lse float32 ``[B, S, H]``).
@@ -75,6 +77,8 @@ _FALLBACK_REASONS = {
     "context_parallel_autograd": "tensors that require grad under context parallelism (jattn's backward is not "
     "wired into diffusers' context-parallel templates yet)",
     "autograd": "tensors that require grad, with a libjattn that has no backward (before 0.3)",
+    "backward": "tensors that require grad on a device whose jattn backend refuses the backward of the problem "
+    "(a GPU below the cuda kernels' sm, a head_dim over 128, ...)",
     "dtype": "a dtype other than float32 (pass upcast=True to run bf16/fp16 through jattn in float32)",
     "shape": "tensors that are not [B, S, H, D] with one head_dim and a contiguous last dimension",
     "device": "tensors on a device other than CPU or CUDA",
@@ -133,9 +137,19 @@ def _warn_once(reason: str, stacklevel: int) -> None:
         _warned.add(reason)
         warnings.warn(
             f"jattn.diffusers: attention calls with {_FALLBACK_REASONS[reason]} go to diffusers' own attention "
-            "(this warning is given once)",
+            f"(this warning is given once){_reason_detail(reason)}",
             stacklevel=stacklevel,
         )
+
+
+def _reason_detail(reason: str) -> str:
+    """The library's own words for a refusal, where the reason has them."""
+    if reason != "backward":
+        return ""
+    from . import _torch_impl
+
+    refusals = sorted({why for why in _torch_impl.backward_refusals().values() if why is not None})
+    return "; jattn_backward_select: " + "; ".join(refusals) if refusals else ""
 
 
 def _warn_while_tracing(path: str) -> None:
@@ -209,6 +223,8 @@ def _unservable(kwargs: Dict[str, Any]) -> Optional[str]:
             return "context_parallel_autograd"
         if not _clib.HAS_BACKWARD:
             return "autograd"  # a libjattn without jattn_backward: the forward only
+        if _backward_refusal(q) is not None:
+            return "backward"  # the device's backend refuses the backward (a GPU's sm, the head_dim, ...)
     if parallel and kwargs.get("attn_mask") is not None:
         return "context_parallel_mask"  # ring passes each rank's mask unsliced: not a key mask of the shard
     if q.dtype != k.dtype or q.dtype != v.dtype:
@@ -216,6 +232,17 @@ def _unservable(kwargs: Dict[str, Any]) -> Optional[str]:
     if q.dtype is not torch.float32 and not (_options["upcast"] and q.dtype in (torch.bfloat16, torch.float16)):
         return "dtype"
     return None
+
+
+def _backward_refusal(q) -> Optional[str]:
+    """Why jattn's backward would refuse attention of q's head_dim on q's device (asked once per
+    device, head_dim and options, then cached; a trace-time constant under torch.compile), or None."""
+    from . import _torch_impl
+    from ._options import options, validated
+
+    backend = _options["backend"]
+    opts = validated("bshd", None, backend, "f32", 0) if _is_compiling() else options("bshd", None, backend, "f32", 0)
+    return _torch_impl.backward_refusal(q.device, q.shape[-1], opts)
 
 
 def _context_parallel_template() -> Optional[Callable]:
