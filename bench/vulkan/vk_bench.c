@@ -111,10 +111,11 @@ int main(int argc, char **argv) {
     printf("{\"B\": %lld, \"H\": %lld, \"S\": %lld, \"D\": %lld, \"kernel\": \"%s\", \"device\": \"%s\", "
            "\"reps\": %d, \"first_call_s\": %.3f, \"kernel_ms_median\": %.4f, \"kernel_ms_min\": %.4f, "
            "\"call_ms_median\": %.4f, \"kernel_tflops\": %.2f, \"call_tflops\": %.2f, \"bitwise_repeat\": %s, "
-           "\"rel_l2\": %.3g, \"max_abs\": %.3g, \"max_ref\": %.3g, \"gate\": \"%s\"}\n",
+           "\"rel_l2\": %.3g, \"max_abs\": %.3g, \"max_ref\": %.3g, \"gate\": \"%s\", \"float_controls\": \"%s\"}\n",
            (long long)B, (long long)H, (long long)S, (long long)D, sel.kernel, sel.isa, reps, first,
            kern[reps / 2] * 1e3, kern[0] * 1e3, call[reps / 2] * 1e3, flop / kern[reps / 2] * 1e-12,
-           flop / call[reps / 2] * 1e-12, same ? "true" : "false", rel_l2, max_abs, max_ref, pass ? "pass" : "FAIL");
+           flop / call[reps / 2] * 1e-12, same ? "true" : "false", rel_l2, max_abs, max_ref, pass ? "pass" : "FAIL",
+           jattn_vk_float_controls());
     jattn_ctx_free(ctx);
     return pass && same ? 0 : 1;
 }

@@ -22,6 +22,9 @@ foreach(dmax ${JATTN_VK_FAMILIES})
     list(APPEND JATTN_VK_MODULES "${dmax}x128w")
   endif()
 endforeach()
+# shaders/attn2_f32.comp (32-row workgroups of 128 invocations, q resident): 64, 128 (48 KiB of
+# shared memory) and 128s (the SMALL form for 32 KiB devices). Chosen with JATTN_VK_KERNEL=2.
+list(APPEND JATTN_VK_MODULES "64x32r" "128x32r" "128x32rs")
 
 if(JATTN_VULKAN STREQUAL "AUTO" OR JATTN_VULKAN STREQUAL "ON")
   find_program(JATTN_GLSLC glslc)
@@ -52,20 +55,30 @@ if(JATTN_VULKAN_ENABLED)
   file(MAKE_DIRECTORY ${_vk_out})
   set(_vk_spvs "")
   foreach(module ${JATTN_VK_MODULES})
-    string(REGEX MATCH "^([0-9]+)x([0-9]+)(w?)$" _m ${module})
+    string(REGEX MATCH "^([0-9]+)x([0-9]+)(w|r|rs)?$" _m ${module})
     set(dmax ${CMAKE_MATCH_1})
     set(rows ${CMAKE_MATCH_2})
-    set(_wide "")
-    if(CMAKE_MATCH_3)
-      set(_wide "-DWIDE=1")
+    set(_form "${CMAKE_MATCH_3}")
+    set(_defs -DDMAX=${dmax})
+    set(_src ${_vk_dir}/shaders/attn_f32.comp)
+    if(_form STREQUAL "r" OR _form STREQUAL "rs")
+      set(_src ${_vk_dir}/shaders/attn2_f32.comp)
+      if(_form STREQUAL "rs")
+        list(APPEND _defs -DSMALL=1)
+      endif()
+    else()
+      math(EXPR tm "${rows} / 16")
+      list(APPEND _defs -DTM=${tm})
+      if(_form STREQUAL "w")
+        list(APPEND _defs -DWIDE=1)
+      endif()
     endif()
-    math(EXPR tm "${rows} / 16")
     set(_spv ${_vk_out}/attn_f32_d${module}.spv)
     add_custom_command(OUTPUT ${_spv}
-      COMMAND ${JATTN_GLSLC} --target-env=vulkan1.1 -O -DDMAX=${dmax} -DTM=${tm} ${_wide} ${_vk_dir}/shaders/attn_f32.comp -o ${_spv}
+      COMMAND ${JATTN_GLSLC} --target-env=vulkan1.1 -O ${_defs} ${_src} -o ${_spv}
       COMMAND ${JATTN_SPIRV_VAL} --target-env vulkan1.1 ${_spv}
       COMMAND ${CMAKE_COMMAND} -DSPIRV_DIS=${JATTN_SPIRV_DIS} -DSPV=${_spv} -P ${_vk_dir}/check_spirv.cmake
-      DEPENDS ${_vk_dir}/shaders/attn_f32.comp ${_vk_dir}/check_spirv.cmake
+      DEPENDS ${_src} ${_vk_dir}/shaders/attn_common.glsl ${_vk_dir}/check_spirv.cmake
       COMMENT "glslc + spirv-val: attn_f32.comp, head-dim family ${dmax}, ${rows}-row workgroups"
       VERBATIM)
     list(APPEND _vk_spvs ${_spv})
@@ -80,6 +93,7 @@ if(JATTN_VULKAN_ENABLED)
     ${_vk_dir}/vk_loader.c
     ${_vk_dir}/vk_device.c
     ${_vk_dir}/vk_backend.c
+    ${_vk_dir}/vk_range.c
     ${_vk_out}/vk_spirv.c)
   target_include_directories(jattn_objects PRIVATE ${JATTN_VULKAN_INCLUDE_DIR})
   find_package(Threads REQUIRED)

@@ -3,10 +3,13 @@
  * A call gathers q, k, v from their strided host layout into a mapped staging buffer, dense
  * [bh, token, DMAX] with rows zero-padded to the kernel's head-dim family, copies them into
  * device-local buffers, runs the kernel (shaders/attn_f32.comp) and copies out and lse back,
- * scattering them into the caller's layout. Problems larger than one storage-buffer binding are
+ * scattering them into the caller's layout. Heads whose q, k or v would reach float32 denormals
+ * in the kernel are normalised by exact powers of two on the way in (vk_range.c) and their output
+ * scaled back on the way out, so no driver's denormal flushing changes a result. Problems larger than one storage-buffer binding are
  * run in pieces of whole batch-heads. A context keeps the buffers (grow-only), the command
  * buffer, fence, descriptor set and timestamp queries: a repeated call of one size allocates
  * nothing. Without a context they are made for the call and freed before it returns. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -64,7 +67,8 @@ static jattn_status vk_select(const jattn_problem *p, const jattn_exec *e, jattn
                     "%llu bytes (pieces are whole heads)",
                     p->seq_q >= p->seq_kv ? "seq_q" : "seq_kv", (long long)longest, (unsigned long long)dp,
                     (unsigned long long)d->max_binding);
-    const uint64_t key_words = (uint64_t)p->batch * (1 + ((uint64_t)p->seq_kv + 31) / 32);
+    const uint64_t key_words = (uint64_t)p->batch * (1 + ((uint64_t)p->seq_kv + 31) / 32) +
+                               2 * (uint64_t)p->batch * (uint64_t)p->heads;
     if (key_words > d->max_binding / 4)
         return FAIL(JATTN_ERROR_UNSUPPORTED, "batch: %lld key-padding rows exceed the storage-buffer binding",
                     (long long)p->batch);
@@ -273,7 +277,9 @@ static void plan_pieces(const vk_device *d, const jattn_problem *p, int m, int64
     pl->kv_bytes = (VkDeviceSize)n * (VkDeviceSize)p->seq_kv * row_bytes;
     pl->out_bytes = pl->q_bytes;
     pl->lse_bytes = (VkDeviceSize)n * (VkDeviceSize)p->seq_q * 4;
-    pl->keys_bytes = (VkDeviceSize)p->batch * (VkDeviceSize)(1 + words_per_row) * 4;
+    /* kv_end[batch], mask bits [batch][words_per_row], per batch-head: the softmax scale (float),
+     * then the output's power-of-two exponent (int32, read by the host only) */
+    pl->keys_bytes = ((VkDeviceSize)p->batch * (VkDeviceSize)(1 + words_per_row) + 2 * (VkDeviceSize)bh) * 4;
     pl->off_q = 0;
     pl->off_k = align_up(pl->off_q + pl->q_bytes);
     pl->off_v = align_up(pl->off_k + pl->kv_bytes);
@@ -328,7 +334,7 @@ static void memory_barrier(const vk_device *d, VkCommandBuffer cmd, VkPipelineSt
 /* The push constants of shaders/attn_f32.comp. */
 typedef struct push_constants {
     uint32_t seq_q, seq_kv, heads, bh0, batch, words_per_row, flags;
-    float scale;
+    uint32_t scales; /* the word of keys[] where the per-head softmax scales start */
 } push_constants;
 
 /* Records and runs one piece: batch-heads [bh0, bh0 + n). */
@@ -444,6 +450,9 @@ static jattn_status vk_forward(const jattn_call *call, const jattn_plan *plan) {
 
     const int64_t dp = pl.dp, H = p->heads, D = p->head_dim;
     const int64_t bh_total = p->batch * H;
+    const int64_t scales_at = p->batch * (1 + words_per_row);
+    float *head_scale = (float *)(keys + scales_at);
+    int32_t *out_exp = (int32_t *)(keys + scales_at + bh_total);
     const int64_t slices = dp > JATTN_VK_DIMS_PER_GROUP ? dp / JATTN_VK_DIMS_PER_GROUP : 1;
     const float *q = call->q, *k = call->k, *v = call->v;
     float *sq = (float *)(stage + pl.off_q), *sk = (float *)(stage + pl.off_k), *sv = (float *)(stage + pl.off_v);
@@ -460,6 +469,9 @@ static jattn_status vk_forward(const jattn_call *call, const jattn_plan *plan) {
             gather_head(sq + i * p->seq_q * dp, q + b * p->q.batch + h * p->q.head, p->seq_q, p->q.token, D, dp);
             gather_head(sk + i * p->seq_kv * dp, k + b * p->k.batch + h * p->k.head, kv_rows, p->k.token, D, dp);
             gather_head(sv + i * p->seq_kv * dp, v + b * p->v.batch + h * p->v.head, kv_rows, p->v.token, D, dp);
+            vk_normalise_head(sq + i * p->seq_q * dp, p->seq_q * dp, sk + i * p->seq_kv * dp, kv_rows * dp,
+                              sv + i * p->seq_kv * dp, kv_rows * dp, call->scale, &head_scale[bh0 + i],
+                              &out_exp[bh0 + i]);
         }
         push_constants pc = {(uint32_t)p->seq_q,
                              (uint32_t)p->seq_kv,
@@ -468,7 +480,7 @@ static jattn_status vk_forward(const jattn_call *call, const jattn_plan *plan) {
                              (uint32_t)p->batch,
                              (uint32_t)words_per_row,
                              (call->mask ? 1u : 0u) | (call->lse ? 2u : 0u),
-                             call->scale};
+                             (uint32_t)scales_at};
         st = run_piece(d, s, pipeline, (uint32_t)jattn_vk_modules[m].rows, &pl, &pc, n, slices, &kernel_seconds);
         if (st != JATTN_OK) break;
         float *out = call->out;
@@ -477,8 +489,14 @@ static jattn_status vk_forward(const jattn_call *call, const jattn_plan *plan) {
             const int64_t b = (bh0 + i) / H, h = (bh0 + i) % H;
             float *dst = out + b * p->out.batch + h * p->out.head;
             const float *src = so + i * p->seq_q * dp;
-            for (int64_t t = 0; t < p->seq_q; t++)
-                memcpy(dst + t * p->out.token, src + t * dp, (size_t)D * sizeof(float));
+            if (out_exp[bh0 + i] == 0) {
+                for (int64_t t = 0; t < p->seq_q; t++)
+                    memcpy(dst + t * p->out.token, src + t * dp, (size_t)D * sizeof(float));
+            } else { /* v was scaled up by 2^e (vk_range.c): one rounding, gradual underflow kept */
+                const double f = ldexp(1.0, -out_exp[bh0 + i]);
+                for (int64_t t = 0; t < p->seq_q; t++)
+                    for (int64_t j = 0; j < D; j++) dst[t * p->out.token + j] = (float)((double)src[t * dp + j] * f);
+            }
         }
         if (call->lse) memcpy(call->lse + bh0 * p->seq_q, sl, (size_t)(n * p->seq_q) * sizeof(float));
     }

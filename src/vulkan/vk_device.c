@@ -25,9 +25,21 @@ int vk_module_for(const vk_device *d, int64_t head_dim) {
         if (jattn_vk_modules[m].dmax >= head_dim && (!family || jattn_vk_modules[m].dmax < family))
             family = jattn_vk_modules[m].dmax;
     int best = -1, best_score = -1;
+    if (d->kernel == 2) {
+        for (int m = 0; m < jattn_vk_module_count; m++) {
+            const vk_spirv_module *x = &jattn_vk_modules[m];
+            if (x->kind != 2 || x->dmax != family ||
+                (uint32_t)x->shared_bytes > d->props.limits.maxComputeSharedMemorySize)
+                continue;
+            if (x->shared_bytes > best_score) best = m, best_score = x->shared_bytes;
+        }
+        if (best >= 0) return best;
+    }
     for (int m = 0; m < jattn_vk_module_count; m++) {
         const vk_spirv_module *x = &jattn_vk_modules[m];
-        if (x->dmax != family || (uint32_t)x->shared_bytes > d->props.limits.maxComputeSharedMemorySize) continue;
+        if (x->kind != 1 || x->dmax != family ||
+            (uint32_t)x->shared_bytes > d->props.limits.maxComputeSharedMemorySize)
+            continue;
         if (x->shared_bytes > 32768 && !d->wide) continue;
         const int score = (x->rows == d->rows ? 2 : 0) + (x->shared_bytes > 32768 ? 1 : 0);
         if (score > best_score) best = m, best_score = score;
@@ -233,6 +245,9 @@ static void probe(void) {
     const char *rows = getenv("JATTN_VK_ROWS"), *wide = getenv("JATTN_VK_WIDE");
     d->rows = rows && strcmp(rows, "64") == 0 ? 64 : 128;
     d->wide = wide && strcmp(wide, "1") == 0;
+    /* The kernel: JATTN_VK_KERNEL=2 picks attn2_f32.comp (head dims up to 128), 1 attn_f32.comp. */
+    const char *kernel = getenv("JATTN_VK_KERNEL");
+    d->kernel = kernel && strcmp(kernel, "2") == 0 ? 2 : 1;
     VkPhysicalDeviceFloatControlsProperties fc;
     memset(&fc, 0, sizeof fc);
     fc.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FLOAT_CONTROLS_PROPERTIES;
@@ -242,6 +257,20 @@ static void probe(void) {
     p2.pNext = &fc;
     d->f.vkGetPhysicalDeviceProperties2(d->phys, &p2);
     d->denorm_preserve = fc.shaderDenormPreserveFloat32 == VK_TRUE;
+    const char *indep = fc.denormBehaviorIndependence == VK_SHADER_FLOAT_CONTROLS_INDEPENDENCE_32_BIT_ONLY ? "32_BIT_ONLY"
+                        : fc.denormBehaviorIndependence == VK_SHADER_FLOAT_CONTROLS_INDEPENDENCE_ALL    ? "ALL"
+                        : fc.denormBehaviorIndependence == VK_SHADER_FLOAT_CONTROLS_INDEPENDENCE_NONE   ? "NONE"
+                                                                                                        : "?";
+    snprintf(d->float_controls, sizeof d->float_controls,
+             "denormBehaviorIndependence=%s shaderDenormPreserveFloat32=%u shaderDenormFlushToZeroFloat32=%u "
+             "shaderSignedZeroInfNanPreserveFloat32=%u shaderRoundingModeRTEFloat32=%u",
+             indep, (unsigned)fc.shaderDenormPreserveFloat32, (unsigned)fc.shaderDenormFlushToZeroFloat32,
+             (unsigned)fc.shaderSignedZeroInfNanPreserveFloat32, (unsigned)fc.shaderRoundingModeRTEFloat32);
+}
+
+const char *jattn_vk_float_controls(void) {
+    vk_device *d = vk_device_get();
+    return d->status == JATTN_OK ? d->float_controls : "";
 }
 
 vk_device *vk_device_get(void) {

@@ -12,9 +12,10 @@
 /* ---- embedded SPIR-V (vk_spirv.c, generated at build time from shaders/attn_f32.comp) ---- */
 typedef struct vk_spirv_module {
     int dmax;         /* the head-dim family: head_dim <= dmax, rows zero-padded to dmax */
-    int rows;         /* query rows per workgroup: 64 or 128 */
+    int rows;         /* query rows per workgroup: 64 or 128 (attn_f32.comp), 32 (attn2_f32.comp) */
+    int kind;         /* 1: shaders/attn_f32.comp, 2: shaders/attn2_f32.comp */
     int shared_bytes; /* shared memory it declares (at most) */
-    const char *name; /* "vk_flash_f32_d<dmax>_<rows>x64[_dk32]" */
+    const char *name; /* "vk_flash_f32_d<dmax>_<rows>x64[_dk32]", "vk_flash2_f32_d<dmax>_32x64[_s32k]" */
     const uint32_t *words;
     size_t n_words;
 } vk_spirv_module;
@@ -46,7 +47,9 @@ typedef struct vk_device {
     uint64_t max_binding; /* bytes one storage-buffer binding may cover */
     int rows;             /* rows per workgroup: 128 unless JATTN_VK_ROWS=64 */
     int wide;             /* the 48 KiB (dk32) modules allowed (JATTN_VK_WIDE=1; where shared memory suffices) */
+    int kernel;           /* 2: attn2_f32.comp where a module of the family exists (JATTN_VK_KERNEL), else 1 */
     int denorm_preserve;  /* the device keeps float32 denormals when a module asks (DenormPreserve) */
+    char float_controls[200]; /* the float-controls properties, one line (jattn_vk_float_controls) */
     char isa[VK_MAX_PHYSICAL_DEVICE_NAME_SIZE + 16]; /* "vulkan: <device name>" */
     const char *device_extensions[2];
     uint32_t n_device_extensions;
@@ -69,8 +72,9 @@ void vk_device_lock(void);
 void vk_device_unlock(void);
 /* "discrete GPU", "CPU (software)", ... of the device chosen. */
 const char *vk_device_type_name(const vk_device *d);
-/* The module for a head_dim: the smallest family that holds it; of its modules the one with the
- * device's rows per workgroup, the wide (dk32) one where allowed. -1 if none. */
+/* The module for a head_dim: the smallest family that holds it; with d->kernel 2 the family's
+ * attn2_f32.comp module with the most shared memory the device has, else of its attn_f32.comp
+ * modules the one with the device's rows per workgroup, the wide (dk32) one where allowed. -1 if none. */
 int vk_module_for(const vk_device *d, int64_t head_dim);
 /* "vk_flash_f32_d<dmax>_<rows>x64" of module m (static storage). */
 const char *vk_kernel_name(int m);
@@ -82,6 +86,17 @@ double jattn_vk_last_kernel_seconds(const jattn_ctx *ctx);
 /* A copy of SPIR-V module w (n words) that also declares DenormPreserve 32 (vk_device.c), for
  * devices that keep float32 denormals. @return malloc'd words (count in *n_out), NULL on failure. */
 uint32_t *vk_spirv_with_denorm_preserve(const uint32_t *w, size_t n, size_t *n_out);
+
+/* Normalises one head of the staging buffer by exact powers of two so that the kernel sees no
+ * float32 denormals (vk_range.c): q (nq floats), k (nk), v (nv) in place; *scale_out = the softmax
+ * scale to use for the head, *v_exp = e when v was scaled by 2^e (the output is then scaled by
+ * 2^-e on the way out), else 0. */
+void vk_normalise_head(float *q, int64_t nq, float *k, int64_t nk, float *v, int64_t nv, float scale, float *scale_out,
+                       int32_t *v_exp);
+
+/* The device's float controls as one line ("denormBehaviorIndependence=... shaderDenormPreserveFloat32=..."),
+ * "" before a successful probe. For benchmarks and diagnostics; not part of the public API. */
+const char *jattn_vk_float_controls(void);
 
 /* Vulkan buffers ctx's vk state has allocated so far (0 without one). For tests. */
 long jattn_vk_ctx_allocations(const jattn_ctx *ctx);

@@ -4,7 +4,9 @@
 //
 // Reads  q [nbh, seq_q,  DMAX]  k, v [nbh, seq_kv, DMAX]   dense, rows zero-padded from head_dim to DMAX
 //        keys: uint[batch] kv_end (keys >= kv_end[b] are never read), then [batch][words_per_row] bits
-//              (bit j of row b set: key j attended), consulted when flags & 1
+//              (bit j of row b set: key j attended), consulted when flags & 1, then from word
+//              pc.scales one float per batch-head: the softmax scale of that head (the host's
+//              exact power-of-two normalisation of q and k folded in, vk_backend.c)
 // Writes out [nbh, seq_q, DMAX] (dims >= head_dim are left as computed, the host copies head_dim of them)
 //        lse [nbh, seq_q]  (when flags & 2; by the workgroups of dims slice 0)
 // (nbh = the batch-heads of the piece bound; the host gathers any strided layout into this one.)
@@ -35,6 +37,7 @@
 // unroll (lavapipe stops an invocation after 65,535 executed loop iterations, silently).
 #extension GL_EXT_spirv_intrinsics : require
 #extension GL_EXT_control_flow_attributes : require
+#extension GL_GOOGLE_include_directive : require
 
 spirv_execution_mode(extensions = ["SPV_KHR_float_controls"], capabilities = [4466], 4461, 32);
 
@@ -102,56 +105,7 @@ shared vec4 sh[SH_TOTAL];
 
 layout(local_size_x = WG) in;
 
-layout(std430, binding = 0) readonly buffer QBuf { vec4 q4[]; };
-layout(std430, binding = 1) readonly buffer KBuf { vec4 k4[]; };
-layout(std430, binding = 2) readonly buffer VBuf { vec4 v4[]; };
-layout(std430, binding = 3) writeonly buffer OBuf { float out1[]; };
-layout(std430, binding = 4) writeonly buffer LBuf { float lse1[]; };
-layout(std430, binding = 5) readonly buffer KeyBuf { uint keys[]; };
-
-layout(push_constant) uniform Push {
-    uint seq_q;
-    uint seq_kv;
-    uint heads;
-    uint bh0;           // first batch-head of the piece
-    uint batch;         // rows of keys[] (the problem's batch)
-    uint words_per_row; // mask words per batch row
-    uint flags;         // 1: key mask present, 2: write lse
-    float scale;
-} pc;
-
-#define INF uintBitsToFloat(0x7f800000u)
-
-// exp(x) for x <= 0 (and NaN, passed through); 0 below ln(FLT_MIN), where a weight is at most
-// 2^-126 of the row's largest and no float32 sum can see it. n = round(x / ln 2) and
-// r = x - n ln 2 in two fma steps (Cody-Waite); e^r by Taylor to degree 7 on |r| <= ln2 / 2
-// (truncation < 1e-8 relative).
-float exp_f32(float x) {
-    if (isnan(x)) return x;
-    if (x < -87.33654475f) return 0.0f;
-    if (x > 88.0f) return INF; // never reached by the kernel (its arguments are <= 0)
-    const float LOG2E = 1.44269504088896341f;
-    const float LN2_HI = 0.693145751953125f;
-    const float LN2_LO = 1.42860682030941723e-6f;
-    float n = roundEven(x * LOG2E);
-    float r = fma(-n, LN2_HI, x);
-    r = fma(-n, LN2_LO, r);
-    float p = 1.0f / 5040.0f;
-    p = fma(p, r, 1.0f / 720.0f);
-    p = fma(p, r, 1.0f / 120.0f);
-    p = fma(p, r, 1.0f / 24.0f);
-    p = fma(p, r, 1.0f / 6.0f);
-    p = fma(p, r, 0.5f);
-    p = fma(p, r, 1.0f);
-    p = fma(p, r, 1.0f);
-    return ldexp(p, int(n));
-}
-
-bool attended(uint key, uint kv_end, bool masked, uint mask_base) {
-    bool attend = key < kv_end;
-    if (masked && attend) attend = (keys[mask_base + key / 32u] & (1u << (key % 32u))) != 0u;
-    return attend;
-}
+#include "attn_common.glsl"
 
 void main() {
     const uint lid = gl_LocalInvocationID.x;
@@ -166,6 +120,7 @@ void main() {
     const uint q_base4 = bh * pc.seq_q * (DMAX / 4);
     const uint kv_base4 = bh * pc.seq_kv * (DMAX / 4);
     const uint my_rows4 = ty * TG; // this invocation's first vec4 of rows in a [.][BR] array
+    const float scale = uintBitsToFloat(keys[pc.scales + pc.bh0 + bh]);
 
     float m[TM]; // running row maxima (equal in the 16 invocations of a row)
     float l[TM]; // this invocation's partial row sums
@@ -230,7 +185,7 @@ void main() {
             const bool attend = attended(kv0 + tx * 4u + uint(c), kv_end, masked, mask_base);
             [[unroll]] for (int r = 0; r < TM; ++r) {
                 s[r][c] = attend ? s[r][c] : -INF; // the raw dot product: scaled inside the exp below
-                pmax[r] = max(pmax[r], s[r][c] * pc.scale);
+                pmax[r] = max(pmax[r], s[r][c] * scale);
             }
         }
         barrier(); // QK^T reads of region A done
@@ -253,7 +208,7 @@ void main() {
             precise float tile_sum = 0.0f;
             [[unroll]] for (int c = 0; c < 4; ++c) {
                 // scale s - m in one rounding (fma): the logit is never rounded on its own
-                const float x = fma(s[r][c], pc.scale, -m_new);
+                const float x = fma(s[r][c], scale, -m_new);
                 const float p = s[r][c] == -INF ? 0.0f : exp_f32(x);
                 s[r][c] = p;
                 tile_sum += p;
