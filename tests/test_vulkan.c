@@ -1,7 +1,8 @@
 /* The vk backend beyond the parity and padding suites (test_parity vk, test_padding vk):
  * FLUX-length single heads (which also guard lavapipe's silent 65,535-iteration loop limit:
  * every element is checked), the lse, bitwise determinism with and without a context, a
- * context that allocates nothing on a repeated call, problems run in pieces, the refusals
+ * context that allocates nothing on a repeated call, problems run in pieces, the host's exact
+ * power-of-two normalisation that keeps denormals out of the kernel, the refusals
  * (device memory, tf32, head_dim), auto never choosing a software device, and the reasons given
  * when there is no loader or no such device.
  *
@@ -171,6 +172,51 @@ static int unavailable(const char *what, const char *reason_part) {
     return ok && auto_ok ? 0 : 1;
 }
 
+/* The host's power-of-two normalisation (vk_range.c), which keeps float32 denormals out of the
+ * kernel: heads in range are left bit for bit; denormal q against large k, and tiny v, come out
+ * scaled by exact powers of two with largest magnitudes in [1, 2), the scale compensating exactly. */
+static void normalisation(jt_tally *t, jt_rng *rng) {
+    enum { N = 4096 };
+    float *q = malloc(N * 4), *k = malloc(N * 4), *v = malloc(N * 4), *q0 = malloc(N * 4), *k0 = malloc(N * 4),
+          *v0 = malloc(N * 4);
+    int ok = q && k && v && q0 && k0 && v0;
+    float scale = 0;
+    int32_t e = -1;
+    if (ok) { /* in range: untouched */
+        fill(q, N, rng), fill(k, N, rng), fill(v, N, rng);
+        memcpy(q0, q, N * 4), memcpy(k0, k, N * 4), memcpy(v0, v, N * 4);
+        vk_normalise_head(q, N, k, N, v, N, 0.125f, &scale, &e);
+        ok = !memcmp(q, q0, N * 4) && !memcmp(k, k0, N * 4) && !memcmp(v, v0, N * 4) && scale == 0.125f && e == 0;
+    }
+    printf("%s normalisation: heads in range left bit for bit\n", ok ? "ok  " : "FAIL");
+    jt_tally_add(t, ok);
+    int ok2 = q && k && v && q0 && k0 && v0;
+    if (ok2) { /* q denormal (2^-129..2^-126), k ~ 2^102, v ~ 2^-80: all scaled exactly */
+        for (int i = 0; i < N; i++) {
+            q[i] = (float)ldexp(2.0 * jt_uniform(rng) - 1.0, -126);
+            k[i] = (float)ldexp(2.0 * jt_uniform(rng) - 1.0, 102);
+            v[i] = (float)ldexp(2.0 * jt_uniform(rng) - 1.0, -80);
+        }
+        memcpy(q0, q, N * 4), memcpy(k0, k, N * 4), memcpy(v0, v, N * 4);
+        vk_normalise_head(q, N, k, N, v, N, 0x1p24f, &scale, &e);
+        double mq = 0, mk = 0, mv = 0, fq = 0, fk = 0;
+        for (int i = 0; i < N; i++) {
+            mq = fmax(mq, fabs(q[i])), mk = fmax(mk, fabs(k[i])), mv = fmax(mv, fabs(v[i]));
+            if (q0[i] != 0 && fq == 0) fq = (double)q[i] / q0[i];
+            if (k0[i] != 0 && fk == 0) fk = (double)k[i] / k0[i];
+        }
+        ok2 = mq >= 1 && mq < 2 && mk >= 1 && mk < 2 && mv >= 1 && mv < 2 && e > 0;
+        ok2 = ok2 && (double)scale * fq * fk == 0x1p24; /* the logits unchanged */
+        for (int i = 0; i < N && ok2; i++)
+            ok2 = (double)q[i] == (double)q0[i] * fq && (double)k[i] == (double)k0[i] * fk &&
+                  (double)v[i] == ldexp((double)v0[i], e);
+    }
+    printf("%s normalisation: denormal q, k ~ 2^102, v ~ 2^-80 scaled exactly (scale %g, v by 2^%d)\n",
+           ok2 ? "ok  " : "FAIL", (double)scale, (int)e);
+    jt_tally_add(t, ok2);
+    free(q), free(k), free(v), free(q0), free(k0), free(v0);
+}
+
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "main";
     if (strcmp(mode, "noloader") == 0) return unavailable("no loader", "loader");
@@ -206,6 +252,7 @@ int main(int argc, char **argv) {
         return jt_tally_finish(&t, "test_vulkan pieces");
     }
     spirv_modes(&t);
+    normalisation(&t, &rng);
     selection(&t);
     refusals(&t);
     determinism_and_context(&t, &rng);

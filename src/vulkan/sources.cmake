@@ -23,8 +23,9 @@ foreach(dmax ${JATTN_VK_FAMILIES})
   endif()
 endforeach()
 # shaders/attn2_f32.comp (32-row workgroups of 128 invocations, q resident): 64, 128 (48 KiB of
-# shared memory) and 128s (the SMALL form for 32 KiB devices). Chosen with JATTN_VK_KERNEL=2.
-list(APPEND JATTN_VK_MODULES "64x32r" "128x32r" "128x32rs")
+# shared memory) and 128s (the SMALL form for 32 KiB devices), each also with PREFETCH ("p").
+# Chosen with JATTN_VK_KERNEL=2 (without prefetch) or 3 (with).
+list(APPEND JATTN_VK_MODULES "64x32r" "128x32r" "128x32rs" "64x32rp" "128x32rp" "128x32rsp")
 
 if(JATTN_VULKAN STREQUAL "AUTO" OR JATTN_VULKAN STREQUAL "ON")
   find_program(JATTN_GLSLC glslc)
@@ -55,16 +56,19 @@ if(JATTN_VULKAN_ENABLED)
   file(MAKE_DIRECTORY ${_vk_out})
   set(_vk_spvs "")
   foreach(module ${JATTN_VK_MODULES})
-    string(REGEX MATCH "^([0-9]+)x([0-9]+)(w|r|rs)?$" _m ${module})
+    string(REGEX MATCH "^([0-9]+)x([0-9]+)(w|r|rs|rp|rsp)?$" _m ${module})
     set(dmax ${CMAKE_MATCH_1})
     set(rows ${CMAKE_MATCH_2})
     set(_form "${CMAKE_MATCH_3}")
     set(_defs -DDMAX=${dmax})
     set(_src ${_vk_dir}/shaders/attn_f32.comp)
-    if(_form STREQUAL "r" OR _form STREQUAL "rs")
+    if(_form MATCHES "^r")
       set(_src ${_vk_dir}/shaders/attn2_f32.comp)
-      if(_form STREQUAL "rs")
+      if(_form MATCHES "s")
         list(APPEND _defs -DSMALL=1)
+      endif()
+      if(_form MATCHES "p$")
+        list(APPEND _defs -DPREFETCH=1)
       endif()
     else()
       math(EXPR tm "${rows} / 16")
@@ -79,7 +83,7 @@ if(JATTN_VULKAN_ENABLED)
       COMMAND ${JATTN_SPIRV_VAL} --target-env vulkan1.1 ${_spv}
       COMMAND ${CMAKE_COMMAND} -DSPIRV_DIS=${JATTN_SPIRV_DIS} -DSPV=${_spv} -P ${_vk_dir}/check_spirv.cmake
       DEPENDS ${_src} ${_vk_dir}/shaders/attn_common.glsl ${_vk_dir}/check_spirv.cmake
-      COMMENT "glslc + spirv-val: attn_f32.comp, head-dim family ${dmax}, ${rows}-row workgroups"
+      COMMENT "glslc + spirv-val: ${_src}, head-dim family ${dmax}, ${rows}-row workgroups${_form}"
       VERBATIM)
     list(APPEND _vk_spvs ${_spv})
   endforeach()

@@ -25,11 +25,11 @@ int vk_module_for(const vk_device *d, int64_t head_dim) {
         if (jattn_vk_modules[m].dmax >= head_dim && (!family || jattn_vk_modules[m].dmax < family))
             family = jattn_vk_modules[m].dmax;
     int best = -1, best_score = -1;
-    if (d->kernel == 2) {
+    if (d->kernel >= 2) {
         for (int m = 0; m < jattn_vk_module_count; m++) {
             const vk_spirv_module *x = &jattn_vk_modules[m];
-            if (x->kind != 2 || x->dmax != family ||
-                (uint32_t)x->shared_bytes > d->props.limits.maxComputeSharedMemorySize)
+            if (x->kind != d->kernel || x->dmax != family ||
+                (uint32_t)x->shared_bytes > d->shared_limit)
                 continue;
             if (x->shared_bytes > best_score) best = m, best_score = x->shared_bytes;
         }
@@ -38,7 +38,7 @@ int vk_module_for(const vk_device *d, int64_t head_dim) {
     for (int m = 0; m < jattn_vk_module_count; m++) {
         const vk_spirv_module *x = &jattn_vk_modules[m];
         if (x->kind != 1 || x->dmax != family ||
-            (uint32_t)x->shared_bytes > d->props.limits.maxComputeSharedMemorySize)
+            (uint32_t)x->shared_bytes > d->shared_limit)
             continue;
         if (x->shared_bytes > 32768 && !d->wide) continue;
         const int score = (x->rows == d->rows ? 2 : 0) + (x->shared_bytes > 32768 ? 1 : 0);
@@ -245,9 +245,18 @@ static void probe(void) {
     const char *rows = getenv("JATTN_VK_ROWS"), *wide = getenv("JATTN_VK_WIDE");
     d->rows = rows && strcmp(rows, "64") == 0 ? 64 : 128;
     d->wide = wide && strcmp(wide, "1") == 0;
-    /* The kernel: JATTN_VK_KERNEL=2 picks attn2_f32.comp (head dims up to 128), 1 attn_f32.comp. */
+    /* The kernel: JATTN_VK_KERNEL=2 picks attn2_f32.comp (head dims 64 and 128), 3 the same with
+     * PREFETCH, 1 attn_f32.comp. */
     const char *kernel = getenv("JATTN_VK_KERNEL");
-    d->kernel = kernel && strcmp(kernel, "2") == 0 ? 2 : 1;
+    /* Shared memory the modules may use: the device's, or less with JATTN_VK_SHARED_LIMIT=<bytes>
+     * (the 32 KiB modules on a 48 KiB device: measurements, Apple's limit). */
+    d->shared_limit = d->props.limits.maxComputeSharedMemorySize;
+    const char *shared = getenv("JATTN_VK_SHARED_LIMIT");
+    if (shared && shared[0]) {
+        const unsigned long long c = strtoull(shared, NULL, 10);
+        if (c >= JATTN_VK_SHARED_BYTES && c < d->shared_limit) d->shared_limit = (uint32_t)c;
+    }
+    d->kernel = kernel && (strcmp(kernel, "2") == 0 || strcmp(kernel, "3") == 0) ? kernel[0] - '0' : 1;
     VkPhysicalDeviceFloatControlsProperties fc;
     memset(&fc, 0, sizeof fc);
     fc.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FLOAT_CONTROLS_PROPERTIES;

@@ -13,7 +13,7 @@
 typedef struct vk_spirv_module {
     int dmax;         /* the head-dim family: head_dim <= dmax, rows zero-padded to dmax */
     int rows;         /* query rows per workgroup: 64 or 128 (attn_f32.comp), 32 (attn2_f32.comp) */
-    int kind;         /* 1: shaders/attn_f32.comp, 2: shaders/attn2_f32.comp */
+    int kind;         /* 1: shaders/attn_f32.comp, 2: shaders/attn2_f32.comp, 3: the same with PREFETCH */
     int shared_bytes; /* shared memory it declares (at most) */
     const char *name; /* "vk_flash_f32_d<dmax>_<rows>x64[_dk32]", "vk_flash2_f32_d<dmax>_32x64[_s32k]" */
     const uint32_t *words;
@@ -47,7 +47,8 @@ typedef struct vk_device {
     uint64_t max_binding; /* bytes one storage-buffer binding may cover */
     int rows;             /* rows per workgroup: 128 unless JATTN_VK_ROWS=64 */
     int wide;             /* the 48 KiB (dk32) modules allowed (JATTN_VK_WIDE=1; where shared memory suffices) */
-    int kernel;           /* 2: attn2_f32.comp where a module of the family exists (JATTN_VK_KERNEL), else 1 */
+    uint32_t shared_limit; /* shared memory a module may declare: the device's, JATTN_VK_SHARED_LIMIT lowers it */
+    int kernel; /* module kind wanted (JATTN_VK_KERNEL): 2, 3 attn2_f32.comp where the family has one, else 1 */
     int denorm_preserve;  /* the device keeps float32 denormals when a module asks (DenormPreserve) */
     char float_controls[200]; /* the float-controls properties, one line (jattn_vk_float_controls) */
     char isa[VK_MAX_PHYSICAL_DEVICE_NAME_SIZE + 16]; /* "vulkan: <device name>" */

@@ -72,6 +72,44 @@ shared vec4 sh[SX + X_SIZE];
 
 layout(local_size_x = WG) in;
 
+// Staging of k and v chunks through registers: fetch_* loads a chunk from global memory into stg,
+// put_* stores stg into region X. With PREFETCH the next chunk's fetch is issued before the
+// current chunk's products, so its global-memory latency overlaps them (32 more registers).
+#define K_PER (BC * (KC / 4) / WG) // vec4s of a k chunk per invocation
+#define V_PER (VC * DV4 / WG)      // vec4s of a v chunk per invocation
+vec4 stg[max(K_PER, V_PER)];
+uint g_lid, g_kv_base4, g_kv_end, g_mask_base;
+bool g_masked;
+
+void fetch_k(uint kv0, uint kc) {
+    [[unroll]] for (uint i = 0u; i < K_PER; ++i) {
+        const uint e = g_lid + WG * i;
+        const uint key = e / (KC / 4), d4 = e % (KC / 4);
+        stg[i] = vec4(0.0f);
+        if (kv0 + key < g_kv_end) stg[i] = k4[g_kv_base4 + (kv0 + key) * DV4 + kc * (KC / 4) + d4];
+    }
+}
+
+void put_k() {
+    [[unroll]] for (uint i = 0u; i < K_PER; ++i) {
+        const uint e = g_lid + WG * i;
+        sh[SX + (e / (KC / 4)) * KP4 + e % (KC / 4)] = stg[i];
+    }
+}
+
+void fetch_v(uint kv0, uint vc) {
+    [[unroll]] for (uint i = 0u; i < V_PER; ++i) {
+        const uint e = g_lid + WG * i;
+        const uint key = kv0 + vc * VC + e / DV4, d4 = e % DV4;
+        stg[i] = vec4(0.0f);
+        if (attended(key, g_kv_end, g_masked, g_mask_base)) stg[i] = v4[g_kv_base4 + key * DV4 + d4];
+    }
+}
+
+void put_v() {
+    [[unroll]] for (uint i = 0u; i < V_PER; ++i) sh[SV + g_lid + WG * i] = stg[i]; // [j][DV4]
+}
+
 void main() {
     const uint lid = gl_LocalInvocationID.x;
     const uint tx = lid % 16u, ty = lid / 16u;
@@ -84,6 +122,7 @@ void main() {
     const float scale = uintBitsToFloat(keys[pc.scales + pc.bh0 + bh]);
     const uint q_base4 = bh * pc.seq_q * DV4;
     const uint kv_base4 = bh * pc.seq_kv * DV4;
+    g_lid = lid, g_kv_base4 = kv_base4, g_kv_end = kv_end, g_mask_base = mask_base, g_masked = masked;
 
     // q, resident: [row][d] (rows past seq_q zero)
     [[unroll]] for (uint i = 0u; i < BR * DV4 / WG; ++i) {
@@ -103,6 +142,9 @@ void main() {
     }
 
     const uint n_tiles = (kv_end + BC - 1u) / BC;
+#ifdef PREFETCH
+    if (n_tiles > 0u) fetch_k(0u, 0u);
+#endif
     for (uint tile = 0u; tile < n_tiles; ++tile) {
         const uint kv0 = tile * BC;
 
@@ -111,14 +153,18 @@ void main() {
         [[unroll]] for (int r = 0; r < 4; ++r) s[r] = vec4(0.0f);
         [[dont_unroll]] for (uint kc = 0u; kc < DMAX / KC; ++kc) {
             barrier(); // region X free (the previous chunk's or tile's reads done)
-            [[unroll]] for (uint i = 0u; i < BC * (KC / 4) / WG; ++i) {
-                const uint e = lid + WG * i;
-                const uint key = e / (KC / 4), d4 = e % (KC / 4);
-                vec4 kv = vec4(0.0f);
-                if (kv0 + key < kv_end) kv = k4[kv_base4 + (kv0 + key) * DV4 + kc * (KC / 4) + d4];
-                sh[SX + key * KP4 + d4] = kv;
-            }
+#ifdef PREFETCH
+            put_k();
             barrier();
+            if (kc + 1u < DMAX / KC)
+                fetch_k(kv0, kc + 1u);
+            else
+                fetch_v(kv0, 0u);
+#else
+            fetch_k(kv0, kc);
+            put_k();
+            barrier();
+#endif
             [[unroll]] for (uint ds = 0u; ds < KC / DSUM; ++ds) {
                 vec4 part[4]; // this stretch's sums
                 [[unroll]] for (int r = 0; r < 4; ++r) part[r] = vec4(0.0f);
@@ -182,15 +228,18 @@ void main() {
         [[unroll]] for (int r = 0; r < 4; ++r)[[unroll]] for (int h = 0; h < DPT4; ++h) acc[r][h] = vec4(0.0f);
         [[dont_unroll]] for (uint vc = 0u; vc < BC / VC; ++vc) {
             if (vc > 0u) barrier(); // the previous v chunk used
-            [[unroll]] for (uint i = 0u; i < VC * DV4 / WG; ++i) {
-                const uint e = lid + WG * i;
-                const uint j = e / DV4, d4 = e % DV4;
-                const uint key = kv0 + vc * VC + j;
-                vec4 vv = vec4(0.0f);
-                if (attended(key, kv_end, masked, mask_base)) vv = v4[kv_base4 + key * DV4 + d4];
-                sh[SV + j * DV4 + d4] = vv;
-            }
+#ifdef PREFETCH
+            put_v();
             barrier(); // v chunk and P written
+            if (vc + 1u < BC / VC)
+                fetch_v(kv0, vc + 1u);
+            else if (tile + 1u < n_tiles)
+                fetch_k(kv0 + BC, 0u);
+#else
+            fetch_v(kv0, vc);
+            put_v();
+            barrier(); // v chunk and P written
+#endif
             [[unroll]] for (uint j = 0u; j < VC; ++j) {
                 const vec4 pv = sh[SP + (vc * VC + j) * PP4 + ty];
                 [[unroll]] for (uint h = 0u; h < DPT4; ++h) {
