@@ -5,10 +5,10 @@
  * device-local buffers, runs the kernel (shaders/attn_f32.comp) and copies out and lse back,
  * scattering them into the caller's layout. Heads whose q, k or v would reach float32 denormals
  * in the kernel are normalised by exact powers of two on the way in (vk_range.c) and their output
- * scaled back on the way out, so no driver's denormal flushing changes a result. Problems larger than one storage-buffer binding are
- * run in pieces of whole batch-heads. A context keeps the buffers (grow-only), the command
- * buffer, fence, descriptor set and timestamp queries: a repeated call of one size allocates
- * nothing. Without a context they are made for the call and freed before it returns. */
+ * scaled back on the way out, so no driver's denormal flushing changes a result. Problems larger
+ * than one storage-buffer binding are run in pieces of whole batch-heads. A context keeps the buffers (grow-only), the
+ * command buffer, fence, descriptor set and timestamp queries: a repeated call of one size allocates nothing. Without a
+ * context they are made for the call and freed before it returns. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,8 +67,8 @@ static jattn_status vk_select(const jattn_problem *p, const jattn_exec *e, jattn
                     "%llu bytes (pieces are whole heads)",
                     p->seq_q >= p->seq_kv ? "seq_q" : "seq_kv", (long long)longest, (unsigned long long)dp,
                     (unsigned long long)d->max_binding);
-    const uint64_t key_words = (uint64_t)p->batch * (1 + ((uint64_t)p->seq_kv + 31) / 32) +
-                               2 * (uint64_t)p->batch * (uint64_t)p->heads;
+    const uint64_t key_words =
+        (uint64_t)p->batch * (1 + ((uint64_t)p->seq_kv + 31) / 32) + 2 * (uint64_t)p->batch * (uint64_t)p->heads;
     if (key_words > d->max_binding / 4)
         return FAIL(JATTN_ERROR_UNSUPPORTED, "batch: %lld key-padding rows exceed the storage-buffer binding",
                     (long long)p->batch);
@@ -244,13 +244,22 @@ double jattn_vk_last_kernel_seconds(const jattn_ctx *ctx) {
 
 /* ---- gather / scatter between the caller's layout and the dense staging layout ------------ */
 
-/* Rows [0, rows) of head (b, h) of a strided tensor into dst [*, dp], zero-padded past head_dim. */
-static void gather_head(float *dst, const float *src, int64_t rows, int64_t token_stride, int64_t head_dim,
-                        int64_t dp) {
+/* Rows [0, rows) of head (b, h) of a strided tensor into dst [*, dp], zero-padded past head_dim.
+ * @return the largest |x| copied (NaN ignored; Inf if there is one), read from the source: dst
+ *         may be write-combined memory, which is never read. */
+static float gather_head(float *dst, const float *src, int64_t rows, int64_t token_stride, int64_t head_dim,
+                         int64_t dp) {
+    float m = 0.0f;
     for (int64_t i = 0; i < rows; i++) {
-        memcpy(dst + i * dp, src + i * token_stride, (size_t)head_dim * sizeof(float));
+        const float *s = src + i * token_stride;
+        memcpy(dst + i * dp, s, (size_t)head_dim * sizeof(float));
         if (dp > head_dim) memset(dst + i * dp + head_dim, 0, (size_t)(dp - head_dim) * sizeof(float));
+        for (int64_t j = 0; j < head_dim; j++) {
+            const float a = fabsf(s[j]);
+            m = a > m ? a : m;
+        }
     }
+    return m;
 }
 
 /* ---- forward ------------------------------------------------------------------------------ */
@@ -466,12 +475,19 @@ static jattn_status vk_forward(const jattn_call *call, const jattn_plan *plan) {
         for (int64_t i = 0; i < n; i++) {
             const int64_t b = (bh0 + i) / H, h = (bh0 + i) % H;
             const int64_t kv_rows = call->kv_len ? call->kv_len[b] : p->seq_kv; /* later keys are never read */
-            gather_head(sq + i * p->seq_q * dp, q + b * p->q.batch + h * p->q.head, p->seq_q, p->q.token, D, dp);
-            gather_head(sk + i * p->seq_kv * dp, k + b * p->k.batch + h * p->k.head, kv_rows, p->k.token, D, dp);
-            gather_head(sv + i * p->seq_kv * dp, v + b * p->v.batch + h * p->v.head, kv_rows, p->v.token, D, dp);
-            vk_normalise_head(sq + i * p->seq_q * dp, p->seq_q * dp, sk + i * p->seq_kv * dp, kv_rows * dp,
-                              sv + i * p->seq_kv * dp, kv_rows * dp, call->scale, &head_scale[bh0 + i],
-                              &out_exp[bh0 + i]);
+            const float *qh = q + b * p->q.batch + h * p->q.head, *kh = k + b * p->k.batch + h * p->k.head,
+                        *vh = v + b * p->v.batch + h * p->v.head;
+            float *dq = sq + i * p->seq_q * dp, *dk = sk + i * p->seq_kv * dp, *dv = sv + i * p->seq_kv * dp;
+            const float mq = gather_head(dq, qh, p->seq_q, p->q.token, D, dp);
+            const float mk = gather_head(dk, kh, kv_rows, p->k.token, D, dp);
+            const float mv = gather_head(dv, vh, kv_rows, p->v.token, D, dp);
+            vk_head_range r; /* no float32 denormal reaches the kernel (vk_range.c) */
+            vk_range_plan(mq, mk, mv, call->scale, &r);
+            if (r.q_shift) vk_copy_scaled(dq, qh, p->seq_q, p->q.token, D, dp, r.q_shift);
+            if (r.k_shift) vk_copy_scaled(dk, kh, kv_rows, p->k.token, D, dp, r.k_shift);
+            if (r.v_shift) vk_copy_scaled(dv, vh, kv_rows, p->v.token, D, dp, r.v_shift);
+            head_scale[bh0 + i] = r.scale;
+            out_exp[bh0 + i] = r.v_shift;
         }
         push_constants pc = {(uint32_t)p->seq_q,
                              (uint32_t)p->seq_kv,

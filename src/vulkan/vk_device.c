@@ -28,18 +28,14 @@ int vk_module_for(const vk_device *d, int64_t head_dim) {
     if (d->kernel >= 2) {
         for (int m = 0; m < jattn_vk_module_count; m++) {
             const vk_spirv_module *x = &jattn_vk_modules[m];
-            if (x->kind != d->kernel || x->dmax != family ||
-                (uint32_t)x->shared_bytes > d->shared_limit)
-                continue;
+            if (x->kind != d->kernel || x->dmax != family || (uint32_t)x->shared_bytes > d->shared_limit) continue;
             if (x->shared_bytes > best_score) best = m, best_score = x->shared_bytes;
         }
         if (best >= 0) return best;
     }
     for (int m = 0; m < jattn_vk_module_count; m++) {
         const vk_spirv_module *x = &jattn_vk_modules[m];
-        if (x->kind != 1 || x->dmax != family ||
-            (uint32_t)x->shared_bytes > d->shared_limit)
-            continue;
+        if (x->kind != 1 || x->dmax != family || (uint32_t)x->shared_bytes > d->shared_limit) continue;
         if (x->shared_bytes > 32768 && !d->wide) continue;
         const int score = (x->rows == d->rows ? 2 : 0) + (x->shared_bytes > 32768 ? 1 : 0);
         if (score > best_score) best = m, best_score = score;
@@ -266,10 +262,11 @@ static void probe(void) {
     p2.pNext = &fc;
     d->f.vkGetPhysicalDeviceProperties2(d->phys, &p2);
     d->denorm_preserve = fc.shaderDenormPreserveFloat32 == VK_TRUE;
-    const char *indep = fc.denormBehaviorIndependence == VK_SHADER_FLOAT_CONTROLS_INDEPENDENCE_32_BIT_ONLY ? "32_BIT_ONLY"
-                        : fc.denormBehaviorIndependence == VK_SHADER_FLOAT_CONTROLS_INDEPENDENCE_ALL    ? "ALL"
-                        : fc.denormBehaviorIndependence == VK_SHADER_FLOAT_CONTROLS_INDEPENDENCE_NONE   ? "NONE"
-                                                                                                        : "?";
+    const char *indep = fc.denormBehaviorIndependence == VK_SHADER_FLOAT_CONTROLS_INDEPENDENCE_32_BIT_ONLY
+                            ? "32_BIT_ONLY"
+                        : fc.denormBehaviorIndependence == VK_SHADER_FLOAT_CONTROLS_INDEPENDENCE_ALL  ? "ALL"
+                        : fc.denormBehaviorIndependence == VK_SHADER_FLOAT_CONTROLS_INDEPENDENCE_NONE ? "NONE"
+                                                                                                      : "?";
     snprintf(d->float_controls, sizeof d->float_controls,
              "denormBehaviorIndependence=%s shaderDenormPreserveFloat32=%u shaderDenormFlushToZeroFloat32=%u "
              "shaderSignedZeroInfNanPreserveFloat32=%u shaderRoundingModeRTEFloat32=%u",

@@ -43,13 +43,13 @@ typedef struct vk_device {
     VkPhysicalDeviceMemoryProperties mem;
     int is_cpu; /* a software device (lavapipe): never chosen by auto */
     uint32_t queue_family;
-    int timestamps;       /* the queue writes timestamps */
-    uint64_t max_binding; /* bytes one storage-buffer binding may cover */
-    int rows;             /* rows per workgroup: 128 unless JATTN_VK_ROWS=64 */
-    int wide;             /* the 48 KiB (dk32) modules allowed (JATTN_VK_WIDE=1; where shared memory suffices) */
+    int timestamps;        /* the queue writes timestamps */
+    uint64_t max_binding;  /* bytes one storage-buffer binding may cover */
+    int rows;              /* rows per workgroup: 128 unless JATTN_VK_ROWS=64 */
+    int wide;              /* the 48 KiB (dk32) modules allowed (JATTN_VK_WIDE=1; where shared memory suffices) */
     uint32_t shared_limit; /* shared memory a module may declare: the device's, JATTN_VK_SHARED_LIMIT lowers it */
     int kernel; /* module kind wanted (JATTN_VK_KERNEL): 2, 3 attn2_f32.comp where the family has one, else 1 */
-    int denorm_preserve;  /* the device keeps float32 denormals when a module asks (DenormPreserve) */
+    int denorm_preserve;      /* the device keeps float32 denormals when a module asks (DenormPreserve) */
     char float_controls[200]; /* the float-controls properties, one line (jattn_vk_float_controls) */
     char isa[VK_MAX_PHYSICAL_DEVICE_NAME_SIZE + 16]; /* "vulkan: <device name>" */
     const char *device_extensions[2];
@@ -88,12 +88,18 @@ double jattn_vk_last_kernel_seconds(const jattn_ctx *ctx);
  * devices that keep float32 denormals. @return malloc'd words (count in *n_out), NULL on failure. */
 uint32_t *vk_spirv_with_denorm_preserve(const uint32_t *w, size_t n, size_t *n_out);
 
-/* Normalises one head of the staging buffer by exact powers of two so that the kernel sees no
- * float32 denormals (vk_range.c): q (nq floats), k (nk), v (nv) in place; *scale_out = the softmax
- * scale to use for the head, *v_exp = e when v was scaled by 2^e (the output is then scaled by
- * 2^-e on the way out), else 0. */
-void vk_normalise_head(float *q, int64_t nq, float *k, int64_t nk, float *v, int64_t nv, float scale, float *scale_out,
-                       int32_t *v_exp);
+/* The exact power-of-two normalisation of one head (vk_range.c): shifts (powers of two) for q, k
+ * and v, and the head's softmax scale with the q and k shifts folded in. */
+typedef struct vk_head_range {
+    int q_shift, k_shift, v_shift; /* 0: copied as they are; the output is scaled by 2^-v_shift */
+    float scale;
+} vk_head_range;
+/* The plan for a head whose largest |q|, |k|, |v| (NaN ignored) are max_q, max_k, max_v. */
+void vk_range_plan(float max_q, float max_k, float max_v, float scale, vk_head_range *r);
+/* rows of head_dim floats (token_stride apart) times 2^shift, rounded once, into dst [rows][dp]
+ * (zero-padded past head_dim). */
+void vk_copy_scaled(float *dst, const float *src, int64_t rows, int64_t token_stride, int64_t head_dim, int64_t dp,
+                    int shift);
 
 /* The device's float controls as one line ("denormBehaviorIndependence=... shaderDenormPreserveFloat32=..."),
  * "" before a successful probe. For benchmarks and diagnostics; not part of the public API. */

@@ -211,8 +211,13 @@ void main() {
             m[r] = m_new;
             precise float tile_sum = 0.0f;
             [[unroll]] for (uint c = 0u; c < 4u; ++c) {
-                // scale s - m in one rounding (fma): the logit is never rounded on its own
-                const float x = fma(s[r][c], scale, -m_new);
+                // scale s - m in one rounding (fma): the logit is never rounded on its own; the
+                // row's largest (rounded, finite) logit gets x = 0, weight exactly 1, whether or not
+                // the driver fuses the fma (Vulkan lets it compute fma as a product and a sum:
+                // NVIDIA's did or did not with the same source, and a one-key row then missed being
+                // its v row); an infinite one keeps x = NaN (inf - inf), the row NaN
+                const float t = s[r][c] * scale;
+                const float x = t == m_new && !isinf(t) ? 0.0f : fma(s[r][c], scale, -m_new);
                 const float p = s[r][c] == -INF ? 0.0f : exp_f32(x);
                 s[r][c] = p;
                 tile_sum += p;
