@@ -246,20 +246,28 @@ double jattn_vk_last_kernel_seconds(const jattn_ctx *ctx) {
 
 /* Rows [0, rows) of head (b, h) of a strided tensor into dst [*, dp], zero-padded past head_dim.
  * @return the largest |x| copied (NaN ignored; Inf if there is one), read from the source: dst
- *         may be write-combined memory, which is never read. */
+ *         may be write-combined memory, which is never read. The maximum is taken on the bits
+ *         (|x| as an int32 orders as |x| does; NaN bits, above Inf's, count as 0): a loop the
+ *         compiler vectorises, about a third of the copy's time (a float compare-select loop
+ *         took more than the copy itself). */
 static float gather_head(float *dst, const float *src, int64_t rows, int64_t token_stride, int64_t head_dim,
                          int64_t dp) {
-    float m = 0.0f;
+    int32_t m = 0;
     for (int64_t i = 0; i < rows; i++) {
         const float *s = src + i * token_stride;
         memcpy(dst + i * dp, s, (size_t)head_dim * sizeof(float));
         if (dp > head_dim) memset(dst + i * dp + head_dim, 0, (size_t)(dp - head_dim) * sizeof(float));
         for (int64_t j = 0; j < head_dim; j++) {
-            const float a = fabsf(s[j]);
+            uint32_t u;
+            memcpy(&u, s + j, sizeof u);
+            int32_t a = (int32_t)(u & 0x7fffffffu);
+            a = a > 0x7f800000 ? 0 : a;
             m = a > m ? a : m;
         }
     }
-    return m;
+    float f;
+    memcpy(&f, &m, sizeof f);
+    return f;
 }
 
 /* ---- forward ------------------------------------------------------------------------------ */

@@ -18,7 +18,7 @@
  * Heads holding Inf are left as they are (NaN is ignored by the maxima and survives any scaling).
  * The maxima come from the caller's arrays during the gather (vk_backend.c): the staging memory,
  * write-combined on discrete GPUs, is never read. Heads within range, the usual case, cost that
- * one comparison per element; the others are gathered again through vk_copy_scaled. */
+ * a vectorised maximum during the copy; the others are gathered again through vk_copy_scaled. */
 #include <math.h>
 
 #include "vk_internal.h"
