@@ -24,4 +24,15 @@ if(JATTN_VULKAN_ENABLED)
   set_tests_properties(test_parity_vk_kernel3 PROPERTIES SKIP_RETURN_CODE 77
                        ENVIRONMENT "JATTN_VK_KERNEL=3;JATTN_TEST_QUICK=1")
   set_tests_properties(test_vulkan_kernel2 PROPERTIES SKIP_RETURN_CODE 77 ENVIRONMENT "JATTN_VK_KERNEL=2")
+  # The opt-in third kernel (shaders/attn3_f32.comp; on lavapipe its 32 KiB d64 and d128 modules):
+  # JATTN_VK_KERNEL=5 (with PREFETCH) through the edge, parity and padding suites, 4 through test_vulkan.
+  add_test(NAME test_edges_vk_kernel5 COMMAND test_edges vk)
+  add_test(NAME test_parity_vk_kernel5 COMMAND test_parity vk)
+  add_test(NAME test_padding_vk_kernel5 COMMAND test_padding vk)
+  add_test(NAME test_vulkan_kernel4 COMMAND test_vulkan)
+  set_tests_properties(test_edges_vk_kernel5 test_padding_vk_kernel5 PROPERTIES SKIP_RETURN_CODE 77
+                       ENVIRONMENT "JATTN_VK_KERNEL=5")
+  set_tests_properties(test_parity_vk_kernel5 PROPERTIES SKIP_RETURN_CODE 77
+                       ENVIRONMENT "JATTN_VK_KERNEL=5;JATTN_TEST_QUICK=1")
+  set_tests_properties(test_vulkan_kernel4 PROPERTIES SKIP_RETURN_CODE 77 ENVIRONMENT "JATTN_VK_KERNEL=4")
 endif()

@@ -11,17 +11,17 @@ for line in open(sys.argv[1]):
     except ValueError:
         continue
     if r.get("peer"):
-        peers[(r["S"], r["D"])] = r
+        peers[(r["H"], r["S"], r["D"])] = r
     elif "kernel" in r:
         rows.append(r)
 print("| (B,H,S,D) | kernel | kernel ms | TFLOP/s | rel_l2 | bitwise | vs PyTorch fp32 |")
 print("| --- | --- | --- | --- | --- | --- | --- |")
 for r in rows:
-    p = peers.get((r["S"], r["D"]))
+    p = peers.get((r["H"], r["S"], r["D"]))
     ratio = f"{r['kernel_tflops'] / p['tflops']:.2f}x of {p['tflops']}" if p else "-"
     print(
         f"| ({r['B']},{r['H']},{r['S']},{r['D']}) | {r['kernel']} | {r['kernel_ms_median']:.3f} | "
         f"{r['kernel_tflops']:.2f} | {r['rel_l2']:.2g} {r['gate']} | {r['bitwise_repeat']} | {ratio} |"
     )
-for (s, d), p in sorted(peers.items()):
-    print(f"| (1,24,{s},{d}) | torch_sdpa_fp32 {p['torch']} | {p['ms_median']:.3f} | {p['tflops']} | {p['rel_l2']} | - | - |")
+for (h, s, d), p in sorted(peers.items()):
+    print(f"| (1,{h},{s},{d}) | torch_sdpa_fp32 {p['torch']} | {p['ms_median']:.3f} | {p['tflops']} | {p['rel_l2']} | - | - |")

@@ -242,7 +242,7 @@ static void probe(void) {
     d->rows = rows && strcmp(rows, "64") == 0 ? 64 : 128;
     d->wide = wide && strcmp(wide, "1") == 0;
     /* The kernel: JATTN_VK_KERNEL=2 picks attn2_f32.comp (head dims 64 and 128), 3 the same with
-     * PREFETCH, 1 attn_f32.comp. */
+     * PREFETCH, 4 attn3_f32.comp (head dims 64 and 128), 5 the same with PREFETCH, 1 attn_f32.comp. */
     const char *kernel = getenv("JATTN_VK_KERNEL");
     /* Shared memory the modules may use: the device's, or less with JATTN_VK_SHARED_LIMIT=<bytes>
      * (the 32 KiB modules on a 48 KiB device: measurements, Apple's limit). */
@@ -252,7 +252,7 @@ static void probe(void) {
         const unsigned long long c = strtoull(shared, NULL, 10);
         if (c >= JATTN_VK_SHARED_BYTES && c < d->shared_limit) d->shared_limit = (uint32_t)c;
     }
-    d->kernel = kernel && (strcmp(kernel, "2") == 0 || strcmp(kernel, "3") == 0) ? kernel[0] - '0' : 1;
+    d->kernel = kernel && kernel[0] >= '2' && kernel[0] <= '5' && kernel[1] == '\0' ? kernel[0] - '0' : 1;
     VkPhysicalDeviceFloatControlsProperties fc;
     memset(&fc, 0, sizeof fc);
     fc.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FLOAT_CONTROLS_PROPERTIES;

@@ -48,7 +48,7 @@ typedef struct vk_device {
     int rows;              /* rows per workgroup: 128 unless JATTN_VK_ROWS=64 */
     int wide;              /* the 48 KiB (dk32) modules allowed (JATTN_VK_WIDE=1; where shared memory suffices) */
     uint32_t shared_limit; /* shared memory a module may declare: the device's, JATTN_VK_SHARED_LIMIT lowers it */
-    int kernel; /* module kind wanted (JATTN_VK_KERNEL): 2, 3 attn2_f32.comp where the family has one, else 1 */
+    int kernel; /* module kind wanted (JATTN_VK_KERNEL): 2, 3 attn2_f32.comp, 4, 5 attn3_f32.comp where the family has one, else 1 */
     int denorm_preserve;      /* the device keeps float32 denormals when a module asks (DenormPreserve) */
     char float_controls[200]; /* the float-controls properties, one line (jattn_vk_float_controls) */
     char isa[VK_MAX_PHYSICAL_DEVICE_NAME_SIZE + 16]; /* "vulkan: <device name>" */
@@ -73,9 +73,10 @@ void vk_device_lock(void);
 void vk_device_unlock(void);
 /* "discrete GPU", "CPU (software)", ... of the device chosen. */
 const char *vk_device_type_name(const vk_device *d);
-/* The module for a head_dim: the smallest family that holds it; with d->kernel 2 the family's
- * attn2_f32.comp module with the most shared memory the device has, else of its attn_f32.comp
- * modules the one with the device's rows per workgroup, the wide (dk32) one where allowed. -1 if none. */
+/* The module for a head_dim: the smallest family that holds it; with d->kernel 2-5 the family's
+ * attn2_f32.comp (2, 3) or attn3_f32.comp (4, 5) module of that kind with the most shared memory
+ * the device has, else of its attn_f32.comp modules the one with the device's rows per workgroup,
+ * the wide (dk32) one where allowed. -1 if none. */
 int vk_module_for(const vk_device *d, int64_t head_dim);
 /* "vk_flash_f32_d<dmax>_<rows>x64" of module m (static storage). */
 const char *vk_kernel_name(int m);
