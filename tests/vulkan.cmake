@@ -35,4 +35,11 @@ if(JATTN_VULKAN_ENABLED)
   set_tests_properties(test_parity_vk_kernel5 PROPERTIES SKIP_RETURN_CODE 77
                        ENVIRONMENT "JATTN_VK_KERNEL=5;JATTN_TEST_QUICK=1")
   set_tests_properties(test_vulkan_kernel4 PROPERTIES SKIP_RETURN_CODE 77 ENVIRONMENT "JATTN_VK_KERNEL=4")
+  # and its TX=32 form (head dim 128): JATTN_VK_KERNEL=7 through the edge and padding suites, 6 through test_vulkan.
+  add_test(NAME test_edges_vk_kernel7 COMMAND test_edges vk)
+  add_test(NAME test_padding_vk_kernel7 COMMAND test_padding vk)
+  add_test(NAME test_vulkan_kernel6 COMMAND test_vulkan)
+  set_tests_properties(test_edges_vk_kernel7 test_padding_vk_kernel7 PROPERTIES SKIP_RETURN_CODE 77
+                       ENVIRONMENT "JATTN_VK_KERNEL=7")
+  set_tests_properties(test_vulkan_kernel6 PROPERTIES SKIP_RETURN_CODE 77 ENVIRONMENT "JATTN_VK_KERNEL=6")
 endif()

@@ -30,6 +30,8 @@ list(APPEND JATTN_VK_MODULES "64x32r" "128x32r" "128x32rs" "64x32rp" "128x32rp" 
 # stages): 64 and 128 in the 48 KiB form ("t") and the SMALL 32 KiB form ("ts"), each also with
 # PREFETCH ("p"). Chosen with JATTN_VK_KERNEL=4 (without prefetch) or 5 (with).
 list(APPEND JATTN_VK_MODULES "64x64t" "128x64t" "64x64ts" "128x64ts" "64x64tp" "128x64tp" "64x64tsp" "128x64tsp")
+# The same with TX=32 ("tw": 256 invocations, 8 x 2 blocks of S, 8 x 4 of O) for 128 only: JATTN_VK_KERNEL=6 or 7.
+list(APPEND JATTN_VK_MODULES "128x64tw" "128x64tws" "128x64twp" "128x64twsp")
 
 if(JATTN_VULKAN STREQUAL "AUTO" OR JATTN_VULKAN STREQUAL "ON")
   find_program(JATTN_GLSLC glslc)
@@ -60,7 +62,7 @@ if(JATTN_VULKAN_ENABLED)
   file(MAKE_DIRECTORY ${_vk_out})
   set(_vk_spvs "")
   foreach(module ${JATTN_VK_MODULES})
-    string(REGEX MATCH "^([0-9]+)x([0-9]+)(w|r|rs|rp|rsp|t|ts|tp|tsp)?$" _m ${module})
+    string(REGEX MATCH "^([0-9]+)x([0-9]+)(w|r|rs|rp|rsp|t|ts|tp|tsp|tw|tws|twp|twsp)?$" _m ${module})
     set(dmax ${CMAKE_MATCH_1})
     set(rows ${CMAKE_MATCH_2})
     set(_form "${CMAKE_MATCH_3}")
@@ -70,6 +72,9 @@ if(JATTN_VULKAN_ENABLED)
       set(_src ${_vk_dir}/shaders/attn2_f32.comp)
       if(_form MATCHES "^t")
         set(_src ${_vk_dir}/shaders/attn3_f32.comp)
+      endif()
+      if(_form MATCHES "^tw")
+        list(APPEND _defs -DTX=32)
       endif()
       if(_form MATCHES "s")
         list(APPEND _defs -DSMALL=1)

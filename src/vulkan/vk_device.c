@@ -102,6 +102,9 @@ static int device_usable(vk_device *d, VkPhysicalDevice pd, const VkPhysicalDevi
     const int api12 = VK_API_VERSION_MINOR(p->apiVersion) >= 2 || VK_API_VERSION_MAJOR(p->apiVersion) > 1;
     const int fc_ext = has_extension(ext, n_ext, "VK_KHR_shader_float_controls");
     const int portability = has_extension(ext, n_ext, "VK_KHR_portability_subset");
+    const char *want_stats = getenv("JATTN_VK_PIPELINE_STATS");
+    const int stats = want_stats && strcmp(want_stats, "1") == 0 &&
+                      has_extension(ext, n_ext, "VK_KHR_pipeline_executable_properties");
     free(ext);
     if (!api12 && !fc_ext) {
         snprintf(why, why_len, "%.96s has neither Vulkan 1.2 nor VK_KHR_shader_float_controls", p->deviceName);
@@ -140,6 +143,8 @@ static int device_usable(vk_device *d, VkPhysicalDevice pd, const VkPhysicalDevi
             d->n_device_extensions = 0;
             if (!api12) d->device_extensions[d->n_device_extensions++] = "VK_KHR_shader_float_controls";
             if (portability) d->device_extensions[d->n_device_extensions++] = "VK_KHR_portability_subset";
+            d->pipeline_stats = stats;
+            if (stats) d->device_extensions[d->n_device_extensions++] = "VK_KHR_pipeline_executable_properties";
             return 1;
         }
     snprintf(why, why_len, "%.96s has no compute queue", p->deviceName);
@@ -242,7 +247,8 @@ static void probe(void) {
     d->rows = rows && strcmp(rows, "64") == 0 ? 64 : 128;
     d->wide = wide && strcmp(wide, "1") == 0;
     /* The kernel: JATTN_VK_KERNEL=2 picks attn2_f32.comp (head dims 64 and 128), 3 the same with
-     * PREFETCH, 4 attn3_f32.comp (head dims 64 and 128), 5 the same with PREFETCH, 1 attn_f32.comp. */
+     * PREFETCH, 4 attn3_f32.comp (head dims 64 and 128), 5 the same with PREFETCH, 6 and 7 attn3_f32.comp with
+     * TX=32 (head dim 128), 1 attn_f32.comp. */
     const char *kernel = getenv("JATTN_VK_KERNEL");
     /* Shared memory the modules may use: the device's, or less with JATTN_VK_SHARED_LIMIT=<bytes>
      * (the 32 KiB modules on a 48 KiB device: measurements, Apple's limit). */
@@ -252,7 +258,7 @@ static void probe(void) {
         const unsigned long long c = strtoull(shared, NULL, 10);
         if (c >= JATTN_VK_SHARED_BYTES && c < d->shared_limit) d->shared_limit = (uint32_t)c;
     }
-    d->kernel = kernel && kernel[0] >= '2' && kernel[0] <= '5' && kernel[1] == '\0' ? kernel[0] - '0' : 1;
+    d->kernel = kernel && kernel[0] >= '2' && kernel[0] <= '7' && kernel[1] == '\0' ? kernel[0] - '0' : 1;
     VkPhysicalDeviceFloatControlsProperties fc;
     memset(&fc, 0, sizeof fc);
     fc.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FLOAT_CONTROLS_PROPERTIES;
@@ -304,6 +310,11 @@ static jattn_status open_device(vk_device *d) {
     dci.pQueueCreateInfos = &qci;
     dci.enabledExtensionCount = d->n_device_extensions;
     dci.ppEnabledExtensionNames = d->device_extensions;
+    VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR pe;
+    memset(&pe, 0, sizeof pe);
+    pe.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR;
+    pe.pipelineExecutableInfo = VK_TRUE;
+    if (d->pipeline_stats) dci.pNext = &pe;
     VkResult r = d->f.vkCreateDevice(d->phys, &dci, NULL, &d->device);
     if (r != VK_SUCCESS) FAIL(JATTN_ERROR_BACKEND_UNAVAILABLE, "vkCreateDevice failed (VkResult %d)", (int)r);
     char why[200];
@@ -404,6 +415,7 @@ static jattn_status create_pipeline(vk_device *d, int m) {
     cpi.stage.module = sm;
     cpi.stage.pName = "main";
     cpi.layout = d->pipeline_layout;
+    if (d->pipeline_stats) cpi.flags = VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR;
     r = d->f.vkCreateComputePipelines(d->device, VK_NULL_HANDLE, 1, &cpi, NULL, &d->pipelines[m]);
     d->f.vkDestroyShaderModule(d->device, sm, NULL);
     if (r != VK_SUCCESS)
@@ -420,4 +432,51 @@ jattn_status vk_device_pipeline(vk_device *d, int m, VkPipeline *pipeline) {
     if (st == JATTN_OK) *pipeline = d->pipelines[m];
     vk_device_unlock();
     return st;
+}
+
+const char *jattn_vk_pipeline_statistics(const char *kernel, char *buf, size_t len) {
+    vk_device *d = vk_device_get();
+    if (len) buf[0] = '\0';
+    if (d->status != JATTN_OK || !d->pipeline_stats || !d->device_ready) return buf;
+    PFN_vkGetPipelineExecutableStatisticsKHR stats =
+        (PFN_vkGetPipelineExecutableStatisticsKHR)d->f.vkGetDeviceProcAddr(d->device, "vkGetPipelineExecutableStatisticsKHR");
+    if (!stats) return buf;
+    size_t o = 0;
+    for (int m = 0; m < jattn_vk_module_count; m++) {
+        if (!d->pipelines[m] || strcmp(vk_kernel_name(m), kernel) != 0) continue;
+        VkPipelineExecutableInfoKHR info;
+        memset(&info, 0, sizeof info);
+        info.sType = VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_INFO_KHR;
+        info.pipeline = d->pipelines[m];
+        info.executableIndex = 0;
+        VkPipelineExecutableStatisticKHR st[32];
+        uint32_t n = 32;
+        for (uint32_t i = 0; i < n; i++) {
+            memset(&st[i], 0, sizeof st[i]);
+            st[i].sType = VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_STATISTIC_KHR;
+        }
+        vk_device_lock();
+        VkResult r = stats(d->device, &info, &n, st);
+        vk_device_unlock();
+        if (r != VK_SUCCESS && r != VK_INCOMPLETE) return buf;
+        for (uint32_t i = 0; i < n && o + 1 < len; i++) {
+            int w = 0;
+            switch (st[i].format) {
+            case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_BOOL32_KHR:
+                w = snprintf(buf + o, len - o, "%s=%u; ", st[i].name, (unsigned)st[i].value.b32);
+                break;
+            case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_INT64_KHR:
+                w = snprintf(buf + o, len - o, "%s=%lld; ", st[i].name, (long long)st[i].value.i64);
+                break;
+            case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_UINT64_KHR:
+                w = snprintf(buf + o, len - o, "%s=%llu; ", st[i].name, (unsigned long long)st[i].value.u64);
+                break;
+            default: w = snprintf(buf + o, len - o, "%s=%g; ", st[i].name, st[i].value.f64); break;
+            }
+            if (w < 0) break;
+            o += (size_t)w < len - o ? (size_t)w : len - o - 1;
+        }
+        break;
+    }
+    return buf;
 }

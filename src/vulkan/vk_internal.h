@@ -29,7 +29,7 @@ extern const int jattn_vk_module_count;
 #define JATTN_VK_SHARED_BYTES 32768
 #define JATTN_VK_DIMS_PER_GROUP 256
 #define JATTN_VK_MAX_HEAD_DIM 1024
-#define JATTN_VK_MAX_MODULES 32
+#define JATTN_VK_MAX_MODULES 48
 
 /* ---- the process-wide device ---- */
 typedef struct vk_device {
@@ -50,9 +50,10 @@ typedef struct vk_device {
     uint32_t shared_limit; /* shared memory a module may declare: the device's, JATTN_VK_SHARED_LIMIT lowers it */
     int kernel; /* module kind wanted (JATTN_VK_KERNEL): 2, 3 attn2_f32.comp, 4, 5 attn3_f32.comp where the family has one, else 1 */
     int denorm_preserve;      /* the device keeps float32 denormals when a module asks (DenormPreserve) */
+    int pipeline_stats; /* JATTN_VK_PIPELINE_STATS=1 and VK_KHR_pipeline_executable_properties: statistics captured */
     char float_controls[200]; /* the float-controls properties, one line (jattn_vk_float_controls) */
     char isa[VK_MAX_PHYSICAL_DEVICE_NAME_SIZE + 16]; /* "vulkan: <device name>" */
-    const char *device_extensions[2];
+    const char *device_extensions[3];
     uint32_t n_device_extensions;
     /* Created by the first forward call, kept for the life of the process. */
     int device_ready;
@@ -108,5 +109,9 @@ const char *jattn_vk_float_controls(void);
 
 /* Vulkan buffers ctx's vk state has allocated so far (0 without one). For tests. */
 long jattn_vk_ctx_allocations(const jattn_ctx *ctx);
+/* The driver's statistics of the pipeline of the module named `kernel` (registers, spills, ...:
+ * VK_KHR_pipeline_executable_properties, captured only with JATTN_VK_PIPELINE_STATS=1), as
+ * "name=value; ..." in buf; "" where none were captured. For the benchmark. */
+const char *jattn_vk_pipeline_statistics(const char *kernel, char *buf, size_t len);
 
 #endif /* JATTN_VK_INTERNAL_H */

@@ -43,7 +43,11 @@ spirv_execution_mode(extensions = ["SPV_KHR_float_controls"], capabilities = [44
 #error "attn3_f32.comp is built for DMAX 64 and 128"
 #endif
 
-#define WG 128
+#ifndef TX
+#define TX 16 // invocations along the keys of S and the dims of O (16, or 32 at DMAX 128)
+#endif
+#define WG (8 * TX)
+#define KPT (BC / TX) // keys per invocation in S
 #define BR 64 // query rows per workgroup
 #define BC 64 // keys per tile
 #ifdef SMALL
@@ -51,23 +55,28 @@ spirv_execution_mode(extensions = ["SPV_KHR_float_controls"], capabilities = [44
 #else
 #define DK 32
 #endif
-#if defined(SMALL) || DMAX == 64
-#define VK 32 // keys of a PV stage
+#if defined(SMALL)
+#define VK (512 / TX) // keys of a PV stage
+#elif DMAX == 64
+#define VK 32
 #else
-#define VK 64
+#define VK (1024 / TX)
 #endif
 #define KV4 (DK / 4)             // vec4 per row of a q or k chunk
 #define DV4 (DMAX / 4)           // vec4 per global row
-#define DPT4 (DMAX / 64)         // 64-dim halves of O (one vec4 of each per invocation and row)
+#define NH (DV4 / TX)            // parts of O's dims (one vec4 of each per invocation and row)
 #define NQK (DMAX / DK)          // QK^T stages per tile
 #define NVK (BC / VK)            // PV stages per half
-#define NV (DPT4 * NVK)          // PV stages per tile
+#define NV (NH * NVK)            // PV stages per tile
 #define QN (BR * KV4)            // vec4 of a q chunk (= of a k chunk: BR == BC)
 #define QK_PER (2 * QN / WG)     // vec4 per invocation of a QK^T stage
-#define V_PER (VK * 16 / WG)     // vec4 per invocation of a PV stage
-#define STAGE max(2 * QN, VK * 16) // vec4 of a stage buffer
+#define V_PER (VK * TX / WG)     // vec4 per invocation of a PV stage
+#define STAGE max(2 * QN, VK * TX) // vec4 of a stage buffer
 #define SP (2 * STAGE)           // P [BC][BR / 4 vec4] after the two stage buffers
 #define SPT max(QK_PER, V_PER)
+#if NH < 1 || (DV4 % TX) != 0
+#error "TX 32 needs DMAX 128"
+#endif
 #if (NQK % 2) != 0 || (NV % 2) != 0
 #error "the stage sequence assumes even NQK and NV (buffer 1 free during the softmax)"
 #endif
@@ -111,19 +120,19 @@ void fetch_v(uint kv0, uint v) {
     const uint h = v / NVK, kc = v % NVK;
     [[unroll]] for (uint i = 0u; i < V_PER; ++i) {
         const uint e = g_lid + WG * i;
-        const uint key = kv0 + kc * VK + e / 16u, d4 = e % 16u;
+        const uint key = kv0 + kc * VK + e / TX, d4 = e % TX;
         stg[i] = vec4(0.0f);
-        if (attended(key, g_kv_end, g_masked, g_mask_base)) stg[i] = v4[g_kv_base4 + key * DV4 + h * 16u + d4];
+        if (attended(key, g_kv_end, g_masked, g_mask_base)) stg[i] = v4[g_kv_base4 + key * DV4 + h * TX + d4];
     }
 }
 
 void put_v(uint buf) {
-    [[unroll]] for (uint i = 0u; i < V_PER; ++i) sh[buf + g_lid + WG * i] = stg[i]; // [key][16 vec4]
+    [[unroll]] for (uint i = 0u; i < V_PER; ++i) sh[buf + g_lid + WG * i] = stg[i]; // [key][TX vec4]
 }
 
 void main() {
     const uint lid = gl_LocalInvocationID.x;
-    const uint tx = lid % 16u, ty = lid / 16u;
+    const uint tx = lid % TX, ty = lid / TX;
     const uint row0 = gl_WorkGroupID.x * BR;
     const uint bh = gl_WorkGroupID.y; // inside the piece
     const uint b = (pc.bh0 + bh) / pc.heads;
@@ -133,14 +142,14 @@ void main() {
     const float scale = uintBitsToFloat(keys[pc.scales + pc.bh0 + bh]);
     g_lid = lid, g_row0 = row0, g_q_base4 = bh * pc.seq_q * DV4, g_kv_base4 = bh * pc.seq_kv * DV4;
     g_kv_end = kv_end, g_mask_base = mask_base, g_masked = masked;
-    const uint ksw = SW(tx); // = SW(tx + 16 c)
+    const uint ksw = SW(tx); // = SW(tx + TX c)
 
     float m[8]; // running row maxima (equal in the 16 invocations of a row)
     float l[8]; // this invocation's partial row sums
-    vec4 o[8][DPT4];
+    vec4 o[8][NH];
     [[unroll]] for (int r = 0; r < 8; ++r) {
         m[r] = -INF, l[r] = 0.0f;
-        [[unroll]] for (int h = 0; h < DPT4; ++h) o[r][h] = vec4(0.0f);
+        [[unroll]] for (int h = 0; h < NH; ++h) o[r][h] = vec4(0.0f);
     }
 
     const uint n_tiles = (kv_end + BC - 1u) / BC;
@@ -152,9 +161,9 @@ void main() {
     for (uint tile = 0u; tile < n_tiles; ++tile) {
         const uint kv0 = tile * BC;
 
-        // ---- QK^T stages: s[r][c] = q[8 ty + r] . k[kv0 + tx + 16 c] -----------------------------
-        vec4 s[8];
-        [[unroll]] for (int r = 0; r < 8; ++r) s[r] = vec4(0.0f);
+        // ---- QK^T stages: s[r][c] = q[8 ty + r] . k[kv0 + tx + TX c] -----------------------------
+        float s[8][KPT];
+        [[unroll]] for (int r = 0; r < 8; ++r)[[unroll]] for (int cc = 0; cc < KPT; ++cc) s[r][cc] = 0.0f;
         [[dont_unroll]] for (uint c = 0u; c < NQK; ++c) {
             const uint buf = (c % 2u) * STAGE;
 #ifdef PREFETCH
@@ -163,15 +172,15 @@ void main() {
             else
                 fetch_v(kv0, 0u);
 #endif
-            vec4 part[8]; // this chunk's sums
-            [[unroll]] for (int r = 0; r < 8; ++r) part[r] = vec4(0.0f);
+            float part[8][KPT]; // this chunk's sums
+            [[unroll]] for (int r = 0; r < 8; ++r)[[unroll]] for (int cc = 0; cc < KPT; ++cc) part[r][cc] = 0.0f;
             [[unroll]] for (uint d4 = 0u; d4 < KV4; ++d4) {
-                vec4 kk[4];
-                [[unroll]] for (uint cc = 0u; cc < 4u; ++cc)
-                    kk[cc] = sh[buf + QN + (tx + 16u * cc) * KV4 + (d4 ^ ksw)];
+                vec4 kk[KPT];
+                [[unroll]] for (uint cc = 0u; cc < KPT; ++cc)
+                    kk[cc] = sh[buf + QN + (tx + TX * cc) * KV4 + (d4 ^ ksw)];
                 [[unroll]] for (uint r = 0u; r < 8u; ++r) {
                     const vec4 qq = sh[buf + (8u * ty + r) * KV4 + (d4 ^ SW(r))];
-                    [[unroll]] for (uint cc = 0u; cc < 4u; ++cc) {
+                    [[unroll]] for (uint cc = 0u; cc < KPT; ++cc) {
                         float t = part[r][cc];
                         t = fma(qq.x, kk[cc].x, t);
                         t = fma(qq.y, kk[cc].y, t);
@@ -181,9 +190,9 @@ void main() {
                     }
                 }
             }
-            [[unroll]] for (int r = 0; r < 8; ++r) {
-                precise vec4 joined = s[r] + part[r];
-                s[r] = joined;
+            [[unroll]] for (int r = 0; r < 8; ++r)[[unroll]] for (int cc = 0; cc < KPT; ++cc) {
+                precise float joined = s[r][cc] + part[r][cc];
+                s[r][cc] = joined;
             }
 #ifndef PREFETCH
             if (c + 1u < NQK)
@@ -201,8 +210,8 @@ void main() {
         // ---- key padding, row max (partials in buffer 1, free until the second PV stage) -------
         float pmax[8];
         [[unroll]] for (int r = 0; r < 8; ++r) pmax[r] = -INF;
-        [[unroll]] for (uint cc = 0u; cc < 4u; ++cc) {
-            const bool attend = attended(kv0 + tx + 16u * cc, kv_end, masked, mask_base);
+        [[unroll]] for (uint cc = 0u; cc < KPT; ++cc) {
+            const bool attend = attended(kv0 + tx + TX * cc, kv_end, masked, mask_base);
             [[unroll]] for (uint r = 0u; r < 8u; ++r) {
                 s[r][cc] = attend ? s[r][cc] : -INF; // the raw dot product: scaled inside the exp below
                 pmax[r] = max(pmax[r], s[r][cc] * scale);
@@ -214,7 +223,7 @@ void main() {
         float alpha[8];
         [[unroll]] for (uint g = 0u; g < 2u; ++g) {
             vec4 mx = sh[STAGE + 2u * ty + g];
-            [[unroll]] for (uint t = 1u; t < 16u; ++t) mx = max(mx, sh[STAGE + t * 16u + 2u * ty + g]);
+            [[unroll]] for (uint t = 1u; t < TX; ++t) mx = max(mx, sh[STAGE + t * 16u + 2u * ty + g]);
 
             // ---- exp, tile sums, rescale ------------------------------------------------------
             [[unroll]] for (uint i = 0u; i < 4u; ++i) {
@@ -223,7 +232,7 @@ void main() {
                 alpha[r] = m_new == m[r] ? 1.0f : exp_f32(m[r] - m_new);
                 m[r] = m_new;
                 precise float tile_sum = 0.0f;
-                [[unroll]] for (uint cc = 0u; cc < 4u; ++cc) {
+                [[unroll]] for (uint cc = 0u; cc < KPT; ++cc) {
                     // scale s - m in one rounding (fma); the row's largest (rounded, finite) logit gets
                     // x = 0, weight exactly 1, whether or not the driver fuses the fma (see attn_f32.comp)
                     const float t = s[r][cc] * scale;
@@ -236,9 +245,9 @@ void main() {
                 l[r] = lr + tile_sum;
             }
         }
-        [[unroll]] for (uint cc = 0u; cc < 4u; ++cc) // P [key][row]: key tx + 16 cc, swizzled by key % 16 = tx
+        [[unroll]] for (uint cc = 0u; cc < KPT; ++cc) // P [key][row]: key tx + TX cc, swizzled by key % 16
             [[unroll]] for (uint g = 0u; g < 2u; ++g)
-                sh[SP + (tx + 16u * cc) * 16u + ((2u * ty + g) ^ tx)] =
+                sh[SP + (tx + TX * cc) * 16u + ((2u * ty + g) ^ (tx % 16u))] =
                     vec4(s[4u * g][cc], s[4u * g + 1u][cc], s[4u * g + 2u][cc], s[4u * g + 3u][cc]);
         barrier();
 
@@ -258,7 +267,7 @@ void main() {
                 const uint key = kc * VK + j; // (key % 16 = j % 16: VK is a multiple of 16)
                 const vec4 p0 = sh[SP + key * 16u + ((2u * ty) ^ (j % 16u))];
                 const vec4 p1 = sh[SP + key * 16u + ((2u * ty + 1u) ^ (j % 16u))];
-                const vec4 vv = sh[buf + j * 16u + tx];
+                const vec4 vv = sh[buf + j * TX + tx];
                 [[unroll]] for (uint i = 0u; i < 4u; ++i) {
                     acc[i] = fma(vec4(p0[i]), vv, acc[i]);
                     acc[4u + i] = fma(vec4(p1[i]), vv, acc[4u + i]);
@@ -266,7 +275,7 @@ void main() {
             }
             if (kc == NVK - 1u) { // the half's tile sum is complete: join it
                 const uint h = v / NVK;
-                [[unroll]] for (uint hh = 0u; hh < DPT4; ++hh) {
+                [[unroll]] for (uint hh = 0u; hh < NH; ++hh) {
                     if (hh == h) {
                         [[unroll]] for (uint r = 0u; r < 8u; ++r) {
                             precise vec4 scaled = o[r][hh] * alpha[r];
@@ -297,7 +306,7 @@ void main() {
     float total[8];
     [[unroll]] for (uint g = 0u; g < 2u; ++g) {
         precise vec4 sum = sh[2u * ty + g];
-        [[unroll]] for (uint t = 1u; t < 16u; ++t) sum += sh[t * 16u + 2u * ty + g];
+        [[unroll]] for (uint t = 1u; t < TX; ++t) sum += sh[t * 16u + 2u * ty + g];
         [[unroll]] for (uint i = 0u; i < 4u; ++i) total[4u * g + i] = sum[i];
     }
 
@@ -306,9 +315,9 @@ void main() {
         if (row >= pc.seq_q) continue;
         const bool empty = total[r] == 0.0f; // no attended key: out row +0.0, lse -inf
         const uint ob = (bh * pc.seq_q + row) * DMAX;
-        [[unroll]] for (uint h = 0u; h < DPT4; ++h) {
+        [[unroll]] for (uint h = 0u; h < NH; ++h) {
             const vec4 y = empty ? vec4(0.0f) : o[r][h] / total[r];
-            [[unroll]] for (uint t = 0u; t < 4u; ++t) out1[ob + 64u * h + 4u * tx + t] = y[t];
+            [[unroll]] for (uint t = 0u; t < 4u; ++t) out1[ob + 4u * (TX * h + tx) + t] = y[t];
         }
         if ((pc.flags & 2u) != 0u && tx == 0u) lse1[bh * pc.seq_q + row] = empty ? -INF : m[r] + log(total[r]);
     }
