@@ -42,4 +42,9 @@ if(JATTN_VULKAN_ENABLED)
   set_tests_properties(test_edges_vk_kernel7 test_padding_vk_kernel7 PROPERTIES SKIP_RETURN_CODE 77
                        ENVIRONMENT "JATTN_VK_KERNEL=7")
   set_tests_properties(test_vulkan_kernel6 PROPERTIES SKIP_RETURN_CODE 77 ENVIRONMENT "JATTN_VK_KERNEL=6")
+  # and its TX=32, RPT=4 form (head dim 128): JATTN_VK_KERNEL=9 through the edge suite, 8 through test_vulkan.
+  add_test(NAME test_edges_vk_kernel9 COMMAND test_edges vk)
+  add_test(NAME test_vulkan_kernel8 COMMAND test_vulkan)
+  set_tests_properties(test_edges_vk_kernel9 PROPERTIES SKIP_RETURN_CODE 77 ENVIRONMENT "JATTN_VK_KERNEL=9")
+  set_tests_properties(test_vulkan_kernel8 PROPERTIES SKIP_RETURN_CODE 77 ENVIRONMENT "JATTN_VK_KERNEL=8")
 endif()

@@ -5,7 +5,7 @@
 # as built by bench/vulkan/build_carry.sh. Writes gpu.txt, tests.txt, bench.jsonl, summary.txt under $OUT.
 # JATTN_VK_KERNEL values: TEST_KERNELS go through the vk suites, BENCH_KERNELS through vk_bench at
 # (1,24,1536,128), (1,24,4608,128), (1,24,1536,64), SMALL_KERNELS also in their 32 KiB forms, then
-# SCALE_KERNEL at (1,H,1536,128) for H in SCALE_HEADS.
+# SCALE_KERNEL at (1,H,1536,128) for H in SCALE_HEADS. "default": JATTN_VK_KERNEL empty (the device's default).
 cd "$(dirname "$0")" || exit 1
 OUT=${OUT:-/tmp/vk-out}
 TEST_KERNELS=${TEST_KERNELS:-"4 5"}
@@ -21,7 +21,8 @@ nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader |
 {
     echo "== float controls (vk_bench 1 1 64 64 2)"
     timeout 60 ./vk_bench 1 1 64 64 2
-    for k in $TEST_KERNELS; do
+    for k0 in $TEST_KERNELS; do
+        k=$k0; [ "$k" = default ] && k=
         echo "== test_vulkan, JATTN_VK_KERNEL=$k"
         JATTN_VK_KERNEL=$k timeout 90 ./test_vulkan 2>&1 | grep -v "^ok   normal\|^ok   refusals\|^ok   context"
         echo "== test_edges vk, JATTN_VK_KERNEL=$k"
@@ -34,10 +35,11 @@ nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader |
 } 2>&1 | tee "$OUT/tests.txt"
 {
     for shape in "1536 128" "4608 128" "1536 64"; do
-        for k in $BENCH_KERNELS; do JATTN_VK_KERNEL=$k timeout 60 ./vk_bench 1 24 $shape 10; done
+        for k in $BENCH_KERNELS; do [ "$k" = default ] && k=; JATTN_VK_KERNEL=$k timeout 60 ./vk_bench 1 24 $shape 10; done
         for k in $SMALL_KERNELS; do JATTN_VK_KERNEL=$k JATTN_VK_SHARED_LIMIT=32768 timeout 60 ./vk_bench 1 24 $shape 10; done
     done
     # throughput against the number of workgroups (24 per head at S = 1536 with 64-row workgroups)
+    [ "$SCALE_KERNEL" = default ] && SCALE_KERNEL=
     for h in $SCALE_HEADS; do JATTN_VK_KERNEL=$SCALE_KERNEL timeout 60 ./vk_bench 1 $h 1536 128 10; done
     PYTHONUNBUFFERED=1 timeout 120 python3 torch_sdpa_peer.py 1536 4608 1536:64
 } 2>&1 | tee "$OUT/bench.jsonl"

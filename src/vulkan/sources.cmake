@@ -32,6 +32,9 @@ list(APPEND JATTN_VK_MODULES "64x32r" "128x32r" "128x32rs" "64x32rp" "128x32rp" 
 list(APPEND JATTN_VK_MODULES "64x64t" "128x64t" "64x64ts" "128x64ts" "64x64tp" "128x64tp" "64x64tsp" "128x64tsp")
 # The same with TX=32 ("tw": 256 invocations, 8 x 2 blocks of S, 8 x 4 of O) for 128 only: JATTN_VK_KERNEL=6 or 7.
 list(APPEND JATTN_VK_MODULES "128x64tw" "128x64tws" "128x64twp" "128x64twsp")
+# And with TX=32, RPT=4 ("tq": 512 invocations, 4 x 2 blocks of S, 4 x 4 of O, fewer registers per
+# invocation): JATTN_VK_KERNEL=8 or 9.
+list(APPEND JATTN_VK_MODULES "128x64tq" "128x64tqs" "128x64tqp" "128x64tqsp")
 
 if(JATTN_VULKAN STREQUAL "AUTO" OR JATTN_VULKAN STREQUAL "ON")
   find_program(JATTN_GLSLC glslc)
@@ -62,7 +65,7 @@ if(JATTN_VULKAN_ENABLED)
   file(MAKE_DIRECTORY ${_vk_out})
   set(_vk_spvs "")
   foreach(module ${JATTN_VK_MODULES})
-    string(REGEX MATCH "^([0-9]+)x([0-9]+)(w|r|rs|rp|rsp|t|ts|tp|tsp|tw|tws|twp|twsp)?$" _m ${module})
+    string(REGEX MATCH "^([0-9]+)x([0-9]+)(w|r|rs|rp|rsp|t|ts|tp|tsp|tw|tws|twp|twsp|tq|tqs|tqp|tqsp)?$" _m ${module})
     set(dmax ${CMAKE_MATCH_1})
     set(rows ${CMAKE_MATCH_2})
     set(_form "${CMAKE_MATCH_3}")
@@ -75,6 +78,9 @@ if(JATTN_VULKAN_ENABLED)
       endif()
       if(_form MATCHES "^tw")
         list(APPEND _defs -DTX=32)
+      endif()
+      if(_form MATCHES "^tq")
+        list(APPEND _defs -DTX=32 -DRPT=4)
       endif()
       if(_form MATCHES "s")
         list(APPEND _defs -DSMALL=1)

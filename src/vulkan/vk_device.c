@@ -248,7 +248,7 @@ static void probe(void) {
     d->wide = wide && strcmp(wide, "1") == 0;
     /* The kernel: JATTN_VK_KERNEL=2 picks attn2_f32.comp (head dims 64 and 128), 3 the same with
      * PREFETCH, 4 attn3_f32.comp (head dims 64 and 128), 5 the same with PREFETCH, 6 and 7 attn3_f32.comp with
-     * TX=32 (head dim 128), 1 attn_f32.comp. */
+     * TX=32 (head dim 128), 8 and 9 with TX=32 and RPT=4 (head dim 128), 1 attn_f32.comp. */
     const char *kernel = getenv("JATTN_VK_KERNEL");
     /* Shared memory the modules may use: the device's, or less with JATTN_VK_SHARED_LIMIT=<bytes>
      * (the 32 KiB modules on a 48 KiB device: measurements, Apple's limit). */
@@ -258,7 +258,10 @@ static void probe(void) {
         const unsigned long long c = strtoull(shared, NULL, 10);
         if (c >= JATTN_VK_SHARED_BYTES && c < d->shared_limit) d->shared_limit = (uint32_t)c;
     }
-    d->kernel = kernel && kernel[0] >= '2' && kernel[0] <= '7' && kernel[1] == '\0' ? kernel[0] - '0' : 1;
+    d->kernel = kernel && kernel[0] >= '1' && kernel[0] <= '9' && kernel[1] == '\0' ? kernel[0] - '0' : 1;
+    /* NVIDIA: attn3_f32.comp with TX=32 and PREFETCH (kind 7) by default, where the family has it
+     * (head dim 128): measured faster than attn_f32.comp on the H200 (src/vulkan/NOTES.md). */
+    if (!(kernel && kernel[0]) && d->props.vendorID == 0x10DE) d->kernel = 7;
     VkPhysicalDeviceFloatControlsProperties fc;
     memset(&fc, 0, sizeof fc);
     fc.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FLOAT_CONTROLS_PROPERTIES;

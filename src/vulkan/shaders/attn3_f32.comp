@@ -46,7 +46,11 @@ spirv_execution_mode(extensions = ["SPV_KHR_float_controls"], capabilities = [44
 #ifndef TX
 #define TX 16 // invocations along the keys of S and the dims of O (16, or 32 at DMAX 128)
 #endif
-#define WG (8 * TX)
+#ifndef RPT
+#define RPT 8 // query rows per invocation (8, or 4)
+#endif
+#define G (RPT / 4) // vec4 groups of rows per invocation
+#define WG ((64 / RPT) * TX)
 #define KPT (BC / TX) // keys per invocation in S
 #define BR 64 // query rows per workgroup
 #define BC 64 // keys per tile
@@ -98,7 +102,7 @@ void fetch_qk(uint kv0, uint c) {
     [[unroll]] for (uint i = 0u; i < QK_PER; ++i) {
         const uint e = g_lid + WG * i;
         stg[i] = vec4(0.0f);
-        if (i < QK_PER / 2) {
+        if (QN % WG == 0 ? WG * i < QN : e < QN) { // (known at compile time where QN is a multiple of WG)
             const uint row = e / KV4, d4 = e % KV4;
             if (g_row0 + row < pc.seq_q) stg[i] = q4[g_q_base4 + (g_row0 + row) * DV4 + c * KV4 + d4];
         } else {
@@ -111,8 +115,9 @@ void fetch_qk(uint kv0, uint c) {
 void put_qk(uint buf) {
     [[unroll]] for (uint i = 0u; i < QK_PER; ++i) {
         const uint e = g_lid + WG * i;
-        const uint x = (i < QK_PER / 2 ? e : e - QN) / KV4, d4 = e % KV4;
-        sh[buf + (i < QK_PER / 2 ? 0u : QN) + x * KV4 + (d4 ^ SW(x))] = stg[i];
+        const bool is_q = QN % WG == 0 ? WG * i < QN : e < QN;
+        const uint x = (is_q ? e : e - QN) / KV4, d4 = e % KV4;
+        sh[buf + (is_q ? 0u : QN) + x * KV4 + (d4 ^ SW(x))] = stg[i];
     }
 }
 
@@ -144,10 +149,10 @@ void main() {
     g_kv_end = kv_end, g_mask_base = mask_base, g_masked = masked;
     const uint ksw = SW(tx); // = SW(tx + TX c)
 
-    float m[8]; // running row maxima (equal in the 16 invocations of a row)
-    float l[8]; // this invocation's partial row sums
-    vec4 o[8][NH];
-    [[unroll]] for (int r = 0; r < 8; ++r) {
+    float m[RPT]; // running row maxima (equal in the 16 invocations of a row)
+    float l[RPT]; // this invocation's partial row sums
+    vec4 o[RPT][NH];
+    [[unroll]] for (int r = 0; r < RPT; ++r) {
         m[r] = -INF, l[r] = 0.0f;
         [[unroll]] for (int h = 0; h < NH; ++h) o[r][h] = vec4(0.0f);
     }
@@ -162,8 +167,8 @@ void main() {
         const uint kv0 = tile * BC;
 
         // ---- QK^T stages: s[r][c] = q[8 ty + r] . k[kv0 + tx + TX c] -----------------------------
-        float s[8][KPT];
-        [[unroll]] for (int r = 0; r < 8; ++r)[[unroll]] for (int cc = 0; cc < KPT; ++cc) s[r][cc] = 0.0f;
+        float s[RPT][KPT];
+        [[unroll]] for (int r = 0; r < RPT; ++r)[[unroll]] for (int cc = 0; cc < KPT; ++cc) s[r][cc] = 0.0f;
         [[dont_unroll]] for (uint c = 0u; c < NQK; ++c) {
             const uint buf = (c % 2u) * STAGE;
 #ifdef PREFETCH
@@ -172,14 +177,14 @@ void main() {
             else
                 fetch_v(kv0, 0u);
 #endif
-            float part[8][KPT]; // this chunk's sums
-            [[unroll]] for (int r = 0; r < 8; ++r)[[unroll]] for (int cc = 0; cc < KPT; ++cc) part[r][cc] = 0.0f;
+            float part[RPT][KPT]; // this chunk's sums
+            [[unroll]] for (int r = 0; r < RPT; ++r)[[unroll]] for (int cc = 0; cc < KPT; ++cc) part[r][cc] = 0.0f;
             [[unroll]] for (uint d4 = 0u; d4 < KV4; ++d4) {
                 vec4 kk[KPT];
                 [[unroll]] for (uint cc = 0u; cc < KPT; ++cc)
                     kk[cc] = sh[buf + QN + (tx + TX * cc) * KV4 + (d4 ^ ksw)];
-                [[unroll]] for (uint r = 0u; r < 8u; ++r) {
-                    const vec4 qq = sh[buf + (8u * ty + r) * KV4 + (d4 ^ SW(r))];
+                [[unroll]] for (uint r = 0u; r < RPT; ++r) {
+                    const vec4 qq = sh[buf + (RPT * ty + r) * KV4 + (d4 ^ SW(RPT * ty + r))];
                     [[unroll]] for (uint cc = 0u; cc < KPT; ++cc) {
                         float t = part[r][cc];
                         t = fma(qq.x, kk[cc].x, t);
@@ -190,7 +195,7 @@ void main() {
                     }
                 }
             }
-            [[unroll]] for (int r = 0; r < 8; ++r)[[unroll]] for (int cc = 0; cc < KPT; ++cc) {
+            [[unroll]] for (int r = 0; r < RPT; ++r)[[unroll]] for (int cc = 0; cc < KPT; ++cc) {
                 precise float joined = s[r][cc] + part[r][cc];
                 s[r][cc] = joined;
             }
@@ -208,22 +213,22 @@ void main() {
         }
 
         // ---- key padding, row max (partials in buffer 1, free until the second PV stage) -------
-        float pmax[8];
-        [[unroll]] for (int r = 0; r < 8; ++r) pmax[r] = -INF;
+        float pmax[RPT];
+        [[unroll]] for (int r = 0; r < RPT; ++r) pmax[r] = -INF;
         [[unroll]] for (uint cc = 0u; cc < KPT; ++cc) {
             const bool attend = attended(kv0 + tx + TX * cc, kv_end, masked, mask_base);
-            [[unroll]] for (uint r = 0u; r < 8u; ++r) {
+            [[unroll]] for (uint r = 0u; r < RPT; ++r) {
                 s[r][cc] = attend ? s[r][cc] : -INF; // the raw dot product: scaled inside the exp below
                 pmax[r] = max(pmax[r], s[r][cc] * scale);
             }
         }
-        [[unroll]] for (uint g = 0u; g < 2u; ++g)
-            sh[STAGE + tx * 16u + 2u * ty + g] = vec4(pmax[4u * g], pmax[4u * g + 1u], pmax[4u * g + 2u], pmax[4u * g + 3u]);
+        [[unroll]] for (uint g = 0u; g < G; ++g)
+            sh[STAGE + tx * 16u + G * ty + g] = vec4(pmax[4u * g], pmax[4u * g + 1u], pmax[4u * g + 2u], pmax[4u * g + 3u]);
         barrier();
-        float alpha[8];
-        [[unroll]] for (uint g = 0u; g < 2u; ++g) {
-            vec4 mx = sh[STAGE + 2u * ty + g];
-            [[unroll]] for (uint t = 1u; t < TX; ++t) mx = max(mx, sh[STAGE + t * 16u + 2u * ty + g]);
+        float alpha[RPT];
+        [[unroll]] for (uint g = 0u; g < G; ++g) {
+            vec4 mx = sh[STAGE + G * ty + g];
+            [[unroll]] for (uint t = 1u; t < TX; ++t) mx = max(mx, sh[STAGE + t * 16u + G * ty + g]);
 
             // ---- exp, tile sums, rescale ------------------------------------------------------
             [[unroll]] for (uint i = 0u; i < 4u; ++i) {
@@ -246,14 +251,14 @@ void main() {
             }
         }
         [[unroll]] for (uint cc = 0u; cc < KPT; ++cc) // P [key][row]: key tx + TX cc, swizzled by key % 16
-            [[unroll]] for (uint g = 0u; g < 2u; ++g)
-                sh[SP + (tx + TX * cc) * 16u + ((2u * ty + g) ^ (tx % 16u))] =
+            [[unroll]] for (uint g = 0u; g < G; ++g)
+                sh[SP + (tx + TX * cc) * 16u + ((G * ty + g) ^ (tx % 16u))] =
                     vec4(s[4u * g][cc], s[4u * g + 1u][cc], s[4u * g + 2u][cc], s[4u * g + 3u][cc]);
         barrier();
 
         // ---- PV stages: per half h, acc = P V over the tile, then O = O alpha + acc ------------
-        vec4 acc[8];
-        [[unroll]] for (int r = 0; r < 8; ++r) acc[r] = vec4(0.0f);
+        vec4 acc[RPT];
+        [[unroll]] for (int r = 0; r < RPT; ++r) acc[r] = vec4(0.0f);
         [[dont_unroll]] for (uint v = 0u; v < NV; ++v) {
             const uint buf = (v % 2u) * STAGE;
             const uint kc = v % NVK;
@@ -265,25 +270,23 @@ void main() {
 #endif
             [[unroll]] for (uint j = 0u; j < VK; ++j) {
                 const uint key = kc * VK + j; // (key % 16 = j % 16: VK is a multiple of 16)
-                const vec4 p0 = sh[SP + key * 16u + ((2u * ty) ^ (j % 16u))];
-                const vec4 p1 = sh[SP + key * 16u + ((2u * ty + 1u) ^ (j % 16u))];
+                vec4 pp[G];
+                [[unroll]] for (uint g = 0u; g < G; ++g) pp[g] = sh[SP + key * 16u + ((G * ty + g) ^ (j % 16u))];
                 const vec4 vv = sh[buf + j * TX + tx];
-                [[unroll]] for (uint i = 0u; i < 4u; ++i) {
-                    acc[i] = fma(vec4(p0[i]), vv, acc[i]);
-                    acc[4u + i] = fma(vec4(p1[i]), vv, acc[4u + i]);
-                }
+                [[unroll]] for (uint g = 0u; g < G; ++g)[[unroll]] for (uint i = 0u; i < 4u; ++i)
+                    acc[4u * g + i] = fma(vec4(pp[g][i]), vv, acc[4u * g + i]);
             }
             if (kc == NVK - 1u) { // the half's tile sum is complete: join it
                 const uint h = v / NVK;
                 [[unroll]] for (uint hh = 0u; hh < NH; ++hh) {
                     if (hh == h) {
-                        [[unroll]] for (uint r = 0u; r < 8u; ++r) {
+                        [[unroll]] for (uint r = 0u; r < RPT; ++r) {
                             precise vec4 scaled = o[r][hh] * alpha[r];
                             o[r][hh] = scaled + acc[r];
                         }
                     }
                 }
-                [[unroll]] for (int r = 0; r < 8; ++r) acc[r] = vec4(0.0f);
+                [[unroll]] for (int r = 0; r < RPT; ++r) acc[r] = vec4(0.0f);
             }
 #ifndef PREFETCH
             if (v + 1u < NV)
@@ -300,18 +303,18 @@ void main() {
     }
 
     // ---- the row sums: 16 partials per row, added in a fixed order ---------------------------
-    [[unroll]] for (uint g = 0u; g < 2u; ++g)
-        sh[tx * 16u + 2u * ty + g] = vec4(l[4u * g], l[4u * g + 1u], l[4u * g + 2u], l[4u * g + 3u]);
+    [[unroll]] for (uint g = 0u; g < G; ++g)
+        sh[tx * 16u + G * ty + g] = vec4(l[4u * g], l[4u * g + 1u], l[4u * g + 2u], l[4u * g + 3u]);
     barrier();
-    float total[8];
-    [[unroll]] for (uint g = 0u; g < 2u; ++g) {
-        precise vec4 sum = sh[2u * ty + g];
-        [[unroll]] for (uint t = 1u; t < TX; ++t) sum += sh[t * 16u + 2u * ty + g];
+    float total[RPT];
+    [[unroll]] for (uint g = 0u; g < G; ++g) {
+        precise vec4 sum = sh[G * ty + g];
+        [[unroll]] for (uint t = 1u; t < TX; ++t) sum += sh[t * 16u + G * ty + g];
         [[unroll]] for (uint i = 0u; i < 4u; ++i) total[4u * g + i] = sum[i];
     }
 
-    [[unroll]] for (uint r = 0u; r < 8u; ++r) {
-        const uint row = row0 + 8u * ty + r;
+    [[unroll]] for (uint r = 0u; r < RPT; ++r) {
+        const uint row = row0 + RPT * ty + r;
         if (row >= pc.seq_q) continue;
         const bool empty = total[r] == 0.0f; // no attended key: out row +0.0, lse -inf
         const uint ob = (bh * pc.seq_q + row) * DMAX;
