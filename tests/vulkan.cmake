@@ -47,4 +47,11 @@ if(JATTN_VULKAN_ENABLED)
   add_test(NAME test_vulkan_kernel8 COMMAND test_vulkan)
   set_tests_properties(test_edges_vk_kernel9 PROPERTIES SKIP_RETURN_CODE 77 ENVIRONMENT "JATTN_VK_KERNEL=9")
   set_tests_properties(test_vulkan_kernel8 PROPERTIES SKIP_RETURN_CODE 77 ENVIRONMENT "JATTN_VK_KERNEL=8")
+  # The 48 KiB modules NVIDIA runs by default (JATTN_VK_KERNEL=7: attn3_f32.comp, TX=32, PREFETCH):
+  # lavapipe reports 32 KiB of shared memory but runs them; JATTN_VK_SHARED_LIMIT raises the limit
+  # on a software device only (vk_device.c).
+  add_test(NAME test_edges_vk_kernel7_48k COMMAND test_edges vk)
+  add_test(NAME test_vulkan_kernel7_48k COMMAND test_vulkan)
+  set_tests_properties(test_edges_vk_kernel7_48k test_vulkan_kernel7_48k PROPERTIES SKIP_RETURN_CODE 77
+                       ENVIRONMENT "JATTN_VK_KERNEL=7;JATTN_VK_SHARED_LIMIT=49152")
 endif()
