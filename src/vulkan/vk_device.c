@@ -444,8 +444,8 @@ const char *jattn_vk_pipeline_statistics(const char *kernel, char *buf, size_t l
     vk_device *d = vk_device_get();
     if (len) buf[0] = '\0';
     if (d->status != JATTN_OK || !d->pipeline_stats || !d->device_ready) return buf;
-    PFN_vkGetPipelineExecutableStatisticsKHR stats =
-        (PFN_vkGetPipelineExecutableStatisticsKHR)d->f.vkGetDeviceProcAddr(d->device, "vkGetPipelineExecutableStatisticsKHR");
+    PFN_vkGetPipelineExecutableStatisticsKHR stats = (PFN_vkGetPipelineExecutableStatisticsKHR)d->f.vkGetDeviceProcAddr(
+        d->device, "vkGetPipelineExecutableStatisticsKHR");
     if (!stats) return buf;
     size_t o = 0;
     for (int m = 0; m < jattn_vk_module_count; m++) {

@@ -43,14 +43,14 @@ typedef struct vk_device {
     VkPhysicalDeviceMemoryProperties mem;
     int is_cpu; /* a software device (lavapipe): never chosen by auto */
     uint32_t queue_family;
-    int timestamps;        /* the queue writes timestamps */
-    uint64_t max_binding;  /* bytes one storage-buffer binding may cover */
-    int rows;              /* rows per workgroup: 128 unless JATTN_VK_ROWS=64 */
-    int wide;              /* the 48 KiB (dk32) modules allowed (JATTN_VK_WIDE=1; where shared memory suffices) */
-    uint32_t shared_limit; /* shared memory a module may declare: the device's, JATTN_VK_SHARED_LIMIT lowers it */
-    int kernel; /* module kind wanted (JATTN_VK_KERNEL): 2, 3 attn2_f32.comp, 4, 5 attn3_f32.comp where the family has one, else 1 */
+    int timestamps;           /* the queue writes timestamps */
+    uint64_t max_binding;     /* bytes one storage-buffer binding may cover */
+    int rows;                 /* rows per workgroup: 128 unless JATTN_VK_ROWS=64 */
+    int wide;                 /* the 48 KiB (dk32) modules allowed (JATTN_VK_WIDE=1; where shared memory suffices) */
+    uint32_t shared_limit;    /* shared memory a module may declare: the device's, JATTN_VK_SHARED_LIMIT lowers it */
+    int kernel;               /* module kind wanted (JATTN_VK_KERNEL; NVIDIA 7, else 1): 2-3 attn2, 4-9 attn3 */
     int denorm_preserve;      /* the device keeps float32 denormals when a module asks (DenormPreserve) */
-    int pipeline_stats; /* JATTN_VK_PIPELINE_STATS=1 and VK_KHR_pipeline_executable_properties: statistics captured */
+    int pipeline_stats;       /* JATTN_VK_PIPELINE_STATS=1 and the driver has VK_KHR_pipeline_executable_properties */
     char float_controls[200]; /* the float-controls properties, one line (jattn_vk_float_controls) */
     char isa[VK_MAX_PHYSICAL_DEVICE_NAME_SIZE + 16]; /* "vulkan: <device name>" */
     const char *device_extensions[3];

@@ -1,31 +1,34 @@
 #version 450
-// vk_flash3_f32_d<DMAX>_64x64[_s32k][_pf]: exact-f32 flash attention forward for head-dim families
-// DMAX = 64 and 128, shaped for the FMA rate of SIMT GPUs (NVIDIA, AMD): 128 invocations, 64 query
-// rows, 8 x 4 register blocks of S = Q K^T and 8 x 4 blocks of O += P V per 64-dim half, every
-// operand staged once per tile in double-buffered shared memory, one barrier per stage.
+// vk_flash3_f32_d<DMAX>_64x64[_tx32|_tx32r4][_s32k][_pf]: exact-f32 flash attention forward for
+// head-dim families DMAX = 64 and 128, shaped for the FMA rate of SIMT GPUs (NVIDIA, AMD): 64 query
+// rows per workgroup, RPT-row register blocks in both products, every operand staged once per tile
+// in double-buffered shared memory, one barrier per stage. Forms: TX = 16 (128 invocations, 8 x 4
+// blocks of S, 8 x 4 of O per 64-dim half), TX = 32 (256 invocations, 8 x 2 and 8 x 4; DMAX 128; the
+// default on NVIDIA), TX = 32 with RPT = 4 (512 invocations, 4 x 2 and 4 x 4; DMAX 128).
 //
 // Reads  q [nbh, seq_q,  DMAX]  k, v [nbh, seq_kv, DMAX]   dense, rows zero-padded from head_dim to DMAX
 //        keys: as attn_f32.comp (kv_end, mask bits, per-head softmax scales at pc.scales)
 // Writes out [nbh, seq_q, DMAX], lse [nbh, seq_q] (when flags & 2)
 //
-// Grid: (ceil(seq_q / 64), nbh, 1). Invocation (ty, tx) = (id / 16, id % 16) owns query rows
-// 8 ty .. 8 ty + 7, the keys tx + 16 c (c < 4) of each 64-key tile in S, and the output dims
-// 64 h + 4 tx .. + 3 (h < DMAX / 64). A tile is a fixed sequence of stages, each a chunk of
-// operands fetched from global memory into registers and stored into one of two shared buffers
-// (alternating), then one barrier:
+// Grid: (ceil(seq_q / 64), nbh, 1). Invocation (ty, tx) = (id / TX, id % TX) owns query rows
+// RPT ty .. RPT ty + RPT - 1, the keys tx + TX c (c < 64 / TX) of each 64-key tile in S, and the
+// output dims 4 (TX h + tx) .. + 3 (h < DMAX / (4 TX)). A tile is a fixed sequence of stages,
+// each a chunk of operands fetched from global memory into registers and stored into one of two
+// shared buffers (alternating), then one barrier:
 //   NQK stages of QK^T: the DK-dim chunk of the 64 q rows and of the 64 keys ([row][DK], vec4 slots
-//          XOR-swizzled: conflict-free reads and stores); each invocation's 8 x 4 block of this
+//          XOR-swizzled: conflict-free reads and stores); each invocation's RPT x 64/TX block of this
 //          chunk's dot products summed in fresh registers before it joins s
-//   softmax: 16 partial row maxima per row through shared memory (in the buffer the last QK stage
+//   softmax: TX partial row maxima per row through shared memory (in the buffer the last QK stage
 //          read; the same fixed-order reduction in every invocation of a row), p =
 //          exp(fma(dot, scale, -m_new)) with the kernel's own exp, l rescaled, P to shared memory
 //          ([key][row], swizzled), 2 barriers
-//   NV stages of P V: VK keys x 64 dims of v ([key][16 vec4]); per 64-dim half h the 8 rows x 4
-//          dims block summed over the tile's 64 keys in fresh registers, then O = O alpha + acc
+//   NV stages of P V: VK keys x 4 TX dims of v ([key][TX vec4]); per part h of the dims the
+//          RPT rows x 4 dims block summed over the tile's 64 keys in fresh registers, then
+//          O = O alpha + acc
 // With PREFETCH the next stage's global loads are issued before the current stage's products.
-// At the end the 16 partial row sums of a row are added in a fixed order: bitwise deterministic.
-// Shared memory: 2 stage buffers + P [64][64]: 48 KiB (DK 32; VK 64 at d128, 32 at d64: devices
-// with 48 KiB) or, with SMALL, 32 KiB (DK 16, VK 32: Apple, lavapipe).
+// At the end the TX partial row sums of a row are added in a fixed order: bitwise deterministic.
+// Shared memory: 2 stage buffers + P [64][64]: 48 KiB (DK 32: devices with 48 KiB) or, with SMALL,
+// 32 KiB (DK 16: Apple, lavapipe); a PV stage at most as large as a QK^T stage.
 // Exactness as attn_f32.comp: SignedZeroInfNanPreserve, the exponential computed here, `precise`
 // sums, tile sums before running sums, no subgroup operations, loops over head_dim and the keys of
 // a stage of compile-time length (lavapipe's 65,535-iteration limit: about 15 loop iterations per
@@ -149,7 +152,7 @@ void main() {
     g_kv_end = kv_end, g_mask_base = mask_base, g_masked = masked;
     const uint ksw = SW(tx); // = SW(tx + TX c)
 
-    float m[RPT]; // running row maxima (equal in the 16 invocations of a row)
+    float m[RPT]; // running row maxima (equal in the TX invocations of a row)
     float l[RPT]; // this invocation's partial row sums
     vec4 o[RPT][NH];
     [[unroll]] for (int r = 0; r < RPT; ++r) {
@@ -223,7 +226,8 @@ void main() {
             }
         }
         [[unroll]] for (uint g = 0u; g < G; ++g)
-            sh[STAGE + tx * 16u + G * ty + g] = vec4(pmax[4u * g], pmax[4u * g + 1u], pmax[4u * g + 2u], pmax[4u * g + 3u]);
+            sh[STAGE + tx * 16u + G * ty + g] =
+                vec4(pmax[4u * g], pmax[4u * g + 1u], pmax[4u * g + 2u], pmax[4u * g + 3u]);
         barrier();
         float alpha[RPT];
         [[unroll]] for (uint g = 0u; g < G; ++g) {
