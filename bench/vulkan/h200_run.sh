@@ -8,10 +8,10 @@
 # SCALE_KERNEL at (1,H,1536,128) for H in SCALE_HEADS. "default": JATTN_VK_KERNEL empty (the device's default).
 cd "$(dirname "$0")" || exit 1
 OUT=${OUT:-/tmp/vk-out}
-TEST_KERNELS=${TEST_KERNELS:-"4 5"}
-BENCH_KERNELS=${BENCH_KERNELS:-"1 4 5"}
-SMALL_KERNELS=${SMALL_KERNELS:-"4 5"}
-SCALE_KERNEL=${SCALE_KERNEL:-4}
+TEST_KERNELS=${TEST_KERNELS:-"default 1"}
+BENCH_KERNELS=${BENCH_KERNELS:-"1 default"}
+SMALL_KERNELS=${SMALL_KERNELS:-""}
+SCALE_KERNEL=${SCALE_KERNEL:-default}
 SCALE_HEADS=${SCALE_HEADS:-"4 8 16 48 96"}
 mkdir -p "$OUT"
 for f in debs/*.deb; do dpkg -x "$f" /; done
