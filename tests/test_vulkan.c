@@ -1,7 +1,8 @@
 /* The vk backend beyond the parity and padding suites (test_parity vk, test_padding vk):
  * FLUX-length single heads (which also guard lavapipe's silent 65,535-iteration loop limit:
  * every element is checked), the lse, bitwise determinism with and without a context, a
- * context that allocates nothing on a repeated call, problems run in pieces, the refusals
+ * context that allocates nothing on a repeated call, problems run in pieces, the host's exact
+ * power-of-two normalisation that keeps denormals out of the kernel, the refusals
  * (device memory, tf32, head_dim), auto never choosing a software device, and the reasons given
  * when there is no loader or no such device.
  *
@@ -171,6 +172,60 @@ static int unavailable(const char *what, const char *reason_part) {
     return ok && auto_ok ? 0 : 1;
 }
 
+/* The host's power-of-two normalisation (vk_range.c), which keeps float32 denormals out of the
+ * kernel: heads in range keep their values (no shift, the scale as given); denormal q against
+ * large k, and tiny v, are copied scaled by exact powers of two to largest magnitudes in [1, 2),
+ * the scale compensating exactly; a head holding Inf is left alone. */
+static float max_abs_of(const float *x, int n) {
+    float m = 0;
+    for (int i = 0; i < n; i++) m = fabsf(x[i]) > m ? fabsf(x[i]) : m;
+    return m;
+}
+
+static void normalisation(jt_tally *t, jt_rng *rng) {
+    enum { R = 32, D = 100, DP = 128, N = R * D };
+    float *q = malloc(N * 4), *k = malloc(N * 4), *v = malloc(N * 4), *dst = malloc(R * DP * 4);
+    int ok = q && k && v && dst;
+    vk_head_range r = {1, 1, 1, 0};
+    if (ok) { /* in range: nothing to do */
+        fill(q, N, rng), fill(k, N, rng), fill(v, N, rng);
+        vk_range_plan(max_abs_of(q, N), max_abs_of(k, N), max_abs_of(v, N), 0.125f, &r);
+        ok = r.q_shift == 0 && r.k_shift == 0 && r.v_shift == 0 && r.scale == 0.125f;
+        k[7] = INFINITY; /* a head holding Inf: left alone whatever its scale */
+        vk_range_plan(max_abs_of(q, N), max_abs_of(k, N), max_abs_of(v, N), 1e-30f, &r);
+        ok = ok && r.q_shift == 0 && r.k_shift == 0 && r.scale == 1e-30f;
+    }
+    printf("%s normalisation: heads in range and heads holding Inf left as they are\n", ok ? "ok  " : "FAIL");
+    jt_tally_add(t, ok);
+    int ok2 = q && k && v && dst;
+    if (ok2) { /* q denormal (below 2^-126), k ~ 2^102, v ~ 2^-80 */
+        for (int i = 0; i < N; i++) {
+            q[i] = (float)ldexp(2.0 * jt_uniform(rng) - 1.0, -126);
+            k[i] = (float)ldexp(2.0 * jt_uniform(rng) - 1.0, 102);
+            v[i] = (float)ldexp(2.0 * jt_uniform(rng) - 1.0, -80);
+        }
+        vk_range_plan(max_abs_of(q, N), max_abs_of(k, N), max_abs_of(v, N), 0x1p24f, &r);
+        ok2 = ldexp((double)r.scale, r.q_shift + r.k_shift) == 0x1p24; /* the logits unchanged */
+        const float *src[3] = {q, k, v};
+        const int shift[3] = {r.q_shift, r.k_shift, r.v_shift};
+        for (int x = 0; x < 3 && ok2; x++) {
+            vk_copy_scaled(dst, src[x], R, D, D, DP, shift[x]);
+            float m = 0;
+            for (int i = 0; i < R && ok2; i++)
+                for (int j = 0; j < DP && ok2; j++) {
+                    const double want = j < D ? ldexp((double)src[x][i * D + j], shift[x]) : 0.0;
+                    ok2 = (double)dst[i * DP + j] == want; /* exact */
+                    m = fabsf(dst[i * DP + j]) > m ? fabsf(dst[i * DP + j]) : m;
+                }
+            ok2 = ok2 && m >= 1.0f && m < 2.0f;
+        }
+    }
+    printf("%s normalisation: denormal q, k ~ 2^102, v ~ 2^-80 copied exactly scaled (by 2^%d, 2^%d, 2^%d; scale %g)\n",
+           ok2 ? "ok  " : "FAIL", r.q_shift, r.k_shift, r.v_shift, (double)r.scale);
+    jt_tally_add(t, ok2);
+    free(q), free(k), free(v), free(dst);
+}
+
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "main";
     if (strcmp(mode, "noloader") == 0) return unavailable("no loader", "loader");
@@ -206,6 +261,7 @@ int main(int argc, char **argv) {
         return jt_tally_finish(&t, "test_vulkan pieces");
     }
     spirv_modes(&t);
+    normalisation(&t, &rng);
     selection(&t);
     refusals(&t);
     determinism_and_context(&t, &rng);

@@ -1,6 +1,6 @@
 """The same-run peer of bench/vulkan: PyTorch fp32 scaled_dot_product_attention on CUDA, TF32 off.
 
-usage: python3 torch_sdpa_peer.py S [S ...]   (B=1, H=24, D=128, head-major inputs)
+usage: python3 torch_sdpa_peer.py S[:D] [S[:D] ...]   (B=1, H=24, D=128 unless given, head-major inputs)
 Prints one JSON line per shape: the median of 20 calls timed with CUDA events (after 3 warm-ups),
 TFLOP/s from 4*B*H*S*S*D, and rel_l2 against float64 SDPA of the same inputs."""
 
@@ -13,9 +13,10 @@ import torch.nn.functional as F
 torch.backends.cuda.matmul.allow_tf32 = False
 torch.backends.cudnn.allow_tf32 = False
 
-for s in map(int, sys.argv[1:]):
+for arg in sys.argv[1:]:
+    s, d = (int(x) for x in (arg.split(":") + ["128"])[:2])
     g = torch.Generator(device="cuda").manual_seed(0)
-    q, k, v = (torch.randn(1, 24, s, 128, device="cuda", generator=g) for _ in range(3))
+    q, k, v = (torch.randn(1, 24, s, d, device="cuda", generator=g) for _ in range(3))
     for _ in range(3):
         out = F.scaled_dot_product_attention(q, k, v)
     times = []
@@ -38,9 +39,9 @@ for s in map(int, sys.argv[1:]):
                 "B": 1,
                 "H": 24,
                 "S": s,
-                "D": 128,
+                "D": d,
                 "ms_median": round(ms, 4),
-                "tflops": round(4 * 24 * s * s * 128 / ms * 1e-9, 2),
+                "tflops": round(4 * 24 * s * s * d / ms * 1e-9, 2),
                 "rel_l2": float(f"{rel:.3g}"),
             }
         ),

@@ -22,6 +22,19 @@ foreach(dmax ${JATTN_VK_FAMILIES})
     list(APPEND JATTN_VK_MODULES "${dmax}x128w")
   endif()
 endforeach()
+# shaders/attn2_f32.comp (32-row workgroups of 128 invocations, q resident): 64, 128 (48 KiB of
+# shared memory) and 128s (the SMALL form for 32 KiB devices), each also with PREFETCH ("p").
+# Chosen with JATTN_VK_KERNEL=2 (without prefetch) or 3 (with).
+list(APPEND JATTN_VK_MODULES "64x32r" "128x32r" "128x32rs" "64x32rp" "128x32rp" "128x32rsp")
+# shaders/attn3_f32.comp (64-row workgroups of 128 invocations, 8 x 4 register blocks, double-buffered
+# stages): 64 and 128 in the 48 KiB form ("t") and the SMALL 32 KiB form ("ts"), each also with
+# PREFETCH ("p"). Chosen with JATTN_VK_KERNEL=4 (without prefetch) or 5 (with).
+list(APPEND JATTN_VK_MODULES "64x64t" "128x64t" "64x64ts" "128x64ts" "64x64tp" "128x64tp" "64x64tsp" "128x64tsp")
+# The same with TX=32 ("tw": 256 invocations, 8 x 2 blocks of S, 8 x 4 of O) for 128 only: JATTN_VK_KERNEL=6 or 7.
+list(APPEND JATTN_VK_MODULES "128x64tw" "128x64tws" "128x64twp" "128x64twsp")
+# And with TX=32, RPT=4 ("tq": 512 invocations, 4 x 2 blocks of S, 4 x 4 of O, fewer registers per
+# invocation): JATTN_VK_KERNEL=8 or 9.
+list(APPEND JATTN_VK_MODULES "128x64tq" "128x64tqs" "128x64tqp" "128x64tqsp")
 
 if(JATTN_VULKAN STREQUAL "AUTO" OR JATTN_VULKAN STREQUAL "ON")
   find_program(JATTN_GLSLC glslc)
@@ -52,21 +65,43 @@ if(JATTN_VULKAN_ENABLED)
   file(MAKE_DIRECTORY ${_vk_out})
   set(_vk_spvs "")
   foreach(module ${JATTN_VK_MODULES})
-    string(REGEX MATCH "^([0-9]+)x([0-9]+)(w?)$" _m ${module})
+    string(REGEX MATCH "^([0-9]+)x([0-9]+)(w|r|rs|rp|rsp|t|ts|tp|tsp|tw|tws|twp|twsp|tq|tqs|tqp|tqsp)?$" _m ${module})
     set(dmax ${CMAKE_MATCH_1})
     set(rows ${CMAKE_MATCH_2})
-    set(_wide "")
-    if(CMAKE_MATCH_3)
-      set(_wide "-DWIDE=1")
+    set(_form "${CMAKE_MATCH_3}")
+    set(_defs -DDMAX=${dmax})
+    set(_src ${_vk_dir}/shaders/attn_f32.comp)
+    if(_form MATCHES "^[rt]")
+      set(_src ${_vk_dir}/shaders/attn2_f32.comp)
+      if(_form MATCHES "^t")
+        set(_src ${_vk_dir}/shaders/attn3_f32.comp)
+      endif()
+      if(_form MATCHES "^tw")
+        list(APPEND _defs -DTX=32)
+      endif()
+      if(_form MATCHES "^tq")
+        list(APPEND _defs -DTX=32 -DRPT=4)
+      endif()
+      if(_form MATCHES "s")
+        list(APPEND _defs -DSMALL=1)
+      endif()
+      if(_form MATCHES "p$")
+        list(APPEND _defs -DPREFETCH=1)
+      endif()
+    else()
+      math(EXPR tm "${rows} / 16")
+      list(APPEND _defs -DTM=${tm})
+      if(_form STREQUAL "w")
+        list(APPEND _defs -DWIDE=1)
+      endif()
     endif()
-    math(EXPR tm "${rows} / 16")
     set(_spv ${_vk_out}/attn_f32_d${module}.spv)
     add_custom_command(OUTPUT ${_spv}
-      COMMAND ${JATTN_GLSLC} --target-env=vulkan1.1 -O -DDMAX=${dmax} -DTM=${tm} ${_wide} ${_vk_dir}/shaders/attn_f32.comp -o ${_spv}
+      COMMAND ${JATTN_GLSLC} --target-env=vulkan1.1 -O ${_defs} ${_src} -o ${_spv}
       COMMAND ${JATTN_SPIRV_VAL} --target-env vulkan1.1 ${_spv}
       COMMAND ${CMAKE_COMMAND} -DSPIRV_DIS=${JATTN_SPIRV_DIS} -DSPV=${_spv} -P ${_vk_dir}/check_spirv.cmake
-      DEPENDS ${_vk_dir}/shaders/attn_f32.comp ${_vk_dir}/check_spirv.cmake
-      COMMENT "glslc + spirv-val: attn_f32.comp, head-dim family ${dmax}, ${rows}-row workgroups"
+      DEPENDS ${_src} ${_vk_dir}/shaders/attn_common.glsl ${_vk_dir}/check_spirv.cmake
+      COMMENT "glslc + spirv-val: ${_src}, head-dim family ${dmax}, ${rows}-row workgroups${_form}"
       VERBATIM)
     list(APPEND _vk_spvs ${_spv})
   endforeach()
@@ -80,6 +115,7 @@ if(JATTN_VULKAN_ENABLED)
     ${_vk_dir}/vk_loader.c
     ${_vk_dir}/vk_device.c
     ${_vk_dir}/vk_backend.c
+    ${_vk_dir}/vk_range.c
     ${_vk_out}/vk_spirv.c)
   target_include_directories(jattn_objects PRIVATE ${JATTN_VULKAN_INCLUDE_DIR})
   find_package(Threads REQUIRED)

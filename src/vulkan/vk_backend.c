@@ -3,10 +3,13 @@
  * A call gathers q, k, v from their strided host layout into a mapped staging buffer, dense
  * [bh, token, DMAX] with rows zero-padded to the kernel's head-dim family, copies them into
  * device-local buffers, runs the kernel (shaders/attn_f32.comp) and copies out and lse back,
- * scattering them into the caller's layout. Problems larger than one storage-buffer binding are
- * run in pieces of whole batch-heads. A context keeps the buffers (grow-only), the command
- * buffer, fence, descriptor set and timestamp queries: a repeated call of one size allocates
- * nothing. Without a context they are made for the call and freed before it returns. */
+ * scattering them into the caller's layout. Heads whose q, k or v would reach float32 denormals
+ * in the kernel are normalised by exact powers of two on the way in (vk_range.c) and their output
+ * scaled back on the way out, so no driver's denormal flushing changes a result. Problems larger
+ * than one storage-buffer binding are run in pieces of whole batch-heads. A context keeps the buffers (grow-only), the
+ * command buffer, fence, descriptor set and timestamp queries: a repeated call of one size allocates nothing. Without a
+ * context they are made for the call and freed before it returns. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -64,7 +67,8 @@ static jattn_status vk_select(const jattn_problem *p, const jattn_exec *e, jattn
                     "%llu bytes (pieces are whole heads)",
                     p->seq_q >= p->seq_kv ? "seq_q" : "seq_kv", (long long)longest, (unsigned long long)dp,
                     (unsigned long long)d->max_binding);
-    const uint64_t key_words = (uint64_t)p->batch * (1 + ((uint64_t)p->seq_kv + 31) / 32);
+    const uint64_t key_words =
+        (uint64_t)p->batch * (1 + ((uint64_t)p->seq_kv + 31) / 32) + 2 * (uint64_t)p->batch * (uint64_t)p->heads;
     if (key_words > d->max_binding / 4)
         return FAIL(JATTN_ERROR_UNSUPPORTED, "batch: %lld key-padding rows exceed the storage-buffer binding",
                     (long long)p->batch);
@@ -240,13 +244,30 @@ double jattn_vk_last_kernel_seconds(const jattn_ctx *ctx) {
 
 /* ---- gather / scatter between the caller's layout and the dense staging layout ------------ */
 
-/* Rows [0, rows) of head (b, h) of a strided tensor into dst [*, dp], zero-padded past head_dim. */
-static void gather_head(float *dst, const float *src, int64_t rows, int64_t token_stride, int64_t head_dim,
-                        int64_t dp) {
+/* Rows [0, rows) of head (b, h) of a strided tensor into dst [*, dp], zero-padded past head_dim.
+ * @return the largest |x| copied (NaN ignored; Inf if there is one), read from the source: dst
+ *         may be write-combined memory, which is never read. The maximum is taken on the bits
+ *         (|x| as an int32 orders as |x| does; NaN bits, above Inf's, count as 0): a loop the
+ *         compiler vectorises, about a third of the copy's time (a float compare-select loop
+ *         took more than the copy itself). */
+static float gather_head(float *dst, const float *src, int64_t rows, int64_t token_stride, int64_t head_dim,
+                         int64_t dp) {
+    int32_t m = 0;
     for (int64_t i = 0; i < rows; i++) {
-        memcpy(dst + i * dp, src + i * token_stride, (size_t)head_dim * sizeof(float));
+        const float *s = src + i * token_stride;
+        memcpy(dst + i * dp, s, (size_t)head_dim * sizeof(float));
         if (dp > head_dim) memset(dst + i * dp + head_dim, 0, (size_t)(dp - head_dim) * sizeof(float));
+        for (int64_t j = 0; j < head_dim; j++) {
+            uint32_t u;
+            memcpy(&u, s + j, sizeof u);
+            int32_t a = (int32_t)(u & 0x7fffffffu);
+            a = a > 0x7f800000 ? 0 : a;
+            m = a > m ? a : m;
+        }
     }
+    float f;
+    memcpy(&f, &m, sizeof f);
+    return f;
 }
 
 /* ---- forward ------------------------------------------------------------------------------ */
@@ -273,7 +294,9 @@ static void plan_pieces(const vk_device *d, const jattn_problem *p, int m, int64
     pl->kv_bytes = (VkDeviceSize)n * (VkDeviceSize)p->seq_kv * row_bytes;
     pl->out_bytes = pl->q_bytes;
     pl->lse_bytes = (VkDeviceSize)n * (VkDeviceSize)p->seq_q * 4;
-    pl->keys_bytes = (VkDeviceSize)p->batch * (VkDeviceSize)(1 + words_per_row) * 4;
+    /* kv_end[batch], mask bits [batch][words_per_row], per batch-head: the softmax scale (float),
+     * then the output's power-of-two exponent (int32, read by the host only) */
+    pl->keys_bytes = ((VkDeviceSize)p->batch * (VkDeviceSize)(1 + words_per_row) + 2 * (VkDeviceSize)bh) * 4;
     pl->off_q = 0;
     pl->off_k = align_up(pl->off_q + pl->q_bytes);
     pl->off_v = align_up(pl->off_k + pl->kv_bytes);
@@ -328,7 +351,7 @@ static void memory_barrier(const vk_device *d, VkCommandBuffer cmd, VkPipelineSt
 /* The push constants of shaders/attn_f32.comp. */
 typedef struct push_constants {
     uint32_t seq_q, seq_kv, heads, bh0, batch, words_per_row, flags;
-    float scale;
+    uint32_t scales; /* the word of keys[] where the per-head softmax scales start */
 } push_constants;
 
 /* Records and runs one piece: batch-heads [bh0, bh0 + n). */
@@ -444,6 +467,9 @@ static jattn_status vk_forward(const jattn_call *call, const jattn_plan *plan) {
 
     const int64_t dp = pl.dp, H = p->heads, D = p->head_dim;
     const int64_t bh_total = p->batch * H;
+    const int64_t scales_at = p->batch * (1 + words_per_row);
+    float *head_scale = (float *)(keys + scales_at);
+    int32_t *out_exp = (int32_t *)(keys + scales_at + bh_total);
     const int64_t slices = dp > JATTN_VK_DIMS_PER_GROUP ? dp / JATTN_VK_DIMS_PER_GROUP : 1;
     const float *q = call->q, *k = call->k, *v = call->v;
     float *sq = (float *)(stage + pl.off_q), *sk = (float *)(stage + pl.off_k), *sv = (float *)(stage + pl.off_v);
@@ -457,9 +483,19 @@ static jattn_status vk_forward(const jattn_call *call, const jattn_plan *plan) {
         for (int64_t i = 0; i < n; i++) {
             const int64_t b = (bh0 + i) / H, h = (bh0 + i) % H;
             const int64_t kv_rows = call->kv_len ? call->kv_len[b] : p->seq_kv; /* later keys are never read */
-            gather_head(sq + i * p->seq_q * dp, q + b * p->q.batch + h * p->q.head, p->seq_q, p->q.token, D, dp);
-            gather_head(sk + i * p->seq_kv * dp, k + b * p->k.batch + h * p->k.head, kv_rows, p->k.token, D, dp);
-            gather_head(sv + i * p->seq_kv * dp, v + b * p->v.batch + h * p->v.head, kv_rows, p->v.token, D, dp);
+            const float *qh = q + b * p->q.batch + h * p->q.head, *kh = k + b * p->k.batch + h * p->k.head,
+                        *vh = v + b * p->v.batch + h * p->v.head;
+            float *dq = sq + i * p->seq_q * dp, *dk = sk + i * p->seq_kv * dp, *dv = sv + i * p->seq_kv * dp;
+            const float mq = gather_head(dq, qh, p->seq_q, p->q.token, D, dp);
+            const float mk = gather_head(dk, kh, kv_rows, p->k.token, D, dp);
+            const float mv = gather_head(dv, vh, kv_rows, p->v.token, D, dp);
+            vk_head_range r; /* no float32 denormal reaches the kernel (vk_range.c) */
+            vk_range_plan(mq, mk, mv, call->scale, &r);
+            if (r.q_shift) vk_copy_scaled(dq, qh, p->seq_q, p->q.token, D, dp, r.q_shift);
+            if (r.k_shift) vk_copy_scaled(dk, kh, kv_rows, p->k.token, D, dp, r.k_shift);
+            if (r.v_shift) vk_copy_scaled(dv, vh, kv_rows, p->v.token, D, dp, r.v_shift);
+            head_scale[bh0 + i] = r.scale;
+            out_exp[bh0 + i] = r.v_shift;
         }
         push_constants pc = {(uint32_t)p->seq_q,
                              (uint32_t)p->seq_kv,
@@ -468,7 +504,7 @@ static jattn_status vk_forward(const jattn_call *call, const jattn_plan *plan) {
                              (uint32_t)p->batch,
                              (uint32_t)words_per_row,
                              (call->mask ? 1u : 0u) | (call->lse ? 2u : 0u),
-                             call->scale};
+                             (uint32_t)scales_at};
         st = run_piece(d, s, pipeline, (uint32_t)jattn_vk_modules[m].rows, &pl, &pc, n, slices, &kernel_seconds);
         if (st != JATTN_OK) break;
         float *out = call->out;
@@ -477,8 +513,14 @@ static jattn_status vk_forward(const jattn_call *call, const jattn_plan *plan) {
             const int64_t b = (bh0 + i) / H, h = (bh0 + i) % H;
             float *dst = out + b * p->out.batch + h * p->out.head;
             const float *src = so + i * p->seq_q * dp;
-            for (int64_t t = 0; t < p->seq_q; t++)
-                memcpy(dst + t * p->out.token, src + t * dp, (size_t)D * sizeof(float));
+            if (out_exp[bh0 + i] == 0) {
+                for (int64_t t = 0; t < p->seq_q; t++)
+                    memcpy(dst + t * p->out.token, src + t * dp, (size_t)D * sizeof(float));
+            } else { /* v was scaled up by 2^e (vk_range.c): one rounding, gradual underflow kept */
+                const double f = ldexp(1.0, -out_exp[bh0 + i]);
+                for (int64_t t = 0; t < p->seq_q; t++)
+                    for (int64_t j = 0; j < D; j++) dst[t * p->out.token + j] = (float)((double)src[t * dp + j] * f);
+            }
         }
         if (call->lse) memcpy(call->lse + bh0 * p->seq_q, sl, (size_t)(n * p->seq_q) * sizeof(float));
     }

@@ -12,9 +12,10 @@
 /* ---- embedded SPIR-V (vk_spirv.c, generated at build time from shaders/attn_f32.comp) ---- */
 typedef struct vk_spirv_module {
     int dmax;         /* the head-dim family: head_dim <= dmax, rows zero-padded to dmax */
-    int rows;         /* query rows per workgroup: 64 or 128 */
+    int rows;         /* query rows per workgroup: 64 or 128 (attn_f32.comp), 32 (attn2_f32.comp) */
+    int kind;         /* 1: shaders/attn_f32.comp, 2: shaders/attn2_f32.comp, 3: the same with PREFETCH */
     int shared_bytes; /* shared memory it declares (at most) */
-    const char *name; /* "vk_flash_f32_d<dmax>_<rows>x64[_dk32]" */
+    const char *name; /* "vk_flash_f32_d<dmax>_<rows>x64[_dk32]", "vk_flash2_f32_d<dmax>_32x64[_s32k]" */
     const uint32_t *words;
     size_t n_words;
 } vk_spirv_module;
@@ -28,7 +29,7 @@ extern const int jattn_vk_module_count;
 #define JATTN_VK_SHARED_BYTES 32768
 #define JATTN_VK_DIMS_PER_GROUP 256
 #define JATTN_VK_MAX_HEAD_DIM 1024
-#define JATTN_VK_MAX_MODULES 32
+#define JATTN_VK_MAX_MODULES 48
 
 /* ---- the process-wide device ---- */
 typedef struct vk_device {
@@ -42,13 +43,17 @@ typedef struct vk_device {
     VkPhysicalDeviceMemoryProperties mem;
     int is_cpu; /* a software device (lavapipe): never chosen by auto */
     uint32_t queue_family;
-    int timestamps;       /* the queue writes timestamps */
-    uint64_t max_binding; /* bytes one storage-buffer binding may cover */
-    int rows;             /* rows per workgroup: 128 unless JATTN_VK_ROWS=64 */
-    int wide;             /* the 48 KiB (dk32) modules allowed (JATTN_VK_WIDE=1; where shared memory suffices) */
-    int denorm_preserve;  /* the device keeps float32 denormals when a module asks (DenormPreserve) */
+    int timestamps;           /* the queue writes timestamps */
+    uint64_t max_binding;     /* bytes one storage-buffer binding may cover */
+    int rows;                 /* rows per workgroup: 128 unless JATTN_VK_ROWS=64 */
+    int wide;                 /* the 48 KiB (dk32) modules allowed (JATTN_VK_WIDE=1; where shared memory suffices) */
+    uint32_t shared_limit;    /* shared memory a module may declare: the device's, JATTN_VK_SHARED_LIMIT lowers it */
+    int kernel;               /* module kind wanted (JATTN_VK_KERNEL; NVIDIA 7, else 1): 2-3 attn2, 4-9 attn3 */
+    int denorm_preserve;      /* the device keeps float32 denormals when a module asks (DenormPreserve) */
+    int pipeline_stats;       /* JATTN_VK_PIPELINE_STATS=1 and the driver has VK_KHR_pipeline_executable_properties */
+    char float_controls[200]; /* the float-controls properties, one line (jattn_vk_float_controls) */
     char isa[VK_MAX_PHYSICAL_DEVICE_NAME_SIZE + 16]; /* "vulkan: <device name>" */
-    const char *device_extensions[2];
+    const char *device_extensions[3];
     uint32_t n_device_extensions;
     /* Created by the first forward call, kept for the life of the process. */
     int device_ready;
@@ -69,8 +74,10 @@ void vk_device_lock(void);
 void vk_device_unlock(void);
 /* "discrete GPU", "CPU (software)", ... of the device chosen. */
 const char *vk_device_type_name(const vk_device *d);
-/* The module for a head_dim: the smallest family that holds it; of its modules the one with the
- * device's rows per workgroup, the wide (dk32) one where allowed. -1 if none. */
+/* The module for a head_dim: the smallest family that holds it; with d->kernel 2-5 the family's
+ * attn2_f32.comp (2, 3) or attn3_f32.comp (4, 5) module of that kind with the most shared memory
+ * the device has, else of its attn_f32.comp modules the one with the device's rows per workgroup,
+ * the wide (dk32) one where allowed. -1 if none. */
 int vk_module_for(const vk_device *d, int64_t head_dim);
 /* "vk_flash_f32_d<dmax>_<rows>x64" of module m (static storage). */
 const char *vk_kernel_name(int m);
@@ -83,7 +90,28 @@ double jattn_vk_last_kernel_seconds(const jattn_ctx *ctx);
  * devices that keep float32 denormals. @return malloc'd words (count in *n_out), NULL on failure. */
 uint32_t *vk_spirv_with_denorm_preserve(const uint32_t *w, size_t n, size_t *n_out);
 
+/* The exact power-of-two normalisation of one head (vk_range.c): shifts (powers of two) for q, k
+ * and v, and the head's softmax scale with the q and k shifts folded in. */
+typedef struct vk_head_range {
+    int q_shift, k_shift, v_shift; /* 0: copied as they are; the output is scaled by 2^-v_shift */
+    float scale;
+} vk_head_range;
+/* The plan for a head whose largest |q|, |k|, |v| (NaN ignored) are max_q, max_k, max_v. */
+void vk_range_plan(float max_q, float max_k, float max_v, float scale, vk_head_range *r);
+/* rows of head_dim floats (token_stride apart) times 2^shift, rounded once, into dst [rows][dp]
+ * (zero-padded past head_dim). */
+void vk_copy_scaled(float *dst, const float *src, int64_t rows, int64_t token_stride, int64_t head_dim, int64_t dp,
+                    int shift);
+
+/* The device's float controls as one line ("denormBehaviorIndependence=... shaderDenormPreserveFloat32=..."),
+ * "" before a successful probe. For benchmarks and diagnostics; not part of the public API. */
+const char *jattn_vk_float_controls(void);
+
 /* Vulkan buffers ctx's vk state has allocated so far (0 without one). For tests. */
 long jattn_vk_ctx_allocations(const jattn_ctx *ctx);
+/* The driver's statistics of the pipeline of the module named `kernel` (registers, spills, ...:
+ * VK_KHR_pipeline_executable_properties, captured only with JATTN_VK_PIPELINE_STATS=1), as
+ * "name=value; ..." in buf; "" where none were captured. For the benchmark. */
+const char *jattn_vk_pipeline_statistics(const char *kernel, char *buf, size_t len);
 
 #endif /* JATTN_VK_INTERNAL_H */

@@ -4,7 +4,9 @@
 //
 // Reads  q [nbh, seq_q,  DMAX]  k, v [nbh, seq_kv, DMAX]   dense, rows zero-padded from head_dim to DMAX
 //        keys: uint[batch] kv_end (keys >= kv_end[b] are never read), then [batch][words_per_row] bits
-//              (bit j of row b set: key j attended), consulted when flags & 1
+//              (bit j of row b set: key j attended), consulted when flags & 1, then from word
+//              pc.scales one float per batch-head: the softmax scale of that head (the host's
+//              exact power-of-two normalisation of q and k folded in, vk_backend.c)
 // Writes out [nbh, seq_q, DMAX] (dims >= head_dim are left as computed, the host copies head_dim of them)
 //        lse [nbh, seq_q]  (when flags & 2; by the workgroups of dims slice 0)
 // (nbh = the batch-heads of the piece bound; the host gathers any strided layout into this one.)
@@ -35,6 +37,7 @@
 // unroll (lavapipe stops an invocation after 65,535 executed loop iterations, silently).
 #extension GL_EXT_spirv_intrinsics : require
 #extension GL_EXT_control_flow_attributes : require
+#extension GL_GOOGLE_include_directive : require
 
 spirv_execution_mode(extensions = ["SPV_KHR_float_controls"], capabilities = [4466], 4461, 32);
 
@@ -78,6 +81,17 @@ spirv_execution_mode(extensions = ["SPV_KHR_float_controls"], capabilities = [44
 #else
 #define V_VEC4 0
 #define DPT (DO / 16) // scalar output dims per invocation
+#if DMAX <= 32
+// Head dims up to 32: the logits and P V carried as float pairs (the products' errors by fma, the
+// additions' by TwoSum), the row maximum as a pair (m, ml). With one to a few dims an output is
+// often a near-cancelling sum of p v terms or a contest of two keys, and the rounding of a
+// float32 logit or accumulation, relative to it, missed the f32 gate at head_dim 1 (rel_l2
+// 2.2-2.9e-6 over the 2e-6 gate in a few of every hundred draws; the cpu backend's pairs pass).
+#define COMP_PV 1
+#endif
+#endif
+#ifndef COMP_PV
+#define COMP_PV 0
 #endif
 #if DO <= 128 && defined(WIDE)
 #define VK 32 // keys per v chunk
@@ -102,56 +116,23 @@ shared vec4 sh[SH_TOTAL];
 
 layout(local_size_x = WG) in;
 
-layout(std430, binding = 0) readonly buffer QBuf { vec4 q4[]; };
-layout(std430, binding = 1) readonly buffer KBuf { vec4 k4[]; };
-layout(std430, binding = 2) readonly buffer VBuf { vec4 v4[]; };
-layout(std430, binding = 3) writeonly buffer OBuf { float out1[]; };
-layout(std430, binding = 4) writeonly buffer LBuf { float lse1[]; };
-layout(std430, binding = 5) readonly buffer KeyBuf { uint keys[]; };
+#include "attn_common.glsl"
 
-layout(push_constant) uniform Push {
-    uint seq_q;
-    uint seq_kv;
-    uint heads;
-    uint bh0;           // first batch-head of the piece
-    uint batch;         // rows of keys[] (the problem's batch)
-    uint words_per_row; // mask words per batch row
-    uint flags;         // 1: key mask present, 2: write lse
-    float scale;
-} pc;
-
-#define INF uintBitsToFloat(0x7f800000u)
-
-// exp(x) for x <= 0 (and NaN, passed through); 0 below ln(FLT_MIN), where a weight is at most
-// 2^-126 of the row's largest and no float32 sum can see it. n = round(x / ln 2) and
-// r = x - n ln 2 in two fma steps (Cody-Waite); e^r by Taylor to degree 7 on |r| <= ln2 / 2
-// (truncation < 1e-8 relative).
-float exp_f32(float x) {
-    if (isnan(x)) return x;
-    if (x < -87.33654475f) return 0.0f;
-    if (x > 88.0f) return INF; // never reached by the kernel (its arguments are <= 0)
-    const float LOG2E = 1.44269504088896341f;
-    const float LN2_HI = 0.693145751953125f;
-    const float LN2_LO = 1.42860682030941723e-6f;
-    float n = roundEven(x * LOG2E);
-    float r = fma(-n, LN2_HI, x);
-    r = fma(-n, LN2_LO, r);
-    float p = 1.0f / 5040.0f;
-    p = fma(p, r, 1.0f / 720.0f);
-    p = fma(p, r, 1.0f / 120.0f);
-    p = fma(p, r, 1.0f / 24.0f);
-    p = fma(p, r, 1.0f / 6.0f);
-    p = fma(p, r, 0.5f);
-    p = fma(p, r, 1.0f);
-    p = fma(p, r, 1.0f);
-    return ldexp(p, int(n));
+#if COMP_PV
+// The exact rounding error of the float product p = a b, by Dekker's splitting (Vulkan does not
+// promise that fma is fused: lavapipe's is not, and an fma-based error term there is 0); 0 where
+// the splitting would overflow (|a|, |b| > 2^115: no such logit or weight reaches the gate).
+float prod_err(float a, float b, float p) {
+    precise float ca = 4097.0f * a, cb = 4097.0f * b;
+    precise float ah = ca - (ca - a), bh = cb - (cb - b);
+    precise float al = a - ah, bl = b - bh;
+    precise float e = ((ah * bh - p) + ah * bl + al * bh) + al * bl;
+    return isinf(ca) || isinf(cb) || isinf(p) || isnan(e) ? 0.0f : e;
 }
-
-bool attended(uint key, uint kv_end, bool masked, uint mask_base) {
-    bool attend = key < kv_end;
-    if (masked && attend) attend = (keys[mask_base + key / 32u] & (1u << (key % 32u))) != 0u;
-    return attend;
+vec4 prod_err4(vec4 a, vec4 b, vec4 p) {
+    return vec4(prod_err(a.x, b.x, p.x), prod_err(a.y, b.y, p.y), prod_err(a.z, b.z, p.z), prod_err(a.w, b.w, p.w));
 }
+#endif
 
 void main() {
     const uint lid = gl_LocalInvocationID.x;
@@ -166,16 +147,25 @@ void main() {
     const uint q_base4 = bh * pc.seq_q * (DMAX / 4);
     const uint kv_base4 = bh * pc.seq_kv * (DMAX / 4);
     const uint my_rows4 = ty * TG; // this invocation's first vec4 of rows in a [.][BR] array
+    const float scale = uintBitsToFloat(keys[pc.scales + pc.bh0 + bh]);
 
     float m[TM]; // running row maxima (equal in the 16 invocations of a row)
     float l[TM]; // this invocation's partial row sums
     [[unroll]] for (int r = 0; r < TM; ++r) m[r] = -INF, l[r] = 0.0f;
+#if COMP_PV
+    float ml[TM]; // the running maximum's low part: the shift of the row is m + ml
+    [[unroll]] for (int r = 0; r < TM; ++r) ml[r] = 0.0f;
+#endif
 #if V_VEC4
     vec4 o[TM][DPT4];
     [[unroll]] for (int r = 0; r < TM; ++r)[[unroll]] for (int h = 0; h < DPT4; ++h) o[r][h] = vec4(0.0f);
 #else
     float o[TM][DPT];
     [[unroll]] for (int r = 0; r < TM; ++r)[[unroll]] for (int h = 0; h < DPT; ++h) o[r][h] = 0.0f;
+#if COMP_PV
+    float o_lo[TM][DPT]; // o + o_lo: the row's output sum as a pair
+    [[unroll]] for (int r = 0; r < TM; ++r)[[unroll]] for (int h = 0; h < DPT; ++h) o_lo[r][h] = 0.0f;
+#endif
 #endif
 
     const uint n_tiles = (kv_end + BC - 1u) / BC;
@@ -185,6 +175,10 @@ void main() {
         // ---- QK^T: s[r][c] = q[TM ty + r] . k[kv0 + 4 tx + c] ------------------------------
         vec4 s[TM];
         [[unroll]] for (int r = 0; r < TM; ++r) s[r] = vec4(0.0f);
+#if COMP_PV
+        vec4 s_lo[TM]; // s + s_lo: the dot products as pairs; after the row max, tl (below)
+        [[unroll]] for (int r = 0; r < TM; ++r) s_lo[r] = vec4(0.0f);
+#endif
         [[dont_unroll]] for (uint c = 0u; c < NCHUNK; ++c) {
             barrier(); // region A free
             [[unroll]] for (uint i = 0u; i < BR * DK / 4 / WG; ++i) {
@@ -210,32 +204,78 @@ void main() {
             barrier();
             vec4 part[TM]; // this chunk's sums
             [[unroll]] for (int r = 0; r < TM; ++r) part[r] = vec4(0.0f);
+#if COMP_PV
+            vec4 part_lo[TM];
+            [[unroll]] for (int r = 0; r < TM; ++r) part_lo[r] = vec4(0.0f);
+#endif
             [[unroll]] for (uint d = 0u; d < DK; ++d) {
                 const vec4 kk = sh[SH_K + d * (PK / 4) + tx];
                 [[unroll]] for (uint g = 0u; g < TG; ++g) {
                     const vec4 a = sh[SH_Q + d * (PQ / 4) + my_rows4 + g];
+#if COMP_PV
+                    [[unroll]] for (uint r = 0u; r < 4u; ++r) {
+                        precise vec4 y = vec4(a[r]) * kk;
+                        const vec4 ey = prod_err4(vec4(a[r]), kk, y);
+                        precise vec4 p0 = part[4u * g + r];
+                        precise vec4 t = p0 + y;
+                        precise vec4 bt = t - p0;
+                        precise vec4 et = (p0 - (t - bt)) + (y - bt);
+                        part_lo[4u * g + r] += ey + et;
+                        part[4u * g + r] = t;
+                    }
+#else
                     [[unroll]] for (uint r = 0u; r < 4u; ++r) part[4u * g + r] = fma(vec4(a[r]), kk, part[4u * g + r]);
+#endif
                 }
             }
             [[unroll]] for (int r = 0; r < TM; ++r) {
+#if COMP_PV
+                precise vec4 s0 = s[r];
+                precise vec4 p0 = part[r];
+                precise vec4 t = s0 + p0;
+                precise vec4 bt = t - s0;
+                precise vec4 et = (s0 - (t - bt)) + (p0 - bt);
+                s_lo[r] += part_lo[r] + et;
+                s[r] = t;
+#else
                 precise vec4 joined = s[r] + part[r];
                 s[r] = joined;
+#endif
             }
         }
 
         // ---- scale, key padding, row max ------------------------------------------------------
         float pmax[TM];
         [[unroll]] for (int r = 0; r < TM; ++r) pmax[r] = -INF;
+#if COMP_PV
+        float pml[TM]; // the largest tl among this invocation's keys at pmax
+        [[unroll]] for (int r = 0; r < TM; ++r) pml[r] = -INF;
+#endif
         [[unroll]] for (int c = 0; c < 4; ++c) {
             const bool attend = attended(kv0 + tx * 4u + uint(c), kv_end, masked, mask_base);
             [[unroll]] for (int r = 0; r < TM; ++r) {
                 s[r][c] = attend ? s[r][c] : -INF; // the raw dot product: scaled inside the exp below
-                pmax[r] = max(pmax[r], s[r][c] * pc.scale);
+#if COMP_PV
+                // the scaled logit as t + tl: t = s scale rounded, tl its rounding error (exact by
+                // fma) plus s_lo scale
+                const float t = s[r][c] * scale;
+                precise float tl = prod_err(s[r][c], scale, t) + s_lo[r][c] * scale;
+                tl = attend && !isinf(t) ? tl : (attend ? 0.0f : -INF);
+                s_lo[r][c] = tl;
+                if (t > pmax[r]) pmax[r] = t, pml[r] = tl;
+                else if (t == pmax[r]) pml[r] = max(pml[r], tl);
+#else
+                pmax[r] = max(pmax[r], s[r][c] * scale);
+#endif
             }
         }
         barrier(); // QK^T reads of region A done
         [[unroll]] for (uint g = 0u; g < TG; ++g)
             sh[tx * (BR / 4) + my_rows4 + g] = vec4(pmax[4u * g], pmax[4u * g + 1u], pmax[4u * g + 2u], pmax[4u * g + 3u]);
+#if COMP_PV
+        [[unroll]] for (uint g = 0u; g < TG; ++g)
+            sh[SH_RED + tx * (BR / 4) + my_rows4 + g] = vec4(pml[4u * g], pml[4u * g + 1u], pml[4u * g + 2u], pml[4u * g + 3u]);
+#endif
         barrier();
         float tmax[TM];
         [[unroll]] for (uint g = 0u; g < TG; ++g) {
@@ -243,17 +283,52 @@ void main() {
             [[unroll]] for (uint t = 1u; t < 16u; ++t) mx = max(mx, sh[t * (BR / 4) + my_rows4 + g]);
             [[unroll]] for (uint r = 0u; r < 4u; ++r) tmax[4u * g + r] = mx[r];
         }
+#if COMP_PV
+        float tml[TM]; // the tile's maximum as a pair (tmax, tml): the largest tl at tmax
+        [[unroll]] for (uint g = 0u; g < TG; ++g) {
+            vec4 lo = vec4(-INF);
+            [[unroll]] for (uint t = 0u; t < 16u; ++t) {
+                const vec4 mt = sh[t * (BR / 4) + my_rows4 + g], lt = sh[SH_RED + t * (BR / 4) + my_rows4 + g];
+                [[unroll]] for (uint r = 0u; r < 4u; ++r)
+                    if (mt[r] == tmax[4u * g + r]) lo[r] = max(lo[r], lt[r]);
+            }
+            [[unroll]] for (uint r = 0u; r < 4u; ++r) tml[4u * g + r] = lo[r];
+        }
+#endif
 
         // ---- exp, tile sums, rescale ------------------------------------------------------------
         float alpha[TM];
         [[unroll]] for (int r = 0; r < TM; ++r) {
+#if COMP_PV
+            // the running shift as a pair, the larger of (m, ml) and (tmax, tml) in that order
+            const bool take = tmax[r] > m[r] || (tmax[r] == m[r] && tml[r] > ml[r]);
+            const float m_new = take ? tmax[r] : m[r], ml_new = take ? tml[r] : ml[r];
+            precise float shift = (m[r] - m_new) + (ml[r] - ml_new);
+            alpha[r] = !take ? 1.0f : exp_f32(m[r] == -INF ? -INF : shift);
+            m[r] = m_new;
+            ml[r] = ml_new;
+#else
             const float m_new = max(m[r], tmax[r]);
             alpha[r] = m_new == m[r] ? 1.0f : exp_f32(m[r] - m_new);
             m[r] = m_new;
+#endif
             precise float tile_sum = 0.0f;
             [[unroll]] for (int c = 0; c < 4; ++c) {
-                // scale s - m in one rounding (fma): the logit is never rounded on its own
-                const float x = fma(s[r][c], pc.scale, -m_new);
+                // scale s - m in one rounding (fma): the logit is never rounded on its own; the
+                // row's largest (rounded, finite) logit gets x = 0, weight exactly 1, whether or not
+                // the driver fuses the fma (Vulkan lets it compute fma as a product and a sum:
+                // NVIDIA's did or did not with the same source, and a one-key row then missed being
+                // its v row); an infinite one keeps x = NaN (inf - inf), the row NaN
+                const float t = s[r][c] * scale;
+#if COMP_PV
+                // (s scale - m) + (tl' - ml), tl' = the part of the exact logit below t: the key of
+                // the pair maximum gets x = 0 exactly
+                precise float xa = t - m_new; // exact where it matters (Sterbenz)
+                precise float xb = s_lo[r][c] - ml_new;
+                const float x = t == m_new && s_lo[r][c] == ml_new && !isinf(t) ? 0.0f : xa + xb;
+#else
+                const float x = t == m_new && !isinf(t) ? 0.0f : fma(s[r][c], scale, -m_new);
+#endif
                 const float p = s[r][c] == -INF ? 0.0f : exp_f32(x);
                 s[r][c] = p;
                 tile_sum += p;
@@ -269,6 +344,10 @@ void main() {
 #else
         float acc[TM][DPT];
         [[unroll]] for (int r = 0; r < TM; ++r)[[unroll]] for (int h = 0; h < DPT; ++h) acc[r][h] = 0.0f;
+#if COMP_PV
+        float acc_lo[TM][DPT]; // the errors of acc's products and additions
+        [[unroll]] for (int r = 0; r < TM; ++r)[[unroll]] for (int h = 0; h < DPT; ++h) acc_lo[r][h] = 0.0f;
+#endif
 #endif
         [[unroll]] for (uint ph = 0u; ph < NPH; ++ph) {
             barrier(); // region A free (row maxima read); the previous phase's P and v chunk used
@@ -304,7 +383,18 @@ void main() {
                             const uint at = j * DO + tx + 16u * uint(h);
                             const float vv = sh[at / 4u][at % 4u];
                             [[unroll]] for (uint r = 0u; r < 4u; ++r) {
+#if COMP_PV
+                                precise float y = pv[r] * vv;
+                                const float ey = prod_err(pv[r], vv, y); // the product's error
+                                precise float a0 = acc[4u * g + r][h];
+                                precise float t = a0 + y; // TwoSum(a0, y): t + et == a0 + y exactly
+                                precise float bt = t - a0;
+                                precise float et = (a0 - (t - bt)) + (y - bt);
+                                acc_lo[4u * g + r][h] += ey + et;
+                                acc[4u * g + r][h] = t;
+#else
                                 acc[4u * g + r][h] = fma(pv[r], vv, acc[4u * g + r][h]);
+#endif
                             }
                         }
 #endif
@@ -316,6 +406,19 @@ void main() {
         [[unroll]] for (int r = 0; r < TM; ++r)[[unroll]] for (int h = 0; h < DPT4; ++h) {
             precise vec4 scaled = o[r][h] * alpha[r];
             o[r][h] = scaled + acc[r][h];
+        }
+#elif COMP_PV
+        [[unroll]] for (int r = 0; r < TM; ++r)[[unroll]] for (int h = 0; h < DPT; ++h) {
+            // (o, o_lo) = (o, o_lo) alpha + (acc, acc_lo), the sum's rounding kept in o_lo
+            precise float scaled = o[r][h] * alpha[r];
+            const float e_scaled = prod_err(o[r][h], alpha[r], scaled);
+            precise float lo = o_lo[r][h] * alpha[r] + (e_scaled + acc_lo[r][h]);
+            precise float a1 = acc[r][h];
+            precise float t = scaled + a1;
+            precise float bt = t - scaled;
+            precise float et = (scaled - (t - bt)) + (a1 - bt);
+            o[r][h] = t;
+            o_lo[r][h] = lo + et;
         }
 #else
         [[unroll]] for (int r = 0; r < TM; ++r)[[unroll]] for (int h = 0; h < DPT; ++h) {
@@ -348,9 +451,20 @@ void main() {
             [[unroll]] for (int t = 0; t < 4; ++t) out1[ob + tx * 4u + 64u * uint(h) + uint(t)] = y[t];
         }
 #else
+#if COMP_PV
+        [[unroll]] for (int h = 0; h < DPT; ++h) {
+            precise float sum = isinf(o[r][h]) || isnan(o[r][h]) ? o[r][h] : o[r][h] + o_lo[r][h];
+            out1[ob + tx + 16u * uint(h)] = empty ? 0.0f : sum / total[r];
+        }
+#else
         [[unroll]] for (int h = 0; h < DPT; ++h) out1[ob + tx + 16u * uint(h)] = empty ? 0.0f : o[r][h] / total[r];
 #endif
+#endif
         if ((pc.flags & 2u) != 0u && slice == 0u && tx == 0u)
+#if COMP_PV
+            lse1[bh * pc.seq_q + row] = empty ? -INF : m[r] + (ml[r] + log(total[r]));
+#else
             lse1[bh * pc.seq_q + row] = empty ? -INF : m[r] + log(total[r]);
+#endif
     }
 }
