@@ -27,14 +27,31 @@ class Strides(C.Structure):
 
 
 class Problem(C.Structure):
-    _fields_ = [("batch", C.c_int64), ("heads", C.c_int64), ("seq_q", C.c_int64), ("seq_kv", C.c_int64),
-                ("head_dim", C.c_int64), ("scale", C.c_float), ("dtype", C.c_int), ("q", Strides),
-                ("k", Strides), ("v", Strides), ("out", Strides)]
+    _fields_ = [
+        ("batch", C.c_int64),
+        ("heads", C.c_int64),
+        ("seq_q", C.c_int64),
+        ("seq_kv", C.c_int64),
+        ("head_dim", C.c_int64),
+        ("scale", C.c_float),
+        ("dtype", C.c_int),
+        ("q", Strides),
+        ("k", Strides),
+        ("v", Strides),
+        ("out", Strides),
+    ]
 
 
 class Exec(C.Structure):
-    _fields_ = [("backend", C.c_int), ("precision", C.c_int), ("memory", C.c_int), ("threads", C.c_int),
-                ("cuda_stream", C.c_void_p), ("workspace", C.c_void_p), ("workspace_bytes", C.c_size_t)]
+    _fields_ = [
+        ("backend", C.c_int),
+        ("precision", C.c_int),
+        ("memory", C.c_int),
+        ("threads", C.c_int),
+        ("cuda_stream", C.c_void_p),
+        ("workspace", C.c_void_p),
+        ("workspace_bytes", C.c_size_t),
+    ]
 
 
 def main() -> int:
@@ -65,8 +82,23 @@ def main() -> int:
             return lambda: lib.jattn_forward(None, C.byref(p), C.byref(ex), ptr(q), ptr(k), ptr(v), ptr(out), ptr(lse))
         st0 = lib.jattn_forward(None, C.byref(p), C.byref(ex), ptr(q), ptr(k), ptr(v), ptr(out), ptr(lse))
         assert st0 == 0, lib.jattn_last_error()
-        return lambda: lib.jattn_backward(None, C.byref(p), None, C.byref(ex), ptr(q), ptr(k), ptr(v), ptr(out),
-                                          ptr(lse), ptr(dout), None, None, ptr(dq), ptr(dk), ptr(dv))
+        return lambda: lib.jattn_backward(
+            None,
+            C.byref(p),
+            None,
+            C.byref(ex),
+            ptr(q),
+            ptr(k),
+            ptr(v),
+            ptr(out),
+            ptr(lse),
+            ptr(dout),
+            None,
+            None,
+            ptr(dq),
+            ptr(dk),
+            ptr(dv),
+        )
 
     def torch_call():
         if mode == "fwd":
@@ -94,18 +126,41 @@ def main() -> int:
             if r == 0:
                 continue
             rec.setdefault(name, []).append((wall, cpu))
-            print(json.dumps({"mode": mode, "who": name, "H": H, "S": S, "D": D, "threads": threads, "round": r,
-                              "wall_ms": round(wall * 1e3, 2), "cpu_ms": round(cpu * 1e3, 2)}), flush=True)
+            print(
+                json.dumps(
+                    {
+                        "mode": mode,
+                        "who": name,
+                        "H": H,
+                        "S": S,
+                        "D": D,
+                        "threads": threads,
+                        "round": r,
+                        "wall_ms": round(wall * 1e3, 2),
+                        "cpu_ms": round(cpu * 1e3, 2),
+                    }
+                ),
+                flush=True,
+            )
     for name in rec:
         w = [x[0] for x in rec[name]]
         c = [x[1] for x in rec[name]]
         line = "%-6s wall %8.1f ms (%6.1f GFLOP/s)  cpu %8.1f ms (%6.1f GFLOP per cpu-s x threads)" % (
-            name, 1e3 * st.median(w), flops / st.median(w) / 1e9, 1e3 * st.median(c), flops / st.median(c) / 1e9 * threads)
+            name,
+            1e3 * st.median(w),
+            flops / st.median(w) / 1e9,
+            1e3 * st.median(c),
+            flops / st.median(c) / 1e9 * threads,
+        )
         if name != "torch":
             rw = [t[0] / j[0] for t, j in zip(rec["torch"], rec[name])]
             rc = [t[1] / j[1] for t, j in zip(rec["torch"], rec[name])]
             line += "  torch/jattn wall %.2fx [%s]  cpu %.2fx [%s]" % (
-                st.median(rw), " ".join("%.2f" % x for x in rw), st.median(rc), " ".join("%.2f" % x for x in rc))
+                st.median(rw),
+                " ".join("%.2f" % x for x in rw),
+                st.median(rc),
+                " ".join("%.2f" % x for x in rc),
+            )
         print(line, flush=True)
     return 0
 

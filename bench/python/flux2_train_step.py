@@ -169,8 +169,10 @@ def main() -> None:
     print("\n| tokens | attention | mode | step ms | grads rel_l2 vs f64 | worst param rel_l2 | loss rel err |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
-        print(f"| {r['tokens']} | {r['attention']} | {r['mode']} | {r['step_ms']:.2f} | {r['grad_rel_l2']:.2e} | "
-              f"{r['worst_param_rel_l2']:.2e} | {r['loss_rel']:.1e} |")
+        print(
+            f"| {r['tokens']} | {r['attention']} | {r['mode']} | {r['step_ms']:.2f} | {r['grad_rel_l2']:.2e} | "
+            f"{r['worst_param_rel_l2']:.2e} | {r['loss_rel']:.1e} |"
+        )
     for pair in args.tokens:
         for mode in args.modes:
             s = [r for r in rows if r["tokens"] == pair and r["mode"] == mode]

@@ -24,4 +24,6 @@ for r in rows:
         f"{r['kernel_tflops']:.2f} | {r['rel_l2']:.2g} {r['gate']} | {r['bitwise_repeat']} | {ratio} |"
     )
 for (h, s, d), p in sorted(peers.items()):
-    print(f"| (1,{h},{s},{d}) | torch_sdpa_fp32 {p['torch']} | {p['ms_median']:.3f} | {p['tflops']} | {p['rel_l2']} | - | - |")
+    print(
+        f"| (1,{h},{s},{d}) | torch_sdpa_fp32 {p['torch']} | {p['ms_median']:.3f} | {p['tflops']} | {p['rel_l2']} | - | - |"
+    )

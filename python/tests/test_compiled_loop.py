@@ -141,6 +141,7 @@ def test_cuda_graph_denoising_loop_compiles_once_per_shape(seed):
                 if step in (0, 1, STEPS - 1):
                     assert_gate(out.cpu().numpy(), eager[shape_index], what=f"shape {shape_index} step {step}")
             assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == shape_index + 1, dict(
-                torch._dynamo.utils.counters["stats"])
+                torch._dynamo.utils.counters["stats"]
+            )
     assert jattn.diffusers.counts() == {}
     assert not [w for w in caught if "jattn" in str(w.message)], [str(w.message) for w in caught]

@@ -1,4 +1,5 @@
 """pytest plugin: the jattn.diffusers switch on for the whole session (JATTN_SWITCH=1)."""
+
 import os
 
 _cm = None
