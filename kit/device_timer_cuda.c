@@ -23,6 +23,24 @@ static size_t span_of(const jattn_problem *p, jattn_strides s, int64_t seq) {
         }                                                                                  \
     } while (0)
 
+/* The median of reps timed intervals, event pairs (ev[2 i], ev[2 i + 1]) already completed, into
+   *ms_median; times holds reps floats of scratch. 0, or -1 with err written. */
+static int events_median_ms(const cudaEvent_t *ev, float *times, int reps, double *ms_median, char *err,
+                            size_t errlen) {
+    for (int i = 0; i < reps; i++) CHECK(cudaEventElapsedTime(&times[i], ev[2 * i], ev[2 * i + 1]));
+    double *ms = malloc((size_t)reps * sizeof *ms);
+    if (!ms) {
+        snprintf(err, errlen, "device timing: out of memory");
+        goto done;
+    }
+    for (int i = 0; i < reps; i++) ms[i] = times[i];
+    *ms_median = kit_median(ms, reps);
+    free(ms);
+    return 0;
+done:
+    return -1;
+}
+
 int jattn_device_timed_run(const jattn_problem *p, const jattn_exec *e, const jattn_key_padding *kp, const float *q,
                            const float *k, const float *v, float *out, float *lse, int warmup, int reps,
                            double *ms_median, char *err, size_t errlen) {
@@ -86,17 +104,7 @@ int jattn_device_timed_run(const jattn_problem *p, const jattn_exec *e, const ja
         if (timed) CHECK(cudaEventRecord(ev[2 * (i - warmup) + 1], stream));
     }
     CHECK(cudaStreamSynchronize(stream));
-    for (int i = 0; i < reps; i++) CHECK(cudaEventElapsedTime(&times[i], ev[2 * i], ev[2 * i + 1]));
-    {
-        double *ms = malloc((size_t)reps * sizeof *ms);
-        if (!ms) {
-            snprintf(err, errlen, "device timing: out of memory");
-            goto done;
-        }
-        for (int i = 0; i < reps; i++) ms[i] = times[i];
-        *ms_median = kit_median(ms, reps);
-        free(ms);
-    }
+    if (events_median_ms(ev, times, reps, ms_median, err, errlen) != 0) goto done;
     CHECK(cudaMemcpy(out, dout, no * sizeof(float), cudaMemcpyDeviceToHost));
     if (lse) CHECK(cudaMemcpy(lse, dlse, nl * sizeof(float), cudaMemcpyDeviceToHost));
     rc = 0;
@@ -166,17 +174,7 @@ int jattn_device_timed_backward(const jattn_problem *p, const jattn_exec *e, con
         if (timed) CHECK(cudaEventRecord(ev[2 * (i - warmup) + 1], stream));
     }
     CHECK(cudaStreamSynchronize(stream));
-    for (int i = 0; i < reps; i++) CHECK(cudaEventElapsedTime(&times[i], ev[2 * i], ev[2 * i + 1]));
-    {
-        double *ms = malloc((size_t)reps * sizeof *ms);
-        if (!ms) {
-            snprintf(err, errlen, "device timing: out of memory");
-            goto done;
-        }
-        for (int i = 0; i < reps; i++) ms[i] = times[i];
-        *ms_median = kit_median(ms, reps);
-        free(ms);
-    }
+    if (events_median_ms(ev, times, reps, ms_median, err, errlen) != 0) goto done;
     for (int i = 0; i < 3; i++) CHECK(cudaMemcpy(hg[i], d[6 + i], n[6 + i] * sizeof(float), cudaMemcpyDeviceToHost));
     rc = 0;
 done:

@@ -58,6 +58,7 @@
 #include "flash_params.cuh"
 #include "key_padding.cuh"
 #include "tf32_tiny_values.h"
+#include "tf32_split.cuh"
 
 #define WARP 32
 #define MMA_M 16
@@ -79,25 +80,6 @@ __device__ __forceinline__ void kahan_add(float &sum, float &c, float x) {
     const float y = x - c, t = sum + y;
     c = (t - sum) - y;
     sum = t;
-}
-
-/* x rounded to the nearest TF32: one instruction on sm_90 (cvt.rn), four on sm_80 (cvt.rna,
- * emulated). Inf and NaN stay as they are. */
-__device__ __forceinline__ uint32_t to_tf32(float x) {
-    uint32_t r;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm("cvt.rn.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
-#else
-    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
-#endif
-    return r;
-}
-
-/* x = big + small with big, small TF32 (small = the TF32 rounding of the remainder). */
-template <bool X3>
-__device__ __forceinline__ void split_tf32(float x, uint32_t &big, uint32_t &small) {
-    big = to_tf32(x);
-    if (X3) small = to_tf32(x - __uint_as_float(big));
 }
 
 /* x - big - small: exact, at most 2 significant bits, so a valid TF32 operand as it is. */

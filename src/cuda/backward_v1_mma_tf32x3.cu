@@ -61,6 +61,7 @@
 
 #include "cuda_internal.h"
 #include "key_padding.cuh"
+#include "tf32_split.cuh"
 
 namespace {
 
@@ -85,24 +86,6 @@ struct bwd_params {
     float scale;
     const int *kv_count, *kv_index;
 };
-
-/* x rounded to the nearest TF32 (cvt.rn on sm_90, cvt.rna before). */
-__device__ __forceinline__ uint32_t to_tf32(float x) {
-    uint32_t r;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm("cvt.rn.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
-#else
-    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
-#endif
-    return r;
-}
-
-/* x = big + small, both TF32 (small: the remainder rounded); small only when X3. */
-template <bool X3>
-__device__ __forceinline__ void split(float x, uint32_t &big, uint32_t &small) {
-    big = to_tf32(x);
-    if (X3) small = to_tf32(x - __uint_as_float(big));
-}
 
 /* d += a * b, m16n8k8, TF32 operands, fp32 accumulation. */
 __device__ __forceinline__ void mma(float d[4], const uint32_t a[4], const uint32_t b[2]) {
@@ -151,7 +134,7 @@ __device__ __forceinline__ void product_abt(float big[NT][4], float cor[NT][4], 
         uint32_t a_big[4], a_small[4], a_tiny[4];
 #pragma unroll
         for (int i = 0; i < 4; i++) {
-            split<true>(av[i], a_big[i], a_small[i]);
+            split_tf32<true>(av[i], a_big[i], a_small[i]);
             if (MODE & 1)
                 a_tiny[i] = __float_as_uint((av[i] - __uint_as_float(a_big[i])) - __uint_as_float(a_small[i]));
         }
@@ -159,8 +142,8 @@ __device__ __forceinline__ void product_abt(float big[NT][4], float cor[NT][4], 
         for (int n = 0; n < NT; n++) {
             const float *bb = b + (n * 8 + g) * DS + kk * 8 + t;
             uint32_t b_big[2], b_small[2];
-            split<true>(bb[0], b_big[0], b_small[0]);
-            split<true>(bb[4], b_big[1], b_small[1]);
+            split_tf32<true>(bb[0], b_big[0], b_small[0]);
+            split_tf32<true>(bb[4], b_big[1], b_small[1]);
             if (MODE & 2) {
                 float step[4] = {0.0f, 0.0f, 0.0f, 0.0f};
                 mma(step, a_big, b_big);
@@ -197,10 +180,10 @@ __device__ __forceinline__ void accumulate_xb(float acc[DT / 8][4], const float 
     uint32_t x_big[NT][4], x_small[NT][4];
 #pragma unroll
     for (int n = 0; n < NT; n++) { /* C (g, 2t), (g, 2t+1), (g+8, 2t), (g+8, 2t+1) -> A columns t, t+4 */
-        split<X3>(x[n][0], x_big[n][0], x_small[n][0]);
-        split<X3>(x[n][2], x_big[n][1], x_small[n][1]);
-        split<X3>(x[n][1], x_big[n][2], x_small[n][2]);
-        split<X3>(x[n][3], x_big[n][3], x_small[n][3]);
+        split_tf32<X3>(x[n][0], x_big[n][0], x_small[n][0]);
+        split_tf32<X3>(x[n][2], x_big[n][1], x_small[n][1]);
+        split_tf32<X3>(x[n][1], x_big[n][2], x_small[n][2]);
+        split_tf32<X3>(x[n][3], x_big[n][3], x_small[n][3]);
     }
 #pragma unroll
     for (int j = 0; j < DT / 8; j++) {
@@ -210,8 +193,8 @@ __device__ __forceinline__ void accumulate_xb(float acc[DT / 8][4], const float 
         for (int n = 0; n < NT; n++) {
             const float *bb = bs + n * 8 * DS;
             uint32_t b_big[2], b_small[2];
-            split<X3>(bb[0], b_big[0], b_small[0]);
-            split<X3>(bb[DS], b_big[1], b_small[1]);
+            split_tf32<X3>(bb[0], b_big[0], b_small[0]);
+            split_tf32<X3>(bb[DS], b_big[1], b_small[1]);
             mma(c0, x_big[n], b_big);
             if (X3) {
                 mma(c1, x_big[n], b_small);
