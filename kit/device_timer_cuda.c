@@ -24,7 +24,7 @@ static size_t span_of(const jattn_problem *p, jattn_strides s, int64_t seq) {
     } while (0)
 
 /* The median of reps timed intervals, event pairs (ev[2 i], ev[2 i + 1]) already completed, into
-   *ms_median; times holds reps floats of scratch. 0, or -1 with err written. */
+ *ms_median; times holds reps floats of scratch. 0, or -1 with err written. */
 static int events_median_ms(const cudaEvent_t *ev, float *times, int reps, double *ms_median, char *err,
                             size_t errlen) {
     for (int i = 0; i < reps; i++) CHECK(cudaEventElapsedTime(&times[i], ev[2 * i], ev[2 * i + 1]));
