@@ -192,7 +192,7 @@ __device__ __forceinline__ void v6_pv(float (&d)[64], const uint32_t (&a)[4], ui
     wgmma_m64n128k16_f16_rs_tb(d, a, desc_b, accumulate);
 }
 __device__ __forceinline__ void v6_pv(float (&d)[32], const uint32_t (&a)[4], uint64_t desc_b, int accumulate) {
-    wgmma_m64n64k16_f16_rs_tb(d, a, desc_b, accumulate);
+    wgmma_m64n64k16_f16_rs<1>(d, a, desc_b, accumulate);
 }
 
 /* Gives a ring slot back to the producer once this thread's shared loads from it have returned.
