@@ -13,17 +13,6 @@ if(JATTN_VULKAN_ENABLED)
   jattn_add_test(test_vulkan SOURCES test_vulkan.c ARGS baddevice)
   set_tests_properties(test_vulkan_baddevice PROPERTIES ENVIRONMENT "JATTN_VK_DEVICE=99")
   set_tests_properties(test_parity_vk PROPERTIES ENVIRONMENT "JATTN_TEST_QUICK=1")
-  # The opt-in second kernel (shaders/attn2_f32.comp; on lavapipe its d64 and 32 KiB d128 modules):
-  # JATTN_VK_KERNEL=3 (with PREFETCH) through the edge, parity and padding suites, 2 through test_vulkan.
-  add_test(NAME test_edges_vk_kernel3 COMMAND test_edges vk)
-  add_test(NAME test_parity_vk_kernel3 COMMAND test_parity vk)
-  add_test(NAME test_padding_vk_kernel3 COMMAND test_padding vk)
-  add_test(NAME test_vulkan_kernel2 COMMAND test_vulkan)
-  set_tests_properties(test_edges_vk_kernel3 test_padding_vk_kernel3 PROPERTIES SKIP_RETURN_CODE 77
-                       ENVIRONMENT "JATTN_VK_KERNEL=3")
-  set_tests_properties(test_parity_vk_kernel3 PROPERTIES SKIP_RETURN_CODE 77
-                       ENVIRONMENT "JATTN_VK_KERNEL=3;JATTN_TEST_QUICK=1")
-  set_tests_properties(test_vulkan_kernel2 PROPERTIES SKIP_RETURN_CODE 77 ENVIRONMENT "JATTN_VK_KERNEL=2")
   # The opt-in third kernel (shaders/attn3_f32.comp; on lavapipe its 32 KiB d64 and d128 modules):
   # JATTN_VK_KERNEL=5 (with PREFETCH) through the edge, parity and padding suites, 4 through test_vulkan.
   add_test(NAME test_edges_vk_kernel5 COMMAND test_edges vk)

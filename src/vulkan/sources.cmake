@@ -22,10 +22,8 @@ foreach(dmax ${JATTN_VK_FAMILIES})
     list(APPEND JATTN_VK_MODULES "${dmax}x128w")
   endif()
 endforeach()
-# shaders/attn2_f32.comp (32-row workgroups of 128 invocations, q resident): 64, 128 (48 KiB of
-# shared memory) and 128s (the SMALL form for 32 KiB devices), each also with PREFETCH ("p").
-# Chosen with JATTN_VK_KERNEL=2 (without prefetch) or 3 (with).
-list(APPEND JATTN_VK_MODULES "64x32r" "128x32r" "128x32rs" "64x32rp" "128x32rp" "128x32rsp")
+# (JATTN_VK_KERNEL=2 and 3 were attn2_f32.comp, retired: slower than attn3 everywhere it was
+# measured, bench/results/vk-h200-2026-12-02b/; those values now run attn_f32.comp.)
 # shaders/attn3_f32.comp (64-row workgroups of 128 invocations, 8 x 4 register blocks, double-buffered
 # stages): 64 and 128 in the 48 KiB form ("t") and the SMALL 32 KiB form ("ts"), each also with
 # PREFETCH ("p"). Chosen with JATTN_VK_KERNEL=4 (without prefetch) or 5 (with).
@@ -65,17 +63,14 @@ if(JATTN_VULKAN_ENABLED)
   file(MAKE_DIRECTORY ${_vk_out})
   set(_vk_spvs "")
   foreach(module ${JATTN_VK_MODULES})
-    string(REGEX MATCH "^([0-9]+)x([0-9]+)(w|r|rs|rp|rsp|t|ts|tp|tsp|tw|tws|twp|twsp|tq|tqs|tqp|tqsp)?$" _m ${module})
+    string(REGEX MATCH "^([0-9]+)x([0-9]+)(w|t|ts|tp|tsp|tw|tws|twp|twsp|tq|tqs|tqp|tqsp)?$" _m ${module})
     set(dmax ${CMAKE_MATCH_1})
     set(rows ${CMAKE_MATCH_2})
     set(_form "${CMAKE_MATCH_3}")
     set(_defs -DDMAX=${dmax})
     set(_src ${_vk_dir}/shaders/attn_f32.comp)
-    if(_form MATCHES "^[rt]")
-      set(_src ${_vk_dir}/shaders/attn2_f32.comp)
-      if(_form MATCHES "^t")
-        set(_src ${_vk_dir}/shaders/attn3_f32.comp)
-      endif()
+    if(_form MATCHES "^t")
+      set(_src ${_vk_dir}/shaders/attn3_f32.comp)
       if(_form MATCHES "^tw")
         list(APPEND _defs -DTX=32)
       endif()

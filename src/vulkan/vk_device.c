@@ -246,9 +246,9 @@ static void probe(void) {
     const char *rows = getenv("JATTN_VK_ROWS"), *wide = getenv("JATTN_VK_WIDE");
     d->rows = rows && strcmp(rows, "64") == 0 ? 64 : 128;
     d->wide = wide && strcmp(wide, "1") == 0;
-    /* The kernel: JATTN_VK_KERNEL=2 picks attn2_f32.comp (head dims 64 and 128), 3 the same with
-     * PREFETCH, 4 attn3_f32.comp (head dims 64 and 128), 5 the same with PREFETCH, 6 and 7 attn3_f32.comp with
-     * TX=32 (head dim 128), 8 and 9 with TX=32 and RPT=4 (head dim 128), 1 attn_f32.comp. */
+    /* The kernel: JATTN_VK_KERNEL=4 picks attn3_f32.comp (head dims 64 and 128), 5 the same with
+     * PREFETCH, 6 and 7 attn3_f32.comp with TX=32 (head dim 128), 8 and 9 with TX=32 and RPT=4
+     * (head dim 128), 1 attn_f32.comp (also what a kind without a module for the family runs). */
     const char *kernel = getenv("JATTN_VK_KERNEL");
     /* Shared memory the modules may use: the device's, or less with JATTN_VK_SHARED_LIMIT=<bytes>
      * (the 32 KiB modules on a 48 KiB device: measurements, Apple's limit). On a software device

@@ -12,10 +12,10 @@
 /* ---- embedded SPIR-V (vk_spirv.c, generated at build time from shaders/attn_f32.comp) ---- */
 typedef struct vk_spirv_module {
     int dmax;         /* the head-dim family: head_dim <= dmax, rows zero-padded to dmax */
-    int rows;         /* query rows per workgroup: 64 or 128 (attn_f32.comp), 32 (attn2_f32.comp) */
-    int kind;         /* 1: shaders/attn_f32.comp, 2: shaders/attn2_f32.comp, 3: the same with PREFETCH */
+    int rows;         /* query rows per workgroup: 64 or 128 (attn_f32.comp), 64 (attn3_f32.comp) */
+    int kind;         /* 1: shaders/attn_f32.comp; 4-9: shaders/attn3_f32.comp (vk_device.c lists them) */
     int shared_bytes; /* shared memory it declares (at most) */
-    const char *name; /* "vk_flash_f32_d<dmax>_<rows>x64[_dk32]", "vk_flash2_f32_d<dmax>_32x64[_s32k]" */
+    const char *name; /* "vk_flash_f32_d<dmax>_<rows>x64[_dk32]", "vk_flash3_f32_d<dmax>_..." */
     const uint32_t *words;
     size_t n_words;
 } vk_spirv_module;
@@ -48,7 +48,7 @@ typedef struct vk_device {
     int rows;                 /* rows per workgroup: 128 unless JATTN_VK_ROWS=64 */
     int wide;                 /* the 48 KiB (dk32) modules allowed (JATTN_VK_WIDE=1; where shared memory suffices) */
     uint32_t shared_limit;    /* shared memory a module may declare: the device's, JATTN_VK_SHARED_LIMIT lowers it */
-    int kernel;               /* module kind wanted (JATTN_VK_KERNEL; NVIDIA 7, else 1): 2-3 attn2, 4-9 attn3 */
+    int kernel;               /* module kind wanted (JATTN_VK_KERNEL; NVIDIA 7, else 1): 4-9 attn3 */
     int denorm_preserve;      /* the device keeps float32 denormals when a module asks (DenormPreserve) */
     int pipeline_stats;       /* JATTN_VK_PIPELINE_STATS=1 and the driver has VK_KHR_pipeline_executable_properties */
     char float_controls[200]; /* the float-controls properties, one line (jattn_vk_float_controls) */
@@ -74,8 +74,8 @@ void vk_device_lock(void);
 void vk_device_unlock(void);
 /* "discrete GPU", "CPU (software)", ... of the device chosen. */
 const char *vk_device_type_name(const vk_device *d);
-/* The module for a head_dim: the smallest family that holds it; with d->kernel 2-5 the family's
- * attn2_f32.comp (2, 3) or attn3_f32.comp (4, 5) module of that kind with the most shared memory
+/* The module for a head_dim: the smallest family that holds it; with d->kernel 4-9 the family's
+ * attn3_f32.comp module of that kind with the most shared memory
  * the device has, else of its attn_f32.comp modules the one with the device's rows per workgroup,
  * the wide (dk32) one where allowed. -1 if none. */
 int vk_module_for(const vk_device *d, int64_t head_dim);

@@ -1,4 +1,4 @@
-// What the vk kernels (attn_f32.comp, attn2_f32.comp) share: the bindings and push constants the
+// What the vk kernels (attn_f32.comp, attn3_f32.comp) share: the bindings and push constants the
 // host fills (vk_backend.c), the exponential they compute themselves and the key-padding test.
 // Included after `#version`; needs GL_EXT_spirv_intrinsics only in the including file.
 
