@@ -117,9 +117,9 @@ __device__ __forceinline__ void st_split4(const float (&x)[4], uint32_t (&big)[4
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
         if (N == 2)
-            tf32_split(x[j], big[j], small[j]);
+            split_tf32<true>(x[j], big[j], small[j]);
         else
-            big[j] = tf32_round(x[j]);
+            big[j] = to_tf32(x[j]);
     }
 }
 
@@ -208,7 +208,7 @@ __global__ void __launch_bounds__(kStThreads, 2) attention_f32_sm90_wgmma_st_64x
             for (int j = 0; j < 4; ++j) {
                 const uint32_t off = swizzled_offset(row, st_q_column(4 * c4 + j), kStQ);
                 uint32_t bg, sm;
-                tf32_split(e[j], bg, sm); /* Q K^T is 3xTF32 in both modes */
+                split_tf32<true>(e[j], bg, sm); /* Q K^T is 3xTF32 in both modes */
                 *reinterpret_cast<uint32_t *>(q_small + off) = sm;
                 *reinterpret_cast<uint32_t *>(q_big + off) = bg;
             }
@@ -377,10 +377,10 @@ __global__ void __launch_bounds__(kStThreads, 2) attention_f32_sm90_wgmma_st_64x
                     const uint32_t off = p_off[r][e] + (uint32_t)(i * kSwizzleAtomBytes);
                     uint32_t bg, sm;
                     if (kSplitPV) {
-                        tf32_split(x, bg, sm);
+                        split_tf32<true>(x, bg, sm);
                         *reinterpret_cast<uint32_t *>(p_small + off) = sm;
                     } else {
-                        bg = tf32_round(x);
+                        bg = to_tf32(x);
                     }
                     *reinterpret_cast<uint32_t *>(p_big + off) = bg;
                 }

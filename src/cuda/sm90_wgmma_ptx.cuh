@@ -20,6 +20,7 @@
 #include <cuda_runtime.h>
 
 #include "attention_sm90.h"
+#include "tf32_split.cuh" /* to_tf32, split_tf32 */
 
 namespace {
 
@@ -102,25 +103,6 @@ __device__ __forceinline__ uint64_t f16_slice_desc(uint64_t tile_desc, int slice
 
 __device__ __forceinline__ uint32_t smem_u32(const void *p) {
     return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-/* x rounded to the nearest tf32, as an fp32 bit pattern with 13 zero low bits. On sm_90 the
- * round-to-nearest-even form is one instruction (F2FP.TF32.F32.PACK_B); the ties-away form
- * (cvt.rna) is emulated in four (add, mask, and an Inf/NaN guard). Inf and NaN stay as they are. */
-__device__ __forceinline__ uint32_t tf32_round(float x) {
-    uint32_t r;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm("cvt.rn.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
-#else
-    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
-#endif
-    return r;
-}
-
-/* big = tf32(x), small = tf32(x - big): x ~= big + small to about 2^-22 relative. */
-__device__ __forceinline__ void tf32_split(float x, uint32_t &big, uint32_t &small) {
-    big = tf32_round(x);
-    small = tf32_round(x - __uint_as_float(big));
 }
 
 /* Byte offset of element (row, col) in a K-major 128B-swizzled tile of `rows` rows. */
