@@ -110,6 +110,15 @@ typedef struct jattn_cuda_bwd_args {
 
 /* Limits of the backward kernels (backward_v1_mma_tf32x3.cu). */
 #define JATTN_CUDA_BWD_MAX_HEAD_DIM 128
+/* Below this head_dim the tf32 backward keeps dV, dK, dQ at three TF32 products, as f32 does
+ * (backward_v1_mma_tf32x3.cu's opening comment says why). */
+#define JATTN_CUDA_BWD_TF32_MIN_HEAD_DIM 16
+
+/* Whether the backward v1 runs its gradient products dV, dK, dQ on three TF32 products (the f32
+ * kernel, named so by the selection) rather than one. */
+static inline int jattn_cuda_bwd_v1_grads_x3(jattn_precision precision, int64_t head_dim) {
+    return precision == JATTN_PRECISION_F32 || head_dim < JATTN_CUDA_BWD_TF32_MIN_HEAD_DIM;
+}
 
 /* Device bytes of the backward v1's own workspace (after the key padding's region): the row
  * terms Dl = dO.O - dlse as float hi + lo pairs, B * H * Sq of them (256-byte aligned). */
