@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# The backward v2's GPU call (issue 22: backward_v2_sm90_f16x2.cu): built here, carried, run there in one call.
+#   on the development machine:  CARRY=/work/main/.carry-bwdwg bench/gpu/backward_carry.sh
+#   on the GPU machine, from the carried folder:  OUT=$OUT bash backward_v2_run.sh
+# Steps, each under its own timeout (seconds in brackets): test_backward cuda with v2 (the default;
+# JATTN_CUDA_BWD_KERNEL=v2 forced) [TEST_S, 120]; the gate part with dP's hi*hi in one chain
+# (JATTN_CUDA_BWD2_DP_CHAIN=1) [25]; compute-sanitizer memcheck and racecheck on a small D = 128 call
+# that v2 takes [25 each]; times: v2, v2 with the dP chain, v1, jattn's forward at (1,24,1536,128) and
+# (1,24,4608,128), v2 and the forward at (1,24,16384,128) [8-15 each]; PyTorch's fp32 SDPA backward
+# [80]; ncu's time of each kernel [30]; the table last.
+set -u
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+export LD_LIBRARY_PATH=$PWD/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export CUBLAS_WORKSPACE_CONFIG=:4096:8
+export JATTN_CUDA_BWD_KERNEL=v2 # v1 where asked for below
+J=./bin/jattn
+SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+step() { echo "== $* ($(date -u +%T))"; }
+{
+  step nvidia-smi; nvidia-smi -L
+  step JATTN_CUDA_BWD_KERNEL=v2 test_backward cuda all
+  JATTN_CUDA_BWD_KERNEL=v2 timeout "${TEST_S:-120}" ./bin/test_backward cuda all; echo "rc $?"
+} > "$OUT/test.log" 2>&1
+{
+  step JATTN_CUDA_BWD2_DP_CHAIN=1 test_backward cuda gate
+  JATTN_CUDA_BWD2_DP_CHAIN=1 timeout 25 ./bin/test_backward cuda gate | tail -8; echo "rc ${PIPESTATUS[0]}"
+} > "$OUT/test_dp_chain.log" 2>&1
+{
+  step memcheck
+  timeout 25 "$SAN" --tool memcheck --error-exitcode 3 $J run --backward --backend cuda --heads 2 --seq 130 --seq-kv 77 --dim 128 --reps 1; echo "rc $?"
+  step racecheck
+  timeout 25 "$SAN" --tool racecheck --error-exitcode 3 $J run --backward --backend cuda --heads 1 --seq 200 --seq-kv 140 --dim 64 --reps 1; echo "rc $?"
+} > "$OUT/sanitize.log" 2>&1
+{
+  for s in 1536 4608; do
+    step "v2 / v2 dP chain / v1 / forward at $s"
+    echo "TAG v2"; timeout 15 $J run --backward --backend cuda --seq $s --no-check --json; echo "rc $?"
+    echo "TAG v2-dpchain"
+    JATTN_CUDA_BWD2_DP_CHAIN=1 timeout 15 $J run --backward --backend cuda --seq $s --no-check --json; echo "rc $?"
+    echo "TAG v1"
+    JATTN_CUDA_BWD_KERNEL=v1 timeout 15 $J run --backward --backend cuda --seq $s --reps 5 --no-check --json; echo "rc $?"
+    echo "TAG forward"; timeout 8 $J run --backend cuda --seq $s --no-check --json; echo "rc $?"
+  done
+  step v2 and forward at 16384
+  echo "TAG v2"; timeout 20 $J run --backward --backend cuda --seq 16384 --reps 5 --no-check --json; echo "rc $?"
+  echo "TAG forward"; timeout 10 $J run --backend cuda --seq 16384 --no-check --json; echo "rc $?"
+  step v2 and forward at D = 64
+  echo "TAG v2"; timeout 10 $J run --backward --backend cuda --seq 4608 --dim 64 --no-check --json; echo "rc $?"
+  echo "TAG forward"; timeout 8 $J run --backend cuda --seq 4608 --dim 64 --no-check --json; echo "rc $?"
+} > "$OUT/bench.log" 2>&1
+{
+  step torch
+  timeout 80 python3 torch_sdpa_backward.py 1,24,1536,128 1,24,4608,128 1,24,16384,128; echo "rc $?"
+} > "$OUT/torch.log" 2>&1
+{
+  step ncu
+  NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+  timeout 30 "$NCU" --clock-control none --kernel-name regex:bwd_ --metrics gpu__time_duration.sum \
+    $J run --backward --backend cuda --seq 4608 --reps 1 --no-check 2>&1 | grep -E "bwd_|gpu__time_duration" | head -20
+  echo "rc ${PIPESTATUS[0]}"
+} > "$OUT/ncu.log" 2>&1
+python3 - "$OUT" > "$OUT/table.txt" 2>&1 <<'PY'
+import json, sys
+out = sys.argv[1]
+rows = {}
+tag = "?"
+for line in open(f"{out}/bench.log"):
+    if line.startswith("TAG "):
+        tag = line.split()[1]
+    if line.startswith("{"):
+        j = json.loads(line)
+        rows.setdefault((j["seq_q"], j["dim"]), {})[tag] = j["ms"]
+        print(tag, j.get("kernel"), j["seq_q"], j["dim"], j["ms"])
+for line in open(f"{out}/torch.log"):
+    if line.startswith("RESULT"):
+        f = line.split()
+        rows.setdefault((int(f[4]), int(f[5])), {})["torch " + f[1]] = float(f[6])
+print("ms at (1,24,S,D), H200; TFLOP/s of a backward = 10 B H S^2 D / time")
+for key in sorted(rows):
+    r = rows[key]
+    s, d = key
+    fl = 10 * 24 * s * s * d
+    print(f"S={s} D={d}: " + ", ".join(f"{k} {v:.3f} ms ({fl / v / 1e9:.1f} TF/s)" if "forward" not in k else f"{k} {v:.3f} ms" for k, v in sorted(r.items())))
+    v2 = r.get("v2")
+    if v2:
+        t = r.get("torch backward-default")
+        f = r.get("forward")
+        print(f"   v2 vs torch default: {t / v2:.2f}x" if t else "", f" v2 / forward: {v2 / f:.2f}" if f else "")
+PY
+cat "$OUT/table.txt"; tail -5 "$OUT/test.log"; grep -E "rc |ERROR SUMMARY" "$OUT/sanitize.log"
