@@ -29,9 +29,10 @@
  *        2. P = exp((big u - lse) + cor u), u the two tiles' power-of-two unscale (exact);
  *           lse per query (a row in dQ, a column in dK / dV, from the q record); keys past seq_kv
  *           get P = 0 (dQ), queries past seq_q have lse = +inf (P = 0).
- *        3. dQ, dK: dP = B_row C_col^T the same way (dQ: dO V^T; dK: V dO^T; hi*hi by TwoSum, or
- *           in one fp32 chain with JATTN_CUDA_BWD2_DP_CHAIN=1), dS = P ((dP_big u - Dl_hi) +
- *           dP_cor u - Dl_lo).
+ *        3. dQ, dK: dP = B_row C_col^T the same way (dQ: dO V^T; dK: V dO^T), dS = P ((dP_big u
+ *           - Dl_hi) + dP_cor u - Dl_lo). JATTN_CUDA_BWD2_CHAINS=<S><dP> sets the k16 slices of
+ *           hi*hi per TwoSum term of S and of dP: 11 (default), 10 (dP in one chain, no TwoSum),
+ *           20 (S in pairs of slices, dP one chain).
  *        4. X = dS (dQ, dK) or P (dV), scaled per row by a power of two from the row's largest
  *           |X| over the tile (two quad shuffles) and split hi / lo from the registers into the
  *           A fragments of the last product: tile = X B' with B' the column tile whose rows are
@@ -57,6 +58,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <stdlib.h>
+#include <string.h>
 
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #pragma nv_diag_suppress 177
@@ -86,7 +88,6 @@ struct BwdV2Params {
     int64_t o_b, o_h, o_t;
     int heads, row_tiles, col_tiles, n_rows, n_cols;
     float out_scale;
-    int exact_dp;
     uint32_t v_lbo, v_sbo; /* descriptor fields of an MN-major image (16-byte units) */
     uint32_t zero;         /* 0, unknown to the compiler: slot_release */
 };
@@ -117,6 +118,13 @@ __device__ __forceinline__ uint64_t desc_mn(uint32_t saddr, uint32_t lbo, uint32
     return (uint64_t)((saddr & 0x3FFFFu) >> 4) | ((uint64_t)lbo << 16) | ((uint64_t)sbo << 32) | (1ull << 62);
 }
 
+/* The pointer, opaque to the optimizer (kept from being hoisted with its loads out of the loop). */
+__device__ __forceinline__ const float *opaque_ptr(const float *ptr) {
+    uint64_t x = reinterpret_cast<uint64_t>(ptr);
+    asm volatile("" : "+l"(x));
+    return reinterpret_cast<const float *>(x);
+}
+
 /* As v6's: the arrival's address depends on `loaded` (values this thread read from the slot), so the
  * slot is given back only after those loads returned. */
 __device__ __forceinline__ void slot_release(uint32_t empty_bar, uint32_t loaded, uint32_t zero) {
@@ -124,45 +132,43 @@ __device__ __forceinline__ void slot_release(uint32_t empty_bar, uint32_t loaded
 }
 
 /* C = A B^T over head_dim (64 x 64, both K-major images of 64 rows, hi and lo): cor = the
- * corrections A_hi B_lo + A_lo B_hi (one chain), big + cor = A_hi B_hi + cor. exact: hi*hi one k16
- * slice at a time, each slice's fresh accumulator added into big by TwoSum (its rounding error into
- * cor); else hi*hi in one chain. */
-template <int D>
-__device__ __forceinline__ void exact_product(float (&big)[32], float (&cor)[32], float (&step)[32], uint32_t a_hi,
-                                              uint32_t a_lo, uint32_t b_hi, uint32_t b_lo, bool exact) {
+ * corrections A_hi B_lo + A_lo B_hi (one chain), big + cor = A_hi B_hi + cor. hi*hi in chains of
+ * kChain k16 slices, each chain's fresh accumulator added into big by TwoSum (its rounding error
+ * into cor); kChain = D / 16: one chain, no TwoSum. */
+template <int D, int kChain>
+__device__ __forceinline__ void chained_product(float (&big)[32], float (&cor)[32], float (&step)[32], uint64_t ah,
+                                                uint64_t al, uint64_t bh, uint64_t bl) {
     constexpr int kS = D / 16;
-    const uint64_t ah = smem_desc_sw128(opaque(a_hi)), al = smem_desc_sw128(opaque(a_lo));
-    const uint64_t bh = smem_desc_sw128(opaque(b_hi)), bl = smem_desc_sw128(opaque(b_lo));
     wgmma_fence();
 #pragma unroll
     for (int s = 0; s < kS; ++s) {
         wgmma_m64n64k16_f16_ss(cor, f16_slice_desc(ah, s, kBwdTile), f16_slice_desc(bl, s, kBwdTile), s > 0 ? 1 : 0);
         wgmma_m64n64k16_f16_ss(cor, f16_slice_desc(al, s, kBwdTile), f16_slice_desc(bh, s, kBwdTile), 1);
     }
-    if (!exact) {
 #pragma unroll
-        for (int s = 0; s < kS; ++s)
-            wgmma_m64n64k16_f16_ss(big, f16_slice_desc(ah, s, kBwdTile), f16_slice_desc(bh, s, kBwdTile),
-                                   s > 0 ? 1 : 0);
-        wgmma_commit();
+    for (int s = 0; s < kChain; ++s)
+        wgmma_m64n64k16_f16_ss(big, f16_slice_desc(ah, s, kBwdTile), f16_slice_desc(bh, s, kBwdTile), s > 0 ? 1 : 0);
+    wgmma_commit();
+    if (kChain == kS) {
         wgmma_wait_all();
         fence_regs(big);
         fence_regs(cor);
         return;
     }
-    wgmma_m64n64k16_f16_ss(big, f16_slice_desc(ah, 0, kBwdTile), f16_slice_desc(bh, 0, kBwdTile), 0);
-    wgmma_commit();
 #pragma unroll
-    for (int s = 1; s < kS; ++s) {
+    for (int s0 = kChain; s0 < kS; s0 += kChain) {
         wgmma_fence();
-        wgmma_m64n64k16_f16_ss(step, f16_slice_desc(ah, s, kBwdTile), f16_slice_desc(bh, s, kBwdTile), 0);
+#pragma unroll
+        for (int s = s0; s < s0 + kChain; ++s)
+            wgmma_m64n64k16_f16_ss(step, f16_slice_desc(ah, s, kBwdTile), f16_slice_desc(bh, s, kBwdTile),
+                                   s > s0 ? 1 : 0);
         wgmma_commit();
         wgmma_wait<0>();
         fence_regs(step);
         fence_regs(big);
         fence_regs(cor);
 #pragma unroll
-        for (int i = 0; i < 32; ++i) { /* TwoSum: big + step = s + err exactly */
+        for (int i = 0; i < 32; ++i) { /* TwoSum: big + step = sum + err exactly */
             const float sum = big[i] + step[i], bp = sum - big[i];
             cor[i] += (big[i] - (sum - bp)) + (step[i] - bp);
             big[i] = sum;
@@ -170,7 +176,17 @@ __device__ __forceinline__ void exact_product(float (&big)[32], float (&cor)[32]
     }
 }
 
-template <int D, int kRole>
+/* chained_product on the images at shared addresses a_hi, a_lo (A) and b_hi, b_lo (B); kChain 0: one
+ * chain of D / 16 slices. */
+template <int D, int kChain>
+__device__ __forceinline__ void exact_product(float (&big)[32], float (&cor)[32], float (&step)[32], uint32_t a_hi,
+                                              uint32_t a_lo, uint32_t b_hi, uint32_t b_lo) {
+    const uint64_t ah = smem_desc_sw128(opaque(a_hi)), al = smem_desc_sw128(opaque(a_lo));
+    const uint64_t bh = smem_desc_sw128(opaque(b_hi)), bl = smem_desc_sw128(opaque(b_lo));
+    chained_product<D, kChain == 0 ? D / 16 : kChain>(big, cor, step, ah, al, bh, bl);
+}
+
+template <int D, int kRole, int kSChain, int kDpChain>
 __global__ void __launch_bounds__(kThreads, 1) bwd_v2_kernel(const BwdV2Params p) {
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
     __trap();
@@ -241,16 +257,7 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v2_kernel(const BwdV2Params p
     const float *ext_b = reinterpret_cast<const float *>(p.row_rec[C::kRowRecs - 1] +
                                                          (bh * p.row_tiles + rt) * (int64_t)R::kBytes + R::kImages);
     const float u_row_a = __ldg(ext_a), u_row_b = __ldg(ext_b);
-    float lse_r[2] = {0.f, 0.f}, dlh_r[2] = {0.f, 0.f}, dll_r[2] = {0.f, 0.f};
-    if (kRole == kRoleDQ) {
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-            const int row = 16 * warp + g + 8 * r;
-            lse_r[r] = __ldg(ext_a + kBwdRowData / 4 + row);
-            dlh_r[r] = __ldg(ext_b + kBwdRowData / 4 + 2 * row);
-            dll_r[r] = __ldg(ext_b + kBwdRowData / 4 + 2 * row + 1);
-        }
-    }
+    const int row_w = 16 * warp + g; /* the thread's rows: row_w, row_w + 8 */
     float acc[C::kOAcc];
 #pragma unroll
     for (int i = 0; i < C::kOAcc; ++i) acc[i] = 0.f;
@@ -270,10 +277,17 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v2_kernel(const BwdV2Params p
         mbar_wait(full_s + 8u * sa, pa);
         const float u_col_a = side_a[0];
         uint32_t loaded_a = __float_as_uint(u_col_a);
-        exact_product<D>(big, cor, step, row_a, row_a + R::kImage, img_a, img_a + R::kImage, true);
+        exact_product<D, kSChain>(big, cor, step, row_a, row_a + R::kImage, img_a, img_a + R::kImage);
         /* ---- 2. P ---- */
         {
             const float us = u_row_a * u_col_a;
+            /* dQ: the rows' lse, loaded again per tile (L1) rather than held in registers */
+            float lse_r[2] = {0.f, 0.f};
+            if (kRole == kRoleDQ) {
+                const float *ea = opaque_ptr(ext_a) + kBwdRowData / 4 + row_w;
+                lse_r[0] = __ldg(ea);
+                lse_r[1] = __ldg(ea + 8);
+            }
 #pragma unroll
             for (int i = 0; i < 8; ++i)
 #pragma unroll
@@ -288,11 +302,17 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v2_kernel(const BwdV2Params p
                     for (int r = 0; r < 2; ++r) {
                         const int j = 4 * i + 2 * r + e;
                         const float l = kRole == kRoleDQ ? lse_r[r] : lse_c;
-                        float pv = expf((big[j] * us - l) + cor[j] * us);
-                        if (kRole == kRoleDQ && t * kBwdTile + col >= p.n_cols) pv = 0.f; /* keys past seq_kv */
-                        x[j] = pv;
+                        x[j] = expf((big[j] * us - l) + cor[j] * us);
                     }
                 }
+        }
+        if (kRole == kRoleDQ && (t + 1) * kBwdTile > p.n_cols) { /* the last key tile, partial: keys past seq_kv */
+            const int lim = p.n_cols - t * kBwdTile;
+#pragma unroll
+            for (int i = 0; i < 8; ++i)
+#pragma unroll
+                for (int e = 0; e < 2; ++e)
+                    if (8 * i + 2 * c + e >= lim) x[4 * i + e] = x[4 * i + 2 + e] = 0.f;
         }
         uint32_t img_last, loaded_last;
         int slot_last;
@@ -307,8 +327,14 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v2_kernel(const BwdV2Params p
             mbar_wait(full_s + 8u * sb, pb);
             const float u_col_b = side_b[0];
             uint32_t loaded_b = __float_as_uint(u_col_b);
-            exact_product<D>(big, cor, step, row_b, row_b + R::kImage, img_b, img_b + R::kImage, p.exact_dp != 0);
+            exact_product<D, kDpChain>(big, cor, step, row_b, row_b + R::kImage, img_b, img_b + R::kImage);
             const float ud = u_row_b * u_col_b;
+            float dlh_r[2] = {0.f, 0.f}, dll_r[2] = {0.f, 0.f};
+            if (kRole == kRoleDQ) {
+                const float2 *eb = reinterpret_cast<const float2 *>(opaque_ptr(ext_b) + kBwdRowData / 4) + row_w;
+                const float2 d0 = __ldg(eb), d1 = __ldg(eb + 8);
+                dlh_r[0] = d0.x, dll_r[0] = d0.y, dlh_r[1] = d1.x, dll_r[1] = d1.y;
+            }
 #pragma unroll
             for (int i = 0; i < 8; ++i)
 #pragma unroll
@@ -397,9 +423,9 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v2_kernel(const BwdV2Params p
 #endif
 }
 
-template <int D, int kRole>
-cudaError_t launch_role(const BwdV2Params &p, unsigned batch, cudaStream_t stream) {
-    auto kernel = bwd_v2_kernel<D, kRole>;
+template <int D, int kRole, int kS, int kDp>
+cudaError_t launch_instance(const BwdV2Params &p, unsigned batch, cudaStream_t stream) {
+    auto kernel = bwd_v2_kernel<D, kRole, kS, kDp>;
     const int smem = BwdConfig<D, kRole>::kSmemBytes;
     cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (err != cudaSuccess) return err;
@@ -408,15 +434,22 @@ cudaError_t launch_role(const BwdV2Params &p, unsigned batch, cudaStream_t strea
     return cudaGetLastError();
 }
 
+/* The instances of the chain lengths (chains()): 11 (the default), 10, 20; dV has no dP. */
+template <int D, int kRole>
+cudaError_t launch_role(const BwdV2Params &p, unsigned batch, cudaStream_t stream, int ch) {
+    if (ch == 10) return launch_instance < D, kRole, 1, kRole == kRoleDV ? 1 : 0 > (p, batch, stream);
+    if (ch == 20) return launch_instance < D, kRole, 2, kRole == kRoleDV ? 1 : 0 > (p, batch, stream);
+    return launch_instance<D, kRole, 1, 1>(p, batch, stream);
+}
+
 template <int D>
-cudaError_t launch_d(const jattn_cuda_bwd_args *a, const unsigned char *ws, cudaStream_t stream, int exact_dp) {
+cudaError_t launch_d(const jattn_cuda_bwd_args *a, const unsigned char *ws, cudaStream_t stream, int ch) {
     const jattn_cuda_args *f = &a->fwd;
     const BwdRecordLayout L = bwd_record_layout(f->batch * f->heads, f->seq_q, f->seq_kv, f->head_dim);
     const int tq = (int)((f->seq_q + kBwdTile - 1) / kBwdTile), tk = (int)((f->seq_kv + kBwdTile - 1) / kBwdTile);
     const unsigned batch = (unsigned)f->batch;
     BwdV2Params p;
     p.heads = (int)f->heads;
-    p.exact_dp = exact_dp;
     /* MN-major, 128B swizzle: LBO = bytes between 64-column blocks of head_dim (one 8 KB block of
      * a 64-row image), SBO = bytes between 8-row groups (1024) */
     p.v_lbo = (uint32_t)(kBwdTile * kSwizzleBytes) >> 4;
@@ -429,7 +462,7 @@ cudaError_t launch_d(const jattn_cuda_bwd_args *a, const unsigned char *ws, cuda
     p.row_tiles = tq, p.col_tiles = tk, p.n_rows = (int)f->seq_q, p.n_cols = (int)f->seq_kv;
     p.out = a->dq, p.o_b = a->dq_strides.batch, p.o_h = a->dq_strides.head, p.o_t = a->dq_strides.token;
     p.out_scale = f->scale;
-    cudaError_t err = launch_role<D, kRoleDQ>(p, batch, stream);
+    cudaError_t err = launch_role<D, kRoleDQ>(p, batch, stream, ch);
     if (err != cudaSuccess) return err;
 
     /* dK: rows k (and v), columns q (and dout) */
@@ -438,23 +471,24 @@ cudaError_t launch_d(const jattn_cuda_bwd_args *a, const unsigned char *ws, cuda
     p.row_tiles = tk, p.col_tiles = tq, p.n_rows = (int)f->seq_kv, p.n_cols = (int)f->seq_q;
     p.out = a->dk, p.o_b = a->dk_strides.batch, p.o_h = a->dk_strides.head, p.o_t = a->dk_strides.token;
     p.out_scale = 1.f;
-    err = launch_role<D, kRoleDK>(p, batch, stream);
+    err = launch_role<D, kRoleDK>(p, batch, stream, ch);
     if (err != cudaSuccess) return err;
 
     /* dV: rows k, columns q and dout */
     p.row_rec[1] = ws + L.k;
     p.out = a->dv, p.o_b = a->dv_strides.batch, p.o_h = a->dv_strides.head, p.o_t = a->dv_strides.token;
-    return launch_role<D, kRoleDV>(p, batch, stream);
+    return launch_role<D, kRoleDV>(p, batch, stream, ch);
 }
 
-/* JATTN_CUDA_BWD2_DP_CHAIN=1: dP's hi*hi in one fp32 chain instead of TwoSum slices (A/B runs of
- * its accuracy and cost); read once. */
-int exact_dp_choice() {
+/* The chain lengths of S and dP (k16 slices of hi*hi per TwoSum term; 0: one chain, no TwoSum):
+ * 11, or JATTN_CUDA_BWD2_CHAINS=10|20 (A/B runs of their accuracy and cost); read once. */
+int chains() {
     static std::atomic<int> v{-1}; /* concurrent first calls store the same value */
     int x = v.load(std::memory_order_relaxed);
     if (x < 0) {
-        const char *env = getenv("JATTN_CUDA_BWD2_DP_CHAIN");
-        x = env && env[0] == '1' && !env[1] ? 0 : 1;
+        const char *env = getenv("JATTN_CUDA_BWD2_CHAINS");
+        x = 11;
+        if (env && (strcmp(env, "10") == 0 || strcmp(env, "20") == 0)) x = env[0] == '1' ? 10 : 20;
         v.store(x, std::memory_order_relaxed);
     }
     return x;
@@ -505,6 +539,6 @@ extern "C" int jattn_cuda_launch_bwd_v2(const jattn_cuda_bwd_args *a, void *work
     err = bwd_v2_split_launch(a, workspace, stream);
     if (err != cudaSuccess) return (int)err;
     const unsigned char *ws = static_cast<const unsigned char *>(workspace);
-    const int exact = exact_dp_choice();
-    return (int)(a->fwd.head_dim == 128 ? launch_d<128>(a, ws, stream, exact) : launch_d<64>(a, ws, stream, exact));
+    const int ch = chains();
+    return (int)(a->fwd.head_dim == 128 ? launch_d<128>(a, ws, stream, ch) : launch_d<64>(a, ws, stream, ch));
 }
