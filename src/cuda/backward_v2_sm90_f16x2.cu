@@ -149,29 +149,29 @@ __device__ __forceinline__ void chained_product(float (&big)[32], float (&cor)[3
     for (int s = 0; s < kChain; ++s)
         wgmma_m64n64k16_f16_ss(big, f16_slice_desc(ah, s, kBwdTile), f16_slice_desc(bh, s, kBwdTile), s > 0 ? 1 : 0);
     wgmma_commit();
-    if (kChain == kS) {
+    if constexpr (kChain == kS) {
         wgmma_wait_all();
         fence_regs(big);
         fence_regs(cor);
-        return;
-    }
+    } else {
 #pragma unroll
-    for (int s0 = kChain; s0 < kS; s0 += kChain) {
-        wgmma_fence();
+        for (int s0 = kChain; s0 < kS; s0 += kChain) {
+            wgmma_fence();
 #pragma unroll
-        for (int s = s0; s < s0 + kChain; ++s)
-            wgmma_m64n64k16_f16_ss(step, f16_slice_desc(ah, s, kBwdTile), f16_slice_desc(bh, s, kBwdTile),
-                                   s > s0 ? 1 : 0);
-        wgmma_commit();
-        wgmma_wait<0>();
-        fence_regs(step);
-        fence_regs(big);
-        fence_regs(cor);
+            for (int s = s0; s < s0 + kChain; ++s)
+                wgmma_m64n64k16_f16_ss(step, f16_slice_desc(ah, s, kBwdTile), f16_slice_desc(bh, s, kBwdTile),
+                                       s > s0 ? 1 : 0);
+            wgmma_commit();
+            wgmma_wait<0>();
+            fence_regs(step);
+            fence_regs(big);
+            fence_regs(cor);
 #pragma unroll
-        for (int i = 0; i < 32; ++i) { /* TwoSum: big + step = sum + err exactly */
-            const float sum = big[i] + step[i], bp = sum - big[i];
-            cor[i] += (big[i] - (sum - bp)) + (step[i] - bp);
-            big[i] = sum;
+            for (int i = 0; i < 32; ++i) { /* TwoSum: big + step = sum + err exactly */
+                const float sum = big[i] + step[i], bp = sum - big[i];
+                cor[i] += (big[i] - (sum - bp)) + (step[i] - bp);
+                big[i] = sum;
+            }
         }
     }
 }
