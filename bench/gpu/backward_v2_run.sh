@@ -2,12 +2,12 @@
 # The backward v2's GPU call (issue 22: backward_v2_sm90_f16x2.cu): built here, carried, run there in one call.
 #   on the development machine:  CARRY=/work/main/.carry-bwdwg bench/gpu/backward_carry.sh
 #   on the GPU machine, from the carried folder:  OUT=$OUT bash backward_v2_run.sh
-# Steps, each under its own timeout (seconds in brackets): test_backward cuda with v2 (the default;
-# JATTN_CUDA_BWD_KERNEL=v2 forced) [TEST_S, 120]; the gate part with dP's hi*hi in one chain
-# (JATTN_CUDA_BWD2_DP_CHAIN=1) [25]; compute-sanitizer memcheck and racecheck on a small D = 128 call
-# that v2 takes [25 each]; times: v2, v2 with the dP chain, v1, jattn's forward at (1,24,1536,128) and
-# (1,24,4608,128), v2 and the forward at (1,24,16384,128) [8-15 each]; PyTorch's fp32 SDPA backward
-# [80]; ncu's time of each kernel [30]; the table last.
+# Steps, each under its own timeout (seconds in brackets). PART=core (default): test_backward cuda with
+# v2 forced (JATTN_CUDA_BWD_KERNEL=v2) [TEST_S, 120]; compute-sanitizer memcheck and racecheck on small
+# calls v2 takes [25 each]; times: v2, v1, jattn's forward at (1,24,1536,128) and (1,24,4608,128), v2
+# and the forward at (1,24,16384,128) [8-20 each]; PyTorch's fp32 SDPA backward [80]; the table last.
+# PART=extra: the gate part with the cheaper S / dP chains (JATTN_CUDA_BWD2_CHAINS=10, 20) and their
+# times at 4608, v2 at D = 64, ncu's time of each kernel.
 set -u
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
@@ -22,10 +22,25 @@ step() { echo "== $* ($(date -u +%T))"; }
   step JATTN_CUDA_BWD_KERNEL=v2 test_backward cuda all
   JATTN_CUDA_BWD_KERNEL=v2 timeout "${TEST_S:-120}" ./bin/test_backward cuda all; echo "rc $?"
 } > "$OUT/test.log" 2>&1
+if [ "${PART:-core}" = extra ]; then
 {
-  step JATTN_CUDA_BWD2_DP_CHAIN=1 test_backward cuda gate
-  JATTN_CUDA_BWD2_DP_CHAIN=1 timeout 25 ./bin/test_backward cuda gate | tail -8; echo "rc ${PIPESTATUS[0]}"
-} > "$OUT/test_dp_chain.log" 2>&1
+  for ch in 10 20; do
+    step JATTN_CUDA_BWD2_CHAINS=$ch test_backward cuda gate
+    JATTN_CUDA_BWD2_CHAINS=$ch timeout 25 ./bin/test_backward cuda gate | grep -v "^ok" | tail -12; echo "rc ${PIPESTATUS[0]}"
+  done
+} > "$OUT/test_chains.log" 2>&1
+{
+  for ch in 10 20; do
+    echo "TAG v2-chains$ch"
+    JATTN_CUDA_BWD2_CHAINS=$ch timeout 15 $J run --backward --backend cuda --seq 4608 --reps 10 --no-check --json; echo "rc $?"
+  done
+  step v2 and forward at D = 64
+  echo "TAG v2"; timeout 10 $J run --backward --backend cuda --seq 4608 --dim 64 --reps 10 --no-check --json; echo "rc $?"
+  echo "TAG forward"; timeout 8 $J run --backend cuda --seq 4608 --dim 64 --reps 10 --no-check --json; echo "rc $?"
+} > "$OUT/bench_extra.log" 2>&1
+cat "$OUT"/*.log | grep -E "^== |rc |passed|FAIL|ms" | head -60
+exit 0
+fi
 {
   step memcheck
   timeout 25 "$SAN" --tool memcheck --error-exitcode 3 $J run --backward --backend cuda --heads 2 --seq 130 --seq-kv 77 --dim 128 --reps 1; echo "rc $?"
@@ -34,20 +49,15 @@ step() { echo "== $* ($(date -u +%T))"; }
 } > "$OUT/sanitize.log" 2>&1
 {
   for s in 1536 4608; do
-    step "v2 / v2 dP chain / v1 / forward at $s"
-    echo "TAG v2"; timeout 15 $J run --backward --backend cuda --seq $s --no-check --json; echo "rc $?"
-    echo "TAG v2-dpchain"
-    JATTN_CUDA_BWD2_DP_CHAIN=1 timeout 15 $J run --backward --backend cuda --seq $s --no-check --json; echo "rc $?"
+    step "v2 / v1 / forward at $s"
+    echo "TAG v2"; timeout 15 $J run --backward --backend cuda --seq $s --reps 10 --no-check --json; echo "rc $?"
     echo "TAG v1"
-    JATTN_CUDA_BWD_KERNEL=v1 timeout 15 $J run --backward --backend cuda --seq $s --reps 5 --no-check --json; echo "rc $?"
-    echo "TAG forward"; timeout 8 $J run --backend cuda --seq $s --no-check --json; echo "rc $?"
+    JATTN_CUDA_BWD_KERNEL=v1 timeout 15 $J run --backward --backend cuda --seq $s --reps 3 --no-check --json; echo "rc $?"
+    echo "TAG forward"; timeout 8 $J run --backend cuda --seq $s --reps 10 --no-check --json; echo "rc $?"
   done
   step v2 and forward at 16384
   echo "TAG v2"; timeout 20 $J run --backward --backend cuda --seq 16384 --reps 5 --no-check --json; echo "rc $?"
-  echo "TAG forward"; timeout 10 $J run --backend cuda --seq 16384 --no-check --json; echo "rc $?"
-  step v2 and forward at D = 64
-  echo "TAG v2"; timeout 10 $J run --backward --backend cuda --seq 4608 --dim 64 --no-check --json; echo "rc $?"
-  echo "TAG forward"; timeout 8 $J run --backend cuda --seq 4608 --dim 64 --no-check --json; echo "rc $?"
+  echo "TAG forward"; timeout 10 $J run --backend cuda --seq 16384 --reps 5 --no-check --json; echo "rc $?"
 } > "$OUT/bench.log" 2>&1
 {
   step torch
@@ -56,7 +66,7 @@ step() { echo "== $* ($(date -u +%T))"; }
 {
   step ncu
   NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
-  timeout 30 "$NCU" --clock-control none --kernel-name regex:bwd_ --metrics gpu__time_duration.sum \
+  timeout 20 "$NCU" --clock-control none --kernel-name regex:bwd_ --metrics gpu__time_duration.sum \
     $J run --backward --backend cuda --seq 4608 --reps 1 --no-check 2>&1 | grep -E "bwd_|gpu__time_duration" | head -20
   echo "rc ${PIPESTATUS[0]}"
 } > "$OUT/ncu.log" 2>&1
