@@ -2,12 +2,13 @@
 # The backward v2's GPU call (issue 22: backward_v2_sm90_f16x2.cu): built here, carried, run there in one call.
 #   on the development machine:  CARRY=/work/main/.carry-bwdwg bench/gpu/backward_carry.sh
 #   on the GPU machine, from the carried folder:  OUT=$OUT bash backward_v2_run.sh
-# Steps, each under its own timeout (seconds in brackets). PART=core (default): test_backward cuda with
-# v2 forced (JATTN_CUDA_BWD_KERNEL=v2) [TEST_S, 120]; compute-sanitizer memcheck and racecheck on small
-# calls v2 takes [25 each]; times: v2, v1, jattn's forward at (1,24,1536,128) and (1,24,4608,128), v2
-# and the forward at (1,24,16384,128) [8-20 each]; PyTorch's fp32 SDPA backward [80]; the table last.
-# PART=extra: the gate part with the cheaper S / dP chains (JATTN_CUDA_BWD2_CHAINS=10, 20) and their
-# times at 4608, v2 at D = 64, ncu's time of each kernel.
+# Steps, each under its own timeout (seconds in brackets): test_backward cuda with v2 forced
+# (JATTN_CUDA_BWD_KERNEL=v2) [TEST_S, 120]; its gate part with the cheaper S / dP chains
+# (JATTN_CUDA_BWD2_CHAINS=10, 20) [25 each]; compute-sanitizer memcheck and racecheck on small calls
+# v2 takes [25 each]; times at (1,24,S,128), S in SEQS (1536 4608 16384): v2, its chain variants, v2
+# without programmatic dependent launch, v1 (when V1 is set; S < 8192), jattn's forward; v2 and the
+# forward at (1,24,4608,64) [8-20 each]; PyTorch's fp32 SDPA backward [80]; ncu's time of each kernel
+# at (1,24,4608,128) [20]; the table last.
 set -u
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
@@ -22,7 +23,6 @@ step() { echo "== $* ($(date -u +%T))"; }
   step JATTN_CUDA_BWD_KERNEL=v2 test_backward cuda all
   JATTN_CUDA_BWD_KERNEL=v2 timeout "${TEST_S:-120}" ./bin/test_backward cuda all; echo "rc $?"
 } > "$OUT/test.log" 2>&1
-if [ "${PART:-core}" = extra ]; then
 {
   for ch in 10 20; do
     step JATTN_CUDA_BWD2_CHAINS=$ch test_backward cuda gate
@@ -30,34 +30,31 @@ if [ "${PART:-core}" = extra ]; then
   done
 } > "$OUT/test_chains.log" 2>&1
 {
-  for ch in 10 20; do
-    echo "TAG v2-chains$ch"
-    JATTN_CUDA_BWD2_CHAINS=$ch timeout 15 $J run --backward --backend cuda --seq 4608 --reps 10 --no-check --json; echo "rc $?"
-  done
-  step v2 and forward at D = 64
-  echo "TAG v2"; timeout 10 $J run --backward --backend cuda --seq 4608 --dim 64 --reps 10 --no-check --json; echo "rc $?"
-  echo "TAG forward"; timeout 8 $J run --backend cuda --seq 4608 --dim 64 --reps 10 --no-check --json; echo "rc $?"
-} > "$OUT/bench_extra.log" 2>&1
-cat "$OUT"/*.log | grep -E "^== |rc |passed|FAIL|ms" | head -60
-exit 0
-fi
-{
   step memcheck
   timeout 25 "$SAN" --tool memcheck --error-exitcode 3 $J run --backward --backend cuda --heads 2 --seq 130 --seq-kv 77 --dim 128 --reps 1; echo "rc $?"
   step racecheck
   timeout 25 "$SAN" --tool racecheck --error-exitcode 3 $J run --backward --backend cuda --heads 1 --seq 200 --seq-kv 140 --dim 64 --reps 1; echo "rc $?"
 } > "$OUT/sanitize.log" 2>&1
 {
-  for s in 1536 4608; do
-    step "v2 / v1 / forward at $s"
-    echo "TAG v2"; timeout 15 $J run --backward --backend cuda --seq $s --reps 10 --no-check --json; echo "rc $?"
-    echo "TAG v1"
-    JATTN_CUDA_BWD_KERNEL=v1 timeout 15 $J run --backward --backend cuda --seq $s --reps 3 --no-check --json; echo "rc $?"
-    echo "TAG forward"; timeout 8 $J run --backend cuda --seq $s --reps 10 --no-check --json; echo "rc $?"
+  for s in ${SEQS:-1536 4608 16384}; do
+    r=10; [ "$s" -gt 8192 ] && r=4
+    step "v2 (chains 11, 10, 20; without pdl) / v1 / forward at $s"
+    echo "TAG v2"; timeout 20 $J run --backward --backend cuda --seq $s --reps $r --no-check --json; echo "rc $?"
+    for ch in 10 20; do
+      echo "TAG v2-chains$ch"
+      JATTN_CUDA_BWD2_CHAINS=$ch timeout 20 $J run --backward --backend cuda --seq $s --reps $r --no-check --json; echo "rc $?"
+    done
+    echo "TAG v2-nopdl"
+    JATTN_CUDA_BWD2_PDL=0 timeout 20 $J run --backward --backend cuda --seq $s --reps $r --no-check --json; echo "rc $?"
+    if [ -n "${V1:-}" ] && [ "$s" -lt 8192 ]; then
+      echo "TAG v1"
+      JATTN_CUDA_BWD_KERNEL=v1 timeout 15 $J run --backward --backend cuda --seq $s --reps 3 --no-check --json; echo "rc $?"
+    fi
+    echo "TAG forward"; timeout 10 $J run --backend cuda --seq $s --reps $r --no-check --json; echo "rc $?"
   done
-  step v2 and forward at 16384
-  echo "TAG v2"; timeout 20 $J run --backward --backend cuda --seq 16384 --reps 5 --no-check --json; echo "rc $?"
-  echo "TAG forward"; timeout 10 $J run --backend cuda --seq 16384 --reps 5 --no-check --json; echo "rc $?"
+  step v2 and forward at D = 64
+  echo "TAG v2"; timeout 10 $J run --backward --backend cuda --seq 4608 --dim 64 --reps 10 --no-check --json; echo "rc $?"
+  echo "TAG forward"; timeout 8 $J run --backend cuda --seq 4608 --dim 64 --reps 10 --no-check --json; echo "rc $?"
 } > "$OUT/bench.log" 2>&1
 {
   step torch
@@ -67,7 +64,7 @@ fi
   step ncu
   NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
   timeout 20 "$NCU" --clock-control none --kernel-name regex:bwd_ --metrics gpu__time_duration.sum \
-    $J run --backward --backend cuda --seq 4608 --reps 1 --no-check 2>&1 | grep -E "bwd_|gpu__time_duration" | head -20
+    $J run --backward --backend cuda --seq 4608 --reps 1 --no-check 2>&1 | grep -E "bwd_|gpu__time_duration" | head -40
   echo "rc ${PIPESTATUS[0]}"
 } > "$OUT/ncu.log" 2>&1
 python3 - "$OUT" > "$OUT/table.txt" 2>&1 <<'PY'

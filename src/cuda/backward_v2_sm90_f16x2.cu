@@ -22,7 +22,7 @@
  *       own 64 rows each and walk every column tile in ascending order:
  *        1. S = A_row B_col^T over head_dim (dQ: S = Q K^T; dK, dV: S^T = K Q^T): m64n64k16 ss,
  *           both operands from shared memory; the 2 D/16 corrections (hi*lo, lo*hi) in one chain,
- *           hi*hi one k16 slice at a time into a fresh accumulator added by TwoSum into a
+ *           hi*hi one k16 slice at a time into a fresh accumulator added by Kahan summation into a
  *           (big, cor) pair: the tensor core's fp32 accumulation of the hi*hi chain is the
  *           error that matters for S (backward v1's measurement, src/cuda/NOTES.md), and an error
  *           e in S is a relative error e in P.
@@ -31,7 +31,7 @@
  *           get P = 0 (dQ), queries past seq_q have lse = +inf (P = 0).
  *        3. dQ, dK: dP = B_row C_col^T the same way (dQ: dO V^T; dK: V dO^T), dS = P ((dP_big u
  *           - Dl_hi) + dP_cor u - Dl_lo). JATTN_CUDA_BWD2_CHAINS=<S><dP> sets the k16 slices of
- *           hi*hi per TwoSum term of S and of dP: 11 (default), 10 (dP in one chain, no TwoSum),
+ *           hi*hi per compensated term of S and dP: 11 (default), 10 (dP one chain, uncompensated),
  *           20 (S in pairs of slices, dP one chain).
  *        4. X = dS (dQ, dK) or P (dV), scaled per row by a power of two from the row's largest
  *           |X| over the tile (two quad shuffles) and split hi / lo from the registers into the
@@ -90,6 +90,7 @@ struct BwdV2Params {
     float out_scale;
     uint32_t v_lbo, v_sbo; /* descriptor fields of an MN-major image (16-byte units) */
     uint32_t zero;         /* 0, unknown to the compiler: slot_release */
+    int pdl;               /* dK, dV launched with programmatic serialization (launch_instance) */
 };
 
 template <int D, int kRole>
@@ -125,6 +126,12 @@ __device__ __forceinline__ const float *opaque_ptr(const float *ptr) {
     return reinterpret_cast<const float *>(x);
 }
 
+/* Programmatic dependent launch (PTX ISA "griddepcontrol"): let the grid launched next on the stream
+ * with programmatic serialization start now; wait until the grid this one was so launched after
+ * has completed and its writes are visible (no-op for a grid launched the ordinary way). */
+__device__ __forceinline__ void launch_dependents() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
+__device__ __forceinline__ void grid_dependency_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+
 /* As v6's: the arrival's address depends on `loaded` (values this thread read from the slot), so the
  * slot is given back only after those loads returned. */
 __device__ __forceinline__ void slot_release(uint32_t empty_bar, uint32_t loaded, uint32_t zero) {
@@ -133,8 +140,10 @@ __device__ __forceinline__ void slot_release(uint32_t empty_bar, uint32_t loaded
 
 /* C = A B^T over head_dim (64 x 64, both K-major images of 64 rows, hi and lo): cor = the
  * corrections A_hi B_lo + A_lo B_hi (one chain), big + cor = A_hi B_hi + cor. hi*hi in chains of
- * kChain k16 slices, each chain's fresh accumulator added into big by TwoSum (its rounding error
- * into cor); kChain = D / 16: one chain, no TwoSum. */
+ * kChain k16 slices, each chain's fresh accumulator added into big by Kahan's compensated summation
+ * with cor as its compensation (y = step + cor, t = big + y, cor = y - (t - big), big = t: the sum's
+ * error stays within about 2 ulp of C plus second-order terms whatever the magnitudes; four adds
+ * where TwoSum takes six); kChain = D / 16: one chain, no compensation. */
 template <int D, int kChain>
 __device__ __forceinline__ void chained_product(float (&big)[32], float (&cor)[32], float (&step)[32], uint64_t ah,
                                                 uint64_t al, uint64_t bh, uint64_t bl) {
@@ -167,10 +176,10 @@ __device__ __forceinline__ void chained_product(float (&big)[32], float (&cor)[3
             fence_regs(big);
             fence_regs(cor);
 #pragma unroll
-            for (int i = 0; i < 32; ++i) { /* TwoSum: big + step = sum + err exactly */
-                const float sum = big[i] + step[i], bp = sum - big[i];
-                cor[i] += (big[i] - (sum - bp)) + (step[i] - bp);
-                big[i] = sum;
+            for (int i = 0; i < 32; ++i) { /* Kahan: cor carries what big lost (and the corrections) */
+                const float y = step[i] + cor[i], t = big[i] + y;
+                cor[i] = y - (t - big[i]);
+                big[i] = t;
             }
         }
     }
@@ -214,6 +223,8 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v2_kernel(const BwdV2Params p
         fence_mbar_init();
     }
     __syncthreads();
+    /* the next of the three kernels may start as this one's last CTAs run (they read nothing it writes) */
+    launch_dependents();
 
     if (wg == 0) {
         /* ---- producer: the row records once, then two column records per tile ---- */
@@ -238,6 +249,10 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v2_kernel(const BwdV2Params p
                 bulk_copy_g2s(ring_s + (uint32_t)(slot * R::kImages), src, R::kImages, full_s + 8u * slot);
                 bulk_copy_g2s(side_s + (uint32_t)(slot * kExtrasPad), src + R::kImages, kBwdExtras, full_s + 8u * slot);
             }
+            /* launched after the previous kernel with programmatic serialization (launch_instance):
+             * this CTA completes only once that kernel has, so that the last of the three kernels
+             * completing means all three have (for the caller's next work on the stream) */
+            grid_dependency_wait();
         }
         return;
     }
@@ -327,7 +342,14 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v2_kernel(const BwdV2Params p
             mbar_wait(full_s + 8u * sb, pb);
             const float u_col_b = side_b[0];
             uint32_t loaded_b = __float_as_uint(u_col_b);
-            exact_product<D, kDpChain>(big, cor, step, row_b, row_b + R::kImage, img_b, img_b + R::kImage);
+            /* dP's operand address depends on every P (dep = 0 at run time): ptxas then computes P
+             * before it issues dP, rather than interleaving P's exps with dP's wgmmas, which holds
+             * S's and dP's registers at once (spills) */
+            uint32_t dep = 0;
+#pragma unroll
+            for (int j = 0; j < 32; ++j) dep |= __float_as_uint(x[j]);
+            dep &= p.zero;
+            exact_product<D, kDpChain>(big, cor, step, row_b + dep, row_b + dep + R::kImage, img_b, img_b + R::kImage);
             const float ud = u_row_b * u_col_b;
             float dlh_r[2] = {0.f, 0.f}, dll_r[2] = {0.f, 0.f};
             if (kRole == kRoleDQ) {
@@ -423,15 +445,52 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v2_kernel(const BwdV2Params p
 #endif
 }
 
+/* The chain lengths of S and dP (k16 slices of hi*hi per compensated term; 0: one chain):
+ * 11, or JATTN_CUDA_BWD2_CHAINS=10|20 (A/B runs of their accuracy and cost); read once. */
+int chains() {
+    static std::atomic<int> v{-1}; /* concurrent first calls store the same value */
+    int x = v.load(std::memory_order_relaxed);
+    if (x < 0) {
+        const char *env = getenv("JATTN_CUDA_BWD2_CHAINS");
+        x = 11;
+        if (env && (strcmp(env, "10") == 0 || strcmp(env, "20") == 0)) x = env[0] == '1' ? 10 : 20;
+        v.store(x, std::memory_order_relaxed);
+    }
+    return x;
+}
+
+/* JATTN_CUDA_BWD2_PDL=0: dK and dV launched the ordinary way (A/B runs); read once. */
+int pdl_choice() {
+    static std::atomic<int> v{-1}; /* concurrent first calls store the same value */
+    int x = v.load(std::memory_order_relaxed);
+    if (x < 0) {
+        const char *env = getenv("JATTN_CUDA_BWD2_PDL");
+        x = env && strcmp(env, "0") == 0 ? 0 : 1;
+        v.store(x, std::memory_order_relaxed);
+    }
+    return x;
+}
+
+/* dK and dV are launched with programmatic stream serialization (pdl): their CTAs may start while
+ * the kernel before them (dQ, dK) runs its last wave, which at (1,24,1536,128) is a partial one of
+ * 2.2 waves; dQ waits for the pre-pass the ordinary way. */
 template <int D, int kRole, int kS, int kDp>
 cudaError_t launch_instance(const BwdV2Params &p, unsigned batch, cudaStream_t stream) {
     auto kernel = bwd_v2_kernel<D, kRole, kS, kDp>;
     const int smem = BwdConfig<D, kRole>::kSmemBytes;
     cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (err != cudaSuccess) return err;
-    const dim3 grid((unsigned)((p.row_tiles + 1) / 2), (unsigned)p.heads, batch);
-    kernel<<<grid, kThreads, smem, stream>>>(p);
-    return cudaGetLastError();
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3((unsigned)((p.row_tiles + 1) / 2), (unsigned)p.heads, batch);
+    cfg.blockDim = dim3(kThreads, 1, 1);
+    cfg.dynamicSmemBytes = (size_t)smem;
+    cfg.stream = stream;
+    cudaLaunchAttribute pdl;
+    pdl.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    pdl.val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = &pdl;
+    cfg.numAttrs = kRole == kRoleDQ || !p.pdl ? 0 : 1;
+    return cudaLaunchKernelEx(&cfg, kernel, p);
 }
 
 /* The instances of the chain lengths (chains()): 11 (the default), 10, 20; dV has no dP. */
@@ -455,6 +514,7 @@ cudaError_t launch_d(const jattn_cuda_bwd_args *a, const unsigned char *ws, cuda
     p.v_lbo = (uint32_t)(kBwdTile * kSwizzleBytes) >> 4;
     p.v_sbo = (uint32_t)kSwizzleAtomBytes >> 4;
     p.zero = 0;
+    p.pdl = pdl_choice();
 
     /* dQ: rows q (and dout), columns k (and v) */
     p.row_rec[0] = ws + L.q, p.row_rec[1] = ws + L.dout;
@@ -478,20 +538,6 @@ cudaError_t launch_d(const jattn_cuda_bwd_args *a, const unsigned char *ws, cuda
     p.row_rec[1] = ws + L.k;
     p.out = a->dv, p.o_b = a->dv_strides.batch, p.o_h = a->dv_strides.head, p.o_t = a->dv_strides.token;
     return launch_role<D, kRoleDV>(p, batch, stream, ch);
-}
-
-/* The chain lengths of S and dP (k16 slices of hi*hi per TwoSum term; 0: one chain, no TwoSum):
- * 11, or JATTN_CUDA_BWD2_CHAINS=10|20 (A/B runs of their accuracy and cost); read once. */
-int chains() {
-    static std::atomic<int> v{-1}; /* concurrent first calls store the same value */
-    int x = v.load(std::memory_order_relaxed);
-    if (x < 0) {
-        const char *env = getenv("JATTN_CUDA_BWD2_CHAINS");
-        x = 11;
-        if (env && (strcmp(env, "10") == 0 || strcmp(env, "20") == 0)) x = env[0] == '1' ? 10 : 20;
-        v.store(x, std::memory_order_relaxed);
-    }
-    return x;
 }
 
 bool aligned16(const void *ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
