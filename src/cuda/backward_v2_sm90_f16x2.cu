@@ -32,7 +32,8 @@
  *        3. dQ, dK: dP = B_row C_col^T the same way (dQ: dO V^T; dK: V dO^T), dS = P ((dP_big u
  *           - Dl_hi) + dP_cor u - Dl_lo). JATTN_CUDA_BWD2_CHAINS=<S><dP> sets the k16 slices of
  *           hi*hi per compensated term of S and dP: 11 (default), 10 (dP one chain, uncompensated),
- *           20 (S in pairs of slices, dP one chain).
+ *           20 (S in pairs of slices, dP one chain), 33 / 30 (single slices, the next one issued
+ *           before the last is added: two step accumulators).
  *        4. X = dS (dQ, dK) or P (dV), scaled per row by a power of two from the row's largest
  *           |X| over the tile (two quad shuffles) and split hi / lo from the registers into the
  *           A fragments of the last product: tile = X B' with B' the column tile whose rows are
@@ -185,14 +186,57 @@ __device__ __forceinline__ void chained_product(float (&big)[32], float (&cor)[3
     }
 }
 
+/* chained_product<D, 1> with two step accumulators: slice s + 1 is issued before slice s is added,
+ * so that the tensor core works while the warpgroup sums (32 more registers). */
+template <int D>
+__device__ __forceinline__ void pipelined_product(float (&big)[32], float (&cor)[32], uint64_t ah, uint64_t al,
+                                                  uint64_t bh, uint64_t bl) {
+    constexpr int kS = D / 16;
+    float st[2][32];
+    wgmma_fence();
+#pragma unroll
+    for (int s = 0; s < kS; ++s) {
+        wgmma_m64n64k16_f16_ss(cor, f16_slice_desc(ah, s, kBwdTile), f16_slice_desc(bl, s, kBwdTile), s > 0 ? 1 : 0);
+        wgmma_m64n64k16_f16_ss(cor, f16_slice_desc(al, s, kBwdTile), f16_slice_desc(bh, s, kBwdTile), 1);
+    }
+    wgmma_m64n64k16_f16_ss(big, f16_slice_desc(ah, 0, kBwdTile), f16_slice_desc(bh, 0, kBwdTile), 0);
+    wgmma_commit();
+    wgmma_m64n64k16_f16_ss(st[1], f16_slice_desc(ah, 1, kBwdTile), f16_slice_desc(bh, 1, kBwdTile), 0);
+    wgmma_commit();
+#pragma unroll
+    for (int s = 1; s < kS; ++s) {
+        if (s + 1 < kS) {
+            wgmma_fence();
+            wgmma_m64n64k16_f16_ss(st[(s + 1) & 1], f16_slice_desc(ah, s + 1, kBwdTile),
+                                   f16_slice_desc(bh, s + 1, kBwdTile), 0);
+            wgmma_commit();
+            wgmma_wait<1>(); /* every group but slice s + 1's */
+        } else {
+            wgmma_wait<0>();
+        }
+        fence_regs(st[s & 1]);
+        fence_regs(big);
+        fence_regs(cor);
+#pragma unroll
+        for (int i = 0; i < 32; ++i) { /* Kahan, as chained_product */
+            const float y = st[s & 1][i] + cor[i], t = big[i] + y;
+            cor[i] = y - (t - big[i]);
+            big[i] = t;
+        }
+    }
+}
+
 /* chained_product on the images at shared addresses a_hi, a_lo (A) and b_hi, b_lo (B); kChain 0: one
- * chain of D / 16 slices. */
+ * chain of D / 16 slices; 3: pipelined_product (step unused). */
 template <int D, int kChain>
 __device__ __forceinline__ void exact_product(float (&big)[32], float (&cor)[32], float (&step)[32], uint32_t a_hi,
                                               uint32_t a_lo, uint32_t b_hi, uint32_t b_lo) {
     const uint64_t ah = smem_desc_sw128(opaque(a_hi)), al = smem_desc_sw128(opaque(a_lo));
     const uint64_t bh = smem_desc_sw128(opaque(b_hi)), bl = smem_desc_sw128(opaque(b_lo));
-    chained_product<D, kChain == 0 ? D / 16 : kChain>(big, cor, step, ah, al, bh, bl);
+    if constexpr (kChain == 3)
+        pipelined_product<D>(big, cor, ah, al, bh, bl);
+    else
+        chained_product<D, kChain == 0 ? D / 16 : kChain>(big, cor, step, ah, al, bh, bl);
 }
 
 template <int D, int kRole, int kSChain, int kDpChain>
@@ -446,14 +490,17 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v2_kernel(const BwdV2Params p
 }
 
 /* The chain lengths of S and dP (k16 slices of hi*hi per compensated term; 0: one chain):
- * 11, or JATTN_CUDA_BWD2_CHAINS=10|20 (A/B runs of their accuracy and cost); read once. */
+ * 11, or JATTN_CUDA_BWD2_CHAINS=10|20|33|30 (A/B runs of their accuracy and cost; 3: single slices
+ * with two step accumulators, pipelined_product); read once. */
 int chains() {
     static std::atomic<int> v{-1}; /* concurrent first calls store the same value */
     int x = v.load(std::memory_order_relaxed);
     if (x < 0) {
         const char *env = getenv("JATTN_CUDA_BWD2_CHAINS");
         x = 11;
-        if (env && (strcmp(env, "10") == 0 || strcmp(env, "20") == 0)) x = env[0] == '1' ? 10 : 20;
+        static const char *const names[4] = {"10", "20", "33", "30"};
+        for (int i = 0; i < 4; ++i)
+            if (env && strcmp(env, names[i]) == 0) x = atoi(names[i]);
         v.store(x, std::memory_order_relaxed);
     }
     return x;
@@ -493,12 +540,17 @@ cudaError_t launch_instance(const BwdV2Params &p, unsigned batch, cudaStream_t s
     return cudaLaunchKernelEx(&cfg, kernel, p);
 }
 
-/* The instances of the chain lengths (chains()): 11 (the default), 10, 20; dV has no dP. */
+/* The instances of the chain lengths (chains()): 11 (the default), 10, 20, 33, 30; dV has no dP. */
 template <int D, int kRole>
 cudaError_t launch_role(const BwdV2Params &p, unsigned batch, cudaStream_t stream, int ch) {
-    if (ch == 10) return launch_instance < D, kRole, 1, kRole == kRoleDV ? 1 : 0 > (p, batch, stream);
-    if (ch == 20) return launch_instance < D, kRole, 2, kRole == kRoleDV ? 1 : 0 > (p, batch, stream);
-    return launch_instance<D, kRole, 1, 1>(p, batch, stream);
+    constexpr int kDp0 = kRole == kRoleDV ? 1 : 0, kDp3 = kRole == kRoleDV ? 1 : 3;
+    switch (ch) {
+    case 10: return launch_instance<D, kRole, 1, kDp0>(p, batch, stream);
+    case 20: return launch_instance<D, kRole, 2, kDp0>(p, batch, stream);
+    case 33: return launch_instance<D, kRole, 3, kDp3>(p, batch, stream);
+    case 30: return launch_instance<D, kRole, 3, kDp0>(p, batch, stream);
+    default: return launch_instance<D, kRole, 1, 1>(p, batch, stream);
+    }
 }
 
 template <int D>
