@@ -92,6 +92,7 @@ struct BwdV2Params {
     uint32_t v_lbo, v_sbo; /* descriptor fields of an MN-major image (16-byte units) */
     uint32_t zero;         /* 0, unknown to the compiler: slot_release */
     int pdl;               /* dK, dV launched with programmatic serialization (launch_instance) */
+    int fast_exp;          /* P by ex2.approx(a log2 e) instead of expf(a) (A/B runs) */
 };
 
 template <int D, int kRole>
@@ -361,7 +362,8 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v2_kernel(const BwdV2Params p
                     for (int r = 0; r < 2; ++r) {
                         const int j = 4 * i + 2 * r + e;
                         const float l = kRole == kRoleDQ ? lse_r[r] : lse_c;
-                        x[j] = expf((big[j] * us - l) + cor[j] * us);
+                        const float a = (big[j] * us - l) + cor[j] * us;
+                        x[j] = p.fast_exp ? exp2_approx(a * kLog2e) : expf(a);
                     }
                 }
         }
@@ -506,13 +508,16 @@ int chains() {
     return x;
 }
 
-/* JATTN_CUDA_BWD2_PDL=0: dK and dV launched the ordinary way (A/B runs); read once. */
+/* Bit 0: dK and dV launched with programmatic serialization, unless JATTN_CUDA_BWD2_PDL=0; bit 1:
+ * JATTN_CUDA_BWD2_FAST_EXP=1, P by ex2.approx (A/B runs); read once. */
 int pdl_choice() {
     static std::atomic<int> v{-1}; /* concurrent first calls store the same value */
     int x = v.load(std::memory_order_relaxed);
     if (x < 0) {
         const char *env = getenv("JATTN_CUDA_BWD2_PDL");
         x = env && strcmp(env, "0") == 0 ? 0 : 1;
+        const char *fe = getenv("JATTN_CUDA_BWD2_FAST_EXP");
+        if (fe && strcmp(fe, "1") == 0) x |= 2;
         v.store(x, std::memory_order_relaxed);
     }
     return x;
@@ -566,7 +571,8 @@ cudaError_t launch_d(const jattn_cuda_bwd_args *a, const unsigned char *ws, cuda
     p.v_lbo = (uint32_t)(kBwdTile * kSwizzleBytes) >> 4;
     p.v_sbo = (uint32_t)kSwizzleAtomBytes >> 4;
     p.zero = 0;
-    p.pdl = pdl_choice();
+    p.pdl = pdl_choice() & 1;
+    p.fast_exp = pdl_choice() >> 1;
 
     /* dQ: rows q (and dout), columns k (and v) */
     p.row_rec[0] = ws + L.q, p.row_rec[1] = ws + L.dout;
