@@ -32,8 +32,8 @@
  *        3. dQ, dK: dP = B_row C_col^T the same way (dQ: dO V^T; dK: V dO^T), dS = P ((dP_big u
  *           - Dl_hi) + dP_cor u - Dl_lo). JATTN_CUDA_BWD2_CHAINS=<S><dP> sets the k16 slices of
  *           hi*hi per compensated term of S and dP: 11 (default), 10 (dP one chain, uncompensated),
- *           20 (S in pairs of slices, dP one chain), 33 / 30 (single slices, the next one issued
- *           before the last is added: two step accumulators).
+ *           20 (S in pairs of slices, dP one chain), 33 / 30 / 31 (S in single slices, the next
+ *           one issued before the last is added: two step accumulators).
  *        4. X = dS (dQ, dK) or P (dV), scaled per row by a power of two from the row's largest
  *           |X| over the tile (two quad shuffles) and split hi / lo from the registers into the
  *           A fragments of the last product: tile = X B' with B' the column tile whose rows are
@@ -492,7 +492,7 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v2_kernel(const BwdV2Params p
 }
 
 /* The chain lengths of S and dP (k16 slices of hi*hi per compensated term; 0: one chain):
- * 11, or JATTN_CUDA_BWD2_CHAINS=10|20|33|30 (A/B runs of their accuracy and cost; 3: single slices
+ * 11, or JATTN_CUDA_BWD2_CHAINS=10|20|33|30|31 (A/B runs of their accuracy and cost; 3: single slices
  * with two step accumulators, pipelined_product); read once. */
 int chains() {
     static std::atomic<int> v{-1}; /* concurrent first calls store the same value */
@@ -500,8 +500,8 @@ int chains() {
     if (x < 0) {
         const char *env = getenv("JATTN_CUDA_BWD2_CHAINS");
         x = 11;
-        static const char *const names[4] = {"10", "20", "33", "30"};
-        for (int i = 0; i < 4; ++i)
+        static const char *const names[5] = {"10", "20", "33", "30", "31"};
+        for (int i = 0; i < 5; ++i)
             if (env && strcmp(env, names[i]) == 0) x = atoi(names[i]);
         v.store(x, std::memory_order_relaxed);
     }
@@ -545,7 +545,7 @@ cudaError_t launch_instance(const BwdV2Params &p, unsigned batch, cudaStream_t s
     return cudaLaunchKernelEx(&cfg, kernel, p);
 }
 
-/* The instances of the chain lengths (chains()): 11 (the default), 10, 20, 33, 30; dV has no dP. */
+/* The instances of the chain lengths (chains()): 11 (the default), 10, 20, 33, 30, 31; dV has no dP. */
 template <int D, int kRole>
 cudaError_t launch_role(const BwdV2Params &p, unsigned batch, cudaStream_t stream, int ch) {
     constexpr int kDp0 = kRole == kRoleDV ? 1 : 0, kDp3 = kRole == kRoleDV ? 1 : 3;
@@ -554,6 +554,7 @@ cudaError_t launch_role(const BwdV2Params &p, unsigned batch, cudaStream_t strea
     case 20: return launch_instance<D, kRole, 2, kDp0>(p, batch, stream);
     case 33: return launch_instance<D, kRole, 3, kDp3>(p, batch, stream);
     case 30: return launch_instance<D, kRole, 3, kDp0>(p, batch, stream);
+    case 31: return launch_instance<D, kRole, 3, 1>(p, batch, stream);
     default: return launch_instance<D, kRole, 1, 1>(p, batch, stream);
     }
 }
