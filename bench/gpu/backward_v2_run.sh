@@ -73,7 +73,7 @@ c30fe:JATTN_CUDA_BWD2_CHAINS=30,JATTN_CUDA_BWD2_FAST_EXP=1 c20fe:JATTN_CUDA_BWD2
   for v in "v2:JATTN_CUDA_BWD2_CHAINS=11" "c30:JATTN_CUDA_BWD2_CHAINS=30"; do
     echo "TAG ${v%%:*}"
     env ${v#*:} timeout 20 "$NCU" --clock-control none --kernel-name regex:bwd_ --metrics gpu__time_duration.sum \
-      $J run --backward --backend cuda --seq 4608 --reps 1 --no-check 2>&1 | grep -E "bwd_|gpu__time_duration" | head -8
+      $J run --backward --backend cuda --seq 4608 --reps 1 --no-check 2>&1 | grep -v PROF | grep -E "bwd_|gpu__time_duration" | head -8
     echo "rc ${PIPESTATUS[0]}"
   done
 } > "$OUT/ncu.log" 2>&1

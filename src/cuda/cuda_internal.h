@@ -140,8 +140,9 @@ int jattn_cuda_bwd_v2_call_refused(const jattn_cuda_bwd_args *a);
  * @return the cudaError_t of the launches (as int; 0 = cudaSuccess). */
 int jattn_cuda_launch_bwd_v2(const jattn_cuda_bwd_args *a, void *workspace, void *stream);
 
-/* The backward's kernel choice. AUTO: v1 until v2 is measured (cuda_backend.c, BWD_AUTO_V2), then v2
- * on 9.0 devices where it takes the problem (f32, D 64 or 128, strides multiples of 4), else v1. A forced v2 falls back to v1 where it cannot run (so the whole
+/* The backward's kernel choice. AUTO: v2 on 9.0 devices where it takes the problem (f32, D 64 or 128,
+ * strides multiples of 4, seq_kv >= 2; cuda_backend.c, BWD_AUTO_V2), else v1; a call v2 refuses at
+ * launch (key padding, alignment) runs v1. A forced v2 falls back to v1 where it cannot run (so the whole
  * test battery runs with it forced); a forced v1 runs v1 everywhere. */
 typedef enum jattn_cuda_bwd_kernel {
     JATTN_CUDA_BWD_KERNEL_AUTO = 0,
