@@ -49,7 +49,11 @@
  * Shared memory (D = 128): row images 2 consumers x 2 records x 32 KB, ring 3 x 32 KB, the ring's
  * record extras 3 x 528 B: 226 KB of the 227.
  * Not taken (the launcher runs backward v1 instead): key padding, tf32 precision, pointers or
- * strides not float4-aligned, B*H > 65535. Non-finite inputs are not handled (as v1).
+ * strides not float4-aligned, B*H > 65535; one key (cuda_versions.c). Non-finite inputs are not
+ * handled (as v1), nor float32's denormal range: the tile's power of two is clamped at 2^126, so
+ * values below about 2^-129 lose bits (v6's forward pre-scales such v tiles by 2^64). As in every
+ * 2xFP16 split (f16x2_split.cuh), an element more than 2^17 below its tile's largest keeps an
+ * absolute error under 2^-39 of that largest.
  *
  * Registers (ptxas 13.0): 168 at entry, setmaxnreg 24 / 240, no local memory (chains 33 aside).
  * Measured (H200, 2026-12-02, bench/results/h200-2026-12-02-bwd-v2/call2): 1.059 / 8.417 / 103.75 ms
