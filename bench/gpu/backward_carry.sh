@@ -13,7 +13,7 @@ strip "$CARRY"/stage/bin/*
 cp -L "$(ldconfig -p | awk '/libcudart.so.13 /{print $NF; exit}' || true)" "$CARRY/stage/lib/" 2>/dev/null ||
   cp -L "$CUDA_HOME"/lib64/libcudart.so.13 "$CARRY/stage/lib/"
 cp -L "$(gcc -print-file-name=libgomp.so.1)" "$CARRY/stage/lib/"
-cp bench/gpu/backward_run.sh bench/gpu/backward_python_run.sh bench/gpu/torch_sdpa_backward.py "$CARRY/stage/"
+cp bench/gpu/backward_run.sh bench/gpu/backward_v2_run.sh bench/gpu/backward_v2_tail.sh bench/gpu/backward_python_run.sh bench/gpu/torch_sdpa_backward.py "$CARRY/stage/"
 # the Python side (bench/gpu/backward_python_run.sh): the wheels of bench/python/build_wheels.sh, when built
 if ls .whl/jattn-*.whl >/dev/null 2>&1; then
   mkdir -p "$CARRY/whl" "$CARRY/stage/py"

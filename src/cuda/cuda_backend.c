@@ -26,6 +26,7 @@ static struct {
 static atomic_int device_cc[MAX_DEVICES];
 static pthread_once_t device_once = PTHREAD_ONCE_INIT;
 static atomic_int kernel_choice = JATTN_CUDA_KERNEL_AUTO;
+static atomic_int bwd_kernel_choice = JATTN_CUDA_BWD_KERNEL_AUTO;
 static atomic_int v4_ctas;    /* 0, or the v4 instance forced (jattn_cuda_set_v4_ctas_per_sm) */
 static atomic_int v5_variant; /* 0, or a v5 variant for A/B runs (JATTN_CUDA_V5_VARIANT) */
 static atomic_long alloc_count;
@@ -44,6 +45,10 @@ static void probe_device(void) {
     if (env && env[0] == 'v') env++;
     for (int k = JATTN_CUDA_KERNEL_V1; env && k < JATTN_CUDA_KERNEL_COUNT; k++)
         if (env[0] == '0' + k && env[1] == '\0') atomic_store(&kernel_choice, k);
+    const char *benv = getenv("JATTN_CUDA_BWD_KERNEL"); /* v1, v2, or 1, 2 */
+    if (benv && benv[0] == 'v') benv++;
+    for (int k = JATTN_CUDA_BWD_KERNEL_V1; benv && k < JATTN_CUDA_BWD_KERNEL_COUNT; k++)
+        if (benv[0] == '0' + k && benv[1] == '\0') atomic_store(&bwd_kernel_choice, k);
     const char *ctas = getenv("JATTN_CUDA_V4_CTAS");
     if (ctas && (strcmp(ctas, "2") == 0 || strcmp(ctas, "3") == 0)) atomic_store(&v4_ctas, ctas[0] - '0');
     const char *v5v = getenv("JATTN_CUDA_V5_VARIANT");
@@ -77,6 +82,11 @@ static int current_cc(int *dev_out) {
 void jattn_cuda_set_kernel(jattn_cuda_kernel k) {
     pthread_once(&device_once, probe_device); /* so the environment does not override it later */
     if ((int)k >= 0 && k < JATTN_CUDA_KERNEL_COUNT) atomic_store(&kernel_choice, (int)k);
+}
+
+void jattn_cuda_set_bwd_kernel(jattn_cuda_bwd_kernel k) {
+    pthread_once(&device_once, probe_device); /* so the environment does not override it later */
+    if ((int)k >= 0 && k < JATTN_CUDA_BWD_KERNEL_COUNT) atomic_store(&bwd_kernel_choice, (int)k);
 }
 
 void jattn_cuda_set_v4_ctas_per_sm(int n) {
@@ -416,13 +426,28 @@ static void cuda_release_ctx(jattn_ctx *ctx) {
 
 /* ---- the backward ------------------------------------------------------------------------ */
 
-/* The backward kernel (cuda_versions.c, jattn_cuda_bwd_v1) on every device the backend takes;
- * the forward's kernel choice (JATTN_CUDA_KERNEL) does not apply to it. */
+/* Whether AUTO runs the backward v2 where it takes the problem: yes since its H200 run
+ * (bench/results/h200-2026-12-02-bwd-v2/call2): test_backward cuda passed every case v2 runs (nine
+ * runs of the battery, fresh seeds; the cases that failed were v1's: tf32 D = 1, D = 1 `large`, a
+ * padded single-query `large`), bit-identical repeats and graph replay included, memcheck and
+ * racecheck clean; 2.38x / 2.26x / 2.15x PyTorch's fp32 SDPA backward at (1,24,S,128), S = 1536 /
+ * 4608 / 16384 (v1: 0.27x / 0.30x). */
+#define BWD_AUTO_V2 1
+
+/* The backward kernel (cuda_versions.c): v2 (sm_90a wgmma, 2xFP16) where it takes the problem in f32
+ * precision when forced (JATTN_CUDA_BWD_KERNEL=v2 or jattn_cuda_set_bwd_kernel) or when AUTO takes it
+ * (BWD_AUTO_V2), else v1;
+ * a forced v2 falls back to v1 likewise. The forward's kernel choice (JATTN_CUDA_KERNEL) does not
+ * apply to it. The one place the backward's version is chosen (a call v2 then refuses at launch,
+ * key padding or alignment, runs v1: launch_backward). */
 static jattn_status cuda_select_backward(const jattn_problem *p, const jattn_exec *e, jattn_plan *plan) {
     int cc = 0;
     const jattn_status st = device_checks(p, &cc);
     if (st != JATTN_OK) return st;
     const cuda_bwd_version *ver = &jattn_cuda_bwd_v1;
+    const int choice = atomic_load(&bwd_kernel_choice);
+    const int wants_v2 = choice == JATTN_CUDA_BWD_KERNEL_V2 || (choice == JATTN_CUDA_BWD_KERNEL_AUTO && BWD_AUTO_V2);
+    if (wants_v2 && e->precision == JATTN_PRECISION_F32 && !jattn_cuda_bwd_v2.refusal(p, cc)) ver = &jattn_cuda_bwd_v2;
     const char *why = ver->refusal(p, cc);
     if (why) return jattn_fail(JATTN_ERROR_UNSUPPORTED, "%s", why);
     plan->kernel = ver;
@@ -507,6 +532,10 @@ static jattn_status launch_backward(const jattn_bwd_call *c, const jattn_plan *p
                                        cuda_strides(c->g.dq),
                                        cuda_strides(c->g.dk),
                                        cuda_strides(c->g.dv)};
+        if (ver->call_refused && ver->call_refused(&a)) { /* the next version, in the same workspace */
+            ver = ver->call_next;
+            name = what = ver->name[c->precision];
+        }
         err = (cudaError_t)ver->launch(&a, (char *)workspace + pad_bytes, stream);
     }
     if (owned) {

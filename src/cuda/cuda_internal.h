@@ -131,7 +131,40 @@ size_t jattn_cuda_bwd_v1_workspace_bytes(int64_t batch, int64_t heads, int64_t s
  * @return the cudaError_t of the launches (as int; 0 = cudaSuccess). */
 int jattn_cuda_launch_bwd_v1(const jattn_cuda_bwd_args *a, void *workspace, void *stream);
 
+/* Device bytes of the backward v2's own workspace (backward_v2_sm90_f16x2.cu: the tile records of
+ * q, dout, k, v split into 2xFP16, about 2 B H (Sq + Skv) D x 4 bytes; never less than v1's, so that
+ * a call v2 does not take runs v1 in it). */
+size_t jattn_cuda_bwd_v2_workspace_bytes(int64_t batch, int64_t heads, int64_t seq_q, int64_t seq_kv, int64_t head_dim);
+
+/* Whether the backward v2 cannot run this call (what only the launch knows: f32 precision only, no
+ * key padding, every pointer 16-byte aligned and every stride a non-negative multiple of 4; D 64 or
+ * 128; B*H <= 65535); the backend then runs v1. */
+int jattn_cuda_bwd_v2_call_refused(const jattn_cuda_bwd_args *a);
+
+/* Enqueues the backward v2 (backward_v2_sm90_f16x2.cu: sm_90a wgmma on 2xFP16 operands) on
+ * `stream`: its split pre-pass, the dQ, dK and dV kernels. `workspace`:
+ * jattn_cuda_bwd_v2_workspace_bytes(), 16-byte aligned. No allocation, no synchronisation.
+ * Refuses (cudaErrorInvalidValue, nothing enqueued) a call jattn_cuda_bwd_v2_call_refused() names;
+ * cudaErrorNoKernelImageForDevice on a device other than compute capability 9.0.
+ * @return the cudaError_t of the launches (as int; 0 = cudaSuccess). */
+int jattn_cuda_launch_bwd_v2(const jattn_cuda_bwd_args *a, void *workspace, void *stream);
+
+/* The backward's kernel choice. AUTO: v2 on 9.0 devices where it takes the problem (f32, D 64 or 128,
+ * strides multiples of 4, seq_kv >= 2; cuda_backend.c, BWD_AUTO_V2), else v1; a call v2 refuses at
+ * launch (key padding, alignment) runs v1. A forced v2 falls back to v1 where it cannot run (so the whole
+ * test battery runs with it forced); a forced v1 runs v1 everywhere. */
+typedef enum jattn_cuda_bwd_kernel {
+    JATTN_CUDA_BWD_KERNEL_AUTO = 0,
+    JATTN_CUDA_BWD_KERNEL_V1 = 1, /* backward_v1_mma_tf32x3.cu */
+    JATTN_CUDA_BWD_KERNEL_V2 = 2, /* backward_v2_sm90_f16x2.cu */
+    JATTN_CUDA_BWD_KERNEL_COUNT = 3
+} jattn_cuda_bwd_kernel;
+
 /* ---- knobs and counters for tests and the harness ---- */
+
+/* Forces the backward's kernel for every later call of this process (AUTO restores the default;
+ * the environment variable JATTN_CUDA_BWD_KERNEL=v1|v2 sets the initial value). */
+void jattn_cuda_set_bwd_kernel(jattn_cuda_bwd_kernel k);
 
 /* Forces a kernel version for every later call of this process (AUTO restores the default;
  * the environment variable JATTN_CUDA_KERNEL=v1|...|v6 sets the initial value). The

@@ -156,4 +156,34 @@ const cuda_bwd_version jattn_cuda_bwd_v1 = {
     bwd_v1_refusal,
     bwd_v1_workspace_bytes,
     jattn_cuda_launch_bwd_v1,
+    NULL,
+    NULL,
+};
+
+/* The problems of the forward's sm_90a kernels (compute capability 9.0, D 64 or 128, strides of q, k,
+ * v, out multiples of 4 elements), f32 precision (the backend runs v1 for tf32). */
+static const char *bwd_v2_refusal(const jattn_problem *p, int cc) {
+    const char *why = sm90_refusal(p, cc);
+    if (why) return why;
+    if (p->batch * p->heads > ATTENTION_SM90_MAX_GRID) return "batch*heads: the backward v2 takes at most 65535";
+    /* one key: P = 1 and dq = dk = 0 exactly, which v1's six-product dP - Dl gives; v2's 2xFP16 dP
+     * (22 significant bits per operand) left up to 3e-5 on `large` inputs (H200,
+     * bench/results/h200-2026-12-02-bwd-v2/call1), where the gate allows none */
+    if (p->seq_kv == 1) return "seq_kv: a single key runs the backward v1";
+    return NULL;
+}
+
+static size_t bwd_v2_workspace_bytes(const jattn_problem *p) {
+    return jattn_cuda_bwd_v2_workspace_bytes(p->batch, p->heads, p->seq_q, p->seq_kv, p->head_dim);
+}
+
+/* backward_v2_sm90_f16x2.cu: sm_90a wgmma on 2xFP16 operands, three fp16 products per product, S and
+ * dP with Kahan-compensated k16 slices; a call it does not take (padding, alignment) runs v1 */
+const cuda_bwd_version jattn_cuda_bwd_v2 = {
+    {"cuda_bwd_v2_f16x2_sm90_wgmma", "cuda_bwd_v2_f16x2_sm90_wgmma"},
+    bwd_v2_refusal,
+    bwd_v2_workspace_bytes,
+    jattn_cuda_launch_bwd_v2,
+    jattn_cuda_bwd_v2_call_refused,
+    &jattn_cuda_bwd_v1,
 };

@@ -32,7 +32,7 @@ typedef struct cuda_version {
 
 extern const cuda_version jattn_cuda_versions[JATTN_CUDA_KERNEL_COUNT];
 
-/* The backward kernel (jattn_backward), as the backend knows it: one version so far. */
+/* A backward kernel version (jattn_backward), as the backend knows it. */
 typedef struct cuda_bwd_version {
     const char *name[2]; /* the reported name, by jattn_precision (F32, TF32) */
     /* Why it cannot run a problem on a device of compute capability cc (a message), or NULL. */
@@ -41,8 +41,13 @@ typedef struct cuda_bwd_version {
     size_t (*workspace_bytes)(const jattn_problem *p);
     /* Its launcher (cuda_internal.h): @return a cudaError_t as int. */
     int (*launch)(const jattn_cuda_bwd_args *a, void *workspace, void *stream);
+    /* Whether it cannot run this call (pointers, padding, precision); NULL: never. Such a call runs
+     * `call_next` in the same workspace (which its workspace_bytes covers). */
+    int (*call_refused)(const jattn_cuda_bwd_args *a);
+    const struct cuda_bwd_version *call_next;
 } cuda_bwd_version;
 
 extern const cuda_bwd_version jattn_cuda_bwd_v1;
+extern const cuda_bwd_version jattn_cuda_bwd_v2;
 
 #endif /* JATTN_CUDA_VERSIONS_H */

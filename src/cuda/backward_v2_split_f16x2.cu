@@ -1,0 +1,163 @@
+/* bwd_v2_split: the pre-pass of the backward v2 (backward_v2_sm90_f16x2.cu). Writes the tile
+ * records of backward_v2_records.cuh: q * scale, dout, k and v of every head split into scaled fp16
+ * hi + lo images (one power of two per 64-row tile), the row log-sum-exp into the q records and
+ * Dl = dO.O - dlse (float64 sum in a fixed order, kept as float hi + lo) into the dout records.
+ *
+ * Reads  q, out, dout [B, H, Sq, D] and k, v [B, H, Skv, D] through element strides (head_dim
+ *        contiguous, float4 aligned), D in {64, 128}; lse [B, H, Sq] contiguous; dlse likewise or NULL.
+ * Writes the records (workspace, bwd_record_layout), every byte of every record.
+ * One CTA of 256 threads per (tile, tensor, head): grid (max(Tq, Tk), 4, B*H); a thread owns 16-byte
+ * chunks (8 values of head_dim of one row) of the tile. Memory-bound, like v6's pre-pass. */
+#include <math.h>
+#include <stdint.h>
+
+#include <cuda_runtime.h>
+
+#include "backward_v2_records.cuh"
+#include "cuda_internal.h"
+#include "f16x2_split.cuh"
+#include "sm90_wgmma_ptx.cuh"
+
+namespace {
+
+constexpr int kSplitThreads = 256;
+
+struct BwdSplitParams {
+    const float *q, *k, *v, *o, *dout, *lse, *dlse;
+    int64_t q_b, q_h, q_t, k_b, k_h, k_t, v_b, v_h, v_t, o_b, o_h, o_t, do_b, do_h, do_t;
+    int heads, seq_q, seq_kv, tq, tk;
+    float scale;
+    unsigned char *rec[4]; /* q, dout, k, v records */
+};
+
+template <int D>
+__global__ void __launch_bounds__(kSplitThreads) bwd_v2_split(const BwdSplitParams p) {
+    using R = BwdRecord<D>;
+    constexpr int kChunksPerRow = D / 8;
+    constexpr int kRowsPerPass = kSplitThreads / kChunksPerRow;
+    constexpr int kPasses = kBwdTile / kRowsPerPass;
+    constexpr int kWarps = kSplitThreads / 32;
+    __shared__ float red[kWarps];
+
+    const int which = blockIdx.y; /* 0 q, 1 dout, 2 k, 3 v */
+    const int tiles = which < 2 ? p.tq : p.tk;
+    const int tile = blockIdx.x;
+    if (tile >= tiles) return;
+    const int64_t bh = blockIdx.z;
+    const int b = (int)(bh / p.heads), h = (int)(bh % p.heads);
+    const int n = which < 2 ? p.seq_q : p.seq_kv;
+    const float *src;
+    int64_t stride;
+    switch (which) {
+    case 0: src = p.q + b * p.q_b + h * p.q_h, stride = p.q_t; break;
+    case 1: src = p.dout + b * p.do_b + h * p.do_h, stride = p.do_t; break;
+    case 2: src = p.k + b * p.k_b + h * p.k_h, stride = p.k_t; break;
+    default: src = p.v + b * p.v_b + h * p.v_h, stride = p.v_t; break;
+    }
+    const float mul = which == 0 ? p.scale : 1.f;
+    unsigned char *rec = p.rec[which] + (bh * tiles + tile) * (int64_t)R::kBytes;
+    float *extras = reinterpret_cast<float *>(rec + R::kImages);
+
+    const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+    const int cc = tid % kChunksPerRow, row0 = tid / kChunksPerRow;
+    const int r0 = tile * kBwdTile;
+    float x[kPasses][8];
+    float amax = 0.f;
+#pragma unroll
+    for (int j = 0; j < kPasses; ++j) {
+        const int row = r0 + row0 + j * kRowsPerPass;
+        float4 a = make_float4(0.f, 0.f, 0.f, 0.f), c = a;
+        if (row < n) {
+            const float4 *ptr = reinterpret_cast<const float4 *>(src + (int64_t)row * stride + 8 * cc);
+            a = __ldg(ptr);
+            c = __ldg(ptr + 1);
+        }
+        x[j][0] = a.x * mul, x[j][1] = a.y * mul, x[j][2] = a.z * mul, x[j][3] = a.w * mul;
+        x[j][4] = c.x * mul, x[j][5] = c.y * mul, x[j][6] = c.z * mul, x[j][7] = c.w * mul;
+#pragma unroll
+        for (int e = 0; e < 8; ++e) amax = fmaxf(amax, finite_abs(x[j][e]));
+        if (which == 1) { /* Dl of the row: dO.O in float64, lanes of the row summed in a fixed order */
+            double acc = 0.0;
+            if (row < n) {
+                const float4 *op =
+                    reinterpret_cast<const float4 *>(p.o + b * p.o_b + h * p.o_h + (int64_t)row * p.o_t + 8 * cc);
+                const float4 oa = __ldg(op), ob = __ldg(op + 1);
+                const float ov[8] = {oa.x, oa.y, oa.z, oa.w, ob.x, ob.y, ob.z, ob.w};
+#pragma unroll
+                for (int e = 0; e < 8; ++e) acc += (double)x[j][e] * (double)ov[e];
+            }
+#pragma unroll
+            for (int m = 1; m < kChunksPerRow; m *= 2) acc += __shfl_xor_sync(0xffffffffu, acc, m);
+            if (cc == 0) {
+                const int rr = row0 + j * kRowsPerPass;
+                if (row < n && p.dlse) acc -= (double)__ldg(p.dlse + bh * p.seq_q + row);
+                const float hi = (float)acc;
+                extras[kBwdRowData / 4 + 2 * rr] = hi;
+                extras[kBwdRowData / 4 + 2 * rr + 1] = (float)(acc - (double)hi);
+            }
+        }
+    }
+#pragma unroll
+    for (int m = 16; m > 0; m /= 2) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, m));
+    if (lane == 0) red[warp] = amax;
+    __syncthreads();
+    amax = 0.f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) amax = fmaxf(amax, red[w]);
+    const int e = f16x2_exponent(amax, kBwdTarget);
+    const float up = exp2_int(e);
+#pragma unroll
+    for (int j = 0; j < kPasses; ++j) {
+        const int r = row0 + j * kRowsPerPass;
+        uint4 hi, lo;
+        f16x2_split2(x[j][0] * up, x[j][1] * up, hi.x, lo.x);
+        f16x2_split2(x[j][2] * up, x[j][3] * up, hi.y, lo.y);
+        f16x2_split2(x[j][4] * up, x[j][5] * up, hi.z, lo.z);
+        f16x2_split2(x[j][6] * up, x[j][7] * up, hi.w, lo.w);
+        const uint32_t off = swizzled_offset_f16(r, 8 * cc, kBwdTile);
+        *reinterpret_cast<uint4 *>(rec + off) = hi;
+        *reinterpret_cast<uint4 *>(rec + R::kImage + off) = lo;
+    }
+    if (tid < 4) extras[tid] = tid == 0 ? exp2_int(-e) : 0.f;
+    if (which == 0 && tid < 2 * kBwdTile) {
+        float l = INFINITY; /* rows past seq_q, and words 64..127 below */
+        if (tid < kBwdTile && r0 + tid < n) {
+            l = __ldg(p.lse + bh * p.seq_q + r0 + tid);
+            if (l == -INFINITY) l = INFINITY; /* a row with no key: P = 0 */
+        }
+        extras[kBwdRowData / 4 + tid] = tid < kBwdTile ? l : 0.f;
+    } else if (which >= 2 && tid < 2 * kBwdTile) {
+        extras[kBwdRowData / 4 + tid] = 0.f;
+    }
+}
+
+} /* namespace */
+
+/* Enqueues the pre-pass (backward_v2_sm90_f16x2.cu checks the call: D 64 or 128, float4-aligned
+ * pointers and strides, B*H <= 65535). */
+extern "C" cudaError_t bwd_v2_split_launch(const jattn_cuda_bwd_args *a, void *records, cudaStream_t stream) {
+    const jattn_cuda_args *f = &a->fwd;
+    const int64_t bh = f->batch * f->heads;
+    const BwdRecordLayout L = bwd_record_layout(bh, f->seq_q, f->seq_kv, f->head_dim);
+    unsigned char *ws = static_cast<unsigned char *>(records);
+    BwdSplitParams p;
+    p.q = f->q, p.k = f->k, p.v = f->v, p.o = f->out, p.dout = a->dout, p.lse = f->lse, p.dlse = a->dlse;
+    p.q_b = f->q_strides.batch, p.q_h = f->q_strides.head, p.q_t = f->q_strides.token;
+    p.k_b = f->k_strides.batch, p.k_h = f->k_strides.head, p.k_t = f->k_strides.token;
+    p.v_b = f->v_strides.batch, p.v_h = f->v_strides.head, p.v_t = f->v_strides.token;
+    p.o_b = f->out_strides.batch, p.o_h = f->out_strides.head, p.o_t = f->out_strides.token;
+    p.do_b = a->dout_strides.batch, p.do_h = a->dout_strides.head, p.do_t = a->dout_strides.token;
+    p.heads = (int)f->heads;
+    p.seq_q = (int)f->seq_q;
+    p.seq_kv = (int)f->seq_kv;
+    p.tq = (int)((f->seq_q + kBwdTile - 1) / kBwdTile);
+    p.tk = (int)((f->seq_kv + kBwdTile - 1) / kBwdTile);
+    p.scale = f->scale;
+    p.rec[0] = ws + L.q, p.rec[1] = ws + L.dout, p.rec[2] = ws + L.k, p.rec[3] = ws + L.v;
+    const dim3 grid((unsigned)(p.tq > p.tk ? p.tq : p.tk), 4u, (unsigned)bh);
+    if (f->head_dim == 128)
+        bwd_v2_split<128><<<grid, kSplitThreads, 0, stream>>>(p);
+    else
+        bwd_v2_split<64><<<grid, kSplitThreads, 0, stream>>>(p);
+    return cudaGetLastError();
+}
