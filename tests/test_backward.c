@@ -1240,9 +1240,8 @@ static void part_validation(jt_rng *r, jt_tally *tally) {
  * reference, written everywhere, finite, on the FLUX-layout shapes the backend takes, the four
  * distributions, with and without key padding. */
 static void part_tf32(jt_rng *r, jt_tally *tally) {
-    static const int64_t dims[][5] = {{1, 2, 40, 40, 128}, {1, 1, 127, 129, 64}, {2, 3, 65, 33, 64},
-                                      {1, 2, 65, 65, 80},  {1, 1, 100, 77, 1},   {1, 2, 200, 1, 128},
-                                      {1, 2, 50, 70, 3},   {1, 1, 90, 60, 8}};
+    static const int64_t dims[][5] = {{1, 2, 40, 40, 128}, {1, 1, 127, 129, 64}, {2, 3, 65, 33, 64}, {1, 2, 65, 65, 80},
+                                      {1, 1, 100, 77, 1},  {1, 2, 200, 1, 128},  {1, 2, 50, 70, 3},  {1, 1, 90, 60, 8}};
     for (size_t t = 0; t < sizeof dims / sizeof dims[0]; t++) {
         jattn_problem p = jattn_problem_flux(dims[t][0], dims[t][1], dims[t][2], dims[t][3], dims[t][4]);
         jattn_grad_strides g = jattn_grad_strides_like(&p);

@@ -530,5 +530,6 @@ extern "C" int jattn_cuda_launch_bwd_v1(const jattn_cuda_bwd_args *a, void *work
                           f->kv_count,
                           f->kv_index};
     cudaStream_t s = (cudaStream_t)stream;
-    return (int)(jattn_cuda_bwd_v1_grads_x3(f->precision, f->head_dim) ? launch_x3<true>(p, s) : launch_x3<false>(p, s));
+    return (int)(jattn_cuda_bwd_v1_grads_x3(f->precision, f->head_dim) ? launch_x3<true>(p, s)
+                                                                       : launch_x3<false>(p, s));
 }

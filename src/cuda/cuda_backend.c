@@ -452,7 +452,8 @@ static jattn_status cuda_select_backward(const jattn_problem *p, const jattn_exe
     if (why) return jattn_fail(JATTN_ERROR_UNSUPPORTED, "%s", why);
     plan->kernel = ver;
     plan->threads = 1;
-    plan->selection.kernel = ver->name[jattn_cuda_bwd_v1_grads_x3(e->precision, p->head_dim) ? JATTN_PRECISION_F32 : e->precision];
+    plan->selection.kernel =
+        ver->name[jattn_cuda_bwd_v1_grads_x3(e->precision, p->head_dim) ? JATTN_PRECISION_F32 : e->precision];
     plan->selection.isa = cc == 90 ? "sm_90a" : "sm_80";
     return JATTN_OK;
 }
