@@ -8,7 +8,8 @@
  * 4*B*H*S*S*D, whether two calls gave the same bits, and rel_l2 / max_abs against a float64
  * evaluation of 16 sampled query rows of every head (the gate of docs/DESIGN.md: rel_l2 <= 2e-6).
  * JATTN_VK_ROWS=64|128 picks the kernel's rows per workgroup; JATTN_VK_PIPELINE_STATS=1 adds the
- * driver's statistics of the kernel's pipeline (registers, spills: VK_KHR_pipeline_executable_properties).
+ * driver's statistics of the kernel's pipeline (registers, spills: VK_KHR_pipeline_executable_properties);
+ * "coopmat" says what the driver reported about cooperative matrices (the tensor-core kernel, kind 10).
  * Built against the static library (it reads the kernel time through vulkan/vk_internal.h). */
 #include <math.h>
 #include <stdio.h>
@@ -114,11 +115,12 @@ int main(int argc, char **argv) {
            "\"reps\": %d, \"first_call_s\": %.3f, \"kernel_ms_median\": %.4f, \"kernel_ms_min\": %.4f, "
            "\"call_ms_median\": %.4f, \"kernel_tflops\": %.2f, \"call_tflops\": %.2f, \"bitwise_repeat\": %s, "
            "\"rel_l2\": %.3g, \"max_abs\": %.3g, \"max_ref\": %.3g, \"gate\": \"%s\", \"float_controls\": \"%s\", "
-           "\"pipeline_stats\": \"%s\"}\n",
+           "\"pipeline_stats\": \"%s\", \"coopmat\": \"%s\"}\n",
            (long long)B, (long long)H, (long long)S, (long long)D, sel.kernel, sel.isa, reps, first,
            kern[reps / 2] * 1e3, kern[0] * 1e3, call[reps / 2] * 1e3, flop / kern[reps / 2] * 1e-12,
            flop / call[reps / 2] * 1e-12, same ? "true" : "false", rel_l2, max_abs, max_ref, pass ? "pass" : "FAIL",
-           jattn_vk_float_controls(), jattn_vk_pipeline_statistics(sel.kernel, stats, sizeof stats));
+           jattn_vk_float_controls(), jattn_vk_pipeline_statistics(sel.kernel, stats, sizeof stats),
+           jattn_vk_coopmat_info());
     jattn_ctx_free(ctx);
     return pass && same ? 0 : 1;
 }

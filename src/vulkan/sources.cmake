@@ -33,6 +33,11 @@ list(APPEND JATTN_VK_MODULES "128x64tw" "128x64tws" "128x64twp" "128x64twsp")
 # And with TX=32, RPT=4 ("tq": 512 invocations, 4 x 2 blocks of S, 4 x 4 of O, fewer registers per
 # invocation): JATTN_VK_KERNEL=8 or 9.
 list(APPEND JATTN_VK_MODULES "128x64tq" "128x64tqs" "128x64tqp" "128x64tqsp")
+# shaders/attn_cm_f32.comp (tensor cores through VK_NV_cooperative_matrix, f32 as two scaled fp16
+# parts) for 128: "cm" (JATTN_VK_KERNEL=10, only where the device has the extension), its emulation
+# "ce" (plain float32 loops, JATTN_VK_KERNEL=11: lavapipe, the tests) and their pre-pass "cs"
+# (shaders/split_f16x2.comp).
+list(APPEND JATTN_VK_MODULES "128x64cm" "128x64ce" "128x64cs")
 
 if(JATTN_VULKAN STREQUAL "AUTO" OR JATTN_VULKAN STREQUAL "ON")
   find_program(JATTN_GLSLC glslc)
@@ -63,13 +68,20 @@ if(JATTN_VULKAN_ENABLED)
   file(MAKE_DIRECTORY ${_vk_out})
   set(_vk_spvs "")
   foreach(module ${JATTN_VK_MODULES})
-    string(REGEX MATCH "^([0-9]+)x([0-9]+)(w|t|ts|tp|tsp|tw|tws|twp|twsp|tq|tqs|tqp|tqsp)?$" _m ${module})
+    string(REGEX MATCH "^([0-9]+)x([0-9]+)(w|t|ts|tp|tsp|tw|tws|twp|twsp|tq|tqs|tqp|tqsp|cm|ce|cs)?$" _m ${module})
     set(dmax ${CMAKE_MATCH_1})
     set(rows ${CMAKE_MATCH_2})
     set(_form "${CMAKE_MATCH_3}")
     set(_defs -DDMAX=${dmax})
     set(_src ${_vk_dir}/shaders/attn_f32.comp)
-    if(_form MATCHES "^t")
+    if(_form STREQUAL "cm")
+      set(_src ${_vk_dir}/shaders/attn_cm_f32.comp)
+    elseif(_form STREQUAL "ce")
+      set(_src ${_vk_dir}/shaders/attn_cm_f32.comp)
+      list(APPEND _defs -DEMULATE=1)
+    elseif(_form STREQUAL "cs")
+      set(_src ${_vk_dir}/shaders/split_f16x2.comp)
+    elseif(_form MATCHES "^t")
       set(_src ${_vk_dir}/shaders/attn3_f32.comp)
       if(_form MATCHES "^tw")
         list(APPEND _defs -DTX=32)
@@ -95,7 +107,7 @@ if(JATTN_VULKAN_ENABLED)
       COMMAND ${JATTN_GLSLC} --target-env=vulkan1.1 -O ${_defs} ${_src} -o ${_spv}
       COMMAND ${JATTN_SPIRV_VAL} --target-env vulkan1.1 ${_spv}
       COMMAND ${CMAKE_COMMAND} -DSPIRV_DIS=${JATTN_SPIRV_DIS} -DSPV=${_spv} -P ${_vk_dir}/check_spirv.cmake
-      DEPENDS ${_src} ${_vk_dir}/shaders/attn_common.glsl ${_vk_dir}/check_spirv.cmake
+      DEPENDS ${_src} ${_vk_dir}/shaders/attn_common.glsl ${_vk_dir}/shaders/f16x2_layout.glsl ${_vk_dir}/check_spirv.cmake
       COMMENT "glslc + spirv-val: ${_src}, head-dim family ${dmax}, ${rows}-row workgroups${_form}"
       VERBATIM)
     list(APPEND _vk_spvs ${_spv})

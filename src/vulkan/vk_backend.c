@@ -15,7 +15,7 @@
 
 #include "vk_internal.h"
 
-enum { BUF_Q, BUF_K, BUF_V, BUF_OUT, BUF_LSE, BUF_KEYS, BUF_COUNT };
+enum { BUF_Q, BUF_K, BUF_V, BUF_OUT, BUF_LSE, BUF_KEYS, BUF_WS, BUF_COUNT }; /* BUF_WS: the split workspace (kinds 10, 11) */
 
 typedef struct vk_buf {
     VkBuffer buf;
@@ -55,7 +55,9 @@ static jattn_status vk_select(const jattn_problem *p, const jattn_exec *e, jattn
         return FAIL(JATTN_ERROR_UNSUPPORTED, "exec.memory: the vk backend takes host memory only (JATTN_MEMORY_HOST)");
     if (e->precision != JATTN_PRECISION_F32)
         return FAIL(JATTN_ERROR_UNSUPPORTED, "exec.precision: the vk backend computes f32 only");
-    const int m = vk_module_for(d, p->head_dim);
+    int m = vk_cm_module_for(d, p); /* the cooperative-matrix kernel, where asked for and it takes the call */
+    if (m >= 0 && vk_cm_head_bytes(m, p->seq_q, p->seq_kv) > d->max_binding) m = -1;
+    if (m < 0) m = vk_module_for(d, p->head_dim);
     if (m < 0)
         return FAIL(JATTN_ERROR_UNSUPPORTED, "head_dim: %lld, the vk backend supports up to %d", (long long)p->head_dim,
                     JATTN_VK_MAX_HEAD_DIM);
@@ -276,6 +278,7 @@ typedef struct piece_plan {
     int64_t dp;                                                       /* floats per staged row (the module's DMAX) */
     int64_t heads_max;                                                /* batch-heads per piece */
     VkDeviceSize q_bytes, kv_bytes, out_bytes, lse_bytes, keys_bytes; /* per piece */
+    VkDeviceSize ws_bytes;                                            /* the split workspace (kinds 10, 11) */
     VkDeviceSize off_q, off_k, off_v, off_keys, off_out, off_lse, stage_bytes;
 } piece_plan;
 
@@ -288,8 +291,12 @@ static void plan_pieces(const vk_device *d, const jattn_problem *p, int m, int64
     int64_t n = (int64_t)(d->max_binding / head_bytes); /* >= 1: select checked */
     const int64_t bh = p->batch * p->heads;
     if (n > bh) n = bh;
+    const int cm = jattn_vk_modules[m].kind == 10 || jattn_vk_modules[m].kind == 11;
+    const uint64_t ws_head = cm ? vk_cm_head_bytes(m, p->seq_q, p->seq_kv) : 0;
+    if (cm && n > (int64_t)(d->max_binding / ws_head)) n = (int64_t)(d->max_binding / ws_head); /* >= 1: select checked */
     if (n > (int64_t)d->props.limits.maxComputeWorkGroupCount[1]) n = d->props.limits.maxComputeWorkGroupCount[1];
     pl->heads_max = n;
+    pl->ws_bytes = (VkDeviceSize)n * ws_head;
     pl->q_bytes = (VkDeviceSize)n * (VkDeviceSize)p->seq_q * row_bytes;
     pl->kv_bytes = (VkDeviceSize)n * (VkDeviceSize)p->seq_kv * row_bytes;
     pl->out_bytes = pl->q_bytes;
@@ -309,9 +316,9 @@ static void plan_pieces(const vk_device *d, const jattn_problem *p, int m, int64
 static jattn_status reserve_all(const vk_device *d, vk_ctx_state *s, const piece_plan *pl) {
     const VkBufferUsageFlags in = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
     const VkBufferUsageFlags out = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT;
-    const VkDeviceSize sizes[BUF_COUNT] = {pl->q_bytes,   pl->kv_bytes,  pl->kv_bytes,
-                                           pl->out_bytes, pl->lse_bytes, pl->keys_bytes};
-    const VkBufferUsageFlags usage[BUF_COUNT] = {in, in, in, out, out, in};
+    const VkDeviceSize sizes[BUF_COUNT] = {pl->q_bytes,   pl->kv_bytes,   pl->kv_bytes, pl->out_bytes,
+                                           pl->lse_bytes, pl->keys_bytes, pl->ws_bytes};
+    const VkBufferUsageFlags usage[BUF_COUNT] = {in, in, in, out, out, in, VK_BUFFER_USAGE_STORAGE_BUFFER_BIT};
     for (int i = 0; i < BUF_COUNT; i++) {
         jattn_status st = state_reserve(d, s, &s->dev[i], sizes[i], usage[i], 0);
         if (st != JATTN_OK) return st;
@@ -354,9 +361,11 @@ typedef struct push_constants {
     uint32_t scales; /* the word of keys[] where the per-head softmax scales start */
 } push_constants;
 
-/* Records and runs one piece: batch-heads [bh0, bh0 + n). */
-static jattn_status run_piece(const vk_device *d, vk_ctx_state *s, VkPipeline pipeline, uint32_t rows,
-                              const piece_plan *pl, const push_constants *pc, int64_t n, int64_t slices,
+/* Records and runs one piece: batch-heads [bh0, bh0 + n). With `split` (kinds 10, 11) the pre-pass
+ * shaders/split_f16x2.comp runs first, over ceil(max(seq_q, seq_kv) / 64) tiles per batch-head;
+ * the kernel time then covers both dispatches. */
+static jattn_status run_piece(const vk_device *d, vk_ctx_state *s, VkPipeline pipeline, VkPipeline split,
+                              uint32_t rows, const piece_plan *pl, const push_constants *pc, int64_t n, int64_t slices,
                               double *kernel_seconds) {
     VkCommandBuffer cmd = s->cmd;
     VkCommandBufferBeginInfo bi;
@@ -383,9 +392,16 @@ static jattn_status run_piece(const vk_device *d, vk_ctx_state *s, VkPipeline pi
         d->f.vkCmdResetQueryPool(cmd, s->queries, 0, 2);
         d->f.vkCmdWriteTimestamp(cmd, VK_PIPELINE_STAGE_TRANSFER_BIT, s->queries, 0);
     }
-    d->f.vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline);
     d->f.vkCmdBindDescriptorSets(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, d->pipeline_layout, 0, 1, &s->set, 0, NULL);
     d->f.vkCmdPushConstants(cmd, d->pipeline_layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof *pc, pc);
+    if (split) {
+        const uint32_t longest = pc->seq_q > pc->seq_kv ? pc->seq_q : pc->seq_kv;
+        d->f.vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, split);
+        d->f.vkCmdDispatch(cmd, (longest + 63) / 64, (uint32_t)n, 1);
+        memory_barrier(d, cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
+                       VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_READ_BIT);
+    }
+    d->f.vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline);
     d->f.vkCmdDispatch(cmd, (pc->seq_q + rows - 1) / rows, (uint32_t)n, (uint32_t)slices);
     if (s->queries) d->f.vkCmdWriteTimestamp(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, s->queries, 1);
     memory_barrier(d, cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
@@ -426,9 +442,13 @@ static jattn_status vk_forward(const jattn_call *call, const jattn_plan *plan) {
     vk_device *d = vk_device_get();
     const jattn_problem *p = call->problem;
     const int m = (int)((const vk_spirv_module *)plan->kernel - jattn_vk_modules);
-    VkPipeline pipeline;
+    VkPipeline pipeline, split = VK_NULL_HANDLE;
     jattn_status st = vk_device_pipeline(d, m, &pipeline);
     if (st != JATTN_OK) return st;
+    if (jattn_vk_modules[m].kind == 10 || jattn_vk_modules[m].kind == 11) {
+        st = vk_device_pipeline(d, vk_split_module_for(m), &split);
+        if (st != JATTN_OK) return st;
+    }
 
     vk_ctx_state *s = call->ctx ? call->ctx->backend_state[JATTN_BACKEND_VK] : NULL;
     vk_ctx_state *owned = NULL;
@@ -505,7 +525,7 @@ static jattn_status vk_forward(const jattn_call *call, const jattn_plan *plan) {
                              (uint32_t)words_per_row,
                              (call->mask ? 1u : 0u) | (call->lse ? 2u : 0u),
                              (uint32_t)scales_at};
-        st = run_piece(d, s, pipeline, (uint32_t)jattn_vk_modules[m].rows, &pl, &pc, n, slices, &kernel_seconds);
+        st = run_piece(d, s, pipeline, split, (uint32_t)jattn_vk_modules[m].rows, &pl, &pc, n, slices, &kernel_seconds);
         if (st != JATTN_OK) break;
         float *out = call->out;
         JATTN_PARALLEL_FOR_DYNAMIC(1, threads)

@@ -25,10 +25,10 @@ int vk_module_for(const vk_device *d, int64_t head_dim) {
         if (jattn_vk_modules[m].dmax >= head_dim && (!family || jattn_vk_modules[m].dmax < family))
             family = jattn_vk_modules[m].dmax;
     int best = -1, best_score = -1;
-    if (d->kernel >= 2) {
+    if (d->kernel_simt >= 2) {
         for (int m = 0; m < jattn_vk_module_count; m++) {
             const vk_spirv_module *x = &jattn_vk_modules[m];
-            if (x->kind != d->kernel || x->dmax != family || (uint32_t)x->shared_bytes > d->shared_limit) continue;
+            if (x->kind != d->kernel_simt || x->dmax != family || (uint32_t)x->shared_bytes > d->shared_limit) continue;
             if (x->shared_bytes > best_score) best = m, best_score = x->shared_bytes;
         }
         if (best >= 0) return best;
@@ -41,6 +41,36 @@ int vk_module_for(const vk_device *d, int64_t head_dim) {
         if (score > best_score) best = m, best_score = score;
     }
     return best;
+}
+
+int vk_cm_module_for(const vk_device *d, const jattn_problem *p) {
+    if ((d->kernel != 10 || !d->coopmat) && d->kernel != 11) return -1;
+    if (p->head_dim <= 64 || p->head_dim > 128 || p->seq_kv < 64) return -1;
+    for (int m = 0; m < jattn_vk_module_count; m++) {
+        const vk_spirv_module *x = &jattn_vk_modules[m];
+        if (x->kind == d->kernel && x->dmax == 128 && (uint32_t)x->shared_bytes <= d->shared_limit &&
+            vk_split_module_for(m) >= 0)
+            return m;
+    }
+    return -1;
+}
+
+int vk_split_module_for(int m) {
+    for (int i = 0; i < jattn_vk_module_count; i++)
+        if (jattn_vk_modules[i].kind == 12 && jattn_vk_modules[i].dmax == jattn_vk_modules[m].dmax) return i;
+    return -1;
+}
+
+uint64_t vk_cm_head_bytes(int m, int64_t seq_q, int64_t seq_kv) {
+    const uint64_t dmax = (uint64_t)jattn_vk_modules[m].dmax;
+    const uint64_t sqp = ((uint64_t)seq_q + 63) / 64 * 64, skp = ((uint64_t)seq_kv + 63) / 64 * 64;
+    const uint64_t words = ((sqp + 2 * skp) * dmax + sqp + skp + skp / 64 * dmax + 3) / 4 * 4;
+    return words * 4; /* as ws_head_words() in shaders/f16x2_layout.glsl */
+}
+
+const char *jattn_vk_coopmat_info(void) {
+    vk_device *d = vk_device_get();
+    return d->status == JATTN_OK ? d->coopmat_info : "";
 }
 
 const char *vk_kernel_name(int m) {
@@ -149,6 +179,95 @@ static int device_usable(vk_device *d, VkPhysicalDevice pd, const VkPhysicalDevi
         }
     snprintf(why, why_len, "%.96s has no compute queue", p->deviceName);
     return 0;
+}
+
+/* Whether the chosen device can run shaders/attn_cm_f32.comp: VK_NV_cooperative_matrix with a
+ * 16x16x16 fp16 x fp16 + fp32 subgroup shape, the cooperativeMatrix, shaderFloat16 and
+ * vulkanMemoryModel features (glslang declares the Vulkan memory model with cooperative matrices),
+ * subgroups of 32 in compute shaders. Sets d->coopmat, d->coopmat_info and adds the extensions. */
+static void probe_coopmat(vk_device *d) {
+    size_t o = 0;
+    char *info = d->coopmat_info;
+    const size_t len = sizeof d->coopmat_info;
+    info[0] = '\0';
+    uint32_t n_ext = 0;
+    d->f.vkEnumerateDeviceExtensionProperties(d->phys, NULL, &n_ext, NULL);
+    VkExtensionProperties *ext = calloc(n_ext ? n_ext : 1, sizeof *ext);
+    if (!ext) return;
+    d->f.vkEnumerateDeviceExtensionProperties(d->phys, NULL, &n_ext, ext);
+    const int nv = has_extension(ext, n_ext, "VK_NV_cooperative_matrix");
+    const int khr = has_extension(ext, n_ext, "VK_KHR_cooperative_matrix");
+    const int mm = has_extension(ext, n_ext, "VK_KHR_vulkan_memory_model");
+    const int f16 = has_extension(ext, n_ext, "VK_KHR_shader_float16_int8");
+    free(ext);
+    const int api12 = VK_API_VERSION_MINOR(d->props.apiVersion) >= 2 || VK_API_VERSION_MAJOR(d->props.apiVersion) > 1;
+    o += (size_t)snprintf(info + o, len - o, "VK_NV_cooperative_matrix=%d VK_KHR_cooperative_matrix=%d", nv, khr);
+    if (!nv) return;
+    PFN_vkGetPhysicalDeviceFeatures2 features2 =
+        (PFN_vkGetPhysicalDeviceFeatures2)d->f.vkGetInstanceProcAddr(d->instance, "vkGetPhysicalDeviceFeatures2");
+    PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV shapes =
+        (PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV)d->f.vkGetInstanceProcAddr(
+            d->instance, "vkGetPhysicalDeviceCooperativeMatrixPropertiesNV");
+    if (!features2 || !shapes) return;
+    VkPhysicalDeviceCooperativeMatrixFeaturesNV cm;
+    VkPhysicalDeviceVulkanMemoryModelFeatures vmm;
+    VkPhysicalDeviceShaderFloat16Int8Features fp16;
+    memset(&cm, 0, sizeof cm);
+    memset(&vmm, 0, sizeof vmm);
+    memset(&fp16, 0, sizeof fp16);
+    cm.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV;
+    vmm.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES;
+    fp16.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES;
+    cm.pNext = &vmm;
+    vmm.pNext = &fp16;
+    VkPhysicalDeviceFeatures2 f2;
+    memset(&f2, 0, sizeof f2);
+    f2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
+    f2.pNext = &cm;
+    features2(d->phys, &f2);
+    VkPhysicalDeviceSubgroupProperties sub;
+    memset(&sub, 0, sizeof sub);
+    sub.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES;
+    VkPhysicalDeviceProperties2 p2;
+    memset(&p2, 0, sizeof p2);
+    p2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2;
+    p2.pNext = &sub;
+    d->f.vkGetPhysicalDeviceProperties2(d->phys, &p2);
+    o += (size_t)snprintf(info + o, len - o,
+                          " cooperativeMatrix=%u vulkanMemoryModel=%u shaderFloat16=%u subgroupSize=%u shapes:",
+                          (unsigned)cm.cooperativeMatrix, (unsigned)vmm.vulkanMemoryModel,
+                          (unsigned)fp16.shaderFloat16, sub.subgroupSize);
+    VkCooperativeMatrixPropertiesNV props[32];
+    uint32_t n = 32;
+    for (uint32_t i = 0; i < n; i++) {
+        memset(&props[i], 0, sizeof props[i]);
+        props[i].sType = VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV;
+    }
+    VkResult r = shapes(d->phys, &n, props);
+    if (r != VK_SUCCESS && r != VK_INCOMPLETE) n = 0;
+    static const char *const type_names[] = {"f16", "f32", "f64", "s8", "s16", "s32", "s64", "u8", "u16", "u32", "u64"};
+    int shape = 0;
+    for (uint32_t i = 0; i < n && o + 1 < len; i++) {
+        const VkCooperativeMatrixPropertiesNV *x = &props[i];
+#define TYPE_NAME(t) ((unsigned)(t) < 11 ? type_names[(unsigned)(t)] : "?")
+        o += (size_t)snprintf(info + o, len - o, " %ux%ux%u:%s*%s+%s=%s%s", x->MSize, x->NSize, x->KSize,
+                              TYPE_NAME(x->AType), TYPE_NAME(x->BType), TYPE_NAME(x->CType), TYPE_NAME(x->DType),
+                              x->scope == VK_SCOPE_SUBGROUP_NV ? "" : "(not subgroup)");
+#undef TYPE_NAME
+        if (o >= len) o = len - 1;
+        if (x->MSize == 16 && x->NSize == 16 && x->KSize == 16 && x->AType == VK_COMPONENT_TYPE_FLOAT16_NV &&
+            x->BType == VK_COMPONENT_TYPE_FLOAT16_NV && x->CType == VK_COMPONENT_TYPE_FLOAT32_NV &&
+            x->DType == VK_COMPONENT_TYPE_FLOAT32_NV && x->scope == VK_SCOPE_SUBGROUP_NV)
+            shape = 1;
+    }
+    const int usable = shape && cm.cooperativeMatrix && vmm.vulkanMemoryModel && fp16.shaderFloat16 &&
+                       sub.subgroupSize == 32 && (sub.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
+                       (api12 || (mm && f16)) && d->n_device_extensions + 3 <= 8;
+    if (!usable) return;
+    d->coopmat = 1;
+    d->device_extensions[d->n_device_extensions++] = "VK_NV_cooperative_matrix";
+    if (mm) d->device_extensions[d->n_device_extensions++] = "VK_KHR_vulkan_memory_model";
+    if (f16) d->device_extensions[d->n_device_extensions++] = "VK_KHR_shader_float16_int8";
 }
 
 static void probe(void) {
@@ -261,10 +380,19 @@ static void probe(void) {
         if (c >= JATTN_VK_SHARED_BYTES && (c < d->shared_limit || (d->is_cpu && c <= 49152)))
             d->shared_limit = (uint32_t)c;
     }
-    d->kernel = kernel && kernel[0] >= '1' && kernel[0] <= '9' && kernel[1] == '\0' ? kernel[0] - '0' : 1;
+    d->kernel = 1;
+    if (kernel && kernel[0]) {
+        char *end;
+        const long k = strtol(kernel, &end, 10);
+        if (!*end && k >= 1 && k <= 11) d->kernel = (int)k;
+    }
     /* NVIDIA: attn3_f32.comp with TX=32 and PREFETCH (kind 7) by default, where the family has it
      * (head dim 128): measured faster than attn_f32.comp on the H200 (src/vulkan/NOTES.md). */
     if (!(kernel && kernel[0]) && d->props.vendorID == 0x10DE) d->kernel = 7;
+    /* Kinds 10 (attn_cm_f32.comp on cooperative matrices) and 11 (its emulation) take the calls
+     * vk_cm_module_for accepts; the others go to the SIMT kernel the device would run. */
+    d->kernel_simt = d->kernel <= 9 ? d->kernel : d->props.vendorID == 0x10DE ? 7 : 1;
+    probe_coopmat(d);
     VkPhysicalDeviceFloatControlsProperties fc;
     memset(&fc, 0, sizeof fc);
     fc.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FLOAT_CONTROLS_PROPERTIES;
@@ -321,16 +449,36 @@ static jattn_status open_device(vk_device *d) {
     pe.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR;
     pe.pipelineExecutableInfo = VK_TRUE;
     if (d->pipeline_stats) dci.pNext = &pe;
+    /* shaders/attn_cm_f32.comp: cooperative matrices, fp16, the Vulkan memory model (probe_coopmat) */
+    VkPhysicalDeviceCooperativeMatrixFeaturesNV cm;
+    VkPhysicalDeviceVulkanMemoryModelFeatures vmm;
+    VkPhysicalDeviceShaderFloat16Int8Features fp16;
+    memset(&cm, 0, sizeof cm);
+    memset(&vmm, 0, sizeof vmm);
+    memset(&fp16, 0, sizeof fp16);
+    cm.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV;
+    cm.cooperativeMatrix = VK_TRUE;
+    vmm.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES;
+    vmm.vulkanMemoryModel = VK_TRUE;
+    fp16.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES;
+    fp16.shaderFloat16 = VK_TRUE;
+    if (d->coopmat) {
+        cm.pNext = &vmm;
+        vmm.pNext = &fp16;
+        fp16.pNext = (void *)dci.pNext;
+        dci.pNext = &cm;
+    }
     VkResult r = d->f.vkCreateDevice(d->phys, &dci, NULL, &d->device);
     if (r != VK_SUCCESS) FAIL(JATTN_ERROR_BACKEND_UNAVAILABLE, "vkCreateDevice failed (VkResult %d)", (int)r);
     char why[200];
     if (vk_loader_device(&d->f, d->device, why, sizeof why) != 0) FAIL(JATTN_ERROR_BACKEND_UNAVAILABLE, "%.180s", why);
     d->f.vkGetDeviceQueue(d->device, d->queue_family, 0, &d->queue);
 
-    /* Bindings 0..5: q, k, v, out, lse, keys (shaders/attn_f32.comp); push constants: 8 words. */
-    VkDescriptorSetLayoutBinding b[6];
+    /* Bindings 0..5: q, k, v, out, lse, keys (shaders/attn_common.glsl), 6: the split workspace
+     * (shaders/f16x2_layout.glsl); push constants: 8 words. */
+    VkDescriptorSetLayoutBinding b[7];
     memset(b, 0, sizeof b);
-    for (uint32_t i = 0; i < 6; i++) {
+    for (uint32_t i = 0; i < 7; i++) {
         b[i].binding = i;
         b[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
         b[i].descriptorCount = 1;
@@ -339,7 +487,7 @@ static jattn_status open_device(vk_device *d) {
     VkDescriptorSetLayoutCreateInfo lci;
     memset(&lci, 0, sizeof lci);
     lci.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO;
-    lci.bindingCount = 6;
+    lci.bindingCount = 7;
     lci.pBindings = b;
     if (d->f.vkCreateDescriptorSetLayout(d->device, &lci, NULL, &d->set_layout) != VK_SUCCESS)
         FAIL(JATTN_ERROR_OUT_OF_MEMORY, "vkCreateDescriptorSetLayout failed");

@@ -13,7 +13,9 @@
 typedef struct vk_spirv_module {
     int dmax;         /* the head-dim family: head_dim <= dmax, rows zero-padded to dmax */
     int rows;         /* query rows per workgroup: 64 or 128 (attn_f32.comp), 64 (attn3_f32.comp) */
-    int kind;         /* 1: shaders/attn_f32.comp; 4-9: shaders/attn3_f32.comp (vk_device.c lists them) */
+    int kind;         /* 1: shaders/attn_f32.comp; 4-9: shaders/attn3_f32.comp (vk_device.c lists them); 10:
+                       * shaders/attn_cm_f32.comp (cooperative matrices), 11: its emulation, 12: its
+                       * pre-pass shaders/split_f16x2.comp */
     int shared_bytes; /* shared memory it declares (at most) */
     const char *name; /* "vk_flash_f32_d<dmax>_<rows>x64[_dk32]", "vk_flash3_f32_d<dmax>_..." */
     const uint32_t *words;
@@ -48,12 +50,16 @@ typedef struct vk_device {
     int rows;                 /* rows per workgroup: 128 unless JATTN_VK_ROWS=64 */
     int wide;                 /* the 48 KiB (dk32) modules allowed (JATTN_VK_WIDE=1; where shared memory suffices) */
     uint32_t shared_limit;    /* shared memory a module may declare: the device's, JATTN_VK_SHARED_LIMIT lowers it */
-    int kernel;               /* module kind wanted (JATTN_VK_KERNEL; NVIDIA 7, else 1): 4-9 attn3 */
+    int kernel;               /* module kind wanted (JATTN_VK_KERNEL; NVIDIA 7, else 1): 4-9 attn3, 10-11 attn_cm */
+    int kernel_simt;          /* the SIMT kind for calls the attn_cm modules do not take (kernel, or NVIDIA 7, else 1) */
+    int coopmat;              /* VK_NV_cooperative_matrix usable for attn_cm_f32.comp (16x16x16 fp16 -> fp32,
+                               * subgroups of 32, fp16 arithmetic and the Vulkan memory model): enabled */
+    char coopmat_info[400];   /* what the driver reported about cooperative matrices, one line */
     int denorm_preserve;      /* the device keeps float32 denormals when a module asks (DenormPreserve) */
     int pipeline_stats;       /* JATTN_VK_PIPELINE_STATS=1 and the driver has VK_KHR_pipeline_executable_properties */
     char float_controls[200]; /* the float-controls properties, one line (jattn_vk_float_controls) */
     char isa[VK_MAX_PHYSICAL_DEVICE_NAME_SIZE + 16]; /* "vulkan: <device name>" */
-    const char *device_extensions[3];
+    const char *device_extensions[8];
     uint32_t n_device_extensions;
     /* Created by the first forward call, kept for the life of the process. */
     int device_ready;
@@ -79,6 +85,17 @@ const char *vk_device_type_name(const vk_device *d);
  * the device has, else of its attn_f32.comp modules the one with the device's rows per workgroup,
  * the wide (dk32) one where allowed. -1 if none. */
 int vk_module_for(const vk_device *d, int64_t head_dim);
+/* The cooperative-matrix module (kind 10, or its emulation 11, as d->kernel asks) for problem p, -1
+ * when it does not take it: head_dim 65-128 (the d128 family), seq_kv >= 64 (shorter calls, where
+ * exact answers such as a one-key row equal to its v row are asked bit for bit, stay on the SIMT
+ * kernels: 2xFP16 keeps 22 bits of v), kind 10 only where d->coopmat, the shared memory allowed. */
+int vk_cm_module_for(const vk_device *d, const jattn_problem *p);
+/* The pre-pass module (shaders/split_f16x2.comp) of cooperative-matrix module m. -1 if none. */
+int vk_split_module_for(int m);
+/* Bytes of the split workspace of one batch-head (shaders/f16x2_layout.glsl) for module m. */
+uint64_t vk_cm_head_bytes(int m, int64_t seq_q, int64_t seq_kv);
+/* What the driver reported about cooperative matrices (d->coopmat_info), "" before a probe. */
+const char *jattn_vk_coopmat_info(void);
 /* "vk_flash_f32_d<dmax>_<rows>x64" of module m (static storage). */
 const char *vk_kernel_name(int m);
 

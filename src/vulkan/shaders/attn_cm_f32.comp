@@ -1,0 +1,264 @@
+#version 450
+// vk_cm_f32_d<DMAX>_64x64: exact-f32 flash attention forward on the tensor cores through
+// VK_NV_cooperative_matrix (fp16 A/B, fp32 accumulators, 16 x 16 x 16, subgroups of 32), with each
+// float32 operand carried as two scaled fp16 parts (2xFP16, as the cuda backend's v4 kernel:
+// src/cuda/f16x2_split.cuh). Built with EMULATE, the same data flow with the matrix products done
+// by plain float32 loops (vk_cm_emul_f32_d<DMAX>_64x64): what lavapipe, which has no cooperative
+// matrices, runs in the tests.
+//
+// Reads  the split workspace of split_f16x2.comp (binding 6, f16x2_layout.glsl): q 2^eq, k 2^ek,
+//        v 2^ev as fp16 hi + lo with their exponents; keys (kv_end, mask bits, per-head scale)
+// Writes out [nbh, seq_q, DMAX], lse [nbh, seq_q] (when flags & 2)
+//
+// Grid: (ceil(seq_q / 64), nbh, 1), 128 invocations = 4 subgroups; subgroup g owns query rows
+// 16 g .. 16 g + 15 of the workgroup's 64 and works alone (the workgroup barriers only keep the
+// four in step). Per 64-key tile, subgroup g:
+//   S:  the 16 x 64 scores as four 16 x 16 blocks; over the DMAX / 16 k16 steps, three products
+//       hi*hi + hi*lo + lo*hi (lo*lo, 2^-22 relative, left out) in three accumulators per block:
+//       hi*hi of the first and of the second half of head_dim, and the two corrections (the
+//       tensor core's fp32 accumulation error grows with the length of a chain, as in the cuda
+//       kernel); joined per element as hh0 + hh1 + c, or hh0 + hh1 alone where that is infinite
+//       (an Inf in q or k keeps its sign: its corrections are NaN). Stored to shared memory.
+//   softmax: lane l owns row l / 2 and keys 32 (l % 2) .. + 31: the dot product = S 2^-(eq + ek)
+//       (exact), key padding, the row maximum (the two lanes through shared memory), the weights
+//       with attn_common.glsl's exponential exactly as attn3_f32.comp (the row's largest logit at
+//       weight exactly 1), the lane's partial row sum (tile sum, then joined), P 2^15 (P <= 1)
+//       split into fp16 hi + lo in shared memory.
+//   PV: per 64-column half of head_dim, a fresh accumulator per 16 x 16 block of O_tile = P V
+//       over the tile's 64 keys (lo*hi, hi*lo, hi*hi in that order: the small terms first),
+//       stored to shared memory; lane l then joins its 32 columns of row l / 2:
+//       O = O alpha + O_tile 2^-(15 + ev) (the tile sum before it joins the running sum).
+// At the end the two lanes' partial row sums are added in a fixed order: bitwise deterministic.
+// The running O (64 floats per lane) lives in registers in a known layout; the matrices' element
+// layout is the driver's and is only used element-wise between matrices of one type.
+// Shared memory: S / O_tile [4][16][64] float, P hi and lo [4][2][16][64] fp16, [4][32] floats
+// for the row maxima and sums: 32.5 KiB.
+// Exactness as the other kernels: SignedZeroInfNanPreserve, the exponential computed here,
+// `precise` joins, no float32 denormal from the host (vk_range.c); the products are exact in the
+// tensor core (11 x 11 bits) and hi + lo keeps 22 bits of each operand (rel. error <= 2^-22).
+#extension GL_EXT_spirv_intrinsics : require
+#extension GL_EXT_control_flow_attributes : require
+#extension GL_GOOGLE_include_directive : require
+#ifndef EMULATE
+#extension GL_NV_cooperative_matrix : require
+#extension GL_KHR_memory_scope_semantics : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#endif
+
+spirv_execution_mode(extensions = ["SPV_KHR_float_controls"], capabilities = [4466], 4461, 32);
+
+#ifndef DMAX
+#error "DMAX must be defined"
+#endif
+#if DMAX != 64 && DMAX != 128
+#error "attn_cm_f32.comp is built for DMAX 64 and 128"
+#endif
+
+#include "attn_common.glsl"
+layout(std430, binding = 6) readonly buffer WsBuf4 { uvec4 ws4[]; };
+layout(std430, binding = 6) readonly buffer WsBuf1 { uint ws1[]; };
+#include "f16x2_layout.glsl"
+
+layout(local_size_x = 128) in;
+
+#define NS (DMAX / 16)  // k16 steps of S
+#define NHALF (DMAX / 64) // 64-column halves of O
+#define SH_S_SG (16 * 64)      // floats of one subgroup's S / O_tile block
+#define SH_P_SG (2 * 16 * 64 / 8) // uvec4 of one subgroup's P hi + lo
+#define SH_P_LO (16 * 64 / 8)     // uvec4 offset of P lo
+
+shared float shS[4 * SH_S_SG];
+shared uvec4 shP4[4 * SH_P_SG];
+shared float red[4 * 32];
+
+uint g_lane;
+
+#ifndef EMULATE
+#define FRAG fcoopmatNV<16, gl_ScopeSubgroup, 16, 16>
+#define ACC fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>
+#define ACC_ZERO ACC(0.0f)
+#define ACC_LEN(a) (a).length()
+#define ACC_E(a, i) (a)[i]
+#define LOAD_WS(f, off, stride, col) coopMatLoadNV(f, ws4, off, stride, col)
+#define LOAD_P(f, off, stride) coopMatLoadNV(f, shP4, off, stride, false)
+#define MULADD(a, b, c) coopMatMulAddNV(a, b, c)
+#define STORE_S(a, off, stride) coopMatStoreNV(a, shS, off, stride, false)
+#define OUTER [[unroll]]
+#else
+// The emulation: a fragment is where its 16 x 16 fp16 matrix lies (src 0: the workspace, 1: P in
+// shared memory; off and stride in uvec4); an accumulator holds lane l's 8 elements, row l / 2,
+// columns 8 (l % 2) .. + 7.
+struct FRAG {
+    uint src, off, stride;
+    bool col;
+};
+struct ACC {
+    float e[8];
+};
+#define ACC_ZERO ACC(float[8](0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f))
+#define ACC_LEN(a) 8
+#define ACC_E(a, i) (a).e[i]
+#define LOAD_WS(f, o, s, c) f = FRAG(0u, o, s, c)
+#define LOAD_P(f, o, s) f = FRAG(1u, o, s, false)
+#define MULADD(a, b, c) emul_muladd(a, b, c)
+#define STORE_S(a, o, s) emul_store(a, o, s)
+#define OUTER [[dont_unroll]]
+float frag_at(FRAG f, uint r, uint c) {
+    const uint h = f.off * 8u + (f.col ? c * f.stride * 8u + r : r * f.stride * 8u + c); // fp16 index
+    const uint w = f.src == 0u ? ws1[h / 2u] : shP4[h / 8u][(h / 2u) % 4u];
+    return unpackHalf2x16(w)[h % 2u];
+}
+ACC emul_muladd(FRAG a, FRAG b, ACC c) {
+    const uint r = g_lane / 2u, c0 = 8u * (g_lane % 2u);
+    [[unroll]] for (uint i = 0u; i < 8u; ++i) {
+        float t = c.e[i];
+        [[unroll]] for (uint k = 0u; k < 16u; ++k) t = fma(frag_at(a, r, k), frag_at(b, k, c0 + i), t);
+        c.e[i] = t;
+    }
+    return c;
+}
+void emul_store(ACC a, uint off, uint stride) {
+    const uint r = g_lane / 2u, c0 = 8u * (g_lane % 2u);
+    [[unroll]] for (uint i = 0u; i < 8u; ++i) shS[off + r * stride + c0 + i] = a.e[i];
+}
+#endif
+
+void main() {
+    const uint lid = gl_LocalInvocationID.x;
+    const uint sg = lid / 32u, lane = lid % 32u;
+    g_lane = lane;
+    const uint r = lane / 2u, part = lane % 2u; // softmax and O: row r of the subgroup, keys / columns part
+    const uint row0 = gl_WorkGroupID.x * 64u + 16u * sg;
+    const uint bh = gl_WorkGroupID.y;
+    const uint b = (pc.bh0 + bh) / pc.heads;
+    const uint kv_end = keys[b];
+    const bool masked = (pc.flags & 1u) != 0u;
+    const uint mask_base = pc.batch + b * pc.words_per_row;
+    const float scale = uintBitsToFloat(keys[pc.scales + pc.bh0 + bh]);
+    const uint wq4 = (ws_q(bh) + row0 * WS_RW) / 4u, wk4 = ws_k(bh) / 4u, wv4 = ws_v(bh) / 4u; // uvec4
+    const uint rs4 = WS_RW / 4u, lo4 = DMAX / 8u; // row stride, lo part, in uvec4
+    const int eq = int(ws1[ws_eq(bh) + row0 + r]);
+    const uint s_base = sg * SH_S_SG, p_base = sg * SH_P_SG;
+
+    float m = -INF, l = 0.0f;
+    float o[NHALF][32];
+    [[unroll]] for (int h = 0; h < NHALF; ++h)[[unroll]] for (int j = 0; j < 32; ++j) o[h][j] = 0.0f;
+
+    const uint n_tiles = (kv_end + 63u) / 64u;
+    [[dont_unroll]] for (uint tile = 0u; tile < n_tiles; ++tile) {
+        const uint kv0 = tile * 64u;
+
+        // ---- S = (q 2^eq)(k 2^ek)^T, 16 x 64, three products ---------------------------------
+        ACC hh0[4], hh1[4], cc[4];
+        [[unroll]] for (int kb = 0; kb < 4; ++kb) hh0[kb] = ACC_ZERO, hh1[kb] = ACC_ZERO, cc[kb] = ACC_ZERO;
+        OUTER for (uint s = 0u; s < NS; ++s) {
+            FRAG qh, ql;
+            LOAD_WS(qh, wq4 + 2u * s, rs4, false);
+            LOAD_WS(ql, wq4 + lo4 + 2u * s, rs4, false);
+            [[unroll]] for (uint kb = 0u; kb < 4u; ++kb) {
+                FRAG kh, kl; // k^T blocks: column-major views of the k rows
+                const uint at = wk4 + (kv0 + 16u * kb) * rs4 + 2u * s;
+                LOAD_WS(kh, at, rs4, true);
+                LOAD_WS(kl, at + lo4, rs4, true);
+                cc[kb] = MULADD(ql, kh, cc[kb]);
+                cc[kb] = MULADD(qh, kl, cc[kb]);
+                if (s < NS / 2u)
+                    hh0[kb] = MULADD(qh, kh, hh0[kb]);
+                else
+                    hh1[kb] = MULADD(qh, kh, hh1[kb]);
+            }
+        }
+        [[unroll]] for (uint kb = 0u; kb < 4u; ++kb) {
+            ACC t = hh0[kb];
+            for (int i = 0; i < ACC_LEN(t); ++i) {
+                precise float big = ACC_E(hh0[kb], i) + ACC_E(hh1[kb], i);
+                precise float all = big + ACC_E(cc[kb], i);
+                ACC_E(t, i) = isinf(big) ? big : all;
+            }
+            STORE_S(t, s_base + 16u * kb, 64u);
+        }
+        barrier();
+
+        // ---- softmax: lane (r, part): keys kv0 + 32 part + j ---------------------------------
+        float sv[32];
+        float pmax = -INF;
+        [[unroll]] for (uint j = 0u; j < 32u; ++j) {
+            const uint key = kv0 + 32u * part + j;
+            const int ek = int(ws1[ws_ek(bh) + key]);
+            const float dot = ldexp(shS[s_base + r * 64u + 32u * part + j], -(eq + ek));
+            sv[j] = attended(key, kv_end, masked, mask_base) ? dot : -INF; // scaled inside the exp below
+            pmax = max(pmax, sv[j] * scale);
+        }
+        red[sg * 32u + lane] = pmax;
+        barrier();
+        const float m_new = max(m, max(pmax, red[sg * 32u + (lane ^ 1u)]));
+        const float alpha = m_new == m ? 1.0f : exp_f32(m - m_new);
+        m = m_new;
+        precise float tile_sum = 0.0f;
+        [[unroll]] for (uint j = 0u; j < 32u; ++j) {
+            // the row's largest (rounded, finite) logit gets x = 0, weight exactly 1 (attn_f32.comp)
+            const float t = sv[j] * scale;
+            const float x = t == m_new && !isinf(t) ? 0.0f : fma(sv[j], scale, -m_new);
+            const float p = sv[j] == -INF ? 0.0f : exp_f32(x);
+            sv[j] = p;
+            tile_sum += p;
+        }
+        precise float lr = l * alpha;
+        l = lr + tile_sum;
+        // P 2^15 as fp16 hi + lo: row r, keys 32 part .. + 31 (16 words of each)
+        [[unroll]] for (uint j = 0u; j < 32u; j += 8u) {
+            uvec4 hi4, lo4v;
+            [[unroll]] for (uint w = 0u; w < 4u; ++w) {
+                uint h, lo;
+                f16x2_split_pair(sv[j + 2u * w], sv[j + 2u * w + 1u], 15, h, lo);
+                hi4[w] = h, lo4v[w] = lo;
+            }
+            const uint at = p_base + (r * 64u + 32u * part + j) / 8u;
+            shP4[at] = hi4;
+            shP4[at + SH_P_LO] = lo4v;
+        }
+        barrier();
+
+        // ---- O_tile = P V per 64-column half, joined: O = O alpha + O_tile 2^-(15 + ev) --------
+        [[unroll]] for (uint h = 0u; h < NHALF; ++h) {
+            ACC ot[4];
+            [[unroll]] for (int db = 0; db < 4; ++db) ot[db] = ACC_ZERO;
+            OUTER for (uint kb = 0u; kb < 4u; ++kb) {
+                FRAG ph, pl;
+                LOAD_P(ph, p_base + 2u * kb, 8u);
+                LOAD_P(pl, p_base + SH_P_LO + 2u * kb, 8u);
+                [[unroll]] for (uint db = 0u; db < 4u; ++db) {
+                    FRAG vh, vl;
+                    const uint at = wv4 + (kv0 + 16u * kb) * rs4 + 8u * h + 2u * db;
+                    LOAD_WS(vh, at, rs4, false);
+                    LOAD_WS(vl, at + lo4, rs4, false);
+                    ot[db] = MULADD(pl, vh, ot[db]);
+                    ot[db] = MULADD(ph, vl, ot[db]);
+                    ot[db] = MULADD(ph, vh, ot[db]);
+                }
+            }
+            [[unroll]] for (uint db = 0u; db < 4u; ++db) STORE_S(ot[db], s_base + 16u * db, 64u);
+            barrier();
+            const uint ev = ws_ev(bh) + tile * DMAX + 64u * h + 32u * part;
+            [[unroll]] for (uint j = 0u; j < 32u; ++j) {
+                const float x = ldexp(shS[s_base + r * 64u + 32u * part + j], -(15 + int(ws1[ev + j])));
+                precise float scaled = o[h][j] * alpha;
+                o[h][j] = scaled + x;
+            }
+            barrier();
+        }
+    }
+
+    // ---- the row sum: the two lanes' partial sums in a fixed order; the output ---------------
+    red[sg * 32u + lane] = l;
+    barrier();
+    precise float total = red[sg * 32u + (lane & ~1u)] + red[sg * 32u + (lane | 1u)];
+    const uint row = row0 + r;
+    if (row < pc.seq_q) {
+        const bool empty = total == 0.0f; // no attended key: out row +0.0, lse -inf
+        const uint ob = (bh * pc.seq_q + row) * DMAX;
+        [[unroll]] for (uint h = 0u; h < NHALF; ++h)[[unroll]] for (uint j = 0u; j < 32u; ++j)
+            out1[ob + 64u * h + 32u * part + j] = empty ? 0.0f : o[h][j] / total;
+        if ((pc.flags & 2u) != 0u && part == 0u) lse1[bh * pc.seq_q + row] = empty ? -INF : m + log(total);
+    }
+}

@@ -1,0 +1,41 @@
+// The split workspace of the cooperative-matrix kernel (binding 6): written by split_f16x2.comp,
+// read by attn_cm_f32.comp. Per batch-head of the piece, in 32-bit words (head bh at bh * ws_head_words()):
+//   q rows  [SQP][DMAX]  row i: DMAX/2 words of fp16 hi (two dims per word, the lower dim in the low half),
+//                        then DMAX/2 words of fp16 lo: q 2^eq = hi + lo (SQP = seq_q rounded up to 64; zeros past seq_q)
+//   k rows  [SKP][DMAX]  the same for k with 2^ek per key (SKP = seq_kv rounded up to 64; zeros for keys not attended)
+//   v rows  [SKP][DMAX]  the same for v with 2^ev per 64-key tile and column (zeros for keys not attended)
+//   eq [SQP], ek [SKP], ev [SKP / 64][DMAX]   the exponents (int32)
+// The head's size is rounded up to whole uvec4 (coopMatLoadNV reads the rows as uvec4: 8 fp16 each).
+// Needs pc (attn_common.glsl) and DMAX.
+#define WS_RW DMAX // words per split row (hi then lo)
+
+uint ws_sqp() { return (pc.seq_q + 63u) / 64u * 64u; }
+uint ws_skp() { return (pc.seq_kv + 63u) / 64u * 64u; }
+uint ws_head_words() {
+    const uint sqp = ws_sqp(), skp = ws_skp();
+    return ((sqp + 2u * skp) * WS_RW + sqp + skp + (skp / 64u) * DMAX + 3u) / 4u * 4u;
+}
+uint ws_q(uint bh) { return bh * ws_head_words(); }
+uint ws_k(uint bh) { return ws_q(bh) + ws_sqp() * WS_RW; }
+uint ws_v(uint bh) { return ws_k(bh) + ws_skp() * WS_RW; }
+uint ws_eq(uint bh) { return ws_v(bh) + ws_skp() * WS_RW; }
+uint ws_ek(uint bh) { return ws_eq(bh) + ws_sqp(); }
+uint ws_ev(uint bh) { return ws_ek(bh) + ws_skp(); }
+
+// The exponent e that puts amax 2^e in [2^14, 2^15) (fp16 keeps 11 bits from 2^-14 up: values
+// 2^-17 below the largest keep a full lo); 0 for amax = 0.
+int f16x2_exponent(float amax) {
+    if (!(amax > 0.0f)) return 0;
+    int e;
+    frexp(amax, e); // amax = f 2^e, f in [0.5, 1)
+    return 15 - e;
+}
+
+// hi and lo words of the pair (x0, x1) 2^e: hi = fp16(x 2^e), lo = fp16(x 2^e - hi). Non-finite x:
+// hi = x, lo = NaN (a non-finite value takes no part in any scale and stays non-finite).
+void f16x2_split_pair(float x0, float x1, int e, out uint hi, out uint lo) {
+    const vec2 xs = vec2(ldexp(x0, e), ldexp(x1, e));
+    hi = packHalf2x16(xs);
+    precise vec2 rest = xs - unpackHalf2x16(hi);
+    lo = packHalf2x16(rest);
+}
