@@ -33,11 +33,12 @@ list(APPEND JATTN_VK_MODULES "128x64tw" "128x64tws" "128x64twp" "128x64twsp")
 # And with TX=32, RPT=4 ("tq": 512 invocations, 4 x 2 blocks of S, 4 x 4 of O, fewer registers per
 # invocation): JATTN_VK_KERNEL=8 or 9.
 list(APPEND JATTN_VK_MODULES "128x64tq" "128x64tqs" "128x64tqp" "128x64tqsp")
-# shaders/attn_cm_f32.comp (tensor cores through VK_NV_cooperative_matrix, f32 as two scaled fp16
-# parts) for 128: "cm" (JATTN_VK_KERNEL=10, only where the device has the extension), its emulation
-# "ce" (plain float32 loops, JATTN_VK_KERNEL=11: lavapipe, the tests) and their pre-pass "cs"
-# (shaders/split_f16x2.comp).
-list(APPEND JATTN_VK_MODULES "128x64cm" "128x64ce" "128x64cs")
+# shaders/attn_cm_f32.comp (tensor cores through VK_NV_cooperative_matrix, f32 as scaled fp16
+# parts: q and k in three, v and P in two) for 128: "cm" (JATTN_VK_KERNEL=10, only where the device
+# has the extension), "cg" the same with subgroup barriers (SG_SYNC, 13), its emulation "ce" (plain
+# float32 loops, 11: lavapipe, the tests), their pre-pass "cs" (shaders/split_f16x2.comp); "c2" q and
+# k in two parts too (14) with its pre-pass "c2s".
+list(APPEND JATTN_VK_MODULES "128x64cm" "128x64ce" "128x64cs" "128x64cg" "128x64c2" "128x64c2s")
 
 if(JATTN_VULKAN STREQUAL "AUTO" OR JATTN_VULKAN STREQUAL "ON")
   find_program(JATTN_GLSLC glslc)
@@ -68,7 +69,7 @@ if(JATTN_VULKAN_ENABLED)
   file(MAKE_DIRECTORY ${_vk_out})
   set(_vk_spvs "")
   foreach(module ${JATTN_VK_MODULES})
-    string(REGEX MATCH "^([0-9]+)x([0-9]+)(w|t|ts|tp|tsp|tw|tws|twp|twsp|tq|tqs|tqp|tqsp|cm|ce|cs)?$" _m ${module})
+    string(REGEX MATCH "^([0-9]+)x([0-9]+)(w|t|ts|tp|tsp|tw|tws|twp|twsp|tq|tqs|tqp|tqsp|cm|ce|cs|cg|c2|c2s)?$" _m ${module})
     set(dmax ${CMAKE_MATCH_1})
     set(rows ${CMAKE_MATCH_2})
     set(_form "${CMAKE_MATCH_3}")
@@ -76,10 +77,19 @@ if(JATTN_VULKAN_ENABLED)
     set(_src ${_vk_dir}/shaders/attn_f32.comp)
     if(_form STREQUAL "cm")
       set(_src ${_vk_dir}/shaders/attn_cm_f32.comp)
+      list(APPEND _defs -DQK3=1)
     elseif(_form STREQUAL "ce")
       set(_src ${_vk_dir}/shaders/attn_cm_f32.comp)
-      list(APPEND _defs -DEMULATE=1)
+      list(APPEND _defs -DQK3=1 -DEMULATE=1)
+    elseif(_form STREQUAL "cg")
+      set(_src ${_vk_dir}/shaders/attn_cm_f32.comp)
+      list(APPEND _defs -DQK3=1 -DSG_SYNC=1)
+    elseif(_form STREQUAL "c2")
+      set(_src ${_vk_dir}/shaders/attn_cm_f32.comp)
     elseif(_form STREQUAL "cs")
+      set(_src ${_vk_dir}/shaders/split_f16x2.comp)
+      list(APPEND _defs -DQK3=1)
+    elseif(_form STREQUAL "c2s")
       set(_src ${_vk_dir}/shaders/split_f16x2.comp)
     elseif(_form MATCHES "^t")
       set(_src ${_vk_dir}/shaders/attn3_f32.comp)

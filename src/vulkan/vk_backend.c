@@ -291,7 +291,7 @@ static void plan_pieces(const vk_device *d, const jattn_problem *p, int m, int64
     int64_t n = (int64_t)(d->max_binding / head_bytes); /* >= 1: select checked */
     const int64_t bh = p->batch * p->heads;
     if (n > bh) n = bh;
-    const int cm = jattn_vk_modules[m].kind == 10 || jattn_vk_modules[m].kind == 11;
+    const int cm = jattn_vk_modules[m].kind >= 10; /* the attn_cm modules */
     const uint64_t ws_head = cm ? vk_cm_head_bytes(m, p->seq_q, p->seq_kv) : 0;
     if (cm && n > (int64_t)(d->max_binding / ws_head)) n = (int64_t)(d->max_binding / ws_head); /* >= 1: select checked */
     if (n > (int64_t)d->props.limits.maxComputeWorkGroupCount[1]) n = d->props.limits.maxComputeWorkGroupCount[1];
@@ -445,7 +445,7 @@ static jattn_status vk_forward(const jattn_call *call, const jattn_plan *plan) {
     VkPipeline pipeline, split = VK_NULL_HANDLE;
     jattn_status st = vk_device_pipeline(d, m, &pipeline);
     if (st != JATTN_OK) return st;
-    if (jattn_vk_modules[m].kind == 10 || jattn_vk_modules[m].kind == 11) {
+    if (jattn_vk_modules[m].kind >= 10) { /* the attn_cm modules: their pre-pass first */
         st = vk_device_pipeline(d, vk_split_module_for(m), &split);
         if (st != JATTN_OK) return st;
     }

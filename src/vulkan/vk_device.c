@@ -44,7 +44,7 @@ int vk_module_for(const vk_device *d, int64_t head_dim) {
 }
 
 int vk_cm_module_for(const vk_device *d, const jattn_problem *p) {
-    if ((d->kernel != 10 || !d->coopmat) && d->kernel != 11) return -1;
+    if (((d->kernel != 10 && d->kernel != 13 && d->kernel != 14) || !d->coopmat) && d->kernel != 11) return -1;
     if (p->head_dim <= 64 || p->head_dim > 128 || p->seq_kv < 64) return -1;
     for (int m = 0; m < jattn_vk_module_count; m++) {
         const vk_spirv_module *x = &jattn_vk_modules[m];
@@ -56,15 +56,17 @@ int vk_cm_module_for(const vk_device *d, const jattn_problem *p) {
 }
 
 int vk_split_module_for(int m) {
+    const int kind = jattn_vk_modules[m].kind == 14 ? 15 : 12; /* q and k in two parts, else three */
     for (int i = 0; i < jattn_vk_module_count; i++)
-        if (jattn_vk_modules[i].kind == 12 && jattn_vk_modules[i].dmax == jattn_vk_modules[m].dmax) return i;
+        if (jattn_vk_modules[i].kind == kind && jattn_vk_modules[i].dmax == jattn_vk_modules[m].dmax) return i;
     return -1;
 }
 
 uint64_t vk_cm_head_bytes(int m, int64_t seq_q, int64_t seq_kv) {
     const uint64_t dmax = (uint64_t)jattn_vk_modules[m].dmax;
     const uint64_t sqp = ((uint64_t)seq_q + 63) / 64 * 64, skp = ((uint64_t)seq_kv + 63) / 64 * 64;
-    const uint64_t words = ((sqp + 2 * skp) * dmax + sqp + skp + skp / 64 * dmax + 3) / 4 * 4;
+    const uint64_t parts = jattn_vk_modules[m].kind == 14 ? 2 : 3; /* of q and k; v has two */
+    const uint64_t words = ((sqp + skp) * parts * dmax / 2 + skp * dmax + sqp + skp + skp / 64 * dmax + 3) / 4 * 4;
     return words * 4; /* as ws_head_words() in shaders/f16x2_layout.glsl */
 }
 
@@ -202,6 +204,7 @@ static void probe_coopmat(vk_device *d) {
     free(ext);
     const int api12 = VK_API_VERSION_MINOR(d->props.apiVersion) >= 2 || VK_API_VERSION_MAJOR(d->props.apiVersion) > 1;
     o += (size_t)snprintf(info + o, len - o, "VK_NV_cooperative_matrix=%d VK_KHR_cooperative_matrix=%d", nv, khr);
+    if (o >= len) o = len - 1;
     if (!nv) return;
     PFN_vkGetPhysicalDeviceFeatures2 features2 =
         (PFN_vkGetPhysicalDeviceFeatures2)d->f.vkGetInstanceProcAddr(d->instance, "vkGetPhysicalDeviceFeatures2");
@@ -263,7 +266,12 @@ static void probe_coopmat(vk_device *d) {
     const int usable = shape && cm.cooperativeMatrix && vmm.vulkanMemoryModel && fp16.shaderFloat16 &&
                        sub.subgroupSize == 32 && (sub.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
                        (api12 || (mm && f16)) && d->n_device_extensions + 3 <= 8;
-    if (!usable) return;
+    /* Enabled only where the kernel is asked for (JATTN_VK_KERNEL=10): opt-in until it has passed
+     * the suites on a GPU, so that the device the other kernels use is created as before. */
+    o += (size_t)snprintf(info + o, len - o, " -> %s", !usable                             ? "not usable"
+                          : d->kernel != 10 && d->kernel != 13 && d->kernel != 14 ? "usable (not asked for)"
+                                                                                  : "enabled");
+    if (!usable || (d->kernel != 10 && d->kernel != 13 && d->kernel != 14)) return;
     d->coopmat = 1;
     d->device_extensions[d->n_device_extensions++] = "VK_NV_cooperative_matrix";
     if (mm) d->device_extensions[d->n_device_extensions++] = "VK_KHR_vulkan_memory_model";
@@ -384,13 +392,14 @@ static void probe(void) {
     if (kernel && kernel[0]) {
         char *end;
         const long k = strtol(kernel, &end, 10);
-        if (!*end && k >= 1 && k <= 11) d->kernel = (int)k;
+        if (!*end && k >= 1 && k <= 14 && k != 12) d->kernel = (int)k;
     }
     /* NVIDIA: attn3_f32.comp with TX=32 and PREFETCH (kind 7) by default, where the family has it
      * (head dim 128): measured faster than attn_f32.comp on the H200 (src/vulkan/NOTES.md). */
     if (!(kernel && kernel[0]) && d->props.vendorID == 0x10DE) d->kernel = 7;
-    /* Kinds 10 (attn_cm_f32.comp on cooperative matrices) and 11 (its emulation) take the calls
-     * vk_cm_module_for accepts; the others go to the SIMT kernel the device would run. */
+    /* Kinds 10 (attn_cm_f32.comp on cooperative matrices), 13 (the same with subgroup barriers), 14
+     * (q and k in two fp16 parts) and 11 (the emulation of 10) take the calls vk_cm_module_for
+     * accepts; the others go to the SIMT kernel the device would run. */
     d->kernel_simt = d->kernel <= 9 ? d->kernel : d->props.vendorID == 0x10DE ? 7 : 1;
     probe_coopmat(d);
     VkPhysicalDeviceFloatControlsProperties fc;

@@ -14,8 +14,9 @@ typedef struct vk_spirv_module {
     int dmax;         /* the head-dim family: head_dim <= dmax, rows zero-padded to dmax */
     int rows;         /* query rows per workgroup: 64 or 128 (attn_f32.comp), 64 (attn3_f32.comp) */
     int kind;         /* 1: shaders/attn_f32.comp; 4-9: shaders/attn3_f32.comp (vk_device.c lists them); 10:
-                       * shaders/attn_cm_f32.comp (cooperative matrices), 11: its emulation, 12: its
-                       * pre-pass shaders/split_f16x2.comp */
+                       * shaders/attn_cm_f32.comp (cooperative matrices), 13: the same with subgroup
+                       * barriers, 11: its emulation, 12: their pre-pass shaders/split_f16x2.comp; 14:
+                       * attn_cm_f32.comp with q and k in two fp16 parts, 15: its pre-pass */
     int shared_bytes; /* shared memory it declares (at most) */
     const char *name; /* "vk_flash_f32_d<dmax>_<rows>x64[_dk32]", "vk_flash3_f32_d<dmax>_..." */
     const uint32_t *words;
@@ -85,10 +86,10 @@ const char *vk_device_type_name(const vk_device *d);
  * the device has, else of its attn_f32.comp modules the one with the device's rows per workgroup,
  * the wide (dk32) one where allowed. -1 if none. */
 int vk_module_for(const vk_device *d, int64_t head_dim);
-/* The cooperative-matrix module (kind 10, or its emulation 11, as d->kernel asks) for problem p, -1
+/* The cooperative-matrix module (kind 10, 13 or 14, or the emulation 11, as d->kernel asks) for problem p, -1
  * when it does not take it: head_dim 65-128 (the d128 family), seq_kv >= 64 (shorter calls, where
  * exact answers such as a one-key row equal to its v row are asked bit for bit, stay on the SIMT
- * kernels: 2xFP16 keeps 22 bits of v), kind 10 only where d->coopmat, the shared memory allowed. */
+ * kernels: 2xFP16 keeps 22 bits of v), kinds 10, 13 and 14 only where d->coopmat, the shared memory allowed. */
 int vk_cm_module_for(const vk_device *d, const jattn_problem *p);
 /* The pre-pass module (shaders/split_f16x2.comp) of cooperative-matrix module m. -1 if none. */
 int vk_split_module_for(int m);

@@ -1,10 +1,13 @@
 #version 450
 // vk_cm_f32_d<DMAX>_64x64: exact-f32 flash attention forward on the tensor cores through
 // VK_NV_cooperative_matrix (fp16 A/B, fp32 accumulators, 16 x 16 x 16, subgroups of 32), with each
-// float32 operand carried as two scaled fp16 parts (2xFP16, as the cuda backend's v4 kernel:
-// src/cuda/f16x2_split.cuh). Built with EMULATE, the same data flow with the matrix products done
-// by plain float32 loops (vk_cm_emul_f32_d<DMAX>_64x64): what lavapipe, which has no cooperative
-// matrices, runs in the tests.
+// float32 operand carried as scaled fp16 parts: q and k in three (QK3: hi + mid + lo, every float32
+// exactly; six products), v and P in two (hi + lo, 22 bits, as the cuda backend's v4 kernel:
+// src/cuda/f16x2_split.cuh; three products). The scores need the third part: softmax turns an
+// absolute score error into a relative weight error, and with two parts (22 bits; vk_cm2_f32_d*,
+// QK3 off) a single peaky row missed the f32 gate where the float32 kernels pass. Built with
+// EMULATE, the same data flow with the matrix products done by plain float32 loops
+// (vk_cm_emul_f32_d<DMAX>_64x64): what lavapipe, which has no cooperative matrices, runs in tests.
 //
 // Reads  the split workspace of split_f16x2.comp (binding 6, f16x2_layout.glsl): q 2^eq, k 2^ek,
 //        v 2^ev as fp16 hi + lo with their exponents; keys (kv_end, mask bits, per-head scale)
@@ -12,10 +15,11 @@
 //
 // Grid: (ceil(seq_q / 64), nbh, 1), 128 invocations = 4 subgroups; subgroup g owns query rows
 // 16 g .. 16 g + 15 of the workgroup's 64 and works alone (the workgroup barriers only keep the
-// four in step). Per 64-key tile, subgroup g:
-//   S:  the 16 x 64 scores as four 16 x 16 blocks; over the DMAX / 16 k16 steps, three products
-//       hi*hi + hi*lo + lo*hi (lo*lo, 2^-22 relative, left out) in three accumulators per block:
-//       hi*hi of the first and of the second half of head_dim, and the two corrections (the
+// four in step; with SG_SYNC subgroup barriers instead). Per 64-key tile, subgroup g:
+//   S:  the 16 x 64 scores as four 16 x 16 blocks; over the DMAX / 16 k16 steps, the products
+//       hi*hi + (lo*hi + hi*lo + mid*mid + mid*hi + hi*mid) (those below 2^-33 left out; without
+//       QK3 hi*hi + (lo*hi + hi*lo), 2^-22) in three accumulators per block:
+//       hi*hi of the first and of the second half of head_dim, and the corrections (the
 //       tensor core's fp32 accumulation error grows with the length of a chain, as in the cuda
 //       kernel); joined per element as hh0 + hh1 + c, or hh0 + hh1 alone where that is infinite
 //       (an Inf in q or k keeps its sign: its corrections are NaN). Stored to shared memory.
@@ -43,6 +47,9 @@
 #extension GL_NV_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#ifdef SG_SYNC
+#extension GL_KHR_shader_subgroup_basic : require
+#endif
 #endif
 
 spirv_execution_mode(extensions = ["SPV_KHR_float_controls"], capabilities = [4466], 4461, 32);
@@ -72,6 +79,16 @@ shared uvec4 shP4[4 * SH_P_SG];
 shared float red[4 * 32];
 
 uint g_lane;
+
+// What orders a subgroup's shared-memory stores before its lanes' loads: the workgroup barrier, or
+// with SG_SYNC (vk_cm_sg_f32_d*, JATTN_VK_KERNEL=13) the subgroup's own (nothing in shared memory
+// crosses subgroups), which lets the four subgroups run out of step. The emulation, on devices with
+// other subgroup sizes, always uses the workgroup barrier.
+#if defined(SG_SYNC) && !defined(EMULATE)
+#define SYNC() subgroupBarrier()
+#else
+#define SYNC() barrier()
+#endif
 
 #ifndef EMULATE
 #define FRAG fcoopmatNV<16, gl_ScopeSubgroup, 16, 16>
@@ -135,8 +152,8 @@ void main() {
     const bool masked = (pc.flags & 1u) != 0u;
     const uint mask_base = pc.batch + b * pc.words_per_row;
     const float scale = uintBitsToFloat(keys[pc.scales + pc.bh0 + bh]);
-    const uint wq4 = (ws_q(bh) + row0 * WS_RW) / 4u, wk4 = ws_k(bh) / 4u, wv4 = ws_v(bh) / 4u; // uvec4
-    const uint rs4 = WS_RW / 4u, lo4 = DMAX / 8u; // row stride, lo part, in uvec4
+    const uint wq4 = (ws_q(bh) + row0 * WS_RQ) / 4u, wk4 = ws_k(bh) / 4u, wv4 = ws_v(bh) / 4u; // uvec4
+    const uint rq4 = WS_RQ / 4u, rv4 = WS_RV / 4u, part4 = DMAX / 8u; // row strides, one part, in uvec4
     const int eq = int(ws1[ws_eq(bh) + row0 + r]);
     const uint s_base = sg * SH_S_SG, p_base = sg * SH_P_SG;
 
@@ -153,15 +170,26 @@ void main() {
         [[unroll]] for (int kb = 0; kb < 4; ++kb) hh0[kb] = ACC_ZERO, hh1[kb] = ACC_ZERO, cc[kb] = ACC_ZERO;
         OUTER for (uint s = 0u; s < NS; ++s) {
             FRAG qh, ql;
-            LOAD_WS(qh, wq4 + 2u * s, rs4, false);
-            LOAD_WS(ql, wq4 + lo4 + 2u * s, rs4, false);
+            LOAD_WS(qh, wq4 + 2u * s, rq4, false);
+            LOAD_WS(ql, wq4 + (WS_PARTS - 1) * part4 + 2u * s, rq4, false);
+#ifdef QK3
+            FRAG qm;
+            LOAD_WS(qm, wq4 + part4 + 2u * s, rq4, false);
+#endif
             [[unroll]] for (uint kb = 0u; kb < 4u; ++kb) {
                 FRAG kh, kl; // k^T blocks: column-major views of the k rows
-                const uint at = wk4 + (kv0 + 16u * kb) * rs4 + 2u * s;
-                LOAD_WS(kh, at, rs4, true);
-                LOAD_WS(kl, at + lo4, rs4, true);
-                cc[kb] = MULADD(ql, kh, cc[kb]);
+                const uint at = wk4 + (kv0 + 16u * kb) * rq4 + 2u * s;
+                LOAD_WS(kh, at, rq4, true);
+                LOAD_WS(kl, at + (WS_PARTS - 1) * part4, rq4, true);
+                cc[kb] = MULADD(ql, kh, cc[kb]); // the corrections, the smallest first
                 cc[kb] = MULADD(qh, kl, cc[kb]);
+#ifdef QK3
+                FRAG km;
+                LOAD_WS(km, at + part4, rq4, true);
+                cc[kb] = MULADD(qm, km, cc[kb]);
+                cc[kb] = MULADD(qm, kh, cc[kb]);
+                cc[kb] = MULADD(qh, km, cc[kb]);
+#endif
                 if (s < NS / 2u)
                     hh0[kb] = MULADD(qh, kh, hh0[kb]);
                 else
@@ -177,7 +205,7 @@ void main() {
             }
             STORE_S(t, s_base + 16u * kb, 64u);
         }
-        barrier();
+        SYNC();
 
         // ---- softmax: lane (r, part): keys kv0 + 32 part + j ---------------------------------
         float sv[32];
@@ -190,7 +218,7 @@ void main() {
             pmax = max(pmax, sv[j] * scale);
         }
         red[sg * 32u + lane] = pmax;
-        barrier();
+        SYNC();
         const float m_new = max(m, max(pmax, red[sg * 32u + (lane ^ 1u)]));
         const float alpha = m_new == m ? 1.0f : exp_f32(m - m_new);
         m = m_new;
@@ -217,7 +245,7 @@ void main() {
             shP4[at] = hi4;
             shP4[at + SH_P_LO] = lo4v;
         }
-        barrier();
+        SYNC();
 
         // ---- O_tile = P V per 64-column half, joined: O = O alpha + O_tile 2^-(15 + ev) --------
         [[unroll]] for (uint h = 0u; h < NHALF; ++h) {
@@ -229,29 +257,29 @@ void main() {
                 LOAD_P(pl, p_base + SH_P_LO + 2u * kb, 8u);
                 [[unroll]] for (uint db = 0u; db < 4u; ++db) {
                     FRAG vh, vl;
-                    const uint at = wv4 + (kv0 + 16u * kb) * rs4 + 8u * h + 2u * db;
-                    LOAD_WS(vh, at, rs4, false);
-                    LOAD_WS(vl, at + lo4, rs4, false);
+                    const uint at = wv4 + (kv0 + 16u * kb) * rv4 + 8u * h + 2u * db;
+                    LOAD_WS(vh, at, rv4, false);
+                    LOAD_WS(vl, at + part4, rv4, false);
                     ot[db] = MULADD(pl, vh, ot[db]);
                     ot[db] = MULADD(ph, vl, ot[db]);
                     ot[db] = MULADD(ph, vh, ot[db]);
                 }
             }
             [[unroll]] for (uint db = 0u; db < 4u; ++db) STORE_S(ot[db], s_base + 16u * db, 64u);
-            barrier();
+            SYNC();
             const uint ev = ws_ev(bh) + tile * DMAX + 64u * h + 32u * part;
             [[unroll]] for (uint j = 0u; j < 32u; ++j) {
                 const float x = ldexp(shS[s_base + r * 64u + 32u * part + j], -(15 + int(ws1[ev + j])));
                 precise float scaled = o[h][j] * alpha;
                 o[h][j] = scaled + x;
             }
-            barrier();
+            SYNC();
         }
     }
 
     // ---- the row sum: the two lanes' partial sums in a fixed order; the output ---------------
     red[sg * 32u + lane] = l;
-    barrier();
+    SYNC();
     precise float total = red[sg * 32u + (lane & ~1u)] + red[sg * 32u + (lane | 1u)];
     const uint row = row0 + r;
     if (row < pc.seq_q) {

@@ -1,24 +1,31 @@
 // The split workspace of the cooperative-matrix kernel (binding 6): written by split_f16x2.comp,
 // read by attn_cm_f32.comp. Per batch-head of the piece, in 32-bit words (head bh at bh * ws_head_words()):
-//   q rows  [SQP][DMAX]  row i: DMAX/2 words of fp16 hi (two dims per word, the lower dim in the low half),
-//                        then DMAX/2 words of fp16 lo: q 2^eq = hi + lo (SQP = seq_q rounded up to 64; zeros past seq_q)
-//   k rows  [SKP][DMAX]  the same for k with 2^ek per key (SKP = seq_kv rounded up to 64; zeros for keys not attended)
-//   v rows  [SKP][DMAX]  the same for v with 2^ev per 64-key tile and column (zeros for keys not attended)
+//   q rows  [SQP][WS_RQ] row i: DMAX/2 words of fp16 hi (two dims per word, the lower dim in the low half),
+//                        with QK3 then DMAX/2 words of fp16 mid, then DMAX/2 words of fp16 lo:
+//                        q 2^eq = hi (+ mid) + lo (SQP = seq_q rounded up to 64; zeros past seq_q)
+//   k rows  [SKP][WS_RQ] the same for k with 2^ek per key (SKP = seq_kv rounded up to 64; zeros for keys not attended)
+//   v rows  [SKP][DMAX]  hi, lo (always two parts) of v with 2^ev per 64-key tile and column (zeros for keys not attended)
 //   eq [SQP], ek [SKP], ev [SKP / 64][DMAX]   the exponents (int32)
 // The head's size is rounded up to whole uvec4 (coopMatLoadNV reads the rows as uvec4: 8 fp16 each).
 // Needs pc (attn_common.glsl) and DMAX.
-#define WS_RW DMAX // words per split row (hi then lo)
+#ifdef QK3
+#define WS_PARTS 3 // q and k as hi + mid + lo (33 bits: every float32 exactly)
+#else
+#define WS_PARTS 2 // hi + lo (22 bits)
+#endif
+#define WS_RQ (WS_PARTS * DMAX / 2) // words per q or k row
+#define WS_RV DMAX                  // words per v row (hi then lo)
 
 uint ws_sqp() { return (pc.seq_q + 63u) / 64u * 64u; }
 uint ws_skp() { return (pc.seq_kv + 63u) / 64u * 64u; }
 uint ws_head_words() {
     const uint sqp = ws_sqp(), skp = ws_skp();
-    return ((sqp + 2u * skp) * WS_RW + sqp + skp + (skp / 64u) * DMAX + 3u) / 4u * 4u;
+    return ((sqp + skp) * WS_RQ + skp * WS_RV + sqp + skp + (skp / 64u) * DMAX + 3u) / 4u * 4u;
 }
 uint ws_q(uint bh) { return bh * ws_head_words(); }
-uint ws_k(uint bh) { return ws_q(bh) + ws_sqp() * WS_RW; }
-uint ws_v(uint bh) { return ws_k(bh) + ws_skp() * WS_RW; }
-uint ws_eq(uint bh) { return ws_v(bh) + ws_skp() * WS_RW; }
+uint ws_k(uint bh) { return ws_q(bh) + ws_sqp() * WS_RQ; }
+uint ws_v(uint bh) { return ws_k(bh) + ws_skp() * WS_RQ; }
+uint ws_eq(uint bh) { return ws_v(bh) + ws_skp() * WS_RV; }
 uint ws_ek(uint bh) { return ws_eq(bh) + ws_sqp(); }
 uint ws_ev(uint bh) { return ws_ek(bh) + ws_skp(); }
 
@@ -38,4 +45,14 @@ void f16x2_split_pair(float x0, float x1, int e, out uint hi, out uint lo) {
     hi = packHalf2x16(xs);
     precise vec2 rest = xs - unpackHalf2x16(hi);
     lo = packHalf2x16(rest);
+}
+
+// The same in three parts: x 2^e = hi + mid + lo, each difference exact in float32.
+void f16x3_split_pair(float x0, float x1, int e, out uint hi, out uint mid, out uint lo) {
+    const vec2 xs = vec2(ldexp(x0, e), ldexp(x1, e));
+    hi = packHalf2x16(xs);
+    precise vec2 rest = xs - unpackHalf2x16(hi);
+    mid = packHalf2x16(rest);
+    precise vec2 rest2 = rest - unpackHalf2x16(mid);
+    lo = packHalf2x16(rest2);
 }

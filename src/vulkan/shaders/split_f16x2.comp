@@ -1,8 +1,9 @@
 #version 450
-// vk_split_f16x2_d<DMAX>: the pre-pass of the cooperative-matrix kernel (attn_cm_f32.comp). Splits
-// each float32 q, k and v of a piece into two scaled fp16 parts, x 2^e = hi + lo (22 significant
-// bits), with a power of two per q row (eq), per k row (ek) and per 64-key tile and column of v
-// (ev), each putting the largest finite magnitude at [2^14, 2^15) (f16x2_layout.glsl).
+// vk_split_f16x2_d<DMAX>, vk_split2_f16x2_d<DMAX>: the pre-pass of the cooperative-matrix kernel
+// (attn_cm_f32.comp). Splits each float32 q and k of a piece into three scaled fp16 parts (QK3:
+// x 2^e = hi + mid + lo, exact) or two (hi + lo, 22 significant bits), and v into two, with a power
+// of two per q row (eq), per k row (ek) and per 64-key tile and column of v (ev), each putting the
+// largest finite magnitude at [2^14, 2^15) (f16x2_layout.glsl).
 //
 // Reads  q [nbh, seq_q, DMAX]  k, v [nbh, seq_kv, DMAX] (the staging layout of attn_f32.comp), keys
 // Writes the split workspace (binding 6, f16x2_layout.glsl): keys not attended (past kv_end or
@@ -51,15 +52,23 @@ void split_rows(bool is_q, uint bh, uint tile0, uint kv_end, bool masked, uint m
     red[lid] = amax;
     barrier();
     const int e = f16x2_exponent(max(red[lid], red[lid ^ 1u]));
-    const uint base = (is_q ? ws_q(bh) : ws_k(bh)) + row * WS_RW + part * (DMAX / 4);
+    const uint base = (is_q ? ws_q(bh) : ws_k(bh)) + row * WS_RQ + part * (DMAX / 4);
     [[unroll]] for (uint j = 0u; j < HALF4; ++j) {
         uint h0, l0, h1, l1;
+#ifdef QK3
+        uint m0, m1;
+        f16x3_split_pair(x[j].x, x[j].y, e, h0, m0, l0);
+        f16x3_split_pair(x[j].z, x[j].w, e, h1, m1, l1);
+        ws1[base + DMAX / 2 + 2u * j] = m0;
+        ws1[base + DMAX / 2 + 2u * j + 1u] = m1;
+#else
         f16x2_split_pair(x[j].x, x[j].y, e, h0, l0);
         f16x2_split_pair(x[j].z, x[j].w, e, h1, l1);
+#endif
         ws1[base + 2u * j] = h0;
         ws1[base + 2u * j + 1u] = h1;
-        ws1[base + DMAX / 2 + 2u * j] = l0;
-        ws1[base + DMAX / 2 + 2u * j + 1u] = l1;
+        ws1[base + (WS_PARTS - 1) * (DMAX / 2) + 2u * j] = l0;
+        ws1[base + (WS_PARTS - 1) * (DMAX / 2) + 2u * j + 1u] = l1;
     }
     if (part == 0u) ws1[(is_q ? ws_eq(bh) : ws_ek(bh)) + row] = uint(e);
 }
@@ -97,7 +106,7 @@ void main() {
                 uint h0, l0, h1, l1;
                 f16x2_split_pair(y.x, 0.0f, e0, h0, l0);
                 f16x2_split_pair(y.y, 0.0f, e1, h1, l1);
-                const uint base = ws_v(bh) + key * WS_RW + c;
+                const uint base = ws_v(bh) + key * WS_RV + c;
                 ws1[base] = (h0 & 0xffffu) | (h1 << 16);
                 ws1[base + DMAX / 2] = (l0 & 0xffffu) | (l1 << 16);
             }
