@@ -20,7 +20,7 @@ nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader |
     for shape in "1536 128" "4608 128"; do
         for k in $KINDS; do
             [ "$k" = default ] && k=
-            JATTN_VK_KERNEL=$k JATTN_VK_PIPELINE_STATS=1 timeout 60 ./vk_bench 1 24 $shape 10
+            JATTN_VK_KERNEL=$k JATTN_VK_PIPELINE_STATS=1 timeout 40 ./vk_bench 1 24 $shape 10
         done
     done
     PYTHONUNBUFFERED=1 timeout 90 python3 torch_sdpa_peer.py 1536 4608
@@ -28,12 +28,12 @@ nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader |
 {
     k=$TEST_KIND
     echo "== test_vulkan, JATTN_VK_KERNEL=$k"
-    JATTN_VK_KERNEL=$k timeout 60 ./test_vulkan 2>&1 | tail -20
+    JATTN_VK_KERNEL=$k timeout 45 ./test_vulkan 2>&1 | tail -20
     echo "== test_edges vk, JATTN_VK_KERNEL=$k"
-    JATTN_VK_KERNEL=$k timeout 60 ./test_edges vk 2>&1 | grep -v "^ok" | tail -12
+    JATTN_VK_KERNEL=$k timeout 45 ./test_edges vk 2>&1 | grep -v "^ok" | tail -12
     echo "== test_parity vk (quick), JATTN_VK_KERNEL=$k"
-    JATTN_VK_KERNEL=$k JATTN_TEST_QUICK=1 timeout 60 ./test_parity vk 2>&1 | grep -v "^ok" | tail -12
+    JATTN_VK_KERNEL=$k JATTN_TEST_QUICK=1 timeout 45 ./test_parity vk 2>&1 | grep -v "^ok" | tail -12
     echo "== test_padding vk, JATTN_VK_KERNEL=$k"
-    JATTN_VK_KERNEL=$k timeout 60 ./test_padding vk 2>&1 | grep -v "^ok" | tail -12
+    JATTN_VK_KERNEL=$k timeout 45 ./test_padding vk 2>&1 | grep -v "^ok" | tail -12
 } 2>&1 | tee "$OUT/tests.txt"
 python3 vk_summary.py "$OUT/bench.jsonl" | tee "$OUT/summary.txt"

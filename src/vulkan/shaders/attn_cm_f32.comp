@@ -16,13 +16,14 @@
 // Grid: (ceil(seq_q / 64), nbh, 1), 128 invocations = 4 subgroups; subgroup g owns query rows
 // 16 g .. 16 g + 15 of the workgroup's 64 and works alone (the workgroup barriers only keep the
 // four in step; with SG_SYNC subgroup barriers instead). Per 64-key tile, subgroup g:
-//   S:  the 16 x 64 scores as four 16 x 16 blocks; over the DMAX / 16 k16 steps, the products
-//       hi*hi + (lo*hi + hi*lo + mid*mid + mid*hi + hi*mid) (those below 2^-33 left out; without
-//       QK3 hi*hi + (lo*hi + hi*lo), 2^-22) in three accumulators per block:
-//       hi*hi of the first and of the second half of head_dim, and the corrections (the
-//       tensor core's fp32 accumulation error grows with the length of a chain, as in the cuda
-//       kernel); joined per element as hh0 + hh1 + c, or hh0 + hh1 alone where that is infinite
-//       (an Inf in q or k keeps its sign: its corrections are NaN). Stored to shared memory.
+//   S:  the 16 x 64 scores, one 16 x 16 block after the other; over the DMAX / 16 k16 steps the
+//       products hi*hi + (lo*hi + hi*lo + mid*mid + mid*hi + hi*mid) (those below 2^-33 left out;
+//       without QK3 hi*hi + (lo*hi + hi*lo), 2^-22): hi*hi in DMAX / 32 chains of two steps (the
+//       fp32 accumulation error grows with the length of a chain: in the tensor core, as the cuda
+//       kernel found, and in the emulation; attn_f32.comp sums 32-dim chunks the same way), the
+//       corrections in one more; joined per element in a fixed order, chains then corrections, or
+//       the chains alone where they are infinite (an Inf in q or k keeps its sign: its
+//       corrections are NaN). Stored to shared memory.
 //   softmax: lane l owns row l / 2 and keys 32 (l % 2) .. + 31: the dot product = S 2^-(eq + ek)
 //       (exact), key padding, the row maximum (the two lanes through shared memory), the weights
 //       with attn_common.glsl's exponential exactly as attn3_f32.comp (the row's largest logit at
@@ -69,6 +70,7 @@ layout(std430, binding = 6) readonly buffer WsBuf1 { uint ws1[]; };
 layout(local_size_x = 128) in;
 
 #define NS (DMAX / 16)  // k16 steps of S
+#define NCH (NS / 2)    // hi*hi chains of S (two k16 steps, 32 dims, each)
 #define NHALF (DMAX / 64) // 64-column halves of O
 #define SH_S_SG (16 * 64)      // floats of one subgroup's S / O_tile block
 #define SH_P_SG (2 * 16 * 64 / 8) // uvec4 of one subgroup's P hi + lo
@@ -166,41 +168,35 @@ void main() {
         const uint kv0 = tile * 64u;
 
         // ---- S = (q 2^eq)(k 2^ek)^T, 16 x 64, three products ---------------------------------
-        ACC hh0[4], hh1[4], cc[4];
-        [[unroll]] for (int kb = 0; kb < 4; ++kb) hh0[kb] = ACC_ZERO, hh1[kb] = ACC_ZERO, cc[kb] = ACC_ZERO;
-        OUTER for (uint s = 0u; s < NS; ++s) {
-            FRAG qh, ql;
-            LOAD_WS(qh, wq4 + 2u * s, rq4, false);
-            LOAD_WS(ql, wq4 + (WS_PARTS - 1) * part4 + 2u * s, rq4, false);
-#ifdef QK3
-            FRAG qm;
-            LOAD_WS(qm, wq4 + part4 + 2u * s, rq4, false);
-#endif
-            [[unroll]] for (uint kb = 0u; kb < 4u; ++kb) {
-                FRAG kh, kl; // k^T blocks: column-major views of the k rows
+        // per 16-key block kb: hi*hi in NCH chains of 32 dims (as attn_f32.comp's 32-dim chunks),
+        // the corrections in one; the chains joined in a fixed order, then the corrections
+        OUTER for (uint kb = 0u; kb < 4u; ++kb) {
+            ACC hh[NCH], cc = ACC_ZERO;
+            [[unroll]] for (int c = 0; c < NCH; ++c) hh[c] = ACC_ZERO;
+            OUTER for (uint s = 0u; s < NS; ++s) {
+                FRAG qh, ql, kh, kl; // k^T blocks: column-major views of the k rows
+                LOAD_WS(qh, wq4 + 2u * s, rq4, false);
+                LOAD_WS(ql, wq4 + (WS_PARTS - 1) * part4 + 2u * s, rq4, false);
                 const uint at = wk4 + (kv0 + 16u * kb) * rq4 + 2u * s;
                 LOAD_WS(kh, at, rq4, true);
                 LOAD_WS(kl, at + (WS_PARTS - 1) * part4, rq4, true);
-                cc[kb] = MULADD(ql, kh, cc[kb]); // the corrections, the smallest first
-                cc[kb] = MULADD(qh, kl, cc[kb]);
+                cc = MULADD(ql, kh, cc); // the corrections, the smallest first
+                cc = MULADD(qh, kl, cc);
 #ifdef QK3
-                FRAG km;
+                FRAG qm, km;
+                LOAD_WS(qm, wq4 + part4 + 2u * s, rq4, false);
                 LOAD_WS(km, at + part4, rq4, true);
-                cc[kb] = MULADD(qm, km, cc[kb]);
-                cc[kb] = MULADD(qm, kh, cc[kb]);
-                cc[kb] = MULADD(qh, km, cc[kb]);
+                cc = MULADD(qm, km, cc);
+                cc = MULADD(qm, kh, cc);
+                cc = MULADD(qh, km, cc);
 #endif
-                if (s < NS / 2u)
-                    hh0[kb] = MULADD(qh, kh, hh0[kb]);
-                else
-                    hh1[kb] = MULADD(qh, kh, hh1[kb]);
+                hh[s / 2u] = MULADD(qh, kh, hh[s / 2u]);
             }
-        }
-        [[unroll]] for (uint kb = 0u; kb < 4u; ++kb) {
-            ACC t = hh0[kb];
+            ACC t = cc;
             for (int i = 0; i < ACC_LEN(t); ++i) {
-                precise float big = ACC_E(hh0[kb], i) + ACC_E(hh1[kb], i);
-                precise float all = big + ACC_E(cc[kb], i);
+                precise float big = ACC_E(hh[0], i);
+                [[unroll]] for (int c = 1; c < NCH; ++c) big += ACC_E(hh[c], i);
+                precise float all = big + ACC_E(cc, i);
                 ACC_E(t, i) = isinf(big) ? big : all;
             }
             STORE_S(t, s_base + 16u * kb, 64u);
