@@ -9,7 +9,7 @@
 cd "$(dirname "$0")" || exit 1
 OUT=${OUT:-/tmp/vk-out}
 KINDS=${KINDS:-"default 10 13 14"}
-TEST_KIND=${TEST_KIND:-10}
+TEST_KINDS=${TEST_KINDS:-"10 13"}
 mkdir -p "$OUT"
 for f in debs/*.deb; do dpkg -x "$f" /; done
 ldconfig
@@ -17,6 +17,8 @@ export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee "$OUT/gpu.txt"
 {
     JATTN_VK_KERNEL=10 timeout 60 ./vk_bench 1 1 256 128 2
+    # the emulation (no cooperative matrices: the same splits, layouts and softmax on the SIMT units)
+    JATTN_VK_KERNEL=11 timeout 60 ./vk_bench 1 4 1536 128 2
     for shape in "1536 128" "4608 128"; do
         for k in $KINDS; do
             [ "$k" = default ] && k=
@@ -25,8 +27,7 @@ nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader |
     done
     PYTHONUNBUFFERED=1 timeout 90 python3 torch_sdpa_peer.py 1536 4608
 } 2>&1 | tee "$OUT/bench.jsonl"
-{
-    k=$TEST_KIND
+for k in $TEST_KINDS; do
     echo "== test_vulkan, JATTN_VK_KERNEL=$k"
     JATTN_VK_KERNEL=$k timeout 45 ./test_vulkan 2>&1 | tail -20
     echo "== test_edges vk, JATTN_VK_KERNEL=$k"
@@ -35,5 +36,5 @@ nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader |
     JATTN_VK_KERNEL=$k JATTN_TEST_QUICK=1 timeout 45 ./test_parity vk 2>&1 | grep -v "^ok" | tail -12
     echo "== test_padding vk, JATTN_VK_KERNEL=$k"
     JATTN_VK_KERNEL=$k timeout 45 ./test_padding vk 2>&1 | grep -v "^ok" | tail -12
-} 2>&1 | tee "$OUT/tests.txt"
+done 2>&1 | tee "$OUT/tests.txt"
 python3 vk_summary.py "$OUT/bench.jsonl" | tee "$OUT/summary.txt"

@@ -75,6 +75,12 @@ if(JATTN_VULKAN_ENABLED)
     set(_form "${CMAKE_MATCH_3}")
     set(_defs -DDMAX=${dmax})
     set(_src ${_vk_dir}/shaders/attn_f32.comp)
+    # glslc -O: except for the cooperative-matrix modules, whose matrix additions crash Debian 12's
+    # spirv-opt (2023.1; segmentation fault); the driver optimises those (unroll hints kept)
+    set(_opt -O)
+    if(_form STREQUAL "cm" OR _form STREQUAL "cg" OR _form STREQUAL "c2")
+      set(_opt "")
+    endif()
     if(_form STREQUAL "cm")
       set(_src ${_vk_dir}/shaders/attn_cm_f32.comp)
       list(APPEND _defs -DQK3=1)
@@ -114,7 +120,7 @@ if(JATTN_VULKAN_ENABLED)
     endif()
     set(_spv ${_vk_out}/attn_f32_d${module}.spv)
     add_custom_command(OUTPUT ${_spv}
-      COMMAND ${JATTN_GLSLC} --target-env=vulkan1.1 -O ${_defs} ${_src} -o ${_spv}
+      COMMAND ${JATTN_GLSLC} --target-env=vulkan1.1 ${_opt} ${_defs} ${_src} -o ${_spv}
       COMMAND ${JATTN_SPIRV_VAL} --target-env vulkan1.1 ${_spv}
       COMMAND ${CMAKE_COMMAND} -DSPIRV_DIS=${JATTN_SPIRV_DIS} -DSPV=${_spv} -P ${_vk_dir}/check_spirv.cmake
       DEPENDS ${_src} ${_vk_dir}/shaders/attn_common.glsl ${_vk_dir}/shaders/f16x2_layout.glsl ${_vk_dir}/check_spirv.cmake

@@ -96,13 +96,13 @@ uint g_lane;
 #define FRAG fcoopmatNV<16, gl_ScopeSubgroup, 16, 16>
 #define ACC fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>
 #define ACC_ZERO ACC(0.0f)
-#define ACC_LEN(a) (a).length()
-#define ACC_E(a, i) (a)[i]
+#define ACC_ADD(a, b) ((a) + (b))
 #define LOAD_WS(f, off, stride, col) coopMatLoadNV(f, ws4, off, stride, col)
 #define LOAD_P(f, off, stride) coopMatLoadNV(f, shP4, off, stride, false)
 #define MULADD(a, b, c) coopMatMulAddNV(a, b, c)
 #define STORE_S(a, off, stride) coopMatStoreNV(a, shS, off, stride, false)
-#define OUTER [[unroll]]
+#define STORE_C(a, off, stride) coopMatStoreNV(a, shP4, off, stride, false)
+#define INNER [[unroll]]
 #else
 // The emulation: a fragment is where its 16 x 16 fp16 matrix lies (src 0: the workspace, 1: P in
 // shared memory; off and stride in uvec4); an accumulator holds lane l's 8 elements, row l / 2,
@@ -115,13 +115,13 @@ struct ACC {
     float e[8];
 };
 #define ACC_ZERO ACC(float[8](0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f))
-#define ACC_LEN(a) 8
-#define ACC_E(a, i) (a).e[i]
+#define ACC_ADD(a, b) emul_add(a, b)
 #define LOAD_WS(f, o, s, c) f = FRAG(0u, o, s, c)
 #define LOAD_P(f, o, s) f = FRAG(1u, o, s, false)
 #define MULADD(a, b, c) emul_muladd(a, b, c)
 #define STORE_S(a, o, s) emul_store(a, o, s)
-#define OUTER [[dont_unroll]]
+#define STORE_C(a, o, s) emul_store_p(a, o, s)
+#define INNER [[dont_unroll]]
 float frag_at(FRAG f, uint r, uint c) {
     const uint h = f.off * 8u + (f.col ? c * f.stride * 8u + r : r * f.stride * 8u + c); // fp16 index
     const uint w = f.src == 0u ? ws1[h / 2u] : shP4[h / 8u][(h / 2u) % 4u];
@@ -139,6 +139,17 @@ ACC emul_muladd(FRAG a, FRAG b, ACC c) {
 void emul_store(ACC a, uint off, uint stride) {
     const uint r = g_lane / 2u, c0 = 8u * (g_lane % 2u);
     [[unroll]] for (uint i = 0u; i < 8u; ++i) shS[off + r * stride + c0 + i] = a.e[i];
+}
+void emul_store_p(ACC a, uint off, uint stride) { // float32 into shP4 (off, stride in uvec4)
+    const uint r = g_lane / 2u, c0 = 8u * (g_lane % 2u);
+    [[unroll]] for (uint i = 0u; i < 8u; ++i) {
+        const uint w = off * 4u + r * stride * 4u + c0 + i;
+        shP4[w / 4u][w % 4u] = floatBitsToUint(a.e[i]);
+    }
+}
+ACC emul_add(ACC a, ACC b) {
+    [[unroll]] for (uint i = 0u; i < 8u; ++i) a.e[i] += b.e[i];
+    return a;
 }
 #endif
 
@@ -170,10 +181,10 @@ void main() {
         // ---- S = (q 2^eq)(k 2^ek)^T, 16 x 64, three products ---------------------------------
         // per 16-key block kb: hi*hi in NCH chains of 32 dims (as attn_f32.comp's 32-dim chunks),
         // the corrections in one; the chains joined in a fixed order, then the corrections
-        OUTER for (uint kb = 0u; kb < 4u; ++kb) {
+        [[dont_unroll]] for (uint kb = 0u; kb < 4u; ++kb) {
             ACC hh[NCH], cc = ACC_ZERO;
             [[unroll]] for (int c = 0; c < NCH; ++c) hh[c] = ACC_ZERO;
-            OUTER for (uint s = 0u; s < NS; ++s) {
+            INNER for (uint s = 0u; s < NS; ++s) {
                 FRAG qh, ql, kh, kl; // k^T blocks: column-major views of the k rows
                 LOAD_WS(qh, wq4 + 2u * s, rq4, false);
                 LOAD_WS(ql, wq4 + (WS_PARTS - 1) * part4 + 2u * s, rq4, false);
@@ -192,26 +203,28 @@ void main() {
 #endif
                 hh[s / 2u] = MULADD(qh, kh, hh[s / 2u]);
             }
-            ACC t = cc;
-            for (int i = 0; i < ACC_LEN(t); ++i) {
-                precise float big = ACC_E(hh[0], i);
-                [[unroll]] for (int c = 1; c < NCH; ++c) big += ACC_E(hh[c], i);
-                precise float all = big + ACC_E(cc, i);
-                ACC_E(t, i) = isinf(big) ? big : all;
-            }
-            STORE_S(t, s_base + 16u * kb, 64u);
+            ACC big = hh[0]; // the chains in a fixed order; the corrections beside them (joined below)
+            [[unroll]] for (int c = 1; c < NCH; ++c) big = ACC_ADD(big, hh[c]);
+            STORE_S(big, s_base + 16u * kb, 64u);
+            STORE_C(cc, p_base + 4u * kb, 16u); // float32 [16][64] in the P buffer (free until P)
         }
         SYNC();
 
         // ---- softmax: lane (r, part): keys kv0 + 32 part + j ---------------------------------
-        float sv[32];
+        // the chains plus the corrections, or the chains alone where they are infinite (an Inf in q
+        // or k keeps its sign: its corrections are NaN); the dot product S 2^-(eq+ek), exact, back
+        // into shS (the lane's own entries)
         float pmax = -INF;
         [[unroll]] for (uint j = 0u; j < 32u; ++j) {
             const uint key = kv0 + 32u * part + j;
+            const uint at = r * 64u + 32u * part + j;
             const int ek = int(ws1[ws_ek(bh) + key]);
-            const float dot = ldexp(shS[s_base + r * 64u + 32u * part + j], -(eq + ek));
-            sv[j] = attended(key, kv_end, masked, mask_base) ? dot : -INF; // scaled inside the exp below
-            pmax = max(pmax, sv[j] * scale);
+            const float big = shS[s_base + at];
+            precise float all = big + uintBitsToFloat(shP4[p_base + at / 4u][at % 4u]);
+            const float dot = ldexp(isinf(big) ? big : all, -(eq + ek));
+            const float sd = attended(key, kv_end, masked, mask_base) ? dot : -INF; // scaled inside the exp
+            shS[s_base + at] = sd;
+            pmax = max(pmax, sd * scale);
         }
         red[sg * 32u + lane] = pmax;
         SYNC();
@@ -219,35 +232,37 @@ void main() {
         const float alpha = m_new == m ? 1.0f : exp_f32(m - m_new);
         m = m_new;
         precise float tile_sum = 0.0f;
-        [[unroll]] for (uint j = 0u; j < 32u; ++j) {
-            // the row's largest (rounded, finite) logit gets x = 0, weight exactly 1 (attn_f32.comp)
-            const float t = sv[j] * scale;
-            const float x = t == m_new && !isinf(t) ? 0.0f : fma(sv[j], scale, -m_new);
-            const float p = sv[j] == -INF ? 0.0f : exp_f32(x);
-            sv[j] = p;
-            tile_sum += p;
-        }
-        precise float lr = l * alpha;
-        l = lr + tile_sum;
+        SYNC(); // every lane has read its corrections out of the P buffer
         // P 2^15 as fp16 hi + lo: row r, keys 32 part .. + 31 (16 words of each)
         [[unroll]] for (uint j = 0u; j < 32u; j += 8u) {
             uvec4 hi4, lo4v;
             [[unroll]] for (uint w = 0u; w < 4u; ++w) {
+                float pw[2];
+                [[unroll]] for (uint e = 0u; e < 2u; ++e) {
+                    // the row's largest (rounded, finite) logit gets x = 0, weight exactly 1 (attn_f32.comp)
+                    const float sd = shS[s_base + r * 64u + 32u * part + j + 2u * w + e];
+                    const float t = sd * scale;
+                    const float x = t == m_new && !isinf(t) ? 0.0f : fma(sd, scale, -m_new);
+                    pw[e] = sd == -INF ? 0.0f : exp_f32(x);
+                    tile_sum += pw[e];
+                }
                 uint h, lo;
-                f16x2_split_pair(sv[j + 2u * w], sv[j + 2u * w + 1u], 15, h, lo);
+                f16x2_split_pair(pw[0], pw[1], 15, h, lo);
                 hi4[w] = h, lo4v[w] = lo;
             }
             const uint at = p_base + (r * 64u + 32u * part + j) / 8u;
             shP4[at] = hi4;
             shP4[at + SH_P_LO] = lo4v;
         }
+        precise float lr = l * alpha;
+        l = lr + tile_sum;
         SYNC();
 
         // ---- O_tile = P V per 64-column half, joined: O = O alpha + O_tile 2^-(15 + ev) --------
         [[unroll]] for (uint h = 0u; h < NHALF; ++h) {
             ACC ot[4];
             [[unroll]] for (int db = 0; db < 4; ++db) ot[db] = ACC_ZERO;
-            OUTER for (uint kb = 0u; kb < 4u; ++kb) {
+            [[dont_unroll]] for (uint kb = 0u; kb < 4u; ++kb) {
                 FRAG ph, pl;
                 LOAD_P(ph, p_base + 2u * kb, 8u);
                 LOAD_P(pl, p_base + SH_P_LO + 2u * kb, 8u);

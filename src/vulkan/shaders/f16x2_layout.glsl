@@ -38,21 +38,36 @@ int f16x2_exponent(float amax) {
     return 15 - e;
 }
 
-// hi and lo words of the pair (x0, x1) 2^e: hi = fp16(x 2^e), lo = fp16(x 2^e - hi). Non-finite x:
-// hi = x, lo = NaN (a non-finite value takes no part in any scale and stays non-finite).
+// x rounded to 11 significant bits in float32 arithmetic alone (Veltkamp's splitting, |x| < 2^110):
+// no round trip float32 -> fp16 -> float32 that a compiler could take for the identity. (The first
+// form, lo = x - unpackHalf2x16(packHalf2x16(x)), ran on NVIDIA's driver as if every lo were 0:
+// rel_l2 4e-4 in every variant, bench/results/vk-h200-2026-12-02c/call1; exact on lavapipe.)
+// Non-finite x is returned as it is.
+vec2 round11(vec2 x) {
+    precise vec2 c = x * 8193.0f; // 2^13 + 1: keeps 24 - 13 = 11 bits
+    precise vec2 h = c - (c - x);
+    return vec2(isinf(x.x) || isnan(x.x) ? x.x : h.x, isinf(x.y) || isnan(x.y) ? x.y : h.y);
+}
+
+// hi and lo words of the pair (x0, x1) 2^e: hi = x 2^e to 11 bits (exact in fp16 from 2^-14 up),
+// lo = fp16(x 2^e - hi) (the difference exact in float32). Non-finite x: hi = x, lo = NaN (a
+// non-finite value takes no part in any scale and stays non-finite).
 void f16x2_split_pair(float x0, float x1, int e, out uint hi, out uint lo) {
     const vec2 xs = vec2(ldexp(x0, e), ldexp(x1, e));
-    hi = packHalf2x16(xs);
-    precise vec2 rest = xs - unpackHalf2x16(hi);
+    const vec2 h = round11(xs);
+    precise vec2 rest = xs - h;
+    hi = packHalf2x16(h);
     lo = packHalf2x16(rest);
 }
 
-// The same in three parts: x 2^e = hi + mid + lo, each difference exact in float32.
+// The same in three parts: x 2^e = hi + mid + lo (11, 11 and at most 2 bits: exact).
 void f16x3_split_pair(float x0, float x1, int e, out uint hi, out uint mid, out uint lo) {
     const vec2 xs = vec2(ldexp(x0, e), ldexp(x1, e));
-    hi = packHalf2x16(xs);
-    precise vec2 rest = xs - unpackHalf2x16(hi);
-    mid = packHalf2x16(rest);
-    precise vec2 rest2 = rest - unpackHalf2x16(mid);
+    const vec2 h = round11(xs);
+    precise vec2 rest = xs - h;
+    const vec2 m = round11(rest);
+    precise vec2 rest2 = rest - m;
+    hi = packHalf2x16(h);
+    mid = packHalf2x16(m);
     lo = packHalf2x16(rest2);
 }
