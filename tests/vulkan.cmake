@@ -43,4 +43,12 @@ if(JATTN_VULKAN_ENABLED)
   add_test(NAME test_vulkan_kernel7_48k COMMAND test_vulkan)
   set_tests_properties(test_edges_vk_kernel7_48k test_vulkan_kernel7_48k PROPERTIES SKIP_RETURN_CODE 77
                        ENVIRONMENT "JATTN_VK_KERNEL=7;JATTN_VK_SHARED_LIMIT=49152")
+  # The tensor-core kernel (shaders/attn_cm_f32.comp) in its emulation (JATTN_VK_KERNEL=11: the same
+  # shader, pre-pass, splits, layouts and softmax with the 16x16 products as float32 loops; lavapipe
+  # has no cooperative matrices; 32.5 KiB of shared memory) through test_vulkan and test_edges vk.
+  # (test_padding vk's single-row peaky D=128 cases sit at the gate with it: src/vulkan/NOTES.md.)
+  add_test(NAME test_vulkan_kernel11 COMMAND test_vulkan)
+  add_test(NAME test_edges_vk_kernel11 COMMAND test_edges vk)
+  set_tests_properties(test_vulkan_kernel11 test_edges_vk_kernel11 PROPERTIES SKIP_RETURN_CODE 77
+                       ENVIRONMENT "JATTN_VK_KERNEL=11;JATTN_VK_SHARED_LIMIT=49152")
 endif()

@@ -15,7 +15,8 @@
 
 #include "vk_internal.h"
 
-enum { BUF_Q, BUF_K, BUF_V, BUF_OUT, BUF_LSE, BUF_KEYS, BUF_WS, BUF_COUNT }; /* BUF_WS: the split workspace (kinds 10, 11) */
+/* BUF_WS: the split workspace of the attn_cm modules (kinds 10, 11, 13, 14) */
+enum { BUF_Q, BUF_K, BUF_V, BUF_OUT, BUF_LSE, BUF_KEYS, BUF_WS, BUF_COUNT };
 
 typedef struct vk_buf {
     VkBuffer buf;
@@ -293,7 +294,8 @@ static void plan_pieces(const vk_device *d, const jattn_problem *p, int m, int64
     if (n > bh) n = bh;
     const int cm = jattn_vk_modules[m].kind >= 10; /* the attn_cm modules */
     const uint64_t ws_head = cm ? vk_cm_head_bytes(m, p->seq_q, p->seq_kv) : 0;
-    if (cm && n > (int64_t)(d->max_binding / ws_head)) n = (int64_t)(d->max_binding / ws_head); /* >= 1: select checked */
+    if (cm && n > (int64_t)(d->max_binding / ws_head))
+        n = (int64_t)(d->max_binding / ws_head); /* >= 1: select checked */
     if (n > (int64_t)d->props.limits.maxComputeWorkGroupCount[1]) n = d->props.limits.maxComputeWorkGroupCount[1];
     pl->heads_max = n;
     pl->ws_bytes = (VkDeviceSize)n * ws_head;
@@ -364,8 +366,8 @@ typedef struct push_constants {
 /* Records and runs one piece: batch-heads [bh0, bh0 + n). With `split` (kinds 10, 11) the pre-pass
  * shaders/split_f16x2.comp runs first, over ceil(max(seq_q, seq_kv) / 64) tiles per batch-head;
  * the kernel time then covers both dispatches. */
-static jattn_status run_piece(const vk_device *d, vk_ctx_state *s, VkPipeline pipeline, VkPipeline split,
-                              uint32_t rows, const piece_plan *pl, const push_constants *pc, int64_t n, int64_t slices,
+static jattn_status run_piece(const vk_device *d, vk_ctx_state *s, VkPipeline pipeline, VkPipeline split, uint32_t rows,
+                              const piece_plan *pl, const push_constants *pc, int64_t n, int64_t slices,
                               double *kernel_seconds) {
     VkCommandBuffer cmd = s->cmd;
     VkCommandBufferBeginInfo bi;

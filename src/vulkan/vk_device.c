@@ -238,8 +238,8 @@ static void probe_coopmat(vk_device *d) {
     d->f.vkGetPhysicalDeviceProperties2(d->phys, &p2);
     o += (size_t)snprintf(info + o, len - o,
                           " cooperativeMatrix=%u vulkanMemoryModel=%u shaderFloat16=%u subgroupSize=%u shapes:",
-                          (unsigned)cm.cooperativeMatrix, (unsigned)vmm.vulkanMemoryModel,
-                          (unsigned)fp16.shaderFloat16, sub.subgroupSize);
+                          (unsigned)cm.cooperativeMatrix, (unsigned)vmm.vulkanMemoryModel, (unsigned)fp16.shaderFloat16,
+                          sub.subgroupSize);
     VkCooperativeMatrixPropertiesNV props[32];
     uint32_t n = 32;
     for (uint32_t i = 0; i < n; i++) {
@@ -268,7 +268,8 @@ static void probe_coopmat(vk_device *d) {
                        (api12 || (mm && f16)) && d->n_device_extensions + 3 <= 8;
     /* Enabled only where the kernel is asked for (JATTN_VK_KERNEL=10): opt-in until it has passed
      * the suites on a GPU, so that the device the other kernels use is created as before. */
-    o += (size_t)snprintf(info + o, len - o, " -> %s", !usable                             ? "not usable"
+    o += (size_t)snprintf(info + o, len - o, " -> %s",
+                          !usable                                                 ? "not usable"
                           : d->kernel != 10 && d->kernel != 13 && d->kernel != 14 ? "usable (not asked for)"
                                                                                   : "enabled");
     if (!usable || (d->kernel != 10 && d->kernel != 13 && d->kernel != 14)) return;

@@ -46,18 +46,18 @@ typedef struct vk_device {
     VkPhysicalDeviceMemoryProperties mem;
     int is_cpu; /* a software device (lavapipe): never chosen by auto */
     uint32_t queue_family;
-    int timestamps;           /* the queue writes timestamps */
-    uint64_t max_binding;     /* bytes one storage-buffer binding may cover */
-    int rows;                 /* rows per workgroup: 128 unless JATTN_VK_ROWS=64 */
-    int wide;                 /* the 48 KiB (dk32) modules allowed (JATTN_VK_WIDE=1; where shared memory suffices) */
-    uint32_t shared_limit;    /* shared memory a module may declare: the device's, JATTN_VK_SHARED_LIMIT lowers it */
-    int kernel;               /* module kind wanted (JATTN_VK_KERNEL; NVIDIA 7, else 1): 4-9 attn3, 10-11 attn_cm */
-    int kernel_simt;          /* the SIMT kind for calls the attn_cm modules do not take (kernel, or NVIDIA 7, else 1) */
-    int coopmat;              /* VK_NV_cooperative_matrix usable for attn_cm_f32.comp (16x16x16 fp16 -> fp32,
-                               * subgroups of 32, fp16 arithmetic and the Vulkan memory model): enabled */
-    char coopmat_info[400];   /* what the driver reported about cooperative matrices, one line */
-    int denorm_preserve;      /* the device keeps float32 denormals when a module asks (DenormPreserve) */
-    int pipeline_stats;       /* JATTN_VK_PIPELINE_STATS=1 and the driver has VK_KHR_pipeline_executable_properties */
+    int timestamps;         /* the queue writes timestamps */
+    uint64_t max_binding;   /* bytes one storage-buffer binding may cover */
+    int rows;               /* rows per workgroup: 128 unless JATTN_VK_ROWS=64 */
+    int wide;               /* the 48 KiB (dk32) modules allowed (JATTN_VK_WIDE=1; where shared memory suffices) */
+    uint32_t shared_limit;  /* shared memory a module may declare: the device's, JATTN_VK_SHARED_LIMIT lowers it */
+    int kernel;             /* module kind wanted (JATTN_VK_KERNEL; NVIDIA 7, else 1): 4-9 attn3, 10-11 attn_cm */
+    int kernel_simt;        /* the SIMT kind for calls the attn_cm modules do not take (kernel, or NVIDIA 7, else 1) */
+    int coopmat;            /* VK_NV_cooperative_matrix usable for attn_cm_f32.comp (16x16x16 fp16 -> fp32,
+                             * subgroups of 32, fp16 arithmetic and the Vulkan memory model): enabled */
+    char coopmat_info[400]; /* what the driver reported about cooperative matrices, one line */
+    int denorm_preserve;    /* the device keeps float32 denormals when a module asks (DenormPreserve) */
+    int pipeline_stats;     /* JATTN_VK_PIPELINE_STATS=1 and the driver has VK_KHR_pipeline_executable_properties */
     char float_controls[200]; /* the float-controls properties, one line (jattn_vk_float_controls) */
     char isa[VK_MAX_PHYSICAL_DEVICE_NAME_SIZE + 16]; /* "vulkan: <device name>" */
     const char *device_extensions[8];

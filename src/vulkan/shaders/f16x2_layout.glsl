@@ -38,15 +38,18 @@ int f16x2_exponent(float amax) {
     return 15 - e;
 }
 
-// x rounded to 11 significant bits in float32 arithmetic alone (Veltkamp's splitting, |x| < 2^110):
-// no round trip float32 -> fp16 -> float32 that a compiler could take for the identity. (The first
-// form, lo = x - unpackHalf2x16(packHalf2x16(x)), ran on NVIDIA's driver as if every lo were 0:
-// rel_l2 4e-4 in every variant, bench/results/vk-h200-2026-12-02c/call1; exact on lavapipe.)
-// Non-finite x is returned as it is.
+// x rounded to 11 significant bits (to nearest, ties away from zero) on its bits: the low 13 of
+// the 23 stored significand bits cleared after adding half of them (a carry moves into the
+// exponent, as it should). Integer operations, so that no compiler can take hi for x: the first
+// form, lo = x - unpackHalf2x16(packHalf2x16(x)), and then Veltkamp's c - (c - x) with
+// c = 8193 x (both `precise`), ran on NVIDIA's driver as if every lo were 0 (rel_l2 3-4e-4 with
+// the tensor cores and with the emulation alike; bench/results/vk-h200-2026-12-02c/), while
+// lavapipe computed them exactly. Inf and NaN are returned as they are.
 vec2 round11(vec2 x) {
-    precise vec2 c = x * 8193.0f; // 2^13 + 1: keeps 24 - 13 = 11 bits
-    precise vec2 h = c - (c - x);
-    return vec2(isinf(x.x) || isnan(x.x) ? x.x : h.x, isinf(x.y) || isnan(x.y) ? x.y : h.y);
+    const uvec2 u = floatBitsToUint(x);
+    const uvec2 r = (u + 0x1000u) & 0xffffe000u;
+    return vec2((u.x & 0x7f800000u) == 0x7f800000u ? x.x : uintBitsToFloat(r.x),
+                (u.y & 0x7f800000u) == 0x7f800000u ? x.y : uintBitsToFloat(r.y));
 }
 
 // hi and lo words of the pair (x0, x1) 2^e: hi = x 2^e to 11 bits (exact in fp16 from 2^-14 up),
