@@ -279,7 +279,7 @@ typedef struct piece_plan {
     int64_t dp;                                                       /* floats per staged row (the module's DMAX) */
     int64_t heads_max;                                                /* batch-heads per piece */
     VkDeviceSize q_bytes, kv_bytes, out_bytes, lse_bytes, keys_bytes; /* per piece */
-    VkDeviceSize ws_bytes;                                            /* the split workspace (kinds 10, 11) */
+    VkDeviceSize ws_bytes;                                            /* the split workspace (the attn_cm modules) */
     VkDeviceSize off_q, off_k, off_v, off_keys, off_out, off_lse, stage_bytes;
 } piece_plan;
 
@@ -363,7 +363,7 @@ typedef struct push_constants {
     uint32_t scales; /* the word of keys[] where the per-head softmax scales start */
 } push_constants;
 
-/* Records and runs one piece: batch-heads [bh0, bh0 + n). With `split` (kinds 10, 11) the pre-pass
+/* Records and runs one piece: batch-heads [bh0, bh0 + n). With `split` (the attn_cm modules) the pre-pass
  * shaders/split_f16x2.comp runs first, over ceil(max(seq_q, seq_kv) / 64) tiles per batch-head;
  * the kernel time then covers both dispatches. */
 static jattn_status run_piece(const vk_device *d, vk_ctx_state *s, VkPipeline pipeline, VkPipeline split, uint32_t rows,

@@ -376,7 +376,8 @@ static void probe(void) {
     d->wide = wide && strcmp(wide, "1") == 0;
     /* The kernel: JATTN_VK_KERNEL=4 picks attn3_f32.comp (head dims 64 and 128), 5 the same with
      * PREFETCH, 6 and 7 attn3_f32.comp with TX=32 (head dim 128), 8 and 9 with TX=32 and RPT=4
-     * (head dim 128), 1 attn_f32.comp (also what a kind without a module for the family runs). */
+     * (head dim 128), 1 attn_f32.comp (also what a kind without a module for the family runs);
+     * 10, 13, 14 attn_cm_f32.comp on cooperative matrices, 11 its emulation (vk_cm_module_for). */
     const char *kernel = getenv("JATTN_VK_KERNEL");
     /* Shared memory the modules may use: the device's, or less with JATTN_VK_SHARED_LIMIT=<bytes>
      * (the 32 KiB modules on a 48 KiB device: measurements, Apple's limit). On a software device

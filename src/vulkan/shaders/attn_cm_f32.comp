@@ -38,6 +38,8 @@
 // layout is the driver's and is only used element-wise between matrices of one type.
 // Shared memory: S / O_tile [4][16][64] float, P hi and lo [4][2][16][64] fp16, [4][32] floats
 // for the row maxima and sums: 32.5 KiB.
+// Opt-in (JATTN_VK_KERNEL=10): on the H200 it measured 5-6.6 TFLOP/s, below the SIMT kernels, and
+// its splits were then miscompiled (src/vulkan/NOTES.md, "The tensor-core kernel").
 // Exactness as the other kernels: SignedZeroInfNanPreserve, the exponential computed here,
 // `precise` joins, no float32 denormal from the host (vk_range.c); the products are exact in the
 // tensor core (11 x 11 bits) and hi + lo keeps 22 bits of each operand (rel. error <= 2^-22).
