@@ -246,49 +246,32 @@ int cli_run_backward(const cli_options *o) {
     return o->check && !c.pass ? CLI_EXIT_FAILURE : CLI_EXIT_OK;
 }
 
-/* PyTorch's CPU SDPA backward on the same shape and thread count, in a child process: the
- * interpreter of JATTN_BENCH_PYTHON (default python3). @return 0 and *ms (median of reps), or -1
- * when Python or torch is absent or the run fails. */
-/* PyTorch's fp32 SDPA backward on the GPU (TF32 off, its default algorithm choice), each
- * backward timed by host clock around synchronisations; median of reps. */
-static int torch_cuda_backward_ms(const jattn_problem *p, int reps, double *ms) {
+/* PyTorch's SDPA backward on the same shape, in a child process: the interpreter of
+ * JATTN_BENCH_PYTHON (default python3). On the CPU with `threads` threads; on the GPU (on_gpu) in
+ * fp32 with TF32 off and its default algorithm choice, each backward timed by the host clock
+ * between synchronisations. @return 0 and *ms (median of reps), or -1 when Python or torch is
+ * absent or the run fails. */
+static int torch_backward_ms(const jattn_problem *p, int on_gpu, int threads, int reps, double *ms) {
     const char *py = getenv("JATTN_BENCH_PYTHON");
-    char cmd[1536];
+    char setup[160], cmd[1536];
+    if (on_gpu)
+        snprintf(setup, sizeof setup, "%s",
+                 "c=torch.device('cuda');torch.backends.cuda.matmul.allow_tf32=False;"
+                 "torch.backends.cudnn.allow_tf32=False;");
+    else
+        snprintf(setup, sizeof setup, "c=torch.device('cpu');torch.set_num_threads(%d);", threads);
+    const char *sync = on_gpu ? "torch.cuda.synchronize();" : "";
     snprintf(cmd, sizeof cmd,
-             "%s -c \"import time,torch,statistics as s;c=torch.device('cuda');"
-             "torch.backends.cuda.matmul.allow_tf32=False;torch.backends.cudnn.allow_tf32=False;"
+             "%s -c \"import time,torch,statistics as s;%s"
              "q=torch.randn(%lld,%lld,%lld,%lld,device=c,requires_grad=True);"
              "k,v=[torch.randn(%lld,%lld,%lld,%lld,device=c,requires_grad=True) for _ in range(2)];"
              "g=torch.randn_like(q);f=torch.nn.functional.scaled_dot_product_attention;f(q,k,v).backward(g);t=[]\n"
-             "for _ in range(%d):\n o=f(q,k,v);torch.cuda.synchronize();a=time.perf_counter();o.backward(g);"
-             "torch.cuda.synchronize();t.append(time.perf_counter()-a)\n"
+             "for _ in range(%d):\n o=f(q,k,v);%sa=time.perf_counter();o.backward(g);"
+             "%st.append(time.perf_counter()-a)\n"
              "print(1e3*s.median(t))\" 2>/dev/null",
-             py && *py ? py : "python3", (long long)p->batch, (long long)p->heads, (long long)p->seq_q,
+             py && *py ? py : "python3", setup, (long long)p->batch, (long long)p->heads, (long long)p->seq_q,
              (long long)p->head_dim, (long long)p->batch, (long long)p->heads, (long long)p->seq_kv,
-             (long long)p->head_dim, reps);
-    FILE *f = popen(cmd, "r");
-    if (!f) return -1;
-    double v = NAN;
-    const int got = fscanf(f, "%lf", &v);
-    const int rc = pclose(f);
-    if (got != 1 || rc != 0 || !(v > 0)) return -1;
-    *ms = v;
-    return 0;
-}
-
-static int torch_backward_ms(const jattn_problem *p, int threads, int reps, double *ms) {
-    const char *py = getenv("JATTN_BENCH_PYTHON");
-    char cmd[1536];
-    snprintf(cmd, sizeof cmd,
-             "%s -c \"import time,torch,statistics as s;torch.set_num_threads(%d);"
-             "q=torch.randn(%lld,%lld,%lld,%lld,requires_grad=True);"
-             "k,v=[torch.randn(%lld,%lld,%lld,%lld,requires_grad=True) for _ in range(2)];"
-             "g=torch.randn_like(q);f=torch.nn.functional.scaled_dot_product_attention;f(q,k,v).backward(g);t=[]\n"
-             "for _ in range(%d):\n o=f(q,k,v);a=time.perf_counter();o.backward(g);t.append(time.perf_counter()-a)\n"
-             "print(1e3*s.median(t))\" 2>/dev/null",
-             py && *py ? py : "python3", threads, (long long)p->batch, (long long)p->heads, (long long)p->seq_q,
-             (long long)p->head_dim, (long long)p->batch, (long long)p->heads, (long long)p->seq_kv,
-             (long long)p->head_dim, reps);
+             (long long)p->head_dim, reps, sync, sync);
     FILE *f = popen(cmd, "r");
     if (!f) return -1;
     double v = NAN;
@@ -342,9 +325,7 @@ int cli_bench_backward(const cli_options *o) {
                 jattn_peer_fma_peak(sel.threads, &peak, &isa, err, sizeof err) != 0)
                 peak = NAN;
             const int on_gpu = sel.backend == JATTN_BACKEND_CUDA;
-            if ((on_gpu ? torch_cuda_backward_ms(&p, t.reps, &torch_ms)
-                        : torch_backward_ms(&p, sel.threads, t.reps, &torch_ms)) != 0)
-                torch_ms = NAN;
+            if (torch_backward_ms(&p, on_gpu, sel.threads, t.reps, &torch_ms) != 0) torch_ms = NAN;
             const double gflops = backward_flops(&p) / (t.ms * 1e-3) / 1e9;
             if (o->json) {
                 kit_json js;
