@@ -21,6 +21,8 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
+import sys
 import time
 import warnings
 
@@ -28,6 +30,9 @@ import torch
 
 import jattn
 from jattn import _torch_impl
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python", "tests"))
+from flux2_testing import flux2_inputs  # the tests' FLUX.2 inputs (image grid, text ids)
 
 
 def make_model(device: str, heads: int = 24) -> torch.nn.Module:
@@ -37,25 +42,6 @@ def make_model(device: str, heads: int = 24) -> torch.nn.Module:
     model = Flux2Transformer2DModel(num_layers=2, num_single_layers=2, num_attention_heads=heads, attention_head_dim=128,
                                     in_channels=64, joint_attention_dim=256, timestep_guidance_channels=256)  # fmt: skip
     return model.to(device).train()
-
-
-def make_inputs(image_tokens: int, text_tokens: int, device: str, dtype) -> dict:
-    g = torch.Generator().manual_seed(1)
-    side = int(round(image_tokens**0.5))
-    img_ids = torch.zeros(image_tokens, 4)
-    img_ids[:, 1] = torch.arange(image_tokens) // side
-    img_ids[:, 2] = torch.arange(image_tokens) % side
-    txt_ids = torch.zeros(text_tokens, 4)
-    txt_ids[:, 3] = torch.arange(text_tokens)
-    return {
-        "hidden_states": torch.randn(1, image_tokens, 64, generator=g).to(device, dtype),
-        "encoder_hidden_states": torch.randn(1, text_tokens, 256, generator=g).to(device, dtype),
-        "timestep": torch.tensor([0.6], device=device, dtype=dtype),
-        "guidance": torch.tensor([3.5], device=device, dtype=dtype),
-        "img_ids": img_ids.to(device),
-        "txt_ids": txt_ids.to(device),
-        "return_dict": False,
-    }
 
 
 def step_fn(model):
@@ -121,7 +107,7 @@ def main() -> None:
     _torch_impl.backward = counted
     for pair in args.tokens:
         img, txt = (int(x) for x in pair.split("+"))
-        inputs = make_inputs(img, txt, dev, torch.float32)
+        inputs = flux2_inputs(1, img, txt, device=dev)
         target = torch.randn(1, img, 64, generator=torch.Generator().manual_seed(2)).to(dev)
         inputs64 = {k: v.double() if torch.is_tensor(v) and v.is_floating_point() else v for k, v in inputs.items()}
         t0 = time.time()
