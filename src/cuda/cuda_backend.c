@@ -111,8 +111,9 @@ const char *jattn_cuda_last_kernel(void) { return last_kernel; }
  * shape: f32 1.38-1.71x v4 at D = 128 (1.60x v5 at (1,40,32768,128), where v5 had been the
  * default), tf32 1.42-1.85x v4, D = 64 1.38-1.70x v4. From there AUTO walks the refusal fallbacks
  * (cuda_versions.c): v4 where v6 refuses (sequences beyond its 32-bit 128-query CTAs) and on a
- * 9.0 device for the problems v4 takes (D 64 or 128, strides a multiple of 4 elements), else v2
- * where its head_dim limits allow, else v1; and v1 for seq_kv == 1, where it returns the v row bit
+ * 9.0 device for the problems v4 takes (D 64 or 128, strides a multiple of 4 elements), else v7
+ * (mma.sync 2xFP16: every other head_dim up to 256 on a 9.0 device, every problem up to 256 on
+ * the other devices), else v2 where its head_dim limits allow, else v1; and v1 for seq_kv == 1, where it returns the v row bit
  * for bit (weight exp(0)/exp(0) = 1; a split of v would not). v3 and v5 run when forced. A forced
  * version stays as forced or fails (naming why), but for v2, which falls back to v1 beyond its
  * head_dim limits.

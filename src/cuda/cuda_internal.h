@@ -59,7 +59,10 @@ typedef enum jattn_cuda_kernel {
                                  * (S = Q K^T, the row softmax in registers), warp-specialized, its own
                                  * pre-pass and workspace; v3's limits, seq_q and seq_kv <= 2^31 - 129
                                  * and seq_kv >= 2 (v1 runs a single key, as AUTO does) */
-    JATTN_CUDA_KERNEL_COUNT = 7
+    JATTN_CUDA_KERNEL_V7 = 7,   /* attention_v7_mma_f16x2.cu: 2xFP16 on mma.sync m16n8k16 (sm_80 and newer),
+                                 * its own pre-pass and workspace; any head_dim up to 256, any strides,
+                                 * key padding; seq_kv >= 2 */
+    JATTN_CUDA_KERNEL_COUNT = 8
 } jattn_cuda_kernel;
 
 /* Limits of each version. */
@@ -67,6 +70,8 @@ typedef enum jattn_cuda_kernel {
 #define JATTN_CUDA_V2_MAX_HEAD_DIM 256
 #define JATTN_CUDA_V2_HEAD_DIM_MULTIPLE 8
 /* v3's to v6's limits are those of their launch contract (attention_sm90.h). */
+#define JATTN_CUDA_V7_MAX_HEAD_DIM 256
+#define JATTN_CUDA_V7_MAX_SEQ (INT32_MAX - 128) /* its 128-query CTAs index rows with 32 bits */
 
 /* Device bytes of the key padding's pre-pass output for a problem: kv_count and kv_index
  * (each region 256-byte aligned). Every kernel's workspace includes them. */
@@ -93,6 +98,11 @@ int jattn_cuda_launch_v3(const jattn_cuda_args *a, void *workspace, void *stream
 int jattn_cuda_launch_v4(const jattn_cuda_args *a, void *workspace, void *stream); /* attention_v4_sm90_f16x2.cu */
 int jattn_cuda_launch_v5(const jattn_cuda_args *a, void *workspace, void *stream); /* attention_v5_sm90_ws_f16x2.cu */
 int jattn_cuda_launch_v6(const jattn_cuda_args *a, void *workspace, void *stream); /* attention_v6_sm90_fa3_f16x2.cu */
+int jattn_cuda_launch_v7(const jattn_cuda_args *a, void *workspace, void *stream); /* attention_v7_mma_f16x2.cu */
+
+/* Device bytes of kernel v7's workspace (attention_v7_split_kv_f16x2.cu: the split K and V
+ * records, about the size of K plus V with head_dim rounded up to its tile). */
+size_t jattn_cuda_v7_workspace_bytes(int64_t batch, int64_t heads, int64_t seq_kv, int64_t head_dim);
 
 /* ---- the backward (jattn_backward) ---- */
 

@@ -69,6 +69,24 @@ static size_t f16x2_workspace_bytes(const jattn_problem *p) {
     return attention_f32_sm90_f16x2_workspace_bytes(p->batch, p->heads, p->seq_kv, p->head_dim);
 }
 
+/* v7 takes every head_dim up to 256 on every device the backend takes (8.0 and newer), any strides,
+ * and two or more keys (a single key's output is the v row bit for bit, which its split of v is
+ * not; v1 runs it). */
+static const char *v7_refusal(const jattn_problem *p, int cc) {
+    (void)cc;
+    if (p->head_dim > JATTN_CUDA_V7_MAX_HEAD_DIM) return "head_dim: kernel v7 takes at most 256";
+    if (p->seq_q > JATTN_CUDA_V7_MAX_SEQ || p->seq_kv > JATTN_CUDA_V7_MAX_SEQ)
+        return "seq_q/seq_kv: kernel v7 takes at most 2^31 - 129 (its 128-query CTAs index with 32 bits)";
+    if (p->seq_kv == 1)
+        return "seq_kv: kernel v7 needs 2 or more keys (a single key's output is the v row bit for bit, which its "
+               "split of v is not; v1 runs it)";
+    return NULL;
+}
+
+static size_t v7_workspace_bytes(const jattn_problem *p) {
+    return jattn_cuda_v7_workspace_bytes(p->batch, p->heads, p->seq_kv, p->head_dim);
+}
+
 /* v6's: its split K and V tiles as shared-memory images (attention_v6_split_kv_f16x2.cu). */
 static size_t v6_workspace_bytes(const jattn_problem *p) {
     return attention_f32_sm90_fa3_f16x2_workspace_bytes(p->batch, p->heads, p->seq_kv, p->head_dim);
@@ -111,7 +129,7 @@ const cuda_version jattn_cuda_versions[JATTN_CUDA_KERNEL_COUNT] = {
                               sm90_call_refused,
                               f16x2_workspace_bytes,
                               jattn_cuda_launch_v4,
-                              JATTN_CUDA_KERNEL_V2,
+                              JATTN_CUDA_KERNEL_V7,
                               0,
                               JATTN_CUDA_KERNEL_V3},
     [JATTN_CUDA_KERNEL_V5] = {JATTN_CUDA_KERNEL_V5,
@@ -135,6 +153,17 @@ const cuda_version jattn_cuda_versions[JATTN_CUDA_KERNEL_COUNT] = {
                               JATTN_CUDA_KERNEL_V4,
                               0,
                               JATTN_CUDA_KERNEL_V4},
+    /* v7 runs every device and head_dim the sm_90a kernels do not; a forced v7 falls back to v2
+     * (and v1) where it cannot run, and a call whose workspace the pool cannot give runs v2 */
+    [JATTN_CUDA_KERNEL_V7] = {JATTN_CUDA_KERNEL_V7,
+                              {"cuda_v7_flash_f16x2_mma16n8k16", "cuda_v7_flash_qk_f16x2_pv_f16_mma16n8k16"},
+                              v7_refusal,
+                              NULL,
+                              v7_workspace_bytes,
+                              jattn_cuda_launch_v7,
+                              JATTN_CUDA_KERNEL_V2,
+                              1,
+                              JATTN_CUDA_KERNEL_V2},
 };
 
 /* ---- the backward ---- */

@@ -2,8 +2,7 @@
 # it; without it the stub cuda_unavailable.c reports the backend unavailable.
 # Sets JATTN_CUDA_ENABLED (this file is include()d, so in the top directory's scope).
 #
-# Targets: sm_90a machine code (Hopper) plus compute_80 PTX, which the driver compiles for
-# Ampere, Ada and anything newer. The backward v1 (backward_v1_mma_tf32x3.cu) is mma.sync only; the
+# Targets: machine code for sm_80, sm_86, sm_89 and sm_90a plus compute_90 PTX (below). The backward v1 (backward_v1_mma_tf32x3.cu) is mma.sync only; the
 # backward v2 (backward_v2_sm90_f16x2.cu, its pre-pass backward_v2_split_f16x2.cu) is sm_90a only.
 # Kernels v3 (attention_v3_sm90_tf32x3.cu), v4
 # (attention_v4_sm90_f16x2.cu, with its pre-pass attention_v4_split_kv_f16x2.cu) and v5
@@ -46,13 +45,22 @@ if(_jattn_cuda_build)
     ${CMAKE_CURRENT_LIST_DIR}/attention_v5_sm90_ws_f16x2.cu
     ${CMAKE_CURRENT_LIST_DIR}/attention_v6_split_kv_f16x2.cu
     ${CMAKE_CURRENT_LIST_DIR}/attention_v6_sm90_fa3_f16x2.cu
+    ${CMAKE_CURRENT_LIST_DIR}/attention_v7_split_kv_f16x2.cu
+    ${CMAKE_CURRENT_LIST_DIR}/attention_v7_mma_f16x2.cu
     ${CMAKE_CURRENT_LIST_DIR}/backward_v1_mma_tf32x3.cu
     ${CMAKE_CURRENT_LIST_DIR}/backward_v2_split_f16x2.cu
     ${CMAKE_CURRENT_LIST_DIR}/backward_v2_sm90_f16x2.cu)
   target_link_libraries(jattn_objects PRIVATE CUDA::cudart)
+  # Machine code for Ampere (sm_80, sm_86), Ada (sm_89) and Hopper (sm_90a, its wgmma kernels), and
+  # PTX for compute_90, the newest virtual architecture whose PTX every later GPU's driver compiles
+  # (Blackwell's sm_100, sm_103, sm_110, sm_120, sm_121 and after: the mma.sync kernels v7 and the
+  # backward v3 run there from it; the sm_90a-only kernels are traps in it and are never selected).
   set(JATTN_CUDA_GENCODE
+    "SHELL:-gencode arch=compute_80,code=sm_80"
+    "SHELL:-gencode arch=compute_86,code=sm_86"
+    "SHELL:-gencode arch=compute_89,code=sm_89"
     "SHELL:-gencode arch=compute_90a,code=sm_90a"
-    "SHELL:-gencode arch=compute_80,code=compute_80")
+    "SHELL:-gencode arch=compute_90,code=compute_90")
   # -fno-threadsafe-statics: the launch stubs nvcc writes use static locals; without guards
   # the library needs no C++ runtime, so C programs link libjattn.a with the C compiler.
   target_compile_options(jattn_objects PRIVATE
@@ -64,7 +72,7 @@ if(_jattn_cuda_build)
   set_target_properties(jattn_objects PROPERTIES CUDA_ARCHITECTURES OFF CUDA_STANDARD 17 CUDA_STANDARD_REQUIRED ON
                                                  CUDA_VISIBILITY_PRESET hidden)
   set(JATTN_CUDA_ENABLED ON)
-  message(STATUS "jattn: cuda backend built (${CMAKE_CUDA_COMPILER}, sm_90a + compute_80 PTX)")
+  message(STATUS "jattn: cuda backend built (${CMAKE_CUDA_COMPILER}, sm_80/86/89/90a + compute_90 PTX)")
 else()
   target_sources(jattn_objects PRIVATE ${CMAKE_CURRENT_LIST_DIR}/cuda_unavailable.c)
 endif()

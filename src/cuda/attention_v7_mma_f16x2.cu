@@ -1,0 +1,524 @@
+/* attention v7 (launcher jattn_cuda_launch_v7, reported as cuda_v7_flash_f16x2_mma16n8k16_*): the
+ * 2xFP16 split (f16x2_split.cuh, after Ootomo & Yokota 2022) on mma.sync.m16n8k16 fp16 with fp32
+ * accumulation, the FlashAttention-2 orientation. The portable fast path: every GPU from sm_80 on
+ * (Ampere, Ada, Hopper, Blackwell through PTX), every head_dim 1 .. 256, key padding, lse, f32 and
+ * tf32.
+ *
+ * Reads  q [B, H, Sq, D] through element strides (head_dim contiguous, 4-byte aligned); the
+ *        records of its pre-pass (attention_v7_split_kv_f16x2.cu, f16x2_mma_records.cuh): per head
+ *        and 64 keys the hi and lo fp16 images of K and V with their scales, head_dim padded with
+ *        zeros to the tile DT (a multiple of 16); with key padding, kv_count [B]: the keys batch b
+ *        attends, packed in order by the pre-pass.
+ * Writes out [B, H, Sq, D] through its strides (float2 stores when aligned), lse [B, H, Sq]
+ *        contiguous (natural log) when not NULL.
+ *
+ * One CTA of 8 warps owns 128 queries of one (b, h); each warp 16 query rows; K and V tiles of BC
+ * keys (64, or 32 for DT > 128 where registers are short) pass through shared memory:
+ *  - Q: each warp stages its 16 rows once, q * scale times the row's 2^eq (largest finite
+ *    magnitude to [2^6, 2^7)), as hi and lo fp16 rows in shared memory; ldmatrix reads the A
+ *    fragments per k16 slice of head_dim.
+ *  - K and V: cp.async 16-byte copies of the records' images into shared rows padded by 16 bytes
+ *    (DT / 8 + 1 chunks, an odd number: the 8 rows an ldmatrix reads fall in 8 distinct bank
+ *    groups); V tile t is copied while S of tile t is computed, K tile t+1 while P V of tile t is
+ *    (FlashAttention-2's overlap, two CTA barriers per tile).
+ *  - per tile, in the order of the algorithm:
+ *    1. S = Q K^T: per k16 slice the K fragments by ldmatrix (K rows are the B operand's columns),
+ *       three products: Q_hi K_lo and Q_lo K_hi into one accumulator, Q_hi K_hi into chains of at
+ *       most 4 slices (64 head_dim columns) each started from zero and added in fp32 (the tensor
+ *       core's own accumulation error grows with the chain; kernel v6 keeps the same lengths);
+ *       S = hi*hi + corrections. A K record with a non-finite value keeps an infinite hi*hi as it
+ *       is (its corrections are NaN), so a -Inf score weighs 0 and +Inf or NaN make the row NaN
+ *       (jattn.h's rule).
+ *    2. the row softmax in registers (thread: rows g and g + 8 of its warp, two keys of each n8
+ *       block): keys past the attended count at -inf; the row maximum by two quad shuffles; the
+ *       record's K scale folded into the exponent's constant; weights p = 2^(s c + bias) with
+ *       bias = 15 - m 2^-eq log2 e, so P comes out as P 2^15, a full fp16 range; alpha =
+ *       2^(bias_new - bias_old); per-thread row sums Kahan-compensated across tiles.
+ *    3. P hi and lo split from the registers: the S accumulators of key blocks 2ks and 2ks + 1 are
+ *       the A fragment of key slice ks as they stand.
+ *    4. O_tile = P V per pair of n8 column blocks, V fragments by ldmatrix.trans: f32 mode
+ *       P_lo V_hi, P_hi V_lo, then P_hi V_hi (tf32 mode P_hi V_hi only), into a FRESH accumulator
+ *       per tile (a long tensor-core accumulation drifts past the gate: docs/DESIGN.md §4);
+ *       O = alpha O + O_tile 2^-ev per column (a tiny V record, split after * 2^64, scaled back).
+ *  - the output O / l through the out strides; lse = (log2 l - bias) / log2 e; a row with no
+ *    attended key gets 0 and lse -inf.
+ * Shared memory (DT = 128): Q 2 x 128 x 272 B, K and V 2 x 64 x 272 B each: 140 KB, one CTA per SM.
+ *
+ * Measured: src/cuda/NOTES.md's version table. */
+#include <float.h>
+#include <math.h>
+#include <stdint.h>
+
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include "cuda_internal.h"
+#include "f16x2_mma_records.cuh"
+
+namespace {
+
+constexpr int kV7Warps = 8;
+constexpr int kV7Threads = 32 * kV7Warps;
+constexpr int kV7CtaQ = 16 * kV7Warps; /* queries per CTA */
+constexpr float kV7Log2e = 1.4426950408889634f;
+
+template <int DT>
+struct V7Config {
+    static constexpr int kBC = DT <= 128 ? 64 : 32;        /* keys per tile */
+    static constexpr int kRow = 2 * DT + 16;               /* bytes of a padded shared row */
+    static constexpr int kSlices = DT / 16;                /* k16 slices of head_dim */
+    static constexpr int kChain = 4;                       /* hi*hi slices per chain */
+    static constexpr int kNT = kBC / 8;                    /* n8 key blocks of S */
+    static constexpr int kKS = kBC / 16;                   /* k16 key slices of P V */
+    static constexpr int kOB = DT / 8;                     /* n8 column blocks of O */
+    static constexpr int kTilesPerRecord = kV7RecordKeys / kBC;
+    static constexpr int kQOff = 0;                        /* Q hi [128][kRow], then Q lo */
+    static constexpr int kKOff = kQOff + 2 * kV7CtaQ * kRow; /* K hi [kBC][kRow], K lo, info */
+    static constexpr int kKInfoOff = kKOff + 2 * kBC * kRow;
+    static constexpr int kVOff = kKInfoOff + 16;            /* V hi, V lo, unscale [DT] */
+    static constexpr int kVUnscaleOff = kVOff + 2 * kBC * kRow;
+    static constexpr int kQLogOff = kVUnscaleOff + 4 * DT; /* [128] 2^-eq log2 e */
+    static constexpr int kSmemBytes = kQLogOff + 4 * kV7CtaQ;
+    static_assert(DT % 16 == 0 && DT <= 256, "head-dim tiles are multiples of 16 up to 256");
+    static_assert(kSmemBytes <= 227 * 1024, "shared memory");
+};
+
+struct V7Params {
+    const float *q;
+    float *out, *lse;
+    int64_t q_b, q_h, q_t, o_b, o_h, o_t; /* element strides (head_dim contiguous) */
+    const unsigned char *records;
+    const int *kv_count; /* key padding: batch b attends kv_count[b] keys (packed by the pre-pass), or NULL */
+    int heads, seq_q, seq_kv, head_dim, records_per_head, q_blocks;
+    float scale;
+    int out_vec2; /* out and its strides allow 8-byte stores */
+};
+
+__device__ __forceinline__ uint32_t smem_addr(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
+
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void *src) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t addr) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr));
+}
+
+/* d += a b, m16n8k16, fp16 operands, fp32 accumulation. */
+__device__ __forceinline__ void mma_f16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/* d = a b, m16n8k16 into a fresh accumulator. */
+__device__ __forceinline__ void mma_f16_zero(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    const float z = 0.f;
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%10,%10,%10,%10};\n"
+                 : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(z));
+}
+
+/* 2^x by the SFU (ex2.approx.ftz: ~2 ulp, subnormal results flushed to 0; 2^-inf = 0). */
+__device__ __forceinline__ float exp2_sfu(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+
+/* Stages the warp's 16 query rows q0 .. q0 + 15 (rows past seq_q, columns past D as zeros):
+ * q * scale times the row's 2^eq, split into the hi and lo rows of shared memory, and the row's
+ * 2^-eq log2 e. */
+template <int DT>
+__device__ __forceinline__ void v7_stage_q(const float *qh, int64_t q_t, int seq_q, int head_dim, int q0, float scale,
+                                           int lane, unsigned char *q_hi, unsigned char *q_lo, float *q_log) {
+    using C = V7Config<DT>;
+    constexpr int kPer = (DT + 31) / 32;
+#pragma unroll 1
+    for (int r = 0; r < 16; ++r) {
+        const int row = q0 + r;
+        const float *src = qh + (int64_t)row * q_t;
+        float x[kPer];
+        float amax = 0.f;
+#pragma unroll
+        for (int j = 0; j < kPer; ++j) {
+            const int d = lane + 32 * j;
+            x[j] = row < seq_q && d < head_dim ? __ldg(src + d) * scale : 0.f;
+            amax = fmaxf(amax, finite_abs(x[j]));
+        }
+#pragma unroll
+        for (int m = 16; m > 0; m /= 2) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, m));
+        const int eq = f16x2_exponent(amax, kQTarget);
+        const float up = exp2_int(eq);
+#pragma unroll
+        for (int j = 0; j < kPer; ++j) {
+            const int d = lane + 32 * j;
+            if (d < DT) {
+                const float y = x[j] * up;
+                const __half hi = __float2half_rn(y);
+                const __half lo = __float2half_rn(y - __half2float(hi));
+                reinterpret_cast<__half *>(q_hi + r * C::kRow)[d] = hi;
+                reinterpret_cast<__half *>(q_lo + r * C::kRow)[d] = lo;
+            }
+        }
+        if (lane == 0) q_log[r] = exp2_int(-eq) * kV7Log2e;
+    }
+}
+
+/* cp.async of `rows` rows of a record image (row stride DT halves in global memory) into padded
+ * shared rows. */
+template <int DT>
+__device__ __forceinline__ void v7_copy_image(uint32_t dst, const unsigned char *src, int rows, int tid) {
+    using C = V7Config<DT>;
+    constexpr int kChunks = DT / 8; /* 16-byte chunks of a row */
+    for (int i = tid; i < rows * kChunks; i += kV7Threads) {
+        const int r = i / kChunks, c = i % kChunks;
+        cp_async16(dst + (uint32_t)(r * C::kRow + 16 * c), src + (int64_t)r * DT * 2 + 16 * c);
+    }
+}
+
+/* kSplitPV: f32 mode (P V in three products); false: tf32 mode (P_hi V_hi only). */
+template <int DT, bool kSplitPV>
+__global__ void __launch_bounds__(kV7Threads, 1) attention_f32_mma_f16x2_v7_kernel(const V7Params p) {
+    using C = V7Config<DT>;
+    constexpr int kBC = C::kBC, kNT = C::kNT, kKS = C::kKS, kOB = C::kOB, kSlices = C::kSlices;
+    extern __shared__ __align__(16) unsigned char smem[];
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, c = lane % 4;
+    const int64_t bh = blockIdx.x / p.q_blocks;
+    const int qb = (int)(blockIdx.x % p.q_blocks);
+    const int b = (int)(bh / p.heads), h = (int)(bh % p.heads);
+    const int n_kv = p.kv_count ? __ldg(p.kv_count + b) : p.seq_kv;
+    const int n_tiles = (n_kv + kBC - 1) / kBC;
+    const unsigned char *head = p.records + bh * p.records_per_head * v7_record_bytes(DT);
+
+    const uint32_t s_base = smem_addr(smem);
+    const uint32_t q_hi_s = s_base + C::kQOff, q_lo_s = q_hi_s + kV7CtaQ * C::kRow;
+    const uint32_t k_hi_s = s_base + C::kKOff, k_lo_s = k_hi_s + kBC * C::kRow;
+    const uint32_t v_hi_s = s_base + C::kVOff, v_lo_s = v_hi_s + kBC * C::kRow;
+    const V7KeyInfo *k_info = reinterpret_cast<const V7KeyInfo *>(smem + C::kKInfoOff);
+    const float *v_unscale = reinterpret_cast<const float *>(smem + C::kVUnscaleOff);
+    float *q_log = reinterpret_cast<float *>(smem + C::kQLogOff);
+
+    /* K tile t: rows of record t / kTilesPerRecord, from row (t % kTilesPerRecord) kBC */
+    auto copy_k = [&](int t) {
+        const unsigned char *rec = head + (int64_t)(t / C::kTilesPerRecord) * v7_record_bytes(DT);
+        const int64_t row0 = (int64_t)(t % C::kTilesPerRecord) * kBC * DT * 2;
+        v7_copy_image<DT>(k_hi_s, rec + row0, kBC, tid);
+        v7_copy_image<DT>(k_lo_s, rec + v7_k_lo_offset(DT) + row0, kBC, tid);
+        if (tid == 0) cp_async16(s_base + C::kKInfoOff, rec + v7_k_info_offset(DT));
+    };
+    auto copy_v = [&](int t) {
+        const unsigned char *rec = head + (int64_t)(t / C::kTilesPerRecord) * v7_record_bytes(DT);
+        const int64_t row0 = (int64_t)(t % C::kTilesPerRecord) * kBC * DT * 2;
+        v7_copy_image<DT>(v_hi_s, rec + v7_v_hi_offset(DT) + row0, kBC, tid);
+        v7_copy_image<DT>(v_lo_s, rec + v7_v_lo_offset(DT) + row0, kBC, tid);
+        for (int i = tid; i < DT / 4; i += kV7Threads)
+            cp_async16(s_base + C::kVUnscaleOff + 16 * i, rec + v7_v_unscale_offset(DT) + 16 * i);
+    };
+
+    if (n_tiles > 0) copy_k(0);
+    cp_async_commit();
+
+    /* ---- Q: the warp's 16 rows ---- */
+    const int q0 = qb * kV7CtaQ + 16 * warp;
+    v7_stage_q<DT>(p.q + b * p.q_b + h * p.q_h, p.q_t, p.seq_q, p.head_dim, q0, p.scale, lane,
+                   smem + C::kQOff + 16 * warp * C::kRow, smem + C::kQOff + (kV7CtaQ + 16 * warp) * C::kRow,
+                   q_log + 16 * warp);
+    __syncwarp();
+    float qlog[2], m_run[2], bias[2], l_run[2], l_comp[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        qlog[r] = q_log[16 * warp + g + 8 * r];
+        m_run[r] = -INFINITY;
+        bias[r] = INFINITY;
+        l_run[r] = 0.f;
+        l_comp[r] = 0.f;
+    }
+    float o[kOB][4];
+#pragma unroll
+    for (int i = 0; i < kOB; ++i)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) o[i][e] = 0.f;
+
+    /* ldmatrix row addresses of this lane: A (Q) rows 16 warp + (lane % 8) + 8 ((lane / 8) % 2),
+     * k offset 8 (lane / 16); B (K) keys (lane % 8) + 8 (lane / 16), k offset 8 ((lane / 8) % 2);
+     * B of P V (V, transposed) keys (lane % 8) + 8 ((lane / 8) % 2), columns 8 (lane / 16). */
+    const uint32_t a_off = (uint32_t)((16 * warp + (lane % 8) + 8 * ((lane / 8) % 2)) * C::kRow + 16 * (lane / 16));
+    const uint32_t k_off = (uint32_t)(((lane % 8) + 8 * (lane / 16)) * C::kRow + 16 * ((lane / 8) % 2));
+    const uint32_t v_off = (uint32_t)(((lane % 8) + 8 * ((lane / 8) % 2)) * C::kRow + 16 * (lane / 16));
+
+#pragma unroll 1
+    for (int tile = 0; tile < n_tiles; ++tile) {
+        const int key0 = tile * kBC;
+        cp_async_wait_all();
+        __syncthreads(); /* K tile landed; every warp is done with the V buffer */
+        copy_v(tile);
+        cp_async_commit();
+
+        /* ---- 1. S = Q K^T: corrections in sc, hi*hi in chains of kChain slices added into s ---- */
+        float s[kNT][4], sc[kNT][4], sh[kNT][4];
+#pragma unroll
+        for (int sl = 0; sl < kSlices; ++sl) {
+            uint32_t ah[4], al[4];
+            ldmatrix_x4(ah, q_hi_s + a_off + 32 * sl);
+            ldmatrix_x4(al, q_lo_s + a_off + 32 * sl);
+            const bool chain_start = sl % C::kChain == 0;
+#pragma unroll
+            for (int np = 0; np < kNT / 2; ++np) {
+                uint32_t bhi[4], blo[4]; /* n8 blocks 2 np (b0, b1) and 2 np + 1 (b0, b1) */
+                ldmatrix_x4(bhi, k_hi_s + k_off + 16 * np * C::kRow + 32 * sl);
+                ldmatrix_x4(blo, k_lo_s + k_off + 16 * np * C::kRow + 32 * sl);
+#pragma unroll
+                for (int u = 0; u < 2; ++u) {
+                    const int n = 2 * np + u;
+                    if (sl == 0)
+                        mma_f16_zero(sc[n], ah, blo[2 * u], blo[2 * u + 1]);
+                    else
+                        mma_f16(sc[n], ah, blo[2 * u], blo[2 * u + 1]);
+                    mma_f16(sc[n], al, bhi[2 * u], bhi[2 * u + 1]);
+                    if (chain_start)
+                        mma_f16_zero(sh[n], ah, bhi[2 * u], bhi[2 * u + 1]);
+                    else
+                        mma_f16(sh[n], ah, bhi[2 * u], bhi[2 * u + 1]);
+                }
+            }
+            if (sl % C::kChain == C::kChain - 1 || sl == kSlices - 1) { /* a chain ends */
+#pragma unroll
+                for (int n = 0; n < kNT; ++n)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) s[n][e] = sl < C::kChain ? sh[n][e] : s[n][e] + sh[n][e];
+            }
+        }
+        const V7KeyInfo info = *k_info;
+        if (info.k_bad == 0) {
+#pragma unroll
+            for (int n = 0; n < kNT; ++n)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) s[n][e] += sc[n][e];
+        } else { /* a non-finite k (rare): an infinite hi*hi keeps its sign */
+#pragma unroll
+            for (int n = 0; n < kNT; ++n)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) s[n][e] = isinf(s[n][e]) ? s[n][e] : s[n][e] + sc[n][e];
+        }
+
+        /* ---- 2. the row softmax ---- */
+        if (key0 + kBC > n_kv) { /* the last tile, partial: keys past n_kv get weight 0 */
+#pragma unroll
+            for (int n = 0; n < kNT; ++n)
+#pragma unroll
+                for (int e = 0; e < 2; ++e)
+                    if (key0 + 8 * n + 2 * c + e >= n_kv) s[n][e] = s[n][2 + e] = -INFINITY;
+        }
+        float alpha[2], cexp[2];
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            float mx = -INFINITY;
+#pragma unroll
+            for (int n = 0; n < kNT; ++n) mx = fmaxf(mx, fmaxf(s[n][2 * r], s[n][2 * r + 1]));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+            const float m_new = fmaxf(m_run[r], mx * info.k_unscale); /* in units of 2^-eq */
+            const float b_new = 15.f - m_new * qlog[r];
+            alpha[r] = exp2_sfu(b_new - bias[r]);
+            bias[r] = b_new;
+            m_run[r] = m_new;
+            /* at least the smallest normal float: with q and k near the bottom of the range the
+             * product underflows to 0, and a masked key's -inf score times 0 would be NaN */
+            cexp[r] = fmaxf(qlog[r] * info.k_unscale, FLT_MIN);
+        }
+        float rsum[2] = {0.f, 0.f};
+#pragma unroll
+        for (int n = 0; n < kNT; ++n)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const int r = e / 2;
+                s[n][e] = exp2_sfu(fmaf(s[n][e], cexp[r], bias[r]));
+                rsum[r] += s[n][e];
+            }
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            const float l = l_run[r] * alpha[r], comp = l_comp[r] * alpha[r];
+            const float y = rsum[r] - comp;
+            const float t = l + y;
+            l_comp[r] = (t - l) - y;
+            l_run[r] = t;
+        }
+
+        /* ---- 3. P hi / lo: key blocks 2 ks, 2 ks + 1 are the A fragment of key slice ks ---- */
+        uint32_t ph[kKS][4], pl[kKS][4];
+#pragma unroll
+        for (int ks = 0; ks < kKS; ++ks)
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                const float x0 = s[2 * ks + j / 2][2 * (j % 2)], x1 = s[2 * ks + j / 2][2 * (j % 2) + 1];
+                if constexpr (kSplitPV) {
+                    f16x2_split2(x0, x1, ph[ks][j], pl[ks][j]);
+                } else {
+                    const __half2 hh = __floats2half2_rn(x0, x1);
+                    ph[ks][j] = *reinterpret_cast<const uint32_t *>(&hh);
+                    pl[ks][j] = 0u;
+                }
+            }
+
+        cp_async_wait_all();
+        __syncthreads(); /* V tile landed; every warp is done with the K buffer */
+        if (tile + 1 < n_tiles) copy_k(tile + 1);
+        cp_async_commit();
+
+        /* ---- 4. O = alpha O + (P V) 2^-ev, a fresh accumulator per tile ---- */
+        const float vdown = info.v_tiny != 0 ? kTinyDown : 1.f;
+#pragma unroll
+        for (int jp = 0; jp < kOB / 2; ++jp) {
+            uint32_t vh[kKS][4], vl[kKS][4]; /* per key slice: b0, b1 of block 2 jp, then of 2 jp + 1 */
+#pragma unroll
+            for (int ks = 0; ks < kKS; ++ks) {
+                ldmatrix_x4_trans(vh[ks], v_hi_s + v_off + 16 * ks * C::kRow + 32 * jp);
+                if constexpr (kSplitPV) ldmatrix_x4_trans(vl[ks], v_lo_s + v_off + 16 * ks * C::kRow + 32 * jp);
+            }
+            float acc[2][4];
+#pragma unroll
+            for (int u = 0; u < 2; ++u) {
+                if constexpr (kSplitPV) {
+#pragma unroll
+                    for (int ks = 0; ks < kKS; ++ks) {
+                        if (ks == 0)
+                            mma_f16_zero(acc[u], pl[ks], vh[ks][2 * u], vh[ks][2 * u + 1]);
+                        else
+                            mma_f16(acc[u], pl[ks], vh[ks][2 * u], vh[ks][2 * u + 1]);
+                    }
+#pragma unroll
+                    for (int ks = 0; ks < kKS; ++ks) mma_f16(acc[u], ph[ks], vl[ks][2 * u], vl[ks][2 * u + 1]);
+#pragma unroll
+                    for (int ks = 0; ks < kKS; ++ks) mma_f16(acc[u], ph[ks], vh[ks][2 * u], vh[ks][2 * u + 1]);
+                } else {
+#pragma unroll
+                    for (int ks = 0; ks < kKS; ++ks) {
+                        if (ks == 0)
+                            mma_f16_zero(acc[u], ph[ks], vh[ks][2 * u], vh[ks][2 * u + 1]);
+                        else
+                            mma_f16(acc[u], ph[ks], vh[ks][2 * u], vh[ks][2 * u + 1]);
+                    }
+                }
+            }
+#pragma unroll
+            for (int u = 0; u < 2; ++u) {
+                const int blk = 2 * jp + u;
+                const float2 vs = *reinterpret_cast<const float2 *>(v_unscale + 8 * blk + 2 * c);
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    const float un = (e % 2 == 0 ? vs.x : vs.y) * vdown;
+                    o[blk][e] = fmaf(acc[u][e], un, o[blk][e] * alpha[e / 2]);
+                }
+            }
+        }
+    }
+    cp_async_wait_all();
+
+    /* ---- the output: O / l through the out strides; lse ---- */
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        float l = l_run[r];
+        l += __shfl_xor_sync(0xffffffffu, l, 1);
+        l += __shfl_xor_sync(0xffffffffu, l, 2);
+        const int row = q0 + g + 8 * r;
+        if (row >= p.seq_q) continue;
+        float *dst = p.out + b * p.o_b + h * p.o_h + (int64_t)row * p.o_t;
+        const bool empty = n_tiles == 0; /* no key to attend (key padding): 0, and lse -inf */
+        const float inv = 1.f / l;       /* l holds the same 2^15 as O: it is in the exponent's bias */
+#pragma unroll
+        for (int i = 0; i < kOB; ++i) {
+            const int col = 8 * i + 2 * c;
+            const float x0 = empty ? 0.f : o[i][2 * r] * inv, x1 = empty ? 0.f : o[i][2 * r + 1] * inv;
+            if (col + 1 < p.head_dim) {
+                if (p.out_vec2)
+                    *reinterpret_cast<float2 *>(dst + col) = make_float2(x0, x1);
+                else
+                    dst[col] = x0, dst[col + 1] = x1;
+            } else if (col < p.head_dim) {
+                dst[col] = x0;
+            }
+        }
+        if (p.lse != nullptr && c == 0)
+            p.lse[bh * p.seq_q + row] = empty ? -INFINITY : (log2f(l) - bias[r]) * (1.f / kV7Log2e);
+    }
+}
+
+template <int DT, bool kSplitPV>
+cudaError_t v7_launch(const V7Params &p, unsigned blocks, cudaStream_t stream) {
+    auto kernel = attention_f32_mma_f16x2_v7_kernel<DT, kSplitPV>;
+    const int smem = V7Config<DT>::kSmemBytes;
+    cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    if (err != cudaSuccess) return err;
+    kernel<<<blocks, kV7Threads, smem, stream>>>(p);
+    return cudaGetLastError();
+}
+
+template <bool kSplitPV>
+cudaError_t v7_launch_dt(const V7Params &p, unsigned blocks, cudaStream_t s) {
+    switch (v7_head_dim_tile(p.head_dim)) {
+    case 32: return v7_launch<32, kSplitPV>(p, blocks, s);
+    case 48: return v7_launch<48, kSplitPV>(p, blocks, s);
+    case 64: return v7_launch<64, kSplitPV>(p, blocks, s);
+    case 80: return v7_launch<80, kSplitPV>(p, blocks, s);
+    case 96: return v7_launch<96, kSplitPV>(p, blocks, s);
+    case 128: return v7_launch<128, kSplitPV>(p, blocks, s);
+    case 160: return v7_launch<160, kSplitPV>(p, blocks, s);
+    case 192: return v7_launch<192, kSplitPV>(p, blocks, s);
+    default: return v7_launch<256, kSplitPV>(p, blocks, s);
+    }
+}
+
+} /* namespace */
+
+extern "C" cudaError_t split_kv_f16x2_v7(const jattn_cuda_args *a, void *workspace, cudaStream_t stream);
+
+/* Kernel v7 on `stream` (cuda_internal.h's launcher shape): the pre-pass, then the attention.
+ * workspace: jattn_cuda_v7_workspace_bytes() bytes, 16-byte aligned.
+ * @return cudaSuccess when both kernels were enqueued; cudaErrorInvalidValue for head_dim above
+ *         JATTN_CUDA_V7_MAX_HEAD_DIM, seq_q or seq_kv above JATTN_CUDA_V7_MAX_SEQ, or a NULL or
+ *         misaligned workspace; otherwise the CUDA error of a launch (as int). */
+extern "C" int jattn_cuda_launch_v7(const jattn_cuda_args *a, void *workspace, void *stream_ptr) {
+    cudaStream_t stream = (cudaStream_t)stream_ptr;
+    if (a->head_dim < 1 || a->head_dim > JATTN_CUDA_V7_MAX_HEAD_DIM || a->seq_q > JATTN_CUDA_V7_MAX_SEQ ||
+        a->seq_kv > JATTN_CUDA_V7_MAX_SEQ || workspace == nullptr || reinterpret_cast<uintptr_t>(workspace) % 16 != 0)
+        return cudaErrorInvalidValue;
+    cudaError_t err = split_kv_f16x2_v7(a, workspace, stream);
+    if (err != cudaSuccess) return err;
+    V7Params p;
+    p.q = a->q;
+    p.out = a->out;
+    p.lse = a->lse;
+    p.q_b = a->q_strides.batch;
+    p.q_h = a->q_strides.head;
+    p.q_t = a->q_strides.token;
+    p.o_b = a->out_strides.batch;
+    p.o_h = a->out_strides.head;
+    p.o_t = a->out_strides.token;
+    p.records = static_cast<const unsigned char *>(workspace);
+    p.kv_count = a->kv_count;
+    p.heads = (int)a->heads;
+    p.seq_q = (int)a->seq_q;
+    p.seq_kv = (int)a->seq_kv;
+    p.head_dim = (int)a->head_dim;
+    p.records_per_head = (int)((a->seq_kv + kV7RecordKeys - 1) / kV7RecordKeys);
+    p.q_blocks = (int)((a->seq_q + kV7CtaQ - 1) / kV7CtaQ);
+    p.scale = a->scale;
+    p.out_vec2 = reinterpret_cast<uintptr_t>(a->out) % 8 == 0 && a->out_strides.batch % 2 == 0 &&
+                 a->out_strides.head % 2 == 0 && a->out_strides.token % 2 == 0;
+    const long long blocks = (long long)p.q_blocks * a->batch * a->heads;
+    if (blocks > 0x7fffffffLL) return cudaErrorInvalidValue;
+    return a->precision == JATTN_PRECISION_F32 ? v7_launch_dt<true>(p, (unsigned)blocks, stream)
+                                               : v7_launch_dt<false>(p, (unsigned)blocks, stream);
+}
