@@ -3,7 +3,8 @@
 # Sets JATTN_CUDA_ENABLED (this file is include()d, so in the top directory's scope).
 #
 # Targets: sm_90a machine code (Hopper) plus compute_80 PTX, which the driver compiles for
-# Ampere, Ada and anything newer. The backward v1 (backward_v1_mma_tf32x3.cu) is mma.sync only; the
+# Ampere, Ada and anything newer. The backwards v1 (backward_v1_mma_tf32x3.cu) and v3
+# (backward_v3_mma_f16x2.cu, its pre-pass backward_v3_split_f16x2.cu) are mma.sync only; the
 # backward v2 (backward_v2_sm90_f16x2.cu, its pre-pass backward_v2_split_f16x2.cu) is sm_90a only.
 # Kernels v3 (attention_v3_sm90_tf32x3.cu), v4
 # (attention_v4_sm90_f16x2.cu, with its pre-pass attention_v4_split_kv_f16x2.cu) and v5
@@ -48,7 +49,9 @@ if(_jattn_cuda_build)
     ${CMAKE_CURRENT_LIST_DIR}/attention_v6_sm90_fa3_f16x2.cu
     ${CMAKE_CURRENT_LIST_DIR}/backward_v1_mma_tf32x3.cu
     ${CMAKE_CURRENT_LIST_DIR}/backward_v2_split_f16x2.cu
-    ${CMAKE_CURRENT_LIST_DIR}/backward_v2_sm90_f16x2.cu)
+    ${CMAKE_CURRENT_LIST_DIR}/backward_v2_sm90_f16x2.cu
+    ${CMAKE_CURRENT_LIST_DIR}/backward_v3_split_f16x2.cu
+    ${CMAKE_CURRENT_LIST_DIR}/backward_v3_mma_f16x2.cu)
   target_link_libraries(jattn_objects PRIVATE CUDA::cudart)
   set(JATTN_CUDA_GENCODE
     "SHELL:-gencode arch=compute_90a,code=sm_90a"
