@@ -74,8 +74,8 @@ constexpr int kMaxWarps = 8;
 
 template <int DP, int BR, int ROLE>
 struct V3Cfg {
-    static constexpr int NB = BR / 8;   /* n8 blocks of a column tile */
-    static constexpr int RS = DP + 8;   /* halves per shared row */
+    static constexpr int NB = BR / 8; /* n8 blocks of a column tile */
+    static constexpr int RS = DP + 8; /* halves per shared row */
     static constexpr int kRowT = ROLE == kRoleV ? 1 : 2;
     static constexpr bool kDV = ROLE == kRoleKV || ROLE == kRoleV;
     static constexpr bool kDK = ROLE == kRoleKV || ROLE == kRoleK;
@@ -84,7 +84,9 @@ struct V3Cfg {
     static constexpr int kColImages = 2 * 2 * BR * RS * 2;
     static constexpr int kStageBytes = kColImages + (kColData ? BR * 12 : 0);
     __host__ __device__ static constexpr int row_bytes(int warps) { return kRowT * 2 * 16 * warps * RS * 2; }
-    __host__ __device__ static constexpr int smem_bytes(int warps, int stages) { return row_bytes(warps) + stages * kStageBytes; }
+    __host__ __device__ static constexpr int smem_bytes(int warps, int stages) {
+        return row_bytes(warps) + stages * kStageBytes;
+    }
     static_assert(DP % 16 == 0 && BR % 16 == 0 && kV3Rec % BR == 0, "tiles");
     static_assert((RS / 8) % 2 == 1, "conflict-free ldmatrix rows");
 };
@@ -140,14 +142,14 @@ __device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], 
  * corrections in one chain (cor), hi*hi per k16 slice into a fresh accumulator added by Kahan summation
  * (y = step + cor, t = big + y, cor = y - (t - big), big = t). */
 template <int DP, int NB>
-__device__ __forceinline__ void exact_product(float (&big)[NB][4], float (&cor)[NB][4], uint32_t a_hi,
-                                              uint32_t a_part, uint32_t b_hi, uint32_t b_part) {
+__device__ __forceinline__ void exact_product(float (&big)[NB][4], float (&cor)[NB][4], uint32_t a_hi, uint32_t a_part,
+                                              uint32_t b_hi, uint32_t b_part) {
 #pragma unroll
     for (int n = 0; n < NB; ++n)
 #pragma unroll
         for (int i = 0; i < 4; ++i) big[n][i] = cor[n][i] = 0.f;
-    /* slice 0 straight into big; the later slices by Kahan. Not unrolled: the fragments of one slice
-     * live at a time (unrolled, ptxas hoisted the loads of later slices and spilled) */
+            /* slice 0 straight into big; the later slices by Kahan. Not unrolled: the fragments of one slice
+             * live at a time (unrolled, ptxas hoisted the loads of later slices and spilled) */
 #pragma unroll 1
     for (int s = 0; s < DP / 16; ++s) {
         uint32_t ah[4], al[4];
@@ -330,9 +332,9 @@ __global__ void __launch_bounds__(kMaxWarps * 32) bwd_v3_kernel(const BwdV3Param
         if (C::kColData) { /* lse (BR floats) and Dl (BR float2) of the tile's queries */
             const uint32_t ex = st + C::kColImages;
             for (int i = threadIdx.x; i < BR / 4 + BR / 2; i += blockDim.x) {
-                const unsigned char *src = i < BR / 4
-                                               ? reinterpret_cast<const unsigned char *>(lse_g + t * BR) + i * 16
-                                               : reinterpret_cast<const unsigned char *>(dl_g + t * BR) + (i - BR / 4) * 16;
+                const unsigned char *src =
+                    i < BR / 4 ? reinterpret_cast<const unsigned char *>(lse_g + t * BR) + i * 16
+                               : reinterpret_cast<const unsigned char *>(dl_g + t * BR) + (i - BR / 4) * 16;
                 cp_async_16(ex + i * 16, src, true);
             }
         }
@@ -536,8 +538,7 @@ cudaError_t launch_role(BwdV3Params p, int64_t bh, cudaStream_t stream) {
     const long long blocks = (long long)bh * p.row_blocks;
     if (blocks > 0x7fffffffLL) return cudaErrorInvalidConfiguration;
     auto kernel = bwd_v3_kernel<DP, BR, ROLE>;
-    err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               C::smem_bytes(p.warps, p.stages));
+    err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::smem_bytes(p.warps, p.stages));
     if (err != cudaSuccess) return err;
     kernel<<<(unsigned)blocks, 32 * p.warps, C::smem_bytes(p.warps, p.stages), stream>>>(p);
     return cudaGetLastError();
