@@ -52,7 +52,14 @@
  * record's power of two is clamped at 2^126); an element more than 2^17 below its record's largest
  * keeps an absolute error under 2^-39 of that largest (every 2xFP16 split).
  *
- * Registers and local memory per instance: ptxas -v (sm_80 and sm_90a), src/cuda/NOTES.md.
+ * On 9.0 and newer devices the second and third kernels are launched with programmatic stream
+ * serialization (they read only the records): their CTAs start while the previous kernel's last wave runs,
+ * and each waits for the previous grid before it ends (as backward v2).
+ * Registers (ptxas 13.0, sm_80 and sm_90a alike): 158-238 per thread, 255 for dKV at Dp 64 and 128 and
+ * for every role at Dp = 256; local memory only there: 4-36 bytes of loop-invariant words (pointers,
+ * row indices), stored before the tile loop and loaded after it, or (dQ at Dp = 256) three loads per tile.
+ * The index arithmetic was checked before any GPU run by a numpy emulation of the records, copies,
+ * ldmatrix addresses and mma fragments (bench/gpu/emulate_backward_v3.py).
  * Measured: not yet measured (bench/gpu/backward_v3_run.sh). */
 #include <math.h>
 #include <stdint.h>
@@ -132,6 +139,20 @@ __device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], 
         "{%0,%1,%2,%3};"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/* Programmatic dependent launch (PTX ISA "griddepcontrol", sm_90 and newer; no-ops below and for a grid
+ * launched the ordinary way): let the grid launched next with programmatic serialization start now; wait
+ * until the grid this one was so launched after has completed. */
+__device__ __forceinline__ void launch_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void grid_dependency_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
 }
 
 /* ---- the pieces of a column tile ---- */
@@ -308,7 +329,13 @@ __global__ void __launch_bounds__(kMaxWarps * 32) bwd_v3_kernel(const BwdV3Param
     const int n_kv = attended_keys(p.kv_count, b, p.seq_kv);
     const int *kv_rows = attended_rows(p.kv_index, b, p.seq_kv);
     const int n_rows = C::kDQ ? p.seq_q : n_kv, n_cols = C::kDQ ? n_kv : p.seq_q;
-    if (r0 >= n_rows) return; /* keys past the attended ones (their dk, dv rows were zeroed) */
+    /* the next kernel (they read only the pre-pass's records) may start as this one's last CTAs run; each
+     * waits for the previous grid before it ends, so that the last one's completion implies them all */
+    launch_dependents();
+    if (r0 >= n_rows) { /* keys past the attended ones (their dk, dv rows were zeroed) */
+        grid_dependency_wait();
+        return;
+    }
     const bool one_key = n_kv == 1;
     /* tensors: rows (q, dout) and columns (k, v) for dQ; rows (k, v) and columns (q, dout) otherwise */
     const int rt0 = C::kDQ ? kV3Q : kV3K, rt1 = C::kDQ ? kV3DO : kV3V;
@@ -466,6 +493,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32) bwd_v3_kernel(const BwdV3Param
     }
 
     cp_async_wait_all(); /* a dQ CTA of a batch with no key started the row copies only */
+    grid_dependency_wait();
 
     /* ---- stores ---- */
     const int row_a = r0 + 16 * warp + g, row_b = row_a + 8;
@@ -528,8 +556,10 @@ cudaError_t choose_shape(int *warps, int *stages) {
     return cudaSuccess;
 }
 
+/* pdl_after: launched with programmatic stream serialization after the previous role's kernel (9.0 and
+ * newer devices: at (1,24,1536,128) a kernel is about two waves, whose last one the next fills). */
 template <int DP, int BR, int ROLE>
-cudaError_t launch_role(BwdV3Params p, int64_t bh, cudaStream_t stream) {
+cudaError_t launch_role(BwdV3Params p, int64_t bh, cudaStream_t stream, bool pdl_after) {
     using C = V3Cfg<DP, BR, ROLE>;
     cudaError_t err = choose_shape<DP, BR, ROLE>(&p.warps, &p.stages);
     if (err != cudaSuccess) return err;
@@ -538,25 +568,35 @@ cudaError_t launch_role(BwdV3Params p, int64_t bh, cudaStream_t stream) {
     const long long blocks = (long long)bh * p.row_blocks;
     if (blocks > 0x7fffffffLL) return cudaErrorInvalidConfiguration;
     auto kernel = bwd_v3_kernel<DP, BR, ROLE>;
-    err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::smem_bytes(p.warps, p.stages));
+    const int smem = C::smem_bytes(p.warps, p.stages);
+    err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (err != cudaSuccess) return err;
-    kernel<<<(unsigned)blocks, 32 * p.warps, C::smem_bytes(p.warps, p.stages), stream>>>(p);
-    return cudaGetLastError();
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3((unsigned)blocks, 1, 1);
+    cfg.blockDim = dim3(32 * p.warps, 1, 1);
+    cfg.dynamicSmemBytes = (size_t)smem;
+    cfg.stream = stream;
+    cudaLaunchAttribute pdl;
+    pdl.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    pdl.val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = &pdl;
+    cfg.numAttrs = pdl_after ? 1 : 0;
+    return cudaLaunchKernelEx(&cfg, kernel, p);
 }
 
 /* The column tile per padded head dim (registers: the dK and dV accumulators hold Dp floats per thread
  * together, the S and dP stages 3 BR / 2 each), and whether dK and dV are computed by one kernel. */
 template <int DP>
-cudaError_t launch_dp(const BwdV3Params &p, int64_t bh, cudaStream_t stream) {
+cudaError_t launch_dp(const BwdV3Params &p, int64_t bh, cudaStream_t stream, bool pdl) {
     constexpr int BR = DP <= 64 ? 64 : DP <= 128 ? 32 : 16;
     cudaError_t err;
     if constexpr (DP <= 128) {
-        err = launch_role<DP, BR, kRoleKV>(p, bh, stream);
+        err = launch_role<DP, BR, kRoleKV>(p, bh, stream, false);
     } else {
-        err = launch_role<DP, BR, kRoleK>(p, bh, stream);
-        if (err == cudaSuccess) err = launch_role<DP, BR, kRoleV>(p, bh, stream);
+        err = launch_role<DP, BR, kRoleK>(p, bh, stream, false);
+        if (err == cudaSuccess) err = launch_role<DP, BR, kRoleV>(p, bh, stream, pdl);
     }
-    if (err == cudaSuccess) err = launch_role<DP, BR, kRoleQ>(p, bh, stream);
+    if (err == cudaSuccess) err = launch_role<DP, BR, kRoleQ>(p, bh, stream, pdl);
     return err;
 }
 
@@ -605,15 +645,20 @@ extern "C" int jattn_cuda_launch_bwd_v3(const jattn_cuda_bwd_args *a, void *work
         err = cudaGetLastError();
         if (err != cudaSuccess) return (int)err;
     }
+    int dev = 0, major = 0;
+    err = cudaGetDevice(&dev);
+    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+    if (err != cudaSuccess) return (int)err;
+    const bool pdl = major >= 9;
     switch (L.dp) {
-    case 32: err = launch_dp<32>(p, bh, stream); break;
-    case 64: err = launch_dp<64>(p, bh, stream); break;
-    case 80: err = launch_dp<80>(p, bh, stream); break;
-    case 96: err = launch_dp<96>(p, bh, stream); break;
-    case 128: err = launch_dp<128>(p, bh, stream); break;
-    case 160: err = launch_dp<160>(p, bh, stream); break;
-    case 192: err = launch_dp<192>(p, bh, stream); break;
-    default: err = launch_dp<256>(p, bh, stream); break;
+    case 32: err = launch_dp<32>(p, bh, stream, pdl); break;
+    case 64: err = launch_dp<64>(p, bh, stream, pdl); break;
+    case 80: err = launch_dp<80>(p, bh, stream, pdl); break;
+    case 96: err = launch_dp<96>(p, bh, stream, pdl); break;
+    case 128: err = launch_dp<128>(p, bh, stream, pdl); break;
+    case 160: err = launch_dp<160>(p, bh, stream, pdl); break;
+    case 192: err = launch_dp<192>(p, bh, stream, pdl); break;
+    default: err = launch_dp<256>(p, bh, stream, pdl); break;
     }
     return (int)err;
 }
