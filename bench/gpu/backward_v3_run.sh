@@ -3,8 +3,8 @@
 # repository root on the GPU machine, under 6 minutes:
 #   OUT=$OUT bash bench/gpu/backward_v3_run.sh
 # Steps, each under its own cap (seconds):
-#   build     cmake (CUDA, static runtime) in $BUILD (/tmp/jattn-bwd3), targets jattn, test_backward,
-#             jattn_shared only [240]
+#   build     cmake (CUDA) in $BUILD (/tmp/jattn-bwd3), targets jattn, test_backward, jattn_shared
+#             only [240]
 #   test      test_backward cuda with JATTN_CUDA_BWD_KERNEL=v3, its whole battery as nine parts in
 #             parallel processes (gate chain padding properties validation determinism tf32 device
 #             graph); beside them compute-sanitizer memcheck over the padding part (small key-padded
@@ -32,7 +32,7 @@ SECONDS=0
 {
   step build
   timeout 240 bash -c "cmake -S '$ROOT' -B '$BUILD' -DCMAKE_BUILD_TYPE=Release -DJATTN_CUDA=ON \
-      -DJATTN_CUDA_STATIC_RUNTIME=ON -DJATTN_MPI=OFF -DJATTN_NCCL=OFF -DJATTN_VULKAN=OFF > /dev/null &&
+      -DJATTN_MPI=OFF -DJATTN_NCCL=OFF -DJATTN_VULKAN=OFF > /dev/null &&
     cmake --build '$BUILD' -j \$(nproc) --target jattn test_backward jattn_shared"
   echo "rc $?"
 } > "$OUT/build.log" 2>&1
