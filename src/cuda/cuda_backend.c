@@ -45,7 +45,7 @@ static void probe_device(void) {
     if (env && env[0] == 'v') env++;
     for (int k = JATTN_CUDA_KERNEL_V1; env && k < JATTN_CUDA_KERNEL_COUNT; k++)
         if (env[0] == '0' + k && env[1] == '\0') atomic_store(&kernel_choice, k);
-    const char *benv = getenv("JATTN_CUDA_BWD_KERNEL"); /* v1, v2, or 1, 2 */
+    const char *benv = getenv("JATTN_CUDA_BWD_KERNEL"); /* v1, v2, v3, or 1, 2, 3 */
     if (benv && benv[0] == 'v') benv++;
     for (int k = JATTN_CUDA_BWD_KERNEL_V1; benv && k < JATTN_CUDA_BWD_KERNEL_COUNT; k++)
         if (benv[0] == '0' + k && benv[1] == '\0') atomic_store(&bwd_kernel_choice, k);
@@ -435,18 +435,26 @@ static void cuda_release_ctx(jattn_ctx *ctx) {
  * 4608 / 16384 (v1: 0.27x / 0.30x). */
 #define BWD_AUTO_V2 1
 
+/* Whether AUTO runs the backward v3 wherever v2 does not: yes (issue 29: every head_dim up to 256, every
+ * device, key padding, tf32). Not yet measured on a GPU: bench/gpu/backward_v3_run.sh; 0 returns those
+ * problems to v1 (D <= 128). */
+#define BWD_AUTO_V3 1
+
 /* The backward kernel (cuda_versions.c): v2 (sm_90a wgmma, 2xFP16) where it takes the problem in f32
  * precision when forced (JATTN_CUDA_BWD_KERNEL=v2 or jattn_cuda_set_bwd_kernel) or when AUTO takes it
- * (BWD_AUTO_V2), else v1;
- * a forced v2 falls back to v1 likewise. The forward's kernel choice (JATTN_CUDA_KERNEL) does not
- * apply to it. The one place the backward's version is chosen (a call v2 then refuses at launch,
- * key padding or alignment, runs v1: launch_backward). */
+ * (BWD_AUTO_V2), else v3 (mma.sync 2xFP16, every device, D <= 256; BWD_AUTO_V3), v1 where forced; a
+ * forced v2 falls back to v3 likewise. The forward's kernel choice (JATTN_CUDA_KERNEL) does not apply to
+ * it. The one place the backward's version is chosen (a call v2 then refuses at launch, key padding or
+ * alignment, runs v3: launch_backward). */
 static jattn_status cuda_select_backward(const jattn_problem *p, const jattn_exec *e, jattn_plan *plan) {
     int cc = 0;
     const jattn_status st = device_checks(p, &cc);
     if (st != JATTN_OK) return st;
-    const cuda_bwd_version *ver = &jattn_cuda_bwd_v1;
     const int choice = atomic_load(&bwd_kernel_choice);
+    const cuda_bwd_version *ver =
+        choice == JATTN_CUDA_BWD_KERNEL_V1 || (choice == JATTN_CUDA_BWD_KERNEL_AUTO && !BWD_AUTO_V3)
+            ? &jattn_cuda_bwd_v1
+            : &jattn_cuda_bwd_v3;
     const int wants_v2 = choice == JATTN_CUDA_BWD_KERNEL_V2 || (choice == JATTN_CUDA_BWD_KERNEL_AUTO && BWD_AUTO_V2);
     if (wants_v2 && e->precision == JATTN_PRECISION_F32 && !jattn_cuda_bwd_v2.refusal(p, cc)) ver = &jattn_cuda_bwd_v2;
     const char *why = ver->refusal(p, cc);
@@ -460,7 +468,8 @@ static jattn_status cuda_select_backward(const jattn_problem *p, const jattn_exe
 }
 
 /* The device workspace of a backward call: the key padding's region (as the forward's), then the
- * kernel's own (Dl: 8 bytes per query row). Grows with B * H * (Sq + Skv), never with S^2. */
+ * kernel's own (v1: Dl, 8 bytes per query row; v2, v3: the split records). Grows with B * H * (Sq + Skv),
+ * never with S^2. */
 static size_t bwd_kernel_bytes(const jattn_problem *p, const jattn_plan *plan) {
     const cuda_bwd_version *ver = plan->kernel;
     return ver->workspace_bytes(p);

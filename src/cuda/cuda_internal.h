@@ -148,7 +148,7 @@ size_t jattn_cuda_bwd_v2_workspace_bytes(int64_t batch, int64_t heads, int64_t s
 
 /* Whether the backward v2 cannot run this call (what only the launch knows: f32 precision only, no
  * key padding, every pointer 16-byte aligned and every stride a non-negative multiple of 4; D 64 or
- * 128; B*H <= 65535); the backend then runs v1. */
+ * 128; B*H <= 65535); the backend then runs v3. */
 int jattn_cuda_bwd_v2_call_refused(const jattn_cuda_bwd_args *a);
 
 /* Enqueues the backward v2 (backward_v2_sm90_f16x2.cu: sm_90a wgmma on 2xFP16 operands) on
@@ -159,21 +159,40 @@ int jattn_cuda_bwd_v2_call_refused(const jattn_cuda_bwd_args *a);
  * @return the cudaError_t of the launches (as int; 0 = cudaSuccess). */
 int jattn_cuda_launch_bwd_v2(const jattn_cuda_bwd_args *a, void *workspace, void *stream);
 
+/* The backward v3 (backward_v3_mma_f16x2.cu: mma.sync m16n8k16 fp16 on 2xFP16 operands, sm_80 and newer):
+ * every head_dim up to this, any strides, key padding, f32 and tf32 (run as f32). */
+#define JATTN_CUDA_BWD_V3_MAX_HEAD_DIM 256
+
+/* Device bytes of the backward v3's own workspace (backward_v3_layout.cuh: the 64-row records of q, dout,
+ * k, v split into 2xFP16 with head_dim padded to a multiple of 16, about 2 B H (Sq + Skv) Dp x 4 bytes,
+ * plus 12 bytes per query row). */
+size_t jattn_cuda_bwd_v3_workspace_bytes(int64_t batch, int64_t heads, int64_t seq_q, int64_t seq_kv, int64_t head_dim);
+
+/* Enqueues the backward v3 (backward_v3_mma_f16x2.cu) on `stream`: its split pre-pass, for a key-padded
+ * call the +0 fill of dk and dv, the dK/dV kernel (or a dK and a dV kernel above head_dim 128) and the dQ
+ * kernel. `workspace`: jattn_cuda_bwd_v3_workspace_bytes(), 16-byte aligned. No allocation, no
+ * synchronisation (the first call on a device asks it for its occupancy, once). Refuses
+ * (cudaErrorInvalidValue, nothing enqueued) head_dim > JATTN_CUDA_BWD_V3_MAX_HEAD_DIM.
+ * @return the cudaError_t of the launches (as int; 0 = cudaSuccess). */
+int jattn_cuda_launch_bwd_v3(const jattn_cuda_bwd_args *a, void *workspace, void *stream);
+
 /* The backward's kernel choice. AUTO: v2 on 9.0 devices where it takes the problem (f32, D 64 or 128,
- * strides multiples of 4, seq_kv >= 2; cuda_backend.c, BWD_AUTO_V2), else v1; a call v2 refuses at
- * launch (key padding, alignment) runs v1. A forced v2 falls back to v1 where it cannot run (so the whole
- * test battery runs with it forced); a forced v1 runs v1 everywhere. */
+ * strides multiples of 4, seq_kv >= 2; cuda_backend.c, BWD_AUTO_V2), else v3 (every head_dim up to 256,
+ * every device, tf32 as f32); a call v2 refuses at launch (key padding, alignment) runs v3. A forced v2
+ * falls back to v3 where it cannot run (so the whole test battery runs with it forced); a forced v1 or v3
+ * runs that version everywhere it takes. */
 typedef enum jattn_cuda_bwd_kernel {
     JATTN_CUDA_BWD_KERNEL_AUTO = 0,
     JATTN_CUDA_BWD_KERNEL_V1 = 1, /* backward_v1_mma_tf32x3.cu */
     JATTN_CUDA_BWD_KERNEL_V2 = 2, /* backward_v2_sm90_f16x2.cu */
-    JATTN_CUDA_BWD_KERNEL_COUNT = 3
+    JATTN_CUDA_BWD_KERNEL_V3 = 3, /* backward_v3_mma_f16x2.cu */
+    JATTN_CUDA_BWD_KERNEL_COUNT = 4
 } jattn_cuda_bwd_kernel;
 
 /* ---- knobs and counters for tests and the harness ---- */
 
 /* Forces the backward's kernel for every later call of this process (AUTO restores the default;
- * the environment variable JATTN_CUDA_BWD_KERNEL=v1|v2 sets the initial value). */
+ * the environment variable JATTN_CUDA_BWD_KERNEL=v1|v2|v3 sets the initial value). */
 void jattn_cuda_set_bwd_kernel(jattn_cuda_bwd_kernel k);
 
 /* Forces a kernel version for every later call of this process (AUTO restores the default;

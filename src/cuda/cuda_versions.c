@@ -202,17 +202,42 @@ static const char *bwd_v2_refusal(const jattn_problem *p, int cc) {
     return NULL;
 }
 
+static size_t bwd_v3_workspace_bytes(const jattn_problem *p);
+
+/* v2's own, or v3's where larger: a call v2 refuses at launch runs v3 in the same workspace */
 static size_t bwd_v2_workspace_bytes(const jattn_problem *p) {
-    return jattn_cuda_bwd_v2_workspace_bytes(p->batch, p->heads, p->seq_q, p->seq_kv, p->head_dim);
+    const size_t v2 = jattn_cuda_bwd_v2_workspace_bytes(p->batch, p->heads, p->seq_q, p->seq_kv, p->head_dim);
+    const size_t v3 = bwd_v3_workspace_bytes(p);
+    return v2 > v3 ? v2 : v3;
 }
 
 /* backward_v2_sm90_f16x2.cu: sm_90a wgmma on 2xFP16 operands, three fp16 products per product, S and
- * dP with Kahan-compensated k16 slices; a call it does not take (padding, alignment) runs v1 */
+ * dP with Kahan-compensated k16 slices; a call it does not take (padding, alignment) runs v3 */
 const cuda_bwd_version jattn_cuda_bwd_v2 = {
     {"cuda_bwd_v2_f16x2_sm90_wgmma", "cuda_bwd_v2_f16x2_sm90_wgmma"},
     bwd_v2_refusal,
     bwd_v2_workspace_bytes,
     jattn_cuda_launch_bwd_v2,
     jattn_cuda_bwd_v2_call_refused,
-    &jattn_cuda_bwd_v1,
+    &jattn_cuda_bwd_v3,
+};
+
+static const char *bwd_v3_refusal(const jattn_problem *p, int cc) {
+    (void)cc; /* mma.sync fp16: every device the backend takes (8.0 and newer) */
+    return p->head_dim > JATTN_CUDA_BWD_V3_MAX_HEAD_DIM ? "head_dim: the cuda backward takes at most 256" : NULL;
+}
+
+static size_t bwd_v3_workspace_bytes(const jattn_problem *p) {
+    return jattn_cuda_bwd_v3_workspace_bytes(p->batch, p->heads, p->seq_q, p->seq_kv, p->head_dim);
+}
+
+/* backward_v3_mma_f16x2.cu: mma.sync m16n8k16 fp16 on 2xFP16 operands (sm_80 and newer), three fp16
+ * products per product, S and dP with Kahan-compensated k16 slices; tf32 runs the f32 arithmetic */
+const cuda_bwd_version jattn_cuda_bwd_v3 = {
+    {"cuda_bwd_v3_mma_f16x2", "cuda_bwd_v3_mma_f16x2"},
+    bwd_v3_refusal,
+    bwd_v3_workspace_bytes,
+    jattn_cuda_launch_bwd_v3,
+    NULL,
+    NULL,
 };

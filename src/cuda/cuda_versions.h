@@ -49,5 +49,6 @@ typedef struct cuda_bwd_version {
 
 extern const cuda_bwd_version jattn_cuda_bwd_v1;
 extern const cuda_bwd_version jattn_cuda_bwd_v2;
+extern const cuda_bwd_version jattn_cuda_bwd_v3;
 
 #endif /* JATTN_CUDA_VERSIONS_H */

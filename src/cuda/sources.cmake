@@ -2,14 +2,14 @@
 # it; without it the stub cuda_unavailable.c reports the backend unavailable.
 # Sets JATTN_CUDA_ENABLED (this file is include()d, so in the top directory's scope).
 #
-# Targets: machine code for sm_80, sm_86, sm_89 and sm_90a plus compute_90 PTX (below). The backward v1 (backward_v1_mma_tf32x3.cu) is mma.sync only; the
-# backward v2 (backward_v2_sm90_f16x2.cu, its pre-pass backward_v2_split_f16x2.cu) is sm_90a only.
-# Kernels v3 (attention_v3_sm90_tf32x3.cu), v4
-# (attention_v4_sm90_f16x2.cu, with its pre-pass attention_v4_split_kv_f16x2.cu) and v5
-# (attention_v5_sm90_ws_f16x2.cu, v4's pre-pass) and v6 (attention_v6_sm90_fa3_f16x2.cu, with its
-# pre-pass attention_v6_split_kv_f16x2.cu) have a real body in
-# the sm_90a pass only (a trap in the PTX pass; the backend selects them on 9.0 devices only);
-# v3.0 (attention_v3_0_sm90_smem.cu) is not in the library, only in bench/gpu/wgmma_check.cu. CMAKE_CUDA_ARCHITECTURES is OFF: the flags are explicit.
+# Targets, per file (below): the portable files (the mma.sync and SIMT kernels, the pre-passes)
+# carry machine code for sm_80, sm_86, sm_89 and sm_90a and PTX for compute_90; the sm_90a-only
+# kernels (forward v3 to v6 with their pre-passes, backward v2) carry sm_90a machine code alone:
+# the backend selects them on 9.0 devices only. The mma.sync backwards are v1
+# (backward_v1_mma_tf32x3.cu) and v3 (backward_v3_mma_f16x2.cu, its pre-pass
+# backward_v3_split_f16x2.cu); the forward's mma.sync kernels v2 and v7. v3.0
+# (attention_v3_0_sm90_smem.cu) is not in the library, only in bench/gpu/wgmma_check.cu.
+# CMAKE_CUDA_ARCHITECTURES is OFF: the flags are explicit.
 set(JATTN_CUDA_ENABLED OFF)
 set(_jattn_cuda_build OFF)
 if(JATTN_CUDA STREQUAL "ON")
@@ -49,22 +49,38 @@ if(_jattn_cuda_build)
     ${CMAKE_CURRENT_LIST_DIR}/attention_v7_mma_f16x2.cu
     ${CMAKE_CURRENT_LIST_DIR}/backward_v1_mma_tf32x3.cu
     ${CMAKE_CURRENT_LIST_DIR}/backward_v2_split_f16x2.cu
-    ${CMAKE_CURRENT_LIST_DIR}/backward_v2_sm90_f16x2.cu)
+    ${CMAKE_CURRENT_LIST_DIR}/backward_v2_sm90_f16x2.cu
+    ${CMAKE_CURRENT_LIST_DIR}/backward_v3_split_f16x2.cu
+    ${CMAKE_CURRENT_LIST_DIR}/backward_v3_mma_f16x2.cu)
   target_link_libraries(jattn_objects PRIVATE CUDA::cudart)
-  # Machine code for Ampere (sm_80, sm_86), Ada (sm_89) and Hopper (sm_90a, its wgmma kernels), and
-  # PTX for compute_90, the newest virtual architecture whose PTX every later GPU's driver compiles
-  # (Blackwell's sm_100, sm_103, sm_110, sm_120, sm_121 and after: the mma.sync kernels v7 and the
-  # backward v3 run there from it; the sm_90a-only kernels are traps in it and are never selected).
+  # Machine code for Ampere (sm_80, sm_86), Ada (sm_89) and Hopper (sm_90a), and PTX for compute_90,
+  # the newest virtual architecture whose PTX every later GPU's driver compiles (Blackwell's
+  # sm_100, sm_103, sm_110, sm_120, sm_121 and after run the mma.sync kernels from it).
   set(JATTN_CUDA_GENCODE
     "SHELL:-gencode arch=compute_80,code=sm_80"
     "SHELL:-gencode arch=compute_86,code=sm_86"
     "SHELL:-gencode arch=compute_89,code=sm_89"
     "SHELL:-gencode arch=compute_90a,code=sm_90a"
     "SHELL:-gencode arch=compute_90,code=compute_90")
+  set(JATTN_CUDA_GENCODE_SM90A "SHELL:-gencode arch=compute_90a,code=sm_90a")
+  set(_jattn_sm90a_only
+    attention_v3_sm90_tf32x3.cu attention_v4_split_kv_f16x2.cu attention_v4_sm90_f16x2.cu
+    attention_v5_sm90_ws_f16x2.cu attention_v6_split_kv_f16x2.cu attention_v6_sm90_fa3_f16x2.cu
+    backward_v2_split_f16x2.cu backward_v2_sm90_f16x2.cu)
+  get_target_property(_jattn_sources jattn_objects SOURCES)
+  foreach(_src IN LISTS _jattn_sources)
+    get_filename_component(_name "${_src}" NAME)
+    if(_name MATCHES "\\.cu$")
+      if(_name IN_LIST _jattn_sm90a_only)
+        set_source_files_properties(${_src} PROPERTIES COMPILE_OPTIONS "${JATTN_CUDA_GENCODE_SM90A}")
+      else()
+        set_source_files_properties(${_src} PROPERTIES COMPILE_OPTIONS "${JATTN_CUDA_GENCODE}")
+      endif()
+    endif()
+  endforeach()
   # -fno-threadsafe-statics: the launch stubs nvcc writes use static locals; without guards
   # the library needs no C++ runtime, so C programs link libjattn.a with the C compiler.
   target_compile_options(jattn_objects PRIVATE
-    "$<$<COMPILE_LANGUAGE:CUDA>:${JATTN_CUDA_GENCODE}>"
     $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra,-fno-threadsafe-statics>)
   # jattn_objects exists before CUDA is enabled: set its properties directly.
   # CUDA_VISIBILITY_PRESET: the kernels' extern "C" launchers stay internal to the shared library,

@@ -224,7 +224,7 @@ _BACKWARD_REFUSALS: Dict[Tuple[str, int, int, str, str, str], Optional[str]] = {
 def backward_refusal(device: torch.device, head_dim: int, opts: Options) -> Optional[str]:
     """Why jattn's backward cannot run attention of this ``head_dim`` on ``device`` with these
     options (the status and message of ``jattn_backward_select``, e.g. a cuda backend built for
-    an sm the GPU is below, a head_dim over 128, a libjattn without a backward), or None.
+    an sm the GPU is below, a head_dim over 256, a libjattn without a backward), or None.
 
     Asked once per (device, head_dim, backend, precision, layout) and cached: the answer does
     not depend on the sequence lengths. Under ``torch.compile`` it is evaluated while Dynamo

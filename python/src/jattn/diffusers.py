@@ -16,7 +16,7 @@ per-query mask, dropout, causal attention, grouped-query attention (fewer k/v he
 other than float32 (without ``upcast``), masks and gradients under context parallelism, and
 tensors that require grad when the loaded libjattn has no backward, or on a GPU whose cuda
 backend refuses the backward of the problem (``jattn_backward_select``: an sm below the
-kernels', a head_dim over 128; asked once per device and head_dim, and cached). Tensors that require grad
+kernels', a head_dim over 256; asked once per device and head_dim, and cached). Tensors that require grad
 are otherwise served: ``jattn.attention`` is differentiable (jattn's own backward), through the
 ``upcast`` casts too, so fine-tuning (LoRA, full) runs its attention, forward and backward, on
 jattn. ``return_lse=True`` is served (lse float32 ``[B, S, H]``).
@@ -78,7 +78,7 @@ _FALLBACK_REASONS = {
     "wired into diffusers' context-parallel templates yet)",
     "autograd": "tensors that require grad, with a libjattn that has no backward (before 0.3)",
     "backward": "tensors that require grad on a device whose jattn backend refuses the backward of the problem "
-    "(a GPU below the cuda kernels' sm, a head_dim over 128, ...)",
+    "(a GPU below the cuda kernels' sm, a head_dim over 256, ...)",
     "dtype": "a dtype other than float32 (pass upcast=True to run bf16/fp16 through jattn in float32)",
     "shape": "tensors that are not [B, S, H, D] with one head_dim and a contiguous last dimension",
     "device": "tensors on a device other than CPU or CUDA",

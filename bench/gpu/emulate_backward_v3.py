@@ -1,0 +1,503 @@
+"""A numpy emulation of the backward v3 (src/cuda/backward_v3_mma_f16x2.cu and its pre-pass), written
+before its first GPU run to check its index arithmetic: the records' layout, the cp.async copies into
+padded shared rows, the lanes' ldmatrix addresses (x4 and x4.trans), the mma.m16n8k16 fragment layouts
+(PTX ISA), the accumulator-to-A-fragment reuse, the per-row scales and the stores. Each step follows
+the kernel's code (same names); shared memory is a byte array, registers are arrays over the 32 lanes.
+Arithmetic is float32 as on the GPU (fp16 products are exact in float32; the tensor core's own
+accumulation order is not modelled), so the gradients must meet the backward's gate against float64.
+
+usage: python3 bench/gpu/emulate_backward_v3.py [--quick]
+prints one line per case (B, H, Sq, Skv, D, warps, stages, padding, dlse) with rel_l2 of dq, dk, dv;
+exits 1 when one is over 5e-6.
+"""
+
+import sys
+
+import numpy as np
+
+F32, F16 = np.float32, np.float16
+REC, TARGET = 64, 14
+
+
+def padded_dim(d):
+    for p in (32, 64, 80, 96, 128, 160, 192, 256):
+        if d <= p:
+            return p
+    raise ValueError(d)
+
+
+def tile_rows(dp):
+    return 64 if dp <= 64 else 32 if dp <= 128 else 16
+
+
+def f16x2_exponent(amax, target=TARGET):
+    if not amax > 0:
+        return 0
+    e = target - int(np.floor(np.log2(np.float64(amax))))  # ilogbf
+    return max(-126, min(126, e))
+
+
+def split(x):
+    """hi, lo of float32 values already scaled (f16x2_split2)."""
+    x = np.asarray(x, F32)
+    hi = x.astype(F16)
+    lo = (x - hi.astype(F32)).astype(F16)
+    return hi, lo
+
+
+# ---- the pre-pass: records ----
+def prepass(q, k, v, o, dout, lse, dlse, scale, kv_len):
+    """Returns dict of records per tensor: img[t][bh] -> (T, 2, 64, Dp) float16; unscale[t][bh] (T,);
+    lse_rows[bh] (T*64,), dl[bh] (T*64, 2)."""
+    B, H, Sq, D = q.shape
+    Skv = k.shape[2]
+    dp = padded_dim(D)
+    tq, tk = -(-Sq // REC), -(-Skv // REC)
+    img, uns = {}, {}
+    for t, src in enumerate((q, dout, k, v)):
+        tiles = tq if t < 2 else tk
+        img[t] = np.zeros((B * H, tiles, 2, REC, dp), F16)
+        uns[t] = np.zeros((B * H, tiles), F32)
+        for b in range(B):
+            n = Sq if t < 2 else kv_len[b]
+            for h in range(H):
+                bh = b * H + h
+                for tile in range(tiles):
+                    r0 = tile * REC
+                    x = np.zeros((REC, dp), F32)
+                    rows = max(0, min(REC, n - r0))
+                    if rows:
+                        x[:rows, :D] = src[b, h, r0 : r0 + rows]
+                    if t == 0:
+                        x = (x * F32(scale)).astype(F32)
+                    amax = float(np.max(np.abs(x))) if x.size else 0.0
+                    e = f16x2_exponent(amax)
+                    hi, lo = split(x * F32(2.0**e))
+                    img[t][bh, tile, 0], img[t][bh, tile, 1] = hi, lo
+                    uns[t][bh, tile] = F32(2.0**-e)
+    lse_rows = np.full((B * H, tq * REC), np.inf, F32)
+    dl = np.zeros((B * H, tq * REC, 2), F32)
+    for b in range(B):
+        for h in range(H):
+            bh = b * H + h
+            for i in range(Sq):
+                l = lse[b, h, i]
+                lse_rows[bh, i] = np.inf if l == -np.inf else l
+                acc = float(np.dot(dout[b, h, i].astype(np.float64), o[b, h, i].astype(np.float64)))
+                if dlse is not None:
+                    acc -= float(dlse[b, h, i])
+                hi = F32(acc)
+                dl[bh, i] = (hi, F32(acc - float(hi)))
+    return dict(img=img, uns=uns, lse=lse_rows, dl=dl, tq=tq, tk=tk, dp=dp)
+
+
+# ---- shared memory and the warp's instructions ----
+class Smem:
+    def __init__(self, nbytes):
+        self.b = np.zeros(nbytes, np.uint8)
+
+    def halves(self, addr, n):
+        assert addr % 2 == 0
+        return self.b[addr : addr + 2 * n].view(F16)
+
+    def put16(self, addr, chunk16):
+        assert addr % 16 == 0
+        self.b[addr : addr + 16] = np.frombuffer(np.ascontiguousarray(chunk16).tobytes(), np.uint8)
+
+    def get_f32(self, addr, n):
+        assert addr % 4 == 0
+        return self.b[addr : addr + 4 * n].view(F32)
+
+
+def ldsm_x4(sm, addr, trans=False):
+    """addr[32] byte addresses; returns regs[4][32][2] halves (low half first)."""
+    out = np.zeros((4, 32, 2), F16)
+    for i in range(4):
+        mat = np.stack([sm.halves(int(addr[8 * i + r]), 8) for r in range(8)])  # [row][col]
+        for lane in range(32):
+            g, t = lane // 4, lane % 4
+            if trans:
+                out[i, lane] = (mat[2 * t, g], mat[2 * t + 1, g])
+            else:
+                out[i, lane] = (mat[g, 2 * t], mat[g, 2 * t + 1])
+    return out
+
+
+def a_matrix(a):
+    """a[4][32][2] -> A (16, 16) float32."""
+    A = np.zeros((16, 16), F32)
+    for lane in range(32):
+        g, t = lane // 4, lane % 4
+        A[g, 2 * t : 2 * t + 2] = a[0, lane]
+        A[g + 8, 2 * t : 2 * t + 2] = a[1, lane]
+        A[g, 2 * t + 8 : 2 * t + 10] = a[2, lane]
+        A[g + 8, 2 * t + 8 : 2 * t + 10] = a[3, lane]
+    return A
+
+
+def b_matrix(b0, b1):
+    """b0, b1 [32][2] -> B (16, 8)."""
+    Bm = np.zeros((16, 8), F32)
+    for lane in range(32):
+        g, t = lane // 4, lane % 4
+        Bm[2 * t : 2 * t + 2, g] = b0[lane]
+        Bm[2 * t + 8 : 2 * t + 10, g] = b1[lane]
+    return Bm
+
+
+def c_to_lanes(C):
+    """C (16, 8) -> [32][4] accumulator registers."""
+    d = np.zeros((32, 4), F32)
+    for lane in range(32):
+        g, t = lane // 4, lane % 4
+        d[lane] = (C[g, 2 * t], C[g, 2 * t + 1], C[g + 8, 2 * t], C[g + 8, 2 * t + 1])
+    return d
+
+
+def lanes_to_c(d):
+    C = np.zeros((16, 8), F32)
+    for lane in range(32):
+        g, t = lane // 4, lane % 4
+        C[g, 2 * t], C[g, 2 * t + 1], C[g + 8, 2 * t], C[g + 8, 2 * t + 1] = d[lane]
+    return C
+
+
+def mma16816(d, a, b0, b1):
+    """d[32][4] += A B (products exact in float64, one float32 rounding of the sum: a stand-in for the
+    tensor core)."""
+    C = lanes_to_c(d).astype(np.float64) + a_matrix(a).astype(np.float64) @ b_matrix(b0, b1).astype(np.float64)
+    return c_to_lanes(C.astype(F32))
+
+
+# ---- the kernel's pieces (same names and arguments as the CUDA code) ----
+def exact_product(sm, NB, DP, a_hi, a_part, b_hi, b_part):
+    big = np.zeros((NB, 32, 4), F32)
+    cor = np.zeros((NB, 32, 4), F32)
+    for s in range(DP // 16):
+        ah = ldsm_x4(sm, a_hi + s * 32)
+        al = ldsm_x4(sm, a_hi + a_part + s * 32)
+        for np_ in range(NB // 2):
+            off = np_ * 16 * (DP + 8) * 2 + s * 32
+            bh = ldsm_x4(sm, b_hi + off)
+            bl = ldsm_x4(sm, b_hi + b_part + off)
+            for e in range(2):
+                n = 2 * np_ + e
+                cor[n] = mma16816(cor[n], ah, bl[2 * e], bl[2 * e + 1])
+                cor[n] = mma16816(cor[n], al, bh[2 * e], bh[2 * e + 1])
+                step = mma16816(np.zeros((32, 4), F32), ah, bh[2 * e], bh[2 * e + 1])
+                y = (step + cor[n]).astype(F32)
+                t = (big[n] + y).astype(F32)
+                cor[n] = (y - (t - big[n])).astype(F32)
+                big[n] = t
+    return big, cor
+
+
+def quad_max(m):
+    m = np.maximum(m, m[np.arange(32) ^ 1])
+    return np.maximum(m, m[np.arange(32) ^ 2])
+
+
+def split_rows(x, NB):
+    up, down = np.zeros((2, 32), F32), np.zeros((2, 32), F32)
+    for r in range(2):
+        m = np.zeros(32, F32)
+        for n in range(NB):
+            m = np.maximum(
+                m,
+                np.maximum(
+                    np.abs(np.nan_to_num(x[n, :, 2 * r], posinf=0, neginf=0, nan=0)),
+                    np.abs(np.nan_to_num(x[n, :, 2 * r + 1], posinf=0, neginf=0, nan=0)),
+                ),
+            )
+        m = quad_max(m)
+        for lane in range(32):
+            ex = f16x2_exponent(m[lane])
+            up[r, lane], down[r, lane] = 2.0**ex, 2.0**-ex
+    xh = np.zeros((NB // 2, 4, 32, 2), F16)
+    xl = np.zeros((NB // 2, 4, 32, 2), F16)
+    for kk in range(NB // 2):
+        for j, (n, i0, r) in enumerate(((2 * kk, 0, 0), (2 * kk, 2, 1), (2 * kk + 1, 0, 0), (2 * kk + 1, 2, 1))):
+            vals = np.stack([x[n, :, i0] * up[r], x[n, :, i0 + 1] * up[r]], axis=1).astype(F32)
+            xh[kk, j], xl[kk, j] = split(vals)
+    return xh, xl, down
+
+
+def last_product(sm, acc, xh, xl, b_hi, b_part, f, DP, NB):
+    for np_ in range(DP // 16):
+        c0 = np.zeros((32, 4), F32)
+        c1 = np.zeros((32, 4), F32)
+        for kk in range(NB // 2):
+            off = kk * 16 * (DP + 8) * 2 + np_ * 32
+            bh = ldsm_x4(sm, b_hi + off, trans=True)
+            bl = ldsm_x4(sm, b_hi + b_part + off, trans=True)
+            c0 = mma16816(c0, xl[kk], bh[0], bh[1])
+            c1 = mma16816(c1, xl[kk], bh[2], bh[3])
+            c0 = mma16816(c0, xh[kk], bl[0], bl[1])
+            c1 = mma16816(c1, xh[kk], bl[2], bl[3])
+            c0 = mma16816(c0, xh[kk], bh[0], bh[1])
+            c1 = mma16816(c1, xh[kk], bh[2], bh[3])
+        for i in range(4):
+            acc[2 * np_][:, i] = (c0[:, i] * f[i >> 1] + acc[2 * np_][:, i]).astype(F32)
+            acc[2 * np_ + 1][:, i] = (c1[:, i] * f[i >> 1] + acc[2 * np_ + 1][:, i]).astype(F32)
+
+
+def copy_rows(sm, dst, img, bh, tiles, row0, rows, DP):
+    """img: (BH, T, 2, 64, DP) float16."""
+    CP, RS = DP // 8, DP + 8
+    for i in range(2 * rows * CP):
+        part = i // (rows * CP)
+        j = i - part * rows * CP
+        r, c = j // CP, j - (j // CP) * CP
+        grow = row0 + r
+        rec = grow // REC
+        valid = rec < tiles
+        chunk = img[bh, rec, part, grow % REC, 8 * c : 8 * c + 8] if valid else np.zeros(8, F16)
+        sm.put16(dst + ((part * rows + r) * RS + c * 8) * 2, chunk)
+
+
+def run_kernel(role, rec, p, warps, stages, grads):
+    """One launch: every CTA, every warp. role: 'KV', 'K', 'V', 'Q'."""
+    DP = rec["dp"]
+    BR = tile_rows(DP)
+    NB, RS = BR // 8, DP + 8
+    kDQ = role == "Q"
+    kDV = role in ("KV", "V")
+    kDK = role in ("KV", "K")
+    kRowT = 1 if role == "V" else 2
+    kColData = not kDQ
+    kColImages = 2 * 2 * BR * RS * 2
+    kStageBytes = kColImages + (BR * 12 if kColData else 0)
+    row_bytes = kRowT * 2 * 16 * warps * RS * 2
+    rows = 16 * warps
+    B, H, Sq, Skv, D = p["B"], p["H"], p["Sq"], p["Skv"], p["D"]
+    row_blocks = -(-(Sq if kDQ else Skv) // rows)
+    img, uns = rec["img"], rec["uns"]
+    for bh in range(B * H):
+        b = bh // H
+        n_kv = p["kv_len"][b]
+        for rb in range(row_blocks):
+            r0 = rb * rows
+            n_rows, n_cols = (Sq, n_kv) if kDQ else (n_kv, Sq)
+            if r0 >= n_rows:
+                continue
+            one_key = n_kv == 1
+            rt0, rt1 = (0, 1) if kDQ else (2, 3)
+            ct0, ct1 = (2, 3) if kDQ else (0, 1)
+            row_tiles, col_tiles = (rec["tq"], rec["tk"]) if kDQ else (rec["tk"], rec["tq"])
+            sm = Smem(row_bytes + stages * kStageBytes)
+            row_s, stage_s = 0, row_bytes
+            row_part, col_part = rows * RS * 2, BR * RS * 2
+            n_tiles = -(-n_cols // BR)
+            copy_rows(sm, row_s, img[rt0], bh, row_tiles, r0, rows, DP)
+            if kRowT == 2:
+                copy_rows(sm, row_s + 2 * row_part, img[rt1], bh, row_tiles, r0, rows, DP)
+            lse_g, dl_g = rec["lse"][bh], rec["dl"][bh]
+
+            def copy_tile(t, slot):
+                st = stage_s + slot * kStageBytes
+                copy_rows(sm, st, img[ct0], bh, col_tiles, t * BR, BR, DP)
+                copy_rows(sm, st + 2 * col_part, img[ct1], bh, col_tiles, t * BR, BR, DP)
+                if kColData:
+                    ex = st + kColImages
+                    raw = np.concatenate(
+                        [
+                            lse_g[t * BR : t * BR + BR].view(np.uint8),
+                            np.ascontiguousarray(dl_g[t * BR : t * BR + BR]).reshape(-1).view(np.uint8),
+                        ]
+                    )
+                    for i in range(BR // 4 + BR // 2):
+                        sm.put16(ex + i * 16, raw[16 * i : 16 * i + 16])
+
+            lane = np.arange(32)
+            lr, lm = lane & 7, lane >> 3
+            g, t4 = lane >> 2, lane & 3
+            bt_off = ((lr + 8 * (lm & 1)) * RS + 8 * (lm >> 1)) * 2
+            b_off = ((lr + 8 * (lm >> 1)) * RS + 8 * (lm & 1)) * 2
+            accs = [[np.zeros((DP // 8, 32, 4), F32), np.zeros((DP // 8, 32, 4), F32)] for _ in range(warps)]
+            # stage slots: the emulation copies tile t right before it is used (the ring order is
+            # checked by the slot arithmetic only)
+            for t in range(n_tiles):
+                slot = (t & 1) if stages == 2 else 0
+                copy_tile(t, slot)
+                st = stage_s + slot * kStageBytes
+                c0_s, c1_s = st, st + 2 * col_part
+                ex = st + kColImages
+                crec = t * BR // REC
+                u_c0, u_c1 = uns[ct0][bh, crec], uns[ct1][bh, crec]
+                for warp in range(warps):
+                    acc0, acc1 = accs[warp]
+                    a_off = ((16 * warp + lr + 8 * (lm & 1)) * RS + 8 * (lm >> 1)) * 2
+                    wrec = (r0 + 16 * warp) // REC
+                    wrec_c = min(wrec, row_tiles - 1)
+                    u_r0, u_r1 = uns[rt0][bh, wrec_c], uns[rt1][bh, wrec_c]
+                    lse_r = np.zeros((2, 32), F32)
+                    dlh_r = np.zeros((2, 32), F32)
+                    dll_r = np.zeros((2, 32), F32)
+                    if kDQ:
+                        for r in range(2):
+                            row = r0 + 16 * warp + g + 8 * r
+                            inn = row < rec["tq"] * REC
+                            lse_r[r] = np.where(inn, lse_g[np.minimum(row, len(lse_g) - 1)], np.inf)
+                            dlh_r[r] = np.where(inn, dl_g[np.minimum(row, len(lse_g) - 1), 0], 0)
+                            dll_r[r] = np.where(inn, dl_g[np.minimum(row, len(lse_g) - 1), 1], 0)
+                    # 1-2: S, P
+                    big, cor = exact_product(sm, NB, DP, row_s + a_off, row_part, c0_s + b_off, col_part)
+                    us = F32(u_r0 * u_c0)
+                    x = np.zeros((NB, 32, 4), F32)
+                    lse_c = sm.get_f32(ex, BR) if kColData else None
+                    with np.errstate(over="ignore", invalid="ignore"):
+                        for n in range(NB):
+                            for i in range(4):
+                                l = lse_r[i >> 1] if kDQ else lse_c[8 * n + 2 * t4 + (i & 1)]
+                                if one_key:
+                                    x[n, :, i] = np.where(l != np.inf, 1, 0)
+                                else:
+                                    x[n, :, i] = np.exp(((big[n, :, i] * us - l) + cor[n, :, i] * us).astype(F32))
+                        if kDQ and (t + 1) * BR > n_cols:
+                            lim = n_cols - t * BR
+                            for n in range(NB):
+                                for i in range(4):
+                                    x[n, 8 * n + 2 * t4 + (i & 1) >= lim, i] = 0
+                        if kDV:
+                            xh, xl, down = split_rows(x, NB)
+                            f = (down[0] * u_c1, down[1] * u_c1)
+                            last_product(sm, acc1, xh, xl, c1_s + bt_off, col_part, f, DP, NB)
+                        if role == "V":
+                            continue
+                        big, cor = exact_product(
+                            sm, NB, DP, row_s + 2 * row_part + a_off, row_part, c1_s + b_off, col_part
+                        )
+                        ud = F32(u_r1 * u_c1)
+                        dl_c = sm.get_f32(ex + BR * 4, 2 * BR) if kColData else None
+                        for n in range(NB):
+                            dlse_x = np.zeros((2, 32), F32)
+                            if one_key and p["dlse"] is not None:
+                                for e in range(2):
+                                    q_ = (r0 + 16 * warp + g + 8 * e) if kDQ else (t * BR + 8 * n + 2 * t4 + e)
+                                    ok = q_ < Sq
+                                    dlse_x[e] = np.where(ok, p["dlse"][b, bh % H, np.minimum(q_, Sq - 1)], 0)
+                            for i in range(4):
+                                r, e = i >> 1, i & 1
+                                if kDQ:
+                                    dh, dl = dlh_r[r], dll_r[r]
+                                    dls = dlse_x[r]
+                                else:
+                                    col = 8 * n + 2 * t4 + e
+                                    dh, dl = dl_c[2 * col], dl_c[2 * col + 1]
+                                    dls = dlse_x[e]
+                                if one_key:
+                                    x[n, :, i] = x[n, :, i] * dls
+                                else:
+                                    x[n, :, i] = x[n, :, i] * (((big[n, :, i] * ud - dh) + cor[n, :, i] * ud) - dl)
+                        xh, xl, down = split_rows(x, NB)
+                        f = (down[0] * u_c0, down[1] * u_c0)
+                        last_product(sm, acc0, xh, xl, c0_s + bt_off, col_part, f, DP, NB)
+            # stores
+            for warp in range(warps):
+                acc0, acc1 = accs[warp]
+                for r in range(2):
+                    rows_ = r0 + 16 * warp + g + 8 * r
+                    for n in range(DP // 8):
+                        for e in range(2):
+                            col = 8 * n + 2 * t4 + e
+                            for ln in range(32):
+                                row, c = rows_[ln], col[ln]
+                                if c >= D:
+                                    continue
+                                if kDQ:
+                                    if row < Sq:
+                                        grads["dq"][b, bh % H, row, c] = acc0[n, ln, 2 * r + e] * F32(p["scale"])
+                                elif row < n_kv:
+                                    key = p["kv_rows"][b][row]
+                                    if kDK:
+                                        grads["dk"][b, bh % H, key, c] = acc0[n, ln, 2 * r + e]
+                                    if kDV:
+                                        grads["dv"][b, bh % H, key, c] = acc1[n, ln, 2 * r + e]
+
+
+def reference(q, k, v, dout, dlse, scale, kv_len):
+    q, k, v, dout = (x.astype(np.float64) for x in (q, k, v, dout))
+    B, H, Sq, D = q.shape
+    dq, dk, dv = np.zeros_like(q), np.zeros_like(k), np.zeros_like(v)
+    out, lse = np.zeros_like(q), np.full((B, H, Sq), -np.inf)
+    for b in range(B):
+        n = kv_len[b]
+        for h in range(H):
+            if n == 0:
+                continue
+            s = scale * q[b, h] @ k[b, h, :n].T
+            m = s.max(axis=1, keepdims=True)
+            e = np.exp(s - m)
+            P = e / e.sum(axis=1, keepdims=True)
+            lse[b, h] = (m + np.log(e.sum(axis=1, keepdims=True)))[:, 0]
+            out[b, h] = P @ v[b, h, :n]
+            dP = dout[b, h] @ v[b, h, :n].T
+            Dl = (dout[b, h] * out[b, h]).sum(axis=1, keepdims=True)
+            if dlse is not None:
+                Dl -= dlse[b, h][:, None]
+            dS = P * (dP - Dl) * scale
+            dq[b, h] = dS @ k[b, h, :n]
+            dk[b, h, :n] = dS.T @ q[b, h]
+            dv[b, h, :n] = P.T @ dout[b, h]
+    return out, lse, dq, dk, dv
+
+
+def case(rng, B, H, Sq, Skv, D, warps, stages, padded, with_dlse, dist="normal"):
+    shape_q, shape_k = (B, H, Sq, D), (B, H, Skv, D)
+    mul = 4.0 if dist == "peaky" else 1.0
+    q = (rng.standard_normal(shape_q) * mul).astype(F32)
+    k = (rng.standard_normal(shape_k) * mul).astype(F32)
+    v = rng.standard_normal(shape_k).astype(F32)
+    dout = rng.standard_normal(shape_q).astype(F32)
+    dlse = rng.standard_normal((B, H, Sq)).astype(F32) if with_dlse else None
+    scale = 1.0 / np.sqrt(D)
+    kv_len = [Skv] * B
+    if padded:
+        kv_len = [max(1, Skv - 7 * b) if b % 3 != 2 else 1 for b in range(B)]
+    out, lse, dq_r, dk_r, dv_r = reference(q, k, v, dout, dlse, scale, kv_len)
+    out, lse = out.astype(F32), lse.astype(F32)
+    rec = prepass(q, k, v, out, dout, lse, dlse, scale, kv_len)
+    grads = {n: np.full(s, np.nan, F32) for n, s in (("dq", shape_q), ("dk", shape_k), ("dv", shape_k))}
+    for b in range(B):
+        grads["dk"][b, :, kv_len[b] :] = 0
+        grads["dv"][b, :, kv_len[b] :] = 0
+    p = dict(B=B, H=H, Sq=Sq, Skv=Skv, D=D, kv_len=kv_len, kv_rows=[list(range(Skv))] * B, dlse=dlse, scale=scale)
+    roles = ("KV", "Q") if rec["dp"] <= 128 else ("K", "V", "Q")
+    for role in roles:
+        run_kernel(role, rec, p, warps, stages, grads)
+    res = []
+    for name, ref in (("dq", dq_r), ("dk", dk_r), ("dv", dv_r)):
+        got = grads[name].astype(np.float64)
+        rel = np.linalg.norm(got - ref) / max(np.linalg.norm(ref), 1e-300)
+        res.append((name, rel))
+    return res
+
+
+def main():
+    quick = "--quick" in sys.argv
+    rng = np.random.default_rng(1)
+    cases = [
+        (1, 1, 40, 70, 64, 4, 2, False, True, "normal"),
+        (1, 1, 33, 47, 37, 2, 1, False, False, "normal"),
+        (2, 1, 20, 45, 72, 4, 2, True, True, "normal"),
+        (1, 1, 70, 40, 128, 8, 2, False, True, "peaky"),
+        (1, 1, 18, 20, 160, 1, 2, False, False, "normal"),
+        (3, 1, 17, 30, 16, 2, 2, True, True, "normal"),
+    ]
+    if quick:
+        cases = cases[:2]
+    bad = 0
+    for c in cases:
+        res = case(rng, *c)
+        worst = max(r for _, r in res)
+        bad += worst > 5e-6 or not np.isfinite(worst)
+        print(
+            f"{'ok  ' if worst <= 5e-6 else 'FAIL'} B,H,Sq,Skv,D={c[:5]} warps={c[5]} stages={c[6]} "
+            f"padded={c[7]} dlse={c[8]} {c[9]}: " + " ".join(f"{n} {r:.3g}" for n, r in res),
+            flush=True,
+        )
+    sys.exit(1 if bad else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,664 @@
+/* backward v3 (launcher jattn_cuda_launch_bwd_v3, reported as cuda_bwd_v3_mma_f16x2): the exact-f32
+ * attention backward (dq, dk, dv) on mma.sync.m16n8k16 fp16 with fp32 accumulation (sm_80 and newer),
+ * every operand split into two scaled fp16 parts (2xFP16, f16x2_split.cuh) and every product on three
+ * fp16 products (hi*hi + hi*lo + lo*hi). Any head_dim 1..256, any strides (head_dim contiguous), key
+ * padding, dlse, f32 and tf32 precision (tf32 runs the f32 arithmetic), deterministic.
+ *
+ * Per (b, h), c = scale, lse the forward's row log-sum-exp (natural log):
+ *   Dl_i  = sum_d dO_id O_id - dlse_i                       (pre-pass, float64, kept as hi + lo)
+ *   S_ij  = (c q_i) . k_j;   P_ij = exp(S_ij - lse_i)       (recomputed)
+ *   dP_ij = dO_i . v_j;      dS_ij = P_ij (dP_ij - Dl_i)
+ *   dV_j  = sum_i P_ij dO_i;  dK_j = sum_i dS_ij (c q_i);  dQ_i = c sum_j dS_ij k_j
+ *
+ * Kernels, all on the caller's stream (no atomics: every gradient element is summed by one thread in a
+ * fixed order, so the results are bit-identical from run to run):
+ *   bwd_v3_split (backward_v3_split_f16x2.cu): the 64-row records of backward_v3_layout.cuh: q * c, dout,
+ *       k, v as fp16 hi + lo images [64][Dp] with one power of two per record (D padded with zero columns
+ *       to Dp in {32, 64, 80, 96, 128, 160, 192, 256}; k and v compacted to the attended keys), lse, Dl.
+ *   bwd_v3_zero_kv (key-padded calls): +0 into every dk, dv row (the attended rows are overwritten).
+ *   bwd_v3_kernel<Dp, BR, role>, grid B*H*ceil(rows / 16 W) CTAs of W warps (W in {1, 2, 4, 8}, chosen
+ *       per device and instance for the most resident warps per SM): each warp owns 16 "rows" and walks
+ *       every column tile of BR "columns" in ascending order. role dKV (Dp <= 128): rows = keys (k, v),
+ *       columns = queries (q, dout), writes dk and dv; roles dK and dV (Dp > 128, where dK and dV
+ *       together exceed the registers): the same walk, one gradient each (dV needs no dP); role dQ: rows
+ *       = queries (q, dout), columns = attended keys (k, v), writes dq * c.
+ *       Shared memory: the CTA's row images (hi and lo of both row tensors, [16 W][Dp + 8] halves each,
+ *       copied once) and NS = 2 stages (1 where shared memory is short) of the column tiles ([BR][Dp + 8]
+ *       halves per tensor and part, with the columns' lse and Dl), filled by 16-byte cp.async one tile
+ *       ahead: one __syncthreads per tile. Operands reach the registers by ldmatrix (x4; .trans for the B
+ *       operand of the last product), conflict-free through the padded rows. Per column tile a warp does:
+ *        1. S (dQ: S = Q K^T; else S^T = K Q^T): per k16 slice of head_dim, hi*lo and lo*hi in one chain
+ *           (cor), hi*hi into a fresh accumulator added to big by Kahan summation with cor as its
+ *           compensation (backward v2's scheme: the tensor core's accumulation of the hi*hi chain is the
+ *           error that matters for S, and an error e of S is a relative error e of P).
+ *        2. P = exp((big u - lse) + cor u), u the two records' unscales (exact): the S pair is never
+ *           rounded to one float before lse is subtracted (backward v1's D = 1 `large` lesson); columns
+ *           past the attended keys get P = 0 (dQ, last tile only); lse = +inf gives P = 0.
+ *        3. dV: P^T scaled per row (key) by the power of two of its largest |P| in the tile (two quad
+ *           shuffles), split from the registers into A fragments (an m16n8 accumulator pair is an m16k16
+ *           A fragment), times dO (B by ldmatrix.trans) on three products into a FRESH accumulator per
+ *           8 output columns, added into dv in fp32 (times 2^-e_row u_dO).
+ *        4. dP the same way as S (Kahan per slice), dS = P ((dP_big u - Dl_hi) + dP_cor u - Dl_lo).
+ *        5. dK += dS^T (c Q), dQ += dS K: as 3.
+ *       A batch with a single attended key (P = 1, dS = dlse exactly: the output is that key's v row) is
+ *       computed so, not through the split dP - Dl, whose residue the gate does not allow.
+ * Accumulator layout (PTX ISA, mma.m16n8k16 f32): c0, c1 = (g, 2t), (g, 2t + 1); c2, c3 = (g + 8, ...),
+ * g = lane / 4, t = lane % 4; A a0 = (g, 2t..2t+1), a1 = (g+8, 2t..), a2 = (g, 2t+8..), a3 = (g+8, 2t+8..);
+ * B b0 = (k 2t..2t+1, n g), b1 = (k 2t+8.., n g).
+ * Written: dq (times c), dk, dv [B, H, S, D] through their strides (4-byte stores), rows past the
+ * sequence and columns past D never; masked keys' dk, dv rows +0. Workspace: the records (about 2 B H
+ * (Sq + Skv) Dp x 4 bytes, as backward v2's) plus lse and Dl (12 bytes per query row).
+ * Not handled (as v1, v2): non-finite inputs; values below about 2^-129 of their record lose bits (the
+ * record's power of two is clamped at 2^126); an element more than 2^17 below its record's largest
+ * keeps an absolute error under 2^-39 of that largest (every 2xFP16 split).
+ *
+ * On 9.0 and newer devices the second and third kernels are launched with programmatic stream
+ * serialization (they read only the records): their CTAs start while the previous kernel's last wave runs,
+ * and each waits for the previous grid before it ends (as backward v2).
+ * Registers (ptxas 13.0, sm_80 and sm_90a alike): 158-238 per thread, 255 for dKV at Dp 64 and 128 and
+ * for every role at Dp = 256; local memory only there: 4-36 bytes of loop-invariant words (pointers,
+ * row indices), stored before the tile loop and loaded after it, or (dQ at Dp = 256) three loads per tile.
+ * The index arithmetic was checked before any GPU run by a numpy emulation of the records, copies,
+ * ldmatrix addresses and mma fragments (bench/gpu/emulate_backward_v3.py).
+ * Measured: not yet measured (bench/gpu/backward_v3_run.sh). */
+#include <math.h>
+#include <stdint.h>
+
+#include <atomic>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include "backward_v3_layout.cuh"
+#include "cuda_internal.h"
+#include "f16x2_split.cuh"
+#include "key_padding.cuh"
+
+namespace {
+
+enum BwdV3Role { kRoleKV = 0, kRoleK = 1, kRoleV = 2, kRoleQ = 3 };
+
+constexpr int kMaxWarps = 8;
+
+template <int DP, int BR, int ROLE>
+struct V3Cfg {
+    static constexpr int NB = BR / 8; /* n8 blocks of a column tile */
+    static constexpr int RS = DP + 8; /* halves per shared row */
+    static constexpr int kRowT = ROLE == kRoleV ? 1 : 2;
+    static constexpr bool kDV = ROLE == kRoleKV || ROLE == kRoleV;
+    static constexpr bool kDK = ROLE == kRoleKV || ROLE == kRoleK;
+    static constexpr bool kDQ = ROLE == kRoleQ;
+    static constexpr bool kColData = ROLE != kRoleQ; /* lse and Dl of the columns in the stage */
+    static constexpr int kColImages = 2 * 2 * BR * RS * 2;
+    static constexpr int kStageBytes = kColImages + (kColData ? BR * 12 : 0);
+    __host__ __device__ static constexpr int row_bytes(int warps) { return kRowT * 2 * 16 * warps * RS * 2; }
+    __host__ __device__ static constexpr int smem_bytes(int warps, int stages) {
+        return row_bytes(warps) + stages * kStageBytes;
+    }
+    static_assert(DP % 16 == 0 && BR % 16 == 0 && kV3Rec % BR == 0, "tiles");
+    static_assert((RS / 8) % 2 == 1, "conflict-free ldmatrix rows");
+};
+
+struct BwdV3Params {
+    const unsigned char *img[4]; /* records of q, dout, k, v */
+    const float *unscale[4];
+    const float *lse;  /* [B*H][Tq*64] */
+    const float2 *dl;  /* [B*H][Tq*64] */
+    const float *dlse; /* [B*H][Sq] or NULL (the single-key batches read it) */
+    float *dq, *dk, *dv;
+    int64_t dq_b, dq_h, dq_t, dk_b, dk_h, dk_t, dv_b, dv_h, dv_t;
+    const int *kv_count, *kv_index;
+    int heads, seq_q, seq_kv, d, tq, tk;
+    int warps, stages, row_blocks;
+    uint32_t zero; /* 0, unknown to the compiler (last_product) */
+    float scale;
+};
+
+/* ---- PTX ---- */
+__device__ __forceinline__ uint32_t smem_addr(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
+
+__device__ __forceinline__ void cp_async_16(uint32_t dst, const void *src, bool valid) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;" ::: "memory"); }
+
+__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], uint32_t addr) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr));
+}
+__device__ __forceinline__ void ldsm_x4_trans(uint32_t (&r)[4], uint32_t addr) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr));
+}
+
+/* d += a b, m16n8k16, fp16 operands, fp32 accumulation; b = {b[0], b[1]}. */
+__device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/* Programmatic dependent launch (PTX ISA "griddepcontrol", sm_90 and newer; no-ops below and for a grid
+ * launched the ordinary way): let the grid launched next with programmatic serialization start now; wait
+ * until the grid this one was so launched after has completed. */
+__device__ __forceinline__ void launch_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void grid_dependency_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+/* ---- the pieces of a column tile ---- */
+
+/* C = A B^T over Dp columns: A the warp's 16 rows of a row image (hi at a_hi, lo at a_hi + a_part bytes),
+ * B the NB*8 rows of a column image (b_hi, b_lo + b_part). lane_a / lane_b: this lane's ldmatrix byte
+ * offsets (row and column of its address, slice 0). big + cor = A_hi B_hi + A_hi B_lo + A_lo B_hi: the
+ * corrections in one chain (cor), hi*hi per k16 slice into a fresh accumulator added by Kahan summation
+ * (y = step + cor, t = big + y, cor = y - (t - big), big = t). */
+template <int DP, int NB>
+__device__ __forceinline__ void exact_product(float (&big)[NB][4], float (&cor)[NB][4], uint32_t a_hi, uint32_t a_part,
+                                              uint32_t b_hi, uint32_t b_part) {
+#pragma unroll
+    for (int n = 0; n < NB; ++n)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) big[n][i] = cor[n][i] = 0.f;
+            /* slice 0 straight into big; the later slices by Kahan. Not unrolled: the fragments of one slice
+             * live at a time (unrolled, ptxas hoisted the loads of later slices and spilled) */
+#pragma unroll 1
+    for (int s = 0; s < DP / 16; ++s) {
+        uint32_t ah[4], al[4];
+        ldsm_x4(ah, a_hi + s * 32);
+        ldsm_x4(al, a_hi + a_part + s * 32);
+#pragma unroll
+        for (int np = 0; np < NB / 2; ++np) {
+            uint32_t bh[4], bl[4];
+            const uint32_t off = np * 16 * (DP + 8) * 2 + s * 32;
+            ldsm_x4(bh, b_hi + off);
+            ldsm_x4(bl, b_hi + b_part + off);
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                float(&bg)[4] = big[2 * np + e];
+                float(&cr)[4] = cor[2 * np + e];
+                mma16816(cr, ah, bl[2 * e], bl[2 * e + 1]);
+                mma16816(cr, al, bh[2 * e], bh[2 * e + 1]);
+                float step[4] = {0.f, 0.f, 0.f, 0.f};
+                mma16816(step, ah, bh[2 * e], bh[2 * e + 1]);
+#pragma unroll
+                for (int i = 0; i < 4; ++i) { /* Kahan: cor carries what big lost (and the corrections) */
+                    const float y = step[i] + cr[i], t = bg[i] + y;
+                    cr[i] = y - (t - bg[i]);
+                    bg[i] = t;
+                }
+            }
+        }
+    }
+}
+
+/* X (accumulator layout, NB n8 blocks: rows g and g + 8) scaled per row by the power of two that puts its
+ * largest finite |X| in [2^14, 2^15), split into the hi and lo A fragments of the NB / 2 k16 slices;
+ * down[r] = the inverse power of two of row g + 8 r. */
+template <int NB>
+__device__ __forceinline__ void split_rows(const float (&x)[NB][4], uint32_t (&xh)[NB / 2][4],
+                                           uint32_t (&xl)[NB / 2][4], float (&down)[2]) {
+    float up[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        float m = 0.f;
+#pragma unroll
+        for (int n = 0; n < NB; ++n) m = fmaxf(m, fmaxf(finite_abs(x[n][2 * r]), finite_abs(x[n][2 * r + 1])));
+        m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
+        m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
+        const int ex = f16x2_exponent(m, kV3Target);
+        up[r] = exp2_int(ex);
+        down[r] = exp2_int(-ex);
+    }
+#pragma unroll
+    for (int kk = 0; kk < NB / 2; ++kk) {
+        f16x2_split2(x[2 * kk][0] * up[0], x[2 * kk][1] * up[0], xh[kk][0], xl[kk][0]);
+        f16x2_split2(x[2 * kk][2] * up[1], x[2 * kk][3] * up[1], xh[kk][1], xl[kk][1]);
+        f16x2_split2(x[2 * kk + 1][0] * up[0], x[2 * kk + 1][1] * up[0], xh[kk][2], xl[kk][2]);
+        f16x2_split2(x[2 * kk + 1][2] * up[1], x[2 * kk + 1][3] * up[1], xh[kk][3], xl[kk][3]);
+    }
+}
+
+/* acc += (X B) f: X the A fragments of split_rows (16 rows x NB*8 contraction), B the column image
+ * (contraction rows x Dp columns; hi at b_hi, lo at b_hi + b_part, this lane's ldmatrix.trans offset
+ * included); for each 16 output columns the three products (lo*hi, hi*lo, hi*hi) go to fresh
+ * accumulators, added into acc in fp32 times f[row]. The B address of columns 16 np depends on the
+ * results of columns 16 (np - 2) (zero: 0 at run time): ptxas otherwise hoisted the fragment loads of
+ * later columns and spilled the accumulators at Dp = 256. */
+template <int DP, int NB>
+__device__ __forceinline__ void last_product(float (&acc)[DP / 8][4], const uint32_t (&xh)[NB / 2][4],
+                                             const uint32_t (&xl)[NB / 2][4], uint32_t b_hi, uint32_t b_part,
+                                             const float (&f)[2], uint32_t zero) {
+    uint32_t dep1 = 0, dep2 = 0;
+#pragma unroll
+    for (int np = 0; np < DP / 16; ++np) {
+        float c0[4] = {0.f, 0.f, 0.f, 0.f}, c1[4] = {0.f, 0.f, 0.f, 0.f};
+        b_hi += dep2;
+#pragma unroll
+        for (int kk = 0; kk < NB / 2; ++kk) {
+            uint32_t bh[4], bl[4];
+            const uint32_t off = kk * 16 * (DP + 8) * 2 + np * 32;
+            ldsm_x4_trans(bh, b_hi + off);
+            ldsm_x4_trans(bl, b_hi + b_part + off);
+            mma16816(c0, xl[kk], bh[0], bh[1]);
+            mma16816(c1, xl[kk], bh[2], bh[3]);
+            mma16816(c0, xh[kk], bl[0], bl[1]);
+            mma16816(c1, xh[kk], bl[2], bl[3]);
+            mma16816(c0, xh[kk], bh[0], bh[1]);
+            mma16816(c1, xh[kk], bh[2], bh[3]);
+        }
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            acc[2 * np][i] = fmaf(c0[i], f[i >> 1], acc[2 * np][i]);
+            acc[2 * np + 1][i] = fmaf(c1[i], f[i >> 1], acc[2 * np + 1][i]);
+        }
+        dep2 = dep1;
+        dep1 = (__float_as_uint(c0[0]) | __float_as_uint(c1[0])) & zero;
+    }
+}
+
+/* Stores a warp's 16 x D block of acc * mul: row g + 8 r of the warp to dst + row(r) * stride (row < 0:
+ * skipped), columns below d. */
+template <int DP>
+__device__ __forceinline__ void store_rows(const float (&acc)[DP / 8][4], float *dst0, float *dst1, int d, int t,
+                                           float mul) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        float *dst = r ? dst1 : dst0;
+        if (!dst) continue;
+#pragma unroll
+        for (int n = 0; n < DP / 8; ++n) {
+            const int col = 8 * n + 2 * t;
+            if (col < d) dst[col] = acc[n][2 * r] * mul;
+            if (col + 1 < d) dst[col + 1] = acc[n][2 * r + 1] * mul;
+        }
+    }
+}
+
+/* Copies rows [row0, row0 + rows) of tensor `which`'s records (both parts) into shared images of rows x
+ * (Dp + 8) halves at dst (hi, then lo at dst + rows (Dp + 8) 2 bytes); rows past the records zero. */
+template <int DP>
+__device__ __forceinline__ void copy_rows(uint32_t dst, const unsigned char *img, int64_t bh, int tiles, int row0,
+                                          int rows) {
+    constexpr int CP = DP / 8, RS = DP + 8;
+    const int n = 2 * rows * CP;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+        const int part = i / (rows * CP), j = i - part * rows * CP;
+        const int r = j / CP, c = j - r * CP;
+        const int grow = row0 + r, rec = grow / kV3Rec;
+        const bool valid = rec < tiles;
+        const unsigned char *src =
+            img + (((bh * tiles + (valid ? rec : 0)) * 2 + part) * kV3Rec + grow % kV3Rec) * (int64_t)DP * 2 + c * 16;
+        cp_async_16(dst + ((part * rows + r) * RS + c * 8) * 2, src, valid);
+    }
+}
+
+/* +0 into every element of dk and dv (key-padded calls): grid-stride over B*H*Skv rows x D. */
+__global__ void __launch_bounds__(256) bwd_v3_zero_kv(const BwdV3Params p) {
+    const int64_t n = (int64_t)p.row_blocks * p.seq_kv * p.d; /* row_blocks: B*H here */
+    for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < n; e += (int64_t)gridDim.x * blockDim.x) {
+        const int c = (int)(e % p.d);
+        const int64_t r = e / p.d;
+        const int j = (int)(r % p.seq_kv);
+        const int64_t bh = r / p.seq_kv;
+        const int b = (int)(bh / p.heads), h = (int)(bh % p.heads);
+        p.dk[b * p.dk_b + h * p.dk_h + (int64_t)j * p.dk_t + c] = 0.0f;
+        p.dv[b * p.dv_b + h * p.dv_h + (int64_t)j * p.dv_t + c] = 0.0f;
+    }
+}
+
+template <int DP, int BR, int ROLE>
+__global__ void __launch_bounds__(kMaxWarps * 32) bwd_v3_kernel(const BwdV3Params p) {
+    using C = V3Cfg<DP, BR, ROLE>;
+    constexpr int NB = C::NB, RS = C::RS;
+    extern __shared__ __align__(16) unsigned char smem[];
+    const int warps = p.warps, rows = 16 * warps;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t4 = lane & 3;
+    const int64_t bh = blockIdx.x / p.row_blocks;
+    const int rb = (int)(blockIdx.x % p.row_blocks), r0 = rb * rows;
+    const int b = (int)(bh / p.heads), h = (int)(bh % p.heads);
+    const int n_kv = attended_keys(p.kv_count, b, p.seq_kv);
+    const int *kv_rows = attended_rows(p.kv_index, b, p.seq_kv);
+    const int n_rows = C::kDQ ? p.seq_q : n_kv, n_cols = C::kDQ ? n_kv : p.seq_q;
+    /* the next kernel (they read only the pre-pass's records) may start as this one's last CTAs run; each
+     * waits for the previous grid before it ends, so that the last one's completion implies them all */
+    launch_dependents();
+    if (r0 >= n_rows) { /* keys past the attended ones (their dk, dv rows were zeroed) */
+        grid_dependency_wait();
+        return;
+    }
+    const bool one_key = n_kv == 1;
+    /* tensors: rows (q, dout) and columns (k, v) for dQ; rows (k, v) and columns (q, dout) otherwise */
+    const int rt0 = C::kDQ ? kV3Q : kV3K, rt1 = C::kDQ ? kV3DO : kV3V;
+    const int ct0 = C::kDQ ? kV3K : kV3Q, ct1 = C::kDQ ? kV3V : kV3DO;
+    const int row_tiles = C::kDQ ? p.tq : p.tk, col_tiles = C::kDQ ? p.tk : p.tq;
+
+    const uint32_t smem_s = smem_addr(smem);
+    const uint32_t row_s = smem_s, stage_s = smem_s + C::row_bytes(warps);
+    const uint32_t row_part = (uint32_t)rows * RS * 2, col_part = (uint32_t)BR * RS * 2;
+    const int n_tiles = (n_cols + BR - 1) / BR;
+
+    /* the row images once, with the first column tile */
+    copy_rows<DP>(row_s, p.img[rt0], bh, row_tiles, r0, rows);
+    if (C::kRowT == 2) copy_rows<DP>(row_s + 2 * row_part, p.img[rt1], bh, row_tiles, r0, rows);
+    const float *lse_g = p.lse + bh * p.tq * kV3Rec;
+    const float2 *dl_g = p.dl + bh * p.tq * kV3Rec;
+    auto copy_tile = [&](int t, int slot) {
+        const uint32_t st = stage_s + (uint32_t)slot * C::kStageBytes;
+        copy_rows<DP>(st, p.img[ct0], bh, col_tiles, t * BR, BR);
+        copy_rows<DP>(st + 2 * col_part, p.img[ct1], bh, col_tiles, t * BR, BR);
+        if (C::kColData) { /* lse (BR floats) and Dl (BR float2) of the tile's queries */
+            const uint32_t ex = st + C::kColImages;
+            for (int i = threadIdx.x; i < BR / 4 + BR / 2; i += blockDim.x) {
+                const unsigned char *src =
+                    i < BR / 4 ? reinterpret_cast<const unsigned char *>(lse_g + t * BR) + i * 16
+                               : reinterpret_cast<const unsigned char *>(dl_g + t * BR) + (i - BR / 4) * 16;
+                cp_async_16(ex + i * 16, src, true);
+            }
+        }
+    };
+    if (p.stages == 2 && n_tiles > 0) copy_tile(0, 0);
+    cp_async_commit();
+
+    /* this lane's ldmatrix offsets: A (non-trans, the warp's rows), B (non-trans, n-major rows), B (trans) */
+    const int lr = lane & 7, lm = lane >> 3;
+    const uint32_t a_off = ((uint32_t)(16 * warp + lr + 8 * (lm & 1)) * RS + 8 * (lm >> 1)) * 2;
+    const uint32_t b_off = ((uint32_t)(lr + 8 * (lm >> 1)) * RS + 8 * (lm & 1)) * 2;
+    const uint32_t bt_off = ((uint32_t)(lr + 8 * (lm & 1)) * RS + 8 * (lm >> 1)) * 2;
+
+    /* the warp's row records: unscales (rows past the records: zeros, any unscale) */
+    const int wrec = (r0 + 16 * warp) / kV3Rec;
+    const int wrec_c = wrec < row_tiles ? wrec : row_tiles - 1;
+    const float u_r0 = __ldg(p.unscale[rt0] + bh * row_tiles + wrec_c);
+    const float u_r1 = __ldg(p.unscale[rt1] + bh * row_tiles + wrec_c);
+    float acc0[DP / 8][4], acc1[DP / 8][4]; /* dQ: acc0; dKV: acc0 = dk, acc1 = dv; dK: acc0; dV: acc1 */
+#pragma unroll
+    for (int n = 0; n < DP / 8; ++n)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) acc0[n][i] = acc1[n][i] = 0.f;
+
+    for (int t = 0; t < n_tiles; ++t) {
+        const int slot = p.stages == 2 ? (t & 1) : 0;
+        if (p.stages == 1) {
+            if (t > 0) __syncthreads(); /* every warp is done with the previous tile */
+            copy_tile(t, 0);
+            cp_async_commit();
+        }
+        cp_async_wait_all();
+        __syncthreads(); /* tile t has landed; every warp is done with tile t - 1 */
+        if (p.stages == 2 && t + 1 < n_tiles) {
+            copy_tile(t + 1, (t + 1) & 1);
+            cp_async_commit();
+        }
+        const uint32_t st = stage_s + (uint32_t)slot * C::kStageBytes;
+        const uint32_t c0_s = st, c1_s = st + 2 * col_part;
+        const unsigned char *ex = smem + C::row_bytes(warps) + slot * C::kStageBytes + C::kColImages;
+        const float *lse_c = reinterpret_cast<const float *>(ex);
+        const float4 *dl_c = reinterpret_cast<const float4 *>(ex + BR * 4); /* (hi, lo) of columns 2j, 2j+1 */
+        const int crec = t * BR / kV3Rec;
+        const float u_c0 = __ldg(p.unscale[ct0] + bh * col_tiles + crec);
+        const float u_c1 = __ldg(p.unscale[ct1] + bh * col_tiles + crec);
+
+        /* dQ: the rows' lse and Dl, read again per tile (L1) rather than held in registers */
+        float lse_r[2] = {0.f, 0.f}, dlh_r[2] = {0.f, 0.f}, dll_r[2] = {0.f, 0.f};
+        if (C::kDQ) {
+#pragma unroll
+            for (int r = 0; r < 2; ++r) {
+                const int row = r0 + 16 * warp + g + 8 * r;
+                const bool in = row < p.tq * kV3Rec;
+                lse_r[r] = in ? __ldg(lse_g + row) : INFINITY;
+                const float2 dl = in ? __ldg(dl_g + row) : make_float2(0.f, 0.f);
+                dlh_r[r] = dl.x, dll_r[r] = dl.y;
+            }
+        }
+
+        /* ---- 1. S (S^T), 2. P ---- */
+        float x[NB][4];
+        {
+            float big[NB][4], cor[NB][4];
+            exact_product<DP, NB>(big, cor, row_s + a_off, row_part, c0_s + b_off, col_part);
+            const float us = u_r0 * u_c0;
+#pragma unroll
+            for (int n = 0; n < NB; ++n) {
+                float2 lc = make_float2(0.f, 0.f);
+                if (!C::kDQ) lc = *reinterpret_cast<const float2 *>(lse_c + 8 * n + 2 * t4);
+#pragma unroll
+                for (int i = 0; i < 4; ++i) {
+                    const float l = C::kDQ ? lse_r[i >> 1] : (i & 1 ? lc.y : lc.x);
+                    x[n][i] = one_key ? (l != INFINITY ? 1.f : 0.f) : expf((big[n][i] * us - l) + cor[n][i] * us);
+                }
+            }
+            if (C::kDQ && (t + 1) * BR > n_cols) { /* the last key tile, partial: keys past the attended ones */
+                const int lim = n_cols - t * BR;
+#pragma unroll
+                for (int n = 0; n < NB; ++n)
+#pragma unroll
+                    for (int i = 0; i < 4; ++i)
+                        if (8 * n + 2 * t4 + (i & 1) >= lim) x[n][i] = 0.f;
+            }
+        }
+        /* ---- 3. dV += P^T dO ---- */
+        if constexpr (C::kDV) {
+            uint32_t xh[NB / 2][4], xl[NB / 2][4];
+            float down[2];
+            split_rows<NB>(x, xh, xl, down);
+            const float f[2] = {down[0] * u_c1, down[1] * u_c1};
+            last_product<DP, NB>(acc1, xh, xl, c1_s + bt_off, col_part, f, p.zero);
+        }
+        if constexpr (ROLE == kRoleV) continue;
+        /* ---- 4. dP (dP^T), dS ---- */
+        {
+            float big[NB][4], cor[NB][4];
+            exact_product<DP, NB>(big, cor, row_s + 2 * row_part + a_off, row_part, c1_s + b_off, col_part);
+            const float ud = u_r1 * u_c1;
+#pragma unroll
+            for (int n = 0; n < NB; ++n) {
+                float4 dc = make_float4(0.f, 0.f, 0.f, 0.f);
+                if (!C::kDQ) dc = dl_c[4 * n + t4];
+                float dlse_x[2] = {0.f, 0.f}; /* a single-key batch: dlse of the rows (dQ) or columns */
+                if (one_key && p.dlse) {
+#pragma unroll
+                    for (int e = 0; e < 2; ++e) {
+                        const int q = C::kDQ ? r0 + 16 * warp + g + 8 * e : t * BR + 8 * n + 2 * t4 + e;
+                        dlse_x[e] = q < p.seq_q ? __ldg(p.dlse + bh * p.seq_q + q) : 0.f;
+                    }
+                }
+#pragma unroll
+                for (int i = 0; i < 4; ++i) {
+                    const int r = i >> 1, e = i & 1;
+                    const float dh = C::kDQ ? dlh_r[r] : (e ? dc.z : dc.x);
+                    const float dl = C::kDQ ? dll_r[r] : (e ? dc.w : dc.y);
+                    const float dlse = C::kDQ ? dlse_x[r] : dlse_x[e];
+                    x[n][i] *= one_key ? dlse : ((big[n][i] * ud - dh) + cor[n][i] * ud) - dl;
+                }
+            }
+        }
+        /* ---- 5. dK += dS^T (c Q), dQ += dS K ---- */
+        {
+            uint32_t xh[NB / 2][4], xl[NB / 2][4];
+            float down[2];
+            split_rows<NB>(x, xh, xl, down);
+            const float f[2] = {down[0] * u_c0, down[1] * u_c0};
+            last_product<DP, NB>(acc0, xh, xl, c0_s + bt_off, col_part, f, p.zero);
+        }
+    }
+
+    cp_async_wait_all(); /* a dQ CTA of a batch with no key started the row copies only */
+    grid_dependency_wait();
+
+    /* ---- stores ---- */
+    const int row_a = r0 + 16 * warp + g, row_b = row_a + 8;
+    if (C::kDQ) {
+        float *base = p.dq + b * p.dq_b + h * p.dq_h;
+        store_rows<DP>(acc0, row_a < p.seq_q ? base + (int64_t)row_a * p.dq_t : nullptr,
+                       row_b < p.seq_q ? base + (int64_t)row_b * p.dq_t : nullptr, p.d, t4, p.scale);
+    } else {
+        const int64_t ka = row_a < n_kv ? key_row(kv_rows, row_a) : -1;
+        const int64_t kb = row_b < n_kv ? key_row(kv_rows, row_b) : -1;
+        if (C::kDK) {
+            float *base = p.dk + b * p.dk_b + h * p.dk_h;
+            store_rows<DP>(acc0, ka >= 0 ? base + ka * p.dk_t : nullptr, kb >= 0 ? base + kb * p.dk_t : nullptr, p.d,
+                           t4, 1.f);
+        }
+        if constexpr (C::kDV) {
+            float *base = p.dv + b * p.dv_b + h * p.dv_h;
+            store_rows<DP>(acc1, ka >= 0 ? base + ka * p.dv_t : nullptr, kb >= 0 ? base + kb * p.dv_t : nullptr, p.d,
+                           t4, 1.f);
+        }
+    }
+}
+
+/* ---- launch ---- */
+
+/* The warps per CTA (and stages) of an instance on the current device: the choice with the most resident
+ * warps per SM (cudaOccupancyMaxActiveBlocksPerMultiprocessor), two stages unless even one warp does not
+ * fit them, ties to the larger CTA (fewer CTAs stream the column tiles from L2). Cached per device. */
+template <int DP, int BR, int ROLE>
+cudaError_t choose_shape(int *warps, int *stages) {
+    using C = V3Cfg<DP, BR, ROLE>;
+    static std::atomic<int> cache[64]; /* per device: 0 unknown, else 16 * warps + stages */
+    int dev = 0;
+    cudaError_t err = cudaGetDevice(&dev);
+    if (err != cudaSuccess) return err;
+    const int cached = dev < 64 ? cache[dev].load(std::memory_order_relaxed) : 0;
+    if (cached) {
+        *warps = cached / 16, *stages = cached % 16;
+        return cudaSuccess;
+    }
+    int optin = 0;
+    err = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+    if (err != cudaSuccess) return err;
+    auto kernel = bwd_v3_kernel<DP, BR, ROLE>;
+    err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin);
+    if (err != cudaSuccess) return err;
+    int best = 0, best_w = 0, best_s = 0;
+    for (int s = 2; s >= 1 && !best; --s)
+        for (int w = kMaxWarps; w >= 1; w /= 2) {
+            const int bytes = C::smem_bytes(w, s);
+            if (bytes > optin) continue;
+            int blocks = 0;
+            err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, 32 * w, (size_t)bytes);
+            if (err != cudaSuccess) return err;
+            if (blocks * w > best) best = blocks * w, best_w = w, best_s = s;
+        }
+    if (!best) return cudaErrorInvalidConfiguration;
+    *warps = best_w, *stages = best_s;
+    if (dev < 64) cache[dev].store(16 * best_w + best_s, std::memory_order_relaxed);
+    return cudaSuccess;
+}
+
+/* pdl_after: launched with programmatic stream serialization after the previous role's kernel (9.0 and
+ * newer devices: at (1,24,1536,128) a kernel is about two waves, whose last one the next fills). */
+template <int DP, int BR, int ROLE>
+cudaError_t launch_role(BwdV3Params p, int64_t bh, cudaStream_t stream, bool pdl_after) {
+    using C = V3Cfg<DP, BR, ROLE>;
+    cudaError_t err = choose_shape<DP, BR, ROLE>(&p.warps, &p.stages);
+    if (err != cudaSuccess) return err;
+    const int64_t rows = C::kDQ ? p.seq_q : p.seq_kv;
+    p.row_blocks = (int)((rows + 16 * p.warps - 1) / (16 * p.warps));
+    const long long blocks = (long long)bh * p.row_blocks;
+    if (blocks > 0x7fffffffLL) return cudaErrorInvalidConfiguration;
+    auto kernel = bwd_v3_kernel<DP, BR, ROLE>;
+    const int smem = C::smem_bytes(p.warps, p.stages);
+    err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    if (err != cudaSuccess) return err;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3((unsigned)blocks, 1, 1);
+    cfg.blockDim = dim3(32 * p.warps, 1, 1);
+    cfg.dynamicSmemBytes = (size_t)smem;
+    cfg.stream = stream;
+    cudaLaunchAttribute pdl;
+    pdl.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    pdl.val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = &pdl;
+    cfg.numAttrs = pdl_after ? 1 : 0;
+    return cudaLaunchKernelEx(&cfg, kernel, p);
+}
+
+/* The column tile per padded head dim (registers: the dK and dV accumulators hold Dp floats per thread
+ * together, the S and dP stages 3 BR / 2 each), and whether dK and dV are computed by one kernel. */
+template <int DP>
+cudaError_t launch_dp(const BwdV3Params &p, int64_t bh, cudaStream_t stream, bool pdl) {
+    constexpr int BR = DP <= 64 ? 64 : DP <= 128 ? 32 : 16;
+    cudaError_t err;
+    if constexpr (DP <= 128) {
+        err = launch_role<DP, BR, kRoleKV>(p, bh, stream, false);
+    } else {
+        err = launch_role<DP, BR, kRoleK>(p, bh, stream, false);
+        if (err == cudaSuccess) err = launch_role<DP, BR, kRoleV>(p, bh, stream, pdl);
+    }
+    if (err == cudaSuccess) err = launch_role<DP, BR, kRoleQ>(p, bh, stream, pdl);
+    return err;
+}
+
+} /* namespace */
+
+extern "C" cudaError_t bwd_v3_split_launch(const jattn_cuda_bwd_args *a, void *workspace, cudaStream_t stream);
+
+extern "C" size_t jattn_cuda_bwd_v3_workspace_bytes(int64_t batch, int64_t heads, int64_t seq_q, int64_t seq_kv,
+                                                    int64_t head_dim) {
+    return (size_t)bwd_v3_layout(batch * heads, seq_q, seq_kv, head_dim).bytes;
+}
+
+extern "C" int jattn_cuda_launch_bwd_v3(const jattn_cuda_bwd_args *a, void *workspace, void *stream_ptr) {
+    const jattn_cuda_args *f = &a->fwd;
+    cudaStream_t stream = (cudaStream_t)stream_ptr;
+    if (f->head_dim < 1 || f->head_dim > JATTN_CUDA_BWD_V3_MAX_HEAD_DIM || !f->lse || !workspace ||
+        reinterpret_cast<uintptr_t>(workspace) % 16 != 0)
+        return (int)cudaErrorInvalidValue;
+    const int64_t bh = f->batch * f->heads;
+    const BwdV3Layout L = bwd_v3_layout(bh, f->seq_q, f->seq_kv, f->head_dim);
+    cudaError_t err = bwd_v3_split_launch(a, workspace, stream);
+    if (err != cudaSuccess) return (int)err;
+    const unsigned char *ws = static_cast<const unsigned char *>(workspace);
+    BwdV3Params p;
+    for (int t = 0; t < 4; ++t) {
+        p.img[t] = ws + L.img[t];
+        p.unscale[t] = reinterpret_cast<const float *>(ws + L.unscale[t]);
+    }
+    p.lse = reinterpret_cast<const float *>(ws + L.lse);
+    p.dl = reinterpret_cast<const float2 *>(ws + L.dl);
+    p.dlse = a->dlse;
+    p.dq = a->dq, p.dk = a->dk, p.dv = a->dv;
+    p.dq_b = a->dq_strides.batch, p.dq_h = a->dq_strides.head, p.dq_t = a->dq_strides.token;
+    p.dk_b = a->dk_strides.batch, p.dk_h = a->dk_strides.head, p.dk_t = a->dk_strides.token;
+    p.dv_b = a->dv_strides.batch, p.dv_h = a->dv_strides.head, p.dv_t = a->dv_strides.token;
+    p.kv_count = f->kv_count, p.kv_index = f->kv_index;
+    p.heads = (int)f->heads, p.seq_q = (int)f->seq_q, p.seq_kv = (int)f->seq_kv, p.d = (int)f->head_dim;
+    p.tq = (int)L.tq, p.tk = (int)L.tk;
+    p.warps = p.stages = p.row_blocks = 0;
+    p.zero = 0;
+    p.scale = f->scale;
+    if (f->kv_count) { /* masked keys keep dk = dv = +0 */
+        BwdV3Params z = p;
+        z.row_blocks = (int)bh;
+        bwd_v3_zero_kv<<<1024, 256, 0, stream>>>(z);
+        err = cudaGetLastError();
+        if (err != cudaSuccess) return (int)err;
+    }
+    int dev = 0, major = 0;
+    err = cudaGetDevice(&dev);
+    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+    if (err != cudaSuccess) return (int)err;
+    const bool pdl = major >= 9;
+    switch (L.dp) {
+    case 32: err = launch_dp<32>(p, bh, stream, pdl); break;
+    case 64: err = launch_dp<64>(p, bh, stream, pdl); break;
+    case 80: err = launch_dp<80>(p, bh, stream, pdl); break;
+    case 96: err = launch_dp<96>(p, bh, stream, pdl); break;
+    case 128: err = launch_dp<128>(p, bh, stream, pdl); break;
+    case 160: err = launch_dp<160>(p, bh, stream, pdl); break;
+    case 192: err = launch_dp<192>(p, bh, stream, pdl); break;
+    default: err = launch_dp<256>(p, bh, stream, pdl); break;
+    }
+    return (int)err;
+}

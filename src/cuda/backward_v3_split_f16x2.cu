@@ -1,0 +1,162 @@
+/* bwd_v3_split: the pre-pass of the backward v3 (backward_v3_mma_f16x2.cu). Writes every byte of the
+ * workspace regions of backward_v3_layout.cuh that the kernels read: q * scale, dout, k and v of every
+ * head as 64-row records of scaled fp16 hi + lo images (one power of two per record), their unscales,
+ * the row lse (-inf and rows past seq_q as +inf) and Dl = dO.O - dlse (float64 in a fixed order, kept as
+ * float hi + lo).
+ *
+ * Reads  q, out, dout [B, H, Sq, D] and k, v [B, H, Skv, D] through element strides (head_dim contiguous,
+ *        any alignment of 4 bytes), any D <= 256; lse [B, H, Sq] contiguous; dlse likewise or NULL; the
+ *        key padding's kv_count [B] and kv_index [B][Skv] (or NULL): k and v records hold the attended
+ *        keys of the batch in ascending order, then zeros.
+ * Writes img, unscale, lse, dl (workspace).
+ * One CTA of 256 threads per (record, tensor, head), flattened into a one-dimensional grid: a pass over
+ * the record's values for its largest magnitude (warps over rows, lanes over columns: coalesced), then a
+ * pass writing 16-byte chunks of 8 halves per thread (the values read again, from L1), then the row data
+ * (q: lse; dout: Dl, one warp per row). Memory-bound. */
+#include <math.h>
+#include <stdint.h>
+
+#include <cuda_runtime.h>
+
+#include "backward_v3_layout.cuh"
+#include "cuda_internal.h"
+#include "f16x2_split.cuh"
+#include "key_padding.cuh"
+
+namespace {
+
+constexpr int kSplitThreads = 256;
+constexpr int kSplitWarps = kSplitThreads / 32;
+
+struct BwdV3SplitParams {
+    const float *src[4];
+    int64_t s_b[4], s_h[4], s_t[4];
+    const float *o;
+    int64_t o_b, o_h, o_t;
+    const float *lse, *dlse;
+    const int *kv_count, *kv_index;
+    unsigned char *ws;
+    int64_t img[4], unscale[4], lse_off, dl_off;
+    int heads, seq_q, seq_kv, d, dp, tq, tk;
+    float scale;
+};
+
+__global__ void __launch_bounds__(kSplitThreads) bwd_v3_split(const BwdV3SplitParams p) {
+    __shared__ float red[kSplitWarps];
+    const int per_bh = 2 * p.tq + 2 * p.tk;
+    const int64_t bh = blockIdx.x / per_bh;
+    int r = (int)(blockIdx.x % per_bh), which;
+    if (r < p.tq)
+        which = kV3Q;
+    else if (r < 2 * p.tq)
+        which = kV3DO, r -= p.tq;
+    else if (r < 2 * p.tq + p.tk)
+        which = kV3K, r -= 2 * p.tq;
+    else
+        which = kV3V, r -= 2 * p.tq + p.tk;
+    const int tile = r, tiles = which < 2 ? p.tq : p.tk;
+    const int b = (int)(bh / p.heads), h = (int)(bh % p.heads);
+    const bool keys = which >= 2;
+    const int n = keys ? attended_keys(p.kv_count, b, p.seq_kv) : p.seq_q;
+    const int *rows = keys ? attended_rows(p.kv_index, b, p.seq_kv) : nullptr;
+    const float *src = p.src[which] + b * p.s_b[which] + h * p.s_h[which];
+    const int64_t stride = p.s_t[which];
+    const float mul = which == kV3Q ? p.scale : 1.f;
+    const int r0 = tile * kV3Rec;
+    const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+
+    /* 1. the record's largest finite magnitude */
+    float amax = 0.f;
+    for (int rr = warp; rr < kV3Rec; rr += kSplitWarps) {
+        if (r0 + rr >= n) break;
+        const float *row = src + key_row(rows, r0 + rr) * stride;
+        for (int c = lane; c < p.d; c += 32) amax = fmaxf(amax, finite_abs(__ldg(row + c) * mul));
+    }
+#pragma unroll
+    for (int m = 16; m > 0; m /= 2) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, m));
+    if (lane == 0) red[warp] = amax;
+    __syncthreads();
+    amax = 0.f;
+#pragma unroll
+    for (int w = 0; w < kSplitWarps; ++w) amax = fmaxf(amax, red[w]);
+    const int e = f16x2_exponent(amax, kV3Target);
+    const float up = exp2_int(e);
+
+    /* 2. the hi and lo images, 16-byte chunks of 8 columns */
+    const int chunks = p.dp / 8;
+    unsigned char *rec = p.ws + p.img[which] + ((bh * tiles + tile) * 2) * (int64_t)kV3Rec * p.dp * 2;
+    for (int i = tid; i < kV3Rec * chunks; i += kSplitThreads) {
+        const int rr = i / chunks, c0 = (i % chunks) * 8;
+        float x[8];
+        const bool valid = r0 + rr < n;
+        const float *row = valid ? src + key_row(rows, r0 + rr) * stride : src;
+#pragma unroll
+        for (int k = 0; k < 8; ++k) x[k] = valid && c0 + k < p.d ? __ldg(row + c0 + k) * mul * up : 0.f;
+        uint4 hi, lo;
+        f16x2_split2(x[0], x[1], hi.x, lo.x);
+        f16x2_split2(x[2], x[3], hi.y, lo.y);
+        f16x2_split2(x[4], x[5], hi.z, lo.z);
+        f16x2_split2(x[6], x[7], hi.w, lo.w);
+        const int64_t off = ((int64_t)rr * p.dp + c0) * 2;
+        *reinterpret_cast<uint4 *>(rec + off) = hi;
+        *reinterpret_cast<uint4 *>(rec + (int64_t)kV3Rec * p.dp * 2 + off) = lo;
+    }
+    if (tid == 0) reinterpret_cast<float *>(p.ws + p.unscale[which])[bh * tiles + tile] = exp2_int(-e);
+
+    /* 3. the row data */
+    if (which == kV3Q && tid < kV3Rec) {
+        float l = INFINITY; /* rows past seq_q */
+        if (r0 + tid < p.seq_q) {
+            l = __ldg(p.lse + bh * p.seq_q + r0 + tid);
+            if (l == -INFINITY) l = INFINITY; /* a row with no key: P = 0 */
+        }
+        reinterpret_cast<float *>(p.ws + p.lse_off)[bh * p.tq * kV3Rec + r0 + tid] = l;
+    } else if (which == kV3DO) {
+        for (int rr = warp; rr < kV3Rec; rr += kSplitWarps) {
+            const int row = r0 + rr;
+            double acc = 0.0;
+            if (row < p.seq_q) {
+                const float *dr = src + (int64_t)row * stride;
+                const float *orow = p.o + b * p.o_b + h * p.o_h + (int64_t)row * p.o_t;
+                for (int c = lane; c < p.d; c += 32) acc += (double)__ldg(dr + c) * (double)__ldg(orow + c);
+            }
+#pragma unroll
+            for (int m = 16; m > 0; m /= 2) acc += __shfl_xor_sync(0xffffffffu, acc, m);
+            if (lane == 0) {
+                if (row < p.seq_q && p.dlse) acc -= (double)__ldg(p.dlse + bh * p.seq_q + row);
+                const float hi = (float)acc;
+                reinterpret_cast<float2 *>(p.ws + p.dl_off)[bh * p.tq * kV3Rec + row] =
+                    make_float2(hi, (float)(acc - (double)hi));
+            }
+        }
+    }
+}
+
+} /* namespace */
+
+/* Enqueues the pre-pass (backward_v3_mma_f16x2.cu has checked the call). */
+extern "C" cudaError_t bwd_v3_split_launch(const jattn_cuda_bwd_args *a, void *workspace, cudaStream_t stream) {
+    const jattn_cuda_args *f = &a->fwd;
+    const int64_t bh = f->batch * f->heads;
+    const BwdV3Layout L = bwd_v3_layout(bh, f->seq_q, f->seq_kv, f->head_dim);
+    BwdV3SplitParams p;
+    const float *srcs[4] = {f->q, a->dout, f->k, f->v};
+    const jattn_cuda_strides *st[4] = {&f->q_strides, &a->dout_strides, &f->k_strides, &f->v_strides};
+    for (int t = 0; t < 4; ++t) {
+        p.src[t] = srcs[t];
+        p.s_b[t] = st[t]->batch, p.s_h[t] = st[t]->head, p.s_t[t] = st[t]->token;
+        p.img[t] = L.img[t], p.unscale[t] = L.unscale[t];
+    }
+    p.o = f->out, p.o_b = f->out_strides.batch, p.o_h = f->out_strides.head, p.o_t = f->out_strides.token;
+    p.lse = f->lse, p.dlse = a->dlse;
+    p.kv_count = f->kv_count, p.kv_index = f->kv_index;
+    p.ws = static_cast<unsigned char *>(workspace);
+    p.lse_off = L.lse, p.dl_off = L.dl;
+    p.heads = (int)f->heads, p.seq_q = (int)f->seq_q, p.seq_kv = (int)f->seq_kv;
+    p.d = (int)f->head_dim, p.dp = (int)L.dp, p.tq = (int)L.tq, p.tk = (int)L.tk;
+    p.scale = f->scale;
+    const long long blocks = (long long)bh * (2 * L.tq + 2 * L.tk);
+    if (blocks > 0x7fffffffLL) return cudaErrorInvalidConfiguration;
+    bwd_v3_split<<<(unsigned)blocks, kSplitThreads, 0, stream>>>(p);
+    return cudaGetLastError();
+}
