@@ -56,13 +56,20 @@ if(_jattn_cuda_build)
   # Machine code for Ampere (sm_80, sm_86), Ada (sm_89) and Hopper (sm_90a), and PTX for compute_90,
   # the newest virtual architecture whose PTX every later GPU's driver compiles (Blackwell's
   # sm_100, sm_103, sm_110, sm_120, sm_121 and after run the mma.sync kernels from it).
-  set(JATTN_CUDA_GENCODE
-    "SHELL:-gencode arch=compute_80,code=sm_80"
-    "SHELL:-gencode arch=compute_86,code=sm_86"
-    "SHELL:-gencode arch=compute_89,code=sm_89"
-    "SHELL:-gencode arch=compute_90a,code=sm_90a"
-    "SHELL:-gencode arch=compute_90,code=compute_90")
-  set(JATTN_CUDA_GENCODE_SM90A "SHELL:-gencode arch=compute_90a,code=sm_90a")
+  # JATTN_CUDA_ARCHS narrows the list (a build for one GPU compiles faster: "90a" on a Hopper).
+  set(JATTN_CUDA_ARCHS "80;86;89;90a;compute_90" CACHE STRING
+      "CUDA targets of the portable kernels: NN for sm_NN machine code, compute_NN for PTX")
+  set(JATTN_CUDA_GENCODE "")
+  foreach(_arch IN LISTS JATTN_CUDA_ARCHS)
+    if(_arch MATCHES "^compute_([0-9]+a?)$")
+      list(APPEND JATTN_CUDA_GENCODE "-gencode=arch=compute_${CMAKE_MATCH_1},code=compute_${CMAKE_MATCH_1}")
+    elseif(_arch MATCHES "^([0-9]+a?)$")
+      list(APPEND JATTN_CUDA_GENCODE "-gencode=arch=compute_${_arch},code=sm_${_arch}")
+    else()
+      message(FATAL_ERROR "JATTN_CUDA_ARCHS: '${_arch}' is neither NN(a) nor compute_NN(a)")
+    endif()
+  endforeach()
+  set(JATTN_CUDA_GENCODE_SM90A "-gencode=arch=compute_90a,code=sm_90a")
   set(_jattn_sm90a_only
     attention_v3_sm90_tf32x3.cu attention_v4_split_kv_f16x2.cu attention_v4_sm90_f16x2.cu
     attention_v5_sm90_ws_f16x2.cu attention_v6_split_kv_f16x2.cu attention_v6_sm90_fa3_f16x2.cu
@@ -88,7 +95,7 @@ if(_jattn_cuda_build)
   set_target_properties(jattn_objects PROPERTIES CUDA_ARCHITECTURES OFF CUDA_STANDARD 17 CUDA_STANDARD_REQUIRED ON
                                                  CUDA_VISIBILITY_PRESET hidden)
   set(JATTN_CUDA_ENABLED ON)
-  message(STATUS "jattn: cuda backend built (${CMAKE_CUDA_COMPILER}, sm_80/86/89/90a + compute_90 PTX)")
+  message(STATUS "jattn: cuda backend built (${CMAKE_CUDA_COMPILER}, targets ${JATTN_CUDA_ARCHS}; sm_90a kernels 90a)")
 else()
   target_sources(jattn_objects PRIVATE ${CMAKE_CURRENT_LIST_DIR}/cuda_unavailable.c)
 endif()
