@@ -18,7 +18,7 @@
  * build: nvcc -gencode=arch=compute_90a,code=sm_90a -O3 -std=c++17 -Isrc/cuda -Xcompiler -fopenmp
  *        bench/gpu/v6_check.cu src/cuda/attention_v6_sm90_fa3_f16x2.cu
  *        src/cuda/attention_v6_split_kv_f16x2.cu src/cuda/attention_v4_sm90_f16x2.cu
- *        src/cuda/attention_v4_split_kv_f16x2.cu src/cuda/attention_v3_sm90_tf32x3.cu -o v6_check */
+ *        src/cuda/attention_v4_split_kv_f16x2.cu src/cuda/sm90_contract.c -o v6_check */
 #include <math.h>
 #include <time.h>
 #include <stdint.h>

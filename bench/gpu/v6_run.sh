@@ -15,7 +15,7 @@ if [ -z "$BIN" ]; then
   BIN=/tmp/v6_check
   nvcc -gencode=arch=compute_90a,code=sm_90a -O3 -std=c++17 -Iinclude -Isrc/cuda -Xcompiler -fopenmp -Xptxas -v \
     bench/gpu/v6_check.cu src/cuda/attention_v6_sm90_fa3_f16x2.cu src/cuda/attention_v6_split_kv_f16x2.cu \
-    src/cuda/attention_v4_sm90_f16x2.cu src/cuda/attention_v4_split_kv_f16x2.cu src/cuda/attention_v3_sm90_tf32x3.cu \
+    src/cuda/attention_v4_sm90_f16x2.cu src/cuda/attention_v4_split_kv_f16x2.cu \
     src/cuda/sm90_contract.c -o "$BIN" > "$O/build.log" 2>&1 || { echo "BUILD FAILED"; tail -20 "$O/build.log"; exit 1; }
 fi
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.draw,temperature.gpu --format=csv | tee "$O/smi.txt"

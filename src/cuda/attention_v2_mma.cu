@@ -44,8 +44,8 @@
  * Verdict: passes every gate but the "large" f32 max_abs (above); sanitizer-clean; slower than
  * PyTorch at D = 128, latency-bound (every warp re-splits K and V; 2 warps per scheduler).
  * TF32 rounding by cvt.rn on sm_90 (one instruction instead of four); V slices below 2^-63
- * scaled for their products (denormal v). On a 9.0 device the sm_90a kernels (v4, v5; v3 as
- * their fallback) run D 64 and 128; v2 runs the other head dims and other GPUs.
+ * scaled for their products (denormal v). On a 9.0 device the sm_90a kernels (v6, v4) run D 64
+ * and 128; v2 runs the other head dims and other GPUs, and their calls with misaligned pointers.
  */
 #include <cuda_runtime.h>
 

@@ -5,16 +5,16 @@
  * Reads  q [B, H, Sq, D] (element strides, head_dim contiguous, float4 aligned), D in {64, 128},
  *        and the workspace the pre-pass attention_v4_split_kv_f16x2.cu wrote from k and v (f16x2_split.cuh).
  * Writes out [B, H, Sq, D] through its strides, and optionally lse [B, H, Sq] contiguous.
- * Same contract as v3 (attention_sm90.h), plus the workspace.
+ * The launch contract of attention_sm90.h, plus the workspace.
  *
- * Why: v3.2 (3xTF32) runs the TF32 tensor rate (409 TFLOP/s measured), six products per
- * attention FLOP in f32 mode, and every CTA splits K and V again in registers. The fp16 rate is
- * twice TF32's with the same 11-bit significand, so hi*hi + hi*lo + lo*hi with fp16 parts is as
- * exact as 3xTF32 at half the tensor time; fp16's narrow range is handled by a power-of-two
- * scale per q row, per k row and per (key tile, head_dim column) of v (f16x2_split.cuh), and P
- * (in [0, 1]) enters as P * 2^15. K and V are split once per head by the pre-pass, already in
- * the register order of the A fragments: the kernel loads them with 16-byte loads and converts
- * nothing. The structure is v3.2's (one warpgroup, 64 queries per CTA, two or three CTAs per SM):
+ * Why: v3.2 (3xTF32 on wgmma; removed since, src/cuda/JOURNAL.md) runs the TF32 tensor rate
+ * (409 TFLOP/s measured), six products per attention FLOP in f32 mode, and every CTA splits K and V
+ * again in registers. The fp16 rate is twice TF32's with the same 11-bit significand, so
+ * hi*hi + hi*lo + lo*hi with fp16 parts is as exact as 3xTF32 at half the tensor time; fp16's narrow range is handled
+ * by a power-of-two scale per q row, per k row and per (key tile, head_dim column) of v (f16x2_split.cuh), and P (in
+ * [0, 1]) enters as P * 2^15. K and V are split once per head by the pre-pass, already in the register order of the A
+ * fragments: the kernel loads them with 16-byte loads and converts nothing. The structure is v3.2's (one warpgroup, 64
+ * queries per CTA, two or three CTAs per SM):
  *  - S^T = K Q^T: wgmma m64n64k16, A = the K tile (64 keys x 16 head_dim) from registers,
  *    B = the CTA's 64 queries, hi and lo, from shared memory (staged once, K-major over head_dim).
  *    head_dim order inside a k16 slice is free: slice s position 2c + j (j < 2) and 2c + 8 + j - 2

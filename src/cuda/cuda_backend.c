@@ -41,10 +41,11 @@ static void probe_device(void) {
         (void)cudaGetLastError();
         return;
     }
-    const char *env = getenv("JATTN_CUDA_KERNEL"); /* v1 .. v6, or 1 .. 6 */
+    const char *env = getenv("JATTN_CUDA_KERNEL"); /* v1, v2, v4, v6, or 1, 2, 4, 6 */
     if (env && env[0] == 'v') env++;
     for (int k = JATTN_CUDA_KERNEL_V1; env && k < JATTN_CUDA_KERNEL_COUNT; k++)
-        if (env[0] == '0' + k && env[1] == '\0') atomic_store(&kernel_choice, k);
+        if (env[0] == '0' + k && env[1] == '\0' && jattn_cuda_kernel_exists((jattn_cuda_kernel)k))
+            atomic_store(&kernel_choice, k);
     const char *benv = getenv("JATTN_CUDA_BWD_KERNEL"); /* v1, v2, or 1, 2 */
     if (benv && benv[0] == 'v') benv++;
     for (int k = JATTN_CUDA_BWD_KERNEL_V1; benv && k < JATTN_CUDA_BWD_KERNEL_COUNT; k++)
@@ -81,7 +82,7 @@ static int current_cc(int *dev_out) {
 
 void jattn_cuda_set_kernel(jattn_cuda_kernel k) {
     pthread_once(&device_once, probe_device); /* so the environment does not override it later */
-    if ((int)k >= 0 && k < JATTN_CUDA_KERNEL_COUNT) atomic_store(&kernel_choice, (int)k);
+    if (k == JATTN_CUDA_KERNEL_AUTO || jattn_cuda_kernel_exists(k)) atomic_store(&kernel_choice, (int)k);
 }
 
 void jattn_cuda_set_bwd_kernel(jattn_cuda_bwd_kernel k) {
@@ -113,7 +114,7 @@ const char *jattn_cuda_last_kernel(void) { return last_kernel; }
  * (cuda_versions.c): v4 where v6 refuses (sequences beyond its 32-bit 128-query CTAs) and on a
  * 9.0 device for the problems v4 takes (D 64 or 128, strides a multiple of 4 elements), else v2
  * where its head_dim limits allow, else v1; and v1 for seq_kv == 1, where it returns the v row bit
- * for bit (weight exp(0)/exp(0) = 1; a split of v would not). v3 and v5 run when forced. A forced
+ * for bit (weight exp(0)/exp(0) = 1; a split of v would not). v5 runs when forced. A forced
  * version stays as forced or fails (naming why), but for v2, which falls back to v1 beyond its
  * head_dim limits.
  * @return the version, or NULL with *why set. */

@@ -46,19 +46,18 @@ typedef enum jattn_cuda_kernel {
     JATTN_CUDA_KERNEL_AUTO = 0, /* v6 where it applies, else v4, else v2, else v1 (cuda_backend.c) */
     JATTN_CUDA_KERNEL_V1 = 1,   /* attention_v1_simt.cu: plain fp32 SIMT, any D <= 512 */
     JATTN_CUDA_KERNEL_V2 = 2,   /* attention_v2_mma.cu: mma.sync m16n8k8 3xTF32, D % 8 == 0, D <= 256 */
-    JATTN_CUDA_KERNEL_V3 = 3,   /* attention_v3_sm90_tf32x3.cu (v3.2): sm_90a wgmma 3xTF32, transposed
-                                 * S^T = K Q^T: device 9.0, D 64 or 128, strides multiples of 4
-                                 * (select refuses a forced v3 otherwise), pointers 16-byte aligned
-                                 * (else that call runs v2) */
-    JATTN_CUDA_KERNEL_V4 = 4,   /* attention_v4_sm90_f16x2.cu: sm_90a wgmma on 2xFP16 operands split
-                                 * by a pre-pass into a device workspace; the same limits as v3 */
-    JATTN_CUDA_KERNEL_V5 = 5,   /* attention_v5_sm90_ws_f16x2.cu: v4's arithmetic in a warp-specialized CTA
-                                 * (a bulk-copy producer, two consumer warpgroups in ping-pong); the
-                                 * same limits and workspace as v4; a key-padded call runs v4 */
-    JATTN_CUDA_KERNEL_V6 = 6,   /* attention_v6_sm90_fa3_f16x2.cu: 2xFP16 in the FlashAttention-3 orientation
-                                 * (S = Q K^T, the row softmax in registers), warp-specialized, its own
-                                 * pre-pass and workspace; v3's limits, seq_q and seq_kv <= 2^31 - 129
-                                 * and seq_kv >= 2 (v1 runs a single key, as AUTO does) */
+    /* 3: v3 (sm_90a wgmma 3xTF32), removed: superseded by v4 and v6 (src/cuda/JOURNAL.md) */
+    JATTN_CUDA_KERNEL_V4 = 4, /* attention_v4_sm90_f16x2.cu: sm_90a wgmma on 2xFP16 operands split
+                               * by a pre-pass into a device workspace: device 9.0, D 64 or 128,
+                               * strides multiples of 4 (select refuses a forced v4 otherwise),
+                               * pointers 16-byte aligned (else that call runs v2) */
+    JATTN_CUDA_KERNEL_V5 = 5, /* attention_v5_sm90_ws_f16x2.cu: v4's arithmetic in a warp-specialized CTA
+                               * (a bulk-copy producer, two consumer warpgroups in ping-pong); the
+                               * same limits and workspace as v4; a key-padded call runs v4 */
+    JATTN_CUDA_KERNEL_V6 = 6, /* attention_v6_sm90_fa3_f16x2.cu: 2xFP16 in the FlashAttention-3 orientation
+                               * (S = Q K^T, the row softmax in registers), warp-specialized, its own
+                               * pre-pass and workspace; v4's limits, seq_q and seq_kv <= 2^31 - 129
+                               * and seq_kv >= 2 (v1 runs a single key, as AUTO does) */
     JATTN_CUDA_KERNEL_COUNT = 7
 } jattn_cuda_kernel;
 
@@ -66,7 +65,7 @@ typedef enum jattn_cuda_kernel {
 #define JATTN_CUDA_V1_MAX_HEAD_DIM 512
 #define JATTN_CUDA_V2_MAX_HEAD_DIM 256
 #define JATTN_CUDA_V2_HEAD_DIM_MULTIPLE 8
-/* v3's to v6's limits are those of their launch contract (attention_sm90.h). */
+/* v4's to v6's limits are those of their launch contract (attention_sm90.h). */
 
 /* Device bytes of the key padding's pre-pass output for a problem: kv_count and kv_index
  * (each region 256-byte aligned). Every kernel's workspace includes them. */
@@ -83,13 +82,12 @@ int jattn_cuda_launch_padding(const int64_t *kv_len, const uint8_t *mask, int64_
 /* The launchers, one per version and all of one shape: enqueue the version's kernel(s) on
  * `stream` (a cudaStream_t) for `a`, with `workspace` its own device workspace (v4 and v5:
  * attention_f32_sm90_f16x2_workspace_bytes(); v6: attention_f32_sm90_fa3_f16x2_workspace_bytes();
- * 16-byte aligned; NULL for the others). No allocation, no synchronisation. v3 to v6 refuse
+ * 16-byte aligned; NULL for the others). No allocation, no synchronisation. v4 to v6 refuse
  * (cudaErrorInvalidValue, nothing enqueued) arguments outside their contract (attention_sm90.h),
  * v5 also a key-padded call.
  * @return the cudaError_t of the launch (as int; 0 = cudaSuccess). */
 int jattn_cuda_launch_v1(const jattn_cuda_args *a, void *workspace, void *stream); /* attention_v1_simt.cu */
 int jattn_cuda_launch_v2(const jattn_cuda_args *a, void *workspace, void *stream); /* attention_v2_mma.cu */
-int jattn_cuda_launch_v3(const jattn_cuda_args *a, void *workspace, void *stream); /* attention_v3_sm90_tf32x3.cu */
 int jattn_cuda_launch_v4(const jattn_cuda_args *a, void *workspace, void *stream); /* attention_v4_sm90_f16x2.cu */
 int jattn_cuda_launch_v5(const jattn_cuda_args *a, void *workspace, void *stream); /* attention_v5_sm90_ws_f16x2.cu */
 int jattn_cuda_launch_v6(const jattn_cuda_args *a, void *workspace, void *stream); /* attention_v6_sm90_fa3_f16x2.cu */
@@ -167,13 +165,18 @@ typedef enum jattn_cuda_bwd_kernel {
 void jattn_cuda_set_bwd_kernel(jattn_cuda_bwd_kernel k);
 
 /* Forces a kernel version for every later call of this process (AUTO restores the default;
- * the environment variable JATTN_CUDA_KERNEL=v1|...|v6 sets the initial value). The
+ * the environment variable JATTN_CUDA_KERNEL=v1|v2|v4|v6 sets the initial value). The
  * fallbacks are those of the versions' table (cuda_versions.c): v2 falls back to v1 where it
- * cannot run a problem; v3 to v6 make jattn_select() fail with UNSUPPORTED (naming the reason)
+ * cannot run a problem; v4 to v6 make jattn_select() fail with UNSUPPORTED (naming the reason)
  * where they cannot, and a forward() whose pointers miss their 16-byte alignment runs v2 for
  * that call. */
 void jattn_cuda_set_kernel(jattn_cuda_kernel k);
 jattn_cuda_kernel jattn_cuda_get_kernel(void);
+
+/* Whether k is a kernel version of the library (the numbers of removed versions stay unused, so
+ * that vN keeps naming the same kernel): what jattn_cuda_set_kernel and JATTN_CUDA_KERNEL accept
+ * besides AUTO. */
+int jattn_cuda_kernel_exists(jattn_cuda_kernel k);
 
 /* Forces kernel v4's instance for every later call: 2 or 3 CTAs per SM (D = 64 has the 3 only),
  * 0 restores the choice per call (f16x2_plan); the environment variable JATTN_CUDA_V4_CTAS=2|3
