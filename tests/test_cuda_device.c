@@ -1,7 +1,7 @@
 /* The cuda backend on device pointers and through its context: results on the caller's
  * stream match the float64 reference; a CUDA graph capture replays to the same bits; 4-byte
  * (not 16-byte) aligned pointers work; an output overlapping an input is rejected before any
- * launch; the context allocates device memory once per size; every kernel version (v1, v2, v4 to
+ * launch; the context allocates device memory once per size; every kernel version (v1, v2, v4,
  * v6) passes the gate of each precision it takes; forced sm_90a versions refuse (UNSUPPORTED,
  * naming the reason) what they cannot run and run v2 for a call whose pointers miss their alignment; the
  * same call twice gives the same bits (every version and precision); a caller's workspace is
@@ -211,11 +211,9 @@ static int device_is_sm90(void) {
     return 10 * major + minor == 90; /* ATTENTION_SM90_CC (src/cuda/attention_sm90.h) */
 }
 
-static int is_sm90_version(int ver) {
-    return ver == JATTN_CUDA_KERNEL_V4 || ver == JATTN_CUDA_KERNEL_V5 || ver == JATTN_CUDA_KERNEL_V6;
-}
+static int is_sm90_version(int ver) { return ver == JATTN_CUDA_KERNEL_V4 || ver == JATTN_CUDA_KERNEL_V6; }
 
-/* Why a forced sm_90a version (v4 to v6) must refuse (p, e), as the word its error message must name, or NULL. */
+/* Why a forced sm_90a version (v4, v6) must refuse (p, e), as the word its error message must name, or NULL. */
 static const char *sm90_must_refuse(const jattn_problem *p, const jattn_exec *e) {
     (void)e; /* both precisions run */
     if (!device_is_sm90()) return "device";
@@ -459,9 +457,8 @@ static void test_caller_workspace(jt_case *c, cudaStream_t s) {
         jt_tally_add(&tally, jt_expect_status(jattn_workspace_size(&c->p, &e, &bytes), JATTN_OK, "workspace_size"));
         jattn_selection sel;
         jt_tally_add(&tally, jt_expect_status(jattn_select(&c->p, &e, &sel), JATTN_OK, "select"));
-        /* every kernel reports the key padding's region, v4 to v6 their split K and V on top */
-        const int v4 = strncmp(sel.kernel, "cuda_v4", 7) == 0 || strncmp(sel.kernel, "cuda_v5", 7) == 0 ||
-                       strncmp(sel.kernel, "cuda_v6", 7) == 0;
+        /* every kernel reports the key padding's region, v4 and v6 their split K and V on top */
+        const int v4 = strncmp(sel.kernel, "cuda_v4", 7) == 0 || strncmp(sel.kernel, "cuda_v6", 7) == 0;
         const size_t padding = jattn_cuda_padding_bytes(c->p.batch, c->p.seq_kv);
         const int sized = v4 ? bytes > padding + 63 : bytes == padding + 63;
         if (!sized) printf("FAIL workspace of %zu bytes for kernel %s\n", bytes, sel.kernel);
@@ -639,7 +636,6 @@ int main(void) {
     test_auto_choice();
     test_repeatable(&rng, s);
     test_sm90_device_pointers(&c, s, JATTN_CUDA_KERNEL_V4);
-    test_sm90_device_pointers(&c, s, JATTN_CUDA_KERNEL_V5);
     test_sm90_device_pointers(&c, s, JATTN_CUDA_KERNEL_V6);
     test_caller_workspace(&small, s);
     test_padding_device(&rng, s);

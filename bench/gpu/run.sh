@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU harness (issue 4), one run on the GPU machine, from the repository root:
 #   build (cmake -DJATTN_CUDA=ON) -> GPU tests (the parity suite, device-pointer tests, edges)
-#   -> the parity suite once more on the forced kernels (v1, v4's two instances, v5, v6) ->
+#   -> the parity suite once more on the forced kernels (v1, v4's two instances, v6) ->
 #   compute-sanitizer memcheck, racecheck, synccheck, initcheck over the GPU tests on their small
 #   shapes -> the f32 error's tail on single-row peaky cases (accuracy_tail) -> benchmark: jattn
 #   kernel versions (f32, tf32) and PyTorch SDPA (fp32 efficient-attention, bf16 cuDNN) at the
@@ -16,10 +16,10 @@
 #        JATTN_SANITIZE_TIMEOUT=seconds per compute-sanitizer run (default 300)
 #        JATTN_TEST_TIMEOUT=seconds per test of the parity3 step (default 600)
 #        JATTN_SANITIZE_TOOLS="memcheck ..." and JATTN_SANITIZE_TESTS="test|test ..." (|-separated;
-#        a v1..v5 or c2/c3 prefix forces that kernel or v4 instance) narrow the sanitize step
+#        a v1..v6 or c2/c3 prefix forces that kernel or v4 instance) narrow the sanitize step
 #        JATTN_GPU_SHAPES="1,24,1536,128 ..." (default: the five shapes of issue 4)
-#        JATTN_BENCH_VERSIONS=v1,v2,v4,v5,v6 (which kernel versions the bench times)
-#        JATTN_PARITY_VERSIONS="v1 v4c2 v4c3 v5 v6" (the forced versions of the parity3 step; v4cN
+#        JATTN_BENCH_VERSIONS=v1,v2,v4,v6 (which kernel versions the bench times)
+#        JATTN_PARITY_VERSIONS="v1 v4c2 v4c3 v6" (the forced versions of the parity3 step; v4cN
 #        forces v4's N-CTA instance)
 #        JATTN_TEST_KERNELS="auto v6" (the test step runs the GPU tests once per entry: auto = the
 #        default choice, vN = JATTN_CUDA_KERNEL=vN forced)
@@ -33,7 +33,7 @@ cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build-gpu}
 OUT=${OUT:-$BUILD/out}
 STEPS=${JATTN_GPU_STEPS:-"build test parity3 sanitize tail sass bench jattn padding"}   # also: ab, ncu, variants, cpu
-export JATTN_BENCH_VERSIONS=${JATTN_BENCH_VERSIONS:-v1,v2,v4,v5,v6}
+export JATTN_BENCH_VERSIONS=${JATTN_BENCH_VERSIONS:-v1,v2,v4,v6}
 SHAPES=${JATTN_GPU_SHAPES:-}
 mkdir -p "$OUT"
 status=0
@@ -59,7 +59,7 @@ if has sass; then
   cuobjdump -sass "$obj" > /tmp/v2.sass 2>&1
   awk '/Function :/{f=$3} /HMMA/{h[f]++} /LDL|STL/{l[f]++} END{for(k in h) printf "%-70s HMMA %5d  LDL/STL %d\n", k, h[k], l[k]+0}' /tmp/v2.sass
   grep -m3 HMMA /tmp/v2.sass
-  for src in attention_v4_sm90_f16x2 attention_v5_sm90_ws_f16x2 attention_v6_sm90_fa3_f16x2; do
+  for src in attention_v4_sm90_f16x2 attention_v6_sm90_fa3_f16x2; do
     note "sass ($src: HGMMA count, local memory; only the sm_90a instances have a body)"
     obj=$(find "$BUILD" -name "$src.cu.o" | head -1)
     cuobjdump -sass "$obj" > /tmp/sm90.sass 2>&1
@@ -101,9 +101,9 @@ worst_large_f32() {
 }
 
 if has parity3; then
-  # The parity suite once more on each forced kernel version: v1 takes every problem, v4 to v6
+  # The parity suite once more on each forced kernel version: v1 takes every problem, v4 and v6
   # (sm_90a) D 64 and 128 (their refusals of other D are expected and counted apart).
-  for ver in ${JATTN_PARITY_VERSIONS:-v1 v4c2 v4c3 v5 v6}; do   # v4cN: kernel v4, its N-CTA instance forced
+  for ver in ${JATTN_PARITY_VERSIONS:-v1 v4c2 v4c3 v6}; do   # v4cN: kernel v4, its N-CTA instance forced
     kv=${ver%c*}; ctas=; [ "$kv" != "$ver" ] && ctas=${ver##*c}
     note "parity suite on kernel $ver (JATTN_CUDA_KERNEL=$kv${ctas:+ JATTN_CUDA_V4_CTAS=$ctas})"
     JATTN_CUDA_KERNEL=$kv JATTN_CUDA_V4_CTAS=$ctas JATTN_TEST_VERBOSE=1 timeout "${JATTN_TEST_TIMEOUT:-600}" "$BUILD/tests/test_parity" cuda > "$OUT/parity_$ver.log" 2>&1 ||
@@ -128,12 +128,12 @@ fi
 
 if has sanitize; then
   # Every tool over: sanitize_small (each kernel version and precision on odd shapes), the GPU
-  # tests on their quick (small) shapes with the default kernels, with v5 and v6 forced, and with each
+  # tests on their quick (small) shapes with the default kernels, with v6 forced, and with each
   # of v4's instances (2 and 3 CTAs per SM) forced. A test's own
   # failures give rc 1; a sanitizer finding gives rc 3 (--error-exitcode).
   note "compute-sanitizer (memcheck racecheck synccheck initcheck) over sanitize_small and the GPU tests"
   : > "$OUT/sanitize.log"
-  SAN_TESTS=${JATTN_SANITIZE_TESTS:-sanitize_small|tests/test_parity cuda|v5 tests/test_parity cuda|v6 tests/test_parity cuda|c2 tests/test_parity cuda|c3 tests/test_parity cuda|tests/test_padding cuda|tests/test_cuda_device|tests/test_edges cuda}
+  SAN_TESTS=${JATTN_SANITIZE_TESTS:-sanitize_small|tests/test_parity cuda|v6 tests/test_parity cuda|c2 tests/test_parity cuda|c3 tests/test_parity cuda|tests/test_padding cuda|tests/test_cuda_device|tests/test_edges cuda}
   IFS='|' read -r -a san_tests <<< "$SAN_TESTS"
   for tool in ${JATTN_SANITIZE_TOOLS:-memcheck racecheck synccheck initcheck}; do
     for t in "${san_tests[@]}"; do

@@ -1,5 +1,5 @@
-/* attention_sm90.h: the launch contract of the sm_90a wgmma kernels of the cuda backend (v4, v5,
- * v6), launched through the one launcher family of cuda_internal.h (jattn_cuda_launch_v4 .. v6):
+/* attention_sm90.h: the launch contract of the sm_90a wgmma kernels of the cuda backend (v4 and
+ * v6), launched through the one launcher family of cuda_internal.h (jattn_cuda_launch_v4, v6):
  * src/cuda/NOTES.md's version table. Their design,
  * ceilings and predictions, step by step: JOURNAL.md.
  *
@@ -8,7 +8,7 @@
  *     out[i,d]   = sum_j softmax(S[i,:])[j] * v[b,h,j,d]
  *     lse[b,h,i] = max_j S[i,j] + log(sum_j exp(S[i,j] - max))      (when lse != NULL)
  *
- * Contract of jattn_cuda_launch_v4() .. v6():
+ * Contract of jattn_cuda_launch_v4() and jattn_cuda_launch_v6():
  *  - Device: the current device must have compute capability 9.0 (wgmma, sm_90a); on any
  *    other the call returns cudaErrorNoKernelImageForDevice and enqueues nothing. The file
  *    also compiles for other targets (e.g. the library's compute_80 PTX), where the kernel
@@ -81,8 +81,8 @@ attention_sm90_support attention_sm90_shape_supported(int64_t batch, int64_t hea
  *         call (sm90_contract.c). */
 attention_sm90_support attention_f32_sm90_wgmma_supported(const jattn_cuda_args *args);
 
-/* Kernels v4 and v5 split K and V into two scaled fp16 parts (2xFP16) in a pre-pass
- * (attention_v4_split_kv_f16x2.cu) that writes them into their workspace: device memory of
+/* Kernel v4 splits K and V into two scaled fp16 parts (2xFP16) in a pre-pass
+ * (attention_v4_split_kv_f16x2.cu) that writes them into its workspace: device memory of
  * this many bytes, 16-byte aligned, not shared with a concurrent call (about K plus V). */
 size_t attention_f32_sm90_f16x2_workspace_bytes(int64_t batch, int64_t heads, int64_t seq_kv, int64_t head_dim);
 

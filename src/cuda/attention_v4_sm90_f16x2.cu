@@ -384,8 +384,8 @@ __global__ void __launch_bounds__(kThreads, kCtas) attention_f32_sm90_wgmma_f16x
                 }
             }
     }
-    /* the output as f16x2_write_out writes it (v5), kept inline here: as a call it costs the
-     * 3-CTA instances 60-120 more bytes of spills (ptxas 13.0) */
+    /* the output, written inline (as a call, shared with v5 until v5's removal, it cost the 3-CTA
+     * instances 60-120 more bytes of spills, ptxas 13.0) */
 #pragma unroll
     for (int i = 0; i < C::kAcc / 4; ++i) {
 #pragma unroll

@@ -12,7 +12,7 @@
  * Writes out [B, H, Sq, D] through its strides (float2 stores); lse [B, H, Sq] contiguous
  *        (natural log) when not NULL. Contract: attention_sm90.h (as v4's, plus its workspace).
  *
- * Why: v4 and v5 run the transposed orientation (S^T = K Q^T), whose column softmax needs
+ * Why: v4 (and v5, removed since) run the transposed orientation (S^T = K Q^T), whose column softmax needs
  * shuffles across the warp, a cross-warp exchange through shared memory and two barriers per
  * tile (~1500 warp instructions per warp per tile, JOURNAL.md "v5"). Here a thread holds two
  * whole rows' worth of a warp's 16 x 64 scores: the row maximum is two quad shuffles, and the

@@ -114,7 +114,7 @@ const char *jattn_cuda_last_kernel(void) { return last_kernel; }
  * (cuda_versions.c): v4 where v6 refuses (sequences beyond its 32-bit 128-query CTAs) and on a
  * 9.0 device for the problems v4 takes (D 64 or 128, strides a multiple of 4 elements), else v2
  * where its head_dim limits allow, else v1; and v1 for seq_kv == 1, where it returns the v row bit
- * for bit (weight exp(0)/exp(0) = 1; a split of v would not). v5 runs when forced. A forced
+ * for bit (weight exp(0)/exp(0) = 1; a split of v would not). A forced
  * version stays as forced or fails (naming why), but for v2, which falls back to v1 beyond its
  * head_dim limits.
  * @return the version, or NULL with *why set. */

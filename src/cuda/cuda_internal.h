@@ -31,8 +31,7 @@ typedef struct jattn_cuda_args {
     float scale;               /* > 0, finite */
     jattn_precision precision; /* F32: float32-exact; TF32: the opt-in, each version's own way */
     int v4_ctas_per_sm;        /* kernel v4 only: 0 = chosen per call; 2 or 3 = that instance (tests) */
-    int v5_variant;            /* kernel v5: 0 = the kernel; 2 = with the consumers' ping-pong (A/B runs);
-                                * kernel v6: bit 0 = the consumers' ping-pong */
+    int v5_variant;            /* kernel v6: bit 0 = the consumers' ping-pong (A/B runs) */
     /* Key padding, resolved on the device by the pre-pass of key_padding.cu; both NULL when
      * every key is attended. A kernel runs batch b over its kv_count[b] attended keys as if
      * they were the whole sequence: key j of it is row kv_index[b * seq_kv + j] of k and v
@@ -51,9 +50,7 @@ typedef enum jattn_cuda_kernel {
                                * by a pre-pass into a device workspace: device 9.0, D 64 or 128,
                                * strides multiples of 4 (select refuses a forced v4 otherwise),
                                * pointers 16-byte aligned (else that call runs v2) */
-    JATTN_CUDA_KERNEL_V5 = 5, /* attention_v5_sm90_ws_f16x2.cu: v4's arithmetic in a warp-specialized CTA
-                               * (a bulk-copy producer, two consumer warpgroups in ping-pong); the
-                               * same limits and workspace as v4; a key-padded call runs v4 */
+    /* 5: v5 (v4's arithmetic warp-specialized), removed: superseded by v6 (src/cuda/JOURNAL.md) */
     JATTN_CUDA_KERNEL_V6 = 6, /* attention_v6_sm90_fa3_f16x2.cu: 2xFP16 in the FlashAttention-3 orientation
                                * (S = Q K^T, the row softmax in registers), warp-specialized, its own
                                * pre-pass and workspace; v4's limits, seq_q and seq_kv <= 2^31 - 129
@@ -80,16 +77,14 @@ int jattn_cuda_launch_padding(const int64_t *kv_len, const uint8_t *mask, int64_
                               void *out, const int **count, const int **index, void *stream);
 
 /* The launchers, one per version and all of one shape: enqueue the version's kernel(s) on
- * `stream` (a cudaStream_t) for `a`, with `workspace` its own device workspace (v4 and v5:
+ * `stream` (a cudaStream_t) for `a`, with `workspace` its own device workspace (v4:
  * attention_f32_sm90_f16x2_workspace_bytes(); v6: attention_f32_sm90_fa3_f16x2_workspace_bytes();
- * 16-byte aligned; NULL for the others). No allocation, no synchronisation. v4 to v6 refuse
- * (cudaErrorInvalidValue, nothing enqueued) arguments outside their contract (attention_sm90.h),
- * v5 also a key-padded call.
+ * 16-byte aligned; NULL for the others). No allocation, no synchronisation. v4 and v6 refuse
+ * (cudaErrorInvalidValue, nothing enqueued) arguments outside their contract (attention_sm90.h).
  * @return the cudaError_t of the launch (as int; 0 = cudaSuccess). */
 int jattn_cuda_launch_v1(const jattn_cuda_args *a, void *workspace, void *stream); /* attention_v1_simt.cu */
 int jattn_cuda_launch_v2(const jattn_cuda_args *a, void *workspace, void *stream); /* attention_v2_mma.cu */
 int jattn_cuda_launch_v4(const jattn_cuda_args *a, void *workspace, void *stream); /* attention_v4_sm90_f16x2.cu */
-int jattn_cuda_launch_v5(const jattn_cuda_args *a, void *workspace, void *stream); /* attention_v5_sm90_ws_f16x2.cu */
 int jattn_cuda_launch_v6(const jattn_cuda_args *a, void *workspace, void *stream); /* attention_v6_sm90_fa3_f16x2.cu */
 
 /* ---- the backward (jattn_backward) ---- */
@@ -167,7 +162,7 @@ void jattn_cuda_set_bwd_kernel(jattn_cuda_bwd_kernel k);
 /* Forces a kernel version for every later call of this process (AUTO restores the default;
  * the environment variable JATTN_CUDA_KERNEL=v1|v2|v4|v6 sets the initial value). The
  * fallbacks are those of the versions' table (cuda_versions.c): v2 falls back to v1 where it
- * cannot run a problem; v4 to v6 make jattn_select() fail with UNSUPPORTED (naming the reason)
+ * cannot run a problem; v4 and v6 make jattn_select() fail with UNSUPPORTED (naming the reason)
  * where they cannot, and a forward() whose pointers miss their 16-byte alignment runs v2 for
  * that call. */
 void jattn_cuda_set_kernel(jattn_cuda_kernel k);

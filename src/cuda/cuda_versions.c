@@ -8,28 +8,28 @@
 
 static int v2_applies(int64_t d) { return d % JATTN_CUDA_V2_HEAD_DIM_MULTIPLE == 0 && d <= JATTN_CUDA_V2_MAX_HEAD_DIM; }
 
-/* Why v4 to v6 cannot run a problem (a message for jattn_fail), or NULL when they can,
+/* Why v4 and v6 cannot run a problem (a message for jattn_fail), or NULL when they can,
  * pointers aside: their alignment is known in forward() only. The limits are those of the
  * launch contract (attention_sm90.h, checked by sm90_contract.c); v6 adds its own below. */
 static const char *sm90_refusal(const jattn_problem *p, int cc) {
-    if (cc != ATTENTION_SM90_CC) return "device: kernels v4 to v6 (sm_90a wgmma) need compute capability 9.0";
+    if (cc != ATTENTION_SM90_CC) return "device: kernels v4 and v6 (sm_90a wgmma) need compute capability 9.0";
     const jattn_cuda_strides strides[4] = {{p->q.batch, p->q.head, p->q.token},
                                            {p->k.batch, p->k.head, p->k.token},
                                            {p->v.batch, p->v.head, p->v.token},
                                            {p->out.batch, p->out.head, p->out.token}};
     switch (attention_sm90_shape_supported(p->batch, p->heads, p->seq_q, p->seq_kv, p->head_dim, strides)) {
     case ATTENTION_SM90_SUPPORTED: return NULL;
-    case ATTENTION_SM90_BAD_HEAD_DIM: return "head_dim: kernels v4 to v6 take 64 or 128";
+    case ATTENTION_SM90_BAD_HEAD_DIM: return "head_dim: kernels v4 and v6 take 64 or 128";
     case ATTENTION_SM90_MISALIGNED:
-        return "strides: kernels v4 to v6 need every stride of q, k, v, out a non-negative multiple of 4 elements";
+        return "strides: kernels v4 and v6 need every stride of q, k, v, out a non-negative multiple of 4 elements";
     default:
         if (p->batch > ATTENTION_SM90_MAX_GRID || p->heads > ATTENTION_SM90_MAX_GRID)
-            return "batch/heads: kernels v4 to v6 take at most 65535 each";
-        return "seq_q/seq_kv: kernels v4 to v6 take at most 2^31 - 65 (their 64-row tiles index with 32 bits)";
+            return "batch/heads: kernels v4 and v6 take at most 65535 each";
+        return "seq_q/seq_kv: kernels v4 and v6 take at most 2^31 - 65 (their 64-row tiles index with 32 bits)";
     }
 }
 
-/* v6 takes what v4 and v5 take, but for 128-query CTAs (one more bit of the row index) and a
+/* v6 takes what v4 takes, but for 128-query CTAs (one more bit of the row index) and a
  * single key: its split of v does not return the v row bit for bit, which v1 does (AUTO runs
  * v1 there). */
 static const char *v6_refusal(const jattn_problem *p, int cc) {
@@ -61,10 +61,7 @@ static int sm90_call_refused(const jattn_cuda_args *a) {
     return attention_f32_sm90_wgmma_supported(a) != ATTENTION_SM90_SUPPORTED;
 }
 
-/* v5 also takes calls without key padding only. */
-static int v5_call_refused(const jattn_cuda_args *a) { return sm90_call_refused(a) || a->kv_count != NULL; }
-
-/* v4's and v5's own device workspace (the split K and V); the other versions need none. */
+/* v4's own device workspace (the split K and V); v1 and v2 need none. */
 static size_t f16x2_workspace_bytes(const jattn_problem *p) {
     return attention_f32_sm90_f16x2_workspace_bytes(p->batch, p->heads, p->seq_kv, p->head_dim);
 }
@@ -106,15 +103,6 @@ const cuda_version jattn_cuda_versions[JATTN_CUDA_KERNEL_COUNT] = {
                               JATTN_CUDA_KERNEL_V2,
                               0,
                               JATTN_CUDA_KERNEL_V2},
-    [JATTN_CUDA_KERNEL_V5] = {JATTN_CUDA_KERNEL_V5,
-                              {"cuda_v5_flash_f16x2_sm90_ws_128x64", "cuda_v5_flash_qk_f16x2_pv_f16_sm90_ws_128x64"},
-                              sm90_refusal,
-                              v5_call_refused,
-                              f16x2_workspace_bytes,
-                              jattn_cuda_launch_v5,
-                              JATTN_CUDA_KERNEL_V4,
-                              0,
-                              JATTN_CUDA_KERNEL_V4},
     /* v6 takes key padding; a call with misaligned pointers, or whose workspace the pool cannot
      * give, runs v4 (which walks on to v2 as its own row says) */
     [JATTN_CUDA_KERNEL_V6] = {JATTN_CUDA_KERNEL_V6,

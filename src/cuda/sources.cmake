@@ -5,9 +5,8 @@
 # Targets: sm_90a machine code (Hopper) plus compute_80 PTX, which the driver compiles for
 # Ampere, Ada and anything newer. The backward v1 (backward_v1_mma_tf32x3.cu) is mma.sync only; the
 # backward v2 (backward_v2_sm90_f16x2.cu, its pre-pass backward_v2_split_f16x2.cu) is sm_90a only.
-# Kernels v4 (attention_v4_sm90_f16x2.cu, with its pre-pass attention_v4_split_kv_f16x2.cu) and v5
-# (attention_v5_sm90_ws_f16x2.cu, v4's pre-pass) and v6 (attention_v6_sm90_fa3_f16x2.cu, with its
-# pre-pass attention_v6_split_kv_f16x2.cu) have a real body in
+# Kernels v4 (attention_v4_sm90_f16x2.cu, with its pre-pass attention_v4_split_kv_f16x2.cu) and v6
+# (attention_v6_sm90_fa3_f16x2.cu, with its pre-pass attention_v6_split_kv_f16x2.cu) have a real body in
 # the sm_90a pass only (a trap in the PTX pass; the backend selects them on 9.0 devices only).
 # CMAKE_CUDA_ARCHITECTURES is OFF: the flags are explicit.
 set(JATTN_CUDA_ENABLED OFF)
@@ -41,7 +40,6 @@ if(_jattn_cuda_build)
     ${CMAKE_CURRENT_LIST_DIR}/attention_v2_mma.cu
     ${CMAKE_CURRENT_LIST_DIR}/attention_v4_split_kv_f16x2.cu
     ${CMAKE_CURRENT_LIST_DIR}/attention_v4_sm90_f16x2.cu
-    ${CMAKE_CURRENT_LIST_DIR}/attention_v5_sm90_ws_f16x2.cu
     ${CMAKE_CURRENT_LIST_DIR}/attention_v6_split_kv_f16x2.cu
     ${CMAKE_CURRENT_LIST_DIR}/attention_v6_sm90_fa3_f16x2.cu
     ${CMAKE_CURRENT_LIST_DIR}/backward_v1_mma_tf32x3.cu
