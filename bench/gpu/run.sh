@@ -9,8 +9,8 @@
 # usage: bench/gpu/run.sh            (OUT=dir for logs, default build-gpu/out)
 #        BUILD=dir bench/gpu/run.sh  with binaries built elsewhere (same layout as a cmake build
 #        dir: tests/, tools/jattn, jattn_gpu_bench, sanitize_small, accuracy_tail) and STEPS without "build"
-# env:   JATTN_GPU_STEPS="build test parity3 sanitize tail sass bench jattn padding ab ncu variants cpu"
-#        (default: all but ab, ncu, variants and cpu)
+# env:   JATTN_GPU_STEPS="build test parity3 sanitize tail sass bench jattn padding ab ncu cpu"
+#        (default: all but ab, ncu and cpu)
 #        JATTN_AB_BASE=path: the ab step times this jattn_gpu_bench (an older build) against the
 #        current one, interleaved, JATTN_AB_ROUNDS rounds (default 3)
 #        JATTN_SANITIZE_TIMEOUT=seconds per compute-sanitizer run (default 300)
@@ -25,14 +25,13 @@
 #        default choice, vN = JATTN_CUDA_KERNEL=vN forced)
 #        JATTN_TAIL_KERNELS="auto v4" (the tail step's peaky tail once per entry, as above)
 #        JATTN_NCU_VERSION=v4 (the version the ncu step profiles)
-#        JATTN_GPU_VARIANTS="0:6 0:3" (variants step: v2 tile:products)
 #        JATTN_CPU_BENCH_CAP=seconds: the hook that runs bench/cpu/run.sh when the step "cpu"
 #        is asked for (output to $OUT/cpu.txt)
 set -u -o pipefail
 cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build-gpu}
 OUT=${OUT:-$BUILD/out}
-STEPS=${JATTN_GPU_STEPS:-"build test parity3 sanitize tail sass bench jattn padding"}   # also: ab, ncu, variants, cpu
+STEPS=${JATTN_GPU_STEPS:-"build test parity3 sanitize tail sass bench jattn padding"}   # also: ab, ncu, cpu
 export JATTN_BENCH_VERSIONS=${JATTN_BENCH_VERSIONS:-v1,v2,v4,v6}
 SHAPES=${JATTN_GPU_SHAPES:-}
 mkdir -p "$OUT"
@@ -187,18 +186,6 @@ fi
 if has jattn && [ -x "$BUILD/tools/jattn" ]; then
   note "jattn run --backend cuda (default job, f32 and tf32)"
   { "$BUILD/tools/jattn" run --backend cuda; "$BUILD/tools/jattn" run --backend cuda --precision tf32; } 2>&1 | tail -30 || status=1
-fi
-
-if has variants; then
-  note "variants (v2: JATTN_CUDA_V2_VARIANT tile:products in Q K^T), D=128: worst f32 large-dist max_abs/gate over the parity suite, speed"
-  for vq in ${JATTN_GPU_VARIANTS:-0:6 0:3}; do
-    export JATTN_CUDA_V2_VARIANT=${vq%%:*} JATTN_CUDA_V2_QK=${vq##*:}
-    JATTN_TEST_VERBOSE=1 "$BUILD/tests/test_parity" cuda > /tmp/par.$vq 2>&1
-    ver=v2
-    echo "variant $vq: $(tail -1 /tmp/par.$vq | cut -c1-60)  worst large f32 max_abs/gate $(worst_large_f32 /tmp/par.$vq)"
-    JATTN_BENCH_VERSIONS=$ver "$BUILD/jattn_gpu_bench" 1,24,1536,128 1,24,4608,128 | grep RESULT | grep f32 | sed "s/^/variant $vq /"
-    unset JATTN_CUDA_V2_VARIANT JATTN_CUDA_V2_QK
-  done 2>&1 | tee "$OUT/variants.txt"
 fi
 
 if has padding && [ -x "$BUILD/tools/jattn" ]; then
