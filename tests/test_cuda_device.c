@@ -236,16 +236,15 @@ static int expect_sm90_refusal(const jattn_problem *p, const jattn_exec *e, cons
 /* Every kernel version against the reference, each precision it takes, on shapes each one
  * takes; a forced sm_90a version on a shape it does not take must refuse. */
 static void test_versions(jt_rng *rng) {
-    static const int64_t shapes[][5] = {{1, 2, 65, 130, 64},   {2, 1, 7, 33, 128},  {1, 2, 100, 77, 256},
-                                        {1, 1, 129, 200, 32},  {1, 3, 40, 1, 8},    {1, 1, 33, 65, 24},
-                                        {1, 2, 130, 257, 128}, {1, 2, 65, 600, 128}};
-    /* run COUNT is kernel v4 once more: v4 runs its 2-CTA instance, then its 3-CTA one (the
-     * last shape splits its keys over a cluster in both) */
-    for (int run = JATTN_CUDA_KERNEL_V1; run <= JATTN_CUDA_KERNEL_COUNT; run++) {
-        const int ver = run == JATTN_CUDA_KERNEL_COUNT ? JATTN_CUDA_KERNEL_V4 : run;
+    /* v4 picks its instance per call (f16x2_plan): at D = 128 the 2-CTA one, but for the 3-CTA
+     * one at (1,24,720,33,128) on a 132-SM device (288 CTAs: two waves of two per SM, one of
+     * three); (1,2,65,600,128) splits its keys over a cluster of two */
+    static const int64_t shapes[][5] = {{1, 2, 65, 130, 64},   {2, 1, 7, 33, 128},   {1, 2, 100, 77, 256},
+                                        {1, 1, 129, 200, 32},  {1, 3, 40, 1, 8},     {1, 1, 33, 65, 24},
+                                        {1, 2, 130, 257, 128}, {1, 2, 65, 600, 128}, {1, 24, 720, 33, 128}};
+    for (int ver = JATTN_CUDA_KERNEL_V1; ver < JATTN_CUDA_KERNEL_COUNT; ver++) {
         if (!jattn_cuda_kernel_exists((jattn_cuda_kernel)ver)) continue; /* a removed version's number */
         jattn_cuda_set_kernel((jattn_cuda_kernel)ver);
-        jattn_cuda_set_v4_ctas_per_sm(run == JATTN_CUDA_KERNEL_COUNT ? 3 : ver == JATTN_CUDA_KERNEL_V4 ? 2 : 0);
         for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
             const int64_t *s = shapes[si];
             jattn_problem p = jattn_problem_flux(s[0], s[1], s[2], s[3], s[4]);
@@ -288,9 +287,7 @@ static void test_versions(jt_rng *rng) {
                 for (int pi = 0; pi < 2; pi++) {
                     e.precision = pi ? JATTN_PRECISION_TF32 : JATTN_PRECISION_F32;
                     int ok = jt_case_check(&c, &e, 1);
-                    if (!ok)
-                        printf("    (kernel %s, v4 instance %s)\n", sel.kernel,
-                               run == JATTN_CUDA_KERNEL_COUNT ? "3 CTAs/SM" : "2 CTAs/SM at D=128");
+                    if (!ok) printf("    (kernel %s)\n", sel.kernel);
                     jt_tally_add(&tally, ok);
                     if (is_sm90_version(ver) && strncmp(jattn_cuda_last_kernel(), want, strlen(want)) != 0) {
                         printf("FAIL %s selected, %s ran (host memory, aligned buffers)\n", want,
@@ -304,7 +301,6 @@ static void test_versions(jt_rng *rng) {
         }
     }
     jattn_cuda_set_kernel(JATTN_CUDA_KERNEL_AUTO);
-    jattn_cuda_set_v4_ctas_per_sm(0);
 }
 
 /* Determinism (jattn.h): the same call twice on device pointers gives the same bits, out and

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU harness (issue 4), one run on the GPU machine, from the repository root:
 #   build (cmake -DJATTN_CUDA=ON) -> GPU tests (the parity suite, device-pointer tests, edges)
-#   -> the parity suite once more on the forced kernels (v1, v4's two instances, v6) ->
+#   -> the parity suite once more on the forced kernels (v1, v4, v6) ->
 #   compute-sanitizer memcheck, racecheck, synccheck, initcheck over the GPU tests on their small
 #   shapes -> the f32 error's tail on single-row peaky cases (accuracy_tail) -> benchmark: jattn
 #   kernel versions (f32, tf32) and PyTorch SDPA (fp32 efficient-attention, bf16 cuDNN) at the
@@ -16,11 +16,10 @@
 #        JATTN_SANITIZE_TIMEOUT=seconds per compute-sanitizer run (default 300)
 #        JATTN_TEST_TIMEOUT=seconds per test of the parity3 step (default 600)
 #        JATTN_SANITIZE_TOOLS="memcheck ..." and JATTN_SANITIZE_TESTS="test|test ..." (|-separated;
-#        a v1..v6 or c2/c3 prefix forces that kernel or v4 instance) narrow the sanitize step
+#        a v1..v6 prefix forces that kernel) narrow the sanitize step
 #        JATTN_GPU_SHAPES="1,24,1536,128 ..." (default: the five shapes of issue 4)
 #        JATTN_BENCH_VERSIONS=v1,v2,v4,v6 (which kernel versions the bench times)
-#        JATTN_PARITY_VERSIONS="v1 v4c2 v4c3 v6" (the forced versions of the parity3 step; v4cN
-#        forces v4's N-CTA instance)
+#        JATTN_PARITY_VERSIONS="v1 v4 v6" (the forced versions of the parity3 step)
 #        JATTN_TEST_KERNELS="auto v6" (the test step runs the GPU tests once per entry: auto = the
 #        default choice, vN = JATTN_CUDA_KERNEL=vN forced)
 #        JATTN_TAIL_KERNELS="auto v4" (the tail step's peaky tail once per entry, as above)
@@ -102,10 +101,9 @@ worst_large_f32() {
 if has parity3; then
   # The parity suite once more on each forced kernel version: v1 takes every problem, v4 and v6
   # (sm_90a) D 64 and 128 (their refusals of other D are expected and counted apart).
-  for ver in ${JATTN_PARITY_VERSIONS:-v1 v4c2 v4c3 v6}; do   # v4cN: kernel v4, its N-CTA instance forced
-    kv=${ver%c*}; ctas=; [ "$kv" != "$ver" ] && ctas=${ver##*c}
-    note "parity suite on kernel $ver (JATTN_CUDA_KERNEL=$kv${ctas:+ JATTN_CUDA_V4_CTAS=$ctas})"
-    JATTN_CUDA_KERNEL=$kv JATTN_CUDA_V4_CTAS=$ctas JATTN_TEST_VERBOSE=1 timeout "${JATTN_TEST_TIMEOUT:-600}" "$BUILD/tests/test_parity" cuda > "$OUT/parity_$ver.log" 2>&1 ||
+  for ver in ${JATTN_PARITY_VERSIONS:-v1 v4 v6}; do
+    note "parity suite on kernel $ver (JATTN_CUDA_KERNEL=$ver)"
+    JATTN_CUDA_KERNEL=$ver JATTN_TEST_VERBOSE=1 timeout "${JATTN_TEST_TIMEOUT:-600}" "$BUILD/tests/test_parity" cuda > "$OUT/parity_$ver.log" 2>&1 ||
       echo "$ver parity: rc=$? (124: timed out)"
     ran=$(grep -cE "^(ok  |FAIL) .* rel_l2 " "$OUT/parity_$ver.log")
     bad=$(grep -cE "^FAIL .* rel_l2 " "$OUT/parity_$ver.log")
@@ -117,7 +115,7 @@ if has parity3; then
     grep -E "^FAIL" "$OUT/parity_$ver.log" | grep -v JATTN_ERROR_UNSUPPORTED | head -20
     [ "$ran" -gt 0 ] && [ "$bad" -eq 0 ] && [ "$other" -eq 0 ] || status=1
     # key padding on the same forced version (its refusals of other head dims counted apart)
-    JATTN_CUDA_KERNEL=$kv JATTN_CUDA_V4_CTAS=$ctas timeout "${JATTN_TEST_TIMEOUT:-600}" "$BUILD/tests/test_padding" cuda > "$OUT/padding_$ver.log" 2>&1
+    JATTN_CUDA_KERNEL=$ver timeout "${JATTN_TEST_TIMEOUT:-600}" "$BUILD/tests/test_padding" cuda > "$OUT/padding_$ver.log" 2>&1
     pbad=$(grep -E "^FAIL" "$OUT/padding_$ver.log" | grep -vc JATTN_ERROR_UNSUPPORTED)
     echo "$ver padding: $(tail -1 "$OUT/padding_$ver.log"); $pbad failures other than refusals"
     grep -E "^FAIL" "$OUT/padding_$ver.log" | grep -v JATTN_ERROR_UNSUPPORTED | head -10
@@ -127,19 +125,17 @@ fi
 
 if has sanitize; then
   # Every tool over: sanitize_small (each kernel version and precision on odd shapes), the GPU
-  # tests on their quick (small) shapes with the default kernels, with v6 forced, and with each
-  # of v4's instances (2 and 3 CTAs per SM) forced. A test's own
-  # failures give rc 1; a sanitizer finding gives rc 3 (--error-exitcode).
+  # tests on their quick (small) shapes with the default kernels, with v6 forced, and with v4
+  # forced (its instance chosen per call). A test's own failures give rc 1; a sanitizer finding
+  # gives rc 3 (--error-exitcode).
   note "compute-sanitizer (memcheck racecheck synccheck initcheck) over sanitize_small and the GPU tests"
   : > "$OUT/sanitize.log"
-  SAN_TESTS=${JATTN_SANITIZE_TESTS:-sanitize_small|tests/test_parity cuda|v6 tests/test_parity cuda|c2 tests/test_parity cuda|c3 tests/test_parity cuda|tests/test_padding cuda|tests/test_cuda_device|tests/test_edges cuda}
+  SAN_TESTS=${JATTN_SANITIZE_TESTS:-sanitize_small|tests/test_parity cuda|v6 tests/test_parity cuda|v4 tests/test_parity cuda|tests/test_padding cuda|tests/test_cuda_device|tests/test_edges cuda}
   IFS='|' read -r -a san_tests <<< "$SAN_TESTS"
   for tool in ${JATTN_SANITIZE_TOOLS:-memcheck racecheck synccheck initcheck}; do
     for t in "${san_tests[@]}"; do
       env=(JATTN_TEST_QUICK=1)
-      case $t in v[1-6]\ *) env+=(JATTN_CUDA_KERNEL=${t%% *}); t=${t#* } ;;
-                 c2\ *) env+=(JATTN_CUDA_V4_CTAS=2); t=${t#c2 } ;;   # v4's two instances forced
-                 c3\ *) env+=(JATTN_CUDA_V4_CTAS=3); t=${t#c3 } ;; esac
+      case $t in v[1-6]\ *) env+=(JATTN_CUDA_KERNEL=${t%% *}); t=${t#* } ;; esac
       echo "---- $tool ${env[*]} $t" >> "$OUT/sanitize.log"
       env "${env[@]}" timeout "${JATTN_SANITIZE_TIMEOUT:-300}" compute-sanitizer --tool $tool --error-exitcode 3 $BUILD/$t >> "$OUT/sanitize.log" 2>&1
       rc=$?

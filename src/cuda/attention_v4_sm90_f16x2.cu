@@ -430,12 +430,11 @@ struct F16x2Plan {
  * CTAs per SM)), each as long as a CTA's key tiles (plus one tile for a split's merge). At
  * (1,24,1536,128) three CTAs per SM with the split (2.9 waves of 12 tiles) beat two (4.4 waves):
  * +5% measured; at (1,24,4608,128) two without split (6.5 waves of 72 tiles) beat three by 5%. */
-F16x2Plan f16x2_plan(int64_t ctas, int64_t tiles, int sms, int head_dim, int forced_ctas) {
+F16x2Plan f16x2_plan(int64_t ctas, int64_t tiles, int sms, int head_dim) {
     F16x2Plan best = {head_dim == 64 ? 3 : 2, 1};
     double best_cost = -1.0;
     for (int cps = head_dim == 64 ? 3 : 2; cps <= 3; ++cps)
         for (int split = 1; split <= 2; ++split) {
-            if (forced_ctas != 0 && head_dim == 128 && cps != forced_ctas) continue;
             if (split == 2 && tiles < 2 * kMinTilesPerHalf) continue;
             const int64_t slots = (int64_t)cps * (sms > 0 ? sms : 1);
             const int64_t waves = (split * ctas + slots - 1) / slots;
@@ -502,8 +501,7 @@ extern "C" int jattn_cuda_launch_v4(const jattn_cuda_args *a, void *workspace, v
     fp.v_tiny = reinterpret_cast<const int *>(ws + L.v_tiny);
     fp.tiles = (int)L.tiles;
     const int64_t q_blocks = (a->seq_q + kQ - 1) / kQ;
-    const F16x2Plan plan =
-        f16x2_plan(q_blocks * a->heads * a->batch, L.tiles, sms, (int)a->head_dim, a->v4_ctas_per_sm);
+    const F16x2Plan plan = f16x2_plan(q_blocks * a->heads * a->batch, L.tiles, sms, (int)a->head_dim);
     const bool f32 = a->precision == JATTN_PRECISION_F32;
     const int64_t B = a->batch, H = a->heads;
     if (a->head_dim == 64)

@@ -27,7 +27,6 @@ static atomic_int device_cc[MAX_DEVICES];
 static pthread_once_t device_once = PTHREAD_ONCE_INIT;
 static atomic_int kernel_choice = JATTN_CUDA_KERNEL_AUTO;
 static atomic_int bwd_kernel_choice = JATTN_CUDA_BWD_KERNEL_AUTO;
-static atomic_int v4_ctas;    /* 0, or the v4 instance forced (jattn_cuda_set_v4_ctas_per_sm) */
 static atomic_int v5_variant; /* 0, or a v5 variant for A/B runs (JATTN_CUDA_V5_VARIANT) */
 static atomic_long alloc_count;
 static _Thread_local const char *last_kernel = "";
@@ -50,8 +49,6 @@ static void probe_device(void) {
     if (benv && benv[0] == 'v') benv++;
     for (int k = JATTN_CUDA_BWD_KERNEL_V1; benv && k < JATTN_CUDA_BWD_KERNEL_COUNT; k++)
         if (benv[0] == '0' + k && benv[1] == '\0') atomic_store(&bwd_kernel_choice, k);
-    const char *ctas = getenv("JATTN_CUDA_V4_CTAS");
-    if (ctas && (strcmp(ctas, "2") == 0 || strcmp(ctas, "3") == 0)) atomic_store(&v4_ctas, ctas[0] - '0');
     const char *v5v = getenv("JATTN_CUDA_V5_VARIANT");
     if (v5v && strcmp(v5v, "2") == 0) atomic_store(&v5_variant, 2);
     device.present = 1;
@@ -88,11 +85,6 @@ void jattn_cuda_set_kernel(jattn_cuda_kernel k) {
 void jattn_cuda_set_bwd_kernel(jattn_cuda_bwd_kernel k) {
     pthread_once(&device_once, probe_device); /* so the environment does not override it later */
     if ((int)k >= 0 && k < JATTN_CUDA_BWD_KERNEL_COUNT) atomic_store(&bwd_kernel_choice, (int)k);
-}
-
-void jattn_cuda_set_v4_ctas_per_sm(int n) {
-    pthread_once(&device_once, probe_device);
-    atomic_store(&v4_ctas, n == 2 || n == 3 ? n : 0);
 }
 
 jattn_cuda_kernel jattn_cuda_get_kernel(void) {
@@ -218,7 +210,6 @@ static jattn_cuda_args launch_args(const jattn_call *c, const float *q, const fl
                          {p->out.batch, p->out.head, p->out.token},
                          c->scale,
                          c->precision,
-                         atomic_load(&v4_ctas),
                          atomic_load(&v5_variant),
                          kv_count,
                          kv_index};
@@ -505,26 +496,11 @@ static jattn_status launch_backward(const jattn_bwd_call *c, const jattn_plan *p
     const char *name = ver->name[c->precision];
     const char *what = err == cudaSuccess ? name : "key padding pre-pass";
     if (err == cudaSuccess) {
-        const jattn_cuda_bwd_args a = {{x->q,
-                                        x->k,
-                                        x->v,
+        const jattn_cuda_bwd_args a = {{x->q, x->k, x->v,
                                         (float *)x->out, /* read only: the forward's output is an input here */
-                                        (float *)x->lse,
-                                        p->batch,
-                                        p->heads,
-                                        p->seq_q,
-                                        p->seq_kv,
-                                        p->head_dim,
-                                        cuda_strides(p->q),
-                                        cuda_strides(p->k),
-                                        cuda_strides(p->v),
-                                        cuda_strides(p->out),
-                                        c->scale,
-                                        c->precision,
-                                        0,
-                                        0,
-                                        pad->count,
-                                        pad->index},
+                                        (float *)x->lse, p->batch, p->heads, p->seq_q, p->seq_kv, p->head_dim,
+                                        cuda_strides(p->q), cuda_strides(p->k), cuda_strides(p->v),
+                                        cuda_strides(p->out), c->scale, c->precision, 0, pad->count, pad->index},
                                        x->dout,
                                        x->dlse,
                                        x->dq,

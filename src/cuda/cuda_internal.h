@@ -30,7 +30,6 @@ typedef struct jattn_cuda_args {
     jattn_cuda_strides q_strides, k_strides, v_strides, out_strides;
     float scale;               /* > 0, finite */
     jattn_precision precision; /* F32: float32-exact; TF32: the opt-in, each version's own way */
-    int v4_ctas_per_sm;        /* kernel v4 only: 0 = chosen per call; 2 or 3 = that instance (tests) */
     int v5_variant;            /* kernel v6: bit 0 = the consumers' ping-pong (A/B runs) */
     /* Key padding, resolved on the device by the pre-pass of key_padding.cu; both NULL when
      * every key is attended. A kernel runs batch b over its kv_count[b] attended keys as if
@@ -172,11 +171,6 @@ jattn_cuda_kernel jattn_cuda_get_kernel(void);
  * that vN keeps naming the same kernel): what jattn_cuda_set_kernel and JATTN_CUDA_KERNEL accept
  * besides AUTO. */
 int jattn_cuda_kernel_exists(jattn_cuda_kernel k);
-
-/* Forces kernel v4's instance for every later call: 2 or 3 CTAs per SM (D = 64 has the 3 only),
- * 0 restores the choice per call (f16x2_plan); the environment variable JATTN_CUDA_V4_CTAS=2|3
- * sets the initial value. For tests: each instance must pass on every shape. */
-void jattn_cuda_set_v4_ctas_per_sm(int n);
 
 /* Name of the kernel the last successful launch of the calling thread enqueued (the selection's
  * name, or the fallback's when forward() had to fall back), or "" before any. */
