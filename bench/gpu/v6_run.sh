@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Kernel v6 on the GPU machine, one call (issue 23): build bench/gpu/v6_check (unless BIN names a
 # built one), then correctness on odd shapes (D 128 and 64), the single-row peaky tail (1000
-# draws, v6 and v4), correctness + timing at the benchmark shapes (v6 variants 0 and 1, v4, the
+# draws, v6 and v4), correctness + timing at the benchmark shapes (v6, v4, the
 # pre-pass), PyTorch fp32 SDPA, compute-sanitizer (memcheck, synccheck, racecheck) on small
 # shapes, ncu on v6 at (1,24,4608,128); the summary last. Logs under OUT (default /tmp/v6out).
 # Measured with it: bench/results/h200-2026-12-01-v6/.
@@ -33,7 +33,7 @@ for t in memcheck synccheck racecheck; do
   echo "$t rc $? $(grep 'ERROR SUMMARY' "$O/san_$t.txt")"
 done
 timeout 100 ncu --clock-control none -k regex:fa3_f16x2_128x64_kernel -c 1 --set full --import-source no --page details \
-  "$BIN" --no-v4 --no-probe --time-only --reps 1 --variants 0 1,24,4608,128 > "$O/ncu.txt" 2>&1; echo "ncu rc $?"
+  "$BIN" --no-v4 --no-probe --time-only --reps 1 1,24,4608,128 > "$O/ncu.txt" 2>&1; echo "ncu rc $?"
 grep -E "Duration|Compute \(SM\) Throughput|Issue Slots Busy|Executed Ipc Active|Warp Cycles Per Issued|Registers Per|\
 Achieved Occupancy|Shared Memory|Tensor|L1/TEX Cache Throughput" "$O/ncu.txt" | head -24
 echo "==== summary"

@@ -5,7 +5,6 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include <cuda_runtime_api.h>
 
@@ -27,7 +26,6 @@ static atomic_int device_cc[MAX_DEVICES];
 static pthread_once_t device_once = PTHREAD_ONCE_INIT;
 static atomic_int kernel_choice = JATTN_CUDA_KERNEL_AUTO;
 static atomic_int bwd_kernel_choice = JATTN_CUDA_BWD_KERNEL_AUTO;
-static atomic_int v5_variant; /* 0, or a v5 variant for A/B runs (JATTN_CUDA_V5_VARIANT) */
 static atomic_long alloc_count;
 static _Thread_local const char *last_kernel = "";
 
@@ -49,8 +47,6 @@ static void probe_device(void) {
     if (benv && benv[0] == 'v') benv++;
     for (int k = JATTN_CUDA_BWD_KERNEL_V1; benv && k < JATTN_CUDA_BWD_KERNEL_COUNT; k++)
         if (benv[0] == '0' + k && benv[1] == '\0') atomic_store(&bwd_kernel_choice, k);
-    const char *v5v = getenv("JATTN_CUDA_V5_VARIANT");
-    if (v5v && strcmp(v5v, "2") == 0) atomic_store(&v5_variant, 2);
     device.present = 1;
 }
 
@@ -210,7 +206,6 @@ static jattn_cuda_args launch_args(const jattn_call *c, const float *q, const fl
                          {p->out.batch, p->out.head, p->out.token},
                          c->scale,
                          c->precision,
-                         atomic_load(&v5_variant),
                          kv_count,
                          kv_index};
     return a;
@@ -500,7 +495,7 @@ static jattn_status launch_backward(const jattn_bwd_call *c, const jattn_plan *p
                                         (float *)x->out, /* read only: the forward's output is an input here */
                                         (float *)x->lse, p->batch, p->heads, p->seq_q, p->seq_kv, p->head_dim,
                                         cuda_strides(p->q), cuda_strides(p->k), cuda_strides(p->v),
-                                        cuda_strides(p->out), c->scale, c->precision, 0, pad->count, pad->index},
+                                        cuda_strides(p->out), c->scale, c->precision, pad->count, pad->index},
                                        x->dout,
                                        x->dlse,
                                        x->dq,

@@ -30,7 +30,6 @@ typedef struct jattn_cuda_args {
     jattn_cuda_strides q_strides, k_strides, v_strides, out_strides;
     float scale;               /* > 0, finite */
     jattn_precision precision; /* F32: float32-exact; TF32: the opt-in, each version's own way */
-    int v5_variant;            /* kernel v6: bit 0 = the consumers' ping-pong (A/B runs) */
     /* Key padding, resolved on the device by the pre-pass of key_padding.cu; both NULL when
      * every key is attended. A kernel runs batch b over its kv_count[b] attended keys as if
      * they were the whole sequence: key j of it is row kv_index[b * seq_kv + j] of k and v
