@@ -75,7 +75,7 @@ constexpr size_t kAlign = 256;
 
 size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
-/* The parameter block of the kernels: jattn_cuda_bwd_args with the extents narrowed to int (the
+/* The parameter block of the kernels: jattn_cuda_args with the extents narrowed to int (the
  * backend's selection guarantees seq_q, seq_kv, batch * heads < 2^31). */
 struct bwd_params {
     const float *q, *k, *v, *o, *dout, *lse, *dlse;
@@ -451,8 +451,8 @@ extern "C" size_t jattn_cuda_bwd_v1_workspace_bytes(int64_t batch, int64_t heads
     return align_up((size_t)batch * (size_t)heads * (size_t)seq_q * sizeof(float2));
 }
 
-extern "C" int jattn_cuda_launch_bwd_v1(const jattn_cuda_bwd_args *a, void *workspace, void *stream) {
-    const jattn_cuda_args *f = &a->fwd;
+extern "C" int jattn_cuda_launch_bwd_v1(const jattn_cuda_args *a, void *workspace, void *stream) {
+    const jattn_cuda_args *f = a; /* the forward's fields */
     if (f->head_dim < 1 || f->head_dim > JATTN_CUDA_BWD_MAX_HEAD_DIM || !f->lse || !workspace)
         return (int)cudaErrorInvalidValue;
     const bwd_params p = {f->q,

@@ -94,6 +94,23 @@ const char *jattn_cuda_last_kernel(void) { return last_kernel; }
 
 /* ---- selection -------------------------------------------------------------------------- */
 
+/* The version that runs a problem: `ver`, or the first of its refusal fallbacks (refused_next)
+ * that takes the problem. A forced version (forced != 0) stays as forced or fails, but where its
+ * descriptor says forced_falls_back.
+ * @return the version, or NULL with *why the last refusal. */
+static const cuda_version *walk_refusals(const cuda_version *ver, int forced, const jattn_problem *p,
+                                         jattn_precision precision, int cc, const char **why) {
+    for (;;) {
+        const char *no = ver->refusal(p, precision, cc);
+        if (!no) return ver;
+        if (!ver->refused_next || (forced && !ver->forced_falls_back)) {
+            *why = no;
+            return NULL;
+        }
+        ver = ver->refused_next;
+    }
+}
+
 /* AUTO starts at v6 wherever it takes the problem: on the H200 (2026-12-01,
  * bench/results/h200-2026-12-01-v6/library and library-r2) it passed every GPU test in both
  * precisions at D 64 and 128, repeated bit for bit, and was the fastest version at every measured
@@ -102,25 +119,15 @@ const char *jattn_cuda_last_kernel(void) { return last_kernel; }
  * (cuda_versions.c): v4 where v6 refuses (sequences beyond its 32-bit 128-query CTAs) and on a
  * 9.0 device for the problems v4 takes (D 64 or 128, strides a multiple of 4 elements), else v2
  * where its head_dim limits allow, else v1; and v1 for seq_kv == 1, where it returns the v row bit
- * for bit (weight exp(0)/exp(0) = 1; a split of v would not). A forced
- * version stays as forced or fails (naming why), but for v2, which falls back to v1 beyond its
- * head_dim limits.
+ * for bit (weight exp(0)/exp(0) = 1; a split of v would not). A forced version stays as forced or
+ * fails (naming why), but for v2, which falls back to v1 beyond its head_dim limits.
  * @return the version, or NULL with *why set. */
-static const cuda_version *version_for(const jattn_problem *p, int cc, const char **why) {
+static const cuda_version *version_for(const jattn_problem *p, jattn_precision precision, int cc, const char **why) {
     const jattn_cuda_kernel forced = (jattn_cuda_kernel)atomic_load(&kernel_choice);
-    jattn_cuda_kernel k = forced;
-    if (k == JATTN_CUDA_KERNEL_AUTO) k = p->seq_kv == 1 ? JATTN_CUDA_KERNEL_V1 : JATTN_CUDA_KERNEL_V6;
-    for (;;) {
-        const cuda_version *ver = &jattn_cuda_versions[k];
-        const char *no = ver->refusal(p, cc);
-        if (!no) return ver;
-        const int forced_stays = forced != JATTN_CUDA_KERNEL_AUTO && !ver->forced_falls_back;
-        if (ver->refused_next == JATTN_CUDA_KERNEL_AUTO || forced_stays) {
-            *why = no;
-            return NULL;
-        }
-        k = ver->refused_next;
-    }
+    const jattn_cuda_kernel start = forced != JATTN_CUDA_KERNEL_AUTO ? forced
+                                    : p->seq_kv == 1                 ? JATTN_CUDA_KERNEL_V1
+                                                                     : JATTN_CUDA_KERNEL_V6;
+    return walk_refusals(&jattn_cuda_versions[start], forced != JATTN_CUDA_KERNEL_AUTO, p, precision, cc, why);
 }
 
 /* The checks every call of the backend passes, forward or backward: a device of compute
@@ -151,7 +158,7 @@ static jattn_status cuda_select(const jattn_problem *p, const jattn_exec *e, jat
     const jattn_status st = device_checks(p, &cc);
     if (st != JATTN_OK) return st;
     const char *why = "";
-    const cuda_version *ver = version_for(p, cc, &why);
+    const cuda_version *ver = version_for(p, e->precision, cc, &why);
     if (!ver)
         return jattn_fail(JATTN_ERROR_UNSUPPORTED,
                           "%s (kernel v%d is forced: JATTN_CUDA_KERNEL or jattn_cuda_set_kernel)", why,
@@ -185,32 +192,6 @@ static jattn_status cuda_fail(cudaError_t err, const char *what) {
                       cudaGetErrorString(err));
 }
 
-/* The launch arguments of every version (kv_count, kv_index: the resolved key padding, or
- * NULL). */
-static jattn_cuda_args launch_args(const jattn_call *c, const float *q, const float *k, const float *v, float *out,
-                                   float *lse, const int *kv_count, const int *kv_index) {
-    const jattn_problem *p = c->problem;
-    jattn_cuda_args a = {q,
-                         k,
-                         v,
-                         out,
-                         lse,
-                         p->batch,
-                         p->heads,
-                         p->seq_q,
-                         p->seq_kv,
-                         p->head_dim,
-                         {p->q.batch, p->q.head, p->q.token},
-                         {p->k.batch, p->k.head, p->k.token},
-                         {p->v.batch, p->v.head, p->v.token},
-                         {p->out.batch, p->out.head, p->out.token},
-                         c->scale,
-                         c->precision,
-                         kv_count,
-                         kv_index};
-    return a;
-}
-
 /* The padding of a call on the device: kv_len and mask device pointers (the caller's, or the
  * host path's copies), the pre-pass output region, and what the pre-pass resolved. */
 typedef struct device_padding {
@@ -218,6 +199,43 @@ typedef struct device_padding {
     const uint8_t *mask;
     const int *count, *index; /* set by the pre-pass; NULL without padding */
 } device_padding;
+
+static jattn_cuda_strides cuda_strides(jattn_strides s) {
+    const jattn_cuda_strides r = {.batch = s.batch, .head = s.head, .token = s.token};
+    return r;
+}
+
+/* The launch arguments of every version, forward or backward (the backward adds its gradients):
+ * the problem, q, k, v, out and lse (device pointers) and the key padding the pre-pass resolved. */
+static jattn_cuda_args launch_args(const jattn_problem *p, float scale, jattn_precision precision, const float *q,
+                                   const float *k, const float *v, float *out, float *lse, const device_padding *pad) {
+    const jattn_cuda_args a = {.q = q,
+                               .k = k,
+                               .v = v,
+                               .out = out,
+                               .lse = lse,
+                               .batch = p->batch,
+                               .heads = p->heads,
+                               .seq_q = p->seq_q,
+                               .seq_kv = p->seq_kv,
+                               .head_dim = p->head_dim,
+                               .q_strides = cuda_strides(p->q),
+                               .k_strides = cuda_strides(p->k),
+                               .v_strides = cuda_strides(p->v),
+                               .out_strides = cuda_strides(p->out),
+                               .scale = scale,
+                               .precision = precision,
+                               .kv_count = pad->count,
+                               .kv_index = pad->index};
+    return a;
+}
+
+/* The version that runs a call: `ver`, or the first of its call fallbacks (call_next) that does
+ * not refuse the call (what only the launch knows: pointers, padding). */
+static const cuda_version *call_version(const cuda_version *ver, const jattn_cuda_args *a) {
+    while (ver->call_refused && ver->call_refused(a)) ver = ver->call_next;
+    return ver;
+}
 
 /* workspace: the call's (cuda_workspace_size: padding region, then the version's part), or
  * NULL (then the padding region and the version's part come from the stream-ordered pool,
@@ -245,25 +263,18 @@ static jattn_status launch(const jattn_call *c, const jattn_plan *plan, const fl
             return cuda_fail(err, "key padding pre-pass");
         }
     }
-    const jattn_cuda_args a = launch_args(c, q, k, v, out, lse, pad->count, pad->index);
-    const cuda_version *ver = plan->kernel;
+    const jattn_cuda_args a = launch_args(p, c->scale, c->precision, q, k, v, out, lse, pad);
     void *kernel_ws = workspace ? (char *)workspace + padding_bytes(p) : NULL, *kernel_owned = NULL;
-    for (;;) {
-        if (ver->call_refused && ver->call_refused(&a)) {
-            ver = &jattn_cuda_versions[ver->call_next];
-            continue;
-        }
-        if (ver->workspace_bytes && !kernel_ws) {
-            if (cudaMallocAsync(&kernel_owned, ver->workspace_bytes(p), stream) != cudaSuccess) {
-                (void)cudaGetLastError();
-                kernel_owned = NULL;
-                ver = &jattn_cuda_versions[ver->call_next];
-                continue;
-            }
+    const cuda_version *ver = call_version(plan->kernel, &a);
+    while (ver->workspace_bytes && !kernel_ws) {
+        if (cudaMallocAsync(&kernel_owned, ver->workspace_bytes(p), stream) == cudaSuccess) {
             atomic_fetch_add(&alloc_count, 1);
             kernel_ws = kernel_owned;
+            break;
         }
-        break;
+        (void)cudaGetLastError();
+        kernel_owned = NULL;
+        ver = call_version(ver->call_next, &a);
     }
     const char *name = ver->name[c->precision];
     cudaError_t err = (cudaError_t)ver->launch(&a, ver->workspace_bytes ? kernel_ws : NULL, c->cuda_stream);
@@ -397,7 +408,7 @@ static jattn_status forward_host(const jattn_call *c, const jattn_plan *plan) {
 
 static jattn_status cuda_forward(const jattn_call *c, const jattn_plan *plan) {
     if (c->memory == JATTN_MEMORY_DEVICE) {
-        device_padding pad = {c->kv_len, c->mask, NULL, NULL};
+        device_padding pad = {.kv_len = c->kv_len, .mask = c->mask};
         return launch(c, plan, c->q, c->k, c->v, c->out, c->lse, c->workspace, &pad);
     }
     return forward_host(c, plan);
@@ -421,22 +432,24 @@ static void cuda_release_ctx(jattn_ctx *ctx) {
  * 4608 / 16384 (v1: 0.27x / 0.30x). */
 #define BWD_AUTO_V2 1
 
-/* The backward kernel (cuda_versions.c): v2 (sm_90a wgmma, 2xFP16) where it takes the problem in f32
- * precision when forced (JATTN_CUDA_BWD_KERNEL=v2 or jattn_cuda_set_bwd_kernel) or when AUTO takes it
- * (BWD_AUTO_V2), else v1;
- * a forced v2 falls back to v1 likewise. The forward's kernel choice (JATTN_CUDA_KERNEL) does not
- * apply to it. The one place the backward's version is chosen (a call v2 then refuses at launch,
- * key padding or alignment, runs v1: launch_backward). */
+/* The backward kernel (cuda_versions.c): the forced one (JATTN_CUDA_BWD_KERNEL=v1|v2 or
+ * jattn_cuda_set_bwd_kernel), else v2 (sm_90a wgmma, 2xFP16) under AUTO (BWD_AUTO_V2), walking
+ * the refusal fallbacks: v2 refuses tf32 and what its kernels cannot run, and falls back to v1
+ * forced or not. The forward's kernel choice (JATTN_CUDA_KERNEL) does not apply to it. The one
+ * place the backward's version is chosen (a call v2 then refuses at launch, key padding or
+ * alignment, runs v1: launch_backward). */
 static jattn_status cuda_select_backward(const jattn_problem *p, const jattn_exec *e, jattn_plan *plan) {
     int cc = 0;
     const jattn_status st = device_checks(p, &cc);
     if (st != JATTN_OK) return st;
-    const cuda_bwd_version *ver = &jattn_cuda_bwd_v1;
-    const int choice = atomic_load(&bwd_kernel_choice);
-    const int wants_v2 = choice == JATTN_CUDA_BWD_KERNEL_V2 || (choice == JATTN_CUDA_BWD_KERNEL_AUTO && BWD_AUTO_V2);
-    if (wants_v2 && e->precision == JATTN_PRECISION_F32 && !jattn_cuda_bwd_v2.refusal(p, cc)) ver = &jattn_cuda_bwd_v2;
-    const char *why = ver->refusal(p, cc);
-    if (why) return jattn_fail(JATTN_ERROR_UNSUPPORTED, "%s", why);
+    const jattn_cuda_bwd_kernel choice = (jattn_cuda_bwd_kernel)atomic_load(&bwd_kernel_choice);
+    const jattn_cuda_bwd_kernel start = choice != JATTN_CUDA_BWD_KERNEL_AUTO ? choice
+                                        : BWD_AUTO_V2                        ? JATTN_CUDA_BWD_KERNEL_V2
+                                                                             : JATTN_CUDA_BWD_KERNEL_V1;
+    const char *why = "";
+    const cuda_version *ver =
+        walk_refusals(&jattn_cuda_bwd_versions[start], choice != JATTN_CUDA_BWD_KERNEL_AUTO, p, e->precision, cc, &why);
+    if (!ver) return jattn_fail(JATTN_ERROR_UNSUPPORTED, "%s", why);
     plan->kernel = ver;
     plan->threads = 1;
     plan->selection.kernel =
@@ -446,20 +459,10 @@ static jattn_status cuda_select_backward(const jattn_problem *p, const jattn_exe
 }
 
 /* The device workspace of a backward call: the key padding's region (as the forward's), then the
- * kernel's own (Dl: 8 bytes per query row). Grows with B * H * (Sq + Skv), never with S^2. */
-static size_t bwd_kernel_bytes(const jattn_problem *p, const jattn_plan *plan) {
-    const cuda_bwd_version *ver = plan->kernel;
-    return ver->workspace_bytes(p);
-}
-
+ * kernel's own (v1: Dl, 8 bytes per query row; v2: its tile records, never less than v1's). */
 static size_t cuda_workspace_size_backward(const jattn_problem *p, const jattn_exec *e, const jattn_plan *plan) {
     (void)e;
-    return padding_bytes(p) + bwd_kernel_bytes(p, plan);
-}
-
-static jattn_cuda_strides cuda_strides(jattn_strides s) {
-    const jattn_cuda_strides r = {s.batch, s.head, s.token};
-    return r;
+    return padding_bytes(p) + kernel_bytes(p, plan->kernel);
 }
 
 /* The device pointers of a backward call (the caller's, or the host path's copies). */
@@ -474,9 +477,9 @@ typedef struct bwd_pointers {
 static jattn_status launch_backward(const jattn_bwd_call *c, const jattn_plan *plan, const bwd_pointers *x,
                                     void *workspace, device_padding *pad) {
     const jattn_problem *p = c->problem;
-    const cuda_bwd_version *ver = plan->kernel;
+    const cuda_version *ver = plan->kernel;
     cudaStream_t stream = (cudaStream_t)c->cuda_stream;
-    const size_t pad_bytes = padding_bytes(p), total = pad_bytes + bwd_kernel_bytes(p, plan);
+    const size_t pad_bytes = padding_bytes(p), total = pad_bytes + kernel_bytes(p, ver);
     void *owned = NULL;
     if (!workspace) {
         cudaError_t err = cudaMallocAsync(&owned, total, stream);
@@ -491,24 +494,20 @@ static jattn_status launch_backward(const jattn_bwd_call *c, const jattn_plan *p
     const char *name = ver->name[c->precision];
     const char *what = err == cudaSuccess ? name : "key padding pre-pass";
     if (err == cudaSuccess) {
-        const jattn_cuda_bwd_args a = {{x->q, x->k, x->v,
-                                        (float *)x->out, /* read only: the forward's output is an input here */
-                                        (float *)x->lse, p->batch, p->heads, p->seq_q, p->seq_kv, p->head_dim,
-                                        cuda_strides(p->q), cuda_strides(p->k), cuda_strides(p->v),
-                                        cuda_strides(p->out), c->scale, c->precision, pad->count, pad->index},
-                                       x->dout,
-                                       x->dlse,
-                                       x->dq,
-                                       x->dk,
-                                       x->dv,
-                                       cuda_strides(c->g.dout),
-                                       cuda_strides(c->g.dq),
-                                       cuda_strides(c->g.dk),
-                                       cuda_strides(c->g.dv)};
-        if (ver->call_refused && ver->call_refused(&a)) { /* the next version, in the same workspace */
-            ver = ver->call_next;
-            name = what = ver->name[c->precision];
-        }
+        /* out and lse are read only: the forward's outputs are inputs here */
+        jattn_cuda_args a =
+            launch_args(p, c->scale, c->precision, x->q, x->k, x->v, (float *)x->out, (float *)x->lse, pad);
+        a.dout = x->dout;
+        a.dlse = x->dlse;
+        a.dq = x->dq;
+        a.dk = x->dk;
+        a.dv = x->dv;
+        a.dout_strides = cuda_strides(c->g.dout);
+        a.dq_strides = cuda_strides(c->g.dq);
+        a.dk_strides = cuda_strides(c->g.dk);
+        a.dv_strides = cuda_strides(c->g.dv);
+        ver = call_version(ver, &a); /* a call the version refuses runs its call_next, in the same workspace */
+        name = what = ver->name[c->precision];
         err = (cudaError_t)ver->launch(&a, (char *)workspace + pad_bytes, stream);
     }
     if (owned) {
@@ -548,7 +547,7 @@ static jattn_status backward_host(const jattn_bwd_call *c, const jattn_plan *pla
     const size_t n_len = c->kv_len ? (size_t)p->batch * sizeof(int64_t) : 0,
                  n_mask =
                      c->mask ? (size_t)(c->mask_stride ? (p->batch - 1) * c->mask_stride + p->seq_kv : p->seq_kv) : 0;
-    const size_t nw = c->workspace ? 0 : padding_bytes(p) + bwd_kernel_bytes(p, plan);
+    const size_t nw = c->workspace ? 0 : padding_bytes(p) + kernel_bytes(p, plan->kernel);
     size_t off[14], total = 0;
     for (int i = 0; i < 10; i++) off[i] = total, total += align_up(bytes[i]);
     off[10] = total, total += align_up(n_len);
@@ -606,8 +605,17 @@ static jattn_status backward_host(const jattn_bwd_call *c, const jattn_plan *pla
 
 static jattn_status cuda_backward(const jattn_bwd_call *c, const jattn_plan *plan) {
     if (c->memory == JATTN_MEMORY_DEVICE) {
-        const bwd_pointers x = {c->q, c->k, c->v, c->out, c->lse, c->dout, c->dlse, c->dq, c->dk, c->dv};
-        device_padding pad = {c->kv_len, c->mask, NULL, NULL};
+        const bwd_pointers x = {.q = c->q,
+                                .k = c->k,
+                                .v = c->v,
+                                .out = c->out,
+                                .lse = c->lse,
+                                .dout = c->dout,
+                                .dlse = c->dlse,
+                                .dq = c->dq,
+                                .dk = c->dk,
+                                .dv = c->dv};
+        device_padding pad = {.kv_len = c->kv_len, .mask = c->mask};
         return launch_backward(c, plan, &x, c->workspace, &pad);
     }
     return backward_host(c, plan);

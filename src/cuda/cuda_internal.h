@@ -14,18 +14,20 @@
 extern "C" {
 #endif
 
-/* One attention call as every kernel version's launcher takes it: device pointers, element
- * strides (B, H, S; head_dim contiguous) and the resolved softmax scale. Kernels fold the scale
- * into q (exact when it is a power of two) and keep scores in natural units: s - max is exact
- * when s is, and only then is it multiplied by log2(e) for exp2. */
+/* One attention call, forward or backward, as every kernel version's launcher takes it: device
+ * pointers, element strides (B, H, S; head_dim contiguous) and the resolved softmax scale. Kernels
+ * fold the scale into q (exact when it is a power of two) and keep scores in natural units:
+ * s - max is exact when s is, and only then is it multiplied by log2(e) for exp2. */
 typedef struct jattn_cuda_strides {
     int64_t batch, head, token; /* element strides; head_dim is contiguous */
 } jattn_cuda_strides;
 
 typedef struct jattn_cuda_args {
     const float *q, *k, *v; /* device pointers */
-    float *out;             /* device pointer, written [B, H, Sq, D] through `out_strides` */
-    float *lse;             /* device pointer [B, H, Sq] contiguous, or NULL */
+    float *out;             /* device pointer [B, H, Sq, D] through `out_strides`: the forward writes
+                             * it, the backward reads it (the forward's output) */
+    float *lse;             /* device pointer [B, H, Sq] contiguous: the forward writes it (or NULL),
+                             * the backward reads it (never NULL) */
     int64_t batch, heads, seq_q, seq_kv, head_dim;
     jattn_cuda_strides q_strides, k_strides, v_strides, out_strides;
     float scale;               /* > 0, finite */
@@ -36,6 +38,12 @@ typedef struct jattn_cuda_args {
      * (row j when kv_index is NULL), and a row with none gets out 0 and lse -inf. */
     const int *kv_count; /* [B] */
     const int *kv_index; /* [B][seq_kv], ascending rows; entries past kv_count[b] unused */
+    /* The backward's (jattn_backward) gradient tensors, each through its own element strides
+     * (head_dim contiguous): dout read, dq, dk, dv written; dlse [B, H, Sq] contiguous or NULL
+     * (zero). All NULL in a forward call. */
+    const float *dout, *dlse;
+    float *dq, *dk, *dv;
+    jattn_cuda_strides dout_strides, dq_strides, dk_strides, dv_strides;
 } jattn_cuda_args;
 
 /* The kernel versions kept side by side (see each file's opening comment). */
@@ -87,18 +95,6 @@ int jattn_cuda_launch_v6(const jattn_cuda_args *a, void *workspace, void *stream
 
 /* ---- the backward (jattn_backward) ---- */
 
-/* One backward call as its launcher takes it: the forward's arguments (`fwd`: q, k, v, out
- * with their strides, lse [B, H, Sq] contiguous (an input here, never NULL), scale, precision,
- * the resolved key padding) and the gradient tensors: dout read, dq, dk, dv written, each
- * through its own element strides (head_dim contiguous); dlse [B, H, Sq] contiguous or NULL. */
-typedef struct jattn_cuda_bwd_args {
-    jattn_cuda_args fwd;
-    const float *dout;
-    const float *dlse;
-    float *dq, *dk, *dv;
-    jattn_cuda_strides dout_strides, dq_strides, dk_strides, dv_strides;
-} jattn_cuda_bwd_args;
-
 /* Limits of the backward kernels (backward_v1_mma_tf32x3.cu). */
 #define JATTN_CUDA_BWD_MAX_HEAD_DIM 128
 /* Below this head_dim the tf32 backward keeps dV, dK, dQ at three TF32 products, as f32 does
@@ -120,7 +116,7 @@ size_t jattn_cuda_bwd_v1_workspace_bytes(int64_t batch, int64_t heads, int64_t s
  * jattn_cuda_bwd_v1_workspace_bytes(), 16-byte aligned. No allocation, no synchronisation.
  * Refuses (cudaErrorInvalidValue, nothing enqueued) head_dim > JATTN_CUDA_BWD_MAX_HEAD_DIM.
  * @return the cudaError_t of the launches (as int; 0 = cudaSuccess). */
-int jattn_cuda_launch_bwd_v1(const jattn_cuda_bwd_args *a, void *workspace, void *stream);
+int jattn_cuda_launch_bwd_v1(const jattn_cuda_args *a, void *workspace, void *stream);
 
 /* Device bytes of the backward v2's own workspace (backward_v2_sm90_f16x2.cu: the tile records of
  * q, dout, k, v split into 2xFP16, about 2 B H (Sq + Skv) D x 4 bytes; never less than v1's, so that
@@ -130,7 +126,7 @@ size_t jattn_cuda_bwd_v2_workspace_bytes(int64_t batch, int64_t heads, int64_t s
 /* Whether the backward v2 cannot run this call (what only the launch knows: f32 precision only, no
  * key padding, every pointer 16-byte aligned and every stride a non-negative multiple of 4; D 64 or
  * 128; B*H <= 65535); the backend then runs v1. */
-int jattn_cuda_bwd_v2_call_refused(const jattn_cuda_bwd_args *a);
+int jattn_cuda_bwd_v2_call_refused(const jattn_cuda_args *a);
 
 /* Enqueues the backward v2 (backward_v2_sm90_f16x2.cu: sm_90a wgmma on 2xFP16 operands) on
  * `stream`: its split pre-pass, the dQ, dK and dV kernels. `workspace`:
@@ -138,7 +134,7 @@ int jattn_cuda_bwd_v2_call_refused(const jattn_cuda_bwd_args *a);
  * Refuses (cudaErrorInvalidValue, nothing enqueued) a call jattn_cuda_bwd_v2_call_refused() names;
  * cudaErrorNoKernelImageForDevice on a device other than compute capability 9.0.
  * @return the cudaError_t of the launches (as int; 0 = cudaSuccess). */
-int jattn_cuda_launch_bwd_v2(const jattn_cuda_bwd_args *a, void *workspace, void *stream);
+int jattn_cuda_launch_bwd_v2(const jattn_cuda_args *a, void *workspace, void *stream);
 
 /* The backward's kernel choice. AUTO: v2 on 9.0 devices where it takes the problem (f32, D 64 or 128,
  * strides multiples of 4, seq_kv >= 2; cuda_backend.c, BWD_AUTO_V2), else v1; a call v2 refuses at

@@ -1,5 +1,5 @@
 /* The cuda kernel versions as data (cuda_versions.h): each version's refusals, workspace and
- * launcher, and the table. Adding a version: src/cuda/NOTES.md. */
+ * launcher, and the tables, forward and backward. Adding a version: src/cuda/NOTES.md. */
 #include "cuda_versions.h"
 
 #include <stdint.h>
@@ -29,10 +29,17 @@ static const char *sm90_refusal(const jattn_problem *p, int cc) {
     }
 }
 
+/* v4: the sm_90a contract, both precisions. */
+static const char *v4_refusal(const jattn_problem *p, jattn_precision precision, int cc) {
+    (void)precision;
+    return sm90_refusal(p, cc);
+}
+
 /* v6 takes what v4 takes, but for 128-query CTAs (one more bit of the row index) and a
  * single key: its split of v does not return the v row bit for bit, which v1 does (AUTO runs
  * v1 there). */
-static const char *v6_refusal(const jattn_problem *p, int cc) {
+static const char *v6_refusal(const jattn_problem *p, jattn_precision precision, int cc) {
+    (void)precision;
     const char *why = sm90_refusal(p, cc);
     if (why) return why;
     const int64_t max_seq = INT32_MAX - ATTENTION_SM90_V6_CTA_QUERIES;
@@ -44,13 +51,15 @@ static const char *v6_refusal(const jattn_problem *p, int cc) {
     return NULL;
 }
 
-static const char *v1_refusal(const jattn_problem *p, int cc) {
+static const char *v1_refusal(const jattn_problem *p, jattn_precision precision, int cc) {
     (void)p; /* cuda_select checks v1's limits for the whole backend */
+    (void)precision;
     (void)cc;
     return NULL;
 }
 
-static const char *v2_refusal(const jattn_problem *p, int cc) {
+static const char *v2_refusal(const jattn_problem *p, jattn_precision precision, int cc) {
+    (void)precision;
     (void)cc;
     return v2_applies(p->head_dim) ? NULL : "head_dim: kernel v2 takes multiples of 8 up to 256";
 }
@@ -71,50 +80,41 @@ static size_t v6_workspace_bytes(const jattn_problem *p) {
     return attention_f32_sm90_fa3_f16x2_workspace_bytes(p->batch, p->heads, p->seq_kv, p->head_dim);
 }
 
-/* Tiles of v2 depend on D and the problem's size (attention_v2_mma.cu); names give the method. */
+#define FWD(k) (&jattn_cuda_versions[JATTN_CUDA_KERNEL_##k])
+
+/* Tiles of v2 depend on D and the problem's size (attention_v2_mma.cu); names give the method.
+ * Numbers 3 and 5 were v3 and v5 (removed: src/cuda/JOURNAL.md). */
 const cuda_version jattn_cuda_versions[JATTN_CUDA_KERNEL_COUNT] = {
-    [JATTN_CUDA_KERNEL_V1] = {JATTN_CUDA_KERNEL_V1,
-                              {"cuda_v1_flash_f32_simt_8x32", "cuda_v1_flash_f32_simt_8x32"},
-                              v1_refusal,
-                              NULL,
-                              NULL,
-                              jattn_cuda_launch_v1,
-                              JATTN_CUDA_KERNEL_AUTO,
-                              0,
-                              JATTN_CUDA_KERNEL_AUTO},
-    [JATTN_CUDA_KERNEL_V2] = {JATTN_CUDA_KERNEL_V2,
-                              {"cuda_v2_flash_tf32x3_mma16n8k8", "cuda_v2_flash_qk_tf32x3_pv_tf32_mma16n8k8"},
-                              v2_refusal,
-                              NULL,
-                              NULL,
-                              jattn_cuda_launch_v2,
-                              JATTN_CUDA_KERNEL_V1,
-                              1,
-                              JATTN_CUDA_KERNEL_AUTO},
-    /* a call with misaligned pointers, or whose workspace the pool cannot give, runs v2 (it ran v3,
-     * the sm_90a 3xTF32 kernel, until v3 was removed) */
-    [JATTN_CUDA_KERNEL_V4] = {JATTN_CUDA_KERNEL_V4,
-                              {"cuda_v4_flash_f16x2_sm90_wgmma_st_64x64",
-                               "cuda_v4_flash_qk_f16x2_pv_f16_sm90_wgmma_st_64x64"},
-                              sm90_refusal,
-                              sm90_call_refused,
-                              f16x2_workspace_bytes,
-                              jattn_cuda_launch_v4,
-                              JATTN_CUDA_KERNEL_V2,
-                              0,
-                              JATTN_CUDA_KERNEL_V2},
-    /* v6 takes key padding; a call with misaligned pointers, or whose workspace the pool cannot
-     * give, runs v4 (which walks on to v2 as its own row says) */
-    [JATTN_CUDA_KERNEL_V6] = {JATTN_CUDA_KERNEL_V6,
-                              {"cuda_v6_flash_f16x2_sm90_fa3_ws_128x64",
-                               "cuda_v6_flash_qk_f16x2_pv_f16_sm90_fa3_ws_128x64"},
-                              v6_refusal,
-                              sm90_call_refused,
-                              v6_workspace_bytes,
-                              jattn_cuda_launch_v6,
-                              JATTN_CUDA_KERNEL_V4,
-                              0,
-                              JATTN_CUDA_KERNEL_V4},
+    [JATTN_CUDA_KERNEL_V1] = {.name = {"cuda_v1_flash_f32_simt_8x32", "cuda_v1_flash_f32_simt_8x32"},
+                              .refusal = v1_refusal,
+                              .launch = jattn_cuda_launch_v1},
+    /* beyond its head_dim limits v2 runs v1, forced or not */
+    [JATTN_CUDA_KERNEL_V2] = {.name = {"cuda_v2_flash_tf32x3_mma16n8k8", "cuda_v2_flash_qk_tf32x3_pv_tf32_mma16n8k8"},
+                              .refusal = v2_refusal,
+                              .launch = jattn_cuda_launch_v2,
+                              .refused_next = FWD(V1),
+                              .forced_falls_back = 1},
+    /* a problem it refuses runs v2 under AUTO; a call with misaligned pointers, or whose workspace
+     * the pool cannot give, runs v2 (it ran v3, the sm_90a 3xTF32 kernel, until v3 was removed) */
+    [JATTN_CUDA_KERNEL_V4] = {.name = {"cuda_v4_flash_f16x2_sm90_wgmma_st_64x64",
+                                       "cuda_v4_flash_qk_f16x2_pv_f16_sm90_wgmma_st_64x64"},
+                              .refusal = v4_refusal,
+                              .call_refused = sm90_call_refused,
+                              .workspace_bytes = f16x2_workspace_bytes,
+                              .launch = jattn_cuda_launch_v4,
+                              .refused_next = FWD(V2),
+                              .call_next = FWD(V2)},
+    /* v6 takes key padding; a problem it refuses runs v4 under AUTO; a call with misaligned
+     * pointers, or whose workspace the pool cannot give, runs v4 (which walks on to v2 as its own
+     * row says) */
+    [JATTN_CUDA_KERNEL_V6] = {.name = {"cuda_v6_flash_f16x2_sm90_fa3_ws_128x64",
+                                       "cuda_v6_flash_qk_f16x2_pv_f16_sm90_fa3_ws_128x64"},
+                              .refusal = v6_refusal,
+                              .call_refused = sm90_call_refused,
+                              .workspace_bytes = v6_workspace_bytes,
+                              .launch = jattn_cuda_launch_v6,
+                              .refused_next = FWD(V4),
+                              .call_next = FWD(V4)},
 };
 
 int jattn_cuda_kernel_exists(jattn_cuda_kernel k) {
@@ -123,8 +123,9 @@ int jattn_cuda_kernel_exists(jattn_cuda_kernel k) {
 
 /* ---- the backward ---- */
 
-static const char *bwd_v1_refusal(const jattn_problem *p, int cc) {
-    (void)cc; /* mma.sync TF32: every device the backend takes (8.0 and newer) */
+static const char *bwd_v1_refusal(const jattn_problem *p, jattn_precision precision, int cc) {
+    (void)precision; /* both */
+    (void)cc;        /* mma.sync TF32: every device the backend takes (8.0 and newer) */
     return p->head_dim > JATTN_CUDA_BWD_MAX_HEAD_DIM ? "head_dim: the cuda backward (kernel bwd_v1) takes at most 128"
                                                      : NULL;
 }
@@ -133,20 +134,10 @@ static size_t bwd_v1_workspace_bytes(const jattn_problem *p) {
     return jattn_cuda_bwd_v1_workspace_bytes(p->batch, p->heads, p->seq_q);
 }
 
-/* backward_v1_mma_tf32x3.cu: mma.sync TF32 splits: S and dP on six products with TwoSum k-steps,
- * dV, dK, dQ 3xTF32 (f32) or one TF32 product (tf32) */
-const cuda_bwd_version jattn_cuda_bwd_v1 = {
-    {"cuda_bwd_v1_mma_tf32x3", "cuda_bwd_v1_mma_s_dp_tf32x3_grads_tf32"},
-    bwd_v1_refusal,
-    bwd_v1_workspace_bytes,
-    jattn_cuda_launch_bwd_v1,
-    NULL,
-    NULL,
-};
-
 /* The problems of the forward's sm_90a kernels (compute capability 9.0, D 64 or 128, strides of q, k,
- * v, out multiples of 4 elements), f32 precision (the backend runs v1 for tf32). */
-static const char *bwd_v2_refusal(const jattn_problem *p, int cc) {
+ * v, out multiples of 4 elements), f32 precision (tf32 runs v1). */
+static const char *bwd_v2_refusal(const jattn_problem *p, jattn_precision precision, int cc) {
+    if (precision != JATTN_PRECISION_F32) return "precision: the backward v2 runs f32 only (tf32 runs v1)";
     const char *why = sm90_refusal(p, cc);
     if (why) return why;
     if (p->batch * p->heads > ATTENTION_SM90_MAX_GRID) return "batch*heads: the backward v2 takes at most 65535";
@@ -161,13 +152,23 @@ static size_t bwd_v2_workspace_bytes(const jattn_problem *p) {
     return jattn_cuda_bwd_v2_workspace_bytes(p->batch, p->heads, p->seq_q, p->seq_kv, p->head_dim);
 }
 
-/* backward_v2_sm90_f16x2.cu: sm_90a wgmma on 2xFP16 operands, three fp16 products per product, S and
- * dP with Kahan-compensated k16 slices; a call it does not take (padding, alignment) runs v1 */
-const cuda_bwd_version jattn_cuda_bwd_v2 = {
-    {"cuda_bwd_v2_f16x2_sm90_wgmma", "cuda_bwd_v2_f16x2_sm90_wgmma"},
-    bwd_v2_refusal,
-    bwd_v2_workspace_bytes,
-    jattn_cuda_launch_bwd_v2,
-    jattn_cuda_bwd_v2_call_refused,
-    &jattn_cuda_bwd_v1,
+const cuda_version jattn_cuda_bwd_versions[JATTN_CUDA_BWD_KERNEL_COUNT] = {
+    /* backward_v1_mma_tf32x3.cu: mma.sync TF32 splits: S and dP on six products with TwoSum k-steps,
+     * dV, dK, dQ 3xTF32 (f32) or one TF32 product (tf32) */
+    [JATTN_CUDA_BWD_KERNEL_V1] = {.name = {"cuda_bwd_v1_mma_tf32x3", "cuda_bwd_v1_mma_s_dp_tf32x3_grads_tf32"},
+                                  .refusal = bwd_v1_refusal,
+                                  .workspace_bytes = bwd_v1_workspace_bytes,
+                                  .launch = jattn_cuda_launch_bwd_v1},
+    /* backward_v2_sm90_f16x2.cu: sm_90a wgmma on 2xFP16 operands, three fp16 products per product, S
+     * and dP with Kahan-compensated k16 slices; a problem it refuses runs v1, forced or not (so the
+     * whole battery runs with v2 forced), and so does a call it does not take (padding, alignment),
+     * in the same workspace (v2's is never smaller than v1's) */
+    [JATTN_CUDA_BWD_KERNEL_V2] = {.name = {"cuda_bwd_v2_f16x2_sm90_wgmma", "cuda_bwd_v2_f16x2_sm90_wgmma"},
+                                  .refusal = bwd_v2_refusal,
+                                  .call_refused = jattn_cuda_bwd_v2_call_refused,
+                                  .workspace_bytes = bwd_v2_workspace_bytes,
+                                  .launch = jattn_cuda_launch_bwd_v2,
+                                  .refused_next = &jattn_cuda_bwd_versions[JATTN_CUDA_BWD_KERNEL_V1],
+                                  .forced_falls_back = 1,
+                                  .call_next = &jattn_cuda_bwd_versions[JATTN_CUDA_BWD_KERNEL_V1]},
 };
