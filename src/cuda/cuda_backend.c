@@ -291,9 +291,24 @@ static jattn_status launch(const jattn_call *c, const jattn_plan *plan, const fl
     return st;
 }
 
+/* ---- host arrays: staged through a device buffer --------------------------------------- */
+
 /* Elements a tensor spans (the validator has checked it fits). */
 static size_t span_elems(const jattn_problem *p, jattn_strides s, int64_t seq) {
     return (size_t)(1 + (p->batch - 1) * s.batch + (p->heads - 1) * s.head + (seq - 1) * s.token + (p->head_dim - 1));
+}
+
+/* Bytes of a tensor, and whether it is dense (no gaps to preserve). */
+static size_t span_bytes(const jattn_problem *p, jattn_strides s, int64_t seq) {
+    return span_elems(p, s, seq) * sizeof(float);
+}
+static int dense(const jattn_problem *p, jattn_strides s, int64_t seq) {
+    return span_elems(p, s, seq) == (size_t)(p->batch * p->heads * seq * p->head_dim);
+}
+
+/* Bytes of a call's mask (row b at mask + b * mask_stride, seq_kv bytes each). */
+static size_t mask_span(const jattn_problem *p, const uint8_t *mask, int64_t mask_stride) {
+    return mask ? (size_t)(mask_stride ? (p->batch - 1) * mask_stride + p->seq_kv : p->seq_kv) : 0;
 }
 
 /* Grow-only device memory kept in ctx->backend_state[JATTN_BACKEND_CUDA]. */
@@ -315,12 +330,6 @@ static jattn_status device_alloc(void **ptr, size_t bytes) {
     }
     atomic_fetch_add(&alloc_count, 1);
     return JATTN_OK;
-}
-
-/* Bytes of a call's mask (row b at mask + b * mask_stride, seq_kv bytes each). */
-static size_t mask_span(const jattn_call *c) {
-    const jattn_problem *p = c->problem;
-    return c->mask ? (size_t)(c->mask_stride ? (p->batch - 1) * c->mask_stride + p->seq_kv : p->seq_kv) : 0;
 }
 
 /* The device buffer of a host-pointer call: the context's grow-only one (ctx non-NULL), else a
@@ -348,62 +357,89 @@ static jattn_status host_path_buffer(jattn_ctx *ctx, size_t total, void **buf) {
     return JATTN_OK;
 }
 
-/* Host arrays: copy q, k, v (and out when it has gaps, so they survive) and the key padding to
- * device buffers, run, copy out (and lse) back, and wait for the stream. */
-static jattn_status forward_host(const jattn_call *c, const jattn_plan *plan) {
-    const jattn_problem *p = c->problem;
-    const size_t nq = span_elems(p, p->q, p->seq_q), nk = span_elems(p, p->k, p->seq_kv),
-                 nv = span_elems(p, p->v, p->seq_kv), no = span_elems(p, p->out, p->seq_q);
-    const size_t nl = c->lse ? (size_t)(p->batch * p->heads * p->seq_q) : 0;
-    const int padded = c->kv_len || c->mask;
-    const size_t n_len = c->kv_len ? (size_t)p->batch * sizeof(int64_t) : 0, n_mask = mask_span(c);
-    /* the workspace (padding region, then v4's part) unless the caller gave one or none is needed */
-    const size_t kb = kernel_bytes(p, plan->kernel);
-    const size_t nw = !c->workspace && (padded || kb) ? padding_bytes(p) + kb : 0;
-    const size_t off_k = align_up(nq * sizeof(float)), off_v = off_k + align_up(nk * sizeof(float)),
-                 off_o = off_v + align_up(nv * sizeof(float)), off_l = off_o + align_up(no * sizeof(float)),
-                 off_len = off_l + align_up(nl * sizeof(float)), off_mask = off_len + align_up(n_len),
-                 off_w = off_mask + align_up(n_mask), total = off_w + align_up(nw);
-    cudaStream_t stream = (cudaStream_t)c->cuda_stream;
+/* One host array of a call, staged in the device buffer: copied in before the run when `in` is
+ * set, copied back after a successful run when `out` is set. */
+typedef struct staged_array {
+    const void *in;
+    void *out;
+    size_t bytes; /* 0: absent (dev stays NULL) */
+    void *dev;    /* its place in the device buffer (set by stage_host_call) */
+} staged_array;
 
+/* Runs a staged call on the device: the kernels enqueued on the call's stream, reading and
+ * writing the arrays' device copies; `workspace` the region stage_host_call reserved (or NULL). */
+typedef jattn_status (*staged_run)(const void *call, const jattn_plan *plan, const staged_array *x, void *workspace);
+
+/* Host arrays, forward or backward: the `n` arrays and `workspace_bytes` of workspace in one device
+ * buffer (the context's grow-only one, else one for the call), each region 256-byte aligned, in
+ * that order; the inputs copied in, the run enqueued, the outputs copied back, the stream waited
+ * for; the call's buffer freed. */
+static jattn_status stage_host_call(jattn_ctx *ctx, void *stream_ptr, staged_array *x, int n, size_t workspace_bytes,
+                                    staged_run run, const void *call, const jattn_plan *plan) {
+    cudaStream_t stream = (cudaStream_t)stream_ptr;
+    size_t total = 0;
+    for (int i = 0; i < n; i++) total += align_up(x[i].bytes);
+    const size_t off_w = total;
+    total += align_up(workspace_bytes);
     void *buf = NULL;
-    jattn_status st = host_path_buffer(c->ctx, total, &buf);
+    jattn_status st = host_path_buffer(ctx, total, &buf);
     if (st != JATTN_OK) return st;
-
-    char *base = buf;
-    float *dq = (float *)base, *dk = (float *)(base + off_k), *dv = (float *)(base + off_v),
-          *dout = (float *)(base + off_o), *dlse = nl ? (float *)(base + off_l) : NULL;
-    void *dws = c->workspace ? c->workspace : nw ? base + off_w : NULL;
-    device_padding pad = {c->kv_len ? (const int64_t *)(base + off_len) : NULL,
-                          c->mask ? (const uint8_t *)(base + off_mask) : NULL, NULL, NULL};
-    const int out_dense = no == (size_t)(p->batch * p->heads * p->seq_q * p->head_dim);
+    char *at = buf;
+    for (int i = 0; i < n; i++) {
+        x[i].dev = x[i].bytes ? at : NULL;
+        at += align_up(x[i].bytes);
+    }
     cudaError_t err = cudaSuccess;
     const char *what = "cudaMemcpyAsync (host to device)";
-    if ((err = cudaMemcpyAsync(dq, c->q, nq * sizeof(float), cudaMemcpyHostToDevice, stream)) == cudaSuccess &&
-        (err = cudaMemcpyAsync(dk, c->k, nk * sizeof(float), cudaMemcpyHostToDevice, stream)) == cudaSuccess &&
-        (err = cudaMemcpyAsync(dv, c->v, nv * sizeof(float), cudaMemcpyHostToDevice, stream)) == cudaSuccess &&
-        (!n_len ||
-         (err = cudaMemcpyAsync(base + off_len, c->kv_len, n_len, cudaMemcpyHostToDevice, stream)) == cudaSuccess) &&
-        (!n_mask ||
-         (err = cudaMemcpyAsync(base + off_mask, c->mask, n_mask, cudaMemcpyHostToDevice, stream)) == cudaSuccess) &&
-        (out_dense ||
-         (err = cudaMemcpyAsync(dout, c->out, no * sizeof(float), cudaMemcpyHostToDevice, stream)) == cudaSuccess)) {
-        st = launch(c, plan, dq, dk, dv, dout, dlse, dws, &pad);
+    for (int i = 0; i < n && err == cudaSuccess; i++)
+        if (x[i].in && x[i].bytes) err = cudaMemcpyAsync(x[i].dev, x[i].in, x[i].bytes, cudaMemcpyHostToDevice, stream);
+    if (err == cudaSuccess) {
+        st = run(call, plan, x, workspace_bytes ? (char *)buf + off_w : NULL);
         what = "cudaMemcpyAsync (device to host)";
-        if (st == JATTN_OK &&
-            (err = cudaMemcpyAsync(c->out, dout, no * sizeof(float), cudaMemcpyDeviceToHost, stream)) == cudaSuccess &&
-            (!nl || (err = cudaMemcpyAsync(c->lse, dlse, nl * sizeof(float), cudaMemcpyDeviceToHost, stream)) ==
-                        cudaSuccess)) {
+        for (int i = 0; i < n && st == JATTN_OK && err == cudaSuccess; i++)
+            if (x[i].out && x[i].bytes)
+                err = cudaMemcpyAsync(x[i].out, x[i].dev, x[i].bytes, cudaMemcpyDeviceToHost, stream);
+        if (st == JATTN_OK && err == cudaSuccess) {
             what = "cudaStreamSynchronize";
             err = cudaStreamSynchronize(stream);
         }
     }
     if (err != cudaSuccess) st = cuda_fail(err, what);
-    if (!c->ctx) {
+    if (!ctx) {
         cudaError_t ferr = cudaFree(buf);
         if (st == JATTN_OK && ferr != cudaSuccess) st = cuda_fail(ferr, "cudaFree");
     }
     return st;
+}
+
+/* The staged arrays of a forward call, in the device buffer's order. */
+enum { FWD_Q, FWD_K, FWD_V, FWD_OUT, FWD_LSE, FWD_KV_LEN, FWD_MASK, FWD_ARRAYS };
+
+static jattn_status run_forward(const void *call, const jattn_plan *plan, const staged_array *x, void *workspace) {
+    const jattn_call *c = call;
+    device_padding pad = {.kv_len = x[FWD_KV_LEN].dev, .mask = x[FWD_MASK].dev};
+    return launch(c, plan, x[FWD_Q].dev, x[FWD_K].dev, x[FWD_V].dev, x[FWD_OUT].dev, x[FWD_LSE].dev,
+                  c->workspace ? c->workspace : workspace, &pad);
+}
+
+/* Host arrays: q, k, v (and out when it has gaps, so they survive) and the key padding copied
+ * in, out (and lse) copied back. */
+static jattn_status forward_host(const jattn_call *c, const jattn_plan *plan) {
+    const jattn_problem *p = c->problem;
+    const size_t no = span_bytes(p, p->out, p->seq_q);
+    staged_array x[FWD_ARRAYS] = {
+        [FWD_Q] = {.in = c->q, .bytes = span_bytes(p, p->q, p->seq_q)},
+        [FWD_K] = {.in = c->k, .bytes = span_bytes(p, p->k, p->seq_kv)},
+        [FWD_V] = {.in = c->v, .bytes = span_bytes(p, p->v, p->seq_kv)},
+        [FWD_OUT] = {.in = dense(p, p->out, p->seq_q) ? NULL : c->out, .out = c->out, .bytes = no},
+        [FWD_LSE] = {.out = c->lse, .bytes = c->lse ? (size_t)(p->batch * p->heads * p->seq_q) * sizeof(float) : 0},
+        [FWD_KV_LEN] = {.in = c->kv_len, .bytes = c->kv_len ? (size_t)p->batch * sizeof(int64_t) : 0},
+        [FWD_MASK] = {.in = c->mask, .bytes = mask_span(p, c->mask, c->mask_stride)},
+    };
+    /* the workspace (padding region, then the version's part) unless the caller gave one or none is needed */
+    const size_t kb = kernel_bytes(p, plan->kernel);
+    const size_t nw = !c->workspace && (c->kv_len || c->mask || kb) ? padding_bytes(p) + kb : 0;
+    return stage_host_call(c->ctx, c->cuda_stream, x, FWD_ARRAYS, nw, run_forward, c, plan);
 }
 
 static jattn_status cuda_forward(const jattn_call *c, const jattn_plan *plan) {
@@ -519,88 +555,61 @@ static jattn_status launch_backward(const jattn_bwd_call *c, const jattn_plan *p
     return JATTN_OK;
 }
 
-/* Bytes of a gradient or input tensor, and whether it is dense (no gaps to preserve). */
-static size_t span_bytes(const jattn_problem *p, jattn_strides s, int64_t seq) {
-    return span_elems(p, s, seq) * sizeof(float);
-}
-static int dense(const jattn_problem *p, jattn_strides s, int64_t seq) {
-    return span_elems(p, s, seq) == (size_t)(p->batch * p->heads * seq * p->head_dim);
+/* The staged arrays of a backward call, in the device buffer's order. */
+enum {
+    BWD_Q,
+    BWD_K,
+    BWD_V,
+    BWD_OUT,
+    BWD_LSE,
+    BWD_DOUT,
+    BWD_DLSE,
+    BWD_DQ,
+    BWD_DK,
+    BWD_DV,
+    BWD_KV_LEN,
+    BWD_MASK,
+    BWD_ARRAYS
+};
+
+static jattn_status run_backward(const void *call, const jattn_plan *plan, const staged_array *x, void *workspace) {
+    const jattn_bwd_call *c = call;
+    const bwd_pointers d = {.q = x[BWD_Q].dev,
+                            .k = x[BWD_K].dev,
+                            .v = x[BWD_V].dev,
+                            .out = x[BWD_OUT].dev,
+                            .lse = x[BWD_LSE].dev,
+                            .dout = x[BWD_DOUT].dev,
+                            .dlse = x[BWD_DLSE].dev,
+                            .dq = x[BWD_DQ].dev,
+                            .dk = x[BWD_DK].dev,
+                            .dv = x[BWD_DV].dev};
+    device_padding pad = {.kv_len = x[BWD_KV_LEN].dev, .mask = x[BWD_MASK].dev};
+    return launch_backward(c, plan, &d, c->workspace ? c->workspace : workspace, &pad);
 }
 
-/* Host arrays: copy the inputs (and the gradients that have gaps, so the gaps survive) and the
- * key padding to device buffers, run, copy dq, dk, dv back, and wait for the stream. */
+/* Host arrays: the inputs (and the gradients that have gaps, so the gaps survive) and the key
+ * padding copied in, dq, dk, dv copied back. */
 static jattn_status backward_host(const jattn_bwd_call *c, const jattn_plan *plan) {
     const jattn_problem *p = c->problem;
     const size_t nl = (size_t)(p->batch * p->heads * p->seq_q) * sizeof(float);
-    const size_t bytes[11] = {span_bytes(p, p->q, p->seq_q),
-                              span_bytes(p, p->k, p->seq_kv),
-                              span_bytes(p, p->v, p->seq_kv),
-                              span_bytes(p, p->out, p->seq_q),
-                              nl,
-                              span_bytes(p, c->g.dout, p->seq_q),
-                              c->dlse ? nl : 0,
-                              span_bytes(p, c->g.dq, p->seq_q),
-                              span_bytes(p, c->g.dk, p->seq_kv),
-                              span_bytes(p, c->g.dv, p->seq_kv),
-                              0};
-    const void *src[7] = {c->q, c->k, c->v, c->out, c->lse, c->dout, c->dlse};
-    const size_t n_len = c->kv_len ? (size_t)p->batch * sizeof(int64_t) : 0,
-                 n_mask =
-                     c->mask ? (size_t)(c->mask_stride ? (p->batch - 1) * c->mask_stride + p->seq_kv : p->seq_kv) : 0;
+    const jattn_strides gq = c->g.dq, gk = c->g.dk, gv = c->g.dv;
+    staged_array x[BWD_ARRAYS] = {
+        [BWD_Q] = {.in = c->q, .bytes = span_bytes(p, p->q, p->seq_q)},
+        [BWD_K] = {.in = c->k, .bytes = span_bytes(p, p->k, p->seq_kv)},
+        [BWD_V] = {.in = c->v, .bytes = span_bytes(p, p->v, p->seq_kv)},
+        [BWD_OUT] = {.in = c->out, .bytes = span_bytes(p, p->out, p->seq_q)},
+        [BWD_LSE] = {.in = c->lse, .bytes = nl},
+        [BWD_DOUT] = {.in = c->dout, .bytes = span_bytes(p, c->g.dout, p->seq_q)},
+        [BWD_DLSE] = {.in = c->dlse, .bytes = c->dlse ? nl : 0},
+        [BWD_DQ] = {.in = dense(p, gq, p->seq_q) ? NULL : c->dq, .out = c->dq, .bytes = span_bytes(p, gq, p->seq_q)},
+        [BWD_DK] = {.in = dense(p, gk, p->seq_kv) ? NULL : c->dk, .out = c->dk, .bytes = span_bytes(p, gk, p->seq_kv)},
+        [BWD_DV] = {.in = dense(p, gv, p->seq_kv) ? NULL : c->dv, .out = c->dv, .bytes = span_bytes(p, gv, p->seq_kv)},
+        [BWD_KV_LEN] = {.in = c->kv_len, .bytes = c->kv_len ? (size_t)p->batch * sizeof(int64_t) : 0},
+        [BWD_MASK] = {.in = c->mask, .bytes = mask_span(p, c->mask, c->mask_stride)},
+    };
     const size_t nw = c->workspace ? 0 : padding_bytes(p) + kernel_bytes(p, plan->kernel);
-    size_t off[14], total = 0;
-    for (int i = 0; i < 10; i++) off[i] = total, total += align_up(bytes[i]);
-    off[10] = total, total += align_up(n_len);
-    off[11] = total, total += align_up(n_mask);
-    off[12] = total, total += align_up(nw);
-    cudaStream_t stream = (cudaStream_t)c->cuda_stream;
-
-    void *buf = NULL;
-    jattn_status st = host_path_buffer(c->ctx, total, &buf);
-    if (st != JATTN_OK) return st;
-    char *base = buf;
-    float *grads_host[3] = {c->dq, c->dk, c->dv};
-    const jattn_strides gs[3] = {c->g.dq, c->g.dk, c->g.dv};
-    const int64_t gseq[3] = {p->seq_q, p->seq_kv, p->seq_kv};
-    cudaError_t err = cudaSuccess;
-    const char *what = "cudaMemcpyAsync (host to device)";
-    for (int i = 0; i < 7 && err == cudaSuccess; i++)
-        if (bytes[i]) err = cudaMemcpyAsync(base + off[i], src[i], bytes[i], cudaMemcpyHostToDevice, stream);
-    for (int i = 0; i < 3 && err == cudaSuccess; i++)
-        if (!dense(p, gs[i], gseq[i]))
-            err = cudaMemcpyAsync(base + off[7 + i], grads_host[i], bytes[7 + i], cudaMemcpyHostToDevice, stream);
-    if (err == cudaSuccess && n_len)
-        err = cudaMemcpyAsync(base + off[10], c->kv_len, n_len, cudaMemcpyHostToDevice, stream);
-    if (err == cudaSuccess && n_mask)
-        err = cudaMemcpyAsync(base + off[11], c->mask, n_mask, cudaMemcpyHostToDevice, stream);
-    if (err == cudaSuccess) {
-        const bwd_pointers x = {(const float *)(base + off[0]),
-                                (const float *)(base + off[1]),
-                                (const float *)(base + off[2]),
-                                (const float *)(base + off[3]),
-                                (const float *)(base + off[4]),
-                                (const float *)(base + off[5]),
-                                c->dlse ? (const float *)(base + off[6]) : NULL,
-                                (float *)(base + off[7]),
-                                (float *)(base + off[8]),
-                                (float *)(base + off[9])};
-        device_padding pad = {c->kv_len ? (const int64_t *)(base + off[10]) : NULL,
-                              c->mask ? (const uint8_t *)(base + off[11]) : NULL, NULL, NULL};
-        st = launch_backward(c, plan, &x, c->workspace ? c->workspace : base + off[12], &pad);
-        what = "cudaMemcpyAsync (device to host)";
-        for (int i = 0; i < 3 && st == JATTN_OK && err == cudaSuccess; i++)
-            err = cudaMemcpyAsync(grads_host[i], base + off[7 + i], bytes[7 + i], cudaMemcpyDeviceToHost, stream);
-        if (st == JATTN_OK && err == cudaSuccess) {
-            what = "cudaStreamSynchronize";
-            err = cudaStreamSynchronize(stream);
-        }
-    }
-    if (err != cudaSuccess) st = cuda_fail(err, what);
-    if (!c->ctx) {
-        cudaError_t ferr = cudaFree(buf);
-        if (st == JATTN_OK && ferr != cudaSuccess) st = cuda_fail(ferr, "cudaFree");
-    }
-    return st;
+    return stage_host_call(c->ctx, c->cuda_stream, x, BWD_ARRAYS, nw, run_backward, c, plan);
 }
 
 static jattn_status cuda_backward(const jattn_bwd_call *c, const jattn_plan *plan) {
