@@ -542,22 +542,20 @@ jattn_status jattn_forward_padded(jattn_ctx *ctx, const jattn_problem *problem, 
 
     /* A zero scale is replaced by the default only when the caller passes 0: an explicit
      * positive scale that underflows is the caller's. */
-    jattn_call call = {problem,
-                       problem->scale > 0.0f ? problem->scale : (float)(1.0 / sqrt((double)problem->head_dim)),
-                       q,
-                       k,
-                       v,
-                       out,
-                       lse,
-                       e->precision,
-                       e->memory,
-                       plan.threads,
-                       e->cuda_stream,
-                       NULL,
-                       ctx,
-                       NULL,
-                       NULL,
-                       0};
+    jattn_call call = {
+        .problem = problem,
+        .scale = problem->scale > 0.0f ? problem->scale : (float)(1.0 / sqrt((double)problem->head_dim)),
+        .q = q,
+        .k = k,
+        .v = v,
+        .out = out,
+        .lse = lse,
+        .precision = e->precision,
+        .memory = e->memory,
+        .threads = plan.threads,
+        .cuda_stream = e->cuda_stream,
+        .ctx = ctx,
+    }; /* workspace and key padding: set below */
     st = check_padding(problem, e, padding, &spans, out, lse, &call);
     if (st != JATTN_OK) return st;
 
@@ -672,28 +670,29 @@ jattn_status jattn_backward(jattn_ctx *ctx, const jattn_problem *problem, const 
         st = check_padding_against(problem, e, padding, grads, 3, &pf);
         if (st != JATTN_OK) return st;
     }
-    jattn_bwd_call call = {problem,
-                           problem->scale > 0.0f ? problem->scale : (float)(1.0 / sqrt((double)problem->head_dim)),
-                           q,
-                           k,
-                           v,
-                           out,
-                           lse,
-                           dout,
-                           dlse,
-                           dq,
-                           dk,
-                           dv,
-                           g,
-                           e->precision,
-                           e->memory,
-                           plan.threads,
-                           e->cuda_stream,
-                           NULL,
-                           ctx,
-                           pf.kv_len,
-                           pf.mask,
-                           pf.mask_stride};
+    jattn_bwd_call call = {
+        .problem = problem,
+        .scale = problem->scale > 0.0f ? problem->scale : (float)(1.0 / sqrt((double)problem->head_dim)),
+        .q = q,
+        .k = k,
+        .v = v,
+        .out = out,
+        .lse = lse,
+        .dout = dout,
+        .dlse = dlse,
+        .dq = dq,
+        .dk = dk,
+        .dv = dv,
+        .g = g,
+        .precision = e->precision,
+        .memory = e->memory,
+        .threads = plan.threads,
+        .cuda_stream = e->cuda_stream,
+        .ctx = ctx,
+        .kv_len = pf.kv_len,
+        .mask = pf.mask,
+        .mask_stride = pf.mask_stride,
+    }; /* workspace: set below */
     void *owned = NULL;
     st = acquire_workspace(ctx, e, &plan, "jattn_backward_workspace_size", &call.workspace, &owned);
     if (st != JATTN_OK) return st;

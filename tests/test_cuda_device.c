@@ -1,9 +1,9 @@
 /* The cuda backend on device pointers and through its context: results on the caller's
  * stream match the float64 reference; a CUDA graph capture replays to the same bits; 4-byte
  * (not 16-byte) aligned pointers work; an output overlapping an input is rejected before any
- * launch; the context allocates device memory once per size; every kernel version (v1 to v4)
- * passes the gate of each precision it takes; forced v3 and v4 refuse (UNSUPPORTED, naming the
- * reason) what they cannot run and run v2 for a call whose pointers miss their alignment; the
+ * launch; the context allocates device memory once per size; every kernel version (v1, v2, v4,
+ * v6) passes the gate of each precision it takes; forced sm_90a versions refuse (UNSUPPORTED,
+ * naming the reason) what they cannot run and run v2 for a call whose pointers miss their alignment; the
  * same call twice gives the same bits (every version and precision); a caller's workspace is
  * used as given (no allocation) and one too small is refused; key padding in device memory
  * runs on every kernel version, in a graph, on a caller workspace.
@@ -211,56 +211,54 @@ static int device_is_sm90(void) {
     return 10 * major + minor == 90; /* ATTENTION_SM90_CC (src/cuda/attention_sm90.h) */
 }
 
-static int is_sm90_version(int ver) {
-    return ver == JATTN_CUDA_KERNEL_V3 || ver == JATTN_CUDA_KERNEL_V4 || ver == JATTN_CUDA_KERNEL_V5 ||
-           ver == JATTN_CUDA_KERNEL_V6;
-}
+static int is_sm90_version(int ver) { return ver == JATTN_CUDA_KERNEL_V4 || ver == JATTN_CUDA_KERNEL_V6; }
 
-/* Why forced v3 or v4 must refuse (p, e), as the word its error message must name, or NULL. */
-static const char *v3_must_refuse(const jattn_problem *p, const jattn_exec *e) {
+/* Why a forced sm_90a version (v4, v6) must refuse (p, e), as the word its error message must name, or NULL. */
+static const char *sm90_must_refuse(const jattn_problem *p, const jattn_exec *e) {
     (void)e; /* both precisions run */
     if (!device_is_sm90()) return "device";
     if (p->head_dim != 64 && p->head_dim != 128) return "head_dim";
     return NULL;
 }
 
-/* Forced v3 or v4 refuses with UNSUPPORTED and a message naming `word`. */
-static int expect_v3_refusal(const jattn_problem *p, const jattn_exec *e, const char *word) {
+/* A forced sm_90a version refuses with UNSUPPORTED and a message naming `word`. */
+static int expect_sm90_refusal(const jattn_problem *p, const jattn_exec *e, const char *word) {
     jattn_selection sel;
     jattn_status st = jattn_select(p, e, &sel);
-    int ok = jt_expect_status(st, JATTN_ERROR_UNSUPPORTED, "v3/v4 refusal") && strstr(jattn_last_error(), word) != NULL;
+    int ok =
+        jt_expect_status(st, JATTN_ERROR_UNSUPPORTED, "sm_90a refusal") && strstr(jattn_last_error(), word) != NULL;
     if (!ok)
-        printf("FAIL v3/v4 on D=%lld: want a refusal naming \"%s\", got \"%s\"\n", (long long)p->head_dim, word,
-               st == JATTN_OK ? sel.kernel : jattn_last_error());
+        printf("FAIL sm_90a version on D=%lld: want a refusal naming \"%s\", got \"%s\"\n", (long long)p->head_dim,
+               word, st == JATTN_OK ? sel.kernel : jattn_last_error());
     return ok;
 }
 
 /* Every kernel version against the reference, each precision it takes, on shapes each one
- * takes; forced v3 on a shape or precision it does not take must refuse. */
+ * takes; a forced sm_90a version on a shape it does not take must refuse. */
 static void test_versions(jt_rng *rng) {
-    static const int64_t shapes[][5] = {{1, 2, 65, 130, 64},   {2, 1, 7, 33, 128},  {1, 2, 100, 77, 256},
-                                        {1, 1, 129, 200, 32},  {1, 3, 40, 1, 8},    {1, 1, 33, 65, 24},
-                                        {1, 2, 130, 257, 128}, {1, 2, 65, 600, 128}, {1, 2, 70, 140, 72},
-                                        {1, 1, 45, 300, 160},  {2, 1, 20, 50, 40}};
-    /* run COUNT is kernel v4 once more: v4 runs its 2-CTA instance, then its 3-CTA one (the
-     * last shape splits its keys over a cluster in both) */
-    for (int run = JATTN_CUDA_KERNEL_V1; run <= JATTN_CUDA_KERNEL_COUNT; run++) {
-        const int ver = run == JATTN_CUDA_KERNEL_COUNT ? JATTN_CUDA_KERNEL_V4 : run;
+    /* v4 picks its instance per call (f16x2_plan): at D = 128 the 2-CTA one, but for the 3-CTA
+     * one at (1,24,720,33,128) on a 132-SM device (288 CTAs: two waves of two per SM, one of
+     * three); (1,2,65,600,128) splits its keys over a cluster of two */
+    static const int64_t shapes[][5] = {{1, 2, 65, 130, 64},   {2, 1, 7, 33, 128},   {1, 2, 100, 77, 256},
+                                        {1, 1, 129, 200, 32},  {1, 3, 40, 1, 8},     {1, 1, 33, 65, 24},
+                                        {1, 2, 130, 257, 128}, {1, 2, 65, 600, 128}, {1, 24, 720, 33, 128},
+                                        {1, 2, 70, 140, 72},   {1, 1, 45, 300, 160},  {2, 1, 20, 50, 40}};
+    for (int ver = JATTN_CUDA_KERNEL_V1; ver < JATTN_CUDA_KERNEL_COUNT; ver++) {
+        if (!jattn_cuda_kernel_exists((jattn_cuda_kernel)ver)) continue; /* a removed version's number */
         jattn_cuda_set_kernel((jattn_cuda_kernel)ver);
-        jattn_cuda_set_v4_ctas_per_sm(run == JATTN_CUDA_KERNEL_COUNT ? 3 : ver == JATTN_CUDA_KERNEL_V4 ? 2 : 0);
         for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
             const int64_t *s = shapes[si];
             jattn_problem p = jattn_problem_flux(s[0], s[1], s[2], s[3], s[4]);
             jattn_exec e = {0};
             e.backend = JATTN_BACKEND_CUDA;
             jattn_selection sel;
-            int v3_ran = 1;
+            int sm90_ran = 1;
             if (is_sm90_version(ver)) {
                 int refused = 0;
                 for (int pi = 0; pi < 2; pi++) {
                     e.precision = pi ? JATTN_PRECISION_TF32 : JATTN_PRECISION_F32;
-                    const char *why = v3_must_refuse(&p, &e);
-                    if (why) jt_tally_add(&tally, expect_v3_refusal(&p, &e, why));
+                    const char *why = sm90_must_refuse(&p, &e);
+                    if (why) jt_tally_add(&tally, expect_sm90_refusal(&p, &e, why));
                     refused |= why != NULL;
                 }
                 e.precision = JATTN_PRECISION_F32;
@@ -292,28 +290,25 @@ static void test_versions(jt_rng *rng) {
                 for (int pi = 0; pi < 2; pi++) {
                     e.precision = pi ? JATTN_PRECISION_TF32 : JATTN_PRECISION_F32;
                     int ok = jt_case_check(&c, &e, 1);
-                    if (!ok)
-                        printf("    (kernel %s, v4 instance %s)\n", sel.kernel,
-                               run == JATTN_CUDA_KERNEL_COUNT ? "3 CTAs/SM" : "2 CTAs/SM at D=128");
+                    if (!ok) printf("    (kernel %s)\n", sel.kernel);
                     jt_tally_add(&tally, ok);
                     if (is_sm90_version(ver) && strncmp(jattn_cuda_last_kernel(), want, strlen(want)) != 0) {
                         printf("FAIL %s selected, %s ran (host memory, aligned buffers)\n", want,
                                jattn_cuda_last_kernel());
-                        v3_ran = 0;
+                        sm90_ran = 0;
                     }
                 }
             }
-            if (is_sm90_version(ver)) jt_tally_add(&tally, v3_ran);
+            if (is_sm90_version(ver)) jt_tally_add(&tally, sm90_ran);
             jt_case_free(&c);
         }
     }
     jattn_cuda_set_kernel(JATTN_CUDA_KERNEL_AUTO);
-    jattn_cuda_set_v4_ctas_per_sm(0);
 }
 
 /* Determinism (jattn.h): the same call twice on device pointers gives the same bits, out and
- * lse, for each kernel version and precision, including v3's split-key path (a short grid
- * with long rows: two CTAs of a cluster per query block) and v3's plain one. */
+ * lse, for each kernel version and precision, including v4's split-key path (a short grid
+ * with long rows: two CTAs of a cluster per query block) and v4's plain one. */
 static void test_repeatable(jt_rng *rng, cudaStream_t s) {
     static const int64_t shapes[][5] = {
         {1, 2, 65, 1000, 128}, {2, 2, 130, 257, 64}, {1, 2, 33, 77, 96}, {1, 1, 17, 9, 200}};
@@ -331,11 +326,13 @@ static void test_repeatable(jt_rng *rng, cudaStream_t s) {
         float *first = malloc(d.no * sizeof(float)), *again = malloc(d.no * sizeof(float));
         float *lse1 = malloc(d.nl * sizeof(float)), *lse2 = malloc(d.nl * sizeof(float));
         for (int ver = JATTN_CUDA_KERNEL_AUTO; ver < JATTN_CUDA_KERNEL_COUNT; ver++) {
+            if (ver != JATTN_CUDA_KERNEL_AUTO && !jattn_cuda_kernel_exists((jattn_cuda_kernel)ver)) continue;
             jattn_cuda_set_kernel((jattn_cuda_kernel)ver);
             for (int pi = 0; pi < 2; pi++) {
                 jattn_exec e = device_exec(s, pi ? JATTN_PRECISION_TF32 : JATTN_PRECISION_F32);
                 jattn_selection sel;
-                if (jattn_select(&p, &e, &sel) != JATTN_OK) continue; /* forced v3 on D it does not take */
+                if (jattn_select(&p, &e, &sel) != JATTN_OK)
+                    continue; /* a forced sm_90a version on D it does not take */
                 int ok = 1;
                 for (int run = 0; run < 2 && ok; run++) {
                     dev_poison(&d, &c);
@@ -409,7 +406,7 @@ static void test_auto_choice(void) {
     }
 }
 
-/* Forced v3 and v4 on device pointers: 16-byte aligned ones run the version forced; 4-byte
+/* Forced sm_90a versions on device pointers: 16-byte aligned ones run the version forced; 4-byte
  * aligned ones run v2 for that call (the result still meets the gate); strides that are no
  * multiple of 4 elements are refused at selection, naming the strides. Only on a 9.0 device
  * (elsewhere test_versions checks the refusal). */
@@ -424,7 +421,7 @@ static void test_sm90_device_pointers(jt_case *c, cudaStream_t s, jattn_cuda_ker
         jattn_exec e = device_exec(s, JATTN_PRECISION_F32);
         dev_poison(&d, c);
         jattn_status st = jattn_forward(NULL, &c->p, &e, d.q, d.k, d.v, d.out, d.lse);
-        jt_tally_add(&tally, jt_expect_status(st, JATTN_OK, "v3 forward on device pointers"));
+        jt_tally_add(&tally, jt_expect_status(st, JATTN_OK, "sm_90a forward on device pointers"));
         CUDA_OK(cudaStreamSynchronize(s));
         const char *want = shift ? "cuda_v2" : forced;
         int ran = strncmp(jattn_cuda_last_kernel(), want, strlen(want)) == 0;
@@ -432,7 +429,7 @@ static void test_sm90_device_pointers(jt_case *c, cudaStream_t s, jattn_cuda_ker
             printf("FAIL %s forced, pointers %s: %s ran, want %s\n", forced,
                    shift ? "4-byte aligned" : "16-byte aligned", jattn_cuda_last_kernel(), want);
         jt_tally_add(&tally, ran);
-        jt_tally_add(&tally, dev_check(&d, c, JATTN_PRECISION_F32, shift ? "v3/v4->v2 misaligned" : forced));
+        jt_tally_add(&tally, dev_check(&d, c, JATTN_PRECISION_F32, shift ? "sm_90a->v2 misaligned" : forced));
         dev_case_free(&d);
     }
     jattn_problem p = c->p;
@@ -440,7 +437,7 @@ static void test_sm90_device_pointers(jt_case *c, cudaStream_t s, jattn_cuda_ker
     p.q.head = p.seq_q * p.q.token;
     p.q.batch = p.heads * p.q.head;
     jattn_exec e = device_exec(s, JATTN_PRECISION_F32);
-    jt_tally_add(&tally, expect_v3_refusal(&p, &e, "strides"));
+    jt_tally_add(&tally, expect_sm90_refusal(&p, &e, "strides"));
     jattn_cuda_set_kernel(JATTN_CUDA_KERNEL_AUTO);
 }
 
@@ -459,9 +456,8 @@ static void test_caller_workspace(jt_case *c, cudaStream_t s) {
         jt_tally_add(&tally, jt_expect_status(jattn_workspace_size(&c->p, &e, &bytes), JATTN_OK, "workspace_size"));
         jattn_selection sel;
         jt_tally_add(&tally, jt_expect_status(jattn_select(&c->p, &e, &sel), JATTN_OK, "select"));
-        /* every kernel reports the key padding's region, v4 to v6 their split K and V on top */
-        const int v4 = strncmp(sel.kernel, "cuda_v4", 7) == 0 || strncmp(sel.kernel, "cuda_v5", 7) == 0 ||
-                       strncmp(sel.kernel, "cuda_v6", 7) == 0;
+        /* every kernel reports the key padding's region, v4 and v6 their split K and V on top */
+        const int v4 = strncmp(sel.kernel, "cuda_v4", 7) == 0 || strncmp(sel.kernel, "cuda_v6", 7) == 0;
         const size_t padding = jattn_cuda_padding_bytes(c->p.batch, c->p.seq_kv);
         const int sized = v4 ? bytes > padding + 63 : bytes == padding + 63;
         if (!sized) printf("FAIL workspace of %zu bytes for kernel %s\n", bytes, sel.kernel);
@@ -529,16 +525,16 @@ static void test_padding_device(jt_rng *r, cudaStream_t s) {
     CUDA_OK(cudaMemcpy(dlen, lens, sizeof lens, cudaMemcpyHostToDevice));
     CUDA_OK(cudaMemcpy(dmask, mask, sizeof mask, cudaMemcpyHostToDevice));
     jattn_key_padding dkp = {dlen, dmask, B, Skv, 0};
-    const jattn_cuda_kernel versions[5] = {JATTN_CUDA_KERNEL_V1, JATTN_CUDA_KERNEL_V2, JATTN_CUDA_KERNEL_V3,
-                                           JATTN_CUDA_KERNEL_V4, JATTN_CUDA_KERNEL_V6};
+    const jattn_cuda_kernel versions[4] = {JATTN_CUDA_KERNEL_V1, JATTN_CUDA_KERNEL_V2, JATTN_CUDA_KERNEL_V4,
+                                           JATTN_CUDA_KERNEL_V6};
     float *first = malloc(d.no * sizeof(float)), *again = malloc(d.no * sizeof(float));
-    for (int vi = 0; vi < 5; vi++) {
+    for (int vi = 0; vi < 4; vi++) {
         jattn_cuda_set_kernel(versions[vi]);
         for (int pi = 0; pi < 2; pi++) {
             const jattn_precision prec = pi ? JATTN_PRECISION_TF32 : JATTN_PRECISION_F32;
             jattn_exec e = device_exec(s, prec);
             jattn_selection sel;
-            if (jattn_select(&p, &e, &sel) != JATTN_OK) continue; /* v3/v4 off a 9.0 device */
+            if (jattn_select(&p, &e, &sel) != JATTN_OK) continue; /* v4/v6 off a 9.0 device */
             char what[96];
             snprintf(what, sizeof what, "padding on device pointers, %s", sel.kernel);
             dev_poison(&d, &c);
@@ -638,9 +634,7 @@ int main(void) {
     test_versions(&rng);
     test_auto_choice();
     test_repeatable(&rng, s);
-    test_sm90_device_pointers(&c, s, JATTN_CUDA_KERNEL_V3);
     test_sm90_device_pointers(&c, s, JATTN_CUDA_KERNEL_V4);
-    test_sm90_device_pointers(&c, s, JATTN_CUDA_KERNEL_V5);
     test_sm90_device_pointers(&c, s, JATTN_CUDA_KERNEL_V6);
     test_caller_workspace(&small, s);
     test_padding_device(&rng, s);

@@ -513,7 +513,7 @@ int main(int argc, char **argv) {
     long_rows(1.0);
     long_rows(3.0);
     /* The non-finite and denormal cases at two head dims: on the cuda backend D = 32 runs
-     * kernel v2 and D = 64 / 128 kernel v3 (on sm_90), whose TF32 splits differ. */
+     * kernel v2 and D = 128 kernel v6 (on sm_90), whose operand splits differ. */
     const float bads[3] = {NAN, INFINITY, -INFINITY};
     const int64_t dims[2] = {32, 128};
     for (int di = 0; di < 2; di++)

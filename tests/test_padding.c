@@ -9,7 +9,7 @@
  *
  * usage: test_padding BACKEND      (cpu | cuda | vk | ref | auto). Exits 77 (skipped) when the
  *        backend is not present. The cuda backend is also checked in tf32 precision;
- *        JATTN_CUDA_KERNEL=v1..v4 picks the kernel version (bench/gpu/run.sh runs each). */
+ *        JATTN_CUDA_KERNEL=v1|v2|v4|v6 picks the kernel version (bench/gpu/run.sh runs each). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

@@ -7,8 +7,7 @@
 # --backend cuda (f32, beside PyTorch's fp32 SDPA backward) [50]; jattn's tf32 backward and
 # forward times [4 x 15, 8]; PyTorch default, deterministic and forward [90]; the table;
 # compute-sanitizer memcheck, racecheck, synccheck and initcheck over a small jattn run --backward [30 each]; ncu's
-# time of each backward kernel [40]; when the
-# test failed somewhere, its gate part again with JATTN_CUDA_BWD_VARIANT=1, 2 and 3 [15 each].
+# time of each backward kernel [40].
 set -u
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
@@ -87,13 +86,4 @@ cat "$OUT/table.txt"
     $J run --backward --backend cuda --seq 1536 --reps 1 --no-check 2>&1 | grep -E "bwd_|gpu__time_duration" | head -20
   echo "rc ${PIPESTATUS[0]}"
 } > "$OUT/ncu.log" 2>&1
-# the accuracy variants of the S and dP products, only when the kernel missed the gate somewhere
-if grep -q "^FAIL\|^  d" "$OUT/test.log"; then
-  {
-    for v in 1 2 3; do
-      step JATTN_CUDA_BWD_VARIANT=$v test_backward cuda gate
-      JATTN_CUDA_BWD_VARIANT=$v timeout 15 ./bin/test_backward cuda gate | grep -v "^  d" | tail -25; echo "rc ${PIPESTATUS[0]}"
-    done
-  } > "$OUT/variants.log" 2>&1
-fi
 tail -4 "$OUT/test.log"; grep -E "rc |ERROR SUMMARY" "$OUT/sanitize.log"

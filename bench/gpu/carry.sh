@@ -5,7 +5,8 @@
 #                   accuracy_tail (the layout run.sh expects with BUILD=.carry/build); CARRY_TESTS and
 #                   CARRY_TOOLS choose which
 #   .carry/lib/     libcudart.so.13 and libgomp.so.1 (LD_LIBRARY_PATH=.carry/lib there)
-#   .carry/base/    jattn_gpu_bench of REV (an older commit) for run.sh's ab step, when REV is given
+#   .carry/base/    jattn_gpu_bench of REV (an older commit) for run.sh's ab step, and its jattn
+#                   command for compare_builds.sh (bitwise A/B), when REV is given
 # usage: [PACK=1] bench/gpu/carry.sh [REV]   then, on the GPU machine, from the repository root:
 #   LD_LIBRARY_PATH=.carry/lib BUILD=.carry/build OUT=$OUT JATTN_GPU_STEPS="test ..." bash bench/gpu/run.sh
 set -eu -o pipefail
@@ -58,7 +59,9 @@ if [ -n "${1:-}" ]; then
     base_gpu_bench build-carry-base build-carry-base/src
   fi
   cp build-carry-base/jattn_gpu_bench .carry/base/
-  strip .carry/base/jattn_gpu_bench
+  cmake --build build-carry-base -j "$JOBS" --target jattn >/dev/null
+  cp build-carry-base/tools/jattn .carry/base/
+  strip .carry/base/jattn_gpu_bench .carry/base/jattn
   echo "base: $(git rev-parse --short "$1")"
 fi
 du -sh .carry

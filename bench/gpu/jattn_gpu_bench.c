@@ -111,7 +111,7 @@ int main(int argc, char **argv) {
         for (int ver = JATTN_CUDA_KERNEL_V1; ver < JATTN_CUDA_KERNEL_COUNT; ver++) {
             char vname[8];
             snprintf(vname, sizeof vname, "v%d", ver);
-            if (!strstr(versions, vname)) continue;
+            if (!strstr(versions, vname) || !jattn_cuda_kernel_exists((jattn_cuda_kernel)ver)) continue;
             jattn_cuda_set_kernel((jattn_cuda_kernel)ver);
             for (int pi = 0; pi < 2; pi++) {
                 if (ver == JATTN_CUDA_KERNEL_V1 && pi) continue; /* v1 is fp32 in both modes */

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU harness (issue 4), one run on the GPU machine, from the repository root:
 #   build (cmake -DJATTN_CUDA=ON) -> GPU tests (the parity suite, device-pointer tests, edges)
-#   -> the parity suite once more on the forced kernels (v1, v3, v4's two instances) ->
+#   -> the parity suite once more on the forced kernels (v1, v4, v6) ->
 #   compute-sanitizer memcheck, racecheck, synccheck, initcheck over the GPU tests on their small
 #   shapes -> the f32 error's tail on single-row peaky cases (accuracy_tail) -> benchmark: jattn
 #   kernel versions (f32, tf32) and PyTorch SDPA (fp32 efficient-attention, bf16 cuDNN) at the
@@ -9,31 +9,29 @@
 # usage: bench/gpu/run.sh            (OUT=dir for logs, default build-gpu/out)
 #        BUILD=dir bench/gpu/run.sh  with binaries built elsewhere (same layout as a cmake build
 #        dir: tests/, tools/jattn, jattn_gpu_bench, sanitize_small, accuracy_tail) and STEPS without "build"
-# env:   JATTN_GPU_STEPS="build test parity3 sanitize tail sass bench jattn padding ab ncu variants cpu"
-#        (default: all but ab, ncu, variants and cpu)
+# env:   JATTN_GPU_STEPS="build test parity3 sanitize tail sass bench jattn padding ab ncu cpu"
+#        (default: all but ab, ncu and cpu)
 #        JATTN_AB_BASE=path: the ab step times this jattn_gpu_bench (an older build) against the
 #        current one, interleaved, JATTN_AB_ROUNDS rounds (default 3)
 #        JATTN_SANITIZE_TIMEOUT=seconds per compute-sanitizer run (default 300)
 #        JATTN_TEST_TIMEOUT=seconds per test of the parity3 step (default 600)
 #        JATTN_SANITIZE_TOOLS="memcheck ..." and JATTN_SANITIZE_TESTS="test|test ..." (|-separated;
-#        a v1..v5 or c2/c3 prefix forces that kernel or v4 instance) narrow the sanitize step
+#        a v1..v6 prefix forces that kernel) narrow the sanitize step
 #        JATTN_GPU_SHAPES="1,24,1536,128 ..." (default: the five shapes of issue 4)
-#        JATTN_BENCH_VERSIONS=v1,v2,v3,v4,v5,v6 (which kernel versions the bench times)
-#        JATTN_PARITY_VERSIONS="v1 v3 v4c2 v4c3 v5 v6" (the forced versions of the parity3 step; v4cN
-#        forces v4's N-CTA instance)
+#        JATTN_BENCH_VERSIONS=v1,v2,v4,v6 (which kernel versions the bench times)
+#        JATTN_PARITY_VERSIONS="v1 v4 v6" (the forced versions of the parity3 step)
 #        JATTN_TEST_KERNELS="auto v6" (the test step runs the GPU tests once per entry: auto = the
 #        default choice, vN = JATTN_CUDA_KERNEL=vN forced)
 #        JATTN_TAIL_KERNELS="auto v4" (the tail step's peaky tail once per entry, as above)
 #        JATTN_NCU_VERSION=v4 (the version the ncu step profiles)
-#        JATTN_GPU_VARIANTS="0:6 0:3 v3" (variants step: v2 tile:products, or v3)
 #        JATTN_CPU_BENCH_CAP=seconds: the hook that runs bench/cpu/run.sh when the step "cpu"
 #        is asked for (output to $OUT/cpu.txt)
 set -u -o pipefail
 cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build-gpu}
 OUT=${OUT:-$BUILD/out}
-STEPS=${JATTN_GPU_STEPS:-"build test parity3 sanitize tail sass bench jattn padding"}   # also: ab, ncu, variants, cpu
-export JATTN_BENCH_VERSIONS=${JATTN_BENCH_VERSIONS:-v1,v2,v3,v4,v5,v6}
+STEPS=${JATTN_GPU_STEPS:-"build test parity3 sanitize tail sass bench jattn padding"}   # also: ab, ncu, cpu
+export JATTN_BENCH_VERSIONS=${JATTN_BENCH_VERSIONS:-v1,v2,v4,v6}
 SHAPES=${JATTN_GPU_SHAPES:-}
 mkdir -p "$OUT"
 status=0
@@ -59,7 +57,7 @@ if has sass; then
   cuobjdump -sass "$obj" > /tmp/v2.sass 2>&1
   awk '/Function :/{f=$3} /HMMA/{h[f]++} /LDL|STL/{l[f]++} END{for(k in h) printf "%-70s HMMA %5d  LDL/STL %d\n", k, h[k], l[k]+0}' /tmp/v2.sass
   grep -m3 HMMA /tmp/v2.sass
-  for src in attention_v3_sm90_tf32x3 attention_v4_sm90_f16x2 attention_v5_sm90_ws_f16x2 attention_v6_sm90_fa3_f16x2; do
+  for src in attention_v4_sm90_f16x2 attention_v6_sm90_fa3_f16x2; do
     note "sass ($src: HGMMA count, local memory; only the sm_90a instances have a body)"
     obj=$(find "$BUILD" -name "$src.cu.o" | head -1)
     cuobjdump -sass "$obj" > /tmp/sm90.sass 2>&1
@@ -101,12 +99,11 @@ worst_large_f32() {
 }
 
 if has parity3; then
-  # The parity suite once more on each forced kernel version: v1 takes every problem, v3 and v4
+  # The parity suite once more on each forced kernel version: v1 takes every problem, v4 and v6
   # (sm_90a) D 64 and 128 (their refusals of other D are expected and counted apart).
-  for ver in ${JATTN_PARITY_VERSIONS:-v1 v3 v4c2 v4c3 v5 v6}; do   # v4cN: kernel v4, its N-CTA instance forced
-    kv=${ver%c*}; ctas=; [ "$kv" != "$ver" ] && ctas=${ver##*c}
-    note "parity suite on kernel $ver (JATTN_CUDA_KERNEL=$kv${ctas:+ JATTN_CUDA_V4_CTAS=$ctas})"
-    JATTN_CUDA_KERNEL=$kv JATTN_CUDA_V4_CTAS=$ctas JATTN_TEST_VERBOSE=1 timeout "${JATTN_TEST_TIMEOUT:-600}" "$BUILD/tests/test_parity" cuda > "$OUT/parity_$ver.log" 2>&1 ||
+  for ver in ${JATTN_PARITY_VERSIONS:-v1 v4 v6}; do
+    note "parity suite on kernel $ver (JATTN_CUDA_KERNEL=$ver)"
+    JATTN_CUDA_KERNEL=$ver JATTN_TEST_VERBOSE=1 timeout "${JATTN_TEST_TIMEOUT:-600}" "$BUILD/tests/test_parity" cuda > "$OUT/parity_$ver.log" 2>&1 ||
       echo "$ver parity: rc=$? (124: timed out)"
     ran=$(grep -cE "^(ok  |FAIL) .* rel_l2 " "$OUT/parity_$ver.log")
     bad=$(grep -cE "^FAIL .* rel_l2 " "$OUT/parity_$ver.log")
@@ -118,7 +115,7 @@ if has parity3; then
     grep -E "^FAIL" "$OUT/parity_$ver.log" | grep -v JATTN_ERROR_UNSUPPORTED | head -20
     [ "$ran" -gt 0 ] && [ "$bad" -eq 0 ] && [ "$other" -eq 0 ] || status=1
     # key padding on the same forced version (its refusals of other head dims counted apart)
-    JATTN_CUDA_KERNEL=$kv JATTN_CUDA_V4_CTAS=$ctas timeout "${JATTN_TEST_TIMEOUT:-600}" "$BUILD/tests/test_padding" cuda > "$OUT/padding_$ver.log" 2>&1
+    JATTN_CUDA_KERNEL=$ver timeout "${JATTN_TEST_TIMEOUT:-600}" "$BUILD/tests/test_padding" cuda > "$OUT/padding_$ver.log" 2>&1
     pbad=$(grep -E "^FAIL" "$OUT/padding_$ver.log" | grep -vc JATTN_ERROR_UNSUPPORTED)
     echo "$ver padding: $(tail -1 "$OUT/padding_$ver.log"); $pbad failures other than refusals"
     grep -E "^FAIL" "$OUT/padding_$ver.log" | grep -v JATTN_ERROR_UNSUPPORTED | head -10
@@ -128,19 +125,17 @@ fi
 
 if has sanitize; then
   # Every tool over: sanitize_small (each kernel version and precision on odd shapes), the GPU
-  # tests on their quick (small) shapes with the default kernels, with v3 forced, and with each
-  # of v4's instances (2 and 3 CTAs per SM) forced. A test's own
-  # failures give rc 1; a sanitizer finding gives rc 3 (--error-exitcode).
+  # tests on their quick (small) shapes with the default kernels, with v6 forced, and with v4
+  # forced (its instance chosen per call). A test's own failures give rc 1; a sanitizer finding
+  # gives rc 3 (--error-exitcode).
   note "compute-sanitizer (memcheck racecheck synccheck initcheck) over sanitize_small and the GPU tests"
   : > "$OUT/sanitize.log"
-  SAN_TESTS=${JATTN_SANITIZE_TESTS:-sanitize_small|tests/test_parity cuda|v3 tests/test_parity cuda|v5 tests/test_parity cuda|v6 tests/test_parity cuda|c2 tests/test_parity cuda|c3 tests/test_parity cuda|tests/test_padding cuda|tests/test_cuda_device|tests/test_edges cuda}
+  SAN_TESTS=${JATTN_SANITIZE_TESTS:-sanitize_small|tests/test_parity cuda|v6 tests/test_parity cuda|v4 tests/test_parity cuda|tests/test_padding cuda|tests/test_cuda_device|tests/test_edges cuda}
   IFS='|' read -r -a san_tests <<< "$SAN_TESTS"
   for tool in ${JATTN_SANITIZE_TOOLS:-memcheck racecheck synccheck initcheck}; do
     for t in "${san_tests[@]}"; do
       env=(JATTN_TEST_QUICK=1)
-      case $t in v[1-6]\ *) env+=(JATTN_CUDA_KERNEL=${t%% *}); t=${t#* } ;;
-                 c2\ *) env+=(JATTN_CUDA_V4_CTAS=2); t=${t#c2 } ;;   # v4's two instances forced
-                 c3\ *) env+=(JATTN_CUDA_V4_CTAS=3); t=${t#c3 } ;; esac
+      case $t in v[1-6]\ *) env+=(JATTN_CUDA_KERNEL=${t%% *}); t=${t#* } ;; esac
       echo "---- $tool ${env[*]} $t" >> "$OUT/sanitize.log"
       env "${env[@]}" timeout "${JATTN_SANITIZE_TIMEOUT:-300}" compute-sanitizer --tool $tool --error-exitcode 3 $BUILD/$t >> "$OUT/sanitize.log" 2>&1
       rc=$?
@@ -174,7 +169,7 @@ if has tail && [ -x "$BUILD/accuracy_tail" ]; then
 fi
 
 if has ncu; then
-  # Profile of the forced v3 kernel at (1,24,4608,128), the clocks left alone (METHOD.md).
+  # Profile of a forced kernel version at (1,24,4608,128), the clocks left alone (METHOD.md).
   nv=${JATTN_NCU_VERSION:-v4}
   note "ncu: $nv f32 at (1,24,4608,128)"
   JATTN_BENCH_VERSIONS=$nv JATTN_BENCH_REPS=1 timeout 300 ncu --clock-control none -k regex:attention_f32_sm90 -c 1 --set full \
@@ -187,23 +182,6 @@ fi
 if has jattn && [ -x "$BUILD/tools/jattn" ]; then
   note "jattn run --backend cuda (default job, f32 and tf32)"
   { "$BUILD/tools/jattn" run --backend cuda; "$BUILD/tools/jattn" run --backend cuda --precision tf32; } 2>&1 | tail -30 || status=1
-fi
-
-if has variants; then
-  note "variants (v2: JATTN_CUDA_V2_VARIANT tile:products in Q K^T; v3), D=128: worst f32 large-dist max_abs/gate over the parity suite, speed"
-  for vq in ${JATTN_GPU_VARIANTS:-0:6 0:3 v3}; do
-    if [ "$vq" = v3 ]; then   # the parity summary line counts v3's refusals (tf32, other D) as failures
-      JATTN_CUDA_KERNEL=v3 JATTN_TEST_VERBOSE=1 "$BUILD/tests/test_parity" cuda > /tmp/par.$vq 2>&1
-      ver=v3
-    else
-      export JATTN_CUDA_V2_VARIANT=${vq%%:*} JATTN_CUDA_V2_QK=${vq##*:}
-      JATTN_TEST_VERBOSE=1 "$BUILD/tests/test_parity" cuda > /tmp/par.$vq 2>&1
-      ver=v2
-    fi
-    echo "variant $vq: $(tail -1 /tmp/par.$vq | cut -c1-60)  worst large f32 max_abs/gate $(worst_large_f32 /tmp/par.$vq)"
-    JATTN_BENCH_VERSIONS=$ver "$BUILD/jattn_gpu_bench" 1,24,1536,128 1,24,4608,128 | grep RESULT | grep f32 | sed "s/^/variant $vq /"
-    unset JATTN_CUDA_V2_VARIANT JATTN_CUDA_V2_QK
-  done 2>&1 | tee "$OUT/variants.txt"
 fi
 
 if has padding && [ -x "$BUILD/tools/jattn" ]; then

@@ -13,12 +13,12 @@
  * --tail N: N single-row peaky draws (1, 2, 1, 1000, 128), v6 and v4, counted against the gate
  * (alone: only that). --no-probe: skip the V-descriptor probe (for profilers).
  *
- * usage: v6_check [--reps N] [--seed S] [--rows N] [--no-v4] [--variants LIST] [--check-only]
+ * usage: v6_check [--reps N] [--seed S] [--rows N] [--no-v4] [--check-only]
  *                 [--time-only] [--no-probe] [--tail N] [shape ...]   shape = B,H,S,D or B,H,Sq,Skv,D
  * build: nvcc -gencode=arch=compute_90a,code=sm_90a -O3 -std=c++17 -Isrc/cuda -Xcompiler -fopenmp
  *        bench/gpu/v6_check.cu src/cuda/attention_v6_sm90_fa3_f16x2.cu
  *        src/cuda/attention_v6_split_kv_f16x2.cu src/cuda/attention_v4_sm90_f16x2.cu
- *        src/cuda/attention_v4_split_kv_f16x2.cu src/cuda/attention_v3_sm90_tf32x3.cu -o v6_check */
+ *        src/cuda/attention_v4_split_kv_f16x2.cu src/cuda/sm90_contract.c -o v6_check */
 #include <math.h>
 #include <time.h>
 #include <stdint.h>
@@ -179,24 +179,23 @@ static jattn_cuda_args v4_args(const Shape &s, const Dev &d, float scale) {
     return a;
 }
 
-/* kernel: 6 = v6 (variant), 4 = v4 */
-static cudaError_t launch(int kernel, int variant, const Shape &s, const Dev &d, float scale) {
+/* kernel: 6 = v6, 4 = v4 */
+static cudaError_t launch(int kernel, const Shape &s, const Dev &d, float scale) {
     jattn_cuda_args a = v4_args(s, d, scale);
     if (kernel == 4) return (cudaError_t)jattn_cuda_launch_v4(&a, d.ws4, 0);
-    a.v5_variant = variant & 1; /* v6: the consumers' ping-pong */
     return (cudaError_t)jattn_cuda_launch_v6(&a, d.ws6, 0);
 }
 
-static double time_ms(int kernel, int variant, const Shape &s, const Dev &d, float scale, int reps) {
+static double time_ms(int kernel, const Shape &s, const Dev &d, float scale, int reps) {
     cudaEvent_t e0, e1;
     CK(cudaEventCreate(&e0));
     CK(cudaEventCreate(&e1));
-    for (int i = 0; i < 3; ++i) CK(launch(kernel, variant, s, d, scale));
+    for (int i = 0; i < 3; ++i) CK(launch(kernel, s, d, scale));
     CK(cudaDeviceSynchronize());
     std::vector<float> t;
     for (int i = 0; i < reps; ++i) {
         CK(cudaEventRecord(e0));
-        CK(launch(kernel, variant, s, d, scale));
+        CK(launch(kernel, s, d, scale));
         CK(cudaEventRecord(e1));
         CK(cudaEventSynchronize(e1));
         float ms = 0;
@@ -234,7 +233,6 @@ int main(int argc, char **argv) {
     uint64_t seed = 0;
     bool v4 = true, check_only = false, time_only = false, probe = true;
     int tail = 0;
-    std::vector<int> variants = {0, 1};
     std::vector<Shape> shapes;
     for (int i = 1; i < argc; ++i) {
         if (!strcmp(argv[i], "--reps") && i + 1 < argc)
@@ -253,10 +251,7 @@ int main(int argc, char **argv) {
             probe = false;
         else if (!strcmp(argv[i], "--tail") && i + 1 < argc)
             tail = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--variants") && i + 1 < argc) {
-            variants.clear();
-            for (char *t = strtok(argv[++i], ","); t; t = strtok(nullptr, ",")) variants.push_back(atoi(t));
-        } else {
+        else {
             int a[5], n = sscanf(argv[i], "%d,%d,%d,%d,%d", &a[0], &a[1], &a[2], &a[3], &a[4]);
             if (n == 4)
                 shapes.push_back({a[0], a[1], a[2], a[2], a[3]});
@@ -276,8 +271,7 @@ int main(int argc, char **argv) {
     printf("device %s, %d SMs; seed %llu; reps %d; rows sampled %d\n", prop.name, prop.multiProcessorCount,
            (unsigned long long)seed, reps, rows);
 
-    /* probe the V descriptor (bit 1 of the variant swaps LBO and SBO) on a small case */
-    int vbase = 0;
+    /* probe the V descriptor on a small case */
     if (probe) {
         const Shape s = {1, 2, 200, 333, 128};
         const float scale = 1.f / sqrtf((float)s.d);
@@ -295,21 +289,16 @@ int main(int argc, char **argv) {
         CK(cudaMemcpy(d.q, q.data(), q.size() * 4, cudaMemcpyHostToDevice));
         CK(cudaMemcpy(d.k, k.data(), k.size() * 4, cudaMemcpyHostToDevice));
         CK(cudaMemcpy(d.v, v.data(), v.size() * 4, cudaMemcpyHostToDevice));
-        for (int vb : {0}) { /* (bit 1 once swapped the V descriptor's LBO and SBO: those passed) */
+        {
             CK(cudaMemset(d.out, 0xFF, q.size() * 4));
-            CK(launch(6, vb, s, d, scale));
+            CK(launch(6, s, d, scale));
             CK(cudaDeviceSynchronize());
             std::vector<float> out(q.size()), lse((size_t)s.b * s.h * s.sq);
             CK(cudaMemcpy(out.data(), d.out, out.size() * 4, cudaMemcpyDeviceToHost));
             CK(cudaMemcpy(lse.data(), d.lse, lse.size() * 4, cudaMemcpyDeviceToHost));
             const Metrics m = check(s, scale, q, k, v, out, lse, 32, seed);
-            printf("probe V descriptor %s: rel_l2 %.2e max_abs %.2e nonfinite %ld -> %s\n",
-                   vb ? "swapped LBO/SBO" : "LBO = 8 KB, SBO = 1 KB", m.rel_l2(), m.max_abs, m.nonfinite,
-                   m.pass() ? "PASS" : "FAIL");
-            if (m.pass()) {
-                vbase = vb;
-                break;
-            }
+            printf("probe V descriptor (LBO = 8 KB, SBO = 1 KB): rel_l2 %.2e max_abs %.2e nonfinite %ld -> %s\n",
+                   m.rel_l2(), m.max_abs, m.nonfinite, m.pass() ? "PASS" : "FAIL");
         }
         cudaFree(d.q);
         cudaFree(d.k);
@@ -345,7 +334,7 @@ int main(int argc, char **argv) {
             CK(cudaMemcpy(d.v, v.data(), v.size() * 4, cudaMemcpyHostToDevice));
             for (int ki = 0; ki < 2; ++ki) {
                 CK(cudaMemset(d.out, 0xFF, q.size() * 4));
-                CK(launch(ki == 0 ? 6 : 4, vbase, s, d, scale));
+                CK(launch(ki == 0 ? 6 : 4, s, d, scale));
                 CK(cudaDeviceSynchronize());
                 CK(cudaMemcpy(out.data(), d.out, out.size() * 4, cudaMemcpyDeviceToHost));
                 const Metrics m = check(s, scale, q, k, v, out, std::vector<float>(), 2, sd);
@@ -369,7 +358,7 @@ int main(int argc, char **argv) {
 
     struct Row {
         Shape s;
-        double ms6[4];
+        double ms6;
         double ms4, pre_ms;
         double rel6[NDIST], rel4[NDIST];
         bool pass6, pass4;
@@ -405,7 +394,7 @@ int main(int argc, char **argv) {
                     if (kern == 4 && !v4) continue;
                     CK(cudaMemset(d.out, 0xFF, nq * 4));
                     CK(cudaMemset(d.lse, 0xFF, lse.size() * 4));
-                    CK(launch(kern, vbase, s, d, scale));
+                    CK(launch(kern, s, d, scale));
                     CK(cudaDeviceSynchronize());
                     CK(cudaMemcpy(out.data(), d.out, nq * 4, cudaMemcpyDeviceToHost));
                     CK(cudaMemcpy(lse.data(), d.lse, lse.size() * 4, cudaMemcpyDeviceToHost));
@@ -414,7 +403,7 @@ int main(int argc, char **argv) {
                     if (kern == 6) { /* bitwise repeatability: the same call again */
                         std::vector<float> again(nq);
                         CK(cudaMemset(d.out, 0xFF, nq * 4));
-                        CK(launch(kern, vbase, s, d, scale));
+                        CK(launch(kern, s, d, scale));
                         CK(cudaDeviceSynchronize());
                         CK(cudaMemcpy(again.data(), d.out, nq * 4, cudaMemcpyDeviceToHost));
                         same = memcmp(again.data(), out.data(), nq * 4) == 0;
@@ -440,17 +429,15 @@ int main(int argc, char **argv) {
                 }
             }
             if (di == NORMAL && !check_only) {
-                for (size_t vi = 0; vi < variants.size() && vi < 4; ++vi)
-                    row.ms6[vi] = time_ms(6, vbase | variants[vi], s, d, scale, reps);
+                row.ms6 = time_ms(6, s, d, scale, reps);
                 row.pre_ms = time_prepass_ms(s, d, reps);
-                if (v4) row.ms4 = time_ms(4, 0, s, d, scale, reps);
-                /* the first variant again: the spread of repeated timings */
-                const double again = time_ms(6, vbase | variants[0], s, d, scale, reps);
+                if (v4) row.ms4 = time_ms(4, s, d, scale, reps);
+                /* v6 again: the spread of repeated timings */
+                const double again = time_ms(6, s, d, scale, reps);
                 const double fl = 4.0 * s.b * s.h * (double)s.sq * s.skv * s.d;
                 printf("time (%d,%d,%d,%d,%d):", s.b, s.h, s.sq, s.skv, s.d);
-                for (size_t vi = 0; vi < variants.size() && vi < 4; ++vi)
-                    printf(" v6.var%d %.4f ms %.1f TFLOP/s;", variants[vi], row.ms6[vi], fl / row.ms6[vi] * 1e-9);
-                printf(" v6.var%d again %.1f; pre-pass %.4f ms", variants[0], fl / again * 1e-9, row.pre_ms);
+                printf(" v6 %.4f ms %.1f TFLOP/s;", row.ms6, fl / row.ms6 * 1e-9);
+                printf(" v6 again %.1f; pre-pass %.4f ms", fl / again * 1e-9, row.pre_ms);
                 if (v4) printf("; v4 %.4f ms %.1f TFLOP/s", row.ms4, fl / row.ms4 * 1e-9);
                 printf("\n");
                 fflush(stdout);
@@ -465,15 +452,12 @@ int main(int argc, char **argv) {
         if (d.ws4) cudaFree(d.ws4);
         table.push_back(row);
     }
-    printf("\n| shape | v6 TFLOP/s (variants %s) | pre-pass ms | v4 TFLOP/s | v6 rel_l2 u/n/p | v4 rel_l2 u/n/p "
-           "| v6 gate |\n",
-           variants.size() > 1 ? "0, 1" : "0");
+    printf("\n| shape | v6 TFLOP/s | pre-pass ms | v4 TFLOP/s | v6 rel_l2 u/n/p | v4 rel_l2 u/n/p | v6 gate |\n");
     printf("| --- | --- | --- | --- | --- | --- | --- |\n");
     for (const Row &r : table) {
         const double fl = 4.0 * r.s.b * r.s.h * (double)r.s.sq * r.s.skv * r.s.d;
         printf("| %d,%d,%d,%d,%d | ", r.s.b, r.s.h, r.s.sq, r.s.skv, r.s.d);
-        for (size_t vi = 0; vi < variants.size() && vi < 4; ++vi)
-            printf("%s%.1f", vi ? " / " : "", r.ms6[vi] > 0 ? fl / r.ms6[vi] * 1e-9 : 0.0);
+        printf("%.1f", r.ms6 > 0 ? fl / r.ms6 * 1e-9 : 0.0);
         printf(" | %.4f | %.1f | %.1e %.1e %.1e | %.1e %.1e %.1e | %s |\n", r.pre_ms,
                r.ms4 > 0 ? fl / r.ms4 * 1e-9 : 0.0, r.rel6[0], r.rel6[1], r.rel6[2], r.rel4[0], r.rel4[1], r.rel4[2],
                r.pass6 ? "PASS" : "FAIL");

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Kernel v6 on the GPU machine, one call (issue 23): build bench/gpu/v6_check (unless BIN names a
 # built one), then correctness on odd shapes (D 128 and 64), the single-row peaky tail (1000
-# draws, v6 and v4), correctness + timing at the benchmark shapes (v6 variants 0 and 1, v4, the
+# draws, v6 and v4), correctness + timing at the benchmark shapes (v6, v4, the
 # pre-pass), PyTorch fp32 SDPA, compute-sanitizer (memcheck, synccheck, racecheck) on small
 # shapes, ncu on v6 at (1,24,4608,128); the summary last. Logs under OUT (default /tmp/v6out).
 # Measured with it: bench/results/h200-2026-12-01-v6/.
@@ -15,7 +15,7 @@ if [ -z "$BIN" ]; then
   BIN=/tmp/v6_check
   nvcc -gencode=arch=compute_90a,code=sm_90a -O3 -std=c++17 -Iinclude -Isrc/cuda -Xcompiler -fopenmp -Xptxas -v \
     bench/gpu/v6_check.cu src/cuda/attention_v6_sm90_fa3_f16x2.cu src/cuda/attention_v6_split_kv_f16x2.cu \
-    src/cuda/attention_v4_sm90_f16x2.cu src/cuda/attention_v4_split_kv_f16x2.cu src/cuda/attention_v3_sm90_tf32x3.cu \
+    src/cuda/attention_v4_sm90_f16x2.cu src/cuda/attention_v4_split_kv_f16x2.cu \
     src/cuda/sm90_contract.c -o "$BIN" > "$O/build.log" 2>&1 || { echo "BUILD FAILED"; tail -20 "$O/build.log"; exit 1; }
 fi
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.draw,temperature.gpu --format=csv | tee "$O/smi.txt"
@@ -33,7 +33,7 @@ for t in memcheck synccheck racecheck; do
   echo "$t rc $? $(grep 'ERROR SUMMARY' "$O/san_$t.txt")"
 done
 timeout 100 ncu --clock-control none -k regex:fa3_f16x2_128x64_kernel -c 1 --set full --import-source no --page details \
-  "$BIN" --no-v4 --no-probe --time-only --reps 1 --variants 0 1,24,4608,128 > "$O/ncu.txt" 2>&1; echo "ncu rc $?"
+  "$BIN" --no-v4 --no-probe --time-only --reps 1 1,24,4608,128 > "$O/ncu.txt" 2>&1; echo "ncu rc $?"
 grep -E "Duration|Compute \(SM\) Throughput|Issue Slots Busy|Executed Ipc Active|Warp Cycles Per Issued|Registers Per|\
 Achieved Occupancy|Shared Memory|Tensor|L1/TEX Cache Throughput" "$O/ncu.txt" | head -24
 echo "==== summary"

@@ -7,9 +7,8 @@
  * whole call's host time (gather, copies, kernel, scatter), medians and minima, TFLOP/s from
  * 4*B*H*S*S*D, whether two calls gave the same bits, and rel_l2 / max_abs against a float64
  * evaluation of 16 sampled query rows of every head (the gate of docs/DESIGN.md: rel_l2 <= 2e-6).
- * JATTN_VK_ROWS=64|128 picks the kernel's rows per workgroup; JATTN_VK_PIPELINE_STATS=1 adds the
- * driver's statistics of the kernel's pipeline (registers, spills: VK_KHR_pipeline_executable_properties).
- * Built against the static library (it reads the kernel time through vulkan/vk_internal.h). */
+ * JATTN_VK_KERNEL=1|7 picks the kernel (src/vulkan/NOTES.md). Built against the static library
+ * (it reads the kernel time through vulkan/vk_internal.h). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -108,17 +107,15 @@ int main(int argc, char **argv) {
         }
     }
     const double rel_l2 = sqrt(err2 / ref2);
-    char stats[1024]; /* the driver's pipeline statistics, with JATTN_VK_PIPELINE_STATS=1 */
     const int pass = rel_l2 <= 2e-6 && max_abs <= 1e-5 * (max_ref > 1 ? max_ref : 1);
     printf("{\"B\": %lld, \"H\": %lld, \"S\": %lld, \"D\": %lld, \"kernel\": \"%s\", \"device\": \"%s\", "
            "\"reps\": %d, \"first_call_s\": %.3f, \"kernel_ms_median\": %.4f, \"kernel_ms_min\": %.4f, "
            "\"call_ms_median\": %.4f, \"kernel_tflops\": %.2f, \"call_tflops\": %.2f, \"bitwise_repeat\": %s, "
-           "\"rel_l2\": %.3g, \"max_abs\": %.3g, \"max_ref\": %.3g, \"gate\": \"%s\", \"float_controls\": \"%s\", "
-           "\"pipeline_stats\": \"%s\"}\n",
+           "\"rel_l2\": %.3g, \"max_abs\": %.3g, \"max_ref\": %.3g, \"gate\": \"%s\", \"float_controls\": \"%s\"}\n",
            (long long)B, (long long)H, (long long)S, (long long)D, sel.kernel, sel.isa, reps, first,
            kern[reps / 2] * 1e3, kern[0] * 1e3, call[reps / 2] * 1e3, flop / kern[reps / 2] * 1e-12,
            flop / call[reps / 2] * 1e-12, same ? "true" : "false", rel_l2, max_abs, max_ref, pass ? "pass" : "FAIL",
-           jattn_vk_float_controls(), jattn_vk_pipeline_statistics(sel.kernel, stats, sizeof stats));
+           jattn_vk_float_controls());
     jattn_ctx_free(ctx);
     return pass && same ? 0 : 1;
 }

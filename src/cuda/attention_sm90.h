@@ -1,6 +1,6 @@
-/* attention_sm90.h: the launch contract of the sm_90a wgmma kernels of the cuda backend (v3, v4,
- * v5, v6 in the library; v3.0 in bench/gpu), launched through the one launcher family of
- * cuda_internal.h (jattn_cuda_launch_v3 .. v6): src/cuda/NOTES.md's version table. Their design,
+/* attention_sm90.h: the launch contract of the sm_90a wgmma kernels of the cuda backend (v4 and
+ * v6), launched through the one launcher family of cuda_internal.h (jattn_cuda_launch_v4, v6):
+ * src/cuda/NOTES.md's version table. Their design,
  * ceilings and predictions, step by step: JOURNAL.md.
  *
  * What it computes (docs/DESIGN.md §1), for every batch b < B and head h < H:
@@ -8,7 +8,7 @@
  *     out[i,d]   = sum_j softmax(S[i,:])[j] * v[b,h,j,d]
  *     lse[b,h,i] = max_j S[i,j] + log(sum_j exp(S[i,j] - max))      (when lse != NULL)
  *
- * Contract of jattn_cuda_launch_v3() .. v6() (and of v3.0's attention_f32_sm90_wgmma_64x64()):
+ * Contract of jattn_cuda_launch_v4() and jattn_cuda_launch_v6():
  *  - Device: the current device must have compute capability 9.0 (wgmma, sm_90a); on any
  *    other the call returns cudaErrorNoKernelImageForDevice and enqueues nothing. The file
  *    also compiles for other targets (e.g. the library's compute_80 PTX), where the kernel
@@ -21,11 +21,10 @@
  *  - Alignment: q, k, v, out 16-byte aligned and every stride a multiple of 4 elements
  *    (the kernel moves float4); lse 4-byte aligned.
  *  - scale: resolved by the caller, finite and > 0 (1/sqrt(D) by default).
- *  - precision: JATTN_PRECISION_F32 = 3xTF32 split (big = tf32(x), small = tf32(x - big),
- *    big*big + big*small + small*big) for both products, fp32 accumulation, meets the f32
- *    gate of docs/DESIGN.md §2; JATTN_PRECISION_TF32 = one TF32 product for P V (tf32 gate): Q K^T
- *    stays 3xTF32 in the _st kernel (logit errors are amplified by the softmax), one product
- *    in v3.0.
+ *  - precision: JATTN_PRECISION_F32 = three fp16 products on operands split into two scaled
+ *    fp16 parts (2xFP16) in both products, fp32 accumulation, meets the f32 gate of
+ *    docs/DESIGN.md §2; JATTN_PRECISION_TF32 = one product (hi*hi) for P V (tf32 gate): Q K^T
+ *    stays three products (logit errors are amplified by the softmax).
  *  - Stream: the caller's; the call only enqueues one kernel. No allocation, no
  *    synchronisation, no host round trip, so it can be captured in a CUDA graph.
  *    It sets the kernel's dynamic shared memory limit (cudaFuncSetAttribute) on each call.
@@ -77,18 +76,13 @@ typedef enum attention_sm90_support {
 attention_sm90_support attention_sm90_shape_supported(int64_t batch, int64_t heads, int64_t seq_q, int64_t seq_kv,
                                                       int64_t head_dim, const jattn_cuda_strides strides[4]);
 
-/* @return ATTENTION_SM90_SUPPORTED when attention_f32_sm90_wgmma_64x64() can run `args`,
- *         else the first reason it cannot. Host-only, no CUDA call (sm90_contract.c). */
+/* @return ATTENTION_SM90_SUPPORTED when the sm_90a kernels can run `args` (the shape, the
+ *         pointers and their alignment), else the first reason they cannot. Host-only, no CUDA
+ *         call (sm90_contract.c). */
 attention_sm90_support attention_f32_sm90_wgmma_supported(const jattn_cuda_args *args);
 
-/* Kernel v3.0 (bench/gpu/attention_v3_0_sm90_smem.cu, not in the library): S = Q K^T and P V
- * with shared-memory operands, one warpgroup and 64 queries per CTA; the bench's wgmma_check
- * compares it with v3 (jattn_cuda_launch_v3: the transposed orientation S^T = K Q^T,
- * O^T = V^T P^T with K and V as register operands). */
-cudaError_t attention_f32_sm90_wgmma_64x64(const jattn_cuda_args *args, cudaStream_t stream);
-
-/* Kernels v4 and v5 split K and V into two scaled fp16 parts (2xFP16) in a pre-pass
- * (attention_v4_split_kv_f16x2.cu) that writes them into their workspace: device memory of
+/* Kernel v4 splits K and V into two scaled fp16 parts (2xFP16) in a pre-pass
+ * (attention_v4_split_kv_f16x2.cu) that writes them into its workspace: device memory of
  * this many bytes, 16-byte aligned, not shared with a concurrent call (about K plus V). */
 size_t attention_f32_sm90_f16x2_workspace_bytes(int64_t batch, int64_t heads, int64_t seq_kv, int64_t head_dim);
 

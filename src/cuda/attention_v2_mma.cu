@@ -44,15 +44,13 @@
  * Verdict: passes every gate but the "large" f32 max_abs (above); sanitizer-clean; slower than
  * PyTorch at D = 128, latency-bound (every warp re-splits K and V; 2 warps per scheduler).
  * TF32 rounding by cvt.rn on sm_90 (one instruction instead of four); V slices below 2^-63
- * scaled for their products (denormal v). On a 9.0 device the sm_90a kernels (v4, v5; v3 as
- * their fallback) run D 64 and 128; v2 runs the other head dims and other GPUs.
+ * scaled for their products (denormal v). On a 9.0 device the sm_90a kernels (v6, v4) run D 64
+ * and 128; v2 runs the other head dims and other GPUs, and their calls with misaligned pointers.
  */
 #include <cuda_runtime.h>
 
-#include <atomic>
 #include <math.h>
 #include <stdint.h>
-#include <stdlib.h>
 
 #include "cuda_internal.h"
 #include "flash_params.cuh"
@@ -80,11 +78,6 @@ __device__ __forceinline__ void kahan_add(float &sum, float &c, float x) {
     const float y = x - c, t = sum + y;
     c = (t - sum) - y;
     sum = t;
-}
-
-/* x - big - small: exact, at most 2 significant bits, so a valid TF32 operand as it is. */
-__device__ __forceinline__ uint32_t tiny_part(float x, uint32_t big, uint32_t small) {
-    return __float_as_uint((x - __uint_as_float(big)) - __uint_as_float(small));
 }
 
 /* d += a * b, m16n8k8, TF32 inputs, fp32 accumulate. */
@@ -136,13 +129,10 @@ __device__ __forceinline__ void load_tile(float *dst, const float *src, int64_t 
 
 /* DT: head-dim tile; BC: keys per tile; WARPS: warps per block (16 query rows each);
  * PV3: 3xTF32 for P V too (f32 mode; tf32 mode takes one TF32 product there);
- * KCH: k-steps of Q K^T per fresh accumulator (the chunk sums are added in fp32);
- * QK6: Q K^T from three TF32 parts per operand (big, small, tiny = the 2 bits the pair
- *      misses), six products: big*big + (big*small + small*big) + (big*tiny + tiny*big +
- *      small*small), so the logits see full float32 operands. */
+ * KCH: k-steps of Q K^T per fresh accumulator (the chunk sums are added in fp32). */
 /* PADDED: a key-padded call (p.kv_count set); the unpadded instances are the kernel as before
  * key padding (the padded code paths in them cost up to 9% at (1,24,1536,128), H200). */
-template <int DT, int BC, int WARPS, bool PV3, int KCH, bool QK6, bool PADDED>
+template <int DT, int BC, int WARPS, bool PV3, int KCH, bool PADDED>
 __global__ void __launch_bounds__(WARPS *WARP) attention_tf32_mma_v2(jattn_cuda_params p, int vec4) {
     constexpr int DS = DT + SMEM_PAD; /* shared row stride */
     constexpr int BR = WARPS * MMA_M;
@@ -222,28 +212,18 @@ __global__ void __launch_bounds__(WARPS *WARP) attention_tf32_mma_v2(jattn_cuda_
             for (int kk = kc; kk < kc + KCH; kk++) {
                 const float *qa = q_frag + kk * MMA_K;
                 const float a[4] = {qa[0] * scale, qa[8 * DS] * scale, qa[4] * scale, qa[8 * DS + 4] * scale};
-                uint32_t a_big[4], a_small[4], a_tiny[4];
+                uint32_t a_big[4], a_small[4];
 #pragma unroll
-                for (int i = 0; i < 4; i++) {
-                    split_tf32<true>(a[i], a_big[i], a_small[i]);
-                    if (QK6) a_tiny[i] = tiny_part(a[i], a_big[i], a_small[i]);
-                }
+                for (int i = 0; i < 4; i++) split_tf32<true>(a[i], a_big[i], a_small[i]);
 #pragma unroll
                 for (int n = 0; n < NT; n++) {
                     const float *kb = kt + (n * MMA_N + g) * DS + kk * MMA_K + t;
-                    uint32_t b_big[2], b_small[2], b_tiny[2];
+                    uint32_t b_big[2], b_small[2];
                     split_tf32<true>(kb[0], b_big[0], b_small[0]);
                     split_tf32<true>(kb[4], b_big[1], b_small[1]);
                     mma_tf32(s_chunk[n], a_big, b_big);
                     mma_tf32(s_cor[n], a_big, b_small);
                     mma_tf32(s_cor[n], a_small, b_big);
-                    if (QK6) {
-                        b_tiny[0] = tiny_part(kb[0], b_big[0], b_small[0]);
-                        b_tiny[1] = tiny_part(kb[4], b_big[1], b_small[1]);
-                        mma_tf32(s_cor[n], a_big, b_tiny);
-                        mma_tf32(s_cor[n], a_tiny, b_big);
-                        mma_tf32(s_cor[n], a_small, b_small);
-                    }
                 }
             }
 #pragma unroll
@@ -384,13 +364,13 @@ __global__ void __launch_bounds__(WARPS *WARP) attention_tf32_mma_v2(jattn_cuda_
     }
 }
 
-/* Tile configurations: chosen per head-dim tile and problem size below; the harness can force
- * one with JATTN_CUDA_V2_VARIANT=1|2|3 (D <= 128; see JOURNAL.md, "Outcomes", for what each measured). */
-template <int DT, int BC, int WARPS, bool PV3, int KCH, bool QK6, bool PADDED = false>
+/* Tile configurations: chosen per head-dim tile and problem size below (launch_dt; JOURNAL.md,
+ * "Outcomes", for what each measured). */
+template <int DT, int BC, int WARPS, bool PV3, int KCH, bool PADDED = false>
 static cudaError_t launch(const jattn_cuda_params *p, cudaStream_t stream) {
     constexpr int BR = WARPS * MMA_M, DS = DT + SMEM_PAD;
     const size_t smem = sizeof(float) * (size_t)(BR * DS + 4 * BC * DS);
-    auto kernel = attention_tf32_mma_v2<DT, BC, WARPS, PV3, KCH, QK6, PADDED>;
+    auto kernel = attention_tf32_mma_v2<DT, BC, WARPS, PV3, KCH, PADDED>;
     cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e != cudaSuccess) return e;
     const long long q_blocks = (p->seq_q + BR - 1) / BR;
@@ -404,51 +384,20 @@ static cudaError_t launch(const jattn_cuda_params *p, cudaStream_t stream) {
     return cudaGetLastError();
 }
 
-static int variant(void) {
-    static std::atomic<int> v{-1}; /* read once; concurrent first calls store the same value */
-    int x = v.load(std::memory_order_relaxed);
-    if (x < 0) {
-        const char *env = getenv("JATTN_CUDA_V2_VARIANT");
-        x = env ? atoi(env) : 0;
-        v.store(x, std::memory_order_relaxed);
-    }
-    return x;
-}
-
 /* D <= 128: many blocks (>= 4 waves of 8-warp blocks) -> 8 warps x 32 keys (one 255-register
  * block per SM); fewer -> 4 warps x 16 keys (three blocks per SM), which fills the machine
- * with finer blocks. See JOURNAL.md ("Outcomes") for the measurements behind it. */
-template <bool PV3, bool QK6>
+ * with finer blocks. See JOURNAL.md ("Outcomes") for the measurements behind it (a third form,
+ * 4 warps x 32 keys, was forced by JATTN_CUDA_V2_VARIANT=3 for A/B runs until issue 32). */
+template <bool PV3>
 static cudaError_t launch_dt(const jattn_cuda_params *p, cudaStream_t s) {
     const int D = p->head_dim;
-    if (D <= 32) return launch<32, 64, 4, PV3, 4, QK6>(p, s);
-    if (D <= 64) return launch<64, 64, 4, PV3, 8, QK6>(p, s);
+    if (D <= 32) return launch<32, 64, 4, PV3, 4>(p, s);
+    if (D <= 64) return launch<64, 64, 4, PV3, 8>(p, s);
     if (D <= 128) {
-        int v = variant();
-        if (v == 0) {
-            const long long blocks8 = (long long)p->batch * p->heads * ((p->seq_q + 127) / 128);
-            v = blocks8 >= 4 * 132 ? 2 : 1;
-        }
-        switch (v) {
-        case 1: return launch<128, 16, 4, PV3, 16, QK6>(p, s);
-        case 2: return launch<128, 32, 8, PV3, 16, QK6>(p, s);
-        default: return launch<128, 32, 4, PV3, 16, QK6>(p, s);
-        }
+        const long long blocks8 = (long long)p->batch * p->heads * ((p->seq_q + 127) / 128);
+        return blocks8 >= 4 * 132 ? launch<128, 32, 8, PV3, 16>(p, s) : launch<128, 16, 4, PV3, 16>(p, s);
     }
-    return launch<256, 16, 4, PV3, 32, QK6>(p, s);
-}
-
-/* f32 mode: three-product Q K^T (measured); JATTN_CUDA_V2_QK=6 selects the six-product one
- * (three TF32 parts per operand; compiled and not yet measured on a GPU: JOURNAL.md, "Accuracy limit of 3xTF32"). */
-static bool qk6(void) {
-    static std::atomic<int> v{-1}; /* read once; concurrent first calls store the same value */
-    int x = v.load(std::memory_order_relaxed);
-    if (x < 0) {
-        const char *env = getenv("JATTN_CUDA_V2_QK");
-        x = env && atoi(env) == 6 ? 1 : 0;
-        v.store(x, std::memory_order_relaxed);
-    }
-    return x == 1;
+    return launch<256, 16, 4, PV3, 32>(p, s);
 }
 
 /* Key-padded calls: one tile configuration per head-dim tile (the 4-warp ones, which any grid
@@ -456,10 +405,10 @@ static bool qk6(void) {
 template <bool PV3>
 static cudaError_t launch_padded(const jattn_cuda_params *p, cudaStream_t s) {
     const int D = p->head_dim;
-    if (D <= 32) return launch<32, 64, 4, PV3, 4, false, true>(p, s);
-    if (D <= 64) return launch<64, 64, 4, PV3, 8, false, true>(p, s);
-    if (D <= 128) return launch<128, 16, 4, PV3, 16, false, true>(p, s);
-    return launch<256, 16, 4, PV3, 32, false, true>(p, s);
+    if (D <= 32) return launch<32, 64, 4, PV3, 4, true>(p, s);
+    if (D <= 64) return launch<64, 64, 4, PV3, 8, true>(p, s);
+    if (D <= 128) return launch<128, 16, 4, PV3, 16, true>(p, s);
+    return launch<256, 16, 4, PV3, 32, true>(p, s);
 }
 
 /* f32 precision: 3xTF32 in both products; tf32: 3xTF32 for Q K^T, whose errors the softmax
@@ -472,6 +421,5 @@ extern "C" int jattn_cuda_launch_v2(const jattn_cuda_args *a, void *workspace, v
         return (int)cudaErrorInvalidValue;
     cudaStream_t s = (cudaStream_t)stream;
     if (p->kv_count) return (int)(tf32x3 ? launch_padded<true>(p, s) : launch_padded<false>(p, s));
-    if (!tf32x3) return (int)launch_dt<false, false>(p, s);
-    return (int)(qk6() ? launch_dt<true, true>(p, s) : launch_dt<true, false>(p, s));
+    return (int)(tf32x3 ? launch_dt<true>(p, s) : launch_dt<false>(p, s));
 }

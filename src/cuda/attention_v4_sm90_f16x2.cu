@@ -5,16 +5,16 @@
  * Reads  q [B, H, Sq, D] (element strides, head_dim contiguous, float4 aligned), D in {64, 128},
  *        and the workspace the pre-pass attention_v4_split_kv_f16x2.cu wrote from k and v (f16x2_split.cuh).
  * Writes out [B, H, Sq, D] through its strides, and optionally lse [B, H, Sq] contiguous.
- * Same contract as v3 (attention_sm90.h), plus the workspace.
+ * The launch contract of attention_sm90.h, plus the workspace.
  *
- * Why: v3.2 (3xTF32) runs the TF32 tensor rate (409 TFLOP/s measured), six products per
- * attention FLOP in f32 mode, and every CTA splits K and V again in registers. The fp16 rate is
- * twice TF32's with the same 11-bit significand, so hi*hi + hi*lo + lo*hi with fp16 parts is as
- * exact as 3xTF32 at half the tensor time; fp16's narrow range is handled by a power-of-two
- * scale per q row, per k row and per (key tile, head_dim column) of v (f16x2_split.cuh), and P
- * (in [0, 1]) enters as P * 2^15. K and V are split once per head by the pre-pass, already in
- * the register order of the A fragments: the kernel loads them with 16-byte loads and converts
- * nothing. The structure is v3.2's (one warpgroup, 64 queries per CTA, two or three CTAs per SM):
+ * Why: v3.2 (3xTF32 on wgmma; removed since, src/cuda/JOURNAL.md) runs the TF32 tensor rate
+ * (409 TFLOP/s measured), six products per attention FLOP in f32 mode, and every CTA splits K and V
+ * again in registers. The fp16 rate is twice TF32's with the same 11-bit significand, so
+ * hi*hi + hi*lo + lo*hi with fp16 parts is as exact as 3xTF32 at half the tensor time; fp16's narrow range is handled
+ * by a power-of-two scale per q row, per k row and per (key tile, head_dim column) of v (f16x2_split.cuh), and P (in
+ * [0, 1]) enters as P * 2^15. K and V are split once per head by the pre-pass, already in the register order of the A
+ * fragments: the kernel loads them with 16-byte loads and converts nothing. The structure is v3.2's (one warpgroup, 64
+ * queries per CTA, two or three CTAs per SM):
  *  - S^T = K Q^T: wgmma m64n64k16, A = the K tile (64 keys x 16 head_dim) from registers,
  *    B = the CTA's 64 queries, hi and lo, from shared memory (staged once, K-major over head_dim).
  *    head_dim order inside a k16 slice is free: slice s position 2c + j (j < 2) and 2c + 8 + j - 2
@@ -384,8 +384,8 @@ __global__ void __launch_bounds__(kThreads, kCtas) attention_f32_sm90_wgmma_f16x
                 }
             }
     }
-    /* the output as f16x2_write_out writes it (v5), kept inline here: as a call it costs the
-     * 3-CTA instances 60-120 more bytes of spills (ptxas 13.0) */
+    /* the output, written inline (as a call, shared with v5 until v5's removal, it cost the 3-CTA
+     * instances 60-120 more bytes of spills, ptxas 13.0) */
 #pragma unroll
     for (int i = 0; i < C::kAcc / 4; ++i) {
 #pragma unroll
@@ -430,12 +430,11 @@ struct F16x2Plan {
  * CTAs per SM)), each as long as a CTA's key tiles (plus one tile for a split's merge). At
  * (1,24,1536,128) three CTAs per SM with the split (2.9 waves of 12 tiles) beat two (4.4 waves):
  * +5% measured; at (1,24,4608,128) two without split (6.5 waves of 72 tiles) beat three by 5%. */
-F16x2Plan f16x2_plan(int64_t ctas, int64_t tiles, int sms, int head_dim, int forced_ctas) {
+F16x2Plan f16x2_plan(int64_t ctas, int64_t tiles, int sms, int head_dim) {
     F16x2Plan best = {head_dim == 64 ? 3 : 2, 1};
     double best_cost = -1.0;
     for (int cps = head_dim == 64 ? 3 : 2; cps <= 3; ++cps)
         for (int split = 1; split <= 2; ++split) {
-            if (forced_ctas != 0 && head_dim == 128 && cps != forced_ctas) continue;
             if (split == 2 && tiles < 2 * kMinTilesPerHalf) continue;
             const int64_t slots = (int64_t)cps * (sms > 0 ? sms : 1);
             const int64_t waves = (split * ctas + slots - 1) / slots;
@@ -502,8 +501,7 @@ extern "C" int jattn_cuda_launch_v4(const jattn_cuda_args *a, void *workspace, v
     fp.v_tiny = reinterpret_cast<const int *>(ws + L.v_tiny);
     fp.tiles = (int)L.tiles;
     const int64_t q_blocks = (a->seq_q + kQ - 1) / kQ;
-    const F16x2Plan plan =
-        f16x2_plan(q_blocks * a->heads * a->batch, L.tiles, sms, (int)a->head_dim, a->v4_ctas_per_sm);
+    const F16x2Plan plan = f16x2_plan(q_blocks * a->heads * a->batch, L.tiles, sms, (int)a->head_dim);
     const bool f32 = a->precision == JATTN_PRECISION_F32;
     const int64_t B = a->batch, H = a->heads;
     if (a->head_dim == 64)

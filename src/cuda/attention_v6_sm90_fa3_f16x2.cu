@@ -12,7 +12,7 @@
  * Writes out [B, H, Sq, D] through its strides (float2 stores); lse [B, H, Sq] contiguous
  *        (natural log) when not NULL. Contract: attention_sm90.h (as v4's, plus its workspace).
  *
- * Why: v4 and v5 run the transposed orientation (S^T = K Q^T), whose column softmax needs
+ * Why: v4 (and v5, removed since) run the transposed orientation (S^T = K Q^T), whose column softmax needs
  * shuffles across the warp, a cross-warp exchange through shared memory and two barriers per
  * tile (~1500 warp instructions per warp per tile, JOURNAL.md "v5"). Here a thread holds two
  * whole rows' worth of a warp's 16 x 64 scores: the row maximum is two quad shuffles, and the
@@ -44,8 +44,6 @@
  *       (accumulating into O across tiles loses ~2 bits at long sequences).
  *    4. O = alpha O + O_tile 2^-ev (per column; a tiny V tile, split after * 2^64 so that
  *       denormal v keep their bits, is scaled back by 2^-64 first, as v4).
- *  - optional ping-pong (jattn_cuda_args.v5_variant bit 0): two named barriers give the
- *    tensor core to the consumers in turns; measured no faster, off.
  *  - a row with no attended key (key padding) gets 0 and lse -inf.
  *  - a consumer gives a slot back (slot_release) only after its shared loads from it (the
  *    tile's scales and flags) have returned: the arrival's address depends on the loaded values.
@@ -99,7 +97,6 @@ constexpr int kV6Q = 64; /* queries per consumer */
 constexpr int kV6CtaQ = kV6Consumers * kV6Q;
 constexpr int kV6K = kF16Tile; /* keys per tile */
 static_assert(kV6CtaQ == ATTENTION_SM90_V6_CTA_QUERIES, "attention_sm90.h states v6's queries per CTA");
-constexpr int kV6BarTurn = 3; /* named barriers 3, 4: consumer c's turn at the tensor core */
 
 struct V6Params {
     const float *q;
@@ -109,7 +106,6 @@ struct V6Params {
     const int *kv_count; /* key padding: batch b attends kv_count[b] keys (packed by the pre-pass), or NULL */
     int heads, seq_q, seq_kv, tiles;
     float scale;
-    int pingpong;
     uint32_t v_lbo, v_sbo; /* descriptor fields of the MN-major V operand (16-byte units) */
     uint32_t zero;         /* 0, unknown to the compiler: see slot_release */
 };
@@ -290,8 +286,6 @@ __global__ void __launch_bounds__(kV6Threads, 1) attention_f32_sm90_fa3_f16x2_12
     for (int i = 0; i < C::kOAcc; ++i) o[i] = 0.f;
 
     const uint32_t q_hi_s = smem_u32(q_hi), q_lo_s = smem_u32(q_lo);
-    const bool pingpong = p.pingpong != 0;
-    if (pingpong && cw == 1) named_bar_arrive(kV6BarTurn + 0, kV6Consumers * kV6WgThreads);
 
 #pragma unroll 1
     for (int tile = 0; tile < n_tiles; ++tile) {
@@ -306,7 +300,6 @@ __global__ void __launch_bounds__(kV6Threads, 1) attention_f32_sm90_fa3_f16x2_12
         mbar_wait(full_s + 8u * k_slot, k_par);
         const V6TileInfo info = *reinterpret_cast<const V6TileInfo *>(ring + k_slot * C::kSlot + 2 * C::kImage);
         const float k_unscale = info.k_unscale;
-        if (pingpong) named_bar_sync(kV6BarTurn + cw, kV6Consumers * kV6WgThreads);
         {
             const uint64_t qh_d = smem_desc_sw128(opaque(q_hi_s)), ql_d = smem_desc_sw128(opaque(q_lo_s));
             const uint64_t kh_d = smem_desc_sw128(opaque(k_s)), kl_d = smem_desc_sw128(opaque(k_s) + C::kImage);
@@ -326,7 +319,6 @@ __global__ void __launch_bounds__(kV6Threads, 1) attention_f32_sm90_fa3_f16x2_12
                     wgmma_m64n64k16_f16_ss(sy, f16_slice_desc(qh_d, s, kV6Q), f16_slice_desc(kh_d, s, kV6K),
                                            s > C::kSlices / 2 ? 1 : 0);
                 wgmma_commit();
-                if (pingpong) named_bar_arrive(kV6BarTurn + (cw ^ 1), kV6Consumers * kV6WgThreads);
                 wgmma_wait_all();
                 fence_regs(sx);
                 fence_regs(sy);
@@ -359,7 +351,6 @@ __global__ void __launch_bounds__(kV6Threads, 1) attention_f32_sm90_fa3_f16x2_12
                     wgmma_m64n64k16_f16_ss(sy, f16_slice_desc(ql_d, s, kV6Q), f16_slice_desc(kh_d, s, kV6K), 1);
                 }
                 wgmma_commit();
-                if (pingpong) named_bar_arrive(kV6BarTurn + (cw ^ 1), kV6Consumers * kV6WgThreads);
                 wgmma_wait_all();
                 fence_regs(sx);
                 fence_regs(sy);
@@ -429,7 +420,6 @@ __global__ void __launch_bounds__(kV6Threads, 1) attention_f32_sm90_fa3_f16x2_12
             }
         float ot[C::kOAcc];
         mbar_wait(full_s + 8u * v_slot, v_par);
-        if (pingpong) named_bar_sync(kV6BarTurn + cw, kV6Consumers * kV6WgThreads);
         {
             const uint32_t vh = opaque(v_s), vl = vh + C::kImage;
             wgmma_fence();
@@ -446,9 +436,8 @@ __global__ void __launch_bounds__(kV6Threads, 1) attention_f32_sm90_fa3_f16x2_12
                 v6_pv(ot, ph[ks], v6_desc_mn(vh + ks * 2048, p.v_lbo, p.v_sbo), kSplitPV || ks > 0 ? 1 : 0);
             wgmma_commit();
         }
-        if (pingpong) named_bar_arrive(kV6BarTurn + (cw ^ 1), kV6Consumers * kV6WgThreads);
 
-            /* ---- 4. O = alpha O + O_tile 2^-ev ---- */
+        /* ---- 4. O = alpha O + O_tile 2^-ev ---- */
 #pragma unroll
         for (int i = 0; i < C::kOCols; ++i)
 #pragma unroll
@@ -479,9 +468,8 @@ __global__ void __launch_bounds__(kV6Threads, 1) attention_f32_sm90_fa3_f16x2_12
         for (int i = 0; i < C::kOCols; ++i) loaded |= __float_as_uint(vf[i].x) | __float_as_uint(vf[i].y);
         slot_release(empty_s + 8u * v_slot, loaded, p.zero);
     }
-    if (pingpong && cw == 0) named_bar_sync(kV6BarTurn + 0, kV6Consumers * kV6WgThreads);
 
-        /* ---- the output: O / l, token-major [B, Sq, H * D]; lse ---- */
+    /* ---- the output: O / l, token-major [B, Sq, H * D]; lse ---- */
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
         float l = l_run[r];
@@ -524,7 +512,6 @@ extern "C" cudaError_t split_kv_f16x2_v6(const jattn_cuda_args *a, void *workspa
 /* Kernel v6 on `stream` (cuda_internal.h's launcher shape): the pre-pass, then the attention
  * (contract: attention_sm90.h, as v4's, key padding included; workspace:
  * attention_f32_sm90_fa3_f16x2_workspace_bytes() bytes, 16-byte aligned).
- * a->v5_variant bit 0: the consumers' ping-pong (A/B runs; off by default).
  * @return cudaSuccess when both kernels were enqueued; cudaErrorInvalidValue for arguments
  *         attention_f32_sm90_wgmma_supported() rejects, seq_q or seq_kv above 2^31 - 129, or a
  *         NULL or misaligned workspace; cudaErrorNoKernelImageForDevice on a device other than
@@ -557,7 +544,6 @@ extern "C" int jattn_cuda_launch_v6(const jattn_cuda_args *a, void *workspace, v
     p.seq_kv = (int)a->seq_kv;
     p.tiles = (int)((a->seq_kv + kV6K - 1) / kV6K);
     p.scale = a->scale;
-    p.pingpong = a->v5_variant & 1;
     /* MN-major, 128B swizzle: LBO = bytes between 64-column blocks of head_dim (one 8 KB block
      * image), SBO = bytes between 8-key groups (1024) */
     p.v_lbo = (uint32_t)(kV6K * kSwizzleBytes) >> 4; /* unused at D = 64: one block */

@@ -12,8 +12,8 @@
  *   dS_ij = P_ij (dP_ij - Dl_i)
  *   dK_j  = sum_i dS_ij (c q_i);  dQ_i = c sum_j dS_ij k_j
  * S and dP: six TF32 products (big, small and tiny parts: the operands float32 whole) with the
- * big*big k-steps added by TwoSum (product_abt's MODE 3: the plain 3xTF32 chains missed the gate
- * on peaky and large inputs, measured). f32 precision: dV, dK, dQ 3xTF32. tf32 precision: S and dP
+ * big*big k-steps added by TwoSum (product_abt: the plain 3xTF32 chains missed the gate on peaky
+ * and large inputs, measured). f32 precision: dV, dK, dQ 3xTF32. tf32 precision: S and dP
  * as in f32 (the softmax turns an error e of S into a relative error e of P; dP - Dl is a
  * difference of near-equal terms), dV, dK and dQ one TF32 product, except below head_dim 16
  * (jattn_cuda_bwd_v1_grads_x3), where they stay at three: one TF32 product missed the tf32 gate
@@ -57,10 +57,8 @@
  */
 #include <cuda_runtime.h>
 
-#include <atomic>
 #include <math.h>
 #include <stdint.h>
-#include <stdlib.h>
 
 #include "cuda_internal.h"
 #include "key_padding.cuh"
@@ -77,7 +75,7 @@ constexpr size_t kAlign = 256;
 
 size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
-/* The parameter block of the kernels: jattn_cuda_bwd_args with the extents narrowed to int (the
+/* The parameter block of the kernels: jattn_cuda_args with the extents narrowed to int (the
  * backend's selection guarantees seq_q, seq_kv, batch * heads < 2^31). */
 struct bwd_params {
     const float *q, *k, *v, *o, *dout, *lse, *dlse;
@@ -115,14 +113,15 @@ __device__ __forceinline__ void load_tile(float *dst, const float *src, int64_t 
 
 /* C = A B^T over DT columns, both operands 3xTF32: A the 16 rows at `a`, B the 8 NT rows at `b`
  * (shared, row stride DT + kPad). big: big*big; cor: big*small + small*big (fresh accumulators;
- * the caller adds big + cor). MODE (JATTN_CUDA_BWD_VARIANT=0..3 for A/B runs; 3 is the kernel):
- * bit 0 adds the three products of the TF32 "tiny" parts (x - big - small: big*tiny + tiny*big +
- * small*small), so the operands are float32 whole; bit 1 sums big*big per k-step in a fresh
- * accumulator and adds the k-steps by TwoSum, the rounding errors into cor. Measured on the H200
- * (test_backward cuda gate, 2026-12-02): MODE 0 (the plain 3xTF32 chains) failed 13 of 104 gate
- * cases (peaky/large near 6e-6; the tensor core's fp32 accumulation of the 16 big*big k-steps is
- * the dominant error), MODE 1 13, MODE 2 2, MODE 3 1 (D = 1 `large`, dq 5.5e-6). */
-template <int DT, int NT, int MODE>
+ * the caller adds big + cor). Two additions to plain 3xTF32: the three products of the TF32 "tiny"
+ * parts (x - big - small: big*tiny + tiny*big + small*small), so the operands are float32 whole;
+ * and big*big summed per k-step in a fresh accumulator, the k-steps added by TwoSum, the rounding
+ * errors into cor. Measured on the H200 (test_backward cuda gate, 2026-12-02; the variants were
+ * JATTN_CUDA_BWD_VARIANT's MODE 0-3 until issue 32, this is MODE 3): the plain 3xTF32 chains failed
+ * 13 of 104 gate cases (peaky/large near 6e-6; the tensor core's fp32 accumulation of the 16 big*big
+ * k-steps is the dominant error), the tiny parts alone 13, TwoSum alone 2, both 1 (D = 1 `large`,
+ * dq 5.5e-6). */
+template <int DT, int NT>
 __device__ __forceinline__ void product_abt(float big[NT][4], float cor[NT][4], const float *a, const float *b, int g,
                                             int t) {
     constexpr int DS = DT + kPad;
@@ -138,8 +137,7 @@ __device__ __forceinline__ void product_abt(float big[NT][4], float cor[NT][4], 
 #pragma unroll
         for (int i = 0; i < 4; i++) {
             split_tf32<true>(av[i], a_big[i], a_small[i]);
-            if (MODE & 1)
-                a_tiny[i] = __float_as_uint((av[i] - __uint_as_float(a_big[i])) - __uint_as_float(a_small[i]));
+            a_tiny[i] = __float_as_uint((av[i] - __uint_as_float(a_big[i])) - __uint_as_float(a_small[i]));
         }
 #pragma unroll
         for (int n = 0; n < NT; n++) {
@@ -147,28 +145,22 @@ __device__ __forceinline__ void product_abt(float big[NT][4], float cor[NT][4], 
             uint32_t b_big[2], b_small[2];
             split_tf32<true>(bb[0], b_big[0], b_small[0]);
             split_tf32<true>(bb[4], b_big[1], b_small[1]);
-            if (MODE & 2) {
-                float step[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-                mma(step, a_big, b_big);
+            float step[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+            mma(step, a_big, b_big);
 #pragma unroll
-                for (int i = 0; i < 4; i++) { /* TwoSum: big + step = s + err exactly */
-                    const float s = big[n][i] + step[i], bp = s - big[n][i];
-                    cor[n][i] += (big[n][i] - (s - bp)) + (step[i] - bp);
-                    big[n][i] = s;
-                }
-            } else {
-                mma(big[n], a_big, b_big);
+            for (int i = 0; i < 4; i++) { /* TwoSum: big + step = s + err exactly */
+                const float s = big[n][i] + step[i], bp = s - big[n][i];
+                cor[n][i] += (big[n][i] - (s - bp)) + (step[i] - bp);
+                big[n][i] = s;
             }
             mma(cor[n], a_big, b_small);
             mma(cor[n], a_small, b_big);
-            if (MODE & 1) {
-                const uint32_t b_tiny[2] = {
-                    __float_as_uint((bb[0] - __uint_as_float(b_big[0])) - __uint_as_float(b_small[0])),
-                    __float_as_uint((bb[4] - __uint_as_float(b_big[1])) - __uint_as_float(b_small[1]))};
-                mma(cor[n], a_big, b_tiny);
-                mma(cor[n], a_tiny, b_big);
-                mma(cor[n], a_small, b_small);
-            }
+            const uint32_t b_tiny[2] = {
+                __float_as_uint((bb[0] - __uint_as_float(b_big[0])) - __uint_as_float(b_small[0])),
+                __float_as_uint((bb[4] - __uint_as_float(b_big[1])) - __uint_as_float(b_small[1]))};
+            mma(cor[n], a_big, b_tiny);
+            mma(cor[n], a_tiny, b_big);
+            mma(cor[n], a_small, b_small);
         }
     }
 }
@@ -246,7 +238,7 @@ __global__ void __launch_bounds__(256) bwd_zero_kv(bwd_params p) {
 
 /* dK, dV of 64 attended keys of one (b, h): see the file comment. DT head-dim tile, BR queries per
  * step, X3: three products for dV and dK (f32 precision). */
-template <int DT, int BR, bool X3, int MODE>
+template <int DT, int BR, bool X3>
 __global__ void __launch_bounds__(kThreads) bwd_dkdv(bwd_params p) {
     constexpr int DS = DT + kPad, NT = BR / 8, KD = DT / 8;
     extern __shared__ float4 smem_f4[];
@@ -293,13 +285,13 @@ __global__ void __launch_bounds__(kThreads) bwd_dkdv(bwd_params p) {
         __syncthreads();
 
         float big[NT][4], cor[NT][4], pt[NT][4];
-        product_abt<DT, NT, MODE>(big, cor, k_warp, qs, g, t); /* S^T: 16 keys x BR queries */
+        product_abt<DT, NT>(big, cor, k_warp, qs, g, t); /* S^T: 16 keys x BR queries */
 #pragma unroll
         for (int n = 0; n < NT; n++)
 #pragma unroll
             for (int i = 0; i < 4; i++) /* (big - lse) + cor: S's pair is not rounded to one float first */
                 pt[n][i] = expf((big[n][i] - lse_s[n * 8 + 2 * t + (i & 1)]) + cor[n][i]);
-        product_abt<DT, NT, MODE>(big, cor, v_warp, ds_, g, t); /* dP^T */
+        product_abt<DT, NT>(big, cor, v_warp, ds_, g, t); /* dP^T */
         float dst[NT][4];
 #pragma unroll
         for (int n = 0; n < NT; n++)
@@ -334,7 +326,7 @@ __global__ void __launch_bounds__(kThreads) bwd_dkdv(bwd_params p) {
 }
 
 /* dQ of 64 queries of one (b, h): see the file comment. BC keys per step. */
-template <int DT, int BC, bool X3, int MODE>
+template <int DT, int BC, bool X3>
 __global__ void __launch_bounds__(kThreads) bwd_dq(bwd_params p) {
     constexpr int DS = DT + kPad, NT = BC / 8, KD = DT / 8;
     extern __shared__ float4 smem_f4[];
@@ -380,7 +372,7 @@ __global__ void __launch_bounds__(kThreads) bwd_dq(bwd_params p) {
         __syncthreads();
 
         float big[NT][4], cor[NT][4], pr[NT][4];
-        product_abt<DT, NT, MODE>(big, cor, q_warp, ks, g, t); /* S: 16 queries x BC keys */
+        product_abt<DT, NT>(big, cor, q_warp, ks, g, t); /* S: 16 queries x BC keys */
 #pragma unroll
         for (int n = 0; n < NT; n++)
 #pragma unroll
@@ -390,7 +382,7 @@ __global__ void __launch_bounds__(kThreads) bwd_dq(bwd_params p) {
                  * which dQ's cancellation on peaky rows turns into rel_l2 ~1e-5 (D = 1 `large`) */
                 pr[n][i] = key < n_kv ? expf((big[n][i] - lse[i >> 1]) + cor[n][i]) : 0.0f;
             }
-        product_abt<DT, NT, MODE>(big, cor, do_warp, vs, g, t); /* dP */
+        product_abt<DT, NT>(big, cor, do_warp, vs, g, t); /* dP */
 #pragma unroll
         for (int n = 0; n < NT; n++)
 #pragma unroll
@@ -423,13 +415,13 @@ struct tiles {
     static constexpr int BC = DT == 128 ? 16 : 32;
 };
 
-template <int DT, bool X3, int MODE>
+template <int DT, bool X3>
 cudaError_t launch_dt(const bwd_params &p, cudaStream_t stream) {
     constexpr int DS = DT + kPad, BR = tiles<DT>::BR, BC = tiles<DT>::BC;
     const size_t smem_kv = sizeof(float) * (size_t)(2 * kRowsPerCta + 2 * BR) * DS;
     const size_t smem_q = sizeof(float) * (size_t)(2 * kRowsPerCta + 2 * BC) * DS;
-    auto kdkdv = bwd_dkdv<DT, BR, X3, MODE>;
-    auto kdq = bwd_dq<DT, BC, X3, MODE>;
+    auto kdkdv = bwd_dkdv<DT, BR, X3>;
+    auto kdq = bwd_dq<DT, BC, X3>;
     cudaError_t e = cudaFuncSetAttribute(kdkdv, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_kv);
     if (e == cudaSuccess) e = cudaFuncSetAttribute(kdq, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_q);
     if (e != cudaSuccess) return e;
@@ -446,34 +438,11 @@ cudaError_t launch_dt(const bwd_params &p, cudaStream_t stream) {
     return cudaGetLastError();
 }
 
-template <bool X3, int MODE>
-cudaError_t launch_mode(const bwd_params &p, cudaStream_t s) {
-    if (p.head_dim <= 32) return launch_dt<32, X3, MODE>(p, s);
-    if (p.head_dim <= 64) return launch_dt<64, X3, MODE>(p, s);
-    return launch_dt<128, X3, MODE>(p, s);
-}
-
-/* The MODE of the S and dP products (product_abt): 3, or JATTN_CUDA_BWD_VARIANT=0|1|2|3 (A/B
- * runs of their accuracy and cost); read once. */
-int variant() {
-    static std::atomic<int> v{-1}; /* concurrent first calls store the same value */
-    int x = v.load(std::memory_order_relaxed);
-    if (x < 0) {
-        const char *env = getenv("JATTN_CUDA_BWD_VARIANT");
-        x = env && env[0] >= '0' && env[0] <= '3' && !env[1] ? env[0] - '0' : 3;
-        v.store(x, std::memory_order_relaxed);
-    }
-    return x;
-}
-
 template <bool X3>
 cudaError_t launch_x3(const bwd_params &p, cudaStream_t s) {
-    switch (variant()) {
-    case 0: return launch_mode<X3, 0>(p, s);
-    case 1: return launch_mode<X3, 1>(p, s);
-    case 2: return launch_mode<X3, 2>(p, s);
-    default: return launch_mode<X3, 3>(p, s);
-    }
+    if (p.head_dim <= 32) return launch_dt<32, X3>(p, s);
+    if (p.head_dim <= 64) return launch_dt<64, X3>(p, s);
+    return launch_dt<128, X3>(p, s);
 }
 
 } /* namespace */
@@ -482,53 +451,53 @@ extern "C" size_t jattn_cuda_bwd_v1_workspace_bytes(int64_t batch, int64_t heads
     return align_up((size_t)batch * (size_t)heads * (size_t)seq_q * sizeof(float2));
 }
 
-extern "C" int jattn_cuda_launch_bwd_v1(const jattn_cuda_bwd_args *a, void *workspace, void *stream) {
-    const jattn_cuda_args *f = &a->fwd;
+extern "C" int jattn_cuda_launch_bwd_v1(const jattn_cuda_args *a, void *workspace, void *stream) {
+    const jattn_cuda_args *f = a; /* the forward's fields */
     if (f->head_dim < 1 || f->head_dim > JATTN_CUDA_BWD_MAX_HEAD_DIM || !f->lse || !workspace)
         return (int)cudaErrorInvalidValue;
-    const bwd_params p = {f->q,
-                          f->k,
-                          f->v,
-                          f->out,
-                          a->dout,
-                          f->lse,
-                          a->dlse,
-                          a->dq,
-                          a->dk,
-                          a->dv,
-                          static_cast<float2 *>(workspace),
-                          f->q_strides.batch,
-                          f->q_strides.head,
-                          f->q_strides.token,
-                          f->k_strides.batch,
-                          f->k_strides.head,
-                          f->k_strides.token,
-                          f->v_strides.batch,
-                          f->v_strides.head,
-                          f->v_strides.token,
-                          f->out_strides.batch,
-                          f->out_strides.head,
-                          f->out_strides.token,
-                          a->dout_strides.batch,
-                          a->dout_strides.head,
-                          a->dout_strides.token,
-                          a->dq_strides.batch,
-                          a->dq_strides.head,
-                          a->dq_strides.token,
-                          a->dk_strides.batch,
-                          a->dk_strides.head,
-                          a->dk_strides.token,
-                          a->dv_strides.batch,
-                          a->dv_strides.head,
-                          a->dv_strides.token,
-                          (int)f->batch,
-                          (int)f->heads,
-                          (int)f->seq_q,
-                          (int)f->seq_kv,
-                          (int)f->head_dim,
-                          f->scale,
-                          f->kv_count,
-                          f->kv_index};
+    const bwd_params p = {.q = f->q,
+                          .k = f->k,
+                          .v = f->v,
+                          .o = f->out,
+                          .dout = a->dout,
+                          .lse = f->lse,
+                          .dlse = a->dlse,
+                          .dq = a->dq,
+                          .dk = a->dk,
+                          .dv = a->dv,
+                          .dl = static_cast<float2 *>(workspace),
+                          .q_b = f->q_strides.batch,
+                          .q_h = f->q_strides.head,
+                          .q_s = f->q_strides.token,
+                          .k_b = f->k_strides.batch,
+                          .k_h = f->k_strides.head,
+                          .k_s = f->k_strides.token,
+                          .v_b = f->v_strides.batch,
+                          .v_h = f->v_strides.head,
+                          .v_s = f->v_strides.token,
+                          .o_b = f->out_strides.batch,
+                          .o_h = f->out_strides.head,
+                          .o_s = f->out_strides.token,
+                          .do_b = a->dout_strides.batch,
+                          .do_h = a->dout_strides.head,
+                          .do_s = a->dout_strides.token,
+                          .dq_b = a->dq_strides.batch,
+                          .dq_h = a->dq_strides.head,
+                          .dq_s = a->dq_strides.token,
+                          .dk_b = a->dk_strides.batch,
+                          .dk_h = a->dk_strides.head,
+                          .dk_s = a->dk_strides.token,
+                          .dv_b = a->dv_strides.batch,
+                          .dv_h = a->dv_strides.head,
+                          .dv_s = a->dv_strides.token,
+                          .batch = (int)f->batch,
+                          .heads = (int)f->heads,
+                          .seq_q = (int)f->seq_q,
+                          .seq_kv = (int)f->seq_kv,
+                          .head_dim = (int)f->head_dim,
+                          .scale = f->scale,
+                          .kv_count = f->kv_count,
+                          .kv_index = f->kv_index};
     cudaStream_t s = (cudaStream_t)stream;
     return (int)(jattn_cuda_bwd_v1_grads_x3(f->precision, f->head_dim) ? launch_x3<true>(p, s)
                                                                        : launch_x3<false>(p, s));

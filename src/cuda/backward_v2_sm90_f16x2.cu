@@ -568,8 +568,8 @@ cudaError_t launch_role(const BwdV2Params &p, unsigned batch, cudaStream_t strea
 }
 
 template <int D>
-cudaError_t launch_d(const jattn_cuda_bwd_args *a, const unsigned char *ws, cudaStream_t stream, int ch) {
-    const jattn_cuda_args *f = &a->fwd;
+cudaError_t launch_d(const jattn_cuda_args *a, const unsigned char *ws, cudaStream_t stream, int ch) {
+    const jattn_cuda_args *f = a; /* the forward's fields */
     const BwdRecordLayout L = bwd_record_layout(f->batch * f->heads, f->seq_q, f->seq_kv, f->head_dim);
     const int tq = (int)((f->seq_q + kBwdTile - 1) / kBwdTile), tk = (int)((f->seq_kv + kBwdTile - 1) / kBwdTile);
     const unsigned batch = (unsigned)f->batch;
@@ -614,17 +614,17 @@ bool strides4(const jattn_cuda_strides &s) {
 
 } /* namespace */
 
-extern "C" cudaError_t bwd_v2_split_launch(const jattn_cuda_bwd_args *a, void *records, cudaStream_t stream);
+extern "C" cudaError_t bwd_v2_split_launch(const jattn_cuda_args *a, void *records, cudaStream_t stream);
 
 extern "C" size_t jattn_cuda_bwd_v2_workspace_bytes(int64_t batch, int64_t heads, int64_t seq_q, int64_t seq_kv,
                                                     int64_t head_dim) {
-    const size_t v1 = jattn_cuda_bwd_v1_workspace_bytes(batch, heads, seq_q);
+    const size_t v3 = jattn_cuda_bwd_v3_workspace_bytes(batch, heads, seq_q, seq_kv, head_dim);
     const size_t v2 = (size_t)bwd_record_layout(batch * heads, seq_q, seq_kv, head_dim).bytes;
-    return v2 > v1 ? v2 : v1; /* a call v2 does not take runs v1 in the same workspace */
+    return v2 > v3 ? v2 : v3; /* a call v2 does not take runs v3 in the same workspace */
 }
 
-extern "C" int jattn_cuda_bwd_v2_call_refused(const jattn_cuda_bwd_args *a) {
-    const jattn_cuda_args *f = &a->fwd;
+extern "C" int jattn_cuda_bwd_v2_call_refused(const jattn_cuda_args *a) {
+    const jattn_cuda_args *f = a; /* the forward's fields */
     if (f->precision != JATTN_PRECISION_F32 || f->kv_count || (f->head_dim != 64 && f->head_dim != 128)) return 1;
     if (f->batch * f->heads > 65535 || f->heads > 65535 || f->batch > 65535) return 1;
     if (f->seq_q > INT32_MAX - 2 * kBwdTile || f->seq_kv > INT32_MAX - 2 * kBwdTile) return 1;
@@ -638,9 +638,9 @@ extern "C" int jattn_cuda_bwd_v2_call_refused(const jattn_cuda_bwd_args *a) {
     return 0;
 }
 
-extern "C" int jattn_cuda_launch_bwd_v2(const jattn_cuda_bwd_args *a, void *workspace, void *stream_ptr) {
+extern "C" int jattn_cuda_launch_bwd_v2(const jattn_cuda_args *a, void *workspace, void *stream_ptr) {
     cudaStream_t stream = (cudaStream_t)stream_ptr;
-    if (jattn_cuda_bwd_v2_call_refused(a) || !workspace || !aligned16(workspace) || !a->fwd.lse)
+    if (jattn_cuda_bwd_v2_call_refused(a) || !workspace || !aligned16(workspace) || !a->lse)
         return (int)cudaErrorInvalidValue;
     int dev = 0;
     cudaError_t err = cudaGetDevice(&dev);
@@ -653,5 +653,5 @@ extern "C" int jattn_cuda_launch_bwd_v2(const jattn_cuda_bwd_args *a, void *work
     if (err != cudaSuccess) return (int)err;
     const unsigned char *ws = static_cast<const unsigned char *>(workspace);
     const int ch = chains();
-    return (int)(a->fwd.head_dim == 128 ? launch_d<128>(a, ws, stream, ch) : launch_d<64>(a, ws, stream, ch));
+    return (int)(a->head_dim == 128 ? launch_d<128>(a, ws, stream, ch) : launch_d<64>(a, ws, stream, ch));
 }

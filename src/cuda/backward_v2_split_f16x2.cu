@@ -135,8 +135,8 @@ __global__ void __launch_bounds__(kSplitThreads) bwd_v2_split(const BwdSplitPara
 
 /* Enqueues the pre-pass (backward_v2_sm90_f16x2.cu checks the call: D 64 or 128, float4-aligned
  * pointers and strides, B*H <= 65535). */
-extern "C" cudaError_t bwd_v2_split_launch(const jattn_cuda_bwd_args *a, void *records, cudaStream_t stream) {
-    const jattn_cuda_args *f = &a->fwd;
+extern "C" cudaError_t bwd_v2_split_launch(const jattn_cuda_args *a, void *records, cudaStream_t stream) {
+    const jattn_cuda_args *f = a; /* the forward's fields */
     const int64_t bh = f->batch * f->heads;
     const BwdRecordLayout L = bwd_record_layout(bh, f->seq_q, f->seq_kv, f->head_dim);
     unsigned char *ws = static_cast<unsigned char *>(records);

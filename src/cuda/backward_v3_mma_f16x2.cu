@@ -602,15 +602,15 @@ cudaError_t launch_dp(const BwdV3Params &p, int64_t bh, cudaStream_t stream, boo
 
 } /* namespace */
 
-extern "C" cudaError_t bwd_v3_split_launch(const jattn_cuda_bwd_args *a, void *workspace, cudaStream_t stream);
+extern "C" cudaError_t bwd_v3_split_launch(const jattn_cuda_args *a, void *workspace, cudaStream_t stream);
 
 extern "C" size_t jattn_cuda_bwd_v3_workspace_bytes(int64_t batch, int64_t heads, int64_t seq_q, int64_t seq_kv,
                                                     int64_t head_dim) {
     return (size_t)bwd_v3_layout(batch * heads, seq_q, seq_kv, head_dim).bytes;
 }
 
-extern "C" int jattn_cuda_launch_bwd_v3(const jattn_cuda_bwd_args *a, void *workspace, void *stream_ptr) {
-    const jattn_cuda_args *f = &a->fwd;
+extern "C" int jattn_cuda_launch_bwd_v3(const jattn_cuda_args *a, void *workspace, void *stream_ptr) {
+    const jattn_cuda_args *f = a;
     cudaStream_t stream = (cudaStream_t)stream_ptr;
     if (f->head_dim < 1 || f->head_dim > JATTN_CUDA_BWD_V3_MAX_HEAD_DIM || !f->lse || !workspace ||
         reinterpret_cast<uintptr_t>(workspace) % 16 != 0)

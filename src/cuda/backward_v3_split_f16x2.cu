@@ -135,8 +135,8 @@ __global__ void __launch_bounds__(kSplitThreads) bwd_v3_split(const BwdV3SplitPa
 } /* namespace */
 
 /* Enqueues the pre-pass (backward_v3_mma_f16x2.cu has checked the call). */
-extern "C" cudaError_t bwd_v3_split_launch(const jattn_cuda_bwd_args *a, void *workspace, cudaStream_t stream) {
-    const jattn_cuda_args *f = &a->fwd;
+extern "C" cudaError_t bwd_v3_split_launch(const jattn_cuda_args *a, void *workspace, cudaStream_t stream) {
+    const jattn_cuda_args *f = a;
     const int64_t bh = f->batch * f->heads;
     const BwdV3Layout L = bwd_v3_layout(bh, f->seq_q, f->seq_kv, f->head_dim);
     BwdV3SplitParams p;

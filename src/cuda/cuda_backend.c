@@ -5,7 +5,6 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include <cuda_runtime_api.h>
 
@@ -27,8 +26,6 @@ static atomic_int device_cc[MAX_DEVICES];
 static pthread_once_t device_once = PTHREAD_ONCE_INIT;
 static atomic_int kernel_choice = JATTN_CUDA_KERNEL_AUTO;
 static atomic_int bwd_kernel_choice = JATTN_CUDA_BWD_KERNEL_AUTO;
-static atomic_int v4_ctas;    /* 0, or the v4 instance forced (jattn_cuda_set_v4_ctas_per_sm) */
-static atomic_int v5_variant; /* 0, or a v5 variant for A/B runs (JATTN_CUDA_V5_VARIANT) */
 static atomic_long alloc_count;
 static _Thread_local const char *last_kernel = "";
 
@@ -41,18 +38,15 @@ static void probe_device(void) {
         (void)cudaGetLastError();
         return;
     }
-    const char *env = getenv("JATTN_CUDA_KERNEL"); /* v1 .. v6, or 1 .. 6 */
+    const char *env = getenv("JATTN_CUDA_KERNEL"); /* v1, v2, v4, v6, v7, or 1, 2, 4, 6, 7 */
     if (env && env[0] == 'v') env++;
     for (int k = JATTN_CUDA_KERNEL_V1; env && k < JATTN_CUDA_KERNEL_COUNT; k++)
-        if (env[0] == '0' + k && env[1] == '\0') atomic_store(&kernel_choice, k);
+        if (env[0] == '0' + k && env[1] == '\0' && jattn_cuda_kernel_exists((jattn_cuda_kernel)k))
+            atomic_store(&kernel_choice, k);
     const char *benv = getenv("JATTN_CUDA_BWD_KERNEL"); /* v1, v2, v3, or 1, 2, 3 */
     if (benv && benv[0] == 'v') benv++;
     for (int k = JATTN_CUDA_BWD_KERNEL_V1; benv && k < JATTN_CUDA_BWD_KERNEL_COUNT; k++)
         if (benv[0] == '0' + k && benv[1] == '\0') atomic_store(&bwd_kernel_choice, k);
-    const char *ctas = getenv("JATTN_CUDA_V4_CTAS");
-    if (ctas && (strcmp(ctas, "2") == 0 || strcmp(ctas, "3") == 0)) atomic_store(&v4_ctas, ctas[0] - '0');
-    const char *v5v = getenv("JATTN_CUDA_V5_VARIANT");
-    if (v5v && strcmp(v5v, "2") == 0) atomic_store(&v5_variant, 2);
     device.present = 1;
 }
 
@@ -81,17 +75,12 @@ static int current_cc(int *dev_out) {
 
 void jattn_cuda_set_kernel(jattn_cuda_kernel k) {
     pthread_once(&device_once, probe_device); /* so the environment does not override it later */
-    if ((int)k >= 0 && k < JATTN_CUDA_KERNEL_COUNT) atomic_store(&kernel_choice, (int)k);
+    if (k == JATTN_CUDA_KERNEL_AUTO || jattn_cuda_kernel_exists(k)) atomic_store(&kernel_choice, (int)k);
 }
 
 void jattn_cuda_set_bwd_kernel(jattn_cuda_bwd_kernel k) {
     pthread_once(&device_once, probe_device); /* so the environment does not override it later */
     if ((int)k >= 0 && k < JATTN_CUDA_BWD_KERNEL_COUNT) atomic_store(&bwd_kernel_choice, (int)k);
-}
-
-void jattn_cuda_set_v4_ctas_per_sm(int n) {
-    pthread_once(&device_once, probe_device);
-    atomic_store(&v4_ctas, n == 2 || n == 3 ? n : 0);
 }
 
 jattn_cuda_kernel jattn_cuda_get_kernel(void) {
@@ -105,6 +94,23 @@ const char *jattn_cuda_last_kernel(void) { return last_kernel; }
 
 /* ---- selection -------------------------------------------------------------------------- */
 
+/* The version that runs a problem: `ver`, or the first of its refusal fallbacks (refused_next)
+ * that takes the problem. A forced version (forced != 0) stays as forced or fails, but where its
+ * descriptor says forced_falls_back.
+ * @return the version, or NULL with *why the last refusal. */
+static const cuda_version *walk_refusals(const cuda_version *ver, int forced, const jattn_problem *p,
+                                         jattn_precision precision, int cc, const char **why) {
+    for (;;) {
+        const char *no = ver->refusal(p, precision, cc);
+        if (!no) return ver;
+        if (!ver->refused_next || (forced && !ver->forced_falls_back)) {
+            *why = no;
+            return NULL;
+        }
+        ver = ver->refused_next;
+    }
+}
+
 /* AUTO starts at v6 wherever it takes the problem: on the H200 (2026-12-01,
  * bench/results/h200-2026-12-01-v6/library and library-r2) it passed every GPU test in both
  * precisions at D 64 and 128, repeated bit for bit, and was the fastest version at every measured
@@ -112,27 +118,17 @@ const char *jattn_cuda_last_kernel(void) { return last_kernel; }
  * default), tf32 1.42-1.85x v4, D = 64 1.38-1.70x v4. From there AUTO walks the refusal fallbacks
  * (cuda_versions.c): v4 where v6 refuses (sequences beyond its 32-bit 128-query CTAs) and on a
  * 9.0 device for the problems v4 takes (D 64 or 128, strides a multiple of 4 elements), else v7
- * (mma.sync 2xFP16: every other head_dim up to 256 on a 9.0 device, every problem up to 256 on
- * the other devices), else v2 where its head_dim limits allow, else v1; and v1 for seq_kv == 1, where it returns the v row bit
- * for bit (weight exp(0)/exp(0) = 1; a split of v would not). v3 and v5 run when forced. A forced
- * version stays as forced or fails (naming why), but for v2, which falls back to v1 beyond its
- * head_dim limits.
+ * (mma.sync 2xFP16: every other head_dim up to 256 on a 9.0 device, every problem up to 256 on the
+ * other devices), else v2 where its head_dim limits allow, else v1; and v1 for seq_kv == 1, where it returns the v row bit
+ * for bit (weight exp(0)/exp(0) = 1; a split of v would not). A forced version stays as forced or
+ * fails (naming why), but for v7 and v2, which fall back (v7 to v2, v2 to v1) beyond their limits.
  * @return the version, or NULL with *why set. */
-static const cuda_version *version_for(const jattn_problem *p, int cc, const char **why) {
+static const cuda_version *version_for(const jattn_problem *p, jattn_precision precision, int cc, const char **why) {
     const jattn_cuda_kernel forced = (jattn_cuda_kernel)atomic_load(&kernel_choice);
-    jattn_cuda_kernel k = forced;
-    if (k == JATTN_CUDA_KERNEL_AUTO) k = p->seq_kv == 1 ? JATTN_CUDA_KERNEL_V1 : JATTN_CUDA_KERNEL_V6;
-    for (;;) {
-        const cuda_version *ver = &jattn_cuda_versions[k];
-        const char *no = ver->refusal(p, cc);
-        if (!no) return ver;
-        const int forced_stays = forced != JATTN_CUDA_KERNEL_AUTO && !ver->forced_falls_back;
-        if (ver->refused_next == JATTN_CUDA_KERNEL_AUTO || forced_stays) {
-            *why = no;
-            return NULL;
-        }
-        k = ver->refused_next;
-    }
+    const jattn_cuda_kernel start = forced != JATTN_CUDA_KERNEL_AUTO ? forced
+                                    : p->seq_kv == 1                 ? JATTN_CUDA_KERNEL_V1
+                                                                     : JATTN_CUDA_KERNEL_V6;
+    return walk_refusals(&jattn_cuda_versions[start], forced != JATTN_CUDA_KERNEL_AUTO, p, precision, cc, why);
 }
 
 /* The checks every call of the backend passes, forward or backward: a device of compute
@@ -163,7 +159,7 @@ static jattn_status cuda_select(const jattn_problem *p, const jattn_exec *e, jat
     const jattn_status st = device_checks(p, &cc);
     if (st != JATTN_OK) return st;
     const char *why = "";
-    const cuda_version *ver = version_for(p, cc, &why);
+    const cuda_version *ver = version_for(p, e->precision, cc, &why);
     if (!ver)
         return jattn_fail(JATTN_ERROR_UNSUPPORTED,
                           "%s (kernel v%d is forced: JATTN_CUDA_KERNEL or jattn_cuda_set_kernel)", why,
@@ -197,34 +193,6 @@ static jattn_status cuda_fail(cudaError_t err, const char *what) {
                       cudaGetErrorString(err));
 }
 
-/* The launch arguments of every version (kv_count, kv_index: the resolved key padding, or
- * NULL). */
-static jattn_cuda_args launch_args(const jattn_call *c, const float *q, const float *k, const float *v, float *out,
-                                   float *lse, const int *kv_count, const int *kv_index) {
-    const jattn_problem *p = c->problem;
-    jattn_cuda_args a = {q,
-                         k,
-                         v,
-                         out,
-                         lse,
-                         p->batch,
-                         p->heads,
-                         p->seq_q,
-                         p->seq_kv,
-                         p->head_dim,
-                         {p->q.batch, p->q.head, p->q.token},
-                         {p->k.batch, p->k.head, p->k.token},
-                         {p->v.batch, p->v.head, p->v.token},
-                         {p->out.batch, p->out.head, p->out.token},
-                         c->scale,
-                         c->precision,
-                         atomic_load(&v4_ctas),
-                         atomic_load(&v5_variant),
-                         kv_count,
-                         kv_index};
-    return a;
-}
-
 /* The padding of a call on the device: kv_len and mask device pointers (the caller's, or the
  * host path's copies), the pre-pass output region, and what the pre-pass resolved. */
 typedef struct device_padding {
@@ -232,6 +200,43 @@ typedef struct device_padding {
     const uint8_t *mask;
     const int *count, *index; /* set by the pre-pass; NULL without padding */
 } device_padding;
+
+static jattn_cuda_strides cuda_strides(jattn_strides s) {
+    const jattn_cuda_strides r = {.batch = s.batch, .head = s.head, .token = s.token};
+    return r;
+}
+
+/* The launch arguments of every version, forward or backward (the backward adds its gradients):
+ * the problem, q, k, v, out and lse (device pointers) and the key padding the pre-pass resolved. */
+static jattn_cuda_args launch_args(const jattn_problem *p, float scale, jattn_precision precision, const float *q,
+                                   const float *k, const float *v, float *out, float *lse, const device_padding *pad) {
+    const jattn_cuda_args a = {.q = q,
+                               .k = k,
+                               .v = v,
+                               .out = out,
+                               .lse = lse,
+                               .batch = p->batch,
+                               .heads = p->heads,
+                               .seq_q = p->seq_q,
+                               .seq_kv = p->seq_kv,
+                               .head_dim = p->head_dim,
+                               .q_strides = cuda_strides(p->q),
+                               .k_strides = cuda_strides(p->k),
+                               .v_strides = cuda_strides(p->v),
+                               .out_strides = cuda_strides(p->out),
+                               .scale = scale,
+                               .precision = precision,
+                               .kv_count = pad->count,
+                               .kv_index = pad->index};
+    return a;
+}
+
+/* The version that runs a call: `ver`, or the first of its call fallbacks (call_next) that does
+ * not refuse the call (what only the launch knows: pointers, padding). */
+static const cuda_version *call_version(const cuda_version *ver, const jattn_cuda_args *a) {
+    while (ver->call_refused && ver->call_refused(a)) ver = ver->call_next;
+    return ver;
+}
 
 /* workspace: the call's (cuda_workspace_size: padding region, then the version's part), or
  * NULL (then the padding region and the version's part come from the stream-ordered pool,
@@ -259,25 +264,18 @@ static jattn_status launch(const jattn_call *c, const jattn_plan *plan, const fl
             return cuda_fail(err, "key padding pre-pass");
         }
     }
-    const jattn_cuda_args a = launch_args(c, q, k, v, out, lse, pad->count, pad->index);
-    const cuda_version *ver = plan->kernel;
+    const jattn_cuda_args a = launch_args(p, c->scale, c->precision, q, k, v, out, lse, pad);
     void *kernel_ws = workspace ? (char *)workspace + padding_bytes(p) : NULL, *kernel_owned = NULL;
-    for (;;) {
-        if (ver->call_refused && ver->call_refused(&a)) {
-            ver = &jattn_cuda_versions[ver->call_next];
-            continue;
-        }
-        if (ver->workspace_bytes && !kernel_ws) {
-            if (cudaMallocAsync(&kernel_owned, ver->workspace_bytes(p), stream) != cudaSuccess) {
-                (void)cudaGetLastError();
-                kernel_owned = NULL;
-                ver = &jattn_cuda_versions[ver->call_next];
-                continue;
-            }
+    const cuda_version *ver = call_version(plan->kernel, &a);
+    while (ver->workspace_bytes && !kernel_ws) {
+        if (cudaMallocAsync(&kernel_owned, ver->workspace_bytes(p), stream) == cudaSuccess) {
             atomic_fetch_add(&alloc_count, 1);
             kernel_ws = kernel_owned;
+            break;
         }
-        break;
+        (void)cudaGetLastError();
+        kernel_owned = NULL;
+        ver = call_version(ver->call_next, &a);
     }
     const char *name = ver->name[c->precision];
     cudaError_t err = (cudaError_t)ver->launch(&a, ver->workspace_bytes ? kernel_ws : NULL, c->cuda_stream);
@@ -294,9 +292,24 @@ static jattn_status launch(const jattn_call *c, const jattn_plan *plan, const fl
     return st;
 }
 
+/* ---- host arrays: staged through a device buffer --------------------------------------- */
+
 /* Elements a tensor spans (the validator has checked it fits). */
 static size_t span_elems(const jattn_problem *p, jattn_strides s, int64_t seq) {
     return (size_t)(1 + (p->batch - 1) * s.batch + (p->heads - 1) * s.head + (seq - 1) * s.token + (p->head_dim - 1));
+}
+
+/* Bytes of a tensor, and whether it is dense (no gaps to preserve). */
+static size_t span_bytes(const jattn_problem *p, jattn_strides s, int64_t seq) {
+    return span_elems(p, s, seq) * sizeof(float);
+}
+static int dense(const jattn_problem *p, jattn_strides s, int64_t seq) {
+    return span_elems(p, s, seq) == (size_t)(p->batch * p->heads * seq * p->head_dim);
+}
+
+/* Bytes of a call's mask (row b at mask + b * mask_stride, seq_kv bytes each). */
+static size_t mask_span(const jattn_problem *p, const uint8_t *mask, int64_t mask_stride) {
+    return mask ? (size_t)(mask_stride ? (p->batch - 1) * mask_stride + p->seq_kv : p->seq_kv) : 0;
 }
 
 /* Grow-only device memory kept in ctx->backend_state[JATTN_BACKEND_CUDA]. */
@@ -318,12 +331,6 @@ static jattn_status device_alloc(void **ptr, size_t bytes) {
     }
     atomic_fetch_add(&alloc_count, 1);
     return JATTN_OK;
-}
-
-/* Bytes of a call's mask (row b at mask + b * mask_stride, seq_kv bytes each). */
-static size_t mask_span(const jattn_call *c) {
-    const jattn_problem *p = c->problem;
-    return c->mask ? (size_t)(c->mask_stride ? (p->batch - 1) * c->mask_stride + p->seq_kv : p->seq_kv) : 0;
 }
 
 /* The device buffer of a host-pointer call: the context's grow-only one (ctx non-NULL), else a
@@ -351,67 +358,94 @@ static jattn_status host_path_buffer(jattn_ctx *ctx, size_t total, void **buf) {
     return JATTN_OK;
 }
 
-/* Host arrays: copy q, k, v (and out when it has gaps, so they survive) and the key padding to
- * device buffers, run, copy out (and lse) back, and wait for the stream. */
-static jattn_status forward_host(const jattn_call *c, const jattn_plan *plan) {
-    const jattn_problem *p = c->problem;
-    const size_t nq = span_elems(p, p->q, p->seq_q), nk = span_elems(p, p->k, p->seq_kv),
-                 nv = span_elems(p, p->v, p->seq_kv), no = span_elems(p, p->out, p->seq_q);
-    const size_t nl = c->lse ? (size_t)(p->batch * p->heads * p->seq_q) : 0;
-    const int padded = c->kv_len || c->mask;
-    const size_t n_len = c->kv_len ? (size_t)p->batch * sizeof(int64_t) : 0, n_mask = mask_span(c);
-    /* the workspace (padding region, then v4's part) unless the caller gave one or none is needed */
-    const size_t kb = kernel_bytes(p, plan->kernel);
-    const size_t nw = !c->workspace && (padded || kb) ? padding_bytes(p) + kb : 0;
-    const size_t off_k = align_up(nq * sizeof(float)), off_v = off_k + align_up(nk * sizeof(float)),
-                 off_o = off_v + align_up(nv * sizeof(float)), off_l = off_o + align_up(no * sizeof(float)),
-                 off_len = off_l + align_up(nl * sizeof(float)), off_mask = off_len + align_up(n_len),
-                 off_w = off_mask + align_up(n_mask), total = off_w + align_up(nw);
-    cudaStream_t stream = (cudaStream_t)c->cuda_stream;
+/* One host array of a call, staged in the device buffer: copied in before the run when `in` is
+ * set, copied back after a successful run when `out` is set. */
+typedef struct staged_array {
+    const void *in;
+    void *out;
+    size_t bytes; /* 0: absent (dev stays NULL) */
+    void *dev;    /* its place in the device buffer (set by stage_host_call) */
+} staged_array;
 
+/* Runs a staged call on the device: the kernels enqueued on the call's stream, reading and
+ * writing the arrays' device copies; `workspace` the region stage_host_call reserved (or NULL). */
+typedef jattn_status (*staged_run)(const void *call, const jattn_plan *plan, const staged_array *x, void *workspace);
+
+/* Host arrays, forward or backward: the `n` arrays and `workspace_bytes` of workspace in one device
+ * buffer (the context's grow-only one, else one for the call), each region 256-byte aligned, in
+ * that order; the inputs copied in, the run enqueued, the outputs copied back, the stream waited
+ * for; the call's buffer freed. */
+static jattn_status stage_host_call(jattn_ctx *ctx, void *stream_ptr, staged_array *x, int n, size_t workspace_bytes,
+                                    staged_run run, const void *call, const jattn_plan *plan) {
+    cudaStream_t stream = (cudaStream_t)stream_ptr;
+    size_t total = 0;
+    for (int i = 0; i < n; i++) total += align_up(x[i].bytes);
+    const size_t off_w = total;
+    total += align_up(workspace_bytes);
     void *buf = NULL;
-    jattn_status st = host_path_buffer(c->ctx, total, &buf);
+    jattn_status st = host_path_buffer(ctx, total, &buf);
     if (st != JATTN_OK) return st;
-
-    char *base = buf;
-    float *dq = (float *)base, *dk = (float *)(base + off_k), *dv = (float *)(base + off_v),
-          *dout = (float *)(base + off_o), *dlse = nl ? (float *)(base + off_l) : NULL;
-    void *dws = c->workspace ? c->workspace : nw ? base + off_w : NULL;
-    device_padding pad = {c->kv_len ? (const int64_t *)(base + off_len) : NULL,
-                          c->mask ? (const uint8_t *)(base + off_mask) : NULL, NULL, NULL};
-    const int out_dense = no == (size_t)(p->batch * p->heads * p->seq_q * p->head_dim);
+    char *at = buf;
+    for (int i = 0; i < n; i++) {
+        x[i].dev = x[i].bytes ? at : NULL;
+        at += align_up(x[i].bytes);
+    }
     cudaError_t err = cudaSuccess;
     const char *what = "cudaMemcpyAsync (host to device)";
-    if ((err = cudaMemcpyAsync(dq, c->q, nq * sizeof(float), cudaMemcpyHostToDevice, stream)) == cudaSuccess &&
-        (err = cudaMemcpyAsync(dk, c->k, nk * sizeof(float), cudaMemcpyHostToDevice, stream)) == cudaSuccess &&
-        (err = cudaMemcpyAsync(dv, c->v, nv * sizeof(float), cudaMemcpyHostToDevice, stream)) == cudaSuccess &&
-        (!n_len ||
-         (err = cudaMemcpyAsync(base + off_len, c->kv_len, n_len, cudaMemcpyHostToDevice, stream)) == cudaSuccess) &&
-        (!n_mask ||
-         (err = cudaMemcpyAsync(base + off_mask, c->mask, n_mask, cudaMemcpyHostToDevice, stream)) == cudaSuccess) &&
-        (out_dense ||
-         (err = cudaMemcpyAsync(dout, c->out, no * sizeof(float), cudaMemcpyHostToDevice, stream)) == cudaSuccess)) {
-        st = launch(c, plan, dq, dk, dv, dout, dlse, dws, &pad);
+    for (int i = 0; i < n && err == cudaSuccess; i++)
+        if (x[i].in && x[i].bytes) err = cudaMemcpyAsync(x[i].dev, x[i].in, x[i].bytes, cudaMemcpyHostToDevice, stream);
+    if (err == cudaSuccess) {
+        st = run(call, plan, x, workspace_bytes ? (char *)buf + off_w : NULL);
         what = "cudaMemcpyAsync (device to host)";
-        if (st == JATTN_OK &&
-            (err = cudaMemcpyAsync(c->out, dout, no * sizeof(float), cudaMemcpyDeviceToHost, stream)) == cudaSuccess &&
-            (!nl || (err = cudaMemcpyAsync(c->lse, dlse, nl * sizeof(float), cudaMemcpyDeviceToHost, stream)) ==
-                        cudaSuccess)) {
+        for (int i = 0; i < n && st == JATTN_OK && err == cudaSuccess; i++)
+            if (x[i].out && x[i].bytes)
+                err = cudaMemcpyAsync(x[i].out, x[i].dev, x[i].bytes, cudaMemcpyDeviceToHost, stream);
+        if (st == JATTN_OK && err == cudaSuccess) {
             what = "cudaStreamSynchronize";
             err = cudaStreamSynchronize(stream);
         }
     }
     if (err != cudaSuccess) st = cuda_fail(err, what);
-    if (!c->ctx) {
+    if (!ctx) {
         cudaError_t ferr = cudaFree(buf);
         if (st == JATTN_OK && ferr != cudaSuccess) st = cuda_fail(ferr, "cudaFree");
     }
     return st;
 }
 
+/* The staged arrays of a forward call, in the device buffer's order. */
+enum { FWD_Q, FWD_K, FWD_V, FWD_OUT, FWD_LSE, FWD_KV_LEN, FWD_MASK, FWD_ARRAYS };
+
+static jattn_status run_forward(const void *call, const jattn_plan *plan, const staged_array *x, void *workspace) {
+    const jattn_call *c = call;
+    device_padding pad = {.kv_len = x[FWD_KV_LEN].dev, .mask = x[FWD_MASK].dev};
+    return launch(c, plan, x[FWD_Q].dev, x[FWD_K].dev, x[FWD_V].dev, x[FWD_OUT].dev, x[FWD_LSE].dev,
+                  c->workspace ? c->workspace : workspace, &pad);
+}
+
+/* Host arrays: q, k, v (and out when it has gaps, so they survive) and the key padding copied
+ * in, out (and lse) copied back. */
+static jattn_status forward_host(const jattn_call *c, const jattn_plan *plan) {
+    const jattn_problem *p = c->problem;
+    const size_t no = span_bytes(p, p->out, p->seq_q);
+    staged_array x[FWD_ARRAYS] = {
+        [FWD_Q] = {.in = c->q, .bytes = span_bytes(p, p->q, p->seq_q)},
+        [FWD_K] = {.in = c->k, .bytes = span_bytes(p, p->k, p->seq_kv)},
+        [FWD_V] = {.in = c->v, .bytes = span_bytes(p, p->v, p->seq_kv)},
+        [FWD_OUT] = {.in = dense(p, p->out, p->seq_q) ? NULL : c->out, .out = c->out, .bytes = no},
+        [FWD_LSE] = {.out = c->lse, .bytes = c->lse ? (size_t)(p->batch * p->heads * p->seq_q) * sizeof(float) : 0},
+        [FWD_KV_LEN] = {.in = c->kv_len, .bytes = c->kv_len ? (size_t)p->batch * sizeof(int64_t) : 0},
+        [FWD_MASK] = {.in = c->mask, .bytes = mask_span(p, c->mask, c->mask_stride)},
+    };
+    /* the workspace (padding region, then the version's part) unless the caller gave one or none is needed */
+    const size_t kb = kernel_bytes(p, plan->kernel);
+    const size_t nw = !c->workspace && (c->kv_len || c->mask || kb) ? padding_bytes(p) + kb : 0;
+    return stage_host_call(c->ctx, c->cuda_stream, x, FWD_ARRAYS, nw, run_forward, c, plan);
+}
+
 static jattn_status cuda_forward(const jattn_call *c, const jattn_plan *plan) {
     if (c->memory == JATTN_MEMORY_DEVICE) {
-        device_padding pad = {c->kv_len, c->mask, NULL, NULL};
+        device_padding pad = {.kv_len = c->kv_len, .mask = c->mask};
         return launch(c, plan, c->q, c->k, c->v, c->out, c->lse, c->workspace, &pad);
     }
     return forward_host(c, plan);
@@ -435,30 +469,25 @@ static void cuda_release_ctx(jattn_ctx *ctx) {
  * 4608 / 16384 (v1: 0.27x / 0.30x). */
 #define BWD_AUTO_V2 1
 
-/* Whether AUTO runs the backward v3 wherever v2 does not: yes (issue 29: every head_dim up to 256, every
- * device, key padding, tf32). Not yet measured on a GPU: bench/gpu/backward_v3_run.sh; 0 returns those
- * problems to v1 (D <= 128). */
-#define BWD_AUTO_V3 1
-
-/* The backward kernel (cuda_versions.c): v2 (sm_90a wgmma, 2xFP16) where it takes the problem in f32
- * precision when forced (JATTN_CUDA_BWD_KERNEL=v2 or jattn_cuda_set_bwd_kernel) or when AUTO takes it
- * (BWD_AUTO_V2), else v3 (mma.sync 2xFP16, every device, D <= 256; BWD_AUTO_V3), v1 where forced; a
- * forced v2 falls back to v3 likewise. The forward's kernel choice (JATTN_CUDA_KERNEL) does not apply to
- * it. The one place the backward's version is chosen (a call v2 then refuses at launch, key padding or
- * alignment, runs v3: launch_backward). */
+/* The backward kernel (cuda_versions.c): the forced one (JATTN_CUDA_BWD_KERNEL=v1|v2|v3 or
+ * jattn_cuda_set_bwd_kernel), else v2 (sm_90a wgmma, 2xFP16) under AUTO (BWD_AUTO_V2), walking
+ * the refusal fallbacks: v2 refuses tf32 and what its kernels cannot run, and falls back to v3
+ * (mma.sync 2xFP16, every device, head_dim up to 256) forced or not; v1 runs only when forced. The
+ * forward's kernel choice (JATTN_CUDA_KERNEL) does not apply to it. The one place the backward's
+ * version is chosen (a call v2 then refuses at launch, key padding or alignment, runs v3:
+ * launch_backward). */
 static jattn_status cuda_select_backward(const jattn_problem *p, const jattn_exec *e, jattn_plan *plan) {
     int cc = 0;
     const jattn_status st = device_checks(p, &cc);
     if (st != JATTN_OK) return st;
-    const int choice = atomic_load(&bwd_kernel_choice);
-    const cuda_bwd_version *ver =
-        choice == JATTN_CUDA_BWD_KERNEL_V1 || (choice == JATTN_CUDA_BWD_KERNEL_AUTO && !BWD_AUTO_V3)
-            ? &jattn_cuda_bwd_v1
-            : &jattn_cuda_bwd_v3;
-    const int wants_v2 = choice == JATTN_CUDA_BWD_KERNEL_V2 || (choice == JATTN_CUDA_BWD_KERNEL_AUTO && BWD_AUTO_V2);
-    if (wants_v2 && e->precision == JATTN_PRECISION_F32 && !jattn_cuda_bwd_v2.refusal(p, cc)) ver = &jattn_cuda_bwd_v2;
-    const char *why = ver->refusal(p, cc);
-    if (why) return jattn_fail(JATTN_ERROR_UNSUPPORTED, "%s", why);
+    const jattn_cuda_bwd_kernel choice = (jattn_cuda_bwd_kernel)atomic_load(&bwd_kernel_choice);
+    const jattn_cuda_bwd_kernel start = choice != JATTN_CUDA_BWD_KERNEL_AUTO ? choice
+                                        : BWD_AUTO_V2                        ? JATTN_CUDA_BWD_KERNEL_V2
+                                                                             : JATTN_CUDA_BWD_KERNEL_V3;
+    const char *why = "";
+    const cuda_version *ver =
+        walk_refusals(&jattn_cuda_bwd_versions[start], choice != JATTN_CUDA_BWD_KERNEL_AUTO, p, e->precision, cc, &why);
+    if (!ver) return jattn_fail(JATTN_ERROR_UNSUPPORTED, "%s", why);
     plan->kernel = ver;
     plan->threads = 1;
     plan->selection.kernel =
@@ -468,21 +497,10 @@ static jattn_status cuda_select_backward(const jattn_problem *p, const jattn_exe
 }
 
 /* The device workspace of a backward call: the key padding's region (as the forward's), then the
- * kernel's own (v1: Dl, 8 bytes per query row; v2, v3: the split records). Grows with B * H * (Sq + Skv),
- * never with S^2. */
-static size_t bwd_kernel_bytes(const jattn_problem *p, const jattn_plan *plan) {
-    const cuda_bwd_version *ver = plan->kernel;
-    return ver->workspace_bytes(p);
-}
-
+ * kernel's own (v1: Dl, 8 bytes per query row; v2, v3: their tile records; v2's never less than v3's). */
 static size_t cuda_workspace_size_backward(const jattn_problem *p, const jattn_exec *e, const jattn_plan *plan) {
     (void)e;
-    return padding_bytes(p) + bwd_kernel_bytes(p, plan);
-}
-
-static jattn_cuda_strides cuda_strides(jattn_strides s) {
-    const jattn_cuda_strides r = {s.batch, s.head, s.token};
-    return r;
+    return padding_bytes(p) + kernel_bytes(p, plan->kernel);
 }
 
 /* The device pointers of a backward call (the caller's, or the host path's copies). */
@@ -497,9 +515,9 @@ typedef struct bwd_pointers {
 static jattn_status launch_backward(const jattn_bwd_call *c, const jattn_plan *plan, const bwd_pointers *x,
                                     void *workspace, device_padding *pad) {
     const jattn_problem *p = c->problem;
-    const cuda_bwd_version *ver = plan->kernel;
+    const cuda_version *ver = plan->kernel;
     cudaStream_t stream = (cudaStream_t)c->cuda_stream;
-    const size_t pad_bytes = padding_bytes(p), total = pad_bytes + bwd_kernel_bytes(p, plan);
+    const size_t pad_bytes = padding_bytes(p), total = pad_bytes + kernel_bytes(p, ver);
     void *owned = NULL;
     if (!workspace) {
         cudaError_t err = cudaMallocAsync(&owned, total, stream);
@@ -514,39 +532,20 @@ static jattn_status launch_backward(const jattn_bwd_call *c, const jattn_plan *p
     const char *name = ver->name[c->precision];
     const char *what = err == cudaSuccess ? name : "key padding pre-pass";
     if (err == cudaSuccess) {
-        const jattn_cuda_bwd_args a = {{x->q,
-                                        x->k,
-                                        x->v,
-                                        (float *)x->out, /* read only: the forward's output is an input here */
-                                        (float *)x->lse,
-                                        p->batch,
-                                        p->heads,
-                                        p->seq_q,
-                                        p->seq_kv,
-                                        p->head_dim,
-                                        cuda_strides(p->q),
-                                        cuda_strides(p->k),
-                                        cuda_strides(p->v),
-                                        cuda_strides(p->out),
-                                        c->scale,
-                                        c->precision,
-                                        0,
-                                        0,
-                                        pad->count,
-                                        pad->index},
-                                       x->dout,
-                                       x->dlse,
-                                       x->dq,
-                                       x->dk,
-                                       x->dv,
-                                       cuda_strides(c->g.dout),
-                                       cuda_strides(c->g.dq),
-                                       cuda_strides(c->g.dk),
-                                       cuda_strides(c->g.dv)};
-        if (ver->call_refused && ver->call_refused(&a)) { /* the next version, in the same workspace */
-            ver = ver->call_next;
-            name = what = ver->name[c->precision];
-        }
+        /* out and lse are read only: the forward's outputs are inputs here */
+        jattn_cuda_args a =
+            launch_args(p, c->scale, c->precision, x->q, x->k, x->v, (float *)x->out, (float *)x->lse, pad);
+        a.dout = x->dout;
+        a.dlse = x->dlse;
+        a.dq = x->dq;
+        a.dk = x->dk;
+        a.dv = x->dv;
+        a.dout_strides = cuda_strides(c->g.dout);
+        a.dq_strides = cuda_strides(c->g.dq);
+        a.dk_strides = cuda_strides(c->g.dk);
+        a.dv_strides = cuda_strides(c->g.dv);
+        ver = call_version(ver, &a); /* a call the version refuses runs its call_next, in the same workspace */
+        name = what = ver->name[c->precision];
         err = (cudaError_t)ver->launch(&a, (char *)workspace + pad_bytes, stream);
     }
     if (owned) {
@@ -558,100 +557,89 @@ static jattn_status launch_backward(const jattn_bwd_call *c, const jattn_plan *p
     return JATTN_OK;
 }
 
-/* Bytes of a gradient or input tensor, and whether it is dense (no gaps to preserve). */
-static size_t span_bytes(const jattn_problem *p, jattn_strides s, int64_t seq) {
-    return span_elems(p, s, seq) * sizeof(float);
-}
-static int dense(const jattn_problem *p, jattn_strides s, int64_t seq) {
-    return span_elems(p, s, seq) == (size_t)(p->batch * p->heads * seq * p->head_dim);
+/* The staged arrays of a backward call, in the device buffer's order. */
+enum {
+    BWD_Q,
+    BWD_K,
+    BWD_V,
+    BWD_OUT,
+    BWD_LSE,
+    BWD_DOUT,
+    BWD_DLSE,
+    BWD_DQ,
+    BWD_DK,
+    BWD_DV,
+    BWD_KV_LEN,
+    BWD_MASK,
+    BWD_ARRAYS
+};
+
+static jattn_status run_backward(const void *call, const jattn_plan *plan, const staged_array *x, void *workspace) {
+    const jattn_bwd_call *c = call;
+    const bwd_pointers d = {.q = x[BWD_Q].dev,
+                            .k = x[BWD_K].dev,
+                            .v = x[BWD_V].dev,
+                            .out = x[BWD_OUT].dev,
+                            .lse = x[BWD_LSE].dev,
+                            .dout = x[BWD_DOUT].dev,
+                            .dlse = x[BWD_DLSE].dev,
+                            .dq = x[BWD_DQ].dev,
+                            .dk = x[BWD_DK].dev,
+                            .dv = x[BWD_DV].dev};
+    device_padding pad = {.kv_len = x[BWD_KV_LEN].dev, .mask = x[BWD_MASK].dev};
+    return launch_backward(c, plan, &d, c->workspace ? c->workspace : workspace, &pad);
 }
 
-/* Host arrays: copy the inputs (and the gradients that have gaps, so the gaps survive) and the
- * key padding to device buffers, run, copy dq, dk, dv back, and wait for the stream. */
+/* Host arrays: the inputs (and the gradients that have gaps, so the gaps survive) and the key
+ * padding copied in, dq, dk, dv copied back. */
 static jattn_status backward_host(const jattn_bwd_call *c, const jattn_plan *plan) {
     const jattn_problem *p = c->problem;
     const size_t nl = (size_t)(p->batch * p->heads * p->seq_q) * sizeof(float);
-    const size_t bytes[11] = {span_bytes(p, p->q, p->seq_q),
-                              span_bytes(p, p->k, p->seq_kv),
-                              span_bytes(p, p->v, p->seq_kv),
-                              span_bytes(p, p->out, p->seq_q),
-                              nl,
-                              span_bytes(p, c->g.dout, p->seq_q),
-                              c->dlse ? nl : 0,
-                              span_bytes(p, c->g.dq, p->seq_q),
-                              span_bytes(p, c->g.dk, p->seq_kv),
-                              span_bytes(p, c->g.dv, p->seq_kv),
-                              0};
-    const void *src[7] = {c->q, c->k, c->v, c->out, c->lse, c->dout, c->dlse};
-    const size_t n_len = c->kv_len ? (size_t)p->batch * sizeof(int64_t) : 0,
-                 n_mask =
-                     c->mask ? (size_t)(c->mask_stride ? (p->batch - 1) * c->mask_stride + p->seq_kv : p->seq_kv) : 0;
-    const size_t nw = c->workspace ? 0 : padding_bytes(p) + bwd_kernel_bytes(p, plan);
-    size_t off[14], total = 0;
-    for (int i = 0; i < 10; i++) off[i] = total, total += align_up(bytes[i]);
-    off[10] = total, total += align_up(n_len);
-    off[11] = total, total += align_up(n_mask);
-    off[12] = total, total += align_up(nw);
-    cudaStream_t stream = (cudaStream_t)c->cuda_stream;
-
-    void *buf = NULL;
-    jattn_status st = host_path_buffer(c->ctx, total, &buf);
-    if (st != JATTN_OK) return st;
-    char *base = buf;
-    float *grads_host[3] = {c->dq, c->dk, c->dv};
-    const jattn_strides gs[3] = {c->g.dq, c->g.dk, c->g.dv};
-    const int64_t gseq[3] = {p->seq_q, p->seq_kv, p->seq_kv};
-    cudaError_t err = cudaSuccess;
-    const char *what = "cudaMemcpyAsync (host to device)";
-    for (int i = 0; i < 7 && err == cudaSuccess; i++)
-        if (bytes[i]) err = cudaMemcpyAsync(base + off[i], src[i], bytes[i], cudaMemcpyHostToDevice, stream);
-    for (int i = 0; i < 3 && err == cudaSuccess; i++)
-        if (!dense(p, gs[i], gseq[i]))
-            err = cudaMemcpyAsync(base + off[7 + i], grads_host[i], bytes[7 + i], cudaMemcpyHostToDevice, stream);
-    if (err == cudaSuccess && n_len)
-        err = cudaMemcpyAsync(base + off[10], c->kv_len, n_len, cudaMemcpyHostToDevice, stream);
-    if (err == cudaSuccess && n_mask)
-        err = cudaMemcpyAsync(base + off[11], c->mask, n_mask, cudaMemcpyHostToDevice, stream);
-    if (err == cudaSuccess) {
-        const bwd_pointers x = {(const float *)(base + off[0]),
-                                (const float *)(base + off[1]),
-                                (const float *)(base + off[2]),
-                                (const float *)(base + off[3]),
-                                (const float *)(base + off[4]),
-                                (const float *)(base + off[5]),
-                                c->dlse ? (const float *)(base + off[6]) : NULL,
-                                (float *)(base + off[7]),
-                                (float *)(base + off[8]),
-                                (float *)(base + off[9])};
-        device_padding pad = {c->kv_len ? (const int64_t *)(base + off[10]) : NULL,
-                              c->mask ? (const uint8_t *)(base + off[11]) : NULL, NULL, NULL};
-        st = launch_backward(c, plan, &x, c->workspace ? c->workspace : base + off[12], &pad);
-        what = "cudaMemcpyAsync (device to host)";
-        for (int i = 0; i < 3 && st == JATTN_OK && err == cudaSuccess; i++)
-            err = cudaMemcpyAsync(grads_host[i], base + off[7 + i], bytes[7 + i], cudaMemcpyDeviceToHost, stream);
-        if (st == JATTN_OK && err == cudaSuccess) {
-            what = "cudaStreamSynchronize";
-            err = cudaStreamSynchronize(stream);
-        }
-    }
-    if (err != cudaSuccess) st = cuda_fail(err, what);
-    if (!c->ctx) {
-        cudaError_t ferr = cudaFree(buf);
-        if (st == JATTN_OK && ferr != cudaSuccess) st = cuda_fail(ferr, "cudaFree");
-    }
-    return st;
+    const jattn_strides gq = c->g.dq, gk = c->g.dk, gv = c->g.dv;
+    staged_array x[BWD_ARRAYS] = {
+        [BWD_Q] = {.in = c->q, .bytes = span_bytes(p, p->q, p->seq_q)},
+        [BWD_K] = {.in = c->k, .bytes = span_bytes(p, p->k, p->seq_kv)},
+        [BWD_V] = {.in = c->v, .bytes = span_bytes(p, p->v, p->seq_kv)},
+        [BWD_OUT] = {.in = c->out, .bytes = span_bytes(p, p->out, p->seq_q)},
+        [BWD_LSE] = {.in = c->lse, .bytes = nl},
+        [BWD_DOUT] = {.in = c->dout, .bytes = span_bytes(p, c->g.dout, p->seq_q)},
+        [BWD_DLSE] = {.in = c->dlse, .bytes = c->dlse ? nl : 0},
+        [BWD_DQ] = {.in = dense(p, gq, p->seq_q) ? NULL : c->dq, .out = c->dq, .bytes = span_bytes(p, gq, p->seq_q)},
+        [BWD_DK] = {.in = dense(p, gk, p->seq_kv) ? NULL : c->dk, .out = c->dk, .bytes = span_bytes(p, gk, p->seq_kv)},
+        [BWD_DV] = {.in = dense(p, gv, p->seq_kv) ? NULL : c->dv, .out = c->dv, .bytes = span_bytes(p, gv, p->seq_kv)},
+        [BWD_KV_LEN] = {.in = c->kv_len, .bytes = c->kv_len ? (size_t)p->batch * sizeof(int64_t) : 0},
+        [BWD_MASK] = {.in = c->mask, .bytes = mask_span(p, c->mask, c->mask_stride)},
+    };
+    const size_t nw = c->workspace ? 0 : padding_bytes(p) + kernel_bytes(p, plan->kernel);
+    return stage_host_call(c->ctx, c->cuda_stream, x, BWD_ARRAYS, nw, run_backward, c, plan);
 }
 
 static jattn_status cuda_backward(const jattn_bwd_call *c, const jattn_plan *plan) {
     if (c->memory == JATTN_MEMORY_DEVICE) {
-        const bwd_pointers x = {c->q, c->k, c->v, c->out, c->lse, c->dout, c->dlse, c->dq, c->dk, c->dv};
-        device_padding pad = {c->kv_len, c->mask, NULL, NULL};
+        const bwd_pointers x = {.q = c->q,
+                                .k = c->k,
+                                .v = c->v,
+                                .out = c->out,
+                                .lse = c->lse,
+                                .dout = c->dout,
+                                .dlse = c->dlse,
+                                .dq = c->dq,
+                                .dk = c->dk,
+                                .dv = c->dv};
+        device_padding pad = {.kv_len = c->kv_len, .mask = c->mask};
         return launch_backward(c, plan, &x, c->workspace, &pad);
     }
     return backward_host(c, plan);
 }
 
 const jattn_backend_ops jattn_backend_cuda = {
-    JATTN_BACKEND_CUDA,  cuda_select,          cuda_workspace_size,          cuda_forward,  cuda_release_ctx,
-    JATTN_MEMORY_DEVICE, cuda_select_backward, cuda_workspace_size_backward, cuda_backward,
+    .id = JATTN_BACKEND_CUDA,
+    .select = cuda_select,
+    .workspace_size = cuda_workspace_size,
+    .forward = cuda_forward,
+    .release_ctx = cuda_release_ctx,
+    .workspace_memory = JATTN_MEMORY_DEVICE,
+    .select_backward = cuda_select_backward,
+    .workspace_size_backward = cuda_workspace_size_backward,
+    .backward = cuda_backward,
 };

@@ -14,54 +14,56 @@
 extern "C" {
 #endif
 
-/* One attention call as every kernel version's launcher takes it: device pointers, element
- * strides (B, H, S; head_dim contiguous) and the resolved softmax scale. Kernels fold the scale
- * into q (exact when it is a power of two) and keep scores in natural units: s - max is exact
- * when s is, and only then is it multiplied by log2(e) for exp2. */
+/* One attention call, forward or backward, as every kernel version's launcher takes it: device
+ * pointers, element strides (B, H, S; head_dim contiguous) and the resolved softmax scale. Kernels
+ * fold the scale into q (exact when it is a power of two) and keep scores in natural units:
+ * s - max is exact when s is, and only then is it multiplied by log2(e) for exp2. */
 typedef struct jattn_cuda_strides {
     int64_t batch, head, token; /* element strides; head_dim is contiguous */
 } jattn_cuda_strides;
 
 typedef struct jattn_cuda_args {
     const float *q, *k, *v; /* device pointers */
-    float *out;             /* device pointer, written [B, H, Sq, D] through `out_strides` */
-    float *lse;             /* device pointer [B, H, Sq] contiguous, or NULL */
+    float *out;             /* device pointer [B, H, Sq, D] through `out_strides`: the forward writes
+                             * it, the backward reads it (the forward's output) */
+    float *lse;             /* device pointer [B, H, Sq] contiguous: the forward writes it (or NULL),
+                             * the backward reads it (never NULL) */
     int64_t batch, heads, seq_q, seq_kv, head_dim;
     jattn_cuda_strides q_strides, k_strides, v_strides, out_strides;
     float scale;               /* > 0, finite */
     jattn_precision precision; /* F32: float32-exact; TF32: the opt-in, each version's own way */
-    int v4_ctas_per_sm;        /* kernel v4 only: 0 = chosen per call; 2 or 3 = that instance (tests) */
-    int v5_variant;            /* kernel v5: 0 = the kernel; 2 = with the consumers' ping-pong (A/B runs);
-                                * kernel v6: bit 0 = the consumers' ping-pong */
     /* Key padding, resolved on the device by the pre-pass of key_padding.cu; both NULL when
      * every key is attended. A kernel runs batch b over its kv_count[b] attended keys as if
      * they were the whole sequence: key j of it is row kv_index[b * seq_kv + j] of k and v
      * (row j when kv_index is NULL), and a row with none gets out 0 and lse -inf. */
     const int *kv_count; /* [B] */
     const int *kv_index; /* [B][seq_kv], ascending rows; entries past kv_count[b] unused */
+    /* The backward's (jattn_backward) gradient tensors, each through its own element strides
+     * (head_dim contiguous): dout read, dq, dk, dv written; dlse [B, H, Sq] contiguous or NULL
+     * (zero). All NULL in a forward call. */
+    const float *dout, *dlse;
+    float *dq, *dk, *dv;
+    jattn_cuda_strides dout_strides, dq_strides, dk_strides, dv_strides;
 } jattn_cuda_args;
 
 /* The kernel versions kept side by side (see each file's opening comment). */
 typedef enum jattn_cuda_kernel {
-    JATTN_CUDA_KERNEL_AUTO = 0, /* v6 where it applies, else v4, else v2, else v1 (cuda_backend.c) */
+    JATTN_CUDA_KERNEL_AUTO = 0, /* v6 where it applies, else v4, else v7, else v2, else v1 (cuda_backend.c) */
     JATTN_CUDA_KERNEL_V1 = 1,   /* attention_v1_simt.cu: plain fp32 SIMT, any D <= 512 */
     JATTN_CUDA_KERNEL_V2 = 2,   /* attention_v2_mma.cu: mma.sync m16n8k8 3xTF32, D % 8 == 0, D <= 256 */
-    JATTN_CUDA_KERNEL_V3 = 3,   /* attention_v3_sm90_tf32x3.cu (v3.2): sm_90a wgmma 3xTF32, transposed
-                                 * S^T = K Q^T: device 9.0, D 64 or 128, strides multiples of 4
-                                 * (select refuses a forced v3 otherwise), pointers 16-byte aligned
-                                 * (else that call runs v2) */
-    JATTN_CUDA_KERNEL_V4 = 4,   /* attention_v4_sm90_f16x2.cu: sm_90a wgmma on 2xFP16 operands split
-                                 * by a pre-pass into a device workspace; the same limits as v3 */
-    JATTN_CUDA_KERNEL_V5 = 5,   /* attention_v5_sm90_ws_f16x2.cu: v4's arithmetic in a warp-specialized CTA
-                                 * (a bulk-copy producer, two consumer warpgroups in ping-pong); the
-                                 * same limits and workspace as v4; a key-padded call runs v4 */
-    JATTN_CUDA_KERNEL_V6 = 6,   /* attention_v6_sm90_fa3_f16x2.cu: 2xFP16 in the FlashAttention-3 orientation
-                                 * (S = Q K^T, the row softmax in registers), warp-specialized, its own
-                                 * pre-pass and workspace; v3's limits, seq_q and seq_kv <= 2^31 - 129
-                                 * and seq_kv >= 2 (v1 runs a single key, as AUTO does) */
-    JATTN_CUDA_KERNEL_V7 = 7,   /* attention_v7_mma_f16x2.cu: 2xFP16 on mma.sync m16n8k16 (sm_80 and newer),
-                                 * its own pre-pass and workspace; any head_dim up to 256, any strides,
-                                 * key padding; seq_kv >= 2 */
+    /* 3: v3 (sm_90a wgmma 3xTF32), removed: superseded by v4 and v6 (src/cuda/JOURNAL.md) */
+    JATTN_CUDA_KERNEL_V4 = 4, /* attention_v4_sm90_f16x2.cu: sm_90a wgmma on 2xFP16 operands split
+                               * by a pre-pass into a device workspace: device 9.0, D 64 or 128,
+                               * strides multiples of 4 (select refuses a forced v4 otherwise),
+                               * pointers 16-byte aligned (else that call runs v2) */
+    /* 5: v5 (v4's arithmetic warp-specialized), removed: superseded by v6 (src/cuda/JOURNAL.md) */
+    JATTN_CUDA_KERNEL_V6 = 6, /* attention_v6_sm90_fa3_f16x2.cu: 2xFP16 in the FlashAttention-3 orientation
+                               * (S = Q K^T, the row softmax in registers), warp-specialized, its own
+                               * pre-pass and workspace; v4's limits, seq_q and seq_kv <= 2^31 - 129
+                               * and seq_kv >= 2 (v1 runs a single key, as AUTO does) */
+    JATTN_CUDA_KERNEL_V7 = 7, /* attention_v7_mma_f16x2.cu: 2xFP16 on mma.sync m16n8k16 (sm_80 and newer),
+                               * its own pre-pass and workspace; any head_dim up to 256, any strides,
+                               * key padding; seq_kv >= 2 */
     JATTN_CUDA_KERNEL_COUNT = 8
 } jattn_cuda_kernel;
 
@@ -69,9 +71,9 @@ typedef enum jattn_cuda_kernel {
 #define JATTN_CUDA_V1_MAX_HEAD_DIM 512
 #define JATTN_CUDA_V2_MAX_HEAD_DIM 256
 #define JATTN_CUDA_V2_HEAD_DIM_MULTIPLE 8
-/* v3's to v6's limits are those of their launch contract (attention_sm90.h). */
 #define JATTN_CUDA_V7_MAX_HEAD_DIM 256
 #define JATTN_CUDA_V7_MAX_SEQ (INT32_MAX - 128) /* its 128-query CTAs index rows with 32 bits */
+/* v4's to v6's limits are those of their launch contract (attention_sm90.h). */
 
 /* Device bytes of the key padding's pre-pass output for a problem: kv_count and kv_index
  * (each region 256-byte aligned). Every kernel's workspace includes them. */
@@ -86,17 +88,14 @@ int jattn_cuda_launch_padding(const int64_t *kv_len, const uint8_t *mask, int64_
                               void *out, const int **count, const int **index, void *stream);
 
 /* The launchers, one per version and all of one shape: enqueue the version's kernel(s) on
- * `stream` (a cudaStream_t) for `a`, with `workspace` its own device workspace (v4 and v5:
+ * `stream` (a cudaStream_t) for `a`, with `workspace` its own device workspace (v4:
  * attention_f32_sm90_f16x2_workspace_bytes(); v6: attention_f32_sm90_fa3_f16x2_workspace_bytes();
- * 16-byte aligned; NULL for the others). No allocation, no synchronisation. v3 to v6 refuse
- * (cudaErrorInvalidValue, nothing enqueued) arguments outside their contract (attention_sm90.h),
- * v5 also a key-padded call.
+ * 16-byte aligned; NULL for the others). No allocation, no synchronisation. v4 and v6 refuse
+ * (cudaErrorInvalidValue, nothing enqueued) arguments outside their contract (attention_sm90.h).
  * @return the cudaError_t of the launch (as int; 0 = cudaSuccess). */
 int jattn_cuda_launch_v1(const jattn_cuda_args *a, void *workspace, void *stream); /* attention_v1_simt.cu */
 int jattn_cuda_launch_v2(const jattn_cuda_args *a, void *workspace, void *stream); /* attention_v2_mma.cu */
-int jattn_cuda_launch_v3(const jattn_cuda_args *a, void *workspace, void *stream); /* attention_v3_sm90_tf32x3.cu */
 int jattn_cuda_launch_v4(const jattn_cuda_args *a, void *workspace, void *stream); /* attention_v4_sm90_f16x2.cu */
-int jattn_cuda_launch_v5(const jattn_cuda_args *a, void *workspace, void *stream); /* attention_v5_sm90_ws_f16x2.cu */
 int jattn_cuda_launch_v6(const jattn_cuda_args *a, void *workspace, void *stream); /* attention_v6_sm90_fa3_f16x2.cu */
 int jattn_cuda_launch_v7(const jattn_cuda_args *a, void *workspace, void *stream); /* attention_v7_mma_f16x2.cu */
 
@@ -105,18 +104,6 @@ int jattn_cuda_launch_v7(const jattn_cuda_args *a, void *workspace, void *stream
 size_t jattn_cuda_v7_workspace_bytes(int64_t batch, int64_t heads, int64_t seq_kv, int64_t head_dim);
 
 /* ---- the backward (jattn_backward) ---- */
-
-/* One backward call as its launcher takes it: the forward's arguments (`fwd`: q, k, v, out
- * with their strides, lse [B, H, Sq] contiguous (an input here, never NULL), scale, precision,
- * the resolved key padding) and the gradient tensors: dout read, dq, dk, dv written, each
- * through its own element strides (head_dim contiguous); dlse [B, H, Sq] contiguous or NULL. */
-typedef struct jattn_cuda_bwd_args {
-    jattn_cuda_args fwd;
-    const float *dout;
-    const float *dlse;
-    float *dq, *dk, *dv;
-    jattn_cuda_strides dout_strides, dq_strides, dk_strides, dv_strides;
-} jattn_cuda_bwd_args;
 
 /* Limits of the backward kernels (backward_v1_mma_tf32x3.cu). */
 #define JATTN_CUDA_BWD_MAX_HEAD_DIM 128
@@ -139,7 +126,7 @@ size_t jattn_cuda_bwd_v1_workspace_bytes(int64_t batch, int64_t heads, int64_t s
  * jattn_cuda_bwd_v1_workspace_bytes(), 16-byte aligned. No allocation, no synchronisation.
  * Refuses (cudaErrorInvalidValue, nothing enqueued) head_dim > JATTN_CUDA_BWD_MAX_HEAD_DIM.
  * @return the cudaError_t of the launches (as int; 0 = cudaSuccess). */
-int jattn_cuda_launch_bwd_v1(const jattn_cuda_bwd_args *a, void *workspace, void *stream);
+int jattn_cuda_launch_bwd_v1(const jattn_cuda_args *a, void *workspace, void *stream);
 
 /* Device bytes of the backward v2's own workspace (backward_v2_sm90_f16x2.cu: the tile records of
  * q, dout, k, v split into 2xFP16, about 2 B H (Sq + Skv) D x 4 bytes; never less than v1's, so that
@@ -148,8 +135,8 @@ size_t jattn_cuda_bwd_v2_workspace_bytes(int64_t batch, int64_t heads, int64_t s
 
 /* Whether the backward v2 cannot run this call (what only the launch knows: f32 precision only, no
  * key padding, every pointer 16-byte aligned and every stride a non-negative multiple of 4; D 64 or
- * 128; B*H <= 65535); the backend then runs v3. */
-int jattn_cuda_bwd_v2_call_refused(const jattn_cuda_bwd_args *a);
+ * 128; B*H <= 65535); the backend then runs v1. */
+int jattn_cuda_bwd_v2_call_refused(const jattn_cuda_args *a);
 
 /* Enqueues the backward v2 (backward_v2_sm90_f16x2.cu: sm_90a wgmma on 2xFP16 operands) on
  * `stream`: its split pre-pass, the dQ, dK and dV kernels. `workspace`:
@@ -157,7 +144,7 @@ int jattn_cuda_bwd_v2_call_refused(const jattn_cuda_bwd_args *a);
  * Refuses (cudaErrorInvalidValue, nothing enqueued) a call jattn_cuda_bwd_v2_call_refused() names;
  * cudaErrorNoKernelImageForDevice on a device other than compute capability 9.0.
  * @return the cudaError_t of the launches (as int; 0 = cudaSuccess). */
-int jattn_cuda_launch_bwd_v2(const jattn_cuda_bwd_args *a, void *workspace, void *stream);
+int jattn_cuda_launch_bwd_v2(const jattn_cuda_args *a, void *workspace, void *stream);
 
 /* The backward v3 (backward_v3_mma_f16x2.cu: mma.sync m16n8k16 fp16 on 2xFP16 operands, sm_80 and newer):
  * every head_dim up to this, any strides, key padding, f32 and tf32 (run as f32). */
@@ -174,7 +161,7 @@ size_t jattn_cuda_bwd_v3_workspace_bytes(int64_t batch, int64_t heads, int64_t s
  * synchronisation (the first call on a device asks it for its occupancy, once). Refuses
  * (cudaErrorInvalidValue, nothing enqueued) head_dim > JATTN_CUDA_BWD_V3_MAX_HEAD_DIM.
  * @return the cudaError_t of the launches (as int; 0 = cudaSuccess). */
-int jattn_cuda_launch_bwd_v3(const jattn_cuda_bwd_args *a, void *workspace, void *stream);
+int jattn_cuda_launch_bwd_v3(const jattn_cuda_args *a, void *workspace, void *stream);
 
 /* The backward's kernel choice. AUTO: v2 on 9.0 devices where it takes the problem (f32, D 64 or 128,
  * strides multiples of 4, seq_kv >= 2; cuda_backend.c, BWD_AUTO_V2), else v3 (every head_dim up to 256,
@@ -196,18 +183,18 @@ typedef enum jattn_cuda_bwd_kernel {
 void jattn_cuda_set_bwd_kernel(jattn_cuda_bwd_kernel k);
 
 /* Forces a kernel version for every later call of this process (AUTO restores the default;
- * the environment variable JATTN_CUDA_KERNEL=v1|...|v6 sets the initial value). The
+ * the environment variable JATTN_CUDA_KERNEL=v1|v2|v4|v6|v7 sets the initial value). The
  * fallbacks are those of the versions' table (cuda_versions.c): v2 falls back to v1 where it
- * cannot run a problem; v3 to v6 make jattn_select() fail with UNSUPPORTED (naming the reason)
+ * cannot run a problem; v4 and v6 make jattn_select() fail with UNSUPPORTED (naming the reason)
  * where they cannot, and a forward() whose pointers miss their 16-byte alignment runs v2 for
  * that call. */
 void jattn_cuda_set_kernel(jattn_cuda_kernel k);
 jattn_cuda_kernel jattn_cuda_get_kernel(void);
 
-/* Forces kernel v4's instance for every later call: 2 or 3 CTAs per SM (D = 64 has the 3 only),
- * 0 restores the choice per call (f16x2_plan); the environment variable JATTN_CUDA_V4_CTAS=2|3
- * sets the initial value. For tests: each instance must pass on every shape. */
-void jattn_cuda_set_v4_ctas_per_sm(int n);
+/* Whether k is a kernel version of the library (the numbers of removed versions stay unused, so
+ * that vN keeps naming the same kernel): what jattn_cuda_set_kernel and JATTN_CUDA_KERNEL accept
+ * besides AUTO. */
+int jattn_cuda_kernel_exists(jattn_cuda_kernel k);
 
 /* Name of the kernel the last successful launch of the calling thread enqueued (the selection's
  * name, or the fallback's when forward() had to fall back), or "" before any. */

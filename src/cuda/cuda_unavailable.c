@@ -30,6 +30,12 @@ static jattn_status cuda_unavailable_backward(const jattn_bwd_call *c, const jat
 }
 
 const jattn_backend_ops jattn_backend_cuda = {
-    JATTN_BACKEND_CUDA,  cuda_unavailable_select, cuda_unavailable_workspace, cuda_unavailable_forward,  NULL,
-    JATTN_MEMORY_DEVICE, cuda_unavailable_select, cuda_unavailable_workspace, cuda_unavailable_backward,
+    .id = JATTN_BACKEND_CUDA,
+    .select = cuda_unavailable_select,
+    .workspace_size = cuda_unavailable_workspace,
+    .forward = cuda_unavailable_forward,
+    .workspace_memory = JATTN_MEMORY_DEVICE,
+    .select_backward = cuda_unavailable_select,
+    .workspace_size_backward = cuda_unavailable_workspace,
+    .backward = cuda_unavailable_backward,
 };

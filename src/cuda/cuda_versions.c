@@ -1,5 +1,5 @@
 /* The cuda kernel versions as data (cuda_versions.h): each version's refusals, workspace and
- * launcher, and the table. Adding a version: src/cuda/NOTES.md. */
+ * launcher, and the tables, forward and backward. Adding a version: src/cuda/NOTES.md. */
 #include "cuda_versions.h"
 
 #include <stdint.h>
@@ -8,31 +8,38 @@
 
 static int v2_applies(int64_t d) { return d % JATTN_CUDA_V2_HEAD_DIM_MULTIPLE == 0 && d <= JATTN_CUDA_V2_MAX_HEAD_DIM; }
 
-/* Why v3 to v6 cannot run a problem (a message for jattn_fail), or NULL when they can,
+/* Why v4 and v6 cannot run a problem (a message for jattn_fail), or NULL when they can,
  * pointers aside: their alignment is known in forward() only. The limits are those of the
  * launch contract (attention_sm90.h, checked by sm90_contract.c); v6 adds its own below. */
 static const char *sm90_refusal(const jattn_problem *p, int cc) {
-    if (cc != ATTENTION_SM90_CC) return "device: kernels v3 to v6 (sm_90a wgmma) need compute capability 9.0";
+    if (cc != ATTENTION_SM90_CC) return "device: kernels v4 and v6 (sm_90a wgmma) need compute capability 9.0";
     const jattn_cuda_strides strides[4] = {{p->q.batch, p->q.head, p->q.token},
                                            {p->k.batch, p->k.head, p->k.token},
                                            {p->v.batch, p->v.head, p->v.token},
                                            {p->out.batch, p->out.head, p->out.token}};
     switch (attention_sm90_shape_supported(p->batch, p->heads, p->seq_q, p->seq_kv, p->head_dim, strides)) {
     case ATTENTION_SM90_SUPPORTED: return NULL;
-    case ATTENTION_SM90_BAD_HEAD_DIM: return "head_dim: kernels v3 to v6 take 64 or 128";
+    case ATTENTION_SM90_BAD_HEAD_DIM: return "head_dim: kernels v4 and v6 take 64 or 128";
     case ATTENTION_SM90_MISALIGNED:
-        return "strides: kernels v3 to v6 need every stride of q, k, v, out a non-negative multiple of 4 elements";
+        return "strides: kernels v4 and v6 need every stride of q, k, v, out a non-negative multiple of 4 elements";
     default:
         if (p->batch > ATTENTION_SM90_MAX_GRID || p->heads > ATTENTION_SM90_MAX_GRID)
-            return "batch/heads: kernels v3 to v6 take at most 65535 each";
-        return "seq_q/seq_kv: kernels v3 to v6 take at most 2^31 - 65 (their 64-row tiles index with 32 bits)";
+            return "batch/heads: kernels v4 and v6 take at most 65535 each";
+        return "seq_q/seq_kv: kernels v4 and v6 take at most 2^31 - 65 (their 64-row tiles index with 32 bits)";
     }
 }
 
-/* v6 takes what v3 to v5 take, but for 128-query CTAs (one more bit of the row index) and a
+/* v4: the sm_90a contract, both precisions. */
+static const char *v4_refusal(const jattn_problem *p, jattn_precision precision, int cc) {
+    (void)precision;
+    return sm90_refusal(p, cc);
+}
+
+/* v6 takes what v4 takes, but for 128-query CTAs (one more bit of the row index) and a
  * single key: its split of v does not return the v row bit for bit, which v1 does (AUTO runs
  * v1 there). */
-static const char *v6_refusal(const jattn_problem *p, int cc) {
+static const char *v6_refusal(const jattn_problem *p, jattn_precision precision, int cc) {
+    (void)precision;
     const char *why = sm90_refusal(p, cc);
     if (why) return why;
     const int64_t max_seq = INT32_MAX - ATTENTION_SM90_V6_CTA_QUERIES;
@@ -44,13 +51,15 @@ static const char *v6_refusal(const jattn_problem *p, int cc) {
     return NULL;
 }
 
-static const char *v1_refusal(const jattn_problem *p, int cc) {
+static const char *v1_refusal(const jattn_problem *p, jattn_precision precision, int cc) {
     (void)p; /* cuda_select checks v1's limits for the whole backend */
+    (void)precision;
     (void)cc;
     return NULL;
 }
 
-static const char *v2_refusal(const jattn_problem *p, int cc) {
+static const char *v2_refusal(const jattn_problem *p, jattn_precision precision, int cc) {
+    (void)precision;
     (void)cc;
     return v2_applies(p->head_dim) ? NULL : "head_dim: kernel v2 takes multiples of 8 up to 256";
 }
@@ -61,18 +70,21 @@ static int sm90_call_refused(const jattn_cuda_args *a) {
     return attention_f32_sm90_wgmma_supported(a) != ATTENTION_SM90_SUPPORTED;
 }
 
-/* v5 also takes calls without key padding only. */
-static int v5_call_refused(const jattn_cuda_args *a) { return sm90_call_refused(a) || a->kv_count != NULL; }
-
-/* v4's and v5's own device workspace (the split K and V); the other versions need none. */
+/* v4's own device workspace (the split K and V); v1 and v2 need none. */
 static size_t f16x2_workspace_bytes(const jattn_problem *p) {
     return attention_f32_sm90_f16x2_workspace_bytes(p->batch, p->heads, p->seq_kv, p->head_dim);
 }
 
+/* v6's: its split K and V tiles as shared-memory images (attention_v6_split_kv_f16x2.cu). */
+static size_t v6_workspace_bytes(const jattn_problem *p) {
+    return attention_f32_sm90_fa3_f16x2_workspace_bytes(p->batch, p->heads, p->seq_kv, p->head_dim);
+}
+
 /* v7 takes every head_dim up to 256 on every device the backend takes (8.0 and newer), any strides,
- * and two or more keys (a single key's output is the v row bit for bit, which its split of v is
- * not; v1 runs it). */
-static const char *v7_refusal(const jattn_problem *p, int cc) {
+ * both precisions, and two or more keys (a single key's output is the v row bit for bit, which its
+ * split of v is not; v1 runs it). */
+static const char *v7_refusal(const jattn_problem *p, jattn_precision precision, int cc) {
+    (void)precision;
     (void)cc;
     if (p->head_dim > JATTN_CUDA_V7_MAX_HEAD_DIM) return "head_dim: kernel v7 takes at most 256";
     if (p->seq_q > JATTN_CUDA_V7_MAX_SEQ || p->seq_kv > JATTN_CUDA_V7_MAX_SEQ)
@@ -87,89 +99,61 @@ static size_t v7_workspace_bytes(const jattn_problem *p) {
     return jattn_cuda_v7_workspace_bytes(p->batch, p->heads, p->seq_kv, p->head_dim);
 }
 
-/* v6's: its split K and V tiles as shared-memory images (attention_v6_split_kv_f16x2.cu). */
-static size_t v6_workspace_bytes(const jattn_problem *p) {
-    return attention_f32_sm90_fa3_f16x2_workspace_bytes(p->batch, p->heads, p->seq_kv, p->head_dim);
-}
+#define FWD(k) (&jattn_cuda_versions[JATTN_CUDA_KERNEL_##k])
 
-/* Tiles of v2 depend on D and the problem's size (attention_v2_mma.cu); names give the method. */
+/* Tiles of v2 depend on D and the problem's size (attention_v2_mma.cu); names give the method.
+ * Numbers 3 and 5 were v3 and v5 (removed: src/cuda/JOURNAL.md). */
 const cuda_version jattn_cuda_versions[JATTN_CUDA_KERNEL_COUNT] = {
-    [JATTN_CUDA_KERNEL_V1] = {JATTN_CUDA_KERNEL_V1,
-                              {"cuda_v1_flash_f32_simt_8x32", "cuda_v1_flash_f32_simt_8x32"},
-                              v1_refusal,
-                              NULL,
-                              NULL,
-                              jattn_cuda_launch_v1,
-                              JATTN_CUDA_KERNEL_AUTO,
-                              0,
-                              JATTN_CUDA_KERNEL_AUTO},
-    [JATTN_CUDA_KERNEL_V2] = {JATTN_CUDA_KERNEL_V2,
-                              {"cuda_v2_flash_tf32x3_mma16n8k8", "cuda_v2_flash_qk_tf32x3_pv_tf32_mma16n8k8"},
-                              v2_refusal,
-                              NULL,
-                              NULL,
-                              jattn_cuda_launch_v2,
-                              JATTN_CUDA_KERNEL_V1,
-                              1,
-                              JATTN_CUDA_KERNEL_AUTO},
-    [JATTN_CUDA_KERNEL_V3] = {JATTN_CUDA_KERNEL_V3,
-                              {"cuda_v3_flash_tf32x3_sm90_wgmma_st_64x64",
-                               "cuda_v3_flash_qk_tf32x3_pv_tf32_sm90_wgmma_st_64x64"},
-                              sm90_refusal,
-                              sm90_call_refused,
-                              NULL,
-                              jattn_cuda_launch_v3,
-                              JATTN_CUDA_KERNEL_V2,
-                              0,
-                              JATTN_CUDA_KERNEL_V2},
-    [JATTN_CUDA_KERNEL_V4] = {JATTN_CUDA_KERNEL_V4,
-                              {"cuda_v4_flash_f16x2_sm90_wgmma_st_64x64",
-                               "cuda_v4_flash_qk_f16x2_pv_f16_sm90_wgmma_st_64x64"},
-                              sm90_refusal,
-                              sm90_call_refused,
-                              f16x2_workspace_bytes,
-                              jattn_cuda_launch_v4,
-                              JATTN_CUDA_KERNEL_V7,
-                              0,
-                              JATTN_CUDA_KERNEL_V3},
-    [JATTN_CUDA_KERNEL_V5] = {JATTN_CUDA_KERNEL_V5,
-                              {"cuda_v5_flash_f16x2_sm90_ws_128x64", "cuda_v5_flash_qk_f16x2_pv_f16_sm90_ws_128x64"},
-                              sm90_refusal,
-                              v5_call_refused,
-                              f16x2_workspace_bytes,
-                              jattn_cuda_launch_v5,
-                              JATTN_CUDA_KERNEL_V4,
-                              0,
-                              JATTN_CUDA_KERNEL_V4},
-    /* v6 takes key padding; a call with misaligned pointers, or whose workspace the pool cannot
-     * give, runs v4 (which walks on to v3 and v2 as its own row says) */
-    [JATTN_CUDA_KERNEL_V6] = {JATTN_CUDA_KERNEL_V6,
-                              {"cuda_v6_flash_f16x2_sm90_fa3_ws_128x64",
-                               "cuda_v6_flash_qk_f16x2_pv_f16_sm90_fa3_ws_128x64"},
-                              v6_refusal,
-                              sm90_call_refused,
-                              v6_workspace_bytes,
-                              jattn_cuda_launch_v6,
-                              JATTN_CUDA_KERNEL_V4,
-                              0,
-                              JATTN_CUDA_KERNEL_V4},
-    /* v7 runs every device and head_dim the sm_90a kernels do not; a forced v7 falls back to v2
-     * (and v1) where it cannot run, and a call whose workspace the pool cannot give runs v2 */
-    [JATTN_CUDA_KERNEL_V7] = {JATTN_CUDA_KERNEL_V7,
-                              {"cuda_v7_flash_f16x2_mma16n8k16", "cuda_v7_flash_qk_f16x2_pv_f16_mma16n8k16"},
-                              v7_refusal,
-                              NULL,
-                              v7_workspace_bytes,
-                              jattn_cuda_launch_v7,
-                              JATTN_CUDA_KERNEL_V2,
-                              1,
-                              JATTN_CUDA_KERNEL_V2},
+    [JATTN_CUDA_KERNEL_V1] = {.name = {"cuda_v1_flash_f32_simt_8x32", "cuda_v1_flash_f32_simt_8x32"},
+                              .refusal = v1_refusal,
+                              .launch = jattn_cuda_launch_v1},
+    /* beyond its head_dim limits v2 runs v1, forced or not */
+    [JATTN_CUDA_KERNEL_V2] = {.name = {"cuda_v2_flash_tf32x3_mma16n8k8", "cuda_v2_flash_qk_tf32x3_pv_tf32_mma16n8k8"},
+                              .refusal = v2_refusal,
+                              .launch = jattn_cuda_launch_v2,
+                              .refused_next = FWD(V1),
+                              .forced_falls_back = 1},
+    /* a problem it refuses runs v7 under AUTO; a call with misaligned pointers, or whose workspace
+     * the pool cannot give, runs v2 (it ran v3, the sm_90a 3xTF32 kernel, until v3 was removed) */
+    [JATTN_CUDA_KERNEL_V4] = {.name = {"cuda_v4_flash_f16x2_sm90_wgmma_st_64x64",
+                                       "cuda_v4_flash_qk_f16x2_pv_f16_sm90_wgmma_st_64x64"},
+                              .refusal = v4_refusal,
+                              .call_refused = sm90_call_refused,
+                              .workspace_bytes = f16x2_workspace_bytes,
+                              .launch = jattn_cuda_launch_v4,
+                              .refused_next = FWD(V7),
+                              .call_next = FWD(V2)},
+    /* v6 takes key padding; a problem it refuses runs v4 under AUTO; a call with misaligned
+     * pointers, or whose workspace the pool cannot give, runs v4 (which walks on to v2 as its own
+     * row says) */
+    [JATTN_CUDA_KERNEL_V6] = {.name = {"cuda_v6_flash_f16x2_sm90_fa3_ws_128x64",
+                                       "cuda_v6_flash_qk_f16x2_pv_f16_sm90_fa3_ws_128x64"},
+                              .refusal = v6_refusal,
+                              .call_refused = sm90_call_refused,
+                              .workspace_bytes = v6_workspace_bytes,
+                              .launch = jattn_cuda_launch_v6,
+                              .refused_next = FWD(V4),
+                              .call_next = FWD(V4)},
+    /* v7 runs every device and head_dim the sm_90a kernels do not; a forced v7 falls back to v2 (and
+     * v1) where it cannot run, and a call whose workspace the pool cannot give runs v2 */
+    [JATTN_CUDA_KERNEL_V7] = {.name = {"cuda_v7_flash_f16x2_mma16n8k16", "cuda_v7_flash_qk_f16x2_pv_f16_mma16n8k16"},
+                              .refusal = v7_refusal,
+                              .workspace_bytes = v7_workspace_bytes,
+                              .launch = jattn_cuda_launch_v7,
+                              .refused_next = FWD(V2),
+                              .forced_falls_back = 1,
+                              .call_next = FWD(V2)},
 };
+
+int jattn_cuda_kernel_exists(jattn_cuda_kernel k) {
+    return k > JATTN_CUDA_KERNEL_AUTO && k < JATTN_CUDA_KERNEL_COUNT && jattn_cuda_versions[k].launch != NULL;
+}
 
 /* ---- the backward ---- */
 
-static const char *bwd_v1_refusal(const jattn_problem *p, int cc) {
-    (void)cc; /* mma.sync TF32: every device the backend takes (8.0 and newer) */
+static const char *bwd_v1_refusal(const jattn_problem *p, jattn_precision precision, int cc) {
+    (void)precision; /* both */
+    (void)cc;        /* mma.sync TF32: every device the backend takes (8.0 and newer) */
     return p->head_dim > JATTN_CUDA_BWD_MAX_HEAD_DIM ? "head_dim: the cuda backward (kernel bwd_v1) takes at most 128"
                                                      : NULL;
 }
@@ -178,52 +162,27 @@ static size_t bwd_v1_workspace_bytes(const jattn_problem *p) {
     return jattn_cuda_bwd_v1_workspace_bytes(p->batch, p->heads, p->seq_q);
 }
 
-/* backward_v1_mma_tf32x3.cu: mma.sync TF32 splits: S and dP on six products with TwoSum k-steps,
- * dV, dK, dQ 3xTF32 (f32) or one TF32 product (tf32) */
-const cuda_bwd_version jattn_cuda_bwd_v1 = {
-    {"cuda_bwd_v1_mma_tf32x3", "cuda_bwd_v1_mma_s_dp_tf32x3_grads_tf32"},
-    bwd_v1_refusal,
-    bwd_v1_workspace_bytes,
-    jattn_cuda_launch_bwd_v1,
-    NULL,
-    NULL,
-};
-
 /* The problems of the forward's sm_90a kernels (compute capability 9.0, D 64 or 128, strides of q, k,
- * v, out multiples of 4 elements), f32 precision (the backend runs v1 for tf32). */
-static const char *bwd_v2_refusal(const jattn_problem *p, int cc) {
+ * v, out multiples of 4 elements), f32 precision (tf32 runs v3). */
+static const char *bwd_v2_refusal(const jattn_problem *p, jattn_precision precision, int cc) {
+    if (precision != JATTN_PRECISION_F32) return "precision: the backward v2 runs f32 only (tf32 runs v3)";
     const char *why = sm90_refusal(p, cc);
     if (why) return why;
     if (p->batch * p->heads > ATTENTION_SM90_MAX_GRID) return "batch*heads: the backward v2 takes at most 65535";
     /* one key: P = 1 and dq = dk = 0 exactly, which v1's six-product dP - Dl gives; v2's 2xFP16 dP
      * (22 significant bits per operand) left up to 3e-5 on `large` inputs (H200,
      * bench/results/h200-2026-12-02-bwd-v2/call1), where the gate allows none */
-    if (p->seq_kv == 1) return "seq_kv: a single key runs the backward v1";
+    if (p->seq_kv == 1) return "seq_kv: a single key runs the backward v3";
     return NULL;
 }
 
-static size_t bwd_v3_workspace_bytes(const jattn_problem *p);
-
-/* v2's own, or v3's where larger: a call v2 refuses at launch runs v3 in the same workspace */
 static size_t bwd_v2_workspace_bytes(const jattn_problem *p) {
-    const size_t v2 = jattn_cuda_bwd_v2_workspace_bytes(p->batch, p->heads, p->seq_q, p->seq_kv, p->head_dim);
-    const size_t v3 = bwd_v3_workspace_bytes(p);
-    return v2 > v3 ? v2 : v3;
+    return jattn_cuda_bwd_v2_workspace_bytes(p->batch, p->heads, p->seq_q, p->seq_kv, p->head_dim);
 }
 
-/* backward_v2_sm90_f16x2.cu: sm_90a wgmma on 2xFP16 operands, three fp16 products per product, S and
- * dP with Kahan-compensated k16 slices; a call it does not take (padding, alignment) runs v3 */
-const cuda_bwd_version jattn_cuda_bwd_v2 = {
-    {"cuda_bwd_v2_f16x2_sm90_wgmma", "cuda_bwd_v2_f16x2_sm90_wgmma"},
-    bwd_v2_refusal,
-    bwd_v2_workspace_bytes,
-    jattn_cuda_launch_bwd_v2,
-    jattn_cuda_bwd_v2_call_refused,
-    &jattn_cuda_bwd_v3,
-};
-
-static const char *bwd_v3_refusal(const jattn_problem *p, int cc) {
-    (void)cc; /* mma.sync fp16: every device the backend takes (8.0 and newer) */
+static const char *bwd_v3_refusal(const jattn_problem *p, jattn_precision precision, int cc) {
+    (void)precision; /* tf32 runs the f32 arithmetic */
+    (void)cc;        /* mma.sync fp16: every device the backend takes (8.0 and newer) */
     return p->head_dim > JATTN_CUDA_BWD_V3_MAX_HEAD_DIM ? "head_dim: the cuda backward takes at most 256" : NULL;
 }
 
@@ -231,13 +190,32 @@ static size_t bwd_v3_workspace_bytes(const jattn_problem *p) {
     return jattn_cuda_bwd_v3_workspace_bytes(p->batch, p->heads, p->seq_q, p->seq_kv, p->head_dim);
 }
 
-/* backward_v3_mma_f16x2.cu: mma.sync m16n8k16 fp16 on 2xFP16 operands (sm_80 and newer), three fp16
- * products per product, S and dP with Kahan-compensated k16 slices; tf32 runs the f32 arithmetic */
-const cuda_bwd_version jattn_cuda_bwd_v3 = {
-    {"cuda_bwd_v3_mma_f16x2", "cuda_bwd_v3_mma_f16x2"},
-    bwd_v3_refusal,
-    bwd_v3_workspace_bytes,
-    jattn_cuda_launch_bwd_v3,
-    NULL,
-    NULL,
+#define BWD(k) (&jattn_cuda_bwd_versions[JATTN_CUDA_BWD_KERNEL_##k])
+
+const cuda_version jattn_cuda_bwd_versions[JATTN_CUDA_BWD_KERNEL_COUNT] = {
+    /* backward_v1_mma_tf32x3.cu: mma.sync TF32 splits: S and dP on six products with TwoSum k-steps,
+     * dV, dK, dQ 3xTF32 (f32) or one TF32 product (tf32) */
+    [JATTN_CUDA_BWD_KERNEL_V1] = {.name = {"cuda_bwd_v1_mma_tf32x3", "cuda_bwd_v1_mma_s_dp_tf32x3_grads_tf32"},
+                                  .refusal = bwd_v1_refusal,
+                                  .workspace_bytes = bwd_v1_workspace_bytes,
+                                  .launch = jattn_cuda_launch_bwd_v1},
+    /* backward_v2_sm90_f16x2.cu: sm_90a wgmma on 2xFP16 operands, three fp16 products per product, S
+     * and dP with Kahan-compensated k16 slices; a problem it refuses runs v3, forced or not (so the
+     * whole battery runs with v2 forced), and so does a call it does not take (padding, alignment),
+     * in the same workspace (v2's is never smaller than v3's: the selection sizes the workspace of
+     * the version it chose) */
+    [JATTN_CUDA_BWD_KERNEL_V2] = {.name = {"cuda_bwd_v2_f16x2_sm90_wgmma", "cuda_bwd_v2_f16x2_sm90_wgmma"},
+                                  .refusal = bwd_v2_refusal,
+                                  .call_refused = jattn_cuda_bwd_v2_call_refused,
+                                  .workspace_bytes = bwd_v2_workspace_bytes,
+                                  .launch = jattn_cuda_launch_bwd_v2,
+                                  .refused_next = BWD(V3),
+                                  .forced_falls_back = 1,
+                                  .call_next = BWD(V3)},
+    /* backward_v3_mma_f16x2.cu: mma.sync m16n8k16 fp16 on 2xFP16 operands (sm_80 and newer), three fp16
+     * products per product, S and dP with Kahan-compensated k16 slices; tf32 runs the f32 arithmetic */
+    [JATTN_CUDA_BWD_KERNEL_V3] = {.name = {"cuda_bwd_v3_mma_f16x2", "cuda_bwd_v3_mma_f16x2"},
+                                  .refusal = bwd_v3_refusal,
+                                  .workspace_bytes = bwd_v3_workspace_bytes,
+                                  .launch = jattn_cuda_launch_bwd_v3},
 };

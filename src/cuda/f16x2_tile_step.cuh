@@ -1,8 +1,7 @@
-/* f16x2_tile_step.cuh: the pieces of one warpgroup's work that kernels v4 and v5 share (the
- * transposed 2xFP16 attention of f16x2_split.cuh): staging its 64 queries, the scores and column
- * maxima of a key tile, the softmax step between the barriers B1 and B2, the P V product of one
- * 64-row block of head_dim, and the output. The kernels differ in where K and V come from (v4:
- * global memory, v5: a shared ring) and in their synchronisation; these pieces are the same.
+/* f16x2_tile_step.cuh: the pieces of one warpgroup's work in kernel v4 (the transposed 2xFP16
+ * attention of f16x2_split.cuh; v5 shared them until its removal): staging its 64 queries, the
+ * scores and column maxima of a key tile, the softmax step between the barriers B1 and B2, and the
+ * P V product of one 64-row block of head_dim.
  *
  * Layouts: S^T (64 keys x 64 queries) and O^T (64 head_dim rows x 64 queries) in m64n64
  * accumulators: thread (warp w, lane g*4+c) holds rows 16w+g (regs 4i+e) and 16w+g+8 (regs
@@ -239,42 +238,6 @@ __device__ __forceinline__ void f16x2_pv_finish(float (&o)[kAcc], float (&ot)[kA
     }
 #pragma unroll
     for (int i = 0; i < kAcc; ++i) o[i] = fmaf(o[i], alpha[2 * (i / 4) + (i % 2)], ot[i] * vf[2 * mb + (i / 2) % 2]);
-}
-
-/* Writes the warpgroup's output rows q0 + q < seq_q: O^T / l (O holds P * 2^15) as kOutVec
- * consecutive floats at dst_head + row * o_t + d_base, and lse = m 2^-eq + log(l) into
- * lse_head[row] (when not NULL; warp 0's lanes 0-3). empty: no key to attend (key padding): 0 and
- * lse -inf. */
-template <int kMBlocks, int kAcc, int kOutVec>
-__device__ __forceinline__ void f16x2_write_out(const float (&o)[kMBlocks][kAcc], const float *l_state,
-                                                const float *m_final, const float *q_unscale, float *dst_head,
-                                                int64_t o_t, float *lse_head, int q0, int seq_q, int d_base, bool empty,
-                                                int warp, int g, int c) {
-#pragma unroll
-    for (int i = 0; i < kAcc / 4; ++i) {
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-            const int q = 8 * i + 2 * c + e;
-            const int row = q0 + q;
-            if (row >= seq_q) continue;
-            const float l = l_state[q];
-            const float inv = (1.f / kPScale) / l;
-            float *dst = dst_head + (int64_t)row * o_t + d_base;
-            if (empty) {
-                for (int j = 0; j < kOutVec; ++j) dst[j] = 0.f;
-                if (lse_head != nullptr && warp == 0 && g == 0) lse_head[row] = -INFINITY;
-                continue;
-            }
-            if (kMBlocks == 2) {
-                *reinterpret_cast<float4 *>(dst) =
-                    make_float4(o[0][4 * i + e] * inv, o[0][4 * i + 2 + e] * inv, o[kMBlocks - 1][4 * i + e] * inv,
-                                o[kMBlocks - 1][4 * i + 2 + e] * inv);
-            } else {
-                *reinterpret_cast<float2 *>(dst) = make_float2(o[0][4 * i + e] * inv, o[0][4 * i + 2 + e] * inv);
-            }
-            if (lse_head != nullptr && warp == 0 && g == 0) lse_head[row] = m_final[q] * q_unscale[q] + logf(l);
-        }
-    }
 }
 
 } /* namespace */

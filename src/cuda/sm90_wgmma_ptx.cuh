@@ -1,16 +1,15 @@
-/* sm90_wgmma_ptx.cuh: building blocks shared by the sm_90a attention kernels
- * (attention_f32_sm90_wgmma*.cu): the kernel argument, tf32 rounding and splitting, the
- * 128-byte-swizzled K-major shared-memory layout and its wgmma descriptors, wgmma / fence
- * wrappers (inline PTX). Internal to src/cuda; every symbol has internal linkage.
+/* sm90_wgmma_ptx.cuh: building blocks shared by the sm_90a attention kernels (v4, v6, the
+ * backward v2): the kernel argument, the 128-byte-swizzled K-major shared-memory layout and its
+ * wgmma descriptors, wgmma / fence / cluster wrappers (inline PTX). Internal to src/cuda; every
+ * symbol has internal linkage.
  *
- * Shared memory layout of a K-major operand tile of R rows by C tf32 columns (R % 8 == 0,
- * C % 32 == 0), the "128B swizzle" canonical layout of the wgmma descriptor: the columns are
- * cut into C/32 blocks of 32 elements (128 bytes); block kb occupies R*128 bytes at kb*R*128;
- * inside it row r occupies bytes [r*128, r*128+128) and its 16-byte chunk c (elements
- * 4c..4c+3) sits at chunk position c ^ (r % 8). Tile bases are 1024-byte aligned (the
- * swizzle XORs address bits 4-6 with bits 7-9). The descriptor of the k-th 8-column slice
- * starts at kb*R*128 + (k%4)*32 bytes, stride byte offset (between 8-row groups) 1024; the
- * leading byte offset is unused for swizzled K-major operands whose K extent (32 bytes) fits
+ * Shared memory layout of a K-major operand tile of R rows (R % 8 == 0), the "128B swizzle"
+ * canonical layout of the wgmma descriptor: each row's K extent is cut into blocks of 128 bytes
+ * (64 fp16); block kb occupies R*128 bytes at kb*R*128; inside it row r occupies bytes
+ * [r*128, r*128+128) and its 16-byte chunk c sits at chunk position c ^ (r % 8). Tile bases are
+ * 1024-byte aligned (the swizzle XORs address bits 4-6 with bits 7-9). The descriptor of the k-th
+ * k16 slice starts at kb*R*128 + (k%4)*32 bytes, stride byte offset (between 8-row groups) 1024;
+ * the leading byte offset is unused for swizzled K-major operands whose K extent (32 bytes) fits
  * in one swizzle row. */
 #ifndef JATTN_SM90_WGMMA_PTX_CUH
 #define JATTN_SM90_WGMMA_PTX_CUH
@@ -20,16 +19,11 @@
 #include <cuda_runtime.h>
 
 #include "attention_sm90.h"
-#include "tf32_split.cuh" /* to_tf32, split_tf32 */
 
 namespace {
 
 constexpr int kSwizzleBytes = 128;                   /* 128-byte swizzle: one swizzle row */
 constexpr int kSwizzleAtomBytes = 8 * kSwizzleBytes; /* 8 rows: the SBO and the alignment */
-constexpr int kTf32PerSwizzleRow = kSwizzleBytes / 4;
-constexpr int kMmaK = 8; /* tf32 wgmma K */
-constexpr int kSliceBytes = kMmaK * 4;
-constexpr int kSlicesPerSwizzleRow = kSwizzleBytes / kSliceBytes;
 constexpr float kLog2e = 1.4426950408889634f;
 
 /* Parameters by value (the kernel argument). */
@@ -84,8 +78,8 @@ inline cudaError_t sm90_current_device(int *dev) {
     return major == 9 && minor == 0 ? cudaSuccess : cudaErrorNoKernelImageForDevice;
 }
 
-/* The same layout for fp16 operands (kernels v4 and v5): 64 halves per swizzle row, one k16
- * slice = 32 bytes. Byte offset of fp16 element (row, col) in a tile of `rows` rows. */
+/* The layout for fp16 operands: 64 halves per swizzle row, one k16 slice = 32 bytes. Byte offset
+ * of fp16 element (row, col) in a tile of `rows` rows. */
 constexpr int kHalvesPerSwizzleRow = kSwizzleBytes / 2;
 __device__ __forceinline__ uint32_t swizzled_offset_f16(int row, int col, int rows) {
     const int block = col / kHalvesPerSwizzleRow, in_row = col % kHalvesPerSwizzleRow;
@@ -105,15 +99,6 @@ __device__ __forceinline__ uint32_t smem_u32(const void *p) {
     return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
-/* Byte offset of element (row, col) in a K-major 128B-swizzled tile of `rows` rows. */
-__device__ __forceinline__ uint32_t swizzled_offset(int row, int col, int rows) {
-    const int block = col / kTf32PerSwizzleRow;
-    const int in_row = col % kTf32PerSwizzleRow;
-    const int chunk = in_row / 4;
-    return static_cast<uint32_t>(block * rows * kSwizzleBytes + row * kSwizzleBytes + ((chunk ^ (row % 8)) * 16) +
-                                 (in_row % 4) * 4);
-}
-
 /* wgmma shared-memory descriptor, 128-byte swizzle, K-major. */
 __device__ __forceinline__ uint64_t smem_desc_sw128(uint32_t saddr) {
     const uint64_t start = (saddr & 0x3FFFFu) >> 4;
@@ -121,13 +106,6 @@ __device__ __forceinline__ uint64_t smem_desc_sw128(uint32_t saddr) {
     const uint64_t sbo = kSwizzleAtomBytes >> 4; /* next 8-row group */
     const uint64_t swizzle_128b = 1;
     return start | (lbo << 16) | (sbo << 32) | (swizzle_128b << 62);
-}
-
-/* Descriptor of k-slice `slice` (8 columns) of a K-major swizzled tile of `rows` rows. */
-__device__ __forceinline__ uint64_t slice_desc(uint32_t tile_saddr, int slice, int rows) {
-    const uint32_t off = static_cast<uint32_t>((slice / kSlicesPerSwizzleRow) * rows * kSwizzleBytes +
-                                               (slice % kSlicesPerSwizzleRow) * kSliceBytes);
-    return smem_desc_sw128(tile_saddr + off);
 }
 
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
@@ -216,60 +194,9 @@ __device__ __forceinline__ void fence_regs(uint32_t (&r)[N][4]) {
         for (int j = 0; j < 4; ++j) asm volatile("" : "+r"(r[i][j])::"memory");
 }
 
-/* D[64 x 64] (+)= A[64 x 8] * B[64 x 8]^T; A and B from shared memory (descriptors). */
-__device__ __forceinline__ void wgmma_m64n64k8_tf32_ss(float (&d)[32], uint64_t desc_a, uint64_t desc_b,
-                                                       int accumulate) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32 "
-                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, "
-                 "%22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1;\n}\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-                   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]),
-                   "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
-                   "+f"(d[30]), "+f"(d[31])
-                 : "l"(desc_a), "l"(desc_b), "r"(accumulate));
-}
-
-/* D[64 x 64] (+)= A[64 x 8] * B[64 x 8]^T; A from registers (tf32 bit patterns), B from shared memory. */
-__device__ __forceinline__ void wgmma_m64n64k8_tf32_rs(float (&d)[32], const uint32_t (&a)[4], uint64_t desc_b,
-                                                       int accumulate) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32 "
-                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, "
-                 "%22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, p, 1, 1;\n}\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-                   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]),
-                   "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
-                   "+f"(d[30]), "+f"(d[31])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate));
-}
-
-/* D[64 x 128] (+)= A[64 x 8] * B[128 x 8]^T; A from registers (tf32 bit patterns), B from shared memory. */
-__device__ __forceinline__ void wgmma_m64n128k8_tf32_rs(float (&d)[64], const uint32_t (&a)[4], uint64_t desc_b,
-                                                        int accumulate) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 "
-                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, "
-                 "%22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, "
-                 "%42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, "
-                 "%62, %63}, {%64, %65, %66, %67}, %68, p, 1, 1;\n}\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-                   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]),
-                   "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
-                   "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]),
-                   "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]),
-                   "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]),
-                   "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]),
-                   "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate));
-}
-
 /* D[64 x 64] (+)= A[64 x 16] * B; A from registers (four f16x2: rows g and g+8 of the warp's 16,
  * columns 2c..2c+1 then 2c+8..2c+9), B from shared memory: TRANS_B = 0, B[64 x 16]^T K-major
- * (S = Q K^T of v4 / v5, O = P V there); TRANS_B = 1, B[16 x 64] MN-major (imm-trans-b = 1: v6's
+ * (S = Q K^T of v4, O = P V there); TRANS_B = 1, B[16 x 64] MN-major (imm-trans-b = 1: v6's
  * O = P V with V stored key by key, head_dim 64). */
 template <int TRANS_B = 0>
 __device__ __forceinline__ void wgmma_m64n64k16_f16_rs(float (&d)[32], const uint32_t (&a)[4], uint64_t desc_b,

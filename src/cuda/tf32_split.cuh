@@ -1,5 +1,5 @@
 /* The 3xTF32 split of float32 operands for the TF32 tensor-core products (mma.sync: kernel v2 and
- * the backward v1; wgmma: kernel v3): x = big + small, both TF32, so that big*big + big*small + small*big carries a
+ * the backward v1): x = big + small, both TF32, so that big*big + big*small + small*big carries a
  * float32 product to about float32 accuracy. */
 #pragma once
 #include <stdint.h>

@@ -1,5 +1,5 @@
 /* tf32_tiny_values.h: the scaling of V blocks whose values TF32 cannot split exactly, shared
- * by the tensor-core kernels (attention_v2_mma.cu, attention_v3_sm90_tf32x3.cu).
+ * by the tensor-core kernels (attention_v2_mma.cu; attention_v3_sm90_tf32x3.cu until its removal).
  *
  * A TF32 number keeps 11 significant bits only down to 2^-126 (below, its subnormal grid is
  * 2^-136), so the big + small split of a value below ~2^-115 loses bits, and a denormal v

@@ -155,7 +155,11 @@ jattn_status jattn_sp_select(const jattn_sp_problem *problem, const jattn_exec *
     if (pl.attention_calls) {
         s.local = pl.local;
     } else { /* a Ulysses rank without heads: what its backend would run */
-        jattn_selection none = {pl.exec.backend, jattn_backend_name(pl.exec.backend), "none", "none", 0};
+        jattn_selection none = {.backend = pl.exec.backend,
+                                .backend_name = jattn_backend_name(pl.exec.backend),
+                                .kernel = "none",
+                                .isa = "none",
+                                .threads = 0};
         s.local = none;
     }
     *selection = s;

@@ -3,36 +3,29 @@
 # unavailable. The library never links Vulkan: the loader is opened at run time (vk_loader.c).
 # Sets JATTN_VULKAN_ENABLED (this file is include()d, so in the top directory's scope).
 #
-# Kernels: shaders/attn_f32.comp compiled once per head-dim family (-DDMAX=...) by glslc for
+# Kernels: shaders/attn_f32.comp compiled once per head-dim family (-DDMAX=...), attn3_f32.comp in two
+# forms for head dim 128 (below), by glslc for
 # Vulkan 1.1, each module validated by spirv-val and checked by spirv-dis for the
 # SignedZeroInfNanPreserve execution mode, then embedded as uint32_t arrays in vk_spirv.c.
 set(JATTN_VULKAN "AUTO" CACHE STRING "Build the vk backend: AUTO (when glslc, spirv-val and the Vulkan headers are found), ON or OFF")
 set_property(CACHE JATTN_VULKAN PROPERTY STRINGS AUTO ON OFF)
 set(JATTN_VULKAN_ENABLED OFF)
 set(JATTN_VK_FAMILIES 16 32 64 96 128 192 256 512 1024)
-# Modules <family>x<rows>[w]: every family with 64-row workgroups (TM 4), the common ones also with
-# 128 (TM 8), 64 and 128 also in the WIDE form for devices with 48 KiB of shared memory.
+# Modules <family>x<rows> of shaders/attn_f32.comp: 128-row workgroups (TM 8) for 64, 128 and 256
+# (the faster on the H200), 64-row ones (TM 4) for the other families.
 set(JATTN_VK_MODULES "")
 foreach(dmax ${JATTN_VK_FAMILIES})
-  list(APPEND JATTN_VK_MODULES "${dmax}x64")
   if(dmax EQUAL 64 OR dmax EQUAL 128 OR dmax EQUAL 256)
     list(APPEND JATTN_VK_MODULES "${dmax}x128")
-  endif()
-  if(dmax EQUAL 64 OR dmax EQUAL 128)
-    list(APPEND JATTN_VK_MODULES "${dmax}x128w")
+  else()
+    list(APPEND JATTN_VK_MODULES "${dmax}x64")
   endif()
 endforeach()
-# (JATTN_VK_KERNEL=2 and 3 were attn2_f32.comp, retired: slower than attn3 everywhere it was
-# measured, bench/results/vk-h200-2026-12-02b/; those values now run attn_f32.comp.)
-# shaders/attn3_f32.comp (64-row workgroups of 128 invocations, 8 x 4 register blocks, double-buffered
-# stages): 64 and 128 in the 48 KiB form ("t") and the SMALL 32 KiB form ("ts"), each also with
-# PREFETCH ("p"). Chosen with JATTN_VK_KERNEL=4 (without prefetch) or 5 (with).
-list(APPEND JATTN_VK_MODULES "64x64t" "128x64t" "64x64ts" "128x64ts" "64x64tp" "128x64tp" "64x64tsp" "128x64tsp")
-# The same with TX=32 ("tw": 256 invocations, 8 x 2 blocks of S, 8 x 4 of O) for 128 only: JATTN_VK_KERNEL=6 or 7.
-list(APPEND JATTN_VK_MODULES "128x64tw" "128x64tws" "128x64twp" "128x64twsp")
-# And with TX=32, RPT=4 ("tq": 512 invocations, 4 x 2 blocks of S, 4 x 4 of O, fewer registers per
-# invocation): JATTN_VK_KERNEL=8 or 9.
-list(APPEND JATTN_VK_MODULES "128x64tq" "128x64tqs" "128x64tqp" "128x64tqsp")
+# shaders/attn3_f32.comp for 128 with TX=32 and PREFETCH (64-row workgroups of 256 invocations, 8 x 2
+# blocks of S, 8 x 4 of O, double-buffered stages): the 48 KiB form ("twp", the NVIDIA default at
+# head dim 128) and the SMALL 32 KiB one ("twsp"); JATTN_VK_KERNEL=7 elsewhere. The other forms and
+# kernels measured slower on the H200 and were removed (src/vulkan/NOTES.md, "Removed").
+list(APPEND JATTN_VK_MODULES "128x64twp" "128x64twsp")
 
 if(JATTN_VULKAN STREQUAL "AUTO" OR JATTN_VULKAN STREQUAL "ON")
   find_program(JATTN_GLSLC glslc)
@@ -63,32 +56,22 @@ if(JATTN_VULKAN_ENABLED)
   file(MAKE_DIRECTORY ${_vk_out})
   set(_vk_spvs "")
   foreach(module ${JATTN_VK_MODULES})
-    string(REGEX MATCH "^([0-9]+)x([0-9]+)(w|t|ts|tp|tsp|tw|tws|twp|twsp|tq|tqs|tqp|tqsp)?$" _m ${module})
+    string(REGEX MATCH "^([0-9]+)x([0-9]+)(twp|twsp)?$" _m ${module})
     set(dmax ${CMAKE_MATCH_1})
     set(rows ${CMAKE_MATCH_2})
     set(_form "${CMAKE_MATCH_3}")
     set(_defs -DDMAX=${dmax})
     set(_src ${_vk_dir}/shaders/attn_f32.comp)
-    if(_form MATCHES "^t")
+    if(_form STREQUAL "twp" OR _form STREQUAL "twsp")
       set(_src ${_vk_dir}/shaders/attn3_f32.comp)
-      if(_form MATCHES "^tw")
-        list(APPEND _defs -DTX=32)
-      endif()
-      if(_form MATCHES "^tq")
-        list(APPEND _defs -DTX=32 -DRPT=4)
-      endif()
-      if(_form MATCHES "s")
+      list(APPEND _defs -DTX=32)
+      if(_form STREQUAL "twsp")
         list(APPEND _defs -DSMALL=1)
       endif()
-      if(_form MATCHES "p$")
-        list(APPEND _defs -DPREFETCH=1)
-      endif()
+      list(APPEND _defs -DPREFETCH=1)
     else()
       math(EXPR tm "${rows} / 16")
       list(APPEND _defs -DTM=${tm})
-      if(_form STREQUAL "w")
-        list(APPEND _defs -DWIDE=1)
-      endif()
     endif()
     set(_spv ${_vk_out}/attn_f32_d${module}.spv)
     add_custom_command(OUTPUT ${_spv}

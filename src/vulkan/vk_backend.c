@@ -497,14 +497,14 @@ static jattn_status vk_forward(const jattn_call *call, const jattn_plan *plan) {
             head_scale[bh0 + i] = r.scale;
             out_exp[bh0 + i] = r.v_shift;
         }
-        push_constants pc = {(uint32_t)p->seq_q,
-                             (uint32_t)p->seq_kv,
-                             (uint32_t)H,
-                             (uint32_t)bh0,
-                             (uint32_t)p->batch,
-                             (uint32_t)words_per_row,
-                             (call->mask ? 1u : 0u) | (call->lse ? 2u : 0u),
-                             (uint32_t)scales_at};
+        push_constants pc = {.seq_q = (uint32_t)p->seq_q,
+                             .seq_kv = (uint32_t)p->seq_kv,
+                             .heads = (uint32_t)H,
+                             .bh0 = (uint32_t)bh0,
+                             .batch = (uint32_t)p->batch,
+                             .words_per_row = (uint32_t)words_per_row,
+                             .flags = (call->mask ? 1u : 0u) | (call->lse ? 2u : 0u),
+                             .scales = (uint32_t)scales_at};
         st = run_piece(d, s, pipeline, (uint32_t)jattn_vk_modules[m].rows, &pl, &pc, n, slices, &kernel_seconds);
         if (st != JATTN_OK) break;
         float *out = call->out;
@@ -530,13 +530,11 @@ static jattn_status vk_forward(const jattn_call *call, const jattn_plan *plan) {
 }
 
 const jattn_backend_ops jattn_backend_vk = {
-    JATTN_BACKEND_VK,
-    vk_select,
-    vk_workspace_size,
-    vk_forward,
-    vk_release_ctx,
-    JATTN_MEMORY_HOST,
-    NULL,
-    NULL,
-    NULL, /* no backward yet: jattn_backward answers UNSUPPORTED for vk */
+    .id = JATTN_BACKEND_VK,
+    .select = vk_select,
+    .workspace_size = vk_workspace_size,
+    .forward = vk_forward,
+    .release_ctx = vk_release_ctx,
+    .workspace_memory = JATTN_MEMORY_HOST,
+    /* no backward yet: jattn_backward answers UNSUPPORTED for vk */
 };

@@ -19,28 +19,25 @@ static vk_device the_device;
 void vk_device_lock(void) { pthread_mutex_lock(&device_mutex); }
 void vk_device_unlock(void) { pthread_mutex_unlock(&device_mutex); }
 
+/* Of the family's modules of one kind within the device's shared-memory limit, the one that
+ * declares the most; -1 if none. */
+static int largest_module(const vk_device *d, int kind, int family) {
+    int best = -1;
+    for (int m = 0; m < jattn_vk_module_count; m++) {
+        const vk_spirv_module *x = &jattn_vk_modules[m];
+        if (x->kind != kind || x->dmax != family || (uint32_t)x->shared_bytes > d->shared_limit) continue;
+        if (best < 0 || x->shared_bytes > jattn_vk_modules[best].shared_bytes) best = m;
+    }
+    return best;
+}
+
 int vk_module_for(const vk_device *d, int64_t head_dim) {
     int family = 0;
     for (int m = 0; m < jattn_vk_module_count; m++)
         if (jattn_vk_modules[m].dmax >= head_dim && (!family || jattn_vk_modules[m].dmax < family))
             family = jattn_vk_modules[m].dmax;
-    int best = -1, best_score = -1;
-    if (d->kernel >= 2) {
-        for (int m = 0; m < jattn_vk_module_count; m++) {
-            const vk_spirv_module *x = &jattn_vk_modules[m];
-            if (x->kind != d->kernel || x->dmax != family || (uint32_t)x->shared_bytes > d->shared_limit) continue;
-            if (x->shared_bytes > best_score) best = m, best_score = x->shared_bytes;
-        }
-        if (best >= 0) return best;
-    }
-    for (int m = 0; m < jattn_vk_module_count; m++) {
-        const vk_spirv_module *x = &jattn_vk_modules[m];
-        if (x->kind != 1 || x->dmax != family || (uint32_t)x->shared_bytes > d->shared_limit) continue;
-        if (x->shared_bytes > 32768 && !d->wide) continue;
-        const int score = (x->rows == d->rows ? 2 : 0) + (x->shared_bytes > 32768 ? 1 : 0);
-        if (score > best_score) best = m, best_score = score;
-    }
-    return best;
+    const int m = d->kernel != 1 ? largest_module(d, d->kernel, family) : -1;
+    return m >= 0 ? m : largest_module(d, 1, family);
 }
 
 const char *vk_kernel_name(int m) {
@@ -102,9 +99,6 @@ static int device_usable(vk_device *d, VkPhysicalDevice pd, const VkPhysicalDevi
     const int api12 = VK_API_VERSION_MINOR(p->apiVersion) >= 2 || VK_API_VERSION_MAJOR(p->apiVersion) > 1;
     const int fc_ext = has_extension(ext, n_ext, "VK_KHR_shader_float_controls");
     const int portability = has_extension(ext, n_ext, "VK_KHR_portability_subset");
-    const char *want_stats = getenv("JATTN_VK_PIPELINE_STATS");
-    const int stats = want_stats && strcmp(want_stats, "1") == 0 &&
-                      has_extension(ext, n_ext, "VK_KHR_pipeline_executable_properties");
     free(ext);
     if (!api12 && !fc_ext) {
         snprintf(why, why_len, "%.96s has neither Vulkan 1.2 nor VK_KHR_shader_float_controls", p->deviceName);
@@ -143,8 +137,6 @@ static int device_usable(vk_device *d, VkPhysicalDevice pd, const VkPhysicalDevi
             d->n_device_extensions = 0;
             if (!api12) d->device_extensions[d->n_device_extensions++] = "VK_KHR_shader_float_controls";
             if (portability) d->device_extensions[d->n_device_extensions++] = "VK_KHR_portability_subset";
-            d->pipeline_stats = stats;
-            if (stats) d->device_extensions[d->n_device_extensions++] = "VK_KHR_pipeline_executable_properties";
             return 1;
         }
     snprintf(why, why_len, "%.96s has no compute queue", p->deviceName);
@@ -241,19 +233,14 @@ static void probe(void) {
         if (c >= 4096 && c < max_binding) max_binding = c;
     }
     d->max_binding = max_binding & ~(uint64_t)255;
-    /* Rows per workgroup: 128, the faster on the H200 (src/vulkan/NOTES.md); JATTN_VK_ROWS=64
-     * chooses 64. The wide (48 KiB) modules only with JATTN_VK_WIDE=1: not yet run on a GPU. */
-    const char *rows = getenv("JATTN_VK_ROWS"), *wide = getenv("JATTN_VK_WIDE");
-    d->rows = rows && strcmp(rows, "64") == 0 ? 64 : 128;
-    d->wide = wide && strcmp(wide, "1") == 0;
-    /* The kernel: JATTN_VK_KERNEL=4 picks attn3_f32.comp (head dims 64 and 128), 5 the same with
-     * PREFETCH, 6 and 7 attn3_f32.comp with TX=32 (head dim 128), 8 and 9 with TX=32 and RPT=4
-     * (head dim 128), 1 attn_f32.comp (also what a kind without a module for the family runs). */
+    /* The kernel: JATTN_VK_KERNEL=7 picks attn3_f32.comp with TX=32 and PREFETCH (head dim 128;
+     * the NVIDIA default there), 1 attn_f32.comp (also what a kind without a module for the family
+     * runs: the other values once named forms removed since, src/vulkan/NOTES.md). */
     const char *kernel = getenv("JATTN_VK_KERNEL");
     /* Shared memory the modules may use: the device's, or less with JATTN_VK_SHARED_LIMIT=<bytes>
-     * (the 32 KiB modules on a 48 KiB device: measurements, Apple's limit). On a software device
-     * it may also raise it to 48 KiB: lavapipe reports 32 KiB but runs the 48 KiB modules, so the
-     * tests cover the modules NVIDIA runs (tests/vulkan.cmake). */
+     * (kind 7's 32 KiB form on a 48 KiB device). On a software device it may also raise it to
+     * 48 KiB: lavapipe reports 32 KiB but runs the 48 KiB modules, so the tests cover the module
+     * NVIDIA runs (tests/vulkan.cmake). */
     d->shared_limit = d->props.limits.maxComputeSharedMemorySize;
     const char *shared = getenv("JATTN_VK_SHARED_LIMIT");
     if (shared && shared[0]) {
@@ -316,11 +303,6 @@ static jattn_status open_device(vk_device *d) {
     dci.pQueueCreateInfos = &qci;
     dci.enabledExtensionCount = d->n_device_extensions;
     dci.ppEnabledExtensionNames = d->device_extensions;
-    VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR pe;
-    memset(&pe, 0, sizeof pe);
-    pe.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR;
-    pe.pipelineExecutableInfo = VK_TRUE;
-    if (d->pipeline_stats) dci.pNext = &pe;
     VkResult r = d->f.vkCreateDevice(d->phys, &dci, NULL, &d->device);
     if (r != VK_SUCCESS) FAIL(JATTN_ERROR_BACKEND_UNAVAILABLE, "vkCreateDevice failed (VkResult %d)", (int)r);
     char why[200];
@@ -421,7 +403,6 @@ static jattn_status create_pipeline(vk_device *d, int m) {
     cpi.stage.module = sm;
     cpi.stage.pName = "main";
     cpi.layout = d->pipeline_layout;
-    if (d->pipeline_stats) cpi.flags = VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR;
     r = d->f.vkCreateComputePipelines(d->device, VK_NULL_HANDLE, 1, &cpi, NULL, &d->pipelines[m]);
     d->f.vkDestroyShaderModule(d->device, sm, NULL);
     if (r != VK_SUCCESS)
@@ -438,51 +419,4 @@ jattn_status vk_device_pipeline(vk_device *d, int m, VkPipeline *pipeline) {
     if (st == JATTN_OK) *pipeline = d->pipelines[m];
     vk_device_unlock();
     return st;
-}
-
-const char *jattn_vk_pipeline_statistics(const char *kernel, char *buf, size_t len) {
-    vk_device *d = vk_device_get();
-    if (len) buf[0] = '\0';
-    if (d->status != JATTN_OK || !d->pipeline_stats || !d->device_ready) return buf;
-    PFN_vkGetPipelineExecutableStatisticsKHR stats = (PFN_vkGetPipelineExecutableStatisticsKHR)d->f.vkGetDeviceProcAddr(
-        d->device, "vkGetPipelineExecutableStatisticsKHR");
-    if (!stats) return buf;
-    size_t o = 0;
-    for (int m = 0; m < jattn_vk_module_count; m++) {
-        if (!d->pipelines[m] || strcmp(vk_kernel_name(m), kernel) != 0) continue;
-        VkPipelineExecutableInfoKHR info;
-        memset(&info, 0, sizeof info);
-        info.sType = VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_INFO_KHR;
-        info.pipeline = d->pipelines[m];
-        info.executableIndex = 0;
-        VkPipelineExecutableStatisticKHR st[32];
-        uint32_t n = 32;
-        for (uint32_t i = 0; i < n; i++) {
-            memset(&st[i], 0, sizeof st[i]);
-            st[i].sType = VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_STATISTIC_KHR;
-        }
-        vk_device_lock();
-        VkResult r = stats(d->device, &info, &n, st);
-        vk_device_unlock();
-        if (r != VK_SUCCESS && r != VK_INCOMPLETE) return buf;
-        for (uint32_t i = 0; i < n && o + 1 < len; i++) {
-            int w = 0;
-            switch (st[i].format) {
-            case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_BOOL32_KHR:
-                w = snprintf(buf + o, len - o, "%s=%u; ", st[i].name, (unsigned)st[i].value.b32);
-                break;
-            case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_INT64_KHR:
-                w = snprintf(buf + o, len - o, "%s=%lld; ", st[i].name, (long long)st[i].value.i64);
-                break;
-            case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_UINT64_KHR:
-                w = snprintf(buf + o, len - o, "%s=%llu; ", st[i].name, (unsigned long long)st[i].value.u64);
-                break;
-            default: w = snprintf(buf + o, len - o, "%s=%g; ", st[i].name, st[i].value.f64); break;
-            }
-            if (w < 0) break;
-            o += (size_t)w < len - o ? (size_t)w : len - o - 1;
-        }
-        break;
-    }
-    return buf;
 }

@@ -13,9 +13,9 @@
 typedef struct vk_spirv_module {
     int dmax;         /* the head-dim family: head_dim <= dmax, rows zero-padded to dmax */
     int rows;         /* query rows per workgroup: 64 or 128 (attn_f32.comp), 64 (attn3_f32.comp) */
-    int kind;         /* 1: shaders/attn_f32.comp; 4-9: shaders/attn3_f32.comp (vk_device.c lists them) */
+    int kind;         /* 1: shaders/attn_f32.comp; 7: shaders/attn3_f32.comp, TX=32 with PREFETCH */
     int shared_bytes; /* shared memory it declares (at most) */
-    const char *name; /* "vk_flash_f32_d<dmax>_<rows>x64[_dk32]", "vk_flash3_f32_d<dmax>_..." */
+    const char *name; /* "vk_flash_f32_d<dmax>_<rows>x64", "vk_flash3_f32_d128_64x64_tx32[_s32k]_pf" */
     const uint32_t *words;
     size_t n_words;
 } vk_spirv_module;
@@ -45,15 +45,12 @@ typedef struct vk_device {
     uint32_t queue_family;
     int timestamps;           /* the queue writes timestamps */
     uint64_t max_binding;     /* bytes one storage-buffer binding may cover */
-    int rows;                 /* rows per workgroup: 128 unless JATTN_VK_ROWS=64 */
-    int wide;                 /* the 48 KiB (dk32) modules allowed (JATTN_VK_WIDE=1; where shared memory suffices) */
     uint32_t shared_limit;    /* shared memory a module may declare: the device's, JATTN_VK_SHARED_LIMIT lowers it */
-    int kernel;               /* module kind wanted (JATTN_VK_KERNEL; NVIDIA 7, else 1): 4-9 attn3 */
+    int kernel;               /* module kind wanted (JATTN_VK_KERNEL; NVIDIA 7, else 1) */
     int denorm_preserve;      /* the device keeps float32 denormals when a module asks (DenormPreserve) */
-    int pipeline_stats;       /* JATTN_VK_PIPELINE_STATS=1 and the driver has VK_KHR_pipeline_executable_properties */
     char float_controls[200]; /* the float-controls properties, one line (jattn_vk_float_controls) */
     char isa[VK_MAX_PHYSICAL_DEVICE_NAME_SIZE + 16]; /* "vulkan: <device name>" */
-    const char *device_extensions[3];
+    const char *device_extensions[2];
     uint32_t n_device_extensions;
     /* Created by the first forward call, kept for the life of the process. */
     int device_ready;
@@ -74,10 +71,9 @@ void vk_device_lock(void);
 void vk_device_unlock(void);
 /* "discrete GPU", "CPU (software)", ... of the device chosen. */
 const char *vk_device_type_name(const vk_device *d);
-/* The module for a head_dim: the smallest family that holds it; with d->kernel 4-9 the family's
- * attn3_f32.comp module of that kind with the most shared memory
- * the device has, else of its attn_f32.comp modules the one with the device's rows per workgroup,
- * the wide (dk32) one where allowed. -1 if none. */
+/* The module for a head_dim: the smallest family that holds it; with d->kernel 7 the family's
+ * attn3_f32.comp module with the most shared memory the device allows (head dim 128 only), else
+ * (or where that family has none) its attn_f32.comp module. -1 if none. */
 int vk_module_for(const vk_device *d, int64_t head_dim);
 /* "vk_flash_f32_d<dmax>_<rows>x64" of module m (static storage). */
 const char *vk_kernel_name(int m);
@@ -109,9 +105,5 @@ const char *jattn_vk_float_controls(void);
 
 /* Vulkan buffers ctx's vk state has allocated so far (0 without one). For tests. */
 long jattn_vk_ctx_allocations(const jattn_ctx *ctx);
-/* The driver's statistics of the pipeline of the module named `kernel` (registers, spills, ...:
- * VK_KHR_pipeline_executable_properties, captured only with JATTN_VK_PIPELINE_STATS=1), as
- * "name=value; ..." in buf; "" where none were captured. For the benchmark. */
-const char *jattn_vk_pipeline_statistics(const char *kernel, char *buf, size_t len);
 
 #endif /* JATTN_VK_INTERNAL_H */

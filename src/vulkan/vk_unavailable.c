@@ -26,13 +26,10 @@ static jattn_status vk_unavailable_forward(const jattn_call *c, const jattn_plan
 }
 
 const jattn_backend_ops jattn_backend_vk = {
-    JATTN_BACKEND_VK,
-    vk_unavailable_select,
-    vk_unavailable_workspace,
-    vk_unavailable_forward,
-    NULL,
-    JATTN_MEMORY_HOST,
-    NULL,
-    NULL,
-    NULL, /* no backward */
+    .id = JATTN_BACKEND_VK,
+    .select = vk_unavailable_select,
+    .workspace_size = vk_unavailable_workspace,
+    .forward = vk_unavailable_forward,
+    .workspace_memory = JATTN_MEMORY_HOST,
+    /* no backward */
 };

@@ -27,8 +27,7 @@
 //            multiple of 64, else tx + 16 h), summed over the tile in fresh registers before it
 //            joins O
 // At the end the 16 partial row sums of a row are added in a fixed order: results are bitwise
-// deterministic. Shared memory: at most 32 KiB (Apple, lavapipe: 32 KiB), 41 KiB with WIDE (NVIDIA,
-// AMD: 48 KiB or more): head_dim chunks of 32 and v chunks of 32 keys, half the barriers.
+// deterministic. Shared memory: at most 32 KiB (Apple, lavapipe: 32 KiB).
 // No subgroup operations: the kernel assumes no subgroup size (lavapipe's is 8).
 //
 // Exactness does not rest on the driver: SignedZeroInfNanPreserve (so MoltenVK compiles without
@@ -55,8 +54,8 @@ spirv_execution_mode(extensions = ["SPV_KHR_float_controls"], capabilities = [44
 #define NPH (TM / 4) // P phases per tile
 #define PH_KEYS (BC / NPH)
 // (the GLSL preprocessor has no ?: operator)
-#if (TM == 4 || defined(WIDE)) && DMAX >= 32
-#define DK 32 // head_dim chunk of QK^T (WIDE: devices with 48 KiB of shared memory)
+#if TM == 4 && DMAX >= 32
+#define DK 32 // head_dim chunk of QK^T
 #elif TM == 4
 #define DK DMAX
 #else
@@ -93,10 +92,8 @@ spirv_execution_mode(extensions = ["SPV_KHR_float_controls"], capabilities = [44
 #ifndef COMP_PV
 #define COMP_PV 0
 #endif
-#if DO <= 128 && defined(WIDE)
-#define VK 32 // keys per v chunk
-#elif DO <= 128
-#define VK 16
+#if DO <= 128
+#define VK 16 // keys per v chunk
 #else
 #define VK 8
 #endif

@@ -1,0 +1,78 @@
+# test_env_knobs: the environment variables the library reads and the table of docs/DESIGN.md
+# ("Environment variables") name the same set. Every getenv() in src/ (.c, .h, .cu, .cuh) must
+# name its variable as a string literal, or as a macro #defined to one in the same file (as
+# src/cpu/cpu_isa.c does), and that variable must have a row in the table; every row of the table
+# must be read somewhere in src/. Fails naming each variable that is in one and not the other.
+# Usage: cmake -DSRC=<src dir> -DDESIGN=<docs/DESIGN.md> -P test_env_knobs.cmake
+cmake_minimum_required(VERSION 3.18) # as the project; IN_LIST
+foreach(v SRC DESIGN)
+  if(NOT DEFINED ${v})
+    message(FATAL_ERROR "test_env_knobs: -D${v}=... is required")
+  endif()
+endforeach()
+
+# ---- the names src/ reads ----
+file(GLOB_RECURSE _files "${SRC}/*.c" "${SRC}/*.h" "${SRC}/*.cu" "${SRC}/*.cuh")
+set(_read "")
+set(_problems "")
+foreach(f ${_files})
+  file(READ "${f}" _text)
+  string(REGEX MATCHALL "getenv\\([^)]*\\)" _calls "${_text}")
+  foreach(call ${_calls})
+    string(REGEX REPLACE "^getenv\\([ \t]*(.*[^ \t])[ \t]*\\)$" "\\1" _arg "${call}")
+    if(_arg MATCHES "^\"(JATTN_[A-Z0-9_]+)\"$")
+      list(APPEND _read "${CMAKE_MATCH_1}")
+    elseif(_arg MATCHES "^[A-Za-z_][A-Za-z0-9_]*$")
+      # a macro: #define <arg> "<NAME>" in the same file
+      string(REGEX MATCH "#define[ \t]+${_arg}[ \t]+\"(JATTN_[A-Z0-9_]+)\"" _def "${_text}")
+      if(_def)
+        list(APPEND _read "${CMAKE_MATCH_1}")
+      else()
+        list(APPEND _problems "${f}: ${call} names no JATTN_ variable this test can read")
+      endif()
+    else()
+      list(APPEND _problems "${f}: ${call} names no JATTN_ variable this test can read")
+    endif()
+  endforeach()
+endforeach()
+list(REMOVE_DUPLICATES _read)
+
+# ---- the names of the table ----
+file(STRINGS "${DESIGN}" _lines)
+set(_in_section OFF)
+set(_documented "")
+foreach(line IN LISTS _lines)
+  if(line MATCHES "^#+ ")
+    if(line MATCHES "^#+ Environment variables")
+      set(_in_section ON)
+    else()
+      set(_in_section OFF)
+    endif()
+  elseif(_in_section AND line MATCHES "^\\| `(JATTN_[A-Z0-9_]+)` \\|")
+    list(APPEND _documented "${CMAKE_MATCH_1}")
+  endif()
+endforeach()
+if(NOT _documented)
+  list(APPEND _problems "${DESIGN}: no \"Environment variables\" table (rows | `JATTN_...` | ...)")
+endif()
+
+foreach(name ${_read})
+  if(NOT name IN_LIST _documented)
+    list(APPEND _problems "${name} is read in ${SRC} but has no row in the table of ${DESIGN}")
+  endif()
+endforeach()
+foreach(name ${_documented})
+  if(NOT name IN_LIST _read)
+    list(APPEND _problems "${name} has a row in the table of ${DESIGN} but nothing in ${SRC} reads it")
+  endif()
+endforeach()
+
+list(LENGTH _read _n_read)
+list(LENGTH _documented _n_documented)
+if(_problems)
+  foreach(p ${_problems})
+    message(STATUS "FAIL ${p}")
+  endforeach()
+  message(FATAL_ERROR "test_env_knobs: the table and the code disagree")
+endif()
+message(STATUS "ok   test_env_knobs: ${_n_read} variables read in src/, ${_n_documented} rows, the same names")
