@@ -203,6 +203,13 @@ static jattn_status ref_backward(const jattn_bwd_call *c, const jattn_plan *plan
 }
 
 const jattn_backend_ops jattn_backend_ref = {
-    JATTN_BACKEND_REF, ref_select,          ref_workspace_size,          ref_forward,  NULL,
-    JATTN_MEMORY_HOST, ref_backward_select, ref_backward_workspace_size, ref_backward,
+    .id = JATTN_BACKEND_REF,
+    .is_gpu = 0,
+    .workspace_memory = JATTN_MEMORY_HOST,
+    .select = ref_select,
+    .workspace_size = ref_workspace_size,
+    .forward = ref_forward,
+    .select_backward = ref_backward_select,
+    .workspace_size_backward = ref_backward_workspace_size,
+    .backward = ref_backward,
 };

@@ -530,13 +530,12 @@ static jattn_status vk_forward(const jattn_call *call, const jattn_plan *plan) {
 }
 
 const jattn_backend_ops jattn_backend_vk = {
-    JATTN_BACKEND_VK,
-    vk_select,
-    vk_workspace_size,
-    vk_forward,
-    vk_release_ctx,
-    JATTN_MEMORY_HOST,
-    NULL,
-    NULL,
-    NULL, /* no backward yet: jattn_backward answers UNSUPPORTED for vk */
+    .id = JATTN_BACKEND_VK,
+    .is_gpu = 1,
+    .workspace_memory = JATTN_MEMORY_HOST,
+    .select = vk_select,
+    .workspace_size = vk_workspace_size,
+    .forward = vk_forward,
+    .release_ctx = vk_release_ctx,
+    /* no backward yet: jattn_backward answers UNSUPPORTED for vk */
 };
