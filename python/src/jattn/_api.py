@@ -40,18 +40,21 @@ else:
 class Selection(NamedTuple):
     """What ``jattn.attention`` would run for a problem (``jattn_select``)."""
 
-    backend: str  #: the backend chosen: "ref", "cpu", "cuda" or "vk"
+    backend: str  #: the backend chosen (a name ``jattn.backends()`` lists)
     kernel: str  #: the kernel that runs, e.g. "cpu_flash_f32_avx512_4x48"
     isa: str  #: its instruction set: "scalar", "avx512", "avx2", "neon", "generic", "sm_90a", ...
     threads: int  #: CPU threads it would use (1 for GPU backends)
 
 
 class BackendInfo(NamedTuple):
-    """One backend of this build (``jattn.backends()``)."""
+    """One backend of the library (``jattn.backends()``), as the library describes it."""
 
-    name: str  #: "ref", "cpu", "cuda" or "vk"
-    available: bool  #: whether it can run here (built in, and for cuda a usable GPU present)
+    name: str  #: its name, e.g. "cpu"
+    available: bool  #: whether it can run here (built in, and its device present)
     detail: str  #: the kernel and instruction set it picks for a FLUX-sized head, or why it cannot run
+    is_gpu: bool  #: it computes on a GPU
+    memory: str  #: the tensors it takes: "device" (CUDA tensors; CPU tensors are copied) or "host"
+    has_backward: bool  #: autograd can differentiate through it
 
 
 def _is_torch(x: object) -> bool:
@@ -132,8 +135,10 @@ def attention(
             Nothing is cast: other dtypes raise ``ValueError``.
         layout: ``"bhsd"`` or ``"bshd"``.
         scale: the softmax scale; ``None`` means ``1/sqrt(D)``.
-        backend: ``"auto"`` (cuda for CUDA tensors, cpu for CPU tensors and numpy arrays),
-            ``"cpu"``, ``"cuda"``, ``"vk"`` (any Vulkan GPU; host tensors) or ``"ref"`` (the float64 reference; slow).
+        backend: ``"auto"`` (in the library's order, the first backend that computes from device
+            memory for CUDA tensors, the first that computes on the CPU for CPU tensors and numpy
+            arrays), or a backend's name: ``jattn.backends()`` lists them with what each runs on
+            (``"ref"`` is the float64 reference: slow).
         precision: ``"f32"`` (exact: rel_l2 <= 2e-6 against float64) or ``"tf32"`` (GPU, opt-in).
         threads: CPU threads for the host backends; 0 = all cores.
         out: optional output of q's shape, float32, on q's device, any strides with a contiguous
@@ -196,17 +201,22 @@ def select(
 
 
 def backends() -> List[BackendInfo]:
-    """The backends of this build: ref, cpu, cuda and vk, each with whether it can run here and the
-    kernel it picks for a FLUX head (24 heads x 1536 tokens x 128), or the library's reason."""
+    """Every backend of the library, in the order its ``auto`` tries them, each with what it runs
+    on, whether it can run here and the kernel it picks for a FLUX head (24 heads x 1536 tokens x
+    128), or the library's reason."""
     problem = _clib.Problem(1, 24, 1536, 1536, 128, 0.0, _clib.JATTN_DTYPE_F32)
     problem.q = problem.k = problem.v = problem.out = _problem.contiguous_out_strides("bhsd", 24, 1536, 128)
     found = []
-    for name in ("ref", "cpu", "cuda", "vk"):
-        exec_ = _exec.make_exec(_options.options(backend=name), name == "cuda")
+    for b in _clib.BACKENDS:
+        exec_ = _exec.make_exec(_options.options(backend=b.name), b.on_device)
         sel = _clib.Selection()
         status = _clib.select(byref(problem), byref(exec_), byref(sel))
-        if status == _clib.JATTN_OK:
-            found.append(BackendInfo(name, True, f"{sel.kernel.decode()} ({sel.isa.decode()})"))
-        else:
-            found.append(BackendInfo(name, False, str(error_from_status(status, _clib.last_error()))))
+        available = status == _clib.JATTN_OK
+        detail = (
+            f"{sel.kernel.decode()} ({sel.isa.decode()})"
+            if available
+            else str(error_from_status(status, _clib.last_error()))
+        )
+        found.append(BackendInfo(b.name, available, detail, b.is_gpu, "device" if b.on_device else "host",
+                                 b.has_backward))  # fmt: skip
     return found

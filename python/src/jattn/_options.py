@@ -19,7 +19,7 @@ from . import _clib
 from ._errors import invalid
 
 LAYOUTS = ("bhsd", "bshd")
-BACKENDS = ("auto", "ref", "cpu", "cuda", "vk")
+BACKENDS = tuple(_clib.BACKEND_IDS)  # "auto" and the library's backends
 PRECISIONS = ("f32", "tf32")
 
 
@@ -28,7 +28,7 @@ class Options(NamedTuple):
 
     layout: str  #: "bhsd" or "bshd"
     scale: Optional[float]  #: the softmax scale, None for 1/sqrt(head_dim)
-    backend: str  #: "auto", "ref", "cpu", "cuda" or "vk"
+    backend: str  #: "auto" or a backend's name (one of BACKENDS)
     precision: str  #: "f32" or "tf32"
     threads: int  #: CPU threads, 0 = all cores
     return_lse: bool  #: whether the caller gets the lse
