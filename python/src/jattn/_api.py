@@ -77,8 +77,8 @@ def _needs_dispatcher(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool
 
 def _attention_through_ops(q, k, v, opts, out, key_padding_mask, kv_len):
     """A torch call through the custom ops (traced code, and calls autograd differentiates),
-    whose schemas take the options as plain arguments. When an input requires grad the op is
-    asked for the lse (its backward needs it); the caller gets it only if asked."""
+    whose schemas take the options' fields as plain arguments (``*opts``). When an input requires
+    grad the op is asked for the lse (its backward needs it); the caller gets it only if asked."""
     _torch_impl.check_inputs(q, k, v, out, differentiable=True)
     if out is None:
         grad = _torch_impl.needs_grad(q, k, v)
@@ -93,19 +93,14 @@ def _attention_through_ops(q, k, v, opts, out, key_padding_mask, kv_len):
                     f"backward: q, k or v require grad, but jattn's backward cannot run this problem on {q.device} "
                     f"({refusal}); call it under torch.no_grad() or detach q, k and v",
                 )
-        out, lse = torch.ops.jattn.attention(
-            q, k, v, opts.layout, opts.scale, opts.backend, opts.precision, opts.threads, want_lse,
-            key_padding_mask, kv_len,
-        )  # fmt: skip
+        out, lse = torch.ops.jattn.attention(q, k, v, *opts._replace(return_lse=want_lse), key_padding_mask, kv_len)
         return (out, lse) if opts.return_lse else out
     lse = (
         torch.empty(_torch_op.lse_shape(q, opts.layout), dtype=torch.float32, device=q.device)
         if opts.return_lse
         else None
     )
-    torch.ops.jattn.attention_out(
-        q, k, v, out, lse, opts.layout, opts.scale, opts.backend, opts.precision, opts.threads, key_padding_mask, kv_len
-    )
+    torch.ops.jattn.attention_out(q, k, v, out, lse, *opts, key_padding_mask, kv_len)
     return (out, lse) if opts.return_lse else out
 
 
@@ -164,14 +159,15 @@ def attention(
             run this problem. RuntimeError (``jattn.JattnRuntimeError``): the backend is
             unavailable or failed. Each carries ``status_name`` and the library's ``message``.
     """
+    given = dict(layout=layout, scale=scale, backend=backend, precision=precision, threads=threads, return_lse=return_lse)
     if _is_torch(q):
         if _needs_dispatcher(q, k, v):  # traced: checked without the (guarded) cache
-            opts = _options.validated(layout, scale, backend, precision, threads, return_lse)
+            opts = _options.validated(**given)
             return _attention_through_ops(q, k, v, opts, out, key_padding_mask, kv_len)
-        opts = _options.options(layout, scale, backend, precision, threads, return_lse)
+        opts = _options.options(**given)
         result, lse = _torch_impl.attention(q, k, v, opts, out, None, key_padding_mask, kv_len)
     elif _is_numpy(q):
-        opts = _options.options(layout, scale, backend, precision, threads, return_lse)
+        opts = _options.options(**given)
         result, lse = _numpy_impl.attention(q, k, v, opts, out, key_padding_mask, kv_len)
     else:
         raise TypeError(f"jattn: q is a {type(q).__name__}; jattn.attention takes torch tensors or numpy arrays")
@@ -193,7 +189,7 @@ def select(
     (the same dispatch the call makes; nothing is computed). Raises as ``attention`` would when
     no backend can run the problem."""
     if _is_torch(q) or _is_numpy(q):
-        opts = _options.options(layout, scale, backend, precision, threads)
+        opts = _options.options(layout=layout, scale=scale, backend=backend, precision=precision, threads=threads)
         sel = (_torch_impl if _is_torch(q) else _numpy_impl).select(q, k, v, opts)
     else:
         raise TypeError(f"jattn: q is a {type(q).__name__}; jattn.select takes torch tensors or numpy arrays")

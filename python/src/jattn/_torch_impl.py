@@ -267,7 +267,9 @@ def _backward_refusal_impl(device_type: str, index: int, head_dim: int, backend:
         return _BACKWARD_REFUSALS[key]
     from ._options import validated
 
-    reason = _backward_refusal_uncached(device_type, index, head_dim, validated(layout, None, backend, precision, 0))
+    reason = _backward_refusal_uncached(
+        device_type, index, head_dim, validated(layout=layout, backend=backend, precision=precision)
+    )
     _BACKWARD_REFUSALS[key] = reason
     return reason
 
