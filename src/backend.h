@@ -22,9 +22,10 @@
  * rust/jattn-sys/src/lib.rs and the variant of rust/jattn's `Backend` (their ABI tests fail until
  * they agree with the header). Nothing else restates a backend: the command (its --backend
  * choices, `jattn backends`, AUTO's order, which backends are GPUs), both bindings' lists and
- * choices, and the tests' registrations ask jattn_backend_name() and jattn_backend_info_at(),
- * whose answers come from the list below and the ops tables; tests/test_docs.sh then fails until
- * README.md, python/README.md and docs/DESIGN.md §3 name the new backend.
+ * choices, and the tests ask jattn_backend_name() and jattn_backend_info_at(), whose answers come
+ * from the list below and the ops tables; ctest registers the per-backend suites for each line of
+ * the list below (cmake/backends.cmake reads it). tests/test_docs.sh then fails until README.md,
+ * python/README.md and docs/DESIGN.md §3 name the new backend (and §3 its folder).
  *
  * The backward pass (jattn_backward): each backend has three entries beside the forward's,
  * `select_backward`, `workspace_size_backward` and `backward`, with the same shapes (problem,
