@@ -160,7 +160,7 @@ JATTN_API jattn_problem jattn_problem_flux(int64_t batch, int64_t heads, int64_t
  * this list. What each backend is (its name, whether it computes on a GPU, the memory it works
  * in, whether it has a backward, its place in AUTO's order) the library says at run time:
  * jattn_backend_info_at() below. Stable numbers: a new backend takes the next, at the end. */
-#define JATTN_BACKEND_LIST(X)                                                                   \
+#define JATTN_BACKEND_LIST(X)                                                                 \
     X(JATTN_BACKEND_AUTO, 0) /* the first backend in AUTO's order that is present and able */ \
     X(JATTN_BACKEND_REF, 1)  /* the float64 scalar reference (the oracle; slow) */            \
     X(JATTN_BACKEND_CPU, 2)  /* flash attention on the CPU, SIMD micro-kernels, OpenMP */     \

@@ -5,10 +5,10 @@
 
 #include "cli_args.h"
 
-int cli_run(const cli_options *o);     /* cli_run.c */
-int cli_bench(const cli_options *o);   /* cli_bench.c */
-int cli_compare(const cli_options *o); /* cli_tools.c */
-int cli_gen(const cli_options *o);     /* cli_tools.c */
+int cli_run(const cli_options *o);      /* cli_run.c */
+int cli_bench(const cli_options *o);    /* cli_bench.c */
+int cli_compare(const cli_options *o);  /* cli_tools.c */
+int cli_gen(const cli_options *o);      /* cli_tools.c */
 int cli_backends(const cli_options *o); /* cli_backends.c */
 int cli_run_parallel(const cli_options *o);
 int cli_run_backward(const cli_options *o); /* run --backward: cli_backward.c */

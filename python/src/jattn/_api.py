@@ -159,7 +159,9 @@ def attention(
             run this problem. RuntimeError (``jattn.JattnRuntimeError``): the backend is
             unavailable or failed. Each carries ``status_name`` and the library's ``message``.
     """
-    given = dict(layout=layout, scale=scale, backend=backend, precision=precision, threads=threads, return_lse=return_lse)
+    given = dict(
+        layout=layout, scale=scale, backend=backend, precision=precision, threads=threads, return_lse=return_lse
+    )
     if _is_torch(q):
         if _needs_dispatcher(q, k, v):  # traced: checked without the (guarded) cache
             opts = _options.validated(**given)

@@ -14,7 +14,6 @@ from . import _clib
 from ._clib import Exec
 from ._options import Options
 
-
 _AUTO = {
     True: next(b.id for b in _clib.BACKENDS if b.on_device),
     False: next(b.id for b in _clib.BACKENDS if not b.is_gpu),
