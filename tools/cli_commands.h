@@ -26,7 +26,7 @@ int cli_backend_on_device(jattn_backend backend); /* it computes from (CUDA) dev
  * (e's backend aside); JATTN_BACKEND_AUTO when none. */
 jattn_backend cli_first_cpu_backend(const jattn_problem *p, const jattn_exec *e);
 
-/* Prints "jattn: <message>\n" on stderr. @return code. */
+/* Prints "jattn: <message>\n" on stderr (cli_common.c). @return code. */
 int cli_error(int code, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 2, 3)))

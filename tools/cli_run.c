@@ -1,7 +1,6 @@
 /* `jattn run`: one attention call on synthetic or .npy inputs; timed, checked against the
  * float64 reference, and written out (all or nothing). */
 #include <math.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,16 +21,6 @@
 #define RUN_DEVICE_REPS 20
 
 enum { ERRLEN = 512 };
-
-int cli_error(int code, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("jattn: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-    return code;
-}
 
 /* ---- inputs ---- */
 
