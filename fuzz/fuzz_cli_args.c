@@ -58,7 +58,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         REQUIRE(memchr(err, '\0', sizeof err) != NULL);
         REQUIRE(err[0] != '\0' && strchr(err, '\n') == NULL);
     } else {
-        REQUIRE((int)o.command >= CLI_CMD_HELP && (int)o.command <= CLI_CMD_GEN);
+        REQUIRE((int)o.command >= CLI_CMD_HELP && (int)o.command <= CLI_CMD_BACKENDS);
         REQUIRE((int)o.backend >= 0 && (int)o.backend < JATTN_BACKEND_COUNT);
         REQUIRE((int)o.precision >= 0 && (int)o.precision <= JATTN_PRECISION_TF32);
         REQUIRE(o.n_threads >= 0 && o.n_threads <= CLI_MAX_THREAD_COUNTS);

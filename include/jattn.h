@@ -156,15 +156,22 @@ JATTN_API jattn_problem jattn_problem_flux(int64_t batch, int64_t heads, int64_t
                                            int64_t head_dim);
 
 /* ---- execution ---------------------------------------------------------------------- */
-typedef enum jattn_backend {
-    JATTN_BACKEND_AUTO = 0, /* cuda if present and able, else vk (a GPU, never a software device), else cpu,
-                               else ref */
-    JATTN_BACKEND_REF = 1,  /* the float64 scalar reference (the oracle; slow) */
-    JATTN_BACKEND_CPU = 2,  /* flash attention on the CPU, SIMD micro-kernels, OpenMP */
-    JATTN_BACKEND_CUDA = 3, /* NVIDIA GPUs */
-    JATTN_BACKEND_VK = 4    /* any Vulkan GPU (Apple through MoltenVK, AMD, Intel, NVIDIA), host memory;
-                               JATTN_VK_DEVICE=<index> picks the device */
-} jattn_backend;
+/* Every backend value, once: X(NAME, VALUE). The enum and the bindings' ABI probe derive from
+ * this list. What each backend is (its name, whether it computes on a GPU, the memory it works
+ * in, whether it has a backward, its place in AUTO's order) the library says at run time:
+ * jattn_backend_info_at() below. Stable numbers: a new backend takes the next, at the end. */
+#define JATTN_BACKEND_LIST(X)                                                                 \
+    X(JATTN_BACKEND_AUTO, 0) /* the first backend in AUTO's order that is present and able */ \
+    X(JATTN_BACKEND_REF, 1)  /* the float64 scalar reference (the oracle; slow) */            \
+    X(JATTN_BACKEND_CPU, 2)  /* flash attention on the CPU, SIMD micro-kernels, OpenMP */     \
+    X(JATTN_BACKEND_CUDA, 3) /* NVIDIA GPUs */                                                \
+    X(JATTN_BACKEND_VK, 4)   /* any Vulkan GPU, host memory (JATTN_VK_DEVICE=<index> picks one) */
+
+#define JATTN_BACKEND_ENUMERATOR_(name, value) name = value,
+typedef enum jattn_backend { JATTN_BACKEND_LIST(JATTN_BACKEND_ENUMERATOR_) } jattn_backend;
+#undef JATTN_BACKEND_ENUMERATOR_
+
+/* One more than the largest value (the library checks it against its backends). */
 #define JATTN_BACKEND_COUNT 5
 
 typedef enum jattn_precision {
@@ -196,8 +203,32 @@ typedef struct jattn_selection {
     int threads;        /* CPU threads it would use (1 for GPU backends) */
 } jattn_selection;
 
-/* @return the name of a backend ("auto", "ref", "cpu", "cuda", "vk"), NULL if out of range. */
+/* @return the name of a backend (e.g. "cpu"; "auto" for JATTN_BACKEND_AUTO), NULL if out of range.
+ *         Static storage. */
 JATTN_API const char *jattn_backend_name(jattn_backend backend);
+
+/* What a backend is, for tools and bindings that list, describe or choose backends without
+ * restating them. Strings have static storage. A backend not built into this library (or
+ * without a device here) is still described: jattn_select() says whether it can run. */
+typedef struct jattn_backend_info {
+    jattn_backend backend; /* its value (never AUTO) */
+    const char *name;      /* jattn_backend_name(backend) */
+    jattn_memory memory;   /* the memory it computes from: JATTN_MEMORY_DEVICE (it also takes host
+                              pointers, copying them to the device and back) or JATTN_MEMORY_HOST */
+    int is_gpu;            /* 1 when it computes on a GPU, 0 on the CPU */
+    int has_backward;      /* 1 when jattn_backward can run on it (where it is present and able) */
+    int auto_rank;         /* its place in AUTO's order: 0 is tried first */
+} jattn_backend_info;
+
+/* @return the number of backends of the library linked (AUTO is not one): JATTN_BACKEND_COUNT - 1
+ *         of the header it was built from. */
+JATTN_API int jattn_backend_info_count(void);
+
+/* Describes the backend AUTO tries at place `auto_rank` (0 first, < jattn_backend_info_count()):
+ * enumerating 0, 1, ... lists every backend in AUTO's order.
+ * @return JATTN_OK and `*info` filled; JATTN_ERROR_NULL_POINTER, or JATTN_ERROR_INVALID_ARGUMENT
+ *         for a rank out of range (then `*info` is untouched). */
+JATTN_API jattn_status jattn_backend_info_at(int auto_rank, jattn_backend_info *info);
 
 /* Can the backend of `exec` (NULL: defaults) run `problem`, and which kernel would run it?
  * This is the function jattn_forward dispatches with.
@@ -303,8 +334,8 @@ typedef struct jattn_grad_strides {
 JATTN_API jattn_grad_strides jattn_grad_strides_like(const jattn_problem *problem);
 
 /* Can the backend of `exec` (NULL: defaults) run the backward of `problem`, and which kernel
- * would run it? This is the function jattn_backward dispatches with (AUTO: the first of cuda,
- * cpu, ref that can).
+ * would run it? This is the function jattn_backward dispatches with (AUTO: the first backend, in
+ * AUTO's order, that has a backward and can run it).
  * @return JATTN_OK and `*selection` filled; otherwise the status of the first problem found
  *         (as jattn_select; JATTN_ERROR_UNSUPPORTED where a backend has no backward for the
  *         problem), jattn_last_error() saying why, `*selection` untouched. */

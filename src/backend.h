@@ -6,27 +6,34 @@
  * dispatch hands, unchanged, to the backend's workspace_size() and forward(): a kernel choice
  * travels as the backend's own descriptor, never as a name to parse or compare again.
  *
- * Adding a backend (as the Vulkan backend `vk` was):
- *  1. include/jattn.h: a value in jattn_backend (the next number; values are stable) and
- *     JATTN_BACKEND_COUNT one higher.
+ * Adding a backend (as the Vulkan backend `vk` was) is four steps inside libjattn:
+ *  1. include/jattn.h: one X(JATTN_BACKEND_<NAME>, value) line in JATTN_BACKEND_LIST (the next
+ *     number; values are stable) and JATTN_BACKEND_COUNT one higher.
  *  2. JATTN_BACKENDS below: one X(ENUM_SUFFIX, name) line, at its place in AUTO's order (the
  *     list's order is the order AUTO tries backends). The names, the ops table, AUTO's order,
  *     the context's state slot and the count check all derive from that line.
- *  3. src/<folder>/: a `const jattn_backend_ops jattn_backend_<name>` (select, workspace_size,
- *     forward, release_ctx, workspace_memory), and a stub of the same name reporting
- *     JATTN_ERROR_BACKEND_UNAVAILABLE for builds without it (src/cuda/cuda_unavailable.c is
- *     the model), both chosen by the folder's sources.cmake, include()d by CMakeLists.txt.
- *  4. Outside the library: the bindings' enums (python/src/jattn/_clib.py, rust/jattn-sys;
- *     their ABI tests fail until they agree: tests/abi/jattn_abi_probe.c lists the enumerators),
- *     the command's help text (its --backend choices are jattn_backend_name()'s), the README.
+ *  3. src/<folder>/: a `const jattn_backend_ops jattn_backend_<name>` (designated initializers:
+ *     id, is_gpu, workspace_memory, select, workspace_size, forward, release_ctx, and the
+ *     backward's three entries or none), and a stub of the same name and description reporting
+ *     JATTN_ERROR_BACKEND_UNAVAILABLE for builds without it (src/cuda/cuda_unavailable.c is the
+ *     model).
+ *  4. src/<folder>/sources.cmake choosing between the two, include()d by CMakeLists.txt.
+ * Then one line per binding enum: the constant in python/src/jattn/_clib.py, the constant in
+ * rust/jattn-sys/src/lib.rs and the variant of rust/jattn's `Backend` (their ABI tests fail until
+ * they agree with the header). Nothing else restates a backend: the command (its --backend
+ * choices, `jattn backends`, AUTO's order, which backends are GPUs), both bindings' lists and
+ * choices, and the tests ask jattn_backend_name() and jattn_backend_info_at(), whose answers come
+ * from the list below and the ops tables; ctest registers the per-backend suites for each line of
+ * the list below (cmake/backends.cmake reads it). tests/test_docs.sh then fails until README.md,
+ * python/README.md and docs/DESIGN.md §3 name the new backend (and §3 its folder).
  *
  * The backward pass (jattn_backward): each backend has three entries beside the forward's,
  * `select_backward`, `workspace_size_backward` and `backward`, with the same shapes (problem,
  * exec, jattn_plan; a jattn_bwd_call carrying the gradients). Dispatch runs the same
  * validation, then the same loop over JATTN_BACKENDS with select_backward; a NULL entry reads
- * as "this backend has no backward" (JATTN_ERROR_UNSUPPORTED, naming the backend), so backends
- * gain it one at a time. jattn_plan needs no change: its kernel pointer is the backward
- * kernel's descriptor. */
+ * as "this backend has no backward" (JATTN_ERROR_UNSUPPORTED, naming the backend; its
+ * jattn_backend_info.has_backward is 0), so backends gain it one at a time. jattn_plan needs no
+ * change: its kernel pointer is the backward kernel's descriptor. */
 #ifndef JATTN_BACKEND_H
 #define JATTN_BACKEND_H
 
@@ -117,6 +124,7 @@ typedef struct jattn_plan {
 
 struct jattn_backend_ops {
     jattn_backend id;
+    int is_gpu; /* it computes on a GPU (jattn_backend_info.is_gpu) */
     /* Can this backend run the (valid) problem under exec? On JATTN_OK fill plan->kernel,
      * plan->threads, plan->selection.kernel and plan->selection.isa. Otherwise return
      * JATTN_ERROR_UNSUPPORTED / _BACKEND_UNAVAILABLE via jattn_fail(), naming the limit.
@@ -128,10 +136,11 @@ struct jattn_backend_ops {
     jattn_status (*forward)(const jattn_call *call, const jattn_plan *plan);
     /* Frees whatever this backend keeps in a context (may be NULL). */
     void (*release_ctx)(jattn_ctx *ctx);
-    /* Where the workspace lives. JATTN_MEMORY_HOST: dispatch provides it when the caller gives
-     * none (the context's grow-only buffer, or an allocation for the call).
-     * JATTN_MEMORY_DEVICE: without a caller workspace forward() gets NULL and finds device
-     * memory itself (the cuda backend: the context's buffers, or the stream-ordered pool). */
+    /* The memory the backend computes from (jattn_backend_info.memory), and so where its
+     * workspace lives. JATTN_MEMORY_HOST: dispatch provides it when the caller gives none (the
+     * context's grow-only buffer, or an allocation for the call). JATTN_MEMORY_DEVICE: without a
+     * caller workspace forward() gets NULL and finds device memory itself (the cuda backend: the
+     * context's buffers, or the stream-ordered pool). */
     jattn_memory workspace_memory;
     /* The backward (jattn_backward): the same contracts as select, workspace_size and forward,
      * with a plan of their own (plan->kernel the backward kernel's descriptor). NULL: this

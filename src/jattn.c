@@ -60,6 +60,10 @@ static jattn_status succeed(void) {
 _Static_assert(1 JATTN_BACKENDS(COUNT_ONE_) == JATTN_BACKEND_COUNT,
                "JATTN_BACKENDS (backend.h) lists every jattn_backend but AUTO, once");
 #undef COUNT_ONE_
+#define COUNT_VALUE_(name, value) +1
+_Static_assert(0 JATTN_BACKEND_LIST(COUNT_VALUE_) == JATTN_BACKEND_COUNT,
+               "JATTN_BACKEND_COUNT is the number of values in JATTN_BACKEND_LIST (jattn.h)");
+#undef COUNT_VALUE_
 
 /* Indexed by jattn_backend; [JATTN_BACKEND_AUTO] is NULL. */
 #define OPS_ENTRY_(ID, name) [JATTN_BACKEND_##ID] = &jattn_backend_##name,
@@ -79,6 +83,23 @@ static const jattn_backend auto_order[] = {JATTN_BACKENDS(ORDER_ENTRY_)};
 const char *jattn_backend_name(jattn_backend backend) {
     if ((int)backend < 0 || (int)backend >= JATTN_BACKEND_COUNT) return NULL;
     return backend_names[backend];
+}
+
+int jattn_backend_info_count(void) { return (int)(sizeof auto_order / sizeof auto_order[0]); }
+
+jattn_status jattn_backend_info_at(int auto_rank, jattn_backend_info *info) {
+    if (!info) return jattn_fail(JATTN_ERROR_NULL_POINTER, "info: NULL");
+    if (auto_rank < 0 || auto_rank >= jattn_backend_info_count())
+        return jattn_fail(JATTN_ERROR_INVALID_ARGUMENT, "auto_rank: %d, must be in [0, %d)", auto_rank,
+                          jattn_backend_info_count());
+    const jattn_backend_ops *ops = backends[auto_order[auto_rank]];
+    info->backend = ops->id;
+    info->name = backend_names[ops->id];
+    info->memory = ops->workspace_memory;
+    info->is_gpu = ops->is_gpu != 0;
+    info->has_backward = ops->select_backward != NULL;
+    info->auto_rank = auto_rank;
+    return succeed();
 }
 
 void *jattn_alloc_aligned(size_t bytes) {

@@ -204,10 +204,11 @@ static jattn_status ref_backward(const jattn_bwd_call *c, const jattn_plan *plan
 
 const jattn_backend_ops jattn_backend_ref = {
     .id = JATTN_BACKEND_REF,
+    .is_gpu = 0,
+    .workspace_memory = JATTN_MEMORY_HOST,
     .select = ref_select,
     .workspace_size = ref_workspace_size,
     .forward = ref_forward,
-    .workspace_memory = JATTN_MEMORY_HOST,
     .select_backward = ref_backward_select,
     .workspace_size_backward = ref_backward_workspace_size,
     .backward = ref_backward,

@@ -4,10 +4,10 @@
 if(JATTN_CUDA_ENABLED)
   jattn_add_test(test_cuda_device SOURCES test_cuda_device.c LIBS CUDA::cudart)
 endif()
-# The backward on the cuda backend: test_backward's battery (host pointers), its device part
-# (device pointers, a caller workspace in device memory, graph capture) and its tf32 part.
+# The backward on the cuda backend (test_backward_cuda, registered with every backend in
+# CMakeLists.txt): test_backward's battery (host pointers) and tf32 part, and with the CUDA runtime
+# linked its device part (device pointers, a caller workspace in device memory, graph capture).
 if(JATTN_CUDA_ENABLED)
-  jattn_add_test(test_backward SOURCES test_backward.c ARGS cuda)
   target_link_libraries(test_backward PRIVATE CUDA::cudart)
   target_compile_definitions(test_backward PRIVATE JATTN_TEST_BACKWARD_CUDA=1)
   # the same battery with the mma.sync backward v3 forced: on Hopper AUTO runs v2 where it applies

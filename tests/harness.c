@@ -260,6 +260,36 @@ int jt_backend_present(jattn_backend b) {
     return jattn_select(&p, &e, &sel) == JATTN_OK;
 }
 
+int jt_backend_takes_tf32(jattn_backend b, int backward) {
+    jattn_problem p = jattn_problem_flux(1, 1, 8, 8, 64);
+    jattn_exec e = {0};
+    e.backend = b;
+    e.precision = JATTN_PRECISION_TF32;
+    jattn_selection sel;
+    return (backward ? jattn_backward_select(&p, &e, &sel) : jattn_select(&p, &e, &sel)) == JATTN_OK;
+}
+
+int jt_backend_info(jattn_backend b, jattn_backend_info *info) {
+    for (int r = 0; r < jattn_backend_info_count(); r++)
+        if (jattn_backend_info_at(r, info) == JATTN_OK && info->backend == b) return 1;
+    return 0;
+}
+
+int jt_backend_arg(int argc, char **argv, const char *fallback, int allow_auto, const char *extra, jattn_backend *out) {
+    const char *name = argc > 1 ? argv[1] : fallback;
+    const int first = allow_auto ? JATTN_BACKEND_AUTO : JATTN_BACKEND_AUTO + 1;
+    for (int b = first; b < JATTN_BACKEND_COUNT; b++)
+        if (strcmp(name, jattn_backend_name((jattn_backend)b)) == 0) {
+            *out = (jattn_backend)b;
+            return 0;
+        }
+    fprintf(stderr, "usage: %s ", argc > 0 ? argv[0] : "test");
+    for (int b = first; b < JATTN_BACKEND_COUNT; b++)
+        fprintf(stderr, "%s%s", b > first ? "|" : "", jattn_backend_name((jattn_backend)b));
+    fprintf(stderr, "%s%s\n", extra ? " " : "", extra ? extra : "");
+    return 2;
+}
+
 void jt_tally_add(jt_tally *t, int ok) {
     if (ok)
         t->passed++;

@@ -83,6 +83,19 @@ const jattn_metrics *jt_last_metrics(void);
 /* Which backends can run in this build and on this machine (jattn_select on a small problem). */
 int jt_backend_present(jattn_backend b);
 
+/* Whether backend b (AUTO: its choice) takes JATTN_PRECISION_TF32: jattn_select (backward:
+ * jattn_backward_select) of a small problem. The suites test tf32 where the library offers it. */
+int jt_backend_takes_tf32(jattn_backend b, int backward);
+
+/* The library's description of backend b (jattn_backend_info_at). @return 1, or 0 for AUTO or a
+ * value the library does not know. */
+int jt_backend_info(jattn_backend b, jattn_backend_info *info);
+
+/* The backend argv[1] names, by the library's names (jattn_backend_name; "auto" only when
+ * allow_auto), `fallback` when there is no argv[1]. @return 0 and *out, or 2 after printing
+ * "usage: PROGRAM <the library's names> EXTRA" on stderr. */
+int jt_backend_arg(int argc, char **argv, const char *fallback, int allow_auto, const char *extra, jattn_backend *out);
+
 /* Counters for a test's summary line. */
 typedef struct jt_tally {
     int passed, failed;

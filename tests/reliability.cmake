@@ -1,10 +1,8 @@
-# Reliability tests (issue 6): numerics at the edges per backend, concurrency and
-# determinism, the jattn command under hostile input, and replay of the fuzz corpora.
+# Reliability tests (issue 6): numerics at the edges per backend (test_edges, registered for
+# every backend in CMakeLists.txt), concurrency and determinism, the jattn command under hostile
+# input, and replay of the fuzz corpora.
 find_package(Threads REQUIRED)
 
-foreach(b ref cpu cuda vk)
-  jattn_add_test(test_edges SOURCES test_edges.c ARGS ${b})
-endforeach()
 # The cpu backend's edges once per instruction set, forced by JATTN_CPU_ISA (skipped where this
 # CPU or build lacks it).
 foreach(isa avx512 avx2 neon generic)

@@ -19,8 +19,8 @@
  *               a query row with no key gets dq = +0
  *   validation  every error of the call, nothing written on failure
  *   determinism bitwise identical across runs and CPU thread counts
- *   tf32        the tf32 precision: every gradient within rel_l2 1e-3 (in `all` for cuda only: the
- *               ref backend refuses tf32)
+ *   tf32        the tf32 precision: every gradient within rel_l2 1e-3 (in `all` for a backend whose
+ *               backward takes tf32: the library's answer, jattn_backward_select)
  *   device      (cuda) the gate, padding and scaling parts again with device pointers: every array
  *               (guards included) copied to the GPU, the call on a stream of the test's with a
  *               caller workspace in device memory (exec.memory = DEVICE), the arrays copied back
@@ -30,8 +30,9 @@
  * v1, when forced, D <= 128) is reported as skipped, never as passed. JATTN_CUDA_BWD_KERNEL=v1|v2|v3
  * forces a cuda backward version for the whole battery (ctest runs it with v3 forced too).
  *
- * usage: test_backward BACKEND [PART]   (ref | cpu | cuda | auto; PART one of the above, default
- * all). Exits 77 when the backend has no backward in this build (cuda: no GPU). */
+ * usage: test_backward BACKEND [PART]   (a jattn_backend_name, or auto; PART one of the above,
+ * default all). Exits 77 when the backend has no backward in this build or on this machine (cuda:
+ * no GPU; a backend whose jattn_backend_info.has_backward is 0). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1374,16 +1375,11 @@ static void part_graph(jt_rng *r, jt_tally *tally, jattn_precision precision) {
 #endif
 
 int main(int argc, char **argv) {
-    const char *name = argc > 1 ? argv[1] : "cpu";
     const char *part = argc > 2 ? argv[2] : "all";
-    backend = JATTN_BACKEND_COUNT;
-    for (int b = 0; b < JATTN_BACKEND_COUNT; b++)
-        if (strcmp(name, jattn_backend_name((jattn_backend)b)) == 0) backend = (jattn_backend)b;
-    if (backend == JATTN_BACKEND_COUNT) {
-        fprintf(stderr, "usage: test_backward ref|cpu|cuda|auto "
-                        "[gate|chain|padding|fd|properties|validation|determinism|tf32|device|graph|all]\n");
+    if (jt_backend_arg(argc, argv, "cpu", 1,
+                       "[gate|chain|padding|fd|properties|validation|determinism|tf32|device|graph|all]", &backend))
         return 2;
-    }
+    const char *name = jattn_backend_name(backend);
     jattn_problem probe = jattn_problem_flux(1, 1, 8, 8, 64);
     jattn_exec pe = {0};
     pe.backend = backend;
@@ -1409,7 +1405,7 @@ int main(int argc, char **argv) {
     }
     if (all || !strcmp(part, "validation")) part_validation(&rng, &tally);
     if (all || !strcmp(part, "determinism")) part_determinism(&rng, &tally);
-    if ((all && backend == JATTN_BACKEND_CUDA) || !strcmp(part, "tf32")) part_tf32(&rng, &tally);
+    if ((all && jt_backend_takes_tf32(backend, 1)) || !strcmp(part, "tf32")) part_tf32(&rng, &tally);
 #ifdef JATTN_TEST_BACKWARD_CUDA
     if (backend == JATTN_BACKEND_CUDA && (all || !strcmp(part, "device"))) {
         device_pointers = 1;

@@ -97,6 +97,22 @@ expect_ok "help" "usage: jattn" "$J" help
 expect_ok "run --help" "usage: jattn" "$J" run --help
 expect_ok "--version" "jattn 0." "$J" --version
 
+# ---- backends: the library's list; every name it gives is a --backend choice, in rank order ----
+expect_ok "backends" "auto runs the default job on" "$J" backends
+"$J" backends --json >"$T/backends.json" 2>"$T/stderr"
+json_keys "backends --json" "$T/backends.json" backend auto_rank is_gpu memory has_backward available kernel isa reason
+names=$(sed -n 's/.*"backend":"\([a-z0-9_]*\)".*/\1/p' "$T/backends.json")
+ranks=$(sed -n 's/.*"auto_rank":\([0-9]*\).*/\1/p' "$T/backends.json" | tr '\n' ' ')
+want_ranks=$(i=0; for n in $names; do printf '%d ' $i; i=$((i + 1)); done)
+if [ -n "$names" ] && [ "$ranks" = "$want_ranks" ]; then pass; else fail "backends --json: ranks '$ranks', want '$want_ranks'"; fi
+for n in $names; do
+    "$J" run --backend "$n" --heads 1 --seq 8 --dim 8 --reps 1 >"$T/stdout" 2>"$T/stderr"
+    rc=$?
+    if [ $rc = 0 ] || { [ $rc = 1 ] && grep -q "UNAVAILABLE" "$T/stderr"; }; then pass; else
+        fail "run --backend $n (a name 'jattn backends' lists): exit $rc: $(cat "$T/stderr")"; fi
+done
+expect_error "backends takes no size" 2 "is not an option of 'backends'" "$J" backends --seq 8
+
 # ---- run ----
 expect_ok "run small, auto backend" "PASS" "$J" run --heads 2 --seq 40 --dim 32 --check
 expect_ok "run small, ref backend" "PASS" "$J" run --backend ref --heads 3 --seq 17 --dim 16 --check

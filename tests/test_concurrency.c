@@ -7,9 +7,9 @@
  *    threads start, and the serial results must pass the f32 gate against the reference.
  *    Each thread also makes a failing call naming its own field between its good calls: the
  *    message jattn_last_error() gives back must be that thread's, and a good call clears it.
- * 2. On the CPU backends (ref, cpu), outputs and lse are bitwise identical across repeated
- *    runs and across thread counts 1, 2, 3, 4, 8 and "all cores"; on every backend present,
- *    across repeated runs.
+ * 2. On the CPU backends (jattn_backend_info.is_gpu 0), outputs and lse are bitwise identical
+ *    across repeated runs and across thread counts 1, 2, 3, 4, 8 and "all cores"; on every
+ *    backend present, across repeated runs.
  *
  * Meant to run under ThreadSanitizer too (make test does so in build-tsan). */
 #define _POSIX_C_SOURCE 200809L
@@ -127,7 +127,8 @@ static int setup_job(job *j, jattn_backend backend, int index, jt_rng *rng, jt_t
 
 /* Bitwise equality of out and lse across thread counts (CPU backends) and repeated runs. */
 static void determinism(jattn_backend backend, jt_rng *rng, jt_tally *tally) {
-    const int cpu_side = backend == JATTN_BACKEND_REF || backend == JATTN_BACKEND_CPU;
+    jattn_backend_info info;
+    const int cpu_side = jt_backend_info(backend, &info) && !info.is_gpu;
     jattn_problem p = jattn_problem_flux(2, 3, 200, 333, 64);
     jt_case c;
     if (jt_case_init(&c, &p) != 0) {
@@ -165,11 +166,13 @@ static void determinism(jattn_backend backend, jt_rng *rng, jt_tally *tally) {
 }
 
 int main(void) {
-    jattn_backend present[3];
+    jattn_backend present[JATTN_BACKEND_COUNT];
     int n_present = 0;
-    const jattn_backend all[3] = {JATTN_BACKEND_REF, JATTN_BACKEND_CPU, JATTN_BACKEND_CUDA};
-    for (int i = 0; i < 3; i++)
-        if (jt_backend_present(all[i])) present[n_present++] = all[i];
+    for (int r = 0; r < jattn_backend_info_count() && n_present < JATTN_BACKEND_COUNT; r++) {
+        jattn_backend_info info;
+        if (jattn_backend_info_at(r, &info) == JATTN_OK && jt_backend_present(info.backend))
+            present[n_present++] = info.backend;
+    }
     jt_rng rng;
     jt_rng_init(&rng, jt_seed());
     jt_tally tally = {0};

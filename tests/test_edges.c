@@ -1,6 +1,6 @@
 /* Numerics at the edges of float32, one backend against the float64 reference.
  *
- * usage: test_edges BACKEND   (ref | cpu | cuda); exits 77 (skipped) when the backend is absent.
+ * usage: test_edges BACKEND   (a jattn_backend_name); exits 77 (skipped) when the backend is absent.
  *
  * Every case draws fresh inputs (seed printed; JATTN_TEST_SEED replays), poisons the outputs,
  * and checks every element. The cases, and why each is built the way it is:
@@ -491,14 +491,8 @@ static void explicit_scale(float scale, double input_amp) {
 }
 
 int main(int argc, char **argv) {
-    const char *name = argc > 1 ? argv[1] : "cpu";
-    backend = JATTN_BACKEND_COUNT;
-    for (int b = 0; b < JATTN_BACKEND_COUNT; b++)
-        if (strcmp(name, jattn_backend_name((jattn_backend)b)) == 0) backend = (jattn_backend)b;
-    if (backend == JATTN_BACKEND_COUNT || backend == JATTN_BACKEND_AUTO) {
-        fprintf(stderr, "usage: test_edges ref|cpu|cuda|vk\n");
-        return 2;
-    }
+    if (jt_backend_arg(argc, argv, "cpu", 0, NULL, &backend)) return 2;
+    const char *name = jattn_backend_name(backend);
     if (!jt_backend_present(backend)) {
         printf("SKIP: backend %s is not present in this build or on this machine\n", name);
         return JT_SKIP;

@@ -2,9 +2,9 @@
  * layouts, each with the four input distributions drawn fresh, outputs poisoned, every
  * element checked (docs/DESIGN.md §2).
  *
- * usage: test_parity BACKEND      (cpu | cuda | vk | ref | auto). Exits 77 (skipped) when the
- *        backend is not present in this build or on this machine. The cuda backend is also
- *        checked in tf32 precision. JATTN_TEST_QUICK=1 leaves out the largest shape. */
+ * usage: test_parity BACKEND      (a jattn_backend_name, or auto). Exits 77 (skipped) when the
+ *        backend is not present in this build or on this machine. A backend that takes tf32
+ *        precision is also checked in it. JATTN_TEST_QUICK=1 leaves out the largest shape. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -102,14 +102,9 @@ static jattn_problem make_problem(const shape *s) {
 }
 
 int main(int argc, char **argv) {
-    const char *name = argc > 1 ? argv[1] : "cpu";
-    jattn_backend backend = JATTN_BACKEND_COUNT;
-    for (int b = 0; b < JATTN_BACKEND_COUNT; b++)
-        if (strcmp(name, jattn_backend_name((jattn_backend)b)) == 0) backend = (jattn_backend)b;
-    if (backend == JATTN_BACKEND_COUNT) {
-        fprintf(stderr, "usage: test_parity auto|ref|cpu|cuda|vk\n");
-        return 2;
-    }
+    jattn_backend backend;
+    if (jt_backend_arg(argc, argv, "cpu", 1, NULL, &backend)) return 2;
+    const char *name = jattn_backend_name(backend);
     if (!jt_backend_present(backend)) {
         printf("SKIP: backend %s is not present in this build or on this machine\n", name);
         return JT_SKIP;
@@ -120,7 +115,7 @@ int main(int argc, char **argv) {
     jt_tally tally = {0};
 
     jattn_precision precisions[2] = {JATTN_PRECISION_F32, JATTN_PRECISION_TF32};
-    int n_prec = backend == JATTN_BACKEND_CUDA ? 2 : 1;
+    const int n_prec = jt_backend_takes_tf32(backend, 0) ? 2 : 1;
 
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
         const shape *s = &shapes[si];

@@ -245,6 +245,58 @@ static int success_paths(void) {
     return ok;
 }
 
+/* jattn_backend_info_at: every backend value but AUTO once, in ranks 0..count-1, with the name
+ * jattn_backend_name gives; its description agrees with what the calls do (a host-memory backend
+ * present refuses device pointers, a backend without a backward refuses jattn_backward_select, AUTO takes
+ * the first backend that can run, a GPU backend aside); out-of-range ranks and NULL refused. */
+static int backend_infos(void) {
+    const int count = jattn_backend_info_count();
+    int ok = count == JATTN_BACKEND_COUNT - 1, seen[JATTN_BACKEND_COUNT] = {0};
+    jattn_problem p = jattn_problem_flux(1, 1, 4, 4, 8);
+    jattn_exec e = {0};
+    jattn_selection sel, chosen;
+    ok &= jt_expect_status(jattn_select(&p, &e, &chosen), JATTN_OK, "select auto");
+    int passed_chosen = 0;
+    for (int r = 0; r < count; r++) {
+        jattn_backend_info info;
+        memset(&info, 0xff, sizeof info);
+        if (!jt_expect_status(jattn_backend_info_at(r, &info), JATTN_OK, "backend_info_at")) return 0;
+        const int in_range = info.backend > JATTN_BACKEND_AUTO && info.backend < JATTN_BACKEND_COUNT;
+        ok &= in_range && info.auto_rank == r && (info.is_gpu == 0 || info.is_gpu == 1) &&
+              (info.has_backward == 0 || info.has_backward == 1) &&
+              (info.memory == JATTN_MEMORY_HOST || info.memory == JATTN_MEMORY_DEVICE);
+        if (!in_range) continue;
+        ok &= !seen[info.backend]++ && info.name && strcmp(info.name, jattn_backend_name(info.backend)) == 0;
+        e.backend = info.backend;
+        e.memory = JATTN_MEMORY_HOST;
+        const int runs = jattn_select(&p, &e, &sel) == JATTN_OK;
+        if (!info.has_backward)
+            ok &= jt_expect_status(jattn_backward_select(&p, &e, &sel), JATTN_ERROR_UNSUPPORTED, info.name);
+        e.memory = JATTN_MEMORY_DEVICE;
+        if (runs && info.memory == JATTN_MEMORY_HOST)
+            ok &= jt_expect_status(jattn_select(&p, &e, &sel), JATTN_ERROR_UNSUPPORTED, info.name);
+        e.memory = JATTN_MEMORY_HOST;
+        if (info.backend == chosen.backend) {
+            passed_chosen = 1;
+            ok &= runs;
+        } else if (!passed_chosen && runs && !info.is_gpu) { /* AUTO skips software GPUs only */
+            printf("FAIL auto chose %s, but %s comes first in auto's order and can run\n", chosen.backend_name,
+                   info.name);
+            ok = 0;
+        }
+    }
+    ok &= passed_chosen;
+    jattn_backend_info untouched;
+    memset(&untouched, 0x5a, sizeof untouched);
+    ok &= jt_expect_status(jattn_backend_info_at(count, &untouched), JATTN_ERROR_INVALID_ARGUMENT, "rank count");
+    ok &= strstr(jattn_last_error(), "auto_rank") != NULL;
+    ok &= jt_expect_status(jattn_backend_info_at(-1, &untouched), JATTN_ERROR_INVALID_ARGUMENT, "rank -1");
+    ok &= jt_expect_status(jattn_backend_info_at(0, NULL), JATTN_ERROR_NULL_POINTER, "info NULL");
+    ok &= untouched.auto_rank == 0x5a5a5a5a;
+    if (!ok) printf("FAIL backend descriptions (jattn_backend_info_at)\n");
+    return ok;
+}
+
 /* Messages are per thread: two threads fail differently at once and each reads its own. */
 static void *thread_fail(void *arg) {
     int which = *(int *)arg, good = 1;
@@ -279,6 +331,7 @@ int main(void) {
     jt_tally_add(&tally, null_arguments());
     jt_tally_add(&tally, success_paths());
     jt_tally_add(&tally, per_thread_messages());
+    jt_tally_add(&tally, backend_infos());
     if (!jt_backend_present(JATTN_BACKEND_CUDA)) {
         jattn_problem p = jattn_problem_flux(1, 1, 4, 4, 8);
         jattn_exec e = {0};

@@ -10,3 +10,9 @@ set_tests_properties(test_cli PROPERTIES SKIP_RETURN_CODE 77)
 add_test(NAME test_install COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/test_install.sh ${PROJECT_BINARY_DIR}
   ${CMAKE_CURRENT_SOURCE_DIR}/install_consumer ${CMAKE_C_COMPILER} ${CMAKE_COMMAND})
 set_tests_properties(test_install PROPERTIES SKIP_RETURN_CODE 77)
+
+# The docs against the code: every backend of the library named in README.md, python/README.md and
+# docs/DESIGN.md §3, auto's order as the library's, every src/*/ folder in the layer map, and the
+# backends the per-backend suites were registered for (CMakeLists.txt) as the library's.
+add_test(NAME test_docs COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/test_docs.sh $<TARGET_FILE:jattn> ${PROJECT_SOURCE_DIR}
+  ${JATTN_TEST_BACKENDS})

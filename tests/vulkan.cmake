@@ -1,5 +1,5 @@
 # Tests of the vk backend (Vulkan; lavapipe in CI): the parity, padding and edge suites (test_parity
-# vk, test_padding vk, test_edges vk, in CMakeLists.txt and reliability.cmake) plus test_vulkan:
+# vk, test_padding vk, test_edges vk: registered for every backend in CMakeLists.txt) plus test_vulkan:
 # FLUX-length heads, determinism, context reuse, pieces, refusals, and the reasons given without a
 # loader or device. Each exits 77 (skipped), saying why, where no Vulkan device is usable; CI
 # installs lavapipe, so there they run. lavapipe computes at ~1 GFLOP/s on 2 cores: the parity

@@ -20,12 +20,14 @@ const char jattn_cli_usage[] =
     "                     peak and a BLAS attention baseline measured in the same run\n"
     "  compare A.npy B.npy  compare an output A with a reference B under the parity gate\n"
     "  gen                write a standard-normal float32 .npy (for trying --q/--k/--v)\n"
+    "  backends           the library's backends, in the order auto tries them: what each runs on\n"
+    "                     and whether it can run here\n"
     "  help, --help       print this text;  --version  print the version\n"
     "\n"
     "run (no options: FLUX.2 DiT attention B=1 H=24 S=1536 D=128, synthetic standard-normal\n"
     "inputs, the best backend present, parity checked):\n"
-    "  --backend auto|ref|cpu|cuda|vk  auto tries cuda, then vk (a GPU; never a software\n"
-    "                                device such as lavapipe), then cpu, then ref (default auto)\n"
+    "  --backend NAME                auto (default): the first backend, in auto's order, that can run\n"
+    "                                the problem; or one of those 'jattn backends' lists\n"
     "  --precision f32|tf32          f32-exact (default), or tf32 (GPU, opt-in)\n"
     "  --threads N                   CPU threads, 0 = all cores (default 0)\n"
     "  --batch B --heads H --seq S --seq-kv S2 --dim D\n"
@@ -58,7 +60,8 @@ const char jattn_cli_usage[] =
     "                                normal dout, out and lse from the backend's forward) and check\n"
     "                                the gradients against the float64 ref backward (first heads)\n"
     "\n"
-    "bench (default shapes B=1 H=24 D=128, S = 512, 1536, 4608; backends cpu and cuda if present):\n"
+    "bench (default shapes B=1 H=24 D=128, S = 512, 1536, 4608; backends: auto's choice, and beside\n"
+    "a GPU backend the first CPU backend present):\n"
     "  --backend B                   this backend only (ref is benched only when asked for)\n"
     "  --threads N[,N...]            CPU thread counts (default: 1 and all cores)\n"
     "  --batch --heads --seq --seq-kv --dim   one shape instead of the default ones\n"
@@ -70,6 +73,7 @@ const char jattn_cli_usage[] =
     "\n"
     "compare A.npy B.npy [--precision f32|tf32] [--json]: exit 0 when A passes the gate, 1 when not\n"
     "gen --shape N,N,... --out F [--seed N]\n"
+    "backends [--json]\n"
     "\n"
     "exit status: 0 success; 1 runtime failure (backend unavailable or failing, output not\n"
     "writable, parity FAIL; no output file is left then); 2 bad usage or bad input (unknown option,\n"
@@ -79,7 +83,8 @@ enum {
     ON_RUN = 1 << CLI_CMD_RUN,
     ON_BENCH = 1 << CLI_CMD_BENCH,
     ON_COMPARE = 1 << CLI_CMD_COMPARE,
-    ON_GEN = 1 << CLI_CMD_GEN
+    ON_GEN = 1 << CLI_CMD_GEN,
+    ON_BACKENDS = 1 << CLI_CMD_BACKENDS
 };
 
 typedef enum option_id {
@@ -133,7 +138,7 @@ static const option_spec options[] = {
     {"--reps", OPT_REPS, ON_RUN | ON_BENCH, 1},
     {"--check", OPT_CHECK, ON_RUN, 0},
     {"--no-check", OPT_NO_CHECK, ON_RUN, 0},
-    {"--json", OPT_JSON, ON_RUN | ON_BENCH | ON_COMPARE, 0},
+    {"--json", OPT_JSON, ON_RUN | ON_BENCH | ON_COMPARE | ON_BACKENDS, 0},
     {"--q", OPT_Q, ON_RUN, 1},
     {"--k", OPT_K, ON_RUN, 1},
     {"--v", OPT_V, ON_RUN, 1},
@@ -142,15 +147,15 @@ static const option_spec options[] = {
     {"--shape", OPT_SHAPE, ON_GEN, 1},
     {"--kv-len", OPT_KV_LEN, ON_RUN, 1},
     {"--key-mask", OPT_KEY_MASK, ON_RUN, 1},
-    {"--help", OPT_HELP, ON_RUN | ON_BENCH | ON_COMPARE | ON_GEN, 0},
-    {"-h", OPT_HELP, ON_RUN | ON_BENCH | ON_COMPARE | ON_GEN, 0},
+    {"--help", OPT_HELP, ON_RUN | ON_BENCH | ON_COMPARE | ON_GEN | ON_BACKENDS, 0},
+    {"-h", OPT_HELP, ON_RUN | ON_BENCH | ON_COMPARE | ON_GEN | ON_BACKENDS, 0},
     {"--parallel", OPT_PARALLEL, ON_RUN, 1},
     {"--shards", OPT_SHARDS, ON_RUN, 1},
     {"--replicate-kv", OPT_REPLICATE_KV, ON_RUN, 0},
     {"--backward", OPT_BACKWARD, ON_RUN | ON_BENCH, 0},
 };
 
-static const char *const command_names[] = {"help", "version", "run", "bench", "compare", "gen"};
+static const char *const command_names[] = {"help", "version", "run", "bench", "compare", "gen", "backends"};
 
 static int usage_error(char *err, size_t errlen, const char *fmt, ...)
 #if defined(__GNUC__)
@@ -405,7 +410,7 @@ int jattn_cli_parse(int argc, char **argv, cli_options *o, char *err, size_t err
     if (err && errlen) err[0] = '\0';
     char buf[48];
     if (argc < 2 || !argv || !argv[1])
-        return usage_error(err, errlen, "missing command (run, bench, compare, gen; see 'jattn --help')");
+        return usage_error(err, errlen, "missing command (run, bench, compare, gen, backends; see 'jattn --help')");
     if (parse_command(argv[1], &o->command) != 0)
         return usage_error(err, errlen, "unknown command '%s' (see 'jattn --help')", shown(argv[1], buf, sizeof buf));
     if (o->command == CLI_CMD_HELP || o->command == CLI_CMD_VERSION) {

@@ -22,7 +22,8 @@ typedef enum cli_command {
     CLI_CMD_RUN,
     CLI_CMD_BENCH,
     CLI_CMD_COMPARE,
-    CLI_CMD_GEN
+    CLI_CMD_GEN,
+    CLI_CMD_BACKENDS
 } cli_command;
 
 #define CLI_MAX_THREAD_COUNTS 16

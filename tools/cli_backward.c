@@ -174,7 +174,7 @@ int cli_run_backward(const cli_options *o) {
     st = jattn_ctx_create(&ctx);
     if (st == JATTN_OK) st = job_init(&j, &p, o->seed, &e, ctx);
     kit_timing t = {0};
-    if (st == JATTN_OK) st = time_backward(&j, ctx, &e, o->reps, sel.backend == JATTN_BACKEND_CUDA, &t);
+    if (st == JATTN_OK) st = time_backward(&j, ctx, &e, o->reps, cli_backend_on_device(sel.backend), &t);
     bwd_check c;
     memset(&c, 0, sizeof c);
     if (st == JATTN_OK && o->check) st = check_backward(&j, &c);
@@ -311,7 +311,7 @@ int cli_bench_backward(const cli_options *o) {
             kit_timing t = {0};
             st = jattn_ctx_create(&ctx);
             if (st == JATTN_OK) st = job_init(&j, &p, o->seed, &e, ctx);
-            if (st == JATTN_OK) st = time_backward(&j, ctx, &e, o->reps, sel.backend == JATTN_BACKEND_CUDA, &t);
+            if (st == JATTN_OK) st = time_backward(&j, ctx, &e, o->reps, cli_backend_on_device(sel.backend), &t);
             job_free(&j);
             jattn_ctx_free(ctx);
             if (st != JATTN_OK) {
@@ -321,10 +321,9 @@ int cli_bench_backward(const cli_options *o) {
             double peak = NAN, torch_ms = NAN;
             const char *isa = NULL;
             char err[256];
-            if (sel.backend != JATTN_BACKEND_CUDA &&
-                jattn_peer_fma_peak(sel.threads, &peak, &isa, err, sizeof err) != 0)
+            if (!cli_backend_is_gpu(sel.backend) && jattn_peer_fma_peak(sel.threads, &peak, &isa, err, sizeof err) != 0)
                 peak = NAN;
-            const int on_gpu = sel.backend == JATTN_BACKEND_CUDA;
+            const int on_gpu = cli_backend_on_device(sel.backend); /* torch's peer on the CUDA device */
             if (torch_backward_ms(&p, on_gpu, sel.threads, t.reps, &torch_ms) != 0) torch_ms = NAN;
             const double gflops = backward_flops(&p) / (t.ms * 1e-3) / 1e9;
             if (o->json) {

@@ -150,35 +150,36 @@ static void print_row(const cli_options *o, const bench_row *r, const char *note
     fflush(stdout);
 }
 
-/* The backends to bench: the one asked for, else cpu and cuda where present. */
+/* The backends to bench: the one asked for; else the one auto picks and, when that is a GPU
+ * backend, the first CPU backend (in auto's order) that can run the problem beside it. The
+ * reference is benched only when asked for (it is the oracle, and slow). */
 static int bench_backends(const cli_options *o, const jattn_problem *p, jattn_backend *list, char *why, size_t cap) {
     if (o->backend_given) {
         list[0] = o->backend;
         return 1;
     }
-    static const jattn_backend candidates[] = {JATTN_BACKEND_CPU, JATTN_BACKEND_CUDA};
-    int n = 0;
-    why[0] = '\0';
-    for (size_t i = 0; i < sizeof candidates / sizeof candidates[0]; i++) {
-        jattn_exec e = {0};
-        e.backend = candidates[i];
-        e.precision = o->precision;
-        jattn_selection sel;
-        if (jattn_select(p, &e, &sel) == JATTN_OK) {
-            list[n++] = candidates[i];
-        } else {
-            size_t len = strlen(why);
-            snprintf(why + len, cap - len, "%s%s: %s", len ? "; " : "", jattn_backend_name(candidates[i]),
-                     jattn_last_error());
-        }
+    jattn_exec e = {0};
+    e.precision = o->precision;
+    jattn_selection sel;
+    if (jattn_select(p, &e, &sel) != JATTN_OK) {
+        snprintf(why, cap, "auto: %s", jattn_last_error());
+        return 0;
     }
+    if (sel.backend == JATTN_BACKEND_REF) {
+        snprintf(why, cap, "auto picks %s", sel.backend_name);
+        return 0;
+    }
+    int n = 0;
+    list[n++] = sel.backend;
+    const jattn_backend cpu_side = cli_backend_is_gpu(sel.backend) ? cli_first_cpu_backend(p, &e) : JATTN_BACKEND_AUTO;
+    if (cpu_side != JATTN_BACKEND_AUTO && cpu_side != JATTN_BACKEND_REF) list[n++] = cpu_side;
     return n;
 }
 
-/* Thread counts for a backend: GPU backends (cuda, vk) one row; CPU backends the list given, else 1
- * and all cores. */
+/* Thread counts for a backend: a GPU backend one row; a CPU backend the list given, else 1 and
+ * all cores. */
 static int thread_counts(const cli_options *o, const jattn_selection *all_cores, int *counts) {
-    if (all_cores->backend == JATTN_BACKEND_CUDA || all_cores->backend == JATTN_BACKEND_VK) {
+    if (cli_backend_is_gpu(all_cores->backend)) {
         counts[0] = 0;
         return 1;
     }
@@ -283,7 +284,8 @@ static int bench_one_shape(const cli_options *o, const bench_shape *s, peak_cach
             }
             char note[ERRLEN] = "";
             int timed = 0;
-            if (r.sel.backend == JATTN_BACKEND_CUDA) {
+            const int gpu = cli_backend_is_gpu(r.sel.backend), on_device = cli_backend_on_device(r.sel.backend);
+            if (on_device) {
                 int reps = o->reps ? o->reps : BENCH_DEVICE_REPS;
                 if (jattn_device_timed_run(&p, &e, NULL, buf.q, buf.k, buf.v, buf.out, NULL, 1, reps, &r.t.ms, why,
                                            sizeof why) == 0) {
@@ -291,7 +293,8 @@ static int bench_one_shape(const cli_options *o, const bench_shape *s, peak_cach
                     r.t.clock = "device";
                     timed = 1;
                 } else {
-                    snprintf(note, sizeof note, "cuda timed on the host clock, copies included (%.400s)", why);
+                    snprintf(note, sizeof note, "%s timed on the host clock, copies included (%.400s)",
+                             r.sel.backend_name, why);
                     add_note(ns, note);
                 }
             }
@@ -305,15 +308,21 @@ static int bench_one_shape(const cli_options *o, const bench_shape *s, peak_cach
             kit_reference_compare(&ref, &p, buf.out, NULL, o->precision, &r.par);
             r.check_stride = ref.stride;
             if (!r.par.pass) *any_fail = 1;
-            if (r.sel.backend == JATTN_BACKEND_VK)
-                add_note(ns, "vk timed on the host clock: the gather into staging memory and the copies are included");
-            if (r.sel.backend != JATTN_BACKEND_CUDA && r.sel.backend != JATTN_BACKEND_VK) {
+            if (gpu && !on_device) {
+                char host_clock[ERRLEN];
+                snprintf(host_clock, sizeof host_clock,
+                         "%s timed on the host clock: the copies of its host-memory tensors to and from the GPU are "
+                         "included",
+                         r.sel.backend_name);
+                add_note(ns, host_clock);
+            }
+            if (!gpu) {
                 const char *peak_err;
                 r.have_peak = fma_peak(peaks, r.sel.threads, &r.peak_gflops, &peak_err);
                 if (!r.have_peak) {
                     snprintf(why, sizeof why, "FMA peak unavailable: %.400s", peak_err);
                     add_note(ns, why);
-                    snprintf(note + strlen(note), sizeof note - strlen(note), "%s%s", note[0] ? "; " : "", why);
+                    snprintf(note + strlen(note), sizeof note - strlen(note), "%s%.400s", note[0] ? "; " : "", why);
                 }
                 if (blas_shape_ok) {
                     char blas_err[ERRLEN] = "";
@@ -323,7 +332,7 @@ static int bench_one_shape(const cli_options *o, const bench_shape *s, peak_cach
                     if (!r.have_blas) {
                         snprintf(why, sizeof why, "BLAS baseline unavailable: %.400s", blas_err);
                         add_note(ns, why);
-                        snprintf(note + strlen(note), sizeof note - strlen(note), "%s%s", note[0] ? "; " : "", why);
+                        snprintf(note + strlen(note), sizeof note - strlen(note), "%s%.400s", note[0] ? "; " : "", why);
                     }
                 }
             }

@@ -2,12 +2,24 @@
 #include "cli_common.h"
 
 #include <math.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "cli_args.h"
+#include "cli_commands.h"
+
+int cli_error(int code, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("jattn: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    return code;
+}
 
 int cli_memory_fits(double bytes, const char *what, char *err, size_t errlen) {
 #if defined(_SC_PHYS_PAGES) && defined(_SC_PAGESIZE)

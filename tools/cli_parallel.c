@@ -140,14 +140,14 @@ static int64_t offset_of(const int64_t *shards, int r) {
 
 /* The transport and the execution settings. */
 static int open_transport(par_job *j, const cli_options *o, char *err) {
-    j->gpu = o->backend == JATTN_BACKEND_CUDA;
+    j->gpu = cli_backend_on_device(o->backend); /* device memory over NCCL */
     j->exec.precision = o->precision;
     if (j->gpu) {
         /* NVLink multicast (NVLS) serves reductions, which these calls make none of. */
         setenv("NCCL_NVLS_ENABLE", "0", 0);
         if (cli_sp_gpu_open(&j->dev, &j->mpi, j->rank, j->size, j->local_rank, err, ERRLEN) != 0)
             return CLI_EXIT_FAILURE;
-        j->exec.backend = JATTN_BACKEND_CUDA;
+        j->exec.backend = o->backend;
         j->exec.memory = JATTN_MEMORY_DEVICE;
         j->exec.cuda_stream = cli_sp_gpu_stream(j->dev);
         j->comm.transport = JATTN_SP_NCCL;
@@ -155,7 +155,7 @@ static int open_transport(par_job *j, const cli_options *o, char *err) {
     } else {
         long cores = sysconf(_SC_NPROCESSORS_ONLN);
         int share = (int)(cores > 0 ? cores : 1) / (j->local_size > 0 ? j->local_size : 1);
-        j->exec.backend = o->backend == JATTN_BACKEND_AUTO ? JATTN_BACKEND_CPU : o->backend;
+        j->exec.backend = o->backend == JATTN_BACKEND_AUTO ? cli_first_cpu_backend(NULL, NULL) : o->backend;
         j->exec.memory = JATTN_MEMORY_HOST;
         j->exec.threads = o->n_threads ? o->threads[0] : (share > 0 ? share : 1); /* the host's cores, shared */
         j->comm.transport = JATTN_SP_MPI;

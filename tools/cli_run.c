@@ -1,7 +1,6 @@
 /* `jattn run`: one attention call on synthetic or .npy inputs; timed, checked against the
  * float64 reference, and written out (all or nothing). */
 #include <math.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,16 +21,6 @@
 #define RUN_DEVICE_REPS 20
 
 enum { ERRLEN = 512 };
-
-int cli_error(int code, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("jattn: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-    return code;
-}
 
 /* ---- inputs ---- */
 
@@ -263,18 +252,19 @@ static void print_report(const cli_options *o, const run_inputs *in, const run_p
 
 /* ---- the command ---- */
 
-/* Why AUTO passed over the backends it tries before the one it chose: "cuda: <reason>; ...". */
+/* Why AUTO passed over the backends it tries before the one it chose (the library's order,
+ * jattn_backend_info_at): "cuda passed over: <reason>; ...". */
 static void auto_reasons(const jattn_problem *p, const jattn_exec *e, jattn_backend chosen, char *buf, size_t cap) {
-    static const jattn_backend order[] = {JATTN_BACKEND_CUDA, JATTN_BACKEND_VK, JATTN_BACKEND_CPU, JATTN_BACKEND_REF};
     buf[0] = '\0';
-    for (size_t i = 0; i < sizeof order / sizeof order[0] && order[i] != chosen; i++) {
+    for (int r = 0; r < jattn_backend_info_count(); r++) {
+        jattn_backend_info info;
+        if (jattn_backend_info_at(r, &info) != JATTN_OK || info.backend == chosen) break;
         jattn_exec x = *e;
-        x.backend = order[i];
+        x.backend = info.backend;
         jattn_selection s;
         if (jattn_select(p, &x, &s) == JATTN_OK) continue;
         size_t len = strlen(buf);
-        snprintf(buf + len, cap - len, "%s%s passed over: %s", len ? "; " : "", jattn_backend_name(order[i]),
-                 jattn_last_error());
+        snprintf(buf + len, cap - len, "%s%s passed over: %s", len ? "; " : "", info.name, jattn_last_error());
     }
 }
 
@@ -349,7 +339,7 @@ int cli_run(const cli_options *o) {
     memset(&t, 0, sizeof t);
     t.ms_min = t.ms_max = NAN;
     int timed = 0;
-    if (sel.backend == JATTN_BACKEND_CUDA) {
+    if (cli_backend_on_device(sel.backend)) {
         int reps = o->reps ? o->reps : RUN_DEVICE_REPS;
         if (jattn_device_timed_run(&in.p, &e, kp, in.q, in.k, in.v, out, lse, 1, reps, &t.ms, why, sizeof why) == 0) {
             t.reps = reps;

@@ -1,5 +1,6 @@
 /* The jattn command: parse the arguments (cli_args.c), run the subcommand (cli_run.c,
- * cli_bench.c, cli_tools.c), and make sure stdout was really written. */
+ * cli_bench.c, cli_backward.c, cli_tools.c, cli_backends.c), and make sure stdout was really
+ * written. */
 #include <stdio.h>
 
 #include "cli_commands.h"
@@ -16,6 +17,7 @@ int main(int argc, char **argv) {
     case CLI_CMD_BENCH: rc = o.backward ? cli_bench_backward(&o) : cli_bench(&o); break;
     case CLI_CMD_COMPARE: rc = cli_compare(&o); break;
     case CLI_CMD_GEN: rc = cli_gen(&o); break;
+    case CLI_CMD_BACKENDS: rc = cli_backends(&o); break;
     }
     if (fflush(stdout) != 0 || ferror(stdout)) return cli_error(CLI_EXIT_FAILURE, "cannot write to stdout");
     return rc;

@@ -8,7 +8,8 @@ add_executable(jattn
   ${CMAKE_CURRENT_LIST_DIR}/cli_run.c
   ${CMAKE_CURRENT_LIST_DIR}/cli_bench.c
   ${CMAKE_CURRENT_LIST_DIR}/cli_backward.c
-  ${CMAKE_CURRENT_LIST_DIR}/cli_tools.c)
+  ${CMAKE_CURRENT_LIST_DIR}/cli_tools.c
+  ${CMAKE_CURRENT_LIST_DIR}/cli_backends.c)
 target_compile_definitions(jattn PRIVATE _POSIX_C_SOURCE=200809L)
 target_link_libraries(jattn PRIVATE jattn_kit jattn_static m)
 install(TARGETS jattn RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})

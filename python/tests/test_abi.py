@@ -23,6 +23,7 @@ MIRRORS = {
     "jattn_problem": _clib.Problem,
     "jattn_exec": _clib.Exec,
     "jattn_selection": _clib.Selection,
+    "jattn_backend_info": _clib.BackendInfo,
     "jattn_key_padding": _clib.KeyPadding,
     "jattn_grad_strides": _clib.GradStrides,
 }
@@ -146,6 +147,20 @@ def test_status_names_are_the_librarys():
 def test_backend_names_are_the_librarys():
     for name, code in _clib.BACKEND_IDS.items():
         assert _clib.backend_name(code).decode() == name
+
+
+def test_backends_are_the_librarys():
+    """BACKENDS is jattn_backend_info_at's list: every backend value but AUTO once (the header's
+    numbers, through the probe), in AUTO's order; out-of-range ranks refused."""
+    values = {name: v for name, v in probe("value").items() if name.startswith("JATTN_BACKEND_")}
+    numbered = {v for name, v in values.items() if name not in ("JATTN_BACKEND_AUTO", "JATTN_BACKEND_COUNT")}
+    assert sorted(b.id for b in _clib.BACKENDS) == sorted(numbered)
+    assert [b.auto_rank for b in _clib.BACKENDS] == list(range(len(_clib.BACKENDS)))
+    assert _clib.backend_info_count() == values["JATTN_BACKEND_COUNT"] - 1
+    info = _clib.BackendInfo()
+    for rank in (-1, len(_clib.BACKENDS)):
+        assert _clib.backend_info_at(rank, ctypes.byref(info)) == _clib.JATTN_ERROR_INVALID_ARGUMENT
+    assert list(_clib.BACKEND_IDS) == ["auto"] + [b.name for b in sorted(_clib.BACKENDS, key=lambda b: b.id)]
 
 
 def test_version_is_the_c_librarys():

@@ -18,6 +18,7 @@ import torch
 
 import jattn
 from jattn import _clib, _options, _torch_impl
+from jattn._options import Options
 from jattn_testing import metrics
 
 pytestmark = pytest.mark.skipif(not _clib.HAS_BACKWARD, reason="the loaded libjattn has no jattn_backward")
@@ -131,13 +132,15 @@ def test_lse_is_produced_for_the_backward_and_handed_out_only_if_asked(seed):
 def test_opcheck(seed):
     g = torch.Generator().manual_seed(seed)
     q, k, v = (torch.randn(2, n, 3, 16, generator=g, requires_grad=True) for n in (12, 20, 20))
-    torch.library.opcheck(torch.ops.jattn.attention.default, (q, k, v, "bshd", 0.3, "auto", "f32", 1, True, None, None))
+    torch.library.opcheck(
+        torch.ops.jattn.attention.default, (q, k, v, *Options("bshd", 0.3, threads=1, return_lse=True), None, None)
+    )
     with torch.no_grad():
-        out, lse = torch.ops.jattn.attention(q, k, v, "bshd", None, "auto", "f32", 1, True, None, None)
+        out, lse = torch.ops.jattn.attention(q, k, v, *Options("bshd", threads=1, return_lse=True), None, None)
     dout = torch.randn(out.shape, generator=g)
     torch.library.opcheck(torch.ops.jattn.attention_backward.default,
-                          (dout, q.detach(), k.detach(), v.detach(), out, lse, None, "bshd", None, "auto", "f32", 1,
-                           None, None))  # fmt: skip
+                          (dout, q.detach(), k.detach(), v.detach(), out, lse, None, *Options("bshd", threads=1), None,
+                           None))  # fmt: skip
 
 
 def test_compiled_training_step_is_one_graph_with_the_backward_op(seed, monkeypatch):

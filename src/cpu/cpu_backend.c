@@ -303,6 +303,13 @@ static jattn_status cpu_backward(const jattn_bwd_call *c, const jattn_plan *plan
 }
 
 const jattn_backend_ops jattn_backend_cpu = {
-    JATTN_BACKEND_CPU, cpu_select,          cpu_workspace,          cpu_forward,  NULL,
-    JATTN_MEMORY_HOST, cpu_backward_select, cpu_backward_workspace, cpu_backward,
+    .id = JATTN_BACKEND_CPU,
+    .is_gpu = 0,
+    .workspace_memory = JATTN_MEMORY_HOST,
+    .select = cpu_select,
+    .workspace_size = cpu_workspace,
+    .forward = cpu_forward,
+    .select_backward = cpu_backward_select,
+    .workspace_size_backward = cpu_backward_workspace,
+    .backward = cpu_backward,
 };

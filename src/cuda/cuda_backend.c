@@ -634,11 +634,12 @@ static jattn_status cuda_backward(const jattn_bwd_call *c, const jattn_plan *pla
 
 const jattn_backend_ops jattn_backend_cuda = {
     .id = JATTN_BACKEND_CUDA,
+    .is_gpu = 1,
+    .workspace_memory = JATTN_MEMORY_DEVICE,
     .select = cuda_select,
     .workspace_size = cuda_workspace_size,
     .forward = cuda_forward,
     .release_ctx = cuda_release_ctx,
-    .workspace_memory = JATTN_MEMORY_DEVICE,
     .select_backward = cuda_select_backward,
     .workspace_size_backward = cuda_workspace_size_backward,
     .backward = cuda_backward,

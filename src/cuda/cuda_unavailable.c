@@ -29,12 +29,15 @@ static jattn_status cuda_unavailable_backward(const jattn_bwd_call *c, const jat
     return jattn_fail(JATTN_ERROR_BACKEND_UNAVAILABLE, "backend: cuda is not built into this library");
 }
 
+/* Described as cuda_backend.c's table describes the backend (jattn_backend_info_at describes a backend
+ * whether or not it is built in). */
 const jattn_backend_ops jattn_backend_cuda = {
     .id = JATTN_BACKEND_CUDA,
+    .is_gpu = 1,
+    .workspace_memory = JATTN_MEMORY_DEVICE,
     .select = cuda_unavailable_select,
     .workspace_size = cuda_unavailable_workspace,
     .forward = cuda_unavailable_forward,
-    .workspace_memory = JATTN_MEMORY_DEVICE,
     .select_backward = cuda_unavailable_select,
     .workspace_size_backward = cuda_unavailable_workspace,
     .backward = cuda_unavailable_backward,

@@ -531,10 +531,11 @@ static jattn_status vk_forward(const jattn_call *call, const jattn_plan *plan) {
 
 const jattn_backend_ops jattn_backend_vk = {
     .id = JATTN_BACKEND_VK,
+    .is_gpu = 1,
+    .workspace_memory = JATTN_MEMORY_HOST,
     .select = vk_select,
     .workspace_size = vk_workspace_size,
     .forward = vk_forward,
     .release_ctx = vk_release_ctx,
-    .workspace_memory = JATTN_MEMORY_HOST,
     /* no backward yet: jattn_backward answers UNSUPPORTED for vk */
 };

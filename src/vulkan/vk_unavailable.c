@@ -25,11 +25,14 @@ static jattn_status vk_unavailable_forward(const jattn_call *c, const jattn_plan
     return jattn_fail(JATTN_ERROR_BACKEND_UNAVAILABLE, "backend: vk is not built into this library");
 }
 
+/* Described as vk_backend.c's table describes the backend (jattn_backend_info_at describes a backend
+ * whether or not it is built in). */
 const jattn_backend_ops jattn_backend_vk = {
     .id = JATTN_BACKEND_VK,
+    .is_gpu = 1,
+    .workspace_memory = JATTN_MEMORY_HOST,
     .select = vk_unavailable_select,
     .workspace_size = vk_unavailable_workspace,
     .forward = vk_unavailable_forward,
-    .workspace_memory = JATTN_MEMORY_HOST,
     /* no backward */
 };

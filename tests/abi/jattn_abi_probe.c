@@ -2,8 +2,9 @@
  * per fact, in the header's order:
  *     sizeof jattn_problem 120        alignof jattn_problem 8      offsetof jattn_problem.batch 0
  *     status JATTN_ERROR_ALIASING 6   value JATTN_BACKEND_CUDA 3
- * Structs list every field in declaration order; `status` lines come from JATTN_STATUS_LIST
- * itself, so a new code reaches both bindings' tests without an edit here. The Rust crate's
+ * Structs list every field in declaration order; `status` lines come from JATTN_STATUS_LIST and
+ * the backends' `value` lines from JATTN_BACKEND_LIST, so a new code or backend reaches both
+ * bindings' tests without an edit here. The Rust crate's
  * tests/ffi_layout.rs compiles and runs it and compares with the lines its declarations give;
  * the Python package's build runs it (python/CMakeLists.txt) and python/tests/test_abi.py
  * compares its ctypes mirrors. Both tests also scan jattn.h for anything this file misses.
@@ -17,6 +18,7 @@
 #define FIELD(t, f) printf("offsetof %s.%s %zu\n", #t, #f, offsetof(t, f))
 #define VALUE(c) printf("value %s %lld\n", #c, (long long)(c))
 #define STATUS(name, value, meaning) printf("status %s %d\n", #name, (int)(name));
+#define BACKEND(name, value) VALUE(name);
 
 int main(void) {
     STRUCT(jattn_strides);
@@ -53,6 +55,14 @@ int main(void) {
     FIELD(jattn_selection, isa);
     FIELD(jattn_selection, threads);
 
+    STRUCT(jattn_backend_info);
+    FIELD(jattn_backend_info, backend);
+    FIELD(jattn_backend_info, name);
+    FIELD(jattn_backend_info, memory);
+    FIELD(jattn_backend_info, is_gpu);
+    FIELD(jattn_backend_info, has_backward);
+    FIELD(jattn_backend_info, auto_rank);
+
     STRUCT(jattn_key_padding);
     FIELD(jattn_key_padding, kv_len);
     FIELD(jattn_key_padding, mask);
@@ -78,11 +88,7 @@ int main(void) {
     VALUE(JATTN_DTYPE_F32);
     VALUE(JATTN_DTYPE_BF16);
     VALUE(JATTN_DTYPE_F16);
-    VALUE(JATTN_BACKEND_AUTO);
-    VALUE(JATTN_BACKEND_REF);
-    VALUE(JATTN_BACKEND_CPU);
-    VALUE(JATTN_BACKEND_CUDA);
-    VALUE(JATTN_BACKEND_VK);
+    JATTN_BACKEND_LIST(BACKEND)
     VALUE(JATTN_BACKEND_COUNT);
     VALUE(JATTN_PRECISION_F32);
     VALUE(JATTN_PRECISION_TF32);

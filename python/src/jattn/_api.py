@@ -40,18 +40,21 @@ else:
 class Selection(NamedTuple):
     """What ``jattn.attention`` would run for a problem (``jattn_select``)."""
 
-    backend: str  #: the backend chosen: "ref", "cpu", "cuda" or "vk"
+    backend: str  #: the backend chosen (a name ``jattn.backends()`` lists)
     kernel: str  #: the kernel that runs, e.g. "cpu_flash_f32_avx512_4x48"
     isa: str  #: its instruction set: "scalar", "avx512", "avx2", "neon", "generic", "sm_90a", ...
     threads: int  #: CPU threads it would use (1 for GPU backends)
 
 
 class BackendInfo(NamedTuple):
-    """One backend of this build (``jattn.backends()``)."""
+    """One backend of the library (``jattn.backends()``), as the library describes it."""
 
-    name: str  #: "ref", "cpu", "cuda" or "vk"
-    available: bool  #: whether it can run here (built in, and for cuda a usable GPU present)
+    name: str  #: its name, e.g. "cpu"
+    available: bool  #: whether it can run here (built in, and its device present)
     detail: str  #: the kernel and instruction set it picks for a FLUX-sized head, or why it cannot run
+    is_gpu: bool  #: it computes on a GPU
+    memory: str  #: the tensors it takes: "device" (CUDA tensors; CPU tensors are copied) or "host"
+    has_backward: bool  #: autograd can differentiate through it
 
 
 def _is_torch(x: object) -> bool:
@@ -74,8 +77,8 @@ def _needs_dispatcher(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool
 
 def _attention_through_ops(q, k, v, opts, out, key_padding_mask, kv_len):
     """A torch call through the custom ops (traced code, and calls autograd differentiates),
-    whose schemas take the options as plain arguments. When an input requires grad the op is
-    asked for the lse (its backward needs it); the caller gets it only if asked."""
+    whose schemas take the options' fields as plain arguments (``*opts``). When an input requires
+    grad the op is asked for the lse (its backward needs it); the caller gets it only if asked."""
     _torch_impl.check_inputs(q, k, v, out, differentiable=True)
     if out is None:
         grad = _torch_impl.needs_grad(q, k, v)
@@ -90,19 +93,14 @@ def _attention_through_ops(q, k, v, opts, out, key_padding_mask, kv_len):
                     f"backward: q, k or v require grad, but jattn's backward cannot run this problem on {q.device} "
                     f"({refusal}); call it under torch.no_grad() or detach q, k and v",
                 )
-        out, lse = torch.ops.jattn.attention(
-            q, k, v, opts.layout, opts.scale, opts.backend, opts.precision, opts.threads, want_lse,
-            key_padding_mask, kv_len,
-        )  # fmt: skip
+        out, lse = torch.ops.jattn.attention(q, k, v, *opts._replace(return_lse=want_lse), key_padding_mask, kv_len)
         return (out, lse) if opts.return_lse else out
     lse = (
         torch.empty(_torch_op.lse_shape(q, opts.layout), dtype=torch.float32, device=q.device)
         if opts.return_lse
         else None
     )
-    torch.ops.jattn.attention_out(
-        q, k, v, out, lse, opts.layout, opts.scale, opts.backend, opts.precision, opts.threads, key_padding_mask, kv_len
-    )
+    torch.ops.jattn.attention_out(q, k, v, out, lse, *opts, key_padding_mask, kv_len)
     return (out, lse) if opts.return_lse else out
 
 
@@ -132,8 +130,10 @@ def attention(
             Nothing is cast: other dtypes raise ``ValueError``.
         layout: ``"bhsd"`` or ``"bshd"``.
         scale: the softmax scale; ``None`` means ``1/sqrt(D)``.
-        backend: ``"auto"`` (cuda for CUDA tensors, cpu for CPU tensors and numpy arrays),
-            ``"cpu"``, ``"cuda"``, ``"vk"`` (any Vulkan GPU; host tensors) or ``"ref"`` (the float64 reference; slow).
+        backend: ``"auto"`` (in the library's order, the first backend that computes from device
+            memory for CUDA tensors, the first that computes on the CPU for CPU tensors and numpy
+            arrays), or a backend's name: ``jattn.backends()`` lists them with what each runs on
+            (``"ref"`` is the float64 reference: slow).
         precision: ``"f32"`` (exact: rel_l2 <= 2e-6 against float64) or ``"tf32"`` (GPU, opt-in).
         threads: CPU threads for the host backends; 0 = all cores.
         out: optional output of q's shape, float32, on q's device, any strides with a contiguous
@@ -159,14 +159,17 @@ def attention(
             run this problem. RuntimeError (``jattn.JattnRuntimeError``): the backend is
             unavailable or failed. Each carries ``status_name`` and the library's ``message``.
     """
+    given = dict(
+        layout=layout, scale=scale, backend=backend, precision=precision, threads=threads, return_lse=return_lse
+    )
     if _is_torch(q):
         if _needs_dispatcher(q, k, v):  # traced: checked without the (guarded) cache
-            opts = _options.validated(layout, scale, backend, precision, threads, return_lse)
+            opts = _options.validated(**given)
             return _attention_through_ops(q, k, v, opts, out, key_padding_mask, kv_len)
-        opts = _options.options(layout, scale, backend, precision, threads, return_lse)
+        opts = _options.options(**given)
         result, lse = _torch_impl.attention(q, k, v, opts, out, None, key_padding_mask, kv_len)
     elif _is_numpy(q):
-        opts = _options.options(layout, scale, backend, precision, threads, return_lse)
+        opts = _options.options(**given)
         result, lse = _numpy_impl.attention(q, k, v, opts, out, key_padding_mask, kv_len)
     else:
         raise TypeError(f"jattn: q is a {type(q).__name__}; jattn.attention takes torch tensors or numpy arrays")
@@ -188,7 +191,7 @@ def select(
     (the same dispatch the call makes; nothing is computed). Raises as ``attention`` would when
     no backend can run the problem."""
     if _is_torch(q) or _is_numpy(q):
-        opts = _options.options(layout, scale, backend, precision, threads)
+        opts = _options.options(layout=layout, scale=scale, backend=backend, precision=precision, threads=threads)
         sel = (_torch_impl if _is_torch(q) else _numpy_impl).select(q, k, v, opts)
     else:
         raise TypeError(f"jattn: q is a {type(q).__name__}; jattn.select takes torch tensors or numpy arrays")
@@ -196,17 +199,22 @@ def select(
 
 
 def backends() -> List[BackendInfo]:
-    """The backends of this build: ref, cpu, cuda and vk, each with whether it can run here and the
-    kernel it picks for a FLUX head (24 heads x 1536 tokens x 128), or the library's reason."""
+    """Every backend of the library, in the order its ``auto`` tries them, each with what it runs
+    on, whether it can run here and the kernel it picks for a FLUX head (24 heads x 1536 tokens x
+    128), or the library's reason."""
     problem = _clib.Problem(1, 24, 1536, 1536, 128, 0.0, _clib.JATTN_DTYPE_F32)
     problem.q = problem.k = problem.v = problem.out = _problem.contiguous_out_strides("bhsd", 24, 1536, 128)
     found = []
-    for name in ("ref", "cpu", "cuda", "vk"):
-        exec_ = _exec.make_exec(_options.options(backend=name), name == "cuda")
+    for b in _clib.BACKENDS:
+        exec_ = _exec.make_exec(_options.options(backend=b.name), b.on_device)
         sel = _clib.Selection()
         status = _clib.select(byref(problem), byref(exec_), byref(sel))
-        if status == _clib.JATTN_OK:
-            found.append(BackendInfo(name, True, f"{sel.kernel.decode()} ({sel.isa.decode()})"))
-        else:
-            found.append(BackendInfo(name, False, str(error_from_status(status, _clib.last_error()))))
+        available = status == _clib.JATTN_OK
+        detail = (
+            f"{sel.kernel.decode()} ({sel.isa.decode()})"
+            if available
+            else str(error_from_status(status, _clib.last_error()))
+        )
+        found.append(BackendInfo(b.name, available, detail, b.is_gpu, "device" if b.on_device else "host",
+                                 b.has_backward))  # fmt: skip
     return found

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import ctypes
 import os
-from ctypes import POINTER, Structure, c_char_p, c_float, c_int, c_int64, c_size_t, c_uint, c_void_p
+from ctypes import POINTER, Structure, byref, c_char_p, c_float, c_int, c_int64, c_size_t, c_uint, c_void_p
+from typing import Dict, NamedTuple, Tuple
 
 LIB_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_lib")
 LIB_PATH = os.path.join(LIB_DIR, "libjattn.so")
@@ -47,6 +48,8 @@ STATUS_NAMES = tuple(
 
 JATTN_DTYPE_F32 = 0
 
+# The backends' numbers (JATTN_BACKEND_LIST), one line each: what the backends are (names, AUTO's
+# order, GPU or not) is the library's answer, BACKENDS below.
 JATTN_BACKEND_AUTO = 0
 JATTN_BACKEND_REF = 1
 JATTN_BACKEND_CPU = 2
@@ -60,13 +63,6 @@ JATTN_PRECISION_TF32 = 1
 JATTN_MEMORY_HOST = 0
 JATTN_MEMORY_DEVICE = 1
 
-BACKEND_IDS = {
-    "auto": JATTN_BACKEND_AUTO,
-    "ref": JATTN_BACKEND_REF,
-    "cpu": JATTN_BACKEND_CPU,
-    "cuda": JATTN_BACKEND_CUDA,
-    "vk": JATTN_BACKEND_VK,
-}
 PRECISION_IDS = {"f32": JATTN_PRECISION_F32, "tf32": JATTN_PRECISION_TF32}
 
 
@@ -121,6 +117,19 @@ class Selection(Structure):
     ]
 
 
+class BackendInfo(Structure):
+    """``jattn_backend_info``: what a backend is (static strings)."""
+
+    _fields_ = [
+        ("backend", c_int),
+        ("name", c_char_p),
+        ("memory", c_int),
+        ("is_gpu", c_int),
+        ("has_backward", c_int),
+        ("auto_rank", c_int),
+    ]
+
+
 class KeyPadding(Structure):
     """``jattn_key_padding``: per-batch key lengths and/or a boolean key mask (one byte a key)."""
 
@@ -161,6 +170,8 @@ _version_string = _declare("jattn_version_string", c_char_p, [])
 _status_name = _declare("jattn_status_name", c_char_p, [c_int])
 _last_error = _declare("jattn_last_error", c_char_p, [])
 backend_name = _declare("jattn_backend_name", c_char_p, [c_int])
+backend_info_count = _declare("jattn_backend_info_count", c_int, [])
+backend_info_at = _declare("jattn_backend_info_at", c_int, [c_int, POINTER(BackendInfo)])
 select = _declare("jattn_select", c_int, [POINTER(Problem), POINTER(Exec), POINTER(Selection)])
 workspace_size = _declare("jattn_workspace_size", c_int, [POINTER(Problem), POINTER(Exec), POINTER(c_size_t)])
 ctx_create = _declare("jattn_ctx_create", c_int, [POINTER(c_void_p)])
@@ -206,3 +217,36 @@ def status_name(status: int) -> str:
 def last_error() -> str:
     """``jattn_last_error``: this thread's message for its last failing call."""
     return _last_error().decode(errors="replace")
+
+
+# ---- the backends, as the library describes them ---------------------------------------------
+class Backend(NamedTuple):
+    """One backend of the loaded library (``jattn_backend_info_at``)."""
+
+    name: str  #: its name, e.g. "cpu"
+    id: int  #: its ``jattn_backend`` number
+    on_device: bool  #: it computes from CUDA device memory (JATTN_MEMORY_DEVICE), else from host memory
+    is_gpu: bool  #: it computes on a GPU
+    has_backward: bool  #: jattn_backward can run on it
+    auto_rank: int  #: its place in AUTO's order, 0 first
+
+
+def _backends() -> Tuple[Backend, ...]:
+    found = []
+    for rank in range(backend_info_count()):
+        info = BackendInfo()
+        if backend_info_at(rank, byref(info)) != JATTN_OK:
+            raise ImportError(f"jattn: jattn_backend_info_at({rank}) failed: {last_error()}")
+        found.append(
+            Backend(info.name.decode(), info.backend, info.memory == JATTN_MEMORY_DEVICE, bool(info.is_gpu),
+                    bool(info.has_backward), info.auto_rank)
+        )  # fmt: skip
+    return tuple(found)
+
+
+BACKENDS: Tuple[Backend, ...] = _backends()  # every backend, in AUTO's order
+# The ``backend=`` choices: "auto", then every backend's name, by number.
+BACKEND_IDS: Dict[str, int] = {
+    "auto": JATTN_BACKEND_AUTO,
+    **{b.name: b.id for b in sorted(BACKENDS, key=lambda b: b.id)},
+}

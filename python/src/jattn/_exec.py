@@ -1,8 +1,9 @@
 """From a call's validated options (``_options.Options``) to a ``jattn_exec``.
 
-``backend="auto"`` means: the cuda backend for CUDA tensors, the cpu backend for CPU tensors
-and numpy arrays (the C library's own AUTO would also try cuda for host memory, copying the
-tensors to a GPU and back; the Python package keeps host data on the host).
+``backend="auto"`` means, in the library's AUTO order: for CUDA tensors the first backend that
+computes from device memory, for CPU tensors and numpy arrays the first that computes on the CPU
+(the C library's own AUTO would also try the GPU backends for host memory, copying the tensors to
+a GPU and back; the Python package keeps host data on the host).
 """
 
 from __future__ import annotations
@@ -13,13 +14,16 @@ from . import _clib
 from ._clib import Exec
 from ._options import Options
 
+_AUTO = {
+    True: next(b.id for b in _clib.BACKENDS if b.on_device),
+    False: next(b.id for b in _clib.BACKENDS if not b.is_gpu),
+}
+
 
 def backend_id(backend: str, on_device: bool) -> int:
     """The ``jattn_backend`` for a (valid) backend name and where the data lives."""
     bid = _clib.BACKEND_IDS[backend]
-    if bid == _clib.JATTN_BACKEND_AUTO:
-        return _clib.JATTN_BACKEND_CUDA if on_device else _clib.JATTN_BACKEND_CPU
-    return bid
+    return _AUTO[on_device] if bid == _clib.JATTN_BACKEND_AUTO else bid
 
 
 _HOST_EXECS: Dict[tuple, Exec] = {}

@@ -1,43 +1,34 @@
-"""The keyword options of one ``jattn.attention`` / ``jattn.select`` call, validated once.
+"""The keyword options of one ``jattn.attention`` / ``jattn.select`` call: their one description,
+:class:`Options`, and their validation.
 
-``jattn.attention`` turns its keywords into one :class:`Options` (checked here, each error
-naming the keyword) and hands that object down: the torch and numpy front ends, the problem and
-exec builders take it instead of a row of positional parameters, so a new keyword is one field
-here and one use where it matters. The tensors of a call (q, k, v, ``out``, the key mask,
-``kv_len``) are not options: they travel beside it.
-
-The torch custom ops keep plain arguments in their schema (torch.library takes tensors, numbers
-and strings only) and build an ``Options`` in their implementations.
+Each field of :class:`Options` is a keyword option: its annotation holds its type and the function
+that checks it (``Annotated[type, check]``), its default is the keyword's default. Everything else
+derives from the fields: :func:`validated` checks each with its own function, :func:`options`
+memoises on them, and the torch custom ops (``_torch_op``) take them as schema arguments of those
+types, in field order. A new keyword is one field here and its use where it matters (the public
+signatures of ``jattn.attention`` / ``jattn.select``, and the code that acts on it). The tensors of
+a call (q, k, v, ``out``, the key mask, ``kv_len``) are not options: they travel beside them.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Dict, NamedTuple, Optional
+import typing
+from typing import Annotated, Dict, NamedTuple, Optional
 
 from . import _clib
 from ._errors import invalid
 
 LAYOUTS = ("bhsd", "bshd")
-BACKENDS = ("auto", "ref", "cpu", "cuda", "vk")
+BACKENDS = tuple(_clib.BACKEND_IDS)  # "auto" and the library's backends
 PRECISIONS = ("f32", "tf32")
 
 
-class Options(NamedTuple):
-    """One call's options, valid by construction (make them with :func:`options`)."""
-
-    layout: str  #: "bhsd" or "bshd"
-    scale: Optional[float]  #: the softmax scale, None for 1/sqrt(head_dim)
-    backend: str  #: "auto", "ref", "cpu", "cuda" or "vk"
-    precision: str  #: "f32" or "tf32"
-    threads: int  #: CPU threads, 0 = all cores
-    return_lse: bool  #: whether the caller gets the lse
-
-
-def check_layout(layout: str) -> None:
+def check_layout(layout: str) -> str:
     """Refuses a layout other than ``"bhsd"`` and ``"bshd"``."""
     if layout not in LAYOUTS:
         raise invalid(_clib.JATTN_ERROR_INVALID_ARGUMENT, f"layout: {layout!r}, must be 'bhsd' or 'bshd'")
+    return layout
 
 
 def check_scale(scale: object) -> Optional[float]:
@@ -53,63 +44,67 @@ def check_scale(scale: object) -> Optional[float]:
     return value
 
 
-def check_backend(backend: str) -> None:
+def check_backend(backend: str) -> str:
     if backend not in BACKENDS:
         raise invalid(
             _clib.JATTN_ERROR_INVALID_ARGUMENT, f"backend: {backend!r}, must be one of {', '.join(map(repr, BACKENDS))}"
         )
+    return backend
 
 
-def check_precision(precision: str) -> None:
+def check_precision(precision: str) -> str:
     if precision not in PRECISIONS:
         raise invalid(_clib.JATTN_ERROR_INVALID_ARGUMENT, f"precision: {precision!r}, must be 'f32' or 'tf32'")
+    return precision
 
 
-def check_threads(threads: object) -> None:
+def check_threads(threads: object) -> int:
     if not isinstance(threads, int) or isinstance(threads, bool) or threads < 0:
         raise invalid(_clib.JATTN_ERROR_INVALID_ARGUMENT, f"threads: {threads!r}, must be an int >= 0 (0 = all cores)")
+    return threads
 
 
-def validated(
-    layout: str = "bhsd",
-    scale: Optional[float] = None,
-    backend: str = "auto",
-    precision: str = "f32",
-    threads: int = 0,
-    return_lse: bool = False,
-) -> Options:
-    """Checks every option and returns them as one :class:`Options` (no caching: this is the
-    form traced code calls)."""
-    check_layout(layout)
-    scale_value = check_scale(scale)
-    check_backend(backend)
-    check_precision(precision)
-    check_threads(threads)
-    return Options(layout, scale_value, backend, precision, threads, bool(return_lse))
+class Options(NamedTuple):
+    """One call's options, the one description of the keywords (valid when made by :func:`options`
+    or :func:`validated`; ``Options(...)`` alone checks nothing)."""
+
+    layout: Annotated[str, check_layout] = "bhsd"  #: "bhsd" or "bshd"
+    scale: Annotated[Optional[float], check_scale] = None  #: the softmax scale, None for 1/sqrt(head_dim)
+    backend: Annotated[str, check_backend] = "auto"  #: "auto" or a backend's name (one of BACKENDS)
+    precision: Annotated[str, check_precision] = "f32"  #: "f32" or "tf32"
+    threads: Annotated[int, check_threads] = 0  #: CPU threads, 0 = all cores
+    return_lse: Annotated[bool, bool] = False  #: whether the caller gets the lse
+
+
+_HINTS = typing.get_type_hints(Options, include_extras=True)
+#: Each field's type (for the torch ops' schemas), in field order.
+FIELD_TYPES: Dict[str, object] = {name: typing.get_args(_HINTS[name])[0] for name in Options._fields}
+_CHECKS = tuple(_HINTS[name].__metadata__[0] for name in Options._fields)
+
+
+def validated(*args: object, **kwargs: object) -> Options:
+    """The options given (positionally in field order, or by keyword; the rest default), each
+    checked by its field's function (no caching: this is the form traced code calls)."""
+    given = Options(*args, **kwargs)  # type: ignore[arg-type]
+    return Options(*(check(value) for check, value in zip(_CHECKS, given)))
 
 
 _CACHE: Dict[tuple, Options] = {}
 _CACHE_LIMIT = 256
 
 
-def options(
-    layout: str = "bhsd",
-    scale: Optional[float] = None,
-    backend: str = "auto",
-    precision: str = "f32",
-    threads: int = 0,
-    return_lse: bool = False,
-) -> Options:
-    """:func:`validated`, memoised on the keywords: a model makes the same call many times, and
-    the checks cost more than a dict lookup (eager calls only; traced code calls
+def options(*args: object, **kwargs: object) -> Options:
+    """:func:`validated`, memoised on the options given: a model makes the same call many times,
+    and the checks cost more than a dict lookup (eager calls only; traced code calls
     :func:`validated`)."""
-    key = (layout, scale, backend, precision, threads, return_lse, type(scale), type(threads))
+    given = Options(*args, **kwargs)  # type: ignore[arg-type]
+    key = (*given, *map(type, given))  # 1 and 1.0 (and True) are equal keys of different options
     try:
         found = _CACHE.get(key)
     except TypeError:  # an unhashable option: checked (and refused or used) without the cache
-        return validated(layout, scale, backend, precision, threads, return_lse)
+        return validated(*given)
     if found is None:
-        found = validated(layout, scale, backend, precision, threads, return_lse)
+        found = validated(*given)
         if len(_CACHE) >= _CACHE_LIMIT:
             _CACHE.clear()
         _CACHE[key] = found

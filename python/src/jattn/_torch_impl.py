@@ -224,7 +224,8 @@ _BACKWARD_REFUSALS: Dict[Tuple[str, int, int, str, str, str], Optional[str]] = {
 def backward_refusal(device: torch.device, head_dim: int, opts: Options) -> Optional[str]:
     """Why jattn's backward cannot run attention of this ``head_dim`` on ``device`` with these
     options (the status and message of ``jattn_backward_select``, e.g. a cuda backend built for
-    an sm the GPU is below, a head_dim over 256, a libjattn without a backward), or None.
+    an sm the GPU is below, a head_dim over 256, a backend without a backward, a libjattn without
+    one), or None.
 
     Asked once per (device, head_dim, backend, precision, layout) and cached: the answer does
     not depend on the sequence lengths. Under ``torch.compile`` it is evaluated while Dynamo
@@ -236,23 +237,23 @@ def backward_refusal(device: torch.device, head_dim: int, opts: Options) -> Opti
 def _backward_refusal_uncached(device_type: str, index: int, head_dim: int, opts: Options) -> Optional[str]:
     if not _clib.HAS_BACKWARD:
         return f"JATTN_ERROR_UNSUPPORTED: the loaded libjattn {_clib.version_string()} has no jattn_backward"
-    if device_type != "cuda":
-        return None  # host tensors: the ref and cpu backends have the backward wherever jattn_backward exists
     seq = 128  # a representative length: the kernels' choice depends on the head_dim and the device
     shape = (1, 1, seq, head_dim) if opts.layout == "bhsd" else (1, seq, 1, head_dim)
     strides = (seq * head_dim, seq * head_dim, head_dim, 1) if opts.layout == "bhsd" else (seq * head_dim, head_dim,
                                                                                           head_dim, 1)  # fmt: skip
     problem = _problem.make_problem(opts, (shape, strides), (shape, strides), (shape, strides), None)
-    exec_ = _exec.make_exec(opts, True)
+    on_device = device_type == "cuda"
+    exec_ = _exec.make_exec(opts, on_device)
     selection = _clib.Selection()
-    previous = torch.cuda.current_device()
-    if previous != index and index >= 0:
+    previous = torch.cuda.current_device() if on_device else index
+    switch = on_device and previous != index and index >= 0
+    if switch:
         torch.cuda.set_device(index)
     try:
         status = _clib.backward_select(byref(problem), byref(exec_), byref(selection))
         message = _clib.last_error() if status != _clib.JATTN_OK else ""
     finally:
-        if previous != index and index >= 0:
+        if switch:
             torch.cuda.set_device(previous)
     if status == _clib.JATTN_OK:
         return None
@@ -266,7 +267,9 @@ def _backward_refusal_impl(device_type: str, index: int, head_dim: int, backend:
         return _BACKWARD_REFUSALS[key]
     from ._options import validated
 
-    reason = _backward_refusal_uncached(device_type, index, head_dim, validated(layout, None, backend, precision, 0))
+    reason = _backward_refusal_uncached(
+        device_type, index, head_dim, validated(layout=layout, backend=backend, precision=precision)
+    )
     _BACKWARD_REFUSALS[key] = reason
     return reason
 

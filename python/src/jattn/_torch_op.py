@@ -1,4 +1,5 @@
-"""The torch custom ops ``jattn::attention`` and ``jattn::attention_out``, with fake kernels.
+"""The torch custom ops ``jattn::attention``, ``jattn::attention_out`` and
+``jattn::attention_backward``, with fake kernels.
 
 ``torch.compile`` (and ``torch.export``) see jattn through these ops: the fake (meta)
 implementations give the outputs' shapes, dtypes and strides without running anything, so a
@@ -6,29 +7,41 @@ model calling ``jattn.attention`` compiles with ``fullgraph=True``. Eager calls 
 ``jattn.attention`` skip the dispatcher and run ``_torch_impl.attention`` directly (the ops'
 real implementations call the same function), which keeps the Python layer's overhead small.
 
-- ``jattn::attention(q, k, v, ...) -> (out, lse)``: functional; ``out`` is a new contiguous
-  tensor of q's shape (and layout), ``lse`` a new float32 ``[B, H, Sq]`` (``[H, Sq]`` for 3-d
-  inputs) when ``return_lse``, else an empty tensor.
-- ``jattn::attention_out(q, k, v, out, lse, ...) -> ()``: writes into ``out`` (any strides with
-  a contiguous last dimension) and, when given, ``lse``. Not differentiable (it writes in place).
-- ``jattn::attention_backward(dout, q, k, v, out, lse, dlse, ...) -> (dq, dk, dv)``: jattn's
-  backward (``jattn_backward``), the autograd formula of ``jattn::attention`` (registered with
-  ``register_autograd``). Being an op with a fake kernel of its own, it lets AOTAutograd trace
+Every op's schema is its tensors, then every field of ``_options.Options`` with its type (field
+order), then the key padding (``key_padding_mask``, ``kv_len``): the schemas are made from the
+options description (:func:`_op`), so a new keyword reaches all three ops with no edit here. Call
+them as ``torch.ops.jattn.attention(q, k, v, *opts, key_padding_mask, kv_len)``.
+
+- ``jattn::attention(q, k, v, *options, key_padding_mask, kv_len) -> (out, lse)``: functional;
+  ``out`` is a new contiguous tensor of q's shape (and layout), ``lse`` a new float32 ``[B, H, Sq]``
+  (``[H, Sq]`` for 3-d inputs) when ``return_lse``, else an empty tensor.
+- ``jattn::attention_out(q, k, v, out, lse, *options, ...) -> ()``: writes into ``out`` (any
+  strides with a contiguous last dimension) and, when given, ``lse``. Not differentiable (it
+  writes in place).
+- ``jattn::attention_backward(dout, q, k, v, out, lse, dlse, *options, ...) -> (dq, dk, dv)``:
+  jattn's backward (``jattn_backward``), the autograd formula of ``jattn::attention`` (registered
+  with ``register_autograd``). Being an op with a fake kernel of its own, it lets AOTAutograd trace
   the backward, so ``torch.compile(fullgraph=True)`` compiles a training step, forward and
-  backward. The formula needs the forward's lse: ``jattn.attention`` asks the op for it
-  whenever an input requires grad and hands it to the caller only if asked; a direct caller of
-  the op with ``return_lse=False`` gets an error from ``backward()``.
+  backward. The formula needs the forward's lse: ``jattn.attention`` asks the op for it whenever
+  an input requires grad and hands it to the caller only if asked; a direct caller of the op with
+  ``return_lse=False`` gets an error from ``backward()``.
 """
 
 from __future__ import annotations
 
-from typing import Optional, Tuple
+import inspect
+from typing import Callable, Optional, Sequence, Tuple
 
 import torch
 
 from . import _options, _torch_impl
+from ._options import Options
 
 _F32 = torch.float32
+_Tensor = torch.Tensor
+_OptTensor = Optional[torch.Tensor]
+_PADDING = (("key_padding_mask", _OptTensor), ("kv_len", _OptTensor))  # after the options, in every schema
+_N_OPTIONS = len(Options._fields)
 
 
 def lse_shape(q: torch.Tensor, layout: str) -> Tuple[int, ...]:
@@ -39,140 +52,98 @@ def lse_shape(q: torch.Tensor, layout: str) -> Tuple[int, ...]:
     return tuple(q.shape[:-1])
 
 
-@torch.library.custom_op("jattn::attention", mutates_args=())
-def attention_op(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    layout: str,
-    scale: Optional[float],
-    backend: str,
-    precision: str,
-    threads: int,
-    return_lse: bool,
-    key_padding_mask: Optional[torch.Tensor],
-    kv_len: Optional[torch.Tensor],
-) -> Tuple[torch.Tensor, torch.Tensor]:
+def _split(args: Sequence[object], n_tensors: int) -> Tuple[tuple, Options, tuple]:
+    """A schema's flat arguments as (its tensors, the options, the key padding)."""
+    end = n_tensors + _N_OPTIONS
+    return tuple(args[:n_tensors]), Options(*args[n_tensors:end]), tuple(args[end:])
+
+
+def _flat(fn: Callable, tensors: Sequence[Tuple[str, object]], returns: object, make_options: Callable) -> Callable:
+    """``fn(*tensors, opts, key_padding_mask, kv_len)`` as a function of the schema's flat
+    arguments, with the signature torch infers the schema from."""
+    signature = inspect.Signature(
+        [
+            inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=kind)
+            for name, kind in (*tensors, *_options.FIELD_TYPES.items(), *_PADDING)
+        ],
+        return_annotation=returns,
+    )
+
+    def flat(*args, **kwargs):
+        if kwargs:
+            args = signature.bind(*args, **kwargs).args
+        given, opts, padding = _split(args, len(tensors))
+        return fn(*given, make_options(*opts), *padding)
+
+    flat.__signature__ = signature  # type: ignore[attr-defined]
+    flat.__name__, flat.__qualname__, flat.__doc__ = fn.__name__, fn.__qualname__, fn.__doc__
+    return flat
+
+
+def _op(name: str, tensors: Sequence[Tuple[str, object]], returns: object, fake: Callable, mutates_args=()):
+    """Registers the custom op ``name`` (real implementation: the decorated function, with
+    validated options; fake implementation: ``fake``, with the options as given)."""
+
+    def register(impl: Callable):
+        op = torch.library.custom_op(name, _flat(impl, tensors, returns, _options.options), mutates_args=mutates_args)
+        op.register_fake(_flat(fake, tensors, returns, Options))
+        return op
+
+    return register
+
+
+def _attention_fake(q, k, v, opts: Options, key_padding_mask, kv_len):
+    out = torch.empty(q.shape, dtype=_F32, device=q.device)
+    shape = lse_shape(q, opts.layout) if opts.return_lse else (0,)
+    return out, torch.empty(shape, dtype=_F32, device=q.device)
+
+
+@_op("jattn::attention", (("q", _Tensor), ("k", _Tensor), ("v", _Tensor)), Tuple[_Tensor, _Tensor], _attention_fake)
+def attention_op(q, k, v, opts: Options, key_padding_mask, kv_len):
     """jattn attention as a functional torch op: returns ``(out, lse)`` (lse empty unless
     ``return_lse``)."""
-    opts = _options.options(layout, scale, backend, precision, threads, return_lse)
     out, lse = _torch_impl.attention(q, k, v, opts, None, None, key_padding_mask, kv_len, differentiable=True)
     if lse is None:
         lse = torch.empty(0, dtype=_F32, device=q.device)
     return out, lse
 
 
-@attention_op.register_fake
-def _attention_fake(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    layout: str,
-    scale: Optional[float],
-    backend: str,
-    precision: str,
-    threads: int,
-    return_lse: bool,
-    key_padding_mask: Optional[torch.Tensor],
-    kv_len: Optional[torch.Tensor],
-) -> Tuple[torch.Tensor, torch.Tensor]:
-    out = torch.empty(q.shape, dtype=_F32, device=q.device)
-    shape = lse_shape(q, layout) if return_lse else (0,)
-    return out, torch.empty(shape, dtype=_F32, device=q.device)
-
-
-@torch.library.custom_op("jattn::attention_out", mutates_args=("out", "lse"))
-def attention_out_op(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    out: torch.Tensor,
-    lse: Optional[torch.Tensor],
-    layout: str,
-    scale: Optional[float],
-    backend: str,
-    precision: str,
-    threads: int,
-    key_padding_mask: Optional[torch.Tensor],
-    kv_len: Optional[torch.Tensor],
-) -> None:
-    """jattn attention written into ``out`` (and ``lse`` when given)."""
-    opts = _options.options(layout, scale, backend, precision, threads)
-    _torch_impl.attention(q, k, v, opts, out, lse, key_padding_mask, kv_len)
-
-
-@attention_out_op.register_fake
-def _attention_out_fake(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    out: torch.Tensor,
-    lse: Optional[torch.Tensor],
-    layout: str,
-    scale: Optional[float],
-    backend: str,
-    precision: str,
-    threads: int,
-    key_padding_mask: Optional[torch.Tensor],
-    kv_len: Optional[torch.Tensor],
-) -> None:
+def _attention_out_fake(q, k, v, out, lse, opts: Options, key_padding_mask, kv_len) -> None:
     return None
 
 
-@torch.library.custom_op("jattn::attention_backward", mutates_args=())
-def attention_backward_op(
-    dout: torch.Tensor,
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    out: torch.Tensor,
-    lse: torch.Tensor,
-    dlse: Optional[torch.Tensor],
-    layout: str,
-    scale: Optional[float],
-    backend: str,
-    precision: str,
-    threads: int,
-    key_padding_mask: Optional[torch.Tensor],
-    kv_len: Optional[torch.Tensor],
-) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+@_op("jattn::attention_out", (("q", _Tensor), ("k", _Tensor), ("v", _Tensor), ("out", _Tensor), ("lse", _OptTensor)),
+     None, _attention_out_fake, mutates_args=("out", "lse"))  # fmt: skip
+def attention_out_op(q, k, v, out, lse, opts: Options, key_padding_mask, kv_len) -> None:
+    """jattn attention written into ``out`` (and ``lse`` when given)."""
+    _torch_impl.attention(q, k, v, opts, out, lse, key_padding_mask, kv_len)
+
+
+def _attention_backward_fake(dout, q, k, v, out, lse, dlse, opts: Options, key_padding_mask, kv_len):
+    return tuple(torch.empty(t.shape, dtype=_F32, device=t.device) for t in (q, k, v))
+
+
+_BACKWARD_TENSORS = (("dout", _Tensor), ("q", _Tensor), ("k", _Tensor), ("v", _Tensor), ("out", _Tensor),
+                     ("lse", _Tensor), ("dlse", _OptTensor))  # fmt: skip
+
+
+@_op("jattn::attention_backward", _BACKWARD_TENSORS, Tuple[_Tensor, _Tensor, _Tensor], _attention_backward_fake)
+def attention_backward_op(dout, q, k, v, out, lse, dlse, opts: Options, key_padding_mask, kv_len):
     """The gradients ``(dq, dk, dv)`` of ``jattn::attention`` (new contiguous tensors of q's, k's
     and v's shapes), given the forward's output and lse and their gradients."""
-    opts = _options.options(layout, scale, backend, precision, threads)
     return _torch_impl.backward(q, k, v, out, lse, dout, dlse, opts, key_padding_mask, kv_len)
 
 
-@attention_backward_op.register_fake
-def _attention_backward_fake(
-    dout: torch.Tensor,
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    out: torch.Tensor,
-    lse: torch.Tensor,
-    dlse: Optional[torch.Tensor],
-    layout: str,
-    scale: Optional[float],
-    backend: str,
-    precision: str,
-    threads: int,
-    key_padding_mask: Optional[torch.Tensor],
-    kv_len: Optional[torch.Tensor],
-) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    return tuple(torch.empty(t.shape, dtype=_F32, device=t.device) for t in (q, k, v))  # type: ignore[return-value]
-
-
 def _setup_context(ctx, inputs, output) -> None:
-    q, k, v, layout, scale, backend, precision, threads, return_lse, key_padding_mask, kv_len = inputs
+    (q, k, v), opts, (key_padding_mask, kv_len) = _split(inputs, 3)
     out, lse = output
     ctx.save_for_backward(q, k, v, out, lse, key_padding_mask, kv_len)
-    ctx.options = (layout, scale, backend, precision, threads)
-    ctx.return_lse = return_lse
+    ctx.options = opts
 
 
 def _attention_backward(ctx, dout, dlse):
     q, k, v, out, lse, key_padding_mask, kv_len = ctx.saved_tensors
-    if not ctx.return_lse:
+    if not ctx.options.return_lse:
         raise RuntimeError(
             "jattn: torch.ops.jattn.attention was called with return_lse=False, so its backward has no lse; "
             "call jattn.attention (which asks for the lse when an input requires grad) or pass return_lse=True"
@@ -180,7 +151,7 @@ def _attention_backward(ctx, dout, dlse):
     dq, dk, dv = torch.ops.jattn.attention_backward(
         dout, q, k, v, out, lse, dlse, *ctx.options, key_padding_mask, kv_len
     )
-    return dq, dk, dv, None, None, None, None, None, None, None, None
+    return dq, dk, dv, *(None,) * (_N_OPTIONS + len(_PADDING))
 
 
 attention_op.register_autograd(_attention_backward, setup_context=_setup_context)

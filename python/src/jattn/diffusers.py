@@ -241,7 +241,7 @@ def _backward_refusal(q) -> Optional[str]:
     from ._options import options, validated
 
     backend = _options["backend"]
-    opts = validated("bshd", None, backend, "f32", 0) if _is_compiling() else options("bshd", None, backend, "f32", 0)
+    opts = validated(layout="bshd", backend=backend) if _is_compiling() else options(layout="bshd", backend=backend)
     return _torch_impl.backward_refusal(q.device, q.shape[-1], opts)
 
 

@@ -1,4 +1,4 @@
-//! Raw FFI declarations of [jattn](../jattn/index.html)'s C API (`include/jattn.h`, version 0.2),
+//! Raw FFI declarations of [jattn](../jattn/index.html)'s C API (`include/jattn.h`, version 0.3),
 //! and the build of the C library.
 //!
 //! This crate only builds and declares: every item mirrors `jattn.h` one to one, with the C
@@ -131,9 +131,10 @@ pub struct jattn_problem {
 
 // ---- execution -------------------------------------------------------------------------------
 
-/// `jattn_backend`: which backend runs a call.
+/// `jattn_backend`: which backend runs a call (`JATTN_BACKEND_LIST`). What each backend is, and
+/// AUTO's order, the library says at run time: `jattn_backend_info_at`.
 pub type jattn_backend = c_int;
-/// cuda if present and able, else cpu, else ref.
+/// The first backend, in AUTO's order, that is present and able.
 pub const JATTN_BACKEND_AUTO: jattn_backend = 0;
 /// The float64 scalar reference (the oracle; slow).
 pub const JATTN_BACKEND_REF: jattn_backend = 1;
@@ -141,7 +142,7 @@ pub const JATTN_BACKEND_REF: jattn_backend = 1;
 pub const JATTN_BACKEND_CPU: jattn_backend = 2;
 /// NVIDIA GPUs.
 pub const JATTN_BACKEND_CUDA: jattn_backend = 3;
-/// `JATTN_BACKEND_VK`: any Vulkan GPU, host memory.
+/// Any Vulkan GPU, host memory.
 pub const JATTN_BACKEND_VK: jattn_backend = 4;
 /// `JATTN_BACKEND_COUNT`: the number of backends (AUTO included).
 pub const JATTN_BACKEND_COUNT: c_int = 5;
@@ -209,6 +210,39 @@ pub struct jattn_selection {
     pub isa: *const c_char,
     /// CPU threads it would use (1 for GPU backends).
     pub threads: c_int,
+}
+
+/// `jattn_backend_info`: what a backend is (`jattn_backend_info_at`). Strings have static storage.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct jattn_backend_info {
+    /// Its value (never AUTO).
+    pub backend: jattn_backend,
+    /// `jattn_backend_name(backend)`.
+    pub name: *const c_char,
+    /// The memory it computes from: `JATTN_MEMORY_DEVICE` (it also takes host pointers, copied)
+    /// or `JATTN_MEMORY_HOST`.
+    pub memory: jattn_memory,
+    /// 1 when it computes on a GPU, 0 on the CPU.
+    pub is_gpu: c_int,
+    /// 1 when `jattn_backward` can run on it.
+    pub has_backward: c_int,
+    /// Its place in AUTO's order: 0 is tried first.
+    pub auto_rank: c_int,
+}
+
+impl Default for jattn_backend_info {
+    /// A zeroed description (name NULL), to be filled by `jattn_backend_info_at`.
+    fn default() -> Self {
+        jattn_backend_info {
+            backend: JATTN_BACKEND_AUTO,
+            name: core::ptr::null(),
+            memory: JATTN_MEMORY_HOST,
+            is_gpu: 0,
+            has_backward: 0,
+            auto_rank: 0,
+        }
+    }
 }
 
 /// `jattn_grad_strides`: element strides of the backward's gradient tensors, each
@@ -288,6 +322,12 @@ unsafe extern "C" {
 
     /// @return the name of a backend (`"auto"`, `"ref"`, `"cpu"`, `"cuda"`, `"vk"`), NULL if out of range.
     pub fn jattn_backend_name(backend: jattn_backend) -> *const c_char;
+    /// @return the number of backends of the library linked (AUTO is not one).
+    pub fn jattn_backend_info_count() -> c_int;
+    /// Describes the backend AUTO tries at place `auto_rank` (0 first).
+    /// @return `JATTN_OK` and `*info` filled; `JATTN_ERROR_NULL_POINTER`, or
+    /// `JATTN_ERROR_INVALID_ARGUMENT` for a rank out of range (`*info` untouched).
+    pub fn jattn_backend_info_at(auto_rank: c_int, info: *mut jattn_backend_info) -> jattn_status;
     /// Can the backend of `exec` (NULL: defaults) run `problem`, and with which kernel?
     /// @return `JATTN_OK` and `*selection` filled, or the status of the first problem found.
     pub fn jattn_select(

@@ -34,6 +34,7 @@ fn rust_lines() -> Vec<String> {
     record!(struct l, jattn_problem, batch, heads, seq_q, seq_kv, head_dim, scale, dtype, q, k, v, out);
     record!(struct l, jattn_exec, backend, precision, memory, threads, cuda_stream, workspace, workspace_bytes);
     record!(struct l, jattn_selection, backend, backend_name, kernel, isa, threads);
+    record!(struct l, jattn_backend_info, backend, name, memory, is_gpu, has_backward, auto_rank);
     record!(struct l, jattn_key_padding, kv_len, mask, mask_batch, mask_keys, mask_batch_stride);
     record!(struct l, jattn_grad_strides, dout, dq, dk, dv);
     record!(struct l, jattn_status);
@@ -68,6 +69,8 @@ fn rust_functions() -> Vec<(&'static str, usize)> {
         jattn_strides_token_major,
         jattn_problem_flux,
         jattn_backend_name,
+        jattn_backend_info_count,
+        jattn_backend_info_at,
         jattn_select,
         jattn_workspace_size,
         jattn_ctx_create,

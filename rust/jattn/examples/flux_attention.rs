@@ -37,11 +37,7 @@ fn parse_args() -> Result<Args, String> {
             "--threads" => args.threads = number(value()?)?,
             "--runs" => args.runs = number(value()?)?.max(1),
             "--backend" => {
-                let name = value()?;
-                args.backend = Backend::ALL
-                    .into_iter()
-                    .find(|b| b.name() == name)
-                    .ok_or_else(|| format!("--backend {name}: one of auto, ref, cpu, cuda"))?;
+                args.backend = value()?.parse::<Backend>().map_err(|e| format!("--backend: {}", e.message()))?;
             }
             _ => return Err(format!("unknown argument {flag:?} (--seq N, --backend NAME, --threads N, --runs N)")),
         }
@@ -89,7 +85,7 @@ fn run() -> Result<bool, Box<dyn std::error::Error>> {
         flops / 1e9
     );
 
-    if sel.backend == Backend::Cuda {
+    if sel.backend.is_gpu() {
         println!(
             "(host slices: on the GPU that time includes copying q, k, v to it and out back; forward_device takes device pointers)"
         );

@@ -1,55 +1,77 @@
-//! [`Exec`] (how a call runs), [`Selection`] (what would run) and [`select`].
+//! [`Exec`] (how a call runs), [`Selection`] (what would run), [`select`], and the backends:
+//! [`Backend`] and what the library says of each, [`backends`].
 
 use std::ffi::c_int;
 use std::fmt;
+use std::str::FromStr;
 
 use jattn_sys as ffi;
 
 use crate::error::{Error, Status, static_str};
 use crate::problem::Problem;
 
-/// Which backend runs a call.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum Backend {
-    /// The best backend present that can run the problem: cuda, then vk (a GPU), then cpu, then ref.
+/// Declares [`Backend`] from one `Variant = C_CONSTANT` line per backend; what each backend is
+/// (its name, AUTO's order, whether it is a GPU) is the library's answer, [`backends`].
+macro_rules! backend_enum {
+    ($($(#[$attr:meta])* $variant:ident = $code:ident,)*) => {
+        /// Which backend runs a call. [`backends`] lists them, in the order [`Backend::Auto`]
+        /// tries them, with what each runs on.
+        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+        #[non_exhaustive]
+        #[repr(i32)]
+        pub enum Backend {
+            $($(#[$attr])* $variant = ffi::$code,)*
+        }
+
+        impl Backend {
+            /// Every value this crate knows, [`Backend::Auto`] included.
+            const KNOWN: &[Backend] = &[$(Backend::$variant),*];
+        }
+    };
+}
+
+backend_enum! {
+    /// The first backend, in the library's order ([`backends`]), that is present and can run
+    /// the problem; a software Vulkan device (lavapipe) is never picked.
     #[default]
-    Auto,
+    Auto = JATTN_BACKEND_AUTO,
     /// The float64 scalar reference: the oracle of jattn's tests (slow).
-    Ref,
+    Ref = JATTN_BACKEND_REF,
     /// Flash attention on the CPU: SIMD micro-kernels (AVX-512F, AVX2+FMA, NEON), OpenMP threads.
-    Cpu,
+    Cpu = JATTN_BACKEND_CPU,
     /// NVIDIA GPUs.
-    Cuda,
-    /// Any Vulkan GPU (Apple through MoltenVK, AMD, Intel, NVIDIA), host memory; `auto` never
-    /// picks a software Vulkan device such as lavapipe.
-    Vk,
+    Cuda = JATTN_BACKEND_CUDA,
+    /// Any Vulkan GPU (Apple through MoltenVK, AMD, Intel, NVIDIA), host memory.
+    Vk = JATTN_BACKEND_VK,
 }
 
 impl Backend {
-    /// Every backend, in the order of their C numbers.
-    pub const ALL: [Backend; 5] = [Backend::Auto, Backend::Ref, Backend::Cpu, Backend::Cuda, Backend::Vk];
-
     /// The C number (`jattn_backend`).
     pub const fn code(self) -> i32 {
-        match self {
-            Backend::Auto => ffi::JATTN_BACKEND_AUTO,
-            Backend::Ref => ffi::JATTN_BACKEND_REF,
-            Backend::Cpu => ffi::JATTN_BACKEND_CPU,
-            Backend::Cuda => ffi::JATTN_BACKEND_CUDA,
-            Backend::Vk => ffi::JATTN_BACKEND_VK,
-        }
+        self as i32
     }
 
     /// The backend of a C number; `None` for one this crate does not know.
     pub fn from_code(code: i32) -> Option<Backend> {
-        Backend::ALL.into_iter().find(|b| b.code() == code)
+        Backend::KNOWN.iter().copied().find(|b| b.code() == code)
     }
 
-    /// The library's name of the backend: `"auto"`, `"ref"`, `"cpu"`, `"cuda"`, `"vk"`.
+    /// The library's name of the backend (`jattn_backend_name`), e.g. `"cpu"`; `"auto"` for
+    /// [`Backend::Auto`].
     pub fn name(self) -> &'static str {
         // SAFETY: any number is valid input; the result is NULL or a static string.
         static_str(unsafe { ffi::jattn_backend_name(self.code()) })
+    }
+
+    /// What the library says of this backend; `None` for [`Backend::Auto`], which is a choice,
+    /// not a backend.
+    pub fn info(self) -> Option<BackendInfo> {
+        backends().into_iter().find(|b| b.backend == self)
+    }
+
+    /// Whether the backend computes on a GPU (the library's answer; false for [`Backend::Auto`]).
+    pub fn is_gpu(self) -> bool {
+        self.info().is_some_and(|b| b.is_gpu)
     }
 }
 
@@ -57,6 +79,70 @@ impl fmt::Display for Backend {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
     }
+}
+
+impl FromStr for Backend {
+    type Err = Error;
+
+    /// The backend of a library name (`"auto"` or one [`backends`] lists).
+    fn from_str(name: &str) -> Result<Backend, Error> {
+        Backend::KNOWN.iter().copied().find(|b| b.name() == name).ok_or_else(|| {
+            let names: Vec<&str> = backends().iter().map(|b| b.name).collect();
+            Error::new(Status::InvalidArgument, format!("backend: {name:?}, must be auto or one of {names:?}"))
+        })
+    }
+}
+
+/// One backend as the library describes it (`jattn_backend_info`): the answer of [`backends`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub struct BackendInfo {
+    /// The backend (never [`Backend::Auto`]).
+    pub backend: Backend,
+    /// Its name, e.g. `"cpu"`.
+    pub name: &'static str,
+    /// Whether it computes from CUDA device memory ([`forward_device`](crate::forward_device));
+    /// host slices are then copied to the device and back. Otherwise from host memory.
+    pub on_device: bool,
+    /// Whether it computes on a GPU.
+    pub is_gpu: bool,
+    /// Whether [`backward`](crate::backward) can run on it.
+    pub has_backward: bool,
+    /// Its place in the order [`Backend::Auto`] tries backends: 0 first.
+    pub auto_rank: usize,
+}
+
+/// Every backend of the library linked, in the order [`Backend::Auto`] tries them
+/// (`jattn_backend_info_at`), whether or not it is built in or has a device here ([`select`]
+/// says whether it can run). A backend of a newer library that this crate has no [`Backend`]
+/// for is left out.
+///
+/// ```
+/// for b in jattn::backends() {
+///     println!("{} {}: GPU {}, backward {}", b.auto_rank, b.name, b.is_gpu, b.has_backward);
+/// }
+/// ```
+pub fn backends() -> Vec<BackendInfo> {
+    // SAFETY: no arguments.
+    let count = unsafe { ffi::jattn_backend_info_count() };
+    (0..count)
+        .filter_map(|rank| {
+            let mut info = ffi::jattn_backend_info::default();
+            // SAFETY: `info` is a live value the call writes; a rank below the count is valid.
+            let status = unsafe { ffi::jattn_backend_info_at(rank, &mut info) };
+            if status != ffi::JATTN_OK {
+                return None;
+            }
+            Some(BackendInfo {
+                backend: Backend::from_code(info.backend)?,
+                name: static_str(info.name),
+                on_device: info.memory == ffi::JATTN_MEMORY_DEVICE,
+                is_gpu: info.is_gpu != 0,
+                has_backward: info.has_backward != 0,
+                auto_rank: usize::try_from(info.auto_rank).ok()?,
+            })
+        })
+        .collect()
 }
 
 /// The arithmetic a backend may use.

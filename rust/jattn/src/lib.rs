@@ -75,7 +75,7 @@ pub use device::{
     DeviceKeyPadding, DeviceTensors, DeviceWorkspace, device_workspace_size, forward_device, select_device,
 };
 pub use error::{Error, Status};
-pub use exec::{Backend, Exec, Precision, Selection, select};
+pub use exec::{Backend, BackendInfo, Exec, Precision, Selection, backends, select};
 pub use padding::{KeyPadding, MaskElement};
 pub use problem::{Layout, Problem, Strides, Tensor};
 

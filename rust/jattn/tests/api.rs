@@ -28,13 +28,31 @@ fn select_names_backend_and_kernel() {
 }
 
 #[test]
-fn names() {
-    let names: Vec<_> = Backend::ALL.iter().map(|b| b.name()).collect();
-    assert_eq!(names, ["auto", "ref", "cpu", "cuda", "vk"]);
-    for b in Backend::ALL {
-        assert_eq!(Backend::from_code(b.code()), Some(b));
+fn backends_are_the_librarys() {
+    let listed = jattn::backends();
+    // SAFETY: no arguments.
+    let count = usize::try_from(unsafe { sys::jattn_backend_info_count() }).unwrap();
+    assert_eq!(listed.len(), count, "a backend of the library has no Backend variant: {listed:?}");
+    assert_eq!(count, usize::try_from(sys::JATTN_BACKEND_COUNT - 1).unwrap());
+    for (rank, b) in listed.iter().enumerate() {
+        assert_eq!(b.auto_rank, rank, "{b:?}");
+        assert_ne!(b.backend, Backend::Auto);
+        assert_eq!(b.name, b.backend.name());
+        assert_eq!(b.name.parse::<Backend>().unwrap(), b.backend);
+        assert_eq!(Backend::from_code(b.backend.code()), Some(b.backend));
+        assert_eq!((b.backend.info(), b.backend.is_gpu()), (Some(*b), b.is_gpu));
+        assert!(listed[..rank].iter().all(|other| other.backend != b.backend), "{b:?} twice");
     }
-    assert_eq!(Backend::from_code(5), None);
+    assert_eq!(
+        (Backend::Auto.info(), Backend::Auto.name(), "auto".parse::<Backend>().unwrap()),
+        (None, "auto", Backend::Auto)
+    );
+    let err = "gpu".parse::<Backend>().unwrap_err();
+    assert!(listed.iter().all(|b| err.message().contains(b.name)), "{err}");
+    assert_eq!(Backend::from_code(sys::JATTN_BACKEND_COUNT), None);
+    // Auto on host memory picks a listed backend
+    let best = jattn::select(&Problem::flux(1, 2, 64, 64, 32), &Exec::default()).unwrap();
+    assert!(listed.iter().any(|b| b.backend == best.backend), "{best}");
     assert_eq!((Precision::F32.code(), Precision::Tf32.code()), (sys::JATTN_PRECISION_F32, sys::JATTN_PRECISION_TF32));
     assert_eq!(Exec::default(), Exec::new());
     assert_eq!(Tensor::ALL.map(|t| t.to_string()), ["q", "k", "v", "out"]);
