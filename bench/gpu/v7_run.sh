@@ -13,7 +13,8 @@
 #           (torch_sdpa_peer.py, same shapes); backward v3 forced and PyTorch's fp32 backward
 #           (torch_sdpa_backward.py); forward + backward through autograd with both forced
 #           (backward_v3_autograd.py); accuracy of v7 at each head_dim (jattn run --check)
-# Logs under $OUT, the table last ($OUT/table.txt). STEPS="build test time" narrows them.
+# Logs under $OUT, the table last ($OUT/table.txt). STEPS="build test time" narrows them; without
+# build, the binaries of .carry-pack/carry.tgz (made on the development machine) run.
 set -u
 OUT=${OUT:-/tmp/out}
 BUILD=${BUILD:-/tmp/jattn-v7}
@@ -35,6 +36,12 @@ if has build; then
   echo "build rc $? after ${SECONDS} s"
   grep -A2 "attention_f32_mma_f16x2_v7_kernel\|backward_v3\|bwd_v3" "$OUT/build.log" | grep -E "registers|spill" |
     sort | uniq -c | head -12
+fi
+# binaries built elsewhere: .carry-pack/carry.tgz (build/{tests,tools,libjattn.so}, lib/), when STEPS has no build
+if ! has build && [ -f "$ROOT/.carry-pack/carry.tgz" ]; then
+  mkdir -p /tmp/carried && tar xzf "$ROOT/.carry-pack/carry.tgz" -C /tmp/carried
+  BUILD=/tmp/carried/build
+  export LD_LIBRARY_PATH=/tmp/carried/lib:${LD_LIBRARY_PATH:-}
 fi
 J=$BUILD/tools/jattn
 L=$(find "$BUILD" -maxdepth 2 -name 'libjattn.so*' -type f | head -1)
