@@ -242,7 +242,7 @@ static void test_versions(jt_rng *rng) {
     static const int64_t shapes[][5] = {{1, 2, 65, 130, 64},   {2, 1, 7, 33, 128},   {1, 2, 100, 77, 256},
                                         {1, 1, 129, 200, 32},  {1, 3, 40, 1, 8},     {1, 1, 33, 65, 24},
                                         {1, 2, 130, 257, 128}, {1, 2, 65, 600, 128}, {1, 24, 720, 33, 128},
-                                        {1, 2, 70, 140, 72},   {1, 1, 45, 300, 160},  {2, 1, 20, 50, 40}};
+                                        {1, 2, 70, 140, 72},   {1, 1, 45, 300, 160}, {2, 1, 20, 50, 40}};
     for (int ver = JATTN_CUDA_KERNEL_V1; ver < JATTN_CUDA_KERNEL_COUNT; ver++) {
         if (!jattn_cuda_kernel_exists((jattn_cuda_kernel)ver)) continue; /* a removed version's number */
         jattn_cuda_set_kernel((jattn_cuda_kernel)ver);
@@ -268,8 +268,8 @@ static void test_versions(jt_rng *rng) {
                 jt_tally_add(&tally, 0);
                 continue;
             }
-            /* a forced v7 runs a single key on v2 (its refusal's fallback) */
-            const int want_ver = ver == JATTN_CUDA_KERNEL_V7 && s[3] == 1 ? JATTN_CUDA_KERNEL_V2 : ver;
+            /* a forced v7 runs a single key on v1 (its refusal's fallback) */
+            const int want_ver = ver == JATTN_CUDA_KERNEL_V7 && s[3] == 1 ? JATTN_CUDA_KERNEL_V1 : ver;
             char want[8];
             snprintf(want, sizeof want, "cuda_v%d", want_ver);
             if (strncmp(sel.kernel, want, strlen(want)) != 0) {
@@ -387,10 +387,9 @@ static void test_auto_choice(void) {
         jattn_problem p = jattn_problem_flux(1, cases[i].h, cases[i].sq, cases[i].skv, cases[i].d);
         const int sm90 = (cases[i].d == 64 || cases[i].d == 128) && device_is_sm90();
         const int v6_takes = cases[i].sq <= INT32_MAX - 128 && cases[i].skv <= INT32_MAX - 128;
-        const char *want = cases[i].skv == 1 || cases[i].d > JATTN_CUDA_V2_MAX_HEAD_DIM ? "cuda_v1"
-                           : sm90 && v6_takes                                           ? "cuda_v6"
-                           : sm90                                                       ? "cuda_v4"
-                                                                                        : "cuda_v2";
+        /* v7 indexes with 32 bits as v6 does: beyond v6's sequences, off sm_90a, v1 runs */
+        const int v1 = cases[i].skv == 1 || cases[i].d > JATTN_CUDA_V7_MAX_HEAD_DIM || (!sm90 && !v6_takes);
+        const char *want = v1 ? "cuda_v1" : sm90 && v6_takes ? "cuda_v6" : sm90 ? "cuda_v4" : "cuda_v7";
         for (int pi = 0; pi < 2; pi++) {
             jattn_exec e = {0};
             e.backend = JATTN_BACKEND_CUDA;

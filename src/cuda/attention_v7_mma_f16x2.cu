@@ -64,18 +64,18 @@ constexpr float kV7Log2e = 1.4426950408889634f;
 
 template <int DT>
 struct V7Config {
-    static constexpr int kBC = DT <= 128 ? 64 : 32;        /* keys per tile */
-    static constexpr int kRow = 2 * DT + 16;               /* bytes of a padded shared row */
-    static constexpr int kSlices = DT / 16;                /* k16 slices of head_dim */
-    static constexpr int kChain = 4;                       /* hi*hi slices per chain */
-    static constexpr int kNT = kBC / 8;                    /* n8 key blocks of S */
-    static constexpr int kKS = kBC / 16;                   /* k16 key slices of P V */
-    static constexpr int kOB = DT / 8;                     /* n8 column blocks of O */
+    static constexpr int kBC = DT <= 128 ? 64 : 32; /* keys per tile */
+    static constexpr int kRow = 2 * DT + 16;        /* bytes of a padded shared row */
+    static constexpr int kSlices = DT / 16;         /* k16 slices of head_dim */
+    static constexpr int kChain = 4;                /* hi*hi slices per chain */
+    static constexpr int kNT = kBC / 8;             /* n8 key blocks of S */
+    static constexpr int kKS = kBC / 16;            /* k16 key slices of P V */
+    static constexpr int kOB = DT / 8;              /* n8 column blocks of O */
     static constexpr int kTilesPerRecord = kV7RecordKeys / kBC;
-    static constexpr int kQOff = 0;                        /* Q hi [128][kRow], then Q lo */
+    static constexpr int kQOff = 0;                          /* Q hi [128][kRow], then Q lo */
     static constexpr int kKOff = kQOff + 2 * kV7CtaQ * kRow; /* K hi [kBC][kRow], K lo, info */
     static constexpr int kKInfoOff = kKOff + 2 * kBC * kRow;
-    static constexpr int kVOff = kKInfoOff + 16;            /* V hi, V lo, unscale [DT] */
+    static constexpr int kVOff = kKInfoOff + 16; /* V hi, V lo, unscale [DT] */
     static constexpr int kVUnscaleOff = kVOff + 2 * kBC * kRow;
     static constexpr int kQLogOff = kVUnscaleOff + 4 * DT; /* [128] 2^-eq log2 e */
     static constexpr int kSmemBytes = kQLogOff + 4 * kV7CtaQ;
@@ -117,8 +117,8 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t add
 __device__ __forceinline__ void mma_f16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
     asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
         "{%0,%1,%2,%3};\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
 /* d = a b, m16n8k16 into a fresh accumulator. */
@@ -126,8 +126,8 @@ __device__ __forceinline__ void mma_f16_zero(float (&d)[4], const uint32_t (&a)[
     const float z = 0.f;
     asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
         "{%10,%10,%10,%10};\n"
-                 : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(z));
+        : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(z));
 }
 
 /* 2^x by the SFU (ex2.approx.ftz: ~2 ulp, subnormal results flushed to 0; 2^-inf = 0). */

@@ -16,7 +16,7 @@
  * and large inputs, measured). f32 precision: dV, dK, dQ 3xTF32. tf32 precision: S and dP
  * as in f32 (the softmax turns an error e of S into a relative error e of P; dP - Dl is a
  * difference of near-equal terms), dV, dK and dQ one TF32 product, except below head_dim 16
- * (jattn_cuda_bwd_v1_grads_x3), where they stay at three: one TF32 product missed the tf32 gate
+ * (jattn_cuda_arithmetic: the backend passes f32 there), where they stay at three: one TF32 product missed the tf32 gate
  * (rel_l2 1e-3) at head_dim 1 on the H200 (dq 3.2e-3, dk 1.3e-3; a gradient element there is one
  * sum over the sequence, with no head_dim terms to average its rounding), at no speed to gain.
  *
@@ -499,6 +499,6 @@ extern "C" int jattn_cuda_launch_bwd_v1(const jattn_cuda_args *a, void *workspac
                           .kv_count = f->kv_count,
                           .kv_index = f->kv_index};
     cudaStream_t s = (cudaStream_t)stream;
-    return (int)(jattn_cuda_bwd_v1_grads_x3(f->precision, f->head_dim) ? launch_x3<true>(p, s)
+    return (int)(f->precision == JATTN_PRECISION_F32 ? launch_x3<true>(p, s)
                                                                        : launch_x3<false>(p, s));
 }

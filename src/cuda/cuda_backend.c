@@ -119,9 +119,9 @@ static const cuda_version *walk_refusals(const cuda_version *ver, int forced, co
  * (cuda_versions.c): v4 where v6 refuses (sequences beyond its 32-bit 128-query CTAs) and on a
  * 9.0 device for the problems v4 takes (D 64 or 128, strides a multiple of 4 elements), else v7
  * (mma.sync 2xFP16: every other head_dim up to 256 on a 9.0 device, every problem up to 256 on the
- * other devices), else v2 where its head_dim limits allow, else v1; and v1 for seq_kv == 1, where it returns the v row bit
- * for bit (weight exp(0)/exp(0) = 1; a split of v would not). A forced version stays as forced or
- * fails (naming why), but for v7 and v2, which fall back (v7 to v2, v2 to v1) beyond their limits.
+ * other devices), else v2 where its head_dim limits allow, else v1; and v1 for seq_kv == 1, where it returns the v row
+ * bit for bit (weight exp(0)/exp(0) = 1; a split of v would not). A forced version stays as forced or fails (naming
+ * why), but for v7 and v2, which fall back (v7 to v2, v2 to v1) beyond their limits.
  * @return the version, or NULL with *why set. */
 static const cuda_version *version_for(const jattn_problem *p, jattn_precision precision, int cc, const char **why) {
     const jattn_cuda_kernel forced = (jattn_cuda_kernel)atomic_load(&kernel_choice);
@@ -166,7 +166,7 @@ static jattn_status cuda_select(const jattn_problem *p, const jattn_exec *e, jat
                           (int)atomic_load(&kernel_choice));
     plan->kernel = ver;
     plan->threads = 1;
-    plan->selection.kernel = ver->name[e->precision];
+    plan->selection.kernel = ver->name[jattn_cuda_arithmetic(e->precision, p->head_dim)];
     plan->selection.isa = cc == 90 ? "sm_90a" : "sm_80";
     return JATTN_OK;
 }
@@ -225,7 +225,7 @@ static jattn_cuda_args launch_args(const jattn_problem *p, float scale, jattn_pr
                                .v_strides = cuda_strides(p->v),
                                .out_strides = cuda_strides(p->out),
                                .scale = scale,
-                               .precision = precision,
+                               .precision = jattn_cuda_arithmetic(precision, p->head_dim),
                                .kv_count = pad->count,
                                .kv_index = pad->index};
     return a;
@@ -277,7 +277,7 @@ static jattn_status launch(const jattn_call *c, const jattn_plan *plan, const fl
         kernel_owned = NULL;
         ver = call_version(ver->call_next, &a);
     }
-    const char *name = ver->name[c->precision];
+    const char *name = ver->name[a.precision];
     cudaError_t err = (cudaError_t)ver->launch(&a, ver->workspace_bytes ? kernel_ws : NULL, c->cuda_stream);
     if (kernel_owned) {
         cudaError_t ferr = cudaFreeAsync(kernel_owned, stream);
@@ -490,8 +490,7 @@ static jattn_status cuda_select_backward(const jattn_problem *p, const jattn_exe
     if (!ver) return jattn_fail(JATTN_ERROR_UNSUPPORTED, "%s", why);
     plan->kernel = ver;
     plan->threads = 1;
-    plan->selection.kernel =
-        ver->name[jattn_cuda_bwd_v1_grads_x3(e->precision, p->head_dim) ? JATTN_PRECISION_F32 : e->precision];
+    plan->selection.kernel = ver->name[jattn_cuda_arithmetic(e->precision, p->head_dim)];
     plan->selection.isa = cc == 90 ? "sm_90a" : "sm_80";
     return JATTN_OK;
 }
@@ -529,7 +528,7 @@ static jattn_status launch_backward(const jattn_bwd_call *c, const jattn_plan *p
     if (pad->kv_len || pad->mask)
         err = (cudaError_t)jattn_cuda_launch_padding(pad->kv_len, pad->mask, c->mask_stride, (int)p->batch,
                                                      (int)p->seq_kv, workspace, &pad->count, &pad->index, stream);
-    const char *name = ver->name[c->precision];
+    const char *name = ver->name[jattn_cuda_arithmetic(c->precision, p->head_dim)];
     const char *what = err == cudaSuccess ? name : "key padding pre-pass";
     if (err == cudaSuccess) {
         /* out and lse are read only: the forward's outputs are inputs here */
@@ -545,7 +544,7 @@ static jattn_status launch_backward(const jattn_bwd_call *c, const jattn_plan *p
         a.dk_strides = cuda_strides(c->g.dk);
         a.dv_strides = cuda_strides(c->g.dv);
         ver = call_version(ver, &a); /* a call the version refuses runs its call_next, in the same workspace */
-        name = what = ver->name[c->precision];
+        name = what = ver->name[a.precision];
         err = (cudaError_t)ver->launch(&a, (char *)workspace + pad_bytes, stream);
     }
     if (owned) {

@@ -67,6 +67,18 @@ typedef enum jattn_cuda_kernel {
     JATTN_CUDA_KERNEL_COUNT = 8
 } jattn_cuda_kernel;
 
+/* Below this head_dim the tf32 precision runs the f32 arithmetic, forward and backward (the
+ * backend passes JATTN_PRECISION_F32 to the launcher and names the f32 kernel): an output element
+ * there is a sum over the sequence with few or no head_dim terms to average one product's
+ * rounding, and one TF32 or fp16 product missed the tf32 gate (rel_l2 1e-3) at head_dim 1 on the
+ * H200 (backward v1: dq 3.2e-3, dk 1.3e-3; kernel v7's P V: 1.05e-3), at no speed to gain. */
+#define JATTN_CUDA_TF32_MIN_HEAD_DIM 16
+
+/* The precision a kernel runs a call of this precision and head_dim in. */
+static inline jattn_precision jattn_cuda_arithmetic(jattn_precision precision, int64_t head_dim) {
+    return head_dim < JATTN_CUDA_TF32_MIN_HEAD_DIM ? JATTN_PRECISION_F32 : precision;
+}
+
 /* Limits of each version. */
 #define JATTN_CUDA_V1_MAX_HEAD_DIM 512
 #define JATTN_CUDA_V2_MAX_HEAD_DIM 256
@@ -107,15 +119,6 @@ size_t jattn_cuda_v7_workspace_bytes(int64_t batch, int64_t heads, int64_t seq_k
 
 /* Limits of the backward kernels (backward_v1_mma_tf32x3.cu). */
 #define JATTN_CUDA_BWD_MAX_HEAD_DIM 128
-/* Below this head_dim the tf32 backward keeps dV, dK, dQ at three TF32 products, as f32 does
- * (backward_v1_mma_tf32x3.cu's opening comment says why). */
-#define JATTN_CUDA_BWD_TF32_MIN_HEAD_DIM 16
-
-/* Whether the backward v1 runs its gradient products dV, dK, dQ on three TF32 products (the f32
- * kernel, named so by the selection) rather than one. */
-static inline int jattn_cuda_bwd_v1_grads_x3(jattn_precision precision, int64_t head_dim) {
-    return precision == JATTN_PRECISION_F32 || head_dim < JATTN_CUDA_BWD_TF32_MIN_HEAD_DIM;
-}
 
 /* Device bytes of the backward v1's own workspace (after the key padding's region): the row
  * terms Dl = dO.O - dlse as float hi + lo pairs, B * H * Sq of them (256-byte aligned). */

@@ -134,13 +134,14 @@ const cuda_version jattn_cuda_versions[JATTN_CUDA_KERNEL_COUNT] = {
                               .launch = jattn_cuda_launch_v6,
                               .refused_next = FWD(V4),
                               .call_next = FWD(V4)},
-    /* v7 runs every device and head_dim the sm_90a kernels do not; a forced v7 falls back to v2 (and
-     * v1) where it cannot run, and a call whose workspace the pool cannot give runs v2 */
+    /* v7 runs every device and head_dim the sm_90a kernels do not; what it refuses (a single key,
+     * head_dim above 256) runs v1, forced or not, and a call whose workspace the pool cannot give
+     * runs v2 (which needs none) */
     [JATTN_CUDA_KERNEL_V7] = {.name = {"cuda_v7_flash_f16x2_mma16n8k16", "cuda_v7_flash_qk_f16x2_pv_f16_mma16n8k16"},
                               .refusal = v7_refusal,
                               .workspace_bytes = v7_workspace_bytes,
                               .launch = jattn_cuda_launch_v7,
-                              .refused_next = FWD(V2),
+                              .refused_next = FWD(V1),
                               .forced_falls_back = 1,
                               .call_next = FWD(V2)},
 };

@@ -30,7 +30,15 @@ constexpr int kV7RecordKeys = 64; /* keys per record */
 
 /* The head-dim tile of a head_dim (1 .. 256): the kernel instances DT. */
 __host__ __device__ inline int v7_head_dim_tile(int64_t d) {
-    return d <= 32 ? 32 : d <= 48 ? 48 : d <= 64 ? 64 : d <= 80 ? 80 : d <= 96 ? 96 : d <= 128 ? 128 : d <= 160 ? 160 : d <= 192 ? 192 : 256;
+    return d <= 32    ? 32
+           : d <= 48  ? 48
+           : d <= 64  ? 64
+           : d <= 80  ? 80
+           : d <= 96  ? 96
+           : d <= 128 ? 128
+           : d <= 160 ? 160
+           : d <= 192 ? 192
+                      : 256;
 }
 
 struct V7KeyInfo {
