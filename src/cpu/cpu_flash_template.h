@@ -31,6 +31,9 @@
  *   JK_SCORES_FULL_TILE(D, k, ks, qt, st, sl)  its own compensated scores for a full SJ x QB tile
  *                        and D >= JK_DB: st, sl as scores_rows leaves them before its check,
  *                        nonzero when a lane's sl is not finite (scores_fix_nonfinite then runs).
+ *   JK_PV_PF             P V requests the V row this many keys ahead into L1 (default 0: none;
+ *                        a hint, the bits do not depend on it)
+ *   JK_GK JK_GD          bwd_outer's tile: GK keys x GD vectors of head_dim (default 4 x 2)
  */
 #include <math.h>
 #include <stdatomic.h>
