@@ -10,7 +10,8 @@ forward), all on the same float32 head-major [1, H, S, 128] tensors, standard no
 it records wall time and this process's CPU time (user + system of every thread): on a machine
 shared with other work the wall time of a call depends on how much of the CPU the scheduler
 gave it, its CPU time much less so. Prints one JSON line per call and a summary: medians, and
-per round the ratio torch / jattn of each clock. GFLOP/s: 4 H S^2 D per forward, 2.5x that
+per round the ratio torch / jattn of each clock (and jattn0 / jattnN in CPU time: the speed-up of
+library N over the first). GFLOP/s: 4 H S^2 D per forward, 2.5x that
 per backward (the FlashAttention convention). Requires torch (this is a peer benchmark)."""
 
 import ctypes as C
@@ -170,6 +171,9 @@ def main() -> int:
                 st.median(rc),
                 " ".join("%.2f" % x for x in rc),
             )
+        if name not in ("torch", "jattn0"):
+            sp = [b[1] / j[1] for b, j in zip(rec["jattn0"], rec[name])]  # speed-up over jattn0, CPU time
+            line += "  jattn0/%s cpu %.3fx [%s]" % (name, st.median(sp), " ".join("%.3f" % x for x in sp))
         print(line, flush=True)
     return 0
 

@@ -130,7 +130,7 @@ typedef struct lab {
 
 static void loop_scores(const lab *L, int plain, ptrdiff_t ks) {
     const cpu_kernels *K = L->kern;
-    const int bk = K->bk, sj = K->sj, qb = K->qb;
+    const int bk = K->bk, sj = plain ? K->sjp : K->sj, qb = K->qb;
     for (int j = 0; j + sj <= bk; j += sj) {
         if (plain)
             K->scores_plain(sj, D, L->k + j * ks, ks, L->qt, L->st + j * qb, L->sl + j * qb);
@@ -165,7 +165,8 @@ static double time_loop(const lab *L, which w, ptrdiff_t stride, int reps, doubl
         }
         const double t = cpu_now() - t0;
         if (r < 0) continue;
-        const double flop = 2.0 * (K->bk / K->sj * K->sj) * D * K->qb;
+        const int sj = w == SCORES_PLAIN ? K->sjp : K->sj;
+        const double flop = 2.0 * (K->bk / sj * sj) * D * K->qb;
         rate[r] = flop * calls / t;
         ns[r] = 1e9 * t / calls;
     }
@@ -196,15 +197,18 @@ static double time_task(const cpu_kernels *K, int S, int peaky, int bwd, int rep
     float *g = aligned(nq), *dq = aligned(nq), *dk = aligned(nk), *dv = aligned(nk);
     uint64_t s = 7;
     const float amp = peaky ? 4.0f * 1.7f : 1.7f; /* uniform [-1.7, 1.7]: variance ~1 */
-    for (size_t i = 0; i < nq; i++) s = s * 6364136223846793005ull + 1, q[i] = amp * ((float)(s >> 40) * 0x1p-23f - 1.0f);
-    for (size_t i = 0; i < nk; i++) s = s * 6364136223846793005ull + 1, k[i] = amp * ((float)(s >> 40) * 0x1p-23f - 1.0f);
+    for (size_t i = 0; i < nq; i++)
+        s = s * 6364136223846793005ull + 1, q[i] = amp * ((float)(s >> 40) * 0x1p-23f - 1.0f);
+    for (size_t i = 0; i < nk; i++)
+        s = s * 6364136223846793005ull + 1, k[i] = amp * ((float)(s >> 40) * 0x1p-23f - 1.0f);
     for (size_t i = 0; i < nk; i++) s = s * 6364136223846793005ull + 1, v[i] = (float)(s >> 40) * 0x1p-23f - 1.0f;
     for (size_t i = 0; i < nq; i++) s = s * 6364136223846793005ull + 1, g[i] = (float)(s >> 40) * 0x1p-23f - 1.0f;
     double k_norm2 = K->max_row_norm2(S, D, k, D);
     const jattn_strides qs = {(int64_t)Sq * D, (int64_t)Sq * D, D}, ks = {(int64_t)S * D, (int64_t)S * D, D};
     const float scale = 1.0f / sqrtf((float)D);
-    const cpu_flash_args a = {q, k, v, out, lse, 1, 1, Sq, S, D, qs, ks, ks, qs, scale,
-                              (float)(scale * 1.4426950408889634), &k_norm2, NULL, NULL, 0};
+    const cpu_flash_args a = {q,        k,    v,    out, lse, 1,  1,     Sq,
+                              S,        D,    qs,   ks,  ks,  qs, scale, (float)(scale * 1.4426950408889634),
+                              &k_norm2, NULL, NULL, 0};
     const cpu_bwd_args ba = {a, out, lse, g, NULL, dq, dk, dv, qs, qs, ks, ks};
     const int64_t wf = cpu_task_workspace_floats(K, D, 8), wb = cpu_bwd_tile_workspace_floats(K, D, CPU_BWD_TILES);
     float *ws = aligned((size_t)(wf > wb ? wf : wb));
@@ -264,9 +268,12 @@ int main(int argc, char **argv) {
             const char *name;
             which w;
             ptrdiff_t stride;
-        } loops[] = {{"scores_plain block", SCORES_PLAIN, D}, {"scores_plain l1", SCORES_PLAIN, 0},
-                     {"scores block", SCORES, D},             {"scores l1", SCORES, 0},
-                     {"pv block", PV, D},                     {"pv l1", PV, 0},
+        } loops[] = {{"scores_plain block", SCORES_PLAIN, D},
+                     {"scores_plain l1", SCORES_PLAIN, 0},
+                     {"scores block", SCORES, D},
+                     {"scores l1", SCORES, 0},
+                     {"pv block", PV, D},
+                     {"pv l1", PV, 0},
                      {"softmax (scores)", SOFTMAX, 0}};
         double rates[8], ns[8];
         const size_t nloops = tasks_only ? 0 : sizeof loops / sizeof loops[0];
@@ -282,13 +289,14 @@ int main(int argc, char **argv) {
                "", 1e-9 * peak0, 1e-9 * peak1);
         for (size_t i = 0; i < nloops; i++)
             if (loops[i].w == SOFTMAX)
-                printf("%-34s %-22s %10s %8s %10.0f   (%.2f ns per key row of %d queries)\n", K->kernel,
-                       loops[i].name, "-", "-", ns[i], ns[i] / K->bk, K->qb);
+                printf("%-34s %-22s %10s %8s %10.0f   (%.2f ns per key row of %d queries)\n", K->kernel, loops[i].name,
+                       "-", "-", ns[i], ns[i] / K->bk, K->qb);
             else
                 printf("%-34s %-22s %10.1f %8.1f %10.0f\n", K->kernel, loops[i].name, 1e-9 * rates[i],
                        100.0 * rates[i] / peak, ns[i]);
         printf("%-34s %-22s %10.1f %8.1f\n", K->kernel, "task 1536", 1e-9 * task, 100.0 * task / peak);
-        printf("%-34s %-22s %10.1f %8.1f\n", K->kernel, "task 1536 peaky", 1e-9 * task_peaky, 100.0 * task_peaky / peak);
+        printf("%-34s %-22s %10.1f %8.1f\n", K->kernel, "task 1536 peaky", 1e-9 * task_peaky,
+               100.0 * task_peaky / peak);
         printf("%-34s %-22s %10.1f %8.1f\n", K->kernel, "task 4608", 1e-9 * task_4608, 100.0 * task_4608 / peak);
         printf("%-34s %-22s %10.1f %8.1f\n", K->kernel, "bwd_tile 1536", 1e-9 * bwd, 100.0 * bwd / peak);
         printf("%-34s %-22s %10s %8s %10s   core GHz (dependent adds): idle %.2f, after the fma peak %.2f, after "

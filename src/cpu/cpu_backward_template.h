@@ -190,7 +190,8 @@ static void JK(bwd_block)(const cpu_bwd_args *ba, const JK(bwd_state) * s, int n
     /* S^T: the forward's scores, tile for tile. */
     int j = 0;
     if (s->plain) {
-        for (; j + JK_SJ <= n; j += JK_SJ) JK(scores_rows_plain)(JK_SJ, D, kb + j * ks, ks, qt, st + j * JK_QB, NULL);
+        for (; j + JK_SJP <= n; j += JK_SJP)
+            JK(scores_rows_plain)(JK_SJP, D, kb + j * ks, ks, qt, st + j * JK_QB, NULL);
         if (j < n) JK(scores_plain)(n - j, D, kb + j * ks, ks, qt, st + j * JK_QB, sl + j * JK_QB);
         j = n;
     } else if (D > JK_EXACT_D)

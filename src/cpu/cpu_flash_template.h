@@ -31,6 +31,8 @@
  *   JK_SCORES_FULL_TILE(D, k, ks, qt, st, sl)  its own compensated scores for a full SJ x QB tile
  *                        and D >= JK_DB: st, sl as scores_rows leaves them before its check,
  *                        nonzero when a lane's sl is not finite (scores_fix_nonfinite then runs).
+ *   JK_SJP               keys per tile of the plain scores kernel (default JK_SJ; the plain
+ *                        kernel sums each score alone, so the tile does not change its bits)
  *   JK_PV_PF             P V requests the V row this many keys ahead into L1 (default 0: none;
  *                        a hint, the bits do not depend on it)
  *   JK_GK JK_GD          bwd_outer's tile: GK keys x GD vectors of head_dim (default 4 x 2)
@@ -54,7 +56,10 @@
 #define JK_KERNEL_NAME "cpu_flash_f32_" JK_ISA "_" JK_STR(JK_SJ) "x" JK_STR(JK_QB)
 #define JK_BWD_KERNEL_NAME "cpu_flash_bwd_f32_" JK_ISA "_" JK_STR(JK_SJ) "x" JK_STR(JK_QB)
 
-#if JK_SJ > 12 || JK_DR > 12
+#ifndef JK_SJP
+#define JK_SJP JK_SJ
+#endif
+#if JK_SJ > 12 || JK_DR > 12 || JK_SJP > 12
 #error "tiles up to 12 rows: the edge dispatch below lists 12 cases"
 #endif
 
@@ -90,6 +95,7 @@ const cpu_kernels JK_TABLE = {
     JK_VL,
     JK_QB,
     JK_SJ,
+    JK_SJP,
     JK_DR,
     JK_BK,
     JK_DB,

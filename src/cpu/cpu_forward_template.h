@@ -38,8 +38,8 @@ static void JK(task_block)(const cpu_flash_args *a, const JK(fwd_block) * s, int
     const float *qt = s->qt;
     int j = 0;
     if (s->plain) {
-        for (; j + JK_SJ <= n; j += JK_SJ) /* sl = 0 is not written, softmax_block_plain never reads it */
-            JK(scores_rows_plain)(JK_SJ, D, kb + j * ks, ks, qt, st + j * JK_QB, NULL);
+        for (; j + JK_SJP <= n; j += JK_SJP) /* sl = 0 is not written, softmax_block_plain never reads it */
+            JK(scores_rows_plain)(JK_SJP, D, kb + j * ks, ks, qt, st + j * JK_QB, NULL);
         if (j < n) JK(scores_plain)(n - j, D, kb + j * ks, ks, qt, st + j * JK_QB, sl + j * JK_QB);
         JK(softmax_block_plain)(n, a->scale_log2e, st, s->m, s->ml, s->l, s->alpha);
         j = n;

@@ -70,6 +70,7 @@ typedef struct cpu_kernels {
     int vl;             /* floats per vector */
     int qb;             /* queries per task (the vector dimension of every tile) */
     int sj;             /* keys per scores tile */
+    int sjp;            /* keys per plain scores tile (scores_plain) */
     int dr;             /* head_dim rows per P V tile */
     int bk;             /* keys per key/value block (St rows) */
     int db;             /* head_dim elements per block of the scores' D-reduction */
@@ -81,8 +82,9 @@ typedef struct cpu_kernels {
      * ks (elements). D >= 1. Rows j >= jr are not written. */
     void (*scores)(int jr, int64_t D, const float *k, ptrdiff_t ks, const float *qt, float *st, float *sl);
 
-    /* scores_plain: the same contract with plain f32 accumulation (one FMA chain per score,
-     * error within D u * sum |terms|) and sl = 0; run by a task whose logits are bounded small. */
+    /* scores_plain: the same contract for jr <= SJP (sjp) with plain f32 accumulation (one FMA
+     * chain per score, error within D u * sum |terms|) and sl = 0; run by a task whose logits
+     * are bounded small. */
     void (*scores_plain)(int jr, int64_t D, const float *k, ptrdiff_t ks, const float *qt, float *st, float *sl);
 
     /* softmax_block: for each query q (vector lane) and the n >= 1 rows of st, sl (dot products

@@ -254,13 +254,13 @@ static void JK(pv)(int dr, int n, const float *v, ptrdiff_t vs, const float *pt,
 }
 
 /* ---- scores, plain: St[j][:] = K[j][:] . Qt by one FMA chain per score, sl = 0 ------------
- * Same shapes as scores_rows. The task runs it instead of the compensated kernel when the
+ * Same shapes as scores_rows, up to JK_SJP rows. The task runs it instead of the compensated kernel when the
  * a-priori bound of its logits is small (task, below): then the rounding of the plain dot
  * product is no larger than the compensated kernel's on the gate's hardest inputs. */
 JK_INLINE void JK(scores_rows_plain)(const int JR, int64_t D, const float *k, ptrdiff_t ks, const float *qt, float *st,
                                      float *sl) {
-    const float *kr[JK_SJ];
-    jv c[JK_SJ][JK_NQV];
+    const float *kr[JK_SJP];
+    jv c[JK_SJP][JK_NQV];
     JK_UNROLL for (int j = 0; j < JR; j++) {
         kr[j] = k + j * ks;
         JK_UNROLL for (int v = 0; v < JK_NQV; v++) c[j][v] = jv_zero();
@@ -276,7 +276,7 @@ JK_INLINE void JK(scores_rows_plain)(const int JR, int64_t D, const float *k, pt
 
 static void JK(scores_plain)(int jr, int64_t D, const float *k, ptrdiff_t ks, const float *qt, float *st, float *sl) {
 #define JK_SCORES_PLAIN_CALL(N) JK(scores_rows_plain)(N, D, k, ks, qt, st, sl)
-    switch (jr) { JK_EDGE_CASES(JK_SJ, JK_SCORES_PLAIN_CALL) default : break; }
+    switch (jr) { JK_EDGE_CASES(JK_SJP, JK_SCORES_PLAIN_CALL) default : break; }
 #undef JK_SCORES_PLAIN_CALL
 }
 
