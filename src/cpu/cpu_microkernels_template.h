@@ -14,7 +14,11 @@
  * 2^x = 2^n * 2^f, n = round(x), f = x - n in [-1/2, 1/2]; 2^f = e^(f ln2) by its Taylor
  * polynomial of degree 7 (truncation < 2^-27 relative on |f| <= 1/2), Horner in float.
  * x is clamped to [-127, 0] first (so n fits the exponent); results for x < -126 (below FLT_MIN,
- * where the true value would be subnormal) are flushed to 0. */
+ * where the true value would be subnormal) are flushed to 0. exp2v_le0 is the same for callers
+ * whose x is <= 0 or NaN (the plain softmax: s - max), without the clamp at 0; a vocabulary
+ * whose jv_round and jv_mul_pow2 take any x and n (JK_EXP2_ANY_RANGE: AVX-512's roundscale and
+ * scalef) skips the clamp at -127 too: every x below -126 is flushed to 0 all the same, so the
+ * bits are those of the clamped function, with two operations fewer on the FMA ports (Intel). */
 #define JK_LN2 0.6931471805599453094
 #define JK_C1 (JK_LN2)
 #define JK_C2 (JK_C1 * JK_LN2 / 2)
@@ -26,9 +30,10 @@
 #define JK_EXP2_CLAMP (-127.0f)
 #define JK_EXP2_FLUSH (-126.0f) /* log2(FLT_MIN) */
 
-JK_INLINE jv JK(exp2v)(jv x) {
-    x = jv_min(jv_zero(), x);              /* x > 0 (ties of the max, below) gives 1 */
+JK_INLINE jv JK(exp2v_le0)(jv x) {
+#ifndef JK_EXP2_ANY_RANGE
     x = jv_max(jv_set1(JK_EXP2_CLAMP), x); /* NaN x stays NaN */
+#endif
     const jv n = jv_round(x);
     const jv f = jv_sub(x, n);
     jv p = jv_set1((float)JK_C7);
@@ -41,6 +46,7 @@ JK_INLINE jv JK(exp2v)(jv x) {
     p = jv_fma(p, f, jv_set1(1.0f));
     return jv_zero_if_below(x, jv_set1(JK_EXP2_FLUSH), jv_mul_pow2(p, n));
 }
+JK_INLINE jv JK(exp2v)(jv x) { return JK(exp2v_le0)(jv_min(jv_zero(), x)); /* x > 0 (ties of the max) gives 1 */ }
 
 static void JK(exp2)(int64_t n, const float *x, float *y) {
     int64_t i = 0;
@@ -382,12 +388,14 @@ JK_INLINE void JK(softmax_block_lo)(const int LOW, int n, float c, float *st, co
             if (LOW) mxl = jv_select_gt(cm[ch], mx, cml[ch], mxl);
             mx = JK_MAX_OF(cm[ch], mx);
         }
-        const jv a = JK(exp2v)(jv_mul(LOW ? jv_add(jv_sub(m_old, mx), jv_sub(ml_old, mxl)) : jv_sub(m_old, mx), cv));
+        /* without low parts, m_old - mx and h - mx are <= 0 (mx is their max) or NaN, and c > 0 */
+        const jv a = LOW ? JK(exp2v)(jv_mul(jv_add(jv_sub(m_old, mx), jv_sub(ml_old, mxl)), cv))
+                         : JK(exp2v_le0)(jv_mul(jv_sub(m_old, mx), cv));
         jv sum = jv_zero();
         for (int j = 0; j < n; j++) {
             const jv h = jv_load(s + (ptrdiff_t)j * JK_QB);
             const jv d = LOW ? jv_add(jv_sub(h, mx), jv_sub(jv_load(slo + (ptrdiff_t)j * JK_QB), mxl)) : jv_sub(h, mx);
-            const jv p = JK(exp2v)(jv_mul(d, cv));
+            const jv p = LOW ? JK(exp2v)(jv_mul(d, cv)) : JK(exp2v_le0)(jv_mul(d, cv));
             jv_store(s + (ptrdiff_t)j * JK_QB, p);
             sum = jv_add(sum, p);
         }
