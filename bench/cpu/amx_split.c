@@ -158,9 +158,8 @@ __attribute__((target("amx-tile"), noinline)) static void amx_release(void) { __
 
 /* C[rt][nt] (16 x 16, three accumulators, row stride 16 floats) = A tile row rt . B tile column nt
  * over all steps. */
-__attribute__((target("amx-tile,amx-bf16"), noinline)) static void amx_tile(const uint16_t *a, const uint16_t *b,
-                                                                             int steps, float *c0, float *c1,
-                                                                             float *c2) {
+__attribute__((target("amx-tile,amx-bf16"), noinline)) static void
+amx_tile(const uint16_t *a, const uint16_t *b, int steps, float *c0, float *c1, float *c2) {
     AMX_ZERO(0);
     AMX_ZERO(1);
     AMX_ZERO(2);
@@ -212,7 +211,7 @@ static void emul_tile(const uint16_t *a, const uint16_t *b, int steps, float *c0
 
 /* out [rows][n] (row stride n) = A B, every output tile; the three accumulators combined. */
 __attribute__((target("avx512f"), noinline)) static void combine(const float *c0, const float *c1, const float *c2,
-                                                                  float *out, int ld) {
+                                                                 float *out, int ld) {
     for (int r = 0; r < T; r++) {
         const __m512 lo = _mm512_fmadd_ps(_mm512_load_ps(c2 + r * T), _mm512_set1_ps(0x1p-16f),
                                           _mm512_mul_ps(_mm512_load_ps(c1 + r * T), _mm512_set1_ps(0x1p-8f)));
@@ -224,7 +223,8 @@ static void product(const packed *a, const packed *b, float *out) {
     _Alignas(64) float c0[T * T], c1[T * T], c2[T * T];
     for (int rt = 0; rt < a->rows; rt++)
         for (int nt = 0; nt < b->rows; nt++) {
-            const uint16_t *at = a->t + (size_t)rt * a->steps * 3 * T * KS, *bt = b->t + (size_t)nt * b->steps * 3 * T * KS;
+            const uint16_t *at = a->t + (size_t)rt * a->steps * 3 * T * KS,
+                           *bt = b->t + (size_t)nt * b->steps * 3 * T * KS;
             if (emulate)
                 emul_tile(at, bt, a->steps, c0, c1, c2);
             else
@@ -329,12 +329,13 @@ int main(int argc, char **argv) {
             if (emulate && si > 0) continue;
             const float amp = dist == 1 ? 1e3f : dist == 2 ? 1e-18f : 1.0f;
             float *q = malloc((size_t)MQ * D * 4), *k = malloc((size_t)S * D * 4), *p = malloc((size_t)MQ * S * 4);
-            float *v = malloc((size_t)S * D * 4), *s_out = malloc((size_t)MQ * S * 4), *o_out = malloc((size_t)MQ * D * 4);
+            float *v = malloc((size_t)S * D * 4), *s_out = malloc((size_t)MQ * S * 4),
+                  *o_out = malloc((size_t)MQ * D * 4);
             for (int i = 0; i < MQ * D; i++) q[i] = dist == 1 ? amp * (float)(2 * uni() - 1) : amp * normal();
             for (int i = 0; i < S * D; i++) k[i] = dist == 1 ? amp * (float)(2 * uni() - 1) : amp * normal();
             for (int i = 0; i < S * D; i++) v[i] = amp * normal();
             for (int i = 0; i < MQ * S; i++) p[i] = (float)uni(); /* weights in (0, 1) */
-            for (int which = 0; which < 2; which++) { /* 0: S = Q K^T, 1: O = P V */
+            for (int which = 0; which < 2; which++) {             /* 0: S = Q K^T, 1: O = P V */
                 const double t0 = cpu_now();
                 packed A = which ? pack_a(p, MQ, S) : pack_a(q, MQ, D);
                 packed B = which ? pack_b(v, D, D, S, 0) : pack_b(k, D, S, D, 1);

@@ -111,7 +111,7 @@ def main():
         if name and name not in seen:
             seen[name] = (f, body, n)
     print("%-42s %5s %5s  %s" % ("loop", "FMA", "p05/FMA", "  ".join("%-24s" % (c + "/" + t[-2:]) for t, c in cpus)))
-    for name, (f, body, n) in seen.items():
+    for name, (_f, body, n) in seen.items():
         asm = "\n".join("\t%s %s" % (op, args) for _, _, op, args in body if not op.startswith("j"))
         cells = []
         for tool, cpu in cpus:
