@@ -1,6 +1,6 @@
 /* One AVX-512 instance of the cpu backend's template with tile constants of the benchmark's
  * choosing, for loop_lab: compiled once per variant with -DLAB_NAME=<suffix> -DLAB_QB= -DLAB_SJ=
- * -DLAB_DR= -DLAB_BK= [-DLAB_PV_PF=] (bench/CMakeLists.txt), defining lab_kernels_<suffix>. Not
+ * -DLAB_DR= -DLAB_BK= -DLAB_DB= [-DLAB_PV_PF=] (bench/CMakeLists.txt), defining lab_kernels_<suffix>. Not
  * part of the library: the template's C kernels only (no inline-asm scores tile), no narrow table. */
 #define LAB_CAT2(a, b) a##b
 #define LAB_CAT(a, b) LAB_CAT2(a, b)
@@ -14,7 +14,7 @@
 #define JK_SJ LAB_SJ
 #define JK_DR LAB_DR
 #define JK_BK LAB_BK
-#define JK_DB 16
+#define JK_DB LAB_DB
 #define JK_GK 6
 #define JK_GD 4
 #ifdef LAB_PV_PF

@@ -88,7 +88,7 @@ stamp "loop_lab"
 {
   $PIN1 "$B/bench/loop_lab" 9 avx512
   $PIN1 "$B/bench/loop_lab" -t 7 lab-t4x48 lab-t8x48 lab-t6x32 lab-t4x64 lab-t6x64 lab-t8x32 lab-t4x48pf \
-    lab-t4x48bk48 lab-t4x48bk192 | grep -v '^table'
+    lab-t4x48bk48 lab-t4x48bk192 lab-t4x48db32 | grep -v '^table'
 } > "$OUT/loop_lab.txt" 2>&1
 cat "$OUT/loop_lab.txt"
 
