@@ -33,16 +33,16 @@ typedef void (*scores_fn)(int jr, int64_t D, const float *k, ptrdiff_t ks, const
 static int test_scores_kind(const cpu_kernels *k, int jr, int64_t D, int plain) {
     const scores_fn scores = plain ? k->scores_plain : k->scores;
     const double bound = plain ? (double)(2 * D + 2) : (double)(k->db + 2);
-    const int QB = k->qb;
+    const int QB = k->qb, SJ = plain ? k->sjp : k->sj;
     const ptrdiff_t ks = (ptrdiff_t)D + 3;
-    float *qt = falloc((size_t)(D * QB)), *st = falloc((size_t)(k->sj * QB)), *sl = falloc((size_t)(k->sj * QB));
+    float *qt = falloc((size_t)(D * QB)), *st = falloc((size_t)(SJ * QB)), *sl = falloc((size_t)(SJ * QB));
     float *kk = malloc((size_t)(jr * ks) * sizeof *kk);
     for (int64_t i = 0; i < D * QB; i++) qt[i] = (float)(normal() * 100);
     for (ptrdiff_t i = 0; i < jr * ks; i++) kk[i] = (float)(normal() * 100);
-    for (int i = 0; i < k->sj * QB; i++) st[i] = sl[i] = SENTINEL;
+    for (int i = 0; i < SJ * QB; i++) st[i] = sl[i] = SENTINEL;
     scores(jr, D, kk, ks, qt, st, sl);
     int ok = 1;
-    for (int j = 0; j < k->sj; j++)
+    for (int j = 0; j < SJ; j++)
         for (int q = 0; q < QB; q++) {
             if (j >= jr) {
                 ok &= st[j * QB + q] == SENTINEL && sl[j * QB + q] == SENTINEL;
@@ -295,10 +295,11 @@ int main(void) {
     static const int64_t dims[] = {1, 2, 3, 7, 8, 9, 15, 16, 17, 31, 33, 48, 64, 100, 128, 129, 200, 513};
     for (int t = 0; t < nk; t++) {
         const cpu_kernels *k = all[t];
-        for (int jr = 1; jr <= k->sj; jr++)
+        for (int jr = 1; jr <= k->sj || jr <= k->sjp; jr++)
             for (size_t di = 0; di < sizeof dims / sizeof dims[0]; di++) {
+                if (jr <= k->sjp) jt_tally_add(&tally, test_scores_kind(k, jr, dims[di], 1));
+                if (jr > k->sj) continue;
                 jt_tally_add(&tally, test_scores_kind(k, jr, dims[di], 0));
-                jt_tally_add(&tally, test_scores_kind(k, jr, dims[di], 1));
                 const float bad[] = {INFINITY, -INFINITY, NAN};
                 for (size_t b = 0; b < sizeof bad / sizeof bad[0]; b++)
                     jt_tally_add(&tally, test_scores_nonfinite(k, jr, dims[di], bad[b]));
@@ -317,7 +318,8 @@ int main(void) {
         for (size_t di = 0; di < sizeof exact_dims / sizeof exact_dims[0]; di++)
             for (size_t i = 0; i < sizeof nv / sizeof nv[0]; i++)
                 jt_tally_add(&tally, test_pv_exact(k, exact_dims[di], nv[i]));
-        printf("%s: %s (QB %d, SJ %d, DR %d, BK %d)\n", k->isa, k->kernel, k->qb, k->sj, k->dr, k->bk);
+        printf("%s: %s (QB %d, SJ %d, plain SJ %d, DR %d, BK %d)\n", k->isa, k->kernel, k->qb, k->sj, k->sjp, k->dr,
+               k->bk);
     }
     return jt_tally_finish(&tally, "test_cpu_kernels");
 }

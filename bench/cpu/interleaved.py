@@ -1,6 +1,7 @@
 """Interleaved timing of jattn builds and PyTorch's CPU SDPA in ONE process, call by call.
 
 usage: python interleaved.py fwd|bwd H S THREADS ROUNDS LIBJATTN.so [LIBJATTN2.so ...]
+       (INTERLEAVED_TORCH=0: the jattn libraries only, no PyTorch; then numpy makes the inputs)
 
 Each round times one call of every jattn library (loaded side by side through ctypes; each
 call: jattn_forward, or jattn_backward on the out and lse of a forward) and one of PyTorch's
@@ -9,7 +10,8 @@ forward), all on the same float32 head-major [1, H, S, 128] tensors, standard no
 it records wall time and this process's CPU time (user + system of every thread): on a machine
 shared with other work the wall time of a call depends on how much of the CPU the scheduler
 gave it, its CPU time much less so. Prints one JSON line per call and a summary: medians, and
-per round the ratio torch / jattn of each clock. GFLOP/s: 4 H S^2 D per forward, 2.5x that
+per round the ratio torch / jattn of each clock (and jattn0 / jattnN in CPU time: the speed-up of
+library N over the first). GFLOP/s: 4 H S^2 D per forward, 2.5x that
 per backward (the FlashAttention convention). Requires torch (this is a peer benchmark)."""
 
 import ctypes as C
@@ -18,8 +20,12 @@ import statistics as st
 import sys
 import time
 
-import torch
-import torch.nn.functional as F
+import numpy as np
+
+WITH_TORCH = __import__("os").environ.get("INTERLEAVED_TORCH", "1") != "0"
+if WITH_TORCH:
+    import torch
+    import torch.nn.functional as F
 
 
 class Strides(C.Structure):
@@ -67,13 +73,15 @@ def main() -> int:
         lib.jattn_strides_head_major.restype = Strides
         lib.jattn_last_error.restype = C.c_char_p
         libs.append(lib)
-    torch.set_num_threads(threads)
-    g = torch.Generator().manual_seed(0)
-    q, k, v, dout = (torch.randn(1, H, S, D, generator=g) for _ in range(4))
-    out, lse = torch.empty_like(q), torch.empty(1, H, S)
-    dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+    rng = np.random.default_rng(0)
+    q, k, v, dout = (rng.standard_normal((1, H, S, D), dtype=np.float32) for _ in range(4))
+    out, lse = np.empty_like(q), np.empty((1, H, S), np.float32)
+    dq, dk, dv = np.empty_like(q), np.empty_like(k), np.empty_like(v)
     ex = Exec(backend=2, threads=threads)  # JATTN_BACKEND_CPU
-    ptr = lambda t: C.c_void_p(t.data_ptr())
+    ptr = lambda t: C.c_void_p(t.ctypes.data)
+    if WITH_TORCH:
+        torch.set_num_threads(threads)
+        tq, tk, tv, tdout = (torch.from_numpy(t) for t in (q, k, v, dout))  # the same memory
 
     def jattn_call(lib):
         p = lib.jattn_problem_flux(1, H, S, S, D)
@@ -103,19 +111,21 @@ def main() -> int:
     def torch_call():
         if mode == "fwd":
             with torch.no_grad():
-                F.scaled_dot_product_attention(q, k, v)
+                F.scaled_dot_product_attention(tq, tk, tv)
             return 0
-        qq, kk, vv = (t.detach().requires_grad_() for t in (q, k, v))
+        qq, kk, vv = (t.detach().requires_grad_() for t in (tq, tk, tv))
         o = F.scaled_dot_product_attention(qq, kk, vv)
         t0w, t0c = time.perf_counter(), time.process_time()
-        o.backward(dout)
+        o.backward(tdout)
         return (time.perf_counter() - t0w, time.process_time() - t0c)
 
     calls = [("jattn%d" % i, jattn_call(lib)) for i, lib in enumerate(libs)]
+    if WITH_TORCH:
+        calls.append(("torch", torch_call))
     flops = 4.0 * H * S * S * D * (2.5 if mode == "bwd" else 1.0)
     rec = {}
     for r in range(rounds + 1):  # round 0: warm-up, not counted
-        for name, f in calls + [("torch", torch_call)]:
+        for name, f in calls:
             t0w, t0c = time.perf_counter(), time.process_time()
             res = f()
             wall, cpu = time.perf_counter() - t0w, time.process_time() - t0c
@@ -152,7 +162,7 @@ def main() -> int:
             1e3 * st.median(c),
             flops / st.median(c) / 1e9 * threads,
         )
-        if name != "torch":
+        if name != "torch" and "torch" in rec:
             rw = [t[0] / j[0] for t, j in zip(rec["torch"], rec[name])]
             rc = [t[1] / j[1] for t, j in zip(rec["torch"], rec[name])]
             line += "  torch/jattn wall %.2fx [%s]  cpu %.2fx [%s]" % (
@@ -161,6 +171,9 @@ def main() -> int:
                 st.median(rc),
                 " ".join("%.2f" % x for x in rc),
             )
+        if name not in ("torch", "jattn0"):
+            sp = [b[1] / j[1] for b, j in zip(rec["jattn0"], rec[name])]  # speed-up over jattn0, CPU time
+            line += "  jattn0/%s cpu %.3fx [%s]" % (name, st.median(sp), " ".join("%.3f" % x for x in sp))
         print(line, flush=True)
     return 0
 

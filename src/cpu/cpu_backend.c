@@ -16,13 +16,6 @@
 
 #define LOG2E 1.4426950408889634074
 
-int64_t cpu_task_workspace_floats(const cpu_kernels *kern, int64_t D, int nblk) {
-    const int64_t shared = 2 * (int64_t)kern->bk * ((int64_t)kern->qb + D); /* st, sl; pk, pv */
-    const int64_t floats = shared + nblk * cpu_task_block_floats(kern->qb, D);
-    const int64_t line = 64 / (int64_t)sizeof(float);
-    return (floats + line - 1) / line * line;
-}
-
 int64_t cpu_norm_workspace_floats(int64_t batch, int64_t heads) {
     const int64_t line = 64 / (int64_t)sizeof(float);
     return (2 * batch * heads + line - 1) / line * line;
@@ -87,7 +80,7 @@ static size_t cpu_workspace(const jattn_problem *p, const jattn_exec *e, const j
 }
 
 /* The largest |k|^2 over the attended keys of each (b, h): half of the a-priori logit bound by
- * which a task picks the plain or the compensated scores kernel (cpu_flash_template.h, task);
+ * which a task picks the plain or the compensated scores kernel (cpu_forward_template.h, task);
  * keys left out by the padding are not read, so they cannot change that choice. The forward and
  * the backward compute it alike, so that the backward's scores are the forward's. */
 static void key_norms(const cpu_kernels *kern, const cpu_flash_args *a, double *k_norm2, int threads) {
@@ -160,13 +153,6 @@ static jattn_status cpu_forward(const jattn_call *c, const jattn_plan *plan) {
  * in one order whatever the thread count, and the scores are the forward's bit for bit.
  * Workspace: one bwd_tile slice per thread (O((D + BK) x QB + BK x D) floats) plus the key
  * norms (B*H doubles): it grows with B*H, never with the sequence. */
-int64_t cpu_bwd_tile_workspace_floats(const cpu_kernels *kern, int64_t D, int ntile) {
-    const int64_t shared = 4 * (int64_t)kern->bk * ((int64_t)kern->qb + D) + kern->qb; /* st..dpl, one; pk..tv */
-    const int64_t floats = shared + ntile * cpu_bwd_tile_state_floats(kern->qb, D);
-    const int64_t line = 64 / (int64_t)sizeof(float);
-    return (floats + line - 1) / line * line;
-}
-
 /* Query tiles a backward group walks the key blocks with (cpu_kernels.h, bwd_tile): the bits
  * do not depend on it. Per tile its state (3 D QB floats) and its q and dout rows stay in L2
  * beside the key block's K, V, dK and dV rows: 4 tiles of 48 queries at D = 128 are ~0.5 MB. */

@@ -70,6 +70,7 @@ typedef struct cpu_kernels {
     int vl;             /* floats per vector */
     int qb;             /* queries per task (the vector dimension of every tile) */
     int sj;             /* keys per scores tile */
+    int sjp;            /* keys per plain scores tile (scores_plain) */
     int dr;             /* head_dim rows per P V tile */
     int bk;             /* keys per key/value block (St rows) */
     int db;             /* head_dim elements per block of the scores' D-reduction */
@@ -81,8 +82,9 @@ typedef struct cpu_kernels {
      * ks (elements). D >= 1. Rows j >= jr are not written. */
     void (*scores)(int jr, int64_t D, const float *k, ptrdiff_t ks, const float *qt, float *st, float *sl);
 
-    /* scores_plain: the same contract with plain f32 accumulation (one FMA chain per score,
-     * error within D u * sum |terms|) and sl = 0; run by a task whose logits are bounded small. */
+    /* scores_plain: the same contract for jr <= SJP (sjp) with plain f32 accumulation (one FMA
+     * chain per score, error within D u * sum |terms|) and sl = 0; run by a task whose logits
+     * are bounded small. */
     void (*scores_plain)(int jr, int64_t D, const float *k, ptrdiff_t ks, const float *qt, float *st, float *sl);
 
     /* softmax_block: for each query q (vector lane) and the n >= 1 rows of st, sl (dot products
@@ -135,7 +137,7 @@ typedef struct cpu_kernels {
     void (*bwd_outer)(int n, int nq, int64_t D, const float *pt, const float *x, ptrdiff_t xs, float *y, ptrdiff_t ys);
 
     /* bwd_tile: the backward of ntile (1..CPU_GROUP_MAX) query tiles of QB queries from q0 on of
-     * (b, h), i.e. the queries [q0, min(Sq, q0 + ntile QB)) (cpu_flash_template.h), against the
+     * (b, h), i.e. the queries [q0, min(Sq, q0 + ntile QB)) (cpu_backward_template.h), against the
      * key blocks kb0 .. kb0 + nkb - 1 of their attended keys (nkb < 0: all from kb0 on), the tiles
      * walking those key blocks together. parts & CPU_BWD_DKV: adds each tile's share, in tile
      * order, into the dk, dv rows of those keys (zeroed by the caller before the first tile of
@@ -152,27 +154,62 @@ typedef struct cpu_kernels {
 /* The most query blocks one task (or one backward group) walks the key blocks with. */
 #define CPU_GROUP_MAX 8
 
-/* Floats of one query block's own state in a task (qt, ot [D][QB], m, ml, l, alpha [QB], and
- * otl [D][QB] for D <= CPU_EXACT_HEAD_DIM), rounded up to a multiple of 16 (64 bytes). */
-static inline int64_t cpu_task_block_floats(int64_t qb, int64_t D) {
-    const int64_t low = D <= CPU_EXACT_HEAD_DIM ? D : 0;
-    return (qb * (2 * D + 4 + low) + 15) / 16 * 16;
+/* The workspace of one forward task (cpu_kernels.h task) or one bwd_tile call, laid out once
+ * here for the driver (its size) and the template (its parts). Offsets in floats from the
+ * slice's start; every part starts 64-byte aligned when QB, BK and D allow (the tables' QB are
+ * multiples of VL, BK = 96), and `floats`, the whole, is a multiple of 16 (64 bytes). */
+#define CPU_WS_ROUND(x) (((x) + 15) / 16 * 16)
+
+/* Forward: shared by the group's blocks st, sl [BK][QB] (the scores, then P^T) and pk, pv
+ * [BK][D] (a gapped key block's rows, packed); then per query block g, at block + g *
+ * block_floats: qt, ot [D][QB], m, ml, l, alpha [QB], and otl [D][QB] for D <=
+ * CPU_EXACT_HEAD_DIM (offsets within the block's state). */
+typedef struct cpu_fwd_layout {
+    int64_t st, sl, pk, pv, block, block_floats;
+    int64_t qt, ot, m, ml, l, alpha, otl;
+    int64_t floats;
+} cpu_fwd_layout;
+
+static inline cpu_fwd_layout cpu_fwd_workspace_layout(int64_t qb, int64_t bk, int64_t D, int nblk) {
+    cpu_fwd_layout w;
+    w.st = 0, w.sl = bk * qb, w.pk = 2 * bk * qb, w.pv = w.pk + bk * D, w.block = w.pv + bk * D;
+    w.qt = 0, w.ot = D * qb, w.m = 2 * D * qb, w.ml = w.m + qb, w.l = w.ml + qb, w.alpha = w.l + qb;
+    w.otl = w.alpha + qb;
+    w.block_floats = CPU_WS_ROUND(w.otl + (D <= CPU_EXACT_HEAD_DIM ? D * qb : 0));
+    w.floats = CPU_WS_ROUND(w.block + nblk * w.block_floats);
+    return w;
 }
 
-/* Floats of one backward tile's own state (qt, dot, dqt [D][QB], lse, dl, dll [QB], and dqtl
- * [D][QB] for D <= CPU_EXACT_HEAD_DIM), rounded up to a multiple of 16 (64 bytes). */
-static inline int64_t cpu_bwd_tile_state_floats(int64_t qb, int64_t D) {
-    const int64_t low = D <= CPU_EXACT_HEAD_DIM ? D : 0;
-    return (qb * (3 * D + 3 + low) + 15) / 16 * 16;
+/* Backward: shared by the group's tiles st, sl, dpt, dpl [BK][QB] (S^T then P^T, dP^T then
+ * dS^T), one [QB] (ones: pv's alpha for dQ), pk, pv [BK][D] (a gapped block's K, V rows) and tk,
+ * tv [BK][D] (its dK, dV shares); then per tile t, at tile + t * tile_floats: qt, dot, dqt [D][QB],
+ * dqtl [D][QB] for D <= CPU_EXACT_HEAD_DIM, and lse, dl, dll [QB]. */
+typedef struct cpu_bwd_layout {
+    int64_t st, sl, dpt, dpl, one, pk, pv, tk, tv, tile, tile_floats;
+    int64_t qt, dot, dqt, dqtl, lse, dl, dll;
+    int64_t floats;
+} cpu_bwd_layout;
+
+static inline cpu_bwd_layout cpu_bwd_workspace_layout(int64_t qb, int64_t bk, int64_t D, int ntile) {
+    cpu_bwd_layout w;
+    w.st = 0, w.sl = bk * qb, w.dpt = 2 * bk * qb, w.dpl = 3 * bk * qb, w.one = 4 * bk * qb;
+    w.pk = w.one + qb, w.pv = w.pk + bk * D, w.tk = w.pv + bk * D, w.tv = w.tk + bk * D, w.tile = w.tv + bk * D;
+    w.qt = 0, w.dot = D * qb, w.dqt = 2 * D * qb, w.dqtl = 3 * D * qb;
+    w.lse = w.dqtl + (D <= CPU_EXACT_HEAD_DIM ? D * qb : 0), w.dl = w.lse + qb, w.dll = w.dl + qb;
+    w.tile_floats = CPU_WS_ROUND(w.dll + qb);
+    w.floats = CPU_WS_ROUND(w.tile + ntile * w.tile_floats);
+    return w;
 }
 
-/* Floats of workspace one bwd_tile call of ntile tiles needs for head_dim D (a multiple of 16). */
-int64_t cpu_bwd_tile_workspace_floats(const cpu_kernels *kern, int64_t D, int ntile);
-
-/* Floats of workspace one task of nblk query blocks needs for head_dim D (a multiple of 16:
- * 64-byte aligned), the packed rows of a gapped key block (padding) included; the call needs
- * that per thread plus cpu_norm_workspace_floats for the key norms. */
-int64_t cpu_task_workspace_floats(const cpu_kernels *kern, int64_t D, int nblk);
+/* Floats of workspace one task of nblk query blocks (cpu_fwd_workspace_layout) and one bwd_tile
+ * call of ntile tiles (cpu_bwd_workspace_layout) need for head_dim D, per thread; the call needs
+ * cpu_norm_workspace_floats beside them for the key norms. */
+static inline int64_t cpu_task_workspace_floats(const cpu_kernels *kern, int64_t D, int nblk) {
+    return cpu_fwd_workspace_layout(kern->qb, kern->bk, D, nblk).floats;
+}
+static inline int64_t cpu_bwd_tile_workspace_floats(const cpu_kernels *kern, int64_t D, int ntile) {
+    return cpu_bwd_workspace_layout(kern->qb, kern->bk, D, ntile).floats;
+}
 int64_t cpu_norm_workspace_floats(int64_t batch, int64_t heads); /* 2 floats per double */
 
 /* The tables compiled into this build (NULL-terminated inside cpu_isa.c). */

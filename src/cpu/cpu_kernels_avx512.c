@@ -19,7 +19,8 @@
 #define JK_DR 8
 #define JK_BK 96
 #define JK_DB 16
-#define JK_GK 6 /* bwd_outer: 6 keys x 4 vectors of head_dim (24 accumulators) */
+#define JK_SJP 8 /* the plain scores tile: 8 keys x 48 queries, 24 accumulators */
+#define JK_GK 6  /* bwd_outer: 6 keys x 4 vectors of head_dim (24 accumulators) */
 #define JK_GD 4
 #define JK_NARROW (&cpu_kernels_avx512_q32) /* the last, short block of a head */
 

@@ -23,6 +23,7 @@ typedef __m512 jv;
 #define jv_max(a, b) _mm512_max_ps((a), (b))
 #define jv_round(x) _mm512_roundscale_ps((x), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
 #define jv_mul_pow2(p, n) _mm512_scalef_ps((p), (n))
+#define JK_EXP2_ANY_RANGE /* roundscale and scalef take any x and n: exp2v needs no clamp at -127 */
 #define jv_zero_if_below(x, t, y) _mm512_maskz_mov_ps(~_mm512_cmp_ps_mask((x), (t), _CMP_LT_OQ), (y))
 #define jv_nan_to_zero(x) _mm512_maskz_mov_ps(_mm512_cmp_ps_mask((x), (x), _CMP_ORD_Q), (x))
 #define jv_any_nan(x) (_mm512_cmp_ps_mask((x), (x), _CMP_UNORD_Q) != 0)

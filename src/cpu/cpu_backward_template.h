@@ -1,0 +1,353 @@
+/* The backward of the cpu backend's flash attention (cpu_kernels.h, bwd_outer and bwd_tile):
+ * part of one instruction set's instance, included by cpu_flash_template.h after the
+ * micro-kernels (cpu_microkernels_template.h), whose scores and P V it reuses. */
+#ifndef JK_NQV
+#error "included by cpu_flash_template.h, which defines what this part needs"
+#endif
+
+/* ==== backward ===========================================================================
+ * One query tile of one (b, h) against every key it attends (cpu_kernels.h, bwd_tile): the
+ * forward's own scores (the same key blocks, tiles, kernels and plain/compensated choice as
+ * its task, so S is the forward's bit for bit), then per key block
+ *   P^T  = exp(c S^T - lse)             in place of St (bwd_probs, the product c S kept exact)
+ *   dP^T = V dO^T                       scores_plain with k := V rows, qt := dO^T
+ *   dV  += P^T dO                       bwd_outer: lanes along head_dim, P^T[j][q] broadcast
+ *   dS^T = c P^T (dP^T - Dl)            in place of dP^T
+ *   dK  += dS^T Q                       bwd_outer
+ *   dQ^T += K^T dS^T                    pv with v := K rows, pt := dS^T, alpha = 1
+ * Every sum runs in a fixed order: dQ over key blocks ascending, dK and dV over query tiles in
+ * the order the driver calls them (ascending), each tile's sum in a fresh accumulator added
+ * once to the running value. */
+
+/* Query tiles of at most this many queries compute dP exactly (bwd_tile). */
+#define JK_BWD_EXACT_ROWS 4
+
+/* Default tile of bwd_outer: GK keys x GD vectors of head_dim. */
+#ifndef JK_GK
+#define JK_GK 4
+#endif
+#ifndef JK_GD
+#define JK_GD 2
+#endif
+#if JK_GK > 12
+#error "bwd_outer tiles up to 12 keys: the edge dispatch lists 12 cases"
+#endif
+
+/* ---- bwd_probs: st[j][q] = exp(c (st + sl)[j][q] - lse[q]) for j < n, every lane ------------
+ * reads st, sl [n][QB] (sl only when low), lse [QB] (natural log; +inf makes a lane 0);
+ * writes st. c st is formed exactly as a pair (the product and its FMA-exact error), so the
+ * only roundings left are those of the small difference and of its exp. */
+#define JK_LOG2E 1.4426950408889634074
+static void JK(bwd_probs)(int n, int low, float c, float *st, const float *sl, const float *lse) {
+    const jv cv = jv_set1(c), l2e = jv_set1((float)JK_LOG2E);
+    JK_UNROLL for (int u = 0; u < JK_NQV; u++) {
+        const jv lv = jv_load(lse + u * JK_VL);
+        for (int j = 0; j < n; j++) {
+            float *sp = st + (ptrdiff_t)j * JK_QB + u * JK_VL;
+            const jv sv = jv_load(sp), hi = jv_mul(sv, cv);
+            jv lo = jv_nan_to_zero(jv_fma_exact(sv, cv, jv_sub(jv_zero(), hi)));
+            if (low) lo = jv_fma(jv_load(sl + (ptrdiff_t)j * JK_QB + u * JK_VL), cv, lo);
+            const jv x = jv_add(jv_sub(hi, lv), lo);
+            jv_store(sp, JK(exp2v)(jv_mul(x, l2e)));
+        }
+    }
+}
+
+/* ---- bwd_dots_exact: dpt[j][q] + dpl[j][q] = x[j][:] . yt[:][q] for j < jr ----------------
+ * reads x rows j < jr (D floats each, row stride xs), yt [D][QB]; writes dpt, dpl [jr][QB].
+ * The dP and Dl of the small query tiles (bwd_tile): every product's rounding error (an exact
+ * FMA) and every addition's by TwoSum, which unlike the Fast2Sum of scores_exact needs no
+ * ordering of the two magnitudes: v . dO is a sum of terms of both signs whose partial sums
+ * fall below the next term, where Fast2Sum's error term is wrong by up to u |term|, and dS =
+ * P (dP - Dl) of a near one-hot row is the small difference of two such sums. (scores_exact
+ * stays as it is: it is the forward's, and the backward recomputes the forward's S with it.)
+ * A non-finite term leaves the error NaN: it is dropped, the sum carries the inf. */
+static void JK(bwd_dots_exact)(int jr, int64_t D, const float *x, ptrdiff_t xs, const float *yt, float *dpt,
+                               float *dpl) {
+    for (int j = 0; j < jr; j++)
+        for (int v = 0; v < JK_NQV; v++) {
+            jv sum = jv_zero(), err = jv_zero();
+            for (int64_t d = 0; d < D; d++) {
+                const jv b = jv_bcast(x + j * xs + d), y = jv_load(yt + d * JK_QB + v * JK_VL);
+                const jv prod = jv_mul(b, y);
+                const jv prod_err = jv_fma_exact(b, y, jv_sub(jv_zero(), prod));
+                const jv t = jv_add(sum, prod), bt = jv_sub(t, sum);
+                err = jv_add(err, jv_add(jv_add(jv_sub(sum, jv_sub(t, bt)), jv_sub(prod, bt)), prod_err));
+                sum = t;
+            }
+            jv_store(dpt + j * JK_QB + v * JK_VL, sum);
+            jv_store(dpl + j * JK_QB + v * JK_VL, jv_nan_to_zero(err));
+        }
+}
+
+/* ---- bwd_ds: dpt[j][q] = c * pt[j][q] * ((dpt - dl) + (dpl - dll))[j][q] for j < n ----------
+ * dP and Dl both arrive as pairs (the compensated dot product; the float64 Dl split in two),
+ * so their difference keeps its digits where the two nearly cancel: in a sharp row the key
+ * that takes most of the weight has dP ~ Dl, and with one key dS is exactly 0. */
+static void JK(bwd_ds)(int n, float c, const float *pt, float *dpt, const float *dpl, const float *dl,
+                       const float *dll) {
+    const jv cv = jv_set1(c);
+    JK_UNROLL for (int u = 0; u < JK_NQV; u++) {
+        const jv dv = jv_load(dl + u * JK_VL), dvl = jv_load(dll + u * JK_VL);
+        for (int j = 0; j < n; j++) {
+            const ptrdiff_t o = (ptrdiff_t)j * JK_QB + u * JK_VL;
+            const jv diff = jv_add(jv_sub(jv_load(dpt + o), dv), jv_sub(jv_nan_to_zero(jv_load(dpl + o)), dvl));
+            jv_store(dpt + o, jv_mul(jv_mul(jv_load(pt + o), cv), diff));
+        }
+    }
+}
+
+/* ---- bwd_outer: y[j][d] += sum_{q<nq} pt[j][q] * x[q][d]  (JR keys x NV vectors of head_dim) --
+ * reads pt [JR][QB] (row stride QB), x rows q < nq (row stride xs, any alignment) at columns
+ * [0, NV VL); y rows j < JR (row stride ys) at the same columns, read and written once. The
+ * sum over q runs in order into a fresh accumulator, added to y at the end. */
+JK_INLINE void JK(outer_rows)(const int JR, const int NV, int nq, const float *pt, const float *x, ptrdiff_t xs,
+                              float *y, ptrdiff_t ys) {
+    jv acc[JK_GK][JK_GD];
+    JK_UNROLL for (int j = 0; j < JR; j++) JK_UNROLL for (int v = 0; v < NV; v++) acc[j][v] = jv_zero();
+    for (int q = 0; q < nq; q++) {
+        jv xv[JK_GD];
+        JK_UNROLL for (int v = 0; v < NV; v++) xv[v] = jv_loadu(x + (ptrdiff_t)q * xs + v * JK_VL);
+        JK_UNROLL for (int j = 0; j < JR; j++) {
+            const jv b = jv_bcast(pt + (ptrdiff_t)j * JK_QB + q);
+            JK_UNROLL for (int v = 0; v < NV; v++) acc[j][v] = jv_fma(b, xv[v], acc[j][v]);
+        }
+    }
+    JK_UNROLL for (int j = 0; j < JR; j++) JK_UNROLL for (int v = 0; v < NV; v++) {
+        float *yp = y + (ptrdiff_t)j * ys + v * JK_VL;
+        jv_storeu(yp, jv_add(jv_loadu(yp), acc[j][v]));
+    }
+}
+
+/* The whole key block: every n keys, every head_dim column D (full tiles, then one vector at a
+ * time, then the columns past the last whole vector one by one, in the same q order). */
+static void JK(bwd_outer)(int n, int nq, int64_t D, const float *pt, const float *x, ptrdiff_t xs, float *y,
+                          ptrdiff_t ys) {
+    const int64_t Dt = D / (JK_GD * JK_VL) * (JK_GD * JK_VL), Dv = D / JK_VL * JK_VL;
+    for (int j0 = 0; j0 < n; j0 += JK_GK) {
+        const int jr = n - j0 < JK_GK ? n - j0 : JK_GK;
+        const float *pj = pt + (ptrdiff_t)j0 * JK_QB;
+        float *yj = y + (ptrdiff_t)j0 * ys;
+        for (int64_t d = 0; d < Dt; d += JK_GD * JK_VL) {
+#define JK_OUTER_CALL(N) JK(outer_rows)(N, JK_GD, nq, pj, x + d, xs, yj + d, ys)
+            switch (jr) { JK_EDGE_CASES(JK_GK, JK_OUTER_CALL) default : break; }
+#undef JK_OUTER_CALL
+        }
+        for (int64_t d = Dt; d < Dv; d += JK_VL) {
+#define JK_OUTER_CALL(N) JK(outer_rows)(N, 1, nq, pj, x + d, xs, yj + d, ys)
+            switch (jr) { JK_EDGE_CASES(JK_GK, JK_OUTER_CALL) default : break; }
+#undef JK_OUTER_CALL
+        }
+        /* The head_dim columns past the last vector (odd head dims; every column at D < JK_VL):
+         * the tile's sum in float64, rounded once. With a few columns, dk = dS^T Q of one key is
+         * a sum of terms of both signs over the queries whose float32 chain loses digits to the
+         * cancellation (D = 1, uniform: dk rel_l2 5.5e-6 against the 5e-6 gate). */
+        for (int j = 0; j < jr; j++)
+            for (int64_t d = Dv; d < D; d++) {
+                double acc = 0.0;
+                for (int q = 0; q < nq; q++)
+                    acc += (double)pj[(ptrdiff_t)j * JK_QB + q] * (double)x[(ptrdiff_t)q * xs + d];
+                yj[(ptrdiff_t)j * ys + d] += (float)acc;
+            }
+    }
+}
+
+/* dk, dv rows of a gapped key block, accumulated apart (tk, tv [n][D], zeroed) and added back
+ * to their rows: y[rows[r]] += t[r], the same single addition as in place. */
+static void JK(bwd_scatter_add)(int n, const int64_t *rows, int64_t D, const float *t, float *y, ptrdiff_t ys) {
+    for (int r = 0; r < n; r++) {
+        float *yr = y + rows[r] * ys;
+        for (int64_t d = 0; d < D; d++) yr[d] += t[(ptrdiff_t)r * D + d];
+    }
+}
+
+/* ---- bwd_tile: ntile (1..CPU_GROUP_MAX) query tiles of QB queries from q0 on of (b, h) (the last
+ * one may be short) against all their keys, the tiles walking the key blocks together: for each
+ * key block, every tile in ascending order. The K and V rows of a key block and its dk, dv rows
+ * are then read from memory or L3 once per group and reused from L2 by its other tiles, where a
+ * lone tile streams all of the head's K, V, dK and dV (4 x 2.4 MB at S = 4608, D = 128).
+ * Each tile's arithmetic is exactly the lone tile's, and the dk, dv rows still receive the tiles'
+ * sums one by one in ascending tile order, so the bits do not depend on the group size.
+ * reads q, k, v, out, lse, dout, dlse of (b, h); writes those dq rows; adds into every dk, dv
+ * row of an attended key (the driver zeroes them first). Workspace: cpu_bwd_workspace_layout
+ * (cpu_kernels.h). */
+typedef struct JK(bwd_state) {
+    float *qt, *dot, *dqt, *dqtl, *lse, *dl, *dll;
+    const float *q, *g; /* the tile's q and dout rows */
+    float *dq;
+    int nq, plain, exact_dp;
+} JK(bwd_state);
+
+/* One tile against one key block (n rows kb, vb at strides ks, vs; its dk, dv rows dkb, dvb). */
+static void JK(bwd_block)(const cpu_bwd_args *ba, const JK(bwd_state) * s, int n, const float *kb, ptrdiff_t ks,
+                          const float *vb, ptrdiff_t vs, float *dkb, ptrdiff_t dks, float *dvb, ptrdiff_t dvs,
+                          float *st, float *sl, float *dpt, float *dpl, const float *one, int parts) {
+    const cpu_flash_args *a = &ba->f;
+    const int64_t D = a->D;
+    const int exact = D <= JK_EXACT_D;
+    const ptrdiff_t qs = (ptrdiff_t)a->qs.token, gs = (ptrdiff_t)ba->dos.token;
+    const float *qt = s->qt, *dot = s->dot;
+    /* S^T: the forward's scores, tile for tile. */
+    int j = 0;
+    if (s->plain) {
+        for (; j + JK_SJP <= n; j += JK_SJP)
+            JK(scores_rows_plain)(JK_SJP, D, kb + j * ks, ks, qt, st + j * JK_QB, NULL);
+        if (j < n) JK(scores_plain)(n - j, D, kb + j * ks, ks, qt, st + j * JK_QB, sl + j * JK_QB);
+        j = n;
+    } else if (D > JK_EXACT_D)
+        for (; j + JK_SJ <= n; j += JK_SJ)
+            JK(scores_rows)(JK_SJ, D, kb + j * ks, ks, qt, st + j * JK_QB, sl + j * JK_QB);
+    for (; j < n; j += JK_SJ)
+        JK(scores)(n - j < JK_SJ ? n - j : JK_SJ, D, kb + j * ks, ks, qt, st + j * JK_QB, sl + j * JK_QB);
+    JK(bwd_probs)(n, !s->plain, a->scale, st, sl, s->lse);
+    /* dP^T = V dO^T as a pair (bwd_ds subtracts Dl from it): exact where Dl is, else compensated */
+    j = 0;
+    if (s->exact_dp)
+        for (; j < n; j += JK_SJ) JK(bwd_dots_exact)
+    (n - j < JK_SJ ? n - j : JK_SJ, D, vb + j * vs, vs, dot, dpt + j * JK_QB, dpl + j * JK_QB);
+    else if (D > JK_EXACT_D) for (; j + JK_SJ <= n; j += JK_SJ)
+        JK(scores_rows)(JK_SJ, D, vb + j * vs, vs, dot, dpt + j * JK_QB, dpl + j * JK_QB);
+    for (; j < n; j += JK_SJ)
+        JK(scores)(n - j < JK_SJ ? n - j : JK_SJ, D, vb + j * vs, vs, dot, dpt + j * JK_QB, dpl + j * JK_QB);
+    if (parts & CPU_BWD_DKV) JK(bwd_outer)(n, s->nq, D, st, s->g, gs, dvb, dvs);
+    JK(bwd_ds)(n, a->scale, st, dpt, dpl, s->dl, s->dll);
+    if (parts & CPU_BWD_DKV) JK(bwd_outer)(n, s->nq, D, dpt, s->q, qs, dkb, dks);
+    if (!(parts & CPU_BWD_DQ)) return;
+    if (exact)
+        JK(pv_exact)((int)D, n, kb, ks, dpt, one, s->dqt, s->dqtl);
+    else {
+        int64_t d = 0;
+        for (; d + JK_DR <= D; d += JK_DR) JK(pv_rows)(JK_DR, n, kb + d, ks, dpt, one, s->dqt + d * JK_QB);
+        if (d < D) JK(pv)((int)(D - d), n, kb + d, ks, dpt, one, s->dqt + d * JK_QB);
+    }
+}
+
+static void JK(bwd_tile)(const cpu_bwd_args *ba, int64_t b, int64_t h, int64_t q0, int ntile, int64_t kb0, int64_t nkb,
+                         int parts, float *ws) {
+    const cpu_flash_args *a = &ba->f;
+    const int64_t D = a->D;
+    const int exact = D <= JK_EXACT_D;
+    cpu_key_blocks keys;
+    cpu_key_blocks_init(&keys, a, b);
+    int64_t rows[JK_BK];
+    int n = cpu_key_blocks_next(&keys, JK_BK, rows);
+    JK(bwd_state) tile[CPU_GROUP_MAX];
+    for (int t = 0; t < ntile; t++) {
+        const int64_t tq0 = q0 + (int64_t)t * JK_QB;
+        tile[t].nq = (int)(a->Sq - tq0 < JK_QB ? a->Sq - tq0 : JK_QB);
+        tile[t].dq = ba->dq + b * ba->dqs.batch + h * ba->dqs.head + tq0 * ba->dqs.token;
+        if (n == 0 && (parts & CPU_BWD_DQ)) /* no key to attend: dq rows of +0 */
+            for (int i = 0; i < tile[t].nq; i++)
+                memset(tile[t].dq + i * ba->dqs.token, 0, (size_t)D * sizeof *tile[t].dq);
+    }
+    for (int64_t i = 0; i < kb0 && n > 0; i++) n = cpu_key_blocks_next(&keys, JK_BK, rows); /* the range's first */
+    if (n == 0) return;
+    const cpu_bwd_layout w = cpu_bwd_workspace_layout(JK_QB, JK_BK, D, ntile);
+    float *st = ws + w.st, *sl = ws + w.sl, *dpt = ws + w.dpt, *dpl = ws + w.dpl, *one = ws + w.one;
+    float *pk = ws + w.pk, *pv = ws + w.pv, *tk = ws + w.tk, *tv = ws + w.tv;
+    for (int i = 0; i < JK_QB; i++) one[i] = 1.0f;
+
+    const ptrdiff_t qs = (ptrdiff_t)a->qs.token, gs = (ptrdiff_t)ba->dos.token;
+    for (int t = 0; t < ntile; t++) {
+        JK(bwd_state) *s = &tile[t];
+        const int64_t tq0 = q0 + (int64_t)t * JK_QB;
+        const int nq = s->nq;
+        float *state = ws + w.tile + t * w.tile_floats;
+        s->qt = state + w.qt, s->dot = state + w.dot, s->dqt = state + w.dqt, s->dqtl = state + w.dqtl;
+        s->lse = state + w.lse, s->dl = state + w.dl, s->dll = state + w.dll;
+        s->q = a->q + b * a->qs.batch + h * a->qs.head + tq0 * a->qs.token;
+        s->g = ba->dout + b * ba->dos.batch + h * ba->dos.head + tq0 * ba->dos.token;
+        const float *o = ba->out + b * a->os.batch + h * a->os.head + tq0 * a->os.token;
+        JK(pack_qt)(nq, D, s->q, qs, s->qt);
+        JK(pack_qt)(nq, D, s->g, gs, s->dot);
+        /* The forward task's choice of scores kernel, from the same Qt and key norms. */
+        const double qk = sqrt(JK(qt_max_norm2)(nq, D, s->qt, s->q, qs) * a->k_norm2[b * a->H + h]);
+        s->plain = D > JK_EXACT_D && qk <= JK_PLAIN_QK_MAX && fabs((double)a->scale_log2e) * qk <= JK_PLAIN_LOGIT_BOUND;
+        /* Dl_i = dO_i . O_i - dlse_i as a pair (dl, dll): the dot product by the same compensated
+         * kernel (one row, lane i of its result) that computes dP, so that with a single key, where
+         * the forward's O is that key's v row bit for bit, dP - Dl is exactly 0 as is dS. */
+        /* A tile of at most JK_BWD_EXACT_ROWS queries computes dP and Dl keeping every rounding
+         * error (bwd_dots_exact, as every tile does at D <= JK_EXACT_D): in a near one-hot row
+         * (weight 1 - e on one key) dq and dk are the small differences dP - Dl ~ e |dP|, so the
+         * compensated kernel's rounding inside its blocks (~u sqrt(sum of squared partial sums))
+         * is a relative error ~u / e of them. Larger tiles keep the compensated kernel: there such
+         * rows are a few among many (rel_l2 over the tensor), and the exact dot costs 4 operations
+         * per product. */
+        s->exact_dp = nq <= JK_BWD_EXACT_ROWS || D <= JK_EXACT_D;
+        const int64_t row0 = (b * a->H + h) * a->Sq + tq0;
+        for (int i = 0; i < JK_QB; i++) {
+            if (i < nq) {
+                if (s->exact_dp)
+                    JK(bwd_dots_exact)(1, D, o + i * a->os.token, 0, s->dot, dpt, dpl);
+                else
+                    JK(scores)(1, D, o + i * a->os.token, 0, s->dot, dpt, dpl);
+                s->lse[i] = ba->lse[row0 + i];
+                /* dlse joins the pair in float64 (hi + lo is exact there), then splits again: in
+                 * float32 lo - dlse would round at u |dlse|, an error of every dP - Dl of the row
+                 * that a near one-hot row's small dS (~ (1 - P_max) |dP|) cannot absorb. */
+                const double dl64 = ((double)dpt[i] + (double)dpl[i]) - (ba->dlse ? (double)ba->dlse[row0 + i] : 0.0);
+                s->dl[i] = (float)dl64;
+                s->dll[i] = (float)(dl64 - (double)s->dl[i]);
+            } else {
+                s->lse[i] = INFINITY; /* P = 0 in the lanes past the last query */
+                s->dl[i] = s->dll[i] = 0.0f;
+            }
+        }
+        memset(s->dqt, 0, (size_t)(D * JK_QB) * sizeof *s->dqt);
+        if (exact) memset(s->dqtl, 0, (size_t)(D * JK_QB) * sizeof *s->dqtl);
+    }
+
+    const float *kh = a->k + b * a->ks.batch + h * a->ks.head;
+    const float *vh = a->v + b * a->vs.batch + h * a->vs.head;
+    float *dkh = ba->dk + b * ba->dks.batch + h * ba->dks.head;
+    float *dvh = ba->dv + b * ba->dvs.batch + h * ba->dvs.head;
+    int64_t left = nkb;
+    for (; n > 0 && left != 0; n = --left != 0 ? cpu_key_blocks_next(&keys, JK_BK, rows) : 0) {
+        ptrdiff_t ks = (ptrdiff_t)a->ks.token, vs = (ptrdiff_t)a->vs.token;
+        ptrdiff_t dks = (ptrdiff_t)ba->dks.token, dvs = (ptrdiff_t)ba->dvs.token;
+        const float *kb = kh + rows[0] * ks, *vb = vh + rows[0] * vs;
+        float *dkb = dkh + rows[0] * dks, *dvb = dvh + rows[0] * dvs;
+        const int gapped = rows[n - 1] - rows[0] != n - 1;
+        if (gapped) {
+            JK(pack_rows)(n, rows, D, kh, ks, pk);
+            JK(pack_rows)(n, rows, D, vh, vs, pv);
+            kb = pk, vb = pv, ks = vs = (ptrdiff_t)D;
+            dkb = tk, dvb = tv, dks = dvs = (ptrdiff_t)D;
+        }
+        /* the next key block's K, V, dK and dV rows (when consecutive: without a mask) requested
+         * into L2, a share before each tile */
+        const int dkv = (parts & CPU_BWD_DKV) != 0;
+        const int64_t nn = keys.mask || left == 1 ? 0 : keys.end - keys.next < JK_BK ? keys.end - keys.next : JK_BK;
+        const int64_t next = nn > 0 ? keys.next : 0; /* no pointer past the rows when there is none */
+        const float *kn = kh + next * a->ks.token, *vn = vh + next * a->vs.token;
+        const float *dkn = dkh + next * ba->dks.token, *dvn = dvh + next * ba->dvs.token;
+        for (int t = 0; t < ntile; t++) {
+            if (nn > 0) {
+                const int64_t r0 = nn * t / ntile, r1 = nn * (t + 1) / ntile;
+                JK(prefetch_rows_l2)(r0, r1, D, kn, (ptrdiff_t)a->ks.token);
+                JK(prefetch_rows_l2)(r0, r1, D, vn, (ptrdiff_t)a->vs.token);
+                if (dkv) JK(prefetch_rows_l2)(r0, r1, D, dkn, (ptrdiff_t)ba->dks.token);
+                if (dkv) JK(prefetch_rows_l2)(r0, r1, D, dvn, (ptrdiff_t)ba->dvs.token);
+            }
+            if (gapped && dkv) { /* each tile's sum alone, added to the rows as in place */
+                memset(tk, 0, (size_t)n * (size_t)D * sizeof *tk);
+                memset(tv, 0, (size_t)n * (size_t)D * sizeof *tv);
+            }
+            JK(bwd_block)(ba, &tile[t], n, kb, ks, vb, vs, dkb, dks, dvb, dvs, st, sl, dpt, dpl, one, parts);
+            if (gapped && dkv) {
+                JK(bwd_scatter_add)(n, rows, D, tk, dkh, (ptrdiff_t)ba->dks.token);
+                JK(bwd_scatter_add)(n, rows, D, tv, dvh, (ptrdiff_t)ba->dvs.token);
+            }
+        }
+    }
+    if (!(parts & CPU_BWD_DQ)) return;
+    for (int t = 0; t < ntile; t++) {
+        const JK(bwd_state) *s = &tile[t];
+        if (exact)
+            for (int i = 0; i < s->nq; i++)
+                for (int64_t d = 0; d < D; d++)
+                    s->dq[i * ba->dqs.token + d] = s->dqt[d * JK_QB + i] + s->dqtl[d * JK_QB + i];
+        else
+            JK(write_out)(s->nq, D, s->dqt, one, s->dq, (ptrdiff_t)ba->dqs.token);
+    }
+}

@@ -1,0 +1,152 @@
+/* The forward task of the cpu backend's flash attention (cpu_kernels.h, task): part of one
+ * instruction set's instance, included by cpu_flash_template.h after the micro-kernels
+ * (cpu_microkernels_template.h) it runs. */
+#ifndef JK_NQV
+#error "included by cpu_flash_template.h, which defines what this part needs"
+#endif
+
+/* out rows of a query block with no key to attend (key padding): 0, and lse -inf. */
+static void JK(write_unattended)(const cpu_flash_args *a, int64_t b, int64_t h, int64_t q0, int nq) {
+    float *out = a->out + b * a->os.batch + h * a->os.head + q0 * a->os.token;
+    for (int i = 0; i < nq; i++) memset(out + i * a->os.token, 0, (size_t)a->D * sizeof *out);
+    if (a->lse)
+        for (int i = 0; i < nq; i++) a->lse[(b * a->H + h) * a->Sq + q0 + i] = -INFINITY;
+}
+
+/* ---- the task: a group of query blocks of one (b, h), all the keys they attend -----------
+ * nblk (1..CPU_GROUP_MAX) query blocks of QB queries from q0 on (the last one may be short),
+ * each with its own state, walk the key blocks together: for each key block, every block of
+ * the group in turn. A K/V block (BK rows of K and of V, 2 BK D floats) is then read from
+ * memory or L3 once per group and reused from L2 by the group's other blocks, where a lone
+ * block streams all of the head's K and V (4.7 MB at S = 4608, D = 128: more than L2).
+ * Each block's arithmetic is exactly the lone block's (the same key blocks in the same order
+ * into its own running state), so the bits do not depend on the group size.
+ * Workspace: cpu_fwd_workspace_layout (cpu_kernels.h); a key block whose rows are not
+ * consecutive (a key mask) is packed into its pk, pv once for the group, so masked rows are
+ * never read. */
+typedef struct JK(fwd_block) {
+    float *qt, *ot, *otl, *m, *ml, *l, *alpha;
+    int64_t q0;
+    int nq, plain;
+} JK(fwd_block);
+
+/* One query block against one key block (n rows kb, vb at row strides ks, vs). */
+static void JK(task_block)(const cpu_flash_args *a, const JK(fwd_block) * s, int n, const float *kb, ptrdiff_t ks,
+                           const float *vb, ptrdiff_t vs, float *st, float *sl) {
+    const int64_t D = a->D;
+    const int exact = D <= JK_EXACT_D;
+    const float *qt = s->qt;
+    int j = 0;
+    if (s->plain) {
+        for (; j + JK_SJP <= n; j += JK_SJP) /* sl = 0 is not written, softmax_block_plain never reads it */
+            JK(scores_rows_plain)(JK_SJP, D, kb + j * ks, ks, qt, st + j * JK_QB, NULL);
+        if (j < n) JK(scores_plain)(n - j, D, kb + j * ks, ks, qt, st + j * JK_QB, sl + j * JK_QB);
+        JK(softmax_block_plain)(n, a->scale_log2e, st, s->m, s->ml, s->l, s->alpha);
+        j = n;
+    } else if (D > JK_EXACT_D)
+        for (; j + JK_SJ <= n; j += JK_SJ)
+            JK(scores_rows)(JK_SJ, D, kb + j * ks, ks, qt, st + j * JK_QB, sl + j * JK_QB);
+    for (; j < n; j += JK_SJ)
+        JK(scores)(n - j < JK_SJ ? n - j : JK_SJ, D, kb + j * ks, ks, qt, st + j * JK_QB, sl + j * JK_QB);
+    if (!s->plain) JK(softmax_block)(n, a->scale_log2e, st, sl, s->m, s->ml, s->l, s->alpha);
+    if (exact) {
+        JK(pv_exact)((int)D, n, vb, vs, st, s->alpha, s->ot, s->otl);
+        return;
+    }
+    int64_t d = 0;
+    for (; d + JK_DR <= D; d += JK_DR) JK(pv_rows)(JK_DR, n, vb + d, vs, st, s->alpha, s->ot + d * JK_QB);
+    if (d < D) JK(pv)((int)(D - d), n, vb + d, vs, st, s->alpha, s->ot + d * JK_QB);
+}
+
+static void JK(task)(const cpu_flash_args *a, int64_t b, int64_t h, int64_t q0, int nblk, float *ws) {
+    const int64_t D = a->D;
+    const int exact = D <= JK_EXACT_D;
+    cpu_key_blocks keys;
+    cpu_key_blocks_init(&keys, a, b);
+    int64_t rows[JK_BK];
+    int n = cpu_key_blocks_next(&keys, JK_BK, rows);
+    JK(fwd_block) blk[CPU_GROUP_MAX];
+    for (int g = 0; g < nblk; g++) {
+        blk[g].q0 = q0 + (int64_t)g * JK_QB;
+        blk[g].nq = (int)(a->Sq - blk[g].q0 < JK_QB ? a->Sq - blk[g].q0 : JK_QB);
+    }
+    if (n == 0) {
+        for (int g = 0; g < nblk; g++) JK(write_unattended)(a, b, h, blk[g].q0, blk[g].nq);
+        return;
+    }
+    const cpu_fwd_layout w = cpu_fwd_workspace_layout(JK_QB, JK_BK, D, nblk);
+    float *st = ws + w.st, *sl = ws + w.sl, *pk = ws + w.pk, *pv = ws + w.pv;
+    for (int g = 0; g < nblk; g++) {
+        JK(fwd_block) *s = &blk[g];
+        float *state = ws + w.block + g * w.block_floats;
+        s->qt = state + w.qt, s->ot = state + w.ot;
+        s->m = state + w.m, s->ml = state + w.ml, s->l = state + w.l, s->alpha = state + w.alpha;
+        s->otl = state + w.otl; /* D <= JK_EXACT_D only: the low parts of Ot (pv_exact) */
+        /* Pack Qt = Q^T, lanes past the last query zero. */
+        const float *q = a->q + b * a->qs.batch + h * a->qs.head + s->q0 * a->qs.token;
+        JK(pack_qt)(s->nq, D, q, (ptrdiff_t)a->qs.token, s->qt);
+        /* The a-priori bound of this block's logits in exp2 units: |c q.k| <= c max|q| max|k|.
+         * Below JK_PLAIN_LOGIT_BOUND the plain dot product's rounding (rms ~ u * bound / sqrt(2),
+         * any D) is no larger than the compensated kernel's on the gate's hardest inputs (logits
+         * of std 8 in natural units), so the plain kernel runs (NOTES.md §3); NaN/inf norms never do. */
+        const double qk = sqrt(JK(qt_max_norm2)(s->nq, D, s->qt, q, (ptrdiff_t)a->qs.token) * a->k_norm2[b * a->H + h]);
+        s->plain = D > JK_EXACT_D && qk <= JK_PLAIN_QK_MAX && fabs((double)a->scale_log2e) * qk <= JK_PLAIN_LOGIT_BOUND;
+        for (int i = 0; i < JK_QB; i++) {
+            s->m[i] = -INFINITY;
+            s->ml[i] = s->l[i] = 0.0f;
+        }
+        memset(s->ot, 0, (size_t)(D * JK_QB) * sizeof *s->ot);
+        if (exact) memset(s->otl, 0, (size_t)(D * JK_QB) * sizeof *s->otl);
+    }
+
+    const float *kh = a->k + b * a->ks.batch + h * a->ks.head;
+    const float *vh = a->v + b * a->vs.batch + h * a->vs.head;
+    for (; n > 0; n = cpu_key_blocks_next(&keys, JK_BK, rows)) {
+        /* The block's K and V rows in place when consecutive (always, without a mask), else packed. */
+        ptrdiff_t ks = (ptrdiff_t)a->ks.token, vs = (ptrdiff_t)a->vs.token;
+        const float *kb = kh + rows[0] * ks, *vb = vh + rows[0] * vs;
+        if (rows[n - 1] - rows[0] != n - 1) {
+            JK(pack_rows)(n, rows, D, kh, ks, pk);
+            JK(pack_rows)(n, rows, D, vh, vs, pv);
+            kb = pk, vb = pv, ks = vs = (ptrdiff_t)D;
+        }
+#if JK_NQV == 1
+        JK(prefetch_rows)(n, D, vb, vs);
+        if (keys.next < keys.end) {
+            const int64_t next = keys.end - keys.next;
+            JK(prefetch_rows)(next < JK_BK ? next : JK_BK, D, kh + keys.next * a->ks.token, (ptrdiff_t)a->ks.token);
+        }
+#endif
+        /* the next key block's rows (when consecutive: without a mask), a share per block */
+        const int64_t nn = keys.mask ? 0 : keys.end - keys.next < JK_BK ? keys.end - keys.next : JK_BK;
+        const int64_t next = nn > 0 ? keys.next : 0; /* no pointer past the rows when there is none */
+        const float *kn = kh + next * a->ks.token, *vn = vh + next * a->vs.token;
+        for (int g = 0; g < nblk; g++) {
+            if (JK_NQV > 1 && nn > 0) {
+                const int64_t r0 = nn * g / nblk, r1 = nn * (g + 1) / nblk;
+                JK(prefetch_rows_l2)(r0, r1, D, kn, (ptrdiff_t)a->ks.token);
+                JK(prefetch_rows_l2)(r0, r1, D, vn, (ptrdiff_t)a->vs.token);
+            }
+            JK(task_block)(a, &blk[g], n, kb, ks, vb, vs, st, sl);
+        }
+    }
+
+    for (int g = 0; g < nblk; g++) {
+        const JK(fwd_block) *s = &blk[g];
+        /* out[q][d] = Ot[d][q] / l[q]: the normalisation and the transpose in one write. */
+        float *out = a->out + b * a->os.batch + h * a->os.head + s->q0 * a->os.token;
+        if (exact)
+            for (int i = 0; i < s->nq; i++) {
+                const float inv = 1.0f / s->l[i];
+                float *o = out + i * a->os.token;
+                for (int64_t d = 0; d < D; d++) o[d] = (s->ot[d * JK_QB + i] + s->otl[d * JK_QB + i]) * inv;
+            }
+        else
+            JK(write_out)(s->nq, D, s->ot, s->l, out, (ptrdiff_t)a->os.token);
+        if (a->lse) {
+            float *lse = a->lse + (b * a->H + h) * a->Sq + s->q0;
+            for (int i = 0; i < s->nq; i++)
+                lse[i] = (float)(((double)s->m[i] + s->ml[i]) * a->scale + log((double)s->l[i]));
+        }
+    }
+}

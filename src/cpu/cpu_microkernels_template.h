@@ -1,0 +1,493 @@
+/* The micro-kernels of the cpu backend's flash attention, and the data movement of a task:
+ * part of one instruction set's instance, included by cpu_flash_template.h (which documents
+ * the vocabulary and the tile constants they are written over). Each kernel's contract is in
+ * cpu_kernels.h; the forward (cpu_forward_template.h) and the backward
+ * (cpu_backward_template.h) are built from them. */
+#ifndef JK_NQV
+#error "included by cpu_flash_template.h, which defines what this part needs"
+#endif
+#ifndef JK_PV_PF
+#define JK_PV_PF 0
+#endif
+
+/* ---- exp2 ------------------------------------------------------------------------------
+ * 2^x = 2^n * 2^f, n = round(x), f = x - n in [-1/2, 1/2]; 2^f = e^(f ln2) by its Taylor
+ * polynomial of degree 7 (truncation < 2^-27 relative on |f| <= 1/2), Horner in float.
+ * x is clamped to [-127, 0] first (so n fits the exponent); results for x < -126 (below FLT_MIN,
+ * where the true value would be subnormal) are flushed to 0. exp2v_le0 is the same for callers
+ * whose x is <= 0 or NaN (the plain softmax: s - max), without the clamp at 0; a vocabulary
+ * whose jv_round and jv_mul_pow2 take any x and n (JK_EXP2_ANY_RANGE: AVX-512's roundscale and
+ * scalef) skips the clamp at -127 too: every x below -126 is flushed to 0 all the same, so the
+ * bits are those of the clamped function, with two operations fewer on the FMA ports (Intel). */
+#define JK_LN2 0.6931471805599453094
+#define JK_C1 (JK_LN2)
+#define JK_C2 (JK_C1 * JK_LN2 / 2)
+#define JK_C3 (JK_C2 * JK_LN2 / 3)
+#define JK_C4 (JK_C3 * JK_LN2 / 4)
+#define JK_C5 (JK_C4 * JK_LN2 / 5)
+#define JK_C6 (JK_C5 * JK_LN2 / 6)
+#define JK_C7 (JK_C6 * JK_LN2 / 7)
+#define JK_EXP2_CLAMP (-127.0f)
+#define JK_EXP2_FLUSH (-126.0f) /* log2(FLT_MIN) */
+
+JK_INLINE jv JK(exp2v_le0)(jv x) {
+#ifndef JK_EXP2_ANY_RANGE
+    x = jv_max(jv_set1(JK_EXP2_CLAMP), x); /* NaN x stays NaN */
+#endif
+    const jv n = jv_round(x);
+    const jv f = jv_sub(x, n);
+    jv p = jv_set1((float)JK_C7);
+    p = jv_fma(p, f, jv_set1((float)JK_C6));
+    p = jv_fma(p, f, jv_set1((float)JK_C5));
+    p = jv_fma(p, f, jv_set1((float)JK_C4));
+    p = jv_fma(p, f, jv_set1((float)JK_C3));
+    p = jv_fma(p, f, jv_set1((float)JK_C2));
+    p = jv_fma(p, f, jv_set1((float)JK_C1));
+    p = jv_fma(p, f, jv_set1(1.0f));
+    return jv_zero_if_below(x, jv_set1(JK_EXP2_FLUSH), jv_mul_pow2(p, n));
+}
+JK_INLINE jv JK(exp2v)(jv x) { return JK(exp2v_le0)(jv_min(jv_zero(), x)); /* x > 0 (ties of the max) gives 1 */ }
+
+static void JK(exp2)(int64_t n, const float *x, float *y) {
+    int64_t i = 0;
+    for (; i + JK_VL <= n; i += JK_VL) {
+        JK_ALIGNED float t[JK_VL];
+        memcpy(t, x + i, sizeof t);
+        jv_store(t, JK(exp2v)(jv_load(t)));
+        memcpy(y + i, t, sizeof t);
+    }
+    if (i < n) {
+        JK_ALIGNED float t[JK_VL];
+        for (int r = 0; r < JK_VL; r++) t[r] = i + r < n ? x[i + r] : 0.0f;
+        jv_store(t, JK(exp2v)(jv_load(t)));
+        for (int r = 0; i + r < n; r++) y[i + r] = t[r];
+    }
+}
+
+/* ---- scores: St[j][:] = K[j][:] . Qt  (JR x QB tile, JR <= SJ known at compile time) -------
+ * reads k rows j < JR (D floats each, row stride ks), qt [D][QB]; writes st, sl [JR][QB].
+ * Per d: NQV vector loads of Qt, JR broadcasts of K[j][d], JR*NQV FMAs into registers.
+ * The D-reduction is compensated, with the rounding error carried forward: each JK_DB head_dim
+ * elements are summed by FMAs into the register `c`, which enters the block holding the
+ * rounding error of the previous block's addition; then Fast2Sum adds c into the running sum
+ * (t = sum + c; c = (sum - t) + c; sum = t), leaving the new rounding error in c. So the error
+ * costs three vector additions per block and accumulator and never leaves the registers, and
+ * the logit leaves as the pair st = sum, sl = c, never rounded to one float. Plain f32
+ * accumulation of the large test distribution (|q|,|k| up to 1e3, logits of std 8) loses
+ * ~3.4 ulp of the dot (rms at D = 512) and fails the f32 gate; this keeps it near 0.6 ulp
+ * (NOTES.md §3). Blocks alternate the register set of the running sum (s0 -> s1 -> s0), so
+ * the Fast2Sum needs no register copies. A non-finite term or an overflow makes the carried
+ * error non-finite (inf - inf) and it would poison the following blocks; such a tile (a rare
+ * one: inputs with inf/NaN, or dot products beyond FLT_MAX) is recomputed by scores_exact,
+ * whose error term never feeds the sum, so a -inf score stays -inf (weight 0, not NaN). */
+#define JK_SCORES_BLOCK(DN)                                                                         \
+    do {                                                                                            \
+        JK_UNROLL for (int64_t dd = 0; dd < (DN); dd++) {                                           \
+            const int64_t d = d0 + dd;                                                              \
+            jv qv[JK_NQV];                                                                          \
+            JK_UNROLL for (int v = 0; v < JK_NQV; v++) qv[v] = jv_load(qt + d * JK_QB + v * JK_VL); \
+            JK_UNROLL for (int j = 0; j < JR; j++) {                                                \
+                const jv b = jv_bcast(kr[j] + d);                                                   \
+                JK_UNROLL for (int v = 0; v < JK_NQV; v++) c[j][v] = jv_fma(b, qv[v], c[j][v]);     \
+            }                                                                                       \
+        }                                                                                           \
+        d0 += (DN);                                                                                 \
+    } while (0)
+/* sum (in st, L1) += c by Fast2Sum, its rounding error left in c. */
+#define JK_SCORES_FAST2SUM()                                                            \
+    JK_UNROLL for (int j = 0; j < JR; j++) JK_UNROLL for (int v = 0; v < JK_NQV; v++) { \
+        float *sp = st + j * JK_QB + v * JK_VL;                                         \
+        const jv sum = jv_load(sp), t = jv_add(sum, c[j][v]);                           \
+        c[j][v] = jv_add(jv_sub(sum, t), c[j][v]);                                      \
+        jv_store(sp, t);                                                                \
+    }                                                                                   \
+    atomic_signal_fence(memory_order_seq_cst) /* sums stay in st, not in registers */
+
+static void JK(scores_exact)(int jr, int64_t D, const float *k, ptrdiff_t ks, const float *qt, float *st, float *sl);
+
+/* The rare path of scores_rows: the scores whose carried error sl is not finite are replaced by
+ * those of scores_exact; every other score keeps its value bit for bit (so a non-finite input
+ * changes only the rows it reaches). */
+static void JK(scores_fix_nonfinite)(int jr, int64_t D, const float *k, ptrdiff_t ks, const float *qt, float *st,
+                                     float *sl) {
+    JK_ALIGNED float est[JK_SJ * JK_QB], esl[JK_SJ * JK_QB];
+    JK(scores_exact)(jr, D, k, ks, qt, est, esl);
+    for (int i = 0; i < jr * JK_QB; i++)
+        if (!isfinite(sl[i])) st[i] = est[i], sl[i] = esl[i];
+}
+
+JK_INLINE void JK(scores_rows)(const int JR, int64_t D, const float *k, ptrdiff_t ks, const float *qt, float *st,
+                               float *sl) {
+#ifdef JK_SCORES_FULL_TILE
+    /* The instance's own full tile (cpu_scores_avx512_asm.h): the same pair, its own schedule. */
+    if (JR == JK_SJ && D >= JK_DB) {
+        if (JK_SCORES_FULL_TILE(D, k, ks, qt, st, sl)) JK(scores_fix_nonfinite)(JR, D, k, ks, qt, st, sl);
+        return;
+    }
+#endif
+    const float *kr[JK_SJ];
+    jv c[JK_SJ][JK_NQV];
+    JK_UNROLL for (int j = 0; j < JR; j++) {
+        kr[j] = k + j * ks;
+        JK_UNROLL for (int v = 0; v < JK_NQV; v++) c[j][v] = jv_zero();
+    }
+    int64_t d0 = 0;
+    /* The first block's sum is exact to store: sum = c, error 0. */
+    if (D >= JK_DB)
+        JK_SCORES_BLOCK(JK_DB);
+    else
+        JK_SCORES_BLOCK(D);
+    JK_UNROLL for (int j = 0; j < JR; j++) JK_UNROLL for (int v = 0; v < JK_NQV; v++) {
+        jv_store(st + j * JK_QB + v * JK_VL, c[j][v]);
+        c[j][v] = jv_zero();
+    }
+    for (; d0 + JK_DB <= D;) {
+        JK_SCORES_BLOCK(JK_DB);
+        JK_SCORES_FAST2SUM();
+    }
+    if (d0 < D) {
+        JK_SCORES_BLOCK(D - d0);
+        JK_SCORES_FAST2SUM();
+    }
+    /* A lane's carried error is non-finite exactly when some term or partial sum of it was. */
+    jv chk = jv_zero();
+    JK_UNROLL for (int j = 0; j < JR; j++) JK_UNROLL for (int v = 0; v < JK_NQV; v++) {
+        jv_store(sl + j * JK_QB + v * JK_VL, c[j][v]);
+        chk = jv_add(chk, c[j][v]);
+    }
+    if (jv_any_nan(jv_sub(chk, chk))) JK(scores_fix_nonfinite)(JR, D, k, ks, qt, st, sl);
+}
+
+/* ---- scores for small head_dim (D <= JK_EXACT_D): every product's rounding error is
+ * captured too (p = b*q, its error fma(b, q, -p), Fast2Sum of p into the sum), so the logit
+ * sum + err is the dot product to ~2^-44 relative. Where D is small the f32 rounding of a
+ * product is not averaged away by anything and alone can fail the f32 gate on the large
+ * distribution; the cost (4 flops per product) does not matter there. Same contract. */
+#define JK_EXACT_D CPU_EXACT_HEAD_DIM
+#define JK_PLAIN_LOGIT_BOUND 32.0 /* exp2 units: the plain kernel runs below this logit bound */
+#define JK_PLAIN_QK_MAX 1e30      /* and where no partial sum can overflow */
+static void JK(scores_exact)(int jr, int64_t D, const float *k, ptrdiff_t ks, const float *qt, float *st, float *sl) {
+    for (int j = 0; j < jr; j++)
+        for (int v = 0; v < JK_NQV; v++) {
+            jv sum = jv_zero(), err = jv_zero();
+            for (int64_t d = 0; d < D; d++) {
+                const jv b = jv_bcast(k + j * ks + d), qv = jv_load(qt + d * JK_QB + v * JK_VL);
+                const jv prod = jv_mul(b, qv);
+                const jv prod_err = jv_fma_exact(b, qv, jv_sub(jv_zero(), prod));
+                const jv t = jv_add(sum, prod);
+                err = jv_add(err, jv_add(jv_add(jv_sub(sum, t), prod), prod_err));
+                sum = t;
+            }
+            jv_store(st + j * JK_QB + v * JK_VL, sum);
+            jv_store(sl + j * JK_QB + v * JK_VL, jv_nan_to_zero(err));
+        }
+}
+
+/* ---- P V: Ot[r][:] = alpha * Ot[r][:] + sum_j V[j][r] Pt[j][:]  (DRN x QB tile) ----------
+ * reads v rows j < n at columns r < DRN (row stride vs), pt [n][QB], alpha [QB], ot [DRN][QB];
+ * writes ot. Per key: NQV vector loads of Pt, DRN broadcasts of V[j][r], DRN*NQV FMAs. */
+JK_INLINE void JK(pv_rows)(const int DRN, int n, const float *v, ptrdiff_t vs, const float *pt, const float *alpha,
+                           float *ot) {
+    jv acc[JK_DR][JK_NQV];
+    JK_UNROLL for (int r = 0; r < DRN; r++) JK_UNROLL for (int u = 0; u < JK_NQV; u++) acc[r][u] = jv_zero();
+    for (int j = 0; j < n; j++) {
+        jv p[JK_NQV];
+        JK_UNROLL for (int u = 0; u < JK_NQV; u++) p[u] = jv_load(pt + (ptrdiff_t)j * JK_QB + u * JK_VL);
+        const float *vj = v + (ptrdiff_t)j * vs;
+#if JK_PV_PF > 0 && defined(__GNUC__)
+        __builtin_prefetch(v + (ptrdiff_t)(j + JK_PV_PF < n ? j + JK_PV_PF : j) * vs);
+#endif
+        JK_UNROLL for (int r = 0; r < DRN; r++) {
+            const jv b = jv_bcast(vj + r);
+            JK_UNROLL for (int u = 0; u < JK_NQV; u++) acc[r][u] = jv_fma(b, p[u], acc[r][u]);
+        }
+    }
+    JK_UNROLL for (int u = 0; u < JK_NQV; u++) {
+        const jv a = jv_load(alpha + u * JK_VL);
+        JK_UNROLL for (int r = 0; r < DRN; r++) {
+            float *o = ot + r * JK_QB + u * JK_VL;
+            jv_store(o, jv_fma(jv_load(o), a, acc[r][u]));
+        }
+    }
+}
+
+/* ---- P V, compensated (the small-head_dim path, D <= JK_EXACT_D) ----------------------
+ * (ot + otl)[r][:] = (ot + otl)[r][:] * alpha + sum_j V[j][r] Pt[j][:]   for r < dr, any dr.
+ * Every product's rounding error (an exact FMA) and every addition's (TwoSum) is kept, so the
+ * pair holds the sum to within a few u of the result itself plus ~n u^2 of the sum of |terms|,
+ * whatever the cancellation. With few head_dim columns an output can be a sum of +-terms that
+ * nearly cancels (D = 1, uniform v: out ~ 1e-3 from terms ~ 1e-2), where plain accumulation
+ * errs by u times the partial sums: many ulps of the result, and rel_l2 has no other columns
+ * to average it away. ~10 operations per product; at D <= 16 the exp2 costs more anyway.
+ * A non-finite term leaves the error NaN: it is dropped (otl = 0), the sum carries the inf. */
+static void JK(pv_exact)(int dr, int n, const float *v, ptrdiff_t vs, const float *pt, const float *alpha, float *ot,
+                         float *otl) {
+    for (int r = 0; r < dr; r++)
+        for (int u = 0; u < JK_NQV; u++) {
+            jv sum = jv_zero(), err = jv_zero();
+            for (int j = 0; j < n; j++) {
+                const jv b = jv_bcast(v + (ptrdiff_t)j * vs + r), p = jv_load(pt + (ptrdiff_t)j * JK_QB + u * JK_VL);
+                const jv prod = jv_mul(b, p);
+                const jv prod_err = jv_fma_exact(b, p, jv_sub(jv_zero(), prod));
+                const jv t = jv_add(sum, prod), bt = jv_sub(t, sum);
+                err = jv_add(err, jv_add(jv_add(jv_sub(sum, jv_sub(t, bt)), jv_sub(prod, bt)), prod_err));
+                sum = t;
+            }
+            float *o = ot + r * JK_QB + u * JK_VL, *ol = otl + r * JK_QB + u * JK_VL;
+            const jv a = jv_load(alpha + u * JK_VL), hi = jv_load(o);
+            const jv x = jv_mul(hi, a), x_err = jv_fma_exact(hi, a, jv_sub(jv_zero(), x));
+            const jv t = jv_add(x, sum), bt = jv_sub(t, x);
+            const jv t_err = jv_add(jv_sub(x, jv_sub(t, bt)), jv_sub(sum, bt));
+            jv_store(ol, jv_nan_to_zero(jv_add(jv_fma(jv_load(ol), a, err), jv_add(x_err, t_err))));
+            jv_store(o, t);
+        }
+}
+
+static void JK(scores)(int jr, int64_t D, const float *k, ptrdiff_t ks, const float *qt, float *st, float *sl) {
+    if (D <= JK_EXACT_D) {
+        JK(scores_exact)(jr, D, k, ks, qt, st, sl);
+        return;
+    }
+#define JK_SCORES_CALL(N) JK(scores_rows)(N, D, k, ks, qt, st, sl)
+    switch (jr) { JK_EDGE_CASES(JK_SJ, JK_SCORES_CALL) default : break; }
+#undef JK_SCORES_CALL
+}
+
+static void JK(pv)(int dr, int n, const float *v, ptrdiff_t vs, const float *pt, const float *alpha, float *ot) {
+#define JK_PV_CALL(N) JK(pv_rows)(N, n, v, vs, pt, alpha, ot)
+    switch (dr) { JK_EDGE_CASES(JK_DR, JK_PV_CALL) default : break; }
+#undef JK_PV_CALL
+}
+
+/* ---- scores, plain: St[j][:] = K[j][:] . Qt by one FMA chain per score, sl = 0 ------------
+ * Same shapes as scores_rows, up to JK_SJP rows. The task runs it instead of the compensated kernel when the
+ * a-priori bound of its logits is small (task, below): then the rounding of the plain dot
+ * product is no larger than the compensated kernel's on the gate's hardest inputs. */
+JK_INLINE void JK(scores_rows_plain)(const int JR, int64_t D, const float *k, ptrdiff_t ks, const float *qt, float *st,
+                                     float *sl) {
+    const float *kr[JK_SJP];
+    jv c[JK_SJP][JK_NQV];
+    JK_UNROLL for (int j = 0; j < JR; j++) {
+        kr[j] = k + j * ks;
+        JK_UNROLL for (int v = 0; v < JK_NQV; v++) c[j][v] = jv_zero();
+    }
+    int64_t d0 = 0;
+    for (; d0 + JK_DB <= D;) JK_SCORES_BLOCK(JK_DB); /* a constant trip count unrolls cleanly */
+    if (d0 < D) JK_SCORES_BLOCK(D - d0);
+    JK_UNROLL for (int j = 0; j < JR; j++) JK_UNROLL for (int v = 0; v < JK_NQV; v++) {
+        jv_store(st + j * JK_QB + v * JK_VL, c[j][v]);
+        if (sl) jv_store(sl + j * JK_QB + v * JK_VL, jv_zero());
+    }
+}
+
+static void JK(scores_plain)(int jr, int64_t D, const float *k, ptrdiff_t ks, const float *qt, float *st, float *sl) {
+#define JK_SCORES_PLAIN_CALL(N) JK(scores_rows_plain)(N, D, k, ks, qt, st, sl)
+    switch (jr) { JK_EDGE_CASES(JK_SJP, JK_SCORES_PLAIN_CALL) default : break; }
+#undef JK_SCORES_PLAIN_CALL
+}
+
+/* ---- max_row_norm2: max over the rows i < n of |x_i|^2 = sum_d x[i][d]^2 (row stride xs),
+ * non-finite elements counted as 0; 0 when n == 0. Counting an inf or NaN as 0 makes the bound
+ * (and so the scores kernel every other row of the task runs) exactly what it is with that
+ * element replaced by 0: include/jattn.h's rule for non-finite inputs. Summed in float in VL
+ * lanes; a row whose float sum overflows or is tiny (squares that could underflow) is summed
+ * again in double. */
+#define JK_NORM2_TINY 0x1p-100f
+static double JK(row_norm2_double)(int64_t D, const float *r) {
+    double sum = 0.0;
+    for (int64_t d = 0; d < D; d++)
+        if (isfinite(r[d])) sum += (double)r[d] * r[d];
+    return sum;
+}
+static double JK(max_row_norm2)(int64_t n, int64_t D, const float *x, ptrdiff_t xs) {
+    double best = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        const float *r = x + i * xs;
+        jv acc = jv_zero();
+        int64_t d = 0;
+        for (; d + JK_VL <= D; d += JK_VL) {
+            JK_ALIGNED float t[JK_VL];
+            memcpy(t, r + d, sizeof t);
+            jv xv = jv_load(t);
+            xv = jv_nan_to_zero(jv_add(xv, jv_sub(xv, xv))); /* x - x is NaN for inf and NaN */
+            acc = jv_fma(xv, xv, acc);
+        }
+        JK_ALIGNED float lanes[JK_VL];
+        jv_store(lanes, acc);
+        float sumf = 0.0f;
+        for (int l = 0; l < JK_VL; l++) sumf += lanes[l];
+        for (; d < D; d++) {
+            const float e = isfinite(r[d]) ? r[d] : 0.0f;
+            sumf += e * e;
+        }
+        const double sum = isfinite(sumf) && sumf >= JK_NORM2_TINY ? (double)sumf : JK(row_norm2_double)(D, r);
+        if (sum > best) best = sum;
+    }
+    return best;
+}
+
+/* The same maximum for a task's own queries, from its packed Qt (nq <= QB lanes, D rows): one
+ * vector FMA per head_dim element and query vector, the NQV sums independent, where
+ * max_row_norm2 on the rows spends a horizontal sum per row (5 % of a task with 77 keys). The
+ * float sums run in head_dim order; non-finite elements count as 0 and a row whose float sum
+ * overflows or is tiny is summed again in double from q, as there. */
+static double JK(qt_max_norm2)(int nq, int64_t D, const float *qt, const float *q, ptrdiff_t qs) {
+    jv acc[JK_NQV];
+    for (int u = 0; u < JK_NQV; u++) acc[u] = jv_zero();
+    for (int64_t d = 0; d < D; d++)
+        for (int u = 0; u < JK_NQV; u++) {
+            jv x = jv_load(qt + d * JK_QB + u * JK_VL);
+            x = jv_nan_to_zero(jv_add(x, jv_sub(x, x))); /* x - x is NaN for inf and NaN */
+            acc[u] = jv_fma(x, x, acc[u]);
+        }
+    JK_ALIGNED float sums[JK_QB];
+    for (int u = 0; u < JK_NQV; u++) jv_store(sums + u * JK_VL, acc[u]);
+    double best = 0.0;
+    for (int i = 0; i < nq; i++) {
+        const double sum =
+            isfinite(sums[i]) && sums[i] >= JK_NORM2_TINY ? (double)sums[i] : JK(row_norm2_double)(D, q + i * qs);
+        if (sum > best) best = sum;
+    }
+    return best;
+}
+
+/* ---- online softmax over one block of n key rows of St (in place -> Pt) ---------------
+ * A logit is the pair (st, sl) in dot-product units. The running max is the pair (m, ml) of
+ * the key with the largest st (ties: a fixed choice, so results stay deterministic), and exp2 gets ((st - m) + (sl -
+ * ml)) * c with c = scale * log2(e): st - m is exact for the keys that matter (st near m), the low parts are not lost,
+ * and the max key gets exactly 2^0 = 1 (so a single key returns its v row bit for bit). Ties with a larger low part
+ * would give x > 0: exp2 returns 1 there. */
+#define JK_MAX_CHAINS 4
+/* a > b ? a : b (NaN a or b gives b): jv_max where the instruction set's max is exactly that. */
+#ifndef JK_MAX_OF
+#define JK_MAX_OF(a, b) jv_select_gt((a), (b), (a), (b))
+#endif
+JK_INLINE void JK(softmax_block_lo)(const int LOW, int n, float c, float *st, const float *sl, float *m, float *ml,
+                                    float *l, float *alpha) {
+    const jv cv = jv_set1(c);
+    JK_UNROLL for (int u = 0; u < JK_NQV; u++) {
+        float *s = st + u * JK_VL;
+        const float *slo = LOW ? sl + u * JK_VL : NULL;
+        const jv m_old = jv_load(m + u * JK_VL), ml_old = jv_load(ml + u * JK_VL);
+        /* JK_MAX_CHAINS independent max chains (rows j = ch mod chains), merged in chain order. */
+        jv cm[JK_MAX_CHAINS], cml[JK_MAX_CHAINS];
+        JK_UNROLL for (int ch = 0; ch < JK_MAX_CHAINS; ch++) cm[ch] = m_old, cml[ch] = ml_old;
+        int j = 0;
+        for (; j + JK_MAX_CHAINS <= n; j += JK_MAX_CHAINS) JK_UNROLL for (int ch = 0; ch < JK_MAX_CHAINS; ch++) {
+                const jv h = jv_load(s + (ptrdiff_t)(j + ch) * JK_QB);
+                if (LOW) cml[ch] = jv_select_gt(h, cm[ch], jv_load(slo + (ptrdiff_t)(j + ch) * JK_QB), cml[ch]);
+                cm[ch] = JK_MAX_OF(h, cm[ch]);
+            }
+        for (int ch = 0; j < n; j++, ch++) {
+            const jv h = jv_load(s + (ptrdiff_t)j * JK_QB);
+            if (LOW) cml[ch] = jv_select_gt(h, cm[ch], jv_load(slo + (ptrdiff_t)j * JK_QB), cml[ch]);
+            cm[ch] = JK_MAX_OF(h, cm[ch]);
+        }
+        jv mx = cm[0], mxl = cml[0];
+        JK_UNROLL for (int ch = 1; ch < JK_MAX_CHAINS; ch++) {
+            if (LOW) mxl = jv_select_gt(cm[ch], mx, cml[ch], mxl);
+            mx = JK_MAX_OF(cm[ch], mx);
+        }
+        /* without low parts, m_old - mx and h - mx are <= 0 (mx is their max) or NaN, and c > 0 */
+        const jv a = LOW ? JK(exp2v)(jv_mul(jv_add(jv_sub(m_old, mx), jv_sub(ml_old, mxl)), cv))
+                         : JK(exp2v_le0)(jv_mul(jv_sub(m_old, mx), cv));
+        jv sum = jv_zero();
+        for (int j = 0; j < n; j++) {
+            const jv h = jv_load(s + (ptrdiff_t)j * JK_QB);
+            const jv d = LOW ? jv_add(jv_sub(h, mx), jv_sub(jv_load(slo + (ptrdiff_t)j * JK_QB), mxl)) : jv_sub(h, mx);
+            const jv p = LOW ? JK(exp2v)(jv_mul(d, cv)) : JK(exp2v_le0)(jv_mul(d, cv));
+            jv_store(s + (ptrdiff_t)j * JK_QB, p);
+            sum = jv_add(sum, p);
+        }
+        jv_store(alpha + u * JK_VL, a);
+        jv_store(l + u * JK_VL, jv_fma(jv_load(l + u * JK_VL), a, sum));
+        jv_store(m + u * JK_VL, mx);
+        jv_store(ml + u * JK_VL, mxl);
+    }
+}
+static void JK(softmax_block)(int n, float c, float *st, const float *sl, float *m, float *ml, float *l, float *alpha) {
+    JK(softmax_block_lo)(1, n, c, st, sl, m, ml, l, alpha);
+}
+/* The same for a block whose low parts are all 0 (plain scores, so ml stays 0 too): bit for bit
+ * the result of softmax_block with sl = 0, without reading sl. */
+static void JK(softmax_block_plain)(int n, float c, float *st, float *m, float *ml, float *l, float *alpha) {
+    JK(softmax_block_lo)(0, n, c, st, NULL, m, ml, l, alpha);
+}
+
+/* ---- the task's transposes: Q rows in, O^T out, by VL x VL register blocks -------------
+ * With few keys (cross-attention to ~77 text tokens) the task's FMAs are few and these two
+ * transposes, element by element, took ~15 % and ~17 % of the task (timing with each left out,
+ * (1,10,4096,77,64)): a scalar load and store per element, against one FMA per element per key.
+ * pack_qt: qt[d][i] = q[i][d] for i < nq, d < D, and 0 for nq <= i < QB (q rows of stride qs,
+ * any alignment). write_out: out[i][d] = ot[d][i] * (1 / l[i]) for i < nq, d < D (rows of
+ * stride os), the same product as element by element, so the bits are those of the scalar
+ * write. A head_dim tail below VL goes element by element. */
+static void JK(pack_qt)(int nq, int64_t D, const float *q, ptrdiff_t qs, float *qt) {
+    const int64_t Dv = D / JK_VL * JK_VL;
+    for (int i0 = 0; i0 < JK_QB; i0 += JK_VL) {
+        const int rows = nq - i0 < 0 ? 0 : (nq - i0 < JK_VL ? nq - i0 : JK_VL);
+        for (int64_t d0 = 0; d0 < Dv; d0 += JK_VL) {
+            jv r[JK_VL];
+            for (int j = 0; j < JK_VL; j++) r[j] = j < rows ? jv_loadu(q + (i0 + j) * qs + d0) : jv_zero();
+            jv_transpose(r);
+            for (int m = 0; m < JK_VL; m++) jv_store(qt + (d0 + m) * JK_QB + i0, r[m]);
+        }
+    }
+    for (int64_t d = Dv; d < D; d++) {
+        for (int i = 0; i < nq; i++) qt[d * JK_QB + i] = q[i * qs + d];
+        for (int i = nq; i < JK_QB; i++) qt[d * JK_QB + i] = 0.0f;
+    }
+}
+
+static void JK(write_out)(int nq, int64_t D, const float *ot, const float *l, float *out, ptrdiff_t os) {
+    JK_ALIGNED float inv[JK_QB];
+    for (int i = 0; i < JK_QB; i++) inv[i] = i < nq ? 1.0f / l[i] : 0.0f; /* lanes >= nq: never written */
+    const int64_t Dv = D / JK_VL * JK_VL;
+    for (int i0 = 0; i0 < nq; i0 += JK_VL) {
+        const int rows = nq - i0 < JK_VL ? nq - i0 : JK_VL;
+        const jv iv = jv_load(inv + i0);
+        for (int64_t d0 = 0; d0 < Dv; d0 += JK_VL) {
+            jv r[JK_VL];
+            for (int m = 0; m < JK_VL; m++) r[m] = jv_mul(jv_load(ot + (d0 + m) * JK_QB + i0), iv);
+            jv_transpose(r);
+            for (int j = 0; j < rows; j++) jv_storeu(out + (i0 + j) * os + d0, r[j]);
+        }
+    }
+    for (int i = 0; i < nq; i++)
+        for (int64_t d = Dv; d < D; d++) out[i * os + d] = ot[d * JK_QB + i] * inv[i];
+}
+
+/* Every 64-byte line of rows r < n of x (D floats each, row stride xs) requested into the cache
+ * (a hint: nothing is read). The one-vector tables (JK_NQV == 1: blocks of at most VL queries,
+ * seq_q = 1 at the extreme) use each K and V element for so few FMAs that streaming them from
+ * memory bounds the task; at each key block they ask for its V rows and the next block's K rows
+ * ((1,24,1,4096,128): 9.9 -> 8.5 ms on 1 thread, 5.2 -> 4.6 ms on 2; one line per row: no
+ * gain). */
+#if JK_NQV == 1
+static void JK(prefetch_rows)(int64_t n, int64_t D, const float *x, ptrdiff_t xs) {
+#if defined(__GNUC__)
+    for (int64_t r = 0; r < n; r++)
+        for (int64_t d = 0; d < D; d += 64 / (int64_t)sizeof(float)) __builtin_prefetch(x + r * xs + d);
+#else
+    (void)n, (void)D, (void)x, (void)xs;
+#endif
+}
+#endif
+
+/* Every 64-byte line of the rows r0 <= r < r1 of x (D floats each, row stride xs) requested
+ * into L2 (prefetcht1; a hint: nothing is read). A group of query blocks asks, a share before
+ * each of its blocks, for the rows of the next key block, so that the group's first block does
+ * not wait on L3 or memory for them: (1,2,16384,128) 1 thread, 8-block groups: see NOTES.md §1. */
+static void JK(prefetch_rows_l2)(int64_t r0, int64_t r1, int64_t D, const float *x, ptrdiff_t xs) {
+#if defined(__GNUC__)
+    for (int64_t r = r0; r < r1; r++)
+        for (int64_t d = 0; d < D; d += 64 / (int64_t)sizeof(float)) __builtin_prefetch(x + r * xs + d, 0, 2);
+#else
+    (void)r0, (void)r1, (void)D, (void)x, (void)xs;
+#endif
+}
+
+/* Rows rows[0 .. n) of x (D floats each, row stride xs) copied back to back into packed. */
+static void JK(pack_rows)(int n, const int64_t *rows, int64_t D, const float *x, ptrdiff_t xs, float *packed) {
+    for (int r = 0; r < n; r++) memcpy(packed + r * D, x + rows[r] * xs, (size_t)D * sizeof *packed);
+}
