@@ -46,6 +46,7 @@
  *
  * Measured: src/cuda/NOTES.md's version table. */
 #include <float.h>
+#include <atomic>
 #include <math.h>
 #include <stdint.h>
 
@@ -57,9 +58,7 @@
 
 namespace {
 
-constexpr int kV7Warps = 8;
-constexpr int kV7Threads = 32 * kV7Warps;
-constexpr int kV7CtaQ = 16 * kV7Warps; /* queries per CTA */
+constexpr int kV7MaxWarps = 8; /* a CTA has 4, 6 or 8 warps (v7_warps), 16 queries each */
 constexpr float kV7Log2e = 1.4426950408889634f;
 
 template <int DT>
@@ -72,13 +71,14 @@ struct V7Config {
     static constexpr int kKS = kBC / 16;            /* k16 key slices of P V */
     static constexpr int kOB = DT / 8;              /* n8 column blocks of O */
     static constexpr int kTilesPerRecord = kV7RecordKeys / kBC;
-    static constexpr int kQOff = 0;                          /* Q hi [128][kRow], then Q lo */
-    static constexpr int kKOff = kQOff + 2 * kV7CtaQ * kRow; /* K hi [kBC][kRow], K lo, info */
+    static constexpr int kKOff = 0; /* K hi [kBC][kRow], K lo, info */
     static constexpr int kKInfoOff = kKOff + 2 * kBC * kRow;
     static constexpr int kVOff = kKInfoOff + 16; /* V hi, V lo, unscale [DT] */
     static constexpr int kVUnscaleOff = kVOff + 2 * kBC * kRow;
-    static constexpr int kQLogOff = kVUnscaleOff + 4 * DT; /* [128] 2^-eq log2 e */
-    static constexpr int kSmemBytes = kQLogOff + 4 * kV7CtaQ;
+    static constexpr int kQOff = kVUnscaleOff + 4 * DT; /* Q hi [16 W][kRow], Q lo, then 2^-eq log2 e [16 W] */
+    /* Shared memory of a CTA of w warps. */
+    static constexpr int smem_bytes(int w) { return kQOff + 2 * 16 * w * kRow + 4 * 16 * w; }
+    static constexpr int kSmemBytes = smem_bytes(kV7MaxWarps);
     static_assert(DT % 16 == 0 && DT <= 256, "head-dim tiles are multiples of 16 up to 256");
     static_assert(kSmemBytes <= 227 * 1024, "shared memory");
 };
@@ -182,7 +182,7 @@ template <int DT>
 __device__ __forceinline__ void v7_copy_image(uint32_t dst, const unsigned char *src, int rows, int tid) {
     using C = V7Config<DT>;
     constexpr int kChunks = DT / 8; /* 16-byte chunks of a row */
-    for (int i = tid; i < rows * kChunks; i += kV7Threads) {
+    for (int i = tid; i < rows * kChunks; i += (int)blockDim.x) {
         const int r = i / kChunks, c = i % kChunks;
         cp_async16(dst + (uint32_t)(r * C::kRow + 16 * c), src + (int64_t)r * DT * 2 + 16 * c);
     }
@@ -190,7 +190,7 @@ __device__ __forceinline__ void v7_copy_image(uint32_t dst, const unsigned char 
 
 /* kSplitPV: f32 mode (P V in three products); false: tf32 mode (P_hi V_hi only). */
 template <int DT, bool kSplitPV>
-__global__ void __launch_bounds__(kV7Threads, 1) attention_f32_mma_f16x2_v7_kernel(const V7Params p) {
+__global__ void __launch_bounds__(32 * kV7MaxWarps, 1) attention_f32_mma_f16x2_v7_kernel(const V7Params p) {
     using C = V7Config<DT>;
     constexpr int kBC = C::kBC, kNT = C::kNT, kKS = C::kKS, kOB = C::kOB, kSlices = C::kSlices;
     extern __shared__ __align__(16) unsigned char smem[];
@@ -203,12 +203,13 @@ __global__ void __launch_bounds__(kV7Threads, 1) attention_f32_mma_f16x2_v7_kern
     const unsigned char *head = p.records + bh * p.records_per_head * v7_record_bytes(DT);
 
     const uint32_t s_base = smem_addr(smem);
-    const uint32_t q_hi_s = s_base + C::kQOff, q_lo_s = q_hi_s + kV7CtaQ * C::kRow;
+    const int cta_q = (int)blockDim.x / 2; /* 16 queries a warp */
+    const uint32_t q_hi_s = s_base + C::kQOff, q_lo_s = q_hi_s + cta_q * C::kRow;
     const uint32_t k_hi_s = s_base + C::kKOff, k_lo_s = k_hi_s + kBC * C::kRow;
     const uint32_t v_hi_s = s_base + C::kVOff, v_lo_s = v_hi_s + kBC * C::kRow;
     const V7KeyInfo *k_info = reinterpret_cast<const V7KeyInfo *>(smem + C::kKInfoOff);
     const float *v_unscale = reinterpret_cast<const float *>(smem + C::kVUnscaleOff);
-    float *q_log = reinterpret_cast<float *>(smem + C::kQLogOff);
+    float *q_log = reinterpret_cast<float *>(smem + C::kQOff + 2 * cta_q * C::kRow);
 
     /* K tile t: rows of record t / kTilesPerRecord, from row (t % kTilesPerRecord) kBC */
     auto copy_k = [&](int t) {
@@ -223,7 +224,7 @@ __global__ void __launch_bounds__(kV7Threads, 1) attention_f32_mma_f16x2_v7_kern
         const int64_t row0 = (int64_t)(t % C::kTilesPerRecord) * kBC * DT * 2;
         v7_copy_image<DT>(v_hi_s, rec + v7_v_hi_offset(DT) + row0, kBC, tid);
         v7_copy_image<DT>(v_lo_s, rec + v7_v_lo_offset(DT) + row0, kBC, tid);
-        for (int i = tid; i < DT / 4; i += kV7Threads)
+        for (int i = tid; i < DT / 4; i += (int)blockDim.x)
             cp_async16(s_base + C::kVUnscaleOff + 16 * i, rec + v7_v_unscale_offset(DT) + 16 * i);
     };
 
@@ -231,9 +232,9 @@ __global__ void __launch_bounds__(kV7Threads, 1) attention_f32_mma_f16x2_v7_kern
     cp_async_commit();
 
     /* ---- Q: the warp's 16 rows ---- */
-    const int q0 = qb * kV7CtaQ + 16 * warp;
+    const int q0 = qb * cta_q + 16 * warp;
     v7_stage_q<DT>(p.q + b * p.q_b + h * p.q_h, p.q_t, p.seq_q, p.head_dim, q0, p.scale, lane,
-                   smem + C::kQOff + 16 * warp * C::kRow, smem + C::kQOff + (kV7CtaQ + 16 * warp) * C::kRow,
+                   smem + C::kQOff + 16 * warp * C::kRow, smem + C::kQOff + (cta_q + 16 * warp) * C::kRow,
                    q_log + 16 * warp);
     __syncwarp();
     float qlog[2], m_run[2], bias[2], l_run[2], l_comp[2];
@@ -456,28 +457,96 @@ __global__ void __launch_bounds__(kV7Threads, 1) attention_f32_mma_f16x2_v7_kern
 }
 
 template <int DT, bool kSplitPV>
-cudaError_t v7_launch(const V7Params &p, unsigned blocks, cudaStream_t stream) {
+cudaError_t v7_launch(const V7Params &p, int warps, unsigned blocks, cudaStream_t stream) {
     auto kernel = attention_f32_mma_f16x2_v7_kernel<DT, kSplitPV>;
-    const int smem = V7Config<DT>::kSmemBytes;
+    const int smem = V7Config<DT>::smem_bytes(warps);
     cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (err != cudaSuccess) return err;
-    kernel<<<blocks, kV7Threads, smem, stream>>>(p);
+    kernel<<<blocks, 32 * warps, smem, stream>>>(p);
     return cudaGetLastError();
 }
 
 template <bool kSplitPV>
-cudaError_t v7_launch_dt(const V7Params &p, unsigned blocks, cudaStream_t s) {
+cudaError_t v7_launch_dt(const V7Params &p, int warps, unsigned blocks, cudaStream_t s) {
     switch (v7_head_dim_tile(p.head_dim)) {
-    case 32: return v7_launch<32, kSplitPV>(p, blocks, s);
-    case 48: return v7_launch<48, kSplitPV>(p, blocks, s);
-    case 64: return v7_launch<64, kSplitPV>(p, blocks, s);
-    case 80: return v7_launch<80, kSplitPV>(p, blocks, s);
-    case 96: return v7_launch<96, kSplitPV>(p, blocks, s);
-    case 128: return v7_launch<128, kSplitPV>(p, blocks, s);
-    case 160: return v7_launch<160, kSplitPV>(p, blocks, s);
-    case 192: return v7_launch<192, kSplitPV>(p, blocks, s);
-    default: return v7_launch<256, kSplitPV>(p, blocks, s);
+    case 32: return v7_launch<32, kSplitPV>(p, warps, blocks, s);
+    case 48: return v7_launch<48, kSplitPV>(p, warps, blocks, s);
+    case 64: return v7_launch<64, kSplitPV>(p, warps, blocks, s);
+    case 80: return v7_launch<80, kSplitPV>(p, warps, blocks, s);
+    case 96: return v7_launch<96, kSplitPV>(p, warps, blocks, s);
+    case 128: return v7_launch<128, kSplitPV>(p, warps, blocks, s);
+    case 160: return v7_launch<160, kSplitPV>(p, warps, blocks, s);
+    case 192: return v7_launch<192, kSplitPV>(p, warps, blocks, s);
+    default: return v7_launch<256, kSplitPV>(p, warps, blocks, s);
     }
+}
+
+/* Shared memory of a CTA of `warps` warps at head-dim tile dt. */
+int v7_smem_bytes(int dt, int warps) {
+    switch (dt) {
+    case 32: return V7Config<32>::smem_bytes(warps);
+    case 48: return V7Config<48>::smem_bytes(warps);
+    case 64: return V7Config<64>::smem_bytes(warps);
+    case 80: return V7Config<80>::smem_bytes(warps);
+    case 96: return V7Config<96>::smem_bytes(warps);
+    case 128: return V7Config<128>::smem_bytes(warps);
+    case 160: return V7Config<160>::smem_bytes(warps);
+    case 192: return V7Config<192>::smem_bytes(warps);
+    default: return V7Config<256>::smem_bytes(warps);
+    }
+}
+
+/* The calling thread's device: its multiprocessors and shared memory per multiprocessor, asked
+ * once per device (no stream work: a graph capture may be under way). */
+struct V7Device {
+    int sms, smem_per_sm;
+};
+V7Device v7_device(void) {
+    static std::atomic<long long> cache[64];
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess) {
+        (void)cudaGetLastError();
+        dev = -1;
+    }
+    if (dev >= 0 && dev < 64) {
+        const long long c = cache[dev].load(std::memory_order_relaxed);
+        if (c) return V7Device{(int)(c >> 32), (int)(c & 0xffffffff)};
+    }
+    int sms = 0, smem = 0;
+    if (dev < 0 || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&smem, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return V7Device{132, 228 * 1024}; /* only the speed depends on it */
+    }
+    if (dev < 64) cache[dev].store(((long long)sms << 32) | (unsigned)smem, std::memory_order_relaxed);
+    return V7Device{sms, smem};
+}
+
+/* Warps per CTA (4, 6 or 8: 64, 96 or 128 queries): the one whose grid finishes first by a model
+ * of whole rounds of CTAs over the multiprocessors. A CTA of w warps takes 255 registers a thread
+ * (one CTA of 6 or 8 warps per multiprocessor, up to two of 4) and smem_bytes(w) of shared
+ * memory; a round runs c CTAs on every multiprocessor at the rate kWarpRate[warps resident]
+ * (relative to 8 resident warps: fewer warps hide less latency). At (1,24,1536,128) 8-warp CTAs
+ * make 288 CTAs, 2.2 rounds of 132, the third a fifth full; 6-warp CTAs make 384, 2.9 rounds. */
+int v7_warps(int64_t seq_q, int64_t heads_total, int dt) {
+#ifdef JATTN_V7_FORCE_WARPS /* A/B builds (bench/gpu/v7_run.sh) */
+    (void)seq_q, (void)heads_total, (void)dt;
+    return JATTN_V7_FORCE_WARPS;
+#else
+    static const double kWarpRate[9] = {0, 0, 0, 0, 0.70, 0, 0.85, 0, 1.0};
+    const V7Device d = v7_device();
+    int best = 8;
+    double best_time = 0;
+    for (int w = 8; w >= 4; w -= 2) {
+        int per_sm = d.smem_per_sm / (v7_smem_bytes(dt, w) + 1024); /* 1 KB a CTA for the system */
+        per_sm = per_sm < 1 ? 1 : per_sm > kV7MaxWarps / w ? kV7MaxWarps / w : per_sm;
+        const int64_t ctas = (seq_q + 16 * w - 1) / (16 * w) * heads_total;
+        const int64_t rounds = (ctas + (int64_t)d.sms * per_sm - 1) / ((int64_t)d.sms * per_sm);
+        const double time = (double)rounds * 16 * w * per_sm / kWarpRate[w * per_sm];
+        if (w == 8 || time < best_time) best = w, best_time = time;
+    }
+    return best;
+#endif
 }
 
 } /* namespace */
@@ -513,12 +582,13 @@ extern "C" int jattn_cuda_launch_v7(const jattn_cuda_args *a, void *workspace, v
     p.seq_kv = (int)a->seq_kv;
     p.head_dim = (int)a->head_dim;
     p.records_per_head = (int)((a->seq_kv + kV7RecordKeys - 1) / kV7RecordKeys);
-    p.q_blocks = (int)((a->seq_q + kV7CtaQ - 1) / kV7CtaQ);
+    const int warps = v7_warps(a->seq_q, a->batch * a->heads, v7_head_dim_tile(a->head_dim));
+    p.q_blocks = (int)((a->seq_q + 16 * warps - 1) / (16 * warps));
     p.scale = a->scale;
     p.out_vec2 = reinterpret_cast<uintptr_t>(a->out) % 8 == 0 && a->out_strides.batch % 2 == 0 &&
                  a->out_strides.head % 2 == 0 && a->out_strides.token % 2 == 0;
     const long long blocks = (long long)p.q_blocks * a->batch * a->heads;
     if (blocks > 0x7fffffffLL) return cudaErrorInvalidValue;
-    return a->precision == JATTN_PRECISION_F32 ? v7_launch_dt<true>(p, (unsigned)blocks, stream)
-                                               : v7_launch_dt<false>(p, (unsigned)blocks, stream);
+    return a->precision == JATTN_PRECISION_F32 ? v7_launch_dt<true>(p, warps, (unsigned)blocks, stream)
+                                               : v7_launch_dt<false>(p, warps, (unsigned)blocks, stream);
 }
