@@ -70,6 +70,10 @@ struct V7Config {
     static constexpr int kNT = kBC / 8;             /* n8 key blocks of S */
     static constexpr int kKS = kBC / 16;            /* k16 key slices of P V */
     static constexpr int kOB = DT / 8;              /* n8 column blocks of O */
+    /* column pairs of P V whose accumulators are live together: every pair up to DT = 128 (16
+     * independent mma chains; 2 left the tensor pipe waiting on each chain's latency, measured), 4
+     * above (registers) */
+    static constexpr int kPVPairs = DT <= 128 ? DT / 16 : 4;
     static constexpr int kTilesPerRecord = kV7RecordKeys / kBC;
     static constexpr int kKOff = 0; /* K hi [kBC][kRow], K lo, info */
     static constexpr int kKInfoOff = kKOff + 2 * kBC * kRow;
@@ -381,46 +385,42 @@ __global__ void __launch_bounds__(32 * kV7MaxWarps, 1) attention_f32_mma_f16x2_v
         /* ---- 4. O = alpha O + (P V) 2^-ev, a fresh accumulator per tile ---- */
         const float vdown = info.v_tiny != 0 ? kTinyDown : 1.f;
 #pragma unroll
-        for (int jp = 0; jp < kOB / 2; ++jp) {
-            uint32_t vh[kKS][4], vl[kKS][4]; /* per key slice: b0, b1 of block 2 jp, then of 2 jp + 1 */
+        for (int g0 = 0; g0 < kOB / 2; g0 += C::kPVPairs) { /* a group of column pairs, its accumulators live */
+            float acc[2 * C::kPVPairs][4];
 #pragma unroll
-            for (int ks = 0; ks < kKS; ++ks) {
-                ldmatrix_x4_trans(vh[ks], v_hi_s + v_off + 16 * ks * C::kRow + 32 * jp);
-                if constexpr (kSplitPV) ldmatrix_x4_trans(vl[ks], v_lo_s + v_off + 16 * ks * C::kRow + 32 * jp);
-            }
-            float acc[2][4];
+            for (int ks = 0; ks < kKS; ++ks)
 #pragma unroll
-            for (int u = 0; u < 2; ++u) {
-                if constexpr (kSplitPV) {
+                for (int jp = g0; jp < g0 + C::kPVPairs; ++jp) {
+                    /* b0, b1 of column block 2 jp, then of 2 jp + 1, for key slice ks */
+                    uint32_t vh[4], vl[4];
+                    ldmatrix_x4_trans(vh, v_hi_s + v_off + 16 * ks * C::kRow + 32 * jp);
+                    if constexpr (kSplitPV) ldmatrix_x4_trans(vl, v_lo_s + v_off + 16 * ks * C::kRow + 32 * jp);
 #pragma unroll
-                    for (int ks = 0; ks < kKS; ++ks) {
-                        if (ks == 0)
-                            mma_f16_zero(acc[u], pl[ks], vh[ks][2 * u], vh[ks][2 * u + 1]);
-                        else
-                            mma_f16(acc[u], pl[ks], vh[ks][2 * u], vh[ks][2 * u + 1]);
-                    }
-#pragma unroll
-                    for (int ks = 0; ks < kKS; ++ks) mma_f16(acc[u], ph[ks], vl[ks][2 * u], vl[ks][2 * u + 1]);
-#pragma unroll
-                    for (int ks = 0; ks < kKS; ++ks) mma_f16(acc[u], ph[ks], vh[ks][2 * u], vh[ks][2 * u + 1]);
-                } else {
-#pragma unroll
-                    for (int ks = 0; ks < kKS; ++ks) {
-                        if (ks == 0)
-                            mma_f16_zero(acc[u], ph[ks], vh[ks][2 * u], vh[ks][2 * u + 1]);
-                        else
-                            mma_f16(acc[u], ph[ks], vh[ks][2 * u], vh[ks][2 * u + 1]);
+                    for (int u = 0; u < 2; ++u) {
+                        float(&a)[4] = acc[2 * (jp - g0) + u];
+                        if constexpr (kSplitPV) {
+                            if (ks == 0)
+                                mma_f16_zero(a, pl[ks], vh[2 * u], vh[2 * u + 1]);
+                            else
+                                mma_f16(a, pl[ks], vh[2 * u], vh[2 * u + 1]);
+                            mma_f16(a, ph[ks], vl[2 * u], vl[2 * u + 1]);
+                            mma_f16(a, ph[ks], vh[2 * u], vh[2 * u + 1]);
+                        } else {
+                            if (ks == 0)
+                                mma_f16_zero(a, ph[ks], vh[2 * u], vh[2 * u + 1]);
+                            else
+                                mma_f16(a, ph[ks], vh[2 * u], vh[2 * u + 1]);
+                        }
                     }
                 }
-            }
 #pragma unroll
-            for (int u = 0; u < 2; ++u) {
-                const int blk = 2 * jp + u;
+            for (int i = 0; i < 2 * C::kPVPairs; ++i) {
+                const int blk = 2 * g0 + i;
                 const float2 vs = *reinterpret_cast<const float2 *>(v_unscale + 8 * blk + 2 * c);
 #pragma unroll
                 for (int e = 0; e < 4; ++e) {
                     const float un = (e % 2 == 0 ? vs.x : vs.y) * vdown;
-                    o[blk][e] = fmaf(acc[u][e], un, o[blk][e] * alpha[e / 2]);
+                    o[blk][e] = fmaf(acc[i][e], un, o[blk][e] * alpha[e / 2]);
                 }
             }
         }
@@ -522,18 +522,26 @@ V7Device v7_device(void) {
     return V7Device{sms, smem};
 }
 
+/* Rows a multiprocessor computes per unit time with c CTAs of w warps, relative to one CTA of 8:
+ * measured on the H200 (bench/results/h200-2026-12-04-v7-call2: each w forced at nine shapes):
+ * (6, 1) 0.78, (4, 2) 0.885, (4, 1) 0.65 (fewer resident warps hide less of the latency). */
+double v7_rate(int w, int c) {
+    if (w == 8) return 1.0;
+    if (w == 6) return 0.78;
+    return c >= 2 ? 0.885 : 0.65;
+}
+
 /* Warps per CTA (4, 6 or 8: 64, 96 or 128 queries): the one whose grid finishes first by a model
  * of whole rounds of CTAs over the multiprocessors. A CTA of w warps takes 255 registers a thread
  * (one CTA of 6 or 8 warps per multiprocessor, up to two of 4) and smem_bytes(w) of shared
- * memory; a round runs c CTAs on every multiprocessor at the rate kWarpRate[warps resident]
- * (relative to 8 resident warps: fewer warps hide less latency). At (1,24,1536,128) 8-warp CTAs
- * make 288 CTAs, 2.2 rounds of 132, the third a fifth full; 6-warp CTAs make 384, 2.9 rounds. */
+ * memory; a round runs c CTAs on every multiprocessor, each at v7_rate(w, c) of one 8-warp CTA's
+ * query rate. At (1,24,1536,128) 8-warp CTAs make 288 CTAs, 2.2 rounds of 132, the third a fifth
+ * full; 6-warp CTAs make 384, 2.9 rounds. */
 int v7_warps(int64_t seq_q, int64_t heads_total, int dt) {
 #ifdef JATTN_V7_FORCE_WARPS /* A/B builds (bench/gpu/v7_run.sh) */
     (void)seq_q, (void)heads_total, (void)dt;
     return JATTN_V7_FORCE_WARPS;
 #else
-    static const double kWarpRate[9] = {0, 0, 0, 0, 0.70, 0, 0.85, 0, 1.0};
     const V7Device d = v7_device();
     int best = 8;
     double best_time = 0;
@@ -542,7 +550,7 @@ int v7_warps(int64_t seq_q, int64_t heads_total, int dt) {
         per_sm = per_sm < 1 ? 1 : per_sm > kV7MaxWarps / w ? kV7MaxWarps / w : per_sm;
         const int64_t ctas = (seq_q + 16 * w - 1) / (16 * w) * heads_total;
         const int64_t rounds = (ctas + (int64_t)d.sms * per_sm - 1) / ((int64_t)d.sms * per_sm);
-        const double time = (double)rounds * 16 * w * per_sm / kWarpRate[w * per_sm];
+        const double time = (double)rounds * 16 * w * per_sm / v7_rate(w, per_sm);
         if (w == 8 || time < best_time) best = w, best_time = time;
     }
     return best;
