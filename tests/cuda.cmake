@@ -22,3 +22,11 @@ if(JATTN_CUDA_ENABLED)
     set_tests_properties(${t}_cuda_v7 PROPERTIES SKIP_RETURN_CODE 77 ENVIRONMENT JATTN_CUDA_KERNEL=v7)
   endforeach()
 endif()
+# The fatbinary's targets (src/cuda/sources.cmake): machine code and PTX as JATTN_CUDA_ARCHS lists, the
+# portable kernels in each; skipped where the toolkit has no cuobjdump.
+if(JATTN_CUDA_ENABLED)
+  find_program(JATTN_CUOBJDUMP cuobjdump HINTS ${CUDAToolkit_BIN_DIR})
+  add_test(NAME test_fatbin COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/test_fatbin.sh $<TARGET_FILE:jattn_shared>
+                                       "${JATTN_CUDA_ARCHS}" "${JATTN_CUOBJDUMP}")
+  set_tests_properties(test_fatbin PROPERTIES SKIP_RETURN_CODE 77)
+endif()

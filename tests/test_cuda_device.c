@@ -1,9 +1,9 @@
 /* The cuda backend on device pointers and through its context: results on the caller's
  * stream match the float64 reference; a CUDA graph capture replays to the same bits; 4-byte
  * (not 16-byte) aligned pointers work; an output overlapping an input is rejected before any
- * launch; the context allocates device memory once per size; every kernel version (v1, v2, v4,
- * v6) passes the gate of each precision it takes; forced sm_90a versions refuse (UNSUPPORTED,
- * naming the reason) what they cannot run and run v2 for a call whose pointers miss their alignment; the
+ * launch; the context allocates device memory once per size; every kernel version (v1, v4, v6,
+ * v7) passes the gate of each precision it takes; forced sm_90a versions refuse (UNSUPPORTED,
+ * naming the reason) what they cannot run and run v7 for a call whose pointers miss their alignment; the
  * same call twice gives the same bits (every version and precision); a caller's workspace is
  * used as given (no allocation) and one too small is refused; key padding in device memory
  * runs on every kernel version, in a graph, on a caller workspace.
@@ -360,7 +360,8 @@ static void test_repeatable(jt_rng *rng, cudaStream_t s) {
 /* The automatic choice on a 9.0 device: v6 wherever it takes the problem (D 64 and 128, both
  * precisions, short and long grids, the long one where v5 used to be chosen); v4 where only v6
  * refuses (a sequence beyond its 128-query CTAs' 32-bit index: selection only, nothing runs);
- * else v2; v1 for seq_kv == 1 and for D beyond v2's limits. */
+ * else v7; v1 for seq_kv == 1 and for D beyond v7's limits (and, off a 9.0 device, sequences beyond
+ * v7's 32-bit index). */
 static void test_auto_choice(void) {
     int dev = 0, sms = 0, l2 = 0;
     CUDA_OK(cudaGetDevice(&dev));
@@ -406,7 +407,7 @@ static void test_auto_choice(void) {
 }
 
 /* Forced sm_90a versions on device pointers: 16-byte aligned ones run the version forced; 4-byte
- * aligned ones run v2 for that call (the result still meets the gate); strides that are no
+ * aligned ones run v7 for that call (the result still meets the gate); strides that are no
  * multiple of 4 elements are refused at selection, naming the strides. Only on a 9.0 device
  * (elsewhere test_versions checks the refusal). */
 static void test_sm90_device_pointers(jt_case *c, cudaStream_t s, jattn_cuda_kernel ver) {
@@ -422,13 +423,13 @@ static void test_sm90_device_pointers(jt_case *c, cudaStream_t s, jattn_cuda_ker
         jattn_status st = jattn_forward(NULL, &c->p, &e, d.q, d.k, d.v, d.out, d.lse);
         jt_tally_add(&tally, jt_expect_status(st, JATTN_OK, "sm_90a forward on device pointers"));
         CUDA_OK(cudaStreamSynchronize(s));
-        const char *want = shift ? "cuda_v2" : forced;
+        const char *want = shift ? "cuda_v7" : forced;
         int ran = strncmp(jattn_cuda_last_kernel(), want, strlen(want)) == 0;
         if (!ran)
             printf("FAIL %s forced, pointers %s: %s ran, want %s\n", forced,
                    shift ? "4-byte aligned" : "16-byte aligned", jattn_cuda_last_kernel(), want);
         jt_tally_add(&tally, ran);
-        jt_tally_add(&tally, dev_check(&d, c, JATTN_PRECISION_F32, shift ? "sm_90a->v2 misaligned" : forced));
+        jt_tally_add(&tally, dev_check(&d, c, JATTN_PRECISION_F32, shift ? "sm_90a->v7 misaligned" : forced));
         dev_case_free(&d);
     }
     jattn_problem p = c->p;
@@ -524,8 +525,8 @@ static void test_padding_device(jt_rng *r, cudaStream_t s) {
     CUDA_OK(cudaMemcpy(dlen, lens, sizeof lens, cudaMemcpyHostToDevice));
     CUDA_OK(cudaMemcpy(dmask, mask, sizeof mask, cudaMemcpyHostToDevice));
     jattn_key_padding dkp = {dlen, dmask, B, Skv, 0};
-    const jattn_cuda_kernel versions[4] = {JATTN_CUDA_KERNEL_V1, JATTN_CUDA_KERNEL_V2, JATTN_CUDA_KERNEL_V4,
-                                           JATTN_CUDA_KERNEL_V6};
+    const jattn_cuda_kernel versions[4] = {JATTN_CUDA_KERNEL_V1, JATTN_CUDA_KERNEL_V4, JATTN_CUDA_KERNEL_V6,
+                                           JATTN_CUDA_KERNEL_V7};
     float *first = malloc(d.no * sizeof(float)), *again = malloc(d.no * sizeof(float));
     for (int vi = 0; vi < 4; vi++) {
         jattn_cuda_set_kernel(versions[vi]);

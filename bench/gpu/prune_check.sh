@@ -44,7 +44,7 @@ if has tests; then
   step padding 120 "$B/tests/test_padding" cuda
   step parity 150 "$B/tests/test_parity" cuda
 fi
-for v in $(has forced && echo v1 v2 v4 v6); do # a forced version refuses other head dims: UNSUPPORTED lines are not failures
+for v in $(has forced && echo v1 v4 v6 v7); do # a forced version refuses other head dims: UNSUPPORTED lines are not failures
   JATTN_CUDA_KERNEL=$v timeout 150 "$B/tests/test_parity" cuda > "$OUT/parity_$v.log" 2>&1
   other=$(grep -E "^FAIL" "$OUT/parity_$v.log" | grep -vc JATTN_ERROR_UNSUPPORTED)
   rows+=("| parity $v forced | $other failures other than refusals | $(tail -1 "$OUT/parity_$v.log" | cut -c1-60) |")

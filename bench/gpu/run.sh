@@ -18,7 +18,7 @@
 #        JATTN_SANITIZE_TOOLS="memcheck ..." and JATTN_SANITIZE_TESTS="test|test ..." (|-separated;
 #        a v1..v6 prefix forces that kernel) narrow the sanitize step
 #        JATTN_GPU_SHAPES="1,24,1536,128 ..." (default: the five shapes of issue 4)
-#        JATTN_BENCH_VERSIONS=v1,v2,v4,v6 (which kernel versions the bench times)
+#        JATTN_BENCH_VERSIONS=v1,v4,v6,v7 (which kernel versions the bench times)
 #        JATTN_PARITY_VERSIONS="v1 v4 v6" (the forced versions of the parity3 step)
 #        JATTN_TEST_KERNELS="auto v6" (the test step runs the GPU tests once per entry: auto = the
 #        default choice, vN = JATTN_CUDA_KERNEL=vN forced)
@@ -31,7 +31,7 @@ cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build-gpu}
 OUT=${OUT:-$BUILD/out}
 STEPS=${JATTN_GPU_STEPS:-"build test parity3 sanitize tail sass bench jattn padding"}   # also: ab, ncu, cpu
-export JATTN_BENCH_VERSIONS=${JATTN_BENCH_VERSIONS:-v1,v2,v4,v6}
+export JATTN_BENCH_VERSIONS=${JATTN_BENCH_VERSIONS:-v1,v4,v6,v7}
 SHAPES=${JATTN_GPU_SHAPES:-}
 mkdir -p "$OUT"
 status=0
@@ -52,11 +52,11 @@ if has build; then
 fi
 
 if has sass; then
-  note "sass (v2: HMMA count, local memory)"
-  obj=$(find "$BUILD" -name 'attention_v2_mma.cu.o' | head -1)
-  cuobjdump -sass "$obj" > /tmp/v2.sass 2>&1
-  awk '/Function :/{f=$3} /HMMA/{h[f]++} /LDL|STL/{l[f]++} END{for(k in h) printf "%-70s HMMA %5d  LDL/STL %d\n", k, h[k], l[k]+0}' /tmp/v2.sass
-  grep -m3 HMMA /tmp/v2.sass
+  note "sass (v7: HMMA count, local memory)"
+  obj=$(find "$BUILD" -name 'attention_v7_mma_f16x2.cu.o' | head -1)
+  cuobjdump -sass "$obj" > /tmp/v7.sass 2>&1
+  awk '/Function :/{f=$3} /HMMA/{h[f]++} /LDL|STL/{l[f]++} END{for(k in h) printf "%-70s HMMA %5d  LDL/STL %d\n", k, h[k], l[k]+0}' /tmp/v7.sass
+  grep -m3 HMMA /tmp/v7.sass
   for src in attention_v4_sm90_f16x2 attention_v6_sm90_fa3_f16x2; do
     note "sass ($src: HGMMA count, local memory; only the sm_90a instances have a body)"
     obj=$(find "$BUILD" -name "$src.cu.o" | head -1)

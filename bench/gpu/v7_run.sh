@@ -9,16 +9,20 @@
 #           included), test_parity / test_padding / test_edges cuda with JATTN_CUDA_KERNEL=v7, the
 #           backward battery with JATTN_CUDA_BWD_KERNEL=v3 (tests/test_backward.c, its parts),
 #           compute-sanitizer memcheck and racecheck on small v7 calls [STEP_TEST s, default 150]
-#   time    forward at the issue's shapes: v7 forced, v2 forced, AUTO; PyTorch fp32 SDPA
+#   time    forward at the issue's shapes: v7 forced, AUTO; PyTorch fp32 SDPA
 #           (torch_sdpa_peer.py, same shapes); backward v3 forced and PyTorch's fp32 backward
 #           (torch_sdpa_backward.py); forward + backward through autograd with both forced
 #           (backward_v3_autograd.py); accuracy of v7 at each head_dim (jattn run --check)
+#   warps   the forward with v7's warps per CTA forced (tools/jattn_w4, _w6, _w8 of the carry,
+#           bench/gpu/v7_carry.sh) at the issue's shapes and the AUTO head dims, interleaved
+#   ncu     Nsight Compute on one v7 launch at (1,24,4608,128) and (1,24,1536,128)
+#   cpu     bench/cpu/xeon_run.sh (issue 31: the cpu backend on this machine's Xeon), BASE=none
 # Logs under $OUT, the table last ($OUT/table.txt). STEPS="build test time" narrows them; without
 # build, the binaries of .carry-pack/carry.tgz (made on the development machine) run.
 set -u
 OUT=${OUT:-/tmp/out}
 BUILD=${BUILD:-/tmp/jattn-v7}
-STEPS=${STEPS:-"build test time"}
+STEPS=${STEPS:-"build test time"} # also: warps ncu cpu
 STEP_TEST=${STEP_TEST:-150}
 ISSUE="1,16,4096,72 1,24,4096,96 1,12,4096,256 1,24,4608,128 1,24,1536,128"
 AUTO_DIMS="1,16,4096,40 1,16,4096,80 1,16,4096,88 1,8,4096,160"
@@ -77,7 +81,7 @@ if has time; then
   {
     for s in $ISSUE $AUTO_DIMS; do
       IFS=, read -r b h n d <<< "$s"
-      for k in v7 v2 auto; do
+      for k in v7 auto; do
         echo "TAG fwd_$k"; JATTN_CUDA_KERNEL=${k#auto} timeout 20 "$J" run --backend cuda --batch "$b" --heads "$h" \
           --seq "$n" --dim "$d" --reps 10 --no-check --json; echo "rc $?"
       done
@@ -101,7 +105,58 @@ if has time; then
   echo "autograd done after ${SECONDS} s"
   python3 "$ROOT/bench/gpu/v7_table.py" "$OUT" > "$OUT/table.txt" 2>&1
 fi
+if has warps; then
+  {
+    for round in 1 2; do
+      for s in $ISSUE $AUTO_DIMS; do
+        IFS=, read -r b h n d <<< "$s"
+        for w in 4 6 8 auto; do
+          tool=$BUILD/tools/jattn_w$w; [ "$w" = auto ] && tool=$J
+          [ -x "$tool" ] || continue
+          echo "TAG w$w"; JATTN_CUDA_KERNEL=v7 timeout 20 "$tool" run --backend cuda --batch "$b" --heads "$h" \
+            --seq "$n" --dim "$d" --reps 10 --no-check --json; echo "rc $?"
+        done
+      done
+    done
+  } > "$OUT/warps.log" 2>&1
+  python3 - "$OUT/warps.log" > "$OUT/warps.txt" <<'PY'
+import json, sys
+rows, tag = {}, "?"
+for line in open(sys.argv[1]):
+    if line.startswith("TAG "):
+        tag = line.split()[1]
+    elif line.startswith("{"):
+        j = json.loads(line)
+        key = (j["batch"], j["heads"], j["seq_q"], j["dim"])
+        rows.setdefault(key, {}).setdefault(tag, []).append(j["ms"])
+print("v7 forward, ms (min of 2 rounds of medians) by warps per CTA")
+print("| (B,H,S,D) | w4 | w6 | w8 | auto |")
+for k, r in rows.items():
+    print(f"| {k} | " + " | ".join(f"{min(r[t]):.3f}" if t in r else "-" for t in ("w4", "w6", "w8", "wauto")) + " |")
+PY
+  echo "warps done after ${SECONDS} s"
+fi
+if has ncu; then
+  NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+  for s in 1,24,4608,128 1,24,1536,128 1,12,4096,256; do
+    IFS=, read -r b h n d <<< "$s"
+    JATTN_CUDA_KERNEL=v7 timeout 120 "$NCU" --clock-control none -k regex:attention_f32_mma_f16x2_v7 -c 1 \
+      --section SpeedOfLight --section WarpStateStats --section ComputeWorkloadAnalysis --section Occupancy \
+      --section LaunchStats --section SchedulerStats --section MemoryWorkloadAnalysis \
+      "$J" run --backend cuda --batch "$b" --heads "$h" --seq "$n" --dim "$d" --reps 1 --no-check > "$OUT/ncu_${n}_${d}.txt" 2>&1
+  done
+  echo "ncu done after ${SECONDS} s"
+fi
+if has cpu; then
+  BASE=none OUT=$OUT/xeon timeout 300 sh "$ROOT/bench/cpu/xeon_run.sh" > "$OUT/xeon.log" 2>&1
+  echo "cpu done after ${SECONDS} s"
+fi
+# the device returns at most 8 files: every log in one archive beside the summaries
+(cd "$OUT" && tar czf logs.tgz --exclude=logs.tgz ./* && find . -mindepth 1 -maxdepth 1 ! -name logs.tgz \
+  ! -name table.txt ! -name tests.txt ! -name warps.txt ! -name xeon.log ! -name bench.log -exec rm -rf {} +)
 [ -f "$OUT/tests.txt" ] && cat "$OUT/tests.txt"
+[ -f "$OUT/warps.txt" ] && cat "$OUT/warps.txt"
+[ -f "$OUT/xeon.log" ] && tail -40 "$OUT/xeon.log"
 echo "total ${SECONDS} s"
 [ -f "$OUT/table.txt" ] && cat "$OUT/table.txt"
 exit 0

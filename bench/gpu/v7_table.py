@@ -1,4 +1,4 @@
-"""The table of bench/gpu/v7_run.sh: kernel v7 and the backward v3 beside v2, AUTO and PyTorch's fp32 SDPA.
+"""The table of bench/gpu/v7_run.sh: kernel v7 and the backward v3 beside AUTO and PyTorch's fp32 SDPA.
 
 usage: python3 v7_table.py OUT_DIR   (reads bench.log, torch_fwd.log, torch_bwd.log, autograd.log there)
 Forward TFLOP/s = 4 B H S^2 D / time; backward 10 B H S^2 D / time (docs/DESIGN.md §1).
@@ -51,8 +51,8 @@ def main() -> None:
         pass
 
     print("H200; ms (medians); forward TFLOP/s = 4 B H S^2 D / t")
-    print("| (B,H,S,D) | v7 fwd | TF/s | v2 fwd | auto fwd (kernel) | torch fp32 fwd | torch / v7 | torch / auto |")
-    print("| --- | ---: | ---: | ---: | --- | ---: | ---: | ---: |")
+    print("| (B,H,S,D) | v7 fwd | TF/s | auto fwd (kernel) | torch fp32 fwd | torch / v7 | torch / auto |")
+    print("| --- | ---: | ---: | --- | ---: | ---: | ---: |")
     for key in sorted(rows, key=lambda k: (k[3], k[2])):
         r = rows[key]
         if "fwd_v7" not in r:
@@ -62,7 +62,7 @@ def main() -> None:
         fl = 4.0 * b * h * s * s * d
         ak = r.get("fwd_auto_kernel", "?").replace("cuda_", "").split("_flash")[0]
         print(
-            f"| {key} | {g('fwd_v7'):.3f} | {fl / g('fwd_v7') / 1e9:.1f} | {g('fwd_v2'):.3f} | "
+            f"| {key} | {g('fwd_v7'):.3f} | {fl / g('fwd_v7') / 1e9:.1f} | "
             f"{g('fwd_auto'):.3f} ({ak}) | {g('torch_fwd'):.3f} | {g('torch_fwd') / g('fwd_v7'):.2f}x | "
             f"{g('torch_fwd') / g('fwd_auto'):.2f}x |"
         )

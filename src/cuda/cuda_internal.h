@@ -48,9 +48,9 @@ typedef struct jattn_cuda_args {
 
 /* The kernel versions kept side by side (see each file's opening comment). */
 typedef enum jattn_cuda_kernel {
-    JATTN_CUDA_KERNEL_AUTO = 0, /* v6 where it applies, else v4, else v7, else v2, else v1 (cuda_backend.c) */
+    JATTN_CUDA_KERNEL_AUTO = 0, /* v6 where it applies, else v4, else v7, else v1 (cuda_backend.c) */
     JATTN_CUDA_KERNEL_V1 = 1,   /* attention_v1_simt.cu: plain fp32 SIMT, any D <= 512 */
-    JATTN_CUDA_KERNEL_V2 = 2,   /* attention_v2_mma.cu: mma.sync m16n8k8 3xTF32, D % 8 == 0, D <= 256 */
+    /* 2: v2 (mma.sync m16n8k8 3xTF32), removed: superseded by v7 (src/cuda/JOURNAL.md) */
     /* 3: v3 (sm_90a wgmma 3xTF32), removed: superseded by v4 and v6 (src/cuda/JOURNAL.md) */
     JATTN_CUDA_KERNEL_V4 = 4, /* attention_v4_sm90_f16x2.cu: sm_90a wgmma on 2xFP16 operands split
                                * by a pre-pass into a device workspace: device 9.0, D 64 or 128,
@@ -81,8 +81,6 @@ static inline jattn_precision jattn_cuda_arithmetic(jattn_precision precision, i
 
 /* Limits of each version. */
 #define JATTN_CUDA_V1_MAX_HEAD_DIM 512
-#define JATTN_CUDA_V2_MAX_HEAD_DIM 256
-#define JATTN_CUDA_V2_HEAD_DIM_MULTIPLE 8
 #define JATTN_CUDA_V7_MAX_HEAD_DIM 256
 #define JATTN_CUDA_V7_MAX_SEQ (INT32_MAX - 128) /* its 128-query CTAs index rows with 32 bits */
 /* v4's to v6's limits are those of their launch contract (attention_sm90.h). */
@@ -106,7 +104,6 @@ int jattn_cuda_launch_padding(const int64_t *kv_len, const uint8_t *mask, int64_
  * (cudaErrorInvalidValue, nothing enqueued) arguments outside their contract (attention_sm90.h).
  * @return the cudaError_t of the launch (as int; 0 = cudaSuccess). */
 int jattn_cuda_launch_v1(const jattn_cuda_args *a, void *workspace, void *stream); /* attention_v1_simt.cu */
-int jattn_cuda_launch_v2(const jattn_cuda_args *a, void *workspace, void *stream); /* attention_v2_mma.cu */
 int jattn_cuda_launch_v4(const jattn_cuda_args *a, void *workspace, void *stream); /* attention_v4_sm90_f16x2.cu */
 int jattn_cuda_launch_v6(const jattn_cuda_args *a, void *workspace, void *stream); /* attention_v6_sm90_fa3_f16x2.cu */
 int jattn_cuda_launch_v7(const jattn_cuda_args *a, void *workspace, void *stream); /* attention_v7_mma_f16x2.cu */

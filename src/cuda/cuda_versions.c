@@ -6,8 +6,6 @@
 
 #include "attention_sm90.h"
 
-static int v2_applies(int64_t d) { return d % JATTN_CUDA_V2_HEAD_DIM_MULTIPLE == 0 && d <= JATTN_CUDA_V2_MAX_HEAD_DIM; }
-
 /* Why v4 and v6 cannot run a problem (a message for jattn_fail), or NULL when they can,
  * pointers aside: their alignment is known in forward() only. The limits are those of the
  * launch contract (attention_sm90.h, checked by sm90_contract.c); v6 adds its own below. */
@@ -58,19 +56,13 @@ static const char *v1_refusal(const jattn_problem *p, jattn_precision precision,
     return NULL;
 }
 
-static const char *v2_refusal(const jattn_problem *p, jattn_precision precision, int cc) {
-    (void)precision;
-    (void)cc;
-    return v2_applies(p->head_dim) ? NULL : "head_dim: kernel v2 takes multiples of 8 up to 256";
-}
-
 /* Whether an sm_90a version can run this call (the launch contract of attention_sm90.h, which
  * adds the pointers' alignment to what sm90_refusal checked). */
 static int sm90_call_refused(const jattn_cuda_args *a) {
     return attention_f32_sm90_wgmma_supported(a) != ATTENTION_SM90_SUPPORTED;
 }
 
-/* v4's own device workspace (the split K and V); v1 and v2 need none. */
+/* v4's own device workspace (the split K and V); v1 needs none. */
 static size_t f16x2_workspace_bytes(const jattn_problem *p) {
     return attention_f32_sm90_f16x2_workspace_bytes(p->batch, p->heads, p->seq_kv, p->head_dim);
 }
@@ -101,20 +93,13 @@ static size_t v7_workspace_bytes(const jattn_problem *p) {
 
 #define FWD(k) (&jattn_cuda_versions[JATTN_CUDA_KERNEL_##k])
 
-/* Tiles of v2 depend on D and the problem's size (attention_v2_mma.cu); names give the method.
- * Numbers 3 and 5 were v3 and v5 (removed: src/cuda/JOURNAL.md). */
+/* Names give the method. Numbers 2, 3 and 5 were v2, v3 and v5 (removed: src/cuda/JOURNAL.md). */
 const cuda_version jattn_cuda_versions[JATTN_CUDA_KERNEL_COUNT] = {
     [JATTN_CUDA_KERNEL_V1] = {.name = {"cuda_v1_flash_f32_simt_8x32", "cuda_v1_flash_f32_simt_8x32"},
                               .refusal = v1_refusal,
                               .launch = jattn_cuda_launch_v1},
-    /* beyond its head_dim limits v2 runs v1, forced or not */
-    [JATTN_CUDA_KERNEL_V2] = {.name = {"cuda_v2_flash_tf32x3_mma16n8k8", "cuda_v2_flash_qk_tf32x3_pv_tf32_mma16n8k8"},
-                              .refusal = v2_refusal,
-                              .launch = jattn_cuda_launch_v2,
-                              .refused_next = FWD(V1),
-                              .forced_falls_back = 1},
-    /* a problem it refuses runs v7 under AUTO; a call with misaligned pointers, or whose workspace
-     * the pool cannot give, runs v2 (it ran v3, the sm_90a 3xTF32 kernel, until v3 was removed) */
+    /* a problem it refuses runs v7 under AUTO; so does a call with misaligned pointers, or whose
+     * workspace the pool cannot give (v7 takes any alignment; v3, then v2, ran them until removed) */
     [JATTN_CUDA_KERNEL_V4] = {.name = {"cuda_v4_flash_f16x2_sm90_wgmma_st_64x64",
                                        "cuda_v4_flash_qk_f16x2_pv_f16_sm90_wgmma_st_64x64"},
                               .refusal = v4_refusal,
@@ -122,9 +107,9 @@ const cuda_version jattn_cuda_versions[JATTN_CUDA_KERNEL_COUNT] = {
                               .workspace_bytes = f16x2_workspace_bytes,
                               .launch = jattn_cuda_launch_v4,
                               .refused_next = FWD(V7),
-                              .call_next = FWD(V2)},
+                              .call_next = FWD(V7)},
     /* v6 takes key padding; a problem it refuses runs v4 under AUTO; a call with misaligned
-     * pointers, or whose workspace the pool cannot give, runs v4 (which walks on to v2 as its own
+     * pointers, or whose workspace the pool cannot give, runs v4 (which walks on to v7 as its own
      * row says) */
     [JATTN_CUDA_KERNEL_V6] = {.name = {"cuda_v6_flash_f16x2_sm90_fa3_ws_128x64",
                                        "cuda_v6_flash_qk_f16x2_pv_f16_sm90_fa3_ws_128x64"},
@@ -135,15 +120,15 @@ const cuda_version jattn_cuda_versions[JATTN_CUDA_KERNEL_COUNT] = {
                               .refused_next = FWD(V4),
                               .call_next = FWD(V4)},
     /* v7 runs every device and head_dim the sm_90a kernels do not; what it refuses (a single key,
-     * head_dim above 256) runs v1, forced or not, and a call whose workspace the pool cannot give
-     * runs v2 (which needs none) */
+     * head_dim above 256) runs v1, forced or not, and so does a call whose workspace the pool cannot
+     * give (v1 needs none) */
     [JATTN_CUDA_KERNEL_V7] = {.name = {"cuda_v7_flash_f16x2_mma16n8k16", "cuda_v7_flash_qk_f16x2_pv_f16_mma16n8k16"},
                               .refusal = v7_refusal,
                               .workspace_bytes = v7_workspace_bytes,
                               .launch = jattn_cuda_launch_v7,
                               .refused_next = FWD(V1),
                               .forced_falls_back = 1,
-                              .call_next = FWD(V2)},
+                              .call_next = FWD(V1)},
 };
 
 int jattn_cuda_kernel_exists(jattn_cuda_kernel k) {

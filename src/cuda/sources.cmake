@@ -7,7 +7,7 @@
 # kernels (forward v4 and v6 with their pre-passes, backward v2) carry sm_90a machine code alone:
 # the backend selects them on 9.0 devices only. The mma.sync backwards are v1
 # (backward_v1_mma_tf32x3.cu) and v3 (backward_v3_mma_f16x2.cu, its pre-pass
-# backward_v3_split_f16x2.cu); the forward's mma.sync kernels v2 and v7.
+# backward_v3_split_f16x2.cu); the forward's mma.sync kernel v7.
 # CMAKE_CUDA_ARCHITECTURES is OFF: the flags are explicit.
 set(JATTN_CUDA_ENABLED OFF)
 set(_jattn_cuda_build OFF)
@@ -37,7 +37,6 @@ if(_jattn_cuda_build)
     ${CMAKE_CURRENT_LIST_DIR}/sm90_contract.c
     ${CMAKE_CURRENT_LIST_DIR}/key_padding.cu
     ${CMAKE_CURRENT_LIST_DIR}/attention_v1_simt.cu
-    ${CMAKE_CURRENT_LIST_DIR}/attention_v2_mma.cu
     ${CMAKE_CURRENT_LIST_DIR}/attention_v4_split_kv_f16x2.cu
     ${CMAKE_CURRENT_LIST_DIR}/attention_v4_sm90_f16x2.cu
     ${CMAKE_CURRENT_LIST_DIR}/attention_v6_split_kv_f16x2.cu
