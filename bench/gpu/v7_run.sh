@@ -17,12 +17,14 @@
 #           bench/gpu/v7_carry.sh) at the issue's shapes and the AUTO head dims, interleaved
 #   ncu     Nsight Compute on one v7 launch at (1,24,4608,128) and (1,24,1536,128)
 #   cpu     bench/cpu/xeon_run.sh (issue 31: the cpu backend on this machine's Xeon), BASE=none
+#   python  the Python package's tests (python/tests) on this GPU: the package from python/src with the
+#           carried libjattn.so; diffusers and its missing needs from wheels carried in .whl (if any)
 # Logs under $OUT, the table last ($OUT/table.txt). STEPS="build test time" narrows them; without
 # build, the binaries of .carry-pack/carry.tgz (made on the development machine) run.
 set -u
 OUT=${OUT:-/tmp/out}
 BUILD=${BUILD:-/tmp/jattn-v7}
-STEPS=${STEPS:-"build test time"} # also: warps ncu cpu
+STEPS=${STEPS:-"build test time"} # also: warps ncu cpu python
 STEP_TEST=${STEP_TEST:-150}
 ISSUE="1,16,4096,72 1,24,4096,96 1,12,4096,256 1,24,4608,128 1,24,1536,128"
 AUTO_DIMS="1,16,4096,40 1,16,4096,80 1,16,4096,88 1,8,4096,160"
@@ -151,9 +153,21 @@ if has cpu; then
   BASE=none OUT=$OUT/xeon timeout 300 sh "$ROOT/bench/cpu/xeon_run.sh" > "$OUT/xeon.log" 2>&1
   echo "cpu done after ${SECONDS} s"
 fi
+if has python; then
+  PKG=$(mktemp -d)
+  cp -r "$ROOT/python/src/jattn" "$PKG/jattn" && mkdir -p "$PKG/jattn/_lib" && cp "$L" "$PKG/jattn/_lib/libjattn.so"
+  PYP=$PKG
+  if ls "$ROOT"/.whl/*.whl > /dev/null 2>&1; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site "$ROOT"/.whl/*.whl \
+      > "$OUT/pip.log" 2>&1 && PYP=$PKG:/tmp/site
+  fi
+  (cd "$ROOT" && PYTHONPATH=$PYP JATTN_CLI=$J timeout 300 python3 -m pytest -q -p no:cacheprovider python/tests) \
+    > "$OUT/pytest.log" 2>&1
+  echo "python: $(tail -1 "$OUT/pytest.log") after ${SECONDS} s" | tee "$OUT/python.txt"
+fi
 # the device returns at most 8 files: every log in one archive beside the summaries
 (cd "$OUT" && tar czf logs.tgz --exclude=logs.tgz ./* && find . -mindepth 1 -maxdepth 1 ! -name logs.tgz \
-  ! -name table.txt ! -name tests.txt ! -name warps.txt ! -name xeon.log ! -name bench.log -exec rm -rf {} +)
+  ! -name table.txt ! -name tests.txt ! -name warps.txt ! -name xeon.log ! -name bench.log ! -name python.txt -exec rm -rf {} +)
 [ -f "$OUT/tests.txt" ] && cat "$OUT/tests.txt"
 [ -f "$OUT/warps.txt" ] && cat "$OUT/warps.txt"
 [ -f "$OUT/xeon.log" ] && tail -40 "$OUT/xeon.log"
