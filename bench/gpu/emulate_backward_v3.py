@@ -36,8 +36,8 @@ def tile_rows(dp, br_half=16):
     return 64 if dp <= 64 else 32 if dp <= 160 else br_half
 
 
-def chain_slices(sl):
-    return 4 if sl % 4 == 0 else 3 if sl % 3 == 0 else 2 if sl % 2 == 0 else sl if sl <= 5 else 1
+def chain_slices(sl, chain=2):
+    return chain if chain > 1 and sl % chain == 0 else 1
 
 
 def f16x2_exponent(amax, target=TARGET):
@@ -216,12 +216,15 @@ def mma16816(d, a, b0, b1):
 
 
 # ---- the kernel's pieces (same names and arguments as the CUDA code) ----
+CHAIN = 2  # the kernel's JATTN_BWD_V3_CHAIN
+
+
 def exact_product(sm, NB, SL, BRS, PARTS, a_hi, a_part, b_hi, b_part, kahan=False):
     """S (or dP) partial sums over SL k16 slices: corrections in one chain, hi*hi in chains of
-    chain_slices(SL) slices added in fp32 (kahan: per slice, Kahan-added)."""
+    chain_slices(SL, CHAIN) slices added in fp32 (kahan: per slice, Kahan-added)."""
     big = np.zeros((NB, 32, 4), F32)
     cor = np.zeros((NB, 32, 4), F32)
-    CL = 1 if kahan else chain_slices(SL)
+    CL = 1 if kahan else chain_slices(SL, CHAIN)
     for c in range(SL // CL):
         sh = np.zeros((NB, 32, 4), F32)
         for j in range(CL):

@@ -1,8 +1,9 @@
 /* backward v3 (launcher jattn_cuda_launch_bwd_v3, reported as cuda_bwd_v3_mma_f16x2): the exact-f32
  * attention backward (dq, dk, dv) on mma.sync.m16n8k16 fp16 with fp32 accumulation (sm_80 and newer),
- * every operand split into two scaled fp16 parts (2xFP16, f16x2_split.cuh) and every product on three
- * fp16 products (hi*hi + hi*lo + lo*hi). Any head_dim 1..256, any strides (head_dim contiguous), key
- * padding, dlse, f32 and tf32 precision (tf32 runs the f32 arithmetic), deterministic.
+ * every operand split into two scaled fp16 parts (2xFP16, f16x2_split.cuh; three for S and dP at
+ * head_dim <= 16) and every product on three fp16 products (hi*hi + hi*lo + lo*hi). Any head_dim 1..256,
+ * any strides (head_dim contiguous), key padding, dlse, f32 and tf32 precision (tf32 runs the f32
+ * arithmetic), deterministic.
  *
  * Per (b, h), c = scale, lse the forward's row log-sum-exp (natural log):
  *   Dl_i  = sum_d dO_id O_id - dlse_i                       (pre-pass, float64, kept as hi + lo)
@@ -13,24 +14,31 @@
  * Kernels, all on the caller's stream (no atomics: every gradient element is summed by one thread in a
  * fixed order, so the results are bit-identical from run to run):
  *   bwd_v3_split (backward_v3_split_f16x2.cu): the 64-row records of backward_v3_layout.cuh: q * c, dout,
- *       k, v as fp16 hi + lo images [64][Dp] with one power of two per record (D padded with zero columns
- *       to Dp in {32, 64, 80, 96, 128, 160, 192, 256}; k and v compacted to the attended keys), lse, Dl.
+ *       k, v as fp16 hi + lo (+ tiny at Dp = 16) images [64][Dp] with one power of two per record (D
+ *       padded with zero columns to Dp in {16, 32, 64, 80, 96, 128, 160, 192, 256}; k and v compacted to
+ *       the attended keys), lse, Dl.
  *   bwd_v3_zero_kv (key-padded calls): +0 into every dk, dv row (the attended rows are overwritten).
- *   bwd_v3_kernel<Dp, BR, role>, grid B*H*ceil(rows / 16 W) CTAs of W warps (W in {1, 2, 4, 8}, chosen
- *       per device and instance for the most resident warps per SM): each warp owns 16 "rows" and walks
- *       every column tile of BR "columns" in ascending order. role dKV (Dp <= 128): rows = keys (k, v),
- *       columns = queries (q, dout), writes dk and dv; roles dK and dV (Dp > 128, where dK and dV
- *       together exceed the registers): the same walk, one gradient each (dV needs no dP); role dQ: rows
- *       = queries (q, dout), columns = attended keys (k, v), writes dq * c.
- *       Shared memory: the CTA's row images (hi and lo of both row tensors, [16 W][Dp + 8] halves each,
- *       copied once) and NS = 2 stages (1 where shared memory is short) of the column tiles ([BR][Dp + 8]
+ *   bwd_v3_kernel<Dp, BR, role>, grid B*H*ceil(rows / (16 W / H)) CTAs of W warps (W in {1, 2, 4, 8},
+ *       chosen per device and instance for the most resident warps per SM). Role dKV: rows = keys (k, v),
+ *       columns = queries (q, dout), writes dk and dv; role dQ: rows = queries (q, dout), columns =
+ *       attended keys (k, v), writes dq * c. Up to Dp = 128 (H = 1) each warp owns 16 rows and all of
+ *       head_dim; above (H = 2, "half" kernels, W even) warps 2i and 2i + 1 own the same 16 rows, each one
+ *       half of head_dim (DW = Dp / 2): its part of the S and dP contractions, whose partial sums (big,
+ *       cor) the pair exchanges through shared memory (a float4 slot per lane, two 64-thread named
+ *       barriers per exchange) and adds in a fixed order (half 0 first, big by TwoSum), and its half of
+ *       the gradient columns. Every warp walks every column tile of BR columns (64 to Dp 64, 32 to 160, 16
+ *       above) in ascending order.
+ *       Shared memory: the CTA's row images (parts of both row tensors, [H][16 W / H][DW + 8] halves each,
+ *       copied once), NS = 2 stages (1 where shared memory is short) of the column tiles ([BR][Dp + 8]
  *       halves per tensor and part, with the columns' lse and Dl), filled by 16-byte cp.async one tile
- *       ahead: one __syncthreads per tile. Operands reach the registers by ldmatrix (x4; .trans for the B
- *       operand of the last product), conflict-free through the padded rows. Per column tile a warp does:
- *        1. S (dQ: S = Q K^T; else S^T = K Q^T): per k16 slice of head_dim, hi*lo and lo*hi in one chain
- *           (cor), hi*hi into a fresh accumulator added to big by Kahan summation with cor as its
- *           compensation (backward v2's scheme: the tensor core's accumulation of the hi*hi chain is the
- *           error that matters for S, and an error e of S is a relative error e of P).
+ *       ahead (one __syncthreads per tile), and the half kernels' exchange slots (W NB KB). Operands reach
+ *       the registers by ldmatrix (x4; .trans for the B operand of the last product), conflict-free
+ *       through the padded rows. Per column tile a warp does:
+ *        1. S (dQ: S = Q K^T; else S^T = K Q^T): per k16 slice of its head_dim, the corrections (hi*lo,
+ *           lo*hi; at Dp = 16 also lo*lo, hi*tiny, tiny*hi) in one chain (cor); hi*hi in chains of 2
+ *           slices (1 where the slice count is odd), each from a fresh accumulator, added into big in
+ *           fp32 (kernel v7's form with shorter chains: the tensor core truncates its fp32
+ *           accumulation, so a long chain drifts low); half kernels: the pair's exchange.
  *        2. P = exp((big u - lse) + cor u), u the two records' unscales (exact): the S pair is never
  *           rounded to one float before lse is subtracted (backward v1's D = 1 `large` lesson); columns
  *           past the attended keys get P = 0 (dQ, last tile only); lse = +inf gives P = 0.
@@ -38,7 +46,7 @@
  *           shuffles), split from the registers into A fragments (an m16n8 accumulator pair is an m16k16
  *           A fragment), times dO (B by ldmatrix.trans) on three products into a FRESH accumulator per
  *           8 output columns, added into dv in fp32 (times 2^-e_row u_dO).
- *        4. dP the same way as S (Kahan per slice), dS = P ((dP_big u - Dl_hi) + dP_cor u - Dl_lo).
+ *        4. dP (dP^T) the same way as S, dS = P ((dP_big u - Dl_hi) + dP_cor u - Dl_lo).
  *        5. dK += dS^T (c Q), dQ += dS K: as 3.
  *       A batch with a single attended key (P = 1, dS = dlse exactly: the output is that key's v row) is
  *       computed so, not through the split dP - Dl, whose residue the gate does not allow.
@@ -47,20 +55,25 @@
  * B b0 = (k 2t..2t+1, n g), b1 = (k 2t+8.., n g).
  * Written: dq (times c), dk, dv [B, H, S, D] through their strides (4-byte stores), rows past the
  * sequence and columns past D never; masked keys' dk, dv rows +0. Workspace: the records (about 2 B H
- * (Sq + Skv) Dp x 4 bytes, as backward v2's) plus lse and Dl (12 bytes per query row).
+ * (Sq + Skv) Dp x 4 bytes, as backward v2's; x1.5 at Dp = 16) plus lse and Dl (12 bytes per query row).
  * Not handled (as v1, v2): non-finite inputs; values below about 2^-129 of their record lose bits (the
  * record's power of two is clamped at 2^126); an element more than 2^17 below its record's largest
  * keeps an absolute error under 2^-39 of that largest (every 2xFP16 split).
  *
- * On 9.0 and newer devices the second and third kernels are launched with programmatic stream
- * serialization (they read only the records): their CTAs start while the previous kernel's last wave runs,
- * and each waits for the previous grid before it ends (as backward v2).
- * Registers (ptxas 13.0, sm_80 and sm_90a alike): 158-238 per thread, 255 for dKV at Dp 64 and 128 and
- * for every role at Dp = 256; local memory only there: 4-36 bytes of loop-invariant words (pointers,
- * row indices), stored before the tile loop and loaded after it, or (dQ at Dp = 256) three loads per tile.
- * The index arithmetic was checked before any GPU run by a numpy emulation of the records, copies,
- * ldmatrix addresses and mma fragments (bench/gpu/emulate_backward_v3.py).
- * Measured: not yet measured (bench/gpu/backward_v3_run.sh). */
+ * On 9.0 and newer devices the dQ kernel is launched with programmatic stream serialization (it reads
+ * only the records): its CTAs start while the dK/dV kernel's last wave runs, and it waits for that grid
+ * before it ends (as backward v2).
+ * Compile-time A/B knobs (below): JATTN_BWD_V3_KAHAN=1 (S and dP of the first measurement: hi*hi per
+ * slice, Kahan-added), JATTN_BWD_V3_BR_HALF (the column tile at Dp 192 and 256).
+ * Registers (ptxas 13.0, sm_90a): dQ 159-224, dK/dV 168-255; local memory only outside the tile loops
+ * (dK/dV at Dp 64: 36 bytes, Dp 128: 12 bytes of loop-invariant words). SASS per warp and column tile
+ * (the tile loop with its inner loops, sm_90a), chains of 4 / 2 / Kahan: Dp 128 dK/dV 2250 / ~2330 /
+ * 3530 instructions (384 HMMA, 160 LDSM), dQ 1640 / ~1700 / 2906 (288, 128); the first form 3690 and
+ * 3101; Dp 256 (half, 16 x 16 columns) 1843 and 1388 with chains of 4.
+ * The index arithmetic is checked by a numpy emulation of the records, copies, ldmatrix addresses, mma
+ * fragments and the pair exchange (bench/gpu/emulate_backward_v3.py).
+ * Measured: src/cuda/NOTES.md ("v3"); the first form (Kahan per slice, dK and dV apart above Dp 128) in
+ * bench/results/h200-2026-12-04-v7-call1. */
 #include <math.h>
 #include <stdint.h>
 
@@ -74,10 +87,15 @@
 #include "key_padding.cuh"
 
 /* A/B knobs for the GPU call (compile-time, -D...): JATTN_BWD_V3_KAHAN=1 restores the S and dP of the
- * first measurement (hi*hi per k16 slice Kahan-added, the unrolled-1 slice loop); JATTN_BWD_V3_BR_HALF
- * sets the column tile of the half-width kernels at Dp = 192 and 256 (16 by default; 32 leaves one stage). */
+ * first measurement (hi*hi per k16 slice Kahan-added, the unrolled-1 slice loop); JATTN_BWD_V3_CHAIN=n
+ * sets the hi*hi chain length (k16 slices where n divides the slice count, else 1: a fresh accumulator
+ * per slice added in fp32 without compensation; default 2); JATTN_BWD_V3_BR_HALF the column tile of the half kernels at
+ * Dp = 192 and 256 (16 by default; at 32 they do not fit 8 warps). */
 #ifndef JATTN_BWD_V3_KAHAN
 #define JATTN_BWD_V3_KAHAN 0
+#endif
+#ifndef JATTN_BWD_V3_CHAIN
+#define JATTN_BWD_V3_CHAIN 2
 #endif
 #ifndef JATTN_BWD_V3_BR_HALF
 #define JATTN_BWD_V3_BR_HALF 16
@@ -89,10 +107,13 @@ enum BwdV3Role { kRoleKV = 0, kRoleQ = 1 };
 
 constexpr int kMaxWarps = 8;
 
-/* The hi*hi chain length of S and dP in k16 slices: at most 4 (64 head_dim columns, kernel v7's), a divisor
- * of the slice count (5 slices, Dp = 80 and the halves of 160: one chain of 5). */
+/* The hi*hi chain length of S and dP in k16 slices: JATTN_BWD_V3_CHAIN (2, 32 head_dim columns) where it
+ * divides the slice count, else 1 (a fresh accumulator per slice). With the tensor core's truncation
+ * modelled (bench/gpu/emulate_backward_v3_chains.py, D = 128 peaky), chains of 2 stayed within the
+ * per-slice Kahan form's rel_l2 (3.8 against 4.2e-6) where chains of 4 (kernel v7's) reached 5.5-5.9e-6. */
 __host__ __device__ constexpr int chain_slices(int sl) {
-    return sl % 4 == 0 ? 4 : sl % 3 == 0 ? 3 : sl % 2 == 0 ? 2 : sl <= 5 ? sl : 1;
+    return JATTN_BWD_V3_CHAIN > 1 && sl % (JATTN_BWD_V3_CHAIN > 1 ? JATTN_BWD_V3_CHAIN : 1) == 0 ? JATTN_BWD_V3_CHAIN
+                                                                                                 : 1;
 }
 
 /* The column tile per padded head dim (registers: the dK and dV accumulators hold DW floats per thread
