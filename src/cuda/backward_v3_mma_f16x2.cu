@@ -1,8 +1,9 @@
 /* backward v3 (launcher jattn_cuda_launch_bwd_v3, reported as cuda_bwd_v3_mma_f16x2): the exact-f32
  * attention backward (dq, dk, dv) on mma.sync.m16n8k16 fp16 with fp32 accumulation (sm_80 and newer),
- * every operand split into two scaled fp16 parts (2xFP16, f16x2_split.cuh) and every product on three
- * fp16 products (hi*hi + hi*lo + lo*hi). Any head_dim 1..256, any strides (head_dim contiguous), key
- * padding, dlse, f32 and tf32 precision (tf32 runs the f32 arithmetic), deterministic.
+ * every operand split into two scaled fp16 parts (2xFP16, f16x2_split.cuh; three for S and dP at
+ * head_dim <= 16) and every product on three fp16 products (hi*hi + hi*lo + lo*hi). Any head_dim 1..256,
+ * any strides (head_dim contiguous), key padding, dlse, f32 and tf32 precision (tf32 runs the f32
+ * arithmetic), deterministic.
  *
  * Per (b, h), c = scale, lse the forward's row log-sum-exp (natural log):
  *   Dl_i  = sum_d dO_id O_id - dlse_i                       (pre-pass, float64, kept as hi + lo)
@@ -13,24 +14,31 @@
  * Kernels, all on the caller's stream (no atomics: every gradient element is summed by one thread in a
  * fixed order, so the results are bit-identical from run to run):
  *   bwd_v3_split (backward_v3_split_f16x2.cu): the 64-row records of backward_v3_layout.cuh: q * c, dout,
- *       k, v as fp16 hi + lo images [64][Dp] with one power of two per record (D padded with zero columns
- *       to Dp in {32, 64, 80, 96, 128, 160, 192, 256}; k and v compacted to the attended keys), lse, Dl.
+ *       k, v as fp16 hi + lo (+ tiny at Dp = 16) images [64][Dp] with one power of two per record (D
+ *       padded with zero columns to Dp in {16, 32, 64, 80, 96, 128, 160, 192, 256}; k and v compacted to
+ *       the attended keys), lse, Dl.
  *   bwd_v3_zero_kv (key-padded calls): +0 into every dk, dv row (the attended rows are overwritten).
- *   bwd_v3_kernel<Dp, BR, role>, grid B*H*ceil(rows / 16 W) CTAs of W warps (W in {1, 2, 4, 8}, chosen
- *       per device and instance for the most resident warps per SM): each warp owns 16 "rows" and walks
- *       every column tile of BR "columns" in ascending order. role dKV (Dp <= 128): rows = keys (k, v),
- *       columns = queries (q, dout), writes dk and dv; roles dK and dV (Dp > 128, where dK and dV
- *       together exceed the registers): the same walk, one gradient each (dV needs no dP); role dQ: rows
- *       = queries (q, dout), columns = attended keys (k, v), writes dq * c.
- *       Shared memory: the CTA's row images (hi and lo of both row tensors, [16 W][Dp + 8] halves each,
- *       copied once) and NS = 2 stages (1 where shared memory is short) of the column tiles ([BR][Dp + 8]
+ *   bwd_v3_kernel<Dp, BR, role>, grid B*H*ceil(rows / (16 W / H)) CTAs of W warps (W in {1, 2, 4, 8},
+ *       chosen per device and instance for the most resident warps per SM). Role dKV: rows = keys (k, v),
+ *       columns = queries (q, dout), writes dk and dv; role dQ: rows = queries (q, dout), columns =
+ *       attended keys (k, v), writes dq * c. Up to Dp = 128 (H = 1) each warp owns 16 rows and all of
+ *       head_dim; above (H = 2, "half" kernels, W even) warps 2i and 2i + 1 own the same 16 rows, each one
+ *       half of head_dim (DW = Dp / 2): its part of the S and dP contractions, whose partial sums (big,
+ *       cor) the pair exchanges through shared memory (a float4 slot per lane, two 64-thread named
+ *       barriers per exchange) and adds in a fixed order (half 0 first, big by TwoSum), and its half of
+ *       the gradient columns. Every warp walks every column tile of BR columns (64 to Dp 64, 32 to 160, 16
+ *       above) in ascending order.
+ *       Shared memory: the CTA's row images (parts of both row tensors, [H][16 W / H][DW + 8] halves each,
+ *       copied once), NS = 2 stages (1 where shared memory is short) of the column tiles ([BR][Dp + 8]
  *       halves per tensor and part, with the columns' lse and Dl), filled by 16-byte cp.async one tile
- *       ahead: one __syncthreads per tile. Operands reach the registers by ldmatrix (x4; .trans for the B
- *       operand of the last product), conflict-free through the padded rows. Per column tile a warp does:
- *        1. S (dQ: S = Q K^T; else S^T = K Q^T): per k16 slice of head_dim, hi*lo and lo*hi in one chain
- *           (cor), hi*hi into a fresh accumulator added to big by Kahan summation with cor as its
- *           compensation (backward v2's scheme: the tensor core's accumulation of the hi*hi chain is the
- *           error that matters for S, and an error e of S is a relative error e of P).
+ *       ahead (one __syncthreads per tile), and the half kernels' exchange slots (W NB KB). Operands reach
+ *       the registers by ldmatrix (x4; .trans for the B operand of the last product), conflict-free
+ *       through the padded rows. Per column tile a warp does:
+ *        1. S (dQ: S = Q K^T; else S^T = K Q^T): per k16 slice of its head_dim, the corrections (hi*lo,
+ *           lo*hi; at Dp = 16 also lo*lo, hi*tiny, tiny*hi) in one chain (cor); hi*hi in chains of 2
+ *           slices (1 where the slice count is odd), each from a fresh accumulator, added into big in
+ *           fp32 (kernel v7's form with shorter chains: the tensor core truncates its fp32
+ *           accumulation, so a long chain drifts low); half kernels: the pair's exchange.
  *        2. P = exp((big u - lse) + cor u), u the two records' unscales (exact): the S pair is never
  *           rounded to one float before lse is subtracted (backward v1's D = 1 `large` lesson); columns
  *           past the attended keys get P = 0 (dQ, last tile only); lse = +inf gives P = 0.
@@ -38,7 +46,7 @@
  *           shuffles), split from the registers into A fragments (an m16n8 accumulator pair is an m16k16
  *           A fragment), times dO (B by ldmatrix.trans) on three products into a FRESH accumulator per
  *           8 output columns, added into dv in fp32 (times 2^-e_row u_dO).
- *        4. dP the same way as S (Kahan per slice), dS = P ((dP_big u - Dl_hi) + dP_cor u - Dl_lo).
+ *        4. dP (dP^T) the same way as S, dS = P ((dP_big u - Dl_hi) + dP_cor u - Dl_lo).
  *        5. dK += dS^T (c Q), dQ += dS K: as 3.
  *       A batch with a single attended key (P = 1, dS = dlse exactly: the output is that key's v row) is
  *       computed so, not through the split dP - Dl, whose residue the gate does not allow.
@@ -47,20 +55,25 @@
  * B b0 = (k 2t..2t+1, n g), b1 = (k 2t+8.., n g).
  * Written: dq (times c), dk, dv [B, H, S, D] through their strides (4-byte stores), rows past the
  * sequence and columns past D never; masked keys' dk, dv rows +0. Workspace: the records (about 2 B H
- * (Sq + Skv) Dp x 4 bytes, as backward v2's) plus lse and Dl (12 bytes per query row).
+ * (Sq + Skv) Dp x 4 bytes, as backward v2's; x1.5 at Dp = 16) plus lse and Dl (12 bytes per query row).
  * Not handled (as v1, v2): non-finite inputs; values below about 2^-129 of their record lose bits (the
  * record's power of two is clamped at 2^126); an element more than 2^17 below its record's largest
  * keeps an absolute error under 2^-39 of that largest (every 2xFP16 split).
  *
- * On 9.0 and newer devices the second and third kernels are launched with programmatic stream
- * serialization (they read only the records): their CTAs start while the previous kernel's last wave runs,
- * and each waits for the previous grid before it ends (as backward v2).
- * Registers (ptxas 13.0, sm_80 and sm_90a alike): 158-238 per thread, 255 for dKV at Dp 64 and 128 and
- * for every role at Dp = 256; local memory only there: 4-36 bytes of loop-invariant words (pointers,
- * row indices), stored before the tile loop and loaded after it, or (dQ at Dp = 256) three loads per tile.
- * The index arithmetic was checked before any GPU run by a numpy emulation of the records, copies,
- * ldmatrix addresses and mma fragments (bench/gpu/emulate_backward_v3.py).
- * Measured: not yet measured (bench/gpu/backward_v3_run.sh). */
+ * On 9.0 and newer devices the dQ kernel is launched with programmatic stream serialization (it reads
+ * only the records): its CTAs start while the dK/dV kernel's last wave runs, and it waits for that grid
+ * before it ends (as backward v2).
+ * Compile-time A/B knobs (below): JATTN_BWD_V3_KAHAN=1 (S and dP of the first measurement: hi*hi per
+ * slice, Kahan-added), JATTN_BWD_V3_BR_HALF (the column tile at Dp 192 and 256).
+ * Registers (ptxas 13.0, sm_90a): dQ 159-224, dK/dV 168-255; local memory only outside the tile loops
+ * (dK/dV at Dp 64: 36 bytes, Dp 128: 12 bytes of loop-invariant words). SASS per warp and column tile
+ * (the tile loop with its inner loops, sm_90a), chains of 4 / 2 / Kahan: Dp 128 dK/dV 2250 / ~2330 /
+ * 3530 instructions (384 HMMA, 160 LDSM), dQ 1640 / ~1700 / 2906 (288, 128); the first form 3690 and
+ * 3101; Dp 256 (half, 16 x 16 columns) 1843 and 1388 with chains of 4.
+ * The index arithmetic is checked by a numpy emulation of the records, copies, ldmatrix addresses, mma
+ * fragments and the pair exchange (bench/gpu/emulate_backward_v3.py).
+ * Measured: src/cuda/NOTES.md ("v3"); the first form (Kahan per slice, dK and dV apart above Dp 128) in
+ * bench/results/h200-2026-12-04-v7-call1. */
 #include <math.h>
 #include <stdint.h>
 
@@ -73,29 +86,64 @@
 #include "f16x2_split.cuh"
 #include "key_padding.cuh"
 
+/* A/B knobs for the GPU call (compile-time, -D...): JATTN_BWD_V3_KAHAN=1 restores the S and dP of the
+ * first measurement (hi*hi per k16 slice Kahan-added, the unrolled-1 slice loop); JATTN_BWD_V3_CHAIN=n
+ * sets the hi*hi chain length (k16 slices where n divides the slice count, else 1: a fresh accumulator
+ * per slice added in fp32 without compensation; default 2); JATTN_BWD_V3_BR_HALF the column tile of the half kernels at
+ * Dp = 192 and 256 (16 by default; at 32 they do not fit 8 warps). */
+#ifndef JATTN_BWD_V3_KAHAN
+#define JATTN_BWD_V3_KAHAN 0
+#endif
+#ifndef JATTN_BWD_V3_CHAIN
+#define JATTN_BWD_V3_CHAIN 2
+#endif
+#ifndef JATTN_BWD_V3_BR_HALF
+#define JATTN_BWD_V3_BR_HALF 16
+#endif
+
 namespace {
 
-enum BwdV3Role { kRoleKV = 0, kRoleK = 1, kRoleV = 2, kRoleQ = 3 };
+enum BwdV3Role { kRoleKV = 0, kRoleQ = 1 };
 
 constexpr int kMaxWarps = 8;
 
+/* The hi*hi chain length of S and dP in k16 slices: JATTN_BWD_V3_CHAIN (2, 32 head_dim columns) where it
+ * divides the slice count, else 1 (a fresh accumulator per slice). With the tensor core's truncation
+ * modelled (bench/gpu/emulate_backward_v3_chains.py, D = 128 peaky), chains of 2 stayed within the
+ * per-slice Kahan form's rel_l2 (3.8 against 4.2e-6) where chains of 4 (kernel v7's) reached 5.5-5.9e-6. */
+__host__ __device__ constexpr int chain_slices(int sl) {
+    return JATTN_BWD_V3_CHAIN > 1 && sl % (JATTN_BWD_V3_CHAIN > 1 ? JATTN_BWD_V3_CHAIN : 1) == 0 ? JATTN_BWD_V3_CHAIN
+                                                                                                 : 1;
+}
+
+/* The column tile per padded head dim (registers: the dK and dV accumulators hold DW floats per thread
+ * together, S and dP 3 BR / 2 each; shared memory above 128: the half-width row images of 64 rows). */
+__host__ __device__ constexpr int column_tile(int dp) { return dp <= 64 ? 64 : dp <= 160 ? 32 : JATTN_BWD_V3_BR_HALF; }
+
+/* DP: padded head dim; BR: columns per tile; ROLE: kRoleKV (rows keys, dK and dV) or kRoleQ (rows queries,
+ * dQ). Above Dp = 128 a kernel is "half": warps 2i and 2i + 1 own the same 16 rows, each half of head_dim
+ * (DW = Dp / 2) for both the contraction of S and dP (partial sums exchanged through shared memory) and
+ * its gradients' columns. */
 template <int DP, int BR, int ROLE>
 struct V3Cfg {
-    static constexpr int NB = BR / 8; /* n8 blocks of a column tile */
-    static constexpr int RS = DP + 8; /* halves per shared row */
-    static constexpr int kRowT = ROLE == kRoleV ? 1 : 2;
-    static constexpr bool kDV = ROLE == kRoleKV || ROLE == kRoleV;
-    static constexpr bool kDK = ROLE == kRoleKV || ROLE == kRoleK;
+    static constexpr bool kHalf = DP > 128;
+    static constexpr int H = kHalf ? 2 : 1; /* warps per 16 rows */
+    static constexpr int DW = DP / H;       /* head_dim columns of a warp */
+    static constexpr int NB = BR / 8;       /* n8 blocks of a column tile */
+    static constexpr int RS = DP + 8;       /* halves per shared column row */
+    static constexpr int RSW = DW + 8;      /* halves per shared row-image row */
+    static constexpr int kParts = bwd_v3_parts(DP);
     static constexpr bool kDQ = ROLE == kRoleQ;
-    static constexpr bool kColData = ROLE != kRoleQ; /* lse and Dl of the columns in the stage */
-    static constexpr int kColImages = 2 * 2 * BR * RS * 2;
+    static constexpr bool kColData = !kDQ; /* lse and Dl of the columns in the stage */
+    static constexpr int kColImages = 2 * kParts * BR * RS * 2;
     static constexpr int kStageBytes = kColImages + (kColData ? BR * 12 : 0);
-    __host__ __device__ static constexpr int row_bytes(int warps) { return kRowT * 2 * 16 * warps * RS * 2; }
+    static constexpr int kXchgWarpBytes = kHalf ? NB * 2 * 32 * 16 : 0; /* a warp's S or dP partial sums */
+    __host__ __device__ static constexpr int row_bytes(int warps) { return 2 * kParts * 16 * warps * RSW * 2; }
     __host__ __device__ static constexpr int smem_bytes(int warps, int stages) {
-        return row_bytes(warps) + stages * kStageBytes;
+        return row_bytes(warps) + stages * kStageBytes + warps * kXchgWarpBytes;
     }
-    static_assert(DP % 16 == 0 && BR % 16 == 0 && kV3Rec % BR == 0, "tiles");
-    static_assert((RS / 8) % 2 == 1, "conflict-free ldmatrix rows");
+    static_assert(DP % 16 == 0 && DW % 16 == 0 && BR % 16 == 0 && kV3Rec % BR == 0, "tiles");
+    static_assert((RS / 8) % 2 == 1 && (RSW / 8) % 2 == 1, "conflict-free ldmatrix rows");
 };
 
 struct BwdV3Params {
@@ -140,6 +188,17 @@ __device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], 
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
+/* d = a b into a fresh accumulator. */
+__device__ __forceinline__ void mma16816_zero(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    const float z = 0.f;
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%10,%10,%10,%10};"
+        : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(z));
+}
+
+/* A barrier of the two warps of pair `pair` (ids 1..4; 0 is __syncthreads'). */
+__device__ __forceinline__ void pair_barrier(int pair) { asm volatile("bar.sync %0, 64;" ::"r"(1 + pair) : "memory"); }
 
 /* Programmatic dependent launch (PTX ISA "griddepcontrol", sm_90 and newer; no-ops below and for a grid
  * launched the ordinary way): let the grid launched next with programmatic serialization start now; wait
@@ -157,48 +216,109 @@ __device__ __forceinline__ void grid_dependency_wait() {
 
 /* ---- the pieces of a column tile ---- */
 
-/* C = A B^T over Dp columns: A the warp's 16 rows of a row image (hi at a_hi, lo at a_hi + a_part bytes),
- * B the NB*8 rows of a column image (b_hi, b_lo + b_part). lane_a / lane_b: this lane's ldmatrix byte
- * offsets (row and column of its address, slice 0). big + cor = A_hi B_hi + A_hi B_lo + A_lo B_hi: the
- * corrections in one chain (cor), hi*hi per k16 slice into a fresh accumulator added by Kahan summation
- * (y = step + cor, t = big + y, cor = y - (t - big), big = t). */
-template <int DP, int NB>
+/* C = A B^T over SL k16 slices: A the warp's 16 rows of a row image (hi at a_hi, lo at a_hi + a_part bytes,
+ * tiny at a_hi + 2 a_part when PARTS = 3), B the NB*8 rows of a column image (b_hi, b_hi + b_part, ...;
+ * BRS halves per row). a_hi / b_hi: this lane's ldmatrix byte addresses for slice 0. big + cor = the
+ * products of the parts down to 2^-22 (PARTS 2: hi*hi + hi*lo + lo*hi; PARTS 3 also lo*lo + hi*tiny +
+ * tiny*hi, down to 2^-33): the corrections in one chain (cor); hi*hi in chains of chain_slices(SL) slices,
+ * each from a fresh accumulator, added into big in fp32 (kernel v7's S: the tensor core's truncating
+ * accumulation grows with a chain). JATTN_BWD_V3_KAHAN: hi*hi per slice, Kahan-added (cor the
+ * compensation). The slice loop is not unrolled across chains: unrolled, ptxas hoisted the fragment loads
+ * of later slices and spilled. */
+template <int SL, int NB, int BRS, int PARTS>
 __device__ __forceinline__ void exact_product(float (&big)[NB][4], float (&cor)[NB][4], uint32_t a_hi, uint32_t a_part,
                                               uint32_t b_hi, uint32_t b_part) {
 #pragma unroll
     for (int n = 0; n < NB; ++n)
 #pragma unroll
         for (int i = 0; i < 4; ++i) big[n][i] = cor[n][i] = 0.f;
-            /* slice 0 straight into big; the later slices by Kahan. Not unrolled: the fragments of one slice
-             * live at a time (unrolled, ptxas hoisted the loads of later slices and spilled) */
+#if JATTN_BWD_V3_KAHAN
+    constexpr int CL = 1;
+#else
+    constexpr int CL = chain_slices(SL);
+#endif
 #pragma unroll 1
-    for (int s = 0; s < DP / 16; ++s) {
-        uint32_t ah[4], al[4];
-        ldsm_x4(ah, a_hi + s * 32);
-        ldsm_x4(al, a_hi + a_part + s * 32);
+    for (int c = 0; c < SL / CL; ++c) {
+        float sh[NB][4];
 #pragma unroll
-        for (int np = 0; np < NB / 2; ++np) {
-            uint32_t bh[4], bl[4];
-            const uint32_t off = np * 16 * (DP + 8) * 2 + s * 32;
-            ldsm_x4(bh, b_hi + off);
-            ldsm_x4(bl, b_hi + b_part + off);
+        for (int j = 0; j < CL; ++j) {
+            const uint32_t so = (uint32_t)(c * CL + j) * 32;
+            uint32_t ah[4], al[4], at[4];
+            ldsm_x4(ah, a_hi + so);
+            ldsm_x4(al, a_hi + a_part + so);
+            if (PARTS == 3) ldsm_x4(at, a_hi + 2 * a_part + so);
 #pragma unroll
-            for (int e = 0; e < 2; ++e) {
-                float(&bg)[4] = big[2 * np + e];
-                float(&cr)[4] = cor[2 * np + e];
-                mma16816(cr, ah, bl[2 * e], bl[2 * e + 1]);
-                mma16816(cr, al, bh[2 * e], bh[2 * e + 1]);
-                float step[4] = {0.f, 0.f, 0.f, 0.f};
-                mma16816(step, ah, bh[2 * e], bh[2 * e + 1]);
+            for (int np = 0; np < NB / 2; ++np) {
+                uint32_t bh[4], bl[4], bt[4];
+                const uint32_t off = np * 16 * BRS * 2 + so;
+                ldsm_x4(bh, b_hi + off);
+                ldsm_x4(bl, b_hi + b_part + off);
+                if (PARTS == 3) ldsm_x4(bt, b_hi + 2 * b_part + off);
 #pragma unroll
-                for (int i = 0; i < 4; ++i) { /* Kahan: cor carries what big lost (and the corrections) */
-                    const float y = step[i] + cr[i], t = bg[i] + y;
-                    cr[i] = y - (t - bg[i]);
-                    bg[i] = t;
+                for (int e = 0; e < 2; ++e) {
+                    const int n = 2 * np + e;
+                    mma16816(cor[n], ah, bl[2 * e], bl[2 * e + 1]);
+                    mma16816(cor[n], al, bh[2 * e], bh[2 * e + 1]);
+                    if (PARTS == 3) {
+                        mma16816(cor[n], al, bl[2 * e], bl[2 * e + 1]);
+                        mma16816(cor[n], ah, bt[2 * e], bt[2 * e + 1]);
+                        mma16816(cor[n], at, bh[2 * e], bh[2 * e + 1]);
+                    }
+                    if (j == 0)
+                        mma16816_zero(sh[n], ah, bh[2 * e], bh[2 * e + 1]);
+                    else
+                        mma16816(sh[n], ah, bh[2 * e], bh[2 * e + 1]);
                 }
             }
         }
+#pragma unroll
+        for (int n = 0; n < NB; ++n)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+#if JATTN_BWD_V3_KAHAN /* cor carries what big lost (and the corrections) */
+                const float y = sh[n][i] + cor[n][i], t = big[n][i] + y;
+                cor[n][i] = y - (t - big[n][i]);
+                big[n][i] = t;
+#else
+                big[n][i] += sh[n][i];
+#endif
+            }
     }
+}
+
+/* Half kernels: the pair's two partial sums (big, cor) of S or dP, each over half of head_dim, exchanged
+ * through shared memory (mine: this warp's slot, theirs: the other's; NB * 2 float4 per lane) and added in
+ * a fixed order (half 0's first, so both warps get the same bits): big by TwoSum, its error into cor. The
+ * first barrier keeps a slot from being written before the other warp has read it (it read it before this
+ * point in the tile's order), the second publishes it. */
+template <int NB>
+__device__ __forceinline__ void exchange_pair(float (&big)[NB][4], float (&cor)[NB][4], float4 *mine,
+                                              const float4 *theirs, int half, int pair, int lane) {
+    pair_barrier(pair);
+#pragma unroll
+    for (int n = 0; n < NB; ++n)
+#pragma unroll
+        for (int r = 0; r < 2; ++r)
+            mine[(2 * n + r) * 32 + lane] =
+                make_float4(big[n][2 * r], cor[n][2 * r], big[n][2 * r + 1], cor[n][2 * r + 1]);
+    pair_barrier(pair);
+#pragma unroll
+    for (int n = 0; n < NB; ++n)
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            const float4 o = theirs[(2 * n + r) * 32 + lane];
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                const float ob = e ? o.z : o.x, oc = e ? o.w : o.y;
+                const float mb = big[n][2 * r + e], mc = cor[n][2 * r + e];
+                const float a = half ? ob : mb, b = half ? mb : ob; /* half 0's sum first */
+                const float ca = half ? oc : mc, cb = half ? mc : oc;
+                const float s = a + b, bb = s - a;
+                const float err = (a - (s - bb)) + (b - bb);
+                big[n][2 * r + e] = s;
+                cor[n][2 * r + e] = (ca + cb) + err;
+            }
+        }
 }
 
 /* X (accumulator layout, NB n8 blocks: rows g and g + 8) scaled per row by the power of two that puts its
@@ -229,28 +349,33 @@ __device__ __forceinline__ void split_rows(const float (&x)[NB][4], uint32_t (&x
 }
 
 /* acc += (X B) f: X the A fragments of split_rows (16 rows x NB*8 contraction), B the column image
- * (contraction rows x Dp columns; hi at b_hi, lo at b_hi + b_part, this lane's ldmatrix.trans offset
- * included); for each 16 output columns the three products (lo*hi, hi*lo, hi*hi) go to fresh
- * accumulators, added into acc in fp32 times f[row]. The B address of columns 16 np depends on the
- * results of columns 16 (np - 2) (zero: 0 at run time): ptxas otherwise hoisted the fragment loads of
- * later columns and spilled the accumulators at Dp = 256. */
-template <int DP, int NB>
-__device__ __forceinline__ void last_product(float (&acc)[DP / 8][4], const uint32_t (&xh)[NB / 2][4],
+ * (contraction rows x DW output columns, BRS halves per row; hi at b_hi, lo at b_hi + b_part, this lane's
+ * ldmatrix.trans address included); for each 16 output columns the three products (lo*hi, hi*lo, hi*hi)
+ * go to fresh accumulators, added into acc in fp32 times f[row]. The B address of columns 16 np depends on
+ * the results of columns 16 (np - 2) (zero: 0 at run time): ptxas otherwise hoisted the fragment loads of
+ * later columns and spilled the accumulators. */
+template <int DW, int NB, int BRS>
+__device__ __forceinline__ void last_product(float (&acc)[DW / 8][4], const uint32_t (&xh)[NB / 2][4],
                                              const uint32_t (&xl)[NB / 2][4], uint32_t b_hi, uint32_t b_part,
                                              const float (&f)[2], uint32_t zero) {
     uint32_t dep1 = 0, dep2 = 0;
 #pragma unroll
-    for (int np = 0; np < DP / 16; ++np) {
-        float c0[4] = {0.f, 0.f, 0.f, 0.f}, c1[4] = {0.f, 0.f, 0.f, 0.f};
+    for (int np = 0; np < DW / 16; ++np) {
+        float c0[4], c1[4];
         b_hi += dep2;
 #pragma unroll
         for (int kk = 0; kk < NB / 2; ++kk) {
             uint32_t bh[4], bl[4];
-            const uint32_t off = kk * 16 * (DP + 8) * 2 + np * 32;
+            const uint32_t off = kk * 16 * BRS * 2 + np * 32;
             ldsm_x4_trans(bh, b_hi + off);
             ldsm_x4_trans(bl, b_hi + b_part + off);
-            mma16816(c0, xl[kk], bh[0], bh[1]);
-            mma16816(c1, xl[kk], bh[2], bh[3]);
+            if (kk == 0) {
+                mma16816_zero(c0, xl[kk], bh[0], bh[1]);
+                mma16816_zero(c1, xl[kk], bh[2], bh[3]);
+            } else {
+                mma16816(c0, xl[kk], bh[0], bh[1]);
+                mma16816(c1, xl[kk], bh[2], bh[3]);
+            }
             mma16816(c0, xh[kk], bl[0], bl[1]);
             mma16816(c1, xh[kk], bl[2], bl[3]);
             mma16816(c0, xh[kk], bh[0], bh[1]);
@@ -266,17 +391,17 @@ __device__ __forceinline__ void last_product(float (&acc)[DP / 8][4], const uint
     }
 }
 
-/* Stores a warp's 16 x D block of acc * mul: row g + 8 r of the warp to dst + row(r) * stride (row < 0:
- * skipped), columns below d. */
-template <int DP>
-__device__ __forceinline__ void store_rows(const float (&acc)[DP / 8][4], float *dst0, float *dst1, int d, int t,
+/* Stores a warp's 16 x DW block of acc * mul: row g + 8 r of the warp to dst_r (NULL: skipped), columns
+ * 8 n + 2 t (+1) below d (d counted from the block's first column). */
+template <int DW>
+__device__ __forceinline__ void store_rows(const float (&acc)[DW / 8][4], float *dst0, float *dst1, int d, int t,
                                            float mul) {
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
         float *dst = r ? dst1 : dst0;
         if (!dst) continue;
 #pragma unroll
-        for (int n = 0; n < DP / 8; ++n) {
+        for (int n = 0; n < DW / 8; ++n) {
             const int col = 8 * n + 2 * t;
             if (col < d) dst[col] = acc[n][2 * r] * mul;
             if (col + 1 < d) dst[col + 1] = acc[n][2 * r + 1] * mul;
@@ -284,21 +409,38 @@ __device__ __forceinline__ void store_rows(const float (&acc)[DP / 8][4], float 
     }
 }
 
-/* Copies rows [row0, row0 + rows) of tensor `which`'s records (both parts) into shared images of rows x
- * (Dp + 8) halves at dst (hi, then lo at dst + rows (Dp + 8) 2 bytes); rows past the records zero. */
-template <int DP>
+/* Copies rows [row0, row0 + rows) of a tensor's records (PARTS parts, Dp columns) into the CTA's shared
+ * row images (part p at dst + p H rows (DW + 8) 2 bytes; within it, head_dim half hf of row r at
+ * ((hf rows + r) (DW + 8)) 2 bytes; H = Dp / DW); rows past the records zero. */
+template <int DP, int DW, int PARTS>
 __device__ __forceinline__ void copy_rows(uint32_t dst, const unsigned char *img, int64_t bh, int tiles, int row0,
                                           int rows) {
-    constexpr int CP = DP / 8, RS = DP + 8;
-    const int n = 2 * rows * CP;
+    constexpr int CP = DP / 8, CW = DW / 8, RSW = DW + 8, H = DP / DW;
+    const int n = PARTS * rows * CP;
     for (int i = threadIdx.x; i < n; i += blockDim.x) {
         const int part = i / (rows * CP), j = i - part * rows * CP;
         const int r = j / CP, c = j - r * CP;
+        const int hf = c / CW, cc = c - hf * CW;
         const int grow = row0 + r, rec = grow / kV3Rec;
         const bool valid = rec < tiles;
         const unsigned char *src =
-            img + (((bh * tiles + (valid ? rec : 0)) * 2 + part) * kV3Rec + grow % kV3Rec) * (int64_t)DP * 2 + c * 16;
-        cp_async_16(dst + ((part * rows + r) * RS + c * 8) * 2, src, valid);
+            img + (((bh * tiles + (valid ? rec : 0)) * PARTS + part) * kV3Rec + grow % kV3Rec) * (int64_t)DP * 2 +
+            c * 16;
+        cp_async_16(dst + (((part * H + hf) * rows + r) * RSW + cc * 8) * 2, src, valid);
+    }
+}
+
+/* Copies the BR rows of column tile t (rows t BR .., all inside one record: BR divides 64) of a tensor's
+ * records into shared images of BR x (Dp + 8) halves (part p at dst + p BR (Dp + 8) 2 bytes): in the
+ * records those rows are contiguous per part. */
+template <int DP, int BR, int PARTS>
+__device__ __forceinline__ void copy_tile_rows(uint32_t dst, const unsigned char *img, int64_t bh, int tiles, int t) {
+    constexpr int CP = DP / 8, RS = DP + 8, N = BR * CP;
+    const int64_t part_bytes = (int64_t)kV3Rec * DP * 2;
+    const unsigned char *src = img + (bh * tiles + t * BR / kV3Rec) * PARTS * part_bytes + (t * BR % kV3Rec) * DP * 2;
+    for (int i = threadIdx.x; i < PARTS * N; i += blockDim.x) {
+        const int part = i / N, j = i - part * N, r = j / CP, c = j - r * CP;
+        cp_async_16(dst + ((part * BR + r) * RS + c * 8) * 2, src + part * part_bytes + j * 16, true);
     }
 }
 
@@ -319,17 +461,18 @@ __global__ void __launch_bounds__(256) bwd_v3_zero_kv(const BwdV3Params p) {
 template <int DP, int BR, int ROLE>
 __global__ void __launch_bounds__(kMaxWarps * 32) bwd_v3_kernel(const BwdV3Params p) {
     using C = V3Cfg<DP, BR, ROLE>;
-    constexpr int NB = C::NB, RS = C::RS;
+    constexpr int NB = C::NB, RS = C::RS, RSW = C::RSW, DW = C::DW, H = C::H, PARTS = C::kParts;
     extern __shared__ __align__(16) unsigned char smem[];
-    const int warps = p.warps, rows = 16 * warps;
+    const int warps = p.warps, rows = 16 * warps / H;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t4 = lane & 3;
+    const int pair = warp / H, half = warp % H; /* the warp's 16 rows (16 pair ..) and head_dim half */
     const int64_t bh = blockIdx.x / p.row_blocks;
     const int rb = (int)(blockIdx.x % p.row_blocks), r0 = rb * rows;
     const int b = (int)(bh / p.heads), h = (int)(bh % p.heads);
     const int n_kv = attended_keys(p.kv_count, b, p.seq_kv);
     const int *kv_rows = attended_rows(p.kv_index, b, p.seq_kv);
     const int n_rows = C::kDQ ? p.seq_q : n_kv, n_cols = C::kDQ ? n_kv : p.seq_q;
-    /* the next kernel (they read only the pre-pass's records) may start as this one's last CTAs run; each
+    /* the next kernel (it reads only the pre-pass's records) may start as this one's last CTAs run; each
      * waits for the previous grid before it ends, so that the last one's completion implies them all */
     launch_dependents();
     if (r0 >= n_rows) { /* keys past the attended ones (their dk, dv rows were zeroed) */
@@ -344,18 +487,21 @@ __global__ void __launch_bounds__(kMaxWarps * 32) bwd_v3_kernel(const BwdV3Param
 
     const uint32_t smem_s = smem_addr(smem);
     const uint32_t row_s = smem_s, stage_s = smem_s + C::row_bytes(warps);
-    const uint32_t row_part = (uint32_t)rows * RS * 2, col_part = (uint32_t)BR * RS * 2;
+    const uint32_t row_part = (uint32_t)(16 * warps) * RSW * 2, col_part = (uint32_t)BR * RS * 2;
     const int n_tiles = (n_cols + BR - 1) / BR;
+    float4 *xchg = reinterpret_cast<float4 *>(smem + C::row_bytes(warps) + p.stages * C::kStageBytes);
+    float4 *x_mine = xchg + warp * (C::kXchgWarpBytes / 16);
+    const float4 *x_theirs = xchg + (warp ^ 1) * (C::kXchgWarpBytes / 16);
 
     /* the row images once, with the first column tile */
-    copy_rows<DP>(row_s, p.img[rt0], bh, row_tiles, r0, rows);
-    if (C::kRowT == 2) copy_rows<DP>(row_s + 2 * row_part, p.img[rt1], bh, row_tiles, r0, rows);
+    copy_rows<DP, DW, PARTS>(row_s, p.img[rt0], bh, row_tiles, r0, rows);
+    copy_rows<DP, DW, PARTS>(row_s + PARTS * row_part, p.img[rt1], bh, row_tiles, r0, rows);
     const float *lse_g = p.lse + bh * p.tq * kV3Rec;
     const float2 *dl_g = p.dl + bh * p.tq * kV3Rec;
     auto copy_tile = [&](int t, int slot) {
         const uint32_t st = stage_s + (uint32_t)slot * C::kStageBytes;
-        copy_rows<DP>(st, p.img[ct0], bh, col_tiles, t * BR, BR);
-        copy_rows<DP>(st + 2 * col_part, p.img[ct1], bh, col_tiles, t * BR, BR);
+        copy_tile_rows<DP, BR, PARTS>(st, p.img[ct0], bh, col_tiles, t);
+        copy_tile_rows<DP, BR, PARTS>(st + PARTS * col_part, p.img[ct1], bh, col_tiles, t);
         if (C::kColData) { /* lse (BR floats) and Dl (BR float2) of the tile's queries */
             const uint32_t ex = st + C::kColImages;
             for (int i = threadIdx.x; i < BR / 4 + BR / 2; i += blockDim.x) {
@@ -369,20 +515,21 @@ __global__ void __launch_bounds__(kMaxWarps * 32) bwd_v3_kernel(const BwdV3Param
     if (p.stages == 2 && n_tiles > 0) copy_tile(0, 0);
     cp_async_commit();
 
-    /* this lane's ldmatrix offsets: A (non-trans, the warp's rows), B (non-trans, n-major rows), B (trans) */
+    /* this lane's ldmatrix offsets: A (non-trans, the warp's rows and half), B (non-trans, n-major rows, the
+     * warp's head_dim half), B (trans, the warp's output columns) */
     const int lr = lane & 7, lm = lane >> 3;
-    const uint32_t a_off = ((uint32_t)(16 * warp + lr + 8 * (lm & 1)) * RS + 8 * (lm >> 1)) * 2;
-    const uint32_t b_off = ((uint32_t)(lr + 8 * (lm >> 1)) * RS + 8 * (lm & 1)) * 2;
-    const uint32_t bt_off = ((uint32_t)(lr + 8 * (lm & 1)) * RS + 8 * (lm >> 1)) * 2;
+    const uint32_t a_off = ((uint32_t)(half * rows + 16 * pair + lr + 8 * (lm & 1)) * RSW + 8 * (lm >> 1)) * 2;
+    const uint32_t b_off = ((uint32_t)(lr + 8 * (lm >> 1)) * RS + 8 * (lm & 1) + half * DW) * 2;
+    const uint32_t bt_off = ((uint32_t)(lr + 8 * (lm & 1)) * RS + 8 * (lm >> 1) + half * DW) * 2;
 
     /* the warp's row records: unscales (rows past the records: zeros, any unscale) */
-    const int wrec = (r0 + 16 * warp) / kV3Rec;
+    const int wrec = (r0 + 16 * pair) / kV3Rec;
     const int wrec_c = wrec < row_tiles ? wrec : row_tiles - 1;
     const float u_r0 = __ldg(p.unscale[rt0] + bh * row_tiles + wrec_c);
     const float u_r1 = __ldg(p.unscale[rt1] + bh * row_tiles + wrec_c);
-    float acc0[DP / 8][4], acc1[DP / 8][4]; /* dQ: acc0; dKV: acc0 = dk, acc1 = dv; dK: acc0; dV: acc1 */
+    float acc0[DW / 8][4], acc1[DW / 8][4]; /* dQ: acc0; dKV: acc0 = dk, acc1 = dv */
 #pragma unroll
-    for (int n = 0; n < DP / 8; ++n)
+    for (int n = 0; n < DW / 8; ++n)
 #pragma unroll
         for (int i = 0; i < 4; ++i) acc0[n][i] = acc1[n][i] = 0.f;
 
@@ -400,7 +547,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32) bwd_v3_kernel(const BwdV3Param
             cp_async_commit();
         }
         const uint32_t st = stage_s + (uint32_t)slot * C::kStageBytes;
-        const uint32_t c0_s = st, c1_s = st + 2 * col_part;
+        const uint32_t c0_s = st, c1_s = st + PARTS * col_part;
         const unsigned char *ex = smem + C::row_bytes(warps) + slot * C::kStageBytes + C::kColImages;
         const float *lse_c = reinterpret_cast<const float *>(ex);
         const float4 *dl_c = reinterpret_cast<const float4 *>(ex + BR * 4); /* (hi, lo) of columns 2j, 2j+1 */
@@ -413,7 +560,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32) bwd_v3_kernel(const BwdV3Param
         if (C::kDQ) {
 #pragma unroll
             for (int r = 0; r < 2; ++r) {
-                const int row = r0 + 16 * warp + g + 8 * r;
+                const int row = r0 + 16 * pair + g + 8 * r;
                 const bool in = row < p.tq * kV3Rec;
                 lse_r[r] = in ? __ldg(lse_g + row) : INFINITY;
                 const float2 dl = in ? __ldg(dl_g + row) : make_float2(0.f, 0.f);
@@ -425,7 +572,8 @@ __global__ void __launch_bounds__(kMaxWarps * 32) bwd_v3_kernel(const BwdV3Param
         float x[NB][4];
         {
             float big[NB][4], cor[NB][4];
-            exact_product<DP, NB>(big, cor, row_s + a_off, row_part, c0_s + b_off, col_part);
+            exact_product<DW / 16, NB, RS, PARTS>(big, cor, row_s + a_off, row_part, c0_s + b_off, col_part);
+            if (C::kHalf) exchange_pair<NB>(big, cor, x_mine, x_theirs, half, pair, lane);
             const float us = u_r0 * u_c0;
 #pragma unroll
             for (int n = 0; n < NB; ++n) {
@@ -447,18 +595,19 @@ __global__ void __launch_bounds__(kMaxWarps * 32) bwd_v3_kernel(const BwdV3Param
             }
         }
         /* ---- 3. dV += P^T dO ---- */
-        if constexpr (C::kDV) {
+        if constexpr (!C::kDQ) {
             uint32_t xh[NB / 2][4], xl[NB / 2][4];
             float down[2];
             split_rows<NB>(x, xh, xl, down);
             const float f[2] = {down[0] * u_c1, down[1] * u_c1};
-            last_product<DP, NB>(acc1, xh, xl, c1_s + bt_off, col_part, f, p.zero);
+            last_product<DW, NB, RS>(acc1, xh, xl, c1_s + bt_off, col_part, f, p.zero);
         }
-        if constexpr (ROLE == kRoleV) continue;
         /* ---- 4. dP (dP^T), dS ---- */
         {
             float big[NB][4], cor[NB][4];
-            exact_product<DP, NB>(big, cor, row_s + 2 * row_part + a_off, row_part, c1_s + b_off, col_part);
+            exact_product<DW / 16, NB, RS, PARTS>(big, cor, row_s + PARTS * row_part + a_off, row_part, c1_s + b_off,
+                                                  col_part);
+            if (C::kHalf) exchange_pair<NB>(big, cor, x_mine, x_theirs, half, pair, lane);
             const float ud = u_r1 * u_c1;
 #pragma unroll
             for (int n = 0; n < NB; ++n) {
@@ -468,7 +617,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32) bwd_v3_kernel(const BwdV3Param
                 if (one_key && p.dlse) {
 #pragma unroll
                     for (int e = 0; e < 2; ++e) {
-                        const int q = C::kDQ ? r0 + 16 * warp + g + 8 * e : t * BR + 8 * n + 2 * t4 + e;
+                        const int q = C::kDQ ? r0 + 16 * pair + g + 8 * e : t * BR + 8 * n + 2 * t4 + e;
                         dlse_x[e] = q < p.seq_q ? __ldg(p.dlse + bh * p.seq_q + q) : 0.f;
                     }
                 }
@@ -488,40 +637,38 @@ __global__ void __launch_bounds__(kMaxWarps * 32) bwd_v3_kernel(const BwdV3Param
             float down[2];
             split_rows<NB>(x, xh, xl, down);
             const float f[2] = {down[0] * u_c0, down[1] * u_c0};
-            last_product<DP, NB>(acc0, xh, xl, c0_s + bt_off, col_part, f, p.zero);
+            last_product<DW, NB, RS>(acc0, xh, xl, c0_s + bt_off, col_part, f, p.zero);
         }
     }
 
     cp_async_wait_all(); /* a dQ CTA of a batch with no key started the row copies only */
     grid_dependency_wait();
 
-    /* ---- stores ---- */
-    const int row_a = r0 + 16 * warp + g, row_b = row_a + 8;
+    /* ---- stores: the warp's rows, its head_dim half ---- */
+    const int row_a = r0 + 16 * pair + g, row_b = row_a + 8;
+    const int col0 = half * DW, d_left = p.d - col0;
     if (C::kDQ) {
-        float *base = p.dq + b * p.dq_b + h * p.dq_h;
-        store_rows<DP>(acc0, row_a < p.seq_q ? base + (int64_t)row_a * p.dq_t : nullptr,
-                       row_b < p.seq_q ? base + (int64_t)row_b * p.dq_t : nullptr, p.d, t4, p.scale);
+        float *base = p.dq + b * p.dq_b + h * p.dq_h + col0;
+        store_rows<DW>(acc0, row_a < p.seq_q ? base + (int64_t)row_a * p.dq_t : nullptr,
+                       row_b < p.seq_q ? base + (int64_t)row_b * p.dq_t : nullptr, d_left, t4, p.scale);
     } else {
         const int64_t ka = row_a < n_kv ? key_row(kv_rows, row_a) : -1;
         const int64_t kb = row_b < n_kv ? key_row(kv_rows, row_b) : -1;
-        if (C::kDK) {
-            float *base = p.dk + b * p.dk_b + h * p.dk_h;
-            store_rows<DP>(acc0, ka >= 0 ? base + ka * p.dk_t : nullptr, kb >= 0 ? base + kb * p.dk_t : nullptr, p.d,
-                           t4, 1.f);
-        }
-        if constexpr (C::kDV) {
-            float *base = p.dv + b * p.dv_b + h * p.dv_h;
-            store_rows<DP>(acc1, ka >= 0 ? base + ka * p.dv_t : nullptr, kb >= 0 ? base + kb * p.dv_t : nullptr, p.d,
-                           t4, 1.f);
-        }
+        float *base = p.dk + b * p.dk_b + h * p.dk_h + col0;
+        store_rows<DW>(acc0, ka >= 0 ? base + ka * p.dk_t : nullptr, kb >= 0 ? base + kb * p.dk_t : nullptr, d_left, t4,
+                       1.f);
+        base = p.dv + b * p.dv_b + h * p.dv_h + col0;
+        store_rows<DW>(acc1, ka >= 0 ? base + ka * p.dv_t : nullptr, kb >= 0 ? base + kb * p.dv_t : nullptr, d_left, t4,
+                       1.f);
     }
 }
 
 /* ---- launch ---- */
 
 /* The warps per CTA (and stages) of an instance on the current device: the choice with the most resident
- * warps per SM (cudaOccupancyMaxActiveBlocksPerMultiprocessor), two stages unless even one warp does not
- * fit them, ties to the larger CTA (fewer CTAs stream the column tiles from L2). Cached per device. */
+ * warps per SM (cudaOccupancyMaxActiveBlocksPerMultiprocessor), two stages unless even the smallest CTA
+ * does not fit them, ties to the larger CTA (fewer CTAs stream the column tiles from L2); half kernels
+ * take pairs of warps. Cached per device. */
 template <int DP, int BR, int ROLE>
 cudaError_t choose_shape(int *warps, int *stages) {
     using C = V3Cfg<DP, BR, ROLE>;
@@ -542,7 +689,7 @@ cudaError_t choose_shape(int *warps, int *stages) {
     if (err != cudaSuccess) return err;
     int best = 0, best_w = 0, best_s = 0;
     for (int s = 2; s >= 1 && !best; --s)
-        for (int w = kMaxWarps; w >= 1; w /= 2) {
+        for (int w = kMaxWarps; w >= C::H; w /= 2) {
             const int bytes = C::smem_bytes(w, s);
             if (bytes > optin) continue;
             int blocks = 0;
@@ -563,8 +710,8 @@ cudaError_t launch_role(BwdV3Params p, int64_t bh, cudaStream_t stream, bool pdl
     using C = V3Cfg<DP, BR, ROLE>;
     cudaError_t err = choose_shape<DP, BR, ROLE>(&p.warps, &p.stages);
     if (err != cudaSuccess) return err;
-    const int64_t rows = C::kDQ ? p.seq_q : p.seq_kv;
-    p.row_blocks = (int)((rows + 16 * p.warps - 1) / (16 * p.warps));
+    const int64_t rows = C::kDQ ? p.seq_q : p.seq_kv, cta_rows = 16 * p.warps / C::H;
+    p.row_blocks = (int)((rows + cta_rows - 1) / cta_rows);
     const long long blocks = (long long)bh * p.row_blocks;
     if (blocks > 0x7fffffffLL) return cudaErrorInvalidConfiguration;
     auto kernel = bwd_v3_kernel<DP, BR, ROLE>;
@@ -584,18 +731,11 @@ cudaError_t launch_role(BwdV3Params p, int64_t bh, cudaStream_t stream, bool pdl
     return cudaLaunchKernelEx(&cfg, kernel, p);
 }
 
-/* The column tile per padded head dim (registers: the dK and dV accumulators hold Dp floats per thread
- * together, the S and dP stages 3 BR / 2 each), and whether dK and dV are computed by one kernel. */
+/* The dK/dV kernel, then the dQ kernel (programmatic launch on 9.0 and newer). */
 template <int DP>
 cudaError_t launch_dp(const BwdV3Params &p, int64_t bh, cudaStream_t stream, bool pdl) {
-    constexpr int BR = DP <= 64 ? 64 : DP <= 128 ? 32 : 16;
-    cudaError_t err;
-    if constexpr (DP <= 128) {
-        err = launch_role<DP, BR, kRoleKV>(p, bh, stream, false);
-    } else {
-        err = launch_role<DP, BR, kRoleK>(p, bh, stream, false);
-        if (err == cudaSuccess) err = launch_role<DP, BR, kRoleV>(p, bh, stream, pdl);
-    }
+    constexpr int BR = column_tile(DP);
+    cudaError_t err = launch_role<DP, BR, kRoleKV>(p, bh, stream, false);
     if (err == cudaSuccess) err = launch_role<DP, BR, kRoleQ>(p, bh, stream, pdl);
     return err;
 }
@@ -651,6 +791,7 @@ extern "C" int jattn_cuda_launch_bwd_v3(const jattn_cuda_args *a, void *workspac
     if (err != cudaSuccess) return (int)err;
     const bool pdl = major >= 9;
     switch (L.dp) {
+    case 16: err = launch_dp<16>(p, bh, stream, pdl); break;
     case 32: err = launch_dp<32>(p, bh, stream, pdl); break;
     case 64: err = launch_dp<64>(p, bh, stream, pdl); break;
     case 80: err = launch_dp<80>(p, bh, stream, pdl); break;

@@ -1,6 +1,7 @@
 /* bwd_v3_split: the pre-pass of the backward v3 (backward_v3_mma_f16x2.cu). Writes every byte of the
  * workspace regions of backward_v3_layout.cuh that the kernels read: q * scale, dout, k and v of every
- * head as 64-row records of scaled fp16 hi + lo images (one power of two per record), their unscales,
+ * head as 64-row records of scaled fp16 hi + lo images (hi + lo + tiny at Dp = 16; one power of two per
+ * record), their unscales,
  * the row lse (-inf and rows past seq_q as +inf) and Dl = dO.O - dlse (float64 in a fixed order, kept as
  * float hi + lo).
  *
@@ -16,6 +17,7 @@
 #include <math.h>
 #include <stdint.h>
 
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include "backward_v3_layout.cuh"
@@ -82,9 +84,10 @@ __global__ void __launch_bounds__(kSplitThreads) bwd_v3_split(const BwdV3SplitPa
     const int e = f16x2_exponent(amax, kV3Target);
     const float up = exp2_int(e);
 
-    /* 2. the hi and lo images, 16-byte chunks of 8 columns */
-    const int chunks = p.dp / 8;
-    unsigned char *rec = p.ws + p.img[which] + ((bh * tiles + tile) * 2) * (int64_t)kV3Rec * p.dp * 2;
+    /* 2. the hi and lo (and tiny) images, 16-byte chunks of 8 columns */
+    const int chunks = p.dp / 8, parts = bwd_v3_parts(p.dp);
+    const int64_t part_bytes = (int64_t)kV3Rec * p.dp * 2;
+    unsigned char *rec = p.ws + p.img[which] + (bh * tiles + tile) * parts * part_bytes;
     for (int i = tid; i < kV3Rec * chunks; i += kSplitThreads) {
         const int rr = i / chunks, c0 = (i % chunks) * 8;
         float x[8];
@@ -92,14 +95,23 @@ __global__ void __launch_bounds__(kSplitThreads) bwd_v3_split(const BwdV3SplitPa
         const float *row = valid ? src + key_row(rows, r0 + rr) * stride : src;
 #pragma unroll
         for (int k = 0; k < 8; ++k) x[k] = valid && c0 + k < p.d ? __ldg(row + c0 + k) * mul * up : 0.f;
-        uint4 hi, lo;
-        f16x2_split2(x[0], x[1], hi.x, lo.x);
-        f16x2_split2(x[2], x[3], hi.y, lo.y);
-        f16x2_split2(x[4], x[5], hi.z, lo.z);
-        f16x2_split2(x[6], x[7], hi.w, lo.w);
+        uint32_t hi[4], lo[4];
+#pragma unroll
+        for (int k = 0; k < 4; ++k) f16x2_split2(x[2 * k], x[2 * k + 1], hi[k], lo[k]);
         const int64_t off = ((int64_t)rr * p.dp + c0) * 2;
-        *reinterpret_cast<uint4 *>(rec + off) = hi;
-        *reinterpret_cast<uint4 *>(rec + (int64_t)kV3Rec * p.dp * 2 + off) = lo;
+        *reinterpret_cast<uint4 *>(rec + off) = make_uint4(hi[0], hi[1], hi[2], hi[3]);
+        *reinterpret_cast<uint4 *>(rec + part_bytes + off) = make_uint4(lo[0], lo[1], lo[2], lo[3]);
+        if (parts == 3) { /* tiny = x - hi - lo (both exact in float32: x has 24 bits, hi + lo its top 22) */
+            uint32_t ti[4];
+#pragma unroll
+            for (int k = 0; k < 4; ++k) {
+                const float2 h = __half22float2(*reinterpret_cast<const __half2 *>(&hi[k]));
+                const float2 l = __half22float2(*reinterpret_cast<const __half2 *>(&lo[k]));
+                const __half2 t = __floats2half2_rn((x[2 * k] - h.x) - l.x, (x[2 * k + 1] - h.y) - l.y);
+                ti[k] = *reinterpret_cast<const uint32_t *>(&t);
+            }
+            *reinterpret_cast<uint4 *>(rec + 2 * part_bytes + off) = make_uint4(ti[0], ti[1], ti[2], ti[3]);
+        }
     }
     if (tid == 0) reinterpret_cast<float *>(p.ws + p.unscale[which])[bh * tiles + tile] = exp2_int(-e);
 
