@@ -156,6 +156,8 @@ fi
 if has python; then
   PKG=$(mktemp -d)
   cp -r "$ROOT/python/src/jattn" "$PKG/jattn" && mkdir -p "$PKG/jattn/_lib" && cp "$L" "$PKG/jattn/_lib/libjattn.so"
+  cc -I"$ROOT/include" "$ROOT/tests/abi/jattn_abi_probe.c" -o /tmp/jattn_abi_probe && /tmp/jattn_abi_probe \
+    > "$PKG/jattn/_lib/abi_probe.txt" # as the package's build writes it (python/CMakeLists.txt)
   PYP=$PKG
   if ls "$ROOT"/.whl/*.whl > /dev/null 2>&1; then
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site "$ROOT"/.whl/*.whl \
