@@ -104,6 +104,8 @@ if has time; then
   cp -r "$ROOT/python/src/jattn" "$PKG/jattn" && mkdir -p "$PKG/jattn/_lib" && cp "$L" "$PKG/jattn/_lib/libjattn.so"
   PYTHONPATH=$PKG JATTN_CUDA_KERNEL=v7 JATTN_CUDA_BWD_KERNEL=v3 timeout 90 python3 "$ROOT/bench/gpu/backward_v3_autograd.py" \
     $ISSUE > "$OUT/autograd.log" 2>&1
+  PYTHONPATH=$PKG JATTN_CUDA_KERNEL=v7 JATTN_CUDA_BWD_KERNEL=v3 timeout 60 python3 "$ROOT/bench/gpu/autograd_profile.py" \
+    1,24,1536,128 > "$OUT/profile.txt" 2>&1
   echo "autograd done after ${SECONDS} s"
   python3 "$ROOT/bench/gpu/v7_table.py" "$OUT" > "$OUT/table.txt" 2>&1
 fi
