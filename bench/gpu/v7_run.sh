@@ -24,7 +24,7 @@
 set -u
 OUT=${OUT:-/tmp/out}
 BUILD=${BUILD:-/tmp/jattn-v7}
-STEPS=${STEPS:-"build test time"} # also: warps ncu cpu python
+STEPS=${STEPS:-"build test time"} # also: warps ncu cpu python repro
 STEP_TEST=${STEP_TEST:-150}
 ISSUE="1,16,4096,72 1,24,4096,96 1,12,4096,256 1,24,4608,128 1,24,1536,128"
 AUTO_DIMS="1,16,4096,40 1,16,4096,80 1,16,4096,88 1,8,4096,160"
@@ -108,6 +108,19 @@ if has time; then
     1,24,1536,128 > "$OUT/profile.txt" 2>&1
   echo "autograd done after ${SECONDS} s"
   python3 "$ROOT/bench/gpu/v7_table.py" "$OUT" > "$OUT/table.txt" 2>&1
+fi
+if has repro; then # a seed that failed (REPRO_SEED, the backward's device part), three times, then under synccheck
+  for i in 1 2 3; do
+    JATTN_TEST_SEED=${REPRO_SEED:-214623919985373} JATTN_CUDA_BWD_KERNEL=v3 timeout 60 "$BUILD/tests/test_backward" cuda \
+      device > "$OUT/repro_$i.log" 2>&1
+    echo "repro $i: $(tail -1 "$OUT/repro_$i.log")" | tee -a "$OUT/tests.txt"
+  done
+  SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  for tool in synccheck racecheck; do
+    JATTN_TEST_SEED=${REPRO_SEED:-214623919985373} JATTN_CUDA_BWD_KERNEL=v3 timeout 150 "$SAN" --tool $tool \
+      "$BUILD/tests/test_backward" cuda padding > "$OUT/repro_$tool.log" 2>&1
+    echo "repro $tool (padding part): $(grep -E 'SUMMARY' "$OUT/repro_$tool.log" | tail -1)" | tee -a "$OUT/tests.txt"
+  done
 fi
 if has warps; then
   {
