@@ -83,6 +83,7 @@
 
 #include "backward_v3_layout.cuh"
 #include "cuda_internal.h"
+#include "griddep_ptx.cuh"
 #include "f16x2_split.cuh"
 #include "key_padding.cuh"
 
@@ -199,20 +200,6 @@ __device__ __forceinline__ void mma16816_zero(float (&d)[4], const uint32_t (&a)
 
 /* A barrier of the two warps of pair `pair` (ids 1..4; 0 is __syncthreads'). */
 __device__ __forceinline__ void pair_barrier(int pair) { asm volatile("bar.sync %0, 64;" ::"r"(1 + pair) : "memory"); }
-
-/* Programmatic dependent launch (PTX ISA "griddepcontrol", sm_90 and newer; no-ops below and for a grid
- * launched the ordinary way): let the grid launched next with programmatic serialization start now; wait
- * until the grid this one was so launched after has completed. */
-__device__ __forceinline__ void launch_dependents() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void grid_dependency_wait() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
 
 /* ---- the pieces of a column tile ---- */
 
