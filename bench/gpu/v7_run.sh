@@ -24,7 +24,7 @@
 set -u
 OUT=${OUT:-/tmp/out}
 BUILD=${BUILD:-/tmp/jattn-v7}
-STEPS=${STEPS:-"build test time"} # also: warps ncu cpu python repro
+STEPS=${STEPS:-"build test time"} # also: warps ncu cpu cpuab python repro
 STEP_TEST=${STEP_TEST:-150}
 ISSUE="1,16,4096,72 1,24,4096,96 1,12,4096,256 1,24,4608,128 1,24,1536,128"
 AUTO_DIMS="1,16,4096,40 1,16,4096,80 1,16,4096,88 1,8,4096,160"
@@ -182,12 +182,17 @@ if has python; then
     > "$OUT/pytest.log" 2>&1
   echo "python: $(tail -1 "$OUT/pytest.log") after ${SECONDS} s" | tee "$OUT/python.txt"
 fi
+if has cpuab; then
+  OUT=$OUT/xeon_ab timeout 300 sh "$ROOT/bench/cpu/xeon_ab.sh" > "$OUT/xeon_ab.log" 2>&1
+  echo "cpuab done after ${SECONDS} s"
+fi
 # the device returns at most 8 files: every log in one archive beside the summaries
 (cd "$OUT" && tar czf logs.tgz --exclude=logs.tgz ./* && find . -mindepth 1 -maxdepth 1 ! -name logs.tgz \
-  ! -name table.txt ! -name tests.txt ! -name warps.txt ! -name xeon.log ! -name bench.log ! -name python.txt -exec rm -rf {} +)
+  ! -name table.txt ! -name tests.txt ! -name warps.txt ! -name xeon.log ! -name xeon_ab.log ! -name bench.log ! -name python.txt -exec rm -rf {} +)
 [ -f "$OUT/tests.txt" ] && cat "$OUT/tests.txt"
 [ -f "$OUT/warps.txt" ] && cat "$OUT/warps.txt"
 [ -f "$OUT/xeon.log" ] && tail -40 "$OUT/xeon.log"
+[ -f "$OUT/xeon_ab.log" ] && tail -40 "$OUT/xeon_ab.log"
 echo "total ${SECONDS} s"
 [ -f "$OUT/table.txt" ] && cat "$OUT/table.txt"
 exit 0
