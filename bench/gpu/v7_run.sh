@@ -178,7 +178,8 @@ if has python; then
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site "$ROOT"/.whl/*.whl \
       > "$OUT/pip.log" 2>&1 && PYP=$PKG:/tmp/site
   fi
-  (cd "$ROOT" && PYTHONPATH=$PYP JATTN_CLI=$J timeout 300 python3 -m pytest -q -p no:cacheprovider python/tests) \
+  (cd "$ROOT" && PYTHONPATH=$PYP JATTN_CLI=$J timeout "${PYTEST_CAP:-300}" python3 -m pytest -q -p no:cacheprovider \
+    ${PYTESTS:-python/tests}) \
     > "$OUT/pytest.log" 2>&1
   echo "python: $(tail -1 "$OUT/pytest.log") after ${SECONDS} s" | tee "$OUT/python.txt"
 fi
