@@ -174,15 +174,12 @@ jattn_status jattn_fail(jattn_status status, const char *fmt, ...)
 int jattn_resolve_threads(int requested);
 
 /* `#pragma omp parallel for schedule(dynamic, chunk) num_threads(threads)` when built with
- * OpenMP, nothing otherwise (so a build without OpenMP stays warning-free). _GUIDED: each
- * thread takes runs of consecutive iterations, shrinking to `chunk` towards the end. */
+ * OpenMP, nothing otherwise (so a build without OpenMP stays warning-free). */
 #define JATTN_PRAGMA(x) _Pragma(#x)
 #ifdef _OPENMP
 #define JATTN_PARALLEL_FOR_DYNAMIC(chunk, threads) JATTN_PRAGMA(omp parallel for schedule(dynamic, chunk) num_threads(threads))
-#define JATTN_PARALLEL_FOR_GUIDED(chunk, threads) JATTN_PRAGMA(omp parallel for schedule(guided, chunk) num_threads(threads))
 #else
 #define JATTN_PARALLEL_FOR_DYNAMIC(chunk, threads)
-#define JATTN_PARALLEL_FOR_GUIDED(chunk, threads)
 #endif
 
 /* Index of the calling thread inside an OpenMP parallel region (0 outside one, or without

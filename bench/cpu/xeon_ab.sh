@@ -1,6 +1,9 @@
 #!/bin/sh
 # Why a whole cpu call runs slower than its task alone on the GPU machine's Xeon, and whether the
 # forward's next-task prefetch and runs of tasks close it (issue 31): one device call, ~2.5 minutes.
+# Measured on 2026-12-04 (bench/results/h200-2026-12-04-v7-call4: "new" 0.98x-1.00x "base") and the two
+# switches then removed from src/ with their code; built today, the three builds are the same forward
+# (the script stays as the record of that measurement and as call_lab's driver).
 #   1. three CPU-only builds of this tree in parallel under /tmp (no git history needed):
 #        base  -DCPU_PREFETCH_NEXT_TASK=0 -DCPU_FWD_RUNS=0   (the forward as before 2026-12-04)
 #        runs  -DCPU_PREFETCH_NEXT_TASK=0                    (runs of tasks per thread only)

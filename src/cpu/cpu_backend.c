@@ -14,13 +14,6 @@
 #include "../backend.h"
 #include "cpu_kernels.h"
 
-/* The forward's tasks in runs of consecutive ones per thread (OpenMP's guided schedule) instead of
- * one at a time (dynamic): see cpu_forward. The bits do not depend on it (each query block is
- * computed alike on any thread); 0 is the schedule before 2026-12-04 (bench/cpu/xeon_ab.sh). */
-#ifndef CPU_FWD_RUNS
-#define CPU_FWD_RUNS 1
-#endif
-
 #define LOG2E 1.4426950408889634074
 
 int64_t cpu_norm_workspace_floats(int64_t batch, int64_t heads) {
@@ -134,14 +127,7 @@ static jattn_status cpu_forward(const jattn_call *c, const jattn_plan *plan) {
         k_norm2,   c->kv_len,   c->mask, c->mask_stride};
 
     key_norms(kern, &a, k_norm2, threads);
-    /* Runs of consecutive tasks per thread (CPU_FWD_RUNS): the successor a task asks for rows
-     * of (CPU_PREFETCH_NEXT_TASK) is then mostly the same thread's, and two threads work on
-     * different heads instead of sharing one head's K and V between their caches. */
-#if CPU_FWD_RUNS
-    JATTN_PARALLEL_FOR_GUIDED(1, threads)
-#else
     JATTN_PARALLEL_FOR_DYNAMIC(1, threads)
-#endif
     for (int64_t t = 0; t < sp.tasks; t++) {
         float *mine = ws + (int64_t)jattn_thread_index() * per_thread;
         const int64_t bh = t / sp.per_head, gi = t % sp.per_head;

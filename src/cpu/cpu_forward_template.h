@@ -101,9 +101,6 @@ static void JK(task)(const cpu_flash_args *a, int64_t b, int64_t h, int64_t q0, 
 
     const float *kh = a->k + b * a->ks.batch + h * a->ks.head;
     const float *vh = a->v + b * a->vs.batch + h * a->vs.head;
-#if CPU_PREFETCH_NEXT_TASK
-    const cpu_next_task nt = cpu_next_task_of(a, b, h, q0 + (int64_t)nblk * JK_QB, (int64_t)nblk * JK_QB, JK_BK);
-#endif
     for (; n > 0; n = cpu_key_blocks_next(&keys, JK_BK, rows)) {
         /* The block's K and V rows in place when consecutive (always, without a mask), else packed. */
         ptrdiff_t ks = (ptrdiff_t)a->ks.token, vs = (ptrdiff_t)a->vs.token;
@@ -124,24 +121,12 @@ static void JK(task)(const cpu_flash_args *a, int64_t b, int64_t h, int64_t q0, 
         const int64_t nn = keys.mask ? 0 : keys.end - keys.next < JK_BK ? keys.end - keys.next : JK_BK;
         const int64_t next = nn > 0 ? keys.next : 0; /* no pointer past the rows when there is none */
         const float *kn = kh + next * a->ks.token, *vn = vh + next * a->vs.token;
-        /* keys left after this block (without a mask): 0 in the last block */
-        const int64_t left = keys.mask ? -1 : keys.end - keys.next;
         for (int g = 0; g < nblk; g++) {
             if (JK_NQV > 1 && nn > 0) {
                 const int64_t r0 = nn * g / nblk, r1 = nn * (g + 1) / nblk;
                 JK(prefetch_rows_l2)(r0, r1, D, kn, (ptrdiff_t)a->ks.token);
                 JK(prefetch_rows_l2)(r0, r1, D, vn, (ptrdiff_t)a->vs.token);
             }
-#if CPU_PREFETCH_NEXT_TASK
-            if (left > 0 && left <= JK_BK) { /* the last block but one: the next task's Q, K and V rows */
-                JK(prefetch_rows_l2)(nt.qrows * g / nblk, nt.qrows * (g + 1) / nblk, D, nt.q, nt.qs);
-                JK(prefetch_rows_l2)(nt.kvrows * g / nblk, nt.kvrows * (g + 1) / nblk, D, nt.k, nt.ks);
-                JK(prefetch_rows_l2)(nt.kvrows * g / nblk, nt.kvrows * (g + 1) / nblk, D, nt.v, nt.vs);
-            } else if (left == 0) /* the last: the out rows block g will write */
-                JK(prefetch_rows_l2)
-                (0, blk[g].nq, D, a->out + b * a->os.batch + h * a->os.head + blk[g].q0 * a->os.token,
-                 (ptrdiff_t)a->os.token);
-#endif
             JK(task_block)(a, &blk[g], n, kb, ks, vb, vs, st, sl);
         }
     }

@@ -154,41 +154,6 @@ typedef struct cpu_kernels {
 /* The most query blocks one task (or one backward group) walks the key blocks with. */
 #define CPU_GROUP_MAX 8
 
-/* The forward's tasks ask for what the task after them needs (a hint, the bits do not depend
- * on it): during the last key block but one, the next task's Q rows and its first key block's
- * K and V rows (into L2); during the last key block, the out rows the task is about to write.
- * The next task is the driver's: the next group of the same (b, h), else the first of the next
- * (b, h); threads take runs of consecutive tasks (cpu_backend.c), so it is mostly this thread's
- * (NOTES.md §8). 0 turns it off (bench/cpu/xeon_ab.sh builds both). */
-#ifndef CPU_PREFETCH_NEXT_TASK
-#define CPU_PREFETCH_NEXT_TASK 1
-#endif
-
-/* Where the task after the one ending at query q_end of (b, h) reads: its first qrows rows of Q
- * and kvrows rows of K and V (0 and NULL when there is none). A guess of its size: as many
- * queries as this task's (q_rows) and one key block (bk). */
-typedef struct cpu_next_task {
-    const float *q, *k, *v;
-    ptrdiff_t qs, ks, vs;
-    int64_t qrows, kvrows;
-} cpu_next_task;
-
-static inline cpu_next_task cpu_next_task_of(const cpu_flash_args *a, int64_t b, int64_t h, int64_t q_end,
-                                             int64_t q_rows, int bk) {
-    cpu_next_task t = {NULL, NULL, NULL, (ptrdiff_t)a->qs.token, (ptrdiff_t)a->ks.token, (ptrdiff_t)a->vs.token, 0, 0};
-    if (q_end >= a->Sq) {
-        q_end = 0;
-        if (++h == a->H) h = 0, b++;
-        if (b >= a->B) return t;
-    }
-    t.q = a->q + b * a->qs.batch + h * a->qs.head + q_end * a->qs.token;
-    t.k = a->k + b * a->ks.batch + h * a->ks.head;
-    t.v = a->v + b * a->vs.batch + h * a->vs.head;
-    t.qrows = a->Sq - q_end < q_rows ? a->Sq - q_end : q_rows;
-    t.kvrows = a->Skv < bk ? a->Skv : bk;
-    return t;
-}
-
 /* The workspace of one forward task (cpu_kernels.h task) or one bwd_tile call, laid out once
  * here for the driver (its size) and the template (its parts). Offsets in floats from the
  * slice's start; every part starts 64-byte aligned when QB, BK and D allow (the tables' QB are
