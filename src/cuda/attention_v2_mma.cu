@@ -187,6 +187,8 @@ __global__ void __launch_bounds__(WARPS *WARP) attention_tf32_mma_v2(jattn_cuda_
         for (int i = 0; i < 4; i++) o_comp[j][i] = 0.0f;
     /* rows g and g + 8: running max (natural units), Kahan-compensated partial row sums */
     float m_run[2] = {-INFINITY, -INFINITY}, l_part[2] = {0.0f, 0.0f}, l_comp[2] = {0.0f, 0.0f};
+    /* f32 with lse: the largest score's exact value (float64 q . k) minus the tensor core's (epilogue) */
+    float top_fix[2] = {0.0f, 0.0f};
     const float scale = p.scale;
     const float *q_frag = qs + (warp * MMA_M + g) * DS + t;
 
@@ -272,6 +274,27 @@ __global__ void __launch_bounds__(WARPS *WARP) attention_tf32_mma_v2(jattn_cuda_
             m_tile[r] = fmaxf(m_tile[r], __shfl_xor_sync(0xffffffffu, m_tile[r], 1));
             m_tile[r] = fmaxf(m_tile[r], __shfl_xor_sync(0xffffffffu, m_tile[r], 2));
             const float m_new = fmaxf(m_run[r], m_tile[r]);
+            if (PV3 && p.lse && m_tile[r] > m_run[r]) { /* f32 mode: the row's largest score so far is in this tile */
+                const unsigned quad = 0xFu << (lane & 28);
+                int col = -1;
+#pragma unroll
+                for (int n = 0; n < NT; n++)
+#pragma unroll
+                    for (int e = 0; e < 2; e++)
+                        if (s_big[n][2 * r + e] == m_tile[r]) col = n * MMA_N + 2 * t + e;
+                col = max(col, __shfl_xor_sync(quad, col, 1));
+                col = max(col, __shfl_xor_sync(quad, col, 2));
+                double dot = 0.0; /* q (unscaled) and k rows in shared memory, float32 whole; columns past D are 0 */
+                if (col >= 0) {
+                    const float *qr = qs + (warp * MMA_M + g + 8 * r) * DS + t * (DT / 4),
+                                *kr = kt + col * DS + t * (DT / 4);
+#pragma unroll 1
+                    for (int d = 0; d < DT / 4; d++) dot = fma((double)qr[d], (double)kr[d], dot);
+                }
+                dot += __shfl_xor_sync(quad, dot, 1);
+                dot += __shfl_xor_sync(quad, dot, 2);
+                top_fix[r] = col >= 0 ? (float)(dot * (double)scale - (double)m_tile[r]) : 0.0f;
+            }
             m_use[r] = m_new == -INFINITY ? 0.0f : m_new; /* no keys of finite score yet: weights 0 */
             alpha[r] = exp2_sfu((m_run[r] - m_use[r]) * LOG2E);
             m_run[r] = m_new;
@@ -380,7 +403,17 @@ __global__ void __launch_bounds__(WARPS *WARP) attention_tf32_mma_v2(jattn_cuda_
                 orow[col + 1] = empty ? 0.0f : o[j][2 * r + 1] * inv_l[r];
             }
         }
-        if (p.lse && t == 0) p.lse[(int64_t)bh * p.seq_q + row] = empty ? -INFINITY : m_run[r] + logf(l_part[r]);
+        /* lse = m + log l in float64, plus the largest-score key's exact score minus the tensor core's
+         * (top_fix) times its weight 1 / l: the truncating fp32 accumulation of S's k-steps leaves
+         * the largest score low by ~1 ulp, and a backward that recomputes S more exactly would carry
+         * that as a relative error of every weight of the row (src/cuda/NOTES.md, "The backward's
+         * accuracy") */
+        const double fix = (double)top_fix[r] / (double)l_part[r];
+        if (p.lse && t == 0)
+            p.lse[(int64_t)bh * p.seq_q + row] =
+                empty ? -INFINITY
+                : PV3 ? (float)((double)m_run[r] + log((double)l_part[r]) + (isfinite(fix) ? fix : 0.0))
+                      : m_run[r] + logf(l_part[r]);
     }
 }
 
