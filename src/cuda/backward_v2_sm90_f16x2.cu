@@ -28,7 +28,9 @@
  *           e in S is a relative error e in P.
  *        2. P = exp((big u - lse) + cor u), u the two tiles' power-of-two unscale (exact);
  *           lse per query (a row in dQ, a column in dK / dV, from the q record); keys past seq_kv
- *           get P = 0 (dQ), queries past seq_q have lse = +inf (P = 0).
+ *           get P = 0 (dQ), queries past seq_q have lse = +inf (P = 0). A query's P >= 1/2 element
+ *           (its dominant key, at most one) takes the P of its score recomputed exactly: dQ finds
+ *           it and leaves that P in the q record, dK and dV take it from there (2b in the body).
  *        3. dQ, dK: dP = B_row C_col^T the same way (dQ: dO V^T; dK: V dO^T), dS = P ((dP_big u
  *           - Dl_hi) + dP_cor u - Dl_lo). JATTN_CUDA_BWD2_CHAINS=<S><dP> sets the k16 slices of
  *           hi*hi per compensated term of S and dP: 11 (default), 10 (dP one chain, uncompensated),
@@ -41,7 +43,8 @@
  *           from the same image (lo*hi, hi*lo, hi*hi) into a FRESH accumulator, then
  *           acc += tile 2^-e_row u_col in fp32 (as v6's O).
  *       Written: dq (times c), dk, dv [B, H, S, D] through their strides (float2 stores), rows
- *       past the sequence skipped.
+ *       past the sequence skipped; dQ also the q records' exact P (backward_v2_records.cuh), so dK
+ *       waits for dQ before it starts (and lets dV start only then).
  * Accumulator layout (m64nN, PTX ISA "wgmma register fragments"): thread (warp w, lane 4g + c)
  * holds rows 16w + g (regs 4i + e) and 16w + g + 8 (regs 4i + 2 + e) of columns 8i + 2c + e; an
  * m64n64 accumulator's regs 8ks .. 8ks + 7 are then exactly the A fragment of k16 slice ks of the
@@ -75,6 +78,7 @@
 
 #include "backward_v2_records.cuh"
 #include "cuda_internal.h"
+#include "exact_score.cuh"
 #include "f16x2_split.cuh"
 #include "sm90_pipeline_ptx.cuh"
 #include "sm90_wgmma_f16_ptx.cuh"
@@ -93,6 +97,7 @@ enum BwdRole { kRoleDQ = 0, kRoleDK = 1, kRoleDV = 2 };
 struct BwdV2Params {
     const unsigned char *row_rec[2]; /* the consumers' row records: [bh][row tiles] */
     const unsigned char *col_rec[2]; /* the streamed column records: [bh][col tiles] */
+    unsigned char *row_rec_out;      /* dQ: its q records, for the rows' exact P (2b) */
     float *out;
     int64_t o_b, o_h, o_t;
     int heads, row_tiles, col_tiles, n_rows, n_cols;
@@ -276,7 +281,10 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v2_kernel(const BwdV2Params p
         fence_mbar_init();
     }
     __syncthreads();
-    /* the next of the three kernels may start as this one's last CTAs run (they read nothing it writes) */
+    /* The next of the three kernels may start as this one's last CTAs run. dK reads what dQ writes
+     * (the q records' exact P, below), so dK waits for dQ first and lets dV start only then: dV reads
+     * nothing dK writes. */
+    if (kRole == kRoleDK) grid_dependency_wait();
     launch_dependents();
 
     if (wg == 0) {
@@ -326,6 +334,7 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v2_kernel(const BwdV2Params p
                                                          (bh * p.row_tiles + rt) * (int64_t)R::kBytes + R::kImages);
     const float u_row_a = __ldg(ext_a), u_row_b = __ldg(ext_b);
     const int row_w = 16 * warp + g; /* the thread's rows: row_w, row_w + 8 */
+    float top_p[2] = {0.f, 0.f};     /* dQ: the exact P of the row's P >= 1/2 element (0: none) */
     float acc[C::kOAcc];
 #pragma unroll
     for (int i = 0; i < C::kOAcc; ++i) acc[i] = 0.f;
@@ -347,10 +356,10 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v2_kernel(const BwdV2Params p
         uint32_t loaded_a = __float_as_uint(u_col_a);
         exact_product<D, kSChain>(big, cor, step, row_a, row_a + R::kImage, img_a, img_a + R::kImage);
         /* ---- 2. P ---- */
+        const float us = u_row_a * u_col_a;
+        /* dQ: the rows' lse, loaded again per tile (L1) rather than held in registers */
+        float lse_r[2] = {0.f, 0.f};
         {
-            const float us = u_row_a * u_col_a;
-            /* dQ: the rows' lse, loaded again per tile (L1) rather than held in registers */
-            float lse_r[2] = {0.f, 0.f};
             if (kRole == kRoleDQ) {
                 const float *ea = opaque_ptr(ext_a) + kBwdRowData / 4 + row_w;
                 lse_r[0] = __ldg(ea);
@@ -382,6 +391,73 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v2_kernel(const BwdV2Params p
 #pragma unroll
                 for (int e = 0; e < 2; ++e)
                     if (8 * i + 2 * c + e >= lim) x[4 * i + e] = x[4 * i + 2 + e] = 0.f;
+        }
+        /* ---- 2b. A row's P >= 1/2 element (at most one per query row): P from its exact score ----
+         * The tensor core truncates S's fp32 sums (each hi*hi slice a little low), and the weight of
+         * a row's dominant key, exp(S - lse), carries that as a relative error of dV (and dK, dQ)
+         * past what float32's lse allows (src/cuda/NOTES.md, "The backward's accuracy"). dQ, which
+         * walks whole query rows, finds that element (rare: a warp-wide vote), recomputes its score
+         * in float64 from the two tile images (exact_score.cuh; the four lanes of the row's quad
+         * take D / 4 each), replaces its P and keeps it for the q record (written after the loop);
+         * dK and dV, which see the element as one of a key row's, take that P from the record. */
+        if (kRole == kRoleDQ) {
+            float pm = 0.f;
+#pragma unroll
+            for (int j = 0; j < 32; ++j) pm = fmaxf(pm, x[j]);
+            if (__any_sync(0xffffffffu, pm >= 0.5f)) {
+#pragma unroll
+                for (int r = 0; r < 2; ++r) {
+                    int col = -1;
+#pragma unroll
+                    for (int i = 0; i < 8; ++i)
+#pragma unroll
+                        for (int e = 0; e < 2; ++e)
+                            if (x[4 * i + 2 * r + e] >= 0.5f) col = 8 * i + 2 * c + e;
+                    col = max(col, __shfl_xor_sync(0xffffffffu, col, 1));
+                    col = max(col, __shfl_xor_sync(0xffffffffu, col, 2));
+                    double dot = 0.0;
+                    if (col >= 0) {
+                        const unsigned char *qi = smem + (row_a - smem_s), *kj = smem + (img_a - smem_s);
+#pragma unroll
+                        for (int m = 0; m < D / 32; ++m) {
+                            const int d0 = c * (D / 4) + 8 * m;
+                            double qx[8], kx[8];
+                            f16x2_chunk_f64(qi, qi + R::kImage, row_w + 8 * r, d0, kBwdTile, qx);
+                            f16x2_chunk_f64(kj, kj + R::kImage, col, d0, kBwdTile, kx);
+#pragma unroll
+                            for (int k = 0; k < 8; ++k) dot = fma(qx[k], kx[k], dot);
+                        }
+                    }
+                    dot = quad_sum(dot);
+                    if (col >= 0) {
+                        const float pe = expf((float)(dot * (double)us - (double)lse_r[r]));
+                        top_p[r] = pe;
+#pragma unroll
+                        for (int i = 0; i < 8; ++i)
+#pragma unroll
+                            for (int e = 0; e < 2; ++e)
+                                if (8 * i + 2 * c + e == col) x[4 * i + 2 * r + e] = pe;
+                    }
+                }
+            }
+        } else {
+            /* dK, dV: the element of a query column whose P >= 1/2 (that query's dominant key, if this
+             * row is it) takes the exact P dQ left in the q record (0: dQ found none) */
+            float pm = 0.f;
+#pragma unroll
+            for (int j = 0; j < 32; ++j) pm = fmaxf(pm, x[j]);
+            if (__any_sync(0xffffffffu, pm >= 0.5f)) {
+#pragma unroll
+                for (int i = 0; i < 8; ++i)
+#pragma unroll
+                    for (int e = 0; e < 2; ++e) {
+                        const float pe = side_a[kBwdRowData / 4 + kBwdTile + 8 * i + 2 * c + e];
+                        loaded_a |= __float_as_uint(pe);
+#pragma unroll
+                        for (int r = 0; r < 2; ++r)
+                            if (x[4 * i + 2 * r + e] >= 0.5f && pe > 0.f) x[4 * i + 2 * r + e] = pe;
+                    }
+            }
         }
         uint32_t img_last, loaded_last;
         int slot_last;
@@ -486,6 +562,13 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v2_kernel(const BwdV2Params p
     }
 
     if (!stores) return;
+    if (kRole == kRoleDQ && c == 0) { /* the rows' exact P >= 1/2 for dK and dV (words 64 .. 127 of the row data) */
+        float *pw = reinterpret_cast<float *>(p.row_rec_out + (bh * p.row_tiles + rt) * (int64_t)R::kBytes +
+                                              R::kImages + kBwdRowData) +
+                    kBwdTile + row_w;
+        pw[0] = top_p[0];
+        pw[8] = top_p[1];
+    }
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
         const int row = rt * kBwdTile + 16 * warp + g + 8 * r;
@@ -568,7 +651,7 @@ cudaError_t launch_role(const BwdV2Params &p, unsigned batch, cudaStream_t strea
 }
 
 template <int D>
-cudaError_t launch_d(const jattn_cuda_bwd_args *a, const unsigned char *ws, cudaStream_t stream, int ch) {
+cudaError_t launch_d(const jattn_cuda_bwd_args *a, unsigned char *ws, cudaStream_t stream, int ch) {
     const jattn_cuda_args *f = &a->fwd;
     const BwdRecordLayout L = bwd_record_layout(f->batch * f->heads, f->seq_q, f->seq_kv, f->head_dim);
     const int tq = (int)((f->seq_q + kBwdTile - 1) / kBwdTile), tk = (int)((f->seq_kv + kBwdTile - 1) / kBwdTile);
@@ -585,6 +668,7 @@ cudaError_t launch_d(const jattn_cuda_bwd_args *a, const unsigned char *ws, cuda
 
     /* dQ: rows q (and dout), columns k (and v) */
     p.row_rec[0] = ws + L.q, p.row_rec[1] = ws + L.dout;
+    p.row_rec_out = ws + L.q;
     p.col_rec[0] = ws + L.k, p.col_rec[1] = ws + L.v;
     p.row_tiles = tq, p.col_tiles = tk, p.n_rows = (int)f->seq_q, p.n_cols = (int)f->seq_kv;
     p.out = a->dq, p.o_b = a->dq_strides.batch, p.o_h = a->dq_strides.head, p.o_t = a->dq_strides.token;
@@ -651,7 +735,7 @@ extern "C" int jattn_cuda_launch_bwd_v2(const jattn_cuda_bwd_args *a, void *work
     if (major != 9 || minor != 0) return (int)cudaErrorNoKernelImageForDevice;
     err = bwd_v2_split_launch(a, workspace, stream);
     if (err != cudaSuccess) return (int)err;
-    const unsigned char *ws = static_cast<const unsigned char *>(workspace);
+    unsigned char *ws = static_cast<unsigned char *>(workspace);
     const int ch = chains();
     return (int)(a->fwd.head_dim == 128 ? launch_d<128>(a, ws, stream, ch) : launch_d<64>(a, ws, stream, ch));
 }

@@ -459,7 +459,7 @@ static jattn_status cuda_select_backward(const jattn_problem *p, const jattn_exe
 }
 
 /* The device workspace of a backward call: the key padding's region (as the forward's), then the
- * kernel's own (Dl: 8 bytes per query row). Grows with B * H * (Sq + Skv), never with S^2. */
+ * kernel's own (Dl and the top P: 12 bytes per query row). Grows with B * H * (Sq + Skv), never with S^2. */
 static size_t bwd_kernel_bytes(const jattn_problem *p, const jattn_plan *plan) {
     const cuda_bwd_version *ver = plan->kernel;
     return ver->workspace_bytes(p);
