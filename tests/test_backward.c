@@ -74,7 +74,10 @@ static void reference_grads(const jattn_problem *p, const jattn_key_padding *kp,
                             const float *v, const float *dout, jattn_strides dos, const float *dlse, int round_logits,
                             const float *given_out, const float *given_lse, grads64 *g) {
     const int64_t B = p->batch, H = p->heads, Sq = p->seq_q, Skv = p->seq_kv, D = p->head_dim;
-    const double scale = p->scale > 0 ? (double)p->scale : 1.0 / sqrt((double)D);
+    /* the default scale as the library applies it: 1/sqrt(D) rounded to float32 (jattn.h's scale is a
+     * float; at D = 128 the exact value would move every logit by 1.7e-8 of itself, ~0.2 ulp of a
+     * peaky row's lse, against the out and lse a backward is handed) */
+    const double scale = p->scale > 0 ? (double)p->scale : (double)(float)(1.0 / sqrt((double)D));
     double *s = malloc((size_t)Skv * sizeof *s), *o = malloc((size_t)D * sizeof *o);
     double *dk = calloc((size_t)(Skv * D), sizeof *dk), *dv = calloc((size_t)(Skv * D), sizeof *dv);
     double *dq = malloc((size_t)D * sizeof *dq);
@@ -463,16 +466,17 @@ static int refused_as_documented(jattn_status st, const jattn_problem *p, const 
 static double worst_fraction[JT_DIST_COUNT]; /* of the rel_l2 gate, per distribution */
 static double worst_rel[JT_DIST_COUNT];
 
-/* The float32-input floor of a case (kit/metrics.h, JATTN_BWD_FLOOR_TIMES): the metrics of float64
- * gradients computed by this test from the float64 forward's out and lse rounded to float32 once
- * (reference_grads with given_out and given_lse; the ref backend's forward, into the case's ref and
- * ref_lse) against the float64 reference, for gradient t (-1: all three into m[0..2]). What any
- * backward handed float32 out and lse reaches: one float32 ulp of lse is a relative error of every
- * weight of its row (on peaky rows, logits of tens and more, past the gate), and in a near one-hot
- * row dq and dk are small differences dP - Dl whose inputs carry out's rounding, u / (1 - P_max)
- * relative. It does not depend on the out and lse the backward was handed (in the chain part the
- * backend's own forward's): a forward whose lse errs by more is not excused. Computed here, not by
- * the ref backend, so that the ref backend is held to it too. @return 0 on success. */
+/* The float32 floor of a case (kit/metrics.h, JATTN_BWD_FLOOR_TIMES): the metrics of float64
+ * gradients computed by this test from the logits scale q.k and the float64 forward's out and lse,
+ * each rounded to float32 once (reference_grads with round_logits, given_out and given_lse; the
+ * ref backend's forward, into the case's ref and ref_lse), against the float64 reference, for
+ * gradient t (-1: all three into m[0..2]). What a float32 evaluation reaches: one float32 ulp of
+ * lse is a relative error of every weight of its row, and one of a logit of that weight (on peaky
+ * rows, logits of tens and more, past the gate), and in a near one-hot row dq and dk are small
+ * differences dP - Dl whose inputs carry out's rounding, u / (1 - P_max) relative. It does not
+ * depend on the out and lse the backward was handed (in the chain part the backend's own
+ * forward's): a forward whose lse errs by more is not excused. Computed here, not by the ref
+ * backend, so that the ref backend is held to it too. @return 0 on success. */
 static int input_floor(bcase *bc, int t, jattn_metrics *m) {
     const jattn_problem *p = &bc->c.p;
     const int64_t BH = p->batch * p->heads, D = p->head_dim;
@@ -485,7 +489,7 @@ static int input_floor(bcase *bc, int t, jattn_metrics *m) {
              jattn_forward_padded(NULL, p, &e, bc->c.q, bc->c.k, bc->c.v, bc->padding_in_use, bc->c.ref,
                                   bc->c.ref_lse) == JATTN_OK;
     if (ok) {
-        reference_grads(p, bc->padding_in_use, bc->c.q, bc->c.k, bc->c.v, at(&bc->dout), bc->dout.s, bc->dlse, 0,
+        reference_grads(p, bc->padding_in_use, bc->c.q, bc->c.k, bc->c.v, at(&bc->dout), bc->dout.s, bc->dlse, 1,
                         bc->c.ref, bc->c.ref_lse, &f);
         const float *got[3] = {f.dq, f.dk, f.dv}, *refs[3] = {bc->ref.dq, bc->ref.dk, bc->ref.dv};
         for (int i = 0; i < 3; i++)
@@ -564,8 +568,8 @@ static int bcase_check(bcase *bc, const char *what, jt_dist dist) {
             jattn_metrics f;
             if (input_floor(bc, t, &f) == 0 && jattn_metrics_pass_backward_floor(&m, &f)) {
                 ok = 1;
-                printf("note %s %s: %s rel_l2 %.3g max_abs %.3g over the gate, excused: within %dx the float32-input "
-                       "floor (float64 from the float64 forward's out, lse rounded once: rel_l2 %.3g max_abs %.3g)\n",
+                printf("note %s %s: %s rel_l2 %.3g max_abs %.3g over the gate, excused: within %dx the float32 floor "
+                       "(float64 from logits, out, lse rounded to float32 once: rel_l2 %.3g max_abs %.3g)\n",
                        bc->c.label, what, names[t], m.rel_l2, m.max_abs, JATTN_BWD_FLOOR_TIMES, f.rel_l2, f.max_abs);
             }
         }
@@ -652,14 +656,15 @@ static void part_gate(jt_rng *r, jt_tally *tally, jattn_backend fwd_backend, int
     }
 }
 
-/* ---- the floor: every gradient within the gate or JATTN_BWD_FLOOR_TIMES of the float32-input floor ----
- * Shapes with enough rows for rel_l2 to average (the single-row tails live in the gate part), the
- * four input distributions and two sharper ones: normal q, k times 4 and times 8 (logits of standard
- * deviation 16 and 64, the issue-30 inputs; powers of two, so the draws stay exact), where one
- * float32 ulp of lse (2-8e-6 relative at |lse| 30-250) puts even a float64 backward past the gate.
- * Each case twice: out and lse from the float64 forward rounded once (the backward alone), then from
- * the backend's own forward (the training chain, whose lse the floor does not excuse). Prints the
- * largest ratio to the floor per distribution and gradient. */
+/* ---- the floor: every gradient within the gate or JATTN_BWD_FLOOR_TIMES of the float32 floor ----
+ * Shapes with enough rows and keys for rel_l2 to average (the single-row and few-key tails live in
+ * the gate part), the four input distributions and two sharper ones: normal q, k times 4 and times
+ * 8 (logits of standard deviation 16 and 64, the issue-30 inputs; powers of two, so the draws stay
+ * exact), where one float32 ulp of lse (2-8e-6 relative at |lse| 30-250) puts even a float64
+ * backward past the gate. Each case twice: out and lse from the float64 forward rounded once (the
+ * backward alone), then from the backend's own forward (the training chain, whose lse the floor
+ * does not excuse). Prints the largest ratio to the floor per distribution and gradient. cpu
+ * (avx512, 61 seeds): at most 2.3x (logits of std 64, the backward alone), 2.0x in the chain. */
 enum { FLOOR_PEAKY16 = JT_DIST_COUNT, FLOOR_PEAKY64, FLOOR_DIST_COUNT };
 static const char *floor_dist_name(int d) {
     return d == FLOOR_PEAKY16 ? "peaky16" : d == FLOOR_PEAKY64 ? "peaky64" : jt_dist_name((jt_dist)d);
@@ -668,8 +673,8 @@ static const char *floor_dist_name(int d) {
 static void part_floor(jt_rng *r, jt_tally *tally) {
     static const shape fshapes[] = {{1, 2, 256, 256, 128, FLUX},
                                     {1, 2, 192, 384, 64, FLUX},
-                                    {2, 1, 200, 77, 128, HEAD_MAJOR},
-                                    {1, 2, 130, 129, 32, FLUX}};
+                                    {2, 1, 160, 200, 128, HEAD_MAJOR},
+                                    {1, 2, 150, 257, 80, FLUX}};
     double worst[FLOOR_DIST_COUNT][3] = {{0}};
     const char *names[3] = {"dq", "dk", "dv"};
     for (size_t si = 0; si < sizeof fshapes / sizeof fshapes[0]; si++) {
@@ -711,8 +716,8 @@ static void part_floor(jt_rng *r, jt_tally *tally) {
                 e.backend = backend;
                 if (st == JATTN_OK) st = bcase_run(&bc, &e, NULL);
                 if (refused_as_documented(st, cp, bc.c.label)) break;
-                jattn_metrics fl[3], lf[3];
-                if (st != JATTN_OK || input_floor(&bc, -1, fl) != 0 || (d == JT_LARGE && logit_floor(&bc, lf) != 0)) {
+                jattn_metrics fl[3];
+                if (st != JATTN_OK || input_floor(&bc, -1, fl) != 0) {
                     printf("FAIL %s: %s: %s\n", bc.c.label, jattn_status_name(st), jattn_last_error());
                     jt_tally_add(tally, 0);
                     continue;
@@ -733,8 +738,7 @@ static void part_floor(jt_rng *r, jt_tally *tally) {
                     jattn_metrics m;
                     jattn_metrics_compute_dense(dense, refs[t], cnt, &m);
                     free(dense);
-                    jattn_metrics f = fl[t];
-                    if (d == JT_LARGE && lf[t].rel_l2 > f.rel_l2) f = lf[t]; /* DESIGN.md §2's logit floor */
+                    const jattn_metrics f = fl[t];
                     const int ok = jattn_metrics_pass_backward_floor(&m, &f) && outside_untouched(cp, ts[t]);
                     const double ratio = f.rel_l2 > 0 ? m.rel_l2 / f.rel_l2 : 0;
                     if (ratio > worst[d][t]) worst[d][t] = ratio;
@@ -751,7 +755,7 @@ static void part_floor(jt_rng *r, jt_tally *tally) {
         bcase_free(&bc);
     }
     for (int d = 0; d < FLOOR_DIST_COUNT; d++)
-        printf("floor %-8s largest rel_l2 / float32-input floor: dq %.2f dk %.2f dv %.2f (pass: <= %d or the gate)\n",
+        printf("floor %-8s largest rel_l2 / float32 floor: dq %.2f dk %.2f dv %.2f (pass: <= %d or the gate)\n",
                floor_dist_name(d), worst[d][0], worst[d][1], worst[d][2], JATTN_BWD_FLOOR_TIMES);
 }
 

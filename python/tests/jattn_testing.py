@@ -128,10 +128,23 @@ BWD_GATE_COS = 0.99999
 BWD_FLOOR_TIMES = 3
 
 
+def float64_backward_floor(q, k, v, dout, scale: float, out, lse):
+    """kit/metrics.h's float32 floor of the backward: dq, dk, dv in float64 (torch tensors) from the
+    logits scale q.k rounded to float32 once and the float64 forward's out and lse rounded to
+    float32 once (out, lse: float32 tensors as given)."""
+    import torch
+
+    q, k, v, dout, out, lse = (t.double() for t in (q, k, v, dout, out, lse))
+    s = ((q @ k.transpose(-1, -2)) * scale).float().double()
+    p = torch.exp(s - lse[..., None])
+    ds = p * (dout @ v.transpose(-1, -2) - (dout * out).sum(-1, keepdim=True))
+    return scale * ds @ k, scale * ds.transpose(-1, -2) @ q, p.transpose(-1, -2) @ dout
+
+
 def passes_backward_floor(m: dict, floor: dict) -> bool:
     """kit/metrics.c's jattn_metrics_pass_backward_floor: every metric of a gradient within the
-    backward's gate or within BWD_FLOOR_TIMES of the float32-input floor's (1 - cos and max_abs
-    within its square), every element finite where the reference is."""
+    backward's gate or within BWD_FLOOR_TIMES of the float32 floor's (1 - cos and max_abs within its
+    square), every element finite where the reference is. The floor: float64_backward_floor."""
     if not m["finite"]:
         return False
     k = BWD_FLOOR_TIMES
