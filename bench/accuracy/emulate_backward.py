@@ -69,7 +69,12 @@ def split16(x):
 
 
 def tile_scales(k, rows=64):
-    return torch.cat([pow2_below(k[t : t + rows].abs().amax()).expand(min(rows, k.shape[0] - t), 1) for t in range(0, k.shape[0], rows)])
+    return torch.cat(
+        [
+            pow2_below(k[t : t + rows].abs().amax()).expand(min(rows, k.shape[0] - t), 1)
+            for t in range(0, k.shape[0], rows)
+        ]
+    )
 
 
 # ---- forward S and lse models ----------------------------------------------------------------
@@ -211,7 +216,9 @@ def variants_steps(q, k, v, do, c, s, lse, out):
         "S float32 once": backward(q, k, v, do, c, r32(s), lse, out, **plain),
         "S - lse float32 once": backward(q, k, v, do, c, s, lse, out, round_arg=True, round_p=False, round_ds=False),
         "P float32": backward(q, k, v, do, c, s, lse, out, round_arg=False, round_p=True, round_ds=False),
-        "dP float32": backward(q, k, v, do, c, s, lse, out, round_arg=False, round_p=False, round_dp=True, round_ds=False),
+        "dP float32": backward(
+            q, k, v, do, c, s, lse, out, round_arg=False, round_p=False, round_dp=True, round_ds=False
+        ),
         "dS float32": backward(q, k, v, do, c, s, lse, out, round_arg=False, round_p=False, round_ds=True),
         "float32-input floor (out, lse once)": backward(q, k, v, do, c, s, l32, o32, **plain),
         "S and lse float32 once (consistent)": backward(q, k, v, do, c, r32(s), l32, o32, **plain),
@@ -272,7 +279,9 @@ def main():
                 for t in range(3):
                     acc_n[t][0] += torch.linalg.norm(got[t] - ref[t]).item() ** 2
                     acc_n[t][1] += torch.linalg.norm(ref[t]).item() ** 2
-        print(f"(seq {a.seq}, D {a.dim}, {a.heads} heads) q, k x {amp:g} (logit std {amp * amp:g}), tensor-core accumulation {a.acc}: dq / dk / dv rel_l2")
+        print(
+            f"(seq {a.seq}, D {a.dim}, {a.heads} heads) q, k x {amp:g} (logit std {amp * amp:g}), tensor-core accumulation {a.acc}: dq / dk / dv rel_l2"
+        )
         for name, v in sums.items():
             print(f"  {name:38s} " + " / ".join(f"{math.sqrt(x / y):.2e}" for x, y in v))
 

@@ -82,7 +82,9 @@ def case(shape, amp, device, seed):
     )
     row["jattn bwd"] = [rel(a, r) for a, r in zip(alone, ref)]
     sdpa = torch.nn.functional.scaled_dot_product_attention
-    row["torch"] = [rel(a, r) for a, r in zip(autograd(lambda x, y, z: sdpa(x, y, z, scale=c), q, k, v, dout, device), ref)]
+    row["torch"] = [
+        rel(a, r) for a, r in zip(autograd(lambda x, y, z: sdpa(x, y, z, scale=c), q, k, v, dout, device), ref)
+    ]
     o, lse = jattn.attention(q.to(device), k.to(device), v.to(device), scale=c, return_lse=True)
     ulp = torch.from_numpy(np.spacing(np.abs(lse64.detach().numpy()).astype(np.float32)).astype(np.float64))
     err = (lse.cpu().double() - lse64.detach()) / ulp
@@ -103,14 +105,18 @@ def main() -> None:
     torch.backends.cudnn.allow_tf32 = False
     shapes = [(1, a.heads, 1536, 1536, 128), (1, a.heads, 700, 1300, 64)]
     rows = [case(s, amp, a.device, a.seed) for s in shapes for amp in (1.0, 4.0, 8.0)]
-    print("| (Sq, Skv, D), q k x | out jattn / torch | lse err (ulp mean, rms) | dq / dk / dv: floor | jattn chain | "
-          "jattn bwd (lse once) | torch fp32 SDPA |")
+    print(
+        "| (Sq, Skv, D), q k x | out jattn / torch | lse err (ulp mean, rms) | dq / dk / dv: floor | jattn chain | "
+        "jattn bwd (lse once) | torch fp32 SDPA |"
+    )
     print("| --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
         f = lambda x: " / ".join(f"{e:.2e}" for e in x)  # noqa: E731
-        print(f"| ({r['shape'][2]}, {r['shape'][3]}, {r['shape'][4]}), x{r['amp']:g} | {r['out']:.1e} / "
-              f"{r['torch out']:.1e} | {r['lse ulp mean, rms'][0]:+.2f}, {r['lse ulp mean, rms'][1]:.2f} | "
-              f"{f(r['floor'])} | {f(r['jattn chain'])} | {f(r['jattn bwd'])} | {f(r['torch'])} |")
+        print(
+            f"| ({r['shape'][2]}, {r['shape'][3]}, {r['shape'][4]}), x{r['amp']:g} | {r['out']:.1e} / "
+            f"{r['torch out']:.1e} | {r['lse ulp mean, rms'][0]:+.2f}, {r['lse ulp mean, rms'][1]:.2f} | "
+            f"{f(r['floor'])} | {f(r['jattn chain'])} | {f(r['jattn bwd'])} | {f(r['torch'])} |"
+        )
     if a.json:
         with open(a.json, "w") as fh:
             for r in rows:

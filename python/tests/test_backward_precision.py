@@ -25,11 +25,11 @@ import math
 import numpy as np
 import pytest
 import torch
+from test_autograd import _CUDA_WHY_NOT, math_attention
 
 import jattn
 from jattn import _clib
 from jattn_testing import BWD_FLOOR_TIMES, float64_backward_floor, metrics, passes_backward_floor
-from test_autograd import _CUDA_WHY_NOT, math_attention
 
 pytestmark = pytest.mark.skipif(not _clib.HAS_BACKWARD, reason="the loaded libjattn has no jattn_backward")
 
