@@ -36,13 +36,13 @@ step() { echo "== $* ($(date -u +%T))"; }
 
 VARIANTS=${VARIANTS:-"c11:JATTN_CUDA_BWD2_CHAINS=11 c10:JATTN_CUDA_BWD2_CHAINS=10 c20:JATTN_CUDA_BWD2_CHAINS=20
 c20fe:JATTN_CUDA_BWD2_CHAINS=20,JATTN_CUDA_BWD2_FAST_EXP=1"}
+: > "$OUT/variants.log" # one file for all ($OUT brings back at most 8): "VARIANT name" before each one's runs
 for v in $VARIANTS; do
-  name=${v%%:*}
-  : > "$OUT/tail_$name.log"
+  echo "VARIANT ${v%%:*}" >> "$OUT/variants.log"
   for seed in $(seq 1 "${SEEDS:-3}"); do
     for part in gate floor; do
       env $(echo "${v#*:}" | tr , ' ') JATTN_CUDA_BWD_KERNEL=v2 JATTN_TEST_VERBOSE=1 JATTN_TEST_SEED=$seed \
-        timeout 30 ./bin/test_backward cuda $part >> "$OUT/tail_$name.log" 2>&1
+        timeout 30 ./bin/test_backward cuda $part >> "$OUT/variants.log" 2>&1
     done
   done
 done
@@ -85,9 +85,16 @@ gate = 5e-6
 dists = ("uniform", "normal", "peaky", "large", "peaky16", "peaky64")
 print("== the variants (v2 forced): largest rel_l2 / gate over the gate part's cases v2 runs (D 64, 128;")
 print("   Skv >= 2), then the largest rel_l2 / float32 floor of the floor part (pass: <= 3 or the gate)")
+runs, name = {}, None
+for line in open(f"{out}/variants.log"):
+    if line.startswith("VARIANT "):
+        name = line.split()[1]
+        runs[name] = []
+    elif name:
+        runs[name].append(line)
 for name in variants:
     worst, fl, cases, fails = {}, {}, 0, 0
-    for line in open(f"{out}/tail_{name}.log"):
+    for line in runs.get(name, []):
         m = re.match(r"floor (\w+) +largest rel_l2 / float32 floor: dq ([\d.]+) dk ([\d.]+) dv ([\d.]+)", line)
         if m:
             fl[m[1]] = [max(a, float(b)) for a, b in zip(fl.get(m[1], [0, 0, 0]), m.groups()[1:])]
