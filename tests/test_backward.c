@@ -8,9 +8,13 @@
  *               (the backward alone); gradients poisoned (NaN) before the call, every element
  *               checked, nothing outside them written, no input modified; a `large` gradient
  *               past the gate passes only within 4x of its float32-logit floor (DESIGN.md §2),
+ *               any gradient only within JATTN_BWD_FLOOR_TIMES of the float32 floor (below),
  *               and the note says so
  *   chain       the same with out and lse from the backend's own forward (the training chain),
  *               shapes of 33 queries and more
+ *   floor       every gradient within the gate or JATTN_BWD_FLOOR_TIMES of the float32 floor
+ *               (kit/metrics.h), shapes of 150 and more keys, the four distributions and logits of
+ *               std 16 and 64, out and lse from the float64 forward and from the backend's own
  *   padding     key lengths and masks, masked k, v rows NaN, as the gate
  *   fd          (ref only) the ref backward against central finite differences of a float64
  *               forward at tiny shapes: the oracle itself checked
@@ -48,8 +52,8 @@
  * logit scale * q.k is rounded to float32 once before the softmax and everything else stays
  * float64: the backward's float32-logit floor (DESIGN.md §2). With given_out and given_lse (the
  * float32 out, through p->out's strides, and lse [B, H, Sq] a backward is handed), the weights are
- * exp(logit - given lse) and dO.O takes the given out, the rest float64: the float32-input floor,
- * what float64 arithmetic reaches from those rounded inputs. */
+ * exp(logit - given lse) and dO.O takes the given out, the rest float64: what float64 arithmetic
+ * reaches from those rounded inputs (with round_logits too: the float32 floor of kit/metrics.h). */
 typedef struct grads64 {
     float *dq, *dk, *dv; /* dense */
 } grads64;
