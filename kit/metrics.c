@@ -69,6 +69,18 @@ int jattn_metrics_pass_backward(const jattn_metrics *m) {
     return m->rel_l2 <= JATTN_BWD_GATE_REL_L2 && m->max_abs <= abs_tol && m->cos >= JATTN_BWD_GATE_COS;
 }
 
+int jattn_metrics_pass_backward_floor(const jattn_metrics *m, const jattn_metrics *f) {
+    if (jattn_metrics_pass_backward(m)) return 1;
+    if (m->nonfinite || !(m->rel_l2 == m->rel_l2)) return 0;
+    const double k = JATTN_BWD_FLOOR_TIMES;
+    const double abs_tol = JATTN_BWD_GATE_MAX_ABS * (m->max_ref > 1 ? m->max_ref : 1);
+    const int rel_ok = m->max_ref == 0 || m->rel_l2 <= JATTN_BWD_GATE_REL_L2 || m->rel_l2 <= k * f->rel_l2;
+    /* 1 - cos and the largest error of one element: k^2 (1 - cos grows as rel_l2^2; a maximum over
+     * the elements varies more from draw to draw than the mean) */
+    const int cos_ok = m->max_ref == 0 || m->cos >= JATTN_BWD_GATE_COS || 1 - m->cos <= k * k * (1 - f->cos) + 1e-12;
+    return rel_ok && cos_ok && (m->max_abs <= abs_tol || m->max_abs <= k * k * f->max_abs);
+}
+
 int jattn_lse_pass(const float *lse, const float *ref, int64_t n, jattn_precision precision) {
     double tol = precision == JATTN_PRECISION_TF32 ? JATTN_GATE_LSE_TF32 : JATTN_GATE_LSE_F32;
     for (int64_t i = 0; i < n; i++) {

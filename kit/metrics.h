@@ -54,6 +54,20 @@ int jattn_metrics_pass(const jattn_metrics *m, jattn_precision precision);
 #define JATTN_BWD_GATE_COS 0.99999
 int jattn_metrics_pass_backward(const jattn_metrics *m);
 
+/* The backward's gate where float32 itself stops it (docs/DESIGN.md §2): a backward is handed out
+ * and lse in float32 and evaluates logits in float32, and on peaky rows (logits of tens and more)
+ * one float32 ulp of lse, or of a dominant logit, is a relative error of the weights of its row
+ * past the gate, whatever the backward does. So each metric of a gradient passes when it meets the
+ * gate above or lies within JATTN_BWD_FLOOR_TIMES of the same metric of the float32 floor: a
+ * float64 backward of the same float32 inputs whose logits scale q.k, and the float64 forward's
+ * out and lse it is handed, are each rounded to float32 once (1 - cos and max_abs: within the
+ * square of JATTN_BWD_FLOOR_TIMES, as 1 - cos grows with rel_l2^2 and a maximum over the elements
+ * varies more from draw to draw). The caller computes the floor in float64 from the inputs
+ * (tests/test_backward.c, python/tests). Every element finite where the reference is, in both cases.
+ * @return 1 when m passes, 0 otherwise. */
+#define JATTN_BWD_FLOOR_TIMES 3
+int jattn_metrics_pass_backward_floor(const jattn_metrics *m, const jattn_metrics *floor);
+
 /* The LSE gate: |lse - ref| <= tol * max(1, |ref|) with tol JATTN_GATE_LSE_F32 (f32) or
  * JATTN_GATE_LSE_TF32 (tf32).
  * @return 1 when every element passes. */

@@ -3,12 +3,11 @@
 #   on the development machine:  CARRY=/work/main/.carry-bwdwg bench/gpu/backward_carry.sh
 #   on the GPU machine, from the carried folder:  OUT=$OUT bash backward_v2_run.sh
 # Steps, each under its own timeout (seconds in brackets): test_backward cuda with v2 forced
-# (JATTN_CUDA_BWD_KERNEL=v2) [TEST_S, 120], then with each of VARIANTS (the S / dP chains of
-# JATTN_CUDA_BWD2_CHAINS, the exp of JATTN_CUDA_BWD2_FAST_EXP) [30 each]; compute-sanitizer memcheck and racecheck on small calls
-# v2 takes [25 each]; times at (1,24,S,128), S in SEQS (1536 4608 16384): v2, its chain variants, v2
-# without programmatic dependent launch, v1 (when V1 is set; S < 8192), jattn's forward; v2 and the
-# forward at (1,24,4608,64) [8-20 each]; PyTorch's fp32 SDPA backward [80]; ncu's time of each kernel
-# at (1,24,4608,128), v2 and its chains 30 [20 each]; the table last.
+# (JATTN_CUDA_BWD_KERNEL=v2) [TEST_S, 120], then with each of VARIANTS (name:environment; none since
+# issue 32 removed the chain and exp knobs) [30 each]; compute-sanitizer memcheck and racecheck on small calls
+# v2 takes [25 each]; times at (1,24,S,128), S in SEQS (1536 4608 16384): v2, v1 (when V1 is set;
+# S < 8192), jattn's forward; v2 and the forward at (1,24,4608,64) [8-20 each]; PyTorch's fp32 SDPA
+# backward [80]; ncu's time of each kernel at (1,24,4608,128) [20]; the table last.
 set -u
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
@@ -18,10 +17,8 @@ export JATTN_CUDA_BWD_KERNEL=v2 # v1 where asked for below
 J=./bin/jattn
 SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 step() { echo "== $* ($(date -u +%T))"; }
-# the variants (name:environment) of the S / dP chains (JATTN_CUDA_BWD2_CHAINS) and of the exp
-VARIANTS="c10:JATTN_CUDA_BWD2_CHAINS=10 c20:JATTN_CUDA_BWD2_CHAINS=20 c33:JATTN_CUDA_BWD2_CHAINS=33
-c30:JATTN_CUDA_BWD2_CHAINS=30 c31:JATTN_CUDA_BWD2_CHAINS=31 fe:JATTN_CUDA_BWD2_FAST_EXP=1
-c30fe:JATTN_CUDA_BWD2_CHAINS=30,JATTN_CUDA_BWD2_FAST_EXP=1 c20fe:JATTN_CUDA_BWD2_CHAINS=20,JATTN_CUDA_BWD2_FAST_EXP=1"
+# (issue 32: the variants' knobs left src; none left to run)
+VARIANTS="${VARIANTS:-}"
 {
   step nvidia-smi; nvidia-smi -L
   step JATTN_CUDA_BWD_KERNEL=v2 test_backward cuda all
@@ -42,17 +39,13 @@ c30fe:JATTN_CUDA_BWD2_CHAINS=30,JATTN_CUDA_BWD2_FAST_EXP=1 c20fe:JATTN_CUDA_BWD2
 {
   for s in ${SEQS:-1536 4608 16384}; do
     r=10; [ "$s" -gt 8192 ] && r=4
-    step "v2 (chains 11 and variants; without pdl) / v1 / forward at $s"
+    step "v2 / v1 / forward at $s"
     echo "TAG v2"; timeout 20 $J run --backward --backend cuda --seq $s --reps $r --no-check --json; echo "rc $?"
     for v in $VARIANTS; do
       [ "$s" -gt 8192 ] && case $v in c33:*|c31:*|fe:*) continue ;; esac
       echo "TAG v2-${v%%:*}"
       env $(echo "${v#*:}" | tr , ' ') timeout 20 $J run --backward --backend cuda --seq $s --reps $r --no-check --json; echo "rc $?"
     done
-    if [ "$s" -lt 8192 ]; then
-      echo "TAG v2-nopdl"
-      JATTN_CUDA_BWD2_PDL=0 timeout 20 $J run --backward --backend cuda --seq $s --reps $r --no-check --json; echo "rc $?"
-    fi
     if [ -n "${V1:-}" ] && [ "$s" -lt 8192 ]; then
       echo "TAG v1"
       JATTN_CUDA_BWD_KERNEL=v1 timeout 15 $J run --backward --backend cuda --seq $s --reps 3 --no-check --json; echo "rc $?"
@@ -70,7 +63,7 @@ c30fe:JATTN_CUDA_BWD2_CHAINS=30,JATTN_CUDA_BWD2_FAST_EXP=1 c20fe:JATTN_CUDA_BWD2
 {
   step ncu
   NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
-  for v in "v2:JATTN_CUDA_BWD2_CHAINS=11" "c30:JATTN_CUDA_BWD2_CHAINS=30"; do
+  for v in "v2:"; do
     echo "TAG ${v%%:*}"
     env ${v#*:} timeout 20 "$NCU" --clock-control none --kernel-name regex:bwd_ --metrics gpu__time_duration.sum \
       $J run --backward --backend cuda --seq 4608 --reps 1 --no-check 2>&1 | grep -v PROF | grep -E "bwd_|gpu__time_duration" | head -8

@@ -119,3 +119,38 @@ def fused_qkv(rng: np.random.Generator, batch: int, seq: int, heads: int, head_d
     stride 3*H*D), and the projection."""
     qkv = rng.standard_normal((batch, seq, 3, heads, head_dim)).astype(np.float32)
     return qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2], qkv
+
+
+# kit/metrics.h: JATTN_BWD_GATE_REL_L2, _MAX_ABS, _COS, JATTN_BWD_FLOOR_TIMES
+BWD_GATE_REL_L2 = 5e-6
+BWD_GATE_MAX_ABS = 2e-5
+BWD_GATE_COS = 0.99999
+BWD_FLOOR_TIMES = 3
+
+
+def float64_backward_floor(q, k, v, dout, scale: float, out, lse):
+    """kit/metrics.h's float32 floor of the backward: dq, dk, dv in float64 (torch tensors) from the
+    logits scale q.k rounded to float32 once and the float64 forward's out and lse rounded to
+    float32 once (out, lse: float32 tensors as given)."""
+    import torch
+
+    q, k, v, dout, out, lse = (t.double() for t in (q, k, v, dout, out, lse))
+    s = ((q @ k.transpose(-1, -2)) * scale).float().double()
+    p = torch.exp(s - lse[..., None])
+    ds = p * (dout @ v.transpose(-1, -2) - (dout * out).sum(-1, keepdim=True))
+    return scale * ds @ k, scale * ds.transpose(-1, -2) @ q, p.transpose(-1, -2) @ dout
+
+
+def passes_backward_floor(m: dict, floor: dict) -> bool:
+    """kit/metrics.c's jattn_metrics_pass_backward_floor: every metric of a gradient within the
+    backward's gate or within BWD_FLOOR_TIMES of the float32 floor's (1 - cos and max_abs within its
+    square), every element finite where the reference is. The floor: float64_backward_floor."""
+    if not m["finite"]:
+        return False
+    k = BWD_FLOOR_TIMES
+    abs_tol = BWD_GATE_MAX_ABS * max(1.0, m["max_ref"])
+    if m["max_ref"] == 0:
+        return m["max_abs"] <= abs_tol or m["max_abs"] <= k * k * floor["max_abs"]
+    rel_ok = m["rel_l2"] <= BWD_GATE_REL_L2 or m["rel_l2"] <= k * floor["rel_l2"]
+    cos_ok = m["cos"] >= BWD_GATE_COS or 1 - m["cos"] <= k * k * (1 - floor["cos"]) + 1e-12
+    return rel_ok and cos_ok and (m["max_abs"] <= abs_tol or m["max_abs"] <= k * k * floor["max_abs"])

@@ -83,6 +83,7 @@
 #endif
 
 #include "attention_sm90.h"
+#include "exact_score.cuh"
 #include "f16x2_split.cuh"
 #include "sm90_pipeline_ptx.cuh"
 #include "sm90_wgmma_f16_ptx.cuh"
@@ -208,8 +209,10 @@ __device__ __forceinline__ uint64_t v6_desc_mn(uint32_t saddr, uint32_t lbo, uin
     return (uint64_t)((saddr & 0x3FFFFu) >> 4) | ((uint64_t)lbo << 16) | ((uint64_t)sbo << 32) | (1ull << 62);
 }
 
-/* kSplitPV: f32 mode (P V in three products); false: tf32 mode (P_hi V_hi only). */
-template <int D, bool kSplitPV>
+/* kSplitPV: f32 mode (P V in three products); false: tf32 mode (P_hi V_hi only). kExactLse (f32
+ * with lse): the lse of each row exact to float32's rounding rather than to the tensor core's S
+ * (below, "the output"). */
+template <int D, bool kSplitPV, bool kExactLse>
 __global__ void __launch_bounds__(kV6Threads, 1) attention_f32_sm90_fa3_f16x2_128x64_kernel(const V6Params p) {
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
     __trap();
@@ -273,8 +276,10 @@ __global__ void __launch_bounds__(kV6Threads, 1) attention_f32_sm90_fa3_f16x2_12
 
     const int row_a = 16 * warp + g; /* the thread's rows: row_a, row_a + 8 */
     float qlog[2], m_run[2], bias[2], l_run[2], l_comp[2];
+    int top[2]; /* kExactLse: the key of the row's largest score, if this lane holds it, else -1 */
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
+        top[r] = -1;
         qlog[r] = q_log2e[row_a + 8 * r];
         m_run[r] = -INFINITY;
         bias[r] = INFINITY;
@@ -377,6 +382,15 @@ __global__ void __launch_bounds__(kV6Threads, 1) attention_f32_sm90_fa3_f16x2_12
             mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
             mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
             const float m_new = fmaxf(m_run[r], mx * k_unscale); /* in units of 2^-eq */
+            if (kExactLse && mx * k_unscale > m_run[r]) {        /* the row's largest score so far is in this tile */
+                int col = -1;
+#pragma unroll
+                for (int i = 0; i < 8; ++i)
+#pragma unroll
+                    for (int e = 0; e < 2; ++e)
+                        if (sx[4 * i + 2 * r + e] == mx) col = 8 * i + 2 * c + e;
+                top[r] = col >= 0 ? key0 + col : -1;
+            }
             const float b_new = 15.f - m_new * qlog[r];
             alpha[r] = exp2_approx(b_new - bias[r]);
             bias[r] = b_new;
@@ -469,13 +483,49 @@ __global__ void __launch_bounds__(kV6Threads, 1) attention_f32_sm90_fa3_f16x2_12
         slot_release(empty_s + 8u * v_slot, loaded, p.zero);
     }
 
-    /* ---- the output: O / l, token-major [B, Sq, H * D]; lse ---- */
+    /* ---- the output: O / l, token-major [B, Sq, H * D]; lse ----
+     * lse = (log2 l - bias) / log2 e. kExactLse: in float64, plus the row's largest-score key's
+     * exact score minus the tensor core's (m_run), weighted by that key's weight 2^15 / l. The
+     * truncating fp32 accumulation of S's chains leaves the largest score ~1.5 ulp low (so the
+     * lse of a peaky row), and a backward that recomputes S more exactly than this forward
+     * would carry that as a relative error of every weight of the row (src/cuda/NOTES.md, "The
+     * backward's accuracy"); the float32 chain alone cost ~1 ulp more. */
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
         float l = l_run[r];
         l += __shfl_xor_sync(0xffffffffu, l, 1);
         l += __shfl_xor_sync(0xffffffffu, l, 2);
         const int row = q0 + row_a + 8 * r;
+        double lse_fix = 0.0; /* kExactLse: the exact score's correction, quad-uniform */
+        if (kExactLse && p.lse != nullptr) {
+            int jt = top[r];
+            jt = max(jt, __shfl_xor_sync(0xffffffffu, jt, 1));
+            jt = max(jt, __shfl_xor_sync(0xffffffffu, jt, 2));
+            double dot = 0.0;
+            if (jt >= 0 && row < p.seq_q) { /* q from global memory, k from its tile's record; lane c: D / 4 */
+                const unsigned char *rec = p.records + (bh * p.tiles + jt / kV6K) * 2 * (int64_t)C::kRecord;
+                const float *qr = qh + (int64_t)row * p.q_t;
+#pragma unroll
+                for (int m = 0; m < D / 32; ++m) {
+                    const int d0 = c * (D / 4) + 8 * m;
+                    double kx[8];
+                    f16x2_chunk_f64(rec, rec + C::kImage, jt % kV6K, d0, kV6K, kx);
+                    const float4 qa = __ldg(reinterpret_cast<const float4 *>(qr + d0));
+                    const float4 qb = __ldg(reinterpret_cast<const float4 *>(qr + d0 + 4));
+                    const float qv[8] = {qa.x, qa.y, qa.z, qa.w, qb.x, qb.y, qb.z, qb.w};
+#pragma unroll
+                    for (int k = 0; k < 8; ++k) dot = fma((double)qv[k], kx[k], dot);
+                }
+                const float k_un = reinterpret_cast<const V6TileInfo *>(rec + 2 * C::kImage)->k_unscale;
+                dot *= (double)k_un * (double)p.scale;
+            }
+            dot = quad_sum(dot);
+            if (jt >= 0) {
+                const double s_fwd = (double)m_run[r] * (double)q_unscale[row_a + 8 * r];
+                const double fix = (kPScale / (double)l) * (dot - s_fwd);
+                lse_fix = isfinite(fix) ? fix : 0.0;
+            }
+        }
         if (row >= p.seq_q) continue;
         float *dst = p.out + b * p.o_b + h * p.o_h + (int64_t)row * p.o_t;
         if (n_tiles == 0) { /* no key to attend (key padding): 0, and lse -inf */
@@ -490,14 +540,17 @@ __global__ void __launch_bounds__(kV6Threads, 1) attention_f32_sm90_fa3_f16x2_12
         for (int i = 0; i < C::kOCols; ++i)
             *reinterpret_cast<float2 *>(dst + 8 * i + 2 * c) =
                 make_float2(o[4 * i + 2 * r] * inv, o[4 * i + 2 * r + 1] * inv);
-        if (p.lse != nullptr && c == 0) p.lse[bh * p.seq_q + row] = (log2f(l) - bias[r]) * (1.f / kLog2e);
+        if (p.lse != nullptr && c == 0)
+            p.lse[bh * p.seq_q + row] = kExactLse
+                                            ? (float)((log2((double)l) - (double)bias[r]) / (double)kLog2e + lse_fix)
+                                            : (log2f(l) - bias[r]) * (1.f / kLog2e);
     }
 #endif
 }
 
-template <int D, bool kSplitPV>
+template <int D, bool kSplitPV, bool kExactLse = false>
 cudaError_t v6_launch(const V6Params &p, dim3 grid, cudaStream_t stream) {
-    auto kernel = attention_f32_sm90_fa3_f16x2_128x64_kernel<D, kSplitPV>;
+    auto kernel = attention_f32_sm90_fa3_f16x2_128x64_kernel<D, kSplitPV, kExactLse>;
     const int smem = V6Config<D>::kSmemBytes;
     cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (err != cudaSuccess) return err;
@@ -551,6 +604,10 @@ extern "C" int jattn_cuda_launch_v6(const jattn_cuda_args *a, void *workspace, v
     p.zero = 0;
     const dim3 grid((unsigned)((a->seq_q + kV6CtaQ - 1) / kV6CtaQ), (unsigned)a->heads, (unsigned)a->batch);
     const bool f32 = a->precision == JATTN_PRECISION_F32;
-    if (a->head_dim == 128) return f32 ? v6_launch<128, true>(p, grid, stream) : v6_launch<128, false>(p, grid, stream);
-    return f32 ? v6_launch<64, true>(p, grid, stream) : v6_launch<64, false>(p, grid, stream);
+    if (a->head_dim == 128) {
+        if (!f32) return v6_launch<128, false>(p, grid, stream);
+        return p.lse ? v6_launch<128, true, true>(p, grid, stream) : v6_launch<128, true>(p, grid, stream);
+    }
+    if (!f32) return v6_launch<64, false>(p, grid, stream);
+    return p.lse ? v6_launch<64, true, true>(p, grid, stream) : v6_launch<64, true>(p, grid, stream);
 }

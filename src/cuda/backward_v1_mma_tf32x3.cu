@@ -16,9 +16,9 @@
  * and large inputs, measured). f32 precision: dV, dK, dQ 3xTF32. tf32 precision: S and dP
  * as in f32 (the softmax turns an error e of S into a relative error e of P; dP - Dl is a
  * difference of near-equal terms), dV, dK and dQ one TF32 product, except below head_dim 16
- * (jattn_cuda_arithmetic: the backend passes f32 there), where they stay at three: one TF32 product missed the tf32 gate
- * (rel_l2 1e-3) at head_dim 1 on the H200 (dq 3.2e-3, dk 1.3e-3; a gradient element there is one
- * sum over the sequence, with no head_dim terms to average its rounding), at no speed to gain.
+ * (jattn_cuda_arithmetic: the backend passes f32 there), where they stay at three: one TF32 product missed the tf32
+ * gate (rel_l2 1e-3) at head_dim 1 on the H200 (dq 3.2e-3, dk 1.3e-3; a gradient element there is one sum over the
+ * sequence, with no head_dim terms to average its rounding), at no speed to gain.
  *
  * Kernels (all on the caller's stream, in this order):
  *   bwd_row_terms     reads dout, out [B,H,Sq,D] (their strides), dlse [B,H,Sq] (or none);
@@ -26,6 +26,8 @@
  *                     float64 products and a fixed-order warp reduction.
  *   bwd_zero_kv       key-padded calls only: +0 into every dk, dv row (the attended rows are
  *                     then overwritten; masked keys are never read and keep +0).
+ *   bwd_dq            (below) also writes, per query row, the exact P of its P >= 1/2 element
+ *                     (0: none) [B*H*Sq] float into the workspace, for bwd_dkdv.
  *   bwd_dkdv          a CTA of 4 warps owns 64 attended keys of one (b, h) (16 per warp); K and
  *                     V tiles [64][DT] stay in shared memory; it walks the query tiles [BR][DT]
  *                     of Q (pre-scaled by c) and dO in ascending order: S^T = K (cQ)^T and
@@ -80,7 +82,8 @@ size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 struct bwd_params {
     const float *q, *k, *v, *o, *dout, *lse, *dlse;
     float *dq, *dk, *dv;
-    float2 *dl; /* [B*H*Sq] Dl as hi + lo */
+    float2 *dl;   /* [B*H*Sq] Dl as hi + lo */
+    float *top_p; /* [B*H*Sq] the exact P of the row's P >= 1/2 element, 0 for none (bwd_dq) */
     int64_t q_b, q_h, q_s, k_b, k_h, k_s, v_b, v_h, v_s, o_b, o_h, o_s;
     int64_t do_b, do_h, do_s, dq_b, dq_h, dq_s, dk_b, dk_h, dk_s, dv_b, dv_h, dv_s;
     int batch, heads, seq_q, seq_kv, head_dim;
@@ -246,7 +249,7 @@ __global__ void __launch_bounds__(kThreads) bwd_dkdv(bwd_params p) {
     float *vs = ks + kRowsPerCta * DS;              /* [64][DS] */
     float *qs = vs + kRowsPerCta * DS;              /* [BR][DS], q * scale */
     float *ds_ = qs + BR * DS;                      /* [BR][DS], dout */
-    __shared__ float lse_s[BR], dl_hi[BR], dl_lo[BR];
+    __shared__ float lse_s[BR], dl_hi[BR], dl_lo[BR], top_s[BR];
 
     const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, g = lane >> 2, t = lane & 3;
     const int kv_blocks = (p.seq_kv + kRowsPerCta - 1) / kRowsPerCta;
@@ -272,15 +275,16 @@ __global__ void __launch_bounds__(kThreads) bwd_dkdv(bwd_params p) {
         load_tile<BR, DT>(ds_, dout, p.do_s, nullptr, i0, p.seq_q - i0, p.head_dim, 1.0f);
         for (int r = threadIdx.x; r < BR; r += kThreads) {
             const int row = i0 + r;
-            float l = INFINITY, hi = 0.0f, lo = 0.0f; /* rows past seq_q: P = 0 */
+            float l = INFINITY, hi = 0.0f, lo = 0.0f, tp = 0.0f; /* rows past seq_q: P = 0 */
             if (row < p.seq_q) {
                 const int64_t at = (int64_t)bh * p.seq_q + row;
                 l = __ldg(p.lse + at);
                 if (l == -INFINITY) l = INFINITY; /* a row with no key: P = 0 */
                 const float2 dl = p.dl[at];
                 hi = dl.x, lo = dl.y;
+                tp = p.top_p[at];
             }
-            lse_s[r] = l, dl_hi[r] = hi, dl_lo[r] = lo;
+            lse_s[r] = l, dl_hi[r] = hi, dl_lo[r] = lo, top_s[r] = tp;
         }
         __syncthreads();
 
@@ -289,8 +293,12 @@ __global__ void __launch_bounds__(kThreads) bwd_dkdv(bwd_params p) {
 #pragma unroll
         for (int n = 0; n < NT; n++)
 #pragma unroll
-            for (int i = 0; i < 4; i++) /* (big - lse) + cor: S's pair is not rounded to one float first */
-                pt[n][i] = expf((big[n][i] - lse_s[n * 8 + 2 * t + (i & 1)]) + cor[n][i]);
+            for (int i = 0; i < 4; i++) { /* (big - lse) + cor: S's pair is not rounded to one float first */
+                const int c = n * 8 + 2 * t + (i & 1);
+                const float e = expf((big[n][i] - lse_s[c]) + cor[n][i]), tp = top_s[c];
+                /* a query's P >= 1/2 key (this one, if so): the exact P bwd_dq found (exact_top_p) */
+                pt[n][i] = e >= 0.5f && tp > 0.0f ? tp : e;
+            }
         product_abt<DT, NT>(big, cor, v_warp, ds_, g, t); /* dP^T */
         float dst[NT][4];
 #pragma unroll
@@ -325,6 +333,56 @@ __global__ void __launch_bounds__(kThreads) bwd_dkdv(bwd_params p) {
     }
 }
 
+/* The row's P >= 1/2 element (at most one per query row) of a dQ tile takes the P of its exact
+ * score: the tensor core truncates the fp32 sums of S's k-steps (each big*big step a little low),
+ * and the weight of a row's dominant key, exp(S - lse), carries that as a relative error of dV, dK
+ * and dQ past what float32's lse allows (src/cuda/NOTES.md, "The backward's accuracy"). Rare (a
+ * warp-wide vote, then exact_p): the four lanes of the row's quad sum (scale q_i) . k_j over D / 4
+ * each in float64 (q from global memory, float32 whole; k from the shared tile). The P is kept in
+ * top[r] for bwd_dkdv. pr: the tile's P (rows row0, row0 + 8 of head (b, h), BC keys). */
+__device__ __noinline__ float exact_p(const bwd_params &p, int b, int h, int row, int col, const float *ks, int ds,
+                                      int dt, float lse, int t) {
+    double dot = 0.0;
+    if (col >= 0 && row < p.seq_q) {
+        const float *qr = p.q + b * p.q_b + h * p.q_h + (int64_t)row * p.q_s;
+        for (int d = t * (dt / 4); d < (t + 1) * (dt / 4) && d < p.head_dim; d++)
+            dot = fma((double)__ldg(qr + d), (double)ks[col * ds + d], dot);
+    }
+    dot += __shfl_xor_sync(0xffffffffu, dot, 1);
+    dot += __shfl_xor_sync(0xffffffffu, dot, 2);
+    return expf((float)(dot * (double)p.scale - (double)lse));
+}
+
+template <int DT, int NT>
+__device__ __forceinline__ void exact_top_p(float pr[NT][4], float top[2], const bwd_params &p, int b, int h, int row0,
+                                            const float *ks, const float lse[2], int t) {
+    float pm = 0.0f;
+#pragma unroll
+    for (int n = 0; n < NT; n++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) pm = fmaxf(pm, pr[n][i]);
+    if (!__any_sync(0xffffffffu, pm >= 0.5f)) return;
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        int col = -1;
+#pragma unroll
+        for (int n = 0; n < NT; n++)
+#pragma unroll
+            for (int e = 0; e < 2; e++)
+                if (pr[n][2 * r + e] >= 0.5f) col = n * 8 + 2 * t + e;
+        col = max(col, __shfl_xor_sync(0xffffffffu, col, 1));
+        col = max(col, __shfl_xor_sync(0xffffffffu, col, 2));
+        const float pe = exact_p(p, b, h, row0 + 8 * r, col, ks, DT + kPad, DT, lse[r], t);
+        if (col < 0) continue;
+        top[r] = pe;
+#pragma unroll
+        for (int n = 0; n < NT; n++)
+#pragma unroll
+            for (int e = 0; e < 2; e++)
+                if (n * 8 + 2 * t + e == col) pr[n][2 * r + e] = pe;
+    }
+}
+
 /* dQ of 64 queries of one (b, h): see the file comment. BC keys per step. */
 template <int DT, int BC, bool X3>
 __global__ void __launch_bounds__(kThreads) bwd_dq(bwd_params p) {
@@ -346,6 +404,7 @@ __global__ void __launch_bounds__(kThreads) bwd_dq(bwd_params p) {
     load_tile<kRowsPerCta, DT>(ds_, p.dout + b * p.do_b + h * p.do_h, p.do_s, nullptr, i0, p.seq_q - i0, p.head_dim,
                                1.0f);
     float lse[2], dl_hi[2], dl_lo[2]; /* rows g and g + 8 of the warp */
+    float top[2] = {0.0f, 0.0f};      /* exact_top_p */
 #pragma unroll
     for (int r = 0; r < 2; r++) {
         const int row = i0 + warp * 16 + g + 8 * r;
@@ -382,6 +441,7 @@ __global__ void __launch_bounds__(kThreads) bwd_dq(bwd_params p) {
                  * which dQ's cancellation on peaky rows turns into rel_l2 ~1e-5 (D = 1 `large`) */
                 pr[n][i] = key < n_kv ? expf((big[n][i] - lse[i >> 1]) + cor[n][i]) : 0.0f;
             }
+        exact_top_p<DT, NT>(pr, top, p, b, h, i0 + warp * 16 + g, ks, lse, t);
         product_abt<DT, NT>(big, cor, do_warp, vs, g, t); /* dP */
 #pragma unroll
         for (int n = 0; n < NT; n++)
@@ -398,6 +458,7 @@ __global__ void __launch_bounds__(kThreads) bwd_dq(bwd_params p) {
     for (int r = 0; r < 2; r++) {
         const int row = i0 + warp * 16 + g + 8 * r;
         if (row >= p.seq_q) continue;
+        if (t == 0) p.top_p[(int64_t)bh * p.seq_q + row] = top[r];
 #pragma unroll
         for (int j = 0; j < KD; j++) {
             const int col = j * 8 + 2 * t;
@@ -433,8 +494,8 @@ cudaError_t launch_dt(const bwd_params &p, cudaStream_t stream) {
         return cudaErrorInvalidConfiguration;
     bwd_row_terms<<<(unsigned)row_ctas, 256, 0, stream>>>(p);
     if (p.kv_count) bwd_zero_kv<<<1024, 256, 0, stream>>>(p);
+    kdq<<<(unsigned)q_ctas, kThreads, smem_q, stream>>>(p); /* first: bwd_dkdv reads its top_p */
     kdkdv<<<(unsigned)kv_ctas, kThreads, smem_kv, stream>>>(p);
-    kdq<<<(unsigned)q_ctas, kThreads, smem_q, stream>>>(p);
     return cudaGetLastError();
 }
 
@@ -447,58 +508,60 @@ cudaError_t launch_x3(const bwd_params &p, cudaStream_t s) {
 
 } /* namespace */
 
+/* Dl [B*H*Sq] float2, then top_p [B*H*Sq] float. */
 extern "C" size_t jattn_cuda_bwd_v1_workspace_bytes(int64_t batch, int64_t heads, int64_t seq_q) {
-    return align_up((size_t)batch * (size_t)heads * (size_t)seq_q * sizeof(float2));
+    return align_up((size_t)batch * (size_t)heads * (size_t)seq_q * (sizeof(float2) + sizeof(float)));
 }
 
 extern "C" int jattn_cuda_launch_bwd_v1(const jattn_cuda_args *a, void *workspace, void *stream) {
     const jattn_cuda_args *f = a; /* the forward's fields */
     if (f->head_dim < 1 || f->head_dim > JATTN_CUDA_BWD_MAX_HEAD_DIM || !f->lse || !workspace)
         return (int)cudaErrorInvalidValue;
-    const bwd_params p = {.q = f->q,
-                          .k = f->k,
-                          .v = f->v,
-                          .o = f->out,
-                          .dout = a->dout,
-                          .lse = f->lse,
-                          .dlse = a->dlse,
-                          .dq = a->dq,
-                          .dk = a->dk,
-                          .dv = a->dv,
-                          .dl = static_cast<float2 *>(workspace),
-                          .q_b = f->q_strides.batch,
-                          .q_h = f->q_strides.head,
-                          .q_s = f->q_strides.token,
-                          .k_b = f->k_strides.batch,
-                          .k_h = f->k_strides.head,
-                          .k_s = f->k_strides.token,
-                          .v_b = f->v_strides.batch,
-                          .v_h = f->v_strides.head,
-                          .v_s = f->v_strides.token,
-                          .o_b = f->out_strides.batch,
-                          .o_h = f->out_strides.head,
-                          .o_s = f->out_strides.token,
-                          .do_b = a->dout_strides.batch,
-                          .do_h = a->dout_strides.head,
-                          .do_s = a->dout_strides.token,
-                          .dq_b = a->dq_strides.batch,
-                          .dq_h = a->dq_strides.head,
-                          .dq_s = a->dq_strides.token,
-                          .dk_b = a->dk_strides.batch,
-                          .dk_h = a->dk_strides.head,
-                          .dk_s = a->dk_strides.token,
-                          .dv_b = a->dv_strides.batch,
-                          .dv_h = a->dv_strides.head,
-                          .dv_s = a->dv_strides.token,
-                          .batch = (int)f->batch,
-                          .heads = (int)f->heads,
-                          .seq_q = (int)f->seq_q,
-                          .seq_kv = (int)f->seq_kv,
-                          .head_dim = (int)f->head_dim,
-                          .scale = f->scale,
-                          .kv_count = f->kv_count,
-                          .kv_index = f->kv_index};
+    const bwd_params p = {
+        .q = f->q,
+        .k = f->k,
+        .v = f->v,
+        .o = f->out,
+        .dout = a->dout,
+        .lse = f->lse,
+        .dlse = a->dlse,
+        .dq = a->dq,
+        .dk = a->dk,
+        .dv = a->dv,
+        .dl = static_cast<float2 *>(workspace),
+        .top_p = reinterpret_cast<float *>(static_cast<float2 *>(workspace) + f->batch * f->heads * f->seq_q),
+        .q_b = f->q_strides.batch,
+        .q_h = f->q_strides.head,
+        .q_s = f->q_strides.token,
+        .k_b = f->k_strides.batch,
+        .k_h = f->k_strides.head,
+        .k_s = f->k_strides.token,
+        .v_b = f->v_strides.batch,
+        .v_h = f->v_strides.head,
+        .v_s = f->v_strides.token,
+        .o_b = f->out_strides.batch,
+        .o_h = f->out_strides.head,
+        .o_s = f->out_strides.token,
+        .do_b = a->dout_strides.batch,
+        .do_h = a->dout_strides.head,
+        .do_s = a->dout_strides.token,
+        .dq_b = a->dq_strides.batch,
+        .dq_h = a->dq_strides.head,
+        .dq_s = a->dq_strides.token,
+        .dk_b = a->dk_strides.batch,
+        .dk_h = a->dk_strides.head,
+        .dk_s = a->dk_strides.token,
+        .dv_b = a->dv_strides.batch,
+        .dv_h = a->dv_strides.head,
+        .dv_s = a->dv_strides.token,
+        .batch = (int)f->batch,
+        .heads = (int)f->heads,
+        .seq_q = (int)f->seq_q,
+        .seq_kv = (int)f->seq_kv,
+        .head_dim = (int)f->head_dim,
+        .scale = f->scale,
+        .kv_count = f->kv_count,
+        .kv_index = f->kv_index};
     cudaStream_t s = (cudaStream_t)stream;
-    return (int)(f->precision == JATTN_PRECISION_F32 ? launch_x3<true>(p, s)
-                                                                       : launch_x3<false>(p, s));
+    return (int)(f->precision == JATTN_PRECISION_F32 ? launch_x3<true>(p, s) : launch_x3<false>(p, s));
 }

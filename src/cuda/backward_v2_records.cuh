@@ -12,7 +12,9 @@
  *   [2 kImage, +16)        info: float 2^-e, then three zero words
  *   [2 kImage + 16, +512)  row data, 64 entries of 8 bytes: q records: float lse of row r at word r
  *                          (natural log; -inf and rows past seq_q as +inf, so that P = 0), words
- *                          64..127 zero; dout records: float2 (Dl hi, Dl lo) of row r, Dl = dO.O - dlse
+ *                          64..127 zero from the pre-pass, then the dQ kernel's float P of row r's
+ *                          P >= 1/2 element from its exact score at word 64 + r (0: none), read by
+ *                          the dK and dV kernels; dout records: float2 (Dl hi, Dl lo) of row r, Dl = dO.O - dlse
  *                          summed in float64 (rows past seq_q: 0); k, v records: zeros.
  * e is one power of two for the whole tile (f16x2_split.cuh: its largest finite magnitude to
  * [2^14, 2^15)): a scale common to the tile's rows and to its head_dim columns, so that every one of

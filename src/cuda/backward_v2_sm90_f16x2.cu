@@ -28,12 +28,13 @@
  *           e in S is a relative error e in P.
  *        2. P = exp((big u - lse) + cor u), u the two tiles' power-of-two unscale (exact);
  *           lse per query (a row in dQ, a column in dK / dV, from the q record); keys past seq_kv
- *           get P = 0 (dQ), queries past seq_q have lse = +inf (P = 0).
+ *           get P = 0 (dQ), queries past seq_q have lse = +inf (P = 0). A query's P >= 1/2 element
+ *           (its dominant key, at most one) takes the P of its score recomputed exactly: dQ finds
+ *           it and leaves that P in the q record, dK and dV take it from there (2b in the body).
  *        3. dQ, dK: dP = B_row C_col^T the same way (dQ: dO V^T; dK: V dO^T), dS = P ((dP_big u
- *           - Dl_hi) + dP_cor u - Dl_lo). JATTN_CUDA_BWD2_CHAINS=<S><dP> sets the k16 slices of
- *           hi*hi per compensated term of S and dP: 11 (default), 10 (dP one chain, uncompensated),
- *           20 (S in pairs of slices, dP one chain), 33 / 30 / 31 (S in single slices, the next
- *           one issued before the last is added: two step accumulators).
+ *           - Dl_hi) + dP_cor u - Dl_lo). kSChain and kDpChain (below) are the k16 slices of hi*hi
+ *           per compensated term of S and of dP (0: one chain, uncompensated), kFastExp P by
+ *           ex2.approx instead of expf: the arithmetic the tail run chose (src/cuda/NOTES.md).
  *        4. X = dS (dQ, dK) or P (dV), scaled per row by a power of two from the row's largest
  *           |X| over the tile (two quad shuffles) and split hi / lo from the registers into the
  *           A fragments of the last product: tile = X B' with B' the column tile whose rows are
@@ -41,7 +42,8 @@
  *           from the same image (lo*hi, hi*lo, hi*hi) into a FRESH accumulator, then
  *           acc += tile 2^-e_row u_col in fp32 (as v6's O).
  *       Written: dq (times c), dk, dv [B, H, S, D] through their strides (float2 stores), rows
- *       past the sequence skipped.
+ *       past the sequence skipped; dQ also the q records' exact P (backward_v2_records.cuh), so dK
+ *       waits for dQ before it starts (and lets dV start only then).
  * Accumulator layout (m64nN, PTX ISA "wgmma register fragments"): thread (warp w, lane 4g + c)
  * holds rows 16w + g (regs 4i + e) and 16w + g + 8 (regs 4i + 2 + e) of columns 8i + 2c + e; an
  * m64n64 accumulator's regs 8ks .. 8ks + 7 are then exactly the A fragment of k16 slice ks of the
@@ -55,7 +57,7 @@
  * 2xFP16 split (f16x2_split.cuh), an element more than 2^17 below its tile's largest keeps an
  * absolute error under 2^-39 of that largest.
  *
- * Registers (ptxas 13.0): 168 at entry, setmaxnreg 24 / 240, no local memory (chains 33 aside).
+ * Registers (ptxas 13.0): 168 at entry, setmaxnreg 24 / 240, no local memory.
  * Measured (H200, 2026-12-02, bench/results/h200-2026-12-02-bwd-v2/call2): 1.059 / 8.417 / 103.75 ms
  * at (1,24,S,128), S = 1536 / 4608 / 16384 = 2.38x / 2.26x / 2.15x PyTorch's fp32 SDPA backward;
  * every case of test_backward it runs passed; the variants and what limits it: src/cuda/NOTES.md,
@@ -63,11 +65,8 @@
 #include <math.h>
 #include <stdint.h>
 
-#include <atomic>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
-#include <stdlib.h>
-#include <string.h>
 
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #pragma nv_diag_suppress 177
@@ -75,6 +74,7 @@
 
 #include "backward_v2_records.cuh"
 #include "cuda_internal.h"
+#include "exact_score.cuh"
 #include "f16x2_split.cuh"
 #include "sm90_pipeline_ptx.cuh"
 #include "sm90_wgmma_f16_ptx.cuh"
@@ -93,15 +93,21 @@ enum BwdRole { kRoleDQ = 0, kRoleDK = 1, kRoleDV = 2 };
 struct BwdV2Params {
     const unsigned char *row_rec[2]; /* the consumers' row records: [bh][row tiles] */
     const unsigned char *col_rec[2]; /* the streamed column records: [bh][col tiles] */
+    unsigned char *row_rec_out;      /* dQ: its q records, for the rows' exact P (2b) */
     float *out;
     int64_t o_b, o_h, o_t;
     int heads, row_tiles, col_tiles, n_rows, n_cols;
     float out_scale;
     uint32_t v_lbo, v_sbo; /* descriptor fields of an MN-major image (16-byte units) */
     uint32_t zero;         /* 0, unknown to the compiler: slot_release */
-    int pdl;               /* dK, dV launched with programmatic serialization (launch_instance) */
-    int fast_exp;          /* P by ex2.approx(a log2 e) instead of expf(a) (A/B runs) */
 };
+
+/* The S and dP arithmetic, chosen by bench/gpu/backward_v2_tail.sh (issue 32: the variants measured
+ * in src/cuda/NOTES.md, "The backward", left src with their environment knobs): k16 slices of
+ * hi*hi per Kahan-compensated term of S and of dP (0: one chain, uncompensated), and P by
+ * ex2.approx(a log2 e) instead of expf(a). */
+constexpr int kSChain = 1, kDpChain = 1;
+constexpr bool kFastExp = false;
 
 template <int D, int kRole>
 struct BwdConfig {
@@ -195,60 +201,17 @@ __device__ __forceinline__ void chained_product(float (&big)[32], float (&cor)[3
     }
 }
 
-/* chained_product<D, 1> with two step accumulators: slice s + 1 is issued before slice s is added,
- * so that the tensor core works while the warpgroup sums (32 more registers). */
-template <int D>
-__device__ __forceinline__ void pipelined_product(float (&big)[32], float (&cor)[32], uint64_t ah, uint64_t al,
-                                                  uint64_t bh, uint64_t bl) {
-    constexpr int kS = D / 16;
-    float st[2][32];
-    wgmma_fence();
-#pragma unroll
-    for (int s = 0; s < kS; ++s) {
-        wgmma_m64n64k16_f16_ss(cor, f16_slice_desc(ah, s, kBwdTile), f16_slice_desc(bl, s, kBwdTile), s > 0 ? 1 : 0);
-        wgmma_m64n64k16_f16_ss(cor, f16_slice_desc(al, s, kBwdTile), f16_slice_desc(bh, s, kBwdTile), 1);
-    }
-    wgmma_m64n64k16_f16_ss(big, f16_slice_desc(ah, 0, kBwdTile), f16_slice_desc(bh, 0, kBwdTile), 0);
-    wgmma_commit();
-    wgmma_m64n64k16_f16_ss(st[1], f16_slice_desc(ah, 1, kBwdTile), f16_slice_desc(bh, 1, kBwdTile), 0);
-    wgmma_commit();
-#pragma unroll
-    for (int s = 1; s < kS; ++s) {
-        if (s + 1 < kS) {
-            wgmma_fence();
-            wgmma_m64n64k16_f16_ss(st[(s + 1) & 1], f16_slice_desc(ah, s + 1, kBwdTile),
-                                   f16_slice_desc(bh, s + 1, kBwdTile), 0);
-            wgmma_commit();
-            wgmma_wait<1>(); /* every group but slice s + 1's */
-        } else {
-            wgmma_wait<0>();
-        }
-        fence_regs(st[s & 1]);
-        fence_regs(big);
-        fence_regs(cor);
-#pragma unroll
-        for (int i = 0; i < 32; ++i) { /* Kahan, as chained_product */
-            const float y = st[s & 1][i] + cor[i], t = big[i] + y;
-            cor[i] = y - (t - big[i]);
-            big[i] = t;
-        }
-    }
-}
-
 /* chained_product on the images at shared addresses a_hi, a_lo (A) and b_hi, b_lo (B); kChain 0: one
- * chain of D / 16 slices; 3: pipelined_product (step unused). */
+ * chain of D / 16 slices. */
 template <int D, int kChain>
 __device__ __forceinline__ void exact_product(float (&big)[32], float (&cor)[32], float (&step)[32], uint32_t a_hi,
                                               uint32_t a_lo, uint32_t b_hi, uint32_t b_lo) {
     const uint64_t ah = smem_desc_sw128(opaque(a_hi)), al = smem_desc_sw128(opaque(a_lo));
     const uint64_t bh = smem_desc_sw128(opaque(b_hi)), bl = smem_desc_sw128(opaque(b_lo));
-    if constexpr (kChain == 3)
-        pipelined_product<D>(big, cor, ah, al, bh, bl);
-    else
-        chained_product<D, kChain == 0 ? D / 16 : kChain>(big, cor, step, ah, al, bh, bl);
+    chained_product<D, kChain == 0 ? D / 16 : kChain>(big, cor, step, ah, al, bh, bl);
 }
 
-template <int D, int kRole, int kSChain, int kDpChain>
+template <int D, int kRole>
 __global__ void __launch_bounds__(kThreads, 1) bwd_v2_kernel(const BwdV2Params p) {
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
     __trap();
@@ -276,7 +239,10 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v2_kernel(const BwdV2Params p
         fence_mbar_init();
     }
     __syncthreads();
-    /* the next of the three kernels may start as this one's last CTAs run (they read nothing it writes) */
+    /* The next of the three kernels may start as this one's last CTAs run. dK reads what dQ writes
+     * (the q records' exact P, below), so dK waits for dQ first and lets dV start only then: dV reads
+     * nothing dK writes. */
+    if (kRole == kRoleDK) grid_dependency_wait();
     launch_dependents();
 
     if (wg == 0) {
@@ -326,6 +292,7 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v2_kernel(const BwdV2Params p
                                                          (bh * p.row_tiles + rt) * (int64_t)R::kBytes + R::kImages);
     const float u_row_a = __ldg(ext_a), u_row_b = __ldg(ext_b);
     const int row_w = 16 * warp + g; /* the thread's rows: row_w, row_w + 8 */
+    float top_p[2] = {0.f, 0.f};     /* dQ: the exact P of the row's P >= 1/2 element (0: none) */
     float acc[C::kOAcc];
 #pragma unroll
     for (int i = 0; i < C::kOAcc; ++i) acc[i] = 0.f;
@@ -347,10 +314,10 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v2_kernel(const BwdV2Params p
         uint32_t loaded_a = __float_as_uint(u_col_a);
         exact_product<D, kSChain>(big, cor, step, row_a, row_a + R::kImage, img_a, img_a + R::kImage);
         /* ---- 2. P ---- */
+        const float us = u_row_a * u_col_a;
+        /* dQ: the rows' lse, loaded again per tile (L1) rather than held in registers */
+        float lse_r[2] = {0.f, 0.f};
         {
-            const float us = u_row_a * u_col_a;
-            /* dQ: the rows' lse, loaded again per tile (L1) rather than held in registers */
-            float lse_r[2] = {0.f, 0.f};
             if (kRole == kRoleDQ) {
                 const float *ea = opaque_ptr(ext_a) + kBwdRowData / 4 + row_w;
                 lse_r[0] = __ldg(ea);
@@ -371,7 +338,7 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v2_kernel(const BwdV2Params p
                         const int j = 4 * i + 2 * r + e;
                         const float l = kRole == kRoleDQ ? lse_r[r] : lse_c;
                         const float a = (big[j] * us - l) + cor[j] * us;
-                        x[j] = p.fast_exp ? exp2_approx(a * kLog2e) : expf(a);
+                        x[j] = kFastExp ? exp2_approx(a * kLog2e) : expf(a);
                     }
                 }
         }
@@ -382,6 +349,73 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v2_kernel(const BwdV2Params p
 #pragma unroll
                 for (int e = 0; e < 2; ++e)
                     if (8 * i + 2 * c + e >= lim) x[4 * i + e] = x[4 * i + 2 + e] = 0.f;
+        }
+        /* ---- 2b. A row's P >= 1/2 element (at most one per query row): P from its exact score ----
+         * The tensor core truncates S's fp32 sums (each hi*hi slice a little low), and the weight of
+         * a row's dominant key, exp(S - lse), carries that as a relative error of dV (and dK, dQ)
+         * past what float32's lse allows (src/cuda/NOTES.md, "The backward's accuracy"). dQ, which
+         * walks whole query rows, finds that element (rare: a warp-wide vote), recomputes its score
+         * in float64 from the two tile images (exact_score.cuh; the four lanes of the row's quad
+         * take D / 4 each), replaces its P and keeps it for the q record (written after the loop);
+         * dK and dV, which see the element as one of a key row's, take that P from the record. */
+        if (kRole == kRoleDQ) {
+            float pm = 0.f;
+#pragma unroll
+            for (int j = 0; j < 32; ++j) pm = fmaxf(pm, x[j]);
+            if (__any_sync(0xffffffffu, pm >= 0.5f)) {
+#pragma unroll
+                for (int r = 0; r < 2; ++r) {
+                    int col = -1;
+#pragma unroll
+                    for (int i = 0; i < 8; ++i)
+#pragma unroll
+                        for (int e = 0; e < 2; ++e)
+                            if (x[4 * i + 2 * r + e] >= 0.5f) col = 8 * i + 2 * c + e;
+                    col = max(col, __shfl_xor_sync(0xffffffffu, col, 1));
+                    col = max(col, __shfl_xor_sync(0xffffffffu, col, 2));
+                    double dot = 0.0;
+                    if (col >= 0) {
+                        const unsigned char *qi = smem + (row_a - smem_s), *kj = smem + (img_a - smem_s);
+#pragma unroll
+                        for (int m = 0; m < D / 32; ++m) {
+                            const int d0 = c * (D / 4) + 8 * m;
+                            double qx[8], kx[8];
+                            f16x2_chunk_f64(qi, qi + R::kImage, row_w + 8 * r, d0, kBwdTile, qx);
+                            f16x2_chunk_f64(kj, kj + R::kImage, col, d0, kBwdTile, kx);
+#pragma unroll
+                            for (int k = 0; k < 8; ++k) dot = fma(qx[k], kx[k], dot);
+                        }
+                    }
+                    dot = quad_sum(dot);
+                    if (col >= 0) {
+                        const float pe = expf((float)(dot * (double)us - (double)lse_r[r]));
+                        top_p[r] = pe;
+#pragma unroll
+                        for (int i = 0; i < 8; ++i)
+#pragma unroll
+                            for (int e = 0; e < 2; ++e)
+                                if (8 * i + 2 * c + e == col) x[4 * i + 2 * r + e] = pe;
+                    }
+                }
+            }
+        } else {
+            /* dK, dV: the element of a query column whose P >= 1/2 (that query's dominant key, if this
+             * row is it) takes the exact P dQ left in the q record (0: dQ found none) */
+            float pm = 0.f;
+#pragma unroll
+            for (int j = 0; j < 32; ++j) pm = fmaxf(pm, x[j]);
+            if (__any_sync(0xffffffffu, pm >= 0.5f)) {
+#pragma unroll
+                for (int i = 0; i < 8; ++i)
+#pragma unroll
+                    for (int e = 0; e < 2; ++e) {
+                        const float pe = side_a[kBwdRowData / 4 + kBwdTile + 8 * i + 2 * c + e];
+                        loaded_a |= __float_as_uint(pe);
+#pragma unroll
+                        for (int r = 0; r < 2; ++r)
+                            if (x[4 * i + 2 * r + e] >= 0.5f && pe > 0.f) x[4 * i + 2 * r + e] = pe;
+                    }
+            }
         }
         uint32_t img_last, loaded_last;
         int slot_last;
@@ -486,6 +520,13 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v2_kernel(const BwdV2Params p
     }
 
     if (!stores) return;
+    if (kRole == kRoleDQ && c == 0) { /* the rows' exact P >= 1/2 for dK and dV (words 64 .. 127 of the row data) */
+        float *pw = reinterpret_cast<float *>(p.row_rec_out + (bh * p.row_tiles + rt) * (int64_t)R::kBytes +
+                                              R::kImages + kBwdRowData) +
+                    kBwdTile + row_w;
+        pw[0] = top_p[0];
+        pw[8] = top_p[1];
+    }
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
         const int row = rt * kBwdTile + 16 * warp + g + 8 * r;
@@ -499,44 +540,12 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v2_kernel(const BwdV2Params p
 #endif
 }
 
-/* The chain lengths of S and dP (k16 slices of hi*hi per compensated term; 0: one chain):
- * 11, or JATTN_CUDA_BWD2_CHAINS=10|20|33|30|31 (A/B runs of their accuracy and cost; 3: single slices
- * with two step accumulators, pipelined_product); read once. */
-int chains() {
-    static std::atomic<int> v{-1}; /* concurrent first calls store the same value */
-    int x = v.load(std::memory_order_relaxed);
-    if (x < 0) {
-        const char *env = getenv("JATTN_CUDA_BWD2_CHAINS");
-        x = 11;
-        static const char *const names[5] = {"10", "20", "33", "30", "31"};
-        for (int i = 0; i < 5; ++i)
-            if (env && strcmp(env, names[i]) == 0) x = atoi(names[i]);
-        v.store(x, std::memory_order_relaxed);
-    }
-    return x;
-}
-
-/* Bit 0: dK and dV launched with programmatic serialization, unless JATTN_CUDA_BWD2_PDL=0; bit 1:
- * JATTN_CUDA_BWD2_FAST_EXP=1, P by ex2.approx (A/B runs); read once. */
-int pdl_choice() {
-    static std::atomic<int> v{-1}; /* concurrent first calls store the same value */
-    int x = v.load(std::memory_order_relaxed);
-    if (x < 0) {
-        const char *env = getenv("JATTN_CUDA_BWD2_PDL");
-        x = env && strcmp(env, "0") == 0 ? 0 : 1;
-        const char *fe = getenv("JATTN_CUDA_BWD2_FAST_EXP");
-        if (fe && strcmp(fe, "1") == 0) x |= 2;
-        v.store(x, std::memory_order_relaxed);
-    }
-    return x;
-}
-
 /* dK and dV are launched with programmatic stream serialization (pdl): their CTAs may start while
  * the kernel before them (dQ, dK) runs its last wave, which at (1,24,1536,128) is a partial one of
  * 2.2 waves; dQ waits for the pre-pass the ordinary way. */
-template <int D, int kRole, int kS, int kDp>
-cudaError_t launch_instance(const BwdV2Params &p, unsigned batch, cudaStream_t stream) {
-    auto kernel = bwd_v2_kernel<D, kRole, kS, kDp>;
+template <int D, int kRole>
+cudaError_t launch_role(const BwdV2Params &p, unsigned batch, cudaStream_t stream) {
+    auto kernel = bwd_v2_kernel<D, kRole>;
     const int smem = BwdConfig<D, kRole>::kSmemBytes;
     cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (err != cudaSuccess) return err;
@@ -549,26 +558,12 @@ cudaError_t launch_instance(const BwdV2Params &p, unsigned batch, cudaStream_t s
     pdl.id = cudaLaunchAttributeProgrammaticStreamSerialization;
     pdl.val.programmaticStreamSerializationAllowed = 1;
     cfg.attrs = &pdl;
-    cfg.numAttrs = kRole == kRoleDQ || !p.pdl ? 0 : 1;
+    cfg.numAttrs = kRole == kRoleDQ ? 0 : 1;
     return cudaLaunchKernelEx(&cfg, kernel, p);
 }
 
-/* The instances of the chain lengths (chains()): 11 (the default), 10, 20, 33, 30, 31; dV has no dP. */
-template <int D, int kRole>
-cudaError_t launch_role(const BwdV2Params &p, unsigned batch, cudaStream_t stream, int ch) {
-    constexpr int kDp0 = kRole == kRoleDV ? 1 : 0, kDp3 = kRole == kRoleDV ? 1 : 3;
-    switch (ch) {
-    case 10: return launch_instance<D, kRole, 1, kDp0>(p, batch, stream);
-    case 20: return launch_instance<D, kRole, 2, kDp0>(p, batch, stream);
-    case 33: return launch_instance<D, kRole, 3, kDp3>(p, batch, stream);
-    case 30: return launch_instance<D, kRole, 3, kDp0>(p, batch, stream);
-    case 31: return launch_instance<D, kRole, 3, 1>(p, batch, stream);
-    default: return launch_instance<D, kRole, 1, 1>(p, batch, stream);
-    }
-}
-
 template <int D>
-cudaError_t launch_d(const jattn_cuda_args *a, const unsigned char *ws, cudaStream_t stream, int ch) {
+cudaError_t launch_d(const jattn_cuda_args *a, unsigned char *ws, cudaStream_t stream) {
     const jattn_cuda_args *f = a; /* the forward's fields */
     const BwdRecordLayout L = bwd_record_layout(f->batch * f->heads, f->seq_q, f->seq_kv, f->head_dim);
     const int tq = (int)((f->seq_q + kBwdTile - 1) / kBwdTile), tk = (int)((f->seq_kv + kBwdTile - 1) / kBwdTile);
@@ -580,16 +575,15 @@ cudaError_t launch_d(const jattn_cuda_args *a, const unsigned char *ws, cudaStre
     p.v_lbo = (uint32_t)(kBwdTile * kSwizzleBytes) >> 4;
     p.v_sbo = (uint32_t)kSwizzleAtomBytes >> 4;
     p.zero = 0;
-    p.pdl = pdl_choice() & 1;
-    p.fast_exp = pdl_choice() >> 1;
 
     /* dQ: rows q (and dout), columns k (and v) */
     p.row_rec[0] = ws + L.q, p.row_rec[1] = ws + L.dout;
+    p.row_rec_out = ws + L.q;
     p.col_rec[0] = ws + L.k, p.col_rec[1] = ws + L.v;
     p.row_tiles = tq, p.col_tiles = tk, p.n_rows = (int)f->seq_q, p.n_cols = (int)f->seq_kv;
     p.out = a->dq, p.o_b = a->dq_strides.batch, p.o_h = a->dq_strides.head, p.o_t = a->dq_strides.token;
     p.out_scale = f->scale;
-    cudaError_t err = launch_role<D, kRoleDQ>(p, batch, stream, ch);
+    cudaError_t err = launch_role<D, kRoleDQ>(p, batch, stream);
     if (err != cudaSuccess) return err;
 
     /* dK: rows k (and v), columns q (and dout) */
@@ -598,13 +592,13 @@ cudaError_t launch_d(const jattn_cuda_args *a, const unsigned char *ws, cudaStre
     p.row_tiles = tk, p.col_tiles = tq, p.n_rows = (int)f->seq_kv, p.n_cols = (int)f->seq_q;
     p.out = a->dk, p.o_b = a->dk_strides.batch, p.o_h = a->dk_strides.head, p.o_t = a->dk_strides.token;
     p.out_scale = 1.f;
-    err = launch_role<D, kRoleDK>(p, batch, stream, ch);
+    err = launch_role<D, kRoleDK>(p, batch, stream);
     if (err != cudaSuccess) return err;
 
     /* dV: rows k, columns q and dout */
     p.row_rec[1] = ws + L.k;
     p.out = a->dv, p.o_b = a->dv_strides.batch, p.o_h = a->dv_strides.head, p.o_t = a->dv_strides.token;
-    return launch_role<D, kRoleDV>(p, batch, stream, ch);
+    return launch_role<D, kRoleDV>(p, batch, stream);
 }
 
 bool aligned16(const void *ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
@@ -651,7 +645,6 @@ extern "C" int jattn_cuda_launch_bwd_v2(const jattn_cuda_args *a, void *workspac
     if (major != 9 || minor != 0) return (int)cudaErrorNoKernelImageForDevice;
     err = bwd_v2_split_launch(a, workspace, stream);
     if (err != cudaSuccess) return (int)err;
-    const unsigned char *ws = static_cast<const unsigned char *>(workspace);
-    const int ch = chains();
-    return (int)(a->head_dim == 128 ? launch_d<128>(a, ws, stream, ch) : launch_d<64>(a, ws, stream, ch));
+    unsigned char *ws = static_cast<unsigned char *>(workspace);
+    return (int)(a->head_dim == 128 ? launch_d<128>(a, ws, stream) : launch_d<64>(a, ws, stream));
 }

@@ -496,7 +496,8 @@ static jattn_status cuda_select_backward(const jattn_problem *p, const jattn_exe
 }
 
 /* The device workspace of a backward call: the key padding's region (as the forward's), then the
- * kernel's own (v1: Dl, 8 bytes per query row; v2, v3: their tile records; v2's never less than v3's). */
+ * kernel's own (v1: Dl and each row's dominant P, 12 bytes per query row; v2, v3: their tile records; v2's never
+ * less than v3's). */
 static size_t cuda_workspace_size_backward(const jattn_problem *p, const jattn_exec *e, const jattn_plan *plan) {
     (void)e;
     return padding_bytes(p) + kernel_bytes(p, plan->kernel);

@@ -118,11 +118,12 @@ size_t jattn_cuda_v7_workspace_bytes(int64_t batch, int64_t heads, int64_t seq_k
 #define JATTN_CUDA_BWD_MAX_HEAD_DIM 128
 
 /* Device bytes of the backward v1's own workspace (after the key padding's region): the row
- * terms Dl = dO.O - dlse as float hi + lo pairs, B * H * Sq of them (256-byte aligned). */
+ * terms Dl = dO.O - dlse as float hi + lo pairs, then each row's exact P of its P >= 1/2 element
+ * (one float), B * H * Sq of each (256-byte aligned). */
 size_t jattn_cuda_bwd_v1_workspace_bytes(int64_t batch, int64_t heads, int64_t seq_q);
 
 /* Enqueues the backward v1 (backward_v1_mma_tf32x3.cu) on `stream`: the Dl pre-pass, for a
- * key-padded call the +0 fill of dk and dv, the dK/dV kernel, the dQ kernel. `workspace`:
+ * key-padded call the +0 fill of dk and dv, the dQ kernel, the dK/dV kernel. `workspace`:
  * jattn_cuda_bwd_v1_workspace_bytes(), 16-byte aligned. No allocation, no synchronisation.
  * Refuses (cudaErrorInvalidValue, nothing enqueued) head_dim > JATTN_CUDA_BWD_MAX_HEAD_DIM.
  * @return the cudaError_t of the launches (as int; 0 = cudaSuccess). */
