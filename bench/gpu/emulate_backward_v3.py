@@ -6,9 +6,14 @@ the kernel's code (same names); shared memory is a byte array, registers are arr
 Arithmetic is float32 as on the GPU (fp16 products are exact in float32; the tensor core's own
 accumulation order is not modelled), so the gradients must meet the backward's gate against float64.
 
-usage: python3 bench/gpu/emulate_backward_v3.py [--quick] [--tc-model]
+usage: python3 bench/gpu/emulate_backward_v3.py [--quick] [--tc-model] [--no-dominant] [--dominant-cases]
 --tc-model: the tensor core's truncating fp32 accumulation modelled (mma16816); bench/gpu/
 emulate_backward_v3_chains.py compares the S and dP schemes with it.
+--no-dominant: without step 2b (each query row's P >= 1/2 element from its score in float64, found by
+the dQ kernel, which runs first, and taken by the dK/dV kernel from the workspace).
+--dominant-cases: instead of the battery, the single-query `large` cases test_backward's device part
+missed on the H200 (bench/results/h200-2026-12-04-v7-call4), with the truncation modelled, with and
+without step 2b (prints only; slow).
 prints one line per case (B, H, Sq, Skv, D, warps, stages, padding, dlse) with rel_l2 of dq, dk, dv;
 exits 1 when one is over 5e-6.
 """
@@ -188,6 +193,7 @@ def lanes_to_c(d):
 
 
 TC_TRUNCATE = False  # --tc-model
+DOMINANT = True  # step 2b; --no-dominant
 
 
 def rz_f32(x):
@@ -474,8 +480,16 @@ def run_kernel(role, rec, p, warps, stages, grads, kahan=False, br_half=16):
                     c_s = c0_s if which == 0 else c1_s
                     res = [
                         exact_product(
-                            sm, NB, DW // 16, RS, PARTS, row_s + which * PARTS * row_part + a_off[w], row_part,
-                            c_s + b_off[w], col_part, kahan,
+                            sm,
+                            NB,
+                            DW // 16,
+                            RS,
+                            PARTS,
+                            row_s + which * PARTS * row_part + a_off[w],
+                            row_part,
+                            c_s + b_off[w],
+                            col_part,
+                            kahan,
                         )
                         for w in W
                     ]
@@ -504,6 +518,12 @@ def run_kernel(role, rec, p, warps, stages, grads, kahan=False, br_half=16):
                             for n in range(NB):
                                 for i in range(4):
                                     x[n, 8 * n + 2 * t4 + (i & 1) >= lim, i] = 0
+                        if DOMINANT and not one_key:  # 2b
+                            pr = pair_of[warp]
+                            if kDQ:
+                                dominant_in_dq(x, rec["top"][bh], p, b, bh % H, r0 + 16 * pr, t * BR, sw["lse_r"])
+                            else:
+                                dominant_from_dq(x, rec["top"][bh], r0 + 16 * pr, t * BR)
                         if not kDQ:  # 3: dV
                             xh, xl, down = split_rows(x, NB)
                             f = (down[0] * u_c1, down[1] * u_c1)
@@ -559,6 +579,46 @@ def run_kernel(role, rec, p, warps, stages, grads, kahan=False, br_half=16):
                                     grads["dv"][b, bh % H, key, c] = acc1[n, ln, 2 * r + e]
 
 
+def dominant_in_dq(x, top, p, b, h, row0, key0, lse_r):
+    """dQ's step 2b on one warp's tile of P (x: NB x 32 lanes x 4): per row (g + 8 r) the P >= 1/2
+    column (the quad's largest index), its P from the float64 score of the caller's q and k, into x and
+    into top[row] = (P, key)."""
+    NB = x.shape[0]
+    for lane0 in range(0, 32, 4):  # a quad: row g = lane0 / 4
+        g = lane0 >> 2
+        for r in range(2):
+            col = -1
+            for t4 in range(4):
+                for n in range(NB):
+                    for e in range(2):
+                        if x[n, lane0 + t4, 2 * r + e] >= 0.5:
+                            col = max(col, 8 * n + 2 * t4 + e)
+            row = row0 + g + 8 * r
+            if col < 0 or row >= p["Sq"]:
+                continue
+            key = key0 + col
+            qr = p["q"][b, h, row].astype(np.float64)
+            kr = p["k"][b, h, p["kv_rows"][b][key]].astype(np.float64)
+            pe = np.exp(F32(float(qr @ kr) * float(F32(p["scale"])) - float(lse_r[r][lane0])))
+            n, t4, e = col // 8, (col % 8) // 2, col % 2
+            x[n, lane0 + t4, 2 * r + e] = pe
+            top[row] = (pe, key)
+
+
+def dominant_from_dq(x, top, key_row0, q0):
+    """dK/dV's step 2b: an element of P^T (rows keys key_row0 + g + 8 r, columns queries) with P >= 1/2
+    whose query's dominant key is its row takes that query's P."""
+    NB = x.shape[0]
+    for lane in range(32):
+        g, t4 = lane >> 2, lane & 3
+        for n in range(NB):
+            for i in range(4):
+                if x[n, lane, i] >= 0.5:
+                    pe, key = top[q0 + 8 * n + 2 * t4 + (i & 1)]
+                    if key == key_row0 + g + 8 * (i >> 1):
+                        x[n, lane, i] = pe
+
+
 def reference(q, k, v, dout, dlse, scale, kv_len):
     q, k, v, dout = (x.astype(np.float64) for x in (q, k, v, dout))
     B, H, Sq, D = q.shape
@@ -608,8 +668,12 @@ def case(rng, B, H, Sq, Skv, D, warps, stages, padded, with_dlse, dist="normal")
     for b in range(B):
         grads["dk"][b, :, kv_len[b] :] = 0
         grads["dv"][b, :, kv_len[b] :] = 0
-    p = dict(B=B, H=H, Sq=Sq, Skv=Skv, D=D, kv_len=kv_len, kv_rows=[list(range(Skv))] * B, dlse=dlse, scale=scale)
-    for role in ("KV", "Q"):
+    p = dict(
+        B=B, H=H, Sq=Sq, Skv=Skv, D=D, kv_len=kv_len, kv_rows=[list(range(Skv))] * B, dlse=dlse, scale=scale, q=q, k=k
+    )
+    # the workspace's (P, key) per query row: dQ writes every row below seq_q (rows past it are never read)
+    rec["top"] = [[(F32(0), -1)] * (rec["tq"] * REC) for _ in range(B * H)]
+    for role in ("Q", "KV"):  # dQ first: dK/dV takes its rows' dominant weights
         run_kernel(role, rec, p, warps, stages, grads)
     res = []
     for name, ref in (("dq", dq_r), ("dk", dk_r), ("dv", dv_r)):
@@ -619,10 +683,33 @@ def case(rng, B, H, Sq, Skv, D, warps, stages, padded, with_dlse, dist="normal")
     return res
 
 
+def dominant_cases():
+    """test_backward's two single-query `large` misses on the H200 (D = 128: warps 8, two stages), with the
+    tensor core's truncation modelled, without and with step 2b, on a few draws."""
+    global TC_TRUNCATE, DOMINANT
+    TC_TRUNCATE = True
+    for c in ((1, 2, 1, 200, 128, 8, 2, False, True, "large"), (2, 1, 1, 300, 128, 8, 2, True, False, "large")):
+        for dom in (False, True):
+            DOMINANT = dom
+            worst = {}
+            for seed in range(3):
+                for name, r in case(np.random.default_rng(100 + seed), *c):
+                    worst[name] = max(worst.get(name, 0.0), r)
+            print(
+                f"B,H,Sq,Skv,D={c[:5]} padded={c[7]} dlse={c[8]} {c[9]} step 2b {'on ' if dom else 'off'}: worst of 3 "
+                + " ".join(f"{n} {r:.3g}" for n, r in worst.items()),
+                flush=True,
+            )
+
+
 def main():
-    global TC_TRUNCATE
+    global TC_TRUNCATE, DOMINANT
+    if "--dominant-cases" in sys.argv:
+        dominant_cases()
+        return
     quick = "--quick" in sys.argv
     TC_TRUNCATE = "--tc-model" in sys.argv
+    DOMINANT = "--no-dominant" not in sys.argv
     rng = np.random.default_rng(1)
     cases = [
         (1, 1, 40, 70, 64, 4, 2, False, True, "normal"),

@@ -42,6 +42,11 @@
  *        2. P = exp((big u - lse) + cor u), u the two records' unscales (exact): the S pair is never
  *           rounded to one float before lse is subtracted (backward v1's D = 1 `large` lesson); columns
  *           past the attended keys get P = 0 (dQ, last tile only); lse = +inf gives P = 0.
+ *        2b. A query's P >= 1/2 element (its dominant key, at most one) takes the P of its score
+ *           recomputed in float64 from the caller's q and k (the truncated hi*hi chains leave that S a
+ *           little low, and its weight carries it into every gradient; src/cuda/NOTES.md, "The
+ *           backward's accuracy"): dQ finds it (a warp-wide vote per tile, rare), leaves (P, key) per
+ *           query row in the workspace, and dK/dV takes that P for the same element.
  *        3. dV: P^T scaled per row (key) by the power of two of its largest |P| in the tile (two quad
  *           shuffles), split from the registers into A fragments (an m16n8 accumulator pair is an m16k16
  *           A fragment), times dO (B by ldmatrix.trans) on three products into a FRESH accumulator per
@@ -55,18 +60,20 @@
  * B b0 = (k 2t..2t+1, n g), b1 = (k 2t+8.., n g).
  * Written: dq (times c), dk, dv [B, H, S, D] through their strides (4-byte stores), rows past the
  * sequence and columns past D never; masked keys' dk, dv rows +0. Workspace: the records (about 2 B H
- * (Sq + Skv) Dp x 4 bytes, as backward v2's; x1.5 at Dp = 16) plus lse and Dl (12 bytes per query row).
+ * (Sq + Skv) Dp x 4 bytes, as backward v2's; x1.5 at Dp = 16) plus lse, Dl and the dominant (P, key) (20
+ * bytes per query row).
  * Not handled (as v1, v2): non-finite inputs; values below about 2^-129 of their record lose bits (the
  * record's power of two is clamped at 2^126); an element more than 2^17 below its record's largest
  * keeps an absolute error under 2^-39 of that largest (every 2xFP16 split).
  *
- * On 9.0 and newer devices the dQ kernel is launched with programmatic stream serialization (it reads
- * only the records): its CTAs start while the dK/dV kernel's last wave runs, and it waits for that grid
- * before it ends (as backward v2).
+ * The dQ kernel runs first (the dK/dV kernel reads its rows' dominant weights). On 9.0 and newer devices
+ * the dK/dV kernel is launched with programmatic stream serialization: its CTAs start while the dQ kernel's
+ * last wave runs, wait for that grid where a tile first holds a P >= 1/2 element (griddepcontrol.wait),
+ * and before they end (as backward v2's dK waits for its dQ).
  * Compile-time A/B knobs (below): JATTN_BWD_V3_KAHAN=1 (S and dP of the first measurement: hi*hi per
  * slice, Kahan-added), JATTN_BWD_V3_BR_HALF (the column tile at Dp 192 and 256).
- * Registers (ptxas 13.0, sm_90a): dQ 159-224, dK/dV 168-255; local memory only outside the tile loops
- * (dK/dV at Dp 64: 36 bytes, Dp 128: 12 bytes of loop-invariant words). SASS per warp and column tile
+ * Registers (ptxas 13.0, sm_90a): dQ 130-254, dK/dV 196-255; local memory only outside the tile loops
+ * (dK/dV at Dp 128: one loop-invariant word, 8 bytes of stack; sm_80 16 bytes). SASS per warp and column tile
  * (the tile loop with its inner loops, sm_90a), chains of 4 / 2 / Kahan: Dp 128 dK/dV 2250 / ~2330 /
  * 3530 instructions (384 HMMA, 160 LDSM), dQ 1640 / ~1700 / 2906 (288, 128); the first form 3690 and
  * 3101; Dp 256 (half, 16 x 16 columns) 1843 and 1388 with chains of 4.
@@ -150,9 +157,12 @@ struct V3Cfg {
 struct BwdV3Params {
     const unsigned char *img[4]; /* records of q, dout, k, v */
     const float *unscale[4];
-    const float *lse;  /* [B*H][Tq*64] */
-    const float2 *dl;  /* [B*H][Tq*64] */
-    const float *dlse; /* [B*H][Sq] or NULL (the single-key batches read it) */
+    const float *lse;   /* [B*H][Tq*64] */
+    const float2 *dl;   /* [B*H][Tq*64] */
+    const float *dlse;  /* [B*H][Sq] or NULL (the single-key batches read it) */
+    float2 *top;        /* [B*H][Tq*64]: (P, key) of each query row's dominant key (dQ writes, dK/dV reads) */
+    const float *q, *k; /* the caller's q and k (the dominant key's score, dQ) */
+    int64_t q_b, q_h, q_t, k_b, k_h, k_t;
     float *dq, *dk, *dv;
     int64_t dq_b, dq_h, dq_t, dk_b, dk_h, dk_t, dv_b, dv_h, dv_t;
     const int *kv_count, *kv_index;
@@ -431,6 +441,88 @@ __device__ __forceinline__ void copy_tile_rows(uint32_t dst, const unsigned char
     }
 }
 
+/* ---- a query row's dominant weight (P >= 1/2) from its exact score ----
+ * The tensor core truncates its fp32 sums, so S of a row's dominant key comes out a little low (each hi*hi
+ * chain), and its weight exp(S - lse) carries that as a relative error of dV, dK and dQ past what a
+ * float32 lse allows (src/cuda/NOTES.md, "The backward's accuracy"). The dQ kernel, which walks whole
+ * query rows, finds each row's P >= 1/2 element (rare: a warp-wide vote per tile), recomputes its score in
+ * float64 from the caller's float32 q and k and leaves (P, key) in the workspace; the dK/dV kernel, which
+ * sees that element as one of a key row's, takes the same P (dominant_from_dq). */
+
+/* exp(scale q . k - lse) with the dot of the float32 rows q and k (d columns) in float64: the four lanes of
+ * a quad (lanes 4g .. 4g + 3, t = lane % 4) take every fourth column and sum; q NULL: the lane adds zero.
+ * Every lane of the warp calls it. Not inlined: its registers stay out of the tile loop. */
+__device__ __noinline__ float exact_weight(const float *q, const float *k, int d, float scale, float lse, int t) {
+    double dot = 0.0;
+    if (q)
+        for (int c = t; c < d; c += 4) dot = fma((double)__ldg(q + c), (double)__ldg(k + c), dot);
+    dot += __shfl_xor_sync(0xffffffffu, dot, 1);
+    dot += __shfl_xor_sync(0xffffffffu, dot, 2);
+    return expf((float)(dot * (double)scale - (double)lse));
+}
+
+/* dQ: the P >= 1/2 element of rows row0 and row0 + 8 (at most one each) in a column tile of P (x, NB n8
+ * blocks, keys key0 ..) takes its exact P; top_p / top_key keep it for the row. */
+template <int NB>
+__device__ __forceinline__ void dominant_in_dq(float (&x)[NB][4], float (&top_p)[2], int (&top_key)[2],
+                                               const BwdV3Params &p, int b, int h, int row0, const int *kv_rows,
+                                               int key0, const float (&lse)[2], int t) {
+    float pm = 0.f;
+#pragma unroll
+    for (int n = 0; n < NB; ++n)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) pm = fmaxf(pm, x[n][i]);
+    if (!__any_sync(0xffffffffu, pm >= 0.5f)) return;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        int col = -1;
+#pragma unroll
+        for (int n = 0; n < NB; ++n)
+#pragma unroll
+            for (int e = 0; e < 2; ++e)
+                if (x[n][2 * r + e] >= 0.5f) col = 8 * n + 2 * t + e;
+        col = max(col, __shfl_xor_sync(0xffffffffu, col, 1));
+        col = max(col, __shfl_xor_sync(0xffffffffu, col, 2));
+        const int row = row0 + 8 * r;
+        const bool have = col >= 0 && row < p.seq_q;
+        const float *qr = have ? p.q + b * p.q_b + h * p.q_h + (int64_t)row * p.q_t : nullptr;
+        const float *kr = have ? p.k + b * p.k_b + h * p.k_h + key_row(kv_rows, key0 + col) * p.k_t : nullptr;
+        const float pe = exact_weight(qr, kr, p.d, p.scale, lse[r], t);
+        if (col < 0) continue;
+        top_p[r] = pe, top_key[r] = key0 + col;
+#pragma unroll
+        for (int n = 0; n < NB; ++n)
+#pragma unroll
+            for (int e = 0; e < 2; ++e)
+                if (8 * n + 2 * t + e == col) x[n][2 * r + e] = pe;
+    }
+}
+
+/* dK/dV: rows = keys key_a, key_a + 8 (attended indices), columns = queries q0 + 8 n + 2 t + e of a tile of
+ * P^T (x). An element with P >= 1/2 whose query's dominant key (the dQ kernel's) is its row takes that P.
+ * Where a warp meets one it waits for the dQ grid first (griddepcontrol.wait: its completion and memory; it
+ * returns at once once that grid is done). */
+template <int NB>
+__device__ __forceinline__ void dominant_from_dq(float (&x)[NB][4], const BwdV3Params &p, int64_t bh, int key_a, int q0,
+                                                 int t) {
+    float pm = 0.f;
+#pragma unroll
+    for (int n = 0; n < NB; ++n)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) pm = fmaxf(pm, x[n][i]);
+    if (!__any_sync(0xffffffffu, pm >= 0.5f)) return;
+    grid_dependency_wait();
+    const float2 *top = p.top + bh * p.tq * kV3Rec;
+#pragma unroll
+    for (int n = 0; n < NB; ++n)
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+            if (x[n][i] >= 0.5f) { /* P >= 1/2: the query is below seq_q (past it lse = +inf, P = 0) */
+                const float2 tp = top[q0 + 8 * n + 2 * t + (i & 1)];
+                if (__float_as_int(tp.y) == key_a + 8 * (i >> 1)) x[n][i] = tp.x;
+            }
+}
+
 /* +0 into every element of dk and dv (key-padded calls): grid-stride over B*H*Skv rows x D. */
 __global__ void __launch_bounds__(256) bwd_v3_zero_kv(const BwdV3Params p) {
     const int64_t n = (int64_t)p.row_blocks * p.seq_kv * p.d; /* row_blocks: B*H here */
@@ -459,8 +551,8 @@ __global__ void __launch_bounds__(kMaxWarps * 32) bwd_v3_kernel(const BwdV3Param
     const int n_kv = attended_keys(p.kv_count, b, p.seq_kv);
     const int *kv_rows = attended_rows(p.kv_index, b, p.seq_kv);
     const int n_rows = C::kDQ ? p.seq_q : n_kv, n_cols = C::kDQ ? n_kv : p.seq_q;
-    /* the next kernel (it reads only the pre-pass's records) may start as this one's last CTAs run; each
-     * waits for the previous grid before it ends, so that the last one's completion implies them all */
+    /* dQ: the dK/dV kernel may start as this one's last CTAs run (it waits for this grid before it reads the
+     * rows' dominant weights, and before it ends, so that its completion implies both) */
     launch_dependents();
     if (r0 >= n_rows) { /* keys past the attended ones (their dk, dv rows were zeroed) */
         grid_dependency_wait();
@@ -519,6 +611,9 @@ __global__ void __launch_bounds__(kMaxWarps * 32) bwd_v3_kernel(const BwdV3Param
     for (int n = 0; n < DW / 8; ++n)
 #pragma unroll
         for (int i = 0; i < 4; ++i) acc0[n][i] = acc1[n][i] = 0.f;
+    float top_p[2] = {0.f, 0.f}; /* dQ: the rows' dominant (P, key); key -1: none */
+    int top_key[2] = {-1, -1};
+    const int row_w = r0 + 16 * pair + g; /* the lane's rows: row_w, row_w + 8 */
 
     for (int t = 0; t < n_tiles; ++t) {
         const int slot = p.stages == 2 ? (t & 1) : 0;
@@ -581,6 +676,13 @@ __global__ void __launch_bounds__(kMaxWarps * 32) bwd_v3_kernel(const BwdV3Param
                         if (8 * n + 2 * t4 + (i & 1) >= lim) x[n][i] = 0.f;
             }
         }
+        /* ---- 2b. each query's dominant weight from its exact score (above) ---- */
+        if (!one_key) {
+            if constexpr (C::kDQ)
+                dominant_in_dq<NB>(x, top_p, top_key, p, b, h, row_w, kv_rows, t * BR, lse_r, t4);
+            else
+                dominant_from_dq<NB>(x, p, bh, row_w, t * BR, t4);
+        }
         /* ---- 3. dV += P^T dO ---- */
         if constexpr (!C::kDQ) {
             uint32_t xh[NB / 2][4], xl[NB / 2][4];
@@ -635,6 +737,10 @@ __global__ void __launch_bounds__(kMaxWarps * 32) bwd_v3_kernel(const BwdV3Param
     const int row_a = r0 + 16 * pair + g, row_b = row_a + 8;
     const int col0 = half * DW, d_left = p.d - col0;
     if (C::kDQ) {
+        if (half == 0 && t4 == 0) { /* the rows' dominant weights, for the dK/dV kernel */
+            if (row_a < p.seq_q) p.top[bh * p.tq * kV3Rec + row_a] = make_float2(top_p[0], __int_as_float(top_key[0]));
+            if (row_b < p.seq_q) p.top[bh * p.tq * kV3Rec + row_b] = make_float2(top_p[1], __int_as_float(top_key[1]));
+        }
         float *base = p.dq + b * p.dq_b + h * p.dq_h + col0;
         store_rows<DW>(acc0, row_a < p.seq_q ? base + (int64_t)row_a * p.dq_t : nullptr,
                        row_b < p.seq_q ? base + (int64_t)row_b * p.dq_t : nullptr, d_left, t4, p.scale);
@@ -718,12 +824,13 @@ cudaError_t launch_role(BwdV3Params p, int64_t bh, cudaStream_t stream, bool pdl
     return cudaLaunchKernelEx(&cfg, kernel, p);
 }
 
-/* The dK/dV kernel, then the dQ kernel (programmatic launch on 9.0 and newer). */
+/* The dQ kernel, then the dK/dV kernel (programmatic launch on 9.0 and newer), which takes the rows'
+ * dominant weights dQ leaves. */
 template <int DP>
 cudaError_t launch_dp(const BwdV3Params &p, int64_t bh, cudaStream_t stream, bool pdl) {
     constexpr int BR = column_tile(DP);
-    cudaError_t err = launch_role<DP, BR, kRoleKV>(p, bh, stream, false);
-    if (err == cudaSuccess) err = launch_role<DP, BR, kRoleQ>(p, bh, stream, pdl);
+    cudaError_t err = launch_role<DP, BR, kRoleQ>(p, bh, stream, false);
+    if (err == cudaSuccess) err = launch_role<DP, BR, kRoleKV>(p, bh, stream, pdl);
     return err;
 }
 
@@ -755,6 +862,10 @@ extern "C" int jattn_cuda_launch_bwd_v3(const jattn_cuda_args *a, void *workspac
     p.lse = reinterpret_cast<const float *>(ws + L.lse);
     p.dl = reinterpret_cast<const float2 *>(ws + L.dl);
     p.dlse = a->dlse;
+    p.top = reinterpret_cast<float2 *>(static_cast<unsigned char *>(workspace) + L.top);
+    p.q = f->q, p.k = f->k;
+    p.q_b = f->q_strides.batch, p.q_h = f->q_strides.head, p.q_t = f->q_strides.token;
+    p.k_b = f->k_strides.batch, p.k_h = f->k_strides.head, p.k_t = f->k_strides.token;
     p.dq = a->dq, p.dk = a->dk, p.dv = a->dv;
     p.dq_b = a->dq_strides.batch, p.dq_h = a->dq_strides.head, p.dq_t = a->dq_strides.token;
     p.dk_b = a->dk_strides.batch, p.dk_h = a->dk_strides.head, p.dk_t = a->dk_strides.token;

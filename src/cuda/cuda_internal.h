@@ -153,12 +153,12 @@ int jattn_cuda_launch_bwd_v2(const jattn_cuda_args *a, void *workspace, void *st
 
 /* Device bytes of the backward v3's own workspace (backward_v3_layout.cuh: the 64-row records of q, dout,
  * k, v split into 2xFP16 with head_dim padded to a multiple of 16, about 2 B H (Sq + Skv) Dp x 4 bytes,
- * plus 12 bytes per query row). */
+ * plus 20 bytes per query row). */
 size_t jattn_cuda_bwd_v3_workspace_bytes(int64_t batch, int64_t heads, int64_t seq_q, int64_t seq_kv, int64_t head_dim);
 
 /* Enqueues the backward v3 (backward_v3_mma_f16x2.cu) on `stream`: its split pre-pass, for a key-padded
- * call the +0 fill of dk and dv, the dK/dV kernel (or a dK and a dV kernel above head_dim 128) and the dQ
- * kernel. `workspace`: jattn_cuda_bwd_v3_workspace_bytes(), 16-byte aligned. No allocation, no
+ * call the +0 fill of dk and dv, the dQ kernel and the dK/dV kernel (which takes each query row's
+ * dominant weight from dQ). `workspace`: jattn_cuda_bwd_v3_workspace_bytes(), 16-byte aligned. No allocation, no
  * synchronisation (the first call on a device asks it for its occupancy, once). Refuses
  * (cudaErrorInvalidValue, nothing enqueued) head_dim > JATTN_CUDA_BWD_V3_MAX_HEAD_DIM.
  * @return the cudaError_t of the launches (as int; 0 = cudaSuccess). */
