@@ -20,7 +20,6 @@
 
 #include "cuda_internal.h"
 #include "f16x2_mma_records.cuh"
-#include "griddep_ptx.cuh"
 #include "key_padding.cuh"
 
 namespace {
@@ -54,7 +53,6 @@ __device__ __forceinline__ float block_max(float x, float *red) {
 
 __global__ void __launch_bounds__(256) split_kv_f16x2_v7_kernel(const V7SplitParams p) {
     __shared__ float red[8];
-    launch_dependents(); /* the attention kernel may start: it waits for this grid before reading */
     const int d = threadIdx.x;
     const int64_t bh = blockIdx.x / p.records;
     const int rec = (int)(blockIdx.x % p.records);
