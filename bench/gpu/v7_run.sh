@@ -61,8 +61,11 @@ if has test; then
   JATTN_CUDA_KERNEL=v7 run_bg parity "$BUILD/tests/test_parity" cuda
   JATTN_CUDA_KERNEL=v7 run_bg padding "$BUILD/tests/test_padding" cuda
   JATTN_CUDA_KERNEL=v7 run_bg edges "$BUILD/tests/test_edges" cuda
-  for part in gate chain padding properties validation determinism tf32 device graph; do
+  for part in gate chain padding properties validation determinism tf32 device graph ${BWD_EXTRA_PARTS:-}; do
     JATTN_CUDA_BWD_KERNEL=v3 run_bg "bwd_$part" "$BUILD/tests/test_backward" cuda "$part"
+  done
+  for part in ${BWD_AUTO_PARTS:-}; do # AUTO: the Hopper backward v2 where it applies
+    run_bg "bwd_auto_$part" "$BUILD/tests/test_backward" cuda "$part"
   done
   JATTN_CUDA_KERNEL=v7 run_bg memcheck "$SAN" --tool memcheck --error-exitcode 3 "$J" run --backend cuda --batch 2 \
     --heads 2 --seq 130 --seq-kv 77 --dim 72 --kv-len 50,77 --reps 1
@@ -89,6 +92,11 @@ if has time; then
       done
       echo "TAG check_v7"; JATTN_CUDA_KERNEL=v7 timeout 20 "$J" run --backend cuda --batch 1 --heads 4 --seq 1000 \
         --dim "$d" --reps 1 --json; echo "rc $?"
+    done
+    for s in 1,24,1536,128 1,24,4608,128; do
+      IFS=, read -r b h n d <<< "$s"
+      echo "TAG bwd_auto"; timeout 30 "$J" run --backward --backend cuda --batch "$b" --heads "$h" --seq "$n" --dim "$d" \
+        --reps 5 --no-check --json; echo "rc $?"
     done
     for s in $ISSUE; do
       IFS=, read -r b h n d <<< "$s"

@@ -81,6 +81,14 @@ def main() -> None:
             f"{g('torch backward-default') / g('bwd_v3'):.2f}x | {g('torch backward-deterministic') / g('bwd_v3'):.2f}x | "
             f"{g('ag_j'):.3f} / {g('ag_t'):.3f} | {g('ag_t') / g('ag_j'):.2f}x | {r.get('ag_rel', '-')} |"
         )
+    autos = [(k, r) for k, r in sorted(rows.items()) if "bwd_auto" in r]
+    if autos:
+        print()
+        print("| (B,H,S,D) | AUTO bwd (kernel) | torch bwd | torch / AUTO |")
+        print("| --- | --- | ---: | ---: |")
+        for key, r in autos:
+            t = r.get("torch backward-default", NAN)
+            print(f"| {key} | {r['bwd_auto']:.3f} ({r.get('bwd_auto_kernel', '?')}) | {t:.3f} | {t / r['bwd_auto']:.2f}x |")
     print()
     for j in checks:
         print(

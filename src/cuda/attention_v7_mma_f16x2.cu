@@ -54,12 +54,11 @@
 #include <cuda_runtime.h>
 
 #include "cuda_internal.h"
-#include "griddep_ptx.cuh"
 #include "f16x2_mma_records.cuh"
 
 namespace {
 
-constexpr int kV7MaxWarps = 8; /* a CTA has 1 to 8 warps (v7_shape), 16 queries each */
+constexpr int kV7MaxWarps = 8; /* a CTA has 1 to 8 warps (v7_warps), 16 queries each */
 constexpr float kV7Log2e = 1.4426950408889634f;
 
 template <int DT>
@@ -76,22 +75,17 @@ struct V7Config {
      * above (registers) */
     static constexpr int kPVPairs = DT <= 128 ? DT / 16 : 4;
     static constexpr int kTilesPerRecord = kV7RecordKeys / kBC;
-    /* a stage: K hi [kBC][kRow], K lo, info, V hi, V lo, unscale [DT] (offsets inside the stage) */
-    static constexpr int kKOff = 0;
+    static constexpr int kKOff = 0; /* K hi [kBC][kRow], K lo, info */
     static constexpr int kKInfoOff = kKOff + 2 * kBC * kRow;
-    static constexpr int kVOff = kKInfoOff + 16;
+    static constexpr int kVOff = kKInfoOff + 16; /* V hi, V lo, unscale [DT] */
     static constexpr int kVUnscaleOff = kVOff + 2 * kBC * kRow;
-    static constexpr int kStageBytes = kVUnscaleOff + 4 * DT;
-    /* then Q hi [16 W][kRow], Q lo, 2^-eq log2 e [16 W] after the stages. Two stages: tile t + 1 copied
-     * while tile t is computed, one barrier a tile; one: K of t + 1 copied during P V of t, V of t
-     * during S of t (FlashAttention-2's overlap), two barriers a tile (v7_shape chooses). */
-    __host__ __device__ static constexpr int q_off(int stages) { return stages * kStageBytes; }
+    static constexpr int kQOff = kVUnscaleOff + 4 * DT; /* Q hi [16 W][kRow], Q lo, then 2^-eq log2 e [16 W] */
     /* Shared memory of a CTA of w warps. */
-    /* Shared memory of a CTA of w warps and `stages` stages. */
-    __host__ __device__ static constexpr int smem_bytes(int w, int stages) {
-        return q_off(stages) + 2 * 16 * w * kRow + 4 * 16 * w;
-    }
-    static_assert(smem_bytes(1, 1) <= 99 * 1024, "the smallest shape fits every device from sm_80 on");
+    static constexpr int smem_bytes(int w) { return kQOff + 2 * 16 * w * kRow + 4 * 16 * w; }
+    static constexpr int kSmemBytes = smem_bytes(kV7MaxWarps);
+    static_assert(DT % 16 == 0 && DT <= 256, "head-dim tiles are multiples of 16 up to 256");
+    static_assert(kSmemBytes <= 227 * 1024, "shared memory");
+    static_assert(smem_bytes(1) <= 99 * 1024, "one warp's CTA fits every device from sm_80 on");
 };
 
 struct V7Params {
@@ -103,7 +97,6 @@ struct V7Params {
     int heads, seq_q, seq_kv, head_dim, records_per_head, q_blocks;
     float scale;
     int out_vec2; /* out and its strides allow 8-byte stores */
-    int stages;   /* K/V stages in shared memory: 1 or 2 (v7_shape) */
 };
 
 __device__ __forceinline__ uint32_t smem_addr(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
@@ -216,44 +209,39 @@ __global__ void __launch_bounds__(32 * kV7MaxWarps, 1) attention_f32_mma_f16x2_v
 
     const uint32_t s_base = smem_addr(smem);
     const int cta_q = (int)blockDim.x / 2; /* 16 queries a warp */
-    const int stages = p.stages, q_off = C::q_off(stages);
-    const uint32_t q_hi_s = s_base + q_off, q_lo_s = q_hi_s + cta_q * C::kRow;
-    float *q_log = reinterpret_cast<float *>(smem + q_off + 2 * cta_q * C::kRow);
+    const uint32_t q_hi_s = s_base + C::kQOff, q_lo_s = q_hi_s + cta_q * C::kRow;
+    const uint32_t k_hi_s = s_base + C::kKOff, k_lo_s = k_hi_s + kBC * C::kRow;
+    const uint32_t v_hi_s = s_base + C::kVOff, v_lo_s = v_hi_s + kBC * C::kRow;
+    const V7KeyInfo *k_info = reinterpret_cast<const V7KeyInfo *>(smem + C::kKInfoOff);
+    const float *v_unscale = reinterpret_cast<const float *>(smem + C::kVUnscaleOff);
+    float *q_log = reinterpret_cast<float *>(smem + C::kQOff + 2 * cta_q * C::kRow);
 
-    /* the stage of tile t, and its K and V copies: rows of record t / kTilesPerRecord, from row
-     * (t % kTilesPerRecord) kBC */
-    auto stage_of = [&](int t) { return (uint32_t)((stages == 2 ? t & 1 : 0) * C::kStageBytes); };
+    /* K tile t: rows of record t / kTilesPerRecord, from row (t % kTilesPerRecord) kBC */
     auto copy_k = [&](int t) {
-        const uint32_t st = s_base + stage_of(t);
         const unsigned char *rec = head + (int64_t)(t / C::kTilesPerRecord) * v7_record_bytes(DT);
         const int64_t row0 = (int64_t)(t % C::kTilesPerRecord) * kBC * DT * 2;
-        v7_copy_image<DT>(st + C::kKOff, rec + row0, kBC, tid);
-        v7_copy_image<DT>(st + C::kKOff + kBC * C::kRow, rec + v7_k_lo_offset(DT) + row0, kBC, tid);
-        if (tid == 0) cp_async16(st + C::kKInfoOff, rec + v7_k_info_offset(DT));
+        v7_copy_image<DT>(k_hi_s, rec + row0, kBC, tid);
+        v7_copy_image<DT>(k_lo_s, rec + v7_k_lo_offset(DT) + row0, kBC, tid);
+        if (tid == 0) cp_async16(s_base + C::kKInfoOff, rec + v7_k_info_offset(DT));
     };
     auto copy_v = [&](int t) {
-        const uint32_t st = s_base + stage_of(t);
         const unsigned char *rec = head + (int64_t)(t / C::kTilesPerRecord) * v7_record_bytes(DT);
         const int64_t row0 = (int64_t)(t % C::kTilesPerRecord) * kBC * DT * 2;
-        v7_copy_image<DT>(st + C::kVOff, rec + v7_v_hi_offset(DT) + row0, kBC, tid);
-        v7_copy_image<DT>(st + C::kVOff + kBC * C::kRow, rec + v7_v_lo_offset(DT) + row0, kBC, tid);
+        v7_copy_image<DT>(v_hi_s, rec + v7_v_hi_offset(DT) + row0, kBC, tid);
+        v7_copy_image<DT>(v_lo_s, rec + v7_v_lo_offset(DT) + row0, kBC, tid);
         for (int i = tid; i < DT / 4; i += (int)blockDim.x)
-            cp_async16(st + C::kVUnscaleOff + 16 * i, rec + v7_v_unscale_offset(DT) + 16 * i);
+            cp_async16(s_base + C::kVUnscaleOff + 16 * i, rec + v7_v_unscale_offset(DT) + 16 * i);
     };
+
+    if (n_tiles > 0) copy_k(0);
+    cp_async_commit();
 
     /* ---- Q: the warp's 16 rows ---- */
     const int q0 = qb * cta_q + 16 * warp;
     v7_stage_q<DT>(p.q + b * p.q_b + h * p.q_h, p.q_t, p.seq_q, p.head_dim, q0, p.scale, lane,
-                   smem + q_off + 16 * warp * C::kRow, smem + q_off + (cta_q + 16 * warp) * C::kRow, q_log + 16 * warp);
+                   smem + C::kQOff + 16 * warp * C::kRow, smem + C::kQOff + (cta_q + 16 * warp) * C::kRow,
+                   q_log + 16 * warp);
     __syncwarp();
-    /* the records are the pre-pass's: wait for it (a programmatic launch on 9.0 and newer lets this
-     * CTA start, and stage its queries, while the pre-pass ends; a no-op for an ordinary launch) */
-    grid_dependency_wait();
-    if (n_tiles > 0) {
-        copy_k(0);
-        if (stages == 2) copy_v(0);
-    }
-    cp_async_commit();
     float qlog[2], m_run[2], bias[2], l_run[2], l_comp[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
@@ -279,20 +267,9 @@ __global__ void __launch_bounds__(32 * kV7MaxWarps, 1) attention_f32_mma_f16x2_v
 #pragma unroll 1
     for (int tile = 0; tile < n_tiles; ++tile) {
         const int key0 = tile * kBC;
-        const uint32_t st = s_base + stage_of(tile);
-        const uint32_t k_hi_s = st + C::kKOff, k_lo_s = k_hi_s + kBC * C::kRow;
-        const uint32_t v_hi_s = st + C::kVOff, v_lo_s = v_hi_s + kBC * C::kRow;
-        const V7KeyInfo *k_info = reinterpret_cast<const V7KeyInfo *>(smem + stage_of(tile) + C::kKInfoOff);
-        const float *v_unscale = reinterpret_cast<const float *>(smem + stage_of(tile) + C::kVUnscaleOff);
         cp_async_wait_all();
-        /* two stages: tile t landed, and every warp is done with tile t - 1, whose stage t + 1 takes;
-         * one stage: K of t landed, and every warp is done with the V buffer */
-        __syncthreads();
-        if (stages == 2) {
-            if (tile + 1 < n_tiles) copy_k(tile + 1), copy_v(tile + 1);
-        } else {
-            copy_v(tile);
-        }
+        __syncthreads(); /* K tile landed; every warp is done with the V buffer */
+        copy_v(tile);
         cp_async_commit();
 
         /* ---- 1. S = Q K^T: corrections in sc, hi*hi in chains of kChain slices added into s ---- */
@@ -401,12 +378,10 @@ __global__ void __launch_bounds__(32 * kV7MaxWarps, 1) attention_f32_mma_f16x2_v
                 }
             }
 
-        if (stages == 1) {
-            cp_async_wait_all();
-            __syncthreads(); /* V tile landed; every warp is done with the K buffer */
-            if (tile + 1 < n_tiles) copy_k(tile + 1);
-            cp_async_commit();
-        }
+        cp_async_wait_all();
+        __syncthreads(); /* V tile landed; every warp is done with the K buffer */
+        if (tile + 1 < n_tiles) copy_k(tile + 1);
+        cp_async_commit();
 
         /* ---- 4. O = alpha O + (P V) 2^-ev, a fresh accumulator per tile ---- */
         const float vdown = info.v_tiny != 0 ? kTinyDown : 1.f;
@@ -482,61 +457,50 @@ __global__ void __launch_bounds__(32 * kV7MaxWarps, 1) attention_f32_mma_f16x2_v
     }
 }
 
-/* pdl: launched with programmatic stream serialization after the pre-pass (9.0 and newer devices):
- * its CTAs stage their queries while the pre-pass's last CTAs run. */
 template <int DT, bool kSplitPV>
-cudaError_t v7_launch(const V7Params &p, int warps, unsigned blocks, bool pdl, cudaStream_t stream) {
+cudaError_t v7_launch(const V7Params &p, int warps, unsigned blocks, cudaStream_t stream) {
     auto kernel = attention_f32_mma_f16x2_v7_kernel<DT, kSplitPV>;
-    const int smem = V7Config<DT>::smem_bytes(warps, p.stages);
+    const int smem = V7Config<DT>::smem_bytes(warps);
     cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (err != cudaSuccess) return err;
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(blocks, 1, 1);
-    cfg.blockDim = dim3(32 * warps, 1, 1);
-    cfg.dynamicSmemBytes = (size_t)smem;
-    cfg.stream = stream;
-    cudaLaunchAttribute attr;
-    attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr.val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = &attr;
-    cfg.numAttrs = pdl ? 1 : 0;
-    return cudaLaunchKernelEx(&cfg, kernel, p);
+    kernel<<<blocks, 32 * warps, smem, stream>>>(p);
+    return cudaGetLastError();
 }
 
 template <bool kSplitPV>
-cudaError_t v7_launch_dt(const V7Params &p, int warps, unsigned blocks, bool pdl, cudaStream_t s) {
+cudaError_t v7_launch_dt(const V7Params &p, int warps, unsigned blocks, cudaStream_t s) {
     switch (v7_head_dim_tile(p.head_dim)) {
-    case 32: return v7_launch<32, kSplitPV>(p, warps, blocks, pdl, s);
-    case 48: return v7_launch<48, kSplitPV>(p, warps, blocks, pdl, s);
-    case 64: return v7_launch<64, kSplitPV>(p, warps, blocks, pdl, s);
-    case 80: return v7_launch<80, kSplitPV>(p, warps, blocks, pdl, s);
-    case 96: return v7_launch<96, kSplitPV>(p, warps, blocks, pdl, s);
-    case 128: return v7_launch<128, kSplitPV>(p, warps, blocks, pdl, s);
-    case 160: return v7_launch<160, kSplitPV>(p, warps, blocks, pdl, s);
-    case 192: return v7_launch<192, kSplitPV>(p, warps, blocks, pdl, s);
-    default: return v7_launch<256, kSplitPV>(p, warps, blocks, pdl, s);
+    case 32: return v7_launch<32, kSplitPV>(p, warps, blocks, s);
+    case 48: return v7_launch<48, kSplitPV>(p, warps, blocks, s);
+    case 64: return v7_launch<64, kSplitPV>(p, warps, blocks, s);
+    case 80: return v7_launch<80, kSplitPV>(p, warps, blocks, s);
+    case 96: return v7_launch<96, kSplitPV>(p, warps, blocks, s);
+    case 128: return v7_launch<128, kSplitPV>(p, warps, blocks, s);
+    case 160: return v7_launch<160, kSplitPV>(p, warps, blocks, s);
+    case 192: return v7_launch<192, kSplitPV>(p, warps, blocks, s);
+    default: return v7_launch<256, kSplitPV>(p, warps, blocks, s);
     }
 }
 
-/* Shared memory of a CTA of `warps` warps and `stages` stages at head-dim tile dt. */
-int v7_smem_bytes(int dt, int warps, int stages) {
+/* Shared memory of a CTA of `warps` warps at head-dim tile dt. */
+int v7_smem_bytes(int dt, int warps) {
     switch (dt) {
-    case 32: return V7Config<32>::smem_bytes(warps, stages);
-    case 48: return V7Config<48>::smem_bytes(warps, stages);
-    case 64: return V7Config<64>::smem_bytes(warps, stages);
-    case 80: return V7Config<80>::smem_bytes(warps, stages);
-    case 96: return V7Config<96>::smem_bytes(warps, stages);
-    case 128: return V7Config<128>::smem_bytes(warps, stages);
-    case 160: return V7Config<160>::smem_bytes(warps, stages);
-    case 192: return V7Config<192>::smem_bytes(warps, stages);
-    default: return V7Config<256>::smem_bytes(warps, stages);
+    case 32: return V7Config<32>::smem_bytes(warps);
+    case 48: return V7Config<48>::smem_bytes(warps);
+    case 64: return V7Config<64>::smem_bytes(warps);
+    case 80: return V7Config<80>::smem_bytes(warps);
+    case 96: return V7Config<96>::smem_bytes(warps);
+    case 128: return V7Config<128>::smem_bytes(warps);
+    case 160: return V7Config<160>::smem_bytes(warps);
+    case 192: return V7Config<192>::smem_bytes(warps);
+    default: return V7Config<256>::smem_bytes(warps);
     }
 }
 
-/* The calling thread's device: its multiprocessors and shared memory per multiprocessor, asked
- * once per device (no stream work: a graph capture may be under way). */
+/* The calling thread's device: its multiprocessors, shared memory per multiprocessor and per CTA
+ * (opt-in), asked once per device (no stream work: a graph capture may be under way). */
 struct V7Device {
-    int sms, smem_per_sm, smem_per_block, cc_major;
+    int sms, smem_per_sm, smem_per_block;
 };
 V7Device v7_device(void) {
     static std::atomic<int> asked[64];
@@ -547,13 +511,12 @@ V7Device v7_device(void) {
         dev = -1;
     }
     if (dev >= 0 && dev < 64 && asked[dev].load(std::memory_order_acquire)) return cache[dev];
-    V7Device d = {0, 0, 0, 0};
+    V7Device d = {0, 0, 0};
     if (dev < 0 || cudaDeviceGetAttribute(&d.sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
         cudaDeviceGetAttribute(&d.smem_per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&d.smem_per_block, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&d.cc_major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) {
+        cudaDeviceGetAttribute(&d.smem_per_block, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) {
         (void)cudaGetLastError();
-        return V7Device{1, 99 * 1024, 99 * 1024, 8}; /* the smallest shape runs anywhere */
+        return V7Device{1, 99 * 1024, 99 * 1024}; /* the smallest shape runs anywhere */
     }
     if (dev < 64) {
         cache[dev] = d;
@@ -564,29 +527,24 @@ V7Device v7_device(void) {
 
 /* Rows a multiprocessor computes per unit time with c CTAs of w warps, relative to one CTA of 8:
  * measured on the H200 (bench/results/h200-2026-12-04-v7-call2: each w forced at nine shapes):
- * (6, 1) 0.78, (4, 2) 0.885, (4, 1) 0.65 (fewer resident warps hide less of the latency); below 4
- * warps (the devices of 99 KB of shared memory a CTA at DT >= 128) as 4 per resident warp. */
+ * (6, 1) 0.78, (4, 2) 0.885, (4, 1) 0.65 (fewer resident warps hide less of the latency). */
 double v7_rate(int w, int c) {
     if (w == 8) return 1.0;
     if (w == 6) return 0.78;
     if (w * c >= 8) return 0.885;
-    return 0.65 * (w * c) / 4.0;
+    return 0.65 * (w * c) / 4.0; /* below 4 resident warps (99 KB devices at DT >= 128): as 4, per warp */
 }
 
-/* A CTA's shape: warps (1 to 8, 16 queries each) and K/V stages (1 or 2). */
-struct V7Shape {
-    int warps, stages;
-};
-
-/* The shape whose grid finishes first by a model of whole rounds of CTAs over the multiprocessors,
- * among those the device's shared memory a CTA takes: two stages where they fit, else one. A CTA of w
- * warps takes up to 255 registers a thread (one CTA of more than 4 warps per multiprocessor) and
- * smem_bytes(w, stages); a round runs c CTAs on every multiprocessor, each at v7_rate(w, c) of one
- * 8-warp CTA's query rate. At (1,24,1536,128) 8-warp CTAs make 288 CTAs, 2.2 rounds of 132 on the
- * H200, the third a fifth full; 6-warp CTAs make 384, 2.9 rounds. */
-V7Shape v7_shape(int64_t seq_q, int64_t heads_total, int dt) {
+/* Warps per CTA (1 to 8, 16 queries each): the count whose grid finishes first by a model of whole
+ * rounds of CTAs over the multiprocessors, among those whose shared memory (smem_bytes(w)) the device
+ * gives a CTA (99 KB on sm_86, sm_89, sm_120: DT 128 then takes at most 2 warps). A CTA of w warps
+ * takes up to 255 registers a thread (one CTA of more than 4 warps per multiprocessor); a round runs
+ * c CTAs on every multiprocessor, each at v7_rate(w, c) of one 8-warp CTA's query rate. At
+ * (1,24,1536,128) 8-warp CTAs make 288 CTAs, 2.2 rounds of 132 on the H200, the third a fifth full;
+ * 6-warp CTAs make 384, 2.9 rounds. */
+int v7_warps(int64_t seq_q, int64_t heads_total, int dt) {
     const V7Device d = v7_device();
-    V7Shape best = {0, 1};
+    int best = 0;
     double best_time = 0;
     static const int kWarps[5] = {8, 6, 4, 2, 1};
     for (int i = 0; i < 5; ++i) {
@@ -594,18 +552,16 @@ V7Shape v7_shape(int64_t seq_q, int64_t heads_total, int dt) {
 #ifdef JATTN_V7_FORCE_WARPS /* A/B builds (bench/gpu/v7_carry.sh) */
         if (w != JATTN_V7_FORCE_WARPS) continue;
 #endif
-        const int stages = v7_smem_bytes(dt, w, 2) <= d.smem_per_block ? 2 : 1;
-        const int smem = v7_smem_bytes(dt, w, stages);
+        const int smem = v7_smem_bytes(dt, w);
         if (smem > d.smem_per_block) continue;
         int per_sm = d.smem_per_sm / (smem + 1024); /* 1 KB a CTA for the system */
         per_sm = per_sm < 1 ? 1 : per_sm > kV7MaxWarps / w ? kV7MaxWarps / w : per_sm;
         const int64_t ctas = (seq_q + 16 * w - 1) / (16 * w) * heads_total;
         const int64_t rounds = (ctas + (int64_t)d.sms * per_sm - 1) / ((int64_t)d.sms * per_sm);
         const double time = (double)rounds * 16 * w * per_sm / v7_rate(w, per_sm);
-        if (best.warps == 0 || time < best_time) best = V7Shape{w, stages}, best_time = time;
+        if (best == 0 || time < best_time) best = w, best_time = time;
     }
-    if (best.warps == 0) best = V7Shape{1, 1}; /* fits 99 KB at every DT (V7Config's assertion) */
-    return best;
+    return best ? best : 1; /* 1 fits 99 KB at every DT (V7Config's assertion) */
 }
 
 } /* namespace */
@@ -641,16 +597,13 @@ extern "C" int jattn_cuda_launch_v7(const jattn_cuda_args *a, void *workspace, v
     p.seq_kv = (int)a->seq_kv;
     p.head_dim = (int)a->head_dim;
     p.records_per_head = (int)((a->seq_kv + kV7RecordKeys - 1) / kV7RecordKeys);
-    const V7Shape shape = v7_shape(a->seq_q, a->batch * a->heads, v7_head_dim_tile(a->head_dim));
-    const int warps = shape.warps;
-    p.stages = shape.stages;
+    const int warps = v7_warps(a->seq_q, a->batch * a->heads, v7_head_dim_tile(a->head_dim));
     p.q_blocks = (int)((a->seq_q + 16 * warps - 1) / (16 * warps));
     p.scale = a->scale;
     p.out_vec2 = reinterpret_cast<uintptr_t>(a->out) % 8 == 0 && a->out_strides.batch % 2 == 0 &&
                  a->out_strides.head % 2 == 0 && a->out_strides.token % 2 == 0;
     const long long blocks = (long long)p.q_blocks * a->batch * a->heads;
     if (blocks > 0x7fffffffLL) return cudaErrorInvalidValue;
-    const bool pdl = v7_device().cc_major >= 9;
-    return a->precision == JATTN_PRECISION_F32 ? v7_launch_dt<true>(p, warps, (unsigned)blocks, pdl, stream)
-                                               : v7_launch_dt<false>(p, warps, (unsigned)blocks, pdl, stream);
+    return a->precision == JATTN_PRECISION_F32 ? v7_launch_dt<true>(p, warps, (unsigned)blocks, stream)
+                                               : v7_launch_dt<false>(p, warps, (unsigned)blocks, stream);
 }
