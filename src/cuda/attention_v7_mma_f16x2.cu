@@ -41,7 +41,11 @@
  *       per tile (a long tensor-core accumulation drifts past the gate: docs/DESIGN.md §4);
  *       O = alpha O + O_tile 2^-ev per column (a tiny V record, split after * 2^64, scaled back).
  *  - the output O / l through the out strides; lse = (log2 l - bias) / log2 e; a row with no
- *    attended key gets 0 and lse -inf.
+ *    attended key gets 0 and lse -inf. f32 with lse (an instance of its own, kExactLse): the lse in
+ *    float64 plus the row's largest-score key's exact score (q from global memory, k from its
+ *    record's hi + lo, in float64) minus the tensor core's, weighted by that key's weight: the lane
+ *    holding a row's maximum notes its key where the maximum moves (src/cuda/NOTES.md, "The
+ *    backward's accuracy").
  * Shared memory (DT = 128): Q 2 x 128 x 272 B, K and V 2 x 64 x 272 B each: 140 KB, one CTA per SM.
  *
  * Measured: src/cuda/NOTES.md's version table. */
@@ -193,8 +197,24 @@ __device__ __forceinline__ void v7_copy_image(uint32_t dst, const unsigned char 
     }
 }
 
-/* kSplitPV: f32 mode (P V in three products); false: tf32 mode (P_hi V_hi only). */
-template <int DT, bool kSplitPV>
+/* scale q . k in float64: q a float32 row of d columns, k a key row of a record's K hi and lo images
+ * (k_hi, k_lo: DT halves each; k = (hi + lo) 2^-ek, exact in float64, hi + lo holding k 2^ek to about
+ * 2^-23 of itself), over the four lanes of a quad (lane t = lane % 4 takes every fourth column; q NULL:
+ * the lane adds 0). Every lane of the warp calls it. */
+__device__ __forceinline__ double v7_exact_score(const float *q, const __half *k_hi, const __half *k_lo, int d,
+                                                 float k_unscale, float scale, int t) {
+    double dot = 0.0;
+    if (q)
+        for (int i = t; i < d; i += 4)
+            dot = fma((double)__ldg(q + i), (double)__half2float(k_hi[i]) + (double)__half2float(k_lo[i]), dot);
+    dot += __shfl_xor_sync(0xffffffffu, dot, 1);
+    dot += __shfl_xor_sync(0xffffffffu, dot, 2);
+    return dot * (double)k_unscale * (double)scale;
+}
+
+/* kSplitPV: f32 mode (P V in three products); false: tf32 mode (P_hi V_hi only). kExactLse (f32 with
+ * lse): each row's lse exact to float32's rounding rather than to the tensor core's S ("the output"). */
+template <int DT, bool kSplitPV, bool kExactLse>
 __global__ void __launch_bounds__(32 * kV7MaxWarps, 1) attention_f32_mma_f16x2_v7_kernel(const V7Params p) {
     using C = V7Config<DT>;
     constexpr int kBC = C::kBC, kNT = C::kNT, kKS = C::kKS, kOB = C::kOB, kSlices = C::kSlices;
@@ -243,8 +263,10 @@ __global__ void __launch_bounds__(32 * kV7MaxWarps, 1) attention_f32_mma_f16x2_v
                    q_log + 16 * warp);
     __syncwarp();
     float qlog[2], m_run[2], bias[2], l_run[2], l_comp[2];
+    int top[2]; /* kExactLse: the attended key of the row's largest score, if this lane holds it, else -1 */
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
+        top[r] = -1;
         qlog[r] = q_log[16 * warp + g + 8 * r];
         m_run[r] = -INFINITY;
         bias[r] = INFINITY;
@@ -336,6 +358,17 @@ __global__ void __launch_bounds__(32 * kV7MaxWarps, 1) attention_f32_mma_f16x2_v
             mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
             mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
             const float m_new = fmaxf(m_run[r], mx * info.k_unscale); /* in units of 2^-eq */
+            if constexpr (kExactLse) {
+                if (mx * info.k_unscale > m_run[r]) { /* the row's largest score moves here */
+                    int col = -1;
+#pragma unroll
+                    for (int n = 0; n < kNT; ++n)
+#pragma unroll
+                        for (int e = 0; e < 2; ++e)
+                            if (s[n][2 * r + e] == mx) col = 8 * n + 2 * c + e;
+                    top[r] = col >= 0 ? key0 + col : -1;
+                }
+            }
             const float b_new = 15.f - m_new * qlog[r];
             alpha[r] = exp2_sfu(b_new - bias[r]);
             bias[r] = b_new;
@@ -428,13 +461,41 @@ __global__ void __launch_bounds__(32 * kV7MaxWarps, 1) attention_f32_mma_f16x2_v
     }
     cp_async_wait_all();
 
-    /* ---- the output: O / l through the out strides; lse ---- */
+    /* ---- the output: O / l through the out strides; lse ----
+     * lse = (log2 l - bias) / log2 e. kExactLse: in float64, plus the row's largest-score key's exact
+     * score (float64: q from global memory, k from its record's hi + lo) minus the tensor core's (m_run 2^-eq),
+     * weighted by that key's weight 2^15 / l. The truncating fp32 accumulation of S's chains leaves the largest score
+     * ~1.5 ulp low (and so the lse of a peaky row), and a backward that recomputes S more exactly than
+     * this forward would carry that as a relative error of every weight of the row (src/cuda/NOTES.md,
+     * "The backward's accuracy"), as kernel v6's kExactLse. */
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
         float l = l_run[r];
         l += __shfl_xor_sync(0xffffffffu, l, 1);
         l += __shfl_xor_sync(0xffffffffu, l, 2);
         const int row = q0 + g + 8 * r;
+        double lse_fix = 0.0; /* kExactLse: the exact score's correction, quad-uniform */
+        if constexpr (kExactLse) {
+            int jt = top[r];
+            jt = max(jt, __shfl_xor_sync(0xffffffffu, jt, 1));
+            jt = max(jt, __shfl_xor_sync(0xffffffffu, jt, 2));
+            const bool have = jt >= 0 && row < p.seq_q;
+            const float *qr = have ? p.q + b * p.q_b + h * p.q_h + (int64_t)row * p.q_t : nullptr;
+            /* the key's record (attended keys, packed in order by the pre-pass) and its row there */
+            const int jr = have ? jt : 0;
+            const unsigned char *rec = head + (int64_t)(jr / kV7RecordKeys) * v7_record_bytes(DT);
+            const int64_t at = (int64_t)(jr % kV7RecordKeys) * DT * 2;
+            const __half *k_hi = reinterpret_cast<const __half *>(rec + at);
+            const __half *k_lo = reinterpret_cast<const __half *>(rec + v7_k_lo_offset(DT) + at);
+            const float k_un = have ? reinterpret_cast<const V7KeyInfo *>(rec + v7_k_info_offset(DT))->k_unscale : 0.f;
+            const double dot = v7_exact_score(qr, k_hi, k_lo, p.head_dim, k_un, p.scale, c);
+            if (have) {
+                /* qlog = 2^-eq log2 e exactly (a power of two times a float), so the quotient is 2^-eq */
+                const double s_fwd = (double)m_run[r] * ((double)qlog[r] / (double)kV7Log2e);
+                const double fix = (32768.0 / (double)l) * (dot - s_fwd);
+                lse_fix = isfinite(fix) ? fix : 0.0;
+            }
+        }
         if (row >= p.seq_q) continue;
         float *dst = p.out + b * p.o_b + h * p.o_h + (int64_t)row * p.o_t;
         const bool empty = n_tiles == 0; /* no key to attend (key padding): 0, and lse -inf */
@@ -452,14 +513,20 @@ __global__ void __launch_bounds__(32 * kV7MaxWarps, 1) attention_f32_mma_f16x2_v
                 dst[col] = x0;
             }
         }
-        if (p.lse != nullptr && c == 0)
-            p.lse[bh * p.seq_q + row] = empty ? -INFINITY : (log2f(l) - bias[r]) * (1.f / kV7Log2e);
+        if constexpr (kExactLse) {
+            if (p.lse != nullptr && c == 0)
+                p.lse[bh * p.seq_q + row] =
+                    empty ? -INFINITY : (float)((log2((double)l) - (double)bias[r]) / (double)kV7Log2e + lse_fix);
+        } else {
+            if (p.lse != nullptr && c == 0)
+                p.lse[bh * p.seq_q + row] = empty ? -INFINITY : (log2f(l) - bias[r]) * (1.f / kV7Log2e);
+        }
     }
 }
 
-template <int DT, bool kSplitPV>
+template <int DT, bool kSplitPV, bool kExactLse>
 cudaError_t v7_launch(const V7Params &p, int warps, unsigned blocks, cudaStream_t stream) {
-    auto kernel = attention_f32_mma_f16x2_v7_kernel<DT, kSplitPV>;
+    auto kernel = attention_f32_mma_f16x2_v7_kernel<DT, kSplitPV, kExactLse>;
     const int smem = V7Config<DT>::smem_bytes(warps);
     cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (err != cudaSuccess) return err;
@@ -467,18 +534,18 @@ cudaError_t v7_launch(const V7Params &p, int warps, unsigned blocks, cudaStream_
     return cudaGetLastError();
 }
 
-template <bool kSplitPV>
+template <bool kSplitPV, bool kExactLse>
 cudaError_t v7_launch_dt(const V7Params &p, int warps, unsigned blocks, cudaStream_t s) {
     switch (v7_head_dim_tile(p.head_dim)) {
-    case 32: return v7_launch<32, kSplitPV>(p, warps, blocks, s);
-    case 48: return v7_launch<48, kSplitPV>(p, warps, blocks, s);
-    case 64: return v7_launch<64, kSplitPV>(p, warps, blocks, s);
-    case 80: return v7_launch<80, kSplitPV>(p, warps, blocks, s);
-    case 96: return v7_launch<96, kSplitPV>(p, warps, blocks, s);
-    case 128: return v7_launch<128, kSplitPV>(p, warps, blocks, s);
-    case 160: return v7_launch<160, kSplitPV>(p, warps, blocks, s);
-    case 192: return v7_launch<192, kSplitPV>(p, warps, blocks, s);
-    default: return v7_launch<256, kSplitPV>(p, warps, blocks, s);
+    case 32: return v7_launch<32, kSplitPV, kExactLse>(p, warps, blocks, s);
+    case 48: return v7_launch<48, kSplitPV, kExactLse>(p, warps, blocks, s);
+    case 64: return v7_launch<64, kSplitPV, kExactLse>(p, warps, blocks, s);
+    case 80: return v7_launch<80, kSplitPV, kExactLse>(p, warps, blocks, s);
+    case 96: return v7_launch<96, kSplitPV, kExactLse>(p, warps, blocks, s);
+    case 128: return v7_launch<128, kSplitPV, kExactLse>(p, warps, blocks, s);
+    case 160: return v7_launch<160, kSplitPV, kExactLse>(p, warps, blocks, s);
+    case 192: return v7_launch<192, kSplitPV, kExactLse>(p, warps, blocks, s);
+    default: return v7_launch<256, kSplitPV, kExactLse>(p, warps, blocks, s);
     }
 }
 
@@ -604,6 +671,7 @@ extern "C" int jattn_cuda_launch_v7(const jattn_cuda_args *a, void *workspace, v
                  a->out_strides.head % 2 == 0 && a->out_strides.token % 2 == 0;
     const long long blocks = (long long)p.q_blocks * a->batch * a->heads;
     if (blocks > 0x7fffffffLL) return cudaErrorInvalidValue;
-    return a->precision == JATTN_PRECISION_F32 ? v7_launch_dt<true>(p, warps, (unsigned)blocks, stream)
-                                               : v7_launch_dt<false>(p, warps, (unsigned)blocks, stream);
+    if (a->precision != JATTN_PRECISION_F32) return v7_launch_dt<false, false>(p, warps, (unsigned)blocks, stream);
+    return p.lse ? v7_launch_dt<true, true>(p, warps, (unsigned)blocks, stream)
+                 : v7_launch_dt<true, false>(p, warps, (unsigned)blocks, stream);
 }
