@@ -6,16 +6,19 @@
 #   cd .carry-cudabwd && mkdir -p x && tar xzf carry.tgz -C x && cd x && OUT=$OUT bash backward_v2_tail.sh
 # Steps [timeout, seconds]:
 #   1. test_backward cuda all (AUTO: forward v6, backward v2) [90]; its floor part with the backward
-#      v1 forced and with the forward v2 (mma.sync) forced [30 each]
+#      v1, the backward v3 and the forward v7 (with v3) forced [30 each]; the device and gate parts with
+#      the backward v3 forced (the two single-query `large` misses of bench/results/h200-2026-12-04-v7-call4)
+#      [60 each]
 #   2. v2 forced: SEEDS (3) seeds of test_backward cuda gate and floor [30 each]; the largest
 #      rel_l2 / gate and the largest ratio to the float32 floor per distribution and gradient
 #   3. Python (py/: the package of the source tree with this build's libjattn.so): pytest
 #      test_backward_precision.py (the floor rule and "no less exact than PyTorch's fp32 SDPA" on
 #      the GPU and the CPU) and test_autograd.py's cuda gradient tests [150]; backward_precision_peer.py,
-#      issue 30's table, AUTO and backward v1 forced [60 each]; with lib_base/ (the merge base's
+#      issue 30's table, AUTO, backward v1 forced, forward v7 with backward v3 forced [60 each]; with lib_base/ (the merge base's
 #      libjattn.so, when carried) the same pytest and table on the unfixed code [150, 60]
 #   4. speed (jattn run, CUDA events): the forward v6 with and without lse (the exact-lse instance
-#      against the plain one) and the backward v2 at (1,24,1536 / 4608,128) [60]
+#      against the plain one) and the backward v2 at (1,24,1536 / 4608,128), the forward v7 (AUTO at
+#      D 96) with and without lse and the backward v3 at (1,24,4096,96) [90]
 #   5. the table last (tail.txt)
 set -u
 OUT=${OUT:-/tmp/out}
@@ -29,8 +32,15 @@ step() { echo "== $* ($(date -u +%T))"; }
   step "test_backward cuda all (AUTO)"; timeout 90 ./bin/test_backward cuda all | grep -v "^ok"; echo "rc ${PIPESTATUS[0]}"
   step "test_backward cuda floor, backward v1 forced"
   JATTN_CUDA_BWD_KERNEL=v1 timeout 30 ./bin/test_backward cuda floor | grep -v "^ok"; echo "rc ${PIPESTATUS[0]}"
-  step "test_backward cuda floor, forward v2 forced"
-  JATTN_CUDA_KERNEL=v2 timeout 30 ./bin/test_backward cuda floor | grep -v "^ok"; echo "rc ${PIPESTATUS[0]}"
+  step "test_backward cuda floor, backward v3 forced"
+  JATTN_CUDA_BWD_KERNEL=v3 timeout 30 ./bin/test_backward cuda floor | grep -v "^ok"; echo "rc ${PIPESTATUS[0]}"
+  step "test_backward cuda floor, forward v7 and backward v3 forced"
+  JATTN_CUDA_KERNEL=v7 JATTN_CUDA_BWD_KERNEL=v3 timeout 30 ./bin/test_backward cuda floor | grep -v "^ok"
+  echo "rc ${PIPESTATUS[0]}"
+  for part in device gate; do
+    step "test_backward cuda $part, backward v3 forced"
+    JATTN_CUDA_BWD_KERNEL=v3 timeout 60 ./bin/test_backward cuda $part | grep -v "^ok"; echo "rc ${PIPESTATUS[0]}"
+  done
 } > "$OUT/test.log" 2>&1
 
 # (issue 32: the variants' knobs left src; the one arithmetic left is backward_v2_sm90_f16x2.cu's
@@ -60,6 +70,8 @@ py_with this lib/libjattn.so
   step "issue 30's table (AUTO)"; PYTHONPATH=/tmp/py_this timeout 60 python3 backward_precision_peer.py --json "$OUT/peer.jsonl"
   step "issue 30's table (backward v1 forced)"
   JATTN_CUDA_BWD_KERNEL=v1 PYTHONPATH=/tmp/py_this timeout 60 python3 backward_precision_peer.py
+  step "issue 30's table (forward v7 and backward v3 forced: what every non-Hopper GPU runs)"
+  JATTN_CUDA_KERNEL=v7 JATTN_CUDA_BWD_KERNEL=v3 PYTHONPATH=/tmp/py_this timeout 60 python3 backward_precision_peer.py
   if [ -f lib_base/libjattn.so ]; then
     py_with base lib_base/libjattn.so
     step "BASE (the unfixed code): pytest test_backward_precision.py -k cuda"
@@ -76,6 +88,12 @@ py_with this lib/libjattn.so
     echo "TAG forward-lse"; timeout 15 $J run --backend cuda --seq $s --reps 20 --no-check --json --lse /tmp/lse.npy; echo "rc $?"
     echo "TAG backward"; timeout 20 $J run --backward --backend cuda --seq $s --reps 10 --no-check --json; echo "rc $?"
   done
+  step "speed at (1,24,4096,96)"
+  echo "TAG v7"; timeout 15 $J run --backend cuda --seq 4096 --dim 96 --reps 20 --no-check --json; echo "rc $?"
+  echo "TAG v7-lse"
+  timeout 15 $J run --backend cuda --seq 4096 --dim 96 --reps 20 --no-check --json --lse /tmp/lse.npy; echo "rc $?"
+  echo "TAG backward-v3"
+  timeout 20 $J run --backward --backend cuda --seq 4096 --dim 96 --reps 10 --no-check --json; echo "rc $?"
 } > "$OUT/speed.log" 2>&1
 
 python3 - "$OUT" $VARIANTS > "$OUT/tail.txt" 2>&1 <<'PY'
@@ -113,7 +131,7 @@ for name in variants:
         g = "  ".join(f"{x} {worst[(d, x)]:.3f}" for x in ("dq", "dk", "dv") if (d, x) in worst)
         f = " / ".join(f"{x:.2f}" for x in fl.get(d, []))
         print(f"  {d:8s} gate fraction {g or '-':32s} floor ratio dq / dk / dv {f or '-'}")
-print("== speed (ms, median; forward-lse: the exact-lse instance)")
+print("== speed (ms, median; forward-lse / v7-lse: the exact-lse instances)")
 tag = None
 for line in open(f"{out}/speed.log"):
     if line.startswith("== speed"):

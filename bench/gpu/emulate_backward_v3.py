@@ -9,8 +9,9 @@ accumulation order is not modelled), so the gradients must meet the backward's g
 usage: python3 bench/gpu/emulate_backward_v3.py [--quick] [--tc-model] [--no-dominant] [--dominant-cases]
 --tc-model: the tensor core's truncating fp32 accumulation modelled (mma16816); bench/gpu/
 emulate_backward_v3_chains.py compares the S and dP schemes with it.
---no-dominant: without step 2b (each query row's P >= 1/2 element from its score in float64, found by
-the dQ kernel, which runs first, and taken by the dK/dV kernel from the workspace).
+--no-dominant: without step 2b (each query row's P >= 1/2 element: its P and dP - Dl from float64 dots
+of the caller's inputs, found by the dQ kernel, which runs first, and taken by the dK/dV kernel from the
+workspace).
 --dominant-cases: instead of the battery, the single-query `large` cases test_backward's device part
 missed on the H200 (bench/results/h200-2026-12-04-v7-call4), with the truncation modelled, with and
 without step 2b (prints only; slow).
@@ -518,12 +519,24 @@ def run_kernel(role, rec, p, warps, stages, grads, kahan=False, br_half=16):
                             for n in range(NB):
                                 for i in range(4):
                                     x[n, 8 * n + 2 * t4 + (i & 1) >= lim, i] = 0
+                        sw["dom"] = []
                         if DOMINANT and not one_key:  # 2b
                             pr = pair_of[warp]
                             if kDQ:
-                                dominant_in_dq(x, rec["top"][bh], p, b, bh % H, r0 + 16 * pr, t * BR, sw["lse_r"])
+                                sw["dom"] = dominant_in_dq(
+                                    x,
+                                    rec["top"][bh],
+                                    p,
+                                    b,
+                                    bh % H,
+                                    r0 + 16 * pr,
+                                    t * BR,
+                                    sw["lse_r"],
+                                    sw["dlh_r"],
+                                    sw["dll_r"],
+                                )
                             else:
-                                dominant_from_dq(x, rec["top"][bh], r0 + 16 * pr, t * BR)
+                                sw["dom"] = dominant_from_dq(x, rec["top"][bh], r0 + 16 * pr, t * BR)
                         if not kDQ:  # 3: dV
                             xh, xl, down = split_rows(x, NB)
                             f = (down[0] * u_c1, down[1] * u_c1)
@@ -554,6 +567,8 @@ def run_kernel(role, rec, p, warps, stages, grads, kahan=False, br_half=16):
                                     x[n, :, i] = x[n, :, i] * dls
                                 else:
                                     x[n, :, i] = x[n, :, i] * (((big[n, :, i] * ud - dh) + cor[n, :, i] * ud) - dl)
+                        for n, ln, i, pe, dd in sw["dom"]:  # 2b's elements: dS = P (dP - Dl) from the exact pair
+                            x[n, ln, i] = F32(pe * dd)
                         xh, xl, down = split_rows(x, NB)
                         f = (down[0] * u_c0, down[1] * u_c0)
                         last_product(sm, accs[warp][0], xh, xl, c0_s + bt_off[warp], col_part, f, DW, NB, RS)
@@ -579,11 +594,13 @@ def run_kernel(role, rec, p, warps, stages, grads, kahan=False, br_half=16):
                                     grads["dv"][b, bh % H, key, c] = acc1[n, ln, 2 * r + e]
 
 
-def dominant_in_dq(x, top, p, b, h, row0, key0, lse_r):
+def dominant_in_dq(x, top, p, b, h, row0, key0, lse_r, dlh_r, dll_r):
     """dQ's step 2b on one warp's tile of P (x: NB x 32 lanes x 4): per row (g + 8 r) the P >= 1/2
-    column (the quad's largest index), its P from the float64 score of the caller's q and k, into x and
-    into top[row] = (P, key)."""
+    column (the quad's largest index), its P from the float64 score and dP - Dl from the float64 dO . v
+    of the caller's q, k, dout, v, P into x and (P, dP - Dl, key) into top[row]. Returns the replaced
+    elements as (n, lane, i, P, dP - Dl)."""
     NB = x.shape[0]
+    done = []
     for lane0 in range(0, 32, 4):  # a quad: row g = lane0 / 4
         g = lane0 >> 2
         for r in range(2):
@@ -597,26 +614,33 @@ def dominant_in_dq(x, top, p, b, h, row0, key0, lse_r):
             if col < 0 or row >= p["Sq"]:
                 continue
             key = key0 + col
-            qr = p["q"][b, h, row].astype(np.float64)
-            kr = p["k"][b, h, p["kv_rows"][b][key]].astype(np.float64)
+            kj = p["kv_rows"][b][key]
+            qr, kr = p["q"][b, h, row].astype(np.float64), p["k"][b, h, kj].astype(np.float64)
+            dr, vr = p["dout"][b, h, row].astype(np.float64), p["v"][b, h, kj].astype(np.float64)
             pe = np.exp(F32(float(qr @ kr) * float(F32(p["scale"])) - float(lse_r[r][lane0])))
+            dd = F32((float(dr @ vr) - float(dlh_r[r][lane0])) - float(dll_r[r][lane0]))
             n, t4, e = col // 8, (col % 8) // 2, col % 2
             x[n, lane0 + t4, 2 * r + e] = pe
-            top[row] = (pe, key)
+            top[row] = (pe, dd, key)
+            done.append((n, lane0 + t4, 2 * r + e, pe, dd))
+    return done
 
 
 def dominant_from_dq(x, top, key_row0, q0):
     """dK/dV's step 2b: an element of P^T (rows keys key_row0 + g + 8 r, columns queries) with P >= 1/2
-    whose query's dominant key is its row takes that query's P."""
+    whose query's dominant key is its row takes that query's P (and, after step 4, its exact dS)."""
     NB = x.shape[0]
+    done = []
     for lane in range(32):
         g, t4 = lane >> 2, lane & 3
         for n in range(NB):
             for i in range(4):
                 if x[n, lane, i] >= 0.5:
-                    pe, key = top[q0 + 8 * n + 2 * t4 + (i & 1)]
+                    pe, dd, key = top[q0 + 8 * n + 2 * t4 + (i & 1)]
                     if key == key_row0 + g + 8 * (i >> 1):
                         x[n, lane, i] = pe
+                        done.append((n, lane, i, pe, dd))
+    return done
 
 
 def reference(q, k, v, dout, dlse, scale, kv_len):
@@ -669,10 +693,22 @@ def case(rng, B, H, Sq, Skv, D, warps, stages, padded, with_dlse, dist="normal")
         grads["dk"][b, :, kv_len[b] :] = 0
         grads["dv"][b, :, kv_len[b] :] = 0
     p = dict(
-        B=B, H=H, Sq=Sq, Skv=Skv, D=D, kv_len=kv_len, kv_rows=[list(range(Skv))] * B, dlse=dlse, scale=scale, q=q, k=k
+        B=B,
+        H=H,
+        Sq=Sq,
+        Skv=Skv,
+        D=D,
+        kv_len=kv_len,
+        kv_rows=[list(range(Skv))] * B,
+        dlse=dlse,
+        scale=scale,
+        q=q,
+        k=k,
+        dout=dout,
+        v=v,
     )
     # the workspace's (P, key) per query row: dQ writes every row below seq_q (rows past it are never read)
-    rec["top"] = [[(F32(0), -1)] * (rec["tq"] * REC) for _ in range(B * H)]
+    rec["top"] = [[(F32(0), F32(0), -1)] * (rec["tq"] * REC) for _ in range(B * H)]
     for role in ("Q", "KV"):  # dQ first: dK/dV takes its rows' dominant weights
         run_kernel(role, rec, p, warps, stages, grads)
     res = []

@@ -18,9 +18,9 @@
  *   lse         [B*H][Tq * 64] float: the forward's lse of row r (natural log); -inf (a row with no key) and
  *               rows past seq_q as +inf, so that P = exp(S - lse) = 0 there
  *   dl          [B*H][Tq * 64] float2: Dl = dO.O - dlse summed in float64, as (hi, lo) floats; 0 past seq_q
- *   top         [B*H][Tq * 64] float2: written by the dQ kernel for every row below seq_q, read by the dK/dV
- *               kernel: (P, key) of the row's P >= 1/2 element (its dominant key, the attended index as
- *               an int's bits) with P from the score recomputed in float64; (0, -1) where the row has none
+ *   top         [B*H][Tq * 64] float4: written by the dQ kernel for every row below seq_q, read by the dK/dV
+ *               kernel: (P, dP - Dl, key, 0) of the row's P >= 1/2 element (its dominant key, the attended
+ *               index as an int's bits) with P and dP recomputed in float64; key -1 where the row has none
  * The kernels copy 16-byte chunks of the images into shared rows of Dp + 8 halves (ldmatrix reads of 8
  * consecutive rows then fall on 8 different bank groups: (Dp + 8) / 8 is odd for every Dp below, and
  * (Dp / 2 + 8) / 8 for the half-width row images above Dp = 128). */
@@ -78,7 +78,7 @@ inline BwdV3Layout bwd_v3_layout(int64_t bh, int64_t seq_q, int64_t seq_kv, int6
     l.dl = at;
     at += bwd_v3_align(bh * l.tq * kV3Rec * 8);
     l.top = at;
-    at += bwd_v3_align(bh * l.tq * kV3Rec * 8);
+    at += bwd_v3_align(bh * l.tq * kV3Rec * 16);
     l.bytes = at;
     return l;
 }

@@ -42,11 +42,13 @@
  *        2. P = exp((big u - lse) + cor u), u the two records' unscales (exact): the S pair is never
  *           rounded to one float before lse is subtracted (backward v1's D = 1 `large` lesson); columns
  *           past the attended keys get P = 0 (dQ, last tile only); lse = +inf gives P = 0.
- *        2b. A query's P >= 1/2 element (its dominant key, at most one) takes the P of its score
- *           recomputed in float64 from the caller's q and k (the truncated hi*hi chains leave that S a
- *           little low, and its weight carries it into every gradient; src/cuda/NOTES.md, "The
- *           backward's accuracy"): dQ finds it (a warp-wide vote per tile, rare), leaves (P, key) per
- *           query row in the workspace, and dK/dV takes that P for the same element.
+ *        2b. A query's P >= 1/2 element (its dominant key, at most one) takes the P of its score and,
+ *           after step 4, the dS = P (dP - Dl) of its dP, both recomputed in float64 from the caller's
+ *           q, k, dout, v (the truncated hi*hi chains leave that S and dP a little low; its weight
+ *           carries S's error into every gradient, and dP - Dl cancels where |v| is large;
+ *           src/cuda/NOTES.md, "The backward's accuracy"): dQ finds it (a warp-wide vote per tile,
+ *           rare), leaves (P, dP - Dl, key) per query row in the workspace, and dK/dV takes them for
+ *           the same element.
  *        3. dV: P^T scaled per row (key) by the power of two of its largest |P| in the tile (two quad
  *           shuffles), split from the registers into A fragments (an m16n8 accumulator pair is an m16k16
  *           A fragment), times dO (B by ldmatrix.trans) on three products into a FRESH accumulator per
@@ -60,8 +62,8 @@
  * B b0 = (k 2t..2t+1, n g), b1 = (k 2t+8.., n g).
  * Written: dq (times c), dk, dv [B, H, S, D] through their strides (4-byte stores), rows past the
  * sequence and columns past D never; masked keys' dk, dv rows +0. Workspace: the records (about 2 B H
- * (Sq + Skv) Dp x 4 bytes, as backward v2's; x1.5 at Dp = 16) plus lse, Dl and the dominant (P, key) (20
- * bytes per query row).
+ * (Sq + Skv) Dp x 4 bytes, as backward v2's; x1.5 at Dp = 16) plus lse, Dl and the dominant (P, dP - Dl,
+ * key) (28 bytes per query row).
  * Not handled (as v1, v2): non-finite inputs; values below about 2^-129 of their record lose bits (the
  * record's power of two is clamped at 2^126); an element more than 2^17 below its record's largest
  * keeps an absolute error under 2^-39 of that largest (every 2xFP16 split).
@@ -157,12 +159,12 @@ struct V3Cfg {
 struct BwdV3Params {
     const unsigned char *img[4]; /* records of q, dout, k, v */
     const float *unscale[4];
-    const float *lse;   /* [B*H][Tq*64] */
-    const float2 *dl;   /* [B*H][Tq*64] */
-    const float *dlse;  /* [B*H][Sq] or NULL (the single-key batches read it) */
-    float2 *top;        /* [B*H][Tq*64]: (P, key) of each query row's dominant key (dQ writes, dK/dV reads) */
-    const float *q, *k; /* the caller's q and k (the dominant key's score, dQ) */
-    int64_t q_b, q_h, q_t, k_b, k_h, k_t;
+    const float *lse;  /* [B*H][Tq*64] */
+    const float2 *dl;  /* [B*H][Tq*64] */
+    const float *dlse; /* [B*H][Sq] or NULL (the single-key batches read it) */
+    float4 *top; /* [B*H][Tq*64]: (P, dP - Dl, key, 0) of each query row's dominant key (dQ writes, dK/dV reads) */
+    const float *q, *k, *dout, *v; /* the caller's (the dominant key's score and dP, dQ) */
+    int64_t q_b, q_h, q_t, k_b, k_h, k_t, do_b, do_h, do_t, v_b, v_h, v_t;
     float *dq, *dk, *dv;
     int64_t dq_b, dq_h, dq_t, dk_b, dk_h, dk_t, dv_b, dv_h, dv_t;
     const int *kv_count, *kv_index;
@@ -442,37 +444,50 @@ __device__ __forceinline__ void copy_tile_rows(uint32_t dst, const unsigned char
 }
 
 /* ---- a query row's dominant weight (P >= 1/2) from its exact score ----
- * The tensor core truncates its fp32 sums, so S of a row's dominant key comes out a little low (each hi*hi
- * chain), and its weight exp(S - lse) carries that as a relative error of dV, dK and dQ past what a
- * float32 lse allows (src/cuda/NOTES.md, "The backward's accuracy"). The dQ kernel, which walks whole
- * query rows, finds each row's P >= 1/2 element (rare: a warp-wide vote per tile), recomputes its score in
- * float64 from the caller's float32 q and k and leaves (P, key) in the workspace; the dK/dV kernel, which
- * sees that element as one of a key row's, takes the same P (dominant_from_dq). */
+ * The tensor core truncates its fp32 sums, so S and dP of a row's dominant key come out a little low (each
+ * hi*hi chain): its weight exp(S - lse) carries S's error as a relative error of dV, dK and dQ past what a
+ * float32 lse allows, and dS = P (dP - Dl) carries dP's where dP - Dl cancels (|v| large: test_backward's
+ * single-query `large` cases, emulated dq 1.4e-5 -> 1.6e-6; src/cuda/NOTES.md, "The backward's
+ * accuracy"). The dQ kernel, which walks whole query rows, finds each row's P >= 1/2 element (rare: a
+ * warp-wide vote per tile), recomputes its score and dP in float64 from the caller's float32 q, k, dout, v
+ * and leaves (P, dP - Dl, key) in the workspace; the dK/dV kernel, which sees that element as one of a key
+ * row's, takes the same (dominant_from_dq). Both return a mask of the elements they replaced (bit 4 n + i),
+ * whose dS they set to P (dP - Dl) after step 4 (dominant_ds). */
 
-/* exp(scale q . k - lse) with the dot of the float32 rows q and k (d columns) in float64: the four lanes of
- * a quad (lanes 4g .. 4g + 3, t = lane % 4) take every fourth column and sum; q NULL: the lane adds zero.
- * Every lane of the warp calls it. Not inlined: its registers stay out of the tile loop. */
-__device__ __noinline__ float exact_weight(const float *q, const float *k, int d, float scale, float lse, int t) {
-    double dot = 0.0;
+/* (exp(scale q . k - lse), dO . v - Dl) with the dots of the float32 rows q, k and dout, v (d columns) in
+ * float64 (Dl = dl_hi + dl_lo): the four lanes of a quad (lanes 4g .. 4g + 3, t = lane % 4) take every
+ * fourth column and sum; q NULL: the lane adds zeros. Every lane of the warp calls it. Not inlined: its
+ * registers stay out of the tile loop. */
+__device__ __noinline__ float2 exact_weight(const float *q, const float *k, const float *dout, const float *v, int d,
+                                            float scale, float lse, float dl_hi, float dl_lo, int t) {
+    double s = 0.0, dp = 0.0;
     if (q)
-        for (int c = t; c < d; c += 4) dot = fma((double)__ldg(q + c), (double)__ldg(k + c), dot);
-    dot += __shfl_xor_sync(0xffffffffu, dot, 1);
-    dot += __shfl_xor_sync(0xffffffffu, dot, 2);
-    return expf((float)(dot * (double)scale - (double)lse));
+        for (int c = t; c < d; c += 4) {
+            s = fma((double)__ldg(q + c), (double)__ldg(k + c), s);
+            dp = fma((double)__ldg(dout + c), (double)__ldg(v + c), dp);
+        }
+    s += __shfl_xor_sync(0xffffffffu, s, 1);
+    s += __shfl_xor_sync(0xffffffffu, s, 2);
+    dp += __shfl_xor_sync(0xffffffffu, dp, 1);
+    dp += __shfl_xor_sync(0xffffffffu, dp, 2);
+    return make_float2(expf((float)(s * (double)scale - (double)lse)), (float)((dp - (double)dl_hi) - (double)dl_lo));
 }
 
 /* dQ: the P >= 1/2 element of rows row0 and row0 + 8 (at most one each) in a column tile of P (x, NB n8
- * blocks, keys key0 ..) takes its exact P; top_p / top_key keep it for the row. */
+ * blocks, keys key0 ..) takes its exact P; top_p, top_d, top_key keep (P, dP - Dl, key) for the row. */
 template <int NB>
-__device__ __forceinline__ void dominant_in_dq(float (&x)[NB][4], float (&top_p)[2], int (&top_key)[2],
-                                               const BwdV3Params &p, int b, int h, int row0, const int *kv_rows,
-                                               int key0, const float (&lse)[2], int t) {
+__device__ __forceinline__ uint32_t dominant_in_dq(float (&x)[NB][4], float (&top_p)[2], float (&top_d)[2],
+                                                   int (&top_key)[2], const BwdV3Params &p, int b, int h, int row0,
+                                                   const int *kv_rows, int key0, const float (&lse)[2],
+                                                   const float (&dl_hi)[2], const float (&dl_lo)[2], int t) {
+    static_assert(NB * 4 <= 32, "a bit per element");
     float pm = 0.f;
 #pragma unroll
     for (int n = 0; n < NB; ++n)
 #pragma unroll
         for (int i = 0; i < 4; ++i) pm = fmaxf(pm, x[n][i]);
-    if (!__any_sync(0xffffffffu, pm >= 0.5f)) return;
+    if (!__any_sync(0xffffffffu, pm >= 0.5f)) return 0u;
+    uint32_t mask = 0u;
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
         int col = -1;
@@ -485,17 +500,21 @@ __device__ __forceinline__ void dominant_in_dq(float (&x)[NB][4], float (&top_p)
         col = max(col, __shfl_xor_sync(0xffffffffu, col, 2));
         const int row = row0 + 8 * r;
         const bool have = col >= 0 && row < p.seq_q;
+        const int64_t kj = have ? key_row(kv_rows, key0 + col) : 0;
         const float *qr = have ? p.q + b * p.q_b + h * p.q_h + (int64_t)row * p.q_t : nullptr;
-        const float *kr = have ? p.k + b * p.k_b + h * p.k_h + key_row(kv_rows, key0 + col) * p.k_t : nullptr;
-        const float pe = exact_weight(qr, kr, p.d, p.scale, lse[r], t);
+        const float *kr = p.k + b * p.k_b + h * p.k_h + kj * p.k_t;
+        const float *dr = p.dout + b * p.do_b + h * p.do_h + (int64_t)row * p.do_t;
+        const float *vr = p.v + b * p.v_b + h * p.v_h + kj * p.v_t;
+        const float2 pe = exact_weight(qr, kr, dr, vr, p.d, p.scale, lse[r], dl_hi[r], dl_lo[r], t);
         if (col < 0) continue;
-        top_p[r] = pe, top_key[r] = key0 + col;
+        top_p[r] = pe.x, top_d[r] = pe.y, top_key[r] = key0 + col;
 #pragma unroll
         for (int n = 0; n < NB; ++n)
 #pragma unroll
             for (int e = 0; e < 2; ++e)
-                if (8 * n + 2 * t + e == col) x[n][2 * r + e] = pe;
+                if (8 * n + 2 * t + e == col) x[n][2 * r + e] = pe.x, mask |= 1u << (4 * n + 2 * r + e);
     }
+    return mask;
 }
 
 /* dK/dV: rows = keys key_a, key_a + 8 (attended indices), columns = queries q0 + 8 n + 2 t + e of a tile of
@@ -503,23 +522,46 @@ __device__ __forceinline__ void dominant_in_dq(float (&x)[NB][4], float (&top_p)
  * Where a warp meets one it waits for the dQ grid first (griddepcontrol.wait: its completion and memory; it
  * returns at once once that grid is done). */
 template <int NB>
-__device__ __forceinline__ void dominant_from_dq(float (&x)[NB][4], const BwdV3Params &p, int64_t bh, int key_a, int q0,
-                                                 int t) {
+__device__ __forceinline__ uint32_t dominant_from_dq(float (&x)[NB][4], const BwdV3Params &p, int64_t bh, int key_a,
+                                                     int q0, int t) {
+    static_assert(NB * 4 <= 32, "a bit per element");
     float pm = 0.f;
 #pragma unroll
     for (int n = 0; n < NB; ++n)
 #pragma unroll
         for (int i = 0; i < 4; ++i) pm = fmaxf(pm, x[n][i]);
-    if (!__any_sync(0xffffffffu, pm >= 0.5f)) return;
+    if (!__any_sync(0xffffffffu, pm >= 0.5f)) return 0u;
     grid_dependency_wait();
-    const float2 *top = p.top + bh * p.tq * kV3Rec;
+    const float4 *top = p.top + bh * p.tq * kV3Rec;
+    uint32_t mask = 0u;
 #pragma unroll
     for (int n = 0; n < NB; ++n)
 #pragma unroll
         for (int i = 0; i < 4; ++i)
             if (x[n][i] >= 0.5f) { /* P >= 1/2: the query is below seq_q (past it lse = +inf, P = 0) */
-                const float2 tp = top[q0 + 8 * n + 2 * t + (i & 1)];
-                if (__float_as_int(tp.y) == key_a + 8 * (i >> 1)) x[n][i] = tp.x;
+                const float4 tp = top[q0 + 8 * n + 2 * t + (i & 1)];
+                if (__float_as_int(tp.z) == key_a + 8 * (i >> 1)) x[n][i] = tp.x, mask |= 1u << (4 * n + i);
+            }
+    return mask;
+}
+
+/* After step 4: the elements a dominant_* call replaced (mask) get dS = P (dP - Dl) from the exact pair
+ * (dQ: top_p, top_d of the element's row; dK/dV: the workspace's, read again: rare). */
+template <int NB, bool kDQ>
+__device__ __forceinline__ void dominant_ds(float (&x)[NB][4], uint32_t mask, const float (&top_p)[2],
+                                            const float (&top_d)[2], const BwdV3Params &p, int64_t bh, int q0, int t) {
+    if (!mask) return;
+#pragma unroll
+    for (int n = 0; n < NB; ++n)
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+            if (mask >> (4 * n + i) & 1u) {
+                if (kDQ) {
+                    x[n][i] = top_p[i >> 1] * top_d[i >> 1];
+                } else {
+                    const float4 tp = p.top[bh * p.tq * kV3Rec + q0 + 8 * n + 2 * t + (i & 1)];
+                    x[n][i] = tp.x * tp.y;
+                }
             }
 }
 
@@ -611,7 +653,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32) bwd_v3_kernel(const BwdV3Param
     for (int n = 0; n < DW / 8; ++n)
 #pragma unroll
         for (int i = 0; i < 4; ++i) acc0[n][i] = acc1[n][i] = 0.f;
-    float top_p[2] = {0.f, 0.f}; /* dQ: the rows' dominant (P, key); key -1: none */
+    float top_p[2] = {0.f, 0.f}, top_d[2] = {0.f, 0.f}; /* dQ: the rows' dominant (P, dP - Dl, key); key -1: none */
     int top_key[2] = {-1, -1};
     const int row_w = r0 + 16 * pair + g; /* the lane's rows: row_w, row_w + 8 */
 
@@ -677,11 +719,13 @@ __global__ void __launch_bounds__(kMaxWarps * 32) bwd_v3_kernel(const BwdV3Param
             }
         }
         /* ---- 2b. each query's dominant weight from its exact score (above) ---- */
+        uint32_t dom = 0u; /* the elements 2b replaced (bit 4 n + i) */
         if (!one_key) {
             if constexpr (C::kDQ)
-                dominant_in_dq<NB>(x, top_p, top_key, p, b, h, row_w, kv_rows, t * BR, lse_r, t4);
+                dom = dominant_in_dq<NB>(x, top_p, top_d, top_key, p, b, h, row_w, kv_rows, t * BR, lse_r, dlh_r, dll_r,
+                                         t4);
             else
-                dominant_from_dq<NB>(x, p, bh, row_w, t * BR, t4);
+                dom = dominant_from_dq<NB>(x, p, bh, row_w, t * BR, t4);
         }
         /* ---- 3. dV += P^T dO ---- */
         if constexpr (!C::kDQ) {
@@ -720,6 +764,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32) bwd_v3_kernel(const BwdV3Param
                 }
             }
         }
+        dominant_ds<NB, C::kDQ>(x, dom, top_p, top_d, p, bh, t * BR, t4); /* 2b's elements: exact dS */
         /* ---- 5. dK += dS^T (c Q), dQ += dS K ---- */
         {
             uint32_t xh[NB / 2][4], xl[NB / 2][4];
@@ -738,8 +783,10 @@ __global__ void __launch_bounds__(kMaxWarps * 32) bwd_v3_kernel(const BwdV3Param
     const int col0 = half * DW, d_left = p.d - col0;
     if (C::kDQ) {
         if (half == 0 && t4 == 0) { /* the rows' dominant weights, for the dK/dV kernel */
-            if (row_a < p.seq_q) p.top[bh * p.tq * kV3Rec + row_a] = make_float2(top_p[0], __int_as_float(top_key[0]));
-            if (row_b < p.seq_q) p.top[bh * p.tq * kV3Rec + row_b] = make_float2(top_p[1], __int_as_float(top_key[1]));
+            if (row_a < p.seq_q)
+                p.top[bh * p.tq * kV3Rec + row_a] = make_float4(top_p[0], top_d[0], __int_as_float(top_key[0]), 0.f);
+            if (row_b < p.seq_q)
+                p.top[bh * p.tq * kV3Rec + row_b] = make_float4(top_p[1], top_d[1], __int_as_float(top_key[1]), 0.f);
         }
         float *base = p.dq + b * p.dq_b + h * p.dq_h + col0;
         store_rows<DW>(acc0, row_a < p.seq_q ? base + (int64_t)row_a * p.dq_t : nullptr,
@@ -862,10 +909,12 @@ extern "C" int jattn_cuda_launch_bwd_v3(const jattn_cuda_args *a, void *workspac
     p.lse = reinterpret_cast<const float *>(ws + L.lse);
     p.dl = reinterpret_cast<const float2 *>(ws + L.dl);
     p.dlse = a->dlse;
-    p.top = reinterpret_cast<float2 *>(static_cast<unsigned char *>(workspace) + L.top);
-    p.q = f->q, p.k = f->k;
+    p.top = reinterpret_cast<float4 *>(static_cast<unsigned char *>(workspace) + L.top);
+    p.q = f->q, p.k = f->k, p.dout = a->dout, p.v = f->v;
     p.q_b = f->q_strides.batch, p.q_h = f->q_strides.head, p.q_t = f->q_strides.token;
     p.k_b = f->k_strides.batch, p.k_h = f->k_strides.head, p.k_t = f->k_strides.token;
+    p.do_b = a->dout_strides.batch, p.do_h = a->dout_strides.head, p.do_t = a->dout_strides.token;
+    p.v_b = f->v_strides.batch, p.v_h = f->v_strides.head, p.v_t = f->v_strides.token;
     p.dq = a->dq, p.dk = a->dk, p.dv = a->dv;
     p.dq_b = a->dq_strides.batch, p.dq_h = a->dq_strides.head, p.dq_t = a->dq_strides.token;
     p.dk_b = a->dk_strides.batch, p.dk_h = a->dk_strides.head, p.dk_t = a->dk_strides.token;

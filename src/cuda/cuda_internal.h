@@ -153,7 +153,7 @@ int jattn_cuda_launch_bwd_v2(const jattn_cuda_args *a, void *workspace, void *st
 
 /* Device bytes of the backward v3's own workspace (backward_v3_layout.cuh: the 64-row records of q, dout,
  * k, v split into 2xFP16 with head_dim padded to a multiple of 16, about 2 B H (Sq + Skv) Dp x 4 bytes,
- * plus 20 bytes per query row). */
+ * plus 28 bytes per query row). */
 size_t jattn_cuda_bwd_v3_workspace_bytes(int64_t batch, int64_t heads, int64_t seq_q, int64_t seq_kv, int64_t head_dim);
 
 /* Enqueues the backward v3 (backward_v3_mma_f16x2.cu) on `stream`: its split pre-pass, for a key-padded
