@@ -340,17 +340,13 @@ __global__ void __launch_bounds__(kThreads) bwd_dkdv(bwd_params p) {
  * warp-wide vote, then exact_p): the four lanes of the row's quad sum (scale q_i) . k_j over D / 4
  * each in float64 (q from global memory, float32 whole; k from the shared tile). The P is kept in
  * top[r] for bwd_dkdv. pr: the tile's P (rows row0, row0 + 8 of head (b, h), BC keys). */
-__device__ __noinline__ float exact_p(const bwd_params &p, int b, int h, int row, int col, const float *ks, int ds,
-                                      int dt, float lse, int t) {
+__device__ __noinline__ float exact_p(const float *qr, const float *kr, int d0, int d1, float scale, float lse) {
     double dot = 0.0;
-    if (col >= 0 && row < p.seq_q) {
-        const float *qr = p.q + b * p.q_b + h * p.q_h + (int64_t)row * p.q_s;
-        for (int d = t * (dt / 4); d < (t + 1) * (dt / 4) && d < p.head_dim; d++)
-            dot = fma((double)__ldg(qr + d), (double)ks[col * ds + d], dot);
-    }
+    if (qr) /* the parameters by value: a reference to the kernel's would copy them to local memory */
+        for (int d = d0; d < d1; d++) dot = fma((double)__ldg(qr + d), (double)kr[d], dot);
     dot += __shfl_xor_sync(0xffffffffu, dot, 1);
     dot += __shfl_xor_sync(0xffffffffu, dot, 2);
-    return expf((float)(dot * (double)p.scale - (double)lse));
+    return expf((float)(dot * (double)scale - (double)lse));
 }
 
 template <int DT, int NT>
@@ -372,7 +368,10 @@ __device__ __forceinline__ void exact_top_p(float pr[NT][4], float top[2], const
                 if (pr[n][2 * r + e] >= 0.5f) col = n * 8 + 2 * t + e;
         col = max(col, __shfl_xor_sync(0xffffffffu, col, 1));
         col = max(col, __shfl_xor_sync(0xffffffffu, col, 2));
-        const float pe = exact_p(p, b, h, row0 + 8 * r, col, ks, DT + kPad, DT, lse[r], t);
+        const int row = row0 + 8 * r;
+        const float *qr = col >= 0 && row < p.seq_q ? p.q + b * p.q_b + h * p.q_h + (int64_t)row * p.q_s : nullptr;
+        const int d0 = t * (DT / 4), d1 = min((t + 1) * (DT / 4), p.head_dim);
+        const float pe = exact_p(qr, ks + (col >= 0 ? col : 0) * (DT + kPad), d0, d1, p.scale, lse[r]);
         if (col < 0) continue;
         top[r] = pe;
 #pragma unroll
