@@ -15,12 +15,12 @@
  *   api          jattn_forward / jattn_backward, this many threads, the caller's workspace
  *   api alloc    the same, the library allocating its workspace (each call)
  * On THREADS > 1 the direct variants run on that many threads at once (one OpenMP region), each
- * over its own contiguous share of the heads with its own workspace ("first head": its share's). * Rates are GFLOP (4 H S^2 D forward, 2.5x that backward) per second of CPU time per thread
- * (the process's CPU time for the api lines: OpenMP's waiting counts) and per wall second, the
- * median over the rounds; beside them the FMA peak measured on every thread at once (T threads
- * in one OpenMP region: a core that is slower, or the clock of T active cores, shows there) and
- * the core clock by a dependent integer-multiply chain (3 cycles each on the x86-64 cores this
- * runs on; loop_lab's old add chain ran faster than one a cycle on the Xeon).
+ * over its own contiguous share of the heads with its own workspace ("first head": its share's). * Rates are GFLOP (4 H
+ * S^2 D forward, 2.5x that backward) per second of CPU time per thread (the process's CPU time for the api lines:
+ * OpenMP's waiting counts) and per wall second, the median over the rounds; beside them the FMA peak measured on every
+ * thread at once (T threads in one OpenMP region: a core that is slower, or the clock of T active cores, shows there)
+ * and the core clock by a dependent integer-multiply chain (3 cycles each on the x86-64 cores this runs on; loop_lab's
+ * old add chain ran faster than one a cycle on the Xeon).
  *
  * usage: call_lab fwd|bwd H S THREADS ROUNDS
  * Built with the benchmarks (JATTN_BUILD_BENCH=ON), AVX-512 x86-64 (it runs the avx512 table,
@@ -136,9 +136,11 @@ static cpu_flash_args fwd_args(const lab *L, int share_kv, int share_q, int h0) 
     if (share_q) qs.head = 0;
     if (share_kv) kv.head = 0;
     const float scale = 1.0f / sqrtf((float)D);
-    const cpu_flash_args a = {L->q + q0, L->k + kv0, L->v + kv0, L->out + q0, L->lse, 1, L->H, L->S,
-                              L->S,       D,     qs,   kv,     kv,     qs,    scale, (float)(scale * 1.4426950408889634),
-                              L->k_norm2, NULL,  NULL, 0};
+    const cpu_flash_args a = {L->q + q0,  L->k + kv0, L->v + kv0, L->out + q0,
+                              L->lse,     1,          L->H,       L->S,
+                              L->S,       D,          qs,         kv,
+                              kv,         qs,         scale,      (float)(scale * 1.4426950408889634),
+                              L->k_norm2, NULL,       NULL,       0};
     return a;
 }
 
@@ -148,13 +150,13 @@ static void run_direct(const lab *L, int variant, int h0, int h1, float *ws) {
     const cpu_flash_args a = fwd_args(L, variant == 2, variant == 3, h0);
     const jattn_strides go = a.qs, gk = a.ks; /* dout, dq like q; dk, dv like k */
     const size_t o0 = (const float *)a.out - L->out, k0 = a.k - L->k;
-    const cpu_bwd_args ba = {a, L->out + o0, L->lse, L->dout + o0, NULL, L->dq + o0, L->dk + k0, L->dv + k0,
-                             go, go, gk, gk};
+    const cpu_bwd_args ba = {a,          L->out + o0, L->lse, L->dout + o0, NULL, L->dq + o0,
+                             L->dk + k0, L->dv + k0,  go,     go,           gk,   gk};
     const int blocks = L->S / K->qb, group = L->bwd ? BWD_GROUP : CPU_GROUP_MAX;
     const int groups = (blocks + group - 1) / group;
     for (int h = h0; h < h1; h++) {
         const int hd = variant == 0 ? h0 : h; /* hot: the range's first head every time */
-        if (L->bwd) { /* the driver zeroes a head's dk, dv rows before its first tile */
+        if (L->bwd) {                         /* the driver zeroes a head's dk, dv rows before its first tile */
             memset(ba.dk + hd * gk.head, 0, (size_t)L->S * D * sizeof(float));
             memset(ba.dv + hd * gk.head, 0, (size_t)L->S * D * sizeof(float));
         }
