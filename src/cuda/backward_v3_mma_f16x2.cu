@@ -93,6 +93,7 @@
 #include "backward_v3_layout.cuh"
 #include "cuda_internal.h"
 #include "griddep_ptx.cuh"
+#include "mma_f16_ptx.cuh"
 #include "f16x2_split.cuh"
 #include "key_padding.cuh"
 
@@ -174,42 +175,7 @@ struct BwdV3Params {
     float scale;
 };
 
-/* ---- PTX ---- */
-__device__ __forceinline__ uint32_t smem_addr(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
-
-__device__ __forceinline__ void cp_async_16(uint32_t dst, const void *src, bool valid) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
-__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;" ::: "memory"); }
-
-__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], uint32_t addr) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(addr));
-}
-__device__ __forceinline__ void ldsm_x4_trans(uint32_t (&r)[4], uint32_t addr) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(addr));
-}
-
-/* d += a b, m16n8k16, fp16 operands, fp32 accumulation; b = {b[0], b[1]}. */
-__device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-/* d = a b into a fresh accumulator. */
-__device__ __forceinline__ void mma16816_zero(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-    const float z = 0.f;
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%10,%10,%10,%10};"
-        : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(z));
-}
-
+/* ---- PTX (mma_f16_ptx.cuh, griddep_ptx.cuh) ---- */
 /* A barrier of the two warps of pair `pair` (ids 1..4; 0 is __syncthreads'). */
 __device__ __forceinline__ void pair_barrier(int pair) { asm volatile("bar.sync %0, 64;" ::"r"(1 + pair) : "memory"); }
 
@@ -243,30 +209,30 @@ __device__ __forceinline__ void exact_product(float (&big)[NB][4], float (&cor)[
         for (int j = 0; j < CL; ++j) {
             const uint32_t so = (uint32_t)(c * CL + j) * 32;
             uint32_t ah[4], al[4], at[4];
-            ldsm_x4(ah, a_hi + so);
-            ldsm_x4(al, a_hi + a_part + so);
-            if (PARTS == 3) ldsm_x4(at, a_hi + 2 * a_part + so);
+            ldmatrix_x4(ah, a_hi + so);
+            ldmatrix_x4(al, a_hi + a_part + so);
+            if (PARTS == 3) ldmatrix_x4(at, a_hi + 2 * a_part + so);
 #pragma unroll
             for (int np = 0; np < NB / 2; ++np) {
                 uint32_t bh[4], bl[4], bt[4];
                 const uint32_t off = np * 16 * BRS * 2 + so;
-                ldsm_x4(bh, b_hi + off);
-                ldsm_x4(bl, b_hi + b_part + off);
-                if (PARTS == 3) ldsm_x4(bt, b_hi + 2 * b_part + off);
+                ldmatrix_x4(bh, b_hi + off);
+                ldmatrix_x4(bl, b_hi + b_part + off);
+                if (PARTS == 3) ldmatrix_x4(bt, b_hi + 2 * b_part + off);
 #pragma unroll
                 for (int e = 0; e < 2; ++e) {
                     const int n = 2 * np + e;
-                    mma16816(cor[n], ah, bl[2 * e], bl[2 * e + 1]);
-                    mma16816(cor[n], al, bh[2 * e], bh[2 * e + 1]);
+                    mma_f16(cor[n], ah, bl[2 * e], bl[2 * e + 1]);
+                    mma_f16(cor[n], al, bh[2 * e], bh[2 * e + 1]);
                     if (PARTS == 3) {
-                        mma16816(cor[n], al, bl[2 * e], bl[2 * e + 1]);
-                        mma16816(cor[n], ah, bt[2 * e], bt[2 * e + 1]);
-                        mma16816(cor[n], at, bh[2 * e], bh[2 * e + 1]);
+                        mma_f16(cor[n], al, bl[2 * e], bl[2 * e + 1]);
+                        mma_f16(cor[n], ah, bt[2 * e], bt[2 * e + 1]);
+                        mma_f16(cor[n], at, bh[2 * e], bh[2 * e + 1]);
                     }
                     if (j == 0)
-                        mma16816_zero(sh[n], ah, bh[2 * e], bh[2 * e + 1]);
+                        mma_f16_zero(sh[n], ah, bh[2 * e], bh[2 * e + 1]);
                     else
-                        mma16816(sh[n], ah, bh[2 * e], bh[2 * e + 1]);
+                        mma_f16(sh[n], ah, bh[2 * e], bh[2 * e + 1]);
                 }
             }
         }
@@ -366,19 +332,19 @@ __device__ __forceinline__ void last_product(float (&acc)[DW / 8][4], const uint
         for (int kk = 0; kk < NB / 2; ++kk) {
             uint32_t bh[4], bl[4];
             const uint32_t off = kk * 16 * BRS * 2 + np * 32;
-            ldsm_x4_trans(bh, b_hi + off);
-            ldsm_x4_trans(bl, b_hi + b_part + off);
+            ldmatrix_x4_trans(bh, b_hi + off);
+            ldmatrix_x4_trans(bl, b_hi + b_part + off);
             if (kk == 0) {
-                mma16816_zero(c0, xl[kk], bh[0], bh[1]);
-                mma16816_zero(c1, xl[kk], bh[2], bh[3]);
+                mma_f16_zero(c0, xl[kk], bh[0], bh[1]);
+                mma_f16_zero(c1, xl[kk], bh[2], bh[3]);
             } else {
-                mma16816(c0, xl[kk], bh[0], bh[1]);
-                mma16816(c1, xl[kk], bh[2], bh[3]);
+                mma_f16(c0, xl[kk], bh[0], bh[1]);
+                mma_f16(c1, xl[kk], bh[2], bh[3]);
             }
-            mma16816(c0, xh[kk], bl[0], bl[1]);
-            mma16816(c1, xh[kk], bl[2], bl[3]);
-            mma16816(c0, xh[kk], bh[0], bh[1]);
-            mma16816(c1, xh[kk], bh[2], bh[3]);
+            mma_f16(c0, xh[kk], bl[0], bl[1]);
+            mma_f16(c1, xh[kk], bl[2], bl[3]);
+            mma_f16(c0, xh[kk], bh[0], bh[1]);
+            mma_f16(c1, xh[kk], bh[2], bh[3]);
         }
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
@@ -425,7 +391,7 @@ __device__ __forceinline__ void copy_rows(uint32_t dst, const unsigned char *img
         const unsigned char *src =
             img + (((bh * tiles + (valid ? rec : 0)) * PARTS + part) * kV3Rec + grow % kV3Rec) * (int64_t)DP * 2 +
             c * 16;
-        cp_async_16(dst + (((part * H + hf) * rows + r) * RSW + cc * 8) * 2, src, valid);
+        cp_async16_zfill(dst + (((part * H + hf) * rows + r) * RSW + cc * 8) * 2, src, valid);
     }
 }
 
@@ -439,7 +405,7 @@ __device__ __forceinline__ void copy_tile_rows(uint32_t dst, const unsigned char
     const unsigned char *src = img + (bh * tiles + t * BR / kV3Rec) * PARTS * part_bytes + (t * BR % kV3Rec) * DP * 2;
     for (int i = threadIdx.x; i < PARTS * N; i += blockDim.x) {
         const int part = i / N, j = i - part * N, r = j / CP, c = j - r * CP;
-        cp_async_16(dst + ((part * BR + r) * RS + c * 8) * 2, src + part * part_bytes + j * 16, true);
+        cp_async16_zfill(dst + ((part * BR + r) * RS + c * 8) * 2, src + part * part_bytes + j * 16, true);
     }
 }
 
@@ -629,7 +595,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32) bwd_v3_kernel(const BwdV3Param
                 const unsigned char *src =
                     i < BR / 4 ? reinterpret_cast<const unsigned char *>(lse_g + t * BR) + i * 16
                                : reinterpret_cast<const unsigned char *>(dl_g + t * BR) + (i - BR / 4) * 16;
-                cp_async_16(ex + i * 16, src, true);
+                cp_async16_zfill(ex + i * 16, src, true);
             }
         }
     };
