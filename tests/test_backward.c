@@ -573,9 +573,11 @@ static int bcase_check(bcase *bc, const char *what, jt_dist dist) {
                        m.rel_l2 / lf[t].rel_l2);
             }
         }
+        jattn_metrics f;
+        int have_input_floor = 0;
         if (!ok && !unwritten && !m.nonfinite && outside_untouched(p, ts[t])) {
-            jattn_metrics f;
-            if (input_floor(bc, t, &f) == 0 && jattn_metrics_pass_backward_floor(&m, &f)) {
+            have_input_floor = input_floor(bc, t, &f) == 0;
+            if (have_input_floor && jattn_metrics_pass_backward_floor(&m, &f)) {
                 ok = 1;
                 printf("note %s %s: %s rel_l2 %.3g max_abs %.3g over the gate, excused: within %dx the float32 floor "
                        "(float64 from logits, out, lse rounded to float32 once: rel_l2 %.3g max_abs %.3g)\n",
@@ -613,6 +615,9 @@ static int bcase_check(bcase *bc, const char *what, jt_dist dist) {
             len += snprintf(line + len, sizeof line - (size_t)len,
                             " [float32-logit floor rel_l2 %.3g max_abs %.3g: %.1fx]", lf[t].rel_l2, lf[t].max_abs,
                             lf[t].rel_l2 > 0 ? m.rel_l2 / lf[t].rel_l2 : INFINITY);
+        if (!ok && have_input_floor && len < (int)sizeof line) /* how far past the float32 floor */
+            len += snprintf(line + len, sizeof line - (size_t)len, " [float32 floor rel_l2 %.3g max_abs %.3g: %.1fx]",
+                            f.rel_l2, f.max_abs, f.rel_l2 > 0 ? m.rel_l2 / f.rel_l2 : INFINITY);
         free(dense);
     }
     const int inputs_ok = inputs_hash(bc) == bc->hash;
