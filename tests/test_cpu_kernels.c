@@ -151,13 +151,16 @@ static int test_scores_nonfinite(const cpu_kernels *k, int jr, int64_t D, float 
     return check(ok, k->isa, what);
 }
 
-/* The online softmax step against its definition in float64. */
-static int test_softmax(const cpu_kernels *k, int n, int fresh) {
+/* The online softmax step against its definition in float64; with pair, l as the pair (l + ll):
+ * within 4 u of the float64 sum of the weights it wrote and l0 alpha (plus ~n^2 u^2 l), where
+ * the plain sum may err by ~n u l. */
+static int test_softmax(const cpu_kernels *k, int n, int fresh, int pair) {
     const int QB = k->qb;
     const float c = 0.125f * 1.4426950408889634f;
     float *st = falloc((size_t)(n * QB)), *sl = falloc((size_t)(n * QB));
     float *m = falloc((size_t)QB), *ml = falloc((size_t)QB), *l = falloc((size_t)QB), *alpha = falloc((size_t)QB);
-    float *st0 = malloc((size_t)(n * QB) * sizeof *st0), m0[64], ml0[64], l0[64];
+    float *ll = falloc((size_t)QB);
+    float *st0 = malloc((size_t)(n * QB) * sizeof *st0), m0[64], ml0[64], l0[64], ll0[64];
     for (int i = 0; i < n * QB; i++) {
         st[i] = (float)(normal() * 40);
         sl[i] = (float)(normal() * 1e-6 * fabs((double)st[i]));
@@ -167,9 +170,10 @@ static int test_softmax(const cpu_kernels *k, int n, int fresh) {
         m[q] = fresh ? -INFINITY : (float)(normal() * 40 + 20);
         ml[q] = fresh ? 0.0f : (float)(normal() * 1e-6);
         l[q] = fresh ? 0.0f : (float)(1 + jt_uniform(&rng) * 10);
-        m0[q] = m[q], ml0[q] = ml[q], l0[q] = l[q];
+        ll[q] = fresh ? 0.0f : l[q] * (float)(EPS * (2 * jt_uniform(&rng) - 1));
+        m0[q] = m[q], ml0[q] = ml[q], l0[q] = l[q], ll0[q] = ll[q];
     }
-    k->softmax_block(n, c, st, sl, m, ml, l, alpha);
+    k->softmax_block(n, c, st, sl, m, ml, l, pair ? ll : NULL, alpha);
     int ok = 1;
     for (int q = 0; q < QB; q++) {
         /* the max pair: the largest st; its low part from the same key (any of tied keys) */
@@ -183,22 +187,28 @@ static int test_softmax(const cpu_kernels *k, int n, int fresh) {
         const double a_ref = fresh ? 0.0 : exp2(fmin(0.0, ((double)m0[q] + ml0[q] - top) * c));
         ok &= fabs(alpha[q] - a_ref) <=
               (4 + fabs(log2(a_ref > 0 ? a_ref : 1))) * 2 * EPS * a_ref + (a_ref < 1e-37 ? 1e-37 : 0);
-        double sum = 0;
+        double sum = 0, written = 0;
         for (int j = 0; j < n; j++) {
             const double x = fmin(0.0, ((double)st0[j * QB + q] + sl[j * QB + q] - top) * c);
             const double p = x < -126 ? 0.0 : exp2(x);
             const double got = st[j * QB + q];
             ok &= fabs(got - p) <= (4 + fabs(x)) * 2 * EPS * p + (x < -125 ? 1.2e-38 : 0);
-            sum += p;
+            sum += p, written += got;
         }
         const double l_ref = l0[q] * a_ref + sum;
         ok &= fabs(l[q] - l_ref) <= (n + 8) * 4 * EPS * l_ref;
+        if (pair) { /* the pair against the weights and alpha it computed, summed in float64 */
+            const double w_ref = ((double)l0[q] + ll0[q]) * alpha[q] + written;
+            ok &= fabs((double)l[q] + ll[q] - w_ref) <= 4 * EPS * w_ref + (double)(n + 4) * (n + 4) * EPS * EPS * w_ref;
+        } else
+            ok &= ll[q] == ll0[q]; /* not written */
     }
     char what[96];
-    snprintf(what, sizeof what, "softmax_block n=%d %s", n, fresh ? "first block" : "later block");
+    snprintf(what, sizeof what, "softmax_block n=%d %s%s", n, fresh ? "first block" : "later block",
+             pair ? " pair" : "");
     free(st0);
     jattn_free_aligned(st), jattn_free_aligned(sl), jattn_free_aligned(m), jattn_free_aligned(ml);
-    jattn_free_aligned(l), jattn_free_aligned(alpha);
+    jattn_free_aligned(l), jattn_free_aligned(ll), jattn_free_aligned(alpha);
     return check(ok, k->isa, what);
 }
 
@@ -310,7 +320,8 @@ int main(void) {
                 jt_tally_add(&tally, test_max_row_norm2(k, nrows[i], dims[di]));
         const int ns[] = {1, 2, 3, 5, 8, k->bk - 1, k->bk};
         for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++)
-            for (int fresh = 0; fresh < 2; fresh++) jt_tally_add(&tally, test_softmax(k, ns[i], fresh));
+            for (int fresh = 0; fresh < 2; fresh++)
+                for (int pair = 0; pair < 2; pair++) jt_tally_add(&tally, test_softmax(k, ns[i], fresh, pair));
         const int nv[] = {1, 2, 7, k->bk};
         for (int dr = 1; dr <= k->dr; dr++)
             for (size_t i = 0; i < sizeof nv / sizeof nv[0]; i++) jt_tally_add(&tally, test_pv(k, dr, nv[i]));

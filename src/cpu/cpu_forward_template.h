@@ -25,7 +25,7 @@ static void JK(write_unattended)(const cpu_flash_args *a, int64_t b, int64_t h, 
  * consecutive (a key mask) is packed into its pk, pv once for the group, so masked rows are
  * never read. */
 typedef struct JK(fwd_block) {
-    float *qt, *ot, *otl, *m, *ml, *l, *alpha;
+    float *qt, *ot, *otl, *m, *ml, *l, *ll, *alpha;
     int64_t q0;
     int nq, plain;
 } JK(fwd_block);
@@ -48,7 +48,7 @@ static void JK(task_block)(const cpu_flash_args *a, const JK(fwd_block) * s, int
             JK(scores_rows)(JK_SJ, D, kb + j * ks, ks, qt, st + j * JK_QB, sl + j * JK_QB);
     for (; j < n; j += JK_SJ)
         JK(scores)(n - j < JK_SJ ? n - j : JK_SJ, D, kb + j * ks, ks, qt, st + j * JK_QB, sl + j * JK_QB);
-    if (!s->plain) JK(softmax_block)(n, a->scale_log2e, st, sl, s->m, s->ml, s->l, s->alpha);
+    if (!s->plain) JK(softmax_block)(n, a->scale_log2e, st, sl, s->m, s->ml, s->l, exact ? s->ll : NULL, s->alpha);
     if (exact) {
         JK(pv_exact)((int)D, n, vb, vs, st, s->alpha, s->ot, s->otl);
         return;
@@ -80,7 +80,7 @@ static void JK(task)(const cpu_flash_args *a, int64_t b, int64_t h, int64_t q0, 
         JK(fwd_block) *s = &blk[g];
         float *state = ws + w.block + g * w.block_floats;
         s->qt = state + w.qt, s->ot = state + w.ot;
-        s->m = state + w.m, s->ml = state + w.ml, s->l = state + w.l, s->alpha = state + w.alpha;
+        s->m = state + w.m, s->ml = state + w.ml, s->l = state + w.l, s->ll = state + w.ll, s->alpha = state + w.alpha;
         s->otl = state + w.otl; /* D <= JK_EXACT_D only: the low parts of Ot (pv_exact) */
         /* Pack Qt = Q^T, lanes past the last query zero. */
         const float *q = a->q + b * a->qs.batch + h * a->qs.head + s->q0 * a->qs.token;
@@ -93,7 +93,7 @@ static void JK(task)(const cpu_flash_args *a, int64_t b, int64_t h, int64_t q0, 
         s->plain = D > JK_EXACT_D && qk <= JK_PLAIN_QK_MAX && fabs((double)a->scale_log2e) * qk <= JK_PLAIN_LOGIT_BOUND;
         for (int i = 0; i < JK_QB; i++) {
             s->m[i] = -INFINITY;
-            s->ml[i] = s->l[i] = 0.0f;
+            s->ml[i] = s->l[i] = s->ll[i] = 0.0f;
         }
         memset(s->ot, 0, (size_t)(D * JK_QB) * sizeof *s->ot);
         if (exact) memset(s->otl, 0, (size_t)(D * JK_QB) * sizeof *s->otl);
@@ -135,18 +135,19 @@ static void JK(task)(const cpu_flash_args *a, int64_t b, int64_t h, int64_t q0, 
         const JK(fwd_block) *s = &blk[g];
         /* out[q][d] = Ot[d][q] / l[q]: the normalisation and the transpose in one write. */
         float *out = a->out + b * a->os.batch + h * a->os.head + s->q0 * a->os.token;
-        if (exact)
+        if (exact) /* the pairs (ot + otl) / (l + ll), one rounding: within ~1 ulp of the float64 sums */
             for (int i = 0; i < s->nq; i++) {
-                const float inv = 1.0f / s->l[i];
+                const double l = (double)s->l[i] + s->ll[i];
                 float *o = out + i * a->os.token;
-                for (int64_t d = 0; d < D; d++) o[d] = (s->ot[d * JK_QB + i] + s->otl[d * JK_QB + i]) * inv;
+                for (int64_t d = 0; d < D; d++)
+                    o[d] = (float)(((double)s->ot[d * JK_QB + i] + s->otl[d * JK_QB + i]) / l);
             }
         else
             JK(write_out)(s->nq, D, s->ot, s->l, out, (ptrdiff_t)a->os.token);
         if (a->lse) {
             float *lse = a->lse + (b * a->H + h) * a->Sq + s->q0;
             for (int i = 0; i < s->nq; i++)
-                lse[i] = (float)(((double)s->m[i] + s->ml[i]) * a->scale + log((double)s->l[i]));
+                lse[i] = (float)(((double)s->m[i] + s->ml[i]) * a->scale + log((double)s->l[i] + s->ll[i]));
         }
     }
 }

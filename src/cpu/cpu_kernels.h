@@ -92,8 +92,12 @@ typedef struct cpu_kernels {
      *   alpha[q] = exp2(((m - m') + (ml - ml')) c);
      *   st[j][q] = exp2(((st[j][q] - m') + (sl[j][q] - ml')) c)   (exp2 of x > 0 is 1);
      *   l[q] = l[q] * alpha[q] + sum_j st[j][q] (summed in j order within the block);  m = m'.
-     * st, sl, m, ml, l, alpha: 64-byte aligned, QB lanes. m = -inf, ml = l = 0 starts a row. */
-    void (*softmax_block)(int n, float c, float *st, const float *sl, float *m, float *ml, float *l, float *alpha);
+     * With ll (not NULL) l is the unevaluated pair (l + ll), every rounding error of the sum and
+     * of the rescale kept (within a few u of the sum of the st written; ll = 0 starts a row;
+     * non-finite: ll = 0), as the task runs it for D <= CPU_EXACT_HEAD_DIM.
+     * st, sl, m, ml, l, ll, alpha: 64-byte aligned, QB lanes. m = -inf, ml = l = 0 starts a row. */
+    void (*softmax_block)(int n, float c, float *st, const float *sl, float *m, float *ml, float *l, float *ll,
+                          float *alpha);
 
     /* pv: ot[r][q] = ot[r][q] * alpha[q] + sum_{j<n} v[j*vs + r] * pt[j*QB + q]
      *   for r < dr <= DR, q < QB, the sum over j in order into a fresh accumulator.
@@ -162,18 +166,18 @@ typedef struct cpu_kernels {
 
 /* Forward: shared by the group's blocks st, sl [BK][QB] (the scores, then P^T) and pk, pv
  * [BK][D] (a gapped key block's rows, packed); then per query block g, at block + g *
- * block_floats: qt, ot [D][QB], m, ml, l, alpha [QB], and otl [D][QB] for D <=
- * CPU_EXACT_HEAD_DIM (offsets within the block's state). */
+ * block_floats: qt, ot [D][QB], m, ml, l, ll, alpha [QB], and otl [D][QB] for D <=
+ * CPU_EXACT_HEAD_DIM (offsets within the block's state; ll is read there only). */
 typedef struct cpu_fwd_layout {
     int64_t st, sl, pk, pv, block, block_floats;
-    int64_t qt, ot, m, ml, l, alpha, otl;
+    int64_t qt, ot, m, ml, l, ll, alpha, otl;
     int64_t floats;
 } cpu_fwd_layout;
 
 static inline cpu_fwd_layout cpu_fwd_workspace_layout(int64_t qb, int64_t bk, int64_t D, int nblk) {
     cpu_fwd_layout w;
     w.st = 0, w.sl = bk * qb, w.pk = 2 * bk * qb, w.pv = w.pk + bk * D, w.block = w.pv + bk * D;
-    w.qt = 0, w.ot = D * qb, w.m = 2 * D * qb, w.ml = w.m + qb, w.l = w.ml + qb, w.alpha = w.l + qb;
+    w.qt = 0, w.ot = D * qb, w.m = 2 * D * qb, w.ml = w.m + qb, w.l = w.ml + qb, w.ll = w.l + qb, w.alpha = w.ll + qb;
     w.otl = w.alpha + qb;
     w.block_floats = CPU_WS_ROUND(w.otl + (D <= CPU_EXACT_HEAD_DIM ? D * qb : 0));
     w.floats = CPU_WS_ROUND(w.block + nblk * w.block_floats);

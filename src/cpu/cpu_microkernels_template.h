@@ -356,14 +356,18 @@ static double JK(qt_max_norm2)(int nq, int64_t D, const float *qt, const float *
  * the key with the largest st (ties: a fixed choice, so results stay deterministic), and exp2 gets ((st - m) + (sl -
  * ml)) * c with c = scale * log2(e): st - m is exact for the keys that matter (st near m), the low parts are not lost,
  * and the max key gets exactly 2^0 = 1 (so a single key returns its v row bit for bit). Ties with a larger low part
- * would give x > 0: exp2 returns 1 there. */
+ * would give x > 0: exp2 returns 1 there. With ll (the small-head_dim path) the row sum l is the
+ * pair (l + ll), every addition's and the rescale's rounding error kept: a plain float sum of a
+ * row's weights errs by ~sqrt(n) u, a common factor of the whole out row that no column averages
+ * away (D = 1, 77 keys: 5-10 ulp of out, which a near one-hot row's dq, dk then carry amplified
+ * by 1 / (1 - P_max) in the backward). */
 #define JK_MAX_CHAINS 4
 /* a > b ? a : b (NaN a or b gives b): jv_max where the instruction set's max is exactly that. */
 #ifndef JK_MAX_OF
 #define JK_MAX_OF(a, b) jv_select_gt((a), (b), (a), (b))
 #endif
-JK_INLINE void JK(softmax_block_lo)(const int LOW, int n, float c, float *st, const float *sl, float *m, float *ml,
-                                    float *l, float *alpha) {
+JK_INLINE void JK(softmax_block_lo)(const int LOW, const int PAIR, int n, float c, float *st, const float *sl, float *m,
+                                    float *ml, float *l, float *ll, float *alpha) {
     const jv cv = jv_set1(c);
     JK_UNROLL for (int u = 0; u < JK_NQV; u++) {
         float *s = st + u * JK_VL;
@@ -391,27 +395,45 @@ JK_INLINE void JK(softmax_block_lo)(const int LOW, int n, float c, float *st, co
         /* without low parts, m_old - mx and h - mx are <= 0 (mx is their max) or NaN, and c > 0 */
         const jv a = LOW ? JK(exp2v)(jv_mul(jv_add(jv_sub(m_old, mx), jv_sub(ml_old, mxl)), cv))
                          : JK(exp2v_le0)(jv_mul(jv_sub(m_old, mx), cv));
-        jv sum = jv_zero();
+        jv sum = jv_zero(), err = jv_zero();
         for (int j = 0; j < n; j++) {
             const jv h = jv_load(s + (ptrdiff_t)j * JK_QB);
             const jv d = LOW ? jv_add(jv_sub(h, mx), jv_sub(jv_load(slo + (ptrdiff_t)j * JK_QB), mxl)) : jv_sub(h, mx);
             const jv p = LOW ? JK(exp2v)(jv_mul(d, cv)) : JK(exp2v_le0)(jv_mul(d, cv));
             jv_store(s + (ptrdiff_t)j * JK_QB, p);
-            sum = jv_add(sum, p);
+            if (PAIR) { /* TwoSum: the addition's rounding error into err */
+                const jv t = jv_add(sum, p), bt = jv_sub(t, sum);
+                err = jv_add(err, jv_add(jv_sub(sum, jv_sub(t, bt)), jv_sub(p, bt)));
+                sum = t;
+            } else
+                sum = jv_add(sum, p);
         }
         jv_store(alpha + u * JK_VL, a);
-        jv_store(l + u * JK_VL, jv_fma(jv_load(l + u * JK_VL), a, sum));
+        if (PAIR) { /* (l + ll) * a + (sum + err), the product's and the addition's errors kept */
+            const jv hi = jv_load(l + u * JK_VL);
+            const jv x = jv_mul(hi, a), x_err = jv_fma_exact(hi, a, jv_sub(jv_zero(), x));
+            const jv t = jv_add(x, sum), bt = jv_sub(t, x);
+            const jv t_err = jv_add(jv_sub(x, jv_sub(t, bt)), jv_sub(sum, bt));
+            jv_store(ll + u * JK_VL,
+                     jv_nan_to_zero(jv_add(jv_fma(jv_load(ll + u * JK_VL), a, err), jv_add(x_err, t_err))));
+            jv_store(l + u * JK_VL, t);
+        } else
+            jv_store(l + u * JK_VL, jv_fma(jv_load(l + u * JK_VL), a, sum));
         jv_store(m + u * JK_VL, mx);
         jv_store(ml + u * JK_VL, mxl);
     }
 }
-static void JK(softmax_block)(int n, float c, float *st, const float *sl, float *m, float *ml, float *l, float *alpha) {
-    JK(softmax_block_lo)(1, n, c, st, sl, m, ml, l, alpha);
+static void JK(softmax_block)(int n, float c, float *st, const float *sl, float *m, float *ml, float *l, float *ll,
+                              float *alpha) {
+    if (ll)
+        JK(softmax_block_lo)(1, 1, n, c, st, sl, m, ml, l, ll, alpha);
+    else
+        JK(softmax_block_lo)(1, 0, n, c, st, sl, m, ml, l, NULL, alpha);
 }
 /* The same for a block whose low parts are all 0 (plain scores, so ml stays 0 too): bit for bit
  * the result of softmax_block with sl = 0, without reading sl. */
 static void JK(softmax_block_plain)(int n, float c, float *st, float *m, float *ml, float *l, float *alpha) {
-    JK(softmax_block_lo)(0, n, c, st, NULL, m, ml, l, alpha);
+    JK(softmax_block_lo)(0, 0, n, c, st, NULL, m, ml, l, NULL, alpha);
 }
 
 /* ---- the task's transposes: Q rows in, O^T out, by VL x VL register blocks -------------
