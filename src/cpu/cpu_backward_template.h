@@ -19,8 +19,10 @@
  * the order the driver calls them (ascending), each tile's sum in a fresh accumulator added
  * once to the running value. */
 
-/* Query tiles of at most this many queries compute dP exactly (bwd_tile). */
+/* Query tiles of at most this many queries, and every tile of a call whose gradients have at most
+ * JK_BWD_EXACT_CALL_ROWS query rows in all (B H Sq), compute dP exactly (bwd_tile). */
 #define JK_BWD_EXACT_ROWS 4
+#define JK_BWD_EXACT_CALL_ROWS 32
 
 /* Default tile of bwd_outer: GK keys x GD vectors of head_dim. */
 #ifndef JK_GK
@@ -49,6 +51,35 @@ static void JK(bwd_probs)(int n, int low, float c, float *st, const float *sl, c
             if (low) lo = jv_fma(jv_load(sl + (ptrdiff_t)j * JK_QB + u * JK_VL), cv, lo);
             const jv x = jv_add(jv_sub(hi, lv), lo);
             jv_store(sp, JK(exp2v)(jv_mul(x, l2e)));
+        }
+    }
+}
+
+/* The same for the small-head_dim path (D <= JK_EXACT_D, every tile's dP exact): c S - lse and
+ * its product by log2(e) kept as pairs, the exp2 of the pair (exp2v_pair_le0): each weight within
+ * ~1 ulp of exp(c S - lse) for the float32 lse, where bwd_probs rounds the difference (u |x|) and
+ * its product by the float32 log2(e) (u |x| again) before a 1-2 ulp exp2. At D = 1 a row's dq is
+ * a covariance over the keys, sum_j P_j (dP_j - Dl) k_j, whose terms nearly cancel (uniform
+ * inputs: dq ~ 1e-3 from terms ~ 1e-2): independent errors of the weights pass into it
+ * amplified (rel_l2 of dq 7e-6, 11x its float32 floor, against 2.3e-6 with every weight rounded
+ * once from float64; 2.2e-6 here). */
+static void JK(bwd_probs_exact)(int n, float c, float *st, const float *sl, const float *lse) {
+    const jv cv = jv_set1(c), zero = jv_zero();
+    const jv l2e = jv_set1((float)JK_LOG2E), l2e_lo = jv_set1((float)(JK_LOG2E - (double)(float)JK_LOG2E));
+    JK_UNROLL for (int u = 0; u < JK_NQV; u++) {
+        const jv lv = jv_load(lse + u * JK_VL), nlv = jv_sub(zero, lv);
+        for (int j = 0; j < n; j++) {
+            float *sp = st + (ptrdiff_t)j * JK_QB + u * JK_VL;
+            const jv sv = jv_load(sp), hi = jv_mul(sv, cv);
+            const jv lo = jv_fma(jv_load(sl + (ptrdiff_t)j * JK_QB + u * JK_VL), cv,
+                                 jv_nan_to_zero(jv_fma_exact(sv, cv, jv_sub(zero, hi))));
+            const jv xh = jv_add(hi, nlv), bt = jv_sub(xh, hi); /* TwoSum of hi and -lse */
+            const jv xl = jv_add(jv_nan_to_zero(jv_add(jv_sub(hi, jv_sub(xh, bt)), jv_sub(nlv, bt))), lo);
+            const jv yh = jv_mul(xh, l2e);
+            const jv yl =
+                jv_nan_to_zero(jv_add(jv_fma_exact(xh, l2e, jv_sub(zero, yh)), jv_fma(xh, l2e_lo, jv_mul(xl, l2e))));
+            /* yh > 0 (a tie of the max with a larger low part) gives 1, as exp2v */
+            jv_store(sp, JK(exp2v_pair_le0)(jv_min(zero, yh), jv_select_gt(yh, zero, zero, yl)));
         }
     }
 }
@@ -199,7 +230,10 @@ static void JK(bwd_block)(const cpu_bwd_args *ba, const JK(bwd_state) * s, int n
             JK(scores_rows)(JK_SJ, D, kb + j * ks, ks, qt, st + j * JK_QB, sl + j * JK_QB);
     for (; j < n; j += JK_SJ)
         JK(scores)(n - j < JK_SJ ? n - j : JK_SJ, D, kb + j * ks, ks, qt, st + j * JK_QB, sl + j * JK_QB);
-    JK(bwd_probs)(n, !s->plain, a->scale, st, sl, s->lse);
+    if (exact)
+        JK(bwd_probs_exact)(n, a->scale, st, sl, s->lse);
+    else
+        JK(bwd_probs)(n, !s->plain, a->scale, st, sl, s->lse);
     /* dP^T = V dO^T as a pair (bwd_ds subtracts Dl from it): exact where Dl is, else compensated */
     j = 0;
     if (s->exact_dp)
@@ -272,8 +306,11 @@ static void JK(bwd_tile)(const cpu_bwd_args *ba, int64_t b, int64_t h, int64_t q
          * compensated kernel's rounding inside its blocks (~u sqrt(sum of squared partial sums))
          * is a relative error ~u / e of them. Larger tiles keep the compensated kernel: there such
          * rows are a few among many (rel_l2 over the tensor), and the exact dot costs 4 operations
-         * per product. */
-        s->exact_dp = nq <= JK_BWD_EXACT_ROWS || D <= JK_EXACT_D;
+         * per product (the whole backward 2.3x the time at (1,10,4096,77,64) and (1,4,1536,128)),
+         * unless the call's rows are few in all: at (1,2,8,8,128) or (1,1,12,8,128), peaky or
+         * large, the compensated dP put dq, dk 4.7-5.6x past the float32 floor in about 1 in 200
+         * draws (no miss in 200 at 32 to 256 rows of 8 or 16 keys). */
+        s->exact_dp = nq <= JK_BWD_EXACT_ROWS || D <= JK_EXACT_D || a->B * a->H * a->Sq <= JK_BWD_EXACT_CALL_ROWS;
         const int64_t row0 = (b * a->H + h) * a->Sq + tq0;
         for (int i = 0; i < JK_QB; i++) {
             if (i < nq) {

@@ -48,6 +48,29 @@ JK_INLINE jv JK(exp2v_le0)(jv x) {
 }
 JK_INLINE jv JK(exp2v)(jv x) { return JK(exp2v_le0)(jv_min(jv_zero(), x)); /* x > 0 (ties of the max) gives 1 */ }
 
+/* 2^(yh + yl) for an unevaluated pair, yh <= 0 or NaN and |yl| <= ulp(yh): the same reduction and
+ * polynomial, with yl and the last step kept apart: 2^(f + yl) = (1 + f q)(1 + yl ln2) to u^2, so
+ * 1 + (f q + yl ln2 (1 + f q)) with a single rounding of any size: within ~0.8 ulp of the exact
+ * value (exp2v of the rounded yh + yl: the rounding of the argument, up to u |yh| relative, plus
+ * the polynomial's ~1 ulp). The small-head_dim backward's weights (bwd_probs). */
+JK_INLINE jv JK(exp2v_pair_le0)(jv yh, jv yl) {
+#ifndef JK_EXP2_ANY_RANGE
+    yh = jv_max(jv_set1(JK_EXP2_CLAMP), yh); /* NaN yh stays NaN */
+#endif
+    const jv n = jv_round(yh);
+    const jv f = jv_sub(yh, n);
+    jv q = jv_set1((float)JK_C7);
+    q = jv_fma(q, f, jv_set1((float)JK_C6));
+    q = jv_fma(q, f, jv_set1((float)JK_C5));
+    q = jv_fma(q, f, jv_set1((float)JK_C4));
+    q = jv_fma(q, f, jv_set1((float)JK_C3));
+    q = jv_fma(q, f, jv_set1((float)JK_C2));
+    q = jv_fma(q, f, jv_set1((float)JK_C1));
+    const jv tail = jv_mul(jv_mul(yl, jv_set1((float)JK_LN2)), jv_fma(f, q, jv_set1(1.0f)));
+    const jv p = jv_add(jv_set1(1.0f), jv_fma(f, q, tail));
+    return jv_zero_if_below(yh, jv_set1(JK_EXP2_FLUSH), jv_mul_pow2(p, n));
+}
+
 static void JK(exp2)(int64_t n, const float *x, float *y) {
     int64_t i = 0;
     for (; i + JK_VL <= n; i += JK_VL) {
