@@ -59,8 +59,9 @@ int jattn_metrics_pass_backward(const jattn_metrics *m);
  * one float32 ulp of lse, or of a dominant logit, is a relative error of the weights of its row
  * past the gate, whatever the backward does. So each metric of a gradient passes when it meets the
  * gate above or lies within JATTN_BWD_FLOOR_TIMES of the same metric of the float32 floor: a
- * float64 backward of the same float32 inputs whose logits scale q.k, and the float64 forward's
- * out and lse it is handed, are each rounded to float32 once (1 - cos and max_abs: within the
+ * float64 backward of the same float32 inputs handed the float64 forward's out and lse each
+ * rounded to float32 once, the larger of two such evaluations, with its logits scale q.k rounded
+ * to float32 once and with them exact (1 - cos and max_abs: within the
  * square of JATTN_BWD_FLOOR_TIMES, as 1 - cos grows with rel_l2^2 and a maximum over the elements
  * varies more from draw to draw). The caller computes the floor in float64 from the inputs
  * (tests/test_backward.c, python/tests). Every element finite where the reference is, in both cases.

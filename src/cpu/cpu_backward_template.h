@@ -40,6 +40,13 @@
  * writes st. c st is formed exactly as a pair (the product and its FMA-exact error), so the
  * only roundings left are those of the small difference and of its exp. */
 #define JK_LOG2E 1.4426950408889634074
+/* The largest exp2 argument a weight takes: 1 (P <= 2). The float32 lse the backward is handed
+ * may lie below a near one-hot row's largest logit by up to half its ulp (u |lse| / 2, 2e-6 at
+ * |lse| = 50), and that weight is then exp of a small positive x, as the float64 definition
+ * exp(c S - lse) has it: clamping it at 1, as the forward's running softmax does for ties of its
+ * max, would err by up to that much (16 u at |lse| = 50). The bound keeps a caller's wrong lse
+ * from an overflow. exp2v_le0's reduction holds for any x <= 1 (f = x - round(x) in [-1/2, 1/2]). */
+#define JK_BWD_X_MAX 1.0f
 static void JK(bwd_probs)(int n, int low, float c, float *st, const float *sl, const float *lse) {
     const jv cv = jv_set1(c), l2e = jv_set1((float)JK_LOG2E);
     JK_UNROLL for (int u = 0; u < JK_NQV; u++) {
@@ -50,7 +57,7 @@ static void JK(bwd_probs)(int n, int low, float c, float *st, const float *sl, c
             jv lo = jv_nan_to_zero(jv_fma_exact(sv, cv, jv_sub(jv_zero(), hi)));
             if (low) lo = jv_fma(jv_load(sl + (ptrdiff_t)j * JK_QB + u * JK_VL), cv, lo);
             const jv x = jv_add(jv_sub(hi, lv), lo);
-            jv_store(sp, JK(exp2v)(jv_mul(x, l2e)));
+            jv_store(sp, JK(exp2v_le0)(jv_min(jv_set1(JK_BWD_X_MAX), jv_mul(x, l2e))));
         }
     }
 }
@@ -78,8 +85,8 @@ static void JK(bwd_probs_exact)(int n, float c, float *st, const float *sl, cons
             const jv yh = jv_mul(xh, l2e);
             const jv yl =
                 jv_nan_to_zero(jv_add(jv_fma_exact(xh, l2e, jv_sub(zero, yh)), jv_fma(xh, l2e_lo, jv_mul(xl, l2e))));
-            /* yh > 0 (a tie of the max with a larger low part) gives 1, as exp2v */
-            jv_store(sp, JK(exp2v_pair_le0)(jv_min(zero, yh), jv_select_gt(yh, zero, zero, yl)));
+            const jv xmax = jv_set1(JK_BWD_X_MAX); /* as bwd_probs */
+            jv_store(sp, JK(exp2v_pair_le0)(jv_min(xmax, yh), jv_select_gt(yh, xmax, zero, yl)));
         }
     }
 }
