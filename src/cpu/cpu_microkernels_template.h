@@ -30,20 +30,24 @@
 #define JK_EXP2_CLAMP (-127.0f)
 #define JK_EXP2_FLUSH (-126.0f) /* log2(FLT_MIN) */
 
+/* q with 2^f = 1 + f q on |f| <= 1/2: the polynomial's terms C1..C7, Horner in float. */
+JK_INLINE jv JK(exp2_poly_q)(jv f) {
+    jv q = jv_set1((float)JK_C7);
+    q = jv_fma(q, f, jv_set1((float)JK_C6));
+    q = jv_fma(q, f, jv_set1((float)JK_C5));
+    q = jv_fma(q, f, jv_set1((float)JK_C4));
+    q = jv_fma(q, f, jv_set1((float)JK_C3));
+    q = jv_fma(q, f, jv_set1((float)JK_C2));
+    return jv_fma(q, f, jv_set1((float)JK_C1));
+}
+
 JK_INLINE jv JK(exp2v_le0)(jv x) {
 #ifndef JK_EXP2_ANY_RANGE
     x = jv_max(jv_set1(JK_EXP2_CLAMP), x); /* NaN x stays NaN */
 #endif
     const jv n = jv_round(x);
     const jv f = jv_sub(x, n);
-    jv p = jv_set1((float)JK_C7);
-    p = jv_fma(p, f, jv_set1((float)JK_C6));
-    p = jv_fma(p, f, jv_set1((float)JK_C5));
-    p = jv_fma(p, f, jv_set1((float)JK_C4));
-    p = jv_fma(p, f, jv_set1((float)JK_C3));
-    p = jv_fma(p, f, jv_set1((float)JK_C2));
-    p = jv_fma(p, f, jv_set1((float)JK_C1));
-    p = jv_fma(p, f, jv_set1(1.0f));
+    const jv p = jv_fma(JK(exp2_poly_q)(f), f, jv_set1(1.0f));
     return jv_zero_if_below(x, jv_set1(JK_EXP2_FLUSH), jv_mul_pow2(p, n));
 }
 JK_INLINE jv JK(exp2v)(jv x) { return JK(exp2v_le0)(jv_min(jv_zero(), x)); /* x > 0 (ties of the max) gives 1 */ }
@@ -59,13 +63,7 @@ JK_INLINE jv JK(exp2v_pair_le0)(jv yh, jv yl) {
 #endif
     const jv n = jv_round(yh);
     const jv f = jv_sub(yh, n);
-    jv q = jv_set1((float)JK_C7);
-    q = jv_fma(q, f, jv_set1((float)JK_C6));
-    q = jv_fma(q, f, jv_set1((float)JK_C5));
-    q = jv_fma(q, f, jv_set1((float)JK_C4));
-    q = jv_fma(q, f, jv_set1((float)JK_C3));
-    q = jv_fma(q, f, jv_set1((float)JK_C2));
-    q = jv_fma(q, f, jv_set1((float)JK_C1));
+    const jv q = JK(exp2_poly_q)(f);
     const jv tail = jv_mul(jv_mul(yl, jv_set1((float)JK_LN2)), jv_fma(f, q, jv_set1(1.0f)));
     const jv p = jv_add(jv_set1(1.0f), jv_fma(f, q, tail));
     return jv_zero_if_below(yh, jv_set1(JK_EXP2_FLUSH), jv_mul_pow2(p, n));
