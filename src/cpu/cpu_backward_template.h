@@ -71,7 +71,7 @@ static void JK(bwd_probs)(int n, int low, float c, float *st, const float *sl, c
  * amplified (rel_l2 of dq 7e-6, 11x its float32 floor, against 2.3e-6 with every weight rounded
  * once from float64; 2.2e-6 here). */
 static void JK(bwd_probs_exact)(int n, float c, float *st, const float *sl, const float *lse) {
-    const jv cv = jv_set1(c), zero = jv_zero();
+    const jv cv = jv_set1(c), zero = jv_zero(), xmax = jv_set1(JK_BWD_X_MAX);
     const jv l2e = jv_set1((float)JK_LOG2E), l2e_lo = jv_set1((float)(JK_LOG2E - (double)(float)JK_LOG2E));
     JK_UNROLL for (int u = 0; u < JK_NQV; u++) {
         const jv lv = jv_load(lse + u * JK_VL), nlv = jv_sub(zero, lv);
@@ -85,7 +85,6 @@ static void JK(bwd_probs_exact)(int n, float c, float *st, const float *sl, cons
             const jv yh = jv_mul(xh, l2e);
             const jv yl =
                 jv_nan_to_zero(jv_add(jv_fma_exact(xh, l2e, jv_sub(zero, yh)), jv_fma(xh, l2e_lo, jv_mul(xl, l2e))));
-            const jv xmax = jv_set1(JK_BWD_X_MAX); /* as bwd_probs */
             jv_store(sp, JK(exp2v_pair_le0)(jv_min(xmax, yh), jv_select_gt(yh, xmax, zero, yl)));
         }
     }

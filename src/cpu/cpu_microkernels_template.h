@@ -52,11 +52,12 @@ JK_INLINE jv JK(exp2v_le0)(jv x) {
 }
 JK_INLINE jv JK(exp2v)(jv x) { return JK(exp2v_le0)(jv_min(jv_zero(), x)); /* x > 0 (ties of the max) gives 1 */ }
 
-/* 2^(yh + yl) for an unevaluated pair, yh <= 0 or NaN and |yl| <= ulp(yh): the same reduction and
+/* 2^(yh + yl) for an unevaluated pair, yh <= 1 or NaN and |yl| <= ulp(yh): the same reduction and
  * polynomial, with yl and the last step kept apart: 2^(f + yl) = (1 + f q)(1 + yl ln2) to u^2, so
  * 1 + (f q + yl ln2 (1 + f q)) with a single rounding of any size: within ~0.8 ulp of the exact
  * value (exp2v of the rounded yh + yl: the rounding of the argument, up to u |yh| relative, plus
- * the polynomial's ~1 ulp). The small-head_dim backward's weights (bwd_probs). */
+ * the polynomial's ~1 ulp). The small-head_dim backward's weights (bwd_probs_exact; yh up to
+ * JK_BWD_X_MAX = 1, which the reduction holds for as it does for exp2v_le0's x <= 1). */
 JK_INLINE jv JK(exp2v_pair_le0)(jv yh, jv yl) {
 #ifndef JK_EXP2_ANY_RANGE
     yh = jv_max(jv_set1(JK_EXP2_CLAMP), yh); /* NaN yh stays NaN */
