@@ -8,10 +8,11 @@
  * arena: apart, anywhere (so they may overlap), NULL, or misaligned.
  *
  * An independent model of the header's rules, computed here by brute force over every element
- * address, decides what the library must reject: a dimension < 1, a negative stride, a tensor
- * two of whose elements share an address, an output element shared with an input or the other
- * output, a NULL or misaligned pointer, a NaN, infinite or negative scale, an enum out of
- * range. Properties:
+ * address, decides what the library must reject: a negative dimension (head_dim < 1), a
+ * negative stride, a tensor two of whose elements share an address, an output element shared with
+ * an input or the other output, a NULL or misaligned pointer to a tensor that has elements, a NaN,
+ * infinite or negative scale, an enum out of range. (A problem with a zero dimension is valid: the
+ * calls that the model finds valid there are not made, as for problems too large for the arena.) Properties:
  *   - every call returns a status in the enum; a failure leaves a one-line message;
  *   - the library never accepts what the model says is invalid;
  *   - a failed call writes nothing (the whole arena is compared with its snapshot);
@@ -220,7 +221,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const jattn_strides *strs[T_COUNT] = {&p.q, &p.k, &p.v, &p.out, NULL};
     tensor_model tm[T_COUNT];
     /* hard: invalid whatever the sizes; model: invalid by the element-address model. */
-    int hard_invalid = p.batch < 1 || p.heads < 1 || p.seq_q < 1 || p.seq_kv < 1 || p.head_dim < 1;
+    int hard_invalid = p.batch < 0 || p.heads < 0 || p.seq_q < 0 || p.seq_kv < 0 || p.head_dim < 1;
+    /* a tensor without elements may have any pointer (its strides are still checked for sign) */
+    const int empty_q = p.batch == 0 || p.heads == 0 || p.seq_q == 0,
+              empty_kv = p.batch == 0 || p.heads == 0 || p.seq_kv == 0;
+    const int empty[T_COUNT] = {empty_q, empty_kv, empty_kv, empty_q, empty_q};
     hard_invalid |= !(p.scale >= 0.0f) || isinf(p.scale) || p.dtype != JATTN_DTYPE_F32;
     hard_invalid |= (int)e.backend < 0 || (int)e.backend >= JATTN_BACKEND_COUNT;
     hard_invalid |= (int)e.precision < 0 || (int)e.precision > JATTN_PRECISION_TF32;
@@ -252,7 +257,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         const uint8_t how = t == T_LSE ? take8(&in) % 3 : mode == 3 ? take8(&in) % 8 : 0;
         if (mode == 3 && how == 0) {
             ptr[t] = NULL;
-            hard_invalid |= t != T_LSE;
+            hard_invalid |= t != T_LSE && !empty[t];
             at[t] = -1;
             continue;
         }
@@ -271,7 +276,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         ptr[t] = arena_a + (at[t] < ARENA_FLOATS ? at[t] : 0);
         if (mode == 3 && how == 1) { /* misaligned by 1..3 bytes */
             ptr[t] = (const char *)ptr[t] + 1 + take8(&in) % 3;
-            hard_invalid = 1;
+            hard_invalid |= !empty[t];
         }
     }
     /* Outputs sharing an element with an input or with each other. */

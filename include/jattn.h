@@ -1,11 +1,16 @@
 /* jattn: exact float32 multi-head attention for diffusion transformers.
  *
- * For every batch b and head h (non-causal, every query sees every key):
+ * For every batch b and head h (by default non-causal: every query sees every key):
  *
- *     S[i,j]     = scale * sum_d q[b,h,i,d] * k[b,h,j,d]      scale = 1/sqrt(D) unless given
- *     P[i,:]     = softmax(S[i,:])                           max-subtracted, over all keys
- *     out[i,d]   = sum_j P[i,j] * v[b,h,j,d]
+ *     S[i,j]     = scale * sum_d q[b,h,i,d] * k[b,g(h),j,d] + bias[b,h,j]   scale = 1/sqrt(D) unless given
+ *     P[i,:]     = softmax(S[i,:])                           max-subtracted, over the keys row i attends
+ *     out[i,d]   = sum_j P[i,j] * v[b,g(h),j,d]
  *     lse[b,h,i] = max_j S[i,j] + log(sum_j exp(S[i,j] - max))  (optional)
+ *
+ * g(h) = h / (heads / kv_heads) is the key/value head of query head h (grouped-query heads;
+ * g(h) = h by default), bias is an optional additive key bias (0 by default), and which keys row i
+ * attends (every key by default) is narrowed by the optional jattn_mask: key padding, causal,
+ * block-causal and segment (packed sequence) masks.
  *
  * The FLUX call (head-major q/k/v [H,S,D] in, token-major [S,H*D] out) is one line:
  *
@@ -64,7 +69,7 @@ extern "C" {
 
 /* ---- version ------------------------------------------------------------------------ */
 #define JATTN_VERSION_MAJOR 0
-#define JATTN_VERSION_MINOR 3
+#define JATTN_VERSION_MINOR 4
 #define JATTN_VERSION_PATCH 0
 #define JATTN_VERSION_NUMBER (JATTN_VERSION_MAJOR * 10000 + JATTN_VERSION_MINOR * 100 + JATTN_VERSION_PATCH)
 #define JATTN_STRINGIFY_(x) #x
@@ -134,16 +139,25 @@ typedef struct jattn_strides {
     int64_t token;
 } jattn_strides;
 
+/* A problem. batch, heads, seq_q and seq_kv may be 0: such a problem has a defined answer
+ * (PyTorch's): nothing to compute when batch, heads or seq_q is 0 (a pointer to a tensor of no
+ * element may be NULL); with seq_kv = 0 every query row attends no key, so its out row is 0 and
+ * its lse -inf (the backward: dq = 0; with seq_q = 0, dk = dv = 0). */
 typedef struct jattn_problem {
-    int64_t batch;     /* B  >= 1 */
-    int64_t heads;     /* H  >= 1 */
-    int64_t seq_q;     /* Sq >= 1: query tokens */
-    int64_t seq_kv;    /* Skv >= 1: key/value tokens (differs from Sq for cross-attention) */
+    int64_t batch;     /* B  >= 0 */
+    int64_t heads;     /* H  >= 0: query heads (q, out, lse) */
+    int64_t seq_q;     /* Sq >= 0: query tokens */
+    int64_t seq_kv;    /* Skv >= 0: key/value tokens (differs from Sq for cross-attention) */
     int64_t head_dim;  /* D  >= 1 */
     float scale;       /* > 0 and finite, or 0 for 1/sqrt(head_dim) */
     jattn_dtype dtype; /* element type of q, k, v and out */
     jattn_strides q, k, v, out;
     /* lse, when requested, is float32 [B, H, Sq], contiguous. */
+    int64_t kv_heads; /* key/value heads (grouped-query and multi-query attention): 0 means heads;
+                         otherwise >= 1 and dividing heads. k and v are [B, kv_heads, Skv, D] at their
+                         strides (strides.head steps over key/value heads); query head h reads
+                         key/value head h / (heads / kv_heads). Each key/value head is read in place
+                         by its group, never copied. */
 } jattn_problem;
 
 /* @return strides of a contiguous head-major tensor [B, H, S, D]. */
@@ -151,7 +165,8 @@ JATTN_API jattn_strides jattn_strides_head_major(int64_t heads, int64_t seq, int
 /* @return strides of a contiguous token-major tensor [B, S, H*D] (= [B, S, H, D]). */
 JATTN_API jattn_strides jattn_strides_token_major(int64_t heads, int64_t seq, int64_t head_dim);
 /* @return the FLUX problem: q [B,H,Sq,D], k and v [B,H,Skv,D] head-major, out [B,Sq,H*D]
- *         token-major, float32, default scale. Dimensions are checked by the calls that use it. */
+ *         token-major, float32, default scale, kv_heads 0 (each query head its own key/value
+ *         head). Dimensions are checked by the calls that use it. */
 JATTN_API jattn_problem jattn_problem_flux(int64_t batch, int64_t heads, int64_t seq_q, int64_t seq_kv,
                                            int64_t head_dim);
 
@@ -192,6 +207,10 @@ typedef struct jattn_exec {
     void *cuda_stream; /* a cudaStream_t; NULL = the legacy default stream */
     void *workspace;   /* optional caller workspace (host memory for cpu, device for cuda) */
     size_t workspace_bytes;
+    size_t alignment; /* plans only (jattn_plan_create): the byte alignment every data pointer of
+                         the plan's calls has (a power of two >= 4); 0 means 16, what allocators give.
+                         A kernel that needs more is not chosen. The one-call functions (jattn_forward
+                         and the rest) read their own pointers and ignore it. */
 } jattn_exec;
 
 /* What a backend would run for a problem. Strings have static storage. */
@@ -231,7 +250,8 @@ JATTN_API int jattn_backend_info_count(void);
 JATTN_API jattn_status jattn_backend_info_at(int auto_rank, jattn_backend_info *info);
 
 /* Can the backend of `exec` (NULL: defaults) run `problem`, and which kernel would run it?
- * This is the function jattn_forward dispatches with.
+ * This is the plan jattn_forward makes (jattn_plan_create for the forward, no mask), for data
+ * pointers aligned as exec->alignment says (0: 16 bytes).
  * @return JATTN_OK and `*selection` filled; otherwise the status of the first problem found
  *         (invalid problem, JATTN_ERROR_UNSUPPORTED with the limit named, or
  *         JATTN_ERROR_BACKEND_UNAVAILABLE), jattn_last_error() saying why, `*selection` untouched. */
@@ -303,6 +323,73 @@ JATTN_API jattn_status jattn_forward_padded(jattn_ctx *ctx, const jattn_problem 
                                             const void *q, const void *k, const void *v,
                                             const jattn_key_padding *padding, void *out, float *lse);
 
+/* ---- masks: which keys each query attends, and a key bias (optional) ----------------------- */
+/* Causal attention. With segments (below) it applies inside each segment, in the segment's own
+ * token positions (t: the query's, u: the key's, Lq and Lk: the segment's query and key counts). */
+typedef enum jattn_causal {
+    JATTN_CAUSAL_NONE = 0,        /* every query may attend every key (the DiT default) */
+    JATTN_CAUSAL_TOP_LEFT = 1,    /* query t attends keys u <= t: PyTorch's is_causal */
+    JATTN_CAUSAL_BOTTOM_RIGHT = 2 /* query t attends keys u <= t + Lk - Lq: FlashAttention's causal
+                                     (the last query sees every key); the same as TOP_LEFT when Sq == Skv */
+} jattn_causal;
+
+/* Everything that narrows the keys a query attends, and an additive key bias. A zero-initialised
+ * jattn_mask (or NULL) attends every key with no bias. The parts combine: query row i of batch b
+ * attends key j when j is inside every window below that is set (segments, causal, blocks) and the
+ * key padding attends j (jattn_key_padding); a key with bias -inf is not attended either. Keys a
+ * row does not attend never affect its outputs, whatever k and v hold there. A query row with no
+ * attended key gets out row 0 (+0.0) and lse -inf (its backward: a dq row of +0); keys no query
+ * attends get dk = dv = +0 rows.
+ *
+ * Arrays of int64 offsets live where the tensors do (host memory, or device memory with
+ * JATTN_MEMORY_DEVICE: then nothing is read on the host, the call stays asynchronous and
+ * capturable, and an offset out of range cannot be reported there: it is clamped into range). */
+typedef struct jattn_mask {
+    jattn_key_padding padding; /* per-key lengths and boolean masks, as jattn_forward_padded */
+    jattn_causal causal;
+    /* Block-causal attention (streaming and autoregressive video: a block per frame or chunk):
+     * num_blocks >= 1 blocks cut the queries at block_q[0..num_blocks] and the keys at
+     * block_kv[0..num_blocks] (non-decreasing int64 offsets, block_q[0] = block_kv[0] = 0,
+     * block_q[num_blocks] = seq_q, block_kv[num_blocks] = seq_kv); a query of block a attends the
+     * keys of blocks 0..a: keys j < block_kv[a + 1]. block_kv may be the same array as block_q
+     * (self-attention). The same blocks for every batch and head. NULL block_q: no blocks. */
+    const int64_t *block_q;
+    const int64_t *block_kv;
+    int64_t num_blocks;
+    /* Segments: packed sequences of different lengths in one row (FlashAttention's varlen
+     * cu_seqlens_q / cu_seqlens_k; a segment mask). Segment s holds the queries
+     * [cu_seqlens_q[s], cu_seqlens_q[s + 1]) and the keys [cu_seqlens_kv[s], cu_seqlens_kv[s + 1]);
+     * a query attends only keys of its own segment. num_segments >= 1; both arrays hold
+     * num_segments + 1 non-decreasing int64 offsets from 0, cu_seqlens_q[num_segments] <= seq_q and
+     * cu_seqlens_kv[num_segments] <= seq_kv (queries past the last segment attend no key). Row b of
+     * the offsets is at + b * segments_batch_stride (0: the same segments for every batch). NULL
+     * cu_seqlens_q: no segments. */
+    const int64_t *cu_seqlens_q;
+    const int64_t *cu_seqlens_kv;
+    int64_t num_segments;
+    int64_t segments_batch_stride; /* elements between batches' offset rows; 0 = one row for all */
+    /* Additive key bias, float32, added to the scaled score: S[i,j] = scale q_i . k_j +
+     * key_bias[b * key_bias_batch_stride + h * key_bias_head_stride + j] for query head h (the
+     * float padding masks of text encoders, -10000 or -inf on padded keys). Strides in elements,
+     * >= 0; 0 broadcasts (one row for every batch, or for every head); each row holds seq_kv
+     * values, contiguous. -inf leaves the key out; +inf or NaN makes the row NaN. It is a constant
+     * of the call: the backward gives no gradient for it. NULL: no bias. */
+    const float *key_bias;
+    int64_t key_bias_batch_stride;
+    int64_t key_bias_head_stride;
+} jattn_mask;
+
+/* jattn_forward with a mask: the same call and guarantees, attending only the keys `mask` leaves
+ * (and adding its key bias). mask == NULL is jattn_forward; a mask with only `padding` set is
+ * jattn_forward_padded. Masked-out tiles of keys are never loaded (causal attention at seq_q ==
+ * seq_kv does about half the work). The workspace such a call needs is jattn_plan_workspace_size()
+ * of its plan (jattn_workspace_size covers key padding only).
+ * @return JATTN_OK, or the status of the first problem found (the message names the field);
+ *         nothing is written on failure. */
+JATTN_API jattn_status jattn_forward_masked(jattn_ctx *ctx, const jattn_problem *problem, const jattn_exec *exec,
+                                            const void *q, const void *k, const void *v, const jattn_mask *mask,
+                                            void *out, float *lse);
+
 /* ---- backward (training) ------------------------------------------------------------ */
 /* The gradients of the attention of a problem (the forward above) with respect to q, k and v,
  * given the gradient of its output, for training. Per (b, h), scale c, query rows i, keys j:
@@ -334,8 +421,9 @@ typedef struct jattn_grad_strides {
 JATTN_API jattn_grad_strides jattn_grad_strides_like(const jattn_problem *problem);
 
 /* Can the backend of `exec` (NULL: defaults) run the backward of `problem`, and which kernel
- * would run it? This is the function jattn_backward dispatches with (AUTO: the first backend, in
- * AUTO's order, that has a backward and can run it).
+ * would run it? This is the plan jattn_backward makes without key padding (jattn_plan_create for
+ * the backward, gradients like the problem's, no mask; AUTO: the first backend, in AUTO's order, that
+ * has a backward and can run it), for data pointers aligned as exec->alignment says.
  * @return JATTN_OK and `*selection` filled; otherwise the status of the first problem found
  *         (as jattn_select; JATTN_ERROR_UNSUPPORTED where a backend has no backward for the
  *         problem), jattn_last_error() saying why, `*selection` untouched. */
@@ -359,6 +447,73 @@ JATTN_API jattn_status jattn_backward(jattn_ctx *ctx, const jattn_problem *probl
                                       const jattn_exec *exec, const void *q, const void *k, const void *v,
                                       const void *out, const float *lse, const void *dout, const float *dlse,
                                       const jattn_key_padding *padding, void *dq, void *dk, void *dv);
+
+/* jattn_backward with a mask (jattn_mask): the gradients of jattn_forward_masked's attention.
+ * With grouped-query heads, dk and dv of a key/value head sum over the query heads that read it.
+ * The key bias gets no gradient. mask == NULL is jattn_backward without padding.
+ * @return as jattn_backward. */
+JATTN_API jattn_status jattn_backward_masked(jattn_ctx *ctx, const jattn_problem *problem,
+                                             const jattn_grad_strides *grad, const jattn_exec *exec, const void *q,
+                                             const void *k, const void *v, const void *out, const float *lse,
+                                             const void *dout, const float *dlse, const jattn_mask *mask, void *dq,
+                                             void *dk, void *dv);
+
+/* ---- plans: decide once, call many times ----------------------------------------------- */
+/* Every call above makes a plan (the problem, mask and exec validated; the backend, the kernel and
+ * the workspace decided) and runs it, once. A caller that makes the same call many times (a model's
+ * layers, a training loop, a binding) can make the plan once and run it per call: a run checks only
+ * its pointers, so it costs the host a few hundred nanoseconds, and the kernel a plan names is the
+ * kernel its runs launch (jattn_plan_selection): there is no second decision at run time.
+ *
+ * A plan is made for a pass (the forward, or the backward with its gradient strides) and for a mask
+ * *structure*: which parts of jattn_mask are set, and their counts and strides (kv_len or not, a key
+ * mask of mask_batch rows at its stride, causal, num_blocks, num_segments and its stride, a key bias
+ * at its strides). A run gives the mask's arrays, which may change from run to run; a run whose mask
+ * differs in structure from the plan's is refused (JATTN_ERROR_INVALID_ARGUMENT, naming the field).
+ * The exec's backend, precision, memory, threads and alignment are the plan's; its cuda_stream and
+ * workspace are not read: each run names its own. A plan is immutable: any number of threads may run
+ * it at once (each with its own context, stream and workspace). */
+typedef struct jattn_plan jattn_plan;
+
+typedef enum jattn_pass {
+    JATTN_PASS_FORWARD = 0, /* jattn_forward_masked */
+    JATTN_PASS_BACKWARD = 1 /* jattn_backward_masked */
+} jattn_pass;
+
+/* Makes a plan. grad: the backward's gradient strides (NULL: like the problem's; not read for the
+ * forward); mask: the structure the runs' masks have (NULL: no mask); exec NULL: defaults.
+ * @return JATTN_OK and `*plan` a new plan, freed by jattn_plan_free; otherwise the status the one-call
+ *         function would give for this problem (`*plan` untouched): an invalid problem, mask or exec,
+ *         JATTN_ERROR_UNSUPPORTED (no backend can run it, the reason named), ..._UNAVAILABLE,
+ *         ..._OUT_OF_MEMORY. */
+JATTN_API jattn_status jattn_plan_create(jattn_plan **plan, jattn_pass pass, const jattn_problem *problem,
+                                         const jattn_grad_strides *grad, const jattn_mask *mask,
+                                         const jattn_exec *exec);
+/* Frees a plan. Accepts NULL. */
+JATTN_API void jattn_plan_free(jattn_plan *plan);
+
+/* @return JATTN_OK and `*selection` what the plan's runs launch (backend, kernel, instruction set,
+ *         threads); JATTN_ERROR_NULL_POINTER. */
+JATTN_API jattn_status jattn_plan_selection(const jattn_plan *plan, jattn_selection *selection);
+
+/* @return the workspace bytes a run of the plan needs when the caller provides one (0: none); the
+ *         memory is the backend's (device memory for cuda, host memory otherwise). 0 for NULL. */
+JATTN_API size_t jattn_plan_workspace_size(const jattn_plan *plan);
+
+/* Runs a forward plan: as jattn_forward_masked with the plan's problem, mask structure and exec,
+ * on `cuda_stream` (a cudaStream_t; NULL: the legacy default stream; ignored off the GPU) with the
+ * caller's workspace (NULL: the context's or one allocated, as the one-call functions do; device
+ * memory: the stream-ordered pool). @return as jattn_forward_masked; JATTN_ERROR_INVALID_ARGUMENT for
+ * a backward plan or a mask of another structure. */
+JATTN_API jattn_status jattn_plan_forward(const jattn_plan *plan, jattn_ctx *ctx, void *cuda_stream, void *workspace,
+                                          size_t workspace_bytes, const void *q, const void *k, const void *v,
+                                          const jattn_mask *mask, void *out, float *lse);
+
+/* Runs a backward plan: as jattn_backward_masked (see jattn_plan_forward for the rest). */
+JATTN_API jattn_status jattn_plan_backward(const jattn_plan *plan, jattn_ctx *ctx, void *cuda_stream, void *workspace,
+                                           size_t workspace_bytes, const void *q, const void *k, const void *v,
+                                           const void *out, const float *lse, const void *dout, const float *dlse,
+                                           const jattn_mask *mask, void *dq, void *dk, void *dv);
 
 /* ---- layers built on this API ------------------------------------------------------- */
 /* The sequence-parallel API (one attention spread over several GPUs or processes) is declared

@@ -1235,14 +1235,14 @@ static void part_validation(jt_rng *r, jt_tally *tally) {
 #define CASE(W, S, P, G, Q, K, V, O, L, DO, DL, DQ, DK, DV, F) \
     cases[n++] = (vcase){W, S, P, G, Q, K, V, O, L, DO, DL, DQ, DK, DV, F}
     jattn_problem bad_dim = p, bad_scale = p;
-    bad_dim.seq_kv = 0;
+    bad_dim.seq_kv = -1;
     bad_scale.scale = -1.0f;
     jattn_grad_strides neg = g, self = g, small_dq = g;
     neg.dk.token = -32;
     self.dv.token = 16;
     small_dq.dq.head = 8; /* dq overlaps itself */
     CASE("problem NULL", JATTN_ERROR_NULL_POINTER, NULL, &g, q, k, v, out, lse, dout, dlse, dq, dk, dv, "problem");
-    CASE("seq_kv 0", JATTN_ERROR_INVALID_DIMENSION, &bad_dim, &g, q, k, v, out, lse, dout, dlse, dq, dk, dv, "seq_kv");
+    CASE("seq_kv -1", JATTN_ERROR_INVALID_DIMENSION, &bad_dim, &g, q, k, v, out, lse, dout, dlse, dq, dk, dv, "seq_kv");
     CASE("scale < 0", JATTN_ERROR_INVALID_SCALE, &bad_scale, &g, q, k, v, out, lse, dout, dlse, dq, dk, dv, "scale");
     CASE("dk stride < 0", JATTN_ERROR_INVALID_STRIDE, &p, &neg, q, k, v, out, lse, dout, dlse, dq, dk, dv, "grad.dk");
     CASE("dv overlaps itself", JATTN_ERROR_SELF_OVERLAP, &p, &self, q, k, v, out, lse, dout, dlse, dq, dk, dv,

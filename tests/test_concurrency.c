@@ -75,7 +75,7 @@ static void *worker(void *arg) {
         /* A failing call naming this thread's field. */
         jattn_problem bad = j->c.p;
         int64_t *dims[] = {&bad.batch, &bad.heads, &bad.seq_q, &bad.seq_kv, &bad.head_dim};
-        *dims[t % 5] = 0;
+        *dims[t % 5] = -1; /* invalid for every dimension */
         if (jattn_forward(ctx, &bad, &e, j->c.q, j->c.k, j->c.v, out, lse) != JATTN_ERROR_INVALID_DIMENSION ||
             strncmp(jattn_last_error(), bad_fields[t % 5], strlen(bad_fields[t % 5])) != 0 ||
             jattn_last_error()[strlen(bad_fields[t % 5])] != ':')

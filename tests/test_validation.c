@@ -14,11 +14,14 @@ enum { B = 2, H = 3, S = 9, D = 16 };
 
 static float q_buf[N], k_buf[N], v_buf[N], out_buf[2 * N], lse_buf[B * H * S];
 
-/* Key padding of a case: run_case resets it, a padding case fills it and points pad at it. */
-static jattn_key_padding pad_buf;
-static const jattn_key_padding *pad;
+/* The mask of a case: run_case resets it, a mask case fills it and points mask at it. */
+static jattn_mask mask_st;
+static const jattn_mask *mask;
+#define pad_buf (mask_st.padding)
 static int64_t lens[B + 1];
 static uint8_t mask_buf[2 * S + 8];
+static int64_t offsets[2][4]; /* blocks or segments: [0] queries, [1] keys */
+static float bias_buf[B * H * S];
 
 typedef struct broken {
     const char *what;
@@ -39,10 +42,13 @@ CASE(null_q, *q = NULL)
 CASE(null_k, *k = NULL)
 CASE(null_v, *v = NULL)
 CASE(null_out, *o = NULL)
-CASE(batch0, p->batch = 0)
+CASE(batch_neg, p->batch = -1)
 CASE(heads_neg, p->heads = -1)
-CASE(seq_q0, p->seq_q = 0)
-CASE(seq_kv0, p->seq_kv = 0)
+CASE(seq_q_neg, p->seq_q = -3)
+CASE(seq_kv_neg, p->seq_kv = -1)
+CASE(kv_heads_neg, p->kv_heads = -1)
+CASE(kv_heads_not_dividing, p->kv_heads = 2)
+CASE(kv_heads_above, p->kv_heads = 2 * H)
 CASE(head_dim0, p->head_dim = 0)
 CASE(count_overflow, p->heads = INT64_MAX / 4; p->batch = 3)
 CASE(stride_overflow, p->k.token = INT64_MAX / 4)
@@ -74,7 +80,7 @@ CASE(workspace_small, e->backend = JATTN_BACKEND_REF; e->workspace = out_buf + N
 /* key padding: a valid mask [B, S] and lengths, then one thing broken */
 #define PAD(body)                                                                                  \
     pad_buf.mask = mask_buf, pad_buf.mask_batch = B, pad_buf.mask_keys = S, pad_buf.kv_len = lens; \
-    pad = &pad_buf;                                                                                \
+    mask = &mask_st;                                                                               \
     body
 CASE(pad_len_high, PAD(lens[1] = S + 1))
 CASE(pad_len_negative, PAD(lens[0] = -1))
@@ -87,16 +93,44 @@ CASE(pad_mask_stride_neg, PAD(pad_buf.mask_batch_stride = -S))
 CASE(pad_mask_rows_overlap, PAD(pad_buf.mask_batch_stride = S - 1))
 CASE(pad_mask_stride_overflow, PAD(pad_buf.mask_batch_stride = INT64_MAX - 4))
 CASE(pad_mask_in_out, PAD(pad_buf.mask = (const uint8_t *)(void *)(out_buf + 3)))
+/* the other mask parts: blocks {0, 4, S} over queries and keys, segments {0, 5, S}, a bias [B, H, S] */
+#define MASK(body)   \
+    mask = &mask_st; \
+    body
+#define BLOCKS mask_st.block_q = offsets[0], mask_st.block_kv = offsets[1], mask_st.num_blocks = 2
+#define SEGMENTS mask_st.cu_seqlens_q = offsets[0], mask_st.cu_seqlens_kv = offsets[1], mask_st.num_segments = 2
+#define BIAS mask_st.key_bias = bias_buf, mask_st.key_bias_batch_stride = H * S, mask_st.key_bias_head_stride = S
+CASE(causal_bad, MASK(mask_st.causal = (jattn_causal)7))
+CASE(blocks_half, MASK(BLOCKS; mask_st.block_kv = NULL))
+CASE(blocks_count0, MASK(BLOCKS; mask_st.num_blocks = 0))
+CASE(blocks_count_alone, MASK(mask_st.num_blocks = 3))
+CASE(blocks_first, MASK(BLOCKS; offsets[0][0] = 1))
+CASE(blocks_decrease, MASK(BLOCKS; offsets[1][1] = S + 1))
+CASE(blocks_last, MASK(BLOCKS; offsets[0][2] = S - 1))
+CASE(blocks_in_out, MASK(BLOCKS; mask_st.block_q = (const int64_t *)(void *)(out_buf + 2)))
+CASE(segments_half, MASK(SEGMENTS; mask_st.cu_seqlens_q = NULL))
+CASE(segments_count0, MASK(SEGMENTS; mask_st.num_segments = 0))
+CASE(segments_past, MASK(SEGMENTS; offsets[1][2] = S + 1))
+CASE(segments_stride_neg, MASK(SEGMENTS; mask_st.segments_batch_stride = -3))
+CASE(segments_in_lse, MASK(SEGMENTS; mask_st.cu_seqlens_kv = (const int64_t *)(void *)lse_buf))
+CASE(bias_stride_neg, MASK(BIAS; mask_st.key_bias_head_stride = -S))
+CASE(bias_stride_alone, MASK(mask_st.key_bias_batch_stride = 4))
+CASE(bias_in_out, MASK(BIAS; mask_st.key_bias = out_buf + 1))
+CASE(bias_misaligned, MASK(BIAS; mask_st.key_bias = (const float *)(const void *)((const char *)bias_buf + 1)))
+CASE(alignment_bad, e->alignment = 12)
 
 static const broken cases[] = {
     {"NULL q", JATTN_ERROR_NULL_POINTER, "q", null_q},
     {"NULL k", JATTN_ERROR_NULL_POINTER, "k", null_k},
     {"NULL v", JATTN_ERROR_NULL_POINTER, "v", null_v},
     {"NULL out", JATTN_ERROR_NULL_POINTER, "out", null_out},
-    {"batch 0", JATTN_ERROR_INVALID_DIMENSION, "batch", batch0},
+    {"batch -1", JATTN_ERROR_INVALID_DIMENSION, "batch", batch_neg},
     {"heads -1", JATTN_ERROR_INVALID_DIMENSION, "heads", heads_neg},
-    {"seq_q 0", JATTN_ERROR_INVALID_DIMENSION, "seq_q", seq_q0},
-    {"seq_kv 0", JATTN_ERROR_INVALID_DIMENSION, "seq_kv", seq_kv0},
+    {"seq_q -3", JATTN_ERROR_INVALID_DIMENSION, "seq_q", seq_q_neg},
+    {"seq_kv -1", JATTN_ERROR_INVALID_DIMENSION, "seq_kv", seq_kv_neg},
+    {"kv_heads -1", JATTN_ERROR_INVALID_DIMENSION, "kv_heads", kv_heads_neg},
+    {"kv_heads not dividing heads", JATTN_ERROR_INVALID_DIMENSION, "kv_heads", kv_heads_not_dividing},
+    {"kv_heads above heads", JATTN_ERROR_INVALID_DIMENSION, "kv_heads", kv_heads_above},
     {"head_dim 0", JATTN_ERROR_INVALID_DIMENSION, "head_dim", head_dim0},
     {"element count overflows", JATTN_ERROR_OVERFLOW, "heads", count_overflow},
     {"k.token stride overflows", JATTN_ERROR_OVERFLOW, "k.token", stride_overflow},
@@ -136,6 +170,24 @@ static const broken cases[] = {
     {"mask rows overlap", JATTN_ERROR_SELF_OVERLAP, "key_padding.mask_batch_stride", pad_mask_rows_overlap},
     {"mask stride overflows", JATTN_ERROR_OVERFLOW, "key_padding.mask_batch_stride", pad_mask_stride_overflow},
     {"mask inside out", JATTN_ERROR_ALIASING, "key_padding.mask", pad_mask_in_out},
+    {"causal out of range", JATTN_ERROR_INVALID_ARGUMENT, "mask.causal", causal_bad},
+    {"blocks without key offsets", JATTN_ERROR_NULL_POINTER, "mask.block_kv", blocks_half},
+    {"blocks of count 0", JATTN_ERROR_INVALID_DIMENSION, "mask.num_blocks", blocks_count0},
+    {"a block count without blocks", JATTN_ERROR_INVALID_ARGUMENT, "mask.num_blocks", blocks_count_alone},
+    {"blocks not from 0", JATTN_ERROR_INVALID_ARGUMENT, "mask.block_q[0]", blocks_first},
+    {"block offsets decrease", JATTN_ERROR_INVALID_ARGUMENT, "mask.block_kv[2]", blocks_decrease},
+    {"blocks end before seq_q", JATTN_ERROR_INVALID_ARGUMENT, "mask.block_q[2]", blocks_last},
+    {"block offsets inside out", JATTN_ERROR_ALIASING, "mask.block_q", blocks_in_out},
+    {"segments without query offsets", JATTN_ERROR_NULL_POINTER, "mask.cu_seqlens_q", segments_half},
+    {"segments of count 0", JATTN_ERROR_INVALID_DIMENSION, "mask.num_segments", segments_count0},
+    {"segments past seq_kv", JATTN_ERROR_INVALID_ARGUMENT, "mask.cu_seqlens_kv[2]", segments_past},
+    {"segments stride negative", JATTN_ERROR_INVALID_STRIDE, "mask.segments_batch_stride", segments_stride_neg},
+    {"segment offsets inside lse", JATTN_ERROR_ALIASING, "mask.cu_seqlens_kv", segments_in_lse},
+    {"key bias stride negative", JATTN_ERROR_INVALID_STRIDE, "mask.key_bias_head_stride", bias_stride_neg},
+    {"key bias stride without a bias", JATTN_ERROR_INVALID_ARGUMENT, "mask.key_bias_batch_stride", bias_stride_alone},
+    {"key bias inside out", JATTN_ERROR_ALIASING, "mask.key_bias", bias_in_out},
+    {"key bias misaligned", JATTN_ERROR_INVALID_ARGUMENT, "mask.key_bias", bias_misaligned},
+    {"alignment not a power of two", JATTN_ERROR_INVALID_ARGUMENT, "exec.alignment", alignment_bad},
 };
 
 static int poisoned(const float *x, size_t n) {
@@ -150,14 +202,17 @@ static int run_case(const broken *c) {
     const void *q = q_buf, *k = k_buf, *v = v_buf;
     void *o = out_buf;
     float *lse = lse_buf;
-    pad = NULL;
-    memset(&pad_buf, 0, sizeof pad_buf);
+    mask = NULL;
+    memset(&mask_st, 0, sizeof mask_st);
     for (int b = 0; b <= B; b++) lens[b] = S / 2;
+    const int64_t valid[2][3] = {{0, 4, S}, {0, 5, S}};
+    memcpy(offsets[0], valid[0], sizeof valid[0]);
+    memcpy(offsets[1], valid[1], sizeof valid[1]);
     memset(mask_buf, 1, sizeof mask_buf);
     c->apply(&p, &e, &q, &k, &v, &o, &lse);
     for (size_t i = 0; i < 2 * N; i++) out_buf[i] = NAN;
     for (size_t i = 0; i < (size_t)B * H * S; i++) lse_buf[i] = NAN;
-    jattn_status st = jattn_forward_padded(NULL, &p, &e, q, k, v, pad, o, lse);
+    jattn_status st = jattn_forward_masked(NULL, &p, &e, q, k, v, mask, o, lse);
     int ok = jt_expect_status(st, c->want, c->what);
     const char *msg = jattn_last_error();
     if (ok && !strstr(msg, c->field)) {
@@ -174,7 +229,7 @@ static int run_case(const broken *c) {
     size_t bytes;
     int pointer_case = c->want == JATTN_ERROR_NULL_POINTER || c->want == JATTN_ERROR_ALIASING ||
                        c->want == JATTN_ERROR_WORKSPACE_TOO_SMALL || c->apply == misaligned_q ||
-                       c->apply == wrap_address || pad != NULL; /* padding is the call's too */
+                       c->apply == wrap_address || mask != NULL; /* the mask is the call's too */
     if (!pointer_case) {
         ok &= jt_expect_status(jattn_select(&p, &e, &sel), c->want, c->what);
         ok &= jt_expect_status(jattn_workspace_size(&p, &e, &bytes), c->want, c->what);
@@ -305,7 +360,7 @@ static void *thread_fail(void *arg) {
         if (which)
             p.scale = -1;
         else
-            p.seq_kv = 0;
+            p.seq_kv = -1;
         jattn_selection sel;
         jattn_select(&p, NULL, &sel);
         good &= strstr(jattn_last_error(), which ? "scale" : "seq_kv") != NULL;

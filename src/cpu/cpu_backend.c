@@ -26,6 +26,8 @@ static jattn_status cpu_select(const jattn_problem *p, const jattn_exec *e, jatt
         return jattn_fail(JATTN_ERROR_UNSUPPORTED, "exec.memory: the cpu backend reads host memory only");
     if (e->precision != JATTN_PRECISION_F32)
         return jattn_fail(JATTN_ERROR_UNSUPPORTED, "exec.precision: the cpu backend computes f32 only");
+    jattn_status st = jattn_refuse_features(plan, JATTN_FEATURE_KEY_PADDING, "the cpu backend");
+    if (st != JATTN_OK) return st;
     if (p->head_dim > JATTN_CPU_MAX_HEAD_DIM)
         return jattn_fail(JATTN_ERROR_UNSUPPORTED, "head_dim: %lld, the cpu backend supports up to %d",
                           (long long)p->head_dim, JATTN_CPU_MAX_HEAD_DIM);
@@ -222,7 +224,7 @@ static void backward_group(const cpu_bwd_args *a, const cpu_kernels *kern, const
  * every sum runs in the same order as in the one-phase schedule: each dk, dv row gets the tiles'
  * shares in ascending tile order, each dq row its key blocks in ascending order, so the bits
  * are the same whatever the schedule and the thread count. */
-static jattn_status cpu_backward(const jattn_bwd_call *c, const jattn_plan *plan) {
+static jattn_status cpu_backward(const jattn_call *c, const jattn_plan *plan) {
     const jattn_problem *p = c->problem;
     const cpu_kernels *kern = plan->kernel;
     const int64_t per_thread = cpu_bwd_tile_workspace_floats(kern, p->head_dim, CPU_BWD_GROUP);

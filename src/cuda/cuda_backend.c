@@ -156,7 +156,8 @@ static jattn_status device_checks(const jattn_problem *p, int *cc_out) {
 
 static jattn_status cuda_select(const jattn_problem *p, const jattn_exec *e, jattn_plan *plan) {
     int cc = 0;
-    const jattn_status st = device_checks(p, &cc);
+    jattn_status st = device_checks(p, &cc);
+    if (st == JATTN_OK) st = jattn_refuse_features(plan, JATTN_FEATURE_KEY_PADDING, "the cuda backend");
     if (st != JATTN_OK) return st;
     const char *why = "";
     const cuda_version *ver = version_for(p, e->precision, cc, &why);
@@ -478,7 +479,8 @@ static void cuda_release_ctx(jattn_ctx *ctx) {
  * launch_backward). */
 static jattn_status cuda_select_backward(const jattn_problem *p, const jattn_exec *e, jattn_plan *plan) {
     int cc = 0;
-    const jattn_status st = device_checks(p, &cc);
+    jattn_status st = device_checks(p, &cc);
+    if (st == JATTN_OK) st = jattn_refuse_features(plan, JATTN_FEATURE_KEY_PADDING, "the cuda backend");
     if (st != JATTN_OK) return st;
     const jattn_cuda_bwd_kernel choice = (jattn_cuda_bwd_kernel)atomic_load(&bwd_kernel_choice);
     const jattn_cuda_bwd_kernel start = choice != JATTN_CUDA_BWD_KERNEL_AUTO ? choice
@@ -512,8 +514,8 @@ typedef struct bwd_pointers {
 /* Enqueues the backward on the call's stream. workspace: the call's (padding region, then the
  * kernel's), or NULL: then both come from the stream-ordered pool (allocated and freed in stream
  * order: no synchronisation, recorded by a graph capture). */
-static jattn_status launch_backward(const jattn_bwd_call *c, const jattn_plan *plan, const bwd_pointers *x,
-                                    void *workspace, device_padding *pad) {
+static jattn_status launch_backward(const jattn_call *c, const jattn_plan *plan, const bwd_pointers *x, void *workspace,
+                                    device_padding *pad) {
     const jattn_problem *p = c->problem;
     const cuda_version *ver = plan->kernel;
     cudaStream_t stream = (cudaStream_t)c->cuda_stream;
@@ -575,7 +577,7 @@ enum {
 };
 
 static jattn_status run_backward(const void *call, const jattn_plan *plan, const staged_array *x, void *workspace) {
-    const jattn_bwd_call *c = call;
+    const jattn_call *c = call;
     const bwd_pointers d = {.q = x[BWD_Q].dev,
                             .k = x[BWD_K].dev,
                             .v = x[BWD_V].dev,
@@ -592,7 +594,7 @@ static jattn_status run_backward(const void *call, const jattn_plan *plan, const
 
 /* Host arrays: the inputs (and the gradients that have gaps, so the gaps survive) and the key
  * padding copied in, dq, dk, dv copied back. */
-static jattn_status backward_host(const jattn_bwd_call *c, const jattn_plan *plan) {
+static jattn_status backward_host(const jattn_call *c, const jattn_plan *plan) {
     const jattn_problem *p = c->problem;
     const size_t nl = (size_t)(p->batch * p->heads * p->seq_q) * sizeof(float);
     const jattn_strides gq = c->g.dq, gk = c->g.dk, gv = c->g.dv;
@@ -614,7 +616,7 @@ static jattn_status backward_host(const jattn_bwd_call *c, const jattn_plan *pla
     return stage_host_call(c->ctx, c->cuda_stream, x, BWD_ARRAYS, nw, run_backward, c, plan);
 }
 
-static jattn_status cuda_backward(const jattn_bwd_call *c, const jattn_plan *plan) {
+static jattn_status cuda_backward(const jattn_call *c, const jattn_plan *plan) {
     if (c->memory == JATTN_MEMORY_DEVICE) {
         const bwd_pointers x = {.q = c->q,
                                 .k = c->k,

@@ -23,7 +23,7 @@ static jattn_status cuda_unavailable_forward(const jattn_call *c, const jattn_pl
     return jattn_fail(JATTN_ERROR_BACKEND_UNAVAILABLE, "backend: cuda is not built into this library");
 }
 
-static jattn_status cuda_unavailable_backward(const jattn_bwd_call *c, const jattn_plan *plan) {
+static jattn_status cuda_unavailable_backward(const jattn_call *c, const jattn_plan *plan) {
     (void)c;
     (void)plan;
     return jattn_fail(JATTN_ERROR_BACKEND_UNAVAILABLE, "backend: cuda is not built into this library");

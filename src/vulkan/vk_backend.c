@@ -55,6 +55,8 @@ static jattn_status vk_select(const jattn_problem *p, const jattn_exec *e, jattn
         return FAIL(JATTN_ERROR_UNSUPPORTED, "exec.memory: the vk backend takes host memory only (JATTN_MEMORY_HOST)");
     if (e->precision != JATTN_PRECISION_F32)
         return FAIL(JATTN_ERROR_UNSUPPORTED, "exec.precision: the vk backend computes f32 only");
+    const jattn_status refused = jattn_refuse_features(plan, JATTN_FEATURE_KEY_PADDING, "the vk backend");
+    if (refused != JATTN_OK) return refused;
     const int m = vk_module_for(d, p->head_dim);
     if (m < 0)
         return FAIL(JATTN_ERROR_UNSUPPORTED, "head_dim: %lld, the vk backend supports up to %d", (long long)p->head_dim,

@@ -38,6 +38,7 @@ int main(void) {
     FIELD(jattn_problem, k);
     FIELD(jattn_problem, v);
     FIELD(jattn_problem, out);
+    FIELD(jattn_problem, kv_heads);
 
     STRUCT(jattn_exec);
     FIELD(jattn_exec, backend);
@@ -47,6 +48,7 @@ int main(void) {
     FIELD(jattn_exec, cuda_stream);
     FIELD(jattn_exec, workspace);
     FIELD(jattn_exec, workspace_bytes);
+    FIELD(jattn_exec, alignment);
 
     STRUCT(jattn_selection);
     FIELD(jattn_selection, backend);
@@ -70,6 +72,20 @@ int main(void) {
     FIELD(jattn_key_padding, mask_keys);
     FIELD(jattn_key_padding, mask_batch_stride);
 
+    STRUCT(jattn_mask);
+    FIELD(jattn_mask, padding);
+    FIELD(jattn_mask, causal);
+    FIELD(jattn_mask, block_q);
+    FIELD(jattn_mask, block_kv);
+    FIELD(jattn_mask, num_blocks);
+    FIELD(jattn_mask, cu_seqlens_q);
+    FIELD(jattn_mask, cu_seqlens_kv);
+    FIELD(jattn_mask, num_segments);
+    FIELD(jattn_mask, segments_batch_stride);
+    FIELD(jattn_mask, key_bias);
+    FIELD(jattn_mask, key_bias_batch_stride);
+    FIELD(jattn_mask, key_bias_head_stride);
+
     STRUCT(jattn_grad_strides);
     FIELD(jattn_grad_strides, dout);
     FIELD(jattn_grad_strides, dq);
@@ -82,6 +98,8 @@ int main(void) {
     STRUCT(jattn_backend);
     STRUCT(jattn_precision);
     STRUCT(jattn_memory);
+    STRUCT(jattn_causal);
+    STRUCT(jattn_pass);
 
     JATTN_STATUS_LIST(STATUS)
     VALUE(JATTN_STATUS_COUNT);
@@ -94,6 +112,11 @@ int main(void) {
     VALUE(JATTN_PRECISION_TF32);
     VALUE(JATTN_MEMORY_HOST);
     VALUE(JATTN_MEMORY_DEVICE);
+    VALUE(JATTN_CAUSAL_NONE);
+    VALUE(JATTN_CAUSAL_TOP_LEFT);
+    VALUE(JATTN_CAUSAL_BOTTOM_RIGHT);
+    VALUE(JATTN_PASS_FORWARD);
+    VALUE(JATTN_PASS_BACKWARD);
     VALUE(JATTN_VERSION_MAJOR);
     VALUE(JATTN_VERSION_MINOR);
     VALUE(JATTN_VERSION_PATCH);
