@@ -16,6 +16,10 @@ int64_t kit_elems(const jattn_problem *p, int64_t seq);
  * 1 + (B-1)*s.batch + (H-1)*s.head + (seq-1)*s.token + (D-1), for strides >= 0. */
 int64_t kit_tensor_span(const jattn_problem *p, jattn_strides s, int64_t seq);
 
+/* The key/value heads of a problem (kv_heads, 0 meaning heads), and the elements k or v spans. */
+int64_t kit_kv_heads(const jattn_problem *p);
+int64_t kit_kv_span(const jattn_problem *p, jattn_strides s);
+
 /* 64-byte aligned allocation of n floats (NULL on failure or overflow); free with free(). */
 float *kit_alloc_floats(int64_t n);
 

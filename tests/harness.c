@@ -73,8 +73,8 @@ int jt_case_init(jt_case *c, const jattn_problem *p) {
     c->p = *p;
     int64_t nl = p->batch * p->heads * p->seq_q;
     c->q = alloc_guarded(kit_tensor_span(p, p->q, p->seq_q), &c->n_q);
-    c->k = alloc_guarded(kit_tensor_span(p, p->k, p->seq_kv), &c->n_k);
-    c->v = alloc_guarded(kit_tensor_span(p, p->v, p->seq_kv), &c->n_v);
+    c->k = alloc_guarded(kit_kv_span(p, p->k), &c->n_k);
+    c->v = alloc_guarded(kit_kv_span(p, p->v), &c->n_v);
     c->out = alloc_guarded(kit_tensor_span(p, p->out, p->seq_q), &c->n_out);
     c->ref = alloc_guarded(kit_tensor_span(p, p->out, p->seq_q), &c->n_out);
     int64_t n_lse;
@@ -117,10 +117,10 @@ typedef float (*draw_fn)(jt_rng *r, double amp);
 static float draw_uniform(jt_rng *r, double amp) { return (float)(amp * (2.0 * jt_uniform(r) - 1.0)); }
 static float draw_normal(jt_rng *r, double amp) { return (float)(amp * jt_normal(r)); }
 
-static void fill_tensor(const jattn_problem *p, float *x, jattn_strides s, int64_t seq, draw_fn draw, double amp,
-                        jt_rng *r) {
+static void fill_tensor(const jattn_problem *p, float *x, int64_t heads, jattn_strides s, int64_t seq, draw_fn draw,
+                        double amp, jt_rng *r) {
     for (int64_t b = 0; b < p->batch; b++)
-        for (int64_t h = 0; h < p->heads; h++)
+        for (int64_t h = 0; h < heads; h++)
             for (int64_t i = 0; i < seq; i++) {
                 float *row = x + b * s.batch + h * s.head + i * s.token;
                 for (int64_t d = 0; d < p->head_dim; d++) row[d] = draw(r, amp);
@@ -143,9 +143,9 @@ void jt_case_fill(jt_case *c, jt_dist d, jt_rng *r) {
     }
     default: break;
     }
-    fill_tensor(p, c->q, p->q, p->seq_q, qk_draw, qk_amp, r);
-    fill_tensor(p, c->k, p->k, p->seq_kv, qk_draw, qk_amp, r);
-    fill_tensor(p, c->v, p->v, p->seq_kv, v_draw, v_amp, r);
+    fill_tensor(p, c->q, p->heads, p->q, p->seq_q, qk_draw, qk_amp, r);
+    fill_tensor(p, c->k, kit_kv_heads(p), p->k, p->seq_kv, qk_draw, qk_amp, r);
+    fill_tensor(p, c->v, kit_kv_heads(p), p->v, p->seq_kv, v_draw, v_amp, r);
     c->input_hash = inputs_hash(c);
     size_t len = strlen(c->label);
     char *dist = strstr(c->label, " dist=");
@@ -155,10 +155,18 @@ void jt_case_fill(jt_case *c, jt_dist d, jt_rng *r) {
 
 void jt_case_seal(jt_case *c) { c->input_hash = inputs_hash(c); }
 
+const jattn_mask *jt_case_mask(const jt_case *c, jattn_mask *scratch) {
+    if (c->mask || !c->padding) return c->mask;
+    memset(scratch, 0, sizeof *scratch);
+    scratch->padding = *c->padding;
+    return scratch;
+}
+
 jattn_status jt_case_reference(jt_case *c) {
     jattn_exec e = {0};
     e.backend = JATTN_BACKEND_REF;
-    return jattn_forward_padded(NULL, &c->p, &e, c->q, c->k, c->v, c->padding, c->ref, c->ref_lse);
+    jattn_mask m;
+    return jattn_forward_masked(NULL, &c->p, &e, c->q, c->k, c->v, jt_case_mask(c, &m), c->ref, c->ref_lse);
 }
 
 /* ---- the check ---- */
@@ -221,7 +229,9 @@ int jt_case_check(jt_case *c, const jattn_exec *exec, int want_lse) {
 
     const char *bname = jattn_backend_name(e->backend);
     const char *prec = e->precision == JATTN_PRECISION_TF32 ? "tf32" : "f32";
-    jattn_status st = jattn_forward_padded(NULL, p, e, c->q, c->k, c->v, c->padding, c->out, want_lse ? c->lse : NULL);
+    jattn_mask m;
+    jattn_status st =
+        jattn_forward_masked(NULL, p, e, c->q, c->k, c->v, jt_case_mask(c, &m), c->out, want_lse ? c->lse : NULL);
     if (st != JATTN_OK) {
         printf("FAIL %s backend=%s %s: %s: %s (seed %llu)\n", c->label, bname ? bname : "?", prec,
                jattn_status_name(st), jattn_last_error(), (unsigned long long)jt_seed());

@@ -51,6 +51,8 @@ typedef struct jt_case {
     uint64_t input_hash;              /* of q, k, v as filled, to prove no input was modified */
     const jattn_key_padding *padding; /* NULL (jt_case_init), or the key padding of every call:
                                          the reference and the checked call both apply it */
+    const jattn_mask *mask;           /* NULL (jt_case_init), or the mask of every call (it wins
+                                         over `padding`); k and v have the problem's kv_heads */
     char label[200];
 } jt_case;
 
@@ -66,6 +68,9 @@ void jt_case_fill(jt_case *c, jt_dist d, jt_rng *r);
 /* Records the hash of q, k, v after a test filled them by hand (jt_case_fill does this
  * itself), so that jt_case_check can prove no input was modified. */
 void jt_case_seal(jt_case *c);
+
+/* The mask a case's calls take: c->mask, else one holding c->padding (in *scratch), else NULL. */
+const jattn_mask *jt_case_mask(const jt_case *c, jattn_mask *scratch);
 
 /* Computes the reference output and lse with the ref backend. @return the status. */
 jattn_status jt_case_reference(jt_case *c);
