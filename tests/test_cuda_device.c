@@ -1,9 +1,9 @@
 /* The cuda backend on device pointers and through its context: results on the caller's
  * stream match the float64 reference; a CUDA graph capture replays to the same bits; 4-byte
  * (not 16-byte) aligned pointers work; an output overlapping an input is rejected before any
- * launch; the context allocates device memory once per size; every kernel version (v1, v4, v6,
- * v7) passes the gate of each precision it takes; forced sm_90a versions refuse (UNSUPPORTED,
- * naming the reason) what they cannot run and run v7 for a call whose pointers miss their alignment; the
+ * launch; the context allocates device memory once per size; every kernel version (v1, v6, v7)
+ * passes the gate of each precision it takes; the forced sm_90a version (v6) refuses (UNSUPPORTED,
+ * naming the reason) what it cannot run and runs v7 for a call whose pointers miss its alignment; the
  * same call twice gives the same bits (every version and precision); a caller's workspace is
  * used as given (no allocation) and one too small is refused; key padding in device memory
  * runs on every kernel version, in a graph, on a caller workspace.
@@ -211,9 +211,9 @@ static int device_is_sm90(void) {
     return 10 * major + minor == 90; /* ATTENTION_SM90_CC (src/cuda/attention_sm90.h) */
 }
 
-static int is_sm90_version(int ver) { return ver == JATTN_CUDA_KERNEL_V4 || ver == JATTN_CUDA_KERNEL_V6; }
+static int is_sm90_version(int ver) { return ver == JATTN_CUDA_KERNEL_V6; }
 
-/* Why a forced sm_90a version (v4, v6) must refuse (p, e), as the word its error message must name, or NULL. */
+/* Why a forced sm_90a version (v6) must refuse (p, e), as the word its error message must name, or NULL. */
 static const char *sm90_must_refuse(const jattn_problem *p, const jattn_exec *e) {
     (void)e; /* both precisions run */
     if (!device_is_sm90()) return "device";
@@ -236,9 +236,8 @@ static int expect_sm90_refusal(const jattn_problem *p, const jattn_exec *e, cons
 /* Every kernel version against the reference, each precision it takes, on shapes each one
  * takes; a forced sm_90a version on a shape it does not take must refuse. */
 static void test_versions(jt_rng *rng) {
-    /* v4 picks its instance per call (f16x2_plan): at D = 128 the 2-CTA one, but for the 3-CTA
-     * one at (1,24,720,33,128) on a 132-SM device (288 CTAs: two waves of two per SM, one of
-     * three); (1,2,65,600,128) splits its keys over a cluster of two */
+    /* (1,24,720,33,128) and (1,2,65,600,128): a short grid with long rows and the reverse (the
+     * instances of the removed v4; v7 picks its warps per CTA by the grid) */
     static const int64_t shapes[][5] = {{1, 2, 65, 130, 64},   {2, 1, 7, 33, 128},   {1, 2, 100, 77, 256},
                                         {1, 1, 129, 200, 32},  {1, 3, 40, 1, 8},     {1, 1, 33, 65, 24},
                                         {1, 2, 130, 257, 128}, {1, 2, 65, 600, 128}, {1, 24, 720, 33, 128},
@@ -307,8 +306,8 @@ static void test_versions(jt_rng *rng) {
 }
 
 /* Determinism (jattn.h): the same call twice on device pointers gives the same bits, out and
- * lse, for each kernel version and precision, including v4's split-key path (a short grid
- * with long rows: two CTAs of a cluster per query block) and v4's plain one. */
+ * lse, for each kernel version and precision, on a short grid with long rows and on longer
+ * grids. */
 static void test_repeatable(jt_rng *rng, cudaStream_t s) {
     static const int64_t shapes[][5] = {
         {1, 2, 65, 1000, 128}, {2, 2, 130, 257, 64}, {1, 2, 33, 77, 96}, {1, 1, 17, 9, 200}};
@@ -357,11 +356,10 @@ static void test_repeatable(jt_rng *rng, cudaStream_t s) {
     }
 }
 
-/* The automatic choice on a 9.0 device: v6 wherever it takes the problem (D 64 and 128, both
- * precisions, short and long grids, the long one where v5 used to be chosen); v4 where only v6
- * refuses (a sequence beyond its 128-query CTAs' 32-bit index: selection only, nothing runs);
- * else v7; v1 for seq_kv == 1 and for D beyond v7's limits (and, off a 9.0 device, sequences beyond
- * v7's 32-bit index). */
+/* The automatic choice (the ladder of src/cuda/NOTES.md) on a 9.0 device: v6 wherever it takes the
+ * problem (D 64 and 128, both precisions, short and long grids, the long one where v5 used to be
+ * chosen); else v7; v1 for seq_kv == 1, for D beyond v7's limits and for sequences beyond the
+ * 32-bit index of v6's and v7's 128-query CTAs (selection only, nothing runs). */
 static void test_auto_choice(void) {
     int dev = 0, sms = 0, l2 = 0;
     CUDA_OK(cudaGetDevice(&dev));
@@ -369,7 +367,7 @@ static void test_auto_choice(void) {
     CUDA_OK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev));
     const int64_t long_q = 128 * (int64_t)sms;               /* with 4 heads: 4 waves */
     const int64_t long_kv = (int64_t)l2 / (2 * 8 * 128) + 1; /* just over half the L2 at D = 128 */
-    const int64_t beyond_v6 = INT32_MAX - 100;               /* v6 takes <= 2^31 - 129, v4 <= 2^31 - 65 */
+    const int64_t beyond_v6 = INT32_MAX - 100;               /* v6 and v7 take <= 2^31 - 129 */
     const struct {
         int64_t h, sq, skv, d;
     } cases[] = {{2, 33, 77, 128},
@@ -388,9 +386,9 @@ static void test_auto_choice(void) {
         jattn_problem p = jattn_problem_flux(1, cases[i].h, cases[i].sq, cases[i].skv, cases[i].d);
         const int sm90 = (cases[i].d == 64 || cases[i].d == 128) && device_is_sm90();
         const int v6_takes = cases[i].sq <= INT32_MAX - 128 && cases[i].skv <= INT32_MAX - 128;
-        /* v7 indexes with 32 bits as v6 does: beyond v6's sequences, off sm_90a, v1 runs */
-        const int v1 = cases[i].skv == 1 || cases[i].d > JATTN_CUDA_V7_MAX_HEAD_DIM || (!sm90 && !v6_takes);
-        const char *want = v1 ? "cuda_v1" : sm90 && v6_takes ? "cuda_v6" : sm90 ? "cuda_v4" : "cuda_v7";
+        /* v7 indexes with 32 bits as v6 does: beyond v6's sequences v1 runs */
+        const int v1 = cases[i].skv == 1 || cases[i].d > JATTN_CUDA_V7_MAX_HEAD_DIM || !v6_takes;
+        const char *want = v1 ? "cuda_v1" : sm90 ? "cuda_v6" : "cuda_v7";
         for (int pi = 0; pi < 2; pi++) {
             jattn_exec e = {0};
             e.backend = JATTN_BACKEND_CUDA;
@@ -406,7 +404,7 @@ static void test_auto_choice(void) {
     }
 }
 
-/* Forced sm_90a versions on device pointers: 16-byte aligned ones run the version forced; 4-byte
+/* The forced sm_90a version on device pointers: 16-byte aligned ones run the version forced; 4-byte
  * aligned ones run v7 for that call (the result still meets the gate); strides that are no
  * multiple of 4 elements are refused at selection, naming the strides. Only on a 9.0 device
  * (elsewhere test_versions checks the refusal). */
@@ -441,7 +439,7 @@ static void test_sm90_device_pointers(jt_case *c, cudaStream_t s, jattn_cuda_ker
     jattn_cuda_set_kernel(JATTN_CUDA_KERNEL_AUTO);
 }
 
-/* A caller workspace on device pointers (v4 where it runs): the size jattn_workspace_size
+/* A caller workspace on device pointers (v6 or v7's split K and V): the size jattn_workspace_size
  * reports is enough, the call allocates nothing and meets the gate; one byte less than the
  * kernel needs (the reported size includes 63 bytes of alignment slack, none of which a
  * 256-byte aligned cudaMalloc pointer loses) is refused with WORKSPACE_TOO_SMALL naming
@@ -456,10 +454,10 @@ static void test_caller_workspace(jt_case *c, cudaStream_t s) {
         jt_tally_add(&tally, jt_expect_status(jattn_workspace_size(&c->p, &e, &bytes), JATTN_OK, "workspace_size"));
         jattn_selection sel;
         jt_tally_add(&tally, jt_expect_status(jattn_select(&c->p, &e, &sel), JATTN_OK, "select"));
-        /* every kernel reports the key padding's region, v4 and v6 their split K and V on top */
-        const int v4 = strncmp(sel.kernel, "cuda_v4", 7) == 0 || strncmp(sel.kernel, "cuda_v6", 7) == 0;
+        /* every kernel reports the key padding's region, v6 and v7 their split K and V on top */
+        const int split = strncmp(sel.kernel, "cuda_v6", 7) == 0 || strncmp(sel.kernel, "cuda_v7", 7) == 0;
         const size_t padding = jattn_cuda_padding_bytes(c->p.batch, c->p.seq_kv);
-        const int sized = v4 ? bytes > padding + 63 : bytes == padding + 63;
+        const int sized = split ? bytes > padding + 63 : bytes == padding + 63;
         if (!sized) printf("FAIL workspace of %zu bytes for kernel %s\n", bytes, sel.kernel);
         jt_tally_add(&tally, sized);
         void *ws = NULL;
@@ -525,16 +523,15 @@ static void test_padding_device(jt_rng *r, cudaStream_t s) {
     CUDA_OK(cudaMemcpy(dlen, lens, sizeof lens, cudaMemcpyHostToDevice));
     CUDA_OK(cudaMemcpy(dmask, mask, sizeof mask, cudaMemcpyHostToDevice));
     jattn_key_padding dkp = {dlen, dmask, B, Skv, 0};
-    const jattn_cuda_kernel versions[4] = {JATTN_CUDA_KERNEL_V1, JATTN_CUDA_KERNEL_V4, JATTN_CUDA_KERNEL_V6,
-                                           JATTN_CUDA_KERNEL_V7};
+    const jattn_cuda_kernel versions[3] = {JATTN_CUDA_KERNEL_V1, JATTN_CUDA_KERNEL_V6, JATTN_CUDA_KERNEL_V7};
     float *first = malloc(d.no * sizeof(float)), *again = malloc(d.no * sizeof(float));
-    for (int vi = 0; vi < 4; vi++) {
+    for (int vi = 0; vi < 3; vi++) {
         jattn_cuda_set_kernel(versions[vi]);
         for (int pi = 0; pi < 2; pi++) {
             const jattn_precision prec = pi ? JATTN_PRECISION_TF32 : JATTN_PRECISION_F32;
             jattn_exec e = device_exec(s, prec);
             jattn_selection sel;
-            if (jattn_select(&p, &e, &sel) != JATTN_OK) continue; /* v4/v6 off a 9.0 device */
+            if (jattn_select(&p, &e, &sel) != JATTN_OK) continue; /* v6 off a 9.0 device */
             char what[96];
             snprintf(what, sizeof what, "padding on device pointers, %s", sel.kernel);
             dev_poison(&d, &c);
@@ -634,7 +631,6 @@ int main(void) {
     test_versions(&rng);
     test_auto_choice();
     test_repeatable(&rng, s);
-    test_sm90_device_pointers(&c, s, JATTN_CUDA_KERNEL_V4);
     test_sm90_device_pointers(&c, s, JATTN_CUDA_KERNEL_V6);
     test_caller_workspace(&small, s);
     test_padding_device(&rng, s);

@@ -9,7 +9,7 @@
  *
  * usage: test_padding BACKEND      (a jattn_backend_name, or auto). Exits 77 (skipped) when the
  *        backend is not present. A backend that takes tf32 precision is also checked in it;
- *        JATTN_CUDA_KERNEL=v1|v2|v4|v6|v7 picks the kernel version (bench/gpu/run.sh runs each). */
+ *        JATTN_CUDA_KERNEL=v1|v6|v7 picks the kernel version (bench/gpu/run.sh runs each). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

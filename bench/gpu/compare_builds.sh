@@ -5,18 +5,19 @@
 # (--seed), and the selected kernel the same. For changes that move code without touching
 # arithmetic (e.g. the refactor of the launch path), run against a build of the commit before.
 #   sh bench/gpu/compare_builds.sh build/tools/jattn /path/to/other/build/tools/jattn
+# VERSIONS: the versions (default "auto 1 6 7": AUTO's choice, then each kept version forced).
 # Exit status 0 when every case is identical (the same bits, or the same refusal by both).
 A=${1:?usage: compare_builds.sh JATTN_A JATTN_B}; B=${2:?usage: compare_builds.sh JATTN_A JATTN_B}
 T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
 fail=0; n=0
-for v in 1 2 4 6; do
+for v in ${VERSIONS:-auto 1 6 7}; do
   for prec in f32 tf32; do
     for shape in "--heads 4 --seq 1536 --dim 128" "--heads 3 --seq 333 --seq-kv 517 --dim 64" \
                  "--batch 2 --heads 2 --seq 200 --dim 128 --kv-len 150,77" "--heads 2 --seq 64 --dim 40"; do
       for side in A B; do
         eval bin=\$$side
         # shellcheck disable=SC2086
-        JATTN_CUDA_KERNEL=v$v "$bin" run --backend cuda --precision $prec $shape --seed 7 --reps 1 --no-check \
+        JATTN_CUDA_KERNEL=$([ "$v" = auto ] || echo "v$v") "$bin" run --backend cuda --precision $prec $shape --seed 7 --reps 1 --no-check \
           --json --out "$T/o_$side.npy" --lse "$T/l_$side.npy" > "$T/r_$side.json" 2>&1
       done
       n=$((n + 1))

@@ -2,8 +2,8 @@
  * each (version, precision), warm up, time `reps` calls each bracketed by CUDA events on a
  * stream of its own, report the median; then check the output against the float64 reference
  * of sampled query rows (kit/reference.h: about 16 rows per head, evenly spaced). Kernels that need a
- * device workspace (v4) get one from the caller, sized by jattn_workspace_size, as an engine
- * passes it; the time includes v4's pre-pass.
+ * device workspace (v6, v7: their split K and V) get one from the caller, sized by
+ * jattn_workspace_size, as an engine passes it; the time includes their pre-pass.
  *
  * usage: jattn_gpu_bench [B,H,S,D | B,H,Sq,Skv,D ...]   (default: the five shapes of issue 4)
  * prints: RESULT <impl> <B> <H> <Sq> <D> <median us> <TFLOP/s> <rel_l2> <max_abs> <kernel> reps=N skv=Skv
@@ -122,7 +122,7 @@ int main(int argc, char **argv) {
                 e.cuda_stream = stream;
                 jattn_selection sel;
                 if (jattn_select(&p, &e, &sel) != JATTN_OK) continue;
-                /* a caller workspace, as an engine would pass (v4's split K and V) */
+                /* a caller workspace, as an engine would pass (v6's or v7's split K and V) */
                 size_t ws_bytes = 0;
                 void *ws = NULL;
                 if (jattn_workspace_size(&p, &e, &ws_bytes) == JATTN_OK && ws_bytes > 0) {

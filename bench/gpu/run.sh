@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU harness (issue 4), one run on the GPU machine, from the repository root:
 #   build (cmake -DJATTN_CUDA=ON) -> GPU tests (the parity suite, device-pointer tests, edges)
-#   -> the parity suite once more on the forced kernels (v1, v4, v6) ->
+#   -> the parity suite once more on the forced kernels (v1, v6, v7) ->
 #   compute-sanitizer memcheck, racecheck, synccheck, initcheck over the GPU tests on their small
 #   shapes -> the f32 error's tail on single-row peaky cases (accuracy_tail) -> benchmark: jattn
 #   kernel versions (f32, tf32) and PyTorch SDPA (fp32 efficient-attention, bf16 cuDNN) at the
@@ -16,14 +16,14 @@
 #        JATTN_SANITIZE_TIMEOUT=seconds per compute-sanitizer run (default 300)
 #        JATTN_TEST_TIMEOUT=seconds per test of the parity3 step (default 600)
 #        JATTN_SANITIZE_TOOLS="memcheck ..." and JATTN_SANITIZE_TESTS="test|test ..." (|-separated;
-#        a v1..v6 prefix forces that kernel) narrow the sanitize step
+#        a vN prefix forces that kernel) narrow the sanitize step
 #        JATTN_GPU_SHAPES="1,24,1536,128 ..." (default: the five shapes of issue 4)
-#        JATTN_BENCH_VERSIONS=v1,v4,v6,v7 (which kernel versions the bench times)
-#        JATTN_PARITY_VERSIONS="v1 v4 v6" (the forced versions of the parity3 step)
+#        JATTN_BENCH_VERSIONS=v1,v6,v7 (which kernel versions the bench times)
+#        JATTN_PARITY_VERSIONS="v1 v6 v7" (the forced versions of the parity3 step)
 #        JATTN_TEST_KERNELS="auto v6" (the test step runs the GPU tests once per entry: auto = the
 #        default choice, vN = JATTN_CUDA_KERNEL=vN forced)
-#        JATTN_TAIL_KERNELS="auto v4" (the tail step's peaky tail once per entry, as above)
-#        JATTN_NCU_VERSION=v4 (the version the ncu step profiles)
+#        JATTN_TAIL_KERNELS="auto v7" (the tail step's peaky tail once per entry, as above)
+#        JATTN_NCU_VERSION=v6 (the version the ncu step profiles)
 #        JATTN_CPU_BENCH_CAP=seconds: the hook that runs bench/cpu/run.sh when the step "cpu"
 #        is asked for (output to $OUT/cpu.txt)
 set -u -o pipefail
@@ -31,7 +31,7 @@ cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build-gpu}
 OUT=${OUT:-$BUILD/out}
 STEPS=${JATTN_GPU_STEPS:-"build test parity3 sanitize tail sass bench jattn padding"}   # also: ab, ncu, cpu
-export JATTN_BENCH_VERSIONS=${JATTN_BENCH_VERSIONS:-v1,v4,v6,v7}
+export JATTN_BENCH_VERSIONS=${JATTN_BENCH_VERSIONS:-v1,v6,v7}
 SHAPES=${JATTN_GPU_SHAPES:-}
 mkdir -p "$OUT"
 status=0
@@ -57,7 +57,7 @@ if has sass; then
   cuobjdump -sass "$obj" > /tmp/v7.sass 2>&1
   awk '/Function :/{f=$3} /HMMA/{h[f]++} /LDL|STL/{l[f]++} END{for(k in h) printf "%-70s HMMA %5d  LDL/STL %d\n", k, h[k], l[k]+0}' /tmp/v7.sass
   grep -m3 HMMA /tmp/v7.sass
-  for src in attention_v4_sm90_f16x2 attention_v6_sm90_fa3_f16x2; do
+  for src in attention_v6_sm90_fa3_f16x2; do
     note "sass ($src: HGMMA count, local memory; only the sm_90a instances have a body)"
     obj=$(find "$BUILD" -name "$src.cu.o" | head -1)
     cuobjdump -sass "$obj" > /tmp/sm90.sass 2>&1
@@ -99,9 +99,10 @@ worst_large_f32() {
 }
 
 if has parity3; then
-  # The parity suite once more on each forced kernel version: v1 takes every problem, v4 and v6
-  # (sm_90a) D 64 and 128 (their refusals of other D are expected and counted apart).
-  for ver in ${JATTN_PARITY_VERSIONS:-v1 v4 v6}; do
+  # The parity suite once more on each forced kernel version: v1 and v7 take every problem (v7 runs
+  # a single key and D > 256 on v1), v6 (sm_90a) D 64 and 128 (its refusals of other D are expected
+  # and counted apart).
+  for ver in ${JATTN_PARITY_VERSIONS:-v1 v6 v7}; do
     note "parity suite on kernel $ver (JATTN_CUDA_KERNEL=$ver)"
     JATTN_CUDA_KERNEL=$ver JATTN_TEST_VERBOSE=1 timeout "${JATTN_TEST_TIMEOUT:-600}" "$BUILD/tests/test_parity" cuda > "$OUT/parity_$ver.log" 2>&1 ||
       echo "$ver parity: rc=$? (124: timed out)"
@@ -125,17 +126,17 @@ fi
 
 if has sanitize; then
   # Every tool over: sanitize_small (each kernel version and precision on odd shapes), the GPU
-  # tests on their quick (small) shapes with the default kernels, with v6 forced, and with v4
-  # forced (its instance chosen per call). A test's own failures give rc 1; a sanitizer finding
+  # tests on their quick (small) shapes with the default kernels, with v6 forced, and with v7
+  # forced (its warps per CTA chosen per call). A test's own failures give rc 1; a sanitizer finding
   # gives rc 3 (--error-exitcode).
   note "compute-sanitizer (memcheck racecheck synccheck initcheck) over sanitize_small and the GPU tests"
   : > "$OUT/sanitize.log"
-  SAN_TESTS=${JATTN_SANITIZE_TESTS:-sanitize_small|tests/test_parity cuda|v6 tests/test_parity cuda|v4 tests/test_parity cuda|tests/test_padding cuda|tests/test_cuda_device|tests/test_edges cuda}
+  SAN_TESTS=${JATTN_SANITIZE_TESTS:-sanitize_small|tests/test_parity cuda|v6 tests/test_parity cuda|v7 tests/test_parity cuda|tests/test_padding cuda|tests/test_cuda_device|tests/test_edges cuda}
   IFS='|' read -r -a san_tests <<< "$SAN_TESTS"
   for tool in ${JATTN_SANITIZE_TOOLS:-memcheck racecheck synccheck initcheck}; do
     for t in "${san_tests[@]}"; do
       env=(JATTN_TEST_QUICK=1)
-      case $t in v[1-6]\ *) env+=(JATTN_CUDA_KERNEL=${t%% *}); t=${t#* } ;; esac
+      case $t in v[1-9]\ *) env+=(JATTN_CUDA_KERNEL=${t%% *}); t=${t#* } ;; esac
       echo "---- $tool ${env[*]} $t" >> "$OUT/sanitize.log"
       env "${env[@]}" timeout "${JATTN_SANITIZE_TIMEOUT:-300}" compute-sanitizer --tool $tool --error-exitcode 3 $BUILD/$t >> "$OUT/sanitize.log" 2>&1
       rc=$?
@@ -170,7 +171,7 @@ fi
 
 if has ncu; then
   # Profile of a forced kernel version at (1,24,4608,128), the clocks left alone (METHOD.md).
-  nv=${JATTN_NCU_VERSION:-v4}
+  nv=${JATTN_NCU_VERSION:-v6}
   note "ncu: $nv f32 at (1,24,4608,128)"
   JATTN_BENCH_VERSIONS=$nv JATTN_BENCH_REPS=1 timeout 300 ncu --clock-control none -k regex:attention_f32_sm90 -c 1 --set full \
     --import-source no --page details "$BUILD/jattn_gpu_bench" 1,24,4608,128 > "$OUT/ncu_$nv.txt" 2>&1

@@ -1,6 +1,6 @@
-/* attention_sm90.h: the launch contract of the sm_90a wgmma kernels of the cuda backend (v4 and
- * v6), launched through the one launcher family of cuda_internal.h (jattn_cuda_launch_v4, v6):
- * src/cuda/NOTES.md's version table. Their design,
+/* attention_sm90.h: the launch contract of the sm_90a wgmma kernels of the cuda backend (the
+ * forward v6, launched through the one launcher family of cuda_internal.h, jattn_cuda_launch_v6;
+ * the backward v2 takes the same problems): src/cuda/NOTES.md's version table. Their design,
  * ceilings and predictions, step by step: JOURNAL.md.
  *
  * What it computes (docs/DESIGN.md §1), for every batch b < B and head h < H:
@@ -8,7 +8,7 @@
  *     out[i,d]   = sum_j softmax(S[i,:])[j] * v[b,h,j,d]
  *     lse[b,h,i] = max_j S[i,j] + log(sum_j exp(S[i,j] - max))      (when lse != NULL)
  *
- * Contract of jattn_cuda_launch_v4() and jattn_cuda_launch_v6():
+ * Contract of jattn_cuda_launch_v6():
  *  - Device: the current device must have compute capability 9.0 (wgmma, sm_90a); on any
  *    other the call returns cudaErrorNoKernelImageForDevice and enqueues nothing. The file
  *    also compiles for other targets (e.g. the library's compute_80 PTX), where the kernel
@@ -25,7 +25,7 @@
  *    fp16 parts (2xFP16) in both products, fp32 accumulation, meets the f32 gate of
  *    docs/DESIGN.md §2; JATTN_PRECISION_TF32 = one product (hi*hi) for P V (tf32 gate): Q K^T
  *    stays three products (logit errors are amplified by the softmax).
- *  - Stream: the caller's; the call only enqueues one kernel. No allocation, no
+ *  - Stream: the caller's; the call only enqueues its pre-pass and its kernel. No allocation, no
  *    synchronisation, no host round trip, so it can be captured in a CUDA graph.
  *    It sets the kernel's dynamic shared memory limit (cudaFuncSetAttribute) on each call.
  *  - q, k, v are read only; out (and lse) must not overlap them.
@@ -80,11 +80,6 @@ attention_sm90_support attention_sm90_shape_supported(int64_t batch, int64_t hea
  *         pointers and their alignment), else the first reason they cannot. Host-only, no CUDA
  *         call (sm90_contract.c). */
 attention_sm90_support attention_f32_sm90_wgmma_supported(const jattn_cuda_args *args);
-
-/* Kernel v4 splits K and V into two scaled fp16 parts (2xFP16) in a pre-pass
- * (attention_v4_split_kv_f16x2.cu) that writes them into its workspace: device memory of
- * this many bytes, 16-byte aligned, not shared with a concurrent call (about K plus V). */
-size_t attention_f32_sm90_f16x2_workspace_bytes(int64_t batch, int64_t heads, int64_t seq_kv, int64_t head_dim);
 
 /* Kernel v6 (jattn_cuda_launch_v6, attention_v6_sm90_fa3_f16x2.cu) has its own pre-pass
  * (attention_v6_split_kv_f16x2.cu), which writes the split K and V tiles as shared-memory images

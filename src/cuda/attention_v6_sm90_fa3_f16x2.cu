@@ -10,7 +10,7 @@
  *        tile plus its scales and flags; with key padding, kv_count [B] (key_padding.cuh): the
  *        keys batch b attends, packed in order by the pre-pass.
  * Writes out [B, H, Sq, D] through its strides (float2 stores); lse [B, H, Sq] contiguous
- *        (natural log) when not NULL. Contract: attention_sm90.h (as v4's, plus its workspace).
+ *        (natural log) when not NULL. Contract: attention_sm90.h (plus its workspace).
  *
  * Why: v4 (and v5, removed since) run the transposed orientation (S^T = K Q^T), whose column softmax needs
  * shuffles across the warp, a cross-warp exchange through shared memory and two barriers per
@@ -563,7 +563,7 @@ cudaError_t v6_launch(const V6Params &p, dim3 grid, cudaStream_t stream) {
 extern "C" cudaError_t split_kv_f16x2_v6(const jattn_cuda_args *a, void *workspace, cudaStream_t stream);
 
 /* Kernel v6 on `stream` (cuda_internal.h's launcher shape): the pre-pass, then the attention
- * (contract: attention_sm90.h, as v4's, key padding included; workspace:
+ * (contract: attention_sm90.h, key padding included; workspace:
  * attention_f32_sm90_fa3_f16x2_workspace_bytes() bytes, 16-byte aligned).
  * @return cudaSuccess when both kernels were enqueued; cudaErrorInvalidValue for arguments
  *         attention_f32_sm90_wgmma_supported() rejects, seq_q or seq_kv above 2^31 - 129, or a

@@ -38,7 +38,7 @@ static void probe_device(void) {
         (void)cudaGetLastError();
         return;
     }
-    const char *env = getenv("JATTN_CUDA_KERNEL"); /* v1, v4, v6, v7, or 1, 4, 6, 7 */
+    const char *env = getenv("JATTN_CUDA_KERNEL"); /* v1, v6, v7, or 1, 6, 7 */
     if (env && env[0] == 'v') env++;
     for (int k = JATTN_CUDA_KERNEL_V1; env && k < JATTN_CUDA_KERNEL_COUNT; k++)
         if (env[0] == '0' + k && env[1] == '\0' && jattn_cuda_kernel_exists((jattn_cuda_kernel)k))
@@ -114,14 +114,13 @@ static const cuda_version *walk_refusals(const cuda_version *ver, int forced, co
 /* AUTO starts at v6 wherever it takes the problem: on the H200 (2026-12-01,
  * bench/results/h200-2026-12-01-v6/library and library-r2) it passed every GPU test in both
  * precisions at D 64 and 128, repeated bit for bit, and was the fastest version at every measured
- * shape: f32 1.38-1.71x v4 at D = 128 (1.60x v5 at (1,40,32768,128), where v5 had been the
- * default), tf32 1.42-1.85x v4, D = 64 1.38-1.70x v4. From there AUTO walks the refusal fallbacks
- * (cuda_versions.c): v4 where v6 refuses (sequences beyond its 32-bit 128-query CTAs) and on a
- * 9.0 device for the problems v4 takes (D 64 or 128, strides a multiple of 4 elements), else v7
- * (mma.sync 2xFP16: every other head_dim up to 256 on a 9.0 device, every problem up to 256 on the
- * other devices), else v1; and v1 for seq_kv == 1, where it returns the v row
- * bit for bit (weight exp(0)/exp(0) = 1; a split of v would not). A forced version stays as forced or fails (naming
- * why), but for v7, which falls back to v1 beyond its limits.
+ * shape: f32 1.38-1.71x v4 (the default before it) at D = 128 (1.60x v5 at (1,40,32768,128)), tf32
+ * 1.42-1.85x v4, D = 64 1.38-1.70x v4. From there AUTO walks the refusal fallbacks
+ * (cuda_versions.c): v7 where v6 refuses (mma.sync 2xFP16: every other head_dim up to 256 on a 9.0
+ * device, every problem up to 256 on the other devices), else v1; and v1 for seq_kv == 1, where it
+ * returns the v row bit for bit (weight exp(0)/exp(0) = 1; a split of v would not). The ladder as
+ * one table: src/cuda/NOTES.md. A forced version stays as forced or fails (naming why), but for
+ * v7, which falls back to v1 beyond its limits.
  * @return the version, or NULL with *why set. */
 static const cuda_version *version_for(const jattn_problem *p, jattn_precision precision, int cc, const char **why) {
     const jattn_cuda_kernel forced = (jattn_cuda_kernel)atomic_load(&kernel_choice);

@@ -46,21 +46,21 @@ typedef struct jattn_cuda_args {
     jattn_cuda_strides dout_strides, dq_strides, dk_strides, dv_strides;
 } jattn_cuda_args;
 
-/* The kernel versions kept side by side (see each file's opening comment). */
+/* The kernel versions kept side by side (see each file's opening comment); which one AUTO runs
+ * where: the ladder table of src/cuda/NOTES.md. */
 typedef enum jattn_cuda_kernel {
-    JATTN_CUDA_KERNEL_AUTO = 0, /* v6 where it applies, else v4, else v7, else v1 (cuda_backend.c) */
+    JATTN_CUDA_KERNEL_AUTO = 0, /* the ladder (src/cuda/NOTES.md): v6 where it applies, else v7, else v1 */
     JATTN_CUDA_KERNEL_V1 = 1,   /* attention_v1_simt.cu: plain fp32 SIMT, any D <= 512 */
     /* 2: v2 (mma.sync m16n8k8 3xTF32), removed: superseded by v7 (src/cuda/JOURNAL.md) */
     /* 3: v3 (sm_90a wgmma 3xTF32), removed: superseded by v4 and v6 (src/cuda/JOURNAL.md) */
-    JATTN_CUDA_KERNEL_V4 = 4, /* attention_v4_sm90_f16x2.cu: sm_90a wgmma on 2xFP16 operands split
-                               * by a pre-pass into a device workspace: device 9.0, D 64 or 128,
-                               * strides multiples of 4 (select refuses a forced v4 otherwise),
-                               * pointers 16-byte aligned (else that call runs v2) */
+    /* 4: v4 (sm_90a wgmma 2xFP16, transposed), removed: superseded by v6 (src/cuda/JOURNAL.md) */
     /* 5: v5 (v4's arithmetic warp-specialized), removed: superseded by v6 (src/cuda/JOURNAL.md) */
-    JATTN_CUDA_KERNEL_V6 = 6, /* attention_v6_sm90_fa3_f16x2.cu: 2xFP16 in the FlashAttention-3 orientation
-                               * (S = Q K^T, the row softmax in registers), warp-specialized, its own
-                               * pre-pass and workspace; v4's limits, seq_q and seq_kv <= 2^31 - 129
-                               * and seq_kv >= 2 (v1 runs a single key, as AUTO does) */
+    JATTN_CUDA_KERNEL_V6 = 6, /* attention_v6_sm90_fa3_f16x2.cu: sm_90a wgmma on 2xFP16 operands in the
+                               * FlashAttention-3 orientation (S = Q K^T, the row softmax in registers),
+                               * warp-specialized, its own pre-pass and workspace: device 9.0, D 64 or
+                               * 128, strides multiples of 4 (select refuses a forced v6 otherwise),
+                               * seq_q and seq_kv <= 2^31 - 129 and seq_kv >= 2 (v1 runs a single key,
+                               * as AUTO does); pointers 16-byte aligned (else that call runs v7) */
     JATTN_CUDA_KERNEL_V7 = 7, /* attention_v7_mma_f16x2.cu: 2xFP16 on mma.sync m16n8k16 (sm_80 and newer),
                                * its own pre-pass and workspace; any head_dim up to 256, any strides,
                                * key padding; seq_kv >= 2 */
@@ -83,7 +83,7 @@ static inline jattn_precision jattn_cuda_arithmetic(jattn_precision precision, i
 #define JATTN_CUDA_V1_MAX_HEAD_DIM 512
 #define JATTN_CUDA_V7_MAX_HEAD_DIM 256
 #define JATTN_CUDA_V7_MAX_SEQ (INT32_MAX - 128) /* its 128-query CTAs index rows with 32 bits */
-/* v4's to v6's limits are those of their launch contract (attention_sm90.h). */
+/* v6's limits are those of the sm_90a launch contract (attention_sm90.h). */
 
 /* Device bytes of the key padding's pre-pass output for a problem: kv_count and kv_index
  * (each region 256-byte aligned). Every kernel's workspace includes them. */
@@ -98,13 +98,12 @@ int jattn_cuda_launch_padding(const int64_t *kv_len, const uint8_t *mask, int64_
                               void *out, const int **count, const int **index, void *stream);
 
 /* The launchers, one per version and all of one shape: enqueue the version's kernel(s) on
- * `stream` (a cudaStream_t) for `a`, with `workspace` its own device workspace (v4:
- * attention_f32_sm90_f16x2_workspace_bytes(); v6: attention_f32_sm90_fa3_f16x2_workspace_bytes();
- * 16-byte aligned; NULL for the others). No allocation, no synchronisation. v4 and v6 refuse
- * (cudaErrorInvalidValue, nothing enqueued) arguments outside their contract (attention_sm90.h).
+ * `stream` (a cudaStream_t) for `a`, with `workspace` its own device workspace (v6:
+ * attention_f32_sm90_fa3_f16x2_workspace_bytes(); v7: jattn_cuda_v7_workspace_bytes(); 16-byte
+ * aligned; NULL for v1). No allocation, no synchronisation. v6 refuses (cudaErrorInvalidValue,
+ * nothing enqueued) arguments outside its contract (attention_sm90.h).
  * @return the cudaError_t of the launch (as int; 0 = cudaSuccess). */
 int jattn_cuda_launch_v1(const jattn_cuda_args *a, void *workspace, void *stream); /* attention_v1_simt.cu */
-int jattn_cuda_launch_v4(const jattn_cuda_args *a, void *workspace, void *stream); /* attention_v4_sm90_f16x2.cu */
 int jattn_cuda_launch_v6(const jattn_cuda_args *a, void *workspace, void *stream); /* attention_v6_sm90_fa3_f16x2.cu */
 int jattn_cuda_launch_v7(const jattn_cuda_args *a, void *workspace, void *stream); /* attention_v7_mma_f16x2.cu */
 
@@ -184,11 +183,10 @@ typedef enum jattn_cuda_bwd_kernel {
 void jattn_cuda_set_bwd_kernel(jattn_cuda_bwd_kernel k);
 
 /* Forces a kernel version for every later call of this process (AUTO restores the default;
- * the environment variable JATTN_CUDA_KERNEL=v1|v2|v4|v6|v7 sets the initial value). The
- * fallbacks are those of the versions' table (cuda_versions.c): v2 falls back to v1 where it
- * cannot run a problem; v4 and v6 make jattn_select() fail with UNSUPPORTED (naming the reason)
- * where they cannot, and a forward() whose pointers miss their 16-byte alignment runs v2 for
- * that call. */
+ * the environment variable JATTN_CUDA_KERNEL=v1|v6|v7 sets the initial value). The fallbacks are
+ * those of the versions' table (cuda_versions.c): v7 falls back to v1 where it cannot run a
+ * problem; v6 makes jattn_select() fail with UNSUPPORTED (naming the reason) where it cannot, and a
+ * forward() whose pointers miss its 16-byte alignment runs v7 for that call. */
 void jattn_cuda_set_kernel(jattn_cuda_kernel k);
 jattn_cuda_kernel jattn_cuda_get_kernel(void);
 

@@ -6,35 +6,29 @@
 
 #include "attention_sm90.h"
 
-/* Why v4 and v6 cannot run a problem (a message for jattn_fail), or NULL when they can,
- * pointers aside: their alignment is known in forward() only. The limits are those of the
- * launch contract (attention_sm90.h, checked by sm90_contract.c); v6 adds its own below. */
+/* Why the sm_90a kernels (v6, the backward v2) cannot run a problem (a message for jattn_fail), or
+ * NULL when they can, pointers aside: their alignment is known in forward() only. The limits are
+ * those of the launch contract (attention_sm90.h, checked by sm90_contract.c); v6 adds its own below. */
 static const char *sm90_refusal(const jattn_problem *p, int cc) {
-    if (cc != ATTENTION_SM90_CC) return "device: kernels v4 and v6 (sm_90a wgmma) need compute capability 9.0";
+    if (cc != ATTENTION_SM90_CC) return "device: the sm_90a kernels (wgmma) need compute capability 9.0";
     const jattn_cuda_strides strides[4] = {{p->q.batch, p->q.head, p->q.token},
                                            {p->k.batch, p->k.head, p->k.token},
                                            {p->v.batch, p->v.head, p->v.token},
                                            {p->out.batch, p->out.head, p->out.token}};
     switch (attention_sm90_shape_supported(p->batch, p->heads, p->seq_q, p->seq_kv, p->head_dim, strides)) {
     case ATTENTION_SM90_SUPPORTED: return NULL;
-    case ATTENTION_SM90_BAD_HEAD_DIM: return "head_dim: kernels v4 and v6 take 64 or 128";
+    case ATTENTION_SM90_BAD_HEAD_DIM: return "head_dim: the sm_90a kernels take 64 or 128";
     case ATTENTION_SM90_MISALIGNED:
-        return "strides: kernels v4 and v6 need every stride of q, k, v, out a non-negative multiple of 4 elements";
+        return "strides: the sm_90a kernels need every stride of q, k, v, out a non-negative multiple of 4 elements";
     default:
         if (p->batch > ATTENTION_SM90_MAX_GRID || p->heads > ATTENTION_SM90_MAX_GRID)
-            return "batch/heads: kernels v4 and v6 take at most 65535 each";
-        return "seq_q/seq_kv: kernels v4 and v6 take at most 2^31 - 65 (their 64-row tiles index with 32 bits)";
+            return "batch/heads: the sm_90a kernels take at most 65535 each";
+        return "seq_q/seq_kv: the sm_90a kernels take at most 2^31 - 65 (their 64-row tiles index with 32 bits)";
     }
 }
 
-/* v4: the sm_90a contract, both precisions. */
-static const char *v4_refusal(const jattn_problem *p, jattn_precision precision, int cc) {
-    (void)precision;
-    return sm90_refusal(p, cc);
-}
-
-/* v6 takes what v4 takes, but for 128-query CTAs (one more bit of the row index) and a
- * single key: its split of v does not return the v row bit for bit, which v1 does (AUTO runs
+/* v6: the sm_90a contract, both precisions, but for 128-query CTAs (one more bit of the row index)
+ * and a single key: its split of v does not return the v row bit for bit, which v1 does (AUTO runs
  * v1 there). */
 static const char *v6_refusal(const jattn_problem *p, jattn_precision precision, int cc) {
     (void)precision;
@@ -56,18 +50,14 @@ static const char *v1_refusal(const jattn_problem *p, jattn_precision precision,
     return NULL;
 }
 
-/* Whether an sm_90a version can run this call (the launch contract of attention_sm90.h, which
- * adds the pointers' alignment to what sm90_refusal checked). */
+/* Whether v6 can run this call (the launch contract of attention_sm90.h, which adds the pointers'
+ * alignment to what sm90_refusal checked). */
 static int sm90_call_refused(const jattn_cuda_args *a) {
     return attention_f32_sm90_wgmma_supported(a) != ATTENTION_SM90_SUPPORTED;
 }
 
-/* v4's own device workspace (the split K and V); v1 needs none. */
-static size_t f16x2_workspace_bytes(const jattn_problem *p) {
-    return attention_f32_sm90_f16x2_workspace_bytes(p->batch, p->heads, p->seq_kv, p->head_dim);
-}
-
-/* v6's: its split K and V tiles as shared-memory images (attention_v6_split_kv_f16x2.cu). */
+/* v6's own device workspace: its split K and V tiles as shared-memory images
+ * (attention_v6_split_kv_f16x2.cu); v1 needs none. */
 static size_t v6_workspace_bytes(const jattn_problem *p) {
     return attention_f32_sm90_fa3_f16x2_workspace_bytes(p->batch, p->heads, p->seq_kv, p->head_dim);
 }
@@ -93,32 +83,22 @@ static size_t v7_workspace_bytes(const jattn_problem *p) {
 
 #define FWD(k) (&jattn_cuda_versions[JATTN_CUDA_KERNEL_##k])
 
-/* Names give the method. Numbers 2, 3 and 5 were v2, v3 and v5 (removed: src/cuda/JOURNAL.md). */
+/* Names give the method. Numbers 2, 3, 4 and 5 were v2, v3, v4 and v5 (removed: src/cuda/JOURNAL.md). */
 const cuda_version jattn_cuda_versions[JATTN_CUDA_KERNEL_COUNT] = {
     [JATTN_CUDA_KERNEL_V1] = {.name = {"cuda_v1_flash_f32_simt_8x32", "cuda_v1_flash_f32_simt_8x32"},
                               .refusal = v1_refusal,
                               .launch = jattn_cuda_launch_v1},
-    /* a problem it refuses runs v7 under AUTO; so does a call with misaligned pointers, or whose
-     * workspace the pool cannot give (v7 takes any alignment; v3, then v2, ran them until removed) */
-    [JATTN_CUDA_KERNEL_V4] = {.name = {"cuda_v4_flash_f16x2_sm90_wgmma_st_64x64",
-                                       "cuda_v4_flash_qk_f16x2_pv_f16_sm90_wgmma_st_64x64"},
-                              .refusal = v4_refusal,
-                              .call_refused = sm90_call_refused,
-                              .workspace_bytes = f16x2_workspace_bytes,
-                              .launch = jattn_cuda_launch_v4,
-                              .refused_next = FWD(V7),
-                              .call_next = FWD(V7)},
-    /* v6 takes key padding; a problem it refuses runs v4 under AUTO; a call with misaligned
-     * pointers, or whose workspace the pool cannot give, runs v4 (which walks on to v7 as its own
-     * row says) */
+    /* v6 takes key padding; a problem it refuses runs v7 under AUTO; so does a call with misaligned
+     * pointers, or whose workspace the pool cannot give (v7 takes any alignment, and walks on to v1
+     * as its own row says; v4 ran them until it was removed) */
     [JATTN_CUDA_KERNEL_V6] = {.name = {"cuda_v6_flash_f16x2_sm90_fa3_ws_128x64",
                                        "cuda_v6_flash_qk_f16x2_pv_f16_sm90_fa3_ws_128x64"},
                               .refusal = v6_refusal,
                               .call_refused = sm90_call_refused,
                               .workspace_bytes = v6_workspace_bytes,
                               .launch = jattn_cuda_launch_v6,
-                              .refused_next = FWD(V4),
-                              .call_next = FWD(V4)},
+                              .refused_next = FWD(V7),
+                              .call_next = FWD(V7)},
     /* v7 runs every device and head_dim the sm_90a kernels do not; what it refuses (a single key,
      * head_dim above 256) runs v1, forced or not, and so does a call whose workspace the pool cannot
      * give (v1 needs none) */

@@ -1,4 +1,4 @@
-/* The launch contract of the sm_90a kernels (v4, v6; attention_sm90.h), checked on the
+/* The launch contract of the sm_90a kernels (v6, the backward v2; attention_sm90.h), checked on the
  * host: the one place its limits are tested, for the kernels' launchers and for the backend's
  * selection alike. Plain C, no CUDA call. */
 #include <math.h>

@@ -1,7 +1,6 @@
-/* sm90_wgmma_ptx.cuh: building blocks shared by the sm_90a attention kernels (v4, v6, the
- * backward v2): the kernel argument, the 128-byte-swizzled K-major shared-memory layout and its
- * wgmma descriptors, wgmma / fence / cluster wrappers (inline PTX). Internal to src/cuda; every
- * symbol has internal linkage.
+/* sm90_wgmma_ptx.cuh: building blocks shared by the sm_90a attention kernels (v6, the backward
+ * v2): the 128-byte-swizzled K-major shared-memory layout and its wgmma descriptors, wgmma and
+ * fence wrappers (inline PTX). Internal to src/cuda; every symbol has internal linkage.
  *
  * Shared memory layout of a K-major operand tile of R rows (R % 8 == 0), the "128B swizzle"
  * canonical layout of the wgmma descriptor: each row's K extent is cut into blocks of 128 bytes
@@ -25,47 +24,6 @@ namespace {
 constexpr int kSwizzleBytes = 128;                   /* 128-byte swizzle: one swizzle row */
 constexpr int kSwizzleAtomBytes = 8 * kSwizzleBytes; /* 8 rows: the SBO and the alignment */
 constexpr float kLog2e = 1.4426950408889634f;
-
-/* Parameters by value (the kernel argument). */
-struct Params {
-    const float *q, *k, *v;
-    float *out, *lse;
-    int64_t q_b, q_h, q_t, k_b, k_h, k_t, v_b, v_h, v_t, o_b, o_h, o_t;
-    int heads, seq_q, seq_kv;
-    float scale;
-    int kv_split;                   /* _st kernel: 1, or 2 (clusters of two CTAs share a query block's keys) */
-    const int *kv_count, *kv_index; /* key padding (jattn_cuda_args), or NULL */
-};
-
-/* The kernel argument of a (supported) call. */
-inline Params params_from_args(const jattn_cuda_args *a) {
-    Params p;
-    p.q = a->q;
-    p.k = a->k;
-    p.v = a->v;
-    p.out = a->out;
-    p.lse = a->lse;
-    p.q_b = a->q_strides.batch;
-    p.q_h = a->q_strides.head;
-    p.q_t = a->q_strides.token;
-    p.k_b = a->k_strides.batch;
-    p.k_h = a->k_strides.head;
-    p.k_t = a->k_strides.token;
-    p.v_b = a->v_strides.batch;
-    p.v_h = a->v_strides.head;
-    p.v_t = a->v_strides.token;
-    p.o_b = a->out_strides.batch;
-    p.o_h = a->out_strides.head;
-    p.o_t = a->out_strides.token;
-    p.heads = (int)a->heads;
-    p.seq_q = (int)a->seq_q;
-    p.seq_kv = (int)a->seq_kv;
-    p.scale = a->scale;
-    p.kv_split = 1;
-    p.kv_count = a->kv_count;
-    p.kv_index = a->kv_index;
-    return p;
-}
 
 /* The current device, when it is compute capability 9.0 (the sm_90a kernels' only target):
  * cudaSuccess with *dev set; else the CUDA error of the query or cudaErrorNoKernelImageForDevice. */
@@ -126,46 +84,6 @@ __device__ __forceinline__ float exp2_approx(float x) {
     return y;
 }
 
-/* ---- per-thread asynchronous copies (cp.async): global -> shared, 16 bytes ---- */
-
-__device__ __forceinline__ void cp_async_16(uint32_t saddr, const void *gptr) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(saddr), "l"(gptr) : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-/* This thread's copies have landed (visible to this thread; other threads need a barrier). */
-__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
-
-/* ---- thread-block clusters (the split-key merge of the _st kernel) ---- */
-
-__device__ __forceinline__ uint32_t cluster_ctarank() {
-    uint32_t r;
-    asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
-    return r;
-}
-
-/* Every thread of every CTA of the cluster arrives and waits; shared-memory writes before it
- * (local or remote) are visible to every CTA of the cluster after it. */
-__device__ __forceinline__ void cluster_sync() {
-    asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
-}
-
-/* The shared::cluster address of shared-memory address `saddr` in the CTA of rank `rank`. */
-__device__ __forceinline__ uint32_t cluster_map(uint32_t saddr, uint32_t rank) {
-    uint32_t r;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(saddr), "r"(rank));
-    return r;
-}
-
-__device__ __forceinline__ void st_cluster_v4(uint32_t addr, float4 v) {
-    asm volatile("st.shared::cluster.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "f"(v.x), "f"(v.y), "f"(v.z),
-                 "f"(v.w)
-                 : "memory");
-}
-
-__device__ __forceinline__ void st_cluster_f32(uint32_t addr, float v) {
-    asm volatile("st.shared::cluster.f32 [%0], %1;\n" ::"r"(addr), "f"(v) : "memory");
-}
-
 /* The value of x, opaque to the optimizer: keeps the dozens of per-slice descriptors from
  * being hoisted out of the key loop into (scarce) registers; they are recomputed with one
  * add each where they are used. */
@@ -196,8 +114,8 @@ __device__ __forceinline__ void fence_regs(uint32_t (&r)[N][4]) {
 
 /* D[64 x 64] (+)= A[64 x 16] * B; A from registers (four f16x2: rows g and g+8 of the warp's 16,
  * columns 2c..2c+1 then 2c+8..2c+9), B from shared memory: TRANS_B = 0, B[64 x 16]^T K-major
- * (S = Q K^T of v4, O = P V there); TRANS_B = 1, B[16 x 64] MN-major (imm-trans-b = 1: v6's
- * O = P V with V stored key by key, head_dim 64). */
+ * (the form of the removed v4); TRANS_B = 1, B[16 x 64] MN-major (imm-trans-b = 1: v6's O = P V
+ * with V stored key by key, head_dim 64, and the backward v2's products). */
 template <int TRANS_B = 0>
 __device__ __forceinline__ void wgmma_m64n64k16_f16_rs(float (&d)[32], const uint32_t (&a)[4], uint64_t desc_b,
                                                        int accumulate) {

@@ -1,0 +1,62 @@
+#!/bin/sh
+# "No behaviour change" check of the cuda kernels without a GPU: the PTX of every .cu file of
+# src/cuda (and src/parallel) in two source trees, compiled alike for each virtual architecture,
+# compared file by file. A kernel whose PTX is the same computes the same bits.
+#
+# usage: sh bench/gpu/ptx_compare.sh TREE_BEFORE TREE_AFTER [ARCHS] [JOBS]
+#   TREE_*  source trees (e.g. `git archive f87fba9 | tar -x -C /tmp/base`, and this checkout)
+#   ARCHS   virtual architectures, default "compute_80 compute_90a"; JOBS default 2
+#   NVCC    the compiler (default nvcc); OUT keeps the PTX (default a temporary folder); with
+#           REUSE_BEFORE=1 a PTX of TREE_BEFORE already under OUT is not compiled again
+# The flags are the library's CUDA flags that reach device code (src/cuda/sources.cmake and the
+# Release build: -std=c++17 -O3 -DNDEBUG, the definitions and include folders of jattn_objects).
+# Prints one line per file and architecture: "same", "DIFF", "only before" (removed), "only after"
+# (new). Exit 0 when no kept file differs, 1 otherwise.
+set -eu
+A=$(cd "${1:?source tree before}" && pwd)
+B=$(cd "${2:?source tree after}" && pwd)
+ARCHS=${3:-compute_80 compute_90a}
+JOBS=${4:-2}
+NVCC=${NVCC:-nvcc}
+OUT=${OUT:-$(mktemp -d "${TMPDIR:-/tmp}/ptx_compare.XXXXXX")}
+mkdir -p "$OUT"
+echo "PTX under $OUT ($($NVCC --version | tail -1))"
+
+list() { (cd "$1" && ls src/cuda/*.cu src/parallel/*.cu 2>/dev/null) | sort; }
+list "$A" >"$OUT/files.before"
+list "$B" >"$OUT/files.after"
+: >"$OUT/jobs"
+for arch in $ARCHS; do
+    comm -12 "$OUT/files.before" "$OUT/files.after" | while read -r f; do
+        echo "A $f $arch" >>"$OUT/jobs"
+        echo "B $f $arch" >>"$OUT/jobs"
+    done
+done
+export OUT NVCC A B REUSE_BEFORE="${REUSE_BEFORE:-0}"
+# shellcheck disable=SC2016
+xargs -P "$JOBS" -L 1 sh -c '
+    side=$0 f=$1 arch=$2
+    [ "$side" = A ] && tree=$A || tree=$B
+    dst=$OUT/$side/$arch/$(echo "$f" | tr / _).ptx
+    [ "$side" = A ] && [ "$REUSE_BEFORE" = 1 ] && [ -s "$dst" ] && exit 0
+    mkdir -p "$(dirname "$dst")"
+    "$NVCC" -ptx -std=c++17 -O3 -DNDEBUG -DJATTN_BUILDING -D_POSIX_C_SOURCE=200809L -I"$tree/include" \
+        -I"$tree/src" -arch="$arch" "$tree/$f" -o "$dst" || echo "nvcc failed: $side $f $arch" >&2
+' <"$OUT/jobs"
+
+status=0
+for arch in $ARCHS; do
+    comm -12 "$OUT/files.before" "$OUT/files.after" | while read -r f; do
+        name=$(echo "$f" | tr / _).ptx
+        if [ -s "$OUT/A/$arch/$name" ] && cmp -s "$OUT/A/$arch/$name" "$OUT/B/$arch/$name"; then
+            echo "same         $arch $f ($(wc -l <"$OUT/A/$arch/$name") lines)"
+        else
+            echo "DIFF         $arch $f"
+        fi
+    done
+done | tee "$OUT/result"
+comm -23 "$OUT/files.before" "$OUT/files.after" | sed 's/^/only before  /'
+comm -13 "$OUT/files.before" "$OUT/files.after" | sed 's/^/only after   /'
+grep -q "^DIFF" "$OUT/result" && status=1
+echo "ptx_compare: $(grep -c '^same' "$OUT/result") same, $(grep -c '^DIFF' "$OUT/result") different"
+exit $status
