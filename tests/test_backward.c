@@ -30,9 +30,9 @@
  *               caller workspace in device memory (exec.memory = DEVICE), the arrays copied back
  *   graph       (cuda) a backward captured into a CUDA graph, replayed twice: bit-identical to a
  *               direct call (determinism on the device), and within the gate
- * A shape a backend refuses with UNSUPPORTED naming head_dim (the cuda backward takes D <= 256; its
- * v1, when forced, D <= 128) is reported as skipped, never as passed. JATTN_CUDA_BWD_KERNEL=v1|v2|v3
- * forces a cuda backward version for the whole battery (ctest runs it with v3 forced too).
+ * A shape a backend refuses with UNSUPPORTED naming head_dim (the cuda backward takes D <= 256) is
+ * reported as skipped, never as passed. JATTN_CUDA_BWD_KERNEL=v2|v3 forces a cuda backward version
+ * for the whole battery (ctest runs it with v3 forced too).
  *
  * usage: test_backward BACKEND [PART]   (a jattn_backend_name, or auto; PART one of the above,
  * default all). Exits 77 when the backend has no backward in this build or on this machine (cuda:
@@ -461,12 +461,11 @@ static jattn_status bcase_run(bcase *bc, const jattn_exec *e, const jattn_key_pa
 static jattn_backend backend; /* the backend under test */
 
 /* 1 (after printing "skip") when the backend refused the call as its documented limits say: the
- * cuda backward refuses head_dim > 256 (its v1, when forced, > 128) with UNSUPPORTED naming head_dim.
- * Never counted as passed. */
+ * cuda backward refuses head_dim > 256 with UNSUPPORTED naming head_dim. Never counted as passed. */
 static int refused_as_documented(jattn_status st, const jattn_problem *p, const char *label) {
     const char *msg = jattn_last_error();
     if (st != JATTN_ERROR_UNSUPPORTED || backend != JATTN_BACKEND_CUDA || !strstr(msg, "head_dim") ||
-        !(p->head_dim > 256 || (p->head_dim > 128 && strstr(msg, "bwd_v1"))))
+        p->head_dim <= 256)
         return 0;
     printf("skip %s: %s\n", label, jattn_last_error());
     return 1;

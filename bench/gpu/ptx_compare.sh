@@ -7,7 +7,7 @@
 #   TREE_*  source trees (e.g. `git archive f87fba9 | tar -x -C /tmp/base`, and this checkout)
 #   ARCHS   virtual architectures, default "compute_80 compute_90a"; JOBS default 2
 #   NVCC    the compiler (default nvcc); OUT keeps the PTX (default a temporary folder); with
-#           REUSE_BEFORE=1 a PTX of TREE_BEFORE already under OUT is not compiled again
+#           REUSE_BEFORE=1 the PTX of TREE_BEFORE already under OUT (OUT/A) is not compiled again
 # The flags are the library's CUDA flags that reach device code (src/cuda/sources.cmake and the
 # Release build: -std=c++17 -O3 -DNDEBUG, the definitions and include folders of jattn_objects).
 # Prints one line per file and architecture: "same", "DIFF", "only before" (removed), "only after"
@@ -27,22 +27,28 @@ list "$A" >"$OUT/files.before"
 list "$B" >"$OUT/files.after"
 : >"$OUT/jobs"
 for arch in $ARCHS; do
-    comm -12 "$OUT/files.before" "$OUT/files.after" | while read -r f; do
-        echo "A $f $arch" >>"$OUT/jobs"
-        echo "B $f $arch" >>"$OUT/jobs"
-    done
+    comm -12 "$OUT/files.before" "$OUT/files.after" | while read -r f; do echo "$f $arch" >>"$OUT/jobs"; done
 done
-export OUT NVCC A B REUSE_BEFORE="${REUSE_BEFORE:-0}"
-# shellcheck disable=SC2016
-xargs -P "$JOBS" -L 1 sh -c '
-    side=$0 f=$1 arch=$2
+# Each tree is compiled from the same folder, $OUT/tree: nvcc names anonymous namespaces after the
+# source's absolute path, so two folders would differ in every mangled name.
+export OUT NVCC
+for side in A B; do
     [ "$side" = A ] && tree=$A || tree=$B
-    dst=$OUT/$side/$arch/$(echo "$f" | tr / _).ptx
-    [ "$side" = A ] && [ "$REUSE_BEFORE" = 1 ] && [ -s "$dst" ] && exit 0
-    mkdir -p "$(dirname "$dst")"
-    "$NVCC" -ptx -std=c++17 -O3 -DNDEBUG -DJATTN_BUILDING -D_POSIX_C_SOURCE=200809L -I"$tree/include" \
-        -I"$tree/src" -arch="$arch" "$tree/$f" -o "$dst" || echo "nvcc failed: $side $f $arch" >&2
-' <"$OUT/jobs"
+    if [ "$side" = A ] && [ "${REUSE_BEFORE:-0}" = 1 ] && [ -d "$OUT/A" ]; then continue; fi
+    rm -rf "$OUT/tree" "$OUT/$side"
+    mkdir -p "$OUT/tree"
+    cp -R "$tree/include" "$tree/src" "$OUT/tree/"
+    # shellcheck disable=SC2016
+    SIDE=$side xargs -P "$JOBS" -L 1 sh -c '
+        f=$0 arch=$1
+        dst=$OUT/$SIDE/$arch/$(echo "$f" | tr / _).ptx
+        mkdir -p "$(dirname "$dst")"
+        cd "$OUT/tree" && "$NVCC" -ptx -std=c++17 -O3 -DNDEBUG -DJATTN_BUILDING -D_POSIX_C_SOURCE=200809L \
+            -I"$OUT/tree/include" -I"$OUT/tree/src" -arch="$arch" "$OUT/tree/$f" -o "$dst" ||
+            echo "nvcc failed: $SIDE $f $arch" >&2
+    ' <"$OUT/jobs"
+done
+rm -rf "$OUT/tree"
 
 status=0
 for arch in $ARCHS; do

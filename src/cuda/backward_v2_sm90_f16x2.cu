@@ -24,7 +24,7 @@
  *           both operands from shared memory; the 2 D/16 corrections (hi*lo, lo*hi) in one chain,
  *           hi*hi one k16 slice at a time into a fresh accumulator added by Kahan summation into a
  *           (big, cor) pair: the tensor core's fp32 accumulation of the hi*hi chain is the
- *           error that matters for S (backward v1's measurement, src/cuda/NOTES.md), and an error
+ *           error that matters for S (the removed backward v1's measurement, src/cuda/JOURNAL.md), and an error
  *           e in S is a relative error e in P.
  *        2. P = exp((big u - lse) + cor u), u the two tiles' power-of-two unscale (exact);
  *           lse per query (a row in dQ, a column in dK / dV, from the q record); keys past seq_kv
@@ -50,9 +50,9 @@
  * next product (as v6's P).
  * Shared memory (D = 128): row images 2 consumers x 2 records x 32 KB, ring 3 x 32 KB, the ring's
  * record extras 3 x 528 B: 226 KB of the 227.
- * Not taken (the launcher runs backward v1 instead): key padding, tf32 precision, pointers or
+ * Not taken (the launcher runs backward v3 instead): key padding, tf32 precision, pointers or
  * strides not float4-aligned, B*H > 65535; one key (cuda_versions.c). Non-finite inputs are not
- * handled (as v1), nor float32's denormal range: the tile's power of two is clamped at 2^126, so
+ * handled (as the removed v1's), nor float32's denormal range: the tile's power of two is clamped at 2^126, so
  * values below about 2^-129 lose bits (v6's forward pre-scales such v tiles by 2^64). As in every
  * 2xFP16 split (f16x2_split.cuh), an element more than 2^17 below its tile's largest keeps an
  * absolute error under 2^-39 of that largest.

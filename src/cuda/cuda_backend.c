@@ -43,10 +43,11 @@ static void probe_device(void) {
     for (int k = JATTN_CUDA_KERNEL_V1; env && k < JATTN_CUDA_KERNEL_COUNT; k++)
         if (env[0] == '0' + k && env[1] == '\0' && jattn_cuda_kernel_exists((jattn_cuda_kernel)k))
             atomic_store(&kernel_choice, k);
-    const char *benv = getenv("JATTN_CUDA_BWD_KERNEL"); /* v1, v2, v3, or 1, 2, 3 */
+    const char *benv = getenv("JATTN_CUDA_BWD_KERNEL"); /* v2, v3, or 2, 3 */
     if (benv && benv[0] == 'v') benv++;
-    for (int k = JATTN_CUDA_BWD_KERNEL_V1; benv && k < JATTN_CUDA_BWD_KERNEL_COUNT; k++)
-        if (benv[0] == '0' + k && benv[1] == '\0') atomic_store(&bwd_kernel_choice, k);
+    for (int k = JATTN_CUDA_BWD_KERNEL_AUTO + 1; benv && k < JATTN_CUDA_BWD_KERNEL_COUNT; k++)
+        if (benv[0] == '0' + k && benv[1] == '\0' && jattn_cuda_bwd_kernel_exists((jattn_cuda_bwd_kernel)k))
+            atomic_store(&bwd_kernel_choice, k);
     device.present = 1;
 }
 
@@ -80,7 +81,7 @@ void jattn_cuda_set_kernel(jattn_cuda_kernel k) {
 
 void jattn_cuda_set_bwd_kernel(jattn_cuda_bwd_kernel k) {
     pthread_once(&device_once, probe_device); /* so the environment does not override it later */
-    if ((int)k >= 0 && k < JATTN_CUDA_BWD_KERNEL_COUNT) atomic_store(&bwd_kernel_choice, (int)k);
+    if (k == JATTN_CUDA_BWD_KERNEL_AUTO || jattn_cuda_bwd_kernel_exists(k)) atomic_store(&bwd_kernel_choice, (int)k);
 }
 
 jattn_cuda_kernel jattn_cuda_get_kernel(void) {
@@ -469,10 +470,10 @@ static void cuda_release_ctx(jattn_ctx *ctx) {
  * 4608 / 16384 (v1: 0.27x / 0.30x). */
 #define BWD_AUTO_V2 1
 
-/* The backward kernel (cuda_versions.c): the forced one (JATTN_CUDA_BWD_KERNEL=v1|v2|v3 or
+/* The backward kernel (cuda_versions.c): the forced one (JATTN_CUDA_BWD_KERNEL=v2|v3 or
  * jattn_cuda_set_bwd_kernel), else v2 (sm_90a wgmma, 2xFP16) under AUTO (BWD_AUTO_V2), walking
  * the refusal fallbacks: v2 refuses tf32 and what its kernels cannot run, and falls back to v3
- * (mma.sync 2xFP16, every device, head_dim up to 256) forced or not; v1 runs only when forced. The
+ * (mma.sync 2xFP16, every device, head_dim up to 256) forced or not. The
  * forward's kernel choice (JATTN_CUDA_KERNEL) does not apply to it. The one place the backward's
  * version is chosen (a call v2 then refuses at launch, key padding or alignment, runs v3:
  * launch_backward). */
@@ -497,8 +498,7 @@ static jattn_status cuda_select_backward(const jattn_problem *p, const jattn_exe
 }
 
 /* The device workspace of a backward call: the key padding's region (as the forward's), then the
- * kernel's own (v1: Dl and each row's dominant P, 12 bytes per query row; v2, v3: their tile records; v2's never
- * less than v3's). */
+ * kernel's own (v2, v3: their tile records; v2's never less than v3's). */
 static size_t cuda_workspace_size_backward(const jattn_problem *p, const jattn_exec *e, const jattn_plan *plan) {
     (void)e;
     return padding_bytes(p) + kernel_bytes(p, plan->kernel);

@@ -113,29 +113,14 @@ size_t jattn_cuda_v7_workspace_bytes(int64_t batch, int64_t heads, int64_t seq_k
 
 /* ---- the backward (jattn_backward) ---- */
 
-/* Limits of the backward kernels (backward_v1_mma_tf32x3.cu). */
-#define JATTN_CUDA_BWD_MAX_HEAD_DIM 128
-
-/* Device bytes of the backward v1's own workspace (after the key padding's region): the row
- * terms Dl = dO.O - dlse as float hi + lo pairs, then each row's exact P of its P >= 1/2 element
- * (one float), B * H * Sq of each (256-byte aligned). */
-size_t jattn_cuda_bwd_v1_workspace_bytes(int64_t batch, int64_t heads, int64_t seq_q);
-
-/* Enqueues the backward v1 (backward_v1_mma_tf32x3.cu) on `stream`: the Dl pre-pass, for a
- * key-padded call the +0 fill of dk and dv, the dQ kernel, the dK/dV kernel. `workspace`:
- * jattn_cuda_bwd_v1_workspace_bytes(), 16-byte aligned. No allocation, no synchronisation.
- * Refuses (cudaErrorInvalidValue, nothing enqueued) head_dim > JATTN_CUDA_BWD_MAX_HEAD_DIM.
- * @return the cudaError_t of the launches (as int; 0 = cudaSuccess). */
-int jattn_cuda_launch_bwd_v1(const jattn_cuda_args *a, void *workspace, void *stream);
-
 /* Device bytes of the backward v2's own workspace (backward_v2_sm90_f16x2.cu: the tile records of
- * q, dout, k, v split into 2xFP16, about 2 B H (Sq + Skv) D x 4 bytes; never less than v1's, so that
- * a call v2 does not take runs v1 in it). */
+ * q, dout, k, v split into 2xFP16, about 2 B H (Sq + Skv) D x 4 bytes; never less than v3's, so that
+ * a call v2 does not take runs v3 in it). */
 size_t jattn_cuda_bwd_v2_workspace_bytes(int64_t batch, int64_t heads, int64_t seq_q, int64_t seq_kv, int64_t head_dim);
 
 /* Whether the backward v2 cannot run this call (what only the launch knows: f32 precision only, no
  * key padding, every pointer 16-byte aligned and every stride a non-negative multiple of 4; D 64 or
- * 128; B*H <= 65535); the backend then runs v1. */
+ * 128; B*H <= 65535); the backend then runs v3. */
 int jattn_cuda_bwd_v2_call_refused(const jattn_cuda_args *a);
 
 /* Enqueues the backward v2 (backward_v2_sm90_f16x2.cu: sm_90a wgmma on 2xFP16 operands) on
@@ -164,13 +149,13 @@ size_t jattn_cuda_bwd_v3_workspace_bytes(int64_t batch, int64_t heads, int64_t s
 int jattn_cuda_launch_bwd_v3(const jattn_cuda_args *a, void *workspace, void *stream);
 
 /* The backward's kernel choice. AUTO: v2 on 9.0 devices where it takes the problem (f32, D 64 or 128,
- * strides multiples of 4, seq_kv >= 2; cuda_backend.c, BWD_AUTO_V2), else v3 (every head_dim up to 256,
- * every device, tf32 as f32); a call v2 refuses at launch (key padding, alignment) runs v3. A forced v2
- * falls back to v3 where it cannot run (so the whole test battery runs with it forced); a forced v1 or v3
- * runs that version everywhere it takes. */
+ * strides multiples of 4, seq_kv >= 2), else v3 (every head_dim up to 256, every device, tf32 as f32);
+ * a call v2 refuses at launch (key padding, alignment) runs v3: the ladder of src/cuda/NOTES.md. A
+ * forced v2 falls back to v3 where it cannot run (so the whole test battery runs with it forced); a
+ * forced v3 runs everywhere it takes. */
 typedef enum jattn_cuda_bwd_kernel {
     JATTN_CUDA_BWD_KERNEL_AUTO = 0,
-    JATTN_CUDA_BWD_KERNEL_V1 = 1, /* backward_v1_mma_tf32x3.cu */
+    /* 1: the backward v1 (mma.sync 3xTF32), removed: superseded by v3 (src/cuda/JOURNAL.md) */
     JATTN_CUDA_BWD_KERNEL_V2 = 2, /* backward_v2_sm90_f16x2.cu */
     JATTN_CUDA_BWD_KERNEL_V3 = 3, /* backward_v3_mma_f16x2.cu */
     JATTN_CUDA_BWD_KERNEL_COUNT = 4
@@ -179,8 +164,12 @@ typedef enum jattn_cuda_bwd_kernel {
 /* ---- knobs and counters for tests and the harness ---- */
 
 /* Forces the backward's kernel for every later call of this process (AUTO restores the default;
- * the environment variable JATTN_CUDA_BWD_KERNEL=v1|v2|v3 sets the initial value). */
+ * the environment variable JATTN_CUDA_BWD_KERNEL=v2|v3 sets the initial value). */
 void jattn_cuda_set_bwd_kernel(jattn_cuda_bwd_kernel k);
+
+/* Whether k is a backward version of the library (the number of the removed v1 stays unused): what
+ * jattn_cuda_set_bwd_kernel and JATTN_CUDA_BWD_KERNEL accept besides AUTO. */
+int jattn_cuda_bwd_kernel_exists(jattn_cuda_bwd_kernel k);
 
 /* Forces a kernel version for every later call of this process (AUTO restores the default;
  * the environment variable JATTN_CUDA_KERNEL=v1|v6|v7 sets the initial value). The fallbacks are

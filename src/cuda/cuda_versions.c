@@ -115,18 +115,12 @@ int jattn_cuda_kernel_exists(jattn_cuda_kernel k) {
     return k > JATTN_CUDA_KERNEL_AUTO && k < JATTN_CUDA_KERNEL_COUNT && jattn_cuda_versions[k].launch != NULL;
 }
 
+int jattn_cuda_bwd_kernel_exists(jattn_cuda_bwd_kernel k) {
+    return k > JATTN_CUDA_BWD_KERNEL_AUTO && k < JATTN_CUDA_BWD_KERNEL_COUNT &&
+           jattn_cuda_bwd_versions[k].launch != NULL;
+}
+
 /* ---- the backward ---- */
-
-static const char *bwd_v1_refusal(const jattn_problem *p, jattn_precision precision, int cc) {
-    (void)precision; /* both */
-    (void)cc;        /* mma.sync TF32: every device the backend takes (8.0 and newer) */
-    return p->head_dim > JATTN_CUDA_BWD_MAX_HEAD_DIM ? "head_dim: the cuda backward (kernel bwd_v1) takes at most 128"
-                                                     : NULL;
-}
-
-static size_t bwd_v1_workspace_bytes(const jattn_problem *p) {
-    return jattn_cuda_bwd_v1_workspace_bytes(p->batch, p->heads, p->seq_q);
-}
 
 /* The problems of the forward's sm_90a kernels (compute capability 9.0, D 64 or 128, strides of q, k,
  * v, out multiples of 4 elements), f32 precision (tf32 runs v3). */
@@ -135,9 +129,10 @@ static const char *bwd_v2_refusal(const jattn_problem *p, jattn_precision precis
     const char *why = sm90_refusal(p, cc);
     if (why) return why;
     if (p->batch * p->heads > ATTENTION_SM90_MAX_GRID) return "batch*heads: the backward v2 takes at most 65535";
-    /* one key: P = 1 and dq = dk = 0 exactly, which v1's six-product dP - Dl gives; v2's 2xFP16 dP
-     * (22 significant bits per operand) left up to 3e-5 on `large` inputs (H200,
-     * bench/results/h200-2026-12-02-bwd-v2/call1), where the gate allows none */
+    /* one key: P = 1 and dq = dk = 0 exactly, which v3 gives (a batch with a single attended key
+     * takes P = 1 and dS = dlse); v2's 2xFP16 dP (22 significant bits per operand) left up to 3e-5
+     * on `large` inputs (H200, bench/results/h200-2026-12-02-bwd-v2/call1), where the gate allows
+     * none */
     if (p->seq_kv == 1) return "seq_kv: a single key runs the backward v3";
     return NULL;
 }
@@ -158,13 +153,8 @@ static size_t bwd_v3_workspace_bytes(const jattn_problem *p) {
 
 #define BWD(k) (&jattn_cuda_bwd_versions[JATTN_CUDA_BWD_KERNEL_##k])
 
+/* Number 1 was the backward v1 (removed: src/cuda/JOURNAL.md). */
 const cuda_version jattn_cuda_bwd_versions[JATTN_CUDA_BWD_KERNEL_COUNT] = {
-    /* backward_v1_mma_tf32x3.cu: mma.sync TF32 splits: S and dP on six products with TwoSum k-steps,
-     * dV, dK, dQ 3xTF32 (f32) or one TF32 product (tf32) */
-    [JATTN_CUDA_BWD_KERNEL_V1] = {.name = {"cuda_bwd_v1_mma_tf32x3", "cuda_bwd_v1_mma_s_dp_tf32x3_grads_tf32"},
-                                  .refusal = bwd_v1_refusal,
-                                  .workspace_bytes = bwd_v1_workspace_bytes,
-                                  .launch = jattn_cuda_launch_bwd_v1},
     /* backward_v2_sm90_f16x2.cu: sm_90a wgmma on 2xFP16 operands, three fp16 products per product, S
      * and dP with Kahan-compensated k16 slices; a problem it refuses runs v3, forced or not (so the
      * whole battery runs with v2 forced), and so does a call it does not take (padding, alignment),
@@ -179,7 +169,8 @@ const cuda_version jattn_cuda_bwd_versions[JATTN_CUDA_BWD_KERNEL_COUNT] = {
                                   .forced_falls_back = 1,
                                   .call_next = BWD(V3)},
     /* backward_v3_mma_f16x2.cu: mma.sync m16n8k16 fp16 on 2xFP16 operands (sm_80 and newer), three fp16
-     * products per product, S and dP with Kahan-compensated k16 slices; tf32 runs the f32 arithmetic */
+     * products per product, S and dP hi*hi in chains of two k16 slices added in fp32; every head_dim up
+     * to 256, any strides, key padding, a single key; tf32 runs the f32 arithmetic */
     [JATTN_CUDA_BWD_KERNEL_V3] = {.name = {"cuda_bwd_v3_mma_f16x2", "cuda_bwd_v3_mma_f16x2"},
                                   .refusal = bwd_v3_refusal,
                                   .workspace_bytes = bwd_v3_workspace_bytes,

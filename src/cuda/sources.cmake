@@ -5,9 +5,9 @@
 # Targets, per file (below): the portable files (the mma.sync and SIMT kernels, the pre-passes)
 # carry machine code for sm_80, sm_86, sm_89 and sm_90a and PTX for compute_90; the sm_90a-only
 # kernels (forward v6 and the backward v2, with their pre-passes) carry sm_90a machine code alone:
-# the backend selects them on 9.0 devices only. The mma.sync backwards are v1
-# (backward_v1_mma_tf32x3.cu) and v3 (backward_v3_mma_f16x2.cu, its pre-pass
-# backward_v3_split_f16x2.cu); the forward's mma.sync kernel v7.
+# the backend selects them on 9.0 devices only. The mma.sync backward is v3
+# (backward_v3_mma_f16x2.cu, its pre-pass backward_v3_split_f16x2.cu); the forward's mma.sync
+# kernel v7.
 # CMAKE_CUDA_ARCHITECTURES is OFF: the flags are explicit.
 set(JATTN_CUDA_ENABLED OFF)
 set(_jattn_cuda_build OFF)
@@ -41,7 +41,6 @@ if(_jattn_cuda_build)
     ${CMAKE_CURRENT_LIST_DIR}/attention_v6_sm90_fa3_f16x2.cu
     ${CMAKE_CURRENT_LIST_DIR}/attention_v7_split_kv_f16x2.cu
     ${CMAKE_CURRENT_LIST_DIR}/attention_v7_mma_f16x2.cu
-    ${CMAKE_CURRENT_LIST_DIR}/backward_v1_mma_tf32x3.cu
     ${CMAKE_CURRENT_LIST_DIR}/backward_v2_split_f16x2.cu
     ${CMAKE_CURRENT_LIST_DIR}/backward_v2_sm90_f16x2.cu
     ${CMAKE_CURRENT_LIST_DIR}/backward_v3_split_f16x2.cu
