@@ -33,8 +33,6 @@
  *                        nonzero when a lane's sl is not finite (scores_fix_nonfinite then runs).
  *   JK_SJP               keys per tile of the plain scores kernel (default JK_SJ; the plain
  *                        kernel sums each score alone, so the tile does not change its bits)
- *   JK_PV_PF             P V requests the V row this many keys ahead into L1 (default 0: none;
- *                        a hint, the bits do not depend on it)
  *   JK_GK JK_GD          bwd_outer's tile: GK keys x GD vectors of head_dim (default 4 x 2)
  */
 #include <math.h>

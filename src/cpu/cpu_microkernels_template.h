@@ -6,9 +6,6 @@
 #ifndef JK_NQV
 #error "included by cpu_flash_template.h, which defines what this part needs"
 #endif
-#ifndef JK_PV_PF
-#define JK_PV_PF 0
-#endif
 
 /* ---- exp2 ------------------------------------------------------------------------------
  * 2^x = 2^n * 2^f, n = round(x), f = x - n in [-1/2, 1/2]; 2^f = e^(f ln2) by its Taylor
@@ -216,9 +213,6 @@ JK_INLINE void JK(pv_rows)(const int DRN, int n, const float *v, ptrdiff_t vs, c
         jv p[JK_NQV];
         JK_UNROLL for (int u = 0; u < JK_NQV; u++) p[u] = jv_load(pt + (ptrdiff_t)j * JK_QB + u * JK_VL);
         const float *vj = v + (ptrdiff_t)j * vs;
-#if JK_PV_PF > 0 && defined(__GNUC__)
-        __builtin_prefetch(v + (ptrdiff_t)(j + JK_PV_PF < n ? j + JK_PV_PF : j) * vs);
-#endif
         JK_UNROLL for (int r = 0; r < DRN; r++) {
             const jv b = jv_bcast(vj + r);
             JK_UNROLL for (int u = 0; u < JK_NQV; u++) acc[r][u] = jv_fma(b, p[u], acc[r][u]);

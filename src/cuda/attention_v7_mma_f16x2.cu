@@ -558,7 +558,8 @@ V7Device v7_device(void) {
 }
 
 /* Rows a multiprocessor computes per unit time with c CTAs of w warps, relative to one CTA of 8:
- * measured on the H200 (bench/results/h200-2026-12-04-v7-call2: each w forced at nine shapes):
+ * measured on the H200 (bench/results/h200-2026-12-04-v7-call2: each w forced at nine shapes by a
+ * compile-time knob, JATTN_V7_FORCE_WARPS, which left with issue 38):
  * (6, 1) 0.78, (4, 2) 0.885, (4, 1) 0.65 (fewer resident warps hide less of the latency). */
 double v7_rate(int w, int c) {
     if (w == 8) return 1.0;
@@ -581,9 +582,6 @@ int v7_warps(int64_t seq_q, int64_t heads_total, int dt) {
     static const int kWarps[5] = {8, 6, 4, 2, 1};
     for (int i = 0; i < 5; ++i) {
         const int w = kWarps[i];
-#ifdef JATTN_V7_FORCE_WARPS /* A/B builds (bench/gpu/v7_carry.sh) */
-        if (w != JATTN_V7_FORCE_WARPS) continue;
-#endif
         const int smem = v7_smem_bytes(dt, w);
         if (smem > d.smem_per_block) continue;
         int per_sm = d.smem_per_sm / (smem + 1024); /* 1 KB a CTA for the system */

@@ -72,8 +72,6 @@
  * the dK/dV kernel is launched with programmatic stream serialization: its CTAs start while the dQ kernel's
  * last wave runs, wait for that grid where a tile first holds a P >= 1/2 element (griddepcontrol.wait),
  * and before they end (as backward v2's dK waits for its dQ).
- * Compile-time A/B knobs (below): JATTN_BWD_V3_KAHAN=1 (S and dP of the first measurement: hi*hi per
- * slice, Kahan-added), JATTN_BWD_V3_BR_HALF (the column tile at Dp 192 and 256).
  * Registers (ptxas 13.0, sm_90a): dQ 130-254, dK/dV 196-255; local memory only outside the tile loops
  * (dK/dV at Dp 128: one loop-invariant word, 8 bytes of stack; sm_80 16 bytes). SASS per warp and column tile
  * (the tile loop with its inner loops, sm_90a), chains of 4 / 2 / Kahan: Dp 128 dK/dV 2250 / ~2330 /
@@ -97,39 +95,27 @@
 #include "f16x2_split.cuh"
 #include "key_padding.cuh"
 
-/* A/B knobs for the GPU call (compile-time, -D...): JATTN_BWD_V3_KAHAN=1 restores the S and dP of the
- * first measurement (hi*hi per k16 slice Kahan-added, the unrolled-1 slice loop); JATTN_BWD_V3_CHAIN=n
- * sets the hi*hi chain length (k16 slices where n divides the slice count, else 1: a fresh accumulator
- * per slice added in fp32 without compensation; default 2); JATTN_BWD_V3_BR_HALF the column tile of the half kernels at
- * Dp = 192 and 256 (16 by default; at 32 they do not fit 8 warps). */
-#ifndef JATTN_BWD_V3_KAHAN
-#define JATTN_BWD_V3_KAHAN 0
-#endif
-#ifndef JATTN_BWD_V3_CHAIN
-#define JATTN_BWD_V3_CHAIN 2
-#endif
-#ifndef JATTN_BWD_V3_BR_HALF
-#define JATTN_BWD_V3_BR_HALF 16
-#endif
-
 namespace {
 
 enum BwdV3Role { kRoleKV = 0, kRoleQ = 1 };
 
 constexpr int kMaxWarps = 8;
 
-/* The hi*hi chain length of S and dP in k16 slices: JATTN_BWD_V3_CHAIN (2, 32 head_dim columns) where it
- * divides the slice count, else 1 (a fresh accumulator per slice). With the tensor core's truncation
- * modelled (bench/gpu/emulate_backward_v3_chains.py, D = 128 peaky), chains of 2 stayed within the
- * per-slice Kahan form's rel_l2 (3.8 against 4.2e-6) where chains of 4 (kernel v7's) reached 5.5-5.9e-6. */
-__host__ __device__ constexpr int chain_slices(int sl) {
-    return JATTN_BWD_V3_CHAIN > 1 && sl % (JATTN_BWD_V3_CHAIN > 1 ? JATTN_BWD_V3_CHAIN : 1) == 0 ? JATTN_BWD_V3_CHAIN
-                                                                                                 : 1;
-}
+/* The hi*hi chain length of S and dP in k16 slices: kChain (2, 32 head_dim columns) where it divides the
+ * slice count, else 1 (a fresh accumulator per slice). With the tensor core's truncation modelled
+ * (bench/gpu/emulate_backward_v3_chains.py, D = 128 peaky), chains of 2 stayed within the per-slice Kahan
+ * form's rel_l2 (3.8 against 4.2e-6) where chains of 4 (kernel v7's) reached 5.5-5.9e-6; the Kahan form
+ * (the first measurement's) and the chain length were compile-time A/B knobs until issue 38
+ * (src/cuda/JOURNAL.md). */
+constexpr int kChain = 2;
+__host__ __device__ constexpr int chain_slices(int sl) { return sl % kChain == 0 ? kChain : 1; }
+
+/* The column tile of the half kernels (Dp 192 and 256): at 32 they do not fit 8 warps. */
+constexpr int kHalfColumnTile = 16;
 
 /* The column tile per padded head dim (registers: the dK and dV accumulators hold DW floats per thread
  * together, S and dP 3 BR / 2 each; shared memory above 128: the half-width row images of 64 rows). */
-__host__ __device__ constexpr int column_tile(int dp) { return dp <= 64 ? 64 : dp <= 160 ? 32 : JATTN_BWD_V3_BR_HALF; }
+__host__ __device__ constexpr int column_tile(int dp) { return dp <= 64 ? 64 : dp <= 160 ? 32 : kHalfColumnTile; }
 
 /* DP: padded head dim; BR: columns per tile; ROLE: kRoleKV (rows keys, dK and dV) or kRoleQ (rows queries,
  * dQ). Above Dp = 128 a kernel is "half": warps 2i and 2i + 1 own the same 16 rows, each half of head_dim
@@ -187,9 +173,8 @@ __device__ __forceinline__ void pair_barrier(int pair) { asm volatile("bar.sync 
  * products of the parts down to 2^-22 (PARTS 2: hi*hi + hi*lo + lo*hi; PARTS 3 also lo*lo + hi*tiny +
  * tiny*hi, down to 2^-33): the corrections in one chain (cor); hi*hi in chains of chain_slices(SL) slices,
  * each from a fresh accumulator, added into big in fp32 (kernel v7's S: the tensor core's truncating
- * accumulation grows with a chain). JATTN_BWD_V3_KAHAN: hi*hi per slice, Kahan-added (cor the
- * compensation). The slice loop is not unrolled across chains: unrolled, ptxas hoisted the fragment loads
- * of later slices and spilled. */
+ * accumulation grows with a chain). The slice loop is not unrolled across chains: unrolled, ptxas hoisted
+ * the fragment loads of later slices and spilled. */
 template <int SL, int NB, int BRS, int PARTS>
 __device__ __forceinline__ void exact_product(float (&big)[NB][4], float (&cor)[NB][4], uint32_t a_hi, uint32_t a_part,
                                               uint32_t b_hi, uint32_t b_part) {
@@ -197,11 +182,7 @@ __device__ __forceinline__ void exact_product(float (&big)[NB][4], float (&cor)[
     for (int n = 0; n < NB; ++n)
 #pragma unroll
         for (int i = 0; i < 4; ++i) big[n][i] = cor[n][i] = 0.f;
-#if JATTN_BWD_V3_KAHAN
-    constexpr int CL = 1;
-#else
     constexpr int CL = chain_slices(SL);
-#endif
 #pragma unroll 1
     for (int c = 0; c < SL / CL; ++c) {
         float sh[NB][4];
@@ -239,15 +220,7 @@ __device__ __forceinline__ void exact_product(float (&big)[NB][4], float (&cor)[
 #pragma unroll
         for (int n = 0; n < NB; ++n)
 #pragma unroll
-            for (int i = 0; i < 4; ++i) {
-#if JATTN_BWD_V3_KAHAN /* cor carries what big lost (and the corrections) */
-                const float y = sh[n][i] + cor[n][i], t = big[n][i] + y;
-                cor[n][i] = y - (t - big[n][i]);
-                big[n][i] = t;
-#else
-                big[n][i] += sh[n][i];
-#endif
-            }
+            for (int i = 0; i < 4; ++i) big[n][i] += sh[n][i];
     }
 }
 

@@ -79,16 +79,6 @@ void jattn_cuda_set_kernel(jattn_cuda_kernel k) {
     if (k == JATTN_CUDA_KERNEL_AUTO || jattn_cuda_kernel_exists(k)) atomic_store(&kernel_choice, (int)k);
 }
 
-void jattn_cuda_set_bwd_kernel(jattn_cuda_bwd_kernel k) {
-    pthread_once(&device_once, probe_device); /* so the environment does not override it later */
-    if (k == JATTN_CUDA_BWD_KERNEL_AUTO || jattn_cuda_bwd_kernel_exists(k)) atomic_store(&bwd_kernel_choice, (int)k);
-}
-
-jattn_cuda_kernel jattn_cuda_get_kernel(void) {
-    pthread_once(&device_once, probe_device);
-    return (jattn_cuda_kernel)atomic_load(&kernel_choice);
-}
-
 long jattn_cuda_alloc_count(void) { return atomic_load(&alloc_count); }
 
 const char *jattn_cuda_last_kernel(void) { return last_kernel; }
@@ -462,20 +452,11 @@ static void cuda_release_ctx(jattn_ctx *ctx) {
 
 /* ---- the backward ------------------------------------------------------------------------ */
 
-/* Whether AUTO runs the backward v2 where it takes the problem: yes since its H200 run
- * (bench/results/h200-2026-12-02-bwd-v2/call2): test_backward cuda passed every case v2 runs (nine
- * runs of the battery, fresh seeds; the cases that failed were v1's: tf32 D = 1, D = 1 `large`, a
- * padded single-query `large`), bit-identical repeats and graph replay included, memcheck and
- * racecheck clean; 2.38x / 2.26x / 2.15x PyTorch's fp32 SDPA backward at (1,24,S,128), S = 1536 /
- * 4608 / 16384 (v1: 0.27x / 0.30x). */
-#define BWD_AUTO_V2 1
-
-/* The backward kernel (cuda_versions.c): the forced one (JATTN_CUDA_BWD_KERNEL=v2|v3 or
- * jattn_cuda_set_bwd_kernel), else v2 (sm_90a wgmma, 2xFP16) under AUTO (BWD_AUTO_V2), walking
- * the refusal fallbacks: v2 refuses tf32 and what its kernels cannot run, and falls back to v3
- * (mma.sync 2xFP16, every device, head_dim up to 256) forced or not. The
- * forward's kernel choice (JATTN_CUDA_KERNEL) does not apply to it. The one place the backward's
- * version is chosen (a call v2 then refuses at launch, key padding or alignment, runs v3:
+/* The backward kernel (cuda_versions.c): the forced one (JATTN_CUDA_BWD_KERNEL=v2|v3), else v2
+ * (sm_90a wgmma, 2xFP16) under AUTO, walking the refusal fallbacks: v2 refuses tf32 and what its
+ * kernels cannot run, and falls back to v3 (mma.sync 2xFP16, every device, head_dim up to 256) forced
+ * or not. The forward's kernel choice (JATTN_CUDA_KERNEL) does not apply to it. The one place the
+ * backward's version is chosen (a call v2 then refuses at launch, key padding or alignment, runs v3:
  * launch_backward). */
 static jattn_status cuda_select_backward(const jattn_problem *p, const jattn_exec *e, jattn_plan *plan) {
     int cc = 0;
@@ -483,9 +464,11 @@ static jattn_status cuda_select_backward(const jattn_problem *p, const jattn_exe
     if (st == JATTN_OK) st = jattn_refuse_features(plan, JATTN_FEATURE_KEY_PADDING, "the cuda backend");
     if (st != JATTN_OK) return st;
     const jattn_cuda_bwd_kernel choice = (jattn_cuda_bwd_kernel)atomic_load(&bwd_kernel_choice);
-    const jattn_cuda_bwd_kernel start = choice != JATTN_CUDA_BWD_KERNEL_AUTO ? choice
-                                        : BWD_AUTO_V2                        ? JATTN_CUDA_BWD_KERNEL_V2
-                                                                             : JATTN_CUDA_BWD_KERNEL_V3;
+    /* AUTO starts at v2 since its H200 run (bench/results/h200-2026-12-02-bwd-v2/call2): test_backward
+     * cuda passed every case v2 runs (nine runs of the battery, fresh seeds), bit-identical repeats and
+     * graph replay included, memcheck and racecheck clean; 2.38x / 2.26x / 2.15x PyTorch's fp32 SDPA
+     * backward at (1,24,S,128), S = 1536 / 4608 / 16384 (the backward v1 then: 0.27x / 0.30x). */
+    const jattn_cuda_bwd_kernel start = choice != JATTN_CUDA_BWD_KERNEL_AUTO ? choice : JATTN_CUDA_BWD_KERNEL_V2;
     const char *why = "";
     const cuda_version *ver =
         walk_refusals(&jattn_cuda_bwd_versions[start], choice != JATTN_CUDA_BWD_KERNEL_AUTO, p, e->precision, cc, &why);

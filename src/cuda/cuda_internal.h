@@ -163,12 +163,9 @@ typedef enum jattn_cuda_bwd_kernel {
 
 /* ---- knobs and counters for tests and the harness ---- */
 
-/* Forces the backward's kernel for every later call of this process (AUTO restores the default;
- * the environment variable JATTN_CUDA_BWD_KERNEL=v2|v3 sets the initial value). */
-void jattn_cuda_set_bwd_kernel(jattn_cuda_bwd_kernel k);
-
 /* Whether k is a backward version of the library (the number of the removed v1 stays unused): what
- * jattn_cuda_set_bwd_kernel and JATTN_CUDA_BWD_KERNEL accept besides AUTO. */
+ * the environment variable JATTN_CUDA_BWD_KERNEL=v2|v3 accepts besides AUTO (it forces the backward's
+ * kernel for every call of the process). */
 int jattn_cuda_bwd_kernel_exists(jattn_cuda_bwd_kernel k);
 
 /* Forces a kernel version for every later call of this process (AUTO restores the default;
@@ -177,7 +174,6 @@ int jattn_cuda_bwd_kernel_exists(jattn_cuda_bwd_kernel k);
  * problem; v6 makes jattn_select() fail with UNSUPPORTED (naming the reason) where it cannot, and a
  * forward() whose pointers miss its 16-byte alignment runs v7 for that call. */
 void jattn_cuda_set_kernel(jattn_cuda_kernel k);
-jattn_cuda_kernel jattn_cuda_get_kernel(void);
 
 /* Whether k is a kernel version of the library (the numbers of removed versions stay unused, so
  * that vN keeps naming the same kernel): what jattn_cuda_set_kernel and JATTN_CUDA_KERNEL accept
