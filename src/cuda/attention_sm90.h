@@ -39,8 +39,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <cuda_runtime_api.h>
-
 #include "cuda_internal.h" /* jattn_cuda_args, the launchers */
 
 #ifdef __cplusplus

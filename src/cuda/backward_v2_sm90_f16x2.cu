@@ -602,9 +602,6 @@ cudaError_t launch_d(const jattn_cuda_args *a, unsigned char *ws, cudaStream_t s
 }
 
 bool aligned16(const void *ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
-bool strides4(const jattn_cuda_strides &s) {
-    return s.batch >= 0 && s.head >= 0 && s.token >= 0 && s.batch % 4 == 0 && s.head % 4 == 0 && s.token % 4 == 0;
-}
 
 } /* namespace */
 
@@ -617,20 +614,7 @@ extern "C" size_t jattn_cuda_bwd_v2_workspace_bytes(int64_t batch, int64_t heads
     return v2 > v3 ? v2 : v3; /* a call v2 does not take runs v3 in the same workspace */
 }
 
-extern "C" int jattn_cuda_bwd_v2_call_refused(const jattn_cuda_args *a) {
-    const jattn_cuda_args *f = a; /* the forward's fields */
-    if (f->precision != JATTN_PRECISION_F32 || f->kv_count || (f->head_dim != 64 && f->head_dim != 128)) return 1;
-    if (f->batch * f->heads > 65535 || f->heads > 65535 || f->batch > 65535) return 1;
-    if (f->seq_q > INT32_MAX - 2 * kBwdTile || f->seq_kv > INT32_MAX - 2 * kBwdTile) return 1;
-    const void *ptrs[8] = {f->q, f->k, f->v, f->out, a->dout, a->dq, a->dk, a->dv};
-    for (int i = 0; i < 8; ++i)
-        if (!aligned16(ptrs[i])) return 1;
-    const jattn_cuda_strides *s[8] = {&f->q_strides,    &f->k_strides,  &f->v_strides,  &f->out_strides,
-                                      &a->dout_strides, &a->dq_strides, &a->dk_strides, &a->dv_strides};
-    for (int i = 0; i < 8; ++i)
-        if (!strides4(*s[i])) return 1;
-    return 0;
-}
+/* jattn_cuda_bwd_v2_call_refused: sm90_contract.c (plain C, with the forward's sm_90a contract). */
 
 extern "C" int jattn_cuda_launch_bwd_v2(const jattn_cuda_args *a, void *workspace, void *stream_ptr) {
     cudaStream_t stream = (cudaStream_t)stream_ptr;

@@ -85,40 +85,11 @@ const char *jattn_cuda_last_kernel(void) { return last_kernel; }
 
 /* ---- selection -------------------------------------------------------------------------- */
 
-/* The version that runs a problem: `ver`, or the first of its refusal fallbacks (refused_next)
- * that takes the problem. A forced version (forced != 0) stays as forced or fails, but where its
- * descriptor says forced_falls_back.
- * @return the version, or NULL with *why the last refusal. */
-static const cuda_version *walk_refusals(const cuda_version *ver, int forced, const jattn_problem *p,
-                                         jattn_precision precision, int cc, const char **why) {
-    for (;;) {
-        const char *no = ver->refusal(p, precision, cc);
-        if (!no) return ver;
-        if (!ver->refused_next || (forced && !ver->forced_falls_back)) {
-            *why = no;
-            return NULL;
-        }
-        ver = ver->refused_next;
-    }
-}
-
-/* AUTO starts at v6 wherever it takes the problem: on the H200 (2026-12-01,
- * bench/results/h200-2026-12-01-v6/library and library-r2) it passed every GPU test in both
- * precisions at D 64 and 128, repeated bit for bit, and was the fastest version at every measured
- * shape: f32 1.38-1.71x v4 (the default before it) at D = 128 (1.60x v5 at (1,40,32768,128)), tf32
- * 1.42-1.85x v4, D = 64 1.38-1.70x v4. From there AUTO walks the refusal fallbacks
- * (cuda_versions.c): v7 where v6 refuses (mma.sync 2xFP16: every other head_dim up to 256 on a 9.0
- * device, every problem up to 256 on the other devices), else v1; and v1 for seq_kv == 1, where it
- * returns the v row bit for bit (weight exp(0)/exp(0) = 1; a split of v would not). The ladder as
- * one table: src/cuda/NOTES.md. A forced version stays as forced or fails (naming why), but for
- * v7, which falls back to v1 beyond its limits.
+/* The version that runs a problem: the forced one (JATTN_CUDA_KERNEL or jattn_cuda_set_kernel) or
+ * AUTO's, as the ladder of src/cuda/NOTES.md says (cuda_versions.c).
  * @return the version, or NULL with *why set. */
 static const cuda_version *version_for(const jattn_problem *p, jattn_precision precision, int cc, const char **why) {
-    const jattn_cuda_kernel forced = (jattn_cuda_kernel)atomic_load(&kernel_choice);
-    const jattn_cuda_kernel start = forced != JATTN_CUDA_KERNEL_AUTO ? forced
-                                    : p->seq_kv == 1                 ? JATTN_CUDA_KERNEL_V1
-                                                                     : JATTN_CUDA_KERNEL_V6;
-    return walk_refusals(&jattn_cuda_versions[start], forced != JATTN_CUDA_KERNEL_AUTO, p, precision, cc, why);
+    return jattn_cuda_forward_version((jattn_cuda_kernel)atomic_load(&kernel_choice), p, precision, cc, why);
 }
 
 /* The checks every call of the backend passes, forward or backward: a device of compute
@@ -222,13 +193,6 @@ static jattn_cuda_args launch_args(const jattn_problem *p, float scale, jattn_pr
     return a;
 }
 
-/* The version that runs a call: `ver`, or the first of its call fallbacks (call_next) that does
- * not refuse the call (what only the launch knows: pointers, padding). */
-static const cuda_version *call_version(const cuda_version *ver, const jattn_cuda_args *a) {
-    while (ver->call_refused && ver->call_refused(a)) ver = ver->call_next;
-    return ver;
-}
-
 /* workspace: the call's (cuda_workspace_size: padding region, then the version's part), or
  * NULL (then the padding region and the version's part come from the stream-ordered pool,
  * allocated and freed in stream order: no synchronisation, and a graph capture records it).
@@ -257,7 +221,7 @@ static jattn_status launch(const jattn_call *c, const jattn_plan *plan, const fl
     }
     const jattn_cuda_args a = launch_args(p, c->scale, c->precision, q, k, v, out, lse, pad);
     void *kernel_ws = workspace ? (char *)workspace + padding_bytes(p) : NULL, *kernel_owned = NULL;
-    const cuda_version *ver = call_version(plan->kernel, &a);
+    const cuda_version *ver = jattn_cuda_call_version(plan->kernel, &a);
     while (ver->workspace_bytes && !kernel_ws) {
         if (cudaMallocAsync(&kernel_owned, ver->workspace_bytes(p), stream) == cudaSuccess) {
             atomic_fetch_add(&alloc_count, 1);
@@ -266,7 +230,7 @@ static jattn_status launch(const jattn_call *c, const jattn_plan *plan, const fl
         }
         (void)cudaGetLastError();
         kernel_owned = NULL;
-        ver = call_version(ver->call_next, &a);
+        ver = jattn_cuda_call_version(ver->call_next, &a);
     }
     const char *name = ver->name[a.precision];
     cudaError_t err = (cudaError_t)ver->launch(&a, ver->workspace_bytes ? kernel_ws : NULL, c->cuda_stream);
@@ -452,26 +416,18 @@ static void cuda_release_ctx(jattn_ctx *ctx) {
 
 /* ---- the backward ------------------------------------------------------------------------ */
 
-/* The backward kernel (cuda_versions.c): the forced one (JATTN_CUDA_BWD_KERNEL=v2|v3), else v2
- * (sm_90a wgmma, 2xFP16) under AUTO, walking the refusal fallbacks: v2 refuses tf32 and what its
- * kernels cannot run, and falls back to v3 (mma.sync 2xFP16, every device, head_dim up to 256) forced
- * or not. The forward's kernel choice (JATTN_CUDA_KERNEL) does not apply to it. The one place the
- * backward's version is chosen (a call v2 then refuses at launch, key padding or alignment, runs v3:
- * launch_backward). */
+/* The backward kernel: the forced one (JATTN_CUDA_BWD_KERNEL=v2|v3) or AUTO's, as the ladder of
+ * src/cuda/NOTES.md says (cuda_versions.c); the forward's kernel choice (JATTN_CUDA_KERNEL) does not
+ * apply to it. The one place the backward's version is chosen (a call v2 then refuses at launch, key
+ * padding or alignment, runs v3: launch_backward). */
 static jattn_status cuda_select_backward(const jattn_problem *p, const jattn_exec *e, jattn_plan *plan) {
     int cc = 0;
     jattn_status st = device_checks(p, &cc);
     if (st == JATTN_OK) st = jattn_refuse_features(plan, JATTN_FEATURE_KEY_PADDING, "the cuda backend");
     if (st != JATTN_OK) return st;
-    const jattn_cuda_bwd_kernel choice = (jattn_cuda_bwd_kernel)atomic_load(&bwd_kernel_choice);
-    /* AUTO starts at v2 since its H200 run (bench/results/h200-2026-12-02-bwd-v2/call2): test_backward
-     * cuda passed every case v2 runs (nine runs of the battery, fresh seeds), bit-identical repeats and
-     * graph replay included, memcheck and racecheck clean; 2.38x / 2.26x / 2.15x PyTorch's fp32 SDPA
-     * backward at (1,24,S,128), S = 1536 / 4608 / 16384 (the backward v1 then: 0.27x / 0.30x). */
-    const jattn_cuda_bwd_kernel start = choice != JATTN_CUDA_BWD_KERNEL_AUTO ? choice : JATTN_CUDA_BWD_KERNEL_V2;
     const char *why = "";
     const cuda_version *ver =
-        walk_refusals(&jattn_cuda_bwd_versions[start], choice != JATTN_CUDA_BWD_KERNEL_AUTO, p, e->precision, cc, &why);
+        jattn_cuda_backward_version((jattn_cuda_bwd_kernel)atomic_load(&bwd_kernel_choice), p, e->precision, cc, &why);
     if (!ver) return jattn_fail(JATTN_ERROR_UNSUPPORTED, "%s", why);
     plan->kernel = ver;
     plan->threads = 1;
@@ -528,7 +484,8 @@ static jattn_status launch_backward(const jattn_call *c, const jattn_plan *plan,
         a.dq_strides = cuda_strides(c->g.dq);
         a.dk_strides = cuda_strides(c->g.dk);
         a.dv_strides = cuda_strides(c->g.dv);
-        ver = call_version(ver, &a); /* a call the version refuses runs its call_next, in the same workspace */
+        /* a call the version refuses runs its call_next, in the same workspace */
+        ver = jattn_cuda_call_version(ver, &a);
         name = what = ver->name[a.precision];
         err = (cudaError_t)ver->launch(&a, (char *)workspace + pad_bytes, stream);
     }

@@ -1,5 +1,6 @@
 /* The cuda kernel versions as data (cuda_versions.h): each version's refusals, workspace and
- * launcher, and the tables, forward and backward. Adding a version: src/cuda/NOTES.md. */
+ * launcher, the tables, forward and backward, and the ladders over them (where AUTO starts). Adding
+ * a version: src/cuda/NOTES.md. */
 #include "cuda_versions.h"
 
 #include <stdint.h>
@@ -176,3 +177,51 @@ const cuda_version jattn_cuda_bwd_versions[JATTN_CUDA_BWD_KERNEL_COUNT] = {
                                   .workspace_bytes = bwd_v3_workspace_bytes,
                                   .launch = jattn_cuda_launch_bwd_v3},
 };
+
+/* ---- the ladders (src/cuda/NOTES.md, "The kernel ladders") ---- */
+
+static const cuda_version *walk_refusals(const cuda_version *ver, int forced, const jattn_problem *p,
+                                         jattn_precision precision, int cc, const char **why) {
+    for (;;) {
+        const char *no = ver->refusal(p, precision, cc);
+        if (!no) return ver;
+        if (!ver->refused_next || (forced && !ver->forced_falls_back)) {
+            *why = no;
+            return NULL;
+        }
+        ver = ver->refused_next;
+    }
+}
+
+/* AUTO starts at v6 wherever it takes the problem: on the H200 (2026-12-01,
+ * bench/results/h200-2026-12-01-v6/library and library-r2) it passed every GPU test in both
+ * precisions at D 64 and 128, repeated bit for bit, and was the fastest version at every measured
+ * shape: f32 1.38-1.71x v4 (the default before it) at D = 128 (1.60x v5 at (1,40,32768,128)), tf32
+ * 1.42-1.85x v4, D = 64 1.38-1.70x v4. From there the refusal fallbacks: v7 where v6 refuses (mma.sync
+ * 2xFP16: every other head_dim up to 256 on a 9.0 device, every problem up to 256 on the other
+ * devices), else v1; and v1 for seq_kv == 1, where it returns the v row bit for bit (weight
+ * exp(0)/exp(0) = 1; a split of v would not). */
+const cuda_version *jattn_cuda_forward_version(jattn_cuda_kernel forced, const jattn_problem *p,
+                                               jattn_precision precision, int cc, const char **why) {
+    const jattn_cuda_kernel start = forced != JATTN_CUDA_KERNEL_AUTO ? forced
+                                    : p->seq_kv == 1                 ? JATTN_CUDA_KERNEL_V1
+                                                                     : JATTN_CUDA_KERNEL_V6;
+    return walk_refusals(&jattn_cuda_versions[start], forced != JATTN_CUDA_KERNEL_AUTO, p, precision, cc, why);
+}
+
+/* AUTO starts at v2 since its H200 run (bench/results/h200-2026-12-02-bwd-v2/call2): test_backward
+ * cuda passed every case v2 runs (nine runs of the battery, fresh seeds), bit-identical repeats and
+ * graph replay included, memcheck and racecheck clean; 2.38x / 2.26x / 2.15x PyTorch's fp32 SDPA
+ * backward at (1,24,S,128), S = 1536 / 4608 / 16384 (the backward v1 then: 0.27x / 0.30x). v2 refuses
+ * tf32 and what its kernels cannot run, and falls back to v3 (mma.sync 2xFP16, every device, head_dim
+ * up to 256) forced or not. */
+const cuda_version *jattn_cuda_backward_version(jattn_cuda_bwd_kernel forced, const jattn_problem *p,
+                                                jattn_precision precision, int cc, const char **why) {
+    const jattn_cuda_bwd_kernel start = forced != JATTN_CUDA_BWD_KERNEL_AUTO ? forced : JATTN_CUDA_BWD_KERNEL_V2;
+    return walk_refusals(&jattn_cuda_bwd_versions[start], forced != JATTN_CUDA_BWD_KERNEL_AUTO, p, precision, cc, why);
+}
+
+const cuda_version *jattn_cuda_call_version(const cuda_version *ver, const jattn_cuda_args *a) {
+    while (ver->call_refused && ver->call_refused(a)) ver = ver->call_next;
+    return ver;
+}

@@ -1,7 +1,8 @@
 /* The cuda kernel versions as data: one descriptor type for the forward's versions and the
  * backward's (its names, why it refuses a problem or a call, its workspace, its launcher, and the
- * fallbacks between versions). cuda_backend.c selects and launches from these tables and knows no
- * version by name. */
+ * fallbacks between versions), and the ladders walked over them (where AUTO starts). cuda_backend.c
+ * selects and launches through these and knows no version by name. Plain C without the CUDA
+ * runtime: tests/test_cuda_ladder.c builds it on any machine. */
 #ifndef JATTN_CUDA_VERSIONS_H
 #define JATTN_CUDA_VERSIONS_H
 
@@ -36,5 +37,21 @@ typedef struct cuda_version {
 extern const cuda_version jattn_cuda_versions[JATTN_CUDA_KERNEL_COUNT];
 /* The backward's versions (jattn_backward), by jattn_cuda_bwd_kernel. */
 extern const cuda_version jattn_cuda_bwd_versions[JATTN_CUDA_BWD_KERNEL_COUNT];
+
+/* The ladders: the version a problem runs, forward and backward (src/cuda/NOTES.md, "The kernel
+ * ladders", is this code as a table; tests/test_docs.sh checks the two against each other). `forced`:
+ * the version forced (JATTN_CUDA_KERNEL, JATTN_CUDA_BWD_KERNEL), or AUTO. The version is the forced one
+ * or AUTO's first, walked along its refusal fallbacks (refused_next) to the first that takes the
+ * problem; a forced version stays as forced or fails, but where its descriptor says forced_falls_back.
+ * cc: the device's compute capability (10 major + minor).
+ * @return the version, or NULL with *why the last refusal. */
+const cuda_version *jattn_cuda_forward_version(jattn_cuda_kernel forced, const jattn_problem *p,
+                                               jattn_precision precision, int cc, const char **why);
+const cuda_version *jattn_cuda_backward_version(jattn_cuda_bwd_kernel forced, const jattn_problem *p,
+                                                jattn_precision precision, int cc, const char **why);
+
+/* The version that runs a call: `ver`, or the first of its call fallbacks (call_next) that does not
+ * refuse the call (what only the launch knows: pointers, padding). */
+const cuda_version *jattn_cuda_call_version(const cuda_version *ver, const jattn_cuda_args *a);
 
 #endif /* JATTN_CUDA_VERSIONS_H */

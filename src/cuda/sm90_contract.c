@@ -1,6 +1,6 @@
 /* The launch contract of the sm_90a kernels (v6, the backward v2; attention_sm90.h), checked on the
  * host: the one place its limits are tested, for the kernels' launchers and for the backend's
- * selection alike. Plain C, no CUDA call. */
+ * selection alike. Plain C, no CUDA call (tests/test_cuda_ladder.c builds it on any machine). */
 #include <math.h>
 #include <stdint.h>
 
@@ -39,4 +39,21 @@ attention_sm90_support attention_f32_sm90_wgmma_supported(const jattn_cuda_args 
     if (a->precision != JATTN_PRECISION_F32 && a->precision != JATTN_PRECISION_TF32)
         return ATTENTION_SM90_BAD_PRECISION;
     return ATTENTION_SM90_SUPPORTED;
+}
+
+int jattn_cuda_bwd_v2_call_refused(const jattn_cuda_args *a) {
+    if (a->precision != JATTN_PRECISION_F32 || a->kv_count || (a->head_dim != 64 && a->head_dim != 128)) return 1;
+    if (a->batch * a->heads > ATTENTION_SM90_MAX_GRID || a->heads > ATTENTION_SM90_MAX_GRID ||
+        a->batch > ATTENTION_SM90_MAX_GRID)
+        return 1;
+    /* its CTAs run two 64-row records (backward_v2_records.cuh) and index rows with 32 bits */
+    if (a->seq_q > INT32_MAX - 2 * ATTENTION_SM90_TILE || a->seq_kv > INT32_MAX - 2 * ATTENTION_SM90_TILE) return 1;
+    const void *ptrs[8] = {a->q, a->k, a->v, a->out, a->dout, a->dq, a->dk, a->dv};
+    for (int i = 0; i < 8; ++i)
+        if (!aligned(ptrs[i], ATTENTION_SM90_ALIGN_BYTES)) return 1;
+    const jattn_cuda_strides s[8] = {a->q_strides,    a->k_strides,  a->v_strides,  a->out_strides,
+                                     a->dout_strides, a->dq_strides, a->dk_strides, a->dv_strides};
+    for (int i = 0; i < 8; ++i)
+        if (!stride_ok(s[i])) return 1;
+    return 0;
 }
