@@ -7,8 +7,9 @@
  * whole call's host time (gather, copies, kernel, scatter), medians and minima, TFLOP/s from
  * 4*B*H*S*S*D, whether two calls gave the same bits, and rel_l2 / max_abs against a float64
  * evaluation of 16 sampled query rows of every head (the gate of docs/DESIGN.md: rel_l2 <= 2e-6).
- * JATTN_VK_KERNEL=1|7 picks the kernel (src/vulkan/NOTES.md). Built against the static library
- * (it reads the kernel time through vulkan/vk_internal.h). */
+ * JATTN_VK_KERNEL=1|7 picks the kernel (src/vulkan/NOTES.md). Built with the benchmarks where the
+ * vk backend is (<build>/bench/vk_bench), against the static library (it reads the kernel time
+ * through vulkan/vk_internal.h). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -50,7 +50,7 @@
  * Shared memory: Q hi, lo 2 x 16 KB per consumer, the ring 4 x 33 KB, scales and barriers:
  * ~200 KB. Registers: 168 at entry (setmaxnreg 24 / 240), no local memory.
  *
- * Measured through the library (H200, 2026-12-01, bench/gpu/v6_library_run.sh, second call
+ * Measured through the library (H200, 2026-12-01, lab/gpu/v6_library_run.sh, second call
  * with slot_release: bench/results/h200-2026-12-01-v6/library-r2), TFLOP/s of the whole call
  * (pre-pass included), v4 in the same run, PyTorch fp32 SDPA beside:
  *   shape                 v6 f32  v4 f32  v6 tf32  v4 tf32  PyTorch

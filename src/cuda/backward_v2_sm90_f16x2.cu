@@ -102,7 +102,7 @@ struct BwdV2Params {
     uint32_t zero;         /* 0, unknown to the compiler: slot_release */
 };
 
-/* The S and dP arithmetic, chosen by bench/gpu/backward_v2_tail.sh (issue 32: the variants measured
+/* The S and dP arithmetic, chosen by lab/gpu/backward_v2_tail.sh (issue 32: the variants measured
  * in src/cuda/NOTES.md, "The backward", left src with their environment knobs): k16 slices of
  * hi*hi per Kahan-compensated term of S and of dP (0: one chain, uncompensated), and P by
  * ex2.approx(a log2 e) instead of expf(a). */

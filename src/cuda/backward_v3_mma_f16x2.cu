@@ -78,7 +78,7 @@
  * 3530 instructions (384 HMMA, 160 LDSM), dQ 1640 / ~1700 / 2906 (288, 128); the first form 3690 and
  * 3101; Dp 256 (half, 16 x 16 columns) 1843 and 1388 with chains of 4.
  * The index arithmetic is checked by a numpy emulation of the records, copies, ldmatrix addresses, mma
- * fragments and the pair exchange (bench/gpu/emulate_backward_v3.py).
+ * fragments and the pair exchange (lab/gpu/emulate_backward_v3.py).
  * Measured: src/cuda/NOTES.md ("v3"); the first form (Kahan per slice, dK and dV apart above Dp 128) in
  * bench/results/h200-2026-12-04-v7-call1. */
 #include <math.h>
@@ -103,7 +103,7 @@ constexpr int kMaxWarps = 8;
 
 /* The hi*hi chain length of S and dP in k16 slices: kChain (2, 32 head_dim columns) where it divides the
  * slice count, else 1 (a fresh accumulator per slice). With the tensor core's truncation modelled
- * (bench/gpu/emulate_backward_v3_chains.py, D = 128 peaky), chains of 2 stayed within the per-slice Kahan
+ * (lab/gpu/emulate_backward_v3_chains.py, D = 128 peaky), chains of 2 stayed within the per-slice Kahan
  * form's rel_l2 (3.8 against 4.2e-6) where chains of 4 (kernel v7's) reached 5.5-5.9e-6; the Kahan form
  * (the first measurement's) and the chain length were compile-time A/B knobs until issue 38
  * (src/cuda/JOURNAL.md). */

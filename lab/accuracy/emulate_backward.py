@@ -27,7 +27,7 @@ of every P of the row: the loss of issue 30. "+ lse fix" is the cure the forward
 the lse chain in float64 and the row's largest-score key's exact score (q . k in float64)
 replacing the forward's, weighted by that key's weight.
 
-usage: python3 bench/accuracy/emulate_backward.py [--part steps|backends|all] [--seq 512]
+usage: python3 lab/accuracy/emulate_backward.py [--part steps|backends|all] [--seq 512]
        [--heads 2] [--amps 1,4,8] [--dim 128] [--acc rz|rn]     (needs torch; a few minutes)
 """
 

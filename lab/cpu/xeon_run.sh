@@ -3,7 +3,7 @@
 #   1. builds this tree's library CPU-only with the benchmarks (/tmp/jattn-xeon) and, when git
 #      history is here, the base commit's ($BASE, default ba78e2f: before the Intel work) beside
 #      it (/tmp/jattn-xeon-base), in parallel;
-#   2. the AVX-512 FMA peak of one thread (bench/cpu/fma_peak_cputime.c);
+#   2. the AVX-512 FMA peak of one thread (lab/cpu/fma_peak_cputime.c);
 #   3. bench/cpu/loop_lab: the hot loops one by one and the forward task of each tile variant
 #      (the library's table in full, loop_lab's own instances task lines only), the core clock;
 #   4. bench/cpu/interleaved.py: jattn (base, this tree) and PyTorch's CPU SDPA alternated call by
@@ -11,11 +11,11 @@
 #      for time: the per-head work and cache behaviour are the same), backward (1,24,1536,128),
 #      each on 1 and 2 threads pinned to distinct physical cores (taskset, OMP_PROC_BIND);
 #   5. bench/cpu/hash_compare.sh: out, lse, dq, dk, dv of base and this tree bit for bit (avx512);
-#   6. bench/cpu/amx_split.c: the AMX bf16-split product beside the FMA peak (skips without AMX).
-# Prints a short table last (bench/cpu/xeon_summary.py); everything under $OUT (default
+#   6. lab/cpu/amx_split.c: the AMX bf16-split product beside the FMA peak (skips without AMX).
+# Prints a short table last (lab/cpu/xeon_summary.py); everything under $OUT (default
 # /tmp/xeon-out). Installs nothing; needs cc, cmake, python3 with torch and numpy.
 #
-# usage (repository root): sh bench/cpu/xeon_run.sh
+# usage (repository root): sh lab/cpu/xeon_run.sh
 # env: OUT, BASE (a commit, or "none"), ROUNDS (interleaved rounds after a warm-up, default 4),
 #      JOBS (build jobs, default nproc), PYTHON (default python3: the one with torch)
 set -u
@@ -74,8 +74,8 @@ else
   echo "base: skipped (BASE=$BASE, or no git history in this copy)" | tee -a "$OUT/machine.txt"
 fi
 wait $PID_NEW || { echo "build failed:"; tail -30 "$OUT/build.log"; exit 1; }
-cc -O2 -mavx512f -mfma bench/cpu/fma_peak_cputime.c -o "$B/fma_peak" 2>> "$OUT/build.log"
-cc -O2 -std=c11 bench/cpu/amx_split.c -lm -o "$B/amx_split" 2>> "$OUT/build.log"
+cc -O2 -mavx512f -mfma lab/cpu/fma_peak_cputime.c -o "$B/fma_peak" 2>> "$OUT/build.log"
+cc -O2 -std=c11 lab/cpu/amx_split.c -lm -o "$B/amx_split" 2>> "$OUT/build.log"
 LIBS="$B/libjattn.so"
 [ $HAVE_BASE = 1 ] && LIBS="$BB/libjattn.so $B/libjattn.so"
 stamp "built (base: $HAVE_BASE)"
@@ -120,4 +120,4 @@ $PIN1 "$B/amx_split" 5 > "$OUT/amx_split.txt" 2>&1
 cat "$OUT/amx_split.txt"
 
 stamp "done"
-"$PY" bench/cpu/xeon_summary.py "$OUT" | tee "$OUT/summary.md"
+"$PY" lab/cpu/xeon_summary.py "$OUT" | tee "$OUT/summary.md"

@@ -6,7 +6,7 @@ the kernel's code (same names); shared memory is a byte array, registers are arr
 Arithmetic is float32 as on the GPU (fp16 products are exact in float32; the tensor core's own
 accumulation order is not modelled), so the gradients must meet the backward's gate against float64.
 
-usage: python3 bench/gpu/emulate_backward_v3.py [--quick] [--tc-model] [--no-dominant] [--dominant-cases]
+usage: python3 lab/gpu/emulate_backward_v3.py [--quick] [--tc-model] [--no-dominant] [--dominant-cases]
 --tc-model: the tensor core's truncating fp32 accumulation modelled (mma16816); bench/gpu/
 emulate_backward_v3_chains.py compares the S and dP schemes with it.
 --no-dominant: without step 2b (each query row's P >= 1/2 element: its P and dP - Dl from float64 dots

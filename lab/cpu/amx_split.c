@@ -30,7 +30,7 @@
  * Without AMX (cpuid AMX-TILE and AMX-BF16, the OS's XTILEDATA state, Linux's arch_prctl
  * permission) it prints why and exits 0, after checking its split and accumulation logic with the
  * tile product emulated in C (AMX_SPLIT_EMULATE=1 forces that path on any CPU; its rates mean
- * nothing). build: cc -O2 bench/cpu/amx_split.c -lm -o /tmp/amx_split (x86-64, gcc or clang with
+ * nothing). build: cc -O2 lab/cpu/amx_split.c -lm -o /tmp/amx_split (x86-64, gcc or clang with
  * binutils >= 2.36; the AMX and AVX-512 code is in functions with their own target attributes). */
 #define _GNU_SOURCE
 #include <math.h>

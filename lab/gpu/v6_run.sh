@@ -5,7 +5,7 @@
 # pre-pass), PyTorch fp32 SDPA, compute-sanitizer (memcheck, synccheck, racecheck) on small
 # shapes, ncu on v6 at (1,24,4608,128); the summary last. Logs under OUT (default /tmp/v6out).
 # Measured with it: bench/results/h200-2026-12-01-v6/.
-# usage: bench/gpu/v6_run.sh        (from anywhere; BIN=path/to/v6_check to skip the build)
+# usage: lab/gpu/v6_run.sh        (from anywhere; BIN=path/to/v6_check to skip the build)
 set -u -o pipefail
 cd "$(dirname "$0")/../.."
 O=${OUT:-/tmp/v6out}
@@ -14,7 +14,7 @@ BIN=${BIN:-}
 if [ -z "$BIN" ]; then
   BIN=/tmp/v6_check
   nvcc -gencode=arch=compute_90a,code=sm_90a -O3 -std=c++17 -Iinclude -Isrc/cuda -Xcompiler -fopenmp -Xptxas -v \
-    bench/gpu/v6_check.cu src/cuda/attention_v6_sm90_fa3_f16x2.cu src/cuda/attention_v6_split_kv_f16x2.cu \
+    lab/gpu/v6_check.cu src/cuda/attention_v6_sm90_fa3_f16x2.cu src/cuda/attention_v6_split_kv_f16x2.cu \
     src/cuda/attention_v4_sm90_f16x2.cu src/cuda/attention_v4_split_kv_f16x2.cu \
     src/cuda/sm90_contract.c -o "$BIN" > "$O/build.log" 2>&1 || { echo "BUILD FAILED"; tail -20 "$O/build.log"; exit 1; }
 fi

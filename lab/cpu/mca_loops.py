@@ -1,7 +1,7 @@
 """Static port analysis of the cpu backend's hot loops: each inner loop cut out of the AVX-512
 object file (objdump) and run through llvm-mca for several cores.
 
-usage: python3 bench/cpu/mca_loops.py OBJECT.o [LLVM_MCA] [CPU ...]
+usage: python3 lab/cpu/mca_loops.py OBJECT.o [LLVM_MCA] [CPU ...]
   OBJECT.o   e.g. build/CMakeFiles/jattn_objects.dir/src/cpu/cpu_kernels_avx512.c.o
   LLVM_MCA   default llvm-mca-19 (Debian: apt-get install llvm-19)
   CPU        default sapphirerapids emeraldrapids znver4, and skylake-avx512 by llvm-mca-14 when

@@ -2,8 +2,8 @@
 # Two builds of the jattn command timed alternately on one shape (the machine drifts: only
 # pairs taken side by side compare). Prints each build's median GFLOP/s over ROUNDS pairs and
 # the values.
-# usage: sh bench/cpu/ab.sh OLD_JATTN NEW_JATTN ROUNDS THREADS [jattn run options...]
-# e.g.   sh bench/cpu/ab.sh /tmp/old/build/tools/jattn build/tools/jattn 6 1 --seq 4096 --seq-kv 77
+# usage: sh lab/cpu/ab.sh OLD_JATTN NEW_JATTN ROUNDS THREADS [jattn run options...]
+# e.g.   sh lab/cpu/ab.sh /tmp/old/build/tools/jattn build/tools/jattn 6 1 --seq 4096 --seq-kv 77
 set -u
 old=$1 new=$2 rounds=$3 threads=$4
 shift 4

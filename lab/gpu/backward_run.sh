@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The cuda backward's GPU call (issue 22): built here, carried, run there in one call.
-#   on the development machine:  bench/gpu/backward_carry.sh   (builds, fills .carry-cudabwd/)
+#   on the development machine:  lab/gpu/backward_carry.sh   (builds, fills .carry-cudabwd/)
 #   on the GPU machine, from the carried folder:  OUT=$OUT bash backward_run.sh
 # Steps, each under its own timeout (seconds in brackets): test_backward cuda (the battery with
 # host pointers, device pointers, graph capture, determinism, tf32) [150]; jattn bench --backward

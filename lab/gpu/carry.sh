@@ -7,7 +7,7 @@
 #   .carry/lib/     libcudart.so.13 and libgomp.so.1 (LD_LIBRARY_PATH=.carry/lib there)
 #   .carry/base/    jattn_gpu_bench of REV (an older commit) for run.sh's ab step, and its jattn
 #                   command for compare_builds.sh (bitwise A/B), when REV is given
-# usage: [PACK=1] bench/gpu/carry.sh [REV]   then, on the GPU machine, from the repository root:
+# usage: [PACK=1] lab/gpu/carry.sh [REV]   then, on the GPU machine, from the repository root:
 #   LD_LIBRARY_PATH=.carry/lib BUILD=.carry/build OUT=$OUT JATTN_GPU_STEPS="test ..." bash bench/gpu/run.sh
 set -eu -o pipefail
 cd "$(dirname "$0")/../.."

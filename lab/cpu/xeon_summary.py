@@ -1,6 +1,6 @@
-"""The short table of bench/cpu/xeon_run.sh, from the files it wrote.
+"""The short table of lab/cpu/xeon_run.sh, from the files it wrote.
 
-usage: python3 bench/cpu/xeon_summary.py OUT_DIR
+usage: python3 lab/cpu/xeon_summary.py OUT_DIR
 
 Per interleaved run (il-MODE-H-S-THREADS.txt: one JSON line per call of each library and of
 PyTorch): median wall-clock GFLOP/s of this tree's jattn (the last library), of the base (the
@@ -26,7 +26,7 @@ def main():
         peak = float(m.group(1)) if m else None
     except OSError:
         pass
-    print("## cpu backend on this Xeon (bench/cpu/xeon_run.sh)\n")
+    print("## cpu backend on this Xeon (lab/cpu/xeon_run.sh)\n")
     try:
         print("".join("    " + l for l in open(os.path.join(out, "machine.txt"))))
     except OSError:

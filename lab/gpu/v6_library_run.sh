@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Kernel v6 through the library on the GPU machine, one call (issue 23), with the binaries that
-# bench/gpu/carry.sh built on the development machine (PACK=1: carry.tgz beside this tree):
+# lab/gpu/carry.sh built on the development machine (PACK=1: carry.tgz beside this tree):
 #   bench  v4 and v6 (f32, tf32) beside PyTorch SDPA at the issue's shapes, cross-attention
 #          (4096 queries, 512 keys) and D = 64; the sass counts
 #   padding  key padding beside the unpadded call at (1,24,4608,128) (bench/padding/run.sh)
@@ -13,7 +13,7 @@
 # forced tests 5 s, each accuracy_tail run ~30 s, sanitizers 9 s), so that a slow one costs only
 # itself; logs under $OUT/r,
 # packed into $OUT/results.tgz; a summary last.
-# usage (GPU machine, from the folder holding bench/ and carry.tgz): bash bench/gpu/v6_library_run.sh
+# usage (GPU machine, from the folder holding bench/ and carry.tgz): bash lab/gpu/v6_library_run.sh
 set -u
 cd "$(dirname "$0")/../.."
 tar xzf carry.tgz

@@ -2,7 +2,7 @@
 # Issue 30's GPU run (about 3 minutes on the H200): the backward's accuracy after the exact-lse and
 # exact-dominant-P fixes, against PyTorch's fp32 SDPA on the same draws, and the accuracy margins of
 # the backward v2's variants that decide which of them stays (issue 32: the others leave src).
-# From the carried folder of bench/gpu/backward_carry.sh:
+# From the carried folder of lab/gpu/backward_carry.sh:
 #   cd .carry-cudabwd && mkdir -p x && tar xzf carry.tgz -C x && cd x && OUT=$OUT bash backward_v2_tail.sh
 # Steps [timeout, seconds]:
 #   1. test_backward cuda all (AUTO: forward v6, backward v2) [90]; its floor part with the backward

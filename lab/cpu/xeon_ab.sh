@@ -17,7 +17,7 @@
 # 1 thread on the first core, 2 on the first two (taskset, OMP_PROC_BIND). Prints a short table
 # last; every detail in $OUT/xeon_ab.tar.gz (and the table in $OUT/summary.txt).
 #
-# usage (repository root): sh bench/cpu/xeon_ab.sh
+# usage (repository root): sh lab/cpu/xeon_ab.sh
 # env: OUT (default /tmp/xeon-ab-out), ROUNDS (default 3), JOBS (default nproc), PYTHON (default
 #      python3, the one with torch), SKIP_BUILD=1 (reuse /tmp/xeon-ab/{base,runs,new})
 set -u
@@ -119,7 +119,7 @@ stamp "done"
 "$PY" - "$D" > "$D/summary.txt" << 'EOF'
 import glob, os, re, statistics as st, sys
 d = sys.argv[1]
-print("## bench/cpu/xeon_ab.sh: the call against its task alone (% of the FMA peak per thread, CPU time)\n")
+print("## lab/cpu/xeon_ab.sh: the call against its task alone (% of the FMA peak per thread, CPU time)\n")
 print(open(os.path.join(d, "machine.txt")).read().split("\n")[1])
 print("\n| call_lab | peak/thread | hot | walk | walk kv0 | walk q0 | api | api alloc | GHz after api |")
 print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")

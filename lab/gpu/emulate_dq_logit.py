@@ -5,7 +5,7 @@ scale that gives logits of std 8) on fresh seeds: dq's rel_l2 against the float6
 step of the kernel's arithmetic is done in float32 and the rest exactly. Prints median and max
 over the seeds per variant.
 
-usage: python3 bench/gpu/emulate_dq_logit.py [seeds]
+usage: python3 lab/gpu/emulate_dq_logit.py [seeds]
 """
 
 import sys

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue 29's GPU call: kernel v7 (forward, mma.sync 2xFP16) and the backward v3, forced, on the GPU
 # machine, from the repository root, in one call of under 9 minutes:
-#   OUT=$OUT bash bench/gpu/v7_run.sh
+#   OUT=$OUT bash lab/gpu/v7_run.sh
 # Steps (each under its own cap):
 #   build   cmake (CUDA, JATTN_CUDA_ARCHS=90a: the H200 runs the sm_90a build of the portable
 #           kernels, the same source as their sm_80 machine code) in $BUILD, the targets below [200 s]
@@ -14,9 +14,9 @@
 #           (torch_sdpa_backward.py); forward + backward through autograd with both forced
 #           (backward_v3_autograd.py); accuracy of v7 at each head_dim (jattn run --check)
 #   warps   the forward with v7's warps per CTA forced (tools/jattn_w4, _w6, _w8 of the carry,
-#           bench/gpu/v7_carry.sh) at the issue's shapes and the AUTO head dims, interleaved
+#           lab/gpu/v7_carry.sh) at the issue's shapes and the AUTO head dims, interleaved
 #   ncu     Nsight Compute on one v7 launch at (1,24,4608,128) and (1,24,1536,128)
-#   cpu     bench/cpu/xeon_run.sh (issue 31: the cpu backend on this machine's Xeon), BASE=none
+#   cpu     lab/cpu/xeon_run.sh (issue 31: the cpu backend on this machine's Xeon), BASE=none
 #   python  the Python package's tests (python/tests) on this GPU: the package from python/src with the
 #           carried libjattn.so; diffusers and its missing needs from wheels carried in .whl (if any)
 # Logs under $OUT, the table last ($OUT/table.txt). STEPS="build test time" narrows them; without
@@ -112,10 +112,10 @@ if has time; then
   cp -r "$ROOT/python/src/jattn" "$PKG/jattn" && mkdir -p "$PKG/jattn/_lib" && cp "$L" "$PKG/jattn/_lib/libjattn.so"
   PYTHONPATH=$PKG JATTN_CUDA_KERNEL=v7 JATTN_CUDA_BWD_KERNEL=v3 timeout 90 python3 "$ROOT/bench/gpu/backward_v3_autograd.py" \
     $ISSUE > "$OUT/autograd.log" 2>&1
-  PYTHONPATH=$PKG JATTN_CUDA_KERNEL=v7 JATTN_CUDA_BWD_KERNEL=v3 timeout 60 python3 "$ROOT/bench/gpu/autograd_profile.py" \
+  PYTHONPATH=$PKG JATTN_CUDA_KERNEL=v7 JATTN_CUDA_BWD_KERNEL=v3 timeout 60 python3 "$ROOT/lab/gpu/autograd_profile.py" \
     1,24,1536,128 > "$OUT/profile.txt" 2>&1
   echo "autograd done after ${SECONDS} s"
-  python3 "$ROOT/bench/gpu/v7_table.py" "$OUT" > "$OUT/table.txt" 2>&1
+  python3 "$ROOT/lab/gpu/v7_table.py" "$OUT" > "$OUT/table.txt" 2>&1
 fi
 if has repro; then # a seed that failed (REPRO_SEED, the backward's device part), three times, then under synccheck
   for i in 1 2 3; do
@@ -173,7 +173,7 @@ if has ncu; then
   echo "ncu done after ${SECONDS} s"
 fi
 if has cpu; then
-  BASE=none OUT=$OUT/xeon timeout 300 sh "$ROOT/bench/cpu/xeon_run.sh" > "$OUT/xeon.log" 2>&1
+  BASE=none OUT=$OUT/xeon timeout 300 sh "$ROOT/lab/cpu/xeon_run.sh" > "$OUT/xeon.log" 2>&1
   echo "cpu done after ${SECONDS} s"
 fi
 if has python; then
@@ -192,7 +192,7 @@ if has python; then
   echo "python: $(tail -1 "$OUT/pytest.log") after ${SECONDS} s" | tee "$OUT/python.txt"
 fi
 if has cpuab; then
-  OUT=$OUT/xeon_ab timeout 300 sh "$ROOT/bench/cpu/xeon_ab.sh" > "$OUT/xeon_ab.log" 2>&1
+  OUT=$OUT/xeon_ab timeout 300 sh "$ROOT/lab/cpu/xeon_ab.sh" > "$OUT/xeon_ab.log" 2>&1
   echo "cpuab done after ${SECONDS} s"
 fi
 # the device returns at most 8 files: every log in one archive beside the summaries

@@ -6,9 +6,9 @@
 # precisions, padded and odd shapes). Runs carried binaries (nothing is built here):
 #   on the development machine:
 #     CARRY_TESTS="test_parity test_padding test_cuda_device test_edges test_backward" \
-#       bench/gpu/carry.sh ba78e2f          (.carry/build: this tree; .carry/base/jattn: ba78e2f)
+#       lab/gpu/carry.sh ba78e2f          (.carry/build: this tree; .carry/base/jattn: ba78e2f)
 #   on the GPU machine, from the repository root (carry .carry):
-#     OUT=$OUT bash bench/gpu/prune_check.sh
+#     OUT=$OUT bash lab/gpu/prune_check.sh
 #   STEPS="tests forced backward ab" (the default: all; about 6-10 minutes: split over two calls
 #   with STEPS="tests forced" and STEPS="backward ab" where a call is capped at 10 minutes)
 # Logs under OUT (default /tmp/prune-out); a table last. Exit status 0 when every step passed.

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The backward v3's GPU call (issue 29: backward_v3_mma_f16x2.cu, mma.sync 2xFP16), one call from the
 # repository root on the GPU machine, under 6 minutes:
-#   OUT=$OUT bash bench/gpu/backward_v3_run.sh
+#   OUT=$OUT bash lab/gpu/backward_v3_run.sh
 # Steps, each under its own cap (seconds):
 #   build     cmake (CUDA) in $BUILD (/tmp/jattn-bwd3), targets jattn, test_backward, jattn_shared
 #             only [240]

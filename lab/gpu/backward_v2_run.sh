@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The backward v2's GPU call (issue 22: backward_v2_sm90_f16x2.cu): built here, carried, run there in one call.
-#   on the development machine:  CARRY=/work/main/.carry-bwdwg bench/gpu/backward_carry.sh
+#   on the development machine:  CARRY=/work/main/.carry-bwdwg lab/gpu/backward_carry.sh
 #   on the GPU machine, from the carried folder:  OUT=$OUT bash backward_v2_run.sh
 # Steps, each under its own timeout (seconds in brackets): test_backward cuda with v2 forced
 # (JATTN_CUDA_BWD_KERNEL=v2) [TEST_S, 120], then with each of VARIANTS (name:environment; none since

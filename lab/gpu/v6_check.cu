@@ -16,7 +16,7 @@
  * usage: v6_check [--reps N] [--seed S] [--rows N] [--no-v4] [--check-only]
  *                 [--time-only] [--no-probe] [--tail N] [shape ...]   shape = B,H,S,D or B,H,Sq,Skv,D
  * build: nvcc -gencode=arch=compute_90a,code=sm_90a -O3 -std=c++17 -Isrc/cuda -Xcompiler -fopenmp
- *        bench/gpu/v6_check.cu src/cuda/attention_v6_sm90_fa3_f16x2.cu
+ *        lab/gpu/v6_check.cu src/cuda/attention_v6_sm90_fa3_f16x2.cu
  *        src/cuda/attention_v6_split_kv_f16x2.cu src/cuda/attention_v4_sm90_f16x2.cu
  *        src/cuda/attention_v4_split_kv_f16x2.cu src/cuda/sm90_contract.c -o v6_check */
 #include <math.h>

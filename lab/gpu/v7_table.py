@@ -1,4 +1,4 @@
-"""The table of bench/gpu/v7_run.sh: kernel v7 and the backward v3 beside AUTO and PyTorch's fp32 SDPA.
+"""The table of lab/gpu/v7_run.sh: kernel v7 and the backward v3 beside AUTO and PyTorch's fp32 SDPA.
 
 usage: python3 v7_table.py OUT_DIR   (reads bench.log, torch_fwd.log, torch_bwd.log, autograd.log there)
 Forward TFLOP/s = 4 B H S^2 D / time; backward 10 B H S^2 D / time (docs/DESIGN.md §1).

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The Python side of the cuda backward on the GPU machine (issue 22), from the carried folder that
-# bench/gpu/backward_carry.sh fills (../whl/: the jattn and diffusers wheels of
+# lab/gpu/backward_carry.sh fills (../whl/: the jattn and diffusers wheels of
 # bench/python/build_wheels.sh, beside carry.tgz; py/: python/tests and bench/python/flux2_train_step.py):
 #   install the wheels into /tmp/site -> pytest python/tests/test_autograd.py (the CUDA gradient
 #   tests and the FLUX.2 LoRA step on CUDA run there) [180] -> flux2_train_step.py (FLUX.2, 24 heads

@@ -2,7 +2,7 @@
 # One H200 call for the vk backend (bench/results/vk-h200-2026-12-02*/): NVIDIA's Vulkan driver through
 # a carried loader. Run from the folder holding vk_bench, the test programs, torch_sdpa_peer.py,
 # vk_summary.py and debs/ (Debian 12's libvulkan1 and the GL vendor-neutral libraries its ICD loads),
-# as built by bench/vulkan/build_carry.sh. Writes gpu.txt, tests.txt, bench.jsonl, summary.txt under $OUT.
+# as built by lab/vulkan/build_carry.sh. Writes gpu.txt, tests.txt, bench.jsonl, summary.txt under $OUT.
 # JATTN_VK_KERNEL values: TEST_KERNELS go through the vk suites, BENCH_KERNELS through vk_bench at
 # (1,24,1536,128), (1,24,4608,128), (1,24,1536,64), SMALL_KERNELS also in their 32 KiB forms, then
 # SCALE_KERNEL at (1,H,1536,128) for H in SCALE_HEADS. "default": JATTN_VK_KERNEL empty (the device's default).

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds, on the development machine, what bench/gpu/v7_run.sh runs on the GPU machine, and packs it
+# Builds, on the development machine, what lab/gpu/v7_run.sh runs on the GPU machine, and packs it
 # into .carry-pack/carry.tgz (git-ignored; name .carry-pack in the device call's carry):
 #   build/tests/   test_backward test_parity test_padding test_edges test_cuda_device
 #   build/tools/   jattn, and jattn_w4 / jattn_w6 / jattn_w8: jattn with kernel v7's warps per CTA
@@ -7,7 +7,7 @@
 #                  model in v7_warps)
 #   build/libjattn.so, lib/ (libcudart.so.13, libgomp.so.1)
 # The CUDA targets are JATTN_CUDA_ARCHS=90a (the H200 runs the sm_90a build of the portable kernels).
-# usage: bench/gpu/v7_carry.sh            (B=/tmp/v7carry by default; JOBS=2)
+# usage: lab/gpu/v7_carry.sh            (B=/tmp/v7carry by default; JOBS=2)
 set -eu -o pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD

@@ -16,4 +16,4 @@ for t in test_vulkan test_edges test_parity test_padding; do
     cp "$root/build-carry/tests/$t" "$out/" && strip "$out/$t"
 done
 strip "$out/vk_bench"
-cp "$root/bench/vulkan/torch_sdpa_peer.py" "$root/bench/vulkan/h200_run.sh" "$root/bench/vulkan/vk_summary.py" "$out/"
+cp "$root/bench/vulkan/torch_sdpa_peer.py" "$root/lab/vulkan/h200_run.sh" "$root/lab/vulkan/vk_summary.py" "$out/"

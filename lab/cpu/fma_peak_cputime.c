@@ -1,7 +1,7 @@
 /* The single-thread AVX-512 FMA peak per second of CPU time (CLOCK_THREAD_CPUTIME_ID) and per
  * second of wall time, for a machine shared with other work, where the wall clock of a run
  * depends on the scheduler: 16 independent zmm FMA chains (as kit/peers.c), median of REPS.
- * build: cc -O2 -mavx512f -mfma bench/cpu/fma_peak_cputime.c -o /tmp/fma_peak_cputime
+ * build: cc -O2 -mavx512f -mfma lab/cpu/fma_peak_cputime.c -o /tmp/fma_peak_cputime
  * usage: /tmp/fma_peak_cputime [REPS] */
 #include <immintrin.h>
 #include <stdio.h>

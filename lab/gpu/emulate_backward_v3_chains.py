@@ -5,7 +5,7 @@ Prints rel_l2 of dq, dk, dv against float64 per case and seed for both, and the 
 2026-12-04, two seeds: D = 128 peaky worst 5.9e-6 with chains of 4, 3.8e-6 with 2 (seed 0; 1 slice
 5.4e-6), 4.2e-6 Kahan; D = 96 large 2.3e-6 (4) against 1.3e-6 (Kahan).
 
-usage: python3 bench/gpu/emulate_backward_v3_chains.py [seeds] [chain]
+usage: python3 lab/gpu/emulate_backward_v3_chains.py [seeds] [chain]
 """
 
 import sys
