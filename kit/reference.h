@@ -10,6 +10,12 @@
 #include "jattn.h"
 #include "metrics.h"
 
+/* The reference work of a full check: the FLUX.2 call of the command's default job, 4 B H S^2 D at
+ * (1, 24, 1536, 128), about 1.5 s of the float64 reference on 2 cores. Larger problems are checked on
+ * every n-th query row so that the check costs about as much (`jattn run --check`, `jattn run
+ * --parallel`, bench/parallel/sp_gpu_bench). */
+#define KIT_CHECK_BUDGET_FLOPS (4.0 * 1 * 24 * 1536 * 1536 * 128)
+
 /* The reference output on every `stride`-th query row (stride 1: all rows), computed once and
  * compared with any number of outputs of the same problem and inputs. The sampled rows are a
  * sub-problem whose q strides step over rows, so the public API computes it. */

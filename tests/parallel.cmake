@@ -11,8 +11,9 @@
 # MPI is not instrumented, and its shared-memory transport's lock-free queues read as races).
 find_package(Threads REQUIRED)
 add_library(jattn_sp_test_support STATIC ${CMAKE_CURRENT_LIST_DIR}/sp_cases.c ${CMAKE_CURRENT_LIST_DIR}/sp_threads_transport.c)
-target_include_directories(jattn_sp_test_support PUBLIC ${CMAKE_CURRENT_LIST_DIR} ${PROJECT_SOURCE_DIR}/src)
-target_link_libraries(jattn_sp_test_support PUBLIC jattn_test_harness jattn_parallel_static Threads::Threads)
+target_include_directories(jattn_sp_test_support PUBLIC ${CMAKE_CURRENT_LIST_DIR})
+target_link_libraries(jattn_sp_test_support PUBLIC jattn_test_harness jattn_internal jattn_parallel_static
+                                                   Threads::Threads)
 target_compile_definitions(jattn_sp_test_support PRIVATE _POSIX_C_SOURCE=200809L) # pthread barriers
 
 jattn_add_test(test_sp_threads SOURCES test_sp_threads.c LIBS jattn_sp_test_support)

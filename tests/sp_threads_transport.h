@@ -8,7 +8,7 @@
 
 #include <stddef.h>
 
-#include "parallel/sp_collectives.h"
+#include "jattn_internal.h" /* parallel/sp_collectives.h */
 
 /* How the threads move bytes: memcpy on the host; cudaMemcpy and cudaStreamSynchronize on a
  * GPU (the device test supplies them). */

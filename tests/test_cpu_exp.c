@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cpu/cpu_kernels.h"
+#include "jattn_internal.h" /* cpu/cpu_kernels.h */
 #include "harness.h"
 
 #define STRIDE 1009 /* about 1.1 million of the 1.1 billion floats in [-126, 0], every binade */

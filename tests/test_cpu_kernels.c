@@ -7,8 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
-#include "cpu/cpu_kernels.h"
+#include "jattn_internal.h" /* backend.h, cpu/cpu_kernels.h */
 #include "harness.h"
 
 #define EPS ((double)FLT_EPSILON / 2) /* unit roundoff of float */

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cpu/cpu_kernels.h"
+#include "jattn_internal.h" /* cpu/cpu_kernels.h */
 #include "harness.h"
 
 static int set_isa(const char *isa) {

@@ -14,7 +14,7 @@
 
 #include <cuda_runtime_api.h>
 
-#include "cuda/cuda_internal.h"
+#include "jattn_internal.h" /* cuda/cuda_internal.h */
 #include "harness.h"
 
 static jt_tally tally;

@@ -13,8 +13,7 @@
 
 #include <cuda_runtime_api.h>
 
-#include "parallel/sp_ctx.h"
-#include "parallel/sp_transport.h"
+#include "jattn_internal.h" /* parallel/sp_ctx.h, sp_transport.h */
 #include "sp_cases.h"
 #include "sp_threads_transport.h"
 

@@ -7,8 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "parallel/sp_ctx.h"
-#include "parallel/sp_transport.h"
+#include "jattn_internal.h" /* parallel/sp_ctx.h, sp_transport.h */
 #include "sp_cases.h"
 #include "sp_threads_transport.h"
 

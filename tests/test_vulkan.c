@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "harness.h"
-#include "vulkan/vk_internal.h"
+#include "jattn_internal.h" /* vulkan/vk_internal.h */
 
 static jattn_exec vk_exec(void) {
     jattn_exec e = {0};

@@ -21,8 +21,7 @@
 #include "cli_parallel_device.h"
 
 /* As `jattn run`: the reference work of a full check, and about 2 s of timed calls. */
-#define PAR_CHECK_BUDGET_FLOPS \
-    (4.0 * CLI_DEFAULT_BATCH * CLI_DEFAULT_HEADS * CLI_DEFAULT_SEQ * CLI_DEFAULT_SEQ * CLI_DEFAULT_DIM)
+#define PAR_CHECK_BUDGET_FLOPS KIT_CHECK_BUDGET_FLOPS
 #define PAR_AUTO_SECONDS 2.0
 #define PAR_AUTO_REPS_MIN 3
 #define PAR_AUTO_REPS_MAX 25

@@ -7,8 +7,8 @@
 
 #include <cuda_runtime_api.h>
 
-#include "cuda/cuda_internal.h"
 #include "jattn.h"
+#include "jattn_internal.h" /* cuda/cuda_internal.h: the kernel knobs */
 
 #define CHECK(call)                                                                             \
     do {                                                                                        \

@@ -3,7 +3,7 @@
 if(JATTN_NCCL_ENABLED AND TARGET jattn_kit)
   find_package(Threads REQUIRED)
   add_executable(sp_gpu_bench ${CMAKE_CURRENT_LIST_DIR}/sp_gpu_bench.c)
-  target_include_directories(sp_gpu_bench PRIVATE ${PROJECT_SOURCE_DIR}/tools ${JATTN_NCCL_INCLUDE_DIR})
+  target_include_directories(sp_gpu_bench PRIVATE ${JATTN_NCCL_INCLUDE_DIR})
   target_compile_definitions(sp_gpu_bench PRIVATE _POSIX_C_SOURCE=200809L)
   target_link_libraries(sp_gpu_bench PRIVATE jattn_parallel_static jattn_kit CUDA::cudart
     ${JATTN_NCCL_LIBRARY} Threads::Threads m)

@@ -30,7 +30,6 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
-#include "cli_args.h" /* the default job (CLI_DEFAULT_*): the check budget of `jattn run` */
 #include "clock.h"
 #include "reference.h"
 #include "tensor.h"
@@ -313,8 +312,7 @@ static int parity(ncclComm_t *comms, int gpus, const shape *s, jattn_sp_algorith
     jattn_problem p = jattn_problem_flux(s->batch, s->heads, s->seq, s->seq_kv, s->dim);
     kit_reference ref;
     char why[512];
-    const double budget =
-        4.0 * CLI_DEFAULT_BATCH * CLI_DEFAULT_HEADS * CLI_DEFAULT_SEQ * CLI_DEFAULT_SEQ * CLI_DEFAULT_DIM;
+    const double budget = KIT_CHECK_BUDGET_FLOPS; /* as `jattn run --check` */
     int pass = 0;
     if (kit_reference_compute(&ref, &p, NULL, q, k, v, budget, 0, why, sizeof why) != JATTN_OK) {
         fprintf(stderr, "sp_gpu_bench: %s\n", why);

@@ -9,7 +9,7 @@
  * evaluation of 16 sampled query rows of every head (the gate of docs/DESIGN.md: rel_l2 <= 2e-6).
  * JATTN_VK_KERNEL=1|7 picks the kernel (src/vulkan/NOTES.md). Built with the benchmarks where the
  * vk backend is (<build>/bench/vk_bench), against the static library (it reads the kernel time
- * through vulkan/vk_internal.h). */
+ * through the internal door, src/internal/jattn_internal.h). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,7 +17,7 @@
 #include <time.h>
 
 #include "jattn.h"
-#include "vulkan/vk_internal.h"
+#include "jattn_internal.h" /* vulkan/vk_internal.h */
 
 static double now(void) {
     struct timespec t;
