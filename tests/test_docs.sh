@@ -5,12 +5,21 @@
 #   - the order the docs give for `auto` ("`auto` ... tries cuda, then ...") is the library's;
 #   - every folder src/*/ stands in DESIGN §3's layer map;
 #   - the backends ctest registered the per-backend suites for (read from src/backend.h by
-#     cmake/backends.cmake, passed as arguments) are the library's, in its order.
+#     cmake/backends.cmake, passed as arguments) are the library's, in its order;
+#   - with --ladder: the kernel ladders of src/cuda/NOTES.md ("The kernel ladders": which cuda kernel
+#     AUTO runs, forward and backward) are the code's (LADDER, tests/test_cuda_ladder.c, evaluates
+#     the table and src/cuda/cuda_versions.c on a grid of calls).
 # Then the same checks run on copies of the docs with one backend name removed, with a folder
-# added to src/, and with the order changed: each must fail, so this test is known to catch them.
+# added to src/, with the order changed, and with a kernel of the ladder changed: each must fail,
+# so this test is known to catch them.
 #
-# usage: test_docs.sh JATTN SOURCE_DIR [REGISTERED_BACKEND...]
+# usage: test_docs.sh [--ladder LADDER] JATTN SOURCE_DIR [REGISTERED_BACKEND...]
 set -u
+LADDER=
+if [ "${1:-}" = --ladder ]; then
+    LADDER=$2
+    shift 2
+fi
 J=$1
 SRC=$2
 shift 2
@@ -87,6 +96,16 @@ if [ -n "$REGISTERED" ] && [ "$REGISTERED" != "$NAMES" ]; then
     failed=1
 fi
 
+if [ -n "$LADDER" ]; then
+    echo "the kernel ladders of src/cuda/NOTES.md against the code:"
+    if "$LADDER" "$SRC/src/cuda/NOTES.md" >"$T/ladder.out" 2>&1; then
+        echo "  $(tail -n 2 "$T/ladder.out" | head -n 1)"
+    else
+        sed 's/^/  /' "$T/ladder.out" | head -n 30
+        failed=1
+    fi
+fi
+
 # The checks must catch what they look for: a copy of the docs and of src/'s folders, changed.
 copy() {
     rm -rf "$T/copy"
@@ -116,6 +135,20 @@ expect_miss "a folder src/ has and the layer map lacks"
 copy
 sed "s/tries $first, then/tries nothing, then/" "$SRC/docs/DESIGN.md" >"$T/copy/docs/DESIGN.md"
 expect_miss "another order for auto in docs/DESIGN.md"
+
+if [ -n "$LADDER" ]; then
+    sed 's/^\(| forward | any | any | any | seq_kv 1 |.*\)| v1 | - |$/\1| v7 | v1 |/' \
+        "$SRC/src/cuda/NOTES.md" >"$T/NOTES.md"
+    if cmp -s "$T/NOTES.md" "$SRC/src/cuda/NOTES.md"; then
+        echo "FAIL the ladder's single-key row was not found to change"
+        failed=1
+    elif "$LADDER" "$T/NOTES.md" >"$T/ladder.out" 2>&1; then
+        echo "FAIL the check does not notice a ladder that names another kernel for a single key"
+        failed=1
+    else
+        echo "the check notices a ladder that names another kernel for a single key: $(grep -m 1 FAIL "$T/ladder.out" | cut -c1-120)"
+    fi
+fi
 
 if [ $failed = 0 ]; then echo "test_docs: PASS"; else echo "test_docs: FAIL"; fi
 exit $failed

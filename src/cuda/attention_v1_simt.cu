@@ -1,5 +1,6 @@
 /* attention v1: plain fp32 SIMT flash attention (the baseline, and the correct path for any
- * head_dim up to 512 that v2 does not take).
+ * problem: head_dim up to 512, every device, a single key; AUTO runs it where v6 and v7 do not:
+ * the ladders of src/cuda/NOTES.md).
  *
  * Reads  q [B,H,Sq,D], k and v [B,H,Skv,D] through element strides (head_dim contiguous, any
  *        4-byte alignment: scalar loads only);
@@ -18,8 +19,8 @@
  * rows of 64K keys keep fp32 accuracy. Precision: fp32 throughout (also when tf32 is asked for).
  *
  * Measured: src/cuda/NOTES.md's version table (each step: JOURNAL.md beside it).
- * Verdict: the baseline and the correct path (odd D, D > 256, seq_kv = 1), several times slower
- * than v2.
+ * Verdict: the baseline and the correct path (D > 256, seq_kv = 1, sequences beyond v7's 32-bit
+ * index, a call whose v7 workspace the pool cannot give), an order of magnitude slower than v7.
  */
 #include <cuda_runtime.h>
 #include <math.h>

@@ -1,7 +1,8 @@
 /* The cuda backend's internal interface, shared by the C launch code (cuda_backend.c,
- * cuda_versions.c), the kernel files (attention_v*.cu) and the tests that look inside
- * (test_cuda_device.c). Plain C: every kernel version exports one extern "C" launcher of one
- * shape, jattn_cuda_launch_vN(args, workspace, stream). */
+ * cuda_versions.c), the kernel files (attention_v*.cu, backward_v*.cu) and, through the internal
+ * door (src/internal/jattn_internal.h), the tests and benchmarks that look inside
+ * (test_cuda_device.c, bench/gpu). Plain C: every kernel version exports one extern "C" launcher of
+ * one shape, jattn_cuda_launch_vN(args, workspace, stream). */
 #ifndef JATTN_CUDA_INTERNAL_H
 #define JATTN_CUDA_INTERNAL_H
 

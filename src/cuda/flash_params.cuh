@@ -1,5 +1,5 @@
-/* The parameter block the v1 and v2 kernels take by value (attention_v1_simt.cu,
- * attention_v2_mma.cu): jattn_cuda_args (cuda_internal.h) with the extents narrowed to int,
+/* The parameter block kernel v1 takes by value (attention_v1_simt.cu; the removed v2 took it too):
+ * jattn_cuda_args (cuda_internal.h) with the extents narrowed to int,
  * which the backend's selection guarantees (seq_q, seq_kv, batch * heads < 2^31). */
 #ifndef JATTN_FLASH_PARAMS_CUH
 #define JATTN_FLASH_PARAMS_CUH
