@@ -1,4 +1,4 @@
-//! Raw FFI declarations of [jattn](../jattn/index.html)'s C API (`include/jattn.h`, version 0.3),
+//! Raw FFI declarations of [jattn](../jattn/index.html)'s C API (`include/jattn.h`, version 0.4),
 //! and the build of the C library.
 //!
 //! This crate only builds and declares: every item mirrors `jattn.h` one to one, with the C
@@ -34,7 +34,7 @@ use core::ffi::{c_char, c_int, c_uint, c_void};
 /// `JATTN_VERSION_MAJOR` of the header these declarations were written from.
 pub const JATTN_VERSION_MAJOR: c_uint = 0;
 /// `JATTN_VERSION_MINOR` of the header these declarations were written from.
-pub const JATTN_VERSION_MINOR: c_uint = 3;
+pub const JATTN_VERSION_MINOR: c_uint = 4;
 /// `JATTN_VERSION_PATCH` of the header these declarations were written from.
 pub const JATTN_VERSION_PATCH: c_uint = 0;
 /// `JATTN_VERSION_NUMBER`: major * 10000 + minor * 100 + patch.
@@ -48,7 +48,7 @@ pub type jattn_status = c_int;
 pub const JATTN_OK: jattn_status = 0;
 /// A required pointer is NULL.
 pub const JATTN_ERROR_NULL_POINTER: jattn_status = 1;
-/// A dimension is < 1.
+/// A dimension out of range (< 0; head_dim < 1; kv_heads not dividing heads).
 pub const JATTN_ERROR_INVALID_DIMENSION: jattn_status = 2;
 /// An element count or byte offset overflows.
 pub const JATTN_ERROR_OVERFLOW: jattn_status = 3;
@@ -105,13 +105,13 @@ pub struct jattn_strides {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct jattn_problem {
-    /// B >= 1.
+    /// B >= 0.
     pub batch: i64,
-    /// H >= 1.
+    /// H >= 0: query heads (q, out, lse).
     pub heads: i64,
-    /// Sq >= 1: query tokens.
+    /// Sq >= 0: query tokens.
     pub seq_q: i64,
-    /// Skv >= 1: key/value tokens.
+    /// Skv >= 0: key/value tokens.
     pub seq_kv: i64,
     /// D >= 1.
     pub head_dim: i64,
@@ -121,12 +121,15 @@ pub struct jattn_problem {
     pub dtype: jattn_dtype,
     /// Strides of q `[B, H, Sq, D]`.
     pub q: jattn_strides,
-    /// Strides of k `[B, H, Skv, D]`.
+    /// Strides of k `[B, Hkv, Skv, D]`.
     pub k: jattn_strides,
-    /// Strides of v `[B, H, Skv, D]`.
+    /// Strides of v `[B, Hkv, Skv, D]`.
     pub v: jattn_strides,
     /// Strides of out `[B, H, Sq, D]`.
     pub out: jattn_strides,
+    /// Hkv: key/value heads (grouped-query attention); 0 means `heads`, else >= 1 and dividing
+    /// `heads`. Query head h reads key/value head `h / (heads / kv_heads)`.
+    pub kv_heads: i64,
 }
 
 // ---- execution -------------------------------------------------------------------------------
@@ -179,6 +182,9 @@ pub struct jattn_exec {
     pub workspace: *mut c_void,
     /// Bytes of `workspace`.
     pub workspace_bytes: usize,
+    /// Plans only: the byte alignment of every data pointer of the plan's runs (a power of two
+    /// >= 4); 0 means 16. The one-call functions ignore it.
+    pub alignment: usize,
 }
 
 impl Default for jattn_exec {
@@ -192,6 +198,7 @@ impl Default for jattn_exec {
             cuda_stream: core::ptr::null_mut(),
             workspace: core::ptr::null_mut(),
             workspace_bytes: 0,
+            alignment: 0,
         }
     }
 }
@@ -295,6 +302,81 @@ impl Default for jattn_key_padding {
             mask_batch_stride: 0,
         }
     }
+}
+
+/// `jattn_causal`: causal attention (with segments: inside each segment, in its own positions).
+pub type jattn_causal = c_int;
+/// Every query may attend every key (the DiT default).
+pub const JATTN_CAUSAL_NONE: jattn_causal = 0;
+/// Query t attends keys u <= t: PyTorch's `is_causal`.
+pub const JATTN_CAUSAL_TOP_LEFT: jattn_causal = 1;
+/// Query t attends keys u <= t + Lk - Lq: FlashAttention's causal (the last query sees every key).
+pub const JATTN_CAUSAL_BOTTOM_RIGHT: jattn_causal = 2;
+
+/// `jattn_mask`: everything that narrows the keys a query attends, and an additive key bias.
+/// All zero attends every key with no bias.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct jattn_mask {
+    /// Per-key lengths and boolean masks, as `jattn_forward_padded`.
+    pub padding: jattn_key_padding,
+    /// Causal attention.
+    pub causal: jattn_causal,
+    /// NULL, or `num_blocks + 1` non-decreasing query offsets from 0 to seq_q (block-causal).
+    pub block_q: *const i64,
+    /// NULL, or `num_blocks + 1` non-decreasing key offsets from 0 to seq_kv (may be `block_q`).
+    pub block_kv: *const i64,
+    /// Blocks (>= 1 with `block_q`; 0 without).
+    pub num_blocks: i64,
+    /// NULL, or `num_segments + 1` non-decreasing query offsets from 0 per row (varlen `cu_seqlens_q`).
+    pub cu_seqlens_q: *const i64,
+    /// NULL, or `num_segments + 1` non-decreasing key offsets from 0 per row (`cu_seqlens_k`).
+    pub cu_seqlens_kv: *const i64,
+    /// Segments (>= 1 with `cu_seqlens_q`; 0 without).
+    pub num_segments: i64,
+    /// Elements between batches' offset rows; 0 = one row for all.
+    pub segments_batch_stride: i64,
+    /// NULL, or an additive float32 key bias, rows of seq_kv values.
+    pub key_bias: *const f32,
+    /// Elements between batches' bias rows (0 broadcasts).
+    pub key_bias_batch_stride: i64,
+    /// Elements between heads' bias rows (0 broadcasts).
+    pub key_bias_head_stride: i64,
+}
+
+impl Default for jattn_mask {
+    /// The zero-initialised `jattn_mask`: every key attended, no bias.
+    fn default() -> Self {
+        jattn_mask {
+            padding: jattn_key_padding::default(),
+            causal: JATTN_CAUSAL_NONE,
+            block_q: core::ptr::null(),
+            block_kv: core::ptr::null(),
+            num_blocks: 0,
+            cu_seqlens_q: core::ptr::null(),
+            cu_seqlens_kv: core::ptr::null(),
+            num_segments: 0,
+            segments_batch_stride: 0,
+            key_bias: core::ptr::null(),
+            key_bias_batch_stride: 0,
+            key_bias_head_stride: 0,
+        }
+    }
+}
+
+/// `jattn_pass`: the pass a plan is made for.
+pub type jattn_pass = c_int;
+/// `jattn_forward_masked`.
+pub const JATTN_PASS_FORWARD: jattn_pass = 0;
+/// `jattn_backward_masked`.
+pub const JATTN_PASS_BACKWARD: jattn_pass = 1;
+
+/// `jattn_plan`: an opaque, immutable plan (problem, mask structure and exec decided once).
+#[repr(C)]
+pub struct jattn_plan {
+    _opaque: [u8; 0],
+    // Only ever handled through a pointer; the safe crate decides Send and Sync.
+    _marker: core::marker::PhantomData<(*mut u8, core::marker::PhantomPinned)>,
 }
 
 // ---- functions -------------------------------------------------------------------------------
@@ -411,6 +493,95 @@ unsafe extern "C" {
         dout: *const c_void,
         dlse: *const f32,
         padding: *const jattn_key_padding,
+        dq: *mut c_void,
+        dk: *mut c_void,
+        dv: *mut c_void,
+    ) -> jattn_status;
+
+    /// `jattn_forward` with a mask (NULL: `jattn_forward`).
+    /// @return `JATTN_OK`, or the status of the first problem found; nothing is written on failure.
+    pub fn jattn_forward_masked(
+        ctx: *mut jattn_ctx,
+        problem: *const jattn_problem,
+        exec: *const jattn_exec,
+        q: *const c_void,
+        k: *const c_void,
+        v: *const c_void,
+        mask: *const jattn_mask,
+        out: *mut c_void,
+        lse: *mut f32,
+    ) -> jattn_status;
+    /// `jattn_backward` with a mask (NULL: `jattn_backward` without padding).
+    /// @return as `jattn_backward`.
+    pub fn jattn_backward_masked(
+        ctx: *mut jattn_ctx,
+        problem: *const jattn_problem,
+        grad: *const jattn_grad_strides,
+        exec: *const jattn_exec,
+        q: *const c_void,
+        k: *const c_void,
+        v: *const c_void,
+        out: *const c_void,
+        lse: *const f32,
+        dout: *const c_void,
+        dlse: *const f32,
+        mask: *const jattn_mask,
+        dq: *mut c_void,
+        dk: *mut c_void,
+        dv: *mut c_void,
+    ) -> jattn_status;
+
+    /// Makes a plan for `pass` (grad: NULL like the problem's; mask: the structure the runs' masks
+    /// have, NULL none; exec NULL: defaults).
+    /// @return `JATTN_OK` and `*plan` a new plan (free with `jattn_plan_free`), or the status the
+    /// one-call function would give (`*plan` untouched).
+    pub fn jattn_plan_create(
+        plan: *mut *mut jattn_plan,
+        pass: jattn_pass,
+        problem: *const jattn_problem,
+        grad: *const jattn_grad_strides,
+        mask: *const jattn_mask,
+        exec: *const jattn_exec,
+    ) -> jattn_status;
+    /// Frees a plan. Accepts NULL.
+    pub fn jattn_plan_free(plan: *mut jattn_plan);
+    /// @return `JATTN_OK` and `*selection` what the plan's runs launch; `JATTN_ERROR_NULL_POINTER`.
+    pub fn jattn_plan_selection(plan: *const jattn_plan, selection: *mut jattn_selection) -> jattn_status;
+    /// @return the workspace bytes a run of the plan needs when the caller provides one (0: none;
+    /// 0 for NULL).
+    pub fn jattn_plan_workspace_size(plan: *const jattn_plan) -> usize;
+    /// Runs a forward plan (as `jattn_forward_masked`) on `cuda_stream` with the caller's workspace
+    /// (NULL: the context's or one allocated).
+    /// @return as `jattn_forward_masked`; `JATTN_ERROR_INVALID_ARGUMENT` for a backward plan or a
+    /// mask of another structure.
+    pub fn jattn_plan_forward(
+        plan: *const jattn_plan,
+        ctx: *mut jattn_ctx,
+        cuda_stream: *mut c_void,
+        workspace: *mut c_void,
+        workspace_bytes: usize,
+        q: *const c_void,
+        k: *const c_void,
+        v: *const c_void,
+        mask: *const jattn_mask,
+        out: *mut c_void,
+        lse: *mut f32,
+    ) -> jattn_status;
+    /// Runs a backward plan (as `jattn_backward_masked`; see `jattn_plan_forward`).
+    pub fn jattn_plan_backward(
+        plan: *const jattn_plan,
+        ctx: *mut jattn_ctx,
+        cuda_stream: *mut c_void,
+        workspace: *mut c_void,
+        workspace_bytes: usize,
+        q: *const c_void,
+        k: *const c_void,
+        v: *const c_void,
+        out: *const c_void,
+        lse: *const f32,
+        dout: *const c_void,
+        dlse: *const f32,
+        mask: *const jattn_mask,
         dq: *mut c_void,
         dk: *mut c_void,
         dv: *mut c_void,

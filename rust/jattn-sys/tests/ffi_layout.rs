@@ -31,17 +31,22 @@ macro_rules! record {
 fn rust_lines() -> Vec<String> {
     let mut l = Vec::new();
     record!(struct l, jattn_strides, batch, head, token);
-    record!(struct l, jattn_problem, batch, heads, seq_q, seq_kv, head_dim, scale, dtype, q, k, v, out);
-    record!(struct l, jattn_exec, backend, precision, memory, threads, cuda_stream, workspace, workspace_bytes);
+    record!(struct l, jattn_problem, batch, heads, seq_q, seq_kv, head_dim, scale, dtype, q, k, v, out, kv_heads);
+    record!(struct l, jattn_exec, backend, precision, memory, threads, cuda_stream, workspace, workspace_bytes,
+        alignment);
     record!(struct l, jattn_selection, backend, backend_name, kernel, isa, threads);
     record!(struct l, jattn_backend_info, backend, name, memory, is_gpu, has_backward, auto_rank);
     record!(struct l, jattn_key_padding, kv_len, mask, mask_batch, mask_keys, mask_batch_stride);
+    record!(struct l, jattn_mask, padding, causal, block_q, block_kv, num_blocks, cu_seqlens_q, cu_seqlens_kv,
+        num_segments, segments_batch_stride, key_bias, key_bias_batch_stride, key_bias_head_stride);
     record!(struct l, jattn_grad_strides, dout, dq, dk, dv);
     record!(struct l, jattn_status);
     record!(struct l, jattn_dtype);
     record!(struct l, jattn_backend);
     record!(struct l, jattn_precision);
     record!(struct l, jattn_memory);
+    record!(struct l, jattn_causal);
+    record!(struct l, jattn_pass);
     record!(status l, JATTN_OK, JATTN_ERROR_NULL_POINTER, JATTN_ERROR_INVALID_DIMENSION, JATTN_ERROR_OVERFLOW,
         JATTN_ERROR_INVALID_STRIDE, JATTN_ERROR_SELF_OVERLAP, JATTN_ERROR_ALIASING, JATTN_ERROR_INVALID_SCALE,
         JATTN_ERROR_INVALID_ARGUMENT, JATTN_ERROR_UNSUPPORTED, JATTN_ERROR_BACKEND_UNAVAILABLE,
@@ -51,6 +56,8 @@ fn rust_lines() -> Vec<String> {
         JATTN_BACKEND_AUTO, JATTN_BACKEND_REF, JATTN_BACKEND_CPU, JATTN_BACKEND_CUDA, JATTN_BACKEND_VK,
         JATTN_BACKEND_COUNT,
         JATTN_PRECISION_F32, JATTN_PRECISION_TF32, JATTN_MEMORY_HOST, JATTN_MEMORY_DEVICE,
+        JATTN_CAUSAL_NONE, JATTN_CAUSAL_TOP_LEFT, JATTN_CAUSAL_BOTTOM_RIGHT,
+        JATTN_PASS_FORWARD, JATTN_PASS_BACKWARD,
         JATTN_VERSION_MAJOR, JATTN_VERSION_MINOR, JATTN_VERSION_PATCH, JATTN_VERSION_NUMBER);
     l
 }
@@ -81,6 +88,14 @@ fn rust_functions() -> Vec<(&'static str, usize)> {
         jattn_backward_select,
         jattn_backward_workspace_size,
         jattn_backward,
+        jattn_forward_masked,
+        jattn_backward_masked,
+        jattn_plan_create,
+        jattn_plan_free,
+        jattn_plan_selection,
+        jattn_plan_workspace_size,
+        jattn_plan_forward,
+        jattn_plan_backward,
     ]
 }
 
@@ -214,6 +229,10 @@ fn by_value_returns_match_the_c_helpers() {
     );
     assert_eq!(p.k, jattn_strides { batch: 24 * 512 * 128, head: 512 * 128, token: 128 });
     assert_eq!(p.out, jattn_strides { batch: 1536 * 24 * 128, head: 128, token: 24 * 128 });
+    assert_eq!(p.kv_heads, 0, "jattn_problem_flux: each query head its own key/value head");
+    let (exec, mask) = (jattn_exec::default(), jattn_mask::default());
+    assert_eq!((exec.alignment, mask.causal, mask.num_blocks, mask.num_segments), (0, JATTN_CAUSAL_NONE, 0, 0));
+    assert!(mask.block_q.is_null() && mask.cu_seqlens_q.is_null() && mask.key_bias.is_null());
 }
 
 /// With `JATTN_SYS_EXPECT_LINKED=<prefix>` set (make test-rust's check of the feature

@@ -1,4 +1,4 @@
-//! The host call: [`forward`], [`forward_padded`] and the reusable [`Context`].
+//! The host call: [`forward`], [`forward_padded`], [`forward_masked`] and the reusable [`Context`].
 
 use std::fmt;
 use std::ptr::{self, NonNull};
@@ -7,6 +7,7 @@ use jattn_sys as ffi;
 
 use crate::error::{Error, Status};
 use crate::exec::{Exec, select_raw};
+use crate::mask::Mask;
 use crate::padding::KeyPadding;
 use crate::problem::{Problem, Tensor};
 
@@ -47,6 +48,30 @@ pub fn forward(
     forward_host(ptr::null_mut(), problem, exec, q, k, v, None, out, lse)
 }
 
+/// [`forward`] attending only the keys `mask` leaves, with its key bias (see [`Mask`]): causal,
+/// block-causal, segments (packed sequences), key padding and an additive key bias, in any
+/// combination.
+///
+/// # Errors
+/// As [`forward`]; also a mask slice shorter than the problem needs ([`Status::InvalidArgument`],
+/// naming the field, e.g. `mask.key_bias`), offsets the library refuses (not from 0, decreasing,
+/// past the sequence: [`Status::InvalidArgument`] naming the offset), and
+/// [`Status::Unsupported`] from a backend that does not serve a part of the mask yet (the message
+/// names it; [`Backend::Ref`](crate::Backend::Ref) serves every part).
+#[allow(clippy::too_many_arguments)] // the arguments of forward, and the mask
+pub fn forward_masked(
+    problem: &Problem,
+    exec: &Exec,
+    q: &[f32],
+    k: &[f32],
+    v: &[f32],
+    mask: &Mask<'_>,
+    out: &mut [f32],
+    lse: Option<&mut [f32]>,
+) -> Result<(), Error> {
+    forward_host(ptr::null_mut(), problem, exec, q, k, v, Some(mask), out, lse)
+}
+
 /// [`forward`] attending only the keys `padding` selects (see [`KeyPadding`]).
 ///
 /// # Errors
@@ -65,10 +90,11 @@ pub fn forward_padded(
     out: &mut [f32],
     lse: Option<&mut [f32]>,
 ) -> Result<(), Error> {
-    forward_host(ptr::null_mut(), problem, exec, q, k, v, Some(padding), out, lse)
+    let mask = Mask::none().with_padding(*padding);
+    forward_host(ptr::null_mut(), problem, exec, q, k, v, Some(&mask), out, lse)
 }
 
-fn check_len(name: &str, len: usize, need: usize) -> Result<(), Error> {
+pub(crate) fn check_len(name: &str, len: usize, need: usize) -> Result<(), Error> {
     if len < need {
         return Err(Error::new(
             Status::InvalidArgument,
@@ -86,7 +112,7 @@ fn forward_host(
     q: &[f32],
     k: &[f32],
     v: &[f32],
-    padding: Option<&KeyPadding<'_>>,
+    mask: Option<&Mask<'_>>,
     out: &mut [f32],
     lse: Option<&mut [f32]>,
 ) -> Result<(), Error> {
@@ -107,13 +133,13 @@ fn forward_host(
         }
         None => ptr::null_mut(),
     };
-    let raw_padding = match padding {
-        Some(p) if !p.is_none() => Some(p.raw(problem)?),
+    let raw_mask = match mask {
+        Some(m) if !m.is_none() => Some(m.raw(problem)?),
         _ => None,
     };
     // SAFETY: `raw` and `raw_exec` describe this problem with host memory; every slice holds at
     // least the elements its strides address (checked above, with the extents the library
-    // itself computes), and so do the padding arrays (KeyPadding::raw). The inputs are only
+    // itself computes), and so do the mask's arrays (Mask::raw). The inputs are only
     // read; `out` and `lse` are exclusive borrows, so no other reference sees them written. The
     // context pointer is NULL or an exclusively borrowed live context.
     unsafe {
@@ -121,33 +147,32 @@ fn forward_host(
             ctx,
             (&raw, &raw_exec),
             [q.as_ptr(), k.as_ptr(), v.as_ptr()],
-            raw_padding.as_ref(),
+            raw_mask.as_ref(),
             out.as_mut_ptr(),
             lse_ptr,
         )
     }
 }
 
-/// The one C call of the host and the device path: `jattn_forward_padded`, its status as a
+/// The one C call of the host and the device path: `jattn_forward_masked`, its status as a
 /// `Result` with the library's message.
 ///
 /// # Safety
-/// `ctx` is NULL or a live context nobody else uses; the pointers meet jattn_forward_padded's
+/// `ctx` is NULL or a live context nobody else uses; the pointers meet jattn_forward_masked's
 /// contract for the problem and exec given (memory valid for the extents the problem's strides
 /// address, in the memory `exec` says, not written by anyone else during the call).
 pub(crate) unsafe fn forward_raw(
     ctx: *mut ffi::jattn_ctx,
     (problem, exec): (&ffi::jattn_problem, &ffi::jattn_exec),
     [q, k, v]: [*const f32; 3],
-    padding: Option<&ffi::jattn_key_padding>,
+    mask: Option<&ffi::jattn_mask>,
     out: *mut f32,
     lse: *mut f32,
 ) -> Result<(), Error> {
-    let padding = padding.map_or(ptr::null(), ptr::from_ref);
+    let mask = mask.map_or(ptr::null(), ptr::from_ref);
     // SAFETY: the caller's obligations are this call's.
-    let status = unsafe {
-        ffi::jattn_forward_padded(ctx, problem, exec, q.cast(), k.cast(), v.cast(), padding, out.cast(), lse)
-    };
+    let status =
+        unsafe { ffi::jattn_forward_masked(ctx, problem, exec, q.cast(), k.cast(), v.cast(), mask, out.cast(), lse) };
     Error::check(status)
 }
 
@@ -226,7 +251,27 @@ impl Context {
         out: &mut [f32],
         lse: Option<&mut [f32]>,
     ) -> Result<(), Error> {
-        forward_host(self.raw.as_ptr(), problem, exec, q, k, v, Some(padding), out, lse)
+        let mask = Mask::none().with_padding(*padding);
+        forward_host(self.raw.as_ptr(), problem, exec, q, k, v, Some(&mask), out, lse)
+    }
+
+    /// [`forward_masked`](crate::forward_masked) with this context's buffers.
+    ///
+    /// # Errors
+    /// As [`forward_masked`](crate::forward_masked).
+    #[allow(clippy::too_many_arguments)] // the arguments of forward_masked, and self
+    pub fn forward_masked(
+        &mut self,
+        problem: &Problem,
+        exec: &Exec,
+        q: &[f32],
+        k: &[f32],
+        v: &[f32],
+        mask: &Mask<'_>,
+        out: &mut [f32],
+        lse: Option<&mut [f32]>,
+    ) -> Result<(), Error> {
+        forward_host(self.raw.as_ptr(), problem, exec, q, k, v, Some(mask), out, lse)
     }
 
     /// The C context, for calls through `jattn-sys`. It stays owned by this `Context` (do not

@@ -197,7 +197,9 @@ unsafe fn forward_device_raw(
         raw_exec.workspace = ws.ptr;
         raw_exec.workspace_bytes = ws.bytes;
     }
-    let raw_padding = padding.map(|p| p.to_raw(problem)).transpose()?;
+    let raw_mask = padding
+        .map(|p| p.to_raw(problem).map(|padding| ffi::jattn_mask { padding, ..ffi::jattn_mask::default() }))
+        .transpose()?;
     // SAFETY: the descriptions are live values; the library validates the problem and the
     // pointers it can check before using them, and the caller guarantees the rest (# Safety).
     unsafe {
@@ -205,7 +207,7 @@ unsafe fn forward_device_raw(
             ctx,
             (&raw, &raw_exec),
             [tensors.q, tensors.k, tensors.v],
-            raw_padding.as_ref(),
+            raw_mask.as_ref(),
             tensors.out,
             tensors.lse,
         )

@@ -166,19 +166,21 @@ impl Precision {
     }
 }
 
-/// How a call runs: backend, precision and CPU threads. `Exec::default()` is the best backend
-/// present, float32 precision, all CPU cores.
+/// How a call runs: backend, precision, CPU threads, and (for a [`Plan`](crate::Plan)) the
+/// alignment of its slices. `Exec::default()` is the best backend present, float32 precision, all
+/// CPU cores.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Exec {
     backend: Backend,
     precision: Precision,
     threads: usize,
+    alignment: usize,
 }
 
 impl Exec {
     /// The defaults: [`Backend::Auto`], [`Precision::F32`], all CPU cores.
     pub const fn new() -> Exec {
-        Exec { backend: Backend::Auto, precision: Precision::F32, threads: 0 }
+        Exec { backend: Backend::Auto, precision: Precision::F32, threads: 0, alignment: 0 }
     }
 
     /// These settings on `backend`.
@@ -202,6 +204,17 @@ impl Exec {
         self
     }
 
+    /// These settings for a [`Plan`](crate::Plan) whose runs' slices are all `alignment`-byte
+    /// aligned (a power of two >= 4; 0, the default, means 16, what allocators give a `Vec`):
+    /// a kernel that needs more is not chosen, and a run whose slice is less aligned is refused
+    /// ([`Status::InvalidArgument`] naming it). 4 takes any `f32` slice (views at any offset).
+    /// The one-call functions read their slices' own alignment and ignore it.
+    #[must_use]
+    pub const fn with_alignment(mut self, alignment: usize) -> Exec {
+        self.alignment = alignment;
+        self
+    }
+
     /// The backend.
     pub const fn backend(&self) -> Backend {
         self.backend
@@ -217,6 +230,11 @@ impl Exec {
         self.threads
     }
 
+    /// The alignment a plan assumes (0: 16 bytes).
+    pub const fn alignment(&self) -> usize {
+        self.alignment
+    }
+
     /// The C settings for pointers in `memory`, with no stream and no workspace.
     pub(crate) fn to_raw(self, memory: ffi::jattn_memory) -> Result<ffi::jattn_exec, Error> {
         let threads = c_int::try_from(self.threads).map_err(|_| {
@@ -227,6 +245,7 @@ impl Exec {
             precision: self.precision.code(),
             memory,
             threads,
+            alignment: self.alignment,
             ..ffi::jattn_exec::default()
         })
     }
@@ -252,25 +271,37 @@ impl fmt::Display for Selection {
     }
 }
 
+impl Selection {
+    /// An empty C selection, for a call to fill.
+    pub(crate) fn raw_empty() -> ffi::jattn_selection {
+        ffi::jattn_selection {
+            backend: ffi::JATTN_BACKEND_AUTO,
+            backend_name: std::ptr::null(),
+            kernel: std::ptr::null(),
+            isa: std::ptr::null(),
+            threads: 0,
+        }
+    }
+
+    /// The selection a C call filled.
+    pub(crate) fn from_raw(sel: &ffi::jattn_selection) -> Selection {
+        Selection {
+            // jattn never selects a backend it does not have a number for; Auto marks the impossible.
+            backend: Backend::from_code(sel.backend).unwrap_or(Backend::Auto),
+            kernel: static_str(sel.kernel),
+            isa: static_str(sel.isa),
+            threads: usize::try_from(sel.threads).unwrap_or(0),
+        }
+    }
+}
+
 /// The C selection for a C problem and exec; the same function the forward call dispatches with.
 pub(crate) fn select_raw(problem: &ffi::jattn_problem, exec: &ffi::jattn_exec) -> Result<Selection, Error> {
-    let mut sel = ffi::jattn_selection {
-        backend: ffi::JATTN_BACKEND_AUTO,
-        backend_name: std::ptr::null(),
-        kernel: std::ptr::null(),
-        isa: std::ptr::null(),
-        threads: 0,
-    };
+    let mut sel = Selection::raw_empty();
     // SAFETY: the pointers are to live values; jattn_select reads the first two and writes the
     // third only.
     Error::check(unsafe { ffi::jattn_select(problem, exec, &mut sel) })?;
-    Ok(Selection {
-        // jattn never selects a backend it does not have a number for; Auto marks the impossible.
-        backend: Backend::from_code(sel.backend).unwrap_or(Backend::Auto),
-        kernel: static_str(sel.kernel),
-        isa: static_str(sel.isa),
-        threads: usize::try_from(sel.threads).unwrap_or(0),
-    })
+    Ok(Selection::from_raw(&sel))
 }
 
 /// Which backend and kernel [`forward`](crate::forward) would run for `problem` under `exec`

@@ -2,13 +2,16 @@
 //! transformers (FLUX-style joint attention over text + image tokens) on CPUs (AVX-512, AVX2,
 //! NEON; OpenMP threads) and NVIDIA GPUs.
 //!
-//! For every batch b and head h (non-causal: every query sees every key):
+//! For every batch b and head h (by default non-causal: every query sees every key):
 //!
 //! ```text
-//! S[i,j]     = scale * Σ_d q[b,h,i,d] k[b,h,j,d]          scale = 1/sqrt(D) unless set
-//! out[i,:]   = softmax(S[i,:]) · v[b,h,:,:]
-//! lse[b,h,i] = log Σ_j exp(S[i,j])                         (optional output)
+//! S[i,j]     = scale * Σ_d q[b,h,i,d] k[b,g,j,d] + bias[b,h,j]   scale = 1/sqrt(D) unless set
+//! out[i,:]   = softmax(S[i,:]) · v[b,g,:,:]                      over the keys row i attends
+//! lse[b,h,i] = log Σ_j exp(S[i,j])                                (optional output)
 //! ```
+//!
+//! with g = h / (H / Hkv) the key/value head of query head h (grouped-query heads; g = h by
+//! default), the key bias 0 and every key attended unless a [`Mask`] says otherwise.
 //!
 //! with the float32 accuracy contract of the C library on every backend: rel_l2 <= 2e-6,
 //! max_abs <= 1e-5 · max(1, max|ref|) and cosine >= 0.99999 against a float64 evaluation.
@@ -27,11 +30,16 @@
 //! ```
 //!
 //! * [`Problem`] describes the call: [`Problem::flux`] and `with_*` for other [`Layout`]s
-//!   (head-major, token-major, explicit [`Strides`]: padded rows, fused QKV views) and the scale.
+//!   (head-major, token-major, explicit [`Strides`]: padded rows, fused QKV views), the scale and
+//!   grouped-query heads ([`Problem::with_kv_heads`]). Batch, heads and sequences may be 0.
 //! * [`Exec`] says how it runs ([`Backend`], [`Precision`], threads); [`select`] says which
 //!   backend and kernel would run it.
 //! * [`forward`] computes it on host slices; [`forward_padded`] with [`KeyPadding`] (key
-//!   lengths, a boolean mask); a [`Context`] keeps buffers between calls.
+//!   lengths, a boolean mask); [`forward_masked`] with a [`Mask`] ([`Causal`], [`Blocks`],
+//!   [`Segments`], [`KeyBias`], key padding); a [`Context`] keeps buffers between calls.
+//! * [`backward`] and [`backward_masked`] compute the gradients (training).
+//! * A [`Plan`] decides the backend, kernel and workspace once, for a [`Pass`] and a mask
+//!   structure, and runs many times (from any number of threads).
 //! * [`forward_device`] (`unsafe`) runs on CUDA device pointers and a stream.
 //!
 //! # Safety of the host path
@@ -66,23 +74,27 @@ mod call;
 mod device;
 mod error;
 mod exec;
+mod mask;
 mod padding;
+mod plan;
 mod problem;
 
-pub use backward::{BackwardInputs, backward, select_backward};
-pub use call::{Context, forward, forward_padded};
+pub use backward::{BackwardInputs, backward, backward_masked, select_backward};
+pub use call::{Context, forward, forward_masked, forward_padded};
 pub use device::{
     DeviceKeyPadding, DeviceTensors, DeviceWorkspace, device_workspace_size, forward_device, select_device,
 };
 pub use error::{Error, Status};
 pub use exec::{Backend, BackendInfo, Exec, Precision, Selection, backends, select};
+pub use mask::{Blocks, Causal, KeyBias, Mask, Segments};
 pub use padding::{KeyPadding, MaskElement};
+pub use plan::{Pass, Plan, Scratch};
 pub use problem::{Layout, Problem, Strides, Tensor};
 
 /// The raw C API (`jattn-sys`), for what the safe API does not cover.
 pub use jattn_sys as sys;
 
-/// The version of the linked library, e.g. `"0.3.0"` (`jattn_version_string`).
+/// The version of the linked library, e.g. `"0.4.0"` (`jattn_version_string`).
 pub fn version() -> &'static str {
     // SAFETY: no arguments; the result is a static string.
     error::static_str(unsafe { sys::jattn_version_string() })

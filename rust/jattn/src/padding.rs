@@ -32,7 +32,7 @@ impl MaskElement for bool {
     }
 }
 
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Mask<'a> {
     bytes: &'a [u8],
     rows: usize,
@@ -64,7 +64,7 @@ struct Mask<'a> {
 ///                       &KeyPadding::lengths(&lengths), &mut out, None)?;
 /// # Ok::<(), jattn::Error>(())
 /// ```
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct KeyPadding<'a> {
     lengths: Option<&'a [i64]>,
     mask: Option<Mask<'a>>,

@@ -80,9 +80,9 @@ impl fmt::Display for Layout {
 pub enum Tensor {
     /// The queries, `[B, H, Sq, D]`.
     Q,
-    /// The keys, `[B, H, Skv, D]`.
+    /// The keys, `[B, Hkv, Skv, D]` (Hkv = H unless [`Problem::with_kv_heads`] says otherwise).
     K,
-    /// The values, `[B, H, Skv, D]`.
+    /// The values, `[B, Hkv, Skv, D]`.
     V,
     /// The output, `[B, H, Sq, D]`.
     Out,
@@ -110,13 +110,20 @@ impl fmt::Display for Tensor {
 }
 
 /// The shape of one attention call: for every batch b and head h,
-/// `out[b,h,i,:] = softmax(scale · q[b,h,i,:] · k[b,h,:,:]ᵀ) · v[b,h,:,:]` over all keys
-/// (non-causal), with `scale = 1/sqrt(head_dim)` unless set.
+/// `out[b,h,i,:] = softmax(scale · q[b,h,i,:] · k[b,g,:,:]ᵀ) · v[b,g,:,:]` over the keys row i
+/// attends (every key unless a [`Mask`](crate::Mask) narrows them), with
+/// `scale = 1/sqrt(head_dim)` unless set, and `g = h / (H / Hkv)` the key/value head of query
+/// head h (grouped-query heads, [`with_kv_heads`](Problem::with_kv_heads); `g = h` by default).
 ///
 /// A `Problem` is plain data: building one cannot fail. Everything about it is checked by the
-/// call that uses it — dimensions >= 1, scale, strides that make no tensor overlap itself (by
-/// the C library, whose message names the field) and every slice against the extent its
-/// strides address (by this crate, before the C call).
+/// call that uses it — head_dim >= 1, key/value heads dividing the heads, scale, strides that
+/// make no tensor overlap itself (by the C library, whose message names the field) and every
+/// slice against the extent its strides address (by this crate, before the C call).
+///
+/// Batch, heads, seq_q and seq_kv may be 0, with PyTorch's answer: nothing to compute when
+/// batch, heads or seq_q is 0 (every slice may then be empty); with seq_kv = 0 no query row has
+/// a key to attend, so every out row is 0 and every lse `-inf` (the backward: dq = 0; with
+/// seq_q = 0, dk = dv = 0).
 ///
 /// ```
 /// use jattn::{Layout, Problem, Strides, Tensor};
@@ -140,6 +147,7 @@ pub struct Problem {
     k: Layout,
     v: Layout,
     out: Layout,
+    kv_heads: usize,
 }
 
 impl Problem {
@@ -158,6 +166,7 @@ impl Problem {
             k: Layout::HeadMajor,
             v: Layout::HeadMajor,
             out: Layout::TokenMajor,
+            kv_heads: 0,
         }
     }
 
@@ -202,14 +211,39 @@ impl Problem {
         self
     }
 
+    /// The problem with `kv_heads` key/value heads (grouped-query attention; 1 is multi-query
+    /// attention): k and v are `[B, kv_heads, Skv, D]` at their layouts, and query head h reads
+    /// key/value head `h / (heads / kv_heads)`, in place (never copied). `kv_heads` must divide
+    /// the heads (the call says so otherwise, [`Status::InvalidDimension`]); 0 means `heads`, the
+    /// default.
+    #[must_use]
+    pub const fn with_kv_heads(mut self, kv_heads: usize) -> Problem {
+        self.kv_heads = kv_heads;
+        self
+    }
+
     /// B: the batch size.
     pub const fn batch(&self) -> usize {
         self.batch
     }
 
-    /// H: the number of heads.
+    /// H: the number of (query) heads.
     pub const fn heads(&self) -> usize {
         self.heads
+    }
+
+    /// Hkv: the number of key/value heads (`heads` unless set by
+    /// [`with_kv_heads`](Problem::with_kv_heads)).
+    pub const fn kv_heads(&self) -> usize {
+        if self.kv_heads == 0 { self.heads } else { self.kv_heads }
+    }
+
+    /// The number of heads of a tensor: H for q and out, Hkv for k and v.
+    pub const fn tensor_heads(&self, tensor: Tensor) -> usize {
+        match tensor {
+            Tensor::Q | Tensor::Out => self.heads,
+            Tensor::K | Tensor::V => self.kv_heads(),
+        }
     }
 
     /// Sq: the number of query tokens.
@@ -257,13 +291,13 @@ impl Problem {
     /// [`Status::Overflow`] when a contiguous layout's strides overflow `usize`.
     pub fn strides(&self, tensor: Tensor) -> Result<Strides, Error> {
         let layout = self.layout(tensor);
-        let seq = self.seq(tensor);
-        layout.strides(self.heads, seq, self.head_dim).ok_or_else(|| {
+        let (heads, seq) = (self.tensor_heads(tensor), self.seq(tensor));
+        layout.strides(heads, seq, self.head_dim).ok_or_else(|| {
             Error::new(
                 Status::Overflow,
                 format!(
-                    "{tensor}: the {layout} strides of heads {} x seq {seq} x head_dim {} overflow usize",
-                    self.heads, self.head_dim
+                    "{tensor}: the {layout} strides of heads {heads} x seq {seq} x head_dim {} overflow usize",
+                    self.head_dim
                 ),
             )
         })
@@ -271,13 +305,19 @@ impl Problem {
 
     /// The number of elements a tensor's slice must hold at least: the extent its strides
     /// address, `1 + Σ (extent − 1) · stride` over batch, head, token and head_dim (0 when a
-    /// dimension is 0; the call then fails with [`Status::InvalidDimension`]).
+    /// dimension is 0: such a tensor has no element, and its slice may be empty). k and v have
+    /// [`kv_heads`](Problem::kv_heads) heads.
     ///
     /// # Errors
     /// [`Status::Overflow`] when the extent overflows `usize`.
     pub fn required_len(&self, tensor: Tensor) -> Result<usize, Error> {
         let s = self.strides(tensor)?;
-        let dims = [(self.batch, s.batch), (self.heads, s.head), (self.seq(tensor), s.token), (self.head_dim, 1)];
+        let dims = [
+            (self.batch, s.batch),
+            (self.tensor_heads(tensor), s.head),
+            (self.seq(tensor), s.token),
+            (self.head_dim, 1),
+        ];
         if dims.iter().any(|&(extent, _)| extent == 0) {
             return Ok(0);
         }
@@ -301,6 +341,8 @@ impl Problem {
 
     /// The C description of the problem; fails where a number does not fit the C types.
     pub(crate) fn raw(&self) -> Result<ffi::jattn_problem, Error> {
+        // kv_heads first: k's and v's strides depend on it.
+        let kv_heads = to_i64("kv_heads", self.kv_heads)?;
         Ok(ffi::jattn_problem {
             batch: to_i64("batch", self.batch)?,
             heads: to_i64("heads", self.heads)?,
@@ -313,6 +355,7 @@ impl Problem {
             k: self.raw_strides(Tensor::K)?,
             v: self.raw_strides(Tensor::V)?,
             out: self.raw_strides(Tensor::Out)?,
+            kv_heads,
         })
     }
 

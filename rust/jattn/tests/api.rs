@@ -8,9 +8,9 @@ use jattn::{Backend, Exec, Layout, Precision, Problem, Strides, Tensor, sys};
 
 #[test]
 fn version_is_the_linked_library() {
-    assert_eq!(jattn::version(), "0.3.0");
+    assert_eq!(jattn::version(), "0.4.0");
     assert_eq!(jattn::version_number(), sys::JATTN_VERSION_NUMBER);
-    assert_eq!(jattn::version_number(), 300);
+    assert_eq!(jattn::version_number(), 400);
 }
 
 #[test]

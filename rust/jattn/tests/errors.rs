@@ -92,16 +92,23 @@ fn empty_slices_are_refused_before_c() {
 
 #[test]
 fn invalid_dimensions() {
-    for (i, name) in ["batch", "heads", "seq_q", "seq_kv", "head_dim"].into_iter().enumerate() {
-        let mut dims = [2, 3, 5, 7, 16];
-        dims[i] = 0;
-        let p = Problem::flux(dims[0], dims[1], dims[2], dims[3], dims[4]);
-        let e = expect(call(&p, &cpu(), None), Status::InvalidDimension, name);
-        assert_eq!(e.message(), format!("{name}: 0, must be >= 1"));
-        assert_eq!(e.name(), "JATTN_ERROR_INVALID_DIMENSION");
-        assert_eq!(e.to_string(), format!("JATTN_ERROR_INVALID_DIMENSION: {name}: 0, must be >= 1"));
+    // head_dim 0 (batch, heads, seq_q and seq_kv may be 0: tests/zero_size.rs).
+    let p = Problem::flux(2, 3, 5, 7, 0);
+    let e = expect(call(&p, &cpu(), None), Status::InvalidDimension, "head_dim");
+    assert_eq!(e.message(), "head_dim: 0, must be >= 1");
+    assert_eq!(e.name(), "JATTN_ERROR_INVALID_DIMENSION");
+    assert_eq!(e.to_string(), "JATTN_ERROR_INVALID_DIMENSION: head_dim: 0, must be >= 1");
+    assert_eq!(jattn::select(&p, &cpu()).unwrap_err(), e);
+    // Key/value heads that do not divide the heads, or more of them than heads.
+    for kv_heads in [2, 4, 5] {
+        let p = Problem::flux(1, 3, 5, 7, 16).with_kv_heads(kv_heads);
+        let e = expect(call(&p, &Exec::new().with_backend(Backend::Ref), None), Status::InvalidDimension, "kv_heads");
+        assert!(e.message().starts_with(&format!("kv_heads: {kv_heads} does not divide heads (3)")), "{e}");
         assert_eq!(jattn::select(&p, &cpu()).unwrap_err(), e);
     }
+    // A kv_heads beyond int64.
+    let p = Problem::flux(1, 3, 5, 7, 16).with_kv_heads(usize::MAX);
+    expect(call(&p, &cpu(), None), Status::Overflow, "kv_heads");
 }
 
 #[test]
@@ -171,9 +178,9 @@ fn device_path_checks() {
     // SAFETY: every call below is refused by the library before it reads any pointer: an
     // invalid problem, a host backend, NULL pointers (or no device at all).
     unsafe {
-        let bad = Problem::flux(1, 0, 4, 4, 8);
+        let bad = Problem::flux(1, 2, 4, 4, 0);
         let e = jattn::forward_device(&bad, &Exec::default(), &null, std::ptr::null_mut(), None, None).unwrap_err();
-        assert_eq!((e.status(), e.message()), (Status::InvalidDimension, "heads: 0, must be >= 1"));
+        assert_eq!((e.status(), e.message()), (Status::InvalidDimension, "head_dim: 0, must be >= 1"));
         let e = jattn::forward_device(
             &Problem::flux(usize::MAX, 1, 1, 1, 1),
             &Exec::default(),
@@ -196,7 +203,7 @@ fn device_path_checks() {
     }
     assert_eq!(jattn::select_device(&p, &cpu()).unwrap_err().status(), Status::Unsupported);
     assert_eq!(
-        jattn::device_workspace_size(&Problem::flux(1, 1, 0, 1, 1), &Exec::default()).unwrap_err().status(),
+        jattn::device_workspace_size(&Problem::flux(1, 1, 1, 1, 0), &Exec::default()).unwrap_err().status(),
         Status::InvalidDimension
     );
 }
@@ -231,8 +238,8 @@ fn status_numbers_and_names_are_the_c_ones() {
     assert_eq!((Status::from_code(0), Status::from_code(99)), (None, None));
     assert_eq!(Status::Unknown.name(), "JATTN_STATUS_UNKNOWN");
     // Error is a std::error::Error.
-    let e: Box<dyn std::error::Error> = Box::new(call(&Problem::flux(0, 1, 1, 1, 1), &cpu(), None).unwrap_err());
-    assert!(e.to_string().starts_with("JATTN_ERROR_INVALID_DIMENSION: batch"));
+    let e: Box<dyn std::error::Error> = Box::new(call(&Problem::flux(1, 1, 1, 1, 0), &cpu(), None).unwrap_err());
+    assert!(e.to_string().starts_with("JATTN_ERROR_INVALID_DIMENSION: head_dim"));
 }
 
 /// Random problems — dimensions 0..=9 or huge, strides of every kind (gaps, 0, overlapping),
