@@ -205,10 +205,11 @@ impl Exec {
     }
 
     /// These settings for a [`Plan`](crate::Plan) whose runs' slices are all `alignment`-byte
-    /// aligned (a power of two >= 4; 0, the default, means 16, what allocators give a `Vec`):
-    /// a kernel that needs more is not chosen, and a run whose slice is less aligned is refused
-    /// ([`Status::InvalidArgument`] naming it). 4 takes any `f32` slice (views at any offset).
-    /// The one-call functions read their slices' own alignment and ignore it.
+    /// aligned (a power of two >= 4): a kernel that needs more is not chosen, and a run whose
+    /// slice is less aligned is refused ([`Status::InvalidArgument`] naming it). 0, the default,
+    /// is 4: any `f32` slice, views at any offset included (what a slice guarantees); 16 or more
+    /// lets a plan choose kernels with wider loads (a `Vec` is 16-byte aligned). The one-call
+    /// functions read their slices' own alignment and ignore it.
     #[must_use]
     pub const fn with_alignment(mut self, alignment: usize) -> Exec {
         self.alignment = alignment;
@@ -230,7 +231,7 @@ impl Exec {
         self.threads
     }
 
-    /// The alignment a plan assumes (0: 16 bytes).
+    /// The alignment a plan assumes (0: 4 bytes, any `f32` slice).
     pub const fn alignment(&self) -> usize {
         self.alignment
     }
@@ -245,7 +246,8 @@ impl Exec {
             precision: self.precision.code(),
             memory,
             threads,
-            alignment: self.alignment,
+            // 0 is what a slice guarantees: 4 bytes (C's 0 would mean 16)
+            alignment: if self.alignment == 0 { std::mem::align_of::<f32>() } else { self.alignment },
             ..ffi::jattn_exec::default()
         })
     }

@@ -8,7 +8,7 @@
 
 use std::sync::OnceLock;
 
-use jattn::{Problem, Tensor};
+use jattn::{Blocks, Causal, KeyBias, KeyPadding, Mask, Problem, Segments, Tensor};
 
 // ---- random numbers --------------------------------------------------------------------------
 
@@ -178,36 +178,60 @@ pub fn scale_of(problem: &Problem) -> f64 {
     }
 }
 
+/// The key/value head query head `h` reads (grouped-query heads).
+pub fn kv_head(problem: &Problem, h: usize) -> usize {
+    h / (problem.heads() / problem.kv_heads())
+}
+
+/// Which keys a query row attends, and with what additive bias: `None` for a key left out,
+/// `Some(bias)` for an attended one. Arguments (b, h, i, j): batch, query head, query row, key.
+pub type Attends<'a> = &'a dyn Fn(usize, usize, usize, usize) -> Option<f64>;
+
 /// One query row of the reference, in float64: out row i of (b, h) into `out` (D values), and
 /// its lse. Keys with `attends(b, j)` false are left out; with none left, out is 0 and lse -inf.
 pub fn reference_row(
     problem: &Problem,
-    (q, k, v): (&[f32], &[f32], &[f32]),
+    qkv: (&[f32], &[f32], &[f32]),
     (b, h, i): (usize, usize, usize),
     attends: &dyn Fn(usize, usize) -> bool,
     out: &mut [f64],
 ) -> f64 {
+    reference_row_with(problem, qkv, (b, h, i), &|b, _, _, j| attends(b, j).then_some(0.0), out)
+}
+
+/// [`reference_row`] under a general mask: `attends(b, h, i, j)` says whether key j is attended
+/// and its additive bias (added to the scaled score). k and v are read at key/value head
+/// `kv_head(h)`.
+pub fn reference_row_with(
+    problem: &Problem,
+    (q, k, v): (&[f32], &[f32], &[f32]),
+    (b, h, i): (usize, usize, usize),
+    attends: Attends,
+    out: &mut [f64],
+) -> f64 {
     let d_len = problem.head_dim();
     let scale = scale_of(problem);
+    let hk = kv_head(problem, h);
     let qi = &q[offset(problem, Tensor::Q, b, h, i, 0)..][..d_len];
-    let keys: Vec<usize> = (0..problem.seq_kv()).filter(|&j| attends(b, j)).collect();
+    let keys: Vec<(usize, f64)> =
+        (0..problem.seq_kv()).filter_map(|j| attends(b, h, i, j).map(|bias| (j, bias))).collect();
     out.iter_mut().for_each(|o| *o = 0.0);
     if keys.is_empty() {
         return f64::NEG_INFINITY;
     }
     let scores: Vec<f64> = keys
         .iter()
-        .map(|&j| {
-            let kj = &k[offset(problem, Tensor::K, b, h, j, 0)..][..d_len];
-            scale * qi.iter().zip(kj).map(|(&a, &c)| f64::from(a) * f64::from(c)).sum::<f64>()
+        .map(|&(j, bias)| {
+            let kj = &k[offset(problem, Tensor::K, b, hk, j, 0)..][..d_len];
+            scale * qi.iter().zip(kj).map(|(&a, &c)| f64::from(a) * f64::from(c)).sum::<f64>() + bias
         })
         .collect();
     let max = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
     let mut sum = 0.0;
-    for (&j, &s) in keys.iter().zip(&scores) {
+    for (&(j, _), &s) in keys.iter().zip(&scores) {
         let p = (s - max).exp();
         sum += p;
-        let vj = &v[offset(problem, Tensor::V, b, h, j, 0)..][..d_len];
+        let vj = &v[offset(problem, Tensor::V, b, hk, j, 0)..][..d_len];
         for (o, &x) in out.iter_mut().zip(vj) {
             *o += p * f64::from(x);
         }
@@ -224,6 +248,11 @@ pub fn reference(
     v: &[f32],
     attends: &dyn Fn(usize, usize) -> bool,
 ) -> (Vec<f64>, Vec<f64>) {
+    reference_with(problem, q, k, v, &|b, _, _, j| attends(b, j).then_some(0.0))
+}
+
+/// [`reference`] under a general mask (see [`Attends`]).
+pub fn reference_with(problem: &Problem, q: &[f32], k: &[f32], v: &[f32], attends: Attends) -> (Vec<f64>, Vec<f64>) {
     let (bn, hn, sq, dn) = (problem.batch(), problem.heads(), problem.seq_q(), problem.head_dim());
     let mut out = vec![0.0; bn * hn * sq * dn];
     let mut lse = vec![0.0; bn * hn * sq];
@@ -232,7 +261,7 @@ pub fn reference(
             for i in 0..sq {
                 let row = ((b * hn + h) * sq + i) * dn;
                 lse[(b * hn + h) * sq + i] =
-                    reference_row(problem, (q, k, v), (b, h, i), attends, &mut out[row..row + dn]);
+                    reference_row_with(problem, (q, k, v), (b, h, i), attends, &mut out[row..row + dn]);
             }
         }
     }
@@ -347,4 +376,140 @@ pub fn only_out_written(problem: &Problem, buf: &[f32]) -> bool {
         }
     }
     buf.iter().zip(&addressed).all(|(&x, &a)| a || is_poison(x))
+}
+
+// ---- masks: owned arrays, the jattn::Mask over them, and the rule written from jattn.h --------
+
+/// How a [`MaskModel`]'s key bias is laid out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BiasKind {
+    Shared,
+    PerBatch,
+    PerHead,
+    PerBatchAndHead,
+}
+
+/// A mask with its arrays owned: [`MaskModel::mask`] lends them to a `jattn::Mask`, and
+/// [`MaskModel::attends`] says which keys a row attends by the rule of jattn.h, written here
+/// independently of the library (the test's oracle).
+#[derive(Clone, Debug, Default)]
+pub struct MaskModel {
+    pub kv_len: Option<Vec<i64>>,
+    /// Boolean key mask: bytes and rows (1 or batch), rows back to back.
+    pub key_mask: Option<(Vec<u8>, usize)>,
+    pub causal: Causal,
+    /// Block offsets (q, kv).
+    pub blocks: Option<(Vec<i64>, Vec<i64>)>,
+    /// Segment offsets (q, kv), num_segments, and whether there is one row per batch.
+    pub segments: Option<(Vec<i64>, Vec<i64>, usize, bool)>,
+    pub bias: Option<(Vec<f32>, BiasKind)>,
+}
+
+impl MaskModel {
+    pub fn mask(&self) -> Mask<'_> {
+        let mut kp = KeyPadding::none();
+        if let Some(l) = &self.kv_len {
+            kp = kp.with_lengths(l);
+        }
+        if let Some((m, rows)) = &self.key_mask {
+            kp = kp.with_mask(m, *rows);
+        }
+        let mut mask = Mask::none().with_padding(kp).with_causal(self.causal);
+        if let Some((q, kv)) = &self.blocks {
+            mask = mask.with_blocks(Blocks::new(q, kv));
+        }
+        if let Some((q, kv, n, per_batch)) = &self.segments {
+            mask = mask.with_segments(if *per_batch { Segments::per_batch(q, kv, *n) } else { Segments::new(q, kv) });
+        }
+        if let Some((values, kind)) = &self.bias {
+            mask = mask.with_key_bias(match kind {
+                BiasKind::Shared => KeyBias::shared(values),
+                BiasKind::PerBatch => KeyBias::per_batch(values),
+                BiasKind::PerHead => KeyBias::per_head(values),
+                BiasKind::PerBatchAndHead => KeyBias::per_batch_and_head(values),
+            });
+        }
+        mask
+    }
+
+    /// The bias of key j for (b, h).
+    pub fn bias(&self, p: &Problem, b: usize, h: usize, j: usize) -> f64 {
+        let Some((values, kind)) = &self.bias else { return 0.0 };
+        let skv = p.seq_kv();
+        let at = match kind {
+            BiasKind::Shared => j,
+            BiasKind::PerBatch => b * skv + j,
+            BiasKind::PerHead => h * skv + j,
+            BiasKind::PerBatchAndHead => (b * p.heads() + h) * skv + j,
+        };
+        f64::from(values[at])
+    }
+
+    /// Whether query row i of (b, h) attends key j (jattn.h: inside every window that is set,
+    /// attended by the key padding, bias not -inf), and its bias.
+    pub fn attends(&self, p: &Problem, b: usize, h: usize, i: usize, j: usize) -> Option<f64> {
+        let (i, j) = (i as i64, j as i64);
+        // the segment's own positions and lengths (without segments: the whole sequences)
+        let (mut t, mut u, mut lq, mut lk) = (i, j, p.seq_q() as i64, p.seq_kv() as i64);
+        if let Some((cq, ck, n, per_batch)) = &self.segments {
+            let row = if *per_batch { b * (n + 1) } else { 0 };
+            let (cq, ck) = (&cq[row..row + n + 1], &ck[row..row + n + 1]);
+            let s = (0..*n).find(|&s| cq[s] <= i && i < cq[s + 1])?; // past the last: no key
+            if !(ck[s] <= j && j < ck[s + 1]) {
+                return None;
+            }
+            (t, u, lq, lk) = (i - cq[s], j - ck[s], cq[s + 1] - cq[s], ck[s + 1] - ck[s]);
+        }
+        let causal_ok = match self.causal {
+            Causal::TopLeft => u <= t,
+            Causal::BottomRight => u <= t + lk - lq,
+            _ => true,
+        };
+        if !causal_ok {
+            return None;
+        }
+        if let Some((bq, bk)) = &self.blocks {
+            let a = (0..bq.len() - 1).find(|&a| bq[a] <= i && i < bq[a + 1])?;
+            if j >= bk[a + 1] {
+                return None;
+            }
+        }
+        if let Some(l) = &self.kv_len {
+            if j >= l[b] {
+                return None;
+            }
+        }
+        if let Some((m, rows)) = &self.key_mask {
+            if m[if *rows == 1 { j as usize } else { b * p.seq_kv() + j as usize }] == 0 {
+                return None;
+            }
+        }
+        let bias = self.bias(p, b, h, j as usize);
+        (bias != f64::NEG_INFINITY).then_some(bias)
+    }
+}
+
+/// `n + 1` non-decreasing offsets from 0 to `total` (cut points drawn at random; blocks may be
+/// empty).
+pub fn random_offsets(rng: &mut Rng, n: usize, total: usize) -> Vec<i64> {
+    let mut cuts: Vec<i64> = (0..n.saturating_sub(1)).map(|_| rng.range(0, total) as i64).collect();
+    cuts.sort_unstable();
+    let mut o = vec![0];
+    o.extend(cuts);
+    o.push(total as i64);
+    o
+}
+
+/// A random key bias of `kind` for `p`: normal values, about one key in six -inf.
+pub fn random_bias(rng: &mut Rng, p: &Problem, kind: BiasKind) -> (Vec<f32>, BiasKind) {
+    let rows = match kind {
+        BiasKind::Shared => 1,
+        BiasKind::PerBatch => p.batch(),
+        BiasKind::PerHead => p.heads(),
+        BiasKind::PerBatchAndHead => p.batch() * p.heads(),
+    };
+    let values = (0..rows * p.seq_kv())
+        .map(|_| if rng.range(0, 5) == 0 { f32::NEG_INFINITY } else { rng.normal() as f32 })
+        .collect();
+    (values, kind)
 }
