@@ -1,5 +1,6 @@
 /* Parsing of the jattn command line (see cli_args.h). Every option is described once, in
- * `options[]`: its name, the commands that take it, and whether it takes a value. */
+ * `options[]`: its name, the commands that take it, and whether it takes a value (always, or
+ * only after '=': --causal and --causal=bottom-right). */
 #include "cli_args.h"
 
 #include <errno.h>
@@ -31,7 +32,24 @@ const char jattn_cli_usage[] =
     "  --precision f32|tf32          f32-exact (default), or tf32 (GPU, opt-in)\n"
     "  --threads N                   CPU threads, 0 = all cores (default 0)\n"
     "  --batch B --heads H --seq S --seq-kv S2 --dim D\n"
-    "                                problem size (default 1 24 1536 S 128)\n"
+    "                                problem size (default 1 24 1536 S 128); B, H and the sequences\n"
+    "                                may be 0 (PyTorch's answer: with no key, out rows 0 and lse -inf)\n"
+    "  --kv-heads N                  grouped-query heads: k and v have N heads, N dividing H (1: MQA)\n"
+    "  --causal[=top-left|bottom-right]\n"
+    "                                causal: query t attends keys u <= t (top-left, the default:\n"
+    "                                PyTorch's is_causal) or u <= t + Skv - Sq (bottom-right:\n"
+    "                                FlashAttention's); inside each segment with --segments\n"
+    "  --blocks N                    block-causal: N equal blocks over the queries and over the keys;\n"
+    "                                a query of block a attends the keys of blocks 0..a\n"
+    "  --segments L1,L2,...          packed sequences (varlen): segments of L1, L2, ... tokens; a query\n"
+    "                                attends the keys of its own segment (--seq defaults to the sum)\n"
+    "  --segments-kv K1,K2,...       with --segments: the keys' lengths, one per segment (cross-\n"
+    "                                attention; --seq-kv defaults to their sum)\n"
+    "  --key-bias[=batch|head|shared] an additive key bias: standard normal, about 1 key in 8 -inf;\n"
+    "                                one row per batch (default), per batch and head, or one for all.\n"
+    "                                The masks combine with each other and with --kv-len, --key-mask;\n"
+    "                                --check applies the same mask to the reference, and the speed\n"
+    "                                counts 4*D FLOPs per attended (query, key) pair of each head\n"
     "  --scale X                     softmax scale (default 1/sqrt(D))\n"
     "  --seed N                      seed of the synthetic inputs (default 42)\n"
     "  --reps N                      timed runs after one warm-up, median reported\n"
@@ -58,13 +76,17 @@ const char jattn_cli_usage[] =
     "  --replicate-kv                with --parallel: k and v whole on every rank (cross-attention)\n"
     "  --backward                    time the backward (jattn_backward: dq, dk, dv for a standard-\n"
     "                                normal dout, out and lse from the backend's forward) and check\n"
-    "                                the gradients against the float64 ref backward (first heads)\n"
+    "                                the gradients against the float64 ref backward (first heads);\n"
+    "                                with --kv-heads and the masks above\n"
     "\n"
     "bench (default shapes B=1 H=24 D=128, S = 512, 1536, 4608; backends: auto's choice, and beside\n"
     "a GPU backend the first CPU backend present):\n"
     "  --backend B                   this backend only (ref is benched only when asked for)\n"
     "  --threads N[,N...]            CPU thread counts (default: 1 and all cores)\n"
     "  --batch --heads --seq --seq-kv --dim   one shape instead of the default ones\n"
+    "  --kv-heads, --causal, --blocks, --segments, --segments-kv, --key-bias   as for run, on every\n"
+    "                                shape (GFLOP/s from the attended pairs; the BLAS baseline is\n"
+    "                                unmasked: not run then)\n"
     "  --backward                    the backward instead (S = 1536, 4608; threads default: all\n"
     "                                cores), beside the FMA peak and PyTorch's CPU SDPA backward\n"
     "                                (python3 with torch, or JATTN_BENCH_PYTHON) in the same run\n"
@@ -114,14 +136,22 @@ typedef enum option_id {
     OPT_PARALLEL,
     OPT_SHARDS,
     OPT_REPLICATE_KV,
-    OPT_BACKWARD
+    OPT_BACKWARD,
+    OPT_KV_HEADS,
+    OPT_CAUSAL,
+    OPT_BLOCKS,
+    OPT_SEGMENTS,
+    OPT_SEGMENTS_KV,
+    OPT_KEY_BIAS
 } option_id;
+
+enum { VALUE_NONE = 0, VALUE_REQUIRED = 1, VALUE_OPTIONAL = 2 /* only after '=' */ };
 
 typedef struct option_spec {
     const char *name;
     option_id id;
     unsigned commands; /* ON_* mask */
-    int takes_value;
+    int takes_value;   /* VALUE_* */
 } option_spec;
 
 static const option_spec options[] = {
@@ -153,6 +183,12 @@ static const option_spec options[] = {
     {"--shards", OPT_SHARDS, ON_RUN, 1},
     {"--replicate-kv", OPT_REPLICATE_KV, ON_RUN, 0},
     {"--backward", OPT_BACKWARD, ON_RUN | ON_BENCH, 0},
+    {"--kv-heads", OPT_KV_HEADS, ON_RUN | ON_BENCH, 1},
+    {"--causal", OPT_CAUSAL, ON_RUN | ON_BENCH, VALUE_OPTIONAL},
+    {"--blocks", OPT_BLOCKS, ON_RUN | ON_BENCH, 1},
+    {"--segments", OPT_SEGMENTS, ON_RUN | ON_BENCH, 1},
+    {"--segments-kv", OPT_SEGMENTS_KV, ON_RUN | ON_BENCH, 1},
+    {"--key-bias", OPT_KEY_BIAS, ON_RUN | ON_BENCH, VALUE_OPTIONAL},
 };
 
 static const char *const command_names[] = {"help", "version", "run", "bench", "compare", "gen", "backends"};
@@ -314,14 +350,20 @@ static int apply_option(cli_options *o, option_id id, const char *name, const ch
     case OPT_SEQ:
     case OPT_SEQ_KV:
     case OPT_DIM:
-        /* Only >= 1 here; sizes too large for memory or int64 arithmetic are rejected by the
-         * library's validation of the problem, with its own message. */
-        if (cli_parse_int64(name, value, 1, INT64_MAX, &x, err, errlen)) return -1;
+        /* >= 0 here (a zero-size problem has PyTorch's answer), head_dim >= 1; sizes too large for
+         * memory or int64 arithmetic are rejected by the library's validation of the problem,
+         * with its own message. */
+        if (cli_parse_int64(name, value, id == OPT_DIM ? 1 : 0, INT64_MAX, &x, err, errlen)) return -1;
         *(id == OPT_BATCH    ? &o->batch
           : id == OPT_HEADS  ? &o->heads
           : id == OPT_SEQ    ? &o->seq_q
           : id == OPT_SEQ_KV ? &o->seq_kv
                              : &o->dim) = x;
+        o->sizes_given |= id == OPT_BATCH    ? CLI_SIZE_BATCH
+                          : id == OPT_HEADS  ? CLI_SIZE_HEADS
+                          : id == OPT_SEQ    ? CLI_SIZE_SEQ_Q
+                          : id == OPT_SEQ_KV ? CLI_SIZE_SEQ_KV
+                                             : CLI_SIZE_DIM;
         return 0;
     case OPT_SCALE: return parse_scale(value, &o->scale, err, errlen);
     case OPT_SEED:
@@ -365,12 +407,64 @@ static int apply_option(cli_options *o, option_id id, const char *name, const ch
         return 0;
     case OPT_REPLICATE_KV: o->replicate_kv = 1; return 0;
     case OPT_BACKWARD: o->backward = 1; return 0;
+    case OPT_KV_HEADS:
+        /* >= 1 here; dividing --heads is the library's check (its message names kv_heads) */
+        if (cli_parse_int64(name, value, 1, INT64_MAX, &o->kv_heads, err, errlen)) return -1;
+        return 0;
+    case OPT_CAUSAL: {
+        static const char *const causal_names[] = {"top-left", "bottom-right"};
+        if (!value) {
+            o->causal = JATTN_CAUSAL_TOP_LEFT;
+            return 0;
+        }
+        if (parse_choice(name, value, causal_names, 2, &choice, err, errlen)) return -1;
+        o->causal = choice ? JATTN_CAUSAL_BOTTOM_RIGHT : JATTN_CAUSAL_TOP_LEFT;
+        return 0;
+    }
+    case OPT_BLOCKS:
+        if (cli_parse_int64(name, value, 1, CLI_MAX_BLOCKS, &o->blocks, err, errlen)) return -1;
+        return 0;
+    case OPT_SEGMENTS:
+    case OPT_SEGMENTS_KV:
+        if (parse_int_list(name, value, 0, CLI_MAX_SEGMENT_LEN, id == OPT_SEGMENTS ? o->segments : o->segments_kv,
+                           CLI_MAX_SEGMENTS, id == OPT_SEGMENTS ? &o->n_segments : &o->n_segments_kv, err, errlen))
+            return -1;
+        return 0;
+    case OPT_KEY_BIAS: {
+        static const char *const bias_names[] = {"batch", "head", "shared"}; /* cli_key_bias order, from 1 */
+        if (!value) {
+            o->key_bias = CLI_KEY_BIAS_BATCH;
+            return 0;
+        }
+        if (parse_choice(name, value, bias_names, 3, &choice, err, errlen)) return -1;
+        o->key_bias = CLI_KEY_BIAS_BATCH + choice;
+        return 0;
+    }
     }
     usage_error(err, errlen, "%s: internal error: unhandled option", name);
     return -1;
 }
 
+/* Whether a size option was given as 0. */
+static int cli_zero_size_given(const cli_options *o) {
+    const unsigned g = o->sizes_given;
+    return (g & CLI_SIZE_BATCH && !o->batch) || (g & CLI_SIZE_HEADS && !o->heads) ||
+           (g & CLI_SIZE_SEQ_Q && !o->seq_q) || (g & CLI_SIZE_SEQ_KV && !o->seq_kv);
+}
+
+/* The mask options of run and bench, together. */
+static int check_mask_options(const cli_options *o, char *err, size_t errlen) {
+    if (o->n_segments_kv && !o->n_segments)
+        return usage_error(err, errlen, "--segments-kv goes with --segments (the queries' lengths)");
+    if (o->n_segments_kv && o->n_segments_kv != o->n_segments)
+        return usage_error(err, errlen, "--segments-kv: %d lengths, --segments has %d: give one per segment",
+                           o->n_segments_kv, o->n_segments);
+    return CLI_EXIT_OK;
+}
+
 static int check_combination(const cli_options *o, char *err, size_t errlen) {
+    if ((o->command == CLI_CMD_RUN || o->command == CLI_CMD_BENCH) && check_mask_options(o, err, errlen))
+        return CLI_EXIT_USAGE;
     switch (o->command) {
     case CLI_CMD_RUN: {
         int files = !!o->q_path + !!o->k_path + !!o->v_path;
@@ -384,6 +478,12 @@ static int check_combination(const cli_options *o, char *err, size_t errlen) {
             return usage_error(err, errlen, "--parallel runs on synthetic inputs (no --q, --k, --v, --out, --lse)");
         if (o->parallel && (o->n_kv_len || o->key_mask_path))
             return usage_error(err, errlen, "--parallel has no key padding (no --kv-len, --key-mask)");
+        if (o->parallel && (cli_has_mask(o) || o->kv_heads))
+            return usage_error(err, errlen,
+                               "--parallel has no masks nor grouped-query heads (no --kv-heads, --causal, --blocks, "
+                               "--segments, --key-bias)");
+        if (o->parallel && cli_zero_size_given(o))
+            return usage_error(err, errlen, "--parallel: sizes must be >= 1 (no zero-size problem)");
         if (o->backward && (files || o->out_path || o->lse_path || o->parallel || o->n_kv_len || o->key_mask_path))
             return usage_error(err, errlen,
                                "--backward runs on synthetic inputs (no --q, --k, --v, --out, --lse, --parallel, "
@@ -445,7 +545,7 @@ int jattn_cli_parse(int argc, char **argv, cli_options *o, char *err, size_t err
         if (!(spec->commands & (1u << cmd)))
             return usage_error(err, errlen, "%s is not an option of '%s'", spec->name, command_names[cmd]);
         const char *value = NULL;
-        if (spec->takes_value) {
+        if (spec->takes_value == VALUE_REQUIRED) {
             if (eq) {
                 value = eq + 1;
             } else if (i + 1 < argc && argv[i + 1] && strncmp(argv[i + 1], "--", 2) != 0) {
@@ -454,6 +554,11 @@ int jattn_cli_parse(int argc, char **argv, cli_options *o, char *err, size_t err
                 return usage_error(err, errlen, "%s: missing value", spec->name);
             }
             if (value[0] == '\0') return usage_error(err, errlen, "%s: empty value", spec->name);
+        } else if (spec->takes_value == VALUE_OPTIONAL) {
+            if (eq) {
+                value = eq + 1;
+                if (value[0] == '\0') return usage_error(err, errlen, "%s=: empty value", spec->name);
+            }
         } else if (eq) {
             return usage_error(err, errlen, "%s takes no value", spec->name);
         }
@@ -461,4 +566,23 @@ int jattn_cli_parse(int argc, char **argv, cli_options *o, char *err, size_t err
         if (o->command == CLI_CMD_HELP) return CLI_EXIT_OK;
     }
     return check_combination(o, err, errlen);
+}
+
+int cli_has_mask(const cli_options *o) { return o->causal || o->blocks || o->n_segments || o->key_bias; }
+
+static int64_t sum_lengths(const int64_t *lengths, int n) {
+    int64_t sum = 0; /* each <= CLI_MAX_SEGMENT_LEN, at most CLI_MAX_SEGMENTS of them: no overflow */
+    for (int i = 0; i < n; i++) sum += lengths[i];
+    return sum;
+}
+
+void cli_sizes(const cli_options *o, int64_t seq_default, int64_t sizes[5]) {
+    const unsigned g = o->sizes_given;
+    sizes[0] = g & CLI_SIZE_BATCH ? o->batch : CLI_DEFAULT_BATCH;
+    sizes[1] = g & CLI_SIZE_HEADS ? o->heads : CLI_DEFAULT_HEADS;
+    sizes[2] = g & CLI_SIZE_SEQ_Q ? o->seq_q : o->n_segments ? sum_lengths(o->segments, o->n_segments) : seq_default;
+    sizes[3] = g & CLI_SIZE_SEQ_KV ? o->seq_kv
+               : o->n_segments_kv  ? sum_lengths(o->segments_kv, o->n_segments_kv)
+                                   : sizes[2];
+    sizes[4] = g & CLI_SIZE_DIM ? o->dim : CLI_DEFAULT_DIM;
 }

@@ -32,6 +32,9 @@ typedef enum cli_command {
 #define CLI_MAX_REPS 100000
 #define CLI_MAX_KV_LENS 256 /* --kv-len values: one, or one per batch up to this batch */
 #define CLI_MAX_SHARDS 64
+#define CLI_MAX_SEGMENTS 256                   /* --segments, --segments-kv: lengths */
+#define CLI_MAX_SEGMENT_LEN (INT64_C(1) << 40) /* one segment's tokens (keeps their sum in int64) */
+#define CLI_MAX_BLOCKS (INT64_C(1) << 20)      /* --blocks */
 
 /* The FLUX.2 DiT attention of the default job: B=1, H=24, S=1536 (512 text + 1024 image
  * tokens at 512x512), D=128. */
@@ -48,9 +51,11 @@ typedef struct cli_options {
     jattn_precision precision;          /* default F32 */
     int threads[CLI_MAX_THREAD_COUNTS]; /* run: exactly one (default 0 = all cores); bench: a list */
     int n_threads;                      /* 0 when --threads was not given */
-    /* Problem size; 0 = not given. */
+    /* Problem size; 0 = not given, unless its bit in sizes_given is set (batch, heads and the
+     * sequences may be 0: a zero-size problem). cli_sizes() resolves them with the defaults. */
     int64_t batch, heads, seq_q, seq_kv, dim;
-    float scale; /* 0 = 1/sqrt(D) */
+    unsigned sizes_given; /* CLI_SIZE_* bits of the size options given */
+    float scale;          /* 0 = 1/sqrt(D) */
     uint64_t seed;
     int reps;  /* 0 = automatic */
     int check; /* run: 1 (default) or 0 with --no-check */
@@ -69,7 +74,36 @@ typedef struct cli_options {
     int n_shards;
     int replicate_kv; /* --replicate-kv: k, v whole on every rank */
     int backward;     /* run, bench --backward: time and check jattn_backward */
+    /* The mask and grouped-query heads of run and bench (cli_mask.h makes the jattn_mask). */
+    int64_t kv_heads;                      /* --kv-heads: 0 = not given (each head its own) */
+    jattn_causal causal;                   /* --causal[=top-left|bottom-right] */
+    int64_t blocks;                        /* --blocks N: 0 = none */
+    int64_t segments[CLI_MAX_SEGMENTS];    /* --segments: query (and key) lengths */
+    int n_segments;                        /* 0 = none */
+    int64_t segments_kv[CLI_MAX_SEGMENTS]; /* --segments-kv: key lengths (cross-attention) */
+    int n_segments_kv;                     /* 0 = the keys' are the queries' */
+    int key_bias;                          /* --key-bias: a cli_key_bias */
 } cli_options;
+
+/* Bits of cli_options.sizes_given. */
+enum { CLI_SIZE_BATCH = 1, CLI_SIZE_HEADS = 2, CLI_SIZE_SEQ_Q = 4, CLI_SIZE_SEQ_KV = 8, CLI_SIZE_DIM = 16 };
+
+/* --key-bias: none, or the rows of the random bias (cli_mask.h). */
+typedef enum cli_key_bias {
+    CLI_KEY_BIAS_NONE = 0,
+    CLI_KEY_BIAS_BATCH,  /* [B, Skv]: one row per batch (--key-bias, --key-bias=batch) */
+    CLI_KEY_BIAS_HEAD,   /* [B, H, Skv]: one row per batch and head (--key-bias=head) */
+    CLI_KEY_BIAS_SHARED, /* [Skv]: one row for every batch and head (--key-bias=shared) */
+} cli_key_bias;
+
+/* The problem size the options ask for: B, H, Sq, Skv, D. A size given (0 included) is taken;
+ * otherwise the default: B, H, D of the default job, Sq the sum of --segments when given, else
+ * seq_default, and Skv the sum of --segments-kv when given, else Sq. */
+void cli_sizes(const cli_options *o, int64_t seq_default, int64_t sizes[5]);
+
+/* Whether the options ask for a mask beyond key padding (--causal, --blocks, --segments,
+ * --key-bias). */
+int cli_has_mask(const cli_options *o);
 
 /* Parses argv (argv[0] is the program name). Never prints, exits or allocates; pointers in *o
  * point into argv. @return CLI_EXIT_OK with *o filled, or CLI_EXIT_USAGE with a one-line

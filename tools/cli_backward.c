@@ -14,6 +14,7 @@
 
 #include "cli_commands.h"
 #include "cli_common.h"
+#include "cli_mask.h"
 #include "clock.h"
 #include "device_timer.h"
 #include "json.h"
@@ -27,11 +28,14 @@
 #define BWD_REPS_MIN 3
 #define BWD_REPS_MAX 20
 
-static double backward_flops(const jattn_problem *p) { return 2.5 * kit_flops(p); }
+/* 2.5x the forward's FLOPs: with a mask, of the attended pairs (kit_flops_masked). */
+static double backward_flops(const jattn_problem *p, const jattn_mask *m) { return 2.5 * kit_flops_masked(p, m); }
 
-/* One backward job: inputs, forward outputs, gradients (all FLUX layout, dense). */
+/* One backward job: inputs, forward outputs, gradients (all FLUX layout, dense; k, v, dk, dv with
+ * the key/value heads), and the mask (NULL: none). */
 typedef struct bwd_job {
     jattn_problem p;
+    const jattn_mask *mask;
     float *q, *k, *v, *out, *lse, *dout, *dq, *dk, *dv;
 } bwd_job;
 
@@ -41,10 +45,12 @@ static void job_free(bwd_job *j) {
     memset(j, 0, sizeof *j);
 }
 
-static jattn_status job_init(bwd_job *j, const jattn_problem *p, uint64_t seed, const jattn_exec *e, jattn_ctx *ctx) {
+static jattn_status job_init(bwd_job *j, const jattn_problem *p, const jattn_mask *mask, uint64_t seed,
+                             const jattn_exec *e, jattn_ctx *ctx) {
     memset(j, 0, sizeof *j);
     j->p = *p;
-    const int64_t nq = kit_elems(p, p->seq_q), nk = kit_elems(p, p->seq_kv), nl = p->batch * p->heads * p->seq_q;
+    j->mask = mask;
+    const int64_t nq = kit_elems(p, p->seq_q), nk = cli_kv_elems(p), nl = p->batch * p->heads * p->seq_q;
     j->q = kit_alloc_floats(nq), j->k = kit_alloc_floats(nk), j->v = kit_alloc_floats(nk);
     j->out = kit_alloc_floats(nq), j->lse = kit_alloc_floats(nl), j->dout = kit_alloc_floats(nq);
     j->dq = kit_alloc_floats(nq), j->dk = kit_alloc_floats(nk), j->dv = kit_alloc_floats(nk);
@@ -54,12 +60,12 @@ static jattn_status job_init(bwd_job *j, const jattn_problem *p, uint64_t seed, 
     jattn_rng_fill_normal(j->k, nk, seed, 2);
     jattn_rng_fill_normal(j->v, nk, seed, 3);
     jattn_rng_fill_normal(j->dout, nq, seed, 7);
-    return jattn_forward(ctx, p, e, j->q, j->k, j->v, j->out, j->lse);
+    return jattn_forward_masked(ctx, p, e, j->q, j->k, j->v, mask, j->out, j->lse);
 }
 
 static jattn_status job_backward(const bwd_job *j, jattn_ctx *ctx, const jattn_exec *e) {
-    return jattn_backward(ctx, &j->p, NULL, e, j->q, j->k, j->v, j->out, j->lse, j->dout, NULL, NULL, j->dq, j->dk,
-                          j->dv);
+    return jattn_backward_masked(ctx, &j->p, NULL, e, j->q, j->k, j->v, j->out, j->lse, j->dout, NULL, j->mask, j->dq,
+                                 j->dk, j->dv);
 }
 
 #define BWD_DEVICE_REPS 20 /* cuda: timed calls when --reps is not given */
@@ -69,7 +75,10 @@ static jattn_status job_backward(const bwd_job *j, jattn_ctx *ctx, const jattn_e
  * with CUDA events (kit/device_timer.h), the gradients copied back into the job. */
 static jattn_status time_backward(const bwd_job *j, jattn_ctx *ctx, const jattn_exec *e, int reps, int device,
                                   kit_timing *t) {
-    if (device) {
+    if (device && (j->mask || (j->p.kv_heads && j->p.kv_heads != j->p.heads))) {
+        fprintf(stderr, "jattn: the device timer takes no mask and no grouped-query heads; the host clock includes "
+                        "the copies\n");
+    } else if (device) {
         char err[256];
         double ms = 0;
         const int n = reps ? reps : BWD_DEVICE_REPS;
@@ -117,28 +126,35 @@ typedef struct bwd_check {
 
 static jattn_status check_backward(const bwd_job *j, bwd_check *c) {
     const jattn_problem *p = &j->p;
-    const double per_head = backward_flops(p) / (double)(p->batch * p->heads);
-    int64_t heads = (int64_t)(BWD_CHECK_BUDGET_FLOPS / per_head);
-    heads = heads < 1 ? 1 : heads > p->heads ? p->heads : heads;
+    /* whole groups of query heads (those sharing a key/value head), at least one, within the budget */
+    const int64_t kvh = cli_kv_heads(p), group = kvh > 0 ? p->heads / kvh : 1;
+    const double bh = (double)p->batch * (double)p->heads, flops = backward_flops(p, j->mask);
+    const double per_head = bh > 0 ? flops / bh : 0;
+    int64_t heads = per_head > 0 ? (int64_t)fmin(BWD_CHECK_BUDGET_FLOPS / per_head, (double)p->heads) : p->heads;
+    heads = heads / group * group;
+    if (heads < group) heads = group;
+    if (heads > p->heads) heads = p->heads;
     jattn_problem sub = *p;
-    sub.batch = 1;
+    sub.batch = p->batch ? 1 : 0;
     sub.heads = heads;
+    if (p->kv_heads) sub.kv_heads = heads / group;
     /* the same strides: the first heads of batch 0 are a valid sub-problem in place */
-    const int64_t nq = p->seq_q * p->head_dim * p->heads, nk = p->seq_kv * p->head_dim * heads;
+    const int64_t nq = p->seq_q * p->head_dim * heads, nk = p->seq_kv * p->head_dim * (heads / group);
     float *dq = kit_alloc_floats(nq), *dk = kit_alloc_floats(nk), *dv = kit_alloc_floats(nk);
     jattn_status st = JATTN_ERROR_OUT_OF_MEMORY;
     if (dq && dk && dv) {
         jattn_exec e = {0};
         e.backend = JATTN_BACKEND_REF;
-        st = jattn_backward(NULL, &sub, NULL, &e, j->q, j->k, j->v, j->out, j->lse, j->dout, NULL, NULL, dq, dk, dv);
+        st = jattn_backward_masked(NULL, &sub, NULL, &e, j->q, j->k, j->v, j->out, j->lse, j->dout, NULL, j->mask, dq,
+                                   dk, dv);
     }
     if (st == JATTN_OK) {
-        /* dq token-major like q? q is head-major [B,H,S,D] in the FLUX layout: the first heads
-         * are contiguous, as are those of dk, dv. */
-        const int64_t n_q = heads * p->seq_q * p->head_dim;
+        /* q is head-major [B,H,S,D] in the FLUX layout: the first heads of batch 0 are contiguous, as
+         * are the first key/value heads of dk, dv. */
+        const int64_t n_q = sub.batch * nq, n_k = sub.batch * nk;
         jattn_metrics_compute_dense(j->dq, dq, n_q, &c->m[0]);
-        jattn_metrics_compute_dense(j->dk, dk, nk, &c->m[1]);
-        jattn_metrics_compute_dense(j->dv, dv, nk, &c->m[2]);
+        jattn_metrics_compute_dense(j->dk, dk, n_k, &c->m[1]);
+        jattn_metrics_compute_dense(j->dv, dv, n_k, &c->m[2]);
         c->heads = heads;
         c->pass = 1;
         for (int i = 0; i < 3; i++) c->pass &= jattn_metrics_pass_backward(&c->m[i]);
@@ -148,12 +164,31 @@ static jattn_status check_backward(const bwd_job *j, bwd_check *c) {
 }
 
 static jattn_problem job_problem(const cli_options *o, int64_t seq_default) {
-    const int64_t seq = o->seq_q ? o->seq_q : seq_default;
-    jattn_problem p =
-        jattn_problem_flux(o->batch ? o->batch : CLI_DEFAULT_BATCH, o->heads ? o->heads : CLI_DEFAULT_HEADS, seq,
-                           o->seq_kv ? o->seq_kv : seq, o->dim ? o->dim : CLI_DEFAULT_DIM);
+    int64_t n[5];
+    cli_sizes(o, seq_default, n);
+    jattn_problem p = jattn_problem_flux(n[0], n[1], n[2], n[3], n[4]);
+    cli_apply_kv_heads(o, &p);
     p.scale = o->scale;
     return p;
+}
+
+/* The backward's selection for p under e, with the options' mask (made into *cm): the plan of the
+ * pass decides it. @return CLI_EXIT_OK, or an exit code with the error printed. */
+static int select_backward(const cli_options *o, const jattn_problem *p, const jattn_exec *e, cli_mask *cm,
+                           jattn_selection *sel) {
+    memset(cm, 0, sizeof *cm);
+    int rc = cli_check_kv_heads(o, p->heads);
+    if (rc) return rc;
+    jattn_status st = jattn_backward_select(p, e, sel); /* the problem, validated before anything is made */
+    if (st != JATTN_OK) return cli_error(cli_exit_for_status(st), "%s: %s", jattn_status_name(st), jattn_last_error());
+    if ((rc = cli_mask_make(o, p, NULL, o->seed, cm))) return rc;
+    if (!cm->any) return CLI_EXIT_OK;
+    jattn_plan *plan = NULL;
+    st = jattn_plan_create(&plan, JATTN_PASS_BACKWARD, p, NULL, &cm->m, e);
+    if (st != JATTN_OK) return cli_error(cli_exit_for_status(st), "%s: %s", jattn_status_name(st), jattn_last_error());
+    jattn_plan_selection(plan, sel);
+    jattn_plan_free(plan);
+    return CLI_EXIT_OK;
 }
 
 int cli_run_backward(const cli_options *o) {
@@ -163,28 +198,37 @@ int cli_run_backward(const cli_options *o) {
     e.precision = o->precision;
     e.threads = o->n_threads ? o->threads[0] : 0;
     jattn_selection sel;
-    jattn_status st = jattn_backward_select(&p, &e, &sel);
-    if (st != JATTN_OK) return cli_error(cli_exit_for_status(st), "%s: %s", jattn_status_name(st), jattn_last_error());
+    cli_mask cm;
+    int rc = select_backward(o, &p, &e, &cm, &sel);
+    if (rc) {
+        cli_mask_free(&cm);
+        return rc;
+    }
+    const jattn_mask *mask = cli_mask_of(&cm);
     char err[256];
-    const double bytes = 4.0 * (6.0 * (double)kit_elems(&p, p.seq_q) + 5.0 * (double)kit_elems(&p, p.seq_kv));
-    if (cli_memory_fits(bytes, "the backward's tensors", err, sizeof err) != 0)
+    const double bytes = 4.0 * (6.0 * (double)kit_elems(&p, p.seq_q) + 5.0 * (double)cli_kv_elems(&p));
+    if (cli_memory_fits(bytes, "the backward's tensors", err, sizeof err) != 0) {
+        cli_mask_free(&cm);
         return cli_error(CLI_EXIT_USAGE, "%s", err);
+    }
     jattn_ctx *ctx = NULL;
     bwd_job j;
-    st = jattn_ctx_create(&ctx);
-    if (st == JATTN_OK) st = job_init(&j, &p, o->seed, &e, ctx);
+    memset(&j, 0, sizeof j);
+    jattn_status st = jattn_ctx_create(&ctx);
+    if (st == JATTN_OK) st = job_init(&j, &p, mask, o->seed, &e, ctx);
     kit_timing t = {0};
     if (st == JATTN_OK) st = time_backward(&j, ctx, &e, o->reps, cli_backend_on_device(sel.backend), &t);
     bwd_check c;
     memset(&c, 0, sizeof c);
     if (st == JATTN_OK && o->check) st = check_backward(&j, &c);
     if (st != JATTN_OK) {
-        const int rc = cli_error(cli_exit_for_status(st), "%s: %s", jattn_status_name(st), jattn_last_error());
+        rc = cli_error(cli_exit_for_status(st), "%s: %s", jattn_status_name(st), jattn_last_error());
         job_free(&j);
         jattn_ctx_free(ctx);
+        cli_mask_free(&cm);
         return rc;
     }
-    const double gflops = backward_flops(&p) / (t.ms * 1e-3) / 1e9;
+    const double flops = backward_flops(&p, mask), gflops = flops / (t.ms * 1e-3) / 1e9;
     static const char *const names[3] = {"dq", "dk", "dv"};
     if (o->json) {
         kit_json js;
@@ -198,10 +242,16 @@ int cli_run_backward(const cli_options *o) {
         kit_json_int(&js, "threads", sel.threads);
         kit_json_int(&js, "batch", p.batch);
         kit_json_int(&js, "heads", p.heads);
+        kit_json_int(&js, "kv_heads", cli_kv_heads(&p));
         kit_json_int(&js, "seq_q", p.seq_q);
         kit_json_int(&js, "seq_kv", p.seq_kv);
         kit_json_int(&js, "dim", p.head_dim);
         kit_json_int(&js, "seed", (long long)o->seed);
+        if (mask) {
+            kit_json_str(&js, "mask", cm.note);
+            kit_json_num(&js, "attended_pairs", kit_attended_pairs(&p, mask));
+        }
+        kit_json_num(&js, "flops", flops);
         kit_json_num(&js, "ms", t.ms);
         kit_json_num(&js, "ms_min", t.ms_min);
         kit_json_num(&js, "ms_max", t.ms_max);
@@ -224,16 +274,18 @@ int cli_run_backward(const cli_options *o) {
         }
         kit_json_end(&js);
     } else {
-        printf("backward B=%lld H=%lld Sq=%lld Skv=%lld D=%lld on %s: %s (%s), %d threads\n", (long long)p.batch,
-               (long long)p.heads, (long long)p.seq_q, (long long)p.seq_kv, (long long)p.head_dim, sel.backend_name,
-               sel.kernel, sel.isa, sel.threads);
-        printf("time     %.3f ms (median of %d; min %.3f, max %.3f), %.1f GFLOP/s (10*B*H*Sq*Skv*D)\n", t.ms, t.reps,
-               t.ms_min, t.ms_max, gflops);
+        char desc[400];
+        cli_mask_describe(&p, &cm, desc, sizeof desc);
+        printf("backward B=%lld H=%lld Sq=%lld Skv=%lld D=%lld%s on %s: %s (%s), %d threads\n", (long long)p.batch,
+               (long long)p.heads, (long long)p.seq_q, (long long)p.seq_kv, (long long)p.head_dim, desc,
+               sel.backend_name, sel.kernel, sel.isa, sel.threads);
+        printf("time     %.3f ms (median of %d; min %.3f, max %.3f), %.1f GFLOP/s (%s)\n", t.ms, t.reps, t.ms_min,
+               t.ms_max, gflops, mask ? "10*D*attended pairs" : "10*B*H*Sq*Skv*D");
         if (o->check) {
-            printf("parity   %s against the float64 ref backward (first %lld heads of batch 0; gate rel_l2 <= %g, "
+            printf("parity   %s against the float64 ref backward%s (first %lld heads of batch 0; gate rel_l2 <= %g, "
                    "max_abs <= %g*max(1,|ref|), cos >= %g)\n",
-                   c.pass ? "PASS" : "FAIL", (long long)c.heads, JATTN_BWD_GATE_REL_L2, JATTN_BWD_GATE_MAX_ABS,
-                   JATTN_BWD_GATE_COS);
+                   c.pass ? "PASS" : "FAIL", mask ? " with the same mask" : "", (long long)c.heads,
+                   JATTN_BWD_GATE_REL_L2, JATTN_BWD_GATE_MAX_ABS, JATTN_BWD_GATE_COS);
             for (int i = 0; i < 3; i++)
                 printf("         %s rel_l2 %.3g max_abs %.3g (max|ref| %.3g) cos %.9f\n", names[i], c.m[i].rel_l2,
                        c.m[i].max_abs, c.m[i].max_ref, c.m[i].cos);
@@ -243,6 +295,7 @@ int cli_run_backward(const cli_options *o) {
     }
     job_free(&j);
     jattn_ctx_free(ctx);
+    cli_mask_free(&cm);
     return o->check && !c.pass ? CLI_EXIT_FAILURE : CLI_EXIT_OK;
 }
 
@@ -284,7 +337,7 @@ static int torch_backward_ms(const jattn_problem *p, int on_gpu, int threads, in
 
 int cli_bench_backward(const cli_options *o) {
     int64_t seqs[2] = {CLI_DEFAULT_SEQ, CLI_DEFAULT_SEQ / 3 + 4 * (CLI_DEFAULT_SEQ - CLI_DEFAULT_SEQ / 3)};
-    const int n_seqs = o->seq_q || o->batch || o->heads || o->dim || o->seq_kv ? 1 : 2;
+    const int n_seqs = o->sizes_given || o->n_segments ? 1 : 2;
     int thread_list[CLI_MAX_THREAD_COUNTS] = {0};
     const int n_threads = o->n_threads ? o->n_threads : 1;
     for (int i = 0; i < n_threads; i++) thread_list[i] = o->n_threads ? o->threads[i] : 0;
@@ -300,20 +353,25 @@ int cli_bench_backward(const cli_options *o) {
             e.precision = o->precision;
             e.threads = thread_list[ti];
             jattn_selection sel;
-            jattn_status st = jattn_backward_select(&p, &e, &sel);
-            if (st != JATTN_OK) {
-                rc = cli_error(cli_exit_for_status(st), "%s: %s", jattn_status_name(st), jattn_last_error());
+            cli_mask cm;
+            const int bad = select_backward(o, &p, &e, &cm, &sel);
+            if (bad) {
+                cli_mask_free(&cm);
+                rc = bad;
                 continue;
             }
+            const jattn_mask *mask = cli_mask_of(&cm);
             jattn_ctx *ctx = NULL;
             bwd_job j;
             memset(&j, 0, sizeof j);
             kit_timing t = {0};
-            st = jattn_ctx_create(&ctx);
-            if (st == JATTN_OK) st = job_init(&j, &p, o->seed, &e, ctx);
+            jattn_status st = jattn_ctx_create(&ctx);
+            if (st == JATTN_OK) st = job_init(&j, &p, mask, o->seed, &e, ctx);
             if (st == JATTN_OK) st = time_backward(&j, ctx, &e, o->reps, cli_backend_on_device(sel.backend), &t);
             job_free(&j);
             jattn_ctx_free(ctx);
+            const double flops = backward_flops(&p, mask);
+            cli_mask_free(&cm);
             if (st != JATTN_OK) {
                 rc = cli_error(cli_exit_for_status(st), "%s: %s", jattn_status_name(st), jattn_last_error());
                 continue;
@@ -324,8 +382,10 @@ int cli_bench_backward(const cli_options *o) {
             if (!cli_backend_is_gpu(sel.backend) && jattn_peer_fma_peak(sel.threads, &peak, &isa, err, sizeof err) != 0)
                 peak = NAN;
             const int on_gpu = cli_backend_on_device(sel.backend); /* torch's peer on the CUDA device */
-            if (torch_backward_ms(&p, on_gpu, sel.threads, t.reps, &torch_ms) != 0) torch_ms = NAN;
-            const double gflops = backward_flops(&p) / (t.ms * 1e-3) / 1e9;
+            /* the peer runs the plain SDPA: beside a masked or grouped-query backward it is no peer */
+            const int plain = !mask && !(p.kv_heads && p.kv_heads != p.heads);
+            if (!plain || torch_backward_ms(&p, on_gpu, sel.threads, t.reps, &torch_ms) != 0) torch_ms = NAN;
+            const double gflops = flops / (t.ms * 1e-3) / 1e9;
             if (o->json) {
                 kit_json js;
                 kit_json_begin(&js, stdout);
@@ -337,9 +397,11 @@ int cli_bench_backward(const cli_options *o) {
                 kit_json_int(&js, "threads", sel.threads);
                 kit_json_int(&js, "batch", p.batch);
                 kit_json_int(&js, "heads", p.heads);
+                kit_json_int(&js, "kv_heads", cli_kv_heads(&p));
                 kit_json_int(&js, "seq_q", p.seq_q);
                 kit_json_int(&js, "seq_kv", p.seq_kv);
                 kit_json_int(&js, "dim", p.head_dim);
+                kit_json_num(&js, "flops", flops);
                 kit_json_num(&js, "ms", t.ms);
                 kit_json_int(&js, "reps", t.reps);
                 kit_json_num(&js, "gflops", gflops);
@@ -357,8 +419,9 @@ int cli_bench_backward(const cli_options *o) {
         }
     }
     if (!o->json)
-        printf("FLOPs of a backward: 10*B*H*Sq*Skv*D (2.5x the forward's); torch: SDPA backward of the same "
-               "shape (CPU: same threads; cuda: fp32 on the GPU, TF32 off; nan when absent; JATTN_BENCH_PYTHON "
-               "names the interpreter)\n");
+        printf("FLOPs of a backward: 10*B*H*Sq*Skv*D (2.5x the forward's; with a mask 10*D per attended (query, key) "
+               "pair); torch: SDPA backward of the same shape (CPU: same threads; cuda: fp32 on the GPU, TF32 off; "
+               "nan when absent, and beside a mask or grouped-query heads; JATTN_BENCH_PYTHON names the "
+               "interpreter)\n");
     return rc;
 }

@@ -8,6 +8,7 @@
 
 #include "cli_commands.h"
 #include "cli_common.h"
+#include "cli_mask.h"
 #include "device_timer.h"
 #include "peers.h"
 
@@ -29,10 +30,10 @@ typedef struct bench_shape {
 /* Default shapes: the FLUX.2 DiT attention at 512x512 (seq 1536 = 512 text + 1024 image
  * tokens), at 1024x1024 (4608 = 512 + 4096), and the text tokens alone (512). */
 static int bench_shapes(const cli_options *o, bench_shape *s) {
-    if (o->batch || o->heads || o->seq_q || o->seq_kv || o->dim) {
-        int64_t seq = o->seq_q ? o->seq_q : CLI_DEFAULT_SEQ;
-        s[0] = (bench_shape){o->batch ? o->batch : CLI_DEFAULT_BATCH, o->heads ? o->heads : CLI_DEFAULT_HEADS, seq,
-                             o->seq_kv ? o->seq_kv : seq, o->dim ? o->dim : CLI_DEFAULT_DIM};
+    if (o->sizes_given || o->n_segments) { /* one shape: the sizes given (0 included), --segments' sums */
+        int64_t n[5];
+        cli_sizes(o, CLI_DEFAULT_SEQ, n);
+        s[0] = (bench_shape){n[0], n[1], n[2], n[3], n[4]};
         return 1;
     }
     const int64_t text = CLI_DEFAULT_SEQ / 3, seqs[3] = {text, CLI_DEFAULT_SEQ, text + 4 * (CLI_DEFAULT_SEQ - text)};
@@ -81,6 +82,8 @@ static int fma_peak(peak_cache *c, int threads, double *gflops, const char **err
 
 typedef struct bench_row {
     const jattn_problem *p;
+    const cli_mask *cm; /* the mask's note ("" without) */
+    double flops;       /* per call: 4*B*H*Sq*Skv*D, or 4*D*attended pairs with a mask */
     jattn_selection sel;
     kit_timing t;
     kit_parity par;
@@ -96,7 +99,7 @@ static void print_header(void) {
 
 static void print_row(const cli_options *o, const bench_row *r, const char *note) {
     const jattn_problem *p = r->p;
-    double gflops = kit_flops(p) / (r->t.ms * 1e-3) / 1e9;
+    double gflops = r->flops / (r->t.ms * 1e-3) / 1e9;
     double blas_gflops = r->have_blas ? kit_flops(p) / (r->blas_ms * 1e-3) / 1e9 : NAN;
     int pass = r->par.pass;
     if (o->json) {
@@ -109,10 +112,13 @@ static void print_row(const cli_options *o, const bench_row *r, const char *note
         kit_json_int(&j, "threads", r->sel.threads);
         kit_json_int(&j, "batch", p->batch);
         kit_json_int(&j, "heads", p->heads);
+        kit_json_int(&j, "kv_heads", cli_kv_heads(p));
         kit_json_int(&j, "seq_q", p->seq_q);
         kit_json_int(&j, "seq_kv", p->seq_kv);
         kit_json_int(&j, "dim", p->head_dim);
         kit_json_str(&j, "precision", kit_precision_name(o->precision));
+        if (r->cm->note[0]) kit_json_str(&j, "mask", r->cm->note);
+        kit_json_num(&j, "flops", r->flops);
         kit_json_num(&j, "ms", r->t.ms);
         kit_json_num(&j, "ms_min", r->t.ms_min);
         kit_json_num(&j, "ms_max", r->t.ms_max);
@@ -150,10 +156,26 @@ static void print_row(const cli_options *o, const bench_row *r, const char *note
     fflush(stdout);
 }
 
-/* The backends to bench: the one asked for; else the one auto picks and, when that is a GPU
- * backend, the first CPU backend (in auto's order) that can run the problem beside it. The
- * reference is benched only when asked for (it is the oracle, and slow). */
-static int bench_backends(const cli_options *o, const jattn_problem *p, jattn_backend *list, char *why, size_t cap) {
+/* Whether backend b of e can run p under the mask m (NULL: none): the plan of the call, its
+ * selection in *sel (may be NULL). @return JATTN_OK, or the status with the reason in
+ * jattn_last_error(). */
+static jattn_status can_run(const jattn_problem *p, const jattn_exec *e, jattn_backend b, const jattn_mask *m,
+                            jattn_selection *sel) {
+    jattn_exec x = *e;
+    x.backend = b;
+    jattn_plan *plan = NULL;
+    const jattn_status st = jattn_plan_create(&plan, JATTN_PASS_FORWARD, p, NULL, m, &x);
+    if (st != JATTN_OK) return st;
+    if (sel) jattn_plan_selection(plan, sel);
+    jattn_plan_free(plan);
+    return JATTN_OK;
+}
+
+/* The backends to bench: the one asked for; else the one auto picks for the problem and its mask
+ * and, when that is a GPU backend, the first CPU backend (in auto's order) that can run them beside
+ * it. The reference is benched only when asked for (it is the oracle, and slow). */
+static int bench_backends(const cli_options *o, const jattn_problem *p, const jattn_mask *m, jattn_backend *list,
+                          char *why, size_t cap) {
     if (o->backend_given) {
         list[0] = o->backend;
         return 1;
@@ -161,17 +183,28 @@ static int bench_backends(const cli_options *o, const jattn_problem *p, jattn_ba
     jattn_exec e = {0};
     e.precision = o->precision;
     jattn_selection sel;
-    if (jattn_select(p, &e, &sel) != JATTN_OK) {
+    if (can_run(p, &e, JATTN_BACKEND_AUTO, m, &sel) != JATTN_OK) {
         snprintf(why, cap, "auto: %s", jattn_last_error());
         return 0;
     }
     if (sel.backend == JATTN_BACKEND_REF) {
+        /* why the others passed: each one's refusal, in auto's order */
         snprintf(why, cap, "auto picks %s", sel.backend_name);
+        for (int r = 0; r < jattn_backend_info_count(); r++) {
+            jattn_backend_info info;
+            if (jattn_backend_info_at(r, &info) != JATTN_OK || info.backend == JATTN_BACKEND_REF) break;
+            if (can_run(p, &e, info.backend, m, NULL) != JATTN_OK) {
+                const size_t len = strlen(why);
+                snprintf(why + len, cap - len, "; %s: %.200s", info.name, jattn_last_error());
+            }
+        }
         return 0;
     }
     int n = 0;
     list[n++] = sel.backend;
-    const jattn_backend cpu_side = cli_backend_is_gpu(sel.backend) ? cli_first_cpu_backend(p, &e) : JATTN_BACKEND_AUTO;
+    jattn_backend cpu_side = cli_backend_is_gpu(sel.backend) ? cli_first_cpu_backend(p, &e) : JATTN_BACKEND_AUTO;
+    if (cpu_side != JATTN_BACKEND_AUTO && m && can_run(p, &e, cpu_side, m, NULL) != JATTN_OK)
+        cpu_side = JATTN_BACKEND_AUTO;
     if (cpu_side != JATTN_BACKEND_AUTO && cpu_side != JATTN_BACKEND_REF) list[n++] = cpu_side;
     return n;
 }
@@ -210,7 +243,10 @@ static void free_buffers(shape_buffers *b) {
 static int bench_one_shape(const cli_options *o, const bench_shape *s, peak_cache *peaks, notes *ns, jattn_ctx *ctx,
                            int *rows_run, int *any_fail) {
     jattn_problem p = jattn_problem_flux(s->batch, s->heads, s->seq_q, s->seq_kv, s->dim);
+    cli_apply_kv_heads(o, &p);
     p.scale = o->scale;
+    int rc = cli_check_kv_heads(o, p.heads);
+    if (rc) return rc;
     jattn_exec ref_exec = {0};
     ref_exec.backend = JATTN_BACKEND_REF;
     jattn_selection sel;
@@ -219,19 +255,33 @@ static int bench_one_shape(const cli_options *o, const bench_shape *s, peak_cach
         return cli_error(cli_exit_for_status(st), "invalid problem: %s (%s)", jattn_last_error(),
                          jattn_status_name(st));
 
-    jattn_backend backends[2];
-    char why[ERRLEN];
-    int n_backends = bench_backends(o, &p, backends, why, sizeof why);
-    if (!n_backends)
-        return cli_error(CLI_EXIT_FAILURE, "no optimised backend present (%s); bench the reference with --backend ref",
-                         why);
-
     shape_buffers buf = {0};
     kit_reference ref = {0};
-    int rc = CLI_EXIT_OK;
-    const int64_t n_q = kit_elems(&p, p.seq_q), n_kv = kit_elems(&p, p.seq_kv);
-    const int blas_shape_ok =
-        p.batch == 1 && p.seq_q == p.seq_kv && p.heads <= INT32_MAX && p.seq_q <= INT32_MAX && p.head_dim <= INT32_MAX;
+    cli_mask cm;
+    jattn_plan *plan = NULL;
+    char why[ERRLEN];
+    if ((rc = cli_mask_make(o, &p, NULL, o->seed, &cm))) goto done;
+    const jattn_mask *mask = cli_mask_of(&cm);
+    char desc[ERRLEN];
+    cli_mask_describe(&p, &cm, desc, sizeof desc);
+    if (desc[0]) {
+        char line[ERRLEN];
+        snprintf(line, sizeof line, "Sq=%lld Skv=%lld: %.440s", (long long)p.seq_q, (long long)p.seq_kv, desc + 2);
+        add_note(ns, line);
+    }
+    jattn_backend backends[2];
+    int n_backends = bench_backends(o, &p, mask, backends, why, sizeof why);
+    if (!n_backends) {
+        rc = cli_error(CLI_EXIT_FAILURE, "no optimised backend present (%s); bench the reference with --backend ref",
+                       why);
+        goto done;
+    }
+
+    const int64_t n_q = kit_elems(&p, p.seq_q), n_kv = cli_kv_elems(&p);
+    const int gqa = p.kv_heads && p.kv_heads != p.heads;
+    /* The peer computes the plain attention of B=1, Sq=Skv: no mask, no grouped-query heads. */
+    const int blas_shape_ok = p.batch == 1 && p.seq_q == p.seq_kv && p.heads >= 1 && p.seq_q >= 1 && !mask && !gqa &&
+                              p.heads <= INT32_MAX && p.seq_q <= INT32_MAX && p.head_dim <= INT32_MAX;
     if (cli_memory_fits(((blas_shape_ok ? 3.0 : 2.0) * (double)n_q + 2.0 * (double)n_kv) * sizeof(float), "this shape",
                         why, sizeof why) != 0) {
         rc = cli_error(CLI_EXIT_FAILURE, "%s", why);
@@ -251,19 +301,27 @@ static int bench_one_shape(const cli_options *o, const bench_shape *s, peak_cach
     jattn_rng_fill_normal(buf.q, n_q, o->seed, 0);
     jattn_rng_fill_normal(buf.k, n_kv, o->seed, 1);
     jattn_rng_fill_normal(buf.v, n_kv, o->seed, 2);
-    if ((st = kit_reference_compute(&ref, &p, NULL, buf.q, buf.k, buf.v, BENCH_CHECK_BUDGET_FLOPS, 0, why,
-                                    sizeof why))) {
+    /* FLOPs per call (kit/tensor.h): 4*B*H*Sq*Skv*D, or with a mask 4*D per attended pair. */
+    const double flops = kit_flops_masked(&p, mask);
+    st = mask
+             ? cli_mask_reference(&ref, &p, mask, kit_attended_pairs(&p, mask), buf.q, buf.k, buf.v,
+                                  BENCH_CHECK_BUDGET_FLOPS, 0, why, sizeof why)
+             : kit_reference_compute(&ref, &p, NULL, buf.q, buf.k, buf.v, BENCH_CHECK_BUDGET_FLOPS, 0, why, sizeof why);
+    if (st != JATTN_OK) {
         rc = cli_error(CLI_EXIT_FAILURE, "%s", why);
         goto done;
     }
-    if (!blas_shape_ok) add_note(ns, "BLAS baseline: the peer runs B=1 with Sq=Skv only");
+    if (mask || gqa)
+        add_note(ns, "BLAS baseline: the peer computes the plain attention (no mask, no grouped-query heads): not run");
+    else if (!blas_shape_ok)
+        add_note(ns, "BLAS baseline: the peer runs B=1 with Sq=Skv only");
 
     for (int b = 0; b < n_backends; b++) {
         jattn_exec e = {0};
         e.backend = backends[b];
         e.precision = o->precision;
         jattn_selection all_cores;
-        if ((st = jattn_select(&p, &e, &all_cores)) != JATTN_OK) {
+        if ((st = can_run(&p, &e, backends[b], mask, &all_cores)) != JATTN_OK) {
             rc = cli_error(cli_exit_for_status(st), "cannot run this problem on backend %s: %s (%s)",
                            jattn_backend_name(backends[b]), jattn_last_error(), jattn_status_name(st));
             goto done;
@@ -275,17 +333,27 @@ static int bench_one_shape(const cli_options *o, const bench_shape *s, peak_cach
             bench_row r;
             memset(&r, 0, sizeof r);
             r.p = &p;
+            r.cm = &cm;
+            r.flops = flops;
             r.t.ms_min = r.t.ms_max = NAN;
             e.threads = counts[c];
-            if ((st = jattn_select(&p, &e, &r.sel)) != JATTN_OK) {
+            /* the plan of the row: what it names is what runs (the mask's, without one the same as jattn_select) */
+            if ((st = jattn_plan_create(&plan, JATTN_PASS_FORWARD, &p, NULL, mask, &e)) != JATTN_OK) {
                 rc = cli_error(cli_exit_for_status(st), "backend %s, %d threads: %s (%s)",
                                jattn_backend_name(e.backend), counts[c], jattn_last_error(), jattn_status_name(st));
                 goto done;
             }
+            jattn_plan_selection(plan, &r.sel);
             char note[ERRLEN] = "";
             int timed = 0;
             const int gpu = cli_backend_is_gpu(r.sel.backend), on_device = cli_backend_on_device(r.sel.backend);
-            if (on_device) {
+            if (on_device && (mask || gqa)) {
+                snprintf(note, sizeof note,
+                         "%s timed on the host clock, copies included (the device timer takes no mask and no "
+                         "grouped-query heads)",
+                         r.sel.backend_name);
+                add_note(ns, note);
+            } else if (on_device) {
                 int reps = o->reps ? o->reps : BENCH_DEVICE_REPS;
                 if (jattn_device_timed_run(&p, &e, NULL, buf.q, buf.k, buf.v, buf.out, NULL, 1, reps, &r.t.ms, why,
                                            sizeof why) == 0) {
@@ -298,14 +366,23 @@ static int bench_one_shape(const cli_options *o, const bench_shape *s, peak_cach
                     add_note(ns, note);
                 }
             }
-            if (!timed && (st = kit_time_forward(ctx, &p, &e, NULL, buf.q, buf.k, buf.v, buf.out, NULL, o->reps,
-                                                 BENCH_AUTO_SECONDS, BENCH_AUTO_REPS_MIN, BENCH_AUTO_REPS_MAX, &r.t)) !=
-                              JATTN_OK) {
-                rc = cli_error(CLI_EXIT_FAILURE, "backend %s failed: %s (%s)", r.sel.backend_name, jattn_last_error(),
-                               jattn_status_name(st));
-                goto done;
+            if (!timed) {
+                st = mask ? cli_time_plan(plan, ctx, buf.q, buf.k, buf.v, mask, buf.out, NULL, o->reps,
+                                          BENCH_AUTO_SECONDS, BENCH_AUTO_REPS_MIN, BENCH_AUTO_REPS_MAX, &r.t)
+                          : kit_time_forward(ctx, &p, &e, NULL, buf.q, buf.k, buf.v, buf.out, NULL, o->reps,
+                                             BENCH_AUTO_SECONDS, BENCH_AUTO_REPS_MIN, BENCH_AUTO_REPS_MAX, &r.t);
+                if (st != JATTN_OK) {
+                    rc = cli_error(CLI_EXIT_FAILURE, "backend %s failed: %s (%s)", r.sel.backend_name,
+                                   jattn_last_error(), jattn_status_name(st));
+                    goto done;
+                }
             }
-            kit_reference_compare(&ref, &p, buf.out, NULL, o->precision, &r.par);
+            jattn_plan_free(plan);
+            plan = NULL;
+            if (mask)
+                cli_mask_compare(&ref, &p, buf.out, NULL, o->precision, &r.par);
+            else
+                kit_reference_compare(&ref, &p, buf.out, NULL, o->precision, &r.par);
             r.check_stride = ref.stride;
             if (!r.par.pass) *any_fail = 1;
             if (gpu && !on_device) {
@@ -341,7 +418,9 @@ static int bench_one_shape(const cli_options *o, const bench_shape *s, peak_cach
         }
     }
 done:
+    jattn_plan_free(plan);
     kit_reference_free(&ref);
+    cli_mask_free(&cm);
     free_buffers(&buf);
     return rc;
 }
@@ -362,9 +441,10 @@ int cli_bench(const cli_options *o) {
         kit_load_average(load, sizeof load);
         printf("jattn %s bench: %s, synthetic standard-normal inputs (seed %llu), load average %s\n",
                jattn_version_string(), kit_precision_name(o->precision), (unsigned long long)o->seed, load);
-        printf("time: median after a warm-up; GFLOP/s = 4*B*H*Sq*Skv*D / time; FMA peak and BLAS attention measured "
-               "now, at the row's threads; parity vs the float64 reference (query rows sampled beyond %.0f GFLOP of "
-               "reference work)\n",
+        printf("time: median after a warm-up; GFLOP/s = 4*B*H*Sq*Skv*D / time (with a mask: 4*D*attended (query, key) "
+               "pairs / time); FMA peak and BLAS attention measured now, at the row's threads; parity vs the float64 "
+               "reference (query rows sampled beyond %.0f GFLOP of reference work; with a mask, the first heads' "
+               "whole rows)\n",
                BENCH_CHECK_BUDGET_FLOPS / 1e9);
         print_header();
         fflush(stdout);

@@ -6,6 +6,7 @@
 
 #include "cli_commands.h"
 #include "cli_common.h"
+#include "cli_mask.h"
 #include "device_timer.h"
 
 /* Reference work of a full check: the kit's (kit/reference.h), the default job's 4*B*H*S*S*D. */
@@ -70,14 +71,16 @@ static int load_files(const cli_options *o, run_inputs *in) {
         if (rc) return rc;
         head_major_dims(&in->file[t], dims[t]);
     }
-    /* q, k, v: the same number of dimensions; batch, heads and head_dim agree; k and v agree on seq. */
+    /* q, k, v: the same number of dimensions; batch, heads and head_dim agree; k and v agree on seq
+     * (and on heads, which with --kv-heads are k's own). */
     for (int t = 1; t < 3; t++) {
         if (in->file[t].ndim != in->file[0].ndim)
             return cli_error(CLI_EXIT_USAGE, "%s %s: %d dimensions but --q %s has %d", opt[t], path[t],
                              in->file[t].ndim, path[0], in->file[0].ndim);
         for (int d = 0; d < 4; d++) {
-            int against = d == 2 ? 1 : 0; /* seq: v against k; the others against q */
-            if (d == 2 && t == 1) continue;
+            const int own_heads = d == 1 && o->kv_heads; /* grouped-query heads: k's and v's, checked below */
+            int against = d == 2 || own_heads ? 1 : 0;   /* seq: v against k; the others against q */
+            if ((d == 2 || own_heads) && t == 1) continue;
             if (dims[t][d] != dims[against][d])
                 return cli_error(CLI_EXIT_USAGE, "%s %s: %s %lld differs from %s %s's %lld", opt[t], path[t],
                                  dim_name[d], (long long)dims[t][d], opt[against], path[against],
@@ -88,18 +91,21 @@ static int load_files(const cli_options *o, run_inputs *in) {
         const char *name;
         int64_t given, actual;
         const char *from;
-    } agree[] = {{"--batch", o->batch, dims[0][0], "--q"},
-                 {"--heads", o->heads, dims[0][1], "--q"},
-                 {"--seq", o->seq_q, dims[0][2], "--q"},
-                 {"--seq-kv", o->seq_kv, dims[1][2], "--k"},
-                 {"--dim", o->dim, dims[0][3], "--q"}};
+        int is_given;
+    } agree[] = {{"--batch", o->batch, dims[0][0], "--q", !!(o->sizes_given & CLI_SIZE_BATCH)},
+                 {"--heads", o->heads, dims[0][1], "--q", !!(o->sizes_given & CLI_SIZE_HEADS)},
+                 {"--seq", o->seq_q, dims[0][2], "--q", !!(o->sizes_given & CLI_SIZE_SEQ_Q)},
+                 {"--seq-kv", o->seq_kv, dims[1][2], "--k", !!(o->sizes_given & CLI_SIZE_SEQ_KV)},
+                 {"--dim", o->dim, dims[0][3], "--q", !!(o->sizes_given & CLI_SIZE_DIM)},
+                 {"--kv-heads", o->kv_heads, dims[1][1], "--k", o->kv_heads != 0}};
     for (size_t i = 0; i < sizeof agree / sizeof agree[0]; i++)
-        if (agree[i].given && agree[i].given != agree[i].actual)
+        if (agree[i].is_given && agree[i].given != agree[i].actual)
             return cli_error(CLI_EXIT_USAGE, "%s %lld disagrees with the %s file (%lld)", agree[i].name,
                              (long long)agree[i].given, agree[i].from, (long long)agree[i].actual);
     in->from_files = 1;
     in->ndim = in->file[0].ndim;
     in->p = jattn_problem_flux(dims[0][0], dims[0][1], dims[0][2], dims[1][2], dims[0][3]);
+    cli_apply_kv_heads(o, &in->p); /* k and v [B, Hkv, Skv, D], as read */
     in->q = in->file[0].data;
     in->k = in->file[1].data;
     in->v = in->file[2].data;
@@ -107,16 +113,16 @@ static int load_files(const cli_options *o, run_inputs *in) {
 }
 
 static void synthetic_problem(const cli_options *o, run_inputs *in) {
-    int64_t seq = o->seq_q ? o->seq_q : CLI_DEFAULT_SEQ;
+    int64_t n[5];
+    cli_sizes(o, CLI_DEFAULT_SEQ, n);
     in->ndim = 4;
-    in->p = jattn_problem_flux(o->batch ? o->batch : CLI_DEFAULT_BATCH, o->heads ? o->heads : CLI_DEFAULT_HEADS, seq,
-                               o->seq_kv ? o->seq_kv : seq, o->dim ? o->dim : CLI_DEFAULT_DIM);
+    in->p = jattn_problem_flux(n[0], n[1], n[2], n[3], n[4]);
+    cli_apply_kv_heads(o, &in->p);
 }
 
 /* After the problem is validated: allocate and fill q, k, v. */
 static int make_synthetic(const cli_options *o, run_inputs *in) {
-    const int64_t n[3] = {kit_elems(&in->p, in->p.seq_q), kit_elems(&in->p, in->p.seq_kv),
-                          kit_elems(&in->p, in->p.seq_kv)};
+    const int64_t n[3] = {kit_elems(&in->p, in->p.seq_q), cli_kv_elems(&in->p), cli_kv_elems(&in->p)};
     for (int t = 0; t < 3; t++) {
         if (!(in->synthetic[t] = kit_alloc_floats(n[t])))
             return cli_error(CLI_EXIT_FAILURE, "out of memory for the inputs (%lld elements each)", (long long)n[t]);
@@ -192,12 +198,27 @@ static int make_padding(const cli_options *o, const jattn_problem *p, run_paddin
 
 /* ---- report ---- */
 
-static void print_report(const cli_options *o, const run_inputs *in, const run_padding *pad, const jattn_selection *sel,
-                         const char *auto_reasons, const kit_timing *t, const char *timing_note,
-                         const kit_reference *ref, const kit_parity *par, const char *wrote) {
+/* What a run measured and checked, for the report. */
+typedef struct run_result {
+    const jattn_selection *sel;
+    const char *auto_reasons;
+    const kit_timing *t;
+    const char *timing_note;
+    double flops, pairs; /* per call; pairs: attended (query, key) pairs, with a mask (else -1) */
+    const kit_reference *ref;
+    const kit_parity *par; /* NULL: not checked */
+    int masked_check;      /* ref is cli_mask_reference's: whole rows of the first batches and heads */
+    const char *wrote;
+} run_result;
+
+static void print_report(const cli_options *o, const run_inputs *in, const run_padding *pad, const cli_mask *cm,
+                         const run_result *r) {
     const jattn_problem *p = &in->p;
     const char *prec = kit_precision_name(o->precision);
-    double gflops = kit_flops(p) / (t->ms * 1e-3) / 1e9;
+    const jattn_selection *sel = r->sel;
+    const kit_timing *t = r->t;
+    const double gflops = r->flops / (t->ms * 1e-3) / 1e9;
+    const double all_pairs = (double)p->batch * (double)p->heads * (double)p->seq_q * (double)p->seq_kv;
     if (o->json) {
         kit_json j;
         kit_json_begin(&j, stdout);
@@ -205,6 +226,7 @@ static void print_report(const cli_options *o, const run_inputs *in, const run_p
         kit_json_str(&j, "version", jattn_version_string());
         kit_json_selection(&j, sel);
         kit_json_problem(&j, p, o->precision);
+        kit_json_int(&j, "kv_heads", cli_kv_heads(p));
         kit_json_str(&j, "inputs", in->from_files ? "npy" : "synthetic");
         if (!in->from_files) kit_json_int(&j, "seed", (long long)o->seed);
         if (pad->note[0]) {
@@ -212,54 +234,73 @@ static void print_report(const cli_options *o, const run_inputs *in, const run_p
             kit_json_bool(&j, "kv_len", pad->kp.kv_len != NULL);
             kit_json_num(&j, "attended_keys", pad->attended);
         }
+        if (cm->note[0]) kit_json_str(&j, "mask", cm->note);
+        if (r->pairs >= 0) kit_json_num(&j, "attended_pairs", r->pairs);
+        kit_json_num(&j, "flops", r->flops);
         kit_json_timing(&j, t, t->clock, gflops);
-        kit_json_parity(&j, ref, par);
+        kit_json_parity(&j, r->ref, r->par);
+        if (r->par && r->masked_check) {
+            kit_json_int(&j, "checked_batches", r->ref->dense.batch);
+            kit_json_int(&j, "checked_heads", r->ref->dense.heads);
+        }
         kit_json_end(&j);
         return;
     }
-    printf("jattn %s run: attention B=%lld H=%lld Sq=%lld Skv=%lld D=%lld, %s, ", jattn_version_string(),
-           (long long)p->batch, (long long)p->heads, (long long)p->seq_q, (long long)p->seq_kv, (long long)p->head_dim,
-           prec);
+    printf("jattn %s run: attention B=%lld H=%lld Sq=%lld Skv=%lld D=%lld", jattn_version_string(), (long long)p->batch,
+           (long long)p->heads, (long long)p->seq_q, (long long)p->seq_kv, (long long)p->head_dim);
+    if (p->kv_heads && p->kv_heads != p->heads) printf(" Hkv=%lld", (long long)p->kv_heads);
+    printf(", %s, ", prec);
     if (in->from_files)
         printf("inputs %s %s %s\n", o->q_path, o->k_path, o->v_path);
     else
         printf("synthetic standard-normal inputs (seed %llu)\n", (unsigned long long)o->seed);
     printf("backend  %s", sel->backend_name);
-    if (o->backend == JATTN_BACKEND_AUTO) printf(" (auto%s%s)", auto_reasons[0] ? "; " : "", auto_reasons);
+    if (o->backend == JATTN_BACKEND_AUTO) printf(" (auto%s%s)", r->auto_reasons[0] ? "; " : "", r->auto_reasons);
     printf("\nkernel   %s   isa %s   threads %d\n", sel->kernel, sel->isa, sel->threads);
     if (isnan(t->ms_min))
         printf("time     %.3f ms  median of %d after a warm-up (%s clock)\n", t->ms, t->reps, t->clock);
     else
         printf("time     %.3f ms  median of %d after a warm-up (%s clock; min %.3f, max %.3f)\n", t->ms, t->reps,
                t->clock, t->ms_min, t->ms_max);
-    if (timing_note[0]) printf("         note: %s\n", timing_note);
+    if (r->timing_note[0]) printf("         note: %s\n", r->timing_note);
     if (pad->note[0]) printf("padding  %s\n", pad->note);
-    printf("speed    %.2f GFLOP/s  (4*B*H*Sq*Skv*D = %.3g GFLOP per call%s)\n", gflops, kit_flops(p) / 1e9,
-           pad->note[0] ? ", every key counted" : "");
-    if (par) {
-        kit_print_parity(ref, par, p, o->precision, "");
-        if (par->lse_checked) printf("; lse %s", par->lse_pass ? "PASS" : "FAIL");
+    if (cli_has_mask(o)) printf("mask     %s\n", cm->note);
+    if (r->pairs >= 0)
+        printf("speed    %.2f GFLOP/s  (4*D*attended pairs = %.3g GFLOP per call; %.4g of the %.4g (query, key) pairs "
+               "of B*H*Sq*Skv attended, %.1f%%)\n",
+               gflops, r->flops / 1e9, r->pairs, all_pairs, all_pairs > 0 ? 100.0 * r->pairs / all_pairs : 0.0);
+    else
+        printf("speed    %.2f GFLOP/s  (4*B*H*Sq*Skv*D = %.3g GFLOP per call)\n", gflops, r->flops / 1e9);
+    if (r->par) {
+        char what[160] = "";
+        if (r->masked_check) cli_mask_checked(r->ref, p, what, sizeof what);
+        kit_print_parity(r->ref, r->par, p, o->precision, what);
+        if (r->par->lse_checked) printf("; lse %s", r->par->lse_pass ? "PASS" : "FAIL");
         if (sel->backend == JATTN_BACKEND_REF) printf("; the backend is the reference: this checks its determinism");
         printf("\n");
     } else {
         printf("parity   not checked (--no-check)\n");
     }
-    if (wrote[0]) printf("wrote    %s\n", wrote);
+    if (r->wrote[0]) printf("wrote    %s\n", r->wrote);
 }
 
 /* ---- the command ---- */
 
 /* Why AUTO passed over the backends it tries before the one it chose (the library's order,
- * jattn_backend_info_at): "cuda passed over: <reason>; ...". */
-static void auto_reasons(const jattn_problem *p, const jattn_exec *e, jattn_backend chosen, char *buf, size_t cap) {
+ * jattn_backend_info_at): "cuda passed over: <reason>; ...". With a mask, each is asked for it. */
+static void auto_reasons(const jattn_problem *p, const jattn_exec *e, const jattn_mask *mask, jattn_backend chosen,
+                         char *buf, size_t cap) {
     buf[0] = '\0';
     for (int r = 0; r < jattn_backend_info_count(); r++) {
         jattn_backend_info info;
         if (jattn_backend_info_at(r, &info) != JATTN_OK || info.backend == chosen) break;
         jattn_exec x = *e;
         x.backend = info.backend;
-        jattn_selection s;
-        if (jattn_select(p, &x, &s) == JATTN_OK) continue;
+        jattn_plan *plan = NULL;
+        if (jattn_plan_create(&plan, JATTN_PASS_FORWARD, p, NULL, mask, &x) == JATTN_OK) {
+            jattn_plan_free(plan);
+            continue;
+        }
         size_t len = strlen(buf);
         snprintf(buf + len, cap - len, "%s%s passed over: %s", len ? "; " : "", info.name, jattn_last_error());
     }
@@ -271,10 +312,13 @@ int cli_run(const cli_options *o) {
     memset(&in, 0, sizeof in);
     npy_writer out_w = {0}, lse_w = {0};
     jattn_ctx *ctx = NULL;
+    jattn_plan *plan = NULL;
     float *out = NULL, *lse = NULL;
     kit_reference ref = {0};
     run_padding pad;
     memset(&pad, 0, sizeof pad);
+    cli_mask cm;
+    memset(&cm, 0, sizeof cm);
     char why[ERRLEN];
     int rc = CLI_EXIT_OK;
 
@@ -289,8 +333,9 @@ int cli_run(const cli_options *o) {
     e.backend = o->backend;
     e.precision = o->precision;
     e.threads = o->n_threads ? o->threads[0] : 0;
+    if ((rc = cli_check_kv_heads(o, in.p.heads))) goto done;
     jattn_selection sel;
-    jattn_status st = jattn_select(&in.p, &e, &sel);
+    jattn_status st = jattn_select(&in.p, &e, &sel); /* the problem, validated before anything is made for it */
     if (st != JATTN_OK) {
         rc = cli_error(cli_exit_for_status(st), "cannot run this problem on backend %s: %s (%s)",
                        jattn_backend_name(o->backend), jattn_last_error(), jattn_status_name(st));
@@ -298,8 +343,19 @@ int cli_run(const cli_options *o) {
     }
     if ((rc = make_padding(o, &in.p, &pad))) goto done;
     const jattn_key_padding *kp = pad.note[0] ? &pad.kp : NULL;
+    if ((rc = cli_mask_make(o, &in.p, kp, o->seed, &cm))) goto done;
+    /* With a mask beyond key padding, a plan decides the backend and kernel for it, and runs it. */
+    const jattn_mask *mask = cli_has_mask(o) ? cli_mask_of(&cm) : NULL;
+    if (mask) {
+        if ((st = jattn_plan_create(&plan, JATTN_PASS_FORWARD, &in.p, NULL, mask, &e)) != JATTN_OK) {
+            rc = cli_error(cli_exit_for_status(st), "cannot run this problem on backend %s: %s (%s)",
+                           jattn_backend_name(o->backend), jattn_last_error(), jattn_status_name(st));
+            goto done;
+        }
+        jattn_plan_selection(plan, &sel);
+    }
     char reasons[ERRLEN] = "";
-    if (o->backend == JATTN_BACKEND_AUTO) auto_reasons(&in.p, &e, sel.backend, reasons, sizeof reasons);
+    if (o->backend == JATTN_BACKEND_AUTO) auto_reasons(&in.p, &e, mask, sel.backend, reasons, sizeof reasons);
     e.backend = sel.backend; /* every call of this run uses the backend chosen now */
 
     /* Outputs first: an unwritable destination fails before any work is done. */
@@ -313,7 +369,7 @@ int cli_run(const cli_options *o) {
     }
     const int64_t n_out = kit_elems(&in.p, in.p.seq_q), n_lse = in.p.batch * in.p.heads * in.p.seq_q;
     /* q, k, v (unless read already), out, lse, and the reference's two buffers of at most out's size. */
-    double elems = (in.from_files ? 0.0 : (double)n_out + 2.0 * (double)kit_elems(&in.p, in.p.seq_kv)) +
+    double elems = (in.from_files ? 0.0 : (double)n_out + 2.0 * (double)cli_kv_elems(&in.p)) +
                    (o->check ? 3.0 : 1.0) * ((double)n_out + (o->lse_path ? (double)n_lse : 0.0));
     if (cli_memory_fits(elems * sizeof(float), "this problem", why, sizeof why) != 0) {
         rc = cli_error(CLI_EXIT_FAILURE, "%s", why);
@@ -338,7 +394,11 @@ int cli_run(const cli_options *o) {
     int timed = 0;
     if (cli_backend_on_device(sel.backend)) {
         int reps = o->reps ? o->reps : RUN_DEVICE_REPS;
-        if (jattn_device_timed_run(&in.p, &e, kp, in.q, in.k, in.v, out, lse, 1, reps, &t.ms, why, sizeof why) == 0) {
+        if (mask || (in.p.kv_heads && in.p.kv_heads != in.p.heads)) {
+            snprintf(timing_note, sizeof timing_note,
+                     "the device timer takes no mask and no grouped-query heads: host clock, copies included");
+        } else if (jattn_device_timed_run(&in.p, &e, kp, in.q, in.k, in.v, out, lse, 1, reps, &t.ms, why, sizeof why) ==
+                   0) {
             t.reps = reps;
             t.clock = "device";
             timed = 1;
@@ -347,16 +407,33 @@ int cli_run(const cli_options *o) {
                      "device timer unavailable (%.400s); host clock includes the copies", why);
         }
     }
-    if (!timed && (st = kit_time_forward(ctx, &in.p, &e, kp, in.q, in.k, in.v, out, lse, o->reps, RUN_AUTO_SECONDS,
-                                         RUN_AUTO_REPS_MIN, RUN_AUTO_REPS_MAX, &t)) != JATTN_OK) {
-        rc = cli_error(cli_exit_for_status(st), "backend %s failed: %s (%s)", sel.backend_name,
-                       st == JATTN_ERROR_OUT_OF_MEMORY && !jattn_last_error()[0] ? "out of memory" : jattn_last_error(),
-                       jattn_status_name(st));
-        goto done;
+    if (!timed) {
+        st = mask ? cli_time_plan(plan, ctx, in.q, in.k, in.v, mask, out, lse, o->reps, RUN_AUTO_SECONDS,
+                                  RUN_AUTO_REPS_MIN, RUN_AUTO_REPS_MAX, &t)
+                  : kit_time_forward(ctx, &in.p, &e, kp, in.q, in.k, in.v, out, lse, o->reps, RUN_AUTO_SECONDS,
+                                     RUN_AUTO_REPS_MIN, RUN_AUTO_REPS_MAX, &t);
+        if (st != JATTN_OK) {
+            rc = cli_error(cli_exit_for_status(st), "backend %s failed: %s (%s)", sel.backend_name,
+                           st == JATTN_ERROR_OUT_OF_MEMORY && !jattn_last_error()[0] ? "out of memory"
+                                                                                     : jattn_last_error(),
+                           jattn_status_name(st));
+            goto done;
+        }
     }
+    /* FLOPs: 4*B*H*Sq*Skv*D, or with a mask (key padding included) 4*D per attended pair (kit/tensor.h). */
+    const double pairs = cm.any ? kit_attended_pairs(&in.p, &cm.m) : -1.0;
+    const double flops = cm.any ? kit_flops_masked(&in.p, &cm.m) : kit_flops(&in.p);
 
     kit_parity par, *parp = NULL;
-    if (o->check) {
+    if (o->check && mask) {
+        if ((st = cli_mask_reference(&ref, &in.p, mask, pairs, in.q, in.k, in.v, RUN_CHECK_BUDGET_FLOPS, lse != NULL,
+                                     why, sizeof why)) != JATTN_OK) {
+            rc = cli_error(CLI_EXIT_FAILURE, "%s", why);
+            goto done;
+        }
+        cli_mask_compare(&ref, &in.p, out, lse, o->precision, &par);
+        parp = &par;
+    } else if (o->check) {
         if ((st = kit_reference_compute(&ref, &in.p, kp, in.q, in.k, in.v, RUN_CHECK_BUDGET_FLOPS, lse != NULL, why,
                                         sizeof why)) != JATTN_OK) {
             rc = cli_error(CLI_EXIT_FAILURE, "%s", why);
@@ -393,7 +470,8 @@ int cli_run(const cli_options *o) {
             snprintf(wrote + len, sizeof wrote - len, "%s%s float32 %s", len ? ", " : "", o->lse_path, shape_text);
         }
     }
-    print_report(o, &in, &pad, &sel, reasons, &t, timing_note, &ref, parp, wrote);
+    const run_result res = {&sel, reasons, &t, timing_note, flops, pairs, &ref, parp, mask != NULL, wrote};
+    print_report(o, &in, &pad, &cm, &res);
     if (!pass) {
         fflush(stdout);
         rc = cli_error(
@@ -406,6 +484,8 @@ done:
     npy_writer_abort(&out_w);
     npy_writer_abort(&lse_w);
     kit_reference_free(&ref);
+    jattn_plan_free(plan);
+    cli_mask_free(&cm);
     jattn_ctx_free(ctx);
     free(out);
     free(lse);

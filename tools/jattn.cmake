@@ -5,6 +5,7 @@ add_executable(jattn
   ${CMAKE_CURRENT_LIST_DIR}/jattn.c
   ${CMAKE_CURRENT_LIST_DIR}/cli_args.c
   ${CMAKE_CURRENT_LIST_DIR}/cli_common.c
+  ${CMAKE_CURRENT_LIST_DIR}/cli_mask.c
   ${CMAKE_CURRENT_LIST_DIR}/cli_run.c
   ${CMAKE_CURRENT_LIST_DIR}/cli_bench.c
   ${CMAKE_CURRENT_LIST_DIR}/cli_backward.c
