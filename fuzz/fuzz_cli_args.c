@@ -3,8 +3,9 @@
  * The input is split at NUL bytes into up to MAX_ARGS arguments after argv[0] = "jattn"; each
  * argument is a separate exact-size allocation, so reading past one trips the sanitizers.
  * Properties: the parser returns CLI_EXIT_OK or CLI_EXIT_USAGE; on USAGE the message is one
- * non-empty line within the buffer; on OK the options are within their documented bounds and
- * every path points into argv. */
+ * non-empty line within the buffer; on OK the options are within their documented bounds (the
+ * masks' and grouped-query heads' included, and the sizes cli_sizes derives from them) and every
+ * path points into argv. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,6 +65,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         REQUIRE(o.n_threads >= 0 && o.n_threads <= CLI_MAX_THREAD_COUNTS);
         for (int i = 0; i < o.n_threads; i++) REQUIRE(o.threads[i] >= 0 && o.threads[i] <= CLI_MAX_THREADS);
         REQUIRE(o.batch >= 0 && o.heads >= 0 && o.seq_q >= 0 && o.seq_kv >= 0 && o.dim >= 0);
+        REQUIRE((o.sizes_given & ~31u) == 0 && (!(o.sizes_given & CLI_SIZE_DIM) || o.dim >= 1));
+        REQUIRE(o.kv_heads >= 0);
+        REQUIRE((int)o.causal >= JATTN_CAUSAL_NONE && (int)o.causal <= JATTN_CAUSAL_BOTTOM_RIGHT);
+        REQUIRE(o.blocks >= 0 && o.blocks <= CLI_MAX_BLOCKS);
+        REQUIRE(o.n_segments >= 0 && o.n_segments <= CLI_MAX_SEGMENTS);
+        REQUIRE(o.n_segments_kv == 0 || o.n_segments_kv == o.n_segments || o.command == CLI_CMD_HELP);
+        for (int i = 0; i < o.n_segments; i++) REQUIRE(o.segments[i] >= 0 && o.segments[i] <= CLI_MAX_SEGMENT_LEN);
+        for (int i = 0; i < o.n_segments_kv; i++)
+            REQUIRE(o.segments_kv[i] >= 0 && o.segments_kv[i] <= CLI_MAX_SEGMENT_LEN);
+        REQUIRE((int)o.key_bias >= CLI_KEY_BIAS_NONE && (int)o.key_bias <= CLI_KEY_BIAS_SHARED);
+        /* the sizes the commands compute from them: within int64, never negative */
+        int64_t sizes[5];
+        cli_sizes(&o, CLI_DEFAULT_SEQ, sizes);
+        for (int i = 0; i < 5; i++) REQUIRE(sizes[i] >= 0);
+        REQUIRE(!o.parallel || o.command != CLI_CMD_RUN || (!cli_has_mask(&o) && !o.kv_heads));
         REQUIRE(o.reps >= 0 && o.reps <= CLI_MAX_REPS);
         REQUIRE(!(o.scale < 0) && o.scale == o.scale);
         REQUIRE(o.n_operands >= 0 && o.n_operands <= 2);

@@ -213,7 +213,7 @@ small="--backend ref --heads 1 --seq 4 --dim 8 --no-check --reps 1"
     expect "stray argument" 2 "$J" run extra
     expect "--seq abc" 2 "$J" run $small --seq abc
     expect "--seq -5" 2 "$J" run $small --seq -5
-    expect "--seq 0" 2 "$J" run $small --seq 0
+    expect "--dim 0" 2 "$J" run $small --dim 0
     expect "--seq 1e3" 2 "$J" run $small --seq 1e3
     expect "--seq empty" 2 "$J" run $small --seq ""
     expect "--seq 12x" 2 "$J" run $small --seq 12x
@@ -235,6 +235,63 @@ small="--backend ref --heads 1 --seq 4 --dim 8 --no-check --reps 1"
     expect "gen with a negative shape" 2 "$J" gen --shape 2,-1 --out "$O"
 }
 
+# ---- the mask options and grouped-query heads: refused with a message naming the option ----
+# expect_named WHAT OPTION CMD...: exit 2, and the one stderr line names OPTION.
+expect_named() {
+    what=$1 option=$2
+    shift 2
+    expect "$what" 2 "$@"
+    grep -qF -- "$option" "$T/stderr" || fail "$what: the message does not name $option: $(cat "$T/stderr")"
+}
+# shellcheck disable=SC2086
+{
+    expect_named "--kv-heads 0" --kv-heads "$J" run $small --kv-heads 0
+    expect_named "--kv-heads -2" --kv-heads "$J" run $small --kv-heads -2
+    expect_named "--kv-heads x" --kv-heads "$J" run $small --kv-heads x
+    expect_named "--kv-heads beyond int64" --kv-heads "$J" run $small --kv-heads 99999999999999999999
+    expect_named "--kv-heads not dividing --heads" --kv-heads "$J" run $small --heads 4 --kv-heads 3
+    expect_named "--kv-heads above --heads" --kv-heads "$J" run $small --heads 2 --kv-heads 4
+    expect_named "--kv-heads with zero heads" --kv-heads "$J" run $small --heads 0 --kv-heads 1
+    expect_named "--kv-heads in bench" --kv-heads "$J" bench --backend ref --seq 4 --dim 8 --heads 6 --kv-heads 4
+    expect_named "--kv-heads in run --backward" --kv-heads "$J" run --backward $small --heads 6 --kv-heads 5
+    expect_named "--kv-heads with k files of other heads" --kv-heads run_with "$T/q.npy" "$T/k.npy" "$T/v.npy" \
+        --kv-heads 1
+    expect_named "--causal=sideways" --causal "$J" run $small --causal=sideways
+    expect_named "--causal= (empty)" --causal "$J" run $small --causal=
+    expect_named "--causal, value after a space" bottom-right "$J" run $small --causal bottom-right
+    expect_named "--blocks 0" --blocks "$J" run $small --blocks 0
+    expect_named "--blocks -1" --blocks "$J" run $small --blocks -1
+    expect_named "--blocks 2^21" --blocks "$J" run $small --blocks 2097152
+    expect_named "--blocks 1.5" --blocks "$J" run $small --blocks 1.5
+    expect_named "--blocks without a value" --blocks "$J" run $small --blocks
+    expect_named "--segments empty" --segments "$J" run $small --segments ""
+    expect_named "--segments 1,,2" --segments "$J" run $small --segments 1,,2
+    expect_named "--segments -1" --segments "$J" run $small --segments 2,-1
+    expect_named "--segments 5,x" --segments "$J" run $small --segments 5,x
+    expect_named "--segments 2^41" --segments "$J" run $small --segments 2199023255552
+    expect_named "--segments of 257 lengths" --segments "$J" run $small \
+        --segments "$(i=0; while [ $i -lt 257 ]; do printf '1,'; i=$((i + 1)); done)1"
+    expect_named "--segments longer than --seq" --segments "$J" run $small --seq 4 --segments 3,2
+    expect_named "--segments longer than --seq-kv" --segments "$J" run $small --seq 8 --seq-kv 4 --segments 3,2
+    expect_named "--segments-kv longer than --seq-kv" --segments-kv "$J" run $small --seq 5 --seq-kv 4 \
+        --segments 3,2 --segments-kv 4,1
+    expect_named "--segments-kv without --segments" --segments-kv "$J" run $small --segments-kv 2,2
+    expect_named "--segments-kv count" --segments-kv "$J" run $small --segments 2,2 --segments-kv 1,1,2
+    expect_named "--segments in bench, past --seq" --segments "$J" bench --backend ref --dim 8 --seq 4 --segments 5
+    expect_named "--key-bias=foo" --key-bias "$J" run $small --key-bias=foo
+    expect_named "--key-bias= (empty)" --key-bias "$J" run $small --key-bias=
+    expect_named "--parallel with --causal" --parallel "$J" run $small --parallel ring --causal
+    expect_named "--parallel with --kv-heads" --parallel "$J" run $small --parallel ulysses --kv-heads 1
+    expect_named "--parallel with a zero size" --parallel "$J" run --parallel ring --seq 0
+    expect_named "--mask options of compare" --causal "$J" compare --causal a.npy b.npy
+    expect_named "--causal of gen" --causal "$J" gen --shape 2 --out "$O" --causal
+}
+# A backend that does not serve a mask refuses it, naming it (exit 2), or serves it (exit 0).
+"$J" run --backend cpu --heads 1 --seq 4 --dim 8 --reps 1 --causal >"$T/stdout" 2>"$T/stderr"
+rc=$?
+if [ $rc = 0 ] || { [ $rc = 2 ] && grep -q "does not serve causal" "$T/stderr"; }; then passed=$((passed + 1)); else
+    fail "--backend cpu --causal: exit $rc: $(cat "$T/stderr")"; fi
+
 # ---- huge dimensions (validation or memory: 2, or 1 for a failed allocation) -----------
 expect "--seq 99999999999" "1 2" "$J" run --backend ref --heads 1 --dim 8 --seq 99999999999
 expect "--seq 99999999999999999999 (not an int64)" 2 "$J" run --backend ref --seq 99999999999999999999
@@ -243,6 +300,14 @@ expect "--batch and --heads whose product overflows" "1 2" "$J" run --backend re
     --heads 4294967296 --seq 2 --dim 2
 expect "--dim 2^40" "1 2" "$J" run --backend ref --heads 1 --seq 1 --dim 1099511627776
 expect "gen --shape huge" "1 2" "$J" gen --shape 99999999999,99999999999 --out "$O"
+expect "--segments summing past memory" "1 2" "$J" run --backend ref --heads 1 --dim 8 \
+    --segments 1099511627776,1099511627776 --causal
+expect "--key-bias over a huge problem" "1 2" "$J" run --backend ref --batch 99999999 --heads 99999 --seq 99999 \
+    --dim 1 --key-bias=head
+expect "--blocks 2^20 over a huge problem" "1 2" "$J" run --backend ref --heads 1 --seq 99999999999 --dim 8 \
+    --blocks 1048576
+expect "--kv-heads 1 over huge heads" "1 2" "$J" run --backend ref --heads 9223372036854775807 --kv-heads 1 \
+    --seq 2 --dim 2
 
 echo "test_cli_hostile: $passed passed, $failed failed"
 [ $failed -eq 0 ]
