@@ -127,7 +127,7 @@ typedef struct bwd_check {
 static jattn_status check_backward(const bwd_job *j, bwd_check *c) {
     const jattn_problem *p = &j->p;
     /* whole groups of query heads (those sharing a key/value head), at least one, within the budget */
-    const int64_t kvh = cli_kv_heads(p), group = kvh > 0 ? p->heads / kvh : 1;
+    const int64_t kvh = kit_kv_heads(p), group = kvh > 0 ? p->heads / kvh : 1;
     const double bh = (double)p->batch * (double)p->heads, flops = backward_flops(p, j->mask);
     const double per_head = bh > 0 ? flops / bh : 0;
     int64_t heads = per_head > 0 ? (int64_t)fmin(BWD_CHECK_BUDGET_FLOPS / per_head, (double)p->heads) : p->heads;
@@ -242,7 +242,7 @@ int cli_run_backward(const cli_options *o) {
         kit_json_int(&js, "threads", sel.threads);
         kit_json_int(&js, "batch", p.batch);
         kit_json_int(&js, "heads", p.heads);
-        kit_json_int(&js, "kv_heads", cli_kv_heads(&p));
+        kit_json_int(&js, "kv_heads", kit_kv_heads(&p));
         kit_json_int(&js, "seq_q", p.seq_q);
         kit_json_int(&js, "seq_kv", p.seq_kv);
         kit_json_int(&js, "dim", p.head_dim);
@@ -397,7 +397,7 @@ int cli_bench_backward(const cli_options *o) {
                 kit_json_int(&js, "threads", sel.threads);
                 kit_json_int(&js, "batch", p.batch);
                 kit_json_int(&js, "heads", p.heads);
-                kit_json_int(&js, "kv_heads", cli_kv_heads(&p));
+                kit_json_int(&js, "kv_heads", kit_kv_heads(&p));
                 kit_json_int(&js, "seq_q", p.seq_q);
                 kit_json_int(&js, "seq_kv", p.seq_kv);
                 kit_json_int(&js, "dim", p.head_dim);

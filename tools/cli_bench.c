@@ -112,7 +112,7 @@ static void print_row(const cli_options *o, const bench_row *r, const char *note
         kit_json_int(&j, "threads", r->sel.threads);
         kit_json_int(&j, "batch", p->batch);
         kit_json_int(&j, "heads", p->heads);
-        kit_json_int(&j, "kv_heads", cli_kv_heads(p));
+        kit_json_int(&j, "kv_heads", kit_kv_heads(p));
         kit_json_int(&j, "seq_q", p->seq_q);
         kit_json_int(&j, "seq_kv", p->seq_kv);
         kit_json_int(&j, "dim", p->head_dim);

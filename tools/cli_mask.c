@@ -28,9 +28,7 @@ int cli_check_kv_heads(const cli_options *o, int64_t heads) {
     return CLI_EXIT_OK;
 }
 
-int64_t cli_kv_heads(const jattn_problem *p) { return p->kv_heads ? p->kv_heads : p->heads; }
-
-int64_t cli_kv_elems(const jattn_problem *p) { return p->batch * cli_kv_heads(p) * p->seq_kv * p->head_dim; }
+int64_t cli_kv_elems(const jattn_problem *p) { return p->batch * kit_kv_heads(p) * p->seq_kv * p->head_dim; }
 
 void cli_mask_free(cli_mask *cm) {
     free(cm->block_q);
@@ -198,7 +196,7 @@ jattn_status cli_mask_reference(kit_reference *r, const jattn_problem *p, const 
     r->stride = 1;
     r->rows = p->seq_q;
     /* How many (batch, head) pairs fit in the budget, at the mean work of one. */
-    const int64_t kvh = cli_kv_heads(p), group = kvh > 0 ? p->heads / kvh : 1;
+    const int64_t kvh = kit_kv_heads(p), group = kvh > 0 ? p->heads / kvh : 1;
     const double bh = (double)p->batch * (double)p->heads;
     const double per_bh = bh > 0 ? 4.0 * (double)p->head_dim * pairs / bh : 0;
     const double fit = per_bh > 0 ? floor(budget_flops / per_bh) : bh;

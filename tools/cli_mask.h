@@ -12,20 +12,18 @@
 #include "cli_args.h"
 #include "jattn.h"
 #include "reference.h"
+#include "tensor.h"
 #include "timing.h"
 
 /* Sets p's key/value heads from --kv-heads: p->kv_heads, and k and v dense head-major
  * [B, Hkv, Skv, D]. No effect without --kv-heads. */
 void cli_apply_kv_heads(const cli_options *o, jattn_problem *p);
 
-/* The key/value heads of p (kv_heads, or heads when 0). */
-int64_t cli_kv_heads(const jattn_problem *p);
-
 /* --kv-heads against the heads: it must divide them. @return CLI_EXIT_OK, or CLI_EXIT_USAGE with
  * the error printed (naming the option). */
 int cli_check_kv_heads(const cli_options *o, int64_t heads);
 
-/* Elements of a dense k or v: B * Hkv * Skv * D. */
+/* Elements of a dense k or v: B * Hkv * Skv * D (Hkv: kit_kv_heads). */
 int64_t cli_kv_elems(const jattn_problem *p);
 
 typedef struct cli_mask {

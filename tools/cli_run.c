@@ -226,7 +226,7 @@ static void print_report(const cli_options *o, const run_inputs *in, const run_p
         kit_json_str(&j, "version", jattn_version_string());
         kit_json_selection(&j, sel);
         kit_json_problem(&j, p, o->precision);
-        kit_json_int(&j, "kv_heads", cli_kv_heads(p));
+        kit_json_int(&j, "kv_heads", kit_kv_heads(p));
         kit_json_str(&j, "inputs", in->from_files ? "npy" : "synthetic");
         if (!in->from_files) kit_json_int(&j, "seed", (long long)o->seed);
         if (pad->note[0]) {
