@@ -101,8 +101,16 @@ enum {
     JATTN_FEATURE_COUNT = 6
 };
 
-/* The name of a feature bit ("causal", ...), for messages. */
-const char *jattn_feature_name(unsigned feature);
+/* The name of the lowest feature bit set ("causal", ...), for messages; "none" for 0. */
+static inline const char *jattn_feature_name(unsigned feature) {
+    static const char *const names[JATTN_FEATURE_COUNT] = {
+        "key padding", "causal",   "block-causal blocks",
+        "segments",    "key bias", "grouped-query heads (kv_heads < heads)",
+    };
+    for (int i = 0; i < JATTN_FEATURE_COUNT; i++)
+        if (feature & (1u << i)) return names[i];
+    return "none";
+}
 
 /* Whether key j of batch b is attended by the key padding (host memory only): the padding rule
  * of jattn.h. The windows (jattn_call_key_window) and a -inf key bias narrow it further. */

@@ -3,16 +3,6 @@
  * from the same offsets (src/cuda). */
 #include "backend.h"
 
-static const char *const feature_names[JATTN_FEATURE_COUNT] = {
-    "key padding", "causal", "block-causal blocks", "segments", "key bias", "grouped-query heads (kv_heads < heads)",
-};
-
-const char *jattn_feature_name(unsigned feature) {
-    for (int i = 0; i < JATTN_FEATURE_COUNT; i++)
-        if (feature & (1u << i)) return feature_names[i];
-    return "none";
-}
-
 jattn_status jattn_refuse_features(const jattn_plan *plan, unsigned supported, const char *who) {
     const unsigned missing = plan->features & ~supported;
     if (!missing) return JATTN_OK;

@@ -2,14 +2,15 @@
  * AUTO runs, forward and backward) against the code that walks them (src/cuda/cuda_versions.c: where
  * AUTO starts, each version's refusals and fallbacks; src/cuda/sm90_contract.c), on a grid of calls:
  * compute capability 8.0 to 12.0, head_dim 1 to 512, both precisions, sequences up to 2^31 - 1, batch
- * and heads past 65535, strides and pointers aligned or not, key padding or none. For every call the
- * table's first matching row must name the kernel the code runs, and the kernels the code falls back
- * to when the pool gives no workspace; every row must be the first match of some call and every call
- * must match a row. Run by tests/test_docs.sh (which also checks that a changed table fails here).
+ * and heads past 65535, strides multiples of 4 or not, pointer alignment (a plan's: 16 bytes or 4),
+ * and the plan's mask parts (none, key padding, causal, grouped heads). For every call the table's
+ * first matching row must name the kernel the code runs; every row must be the first match of some
+ * call and every call must match a row. Run by tests/test_docs.sh (which also checks that a changed
+ * table fails here).
  *
  * Plain C: built on every machine, with or without the cuda backend. It compiles cuda_versions.c and
  * sm90_contract.c itself (tests/tool.cmake); the launchers and workspace sizes those name are the
- * stubs below, never called (the ladder only asks whether a version has a workspace).
+ * stubs below, never called.
  *
  * usage: test_cuda_ladder NOTES.md
  * @return 0 when the table and the code agree, 1 when they differ (each difference printed, the
@@ -54,17 +55,19 @@ size_t jattn_cuda_bwd_v3_workspace_bytes(int64_t batch, int64_t heads, int64_t s
 /* ---- one call of the grid ---- */
 
 enum { FORWARD, BACKWARD };
-enum { PAD_NONE, PAD_LEN, PAD_MASK, PAD_COUNT };
+/* The plan's mask parts (JATTN_FEATURE_* bits): none, key padding, causal, grouped heads. */
+enum { F_NONE, F_PADDING, F_CAUSAL, F_GQA, F_COUNT };
+static const unsigned kFeatures[F_COUNT] = {0, JATTN_FEATURE_KEY_PADDING, JATTN_FEATURE_CAUSAL, JATTN_FEATURE_GQA};
 /* Layouts: every stride of every tensor a multiple of 4 elements, or one tensor's token stride not. */
 enum { L_ALIGNED, L_Q_ODD, L_OUT_ODD, L_DOUT_ODD, L_DQ_ODD, L_COUNT };
-/* Pointers: all 16-byte aligned, or one 4 bytes past. */
-enum { P_ALIGNED, P_Q_OFF, P_DV_OFF, P_COUNT };
+/* The plan's pointer alignment: 16 bytes (the default) or 4. */
+enum { P_ALIGNED, P_FLOAT, P_COUNT };
 
 typedef struct call {
-    int pass, cc, layout, pointers, padding;
+    int pass, cc, layout, pointers, features;
     jattn_precision precision;
     jattn_problem p;
-    jattn_cuda_args a;
+    jattn_grad_strides g;
 } call;
 
 static jattn_strides strides_of(int64_t heads, int64_t seq, int64_t head_dim, int odd) {
@@ -73,64 +76,36 @@ static jattn_strides strides_of(int64_t heads, int64_t seq, int64_t head_dim, in
     return s;
 }
 
-static jattn_cuda_strides cuda_strides(jattn_strides s) {
-    const jattn_cuda_strides r = {s.batch, s.head, s.token};
-    return r;
-}
-
-static const float *fake(uintptr_t at, int off) { return (const float *)(at + (off ? 4u : 0u)); }
-
 static void call_init(call *c, int pass, int cc, int64_t b, int64_t h, int64_t sq, int64_t skv, int64_t d,
-                      jattn_precision precision, int layout, int pointers, int padding) {
+                      jattn_precision precision, int layout, int pointers, int features) {
     memset(c, 0, sizeof *c);
-    c->pass = pass, c->cc = cc, c->layout = layout, c->pointers = pointers, c->padding = padding;
+    c->pass = pass, c->cc = cc, c->layout = layout, c->pointers = pointers, c->features = features;
     c->precision = precision;
     jattn_problem *p = &c->p;
     p->batch = b, p->heads = h, p->seq_q = sq, p->seq_kv = skv, p->head_dim = d;
+    p->kv_heads = h;
     p->scale = 0.125f;
     p->q = strides_of(h, sq, d, layout == L_Q_ODD);
     p->k = strides_of(h, skv, d, 0);
     p->v = strides_of(h, skv, d, 0);
     p->out = strides_of(h, sq, d, layout == L_OUT_ODD);
-    jattn_cuda_args *a = &c->a;
-    a->q = fake(0x100000, pointers == P_Q_OFF);
-    a->k = fake(0x200000, 0);
-    a->v = fake(0x300000, 0);
-    a->out = (float *)fake(0x400000, 0);
-    a->lse = (float *)fake(0x500000, 0);
-    a->batch = b, a->heads = h, a->seq_q = sq, a->seq_kv = skv, a->head_dim = d;
-    a->q_strides = cuda_strides(p->q);
-    a->k_strides = cuda_strides(p->k);
-    a->v_strides = cuda_strides(p->v);
-    a->out_strides = cuda_strides(p->out);
-    a->scale = p->scale;
-    a->precision = jattn_cuda_arithmetic(precision, d);
-    a->kv_count = padding != PAD_NONE ? (const int *)fake(0x600000, 0) : NULL;
-    a->kv_index = padding == PAD_MASK ? (const int *)fake(0x700000, 0) : NULL;
-    if (pass == BACKWARD) {
-        a->dout = fake(0x800000, 0);
-        a->dlse = NULL;
-        a->dq = (float *)fake(0x900000, 0);
-        a->dk = (float *)fake(0xa00000, 0);
-        a->dv = (float *)fake(0xb00000, pointers == P_DV_OFF);
-        a->dout_strides = cuda_strides(strides_of(h, sq, d, layout == L_DOUT_ODD));
-        a->dq_strides = cuda_strides(strides_of(h, sq, d, layout == L_DQ_ODD));
-        a->dk_strides = cuda_strides(p->k);
-        a->dv_strides = cuda_strides(p->v);
-    }
+    c->g.dout = strides_of(h, sq, d, layout == L_DOUT_ODD);
+    c->g.dq = strides_of(h, sq, d, layout == L_DQ_ODD);
+    c->g.dk = p->k;
+    c->g.dv = p->v;
 }
 
 static void call_describe(const call *c, char *buf, size_t n) {
     static const char *layouts[L_COUNT] = {"every stride a multiple of 4", "q's token stride odd",
                                            "out's token stride odd", "dout's token stride odd",
                                            "dq's token stride odd"};
-    static const char *pointers[P_COUNT] = {"pointers 16-byte aligned", "q 4 bytes past 16", "dv 4 bytes past 16"};
-    static const char *paddings[PAD_COUNT] = {"no key padding", "kv_len", "a key mask"};
+    static const char *pointers[P_COUNT] = {"pointers 16-byte aligned", "pointers 4-byte aligned"};
+    static const char *features[F_COUNT] = {"no mask", "key padding", "causal", "grouped heads"};
     snprintf(buf, n,
              "%s, cc %d.%d, B %" PRId64 " H %" PRId64 " Sq %" PRId64 " Skv %" PRId64 " D %" PRId64 ", %s, %s, %s, %s",
              c->pass == FORWARD ? "forward" : "backward", c->cc / 10, c->cc % 10, c->p.batch, c->p.heads, c->p.seq_q,
              c->p.seq_kv, c->p.head_dim, c->precision == JATTN_PRECISION_TF32 ? "tf32" : "f32", layouts[c->layout],
-             pointers[c->pointers], paddings[c->padding]);
+             pointers[c->pointers], features[c->features]);
 }
 
 /* ---- what the code runs ---- */
@@ -149,49 +124,27 @@ static const char *version_name(const cuda_version *v) {
     return "?";
 }
 
-/* The kernel AUTO runs for c ("refused" when none), and into pool what runs when the pool gives no
- * workspace: the forward walks the call fallbacks of each version that needs one, as the launch does
- * (cuda_backend.c); the backward's call fails. */
-static const char *code_kernel(const call *c, char *pool, size_t n) {
+/* The kernel AUTO runs for c ("refused" when none), asked as a plan asks (cuda_backend.c). */
+static const char *code_kernel(const call *c) {
     const char *why = "";
-    const cuda_version *v =
-        c->pass == FORWARD ? jattn_cuda_forward_version(JATTN_CUDA_KERNEL_AUTO, &c->p, c->precision, c->cc, &why)
-                           : jattn_cuda_backward_version(JATTN_CUDA_BWD_KERNEL_AUTO, &c->p, c->precision, c->cc, &why);
-    if (!v) {
-        snprintf(pool, n, "-");
-        return "refused";
-    }
-    v = jattn_cuda_call_version(v, &c->a);
-    if (!v->workspace_bytes) {
-        snprintf(pool, n, "-");
-    } else if (c->pass == BACKWARD) {
-        snprintf(pool, n, "fails");
-    } else {
-        size_t used = 0;
-        pool[0] = '\0';
-        for (const cuda_version *w = v; w && w->workspace_bytes && used + 8 < n;) {
-            w = w->call_next ? jattn_cuda_call_version(w->call_next, &c->a) : NULL;
-            used += (size_t)snprintf(pool + used, n - used, "%s%s", used ? ", " : "", w ? version_name(w) : "(none)");
-        }
-    }
-    return version_name(v);
+    const cuda_query q = {.p = &c->p,
+                          .grad = c->pass == BACKWARD ? &c->g : NULL,
+                          .precision = c->precision,
+                          .cc = c->cc,
+                          .features = kFeatures[c->features],
+                          .alignment = c->pointers == P_ALIGNED ? 16 : 4};
+    const cuda_version *v = c->pass == FORWARD ? jattn_cuda_forward_version(JATTN_CUDA_KERNEL_AUTO, &q, &why)
+                                               : jattn_cuda_backward_version(JATTN_CUDA_BWD_KERNEL_AUTO, &q, &why);
+    return v ? version_name(v) : "refused";
 }
 
 /* ---- the table ---- */
 
-#define COLUMNS 10
+#define COLUMNS 9
 #define MAX_ROWS 32
 #define CELL 96
-static const char *const kHeader[COLUMNS] = {"pass",
-                                             "device",
-                                             "head_dim",
-                                             "precision",
-                                             "seq_q, seq_kv",
-                                             "B, H",
-                                             "strides, pointers",
-                                             "key padding",
-                                             "kernel",
-                                             "no workspace from the pool"};
+static const char *const kHeader[COLUMNS] = {
+    "pass", "device", "head_dim", "precision", "seq_q, seq_kv", "B, H", "strides, alignment", "mask", "kernel"};
 
 typedef struct row {
     int line;
@@ -255,7 +208,8 @@ static int read_table(void) {
         char cells[COLUMNS + 1][CELL];
         const int n = split(line, cells, COLUMNS + 1);
         if (!header) {
-            if (n != COLUMNS) return fclose(f), bad_table(at, "the table's header needs the ten columns of the ladder");
+            if (n != COLUMNS)
+                return fclose(f), bad_table(at, "the table's header needs the nine columns of the ladder");
             for (int i = 0; i < COLUMNS; i++)
                 if (strcmp(cells[i], kHeader[i]) != 0) {
                     fprintf(stderr, "FAIL %s:%d: column %d is \"%s\", want \"%s\"\n", path, at, i + 1, cells[i],
@@ -266,7 +220,7 @@ static int read_table(void) {
             continue;
         }
         if (strncmp(cells[0], "---", 3) == 0) continue;
-        if (n != COLUMNS) return fclose(f), bad_table(at, "a row without ten cells");
+        if (n != COLUMNS) return fclose(f), bad_table(at, "a row without nine cells");
         if (n_rows == MAX_ROWS) return fclose(f), bad_table(at, "more rows than this test reads");
         rows[n_rows].line = at;
         memcpy(rows[n_rows].cell, cells, sizeof rows[n_rows].cell);
@@ -344,14 +298,16 @@ static int match_bh(const char *c, int64_t b, int64_t h) {
 static int match_layout(const char *c, const call *k) {
     if (!strcmp(c, "any")) return 1;
     if (strcmp(c, "float4")) return -1;
-    const int fwd_ok = k->layout != L_Q_ODD && k->layout != L_OUT_ODD && k->pointers != P_Q_OFF;
-    const int bwd_ok = k->layout != L_DOUT_ODD && k->layout != L_DQ_ODD && k->pointers != P_DV_OFF;
+    const int fwd_ok = k->layout != L_Q_ODD && k->layout != L_OUT_ODD && k->pointers == P_ALIGNED;
+    const int bwd_ok = k->layout != L_DOUT_ODD && k->layout != L_DQ_ODD;
     return k->pass == FORWARD ? fwd_ok : fwd_ok && bwd_ok;
 }
 
-static int match_padding(const char *c, int padding) {
+/* "any", "none", "key padding at most" */
+static int match_mask(const char *c, int features) {
     if (!strcmp(c, "any")) return 1;
-    if (!strcmp(c, "none")) return padding == PAD_NONE;
+    if (!strcmp(c, "none")) return features == F_NONE;
+    if (!strcmp(c, "key padding at most")) return features == F_NONE || features == F_PADDING;
     return -1;
 }
 
@@ -371,7 +327,7 @@ static int first_row(const call *k, int *bad_row, int *bad_col) {
                           match_seq(w->cell[4], k->p.seq_q, k->p.seq_kv),
                           match_bh(w->cell[5], k->p.batch, k->p.heads),
                           match_layout(w->cell[6], k),
-                          match_padding(w->cell[7], k->padding)};
+                          match_mask(w->cell[7], k->features)};
         int all = 1;
         for (int i = 0; i < 7; i++) {
             if (m[i] < 0) {
@@ -400,8 +356,8 @@ static long calls, differences, unmatched;
 /* Checks one call: the table's first matching row against the code. @return 2 when a cell cannot
  * be read, else 0. */
 static int check_call(const call *k) {
-    char pool[64], what[320];
-    const char *kernel = code_kernel(k, pool, sizeof pool);
+    char what[320];
+    const char *kernel = code_kernel(k);
     int bad_row = 0, bad_col = 0;
     const int r = first_row(k, &bad_row, &bad_col);
     calls++;
@@ -419,10 +375,9 @@ static int check_call(const call *k) {
         return 0;
     }
     rows[r].first_matches++;
-    if ((strcmp(rows[r].cell[8], kernel) || strcmp(rows[r].cell[9], pool)) && differences++ < 20) {
+    if (strcmp(rows[r].cell[8], kernel) && differences++ < 20) {
         call_describe(k, what, sizeof what);
-        printf("FAIL %s: the table (line %d) says %s (pool empty: %s), the code runs %s (pool empty: %s)\n", what,
-               rows[r].line, rows[r].cell[8], rows[r].cell[9], kernel, pool);
+        printf("FAIL %s: the table (line %d) says %s, the code runs %s\n", what, rows[r].line, rows[r].cell[8], kernel);
     }
     return 0;
 }
@@ -437,18 +392,18 @@ int main(int argc, char **argv) {
     if (st) return st;
 
     /* one index per dimension of the grid, walked as the digits of a mixed-radix counter */
-    enum { D_PASS, D_CC, D_DIM, D_PREC, D_BH, D_SQ, D_SKV, D_LAYOUT, D_PTR, D_PAD, D_COUNT };
+    enum { D_PASS, D_CC, D_DIM, D_PREC, D_BH, D_SQ, D_SKV, D_LAYOUT, D_PTR, D_FEAT, D_COUNT };
     const int radix[D_COUNT] = {2,       COUNT(kCcs), COUNT(kDims), 2, COUNT(kBh), COUNT(kSeqs), COUNT(kSeqs),
-                                L_COUNT, P_COUNT,     PAD_COUNT};
+                                L_COUNT, P_COUNT,     F_COUNT};
     int at[D_COUNT] = {0};
     for (;;) {
         const int pass = at[D_PASS] ? BACKWARD : FORWARD;
-        /* the gradients' layouts and pointers are the backward's */
-        if (pass == BACKWARD || (at[D_LAYOUT] < L_DOUT_ODD && at[D_PTR] != P_DV_OFF)) {
+        /* the gradients' layouts are the backward's */
+        if (pass == BACKWARD || at[D_LAYOUT] < L_DOUT_ODD) {
             call k;
             call_init(&k, pass, kCcs[at[D_CC]], kBh[at[D_BH]][0], kBh[at[D_BH]][1], kSeqs[at[D_SQ]], kSeqs[at[D_SKV]],
                       kDims[at[D_DIM]], at[D_PREC] ? JATTN_PRECISION_TF32 : JATTN_PRECISION_F32, at[D_LAYOUT],
-                      at[D_PTR], at[D_PAD]);
+                      at[D_PTR], at[D_FEAT]);
             if (check_call(&k)) return 2;
         }
         int d = 0;

@@ -85,13 +85,6 @@ const char *jattn_cuda_last_kernel(void) { return last_kernel; }
 
 /* ---- selection -------------------------------------------------------------------------- */
 
-/* The version that runs a problem: the forced one (JATTN_CUDA_KERNEL or jattn_cuda_set_kernel) or
- * AUTO's, as the ladder of src/cuda/NOTES.md says (cuda_versions.c).
- * @return the version, or NULL with *why set. */
-static const cuda_version *version_for(const jattn_problem *p, jattn_precision precision, int cc, const char **why) {
-    return jattn_cuda_forward_version((jattn_cuda_kernel)atomic_load(&kernel_choice), p, precision, cc, why);
-}
-
 /* The checks every call of the backend passes, forward or backward: a device of compute
  * capability 8.0 or newer, head_dim within v1's limit, extents indexed with 32 bits.
  * @return JATTN_OK with *cc the current device's compute capability (10 major + minor). */
@@ -115,17 +108,30 @@ static jattn_status device_checks(const jattn_problem *p, int *cc_out) {
     return JATTN_OK;
 }
 
-static jattn_status cuda_select(const jattn_problem *p, const jattn_exec *e, jattn_plan *plan) {
+/* The version a plan runs, forward or backward: the forced one (JATTN_CUDA_KERNEL,
+ * jattn_cuda_set_kernel, JATTN_CUDA_BWD_KERNEL) or AUTO's, as the ladders of src/cuda/NOTES.md say
+ * (cuda_versions.c), asked with everything the plan knows (its mask parts, grouped heads, gradient
+ * strides and pointer alignment), so that the version named is the version its runs launch. */
+static jattn_status select_version(const jattn_problem *p, const jattn_exec *e, jattn_plan *plan) {
     int cc = 0;
-    jattn_status st = device_checks(p, &cc);
-    if (st == JATTN_OK) st = jattn_refuse_features(plan, JATTN_FEATURE_KEY_PADDING, "the cuda backend");
+    const jattn_status st = device_checks(p, &cc);
     if (st != JATTN_OK) return st;
+    const int backward = plan->pass == JATTN_PASS_BACKWARD;
+    const cuda_query q = {.p = p,
+                          .grad = backward ? &plan->grad : NULL,
+                          .precision = e->precision,
+                          .cc = cc,
+                          .features = plan->features,
+                          .alignment = plan->alignment};
+    const int forced = backward ? atomic_load(&bwd_kernel_choice) : atomic_load(&kernel_choice);
     const char *why = "";
-    const cuda_version *ver = version_for(p, e->precision, cc, &why);
-    if (!ver)
-        return jattn_fail(JATTN_ERROR_UNSUPPORTED,
-                          "%s (kernel v%d is forced: JATTN_CUDA_KERNEL or jattn_cuda_set_kernel)", why,
-                          (int)atomic_load(&kernel_choice));
+    const cuda_version *ver = backward ? jattn_cuda_backward_version((jattn_cuda_bwd_kernel)forced, &q, &why)
+                                       : jattn_cuda_forward_version((jattn_cuda_kernel)forced, &q, &why);
+    if (!ver) {
+        if (forced == 0) return jattn_fail(JATTN_ERROR_UNSUPPORTED, "%s", why);
+        return jattn_fail(JATTN_ERROR_UNSUPPORTED, "%s (kernel v%d is forced: %s)", why, forced,
+                          backward ? "JATTN_CUDA_BWD_KERNEL" : "JATTN_CUDA_KERNEL or jattn_cuda_set_kernel");
+    }
     plan->kernel = ver;
     plan->threads = 1;
     plan->selection.kernel = ver->name[jattn_cuda_arithmetic(e->precision, p->head_dim)];
@@ -133,18 +139,22 @@ static jattn_status cuda_select(const jattn_problem *p, const jattn_exec *e, jat
     return JATTN_OK;
 }
 
-/* The device workspace of a call: the key padding's pre-pass output (used by padded calls
- * only, reported for every call so that one workspace serves both), then the version's own
- * part. Both sizes are multiples of 256 bytes. */
-static size_t padding_bytes(const jattn_problem *p) { return jattn_cuda_padding_bytes(p->batch, p->seq_kv); }
+/* The device workspace of a call: the mask's region (the key padding pre-pass's output, for a plan
+ * with key padding), then the version's own part. Both sizes are multiples of 256 bytes. */
+static size_t mask_bytes(const jattn_plan *plan) {
+    const jattn_problem *p = &plan->problem;
+    return plan->features & JATTN_FEATURE_KEY_PADDING ? jattn_cuda_padding_bytes(p->batch, p->seq_kv) : 0;
+}
 
-static size_t kernel_bytes(const jattn_problem *p, const cuda_version *ver) {
-    return ver->workspace_bytes ? ver->workspace_bytes(p) : 0;
+static size_t kernel_bytes(const jattn_plan *plan) {
+    const cuda_version *ver = plan->kernel;
+    return ver->workspace_bytes ? ver->workspace_bytes(&plan->problem) : 0;
 }
 
 static size_t cuda_workspace_size(const jattn_problem *p, const jattn_exec *e, const jattn_plan *plan) {
+    (void)p;
     (void)e;
-    return padding_bytes(p) + kernel_bytes(p, plan->kernel);
+    return mask_bytes(plan) + kernel_bytes(plan);
 }
 
 /* ---- launch ----------------------------------------------------------------------------- */
@@ -155,116 +165,162 @@ static jattn_status cuda_fail(cudaError_t err, const char *what) {
                       cudaGetErrorString(err));
 }
 
-/* The padding of a call on the device: kv_len and mask device pointers (the caller's, or the
- * host path's copies), the pre-pass output region, and what the pre-pass resolved. */
-typedef struct device_padding {
-    const int64_t *kv_len;
-    const uint8_t *mask;
-    const int *count, *index; /* set by the pre-pass; NULL without padding */
-} device_padding;
-
 static jattn_cuda_strides cuda_strides(jattn_strides s) {
     const jattn_cuda_strides r = {.batch = s.batch, .head = s.head, .token = s.token};
     return r;
 }
 
-/* The launch arguments of every version, forward or backward (the backward adds its gradients):
- * the problem, q, k, v, out and lse (device pointers) and the key padding the pre-pass resolved. */
-static jattn_cuda_args launch_args(const jattn_problem *p, float scale, jattn_precision precision, const float *q,
-                                   const float *k, const float *v, float *out, float *lse, const device_padding *pad) {
-    const jattn_cuda_args a = {.q = q,
-                               .k = k,
-                               .v = v,
-                               .out = out,
-                               .lse = lse,
-                               .batch = p->batch,
-                               .heads = p->heads,
-                               .seq_q = p->seq_q,
-                               .seq_kv = p->seq_kv,
-                               .head_dim = p->head_dim,
-                               .q_strides = cuda_strides(p->q),
-                               .k_strides = cuda_strides(p->k),
-                               .v_strides = cuda_strides(p->v),
-                               .out_strides = cuda_strides(p->out),
-                               .scale = scale,
-                               .precision = jattn_cuda_arithmetic(precision, p->head_dim),
-                               .kv_count = pad->count,
-                               .kv_index = pad->index};
+/* The device pointers of a call, forward or backward (the caller's, or the host path's copies): the
+ * tensors and the mask's arrays, in one order (validate.h's for the tensors). */
+enum {
+    X_Q,
+    X_K,
+    X_V,
+    X_OUT,
+    X_LSE,
+    X_DOUT,
+    X_DLSE,
+    X_DQ,
+    X_DK,
+    X_DV,
+    X_KV_LEN,
+    X_MASK,
+    X_BLOCK_Q,
+    X_BLOCK_KV,
+    X_SEG_Q,
+    X_SEG_KV,
+    X_BIAS,
+    X_COUNT
+};
+typedef struct device_arrays {
+    void *x[X_COUNT];
+} device_arrays;
+
+static device_arrays call_arrays(const jattn_call *c) {
+    const device_arrays d = {{[X_Q] = (void *)c->q,
+                              [X_K] = (void *)c->k,
+                              [X_V] = (void *)c->v,
+                              [X_OUT] = c->out,
+                              [X_LSE] = c->lse,
+                              [X_DOUT] = (void *)c->dout,
+                              [X_DLSE] = (void *)c->dlse,
+                              [X_DQ] = c->dq,
+                              [X_DK] = c->dk,
+                              [X_DV] = c->dv,
+                              [X_KV_LEN] = (void *)c->kv_len,
+                              [X_MASK] = (void *)c->mask,
+                              [X_BLOCK_Q] = (void *)c->block_q,
+                              [X_BLOCK_KV] = (void *)c->block_kv,
+                              [X_SEG_Q] = (void *)c->cu_seqlens_q,
+                              [X_SEG_KV] = (void *)c->cu_seqlens_kv,
+                              [X_BIAS] = (void *)c->key_bias}};
+    return d;
+}
+
+/* The launch arguments of every version, forward or backward: the problem, the device pointers, the
+ * mask (the key padding as the pre-pass resolved it: count, index) and the gradients' strides. */
+static jattn_cuda_args launch_args(const jattn_call *c, const device_arrays *d, const int *count, const int *index) {
+    const jattn_problem *p = c->problem;
+    jattn_cuda_args a = {.q = d->x[X_Q],
+                         .k = d->x[X_K],
+                         .v = d->x[X_V],
+                         .out = d->x[X_OUT],
+                         .lse = d->x[X_LSE],
+                         .batch = p->batch,
+                         .heads = p->heads,
+                         .seq_q = p->seq_q,
+                         .seq_kv = p->seq_kv,
+                         .head_dim = p->head_dim,
+                         .q_strides = cuda_strides(p->q),
+                         .k_strides = cuda_strides(p->k),
+                         .v_strides = cuda_strides(p->v),
+                         .out_strides = cuda_strides(p->out),
+                         .scale = c->scale,
+                         .precision = jattn_cuda_arithmetic(c->precision, p->head_dim),
+                         .kv_count = count,
+                         .kv_index = index,
+                         .kv_heads = p->kv_heads,
+                         .causal = (int)c->causal,
+                         .block_q = d->x[X_BLOCK_Q],
+                         .block_kv = d->x[X_BLOCK_KV],
+                         .num_blocks = c->num_blocks,
+                         .cu_seqlens_q = d->x[X_SEG_Q],
+                         .cu_seqlens_kv = d->x[X_SEG_KV],
+                         .num_segments = c->num_segments,
+                         .segments_stride = c->segments_stride,
+                         .key_bias = d->x[X_BIAS],
+                         .bias_batch_stride = c->bias_batch_stride,
+                         .bias_head_stride = c->bias_head_stride};
+    if (c->pass == JATTN_PASS_BACKWARD) {
+        a.dout = d->x[X_DOUT];
+        a.dlse = d->x[X_DLSE];
+        a.dq = d->x[X_DQ];
+        a.dk = d->x[X_DK];
+        a.dv = d->x[X_DV];
+        a.dout_strides = cuda_strides(c->g.dout);
+        a.dq_strides = cuda_strides(c->g.dq);
+        a.dk_strides = cuda_strides(c->g.dk);
+        a.dv_strides = cuda_strides(c->g.dv);
+    }
     return a;
 }
 
-/* workspace: the call's (cuda_workspace_size: padding region, then the version's part), or
- * NULL (then the padding region and the version's part come from the stream-ordered pool,
- * allocated and freed in stream order: no synchronisation, and a graph capture records it).
- * The plan's version runs unless it refuses the call or the pool cannot give its workspace;
- * then its call_next does (jattn_cuda_versions[]). */
-static jattn_status launch(const jattn_call *c, const jattn_plan *plan, const float *q, const float *k, const float *v,
-                           float *out, float *lse, void *workspace, device_padding *pad) {
-    const jattn_problem *p = c->problem;
+/* The one launch path, forward and backward: the plan's version, on the call's stream, with its
+ * workspace: the call's (cuda_workspace_size: the mask's region, then the version's part), or NULL,
+ * then both come from the stream-ordered pool (allocated and freed in stream order: no
+ * synchronisation, and a graph capture records it; a pool that cannot give it is
+ * JATTN_ERROR_OUT_OF_MEMORY, nothing enqueued). The key padding's pre-pass runs first. */
+static jattn_status launch(const jattn_call *c, const jattn_plan *plan, const device_arrays *d, void *workspace) {
     cudaStream_t stream = (cudaStream_t)c->cuda_stream;
-    void *owned = NULL; /* the padding region, from the pool */
-    if (pad->kv_len || pad->mask) {
-        void *region = workspace;
-        if (!region) {
-            cudaError_t err = cudaMallocAsync(&owned, padding_bytes(p), stream);
-            if (err != cudaSuccess) return cuda_fail(err, "cudaMallocAsync (key padding)");
-            atomic_fetch_add(&alloc_count, 1);
-            region = owned;
-        }
-        cudaError_t err =
-            (cudaError_t)jattn_cuda_launch_padding(pad->kv_len, pad->mask, c->mask_stride, (int)p->batch,
-                                                   (int)p->seq_kv, region, &pad->count, &pad->index, c->cuda_stream);
+    const cuda_version *ver = plan->kernel;
+    const size_t region = mask_bytes(plan), total = region + kernel_bytes(plan);
+    void *owned = NULL;
+    if (!workspace && total) {
+        const cudaError_t err = cudaMallocAsync(&owned, total, stream);
         if (err != cudaSuccess) {
-            if (owned) (void)cudaFreeAsync(owned, stream);
-            return cuda_fail(err, "key padding pre-pass");
+            (void)cudaGetLastError();
+            return jattn_fail(err == cudaErrorMemoryAllocation ? JATTN_ERROR_OUT_OF_MEMORY : JATTN_ERROR_CUDA,
+                              "cuda: cudaMallocAsync of the call's workspace (%zu bytes) failed: %s", total,
+                              cudaGetErrorName(err));
         }
+        atomic_fetch_add(&alloc_count, 1);
+        workspace = owned;
     }
-    const jattn_cuda_args a = launch_args(p, c->scale, c->precision, q, k, v, out, lse, pad);
-    void *kernel_ws = workspace ? (char *)workspace + padding_bytes(p) : NULL, *kernel_owned = NULL;
-    const cuda_version *ver = jattn_cuda_call_version(plan->kernel, &a);
-    while (ver->workspace_bytes && !kernel_ws) {
-        if (cudaMallocAsync(&kernel_owned, ver->workspace_bytes(p), stream) == cudaSuccess) {
-            atomic_fetch_add(&alloc_count, 1);
-            kernel_ws = kernel_owned;
-            break;
-        }
-        (void)cudaGetLastError();
-        kernel_owned = NULL;
-        ver = jattn_cuda_call_version(ver->call_next, &a);
+    const int *count = NULL, *index = NULL;
+    cudaError_t err = cudaSuccess;
+    const char *what = ver->name[jattn_cuda_arithmetic(c->precision, c->problem->head_dim)];
+    if (d->x[X_KV_LEN] || d->x[X_MASK]) {
+        err =
+            (cudaError_t)jattn_cuda_launch_padding(d->x[X_KV_LEN], d->x[X_MASK], c->mask_stride, (int)c->problem->batch,
+                                                   (int)c->problem->seq_kv, workspace, &count, &index, stream);
+        if (err != cudaSuccess) what = "key padding pre-pass";
     }
-    const char *name = ver->name[a.precision];
-    cudaError_t err = (cudaError_t)ver->launch(&a, ver->workspace_bytes ? kernel_ws : NULL, c->cuda_stream);
-    if (kernel_owned) {
-        cudaError_t ferr = cudaFreeAsync(kernel_owned, stream);
-        if (err == cudaSuccess) err = ferr;
+    if (err == cudaSuccess) {
+        const jattn_cuda_args a = launch_args(c, d, count, index);
+        err = (cudaError_t)ver->launch(&a, kernel_bytes(plan) ? (char *)workspace + region : NULL, stream);
     }
-    jattn_status st = err == cudaSuccess ? JATTN_OK : cuda_fail(err, name);
     if (owned) {
-        cudaError_t ferr = cudaFreeAsync(owned, stream);
-        if (st == JATTN_OK && ferr != cudaSuccess) st = cuda_fail(ferr, "cudaFreeAsync (key padding)");
+        const cudaError_t ferr = cudaFreeAsync(owned, stream);
+        if (err == cudaSuccess && ferr != cudaSuccess) err = ferr, what = "cudaFreeAsync (the call's workspace)";
     }
-    if (st == JATTN_OK) last_kernel = name;
-    return st;
+    if (err != cudaSuccess) return cuda_fail(err, what);
+    last_kernel = ver->name[jattn_cuda_arithmetic(c->precision, c->problem->head_dim)];
+    return JATTN_OK;
 }
 
 /* ---- host arrays: staged through a device buffer --------------------------------------- */
 
-/* Elements a tensor spans (the validator has checked it fits). */
-static size_t span_elems(const jattn_problem *p, jattn_strides s, int64_t seq) {
-    return (size_t)(1 + (p->batch - 1) * s.batch + (p->heads - 1) * s.head + (seq - 1) * s.token + (p->head_dim - 1));
+/* Elements a tensor of `heads` heads spans (the validator has checked it fits). */
+static size_t span_elems(const jattn_problem *p, int64_t heads, jattn_strides s, int64_t seq) {
+    return (size_t)(1 + (p->batch - 1) * s.batch + (heads - 1) * s.head + (seq - 1) * s.token + (p->head_dim - 1));
 }
 
 /* Bytes of a tensor, and whether it is dense (no gaps to preserve). */
-static size_t span_bytes(const jattn_problem *p, jattn_strides s, int64_t seq) {
-    return span_elems(p, s, seq) * sizeof(float);
+static size_t span_bytes(const jattn_problem *p, int64_t heads, jattn_strides s, int64_t seq) {
+    return span_elems(p, heads, s, seq) * sizeof(float);
 }
-static int dense(const jattn_problem *p, jattn_strides s, int64_t seq) {
-    return span_elems(p, s, seq) == (size_t)(p->batch * p->heads * seq * p->head_dim);
-}
-
-/* Bytes of a call's mask (row b at mask + b * mask_stride, seq_kv bytes each). */
-static size_t mask_span(const jattn_problem *p, const uint8_t *mask, int64_t mask_stride) {
-    return mask ? (size_t)(mask_stride ? (p->batch - 1) * mask_stride + p->seq_kv : p->seq_kv) : 0;
+static int dense(const jattn_problem *p, int64_t heads, jattn_strides s, int64_t seq) {
+    return span_elems(p, heads, s, seq) == (size_t)(p->batch * heads * seq * p->head_dim);
 }
 
 /* Grow-only device memory kept in ctx->backend_state[JATTN_BACKEND_CUDA]. */
@@ -318,92 +374,133 @@ static jattn_status host_path_buffer(jattn_ctx *ctx, size_t total, void **buf) {
 typedef struct staged_array {
     const void *in;
     void *out;
-    size_t bytes; /* 0: absent (dev stays NULL) */
-    void *dev;    /* its place in the device buffer (set by stage_host_call) */
+    size_t bytes; /* 0: absent (its device pointer stays NULL) */
 } staged_array;
 
-/* Runs a staged call on the device: the kernels enqueued on the call's stream, reading and
- * writing the arrays' device copies; `workspace` the region stage_host_call reserved (or NULL). */
-typedef jattn_status (*staged_run)(const void *call, const jattn_plan *plan, const staged_array *x, void *workspace);
-
-/* Host arrays, forward or backward: the `n` arrays and `workspace_bytes` of workspace in one device
- * buffer (the context's grow-only one, else one for the call), each region 256-byte aligned, in
- * that order; the inputs copied in, the run enqueued, the outputs copied back, the stream waited
- * for; the call's buffer freed. */
-static jattn_status stage_host_call(jattn_ctx *ctx, void *stream_ptr, staged_array *x, int n, size_t workspace_bytes,
-                                    staged_run run, const void *call, const jattn_plan *plan) {
-    cudaStream_t stream = (cudaStream_t)stream_ptr;
+/* Host arrays, forward or backward: every array of the call and, unless the caller gave one, the
+ * workspace in one device buffer (the context's grow-only one, else one for the call), each region
+ * 256-byte aligned; the inputs copied in, the launch enqueued, the outputs copied back, the stream
+ * waited for; the call's buffer freed. The tensors' gaps survive: an output with gaps is copied in
+ * first. */
+static jattn_status run_host(const jattn_call *c, const jattn_plan *plan) {
+    const jattn_problem *p = c->problem;
+    const int64_t H = p->heads, Hkv = p->kv_heads;
+    const int fwd = c->pass == JATTN_PASS_FORWARD;
+    const size_t rows = (size_t)(p->batch * H * p->seq_q) * sizeof(float);
+    const size_t offsets = (size_t)(c->num_segments + 1) * sizeof(int64_t);
+    const size_t seg_bytes =
+        c->cu_seqlens_q
+            ? (c->segments_stride ? (size_t)(p->batch - 1) * (size_t)c->segments_stride * sizeof(int64_t) + offsets
+                                  : offsets)
+            : 0;
+    const size_t bias_bytes =
+        c->key_bias ? ((size_t)((p->batch - 1) * c->bias_batch_stride + (H - 1) * c->bias_head_stride + p->seq_kv)) *
+                          sizeof(float)
+                    : 0;
+    const size_t block_bytes = c->block_q ? (size_t)(c->num_blocks + 1) * sizeof(int64_t) : 0;
+    const size_t no = span_bytes(p, H, p->out, p->seq_q);
+    staged_array x[X_COUNT] = {
+        [X_Q] = {.in = c->q, .bytes = span_bytes(p, H, p->q, p->seq_q)},
+        [X_K] = {.in = c->k, .bytes = span_bytes(p, Hkv, p->k, p->seq_kv)},
+        [X_V] = {.in = c->v, .bytes = span_bytes(p, Hkv, p->v, p->seq_kv)},
+        [X_OUT] = fwd ? (staged_array){.in = dense(p, H, p->out, p->seq_q) ? NULL : c->out, .out = c->out, .bytes = no}
+                      : (staged_array){.in = c->out, .bytes = no},
+        [X_LSE] = fwd ? (staged_array){.out = c->lse, .bytes = c->lse ? rows : 0}
+                      : (staged_array){.in = c->lse, .bytes = rows},
+        [X_KV_LEN] = {.in = c->kv_len, .bytes = c->kv_len ? (size_t)p->batch * sizeof(int64_t) : 0},
+        [X_MASK] = {.in = c->mask,
+                    .bytes = c->mask
+                                 ? (size_t)(c->mask_stride ? (p->batch - 1) * c->mask_stride + p->seq_kv : p->seq_kv)
+                                 : 0},
+        [X_BLOCK_Q] = {.in = c->block_q, .bytes = block_bytes},
+        [X_BLOCK_KV] = {.in = c->block_kv, .bytes = block_bytes},
+        [X_SEG_Q] = {.in = c->cu_seqlens_q, .bytes = seg_bytes},
+        [X_SEG_KV] = {.in = c->cu_seqlens_kv, .bytes = seg_bytes},
+        [X_BIAS] = {.in = c->key_bias, .bytes = bias_bytes},
+    };
+    if (!fwd) {
+        const jattn_strides gq = c->g.dq, gk = c->g.dk, gv = c->g.dv;
+        x[X_DOUT] = (staged_array){.in = c->dout, .bytes = span_bytes(p, H, c->g.dout, p->seq_q)};
+        x[X_DLSE] = (staged_array){.in = c->dlse, .bytes = c->dlse ? rows : 0};
+        x[X_DQ] = (staged_array){
+            .in = dense(p, H, gq, p->seq_q) ? NULL : c->dq, .out = c->dq, .bytes = span_bytes(p, H, gq, p->seq_q)};
+        x[X_DK] = (staged_array){.in = dense(p, Hkv, gk, p->seq_kv) ? NULL : c->dk,
+                                 .out = c->dk,
+                                 .bytes = span_bytes(p, Hkv, gk, p->seq_kv)};
+        x[X_DV] = (staged_array){.in = dense(p, Hkv, gv, p->seq_kv) ? NULL : c->dv,
+                                 .out = c->dv,
+                                 .bytes = span_bytes(p, Hkv, gv, p->seq_kv)};
+    }
+    cudaStream_t stream = (cudaStream_t)c->cuda_stream;
+    const size_t workspace_bytes = c->workspace ? 0 : mask_bytes(plan) + kernel_bytes(plan);
     size_t total = 0;
-    for (int i = 0; i < n; i++) total += align_up(x[i].bytes);
+    for (int i = 0; i < X_COUNT; i++) total += align_up(x[i].bytes);
     const size_t off_w = total;
     total += align_up(workspace_bytes);
     void *buf = NULL;
-    jattn_status st = host_path_buffer(ctx, total, &buf);
+    jattn_status st = host_path_buffer(c->ctx, total, &buf);
     if (st != JATTN_OK) return st;
+    device_arrays d = {{NULL}};
     char *at = buf;
-    for (int i = 0; i < n; i++) {
-        x[i].dev = x[i].bytes ? at : NULL;
+    for (int i = 0; i < X_COUNT; i++) {
+        d.x[i] = x[i].bytes ? at : NULL;
         at += align_up(x[i].bytes);
     }
     cudaError_t err = cudaSuccess;
     const char *what = "cudaMemcpyAsync (host to device)";
-    for (int i = 0; i < n && err == cudaSuccess; i++)
-        if (x[i].in && x[i].bytes) err = cudaMemcpyAsync(x[i].dev, x[i].in, x[i].bytes, cudaMemcpyHostToDevice, stream);
+    for (int i = 0; i < X_COUNT && err == cudaSuccess; i++)
+        if (x[i].in && x[i].bytes) err = cudaMemcpyAsync(d.x[i], x[i].in, x[i].bytes, cudaMemcpyHostToDevice, stream);
     if (err == cudaSuccess) {
-        st = run(call, plan, x, workspace_bytes ? (char *)buf + off_w : NULL);
+        st = launch(c, plan, &d, c->workspace ? c->workspace : workspace_bytes ? (char *)buf + off_w : NULL);
         what = "cudaMemcpyAsync (device to host)";
-        for (int i = 0; i < n && st == JATTN_OK && err == cudaSuccess; i++)
+        for (int i = 0; i < X_COUNT && st == JATTN_OK && err == cudaSuccess; i++)
             if (x[i].out && x[i].bytes)
-                err = cudaMemcpyAsync(x[i].out, x[i].dev, x[i].bytes, cudaMemcpyDeviceToHost, stream);
+                err = cudaMemcpyAsync(x[i].out, d.x[i], x[i].bytes, cudaMemcpyDeviceToHost, stream);
         if (st == JATTN_OK && err == cudaSuccess) {
             what = "cudaStreamSynchronize";
             err = cudaStreamSynchronize(stream);
         }
     }
     if (err != cudaSuccess) st = cuda_fail(err, what);
-    if (!ctx) {
+    if (!c->ctx) {
         cudaError_t ferr = cudaFree(buf);
         if (st == JATTN_OK && ferr != cudaSuccess) st = cuda_fail(ferr, "cudaFree");
     }
     return st;
 }
 
-/* The staged arrays of a forward call, in the device buffer's order. */
-enum { FWD_Q, FWD_K, FWD_V, FWD_OUT, FWD_LSE, FWD_KV_LEN, FWD_MASK, FWD_ARRAYS };
-
-static jattn_status run_forward(const void *call, const jattn_plan *plan, const staged_array *x, void *workspace) {
-    const jattn_call *c = call;
-    device_padding pad = {.kv_len = x[FWD_KV_LEN].dev, .mask = x[FWD_MASK].dev};
-    return launch(c, plan, x[FWD_Q].dev, x[FWD_K].dev, x[FWD_V].dev, x[FWD_OUT].dev, x[FWD_LSE].dev,
-                  c->workspace ? c->workspace : workspace, &pad);
-}
-
-/* Host arrays: q, k, v (and out when it has gaps, so they survive) and the key padding copied
- * in, out (and lse) copied back. */
-static jattn_status forward_host(const jattn_call *c, const jattn_plan *plan) {
-    const jattn_problem *p = c->problem;
-    const size_t no = span_bytes(p, p->out, p->seq_q);
-    staged_array x[FWD_ARRAYS] = {
-        [FWD_Q] = {.in = c->q, .bytes = span_bytes(p, p->q, p->seq_q)},
-        [FWD_K] = {.in = c->k, .bytes = span_bytes(p, p->k, p->seq_kv)},
-        [FWD_V] = {.in = c->v, .bytes = span_bytes(p, p->v, p->seq_kv)},
-        [FWD_OUT] = {.in = dense(p, p->out, p->seq_q) ? NULL : c->out, .out = c->out, .bytes = no},
-        [FWD_LSE] = {.out = c->lse, .bytes = c->lse ? (size_t)(p->batch * p->heads * p->seq_q) * sizeof(float) : 0},
-        [FWD_KV_LEN] = {.in = c->kv_len, .bytes = c->kv_len ? (size_t)p->batch * sizeof(int64_t) : 0},
-        [FWD_MASK] = {.in = c->mask, .bytes = mask_span(p, c->mask, c->mask_stride)},
-    };
-    /* the workspace (padding region, then the version's part) unless the caller gave one or none is needed */
-    const size_t kb = kernel_bytes(p, plan->kernel);
-    const size_t nw = !c->workspace && (c->kv_len || c->mask || kb) ? padding_bytes(p) + kb : 0;
-    return stage_host_call(c->ctx, c->cuda_stream, x, FWD_ARRAYS, nw, run_forward, c, plan);
-}
-
-static jattn_status cuda_forward(const jattn_call *c, const jattn_plan *plan) {
+/* A call, forward or backward: device pointers launch on the caller's stream; host arrays are
+ * staged through the device. */
+static jattn_status cuda_run(const jattn_call *c, const jattn_plan *plan) {
     if (c->memory == JATTN_MEMORY_DEVICE) {
-        device_padding pad = {.kv_len = c->kv_len, .mask = c->mask};
-        return launch(c, plan, c->q, c->k, c->v, c->out, c->lse, c->workspace, &pad);
+        const device_arrays d = call_arrays(c);
+        return launch(c, plan, &d, c->workspace);
     }
-    return forward_host(c, plan);
+    return run_host(c, plan);
+}
+
+/* The answer of a problem without queries or keys in device memory (backend.h, write_empty): the
+ * rows to write set on the call's stream (jattn_cuda_launch_fill_rows: +0 rows, lse -inf). */
+static jattn_status cuda_write_empty(const jattn_call *c, const jattn_plan *plan) {
+    (void)plan;
+    const jattn_problem *p = c->problem;
+    cudaError_t err = cudaSuccess;
+    if (c->pass == JATTN_PASS_FORWARD) {
+        if (p->seq_kv == 0)
+            err = (cudaError_t)jattn_cuda_launch_fill_rows(c->out, p->batch, p->heads, p->seq_q, p->head_dim,
+                                                           cuda_strides(p->out), c->lse, c->cuda_stream);
+    } else {
+        if (p->seq_kv == 0)
+            err = (cudaError_t)jattn_cuda_launch_fill_rows(c->dq, p->batch, p->heads, p->seq_q, p->head_dim,
+                                                           cuda_strides(c->g.dq), NULL, c->cuda_stream);
+        if (err == cudaSuccess && p->seq_q == 0)
+            err = (cudaError_t)jattn_cuda_launch_fill_rows(c->dk, p->batch, p->kv_heads, p->seq_kv, p->head_dim,
+                                                           cuda_strides(c->g.dk), NULL, c->cuda_stream);
+        if (err == cudaSuccess && p->seq_q == 0)
+            err = (cudaError_t)jattn_cuda_launch_fill_rows(c->dv, p->batch, p->kv_heads, p->seq_kv, p->head_dim,
+                                                           cuda_strides(c->g.dv), NULL, c->cuda_stream);
+    }
+    return err == cudaSuccess ? JATTN_OK : cuda_fail(err, "the empty problem's fill");
 }
 
 static void cuda_release_ctx(jattn_ctx *ctx) {
@@ -414,174 +511,16 @@ static void cuda_release_ctx(jattn_ctx *ctx) {
     ctx->backend_state[JATTN_BACKEND_CUDA] = NULL;
 }
 
-/* ---- the backward ------------------------------------------------------------------------ */
-
-/* The backward kernel: the forced one (JATTN_CUDA_BWD_KERNEL=v2|v3) or AUTO's, as the ladder of
- * src/cuda/NOTES.md says (cuda_versions.c); the forward's kernel choice (JATTN_CUDA_KERNEL) does not
- * apply to it. The one place the backward's version is chosen (a call v2 then refuses at launch, key
- * padding or alignment, runs v3: launch_backward). */
-static jattn_status cuda_select_backward(const jattn_problem *p, const jattn_exec *e, jattn_plan *plan) {
-    int cc = 0;
-    jattn_status st = device_checks(p, &cc);
-    if (st == JATTN_OK) st = jattn_refuse_features(plan, JATTN_FEATURE_KEY_PADDING, "the cuda backend");
-    if (st != JATTN_OK) return st;
-    const char *why = "";
-    const cuda_version *ver =
-        jattn_cuda_backward_version((jattn_cuda_bwd_kernel)atomic_load(&bwd_kernel_choice), p, e->precision, cc, &why);
-    if (!ver) return jattn_fail(JATTN_ERROR_UNSUPPORTED, "%s", why);
-    plan->kernel = ver;
-    plan->threads = 1;
-    plan->selection.kernel = ver->name[jattn_cuda_arithmetic(e->precision, p->head_dim)];
-    plan->selection.isa = cc == 90 ? "sm_90a" : "sm_80";
-    return JATTN_OK;
-}
-
-/* The device workspace of a backward call: the key padding's region (as the forward's), then the
- * kernel's own (v2, v3: their tile records; v2's never less than v3's). */
-static size_t cuda_workspace_size_backward(const jattn_problem *p, const jattn_exec *e, const jattn_plan *plan) {
-    (void)e;
-    return padding_bytes(p) + kernel_bytes(p, plan->kernel);
-}
-
-/* The device pointers of a backward call (the caller's, or the host path's copies). */
-typedef struct bwd_pointers {
-    const float *q, *k, *v, *out, *lse, *dout, *dlse;
-    float *dq, *dk, *dv;
-} bwd_pointers;
-
-/* Enqueues the backward on the call's stream. workspace: the call's (padding region, then the
- * kernel's), or NULL: then both come from the stream-ordered pool (allocated and freed in stream
- * order: no synchronisation, recorded by a graph capture). */
-static jattn_status launch_backward(const jattn_call *c, const jattn_plan *plan, const bwd_pointers *x, void *workspace,
-                                    device_padding *pad) {
-    const jattn_problem *p = c->problem;
-    const cuda_version *ver = plan->kernel;
-    cudaStream_t stream = (cudaStream_t)c->cuda_stream;
-    const size_t pad_bytes = padding_bytes(p), total = pad_bytes + kernel_bytes(p, ver);
-    void *owned = NULL;
-    if (!workspace) {
-        cudaError_t err = cudaMallocAsync(&owned, total, stream);
-        if (err != cudaSuccess) return cuda_fail(err, "cudaMallocAsync (backward workspace)");
-        atomic_fetch_add(&alloc_count, 1);
-        workspace = owned;
-    }
-    cudaError_t err = cudaSuccess;
-    if (pad->kv_len || pad->mask)
-        err = (cudaError_t)jattn_cuda_launch_padding(pad->kv_len, pad->mask, c->mask_stride, (int)p->batch,
-                                                     (int)p->seq_kv, workspace, &pad->count, &pad->index, stream);
-    const char *name = ver->name[jattn_cuda_arithmetic(c->precision, p->head_dim)];
-    const char *what = err == cudaSuccess ? name : "key padding pre-pass";
-    if (err == cudaSuccess) {
-        /* out and lse are read only: the forward's outputs are inputs here */
-        jattn_cuda_args a =
-            launch_args(p, c->scale, c->precision, x->q, x->k, x->v, (float *)x->out, (float *)x->lse, pad);
-        a.dout = x->dout;
-        a.dlse = x->dlse;
-        a.dq = x->dq;
-        a.dk = x->dk;
-        a.dv = x->dv;
-        a.dout_strides = cuda_strides(c->g.dout);
-        a.dq_strides = cuda_strides(c->g.dq);
-        a.dk_strides = cuda_strides(c->g.dk);
-        a.dv_strides = cuda_strides(c->g.dv);
-        /* a call the version refuses runs its call_next, in the same workspace */
-        ver = jattn_cuda_call_version(ver, &a);
-        name = what = ver->name[a.precision];
-        err = (cudaError_t)ver->launch(&a, (char *)workspace + pad_bytes, stream);
-    }
-    if (owned) {
-        cudaError_t ferr = cudaFreeAsync(owned, stream);
-        if (err == cudaSuccess) err = ferr, what = "cudaFreeAsync (backward workspace)";
-    }
-    if (err != cudaSuccess) return cuda_fail(err, what);
-    last_kernel = name;
-    return JATTN_OK;
-}
-
-/* The staged arrays of a backward call, in the device buffer's order. */
-enum {
-    BWD_Q,
-    BWD_K,
-    BWD_V,
-    BWD_OUT,
-    BWD_LSE,
-    BWD_DOUT,
-    BWD_DLSE,
-    BWD_DQ,
-    BWD_DK,
-    BWD_DV,
-    BWD_KV_LEN,
-    BWD_MASK,
-    BWD_ARRAYS
-};
-
-static jattn_status run_backward(const void *call, const jattn_plan *plan, const staged_array *x, void *workspace) {
-    const jattn_call *c = call;
-    const bwd_pointers d = {.q = x[BWD_Q].dev,
-                            .k = x[BWD_K].dev,
-                            .v = x[BWD_V].dev,
-                            .out = x[BWD_OUT].dev,
-                            .lse = x[BWD_LSE].dev,
-                            .dout = x[BWD_DOUT].dev,
-                            .dlse = x[BWD_DLSE].dev,
-                            .dq = x[BWD_DQ].dev,
-                            .dk = x[BWD_DK].dev,
-                            .dv = x[BWD_DV].dev};
-    device_padding pad = {.kv_len = x[BWD_KV_LEN].dev, .mask = x[BWD_MASK].dev};
-    return launch_backward(c, plan, &d, c->workspace ? c->workspace : workspace, &pad);
-}
-
-/* Host arrays: the inputs (and the gradients that have gaps, so the gaps survive) and the key
- * padding copied in, dq, dk, dv copied back. */
-static jattn_status backward_host(const jattn_call *c, const jattn_plan *plan) {
-    const jattn_problem *p = c->problem;
-    const size_t nl = (size_t)(p->batch * p->heads * p->seq_q) * sizeof(float);
-    const jattn_strides gq = c->g.dq, gk = c->g.dk, gv = c->g.dv;
-    staged_array x[BWD_ARRAYS] = {
-        [BWD_Q] = {.in = c->q, .bytes = span_bytes(p, p->q, p->seq_q)},
-        [BWD_K] = {.in = c->k, .bytes = span_bytes(p, p->k, p->seq_kv)},
-        [BWD_V] = {.in = c->v, .bytes = span_bytes(p, p->v, p->seq_kv)},
-        [BWD_OUT] = {.in = c->out, .bytes = span_bytes(p, p->out, p->seq_q)},
-        [BWD_LSE] = {.in = c->lse, .bytes = nl},
-        [BWD_DOUT] = {.in = c->dout, .bytes = span_bytes(p, c->g.dout, p->seq_q)},
-        [BWD_DLSE] = {.in = c->dlse, .bytes = c->dlse ? nl : 0},
-        [BWD_DQ] = {.in = dense(p, gq, p->seq_q) ? NULL : c->dq, .out = c->dq, .bytes = span_bytes(p, gq, p->seq_q)},
-        [BWD_DK] = {.in = dense(p, gk, p->seq_kv) ? NULL : c->dk, .out = c->dk, .bytes = span_bytes(p, gk, p->seq_kv)},
-        [BWD_DV] = {.in = dense(p, gv, p->seq_kv) ? NULL : c->dv, .out = c->dv, .bytes = span_bytes(p, gv, p->seq_kv)},
-        [BWD_KV_LEN] = {.in = c->kv_len, .bytes = c->kv_len ? (size_t)p->batch * sizeof(int64_t) : 0},
-        [BWD_MASK] = {.in = c->mask, .bytes = mask_span(p, c->mask, c->mask_stride)},
-    };
-    const size_t nw = c->workspace ? 0 : padding_bytes(p) + kernel_bytes(p, plan->kernel);
-    return stage_host_call(c->ctx, c->cuda_stream, x, BWD_ARRAYS, nw, run_backward, c, plan);
-}
-
-static jattn_status cuda_backward(const jattn_call *c, const jattn_plan *plan) {
-    if (c->memory == JATTN_MEMORY_DEVICE) {
-        const bwd_pointers x = {.q = c->q,
-                                .k = c->k,
-                                .v = c->v,
-                                .out = c->out,
-                                .lse = c->lse,
-                                .dout = c->dout,
-                                .dlse = c->dlse,
-                                .dq = c->dq,
-                                .dk = c->dk,
-                                .dv = c->dv};
-        device_padding pad = {.kv_len = c->kv_len, .mask = c->mask};
-        return launch_backward(c, plan, &x, c->workspace, &pad);
-    }
-    return backward_host(c, plan);
-}
-
 const jattn_backend_ops jattn_backend_cuda = {
     .id = JATTN_BACKEND_CUDA,
     .is_gpu = 1,
     .workspace_memory = JATTN_MEMORY_DEVICE,
-    .select = cuda_select,
+    .select = select_version,
     .workspace_size = cuda_workspace_size,
-    .forward = cuda_forward,
+    .forward = cuda_run,
     .release_ctx = cuda_release_ctx,
-    .select_backward = cuda_select_backward,
-    .workspace_size_backward = cuda_workspace_size_backward,
-    .backward = cuda_backward,
+    .select_backward = select_version,
+    .workspace_size_backward = cuda_workspace_size,
+    .backward = cuda_run,
+    .write_empty = cuda_write_empty,
 };

@@ -45,6 +45,19 @@ typedef struct jattn_cuda_args {
     const float *dout, *dlse;
     float *dq, *dk, *dv;
     jattn_cuda_strides dout_strides, dq_strides, dk_strides, dv_strides;
+    /* Grouped-query heads: k and v (dk and dv) have kv_heads heads (== heads without grouping);
+     * query head h reads key/value head h / (heads / kv_heads). */
+    int64_t kv_heads;
+    /* The rest of the mask (include/jattn.h, jattn_mask; key_window.cuh gives a row's window and a
+     * key's bias from these), device pointers; NULL / 0 where the plan has no such part. A version
+     * gets only the parts its descriptor serves (cuda_versions.c, .features). */
+    int causal;                        /* a jattn_causal */
+    const int64_t *block_q, *block_kv; /* num_blocks + 1 offsets each */
+    int64_t num_blocks;
+    const int64_t *cu_seqlens_q, *cu_seqlens_kv; /* row b at + b * segments_stride */
+    int64_t num_segments, segments_stride;
+    const float *key_bias; /* row (b, h) at + b * bias_batch_stride + h * bias_head_stride, seq_kv values */
+    int64_t bias_batch_stride, bias_head_stride;
 } jattn_cuda_args;
 
 /* The kernel versions kept side by side (see each file's opening comment); which one AUTO runs
@@ -112,6 +125,12 @@ int jattn_cuda_launch_v7(const jattn_cuda_args *a, void *workspace, void *stream
  * records, about the size of K plus V with head_dim rounded up to its tile). */
 size_t jattn_cuda_v7_workspace_bytes(int64_t batch, int64_t heads, int64_t seq_kv, int64_t head_dim);
 
+/* The answer of a problem without keys or queries (empty_fill.cu): +0 in every row of a
+ * [batch, heads, rows, head_dim] tensor at `strides` and, when lse is not NULL, -inf in lse [batch,
+ * heads, rows] contiguous, enqueued on `stream`. @return a cudaError_t as int. */
+int jattn_cuda_launch_fill_rows(float *x, int64_t batch, int64_t heads, int64_t rows, int64_t head_dim,
+                                jattn_cuda_strides strides, float *lse, void *stream);
+
 /* ---- the backward (jattn_backward) ---- */
 
 /* Device bytes of the backward v2's own workspace (backward_v2_sm90_f16x2.cu: the tile records of
@@ -119,10 +138,16 @@ size_t jattn_cuda_v7_workspace_bytes(int64_t batch, int64_t heads, int64_t seq_k
  * a call v2 does not take runs v3 in it). */
 size_t jattn_cuda_bwd_v2_workspace_bytes(int64_t batch, int64_t heads, int64_t seq_q, int64_t seq_kv, int64_t head_dim);
 
-/* Whether the backward v2 cannot run this call (what only the launch knows: f32 precision only, no
- * key padding, every pointer 16-byte aligned and every stride a non-negative multiple of 4; D 64 or
- * 128; B*H <= 65535); the backend then runs v3. */
+/* Whether the backward v2's launcher refuses these arguments (f32 precision only, no key padding,
+ * every pointer 16-byte aligned and every stride a non-negative multiple of 4; D 64 or 128; B*H <=
+ * 65535): its own guard. The backend's selection never hands it such a call: see
+ * jattn_cuda_bwd_v2_refusal. */
 int jattn_cuda_bwd_v2_call_refused(const jattn_cuda_args *a);
+
+/* Why the backward v2 cannot run a plan with these gradient strides and this pointer alignment (the
+ * part of its contract beyond the forward's sm_90a problem: gradients' strides multiples of 4
+ * elements, pointers 16-byte aligned, sequences below 2^31 - 128), or NULL. */
+const char *jattn_cuda_bwd_v2_refusal(const jattn_problem *p, const jattn_grad_strides *grad, size_t alignment);
 
 /* Enqueues the backward v2 (backward_v2_sm90_f16x2.cu: sm_90a wgmma on 2xFP16 operands) on
  * `stream`: its split pre-pass, the dQ, dK and dV kernels. `workspace`:

@@ -4,6 +4,7 @@
 #include "cuda_versions.h"
 
 #include <stdint.h>
+#include <stdio.h>
 
 #include "attention_sm90.h"
 
@@ -12,6 +13,7 @@
  * those of the launch contract (attention_sm90.h, checked by sm90_contract.c); v6 adds its own below. */
 static const char *sm90_refusal(const jattn_problem *p, int cc) {
     if (cc != ATTENTION_SM90_CC) return "device: the sm_90a kernels (wgmma) need compute capability 9.0";
+    if (p->kv_heads != p->heads) return "kv_heads: the sm_90a kernels read one key/value head per query head";
     const jattn_cuda_strides strides[4] = {{p->q.batch, p->q.head, p->q.token},
                                            {p->k.batch, p->k.head, p->k.token},
                                            {p->v.batch, p->v.head, p->v.token},
@@ -31,10 +33,12 @@ static const char *sm90_refusal(const jattn_problem *p, int cc) {
 /* v6: the sm_90a contract, both precisions, but for 128-query CTAs (one more bit of the row index)
  * and a single key: its split of v does not return the v row bit for bit, which v1 does (AUTO runs
  * v1 there). */
-static const char *v6_refusal(const jattn_problem *p, jattn_precision precision, int cc) {
-    (void)precision;
-    const char *why = sm90_refusal(p, cc);
+static const char *v6_refusal(const cuda_query *q) {
+    const jattn_problem *p = q->p;
+    const char *why = sm90_refusal(p, q->cc);
     if (why) return why;
+    if (q->alignment < ATTENTION_SM90_ALIGN_BYTES)
+        return "alignment: kernel v6 moves q, k, v and out in 16-byte units (exec.alignment below 16)";
     const int64_t max_seq = INT32_MAX - ATTENTION_SM90_V6_CTA_QUERIES;
     if (p->seq_q > max_seq || p->seq_kv > max_seq)
         return "seq_q/seq_kv: kernel v6 takes at most 2^31 - 129 (its 128-query CTAs index with 32 bits)";
@@ -44,17 +48,9 @@ static const char *v6_refusal(const jattn_problem *p, jattn_precision precision,
     return NULL;
 }
 
-static const char *v1_refusal(const jattn_problem *p, jattn_precision precision, int cc) {
-    (void)p; /* cuda_select checks v1's limits for the whole backend */
-    (void)precision;
-    (void)cc;
+static const char *v1_refusal(const cuda_query *q) {
+    (void)q; /* cuda_select checks v1's limits for the whole backend */
     return NULL;
-}
-
-/* Whether v6 can run this call (the launch contract of attention_sm90.h, which adds the pointers'
- * alignment to what sm90_refusal checked). */
-static int sm90_call_refused(const jattn_cuda_args *a) {
-    return attention_f32_sm90_wgmma_supported(a) != ATTENTION_SM90_SUPPORTED;
 }
 
 /* v6's own device workspace: its split K and V tiles as shared-memory images
@@ -66,9 +62,8 @@ static size_t v6_workspace_bytes(const jattn_problem *p) {
 /* v7 takes every head_dim up to 256 on every device the backend takes (8.0 and newer), any strides,
  * both precisions, and two or more keys (a single key's output is the v row bit for bit, which its
  * split of v is not; v1 runs it). */
-static const char *v7_refusal(const jattn_problem *p, jattn_precision precision, int cc) {
-    (void)precision;
-    (void)cc;
+static const char *v7_refusal(const cuda_query *q) {
+    const jattn_problem *p = q->p;
     if (p->head_dim > JATTN_CUDA_V7_MAX_HEAD_DIM) return "head_dim: kernel v7 takes at most 256";
     if (p->seq_q > JATTN_CUDA_V7_MAX_SEQ || p->seq_kv > JATTN_CUDA_V7_MAX_SEQ)
         return "seq_q/seq_kv: kernel v7 takes at most 2^31 - 129 (its 128-query CTAs index with 32 bits)";
@@ -87,6 +82,7 @@ static size_t v7_workspace_bytes(const jattn_problem *p) {
 /* Names give the method. Numbers 2, 3, 4 and 5 were v2, v3, v4 and v5 (removed: src/cuda/JOURNAL.md). */
 const cuda_version jattn_cuda_versions[JATTN_CUDA_KERNEL_COUNT] = {
     [JATTN_CUDA_KERNEL_V1] = {.name = {"cuda_v1_flash_f32_simt_8x32", "cuda_v1_flash_f32_simt_8x32"},
+                              .features = JATTN_FEATURE_KEY_PADDING,
                               .refusal = v1_refusal,
                               .launch = jattn_cuda_launch_v1},
     /* v6 takes key padding; a problem it refuses runs v7 under AUTO; so does a call with misaligned
@@ -94,22 +90,21 @@ const cuda_version jattn_cuda_versions[JATTN_CUDA_KERNEL_COUNT] = {
      * as its own row says; v4 ran them until it was removed) */
     [JATTN_CUDA_KERNEL_V6] = {.name = {"cuda_v6_flash_f16x2_sm90_fa3_ws_128x64",
                                        "cuda_v6_flash_qk_f16x2_pv_f16_sm90_fa3_ws_128x64"},
+                              .features = JATTN_FEATURE_KEY_PADDING,
                               .refusal = v6_refusal,
-                              .call_refused = sm90_call_refused,
                               .workspace_bytes = v6_workspace_bytes,
                               .launch = jattn_cuda_launch_v6,
-                              .refused_next = FWD(V7),
-                              .call_next = FWD(V7)},
+                              .refused_next = FWD(V7)},
     /* v7 runs every device and head_dim the sm_90a kernels do not; what it refuses (a single key,
      * head_dim above 256) runs v1, forced or not, and so does a call whose workspace the pool cannot
      * give (v1 needs none) */
     [JATTN_CUDA_KERNEL_V7] = {.name = {"cuda_v7_flash_f16x2_mma16n8k16", "cuda_v7_flash_qk_f16x2_pv_f16_mma16n8k16"},
+                              .features = JATTN_FEATURE_KEY_PADDING,
                               .refusal = v7_refusal,
                               .workspace_bytes = v7_workspace_bytes,
                               .launch = jattn_cuda_launch_v7,
                               .refused_next = FWD(V1),
-                              .forced_falls_back = 1,
-                              .call_next = FWD(V1)},
+                              .forced_falls_back = 1},
 };
 
 int jattn_cuda_kernel_exists(jattn_cuda_kernel k) {
@@ -125,9 +120,12 @@ int jattn_cuda_bwd_kernel_exists(jattn_cuda_bwd_kernel k) {
 
 /* The problems of the forward's sm_90a kernels (compute capability 9.0, D 64 or 128, strides of q, k,
  * v, out multiples of 4 elements), f32 precision (tf32 runs v3). */
-static const char *bwd_v2_refusal(const jattn_problem *p, jattn_precision precision, int cc) {
-    if (precision != JATTN_PRECISION_F32) return "precision: the backward v2 runs f32 only (tf32 runs v3)";
-    const char *why = sm90_refusal(p, cc);
+static const char *bwd_v2_refusal(const cuda_query *q) {
+    const jattn_problem *p = q->p;
+    if (q->precision != JATTN_PRECISION_F32) return "precision: the backward v2 runs f32 only (tf32 runs v3)";
+    const char *why = sm90_refusal(p, q->cc);
+    if (why) return why;
+    why = jattn_cuda_bwd_v2_refusal(p, q->grad, q->alignment);
     if (why) return why;
     if (p->batch * p->heads > ATTENTION_SM90_MAX_GRID) return "batch*heads: the backward v2 takes at most 65535";
     /* one key: P = 1 and dq = dk = 0 exactly, which v3 gives (a batch with a single attended key
@@ -142,10 +140,9 @@ static size_t bwd_v2_workspace_bytes(const jattn_problem *p) {
     return jattn_cuda_bwd_v2_workspace_bytes(p->batch, p->heads, p->seq_q, p->seq_kv, p->head_dim);
 }
 
-static const char *bwd_v3_refusal(const jattn_problem *p, jattn_precision precision, int cc) {
-    (void)precision; /* tf32 runs the f32 arithmetic */
-    (void)cc;        /* mma.sync fp16: every device the backend takes (8.0 and newer) */
-    return p->head_dim > JATTN_CUDA_BWD_V3_MAX_HEAD_DIM ? "head_dim: the cuda backward takes at most 256" : NULL;
+static const char *bwd_v3_refusal(const cuda_query *q) {
+    /* tf32 runs the f32 arithmetic; mma.sync fp16: every device the backend takes (8.0 and newer) */
+    return q->p->head_dim > JATTN_CUDA_BWD_V3_MAX_HEAD_DIM ? "head_dim: the cuda backward takes at most 256" : NULL;
 }
 
 static size_t bwd_v3_workspace_bytes(const jattn_problem *p) {
@@ -163,16 +160,15 @@ const cuda_version jattn_cuda_bwd_versions[JATTN_CUDA_BWD_KERNEL_COUNT] = {
      * the version it chose) */
     [JATTN_CUDA_BWD_KERNEL_V2] = {.name = {"cuda_bwd_v2_f16x2_sm90_wgmma", "cuda_bwd_v2_f16x2_sm90_wgmma"},
                                   .refusal = bwd_v2_refusal,
-                                  .call_refused = jattn_cuda_bwd_v2_call_refused,
                                   .workspace_bytes = bwd_v2_workspace_bytes,
                                   .launch = jattn_cuda_launch_bwd_v2,
                                   .refused_next = BWD(V3),
-                                  .forced_falls_back = 1,
-                                  .call_next = BWD(V3)},
+                                  .forced_falls_back = 1},
     /* backward_v3_mma_f16x2.cu: mma.sync m16n8k16 fp16 on 2xFP16 operands (sm_80 and newer), three fp16
      * products per product, S and dP hi*hi in chains of two k16 slices added in fp32; every head_dim up
      * to 256, any strides, key padding, a single key; tf32 runs the f32 arithmetic */
     [JATTN_CUDA_BWD_KERNEL_V3] = {.name = {"cuda_bwd_v3_mma_f16x2", "cuda_bwd_v3_mma_f16x2"},
+                                  .features = JATTN_FEATURE_KEY_PADDING,
                                   .refusal = bwd_v3_refusal,
                                   .workspace_bytes = bwd_v3_workspace_bytes,
                                   .launch = jattn_cuda_launch_bwd_v3},
@@ -180,10 +176,21 @@ const cuda_version jattn_cuda_bwd_versions[JATTN_CUDA_BWD_KERNEL_COUNT] = {
 
 /* ---- the ladders (src/cuda/NOTES.md, "The kernel ladders") ---- */
 
-static const cuda_version *walk_refusals(const cuda_version *ver, int forced, const jattn_problem *p,
-                                         jattn_precision precision, int cc, const char **why) {
+/* Why a version cannot run the query: the first mask part or grouped heads it does not serve, then
+ * its own refusal; NULL when it can. */
+static const char *refusal_of(const cuda_version *ver, const cuda_query *q) {
+    static _Thread_local char why[160];
+    const unsigned missing = q->features & ~ver->features;
+    if (missing) {
+        snprintf(why, sizeof why, "mask: kernel %s does not serve %s", ver->name[0], jattn_feature_name(missing));
+        return why;
+    }
+    return ver->refusal(q);
+}
+
+static const cuda_version *walk_refusals(const cuda_version *ver, int forced, const cuda_query *q, const char **why) {
     for (;;) {
-        const char *no = ver->refusal(p, precision, cc);
+        const char *no = refusal_of(ver, q);
         if (!no) return ver;
         if (!ver->refused_next || (forced && !ver->forced_falls_back)) {
             *why = no;
@@ -201,12 +208,11 @@ static const cuda_version *walk_refusals(const cuda_version *ver, int forced, co
  * 2xFP16: every other head_dim up to 256 on a 9.0 device, every problem up to 256 on the other
  * devices), else v1; and v1 for seq_kv == 1, where it returns the v row bit for bit (weight
  * exp(0)/exp(0) = 1; a split of v would not). */
-const cuda_version *jattn_cuda_forward_version(jattn_cuda_kernel forced, const jattn_problem *p,
-                                               jattn_precision precision, int cc, const char **why) {
+const cuda_version *jattn_cuda_forward_version(jattn_cuda_kernel forced, const cuda_query *q, const char **why) {
     const jattn_cuda_kernel start = forced != JATTN_CUDA_KERNEL_AUTO ? forced
-                                    : p->seq_kv == 1                 ? JATTN_CUDA_KERNEL_V1
+                                    : q->p->seq_kv == 1              ? JATTN_CUDA_KERNEL_V1
                                                                      : JATTN_CUDA_KERNEL_V6;
-    return walk_refusals(&jattn_cuda_versions[start], forced != JATTN_CUDA_KERNEL_AUTO, p, precision, cc, why);
+    return walk_refusals(&jattn_cuda_versions[start], forced != JATTN_CUDA_KERNEL_AUTO, q, why);
 }
 
 /* AUTO starts at v2 since its H200 run (bench/results/h200-2026-12-02-bwd-v2/call2): test_backward
@@ -215,13 +221,7 @@ const cuda_version *jattn_cuda_forward_version(jattn_cuda_kernel forced, const j
  * backward at (1,24,S,128), S = 1536 / 4608 / 16384 (the backward v1 then: 0.27x / 0.30x). v2 refuses
  * tf32 and what its kernels cannot run, and falls back to v3 (mma.sync 2xFP16, every device, head_dim
  * up to 256) forced or not. */
-const cuda_version *jattn_cuda_backward_version(jattn_cuda_bwd_kernel forced, const jattn_problem *p,
-                                                jattn_precision precision, int cc, const char **why) {
+const cuda_version *jattn_cuda_backward_version(jattn_cuda_bwd_kernel forced, const cuda_query *q, const char **why) {
     const jattn_cuda_bwd_kernel start = forced != JATTN_CUDA_BWD_KERNEL_AUTO ? forced : JATTN_CUDA_BWD_KERNEL_V2;
-    return walk_refusals(&jattn_cuda_bwd_versions[start], forced != JATTN_CUDA_BWD_KERNEL_AUTO, p, precision, cc, why);
-}
-
-const cuda_version *jattn_cuda_call_version(const cuda_version *ver, const jattn_cuda_args *a) {
-    while (ver->call_refused && ver->call_refused(a)) ver = ver->call_next;
-    return ver;
+    return walk_refusals(&jattn_cuda_bwd_versions[start], forced != JATTN_CUDA_BWD_KERNEL_AUTO, q, why);
 }

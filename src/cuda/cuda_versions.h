@@ -8,29 +8,40 @@
 
 #include <stddef.h>
 
-#include "jattn.h"
+#include "../backend.h" /* JATTN_FEATURE_* */
 #include "cuda_internal.h"
+#include "jattn.h"
+
+/* A problem as the ladders ask about it: what a plan knows before its runs (src/backend.h,
+ * struct jattn_plan): the problem (kv_heads resolved), the backward's gradient strides (NULL in the
+ * forward), the precision, the device's compute capability (10 major + minor), the mask parts and
+ * grouped heads of the plan (JATTN_FEATURE_* bits) and the byte alignment of every data pointer of
+ * its runs. A version decides from these alone, so the version a plan names is the one that runs. */
+typedef struct cuda_query {
+    const jattn_problem *p;
+    const jattn_grad_strides *grad;
+    jattn_precision precision;
+    int cc;
+    unsigned features;
+    size_t alignment;
+} cuda_query;
 
 /* One kernel version, forward or backward, as the backend knows it: its descriptor. The plan of a
  * call points at one. */
 typedef struct cuda_version {
     const char *name[2]; /* the reported name, by jattn_precision (F32, TF32) */
-    /* Why it cannot run a problem in this precision on a device of compute capability cc (a
-     * message), or NULL. */
-    const char *(*refusal)(const jattn_problem *p, jattn_precision precision, int cc);
-    /* Whether it cannot run this call (what only the launch knows: pointers, padding); NULL: never. */
-    int (*call_refused)(const jattn_cuda_args *a);
-    /* Its own device workspace (after the padding region); NULL: none. */
+    unsigned features;   /* the mask parts and grouped heads it serves (JATTN_FEATURE_* bits) */
+    /* Why it cannot run the query's problem (a message), or NULL; a feature outside `features` is
+     * refused before this is asked. */
+    const char *(*refusal)(const cuda_query *q);
+    /* Its own device workspace (after the mask region); NULL: none. */
     size_t (*workspace_bytes)(const jattn_problem *p);
     /* Its launcher (cuda_internal.h): @return a cudaError_t as int. */
     int (*launch)(const jattn_cuda_args *a, void *workspace, void *stream);
-    /* Fallbacks, versions of the same table. select: a problem this version refuses goes to
-     * `refused_next` (always for AUTO; for a forced version only when `forced_falls_back`, else the
-     * forced choice fails, naming why). launch: a call it refuses, or (forward) whose workspace the
-     * pool cannot give, runs `call_next`. NULL: none. */
+    /* A problem this version refuses goes to `refused_next` (always for AUTO; for a forced version
+     * only when `forced_falls_back`, else the forced choice fails, naming why). NULL: none. */
     const struct cuda_version *refused_next;
     int forced_falls_back;
-    const struct cuda_version *call_next;
 } cuda_version;
 
 /* The forward's versions, by jattn_cuda_kernel (the numbers of removed versions: all NULL). */
@@ -43,15 +54,8 @@ extern const cuda_version jattn_cuda_bwd_versions[JATTN_CUDA_BWD_KERNEL_COUNT];
  * the version forced (JATTN_CUDA_KERNEL, JATTN_CUDA_BWD_KERNEL), or AUTO. The version is the forced one
  * or AUTO's first, walked along its refusal fallbacks (refused_next) to the first that takes the
  * problem; a forced version stays as forced or fails, but where its descriptor says forced_falls_back.
- * cc: the device's compute capability (10 major + minor).
  * @return the version, or NULL with *why the last refusal. */
-const cuda_version *jattn_cuda_forward_version(jattn_cuda_kernel forced, const jattn_problem *p,
-                                               jattn_precision precision, int cc, const char **why);
-const cuda_version *jattn_cuda_backward_version(jattn_cuda_bwd_kernel forced, const jattn_problem *p,
-                                                jattn_precision precision, int cc, const char **why);
-
-/* The version that runs a call: `ver`, or the first of its call fallbacks (call_next) that does not
- * refuse the call (what only the launch knows: pointers, padding). */
-const cuda_version *jattn_cuda_call_version(const cuda_version *ver, const jattn_cuda_args *a);
+const cuda_version *jattn_cuda_forward_version(jattn_cuda_kernel forced, const cuda_query *q, const char **why);
+const cuda_version *jattn_cuda_backward_version(jattn_cuda_bwd_kernel forced, const cuda_query *q, const char **why);
 
 #endif /* JATTN_CUDA_VERSIONS_H */

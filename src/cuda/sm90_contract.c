@@ -41,6 +41,21 @@ attention_sm90_support attention_f32_sm90_wgmma_supported(const jattn_cuda_args 
     return ATTENTION_SM90_SUPPORTED;
 }
 
+const char *jattn_cuda_bwd_v2_refusal(const jattn_problem *p, const jattn_grad_strides *grad, size_t alignment) {
+    if (alignment < ATTENTION_SM90_ALIGN_BYTES)
+        return "alignment: the backward v2 moves every tensor in 16-byte units (exec.alignment below 16)";
+    const jattn_strides s[4] = {grad->dout, grad->dq, grad->dk, grad->dv};
+    for (int i = 0; i < 4; ++i) {
+        const jattn_cuda_strides c = {s[i].batch, s[i].head, s[i].token};
+        if (!stride_ok(c))
+            return "grad strides: the backward v2 needs every stride of dout, dq, dk, dv a multiple of 4 elements";
+    }
+    /* its CTAs run two 64-row records (backward_v2_records.cuh) and index rows with 32 bits */
+    if (p->seq_q > INT32_MAX - 2 * ATTENTION_SM90_TILE || p->seq_kv > INT32_MAX - 2 * ATTENTION_SM90_TILE)
+        return "seq_q/seq_kv: the backward v2 takes at most 2^31 - 129";
+    return NULL;
+}
+
 int jattn_cuda_bwd_v2_call_refused(const jattn_cuda_args *a) {
     if (a->precision != JATTN_PRECISION_F32 || a->kv_count || (a->head_dim != 64 && a->head_dim != 128)) return 1;
     if (a->batch * a->heads > ATTENTION_SM90_MAX_GRID || a->heads > ATTENTION_SM90_MAX_GRID ||

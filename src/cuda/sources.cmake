@@ -35,6 +35,7 @@ if(_jattn_cuda_build)
     ${CMAKE_CURRENT_LIST_DIR}/cuda_backend.c
     ${CMAKE_CURRENT_LIST_DIR}/cuda_versions.c
     ${CMAKE_CURRENT_LIST_DIR}/sm90_contract.c
+    ${CMAKE_CURRENT_LIST_DIR}/empty_fill.cu
     ${CMAKE_CURRENT_LIST_DIR}/key_padding.cu
     ${CMAKE_CURRENT_LIST_DIR}/attention_v1_simt.cu
     ${CMAKE_CURRENT_LIST_DIR}/attention_v6_split_kv_f16x2.cu
