@@ -370,7 +370,10 @@ static int device_pointers; /* the device part: bcase_run through device copies 
 
 /* The backward of a case through device copies of every array (guards included) on a stream of
  * the test's, with a caller workspace in device memory; graph: captured into a CUDA graph and
- * launched twice instead of called. The gradients (whole allocations) are copied back. */
+ * launched twice instead of called. The gradients (whole allocations) are copied back. Every copy
+ * to the device is made on that stream (cudaMemcpyAsync), so the call is ordered after it: the stream
+ * is non-blocking, and a cudaMemcpy from pageable memory on the legacy stream may return before its
+ * DMA lands (issue 37: all-zero gradients under load). */
 static jattn_status bcase_run_device(bcase *bc, const jattn_exec *e0, const jattn_key_padding *kp, int graph) {
     const jattn_problem *p = &bc->c.p;
     const int64_t nl = p->batch * p->heads * p->seq_q;
@@ -392,24 +395,25 @@ static jattn_status bcase_run_device(bcase *bc, const jattn_exec *e0, const jatt
     for (int i = 0; i < 7; i++)
         if (n_in[i]) {
             CUDA_TRY(cudaMalloc((void **)&d_in[i], (size_t)n_in[i] * sizeof(float)));
-            CUDA_TRY(cudaMemcpy(d_in[i], host_in[i], (size_t)n_in[i] * sizeof(float), cudaMemcpyHostToDevice));
+            CUDA_TRY(cudaMemcpyAsync(d_in[i], host_in[i], (size_t)n_in[i] * sizeof(float), cudaMemcpyHostToDevice, s));
         }
     for (int i = 0; i < 3; i++) {
         CUDA_TRY(cudaMalloc((void **)&d_grad[i], (size_t)grads[i]->n * sizeof(float)));
-        CUDA_TRY(cudaMemcpy(d_grad[i], grads[i]->base, (size_t)grads[i]->n * sizeof(float), cudaMemcpyHostToDevice));
+        CUDA_TRY(
+            cudaMemcpyAsync(d_grad[i], grads[i]->base, (size_t)grads[i]->n * sizeof(float), cudaMemcpyHostToDevice, s));
     }
     if (kp) {
         dkp = *kp;
         if (kp->kv_len) {
             CUDA_TRY(cudaMalloc((void **)&d_len, (size_t)p->batch * sizeof(int64_t)));
-            CUDA_TRY(cudaMemcpy(d_len, kp->kv_len, (size_t)p->batch * sizeof(int64_t), cudaMemcpyHostToDevice));
+            CUDA_TRY(cudaMemcpyAsync(d_len, kp->kv_len, (size_t)p->batch * sizeof(int64_t), cudaMemcpyHostToDevice, s));
             dkp.kv_len = d_len;
         }
         if (kp->mask) {
             const int64_t stride = kp->mask_batch_stride ? kp->mask_batch_stride : kp->mask_keys;
             const size_t n = (size_t)((kp->mask_batch - 1) * stride + kp->mask_keys);
             CUDA_TRY(cudaMalloc((void **)&d_mask, n));
-            CUDA_TRY(cudaMemcpy(d_mask, kp->mask, n, cudaMemcpyHostToDevice));
+            CUDA_TRY(cudaMemcpyAsync(d_mask, kp->mask, n, cudaMemcpyHostToDevice, s));
             dkp.mask = d_mask;
         }
     }
@@ -435,7 +439,7 @@ static jattn_status bcase_run_device(bcase *bc, const jattn_exec *e0, const jatt
     }
     if (st != JATTN_OK) goto done;
     CUDA_TRY(cudaStreamSynchronize(s));
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 3; i++) /* after the stream's work (synchronised above) */
         CUDA_TRY(cudaMemcpy(grads[i]->base, d_grad[i], (size_t)grads[i]->n * sizeof(float), cudaMemcpyDeviceToHost));
 done:
     if (ge) (void)cudaGraphExecDestroy(ge);
