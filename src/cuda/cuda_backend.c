@@ -149,10 +149,48 @@ static size_t cuda_workspace_size(const jattn_problem *p, const jattn_exec *e, c
 
 /* ---- launch ----------------------------------------------------------------------------- */
 
+/* A failed CUDA call: JATTN_ERROR_OUT_OF_MEMORY where the device had no memory for it (a workspace
+ * from the stream-ordered pool), else JATTN_ERROR_CUDA; the message names the call and the error. */
 static jattn_status cuda_fail(cudaError_t err, const char *what) {
     (void)cudaGetLastError(); /* clear a non-sticky error */
-    return jattn_fail(JATTN_ERROR_CUDA, "cuda: %s failed: %s (%s)", what, cudaGetErrorName(err),
-                      cudaGetErrorString(err));
+    return jattn_fail(err == cudaErrorMemoryAllocation ? JATTN_ERROR_OUT_OF_MEMORY : JATTN_ERROR_CUDA,
+                      "cuda: %s failed: %s (%s)", what, cudaGetErrorName(err), cudaGetErrorString(err));
+}
+
+/* What only a call knows (jattn_select sees no stream), checked before anything is enqueued, so that a
+ * refused call writes nothing and leaves a capture intact:
+ *  - a stream of another device than the current one: the call's pointers and kernels are the current
+ *    device's, and a kernel launched into another device's stream fails (CUDA 12.8 and newer say which
+ *    device a stream belongs to; with an older runtime the launch's error reports it);
+ *  - host pointers on a stream being captured into a CUDA graph (or on the legacy stream while another
+ *    stream of the device is captured): the host path copies through a device buffer it may allocate
+ *    and synchronises, which a capture cannot record (it would be invalidated). */
+static jattn_status check_call_stream(void *stream_ptr, jattn_memory memory) {
+    cudaStream_t stream = (cudaStream_t)stream_ptr;
+#if CUDART_VERSION >= 12080
+    int dev = 0, sdev = 0;
+    if (stream && cudaGetDevice(&dev) == cudaSuccess && cudaStreamGetDevice(stream, &sdev) == cudaSuccess) {
+        if (sdev != dev)
+            return jattn_fail(JATTN_ERROR_INVALID_ARGUMENT,
+                              "exec.cuda_stream: a stream of device %d, but the current device is %d (the call runs "
+                              "on the current device: cudaSetDevice(%d) first)",
+                              sdev, dev, sdev);
+    } else {
+        (void)cudaGetLastError();
+    }
+#endif
+    if (memory == JATTN_MEMORY_HOST) {
+        enum cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+        const cudaError_t err = cudaStreamIsCapturing(stream, &capture);
+        if (err == cudaErrorStreamCaptureImplicit || (err == cudaSuccess && capture != cudaStreamCaptureStatusNone))
+            return jattn_fail(JATTN_ERROR_INVALID_ARGUMENT,
+                              "exec.memory: host pointers while %s is captured into a CUDA graph (the host path "
+                              "copies and synchronises, which a capture cannot record): pass device pointers "
+                              "(JATTN_MEMORY_DEVICE)",
+                              err == cudaSuccess ? "exec.cuda_stream" : "a stream of the device");
+        if (err != cudaSuccess) (void)cudaGetLastError();
+    }
+    return JATTN_OK;
 }
 
 /* The padding of a call on the device: kv_len and mask device pointers (the caller's, or the
@@ -399,6 +437,8 @@ static jattn_status forward_host(const jattn_call *c, const jattn_plan *plan) {
 }
 
 static jattn_status cuda_forward(const jattn_call *c, const jattn_plan *plan) {
+    const jattn_status st = check_call_stream(c->cuda_stream, c->memory);
+    if (st != JATTN_OK) return st;
     if (c->memory == JATTN_MEMORY_DEVICE) {
         device_padding pad = {.kv_len = c->kv_len, .mask = c->mask};
         return launch(c, plan, c->q, c->k, c->v, c->out, c->lse, c->workspace, &pad);
@@ -556,6 +596,8 @@ static jattn_status backward_host(const jattn_call *c, const jattn_plan *plan) {
 }
 
 static jattn_status cuda_backward(const jattn_call *c, const jattn_plan *plan) {
+    const jattn_status st = check_call_stream(c->cuda_stream, c->memory);
+    if (st != JATTN_OK) return st;
     if (c->memory == JATTN_MEMORY_DEVICE) {
         const bwd_pointers x = {.q = c->q,
                                 .k = c->k,
