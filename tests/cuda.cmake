@@ -14,6 +14,9 @@ if(JATTN_CUDA_ENABLED)
   jattn_add_test(test_cuda_threads SOURCES test_cuda_threads.c LIBS CUDA::cudart Threads::Threads)
   jattn_add_test(test_cuda_faults SOURCES test_cuda_faults.c LIBS CUDA::cudart)
   set_tests_properties(test_cuda_faults PROPERTIES RUN_SERIAL ON)
+  # the sweep with the CUDA runtime linked: its device-memory and graph draws
+  target_link_libraries(test_sweep PRIVATE CUDA::cudart)
+  target_compile_definitions(test_sweep PRIVATE JATTN_TEST_SWEEP_CUDA=1)
 endif()
 # The backward on the cuda backend (test_backward_cuda, registered with every backend in
 # CMakeLists.txt): test_backward's battery (host pointers) and tf32 part, and with the CUDA runtime
