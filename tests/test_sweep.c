@@ -8,7 +8,8 @@
  * read). The reference is this file's own (float64 scores, softmax, out, lse and gradients, key padding
  * applied), so the ref backend is checked too.
  *
- * A draw: head_dim 1..256 (64 and 128 often: the Hopper kernels), a sequence of 1..~500 tokens, then each
+ * A draw: head_dim 1..256 (64 and 128 often: the Hopper kernels), a sequence of 1..512 tokens (2048 with a
+ * budget of 1e7 and more), then each
  * feature of `features` with its probability where it applies (cross-attention, batch, heads, layouts,
  * key lengths, masks, lse, the backward, dlse, tf32, device memory, CUDA graph capture, a caller
  * workspace, a context), a distribution (uniform, normal, peaky, large; the backward's not large: the
@@ -101,8 +102,10 @@ static int64_t log_uniform(jt_rng *r, int64_t lo, int64_t hi) {
     return v < lo ? lo : v > hi ? hi : v;
 }
 
+static int64_t max_seq = 512; /* 2048 with a budget of 1e7 and more (main) */
+
 static void f_cross(draw *d, jt_rng *r) {
-    d->Skv = log_uniform(r, 1, 512);
+    d->Skv = log_uniform(r, 1, max_seq);
     if (d->Skv == d->Sq) d->Skv = d->Sq > 1 ? d->Sq - 1 : 2;
 }
 static void f_batch(draw *d, jt_rng *r) { d->B = 2 + (int64_t)(jt_uniform(r) * 2); }
@@ -165,7 +168,7 @@ static void draw_one(draw *d, const offer *o, jt_rng *r, double budget, int hit[
     memset(d, 0, sizeof *d);
     d->B = 1, d->H = 1;
     d->D = jt_uniform(r) < 0.5 ? common_dims[(size_t)(jt_uniform(r) * 10)] : log_uniform(r, 1, 256);
-    d->Sq = d->Skv = log_uniform(r, 1, 512);
+    d->Sq = d->Skv = log_uniform(r, 1, max_seq);
     d->lay_in = L_FLUX, d->lay_out = L_FLUX;
     for (int f = 0; f < N_FEATURES; f++) {
         const feature *ft = &features[f];
@@ -732,6 +735,7 @@ int main(int argc, char **argv) {
     if (jt_backend_arg(argc, argv, "cpu", 0, "[DRAWS [BUDGET]]", &backend)) return 2;
     const int draws = argc > 2 ? atoi(argv[2]) : 120;
     const double budget = argc > 3 ? atof(argv[3]) : 2e6;
+    if (budget >= 1e7) max_seq = 2048;
     const char *name = jattn_backend_name(backend);
     if (!jt_backend_present(backend)) {
         printf("SKIP: backend %s is not present in this build or on this machine\n", name);
