@@ -169,26 +169,28 @@ static jattn_status check_call_stream(void *stream_ptr, jattn_memory memory) {
     cudaStream_t stream = (cudaStream_t)stream_ptr;
 #if CUDART_VERSION >= 12080
     int dev = 0, sdev = 0;
-    if (stream && cudaGetDevice(&dev) == cudaSuccess && cudaStreamGetDevice(stream, &sdev) == cudaSuccess) {
-        if (sdev != dev)
-            return jattn_fail(JATTN_ERROR_INVALID_ARGUMENT,
-                              "exec.cuda_stream: a stream of device %d, but the current device is %d (the call runs "
-                              "on the current device: cudaSetDevice(%d) first)",
-                              sdev, dev, sdev);
-    } else {
-        (void)cudaGetLastError();
+    if (stream) { /* NULL: the legacy stream, the current device's */
+        if (cudaGetDevice(&dev) == cudaSuccess && cudaStreamGetDevice(stream, &sdev) == cudaSuccess) {
+            if (sdev != dev)
+                return jattn_fail(JATTN_ERROR_INVALID_ARGUMENT,
+                                  "exec.cuda_stream: a stream of device %d, but the current device is %d (the call "
+                                  "runs on the current device: cudaSetDevice(%d) first)",
+                                  sdev, dev, sdev);
+        } else {
+            (void)cudaGetLastError(); /* not asked: the launch reports a bad stream */
+        }
     }
 #endif
     if (memory == JATTN_MEMORY_HOST) {
         enum cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
         const cudaError_t err = cudaStreamIsCapturing(stream, &capture);
+        if (err != cudaSuccess) (void)cudaGetLastError(); /* so that no later cudaGetLastError reports it */
         if (err == cudaErrorStreamCaptureImplicit || (err == cudaSuccess && capture != cudaStreamCaptureStatusNone))
             return jattn_fail(JATTN_ERROR_INVALID_ARGUMENT,
                               "exec.memory: host pointers while %s is captured into a CUDA graph (the host path "
                               "copies and synchronises, which a capture cannot record): pass device pointers "
                               "(JATTN_MEMORY_DEVICE)",
                               err == cudaSuccess ? "exec.cuda_stream" : "a stream of the device");
-        if (err != cudaSuccess) (void)cudaGetLastError();
     }
     return JATTN_OK;
 }
