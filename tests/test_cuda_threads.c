@@ -4,6 +4,9 @@
  * together: a forward and a backward on host pointers through its context, and a forward and a backward
  * on device pointers on its own non-blocking stream (its inputs copied on that stream, its outputs
  * poisoned on it; half the threads give a caller workspace, half let the call take one from the pool).
+ * Each round also runs two plans every thread shares (a forward and a backward of one problem, made once:
+ * jattn.h says a plan may be run by any number of threads at once), on the thread's own device copies of
+ * that problem's inputs, on its stream, with its workspace or the pool.
  * Every result is checked against the float64 reference (the ref backend, before the threads start: the
  * forward's out and lse, and the backward of those) under the gate, outputs poisoned (NaN) before each
  * call and every element checked; and every round must give the bits of the thread's first round on the
@@ -21,9 +24,20 @@
 
 #include "harness.h"
 
-enum { MAX_THREADS = 64, CALLS = 4 };
-enum { FWD_HOST, BWD_HOST, FWD_DEVICE, BWD_DEVICE };
-static const char *const call_names[CALLS] = {"forward host", "backward host", "forward device", "backward device"};
+enum { MAX_THREADS = 64, CALLS = 6 };
+enum { FWD_HOST, BWD_HOST, FWD_DEVICE, BWD_DEVICE, FWD_PLAN, BWD_PLAN };
+static const char *const call_names[CALLS] = {"forward host",    "backward host",       "forward device",
+                                              "backward device", "shared forward plan", "shared backward plan"};
+
+/* The plans every thread runs at once (jattn.h: a plan is immutable, any number of threads may run it),
+ * each thread on device copies of its own of the plans' problem's inputs, on its stream. */
+static struct shared {
+    jattn_problem p;
+    jattn_plan *fwd, *bwd;
+    int64_t nq, nk, nl;
+    float *q, *k, *v, *dout, *dlse;      /* inputs */
+    float *ref_out, *ref_lse, *ref_g[3]; /* the reference (ref_out, ref_lse: the backward's inputs) */
+} sh;
 
 typedef struct shape {
     int64_t B, H, Sq, Skv, D;
@@ -49,6 +63,7 @@ typedef struct job {
     float *ref_out, *ref_lse, *ref_dq, *ref_dk, *ref_dv; /* the float64 reference, rounded once */
     float *out, *lse, *dq, *dk, *dv;                     /* host results */
     float *first[CALLS][3];                              /* the first round's bits: out (or dq, dk, dv) */
+    float *sh_out, *sh_lse, *sh_g[3];                    /* host results of the shared plans */
     int caller_ws;
     int passed, failed;
     char why[300];
@@ -130,6 +145,8 @@ static void job_free(job *j) {
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free(all[i]);
     for (int c = 0; c < CALLS; c++)
         for (int t = 0; t < 3; t++) free(j->first[c][t]);
+    free(j->sh_out), free(j->sh_lse);
+    for (int t = 0; t < 3; t++) free(j->sh_g[t]);
 }
 
 /* The gate on one result; and its bits against the first round's (kept on the first). */
@@ -165,6 +182,9 @@ static void check(job *j, int call, int which, const float *got, const float *re
  * forward's results (fo, fl) and the gradients. */
 typedef struct dev {
     float *q, *k, *v, *out, *lse, *dout, *dlse, *dq, *dk, *dv, *fo, *fl;
+    float *sh[12]; /* the shared plans' problem: the same twelve arrays */
+    void *sh_ws;   /* its workspace (caller_ws threads) */
+    size_t sh_ws_bytes;
     int64_t *kv_len;
     void *ws;
     size_t ws_bytes;
@@ -192,6 +212,23 @@ static int dev_init(job *j, dev *d, cudaStream_t s) {
         CUDA_GO(cudaMalloc((void **)&d->kv_len, sizeof j->kv_len));
         CUDA_GO(cudaMemcpyAsync(d->kv_len, j->kv_len, sizeof j->kv_len, cudaMemcpyHostToDevice, s));
     }
+    /* the shared plans' problem: inputs as `sh`, on this thread's stream */
+    const int64_t m[12] = {sh.nq, sh.nk, sh.nk, sh.nq, sh.nl, sh.nq, sh.nl, sh.nq, sh.nk, sh.nk, sh.nq, sh.nl};
+    const float *shost[7] = {sh.q, sh.k, sh.v, sh.ref_out, sh.ref_lse, sh.dout, sh.dlse};
+    for (int i = 0; i < 12; i++) CUDA_GO(cudaMalloc((void **)&d->sh[i], (size_t)m[i] * sizeof(float)));
+    for (int i = 0; i < 7; i++)
+        CUDA_GO(cudaMemcpyAsync(d->sh[i], shost[i], (size_t)m[i] * sizeof(float), cudaMemcpyHostToDevice, s));
+    if (j->caller_ws) {
+        const size_t a = jattn_plan_workspace_size(sh.fwd), b = jattn_plan_workspace_size(sh.bwd);
+        d->sh_ws_bytes = a > b ? a : b;
+        if (d->sh_ws_bytes) CUDA_GO(cudaMalloc(&d->sh_ws, d->sh_ws_bytes));
+    }
+    j->sh_out = malloc((size_t)sh.nq * sizeof(float)), j->sh_lse = malloc((size_t)sh.nl * sizeof(float));
+    for (int t = 0; t < 3; t++) j->sh_g[t] = malloc((size_t)(t ? sh.nk : sh.nq) * sizeof(float));
+    if (!j->sh_out || !j->sh_lse || !j->sh_g[0] || !j->sh_g[1] || !j->sh_g[2]) {
+        fail(j, "allocation", "host results of the shared plans");
+        return -1;
+    }
     if (j->caller_ws) {
         jattn_exec e = {0};
         e.backend = JATTN_BACKEND_CUDA;
@@ -212,6 +249,42 @@ static void dev_free(dev *d) {
     void *all[] = {d->q,  d->k,  d->v,  d->out, d->lse, d->dout,   d->dlse,
                    d->dq, d->dk, d->dv, d->fo,  d->fl,  d->kv_len, d->ws};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) (void)cudaFree(all[i]);
+    for (int i = 0; i < 12; i++) (void)cudaFree(d->sh[i]);
+    (void)cudaFree(d->sh_ws);
+}
+
+/* A run of a shared plan on this thread's copies (dq, dk, dv and the forward's out, lse: sh[7..11]). */
+static int plan_call(job *j, int call, dev *d, cudaStream_t s) {
+    float **x = d->sh;
+    jattn_status st;
+    if (call == FWD_PLAN) {
+        CUDA_GO(cudaMemsetAsync(x[10], 0xFF, (size_t)sh.nq * sizeof(float), s));
+        CUDA_GO(cudaMemsetAsync(x[11], 0xFF, (size_t)sh.nl * sizeof(float), s));
+        st = jattn_plan_forward(sh.fwd, NULL, s, d->sh_ws, d->sh_ws_bytes, x[0], x[1], x[2], NULL, x[10], x[11]);
+    } else {
+        for (int t = 0; t < 3; t++)
+            CUDA_GO(cudaMemsetAsync(x[7 + t], 0xFF, (size_t)(t ? sh.nk : sh.nq) * sizeof(float), s));
+        st = jattn_plan_backward(sh.bwd, NULL, s, d->sh_ws, d->sh_ws_bytes, x[0], x[1], x[2], x[3], x[4], x[5], x[6],
+                                 NULL, x[7], x[8], x[9]);
+    }
+    if (st != JATTN_OK) {
+        fail(j, call_names[call], jattn_last_error());
+        return -1;
+    }
+    CUDA_GO(cudaStreamSynchronize(s));
+    if (call == FWD_PLAN) {
+        CUDA_GO(cudaMemcpy(j->sh_out, x[10], (size_t)sh.nq * sizeof(float), cudaMemcpyDeviceToHost));
+        CUDA_GO(cudaMemcpy(j->sh_lse, x[11], (size_t)sh.nl * sizeof(float), cudaMemcpyDeviceToHost));
+        check(j, call, 0, j->sh_out, sh.ref_out, sh.nq, 0);
+        check(j, call, 1, j->sh_lse, sh.ref_lse, sh.nl, 0);
+    } else {
+        for (int t = 0; t < 3; t++) {
+            CUDA_GO(
+                cudaMemcpy(j->sh_g[t], x[7 + t], (size_t)(t ? sh.nk : sh.nq) * sizeof(float), cudaMemcpyDeviceToHost));
+            check(j, call, t, j->sh_g[t], sh.ref_g[t], t ? sh.nk : sh.nq, 1);
+        }
+    }
+    return 0;
 }
 
 /* One call of path `call`; the results into the host arrays (poisoned first), then checked. */
@@ -292,7 +365,7 @@ static void *worker(void *arg) {
     jt_rng r;
     jt_rng_init(&r, jt_seed() ^ (uint64_t)(j->index + 1) * 0x9E3779B97F4A7C15ull);
     for (int round = 0; round < j->rounds && ready; round++) {
-        int order[CALLS] = {0, 1, 2, 3};
+        int order[CALLS] = {0, 1, 2, 3, 4, 5};
         for (int i = CALLS - 1; i > 0; i--) { /* an order of its own each round */
             const int k = (int)(jt_uniform(&r) * (i + 1)), t = order[i];
             order[i] = order[k], order[k] = t;
@@ -306,13 +379,43 @@ static void *worker(void *arg) {
             if (jattn_forward(ctx, &bad, &e, j->q, j->k, j->v, j->out, NULL) != JATTN_ERROR_INVALID_DIMENSION ||
                 strncmp(jattn_last_error(), "head_dim", 8) != 0)
                 fail(j, "a failing call's message", jattn_last_error());
-            one_call(j, order[i], ctx, &d, s);
+            if (order[i] >= FWD_PLAN)
+                plan_call(j, order[i], &d, s);
+            else
+                one_call(j, order[i], ctx, &d, s);
         }
     }
     dev_free(&d);
     if (s) (void)cudaStreamDestroy(s);
     jattn_ctx_free(ctx);
     return NULL;
+}
+
+/* The shared plans' problem, its inputs and reference, and the plans (device memory). @return 0 on success. */
+static int shared_init(jt_rng *r) {
+    sh.p = jattn_problem_flux(1, 4, 200, 300, 128);
+    sh.nq = 4 * 200 * 128, sh.nk = 4 * 300 * 128, sh.nl = 4 * 200;
+    float **in[5] = {&sh.q, &sh.k, &sh.v, &sh.dout, &sh.dlse};
+    const int64_t n[5] = {sh.nq, sh.nk, sh.nk, sh.nq, sh.nl};
+    for (int i = 0; i < 5; i++) {
+        if (!(*in[i] = alloc_f(n[i]))) return -1;
+        fill_normal(*in[i], n[i], r);
+    }
+    sh.ref_out = alloc_f(sh.nq), sh.ref_lse = alloc_f(sh.nl);
+    for (int t = 0; t < 3; t++) sh.ref_g[t] = alloc_f(t ? sh.nk : sh.nq);
+    if (!sh.ref_out || !sh.ref_lse || !sh.ref_g[0] || !sh.ref_g[1] || !sh.ref_g[2]) return -1;
+    jattn_exec e = {0};
+    e.backend = JATTN_BACKEND_REF;
+    jattn_status st = jattn_forward(NULL, &sh.p, &e, sh.q, sh.k, sh.v, sh.ref_out, sh.ref_lse);
+    if (st == JATTN_OK)
+        st = jattn_backward(NULL, &sh.p, NULL, &e, sh.q, sh.k, sh.v, sh.ref_out, sh.ref_lse, sh.dout, sh.dlse, NULL,
+                            sh.ref_g[0], sh.ref_g[1], sh.ref_g[2]);
+    e.backend = JATTN_BACKEND_CUDA;
+    e.memory = JATTN_MEMORY_DEVICE;
+    if (st == JATTN_OK) st = jattn_plan_create(&sh.fwd, JATTN_PASS_FORWARD, &sh.p, NULL, NULL, &e);
+    if (st == JATTN_OK) st = jattn_plan_create(&sh.bwd, JATTN_PASS_BACKWARD, &sh.p, NULL, NULL, &e);
+    if (st != JATTN_OK) printf("FAIL the shared plans: %s: %s\n", jattn_status_name(st), jattn_last_error());
+    return st == JATTN_OK ? 0 : -1;
 }
 
 int main(int argc, char **argv) {
@@ -328,6 +431,7 @@ int main(int argc, char **argv) {
     jt_rng rng;
     jt_rng_init(&rng, jt_seed() ^ 0x7A5EDull);
     jt_tally tally = {0};
+    if (shared_init(&rng) != 0) return 1;
     for (int t = 0; t < threads; t++) {
         job_init(&jobs[t], t, rounds, &rng);
         if (job_prepare(&jobs[t], &rng) != 0) {
@@ -351,6 +455,9 @@ int main(int argc, char **argv) {
         tally.failed += j->failed;
         job_free(&jobs[t]);
     }
+    jattn_plan_free(sh.fwd), jattn_plan_free(sh.bwd);
+    float *all[] = {sh.q, sh.k, sh.v, sh.dout, sh.dlse, sh.ref_out, sh.ref_lse, sh.ref_g[0], sh.ref_g[1], sh.ref_g[2]};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free(all[i]);
     char title[64];
     snprintf(title, sizeof title, "test_cuda_threads (%d threads, %d rounds)", threads, rounds);
     return jt_tally_finish(&tally, title);
