@@ -165,20 +165,26 @@ static jattn_status cuda_fail(cudaError_t err, const char *what) {
  *  - host pointers on a stream being captured into a CUDA graph (or on the legacy stream while another
  *    stream of the device is captured): the host path copies through a device buffer it may allocate
  *    and synchronises, which a capture cannot record (it would be invalidated). */
+/* The last stream found to be the current device's on this thread: a plan's runs on one stream ask the
+ * driver once (a stream destroyed and another created at the same address on another device is not asked
+ * again: its kernels' launch fails, JATTN_ERROR_CUDA). */
+static _Thread_local void *checked_stream;
+static _Thread_local int checked_device = -1;
+
 static jattn_status check_call_stream(void *stream_ptr, jattn_memory memory) {
     cudaStream_t stream = (cudaStream_t)stream_ptr;
 #if CUDART_VERSION >= 12080
-    int dev = 0, sdev = 0;
-    if (stream) { /* NULL: the legacy stream, the current device's */
-        if (cudaGetDevice(&dev) == cudaSuccess && cudaStreamGetDevice(stream, &sdev) == cudaSuccess) {
-            if (sdev != dev)
-                return jattn_fail(JATTN_ERROR_INVALID_ARGUMENT,
-                                  "exec.cuda_stream: a stream of device %d, but the current device is %d (the call "
-                                  "runs on the current device: cudaSetDevice(%d) first)",
-                                  sdev, dev, sdev);
-        } else {
-            (void)cudaGetLastError(); /* not asked: the launch reports a bad stream */
-        }
+    int dev = 0, sdev = 0; /* NULL, the legacy stream, is the current device's */
+    if (stream && cudaGetDevice(&dev) == cudaSuccess && (stream_ptr != checked_stream || dev != checked_device)) {
+        if (cudaStreamGetDevice(stream, &sdev) != cudaSuccess)
+            (void)cudaGetLastError(); /* not known: the launch reports a bad stream */
+        else if (sdev != dev)
+            return jattn_fail(JATTN_ERROR_INVALID_ARGUMENT,
+                              "exec.cuda_stream: a stream of device %d, but the current device is %d (the call runs "
+                              "on the current device: cudaSetDevice(%d) first)",
+                              sdev, dev, sdev);
+        else
+            checked_stream = stream_ptr, checked_device = dev;
     }
 #endif
     if (memory == JATTN_MEMORY_HOST) {
