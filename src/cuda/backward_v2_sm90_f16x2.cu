@@ -431,7 +431,8 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v2_kernel(const BwdV2Params p
             }
         } else {
             /* dK, dV: an element of a query column with P >= 1/2 whose query's dominant key (dQ's) is this
-             * row takes that P (plain loads: dQ wrote them; it has completed, dK waited for it) */
+             * row takes that P. dQ has completed (dK waited for it, and dV starts after dK did); the loads
+             * bypass L1 (ld.global.cg), which no kernel boundary of the programmatic launch need clean */
             float pm = 0.f;
 #pragma unroll
             for (int j = 0; j < 32; ++j) pm = fmaxf(pm, x[j]);
@@ -443,7 +444,7 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v2_kernel(const BwdV2Params p
 #pragma unroll
                         for (int r = 0; r < 2; ++r)
                             if (x[4 * i + 2 * r + e] >= 0.5f) {
-                                const float4 tp = p.top[(bh * p.col_tiles + t) * kBwdTile + 8 * i + 2 * c + e];
+                                const float4 tp = __ldcg(p.top + (bh * p.col_tiles + t) * kBwdTile + 8 * i + 2 * c + e);
                                 if (__float_as_int(tp.z) == rt * kBwdTile + row_w + 8 * r) {
                                     x[4 * i + 2 * r + e] = tp.x;
                                     dom |= 1u << (4 * i + 2 * r + e);
@@ -508,7 +509,8 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v2_kernel(const BwdV2Params p
                                 if (kRole == kRoleDQ) {
                                     x[4 * i + 2 * r + e] = ds_dom[r];
                                 } else { /* read again */
-                                    const float4 tp = p.top[(bh * p.col_tiles + t) * kBwdTile + 8 * i + 2 * c + e];
+                                    const float4 tp =
+                                        __ldcg(p.top + (bh * p.col_tiles + t) * kBwdTile + 8 * i + 2 * c + e);
                                     x[4 * i + 2 * r + e] = tp.x * tp.y;
                                 }
                             }
