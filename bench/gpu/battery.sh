@@ -4,7 +4,7 @@
 #
 #   OUT=$OUT bash bench/gpu/battery.sh
 #
-# Steps, each process under its own time cap (the caps add up to under 9.5 minutes with the build):
+# Steps, each process under its own time cap (170 + 60 + 280 s, each with 10 s to stop: under 9.5 minutes):
 #   build     cmake (JATTN_CUDA=ON, JATTN_CUDA_ARCHS=90a, Release, ptxas -v) in $BUILD, the targets the
 #             steps need, -j$(nproc)                                                         [CAP_BUILD]
 #   faults    alone on the GPU: tests/test_cuda_faults.c: the calls the library must refuse (host
@@ -17,9 +17,11 @@
 #             Hopper) and its gate, fewq and device parts with the backward v3 forced), beside them
 #             COPIES copies of test_backward's device part and two of test_cuda_device (the load under
 #             which issue 37's race showed), test_cuda_threads (THREADS host threads at once, one
-#             context and one non-blocking stream each), the randomised sweep (tests/test_sweep.c,
-#             SWEEP_DRAWS draws of budget SWEEP_BUDGET: forward and backward, shapes, head dims 1..256,
-#             layouts, cross-attention, key padding, f32 and tf32, host and device memory, CUDA graphs),
+#             context and one non-blocking stream each, and a forward and a backward plan they all run),
+#             the randomised sweep (tests/test_sweep.c, SWEEP_DRAWS draws of budget SWEEP_BUDGET: forward
+#             and backward, shapes, head dims 1..256, layouts, cross-attention, key padding, f32 and
+#             tf32, host and device memory, CUDA graphs, plans; the other mask parts and grouped-query
+#             heads once the cuda backend serves them),
 #             the Python tests on CUDA (if torch sees a GPU), and compute-sanitizer memcheck, racecheck,
 #             synccheck and initcheck on every kernel the library launches (tests/test_cuda_kernels.c
 #             with the forward v1, v6, v7 and the backward v2, v3 forced: their pre-passes, the key
@@ -36,12 +38,12 @@ set -u
 OUT=${OUT:-/tmp/battery}
 BUILD=${BUILD:-/tmp/jattn-battery}
 STEPS=${STEPS:-"build faults load"}
-CAP_BUILD=${CAP_BUILD:-180}
-CAP_FAULTS=${CAP_FAULTS:-75}
-CAP_LOAD=${CAP_LOAD:-290}
+CAP_BUILD=${CAP_BUILD:-170}
+CAP_FAULTS=${CAP_FAULTS:-60}
+CAP_LOAD=${CAP_LOAD:-280}
 COPIES=${COPIES:-6}
 THREADS=${THREADS:-16}
-SWEEP_DRAWS=${SWEEP_DRAWS:-400}
+SWEEP_DRAWS=${SWEEP_DRAWS:-600}
 SWEEP_BUDGET=${SWEEP_BUDGET:-3e7}
 PYTESTS=${PYTESTS:-"python/tests/test_cuda.py python/tests/test_autograd.py python/tests/test_backward_precision.py python/tests/test_key_padding.py python/tests/test_bitwise.py python/tests/test_gil.py"}
 SAN_KERNELS=${SAN_KERNELS:-"fwd:v1 fwd:v6 fwd:v7 bwd:v2 bwd:v3"}
