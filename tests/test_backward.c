@@ -796,7 +796,7 @@ static void part_floor(jt_rng *r, jt_tally *tally) {
  * Rows of one to three queries on `large` inputs (|v| up to 1e3): a row's dominant key (P >= 1/2) has
  * dS = P (dP - Dl), a small difference of large terms, so a backward that takes that element's P or dP
  * from truncated tensor-core chains misses the float32 floor. The backward v2 did before issue 37 (dq, dk
- * 7.1-7.4x the floor at B=1 H=2 Sq=1 Skv=200 D=128 on an H100; bench/gpu/emulate_backward_v2_dominant.py
+ * 7.1-7.4x the floor at B=1 H=2 Sq=1 Skv=200 D=128 on an H100; lab/gpu/emulate_backward_v2_dominant.py
  * models it and misses about one draw in seven of that shape), the backward v3 before issue 30's call 5.
  * So many draws, cheap ones: D 64 and 128, Sq 1, 2, 3, with and without dlse, each of four layouts, Skv
  * around the 64-key tiles: FLUX strides and rows padded by 8 elements (strides multiples of 4: the Hopper

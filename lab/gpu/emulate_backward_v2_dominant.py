@@ -35,7 +35,7 @@ gate (0: it met the gate in every draw).
 2026-12-06 (--draws 24, seed 37): 8 of 168 draws missed before (dq, dk 6.0-12.4x the float32 floor), 0 after
 (every gradient within the gate but one dq / dk pair at 1.2x its floor); src/cuda/NOTES.md ("v2", issue 37).
 
-usage: python3 bench/gpu/emulate_backward_v2_dominant.py [--draws N] [--seed S] [--rn] [--quick]
+usage: python3 lab/gpu/emulate_backward_v2_dominant.py [--draws N] [--seed S] [--rn] [--quick]
 """
 
 import argparse
