@@ -33,7 +33,8 @@
 # commit, the machine, the command, the table; for bench/results/), build.txt (ptxas' registers and
 # spills of the kernels), logs.tgz (every log). Knobs: STEPS (default "build faults load"), BUILD,
 # CAP_BUILD CAP_FAULTS CAP_LOAD (s), COPIES, THREADS, SWEEP_DRAWS, SWEEP_BUDGET, PYTESTS (the Python test
-# files), SAN_KERNELS (default "fwd:v1 fwd:v6 fwd:v7 bwd:v2 bwd:v3"), SAN_TOOLS.
+# files), SAN_KERNELS (default "fwd:v1 fwd:v6 fwd:v7 bwd:v2 bwd:v3"), SAN_TOOLS, COMMIT (the commit the
+# README names, where the tree has no .git).
 set -u
 OUT=${OUT:-/tmp/battery}
 BUILD=${BUILD:-/tmp/jattn-battery}
@@ -78,7 +79,7 @@ wait_all() {
 
 {
   echo "date: $(date -u '+%Y-%m-%d %H:%M UTC')"
-  echo "commit: $(git -C "$ROOT" rev-parse --short HEAD 2> /dev/null || echo unknown)$(git -C "$ROOT" status --porcelain 2> /dev/null | grep -q . && echo ' + working tree')"
+  echo "commit: ${COMMIT:-$(git -C "$ROOT" rev-parse --short HEAD 2> /dev/null || echo "unknown (COMMIT=... names it)")}$(git -C "$ROOT" status --porcelain 2> /dev/null | grep -q . && echo ' + working tree')"
   echo "gpu: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2> /dev/null | head -1)"
   echo "gpus: $(nvidia-smi -L 2> /dev/null | wc -l); cpus: $(nproc)"
   echo "nvcc: $(nvcc --version 2> /dev/null | tail -1)"
