@@ -204,7 +204,10 @@ typedef struct jattn_exec {
     jattn_precision precision;
     jattn_memory memory;
     int threads;       /* CPU threads; 0 = all cores */
-    void *cuda_stream; /* a cudaStream_t; NULL = the legacy default stream */
+    void *cuda_stream; /* a cudaStream_t of the current device (another device's is refused,
+                          JATTN_ERROR_INVALID_ARGUMENT); NULL = the legacy default stream. A call
+                          orders itself after earlier work on this stream only: what writes its
+                          inputs elsewhere must be ordered before it by the caller (jattn_forward) */
     void *workspace;   /* optional caller workspace (host memory for cpu, device for cuda) */
     size_t workspace_bytes;
     size_t alignment; /* plans only (jattn_plan_create): the byte alignment every data pointer of
@@ -284,7 +287,14 @@ JATTN_API void jattn_ctx_free(jattn_ctx *ctx);
  * it can be captured in a CUDA graph. (Without one, the cuda backend takes the workspace its
  * kernel needs from the device's stream-ordered memory pool, cudaMallocAsync and
  * cudaFreeAsync on that stream; a graph capture records them. A given device workspace must
- * not be used by a concurrent call.)
+ * not be used by a concurrent call.) The call waits for earlier work on exec->cuda_stream and
+ * nothing else: on a stream created with cudaStreamNonBlocking (which does not wait for the legacy
+ * default stream), inputs written by cudaMemcpy (from pageable memory it can return before the
+ * copy lands), cudaMemset or another stream's kernels must be ordered before the call by the
+ * caller (copy with cudaMemcpyAsync on that stream, or cudaStreamWaitEvent, or synchronise), and
+ * out and lse read only after the stream's work (cudaStreamSynchronize or an event). Host
+ * pointers on a stream being captured are refused (JATTN_ERROR_INVALID_ARGUMENT): that path
+ * copies and synchronises.
  * @return JATTN_OK, or the status of the first problem found; nothing is written to out or
  *         lse on failure (device pointers: for failures detected before the launch). */
 JATTN_API jattn_status jattn_forward(jattn_ctx *ctx, const jattn_problem *problem, const jattn_exec *exec,

@@ -67,26 +67,28 @@ int jattn_device_timed_run(const jattn_problem *p, const jattn_exec *e, const ja
     CHECK(cudaMalloc((void **)&dv, nv * sizeof(float)));
     CHECK(cudaMalloc((void **)&dout, no * sizeof(float)));
     if (lse) CHECK(cudaMalloc((void **)&dlse, nl * sizeof(float)));
-    CHECK(cudaMemcpy(dq, q, nq * sizeof(float), cudaMemcpyHostToDevice));
-    CHECK(cudaMemcpy(dk, k, nk * sizeof(float), cudaMemcpyHostToDevice));
-    CHECK(cudaMemcpy(dv, v, nv * sizeof(float), cudaMemcpyHostToDevice));
-    CHECK(cudaMemcpy(dout, out, no * sizeof(float), cudaMemcpyHostToDevice)); /* keeps the gaps of out */
-    if (kp) {                                                                 /* the padding arrays on the device too */
+    /* the copies on the calls' stream (non-blocking: a cudaMemcpy from pageable memory on the legacy
+     * stream may still be in flight when a call on it starts) */
+    CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    CHECK(cudaMemcpyAsync(dq, q, nq * sizeof(float), cudaMemcpyHostToDevice, stream));
+    CHECK(cudaMemcpyAsync(dk, k, nk * sizeof(float), cudaMemcpyHostToDevice, stream));
+    CHECK(cudaMemcpyAsync(dv, v, nv * sizeof(float), cudaMemcpyHostToDevice, stream));
+    CHECK(cudaMemcpyAsync(dout, out, no * sizeof(float), cudaMemcpyHostToDevice, stream)); /* keeps the gaps of out */
+    if (kp) { /* the padding arrays on the device too */
         dkp = *kp;
         if (kp->kv_len) {
             CHECK(cudaMalloc((void **)&dlen, (size_t)p->batch * sizeof *dlen));
-            CHECK(cudaMemcpy(dlen, kp->kv_len, (size_t)p->batch * sizeof *dlen, cudaMemcpyHostToDevice));
+            CHECK(cudaMemcpyAsync(dlen, kp->kv_len, (size_t)p->batch * sizeof *dlen, cudaMemcpyHostToDevice, stream));
             dkp.kv_len = dlen;
         }
         if (kp->mask) {
             const int64_t stride = kp->mask_batch_stride ? kp->mask_batch_stride : kp->mask_keys;
             const size_t bytes = (size_t)((kp->mask_batch - 1) * stride + kp->mask_keys);
             CHECK(cudaMalloc((void **)&dmask, bytes));
-            CHECK(cudaMemcpy(dmask, kp->mask, bytes, cudaMemcpyHostToDevice));
+            CHECK(cudaMemcpyAsync(dmask, kp->mask, bytes, cudaMemcpyHostToDevice, stream));
             dkp.mask = dmask;
         }
     }
-    CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     for (; n_ev < 2 * reps; n_ev++) CHECK(cudaEventCreate(&ev[n_ev]));
 
     jattn_exec x = e ? *e : (jattn_exec){0};
@@ -148,8 +150,9 @@ int jattn_device_timed_backward(const jattn_problem *p, const jattn_exec *e, con
         goto done;
     }
     for (int i = 0; i < 9; i++) CHECK(cudaMalloc((void **)&d[i], n[i] * sizeof(float)));
-    for (int i = 0; i < 6; i++) CHECK(cudaMemcpy(d[i], host_in[i], n[i] * sizeof(float), cudaMemcpyHostToDevice));
     CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    for (int i = 0; i < 6; i++) /* on the calls' stream, as above */
+        CHECK(cudaMemcpyAsync(d[i], host_in[i], n[i] * sizeof(float), cudaMemcpyHostToDevice, stream));
     for (; n_ev < 2 * reps; n_ev++) CHECK(cudaEventCreate(&ev[n_ev]));
     jattn_exec x = e ? *e : (jattn_exec){0};
     x.backend = JATTN_BACKEND_CUDA;

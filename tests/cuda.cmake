@@ -4,6 +4,24 @@
 if(JATTN_CUDA_ENABLED)
   jattn_add_test(test_cuda_device SOURCES test_cuda_device.c LIBS CUDA::cudart)
 endif()
+# Issue 37's GPU reliability tests (bench/gpu/battery.sh runs them under load and under
+# compute-sanitizer): many host threads
+# calling the backend at once, one context and one non-blocking stream each, every result against the
+# reference; and faults and hostile calls: the refusals (host pointers during a capture, a stream of
+# another device, a workspace too small) and an allocation failure with the device's memory exhausted
+# (RUN_SERIAL: it takes nearly all of the GPU's memory for a moment).
+if(JATTN_CUDA_ENABLED)
+  find_package(Threads REQUIRED)
+  jattn_add_test(test_cuda_threads SOURCES test_cuda_threads.c LIBS CUDA::cudart Threads::Threads)
+  jattn_add_test(test_cuda_faults SOURCES test_cuda_faults.c LIBS CUDA::cudart)
+  # small calls of the forced kernel (JATTN_CUDA_KERNEL / JATTN_CUDA_BWD_KERNEL; AUTO here) against the
+  # reference: the battery's compute-sanitizer workload
+  jattn_add_test(test_cuda_kernels SOURCES test_cuda_kernels.c LIBS CUDA::cudart)
+  set_tests_properties(test_cuda_faults PROPERTIES RUN_SERIAL ON)
+  # the sweep with the CUDA runtime linked: its device-memory and graph draws
+  target_link_libraries(test_sweep PRIVATE CUDA::cudart)
+  target_compile_definitions(test_sweep PRIVATE JATTN_TEST_SWEEP_CUDA=1)
+endif()
 # The backward on the cuda backend (test_backward_cuda, registered with every backend in
 # CMakeLists.txt): test_backward's battery (host pointers) and tf32 part, and with the CUDA runtime
 # linked its device part (device pointers, a caller workspace in device memory, graph capture).

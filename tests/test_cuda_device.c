@@ -32,7 +32,11 @@ static size_t span_of(const jattn_problem *p, jattn_strides s, int64_t seq) {
     return (size_t)kit_tensor_span(p, s, seq);
 }
 
-/* Device copies of a case's tensors, each placed `shift` floats past a 256-byte boundary. */
+/* Device copies of a case's tensors, each placed `shift` floats past a 256-byte boundary, copied in on
+ * the stream the test calls jattn on. Every copy to the device and every poisoning is made on that
+ * (non-blocking) stream, so the call is ordered after it: a cudaMemcpy from pageable memory, or a
+ * cudaMemset, on the legacy stream may still be in flight when a call on a non-blocking stream starts
+ * (issue 37). Copies back follow a cudaStreamSynchronize of that stream. */
 typedef struct dev_case {
     float *base[5];
     float *q, *k, *v, *out, *lse;
@@ -44,7 +48,7 @@ static float *dev_alloc(size_t n, int shift, float **base) {
     return *base + shift;
 }
 
-static void dev_case_init(dev_case *d, const jt_case *c, int shift) {
+static void dev_case_init(dev_case *d, const jt_case *c, int shift, cudaStream_t s) {
     const jattn_problem *p = &c->p;
     d->nq = span_of(p, p->q, p->seq_q);
     d->nk = span_of(p, p->k, p->seq_kv);
@@ -56,20 +60,19 @@ static void dev_case_init(dev_case *d, const jt_case *c, int shift) {
     d->v = dev_alloc(d->nv, shift, &d->base[2]);
     d->out = dev_alloc(d->no, shift, &d->base[3]);
     d->lse = dev_alloc(d->nl, shift, &d->base[4]);
-    CUDA_OK(cudaMemcpy(d->q, c->q, d->nq * sizeof(float), cudaMemcpyHostToDevice));
-    CUDA_OK(cudaMemcpy(d->k, c->k, d->nk * sizeof(float), cudaMemcpyHostToDevice));
-    CUDA_OK(cudaMemcpy(d->v, c->v, d->nv * sizeof(float), cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemcpyAsync(d->q, c->q, d->nq * sizeof(float), cudaMemcpyHostToDevice, s));
+    CUDA_OK(cudaMemcpyAsync(d->k, c->k, d->nk * sizeof(float), cudaMemcpyHostToDevice, s));
+    CUDA_OK(cudaMemcpyAsync(d->v, c->v, d->nv * sizeof(float), cudaMemcpyHostToDevice, s));
 }
 
 static void dev_case_free(dev_case *d) {
     for (int i = 0; i < 5; i++) cudaFree(d->base[i]);
 }
 
-/* Poisons the device output (all bits set: a NaN), with the host out's gaps copied in. */
-static void dev_poison(dev_case *d, const jt_case *c) {
-    CUDA_OK(cudaMemset(d->out, 0xFF, d->no * sizeof(float)));
-    CUDA_OK(cudaMemset(d->lse, 0xFF, d->nl * sizeof(float)));
-    (void)c;
+/* Poisons the device output and lse (all bits set: a NaN) on stream s. */
+static void dev_poison(dev_case *d, cudaStream_t s) {
+    CUDA_OK(cudaMemsetAsync(d->out, 0xFF, d->no * sizeof(float), s));
+    CUDA_OK(cudaMemsetAsync(d->lse, 0xFF, d->nl * sizeof(float), s));
 }
 
 /* Copies the device result into the case's host out/lse and checks it against the reference. */
@@ -103,11 +106,11 @@ static jattn_exec device_exec(cudaStream_t s, jattn_precision prec) {
  * replayed must give the first result bit for bit. */
 static void test_stream_and_graph(jt_case *c, cudaStream_t s) {
     dev_case d;
-    dev_case_init(&d, c, 0);
+    dev_case_init(&d, c, 0, s);
     for (int pi = 0; pi < 2; pi++) {
         jattn_precision prec = pi ? JATTN_PRECISION_TF32 : JATTN_PRECISION_F32;
         jattn_exec e = device_exec(s, prec);
-        dev_poison(&d, c);
+        dev_poison(&d, s);
         jattn_status st = jattn_forward(NULL, &c->p, &e, d.q, d.k, d.v, d.out, d.lse);
         jt_tally_add(&tally, jt_expect_status(st, JATTN_OK, "forward on device pointers"));
         CUDA_OK(cudaStreamSynchronize(s));
@@ -122,7 +125,7 @@ static void test_stream_and_graph(jt_case *c, cudaStream_t s) {
         CUDA_OK(cudaStreamEndCapture(s, &graph));
         jt_tally_add(&tally, jt_expect_status(st, JATTN_OK, "forward under graph capture"));
         CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
-        dev_poison(&d, c);
+        dev_poison(&d, s);
         CUDA_OK(cudaStreamSynchronize(s));
         for (int rep = 0; rep < 2; rep++) CUDA_OK(cudaGraphLaunch(exec, s));
         CUDA_OK(cudaStreamSynchronize(s));
@@ -141,11 +144,11 @@ static void test_stream_and_graph(jt_case *c, cudaStream_t s) {
 /* Pointers 4 bytes past a 16-byte boundary: the 4-byte copy path. */
 static void test_misaligned(jt_case *c, cudaStream_t s) {
     dev_case d;
-    dev_case_init(&d, c, 1);
+    dev_case_init(&d, c, 1, s);
     for (int pi = 0; pi < 2; pi++) {
         jattn_precision prec = pi ? JATTN_PRECISION_TF32 : JATTN_PRECISION_F32;
         jattn_exec e = device_exec(s, prec);
-        dev_poison(&d, c);
+        dev_poison(&d, s);
         jattn_status st = jattn_forward(NULL, &c->p, &e, d.q, d.k, d.v, d.out, d.lse);
         jt_tally_add(&tally, jt_expect_status(st, JATTN_OK, "forward on 4-byte aligned pointers"));
         CUDA_OK(cudaStreamSynchronize(s));
@@ -157,7 +160,7 @@ static void test_misaligned(jt_case *c, cudaStream_t s) {
 /* out overlapping q: rejected before the launch, q untouched. */
 static void test_aliasing(jt_case *c, cudaStream_t s) {
     dev_case d;
-    dev_case_init(&d, c, 0);
+    dev_case_init(&d, c, 0, s);
     jattn_exec e = device_exec(s, JATTN_PRECISION_F32);
     jattn_problem p = c->p;
     p.out = p.q; /* same layout, so out spans exactly q */
@@ -321,7 +324,7 @@ static void test_repeatable(jt_rng *rng, cudaStream_t s) {
         }
         jt_case_fill(&c, JT_PEAKY, rng);
         dev_case d;
-        dev_case_init(&d, &c, 0);
+        dev_case_init(&d, &c, 0, s);
         float *first = malloc(d.no * sizeof(float)), *again = malloc(d.no * sizeof(float));
         float *lse1 = malloc(d.nl * sizeof(float)), *lse2 = malloc(d.nl * sizeof(float));
         for (int ver = JATTN_CUDA_KERNEL_AUTO; ver < JATTN_CUDA_KERNEL_COUNT; ver++) {
@@ -334,7 +337,7 @@ static void test_repeatable(jt_rng *rng, cudaStream_t s) {
                     continue; /* a forced sm_90a version on D it does not take */
                 int ok = 1;
                 for (int run = 0; run < 2 && ok; run++) {
-                    dev_poison(&d, &c);
+                    dev_poison(&d, s);
                     ok = jt_expect_status(jattn_forward(NULL, &p, &e, d.q, d.k, d.v, d.out, d.lse), JATTN_OK,
                                           "repeat forward");
                     CUDA_OK(cudaStreamSynchronize(s));
@@ -415,9 +418,9 @@ static void test_sm90_device_pointers(jt_case *c, cudaStream_t s, jattn_cuda_ker
     snprintf(forced, sizeof forced, "cuda_v%d", (int)ver);
     for (int shift = 0; shift < 2; shift++) {
         dev_case d;
-        dev_case_init(&d, c, shift);
+        dev_case_init(&d, c, shift, s);
         jattn_exec e = device_exec(s, JATTN_PRECISION_F32);
-        dev_poison(&d, c);
+        dev_poison(&d, s);
         jattn_status st = jattn_forward(NULL, &c->p, &e, d.q, d.k, d.v, d.out, d.lse);
         jt_tally_add(&tally, jt_expect_status(st, JATTN_OK, "sm_90a forward on device pointers"));
         CUDA_OK(cudaStreamSynchronize(s));
@@ -446,7 +449,7 @@ static void test_sm90_device_pointers(jt_case *c, cudaStream_t s, jattn_cuda_ker
  * exec.workspace_bytes, before anything is written. */
 static void test_caller_workspace(jt_case *c, cudaStream_t s) {
     dev_case d;
-    dev_case_init(&d, c, 0);
+    dev_case_init(&d, c, 0, s);
     for (int pi = 0; pi < 2; pi++) {
         jattn_precision prec = pi ? JATTN_PRECISION_TF32 : JATTN_PRECISION_F32;
         jattn_exec e = device_exec(s, prec);
@@ -464,7 +467,7 @@ static void test_caller_workspace(jt_case *c, cudaStream_t s) {
         CUDA_OK(cudaMalloc(&ws, bytes));
         e.workspace = ws;
         e.workspace_bytes = bytes - 64;
-        dev_poison(&d, c);
+        dev_poison(&d, s);
         jattn_status st = jattn_forward(NULL, &c->p, &e, d.q, d.k, d.v, d.out, d.lse);
         int refused = jt_expect_status(st, JATTN_ERROR_WORKSPACE_TOO_SMALL, "workspace one byte short of the need") &&
                       strstr(jattn_last_error(), "workspace_bytes") != NULL;
@@ -515,13 +518,13 @@ static void test_padding_device(jt_rng *r, cudaStream_t s) {
     jt_case_seal(&c);
     if (jt_case_reference(&c) != JATTN_OK) exit(1);
     dev_case d;
-    dev_case_init(&d, &c, 0);
+    dev_case_init(&d, &c, 0, s);
     int64_t *dlen = NULL;
     uint8_t *dmask = NULL;
     CUDA_OK(cudaMalloc((void **)&dlen, sizeof lens));
     CUDA_OK(cudaMalloc((void **)&dmask, sizeof mask));
-    CUDA_OK(cudaMemcpy(dlen, lens, sizeof lens, cudaMemcpyHostToDevice));
-    CUDA_OK(cudaMemcpy(dmask, mask, sizeof mask, cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemcpyAsync(dlen, lens, sizeof lens, cudaMemcpyHostToDevice, s));
+    CUDA_OK(cudaMemcpyAsync(dmask, mask, sizeof mask, cudaMemcpyHostToDevice, s));
     jattn_key_padding dkp = {dlen, dmask, B, Skv, 0};
     const jattn_cuda_kernel versions[3] = {JATTN_CUDA_KERNEL_V1, JATTN_CUDA_KERNEL_V6, JATTN_CUDA_KERNEL_V7};
     float *first = malloc(d.no * sizeof(float)), *again = malloc(d.no * sizeof(float));
@@ -534,7 +537,7 @@ static void test_padding_device(jt_rng *r, cudaStream_t s) {
             if (jattn_select(&p, &e, &sel) != JATTN_OK) continue; /* v6 off a 9.0 device */
             char what[96];
             snprintf(what, sizeof what, "padding on device pointers, %s", sel.kernel);
-            dev_poison(&d, &c);
+            dev_poison(&d, s);
             jattn_status st = jattn_forward_padded(NULL, &p, &e, d.q, d.k, d.v, &dkp, d.out, d.lse);
             jt_tally_add(&tally, jt_expect_status(st, JATTN_OK, what));
             CUDA_OK(cudaStreamSynchronize(s));
@@ -565,7 +568,7 @@ static void test_padding_device(jt_rng *r, cudaStream_t s) {
             CUDA_OK(cudaStreamEndCapture(s, &graph));
             jt_tally_add(&tally, jt_expect_status(st, JATTN_OK, "padded forward under graph capture"));
             CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
-            dev_poison(&d, &c);
+            dev_poison(&d, s);
             CUDA_OK(cudaStreamSynchronize(s));
             CUDA_OK(cudaGraphLaunch(exec, s));
             CUDA_OK(cudaStreamSynchronize(s));

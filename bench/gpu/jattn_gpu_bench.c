@@ -97,9 +97,10 @@ int main(int argc, char **argv) {
         CHECK(cudaMalloc((void **)&dk, n * 4));
         CHECK(cudaMalloc((void **)&dv, n * 4));
         CHECK(cudaMalloc((void **)&dout, n * 4));
-        CHECK(cudaMemcpy(dq, hq, n * 4, cudaMemcpyHostToDevice));
-        CHECK(cudaMemcpy(dk, hk, n * 4, cudaMemcpyHostToDevice));
-        CHECK(cudaMemcpy(dv, hv, n * 4, cudaMemcpyHostToDevice));
+        /* on the calls' stream: it is non-blocking, so a cudaMemcpy on the legacy stream would not be ordered */
+        CHECK(cudaMemcpyAsync(dq, hq, n * 4, cudaMemcpyHostToDevice, stream));
+        CHECK(cudaMemcpyAsync(dk, hk, n * 4, cudaMemcpyHostToDevice, stream));
+        CHECK(cudaMemcpyAsync(dv, hv, n * 4, cudaMemcpyHostToDevice, stream));
         const double flops = kit_flops(&p);
         kit_reference ref; /* about SAMPLE_ROWS query rows per head */
         char why[256];

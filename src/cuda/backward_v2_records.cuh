@@ -12,14 +12,17 @@
  *   [2 kImage, +16)        info: float 2^-e, then three zero words
  *   [2 kImage + 16, +512)  row data, 64 entries of 8 bytes: q records: float lse of row r at word r
  *                          (natural log; -inf and rows past seq_q as +inf, so that P = 0), words
- *                          64..127 zero from the pre-pass, then the dQ kernel's float P of row r's
- *                          P >= 1/2 element from its exact score at word 64 + r (0: none), read by
- *                          the dK and dV kernels; dout records: float2 (Dl hi, Dl lo) of row r, Dl = dO.O - dlse
+ *                          64..127 zero; dout records: float2 (Dl hi, Dl lo) of row r, Dl = dO.O - dlse
  *                          summed in float64 (rows past seq_q: 0); k, v records: zeros.
  * e is one power of two for the whole tile (f16x2_split.cuh: its largest finite magnitude to
  * [2^14, 2^15)): a scale common to the tile's rows and to its head_dim columns, so that every one of
  * the backward's five products can contract over either index with the tile's scale factored out.
- * Rows past the sequence are zeros. */
+ * Rows past the sequence are zeros.
+ *
+ * After the records, the dominant weights: a float4 per query row, [B*H][tq * 64], (P, dP - Dl, key, 0) of
+ * the row's P >= 1/2 element (its dominant key) from its exact score and dP, key as int bits; the pre-pass
+ * writes (0, 0, -1, 0) (none) into every row, the dQ kernel the rows whose element it finds, and the dK and
+ * dV kernels read them (backward_v2_sm90_f16x2.cu, step 2b). */
 #ifndef JATTN_BACKWARD_V2_RECORDS_CUH
 #define JATTN_BACKWARD_V2_RECORDS_CUH
 
@@ -40,9 +43,10 @@ struct BwdRecord {
     static_assert(kBytes % 16 == 0, "bulk copies move multiples of 16 bytes");
 };
 
-/* Byte offsets of the four tensors' records in the workspace (tq, tk: query and key tiles). */
+/* Byte offsets of the four tensors' records and of the dominant weights in the workspace (tq, tk: query
+ * and key tiles). */
 struct BwdRecordLayout {
-    int64_t q, dout, k, v, bytes;
+    int64_t q, dout, k, v, top, bytes;
 };
 
 inline BwdRecordLayout bwd_record_layout(int64_t bh, int64_t seq_q, int64_t seq_kv, int64_t head_dim) {
@@ -53,7 +57,8 @@ inline BwdRecordLayout bwd_record_layout(int64_t bh, int64_t seq_q, int64_t seq_
     l.dout = l.q + bh * tq * rec;
     l.k = l.dout + bh * tq * rec;
     l.v = l.k + bh * tk * rec;
-    l.bytes = l.v + bh * tk * rec;
+    l.top = l.v + bh * tk * rec; /* 16-byte aligned: rec is a multiple of 16 */
+    l.bytes = l.top + bh * tq * kBwdTile * 16;
     return l;
 }
 

@@ -29,8 +29,9 @@
  *        2. P = exp((big u - lse) + cor u), u the two tiles' power-of-two unscale (exact);
  *           lse per query (a row in dQ, a column in dK / dV, from the q record); keys past seq_kv
  *           get P = 0 (dQ), queries past seq_q have lse = +inf (P = 0). A query's P >= 1/2 element
- *           (its dominant key, at most one) takes the P of its score recomputed exactly: dQ finds
- *           it and leaves that P in the q record, dK and dV take it from there (2b in the body).
+ *           (its dominant key, at most one) takes the P of its score recomputed exactly and (dQ, dK)
+ *           the dS of its dP recomputed exactly: dQ finds it and leaves (P, dP - Dl, key) in the
+ *           row's dominant weight, dK and dV take them from there (2b in the body).
  *        3. dQ, dK: dP = B_row C_col^T the same way (dQ: dO V^T; dK: V dO^T), dS = P ((dP_big u
  *           - Dl_hi) + dP_cor u - Dl_lo). kSChain and kDpChain (below) are the k16 slices of hi*hi
  *           per compensated term of S and of dP (0: one chain, uncompensated), kFastExp P by
@@ -42,7 +43,7 @@
  *           from the same image (lo*hi, hi*lo, hi*hi) into a FRESH accumulator, then
  *           acc += tile 2^-e_row u_col in fp32 (as v6's O).
  *       Written: dq (times c), dk, dv [B, H, S, D] through their strides (float2 stores), rows
- *       past the sequence skipped; dQ also the q records' exact P (backward_v2_records.cuh), so dK
+ *       past the sequence skipped; dQ also the rows' dominant weights (backward_v2_records.cuh), so dK
  *       waits for dQ before it starts (and lets dV start only then).
  * Accumulator layout (m64nN, PTX ISA "wgmma register fragments"): thread (warp w, lane 4g + c)
  * holds rows 16w + g (regs 4i + e) and 16w + g + 8 (regs 4i + 2 + e) of columns 8i + 2c + e; an
@@ -93,7 +94,9 @@ enum BwdRole { kRoleDQ = 0, kRoleDK = 1, kRoleDV = 2 };
 struct BwdV2Params {
     const unsigned char *row_rec[2]; /* the consumers' row records: [bh][row tiles] */
     const unsigned char *col_rec[2]; /* the streamed column records: [bh][col tiles] */
-    unsigned char *row_rec_out;      /* dQ: its q records, for the rows' exact P (2b) */
+    float4 *top;                     /* [bh][Tq 64]: each query row's dominant (P, dP - Dl, key, 0) (2b) */
+    const float *dout, *v;           /* the caller's (dQ: the dominant element's dP, 2b) */
+    int64_t do_b, do_h, do_t, v_b, v_h, v_t;
     float *out;
     int64_t o_b, o_h, o_t;
     int heads, row_tiles, col_tiles, n_rows, n_cols;
@@ -240,8 +243,8 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v2_kernel(const BwdV2Params p
     }
     __syncthreads();
     /* The next of the three kernels may start as this one's last CTAs run. dK reads what dQ writes
-     * (the q records' exact P, below), so dK waits for dQ first and lets dV start only then: dV reads
-     * nothing dK writes. */
+     * (the rows' dominant weights, 2b below), so dK waits for dQ first and lets dV start only then: dV
+     * reads nothing dK writes (and dQ, whose weights it reads too, has completed by then). */
     if (kRole == kRoleDK) grid_dependency_wait();
     launch_dependents();
 
@@ -292,7 +295,6 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v2_kernel(const BwdV2Params p
                                                          (bh * p.row_tiles + rt) * (int64_t)R::kBytes + R::kImages);
     const float u_row_a = __ldg(ext_a), u_row_b = __ldg(ext_b);
     const int row_w = 16 * warp + g; /* the thread's rows: row_w, row_w + 8 */
-    float top_p[2] = {0.f, 0.f};     /* dQ: the exact P of the row's P >= 1/2 element (0: none) */
     float acc[C::kOAcc];
 #pragma unroll
     for (int i = 0; i < C::kOAcc; ++i) acc[i] = 0.f;
@@ -350,14 +352,19 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v2_kernel(const BwdV2Params p
                 for (int e = 0; e < 2; ++e)
                     if (8 * i + 2 * c + e >= lim) x[4 * i + e] = x[4 * i + 2 + e] = 0.f;
         }
-        /* ---- 2b. A row's P >= 1/2 element (at most one per query row): P from its exact score ----
-         * The tensor core truncates S's fp32 sums (each hi*hi slice a little low), and the weight of
-         * a row's dominant key, exp(S - lse), carries that as a relative error of dV (and dK, dQ)
-         * past what float32's lse allows (src/cuda/NOTES.md, "The backward's accuracy"). dQ, which
-         * walks whole query rows, finds that element (rare: a warp-wide vote), recomputes its score
-         * in float64 from the two tile images (exact_score.cuh; the four lanes of the row's quad
-         * take D / 4 each), replaces its P and keeps it for the q record (written after the loop);
-         * dK and dV, which see the element as one of a key row's, take that P from the record. */
+        /* ---- 2b. A row's P >= 1/2 element (at most one per query row): P and dP from float64 ----
+         * The tensor core truncates S's and dP's fp32 sums (each hi*hi slice a little low): the weight of a
+         * row's dominant key, exp(S - lse), carries S's error as a relative error of dV (and dK, dQ) past
+         * what float32's lse allows, and its dS = P (dP - Dl) carries dP's where dP - Dl cancels (|v|
+         * large: test_backward's few-query `large` rows, issue 37; src/cuda/NOTES.md, "The backward's
+         * accuracy"). dQ, which walks whole query rows, finds that element (rare: a warp-wide vote),
+         * recomputes its score in float64 from the two tile images (exact_score.cuh) and its dP from the
+         * caller's float32 dout and v rows (the four lanes of the row's quad take D / 4 each), replaces
+         * its P, and leaves (P, dP - Dl, key) in the row's dominant weight; dK and dV, which see the
+         * element as one of a key row's, take the P (and dK the dS) of the query whose dominant key their
+         * row is. dom: the elements replaced (bit j of x), whose dS step 3 takes from the exact pair. */
+        uint32_t dom = 0u;
+        float ds_dom[2] = {0.f, 0.f}; /* dQ: the exact dS of the row's element */
         if (kRole == kRoleDQ) {
             float pm = 0.f;
 #pragma unroll
@@ -373,8 +380,10 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v2_kernel(const BwdV2Params p
                             if (x[4 * i + 2 * r + e] >= 0.5f) col = 8 * i + 2 * c + e;
                     col = max(col, __shfl_xor_sync(0xffffffffu, col, 1));
                     col = max(col, __shfl_xor_sync(0xffffffffu, col, 2));
-                    double dot = 0.0;
-                    if (col >= 0) {
+                    const int key = t * kBwdTile + col;
+                    double dot = 0.0, dp = 0.0;
+                    if (col >= 0) { /* then row < seq_q (else lse = +inf, P = 0) and key < seq_kv (else P = 0) */
+                        const int row = rt * kBwdTile + row_w + 8 * r;
                         const unsigned char *qi = smem + (row_a - smem_s), *kj = smem + (img_a - smem_s);
 #pragma unroll
                         for (int m = 0; m < D / 32; ++m) {
@@ -385,22 +394,45 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v2_kernel(const BwdV2Params p
 #pragma unroll
                             for (int k = 0; k < 8; ++k) dot = fma(qx[k], kx[k], dot);
                         }
+                        const float4 *dr =
+                            reinterpret_cast<const float4 *>(p.dout + b * p.do_b + h * p.do_h + (int64_t)row * p.do_t);
+                        const float4 *vr =
+                            reinterpret_cast<const float4 *>(p.v + b * p.v_b + h * p.v_h + (int64_t)key * p.v_t);
+#pragma unroll 4
+                        for (int m = c * (D / 16); m < (c + 1) * (D / 16); ++m) {
+                            const float4 o = __ldg(dr + m), w = __ldg(vr + m);
+                            dp = fma((double)o.x, (double)w.x, dp);
+                            dp = fma((double)o.y, (double)w.y, dp);
+                            dp = fma((double)o.z, (double)w.z, dp);
+                            dp = fma((double)o.w, (double)w.w, dp);
+                        }
                     }
                     dot = quad_sum(dot);
+                    dp = quad_sum(dp);
                     if (col >= 0) {
                         const float pe = expf((float)(dot * (double)us - (double)lse_r[r]));
-                        top_p[r] = pe;
+                        const float2 dl = __ldg(reinterpret_cast<const float2 *>(opaque_ptr(ext_b) + kBwdRowData / 4) +
+                                                row_w + 8 * r);
+                        const float de = (float)((dp - (double)dl.x) - (double)dl.y);
+                        ds_dom[r] = pe * de;
 #pragma unroll
                         for (int i = 0; i < 8; ++i)
 #pragma unroll
                             for (int e = 0; e < 2; ++e)
-                                if (8 * i + 2 * c + e == col) x[4 * i + 2 * r + e] = pe;
+                                if (8 * i + 2 * c + e == col) {
+                                    x[4 * i + 2 * r + e] = pe;
+                                    dom |= 1u << (4 * i + 2 * r + e);
+                                }
+                        if (stores && (col >> 1 & 3) == c) /* the lane that holds it */
+                            p.top[(bh * p.row_tiles + rt) * kBwdTile + row_w + 8 * r] =
+                                make_float4(pe, de, __int_as_float(key), 0.f);
                     }
                 }
             }
         } else {
-            /* dK, dV: the element of a query column whose P >= 1/2 (that query's dominant key, if this
-             * row is it) takes the exact P dQ left in the q record (0: dQ found none) */
+            /* dK, dV: an element of a query column with P >= 1/2 whose query's dominant key (dQ's) is this
+             * row takes that P. dQ has completed (dK waited for it, and dV starts after dK did); the loads
+             * bypass L1 (ld.global.cg), which no kernel boundary of the programmatic launch need clean */
             float pm = 0.f;
 #pragma unroll
             for (int j = 0; j < 32; ++j) pm = fmaxf(pm, x[j]);
@@ -408,13 +440,16 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v2_kernel(const BwdV2Params p
 #pragma unroll
                 for (int i = 0; i < 8; ++i)
 #pragma unroll
-                    for (int e = 0; e < 2; ++e) {
-                        const float pe = side_a[kBwdRowData / 4 + kBwdTile + 8 * i + 2 * c + e];
-                        loaded_a |= __float_as_uint(pe);
+                    for (int e = 0; e < 2; ++e)
 #pragma unroll
                         for (int r = 0; r < 2; ++r)
-                            if (x[4 * i + 2 * r + e] >= 0.5f && pe > 0.f) x[4 * i + 2 * r + e] = pe;
-                    }
+                            if (x[4 * i + 2 * r + e] >= 0.5f) {
+                                const float4 tp = __ldcg(p.top + (bh * p.col_tiles + t) * kBwdTile + 8 * i + 2 * c + e);
+                                if (__float_as_int(tp.z) == rt * kBwdTile + row_w + 8 * r) {
+                                    x[4 * i + 2 * r + e] = tp.x;
+                                    dom |= 1u << (4 * i + 2 * r + e);
+                                }
+                            }
             }
         }
         uint32_t img_last, loaded_last;
@@ -463,6 +498,23 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v2_kernel(const BwdV2Params p
                         x[j] *= ((big[j] * ud - dh) + cor[j] * ud) - dl;
                     }
                 }
+            if (dom) { /* 2b's elements: dS = P (dP - Dl) from the exact pair (rare) */
+#pragma unroll
+                for (int i = 0; i < 8; ++i)
+#pragma unroll
+                    for (int e = 0; e < 2; ++e)
+#pragma unroll
+                        for (int r = 0; r < 2; ++r)
+                            if (dom >> (4 * i + 2 * r + e) & 1u) {
+                                if (kRole == kRoleDQ) {
+                                    x[4 * i + 2 * r + e] = ds_dom[r];
+                                } else { /* read again */
+                                    const float4 tp =
+                                        __ldcg(p.top + (bh * p.col_tiles + t) * kBwdTile + 8 * i + 2 * c + e);
+                                    x[4 * i + 2 * r + e] = tp.x * tp.y;
+                                }
+                            }
+            }
             slot_release(empty_s + 8u * sb, loaded_b, p.zero); /* v (dQ) or dout (dK) is done with */
             img_last = img_a, slot_last = sa, u_last = u_col_a, loaded_last = loaded_a;
         }
@@ -520,13 +572,6 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v2_kernel(const BwdV2Params p
     }
 
     if (!stores) return;
-    if (kRole == kRoleDQ && c == 0) { /* the rows' exact P >= 1/2 for dK and dV (words 64 .. 127 of the row data) */
-        float *pw = reinterpret_cast<float *>(p.row_rec_out + (bh * p.row_tiles + rt) * (int64_t)R::kBytes +
-                                              R::kImages + kBwdRowData) +
-                    kBwdTile + row_w;
-        pw[0] = top_p[0];
-        pw[8] = top_p[1];
-    }
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
         const int row = rt * kBwdTile + 16 * warp + g + 8 * r;
@@ -578,7 +623,10 @@ cudaError_t launch_d(const jattn_cuda_args *a, unsigned char *ws, cudaStream_t s
 
     /* dQ: rows q (and dout), columns k (and v) */
     p.row_rec[0] = ws + L.q, p.row_rec[1] = ws + L.dout;
-    p.row_rec_out = ws + L.q;
+    p.top = reinterpret_cast<float4 *>(ws + L.top);
+    p.dout = a->dout, p.v = f->v;
+    p.do_b = a->dout_strides.batch, p.do_h = a->dout_strides.head, p.do_t = a->dout_strides.token;
+    p.v_b = f->v_strides.batch, p.v_h = f->v_strides.head, p.v_t = f->v_strides.token;
     p.col_rec[0] = ws + L.k, p.col_rec[1] = ws + L.v;
     p.row_tiles = tq, p.col_tiles = tk, p.n_rows = (int)f->seq_q, p.n_cols = (int)f->seq_kv;
     p.out = a->dq, p.o_b = a->dq_strides.batch, p.o_h = a->dq_strides.head, p.o_t = a->dq_strides.token;

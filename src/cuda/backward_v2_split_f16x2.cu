@@ -5,7 +5,8 @@
  *
  * Reads  q, out, dout [B, H, Sq, D] and k, v [B, H, Skv, D] through element strides (head_dim
  *        contiguous, float4 aligned), D in {64, 128}; lse [B, H, Sq] contiguous; dlse likewise or NULL.
- * Writes the records (workspace, bwd_record_layout), every byte of every record.
+ * Writes the records (workspace, bwd_record_layout), every byte of every record, and (0, 0, -1, 0) into
+ *        every query row's dominant weight (none yet: the dQ kernel writes the rows it finds).
  * One CTA of 256 threads per (tile, tensor, head): grid (max(Tq, Tk), 4, B*H); a thread owns 16-byte
  * chunks (8 values of head_dim of one row) of the tile. Memory-bound, like v6's pre-pass. */
 #include <math.h>
@@ -28,6 +29,7 @@ struct BwdSplitParams {
     int heads, seq_q, seq_kv, tq, tk;
     float scale;
     unsigned char *rec[4]; /* q, dout, k, v records */
+    float4 *top;           /* [B*H][tq * 64]: the query rows' dominant weights */
 };
 
 template <int D>
@@ -126,6 +128,7 @@ __global__ void __launch_bounds__(kSplitThreads) bwd_v2_split(const BwdSplitPara
             if (l == -INFINITY) l = INFINITY; /* a row with no key: P = 0 */
         }
         extras[kBwdRowData / 4 + tid] = tid < kBwdTile ? l : 0.f;
+        if (tid < kBwdTile) p.top[bh * p.tq * kBwdTile + r0 + tid] = make_float4(0.f, 0.f, __int_as_float(-1), 0.f);
     } else if (which >= 2 && tid < 2 * kBwdTile) {
         extras[kBwdRowData / 4 + tid] = 0.f;
     }
@@ -154,6 +157,7 @@ extern "C" cudaError_t bwd_v2_split_launch(const jattn_cuda_args *a, void *recor
     p.tk = (int)((f->seq_kv + kBwdTile - 1) / kBwdTile);
     p.scale = f->scale;
     p.rec[0] = ws + L.q, p.rec[1] = ws + L.dout, p.rec[2] = ws + L.k, p.rec[3] = ws + L.v;
+    p.top = reinterpret_cast<float4 *>(ws + L.top);
     const dim3 grid((unsigned)(p.tq > p.tk ? p.tq : p.tk), 4u, (unsigned)bh);
     if (f->head_dim == 128)
         bwd_v2_split<128><<<grid, kSplitThreads, 0, stream>>>(p);

@@ -159,10 +159,56 @@ static size_t cuda_workspace_size(const jattn_problem *p, const jattn_exec *e, c
 
 /* ---- launch ----------------------------------------------------------------------------- */
 
+/* A failed CUDA call: JATTN_ERROR_OUT_OF_MEMORY where the device had no memory for it (a workspace
+ * from the stream-ordered pool), else JATTN_ERROR_CUDA; the message names the call and the error. */
 static jattn_status cuda_fail(cudaError_t err, const char *what) {
     (void)cudaGetLastError(); /* clear a non-sticky error */
-    return jattn_fail(JATTN_ERROR_CUDA, "cuda: %s failed: %s (%s)", what, cudaGetErrorName(err),
-                      cudaGetErrorString(err));
+    return jattn_fail(err == cudaErrorMemoryAllocation ? JATTN_ERROR_OUT_OF_MEMORY : JATTN_ERROR_CUDA,
+                      "cuda: %s failed: %s (%s)", what, cudaGetErrorName(err), cudaGetErrorString(err));
+}
+
+/* What only a call knows (jattn_select sees no stream), checked before anything is enqueued, so that a
+ * refused call writes nothing and leaves a capture intact:
+ *  - a stream of another device than the current one: the call's pointers and kernels are the current
+ *    device's, and a kernel launched into another device's stream fails (CUDA 12.8 and newer say which
+ *    device a stream belongs to; with an older runtime the launch's error reports it);
+ *  - host pointers on a stream being captured into a CUDA graph (or on the legacy stream while another
+ *    stream of the device is captured): the host path copies through a device buffer it may allocate
+ *    and synchronises, which a capture cannot record (it would be invalidated). */
+/* The last stream found to be the current device's on this thread: a plan's runs on one stream ask the
+ * driver once (a stream destroyed and another created at the same address on another device is not asked
+ * again: its kernels' launch fails, JATTN_ERROR_CUDA). */
+static _Thread_local void *checked_stream;
+static _Thread_local int checked_device = -1;
+
+static jattn_status check_call_stream(void *stream_ptr, jattn_memory memory) {
+    cudaStream_t stream = (cudaStream_t)stream_ptr;
+#if CUDART_VERSION >= 12080
+    int dev = 0, sdev = 0; /* NULL, the legacy stream, is the current device's */
+    if (stream && cudaGetDevice(&dev) == cudaSuccess && (stream_ptr != checked_stream || dev != checked_device)) {
+        if (cudaStreamGetDevice(stream, &sdev) != cudaSuccess)
+            (void)cudaGetLastError(); /* not known: the launch reports a bad stream */
+        else if (sdev != dev)
+            return jattn_fail(JATTN_ERROR_INVALID_ARGUMENT,
+                              "exec.cuda_stream: a stream of device %d, but the current device is %d (the call runs "
+                              "on the current device: cudaSetDevice(%d) first)",
+                              sdev, dev, sdev);
+        else
+            checked_stream = stream_ptr, checked_device = dev;
+    }
+#endif
+    if (memory == JATTN_MEMORY_HOST) {
+        enum cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+        const cudaError_t err = cudaStreamIsCapturing(stream, &capture);
+        if (err != cudaSuccess) (void)cudaGetLastError(); /* so that no later cudaGetLastError reports it */
+        if (err == cudaErrorStreamCaptureImplicit || (err == cudaSuccess && capture != cudaStreamCaptureStatusNone))
+            return jattn_fail(JATTN_ERROR_INVALID_ARGUMENT,
+                              "exec.memory: host pointers while %s is captured into a CUDA graph (the host path "
+                              "copies and synchronises, which a capture cannot record): pass device pointers "
+                              "(JATTN_MEMORY_DEVICE)",
+                              err == cudaSuccess ? "exec.cuda_stream" : "a stream of the device");
+    }
+    return JATTN_OK;
 }
 
 static jattn_cuda_strides cuda_strides(jattn_strides s) {
@@ -277,12 +323,7 @@ static jattn_status launch(const jattn_call *c, const jattn_plan *plan, const de
     void *owned = NULL;
     if (!workspace && total) {
         const cudaError_t err = cudaMallocAsync(&owned, total, stream);
-        if (err != cudaSuccess) {
-            (void)cudaGetLastError();
-            return jattn_fail(err == cudaErrorMemoryAllocation ? JATTN_ERROR_OUT_OF_MEMORY : JATTN_ERROR_CUDA,
-                              "cuda: cudaMallocAsync of the call's workspace (%zu bytes) failed: %s", total,
-                              cudaGetErrorName(err));
-        }
+        if (err != cudaSuccess) return cuda_fail(err, "cudaMallocAsync (the call's workspace)");
         atomic_fetch_add(&alloc_count, 1);
         workspace = owned;
     }
@@ -469,9 +510,11 @@ static jattn_status run_host(const jattn_call *c, const jattn_plan *plan) {
     return st;
 }
 
-/* A call, forward or backward: device pointers launch on the caller's stream; host arrays are
- * staged through the device. */
+/* A call, forward or backward: the stream checked (check_call_stream), then device pointers launch
+ * on the caller's stream; host arrays are staged through the device. */
 static jattn_status cuda_run(const jattn_call *c, const jattn_plan *plan) {
+    const jattn_status st = check_call_stream(c->cuda_stream, c->memory);
+    if (st != JATTN_OK) return st;
     if (c->memory == JATTN_MEMORY_DEVICE) {
         const device_arrays d = call_arrays(c);
         return launch(c, plan, &d, c->workspace);

@@ -13,8 +13,8 @@
  *                          (tests/test_cpu_kernels.c, test_cpu_exp.c, test_cpu_threads.c)
  *   cuda/cuda_internal.h   the cuda backend's knobs and counters: jattn_cuda_set_kernel,
  *                          jattn_cuda_last_kernel, jattn_cuda_alloc_count, the versions' limits and
- *                          workspace sizes (tests/test_cuda_device.c, bench/gpu/jattn_gpu_bench.c,
- *                          bench/gpu/sanitize_small.c)
+ *                          workspace sizes (tests/test_cuda_device.c, test_cuda_faults.c,
+ *                          test_cuda_kernels.c, bench/gpu/jattn_gpu_bench.c, bench/gpu/sanitize_small.c)
  *   cuda/cuda_versions.h   the versions' tables and the ladders walked over them (tests/test_cuda_ladder.c,
  *                          which checks src/cuda/NOTES.md's ladder table against them)
  *   vulkan/vk_internal.h   the vk backend's modules, range plan, context counters and kernel timer
