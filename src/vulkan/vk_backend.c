@@ -8,7 +8,13 @@
  * scaled back on the way out, so no driver's denormal flushing changes a result. Problems larger
  * than one storage-buffer binding are run in pieces of whole batch-heads. A context keeps the buffers (grow-only), the
  * command buffer, fence, descriptor set and timestamp queries: a repeated call of one size allocates nothing. Without a
- * context they are made for the call and freed before it returns. */
+ * context they are made for the call and freed before it returns.
+ *
+ * Masks and grouped-query heads (jattn_mask, kv_heads): each key/value head is staged once per piece
+ * and read by the query heads of its group (pieces hold whole groups); key lengths, the boolean key
+ * mask, each query row's key window (causal, blocks, segments: jattn_call_key_window) with each
+ * query tile's union and intersection of them, and the key bias rows go into the keys buffer
+ * (keys_layout), from which the kernels walk only the key tiles a query tile's windows touch. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +49,40 @@ typedef struct vk_ctx_state {
 
 static uint64_t padded_dim(int m) { return (uint64_t)jattn_vk_modules[m].dmax; }
 
+/* The words of the keys buffer (shaders/attn_common.glsl), in order: kv_end [batch]; the boolean key
+ * mask, [batch][words_per_row] bits; per batch-head the softmax scale (float bits), then the output's
+ * power-of-two exponent (int32, read by the host only); with windows (causal, blocks, segments) each
+ * query row's key window [lo, hi) ([window_rows][seq_q][2]), then each query tile's union and
+ * intersection of its rows' windows ([window_rows][query_tiles][4]); with a key bias its rows
+ * ([bias_rows_b][bias_rows_h][seq_kv] floats). It depends on the mask's structure only (a plan's). */
+typedef struct keys_layout {
+    uint64_t words_per_row, scales, out_exp, windows, ranges, bias, words;
+    int64_t window_rows;              /* 0: no windows; 1: one set for every batch; batch: segments per batch */
+    int64_t query_tiles;              /* ceil(seq_q / the module's rows) */
+    int64_t bias_rows_b, bias_rows_h; /* staged bias rows: batch or 1, heads or 1 (0, 0: no bias) */
+} keys_layout;
+
+static void layout_keys(const jattn_problem *p, const jattn_mask_shape *ms, int64_t rows, keys_layout *kl) {
+    const uint64_t bh = (uint64_t)p->batch * (uint64_t)p->heads;
+    kl->words_per_row = ms->mask ? ((uint64_t)p->seq_kv + 31) / 32 : 0;
+    kl->scales = (uint64_t)p->batch * (1 + kl->words_per_row);
+    kl->out_exp = kl->scales + bh;
+    const int windowed = ms->causal != JATTN_CAUSAL_NONE || ms->num_blocks || ms->num_segments;
+    kl->window_rows = !windowed ? 0 : ms->num_segments && ms->segments_stride ? p->batch : 1;
+    kl->query_tiles = (p->seq_q + rows - 1) / rows;
+    kl->windows = kl->out_exp + bh;
+    kl->ranges = kl->windows + 2 * (uint64_t)kl->window_rows * (uint64_t)p->seq_q;
+    kl->bias = kl->ranges + 4 * (uint64_t)kl->window_rows * (uint64_t)kl->query_tiles;
+    kl->bias_rows_b = !ms->key_bias ? 0 : ms->bias_batch_stride ? p->batch : 1;
+    kl->bias_rows_h = !ms->key_bias ? 0 : ms->bias_head_stride ? p->heads : 1;
+    kl->words = kl->bias + (uint64_t)kl->bias_rows_b * (uint64_t)kl->bias_rows_h * (uint64_t)p->seq_kv;
+}
+
+/* Every mask part and grouped-query heads (the forward; the vk backend has no backward). */
+#define VK_FEATURES                                                                                     \
+    (JATTN_FEATURE_KEY_PADDING | JATTN_FEATURE_CAUSAL | JATTN_FEATURE_BLOCKS | JATTN_FEATURE_SEGMENTS | \
+     JATTN_FEATURE_KEY_BIAS | JATTN_FEATURE_GQA)
+
 static jattn_status vk_select(const jattn_problem *p, const jattn_exec *e, jattn_plan *plan) {
     vk_device *d = vk_device_get();
     if (d->status != JATTN_OK) return jattn_fail(d->status, "%s", d->why);
@@ -55,7 +95,7 @@ static jattn_status vk_select(const jattn_problem *p, const jattn_exec *e, jattn
         return FAIL(JATTN_ERROR_UNSUPPORTED, "exec.memory: the vk backend takes host memory only (JATTN_MEMORY_HOST)");
     if (e->precision != JATTN_PRECISION_F32)
         return FAIL(JATTN_ERROR_UNSUPPORTED, "exec.precision: the vk backend computes f32 only");
-    const jattn_status refused = jattn_refuse_features(plan, JATTN_FEATURE_KEY_PADDING, "the vk backend");
+    const jattn_status refused = jattn_refuse_features(plan, VK_FEATURES, "the vk backend");
     if (refused != JATTN_OK) return refused;
     const int m = vk_module_for(d, p->head_dim);
     if (m < 0)
@@ -69,11 +109,13 @@ static jattn_status vk_select(const jattn_problem *p, const jattn_exec *e, jattn
                     "%llu bytes (pieces are whole heads)",
                     p->seq_q >= p->seq_kv ? "seq_q" : "seq_kv", (long long)longest, (unsigned long long)dp,
                     (unsigned long long)d->max_binding);
-    const uint64_t key_words =
-        (uint64_t)p->batch * (1 + ((uint64_t)p->seq_kv + 31) / 32) + 2 * (uint64_t)p->batch * (uint64_t)p->heads;
-    if (key_words > d->max_binding / 4)
-        return FAIL(JATTN_ERROR_UNSUPPORTED, "batch: %lld key-padding rows exceed the storage-buffer binding",
-                    (long long)p->batch);
+    keys_layout kl;
+    layout_keys(p, &plan->mask, jattn_vk_modules[m].rows, &kl);
+    if (kl.words > d->max_binding / 4)
+        return FAIL(JATTN_ERROR_UNSUPPORTED,
+                    "batch: %lld batches of key lengths, masks, windows, key bias and scales (%llu bytes) exceed the "
+                    "device's storage-buffer binding of %llu bytes",
+                    (long long)p->batch, (unsigned long long)kl.words * 4, (unsigned long long)d->max_binding);
     if ((uint64_t)(p->seq_q + jattn_vk_modules[m].rows - 1) / (uint64_t)jattn_vk_modules[m].rows >
         d->props.limits.maxComputeWorkGroupCount[0])
         return FAIL(JATTN_ERROR_UNSUPPORTED, "seq_q: %lld needs more workgroups than the device dispatches (%u)",
@@ -275,30 +317,46 @@ static float gather_head(float *dst, const float *src, int64_t rows, int64_t tok
 /* ---- forward ------------------------------------------------------------------------------ */
 
 typedef struct piece_plan {
-    int64_t dp;                                                       /* floats per staged row (the module's DMAX) */
-    int64_t heads_max;                                                /* batch-heads per piece */
-    VkDeviceSize q_bytes, kv_bytes, out_bytes, lse_bytes, keys_bytes; /* per piece */
+    int64_t dp;        /* floats per staged row (the module's DMAX) */
+    int64_t group;     /* query heads per key/value head */
+    int64_t heads_max; /* query batch-heads per piece: whole groups (or a divisor of a group too large) */
+    int64_t kv_max;    /* key/value batch-heads per piece */
+    keys_layout keys;
+    VkDeviceSize q_bytes, kv_bytes, out_bytes, lse_bytes, keys_bytes; /* per piece (keys: the call's) */
     VkDeviceSize off_q, off_k, off_v, off_keys, off_out, off_lse, stage_bytes;
 } piece_plan;
 
 static VkDeviceSize align_up(VkDeviceSize x) { return (x + 255) & ~(VkDeviceSize)255; }
 
-static void plan_pieces(const vk_device *d, const jattn_problem *p, int m, int64_t words_per_row, piece_plan *pl) {
+/* Pieces of whole groups of query heads with their key/value heads (each k, v head staged once per
+ * piece and read by its group), as many as one binding holds of q and of k, v, and one dispatch
+ * covers; a group whose q alone exceeds a binding runs in pieces of a divisor of it. */
+static void plan_pieces(const vk_device *d, const jattn_problem *p, const jattn_plan *plan, int m, piece_plan *pl) {
     pl->dp = (int64_t)padded_dim(m);
-    const uint64_t row_bytes = (uint64_t)pl->dp * 4;
-    const uint64_t head_bytes = row_bytes * (uint64_t)(p->seq_q > p->seq_kv ? p->seq_q : p->seq_kv);
-    int64_t n = (int64_t)(d->max_binding / head_bytes); /* >= 1: select checked */
-    const int64_t bh = p->batch * p->heads;
-    if (n > bh) n = bh;
-    if (n > (int64_t)d->props.limits.maxComputeWorkGroupCount[1]) n = d->props.limits.maxComputeWorkGroupCount[1];
-    pl->heads_max = n;
-    pl->q_bytes = (VkDeviceSize)n * (VkDeviceSize)p->seq_q * row_bytes;
-    pl->kv_bytes = (VkDeviceSize)n * (VkDeviceSize)p->seq_kv * row_bytes;
+    const uint64_t row_bytes = (uint64_t)pl->dp * 4, mb = d->max_binding;
+    const uint64_t ymax = d->props.limits.maxComputeWorkGroupCount[1];
+    const uint64_t q_head = row_bytes * (uint64_t)p->seq_q, kv_head = row_bytes * (uint64_t)p->seq_kv; /* > 0 */
+    const int64_t group = p->heads / p->kv_heads;
+    pl->group = group;
+    uint64_t groups = mb / q_head / (uint64_t)group; /* >= 1 head of each fits: select checked */
+    if (groups > mb / kv_head) groups = mb / kv_head;
+    if (groups > ymax / (uint64_t)group) groups = ymax / (uint64_t)group;
+    if (groups > (uint64_t)(p->batch * p->kv_heads)) groups = (uint64_t)(p->batch * p->kv_heads);
+    if (groups >= 1) {
+        pl->heads_max = (int64_t)groups * group;
+        pl->kv_max = (int64_t)groups;
+    } else {
+        int64_t n = group;
+        while (n > 1 && (group % n != 0 || (uint64_t)n * q_head > mb || (uint64_t)n > ymax)) n--;
+        pl->heads_max = n;
+        pl->kv_max = 1;
+    }
+    pl->q_bytes = (VkDeviceSize)pl->heads_max * (VkDeviceSize)p->seq_q * row_bytes;
+    pl->kv_bytes = (VkDeviceSize)pl->kv_max * (VkDeviceSize)p->seq_kv * row_bytes;
     pl->out_bytes = pl->q_bytes;
-    pl->lse_bytes = (VkDeviceSize)n * (VkDeviceSize)p->seq_q * 4;
-    /* kv_end[batch], mask bits [batch][words_per_row], per batch-head: the softmax scale (float),
-     * then the output's power-of-two exponent (int32, read by the host only) */
-    pl->keys_bytes = ((VkDeviceSize)p->batch * (VkDeviceSize)(1 + words_per_row) + 2 * (VkDeviceSize)bh) * 4;
+    pl->lse_bytes = (VkDeviceSize)pl->heads_max * (VkDeviceSize)p->seq_q * 4;
+    layout_keys(p, &plan->mask, jattn_vk_modules[m].rows, &pl->keys);
+    pl->keys_bytes = (VkDeviceSize)pl->keys.words * 4;
     pl->off_q = 0;
     pl->off_k = align_up(pl->off_q + pl->q_bytes);
     pl->off_v = align_up(pl->off_k + pl->kv_bytes);
@@ -350,15 +408,22 @@ static void memory_barrier(const vk_device *d, VkCommandBuffer cmd, VkPipelineSt
     d->f.vkCmdPipelineBarrier(cmd, src, dst, 0, 1, &mb, 0, NULL, 0, NULL);
 }
 
-/* The push constants of shaders/attn_f32.comp. */
+/* The push constants of the kernels (shaders/attn_common.glsl says what each is). */
 typedef struct push_constants {
     uint32_t seq_q, seq_kv, heads, bh0, batch, words_per_row, flags;
     uint32_t scales; /* the word of keys[] where the per-head softmax scales start */
+    uint32_t group, kv_bh0;
+    uint32_t windows, ranges, window_batch;
+    uint32_t bias, bias_b, bias_h;
 } push_constants;
+_Static_assert(sizeof(push_constants) == JATTN_VK_PUSH_BYTES, "push constants: vk_internal.h's size");
 
-/* Records and runs one piece: batch-heads [bh0, bh0 + n). */
+enum { FLAG_MASK = 1, FLAG_LSE = 2, FLAG_WINDOWS = 4, FLAG_BIAS = 8 }; /* push_constants.flags */
+
+/* Records and runs one piece: query batch-heads [bh0, bh0 + n), key/value batch-heads
+ * [kv_bh0, kv_bh0 + nkv). */
 static jattn_status run_piece(const vk_device *d, vk_ctx_state *s, VkPipeline pipeline, uint32_t rows,
-                              const piece_plan *pl, const push_constants *pc, int64_t n, int64_t slices,
+                              const piece_plan *pl, const push_constants *pc, int64_t n, int64_t nkv, int64_t slices,
                               double *kernel_seconds) {
     VkCommandBuffer cmd = s->cmd;
     VkCommandBufferBeginInfo bi;
@@ -368,7 +433,7 @@ static jattn_status run_piece(const vk_device *d, vk_ctx_state *s, VkPipeline pi
     if (d->f.vkBeginCommandBuffer(cmd, &bi) != VK_SUCCESS)
         return FAIL(JATTN_ERROR_OUT_OF_MEMORY, "vkBeginCommandBuffer failed");
     const VkDeviceSize q_bytes = (VkDeviceSize)n * pc->seq_q * (VkDeviceSize)pl->dp * 4;
-    const VkDeviceSize kv_bytes = (VkDeviceSize)n * pc->seq_kv * (VkDeviceSize)pl->dp * 4;
+    const VkDeviceSize kv_bytes = (VkDeviceSize)nkv * pc->seq_kv * (VkDeviceSize)pl->dp * 4;
     const VkDeviceSize lse_bytes = (VkDeviceSize)n * pc->seq_q * 4;
     VkBufferCopy c;
     c.srcOffset = pl->off_q, c.dstOffset = 0, c.size = q_bytes;
@@ -394,7 +459,7 @@ static jattn_status run_piece(const vk_device *d, vk_ctx_state *s, VkPipeline pi
                    VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_READ_BIT);
     c.srcOffset = 0, c.dstOffset = pl->off_out, c.size = q_bytes;
     d->f.vkCmdCopyBuffer(cmd, s->dev[BUF_OUT].buf, s->stage.buf, 1, &c);
-    if (pc->flags & 2u) {
+    if (pc->flags & FLAG_LSE) {
         c.dstOffset = pl->off_lse, c.size = lse_bytes;
         d->f.vkCmdCopyBuffer(cmd, s->dev[BUF_LSE].buf, s->stage.buf, 1, &c);
     }
@@ -424,90 +489,230 @@ static jattn_status run_piece(const vk_device *d, vk_ctx_state *s, VkPipeline pi
     return JATTN_OK;
 }
 
-static jattn_status vk_forward(const jattn_call *call, const jattn_plan *plan) {
-    vk_device *d = vk_device_get();
-    const jattn_problem *p = call->problem;
-    const int m = (int)((const vk_spirv_module *)plan->kernel - jattn_vk_modules);
-    VkPipeline pipeline;
-    jattn_status st = vk_device_pipeline(d, m, &pipeline);
-    if (st != JATTN_OK) return st;
-
-    vk_ctx_state *s = call->ctx ? call->ctx->backend_state[JATTN_BACKEND_VK] : NULL;
-    vk_ctx_state *owned = NULL;
-    if (!s) {
-        st = state_create(d, &s);
-        if (st != JATTN_OK) return st;
-        if (call->ctx)
-            call->ctx->backend_state[JATTN_BACKEND_VK] = s;
-        else
-            owned = s;
-    }
-
-    const int64_t words_per_row = call->mask ? (p->seq_kv + 31) / 32 : 0;
-    piece_plan pl;
-    plan_pieces(d, p, m, words_per_row, &pl);
-    st = reserve_all(d, s, &pl);
-    if (st != JATTN_OK) {
-        state_free(d, owned);
-        return st;
-    }
-    update_descriptors(d, s);
-
-    /* keys: kv_end[b], then (with a mask) one bit per key and batch. */
-    uint8_t *stage = s->stage.map;
-    uint32_t *keys = (uint32_t *)(stage + pl.off_keys);
-    for (int64_t b = 0; b < p->batch; b++) keys[b] = (uint32_t)(call->kv_len ? call->kv_len[b] : p->seq_kv);
-    if (call->mask) {
+/* The keys buffer of a call (keys_layout): kv_end, the mask bits, the windows and each query tile's
+ * union and intersection of them (from jattn_call_key_window: the one definition of the windows),
+ * the key bias rows. The scales and exponents are written per piece. */
+static void fill_keys(const jattn_call *c, const keys_layout *kl, int64_t rows, uint32_t *keys) {
+    const jattn_problem *p = c->problem;
+    for (int64_t b = 0; b < p->batch; b++) keys[b] = (uint32_t)(c->kv_len ? c->kv_len[b] : p->seq_kv);
+    if (kl->words_per_row) {
+        const int64_t wpr = (int64_t)kl->words_per_row;
         uint32_t *bits = keys + p->batch;
-        memset(bits, 0, (size_t)(p->batch * words_per_row) * sizeof *bits);
+        memset(bits, 0, (size_t)(p->batch * wpr) * sizeof *bits);
         for (int64_t b = 0; b < p->batch; b++) {
-            const uint8_t *row = call->mask + b * call->mask_stride;
+            const uint8_t *row = c->mask + b * c->mask_stride;
             for (int64_t j = 0; j < p->seq_kv; j++)
-                if (row[j]) bits[b * words_per_row + j / 32] |= 1u << (j % 32);
+                if (row[j]) bits[b * wpr + j / 32] |= 1u << (j % 32);
         }
     }
+    for (int64_t w = 0; w < kl->window_rows; w++) {
+        uint32_t *win = keys + kl->windows + 2 * w * p->seq_q, *range = keys + kl->ranges + 4 * w * kl->query_tiles;
+        for (int64_t x = 0; x < kl->query_tiles; x++) {
+            const int64_t i1 = (x + 1) * rows < p->seq_q ? (x + 1) * rows : p->seq_q;
+            int64_t ulo = p->seq_kv, uhi = 0, ilo = 0, ihi = p->seq_kv;
+            for (int64_t i = x * rows; i < i1; i++) {
+                int64_t lo, hi;
+                jattn_call_key_window(c, w, i, &lo, &hi);
+                win[2 * i] = (uint32_t)lo, win[2 * i + 1] = (uint32_t)hi;
+                if (lo < hi) ulo = lo < ulo ? lo : ulo, uhi = hi > uhi ? hi : uhi;
+                ilo = lo > ilo ? lo : ilo, ihi = hi < ihi ? hi : ihi;
+            }
+            if (ulo >= uhi) ulo = uhi = 0; /* no row of the tile attends a key */
+            range[4 * x] = (uint32_t)ulo, range[4 * x + 1] = (uint32_t)uhi;
+            range[4 * x + 2] = (uint32_t)ilo, range[4 * x + 3] = (uint32_t)(ihi > ilo ? ihi : ilo);
+        }
+    }
+    for (int64_t bb = 0; bb < kl->bias_rows_b; bb++)
+        for (int64_t hh = 0; hh < kl->bias_rows_h; hh++)
+            memcpy(keys + kl->bias + (bb * kl->bias_rows_h + hh) * p->seq_kv,
+                   c->key_bias + bb * c->bias_batch_stride + hh * c->bias_head_stride,
+                   (size_t)p->seq_kv * sizeof(float));
+}
 
-    const int64_t dp = pl.dp, H = p->heads, D = p->head_dim;
+/* Non-finite v under windows. A boundary tile's rows share its v rows while their windows differ, so
+ * a NaN or Inf in v[j][d] would reach, through a weight of 0, rows that do not attend key j. Such
+ * elements are staged as 0 and put back into the outputs by the host: element d of every out row
+ * that attends key j becomes non-finite (jattn.h), every other row stays exact. Rare: a scan of v for
+ * NaN (Inf shows in its maximum) during the gather of a windowed call. */
+typedef struct bad_v {
+    int64_t kv_bh, j, d; /* key/value batch-head, key, dim */
+    float value;
+} bad_v;
+
+typedef struct bad_v_list {
+    bad_v *at;
+    int64_t n, cap;
+} bad_v_list;
+
+static int has_nan(const float *src, int64_t rows, int64_t token_stride, int64_t head_dim) {
+    int nan = 0;
+    for (int64_t i = 0; i < rows; i++)
+        for (int64_t d = 0; d < head_dim; d++) nan |= isnan(src[i * token_stride + d]) != 0;
+    return nan;
+}
+
+/* Zeroes the staged non-finite elements of one v head; records them when `list` is given.
+ * @return the largest finite |v| (the maximum the range plan takes), or -1 when out of memory. */
+static float zero_nonfinite(float *dst, const float *src, int64_t rows, int64_t token_stride, int64_t head_dim,
+                            int64_t dp, int64_t kv_bh, bad_v_list *list) {
+    float m = 0.0f;
+    for (int64_t j = 0; j < rows; j++)
+        for (int64_t d = 0; d < head_dim; d++) {
+            const float x = src[j * token_stride + d];
+            if (isfinite(x)) {
+                m = fabsf(x) > m ? fabsf(x) : m;
+                continue;
+            }
+            dst[j * dp + d] = 0.0f;
+            if (!list) continue;
+            if (list->n == list->cap) {
+                const int64_t cap = list->cap ? 2 * list->cap : 64;
+                bad_v *at = realloc(list->at, (size_t)cap * sizeof *at);
+                if (!at) return -1.0f;
+                list->at = at, list->cap = cap;
+            }
+            list->at[list->n++] = (bad_v){kv_bh, j, d, x};
+        }
+    return m;
+}
+
+/* Element d of out row i after v[j][d] = x (non-finite) joins it: NaN, or Inf of one sign. */
+static float join_nonfinite(float o, float x) {
+    if (isnan(o) || isnan(x) || (isinf(o) && o != x)) return NAN;
+    return x;
+}
+
+/* Puts the recorded non-finite v elements of the piece's key/value heads back into the rows of query
+ * batch-heads [bh0, bh0 + n) that attend their keys. */
+static void restore_nonfinite(const jattn_call *c, const bad_v_list *list, int64_t bh0, int64_t n) {
+    const jattn_problem *p = c->problem;
+    const int64_t group = p->heads / p->kv_heads;
+    for (int64_t r = 0; r < list->n; r++) {
+        const bad_v *e = &list->at[r];
+        const int64_t b = e->kv_bh / p->kv_heads, hk = e->kv_bh % p->kv_heads;
+        for (int64_t h = hk * group; h < (hk + 1) * group; h++) {
+            const int64_t bh = b * p->heads + h;
+            const float *bias = jattn_call_bias_row(c, b, h);
+            if (bh < bh0 || bh >= bh0 + n || !jattn_call_attends(c, b, e->j) || (bias && bias[e->j] == -INFINITY))
+                continue;
+            for (int64_t i = 0; i < p->seq_q; i++) {
+                int64_t lo, hi;
+                jattn_call_key_window(c, b, i, &lo, &hi);
+                if (e->j < lo || e->j >= hi) continue;
+                float *o = c->out + b * p->out.batch + h * p->out.head + i * p->out.token + e->d;
+                *o = join_nonfinite(*o, e->value);
+            }
+        }
+    }
+}
+
+/* The host arrays of a call, per piece: the largest |q| of each query head and |k|, |v| of each
+ * key/value head, the range plans, the v heads holding NaN or Inf (windows only), their elements. */
+typedef struct host_arrays {
+    float *max_q, *max_k, *max_v;
+    vk_head_range *range;
+    unsigned char *v_bad;
+    bad_v_list bad;
+} host_arrays;
+
+/* The forward's pieces: gather, dispatch, scatter (buffers reserved, descriptors written). */
+static jattn_status forward_pieces(const jattn_call *call, const vk_device *d, vk_ctx_state *s, VkPipeline pipeline,
+                                   int m, const piece_plan *pl, host_arrays *ha) {
+    const jattn_problem *p = call->problem;
+    const keys_layout *kl = &pl->keys;
+    const int64_t rows = jattn_vk_modules[m].rows;
+    float *max_q = ha->max_q, *max_k = ha->max_k, *max_v = ha->max_v;
+    vk_head_range *range = ha->range;
+    unsigned char *v_bad = ha->v_bad;
+    bad_v_list *bad = &ha->bad;
+    jattn_status st = JATTN_OK;
+
+    uint8_t *stage = s->stage.map;
+    uint32_t *keys = (uint32_t *)(stage + pl->off_keys);
+    fill_keys(call, kl, rows, keys);
+
+    const int64_t dp = pl->dp, H = p->heads, Hkv = p->kv_heads, D = p->head_dim, group = pl->group;
     const int64_t bh_total = p->batch * H;
-    const int64_t scales_at = p->batch * (1 + words_per_row);
-    float *head_scale = (float *)(keys + scales_at);
-    int32_t *out_exp = (int32_t *)(keys + scales_at + bh_total);
+    const int windowed = kl->window_rows > 0;
+    float *head_scale = (float *)(keys + kl->scales);
+    int32_t *out_exp = (int32_t *)(keys + kl->out_exp);
     const int64_t slices = dp > JATTN_VK_DIMS_PER_GROUP ? dp / JATTN_VK_DIMS_PER_GROUP : 1;
     const float *q = call->q, *k = call->k, *v = call->v;
-    float *sq = (float *)(stage + pl.off_q), *sk = (float *)(stage + pl.off_k), *sv = (float *)(stage + pl.off_v);
-    const float *so = (const float *)(stage + pl.off_out), *sl = (const float *)(stage + pl.off_lse);
+    float *sq = (float *)(stage + pl->off_q), *sk = (float *)(stage + pl->off_k), *sv = (float *)(stage + pl->off_v);
+    const float *so = (const float *)(stage + pl->off_out), *sl = (const float *)(stage + pl->off_lse);
     const int threads = jattn_resolve_threads(0);
     double kernel_seconds = 0.0;
     (void)threads;
-    for (int64_t bh0 = 0; bh0 < bh_total && st == JATTN_OK; bh0 += pl.heads_max) {
-        const int64_t n = bh_total - bh0 < pl.heads_max ? bh_total - bh0 : pl.heads_max;
+    for (int64_t bh0 = 0; bh0 < bh_total && st == JATTN_OK; bh0 += pl->heads_max) {
+        const int64_t n = bh_total - bh0 < pl->heads_max ? bh_total - bh0 : pl->heads_max;
+        const int64_t kv_bh0 = bh0 / group, nkv = (bh0 + n - 1) / group - kv_bh0 + 1;
+        /* the piece's key/value heads and query heads, one task each */
         JATTN_PARALLEL_FOR_DYNAMIC(1, threads)
-        for (int64_t i = 0; i < n; i++) {
-            const int64_t b = (bh0 + i) / H, h = (bh0 + i) % H;
-            const int64_t kv_rows = call->kv_len ? call->kv_len[b] : p->seq_kv; /* later keys are never read */
-            const float *qh = q + b * p->q.batch + h * p->q.head, *kh = k + b * p->k.batch + h * p->k.head,
-                        *vh = v + b * p->v.batch + h * p->v.head;
-            float *dq = sq + i * p->seq_q * dp, *dk = sk + i * p->seq_kv * dp, *dv = sv + i * p->seq_kv * dp;
-            const float mq = gather_head(dq, qh, p->seq_q, p->q.token, D, dp);
-            const float mk = gather_head(dk, kh, kv_rows, p->k.token, D, dp);
-            const float mv = gather_head(dv, vh, kv_rows, p->v.token, D, dp);
-            vk_head_range r; /* no float32 denormal reaches the kernel (vk_range.c) */
-            vk_range_plan(mq, mk, mv, call->scale, &r);
-            if (r.q_shift) vk_copy_scaled(dq, qh, p->seq_q, p->q.token, D, dp, r.q_shift);
-            if (r.k_shift) vk_copy_scaled(dk, kh, kv_rows, p->k.token, D, dp, r.k_shift);
-            if (r.v_shift) vk_copy_scaled(dv, vh, kv_rows, p->v.token, D, dp, r.v_shift);
-            head_scale[bh0 + i] = r.scale;
-            out_exp[bh0 + i] = r.v_shift;
+        for (int64_t t = 0; t < nkv + n; t++) {
+            if (t < nkv) {
+                const int64_t b = (kv_bh0 + t) / Hkv, hk = (kv_bh0 + t) % Hkv;
+                const int64_t kv_rows = call->kv_len ? call->kv_len[b] : p->seq_kv; /* later keys are never read */
+                const float *kh = k + b * p->k.batch + hk * p->k.head, *vh = v + b * p->v.batch + hk * p->v.head;
+                max_k[t] = gather_head(sk + t * p->seq_kv * dp, kh, kv_rows, p->k.token, D, dp);
+                max_v[t] = gather_head(sv + t * p->seq_kv * dp, vh, kv_rows, p->v.token, D, dp);
+                v_bad[t] = windowed && (isinf(max_v[t]) || has_nan(vh, kv_rows, p->v.token, D));
+            } else {
+                const int64_t i = t - nkv, b = (bh0 + i) / H, h = (bh0 + i) % H;
+                max_q[i] = gather_head(sq + i * p->seq_q * dp, q + b * p->q.batch + h * p->q.head, p->seq_q, p->q.token,
+                                       D, dp);
+            }
+        }
+        bad->n = 0;
+        for (int64_t t = 0; t < nkv && st == JATTN_OK; t++) { /* rare: see bad_v */
+            if (!v_bad[t]) continue;
+            const int64_t b = (kv_bh0 + t) / Hkv, hk = (kv_bh0 + t) % Hkv;
+            max_v[t] = zero_nonfinite(sv + t * p->seq_kv * dp, v + b * p->v.batch + hk * p->v.head,
+                                      call->kv_len ? call->kv_len[b] : p->seq_kv, p->v.token, D, dp, kv_bh0 + t, bad);
+            if (max_v[t] < 0.0f) st = FAIL(JATTN_ERROR_OUT_OF_MEMORY, "the list of non-finite v elements");
+        }
+        if (st != JATTN_OK) break;
+        /* no float32 denormal reaches the kernel (vk_range.c): per key/value head, its group's plan */
+        JATTN_PARALLEL_FOR_DYNAMIC(1, threads)
+        for (int64_t t = 0; t < nkv; t++) {
+            const int64_t x = kv_bh0 + t, b = x / Hkv, hk = x % Hkv;
+            const int64_t i0 = (x * group > bh0 ? x * group : bh0) - bh0;
+            const int64_t i1 = ((x + 1) * group < bh0 + n ? (x + 1) * group : bh0 + n) - bh0;
+            const int64_t kv_rows = call->kv_len ? call->kv_len[b] : p->seq_kv;
+            const float *kh = k + b * p->k.batch + hk * p->k.head, *vh = v + b * p->v.batch + hk * p->v.head;
+            float *dk = sk + t * p->seq_kv * dp, *dv = sv + t * p->seq_kv * dp;
+            vk_range_plan_group(max_q + i0, i1 - i0, max_k[t], max_v[t], call->scale, range + i0);
+            if (range[i0].k_shift) vk_copy_scaled(dk, kh, kv_rows, p->k.token, D, dp, range[i0].k_shift);
+            if (range[i0].v_shift) {
+                vk_copy_scaled(dv, vh, kv_rows, p->v.token, D, dp, range[i0].v_shift);
+                if (v_bad[t]) zero_nonfinite(dv, vh, kv_rows, p->v.token, D, dp, x, NULL);
+            }
+            for (int64_t i = i0; i < i1; i++) {
+                const int64_t qb = (bh0 + i) / H, qh = (bh0 + i) % H;
+                if (range[i].q_shift)
+                    vk_copy_scaled(sq + i * p->seq_q * dp, q + qb * p->q.batch + qh * p->q.head, p->seq_q, p->q.token,
+                                   D, dp, range[i].q_shift);
+                head_scale[bh0 + i] = range[i].scale;
+                out_exp[bh0 + i] = range[i].v_shift;
+            }
         }
         push_constants pc = {.seq_q = (uint32_t)p->seq_q,
                              .seq_kv = (uint32_t)p->seq_kv,
                              .heads = (uint32_t)H,
                              .bh0 = (uint32_t)bh0,
                              .batch = (uint32_t)p->batch,
-                             .words_per_row = (uint32_t)words_per_row,
-                             .flags = (call->mask ? 1u : 0u) | (call->lse ? 2u : 0u),
-                             .scales = (uint32_t)scales_at};
-        st = run_piece(d, s, pipeline, (uint32_t)jattn_vk_modules[m].rows, &pl, &pc, n, slices, &kernel_seconds);
+                             .words_per_row = (uint32_t)kl->words_per_row,
+                             .flags = (call->mask ? FLAG_MASK : 0u) | (call->lse ? FLAG_LSE : 0u) |
+                                      (windowed ? FLAG_WINDOWS : 0u) | (kl->bias_rows_b ? FLAG_BIAS : 0u),
+                             .scales = (uint32_t)kl->scales,
+                             .group = (uint32_t)group,
+                             .kv_bh0 = (uint32_t)kv_bh0,
+                             .windows = (uint32_t)kl->windows,
+                             .ranges = (uint32_t)kl->ranges,
+                             .window_batch = kl->window_rows > 1 ? 1u : 0u,
+                             .bias = (uint32_t)kl->bias,
+                             .bias_b = (uint32_t)(kl->bias_rows_b > 1 ? kl->bias_rows_h * p->seq_kv : 0),
+                             .bias_h = (uint32_t)(kl->bias_rows_h > 1 ? p->seq_kv : 0)};
+        st = run_piece(d, s, pipeline, (uint32_t)rows, pl, &pc, n, nkv, slices, &kernel_seconds);
         if (st != JATTN_OK) break;
         float *out = call->out;
         JATTN_PARALLEL_FOR_DYNAMIC(1, threads)
@@ -524,9 +729,50 @@ static jattn_status vk_forward(const jattn_call *call, const jattn_plan *plan) {
                     for (int64_t j = 0; j < D; j++) dst[t * p->out.token + j] = (float)((double)src[t * dp + j] * f);
             }
         }
+        if (bad->n) restore_nonfinite(call, bad, bh0, n);
         if (call->lse) memcpy(call->lse + bh0 * p->seq_q, sl, (size_t)(n * p->seq_q) * sizeof(float));
     }
     s->last_kernel_seconds = kernel_seconds;
+    return st;
+}
+
+static jattn_status vk_forward(const jattn_call *call, const jattn_plan *plan) {
+    vk_device *d = vk_device_get();
+    const int m = (int)((const vk_spirv_module *)plan->kernel - jattn_vk_modules);
+    VkPipeline pipeline;
+    jattn_status st = vk_device_pipeline(d, m, &pipeline);
+    if (st != JATTN_OK) return st;
+
+    vk_ctx_state *s = call->ctx ? call->ctx->backend_state[JATTN_BACKEND_VK] : NULL;
+    vk_ctx_state *owned = NULL;
+    if (!s) {
+        st = state_create(d, &s);
+        if (st != JATTN_OK) return st;
+        if (call->ctx)
+            call->ctx->backend_state[JATTN_BACKEND_VK] = s;
+        else
+            owned = s;
+    }
+    piece_plan pl;
+    plan_pieces(d, call->problem, plan, m, &pl);
+    host_arrays ha;
+    memset(&ha, 0, sizeof ha);
+    ha.max_q = malloc((size_t)(pl.heads_max + 2 * pl.kv_max) * sizeof *ha.max_q);
+    ha.range = malloc((size_t)pl.heads_max * sizeof *ha.range);
+    ha.v_bad = calloc((size_t)pl.kv_max, 1);
+    if (!ha.max_q || !ha.range || !ha.v_bad)
+        st = FAIL(JATTN_ERROR_OUT_OF_MEMORY, "host arrays of %lld heads", (long long)pl.heads_max);
+    if (st == JATTN_OK) st = reserve_all(d, s, &pl);
+    if (st == JATTN_OK) {
+        ha.max_k = ha.max_q + pl.heads_max;
+        ha.max_v = ha.max_k + pl.kv_max;
+        update_descriptors(d, s);
+        st = forward_pieces(call, d, s, pipeline, m, &pl, &ha);
+    }
+    free(ha.bad.at);
+    free(ha.v_bad);
+    free(ha.range);
+    free(ha.max_q);
     state_free(d, owned);
     return st;
 }

@@ -125,6 +125,11 @@ static int device_usable(vk_device *d, VkPhysicalDevice pd, const VkPhysicalDevi
                  JATTN_VK_SHARED_BYTES, JATTN_VK_GROUP_SIZE);
         return 0;
     }
+    if (p->limits.maxPushConstantsSize < JATTN_VK_PUSH_BYTES) {
+        snprintf(why, why_len, "%.96s has %u bytes of push constants (need %d)", p->deviceName,
+                 p->limits.maxPushConstantsSize, JATTN_VK_PUSH_BYTES);
+        return 0;
+    }
     uint32_t n_fam = 0;
     d->f.vkGetPhysicalDeviceQueueFamilyProperties(pd, &n_fam, NULL);
     VkQueueFamilyProperties fams[16];
@@ -309,7 +314,7 @@ static jattn_status open_device(vk_device *d) {
     if (vk_loader_device(&d->f, d->device, why, sizeof why) != 0) FAIL(JATTN_ERROR_BACKEND_UNAVAILABLE, "%.180s", why);
     d->f.vkGetDeviceQueue(d->device, d->queue_family, 0, &d->queue);
 
-    /* Bindings 0..5: q, k, v, out, lse, keys (shaders/attn_f32.comp); push constants: 8 words. */
+    /* Bindings 0..5: q, k, v, out, lse, keys (shaders/attn_common.glsl); push constants: 16 words. */
     VkDescriptorSetLayoutBinding b[6];
     memset(b, 0, sizeof b);
     for (uint32_t i = 0; i < 6; i++) {
@@ -325,7 +330,7 @@ static jattn_status open_device(vk_device *d) {
     lci.pBindings = b;
     if (d->f.vkCreateDescriptorSetLayout(d->device, &lci, NULL, &d->set_layout) != VK_SUCCESS)
         FAIL(JATTN_ERROR_OUT_OF_MEMORY, "vkCreateDescriptorSetLayout failed");
-    VkPushConstantRange pcr = {VK_SHADER_STAGE_COMPUTE_BIT, 0, 32};
+    VkPushConstantRange pcr = {VK_SHADER_STAGE_COMPUTE_BIT, 0, JATTN_VK_PUSH_BYTES};
     VkPipelineLayoutCreateInfo pci;
     memset(&pci, 0, sizeof pci);
     pci.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO;

@@ -30,6 +30,9 @@ extern const int jattn_vk_module_count;
 #define JATTN_VK_DIMS_PER_GROUP 256
 #define JATTN_VK_MAX_HEAD_DIM 1024
 #define JATTN_VK_MAX_MODULES 48
+/* The push constants' size (shaders/attn_common.glsl, vk_backend.c), within the device's
+ * maxPushConstantsSize (checked when the device is chosen). */
+#define JATTN_VK_PUSH_BYTES 64
 
 /* ---- the process-wide device ---- */
 typedef struct vk_device {
@@ -94,6 +97,10 @@ typedef struct vk_head_range {
 } vk_head_range;
 /* The plan for a head whose largest |q|, |k|, |v| (NaN ignored) are max_q, max_k, max_v. */
 void vk_range_plan(float max_q, float max_k, float max_v, float scale, vk_head_range *r);
+/* The plans of n query heads (max_q[i] each) that share one key/value head (grouped-query heads):
+ * the k and v shifts are the group's, each head has its own q shift and scale. n = 1 gives
+ * vk_range_plan's plan. */
+void vk_range_plan_group(const float *max_q, int64_t n, float max_k, float max_v, float scale, vk_head_range *r);
 /* rows of head_dim floats (token_stride apart) times 2^shift, rounded once, into dst [rows][dp]
  * (zero-padded past head_dim). */
 void vk_copy_scaled(float *dst, const float *src, int64_t rows, int64_t token_stride, int64_t head_dim, int64_t dp,

@@ -6,13 +6,17 @@
 // blocks of S, 8 x 4 of O per 64-dim half), TX = 32 (256 invocations, 8 x 2 and 8 x 4; DMAX 128; the
 // default on NVIDIA), TX = 32 with RPT = 4 (512 invocations, 4 x 2 and 4 x 4; DMAX 128).
 //
-// Reads  q [nbh, seq_q,  DMAX]  k, v [nbh, seq_kv, DMAX]   dense, rows zero-padded from head_dim to DMAX
-//        keys: as attn_f32.comp (kv_end, mask bits, per-head softmax scales at pc.scales)
+// Reads  q [nbh, seq_q,  DMAX]  k, v [nkv, seq_kv, DMAX]   dense, rows zero-padded from head_dim to DMAX
+//        (grouped-query heads, the key/value head of a query head, as attn_f32.comp)
+//        keys: as attn_f32.comp (kv_end, mask bits, per-head softmax scales at pc.scales, windows,
+//        key bias)
 // Writes out [nbh, seq_q, DMAX], lse [nbh, seq_q] (when flags & 2)
 //
 // Grid: (ceil(seq_q / 64), nbh, 1). Invocation (ty, tx) = (id / TX, id % TX) owns query rows
 // RPT ty .. RPT ty + RPT - 1, the keys tx + TX c (c < 64 / TX) of each 64-key tile in S, and the
-// output dims 4 (TX h + tx) .. + 3 (h < DMAX / (4 TX)). A tile is a fixed sequence of stages,
+// output dims 4 (TX h + tx) .. + 3 (h < DMAX / (4 TX)). With windows the workgroup walks the key
+// tiles of its rows' union only, per-row tests in boundary tiles (as attn_f32.comp). A tile is a
+// fixed sequence of stages,
 // each a chunk of operands fetched from global memory into registers and stored into one of two
 // shared buffers (alternating), then one barrier:
 //   NQK stages of QK^T: the DK-dim chunk of the 64 q rows and of the 64 keys ([row][DK], vec4 slots
@@ -98,8 +102,8 @@ shared vec4 sh[SP + BC * (BR / 4)];
 layout(local_size_x = WG) in;
 
 vec4 stg[SPT]; // the stage in flight: global memory -> registers -> shared memory
-uint g_lid, g_row0, g_q_base4, g_kv_base4, g_kv_end, g_mask_base;
-bool g_masked;
+uint g_lid, g_row0, g_q_base4, g_kv_base4, g_kv_end, g_mask_base, g_bias_base;
+bool g_masked, g_biased;
 
 void fetch_qk(uint kv0, uint c) {
     [[unroll]] for (uint i = 0u; i < QK_PER; ++i) {
@@ -130,7 +134,8 @@ void fetch_v(uint kv0, uint v) {
         const uint e = g_lid + WG * i;
         const uint key = kv0 + kc * VK + e / TX, d4 = e % TX;
         stg[i] = vec4(0.0f);
-        if (attended(key, g_kv_end, g_masked, g_mask_base)) stg[i] = v4[g_kv_base4 + key * DV4 + h * TX + d4];
+        if (attended_biased(key, g_kv_end, g_masked, g_mask_base, g_biased, g_bias_base))
+            stg[i] = v4[g_kv_base4 + key * DV4 + h * TX + d4];
     }
 }
 
@@ -141,15 +146,21 @@ void put_v(uint buf) {
 void main() {
     const uint lid = gl_LocalInvocationID.x;
     const uint tx = lid % TX, ty = lid / TX;
-    const uint row0 = gl_WorkGroupID.x * BR;
+    const bool windowed = (pc.flags & FLAG_WINDOWS) != 0u;
+    const bool biased = (pc.flags & FLAG_BIAS) != 0u;
+    const uint qt = windowed ? gl_NumWorkGroups.x - 1u - gl_WorkGroupID.x : gl_WorkGroupID.x; // the query tile
+    const uint row0 = qt * BR;
     const uint bh = gl_WorkGroupID.y; // inside the piece
-    const uint b = (pc.bh0 + bh) / pc.heads;
+    const uint b = (pc.bh0 + bh) / pc.heads, head = (pc.bh0 + bh) % pc.heads;
     const uint kv_end = keys[b];
-    const bool masked = (pc.flags & 1u) != 0u;
+    const bool masked = (pc.flags & FLAG_MASK) != 0u;
     const uint mask_base = pc.batch + b * pc.words_per_row;
+    const uint wrow = pc.window_batch * b; // the row of windows
+    const uint bias_base = pc.bias + b * pc.bias_b + head * pc.bias_h;
     const float scale = uintBitsToFloat(keys[pc.scales + pc.bh0 + bh]);
-    g_lid = lid, g_row0 = row0, g_q_base4 = bh * pc.seq_q * DV4, g_kv_base4 = bh * pc.seq_kv * DV4;
-    g_kv_end = kv_end, g_mask_base = mask_base, g_masked = masked;
+    g_lid = lid, g_row0 = row0, g_q_base4 = bh * pc.seq_q * DV4;
+    g_kv_base4 = ((pc.bh0 + bh) / pc.group - pc.kv_bh0) * pc.seq_kv * DV4;
+    g_kv_end = kv_end, g_mask_base = mask_base, g_masked = masked, g_biased = biased, g_bias_base = bias_base;
     const uint ksw = SW(tx); // = SW(tx + TX c)
 
     float m[RPT]; // running row maxima (equal in the TX invocations of a row)
@@ -160,14 +171,16 @@ void main() {
         [[unroll]] for (int h = 0; h < NH; ++h) o[r][h] = vec4(0.0f);
     }
 
-    const uint n_tiles = (kv_end + BC - 1u) / BC;
-    if (n_tiles > 0u) {
-        fetch_qk(0u, 0u);
+    uint t_begin, t_end, full_lo, full_hi;
+    key_tiles(windowed, qt, wrow, kv_end, BC, t_begin, t_end, full_lo, full_hi);
+    if (t_begin < t_end) {
+        fetch_qk(t_begin * BC, 0u);
         put_qk(0u);
     }
     barrier();
-    for (uint tile = 0u; tile < n_tiles; ++tile) {
+    for (uint tile = t_begin; tile < t_end; ++tile) {
         const uint kv0 = tile * BC;
+        const bool boundary = kv0 < full_lo || kv0 + BC > full_hi; // a row's window may end inside the tile
 
         // ---- QK^T stages: s[r][c] = q[8 ty + r] . k[kv0 + tx + TX c] -----------------------------
         float s[RPT][KPT];
@@ -215,14 +228,30 @@ void main() {
             barrier();
         }
 
-        // ---- key padding, row max (partials in buffer 1, free until the second PV stage) -------
+        // ---- masks, row max (partials in buffer 1, free until the second PV stage) ---------------
+        // as attn_f32.comp: -inf for keys the key padding, a -inf bias or (boundary tiles) the row's
+        // window leaves out; with a bias the row maximum is taken over the logits s scale + bias
         float pmax[RPT];
         [[unroll]] for (int r = 0; r < RPT; ++r) pmax[r] = -INF;
+        bool key_ok[KPT];
+        float kb[KPT]; // the keys' bias
         [[unroll]] for (uint cc = 0u; cc < KPT; ++cc) {
-            const bool attend = attended(kv0 + tx + TX * cc, kv_end, masked, mask_base);
-            [[unroll]] for (uint r = 0u; r < RPT; ++r) {
+            const uint key = kv0 + tx + TX * cc;
+            key_ok[cc] = attended(key, kv_end, masked, mask_base);
+            kb[cc] = 0.0f;
+            if (biased && key_ok[cc]) {
+                kb[cc] = key_bias(bias_base, key);
+                key_ok[cc] = kb[cc] != -INF;
+            }
+        }
+        [[unroll]] for (uint r = 0u; r < RPT; ++r) {
+            uint wlo = 0u, whi = 0xffffffffu;
+            if (boundary) row_window(wrow, row0 + RPT * ty + r, wlo, whi);
+            [[unroll]] for (uint cc = 0u; cc < KPT; ++cc) {
+                const uint key = kv0 + tx + TX * cc;
+                const bool attend = key_ok[cc] && key >= wlo && key < whi;
                 s[r][cc] = attend ? s[r][cc] : -INF; // the raw dot product: scaled inside the exp below
-                pmax[r] = max(pmax[r], s[r][cc] * scale);
+                pmax[r] = max(pmax[r], biased ? fma(s[r][cc], scale, kb[cc]) : s[r][cc] * scale); // the logit
             }
         }
         [[unroll]] for (uint g = 0u; g < G; ++g)
@@ -245,7 +274,10 @@ void main() {
                     // scale s - m in one rounding (fma); the row's largest (rounded, finite) logit gets
                     // x = 0, weight exactly 1, whether or not the driver fuses the fma (see attn_f32.comp)
                     const float t = s[r][cc] * scale;
-                    const float x = t == m_new && !isinf(t) ? 0.0f : fma(s[r][cc], scale, -m_new);
+                    float x = t == m_new && !isinf(t) ? 0.0f : fma(s[r][cc], scale, -m_new);
+                    // with a bias: s scale + (bias - m) in one rounding (see attn_f32.comp)
+                    if (biased && s[r][cc] != -INF)
+                        x = fma(s[r][cc], scale, key_bias(bias_base, kv0 + tx + TX * cc) - m_new);
                     const float p = s[r][cc] == -INF ? 0.0f : exp_f32(x);
                     s[r][cc] = p;
                     tile_sum += p;
@@ -269,7 +301,7 @@ void main() {
 #ifdef PREFETCH
             if (v + 1u < NV)
                 fetch_v(kv0, v + 1u);
-            else if (tile + 1u < n_tiles)
+            else if (tile + 1u < t_end)
                 fetch_qk(kv0 + BC, 0u);
 #endif
             [[unroll]] for (uint j = 0u; j < VK; ++j) {
@@ -295,12 +327,12 @@ void main() {
 #ifndef PREFETCH
             if (v + 1u < NV)
                 fetch_v(kv0, v + 1u);
-            else if (tile + 1u < n_tiles)
+            else if (tile + 1u < t_end)
                 fetch_qk(kv0 + BC, 0u);
 #endif
             if (v + 1u < NV)
                 put_v(((v + 1u) % 2u) * STAGE);
-            else if (tile + 1u < n_tiles)
+            else if (tile + 1u < t_end)
                 put_qk(0u);
             barrier();
         }

@@ -2,17 +2,26 @@
 // vk_flash_f32_d<DMAX>_<BR>x64: exact-f32 flash attention forward, one module per head-dim family
 // DMAX and row tile BR = 16 TM (TM = 4: 64 rows; TM = 8: 128 rows).
 //
-// Reads  q [nbh, seq_q,  DMAX]  k, v [nbh, seq_kv, DMAX]   dense, rows zero-padded from head_dim to DMAX
+// Reads  q [nbh, seq_q,  DMAX]  k, v [nkv, seq_kv, DMAX]   dense, rows zero-padded from head_dim to DMAX;
+//        query batch-head bh0 + y reads key/value batch-head (bh0 + y) / group (grouped-query heads:
+//        each k, v head staged once and read by its group), row (bh0 + y) / group - kv_bh0 of k, v
 //        keys: uint[batch] kv_end (keys >= kv_end[b] are never read), then [batch][words_per_row] bits
 //              (bit j of row b set: key j attended), consulted when flags & 1, then from word
 //              pc.scales one float per batch-head: the softmax scale of that head (the host's
-//              exact power-of-two normalisation of q and k folded in, vk_backend.c)
+//              exact power-of-two normalisation of q and k folded in, vk_backend.c); with
+//              FLAG_WINDOWS each query row's key window [lo, hi) and each query tile's union and
+//              intersection of them (attn_common.glsl: key_tiles, row_window); with FLAG_BIAS the
+//              key bias rows, added to the scaled scores (-inf: the key is left out)
 // Writes out [nbh, seq_q, DMAX] (dims >= head_dim are left as computed, the host copies head_dim of them)
 //        lse [nbh, seq_q]  (when flags & 2; by the workgroups of dims slice 0)
-// (nbh = the batch-heads of the piece bound; the host gathers any strided layout into this one.)
+// (nbh, nkv = the query and key/value batch-heads of the piece bound; the host gathers any strided
+// layout into this one.)
 //
 // Grid: (ceil(seq_q / BR), nbh, DMAX / DO). A workgroup of 256 invocations owns BR query rows
 // and DO output dims; invocation (ty, tx) = (id / 16, id % 16) owns rows TM ty .. TM ty + TM - 1.
+// With windows (causal, block-causal, segments) a workgroup walks only the key tiles its rows'
+// windows touch (the union), testing each row's window only in the tiles not inside all of them
+// (boundary tiles), and the query tiles run last to first (under causal masks the longest first).
 // Per 64-key tile:
 //   QK^T:    S (BR x 64) over head_dim chunks of DK staged in shared memory (q and k transposed),
 //            each invocation a TM x 4 register block: rows TM ty.., keys 4 tx..; each chunk's dot
@@ -134,15 +143,20 @@ vec4 prod_err4(vec4 a, vec4 b, vec4 p) {
 void main() {
     const uint lid = gl_LocalInvocationID.x;
     const uint tx = lid % 16u, ty = lid / 16u;
-    const uint row0 = gl_WorkGroupID.x * BR;
+    const bool windowed = (pc.flags & FLAG_WINDOWS) != 0u;
+    const bool biased = (pc.flags & FLAG_BIAS) != 0u;
+    const uint qt = windowed ? gl_NumWorkGroups.x - 1u - gl_WorkGroupID.x : gl_WorkGroupID.x; // the query tile
+    const uint row0 = qt * BR;
     const uint bh = gl_WorkGroupID.y; // inside the piece
     const uint slice = gl_WorkGroupID.z;
-    const uint b = (pc.bh0 + bh) / pc.heads;
+    const uint b = (pc.bh0 + bh) / pc.heads, head = (pc.bh0 + bh) % pc.heads;
     const uint kv_end = keys[b];
-    const bool masked = (pc.flags & 1u) != 0u;
+    const bool masked = (pc.flags & FLAG_MASK) != 0u;
     const uint mask_base = pc.batch + b * pc.words_per_row;
+    const uint wrow = pc.window_batch * b; // the row of windows
+    const uint bias_base = pc.bias + b * pc.bias_b + head * pc.bias_h;
     const uint q_base4 = bh * pc.seq_q * (DMAX / 4);
-    const uint kv_base4 = bh * pc.seq_kv * (DMAX / 4);
+    const uint kv_base4 = ((pc.bh0 + bh) / pc.group - pc.kv_bh0) * pc.seq_kv * (DMAX / 4);
     const uint my_rows4 = ty * TG; // this invocation's first vec4 of rows in a [.][BR] array
     const float scale = uintBitsToFloat(keys[pc.scales + pc.bh0 + bh]);
 
@@ -165,9 +179,11 @@ void main() {
 #endif
 #endif
 
-    const uint n_tiles = (kv_end + BC - 1u) / BC;
-    for (uint tile = 0u; tile < n_tiles; ++tile) {
+    uint t_begin, t_end, full_lo, full_hi;
+    key_tiles(windowed, qt, wrow, kv_end, BC, t_begin, t_end, full_lo, full_hi);
+    for (uint tile = t_begin; tile < t_end; ++tile) {
         const uint kv0 = tile * BC;
+        const bool boundary = kv0 < full_lo || kv0 + BC > full_hi; // a row's window may end inside the tile
 
         // ---- QK^T: s[r][c] = q[TM ty + r] . k[kv0 + 4 tx + c] ------------------------------
         vec4 s[TM];
@@ -241,28 +257,53 @@ void main() {
             }
         }
 
-        // ---- scale, key padding, row max ------------------------------------------------------
+        // ---- scale, masks, row max ---------------------------------------------------------------
+        // A key the key padding or a -inf bias leaves out gets -inf, and in boundary tiles so does a
+        // key outside the row's window. With a key bias the row maximum is taken over the logits
+        // s scale + bias (and with COMP_PV s holds the logit's high part from here on).
         float pmax[TM];
         [[unroll]] for (int r = 0; r < TM; ++r) pmax[r] = -INF;
 #if COMP_PV
         float pml[TM]; // the largest tl among this invocation's keys at pmax
         [[unroll]] for (int r = 0; r < TM; ++r) pml[r] = -INF;
 #endif
+        bool key_ok[4];
+        float kb[4]; // the keys' bias
         [[unroll]] for (int c = 0; c < 4; ++c) {
-            const bool attend = attended(kv0 + tx * 4u + uint(c), kv_end, masked, mask_base);
-            [[unroll]] for (int r = 0; r < TM; ++r) {
+            const uint key = kv0 + tx * 4u + uint(c);
+            key_ok[c] = attended(key, kv_end, masked, mask_base);
+            kb[c] = 0.0f;
+            if (biased && key_ok[c]) {
+                kb[c] = key_bias(bias_base, key);
+                key_ok[c] = kb[c] != -INF;
+            }
+        }
+        [[unroll]] for (int r = 0; r < TM; ++r) {
+            uint wlo = 0u, whi = 0xffffffffu;
+            if (boundary) row_window(wrow, row0 + ty * TM + uint(r), wlo, whi);
+            [[unroll]] for (int c = 0; c < 4; ++c) {
+                const uint key = kv0 + tx * 4u + uint(c);
+                const bool attend = key_ok[c] && key >= wlo && key < whi;
                 s[r][c] = attend ? s[r][c] : -INF; // the raw dot product: scaled inside the exp below
 #if COMP_PV
                 // the scaled logit as t + tl: t = s scale rounded, tl its rounding error (exact by
-                // fma) plus s_lo scale
-                const float t = s[r][c] * scale;
+                // fma) plus s_lo scale; with a bias, (t, tl) + bias by TwoSum, t kept in s
+                float t = s[r][c] * scale;
                 precise float tl = prod_err(s[r][c], scale, t) + s_lo[r][c] * scale;
+                if (biased) {
+                    precise float u = t + kb[c];
+                    precise float bu = u - t;
+                    precise float eu = (t - (u - bu)) + (kb[c] - bu);
+                    tl = tl + eu;
+                    t = u;
+                    s[r][c] = u;
+                }
                 tl = attend && !isinf(t) ? tl : (attend ? 0.0f : -INF);
                 s_lo[r][c] = tl;
                 if (t > pmax[r]) pmax[r] = t, pml[r] = tl;
                 else if (t == pmax[r]) pml[r] = max(pml[r], tl);
 #else
-                pmax[r] = max(pmax[r], s[r][c] * scale);
+                pmax[r] = max(pmax[r], biased ? fma(s[r][c], scale, kb[c]) : s[r][c] * scale); // the logit
 #endif
             }
         }
@@ -316,15 +357,21 @@ void main() {
                 // the driver fuses the fma (Vulkan lets it compute fma as a product and a sum:
                 // NVIDIA's did or did not with the same source, and a one-key row then missed being
                 // its v row); an infinite one keeps x = NaN (inf - inf), the row NaN
-                const float t = s[r][c] * scale;
 #if COMP_PV
+                const float t = biased ? s[r][c] : s[r][c] * scale; // (with a bias s holds the logit's high part)
                 // (s scale - m) + (tl' - ml), tl' = the part of the exact logit below t: the key of
                 // the pair maximum gets x = 0 exactly
                 precise float xa = t - m_new; // exact where it matters (Sterbenz)
                 precise float xb = s_lo[r][c] - ml_new;
                 const float x = t == m_new && s_lo[r][c] == ml_new && !isinf(t) ? 0.0f : xa + xb;
 #else
-                const float x = t == m_new && !isinf(t) ? 0.0f : fma(s[r][c], scale, -m_new);
+                const float t = s[r][c] * scale;
+                float x = t == m_new && !isinf(t) ? 0.0f : fma(s[r][c], scale, -m_new);
+                // with a bias: s scale + (bias - m) in one rounding, bias - m exact where it matters
+                // (Sterbenz: a bias near the row maximum, -10000 on every key of a row included); the
+                // row's largest logit is not singled out (its rounding would cost ulp(bias))
+                if (biased && s[r][c] != -INF)
+                    x = fma(s[r][c], scale, key_bias(bias_base, kv0 + tx * 4u + uint(c)) - m_new);
 #endif
                 const float p = s[r][c] == -INF ? 0.0f : exp_f32(x);
                 s[r][c] = p;
@@ -360,7 +407,7 @@ void main() {
                         const uint j = e / (DO / 4), dv = e % (DO / 4);
                         const uint key = kv0 + ph * PH_KEYS + vc * VK + j;
                         vec4 vv = vec4(0.0f);
-                        if (attended(key, kv_end, masked, mask_base))
+                        if (attended_biased(key, kv_end, masked, mask_base, biased, bias_base))
                             vv = v4[kv_base4 + key * (DMAX / 4) + slice * (DO / 4) + dv];
                         sh[e] = vv; // [j][DO]
                     }
