@@ -17,11 +17,9 @@ import pytest
 import torch
 
 import jattn
-from jattn import _clib, _options, _torch_impl
+from jattn import _options, _torch_impl
 from jattn._options import Options
 from jattn_testing import metrics
-
-pytestmark = pytest.mark.skipif(not _clib.HAS_BACKWARD, reason="the loaded libjattn has no jattn_backward")
 
 
 def _cuda_backward_ready() -> str:
@@ -36,7 +34,7 @@ def _cuda_backward_ready() -> str:
     return "" if why is None else f"jattn's cuda backward refuses head_dim 128 here: {why}"
 
 
-_CUDA_WHY_NOT = _cuda_backward_ready() if _clib.HAS_BACKWARD else "no jattn_backward"
+_CUDA_WHY_NOT = _cuda_backward_ready()
 needs_cuda_backward = pytest.mark.skipif(bool(_CUDA_WHY_NOT), reason=_CUDA_WHY_NOT or "-")
 
 

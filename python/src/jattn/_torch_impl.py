@@ -18,7 +18,7 @@ from typing import Dict, Optional, Tuple
 import torch
 
 from . import _clib, _context, _exec, _problem
-from ._errors import error_from_status, invalid, raise_for_status
+from ._errors import invalid, raise_for_status
 from ._options import Options
 
 _F32 = torch.float32
@@ -68,15 +68,10 @@ def check_inputs(
         )
     if device.type not in _DEVICE_TYPES:
         raise invalid(_clib.JATTN_ERROR_INVALID_ARGUMENT, f"q: on {device}; jattn runs on CPU and CUDA tensors")
-    if needs_grad(q, k, v) and not (differentiable and _clib.HAS_BACKWARD and out is None):
-        if out is not None and _clib.HAS_BACKWARD:
-            raise RuntimeError(
-                "jattn: jattn.attention(out=...) writes in place and cannot be differentiated; drop out= for a "
-                "call whose q, k or v require grad, or call it under torch.no_grad()"
-            )
+    if needs_grad(q, k, v) and not (differentiable and out is None):
         raise RuntimeError(
-            "jattn: jattn.attention computes the forward only (no backward); call it under torch.no_grad() or "
-            "torch.inference_mode(), or detach q, k and v"
+            "jattn: jattn.attention(out=...) writes in place and cannot be differentiated; drop out= for a "
+            "call whose q, k or v require grad, or call it under torch.no_grad()"
         )
     if out is not None:
         check_float32("out", out)
@@ -225,7 +220,7 @@ def backward_refusal(device: torch.device, head_dim: int, opts: Options) -> Opti
     """Why jattn's backward cannot run attention of this ``head_dim`` on ``device`` with these
     options (the status and message of ``jattn_backward_select``, e.g. a cuda backend built for
     an sm the GPU is below, a head_dim over 256, a backend without a backward, a libjattn without
-    one), or None.
+    None.
 
     Asked once per (device, head_dim, backend, precision, layout) and cached: the answer does
     not depend on the sequence lengths. Under ``torch.compile`` it is evaluated while Dynamo
@@ -235,8 +230,6 @@ def backward_refusal(device: torch.device, head_dim: int, opts: Options) -> Opti
 
 
 def _backward_refusal_uncached(device_type: str, index: int, head_dim: int, opts: Options) -> Optional[str]:
-    if not _clib.HAS_BACKWARD:
-        return f"JATTN_ERROR_UNSUPPORTED: the loaded libjattn {_clib.version_string()} has no jattn_backward"
     seq = 128  # a representative length: the kernels' choice depends on the head_dim and the device
     shape = (1, 1, seq, head_dim) if opts.layout == "bhsd" else (1, seq, 1, head_dim)
     strides = (seq * head_dim, seq * head_dim, head_dim, 1) if opts.layout == "bhsd" else (seq * head_dim, head_dim,
@@ -303,11 +296,6 @@ def backward(
     inputs, the output and lse the forward produced, and the output's gradient ``dout`` (and
     the lse's, ``dlse``, or None). The gradients are new contiguous tensors of q's, k's and v's
     shapes and layout; any strides with a contiguous last dimension are read for the inputs."""
-    if not _clib.HAS_BACKWARD:
-        raise error_from_status(
-            _clib.JATTN_ERROR_UNSUPPORTED,
-            f"backward: the loaded libjattn {_clib.version_string()} has no jattn_backward (it computes the forward only)",
-        )
     device = check_inputs(q, k, v, None, differentiable=True)
     for name, t in (("out", out), ("lse", lse), ("dout", dout)):
         check_float32(name, t)
