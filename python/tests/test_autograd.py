@@ -19,6 +19,7 @@ import torch
 import jattn
 from jattn import _options, _torch_impl
 from jattn._options import Options
+from jattn._problem import MaskArrays
 from jattn_testing import metrics
 
 
@@ -131,14 +132,14 @@ def test_opcheck(seed):
     g = torch.Generator().manual_seed(seed)
     q, k, v = (torch.randn(2, n, 3, 16, generator=g, requires_grad=True) for n in (12, 20, 20))
     torch.library.opcheck(
-        torch.ops.jattn.attention.default, (q, k, v, *Options("bshd", 0.3, threads=1, return_lse=True), None, None)
+        torch.ops.jattn.attention.default, (q, k, v, *Options("bshd", 0.3, threads=1, return_lse=True), *MaskArrays())
     )
     with torch.no_grad():
-        out, lse = torch.ops.jattn.attention(q, k, v, *Options("bshd", threads=1, return_lse=True), None, None)
+        out, lse = torch.ops.jattn.attention(q, k, v, *Options("bshd", threads=1, return_lse=True), *MaskArrays())
     dout = torch.randn(out.shape, generator=g)
     torch.library.opcheck(torch.ops.jattn.attention_backward.default,
-                          (dout, q.detach(), k.detach(), v.detach(), out, lse, None, *Options("bshd", threads=1), None,
-                           None))  # fmt: skip
+                          (dout, q.detach(), k.detach(), v.detach(), out, lse, None, *Options("bshd", threads=1),
+                           *MaskArrays()))  # fmt: skip
 
 
 def test_compiled_training_step_is_one_graph_with_the_backward_op(seed, monkeypatch):
@@ -240,12 +241,12 @@ def test_cuda_head_dim_the_backward_refuses_raises_at_the_forward(seed):
 
 @pytest.fixture
 def refused_backward(monkeypatch):
-    """Makes jattn_backward_select's cached answer for CPU float32 head_dim 32 a refusal, as a GPU
+    """Makes the cached backward answer for CPU float32 head_dim 32 (no mask) a refusal, as a GPU
     below the cuda kernels' sm gives (the cache is what every call consults)."""
     reason = "JATTN_ERROR_UNSUPPORTED: a refusal injected by the test"
     cache = dict(_torch_impl._BACKWARD_REFUSALS)
     for layout in ("bhsd", "bshd"):
-        cache[("cpu", -1, 32, "auto", "f32", layout)] = reason
+        cache[("cpu", -1, 32, "auto", "f32", layout, False, "top_left", ())] = reason
     monkeypatch.setattr(_torch_impl, "_BACKWARD_REFUSALS", cache)
     return reason
 
