@@ -52,6 +52,7 @@ class Selection(NamedTuple):
     kernel: str  #: the kernel that runs, e.g. "cpu_flash_f32_avx512_4x48"
     isa: str  #: its instruction set: "scalar", "avx512", "avx2", "neon", "generic", "sm_90a", ...
     threads: int  #: CPU threads it would use (1 for GPU backends)
+    workspace_bytes: int = 0  #: the workspace a call takes (CUDA: from torch's caching allocator; 0: none)
 
 
 class BackendInfo(NamedTuple):
@@ -326,14 +327,16 @@ def select(
     opts = _options.options(layout, scale, backend, precision, threads, False, enable_gqa, is_causal,
                             causal_alignment)  # fmt: skip
     if _is_torch(q):
-        sel = _torch_impl.select(q, k, v, opts, masks, backward)
+        plan = _torch_impl.plan_of_call(q, k, v, opts, masks, backward)
     elif _is_numpy(q):
         if backward:
             raise TypeError("jattn: select(backward=True) takes torch tensors (numpy arrays have no autograd)")
-        sel = _numpy_impl.select(q, k, v, opts, masks)
+        plan = _numpy_impl.plan_of_call(q, k, v, opts, masks)
     else:
         raise TypeError(f"jattn: q is a {type(q).__name__}; jattn.select takes torch tensors or numpy arrays")
-    return Selection(sel.backend_name.decode(), sel.kernel.decode(), sel.isa.decode(), sel.threads)
+    sel = plan.selection()
+    return Selection(sel.backend_name.decode(), sel.kernel.decode(), sel.isa.decode(), sel.threads,
+                     plan.workspace_bytes)  # fmt: skip
 
 
 def backends() -> List[BackendInfo]:

@@ -125,7 +125,9 @@ def attention(
     arrays = _mask_arrays(masks) if masks is not None else None
     result = np.empty(q.shape, dtype=_F32) if out is None else out
     qp, kp, vp, op = _address(q), _address(k), _address(v), _address(result)
-    plan = _plan_of(opts, q, k, v, out, arrays, _plan.alignment_of(qp | kp | vp | op))
+    # a fresh output is 16-byte aligned at least (numpy's allocator): the plan assumes no more of it
+    alignment = _plan.alignment_of(qp | kp | vp | (16 if out is None else op), _plan.HOST_ALIGNMENT)
+    plan = _plan_of(opts, q, k, v, out, arrays, alignment)
     lse = np.empty(plan.extra, dtype=_F32) if opts.return_lse else None
     mask = None
     if plan.mask is not None:
@@ -139,10 +141,10 @@ def attention(
     return result, lse
 
 
-def select(q: np.ndarray, k: np.ndarray, v: np.ndarray, opts: Options, masks: Optional[MaskArrays]) -> _clib.Selection:
-    """The selection of the plan ``attention`` makes for these arrays (nothing is computed)."""
+def plan_of_call(q: np.ndarray, k: np.ndarray, v: np.ndarray, opts: Options, masks: Optional[MaskArrays]) -> _plan.Plan:
+    """The plan ``attention`` makes and runs for these arrays (nothing is computed)."""
     for name, a in (("q", q), ("k", k), ("v", v)):
         _float32_view(name, a)
     arrays = _mask_arrays(masks) if masks is not None else None
-    alignment = _plan.alignment_of(_address(q) | _address(k) | _address(v) | 16)  # numpy's allocations: 16 bytes
-    return _plan_of(opts, q, k, v, None, arrays, alignment).selection()
+    alignment = _plan.alignment_of(_address(q) | _address(k) | _address(v) | 16, _plan.HOST_ALIGNMENT)
+    return _plan_of(opts, q, k, v, None, arrays, alignment)

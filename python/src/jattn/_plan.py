@@ -52,13 +52,19 @@ def make_exec(opts: Options, backend_id: int, on_device: bool, alignment: int = 
                 alignment)  # fmt: skip
 
 
-def alignment_of(bits: int) -> int:
+def alignment_of(bits: int, cap: int) -> int:
     """The alignment class of data pointers whose bitwise OR is ``bits``: the largest power of two
-    dividing every one, capped at 256 (as the C library's one-call functions classify theirs)."""
+    dividing every one, at most ``cap``. A plan made for an alignment serves pointers of any larger
+    one, so the cap is what a fresh allocation gives where the data lives (``HOST_ALIGNMENT``,
+    ``DEVICE_ALIGNMENT``): every call on fresh tensors is of one class, one plan."""
     if bits == 0:
-        return 256
+        return cap
     low = bits & -bits
-    return 256 if low > 256 else low
+    return cap if low > cap else low
+
+
+HOST_ALIGNMENT = 64  #: torch's CPU allocator aligns to 64 bytes (numpy's to 16: its calls have classes 16..64)
+DEVICE_ALIGNMENT = 256  #: torch's CUDA caching allocator to 512 bytes; the library asks no more than 256
 
 
 class Plan:

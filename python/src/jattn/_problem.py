@@ -68,7 +68,7 @@ def tensor_dims(name: str, shape: Sequence[int], strides: Sequence[int], layout:
             _clib.JATTN_ERROR_INVALID_DIMENSION,
             f"{name}: a {nd}-d tensor; jattn takes 4-d [B, H, S, D] / [B, S, H, D] tensors, or 3-d without B",
         )
-    if sd != 1 and d != 1:
+    if sd != 1 and d != 1 and 0 not in shape:  # (a tensor of no element may have any strides)
         raise invalid(
             _clib.JATTN_ERROR_INVALID_STRIDE,
             f"{name}: the last dimension (head_dim) must be contiguous (stride 1), its stride is {sd}",
@@ -199,7 +199,7 @@ def _dims(name: str, what: str, got: int, want: int) -> Exception:
 
 
 def _contiguous_last(name: str, shape: Sequence[int], strides: Sequence[int]) -> None:
-    if shape and shape[-1] > 1 and strides[-1] != 1:
+    if shape and shape[-1] > 1 and strides[-1] != 1 and 0 not in shape:
         raise invalid(
             _clib.JATTN_ERROR_INVALID_STRIDE,
             f"{name}: the last dimension must be contiguous (stride 1), its stride is {strides[-1]}",

@@ -36,6 +36,7 @@ _FWD, _BWD = _clib.JATTN_PASS_FORWARD, _clib.JATTN_PASS_BACKWARD
 _plan_forward, _plan_backward = _clib.plan_forward, _clib.plan_backward
 _cached = _plan.cached
 _alignment_of = _plan.alignment_of
+_HOST_ALIGNMENT, _DEVICE_ALIGNMENT = _plan.HOST_ALIGNMENT, _plan.DEVICE_ALIGNMENT
 _thread_context = _context.thread_context
 _fill_mask = _problem.fill_mask
 
@@ -233,7 +234,7 @@ def attention(
     else:
         result, out_key = out, _view(out)
     qp, kp, vp, op = q.data_ptr(), k.data_ptr(), v.data_ptr(), result.data_ptr()
-    alignment = _alignment_of(qp | kp | vp | op)
+    alignment = _alignment_of(qp | kp | vp | op, _DEVICE_ALIGNMENT if index >= 0 else _HOST_ALIGNMENT)
     key = (_FWD, index, opts, q.shape, q.stride(), k.shape, k.stride(), v.shape, v.stride(), out_key, mask_key,
            alignment)  # fmt: skip
     plan = _cached(key)
@@ -266,18 +267,18 @@ def _forward_cuda(plan, index, device, qp, kp, vp, mask, op, lp) -> int:
     return _plan_forward(plan.handle, None, _raw_stream(index), wp, plan.workspace_bytes, qp, kp, vp, mask, op, lp)
 
 
-def select(
+def plan_of_call(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, opts: Options, masks: Optional[MaskArrays], backward: bool
-) -> _clib.Selection:
-    """The selection of the plan ``attention`` (or with ``backward``, the backward of the
-    differentiated call) makes for these tensors; nothing is computed."""
+) -> _plan.Plan:
+    """The plan ``attention`` (or with ``backward``, the backward of the differentiated call)
+    makes and runs for these tensors; nothing is computed."""
     index = check_inputs(q, k, v, None, differentiable=True)
     arrays = mask_key = None
     if masks is not None:
         arrays = mask_tensors(masks, q)
         mask_key = _mask_key(arrays)
-    fresh = 256 if index >= 0 else 64  # what torch's allocators give the outputs (and gradients)
-    alignment = _alignment_of(q.data_ptr() | k.data_ptr() | v.data_ptr() | fresh)
+    cap = _DEVICE_ALIGNMENT if index >= 0 else _HOST_ALIGNMENT  # (the outputs and gradients: fresh, aligned)
+    alignment = _alignment_of(q.data_ptr() | k.data_ptr() | v.data_ptr(), cap)
     if backward:  # the gradients of a contiguous output: what EagerAttention and the op hand jattn
         out_view = _problem.contiguous_view(q.shape)
         grads = (out_view, out_view, _problem.contiguous_view(k.shape), _problem.contiguous_view(v.shape))
@@ -290,7 +291,7 @@ def select(
                alignment)  # fmt: skip
         plan = _cached(key) or _new_plan(key, index, _FWD, opts, _view(q), _view(k), _view(v), None, None, arrays,
                                          alignment)  # fmt: skip
-    return plan.selection()
+    return plan
 
 
 # ---- the backward ----------------------------------------------------------------------------------
@@ -445,7 +446,8 @@ def backward(
     ptrs = (q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), lse.data_ptr(), dout.data_ptr(),
             dlse.data_ptr() if dlse is not None else None)  # fmt: skip
     gp = (dq.data_ptr(), dk.data_ptr(), dv.data_ptr())
-    alignment = _alignment_of(ptrs[0] | ptrs[1] | ptrs[2] | ptrs[3] | ptrs[5] | gp[0] | gp[1] | gp[2])
+    alignment = _alignment_of(ptrs[0] | ptrs[1] | ptrs[2] | ptrs[3] | ptrs[5] | gp[0] | gp[1] | gp[2],
+                              _DEVICE_ALIGNMENT if index >= 0 else _HOST_ALIGNMENT)  # fmt: skip
     out_key, dout_stride = _view(out), dout.stride()
     key = (_BWD, index, opts, q.shape, q.stride(), k.shape, k.stride(), v.shape, v.stride(), out_key, dout_stride,
            mask_key, alignment)  # fmt: skip
