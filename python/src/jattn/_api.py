@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, List, NamedTuple, Optional, Sequence, Tuple, U
 
 from . import _clib, _errors, _options, _plan, _problem
 from ._errors import error_from_status
+from ._options import OPTIONS as _OPTIONS
 
 try:
     import torch
@@ -24,6 +25,8 @@ try:
     _is_compiling = torch.compiler.is_compiling
     _grad_enabled = torch.is_grad_enabled
     _EagerAttention = _torch_impl.EagerAttention
+    _EagerAttentionLse = _torch_impl.EagerAttentionLse
+    _torch_forward = _torch_impl.forward
     _NO_MASKS = _problem.MaskArrays()
 except ImportError:  # numpy only
     torch = None  # type: ignore[assignment]
@@ -226,21 +229,31 @@ def attention(
             RuntimeError (``jattn.JattnRuntimeError``): the backend is unavailable or failed. Each
             carries ``status_name`` and the library's ``message``.
     """
-    masks = _masks(key_padding_mask, kv_len, block_offsets, key_bias, cu_seqlens_q, cu_seqlens_k)
+    masks = (
+        None
+        if key_padding_mask is None and kv_len is None and block_offsets is None and key_bias is None
+        and cu_seqlens_q is None and cu_seqlens_k is None
+        else _masks(key_padding_mask, kv_len, block_offsets, key_bias, cu_seqlens_q, cu_seqlens_k)
+    )  # fmt: skip
     if type(q) is _Tensor or _is_torch(q):
         if _traced(q, k, v):  # checked without the (guarded) cache
             opts = _options.validated(layout, scale, backend, precision, threads, return_lse, enable_gqa, is_causal,
                                       causal_alignment)  # fmt: skip
             return _attention_through_ops(q, k, v, opts, out, masks)
-        opts = _options.options(layout, scale, backend, precision, threads, return_lse, enable_gqa, is_causal,
-                                causal_alignment)  # fmt: skip
+        key = (layout, scale, backend, precision, threads, return_lse, enable_gqa, is_causal, causal_alignment,
+               type(threads), type(scale))  # fmt: skip
+        try:
+            opts = _OPTIONS.get(key) or _options.remember(key)
+        except TypeError:  # an unhashable keyword: checked (and refused or used) without the cache
+            opts = _options.validated(*key[:-2])
         if (q.requires_grad or k.requires_grad or v.requires_grad) and _grad_enabled():
             if out is not None:
                 _torch_impl.check_inputs(q, k, v, out)  # raises: out= is written in place, not differentiable
-            _torch_impl.refuse_unservable_backward(q, k, opts, masks)
-            result, lse = _EagerAttention.apply(q, k, v, _options.with_lse(opts), masks, opts.return_lse)
+            if not opts.return_lse:
+                return _EagerAttention.apply(q, k, v, _options.with_lse(opts), masks)
+            result, lse = _EagerAttentionLse.apply(q, k, v, opts, masks)
         else:
-            result, lse = _torch_impl.attention(q, k, v, opts, out, None, masks)
+            result, lse = _torch_forward(q, k, v, opts, out, masks)
     elif _is_numpy(q):
         opts = _options.options(layout, scale, backend, precision, threads, return_lse, enable_gqa, is_causal,
                                 causal_alignment)  # fmt: skip

@@ -140,3 +140,22 @@ def with_lse(opts: Options) -> Options:
             _WITH_LSE.clear()
         _WITH_LSE[opts] = found
     return found
+
+
+#: Options by the raw keywords of an eager call (:func:`remember`): the keywords in field order, then
+#: the types of ``threads`` and ``scale`` (1, 1.0 and True are equal keys of different options there;
+#: for the other fields equal values mean the same option).
+OPTIONS: Dict[tuple, Options] = {}
+
+
+def remember(key: tuple) -> Options:
+    """The options of an eager call's raw keywords ``key`` (see OPTIONS), validated and kept; an
+    unhashable keyword is validated without being kept."""
+    opts = validated(*key[: len(Options._fields)])
+    try:
+        if len(OPTIONS) >= _CACHE_LIMIT:
+            OPTIONS.clear()
+        OPTIONS[key] = opts
+    except TypeError:
+        pass
+    return opts

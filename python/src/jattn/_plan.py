@@ -67,10 +67,14 @@ HOST_ALIGNMENT = 64  #: torch's CPU allocator aligns to 64 bytes (numpy's to 16:
 DEVICE_ALIGNMENT = 256  #: torch's CUDA caching allocator to 512 bytes; the library asks no more than 256
 
 
+UNASKED = object()
+
+
 class Plan:
     """A ``jattn_plan`` with what a run needs beside it. Immutable once made."""
 
-    __slots__ = ("handle", "pass_", "workspace_bytes", "problem", "mask", "opts", "extra")
+    __slots__ = ("handle", "pass_", "workspace_bytes", "problem", "mask", "opts", "extra", "backward_refusal",
+                 "backward_plans")  # fmt: skip
 
     def __init__(self, handle: int, pass_: int, problem: Problem, mask: Optional[Mask], opts: Options) -> None:
         self.handle = handle  #: the jattn_plan pointer
@@ -80,6 +84,12 @@ class Plan:
         self.mask = mask  #: the mask structure it was made for (None: no mask), filled per run
         self.opts = opts  #: the validated options
         self.extra: object = None  #: what the front end keeps with it (shapes of its outputs)
+        #: a forward plan differentiated eagerly: why jattn's backward refuses its calls (None: it
+        #: does not), asked on its first differentiated call; UNASKED before
+        self.backward_refusal: object = UNASKED
+        #: a forward plan differentiated eagerly: the backward plans of its calls, by the kind of
+        #: gradient autograd hands (its strides) and the pointers' alignment class
+        self.backward_plans: Dict[tuple, Plan] = {}
 
     def selection(self) -> Selection:
         """``jattn_plan_selection``: the backend and kernel its runs launch."""

@@ -39,6 +39,7 @@ _alignment_of = _plan.alignment_of
 _HOST_ALIGNMENT, _DEVICE_ALIGNMENT = _plan.HOST_ALIGNMENT, _plan.DEVICE_ALIGNMENT
 _thread_context = _context.thread_context
 _fill_mask = _problem.fill_mask
+_grad_enabled = torch.is_grad_enabled
 
 try:  # the raw cudaStream_t of the current stream, without building a torch.cuda.Stream
     _raw_stream = torch._C._cuda_getCurrentRawStream  # type: ignore[attr-defined]
@@ -66,23 +67,47 @@ def needs_grad(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
     return (q.requires_grad or k.requires_grad or v.requires_grad) and torch.is_grad_enabled()
 
 
-def check_inputs(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: Optional[torch.Tensor], differentiable: bool = False
-) -> int:
-    """dtype, device and autograd checks shared by the eager path, the traced wrapper and the
-    ops; returns the tensors' device index (-1 for CPU and meta tensors). ``differentiable``: the
-    call's gradients are jattn's backward (the ``jattn::attention`` op, :class:`EagerAttention`)."""
+def _check_dtypes(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
     if q.dtype is not _F32 or k.dtype is not _F32 or v.dtype is not _F32:
         for name, t in (("q", q), ("k", k), ("v", v)):
             check_float32(name, t)
+
+
+def _device_index(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, meta: bool = False) -> int:
+    """The tensors' device index: -1 for CPU (and, with ``meta``, meta) tensors, the CUDA device's
+    index; raises unless all three are on one CPU or CUDA device."""
     index = q.get_device()
-    if k.get_device() != index or v.get_device() != index or (index < 0 and not (q.is_cpu == k.is_cpu == v.is_cpu)):
+    if index < 0:
+        ok = q.is_cpu and k.is_cpu and v.is_cpu or meta and q.is_meta and k.is_meta and v.is_meta
+    else:
+        ok = q.is_cuda and k.is_cuda and v.is_cuda and k.get_device() == index and v.get_device() == index
+    if not ok:
+        if {t.device.type for t in (q, k, v)} <= {"cpu", "cuda", "meta"}:
+            raise invalid(
+                _clib.JATTN_ERROR_INVALID_ARGUMENT,
+                f"q, k, v: on {q.device}, {k.device} and {v.device}; all three must be on one device",
+            )
         raise invalid(
             _clib.JATTN_ERROR_INVALID_ARGUMENT,
-            f"q, k, v: on {q.device}, {k.device} and {v.device}; all three must be on one device",
+            f"q, k, v: on {q.device}, {k.device} and {v.device}; jattn runs on CPU and CUDA tensors",
         )
-    if index >= 0 and not q.is_cuda or index < 0 and not (q.is_cpu or q.is_meta):
-        raise invalid(_clib.JATTN_ERROR_INVALID_ARGUMENT, f"q: on {q.device}; jattn runs on CPU and CUDA tensors")
+    return index
+
+
+def _check_out(out: torch.Tensor, q: torch.Tensor, index: int) -> None:
+    check_float32("out", out)
+    if out.get_device() != index or out.is_cpu != q.is_cpu:
+        raise invalid(_clib.JATTN_ERROR_INVALID_ARGUMENT, f"out: on {out.device}, must be on q's device {q.device}")
+
+
+def check_inputs(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: Optional[torch.Tensor], differentiable: bool = False
+) -> int:
+    """dtype, device and autograd checks shared by the traced wrapper and the ops; returns the
+    tensors' device index (-1 for CPU and meta tensors). ``differentiable``: the call's gradients
+    are jattn's backward (the ``jattn::attention`` op, :class:`EagerAttention`)."""
+    _check_dtypes(q, k, v)
+    index = _device_index(q, k, v, meta=True)
     if (out is not None or not differentiable) and needs_grad(q, k, v):
         if out is not None:
             raise RuntimeError(
@@ -94,9 +119,7 @@ def check_inputs(
             "under torch.no_grad()"
         )
     if out is not None:
-        check_float32("out", out)
-        if out.get_device() != index or out.is_cpu != q.is_cpu:
-            raise invalid(_clib.JATTN_ERROR_INVALID_ARGUMENT, f"out: on {out.device}, must be on q's device {q.device}")
+        _check_out(out, q, index)
     return index
 
 
@@ -225,6 +248,37 @@ def attention(
     with jattn's backward (the ``jattn::attention`` op, :class:`EagerAttention`).
     """
     index = check_inputs(q, k, v, out, differentiable)
+    result, lse, _ = _run_forward(q, k, v, opts, out, lse, masks, index, False)
+    return result, lse
+
+
+def forward(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, opts: Options, out: Optional[torch.Tensor],
+    masks: Optional[MaskArrays],
+) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:  # fmt: skip
+    """``attention`` for an eager call that autograd does not differentiate (the caller knows):
+    the same run, the checks that call still needs."""
+    _check_dtypes(q, k, v)
+    index = _device_index(q, k, v)
+    if out is not None:
+        _check_out(out, q, index)
+    result, lse, _ = _run_forward(q, k, v, opts, out, None, masks, index, False)
+    return result, lse
+
+
+def _run_forward(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    opts: Options,
+    out: Optional[torch.Tensor],
+    lse: Optional[torch.Tensor],
+    masks: Optional[MaskArrays],
+    index: int,
+    differentiated: bool,
+) -> Tuple[torch.Tensor, Optional[torch.Tensor], _plan.Plan]:
+    """The run of a checked call: its plan looked up (made on its kind's first call) and run.
+    ``differentiated``: an eager call autograd differentiates (its plan's backward is asked first)."""
     arrays = mask_key = None
     if masks is not None:
         arrays = mask_tensors(masks, q)
@@ -240,6 +294,8 @@ def attention(
     plan = _cached(key)
     if plan is None:
         plan = _new_plan(key, index, _FWD, opts, _view(q), _view(k), _view(v), out_key, None, arrays, alignment)
+    if differentiated and plan.backward_refusal is not None:
+        _refuse_unservable_backward(plan, q, k, masks)
     if lse is not None:
         check_float32("lse", lse)
         want = plan.extra
@@ -258,7 +314,7 @@ def attention(
         status = _on_device(index, _forward_cuda, plan, index, q.device, qp, kp, vp, mask, op, lp)
     if status:
         raise_for_status(status)
-    return result, lse
+    return result, lse, plan
 
 
 def _forward_cuda(plan, index, device, qp, kp, vp, mask, op, lp) -> int:
@@ -400,7 +456,18 @@ def backward_refusals() -> Dict[tuple, Optional[str]]:
 def refuse_unservable_backward(q: torch.Tensor, k: torch.Tensor, opts: Options, masks: Optional[MaskArrays]) -> None:
     """Raises ``JattnNotImplementedError`` at the forward of a call whose backward jattn cannot
     run on q's device (rather than at ``loss.backward()``)."""
-    refusal = backward_refusal(q.device, q.shape[-1], opts, features_of(q, k, masks, opts.layout))
+    _raise_refusal(q, backward_refusal(q.device, q.shape[-1], opts, features_of(q, k, masks, opts.layout)))
+
+
+def _refuse_unservable_backward(plan: _plan.Plan, q: torch.Tensor, k: torch.Tensor, masks: Optional[MaskArrays]):
+    """refuse_unservable_backward for an eager call, asked once per forward plan."""
+    if plan.backward_refusal is _plan.UNASKED:
+        plan.backward_refusal = backward_refusal(q.device, q.shape[-1], plan.opts,
+                                                 features_of(q, k, masks, plan.opts.layout))  # fmt: skip
+    _raise_refusal(q, plan.backward_refusal)
+
+
+def _raise_refusal(q: torch.Tensor, refusal: Optional[str]) -> None:
     if refusal is not None:
         raise error_from_status(
             _clib.JATTN_ERROR_UNSUPPORTED,
@@ -419,12 +486,20 @@ def backward(
     dlse: Optional[torch.Tensor],
     opts: Options,
     masks: Optional[MaskArrays],
+    forward_plan: Optional[_plan.Plan] = None,
 ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The gradients ``(dq, dk, dv)`` of one jattn attention (``jattn_plan_backward``), given its
     inputs, the output and lse the forward produced, and the output's gradient ``dout`` (and the
     lse's, ``dlse``, or None). The gradients are new contiguous tensors of q's, k's and v's shapes
     and layout (with grouped-query heads, dk and dv sum over each group); any strides with a
-    contiguous last dimension are read for the inputs."""
+    contiguous last dimension are read for the inputs.
+
+    ``forward_plan``: the plan whose run gave ``out`` and ``lse`` (:class:`EagerAttention`; its
+    tensors are known good, and autograd hands ``dout`` and ``dlse`` of their shapes, dtypes and
+    devices): the backward plan is the forward plan's for the gradients' strides, without a
+    second look at the rest."""
+    if forward_plan is not None:
+        return _backward_of(forward_plan, q, k, v, out, lse, dout, dlse, masks)
     index = check_inputs(q, k, v, None, differentiable=True)
     if out.dtype is not _F32 or lse.dtype is not _F32 or dout.dtype is not _F32:
         for name, t in (("out", out), ("lse", lse), ("dout", dout)):
@@ -459,14 +534,47 @@ def backward(
     for name, t in (("lse", lse), ("dlse", dlse)):
         if t is not None and t.shape != want:
             raise invalid(_clib.JATTN_ERROR_INVALID_DIMENSION, f"{name}: shape {list(t.shape)}, must be {list(want)}")
-    mask = _mask_ref(plan, arrays)
+    _run_backward(plan, index, q, ptrs, _mask_ref(plan, arrays), gp)
+    return dq, dk, dv
+
+
+def _backward_of(fwd: _plan.Plan, q, k, v, out, lse, dout, dlse, masks):
+    """``backward`` of an eager call whose forward ran ``fwd``: its backward plan is kept on
+    ``fwd`` by the gradients' strides and the pointers' alignment class."""
+    if dout is None:  # only the lse is used
+        dout = torch.zeros_like(out)
+    elif dout.stride(-1) != 1 and dout.shape[-1] > 1:
+        dout = dout.contiguous()  # autograd may hand a gradient of any strides (an expanded one too)
+    if dlse is not None:
+        dlse = dlse.contiguous()
+    index = q.get_device()
+    dq, dk, dv = _new_like(q), _new_like(k), _new_like(v)
+    ptrs = (q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), lse.data_ptr(), dout.data_ptr(),
+            dlse.data_ptr() if dlse is not None else None)  # fmt: skip
+    gp = (dq.data_ptr(), dk.data_ptr(), dv.data_ptr())
+    alignment = _alignment_of(ptrs[0] | ptrs[1] | ptrs[2] | ptrs[3] | ptrs[5] | gp[0] | gp[1] | gp[2],
+                              _DEVICE_ALIGNMENT if index >= 0 else _HOST_ALIGNMENT)  # fmt: skip
+    key = (dout.stride(), alignment)
+    plan = fwd.backward_plans.get(key)
+    if plan is None:
+        layout = fwd.opts.layout
+        grad = _clib.GradStrides(*(_problem.tensor_dims(name, t.shape, t.stride(), layout)[4]
+                                   for name, t in (("dout", dout), ("dq", dq), ("dk", dk), ("dv", dv))))  # fmt: skip
+        plan = _on_device(index, _plan.make_plan, _BWD, fwd.problem, grad, fwd.mask, fwd.opts, index >= 0, alignment)
+        plan.extra = fwd.extra
+        plan = fwd.backward_plans.setdefault(key, plan)
+    arrays = mask_tensors(masks, q) if masks is not None else None
+    _run_backward(plan, index, q, ptrs, _mask_ref(plan, arrays), gp)
+    return dq, dk, dv
+
+
+def _run_backward(plan: _plan.Plan, index: int, q: torch.Tensor, ptrs: tuple, mask, gp: tuple) -> None:
     if index < 0:
         status = _plan_backward(plan.handle, _thread_context(), None, None, 0, *ptrs, mask, *gp)
     else:
         status = _on_device(index, _backward_cuda, plan, index, q.device, ptrs, mask, gp)
     if status:
         raise_for_status(status)
-    return dq, dk, dv
 
 
 def _backward_cuda(plan, index, device, ptrs, mask, gp) -> int:
@@ -476,29 +584,58 @@ def _backward_cuda(plan, index, device, ptrs, mask, gp) -> int:
 
 
 # ---- autograd for eager calls ------------------------------------------------------------------------
+def _backward_once(ctx, dout, dlse):
+    saved = ctx.saved_tensors  # q, k, v, out (and lse, when it is an output)
+    lse = saved[4] if len(saved) == 5 else ctx.lse
+    return backward(saved[0], saved[1], saved[2], saved[3], lse, dout, dlse, ctx.opts, ctx.masks,
+                    forward_plan=ctx.plan)  # fmt: skip
+
+
+_backward_once_differentiable = once_differentiable(_backward_once)
+
+
 class EagerAttention(torch.autograd.Function):
     """jattn attention for eager calls that autograd differentiates: the forward and jattn's
     backward, with none of the custom op's dispatch (``_torch_op`` serves traced code: its
-    ``register_autograd`` formula is the same backward). Returns ``(out, lse)``; lse is
-    differentiable only when the caller asked for it (``opts.return_lse``)."""
+    ``register_autograd`` formula is the same backward). Returns the output; the lse it computes
+    for the backward stays inside (:class:`EagerAttentionLse` hands it out, differentiable).
+
+    Its gradients are not differentiable again: under ``create_graph=True`` they come from the
+    ``once_differentiable`` form (a second derivative raises); the plain backward skips that
+    wrapper's host cost."""
 
     @staticmethod
-    def forward(ctx, q, k, v, opts: Options, masks: Optional[MaskArrays], give_lse: bool):  # type: ignore[override]
-        """``opts`` with ``return_lse=True`` (the backward needs the lse); ``give_lse``: whether the
-        caller gets it (else it is not differentiable)."""
-        out, lse = attention(q, k, v, opts, None, None, masks, differentiable=True)
+    def forward(ctx, q, k, v, opts: Options, masks: Optional[MaskArrays]):  # type: ignore[override]
+        """``opts`` with ``return_lse=True`` (the backward needs the lse). Raises at the forward when
+        jattn's backward cannot run the call."""
+        _check_dtypes(q, k, v)
+        out, lse, plan = _run_forward(q, k, v, opts, None, None, masks, _device_index(q, k, v), True)
+        ctx.save_for_backward(q, k, v, out)
+        ctx.lse, ctx.opts, ctx.masks, ctx.plan = lse, opts, masks, plan  # (lse is no output: no cycle)
+        return out
+
+    @staticmethod
+    def backward(ctx, dout):  # type: ignore[override]
+        if _grad_enabled():  # create_graph=True
+            return (*_backward_once_differentiable(ctx, dout, None), None, None)
+        return (*_backward_once(ctx, dout, None), None, None)
+
+
+class EagerAttentionLse(torch.autograd.Function):
+    """:class:`EagerAttention` returning ``(out, lse)``, both differentiable (the caller asked for
+    the lse: ``return_lse=True``)."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, opts: Options, masks: Optional[MaskArrays]):  # type: ignore[override]
+        _check_dtypes(q, k, v)
+        out, lse, plan = _run_forward(q, k, v, opts, None, None, masks, _device_index(q, k, v), True)
         ctx.save_for_backward(q, k, v, out, lse)
-        ctx.opts, ctx.masks = opts, masks
+        ctx.opts, ctx.masks, ctx.plan = opts, masks, plan
         ctx.set_materialize_grads(False)
-        if not give_lse:
-            ctx.mark_non_differentiable(lse)
         return out, lse
 
     @staticmethod
-    @once_differentiable
     def backward(ctx, dout, dlse):  # type: ignore[override]
-        q, k, v, out, lse = ctx.saved_tensors
-        if dout is None:  # only the lse is used
-            dout = torch.zeros_like(out)
-        dq, dk, dv = backward(q, k, v, out, lse, dout, dlse, ctx.opts, ctx.masks)
-        return dq, dk, dv, None, None, None
+        if _grad_enabled():
+            return (*_backward_once_differentiable(ctx, dout, dlse), None, None)
+        return (*_backward_once(ctx, dout, dlse), None, None)
