@@ -80,8 +80,7 @@ def _is_numpy(x: object) -> bool:
 def _traced(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
     """True under torch.compile / export, for tensor subclasses (fake, functional, ...) and meta
     tensors: the call goes through the custom ops."""
-    plain = torch.Tensor
-    return type(q) is not plain or type(k) is not plain or type(v) is not plain or q.is_meta or _is_compiling()
+    return type(q) is not _Tensor or type(k) is not _Tensor or type(v) is not _Tensor or q.is_meta or _is_compiling()
 
 
 def _masks(

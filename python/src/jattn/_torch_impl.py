@@ -35,6 +35,7 @@ _CONTIGUOUS = torch.contiguous_format
 _FWD, _BWD = _clib.JATTN_PASS_FORWARD, _clib.JATTN_PASS_BACKWARD
 _plan_forward, _plan_backward = _clib.plan_forward, _clib.plan_backward
 _cached = _plan.cached
+_plans_get = _plan._PLANS.get  # (_plan.cached, without a call around it)
 _alignment_of = _plan.alignment_of
 _HOST_ALIGNMENT, _DEVICE_ALIGNMENT = _plan.HOST_ALIGNMENT, _plan.DEVICE_ALIGNMENT
 _thread_context = _context.thread_context
@@ -43,10 +44,13 @@ _grad_enabled = torch.is_grad_enabled
 
 try:  # the raw cudaStream_t of the current stream, without building a torch.cuda.Stream
     _raw_stream = torch._C._cuda_getCurrentRawStream  # type: ignore[attr-defined]
+    _current_device = torch._C._cuda_getDevice  # type: ignore[attr-defined]
 except AttributeError:  # pragma: no cover - torch built without CUDA
 
     def _raw_stream(index: int) -> int:
         return torch.cuda.current_stream(index).cuda_stream
+
+    _current_device = torch.cuda.current_device
 
 
 def check_float32(name: str, t: object) -> torch.Tensor:
@@ -191,7 +195,7 @@ def _on_device(index: int, fn, *args):
     """fn(*args) with CUDA device `index` current (CPU: -1, as it is)."""
     if index < 0:
         return fn(*args)
-    previous = torch.cuda.current_device()
+    previous = _current_device()  # (CUDA is initialised: a CUDA tensor exists)
     if previous == index:
         return fn(*args)
     torch.cuda.set_device(index)
@@ -258,8 +262,11 @@ def forward(
 ) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:  # fmt: skip
     """``attention`` for an eager call that autograd does not differentiate (the caller knows):
     the same run, the checks that call still needs."""
-    _check_dtypes(q, k, v)
-    index = _device_index(q, k, v)
+    if q.dtype is not _F32 or k.dtype is not _F32 or v.dtype is not _F32:
+        _check_dtypes(q, k, v)
+    index = q.get_device()
+    if index >= 0 or not (q.is_cpu and k.is_cpu and v.is_cpu):
+        index = _device_index(q, k, v)
     if out is not None:
         _check_out(out, q, index)
     result, lse, _ = _run_forward(q, k, v, opts, out, None, masks, index, False)
@@ -283,15 +290,19 @@ def _run_forward(
     if masks is not None:
         arrays = mask_tensors(masks, q)
         mask_key = _mask_key(arrays)
-    if out is None:
-        result, out_key = _new_like(q), None
+    if out is None:  # (the steps of _new_like and _alignment_of, inline: this is every call's path)
+        result = torch.empty_like(q) if q.is_contiguous() else torch.empty_like(q, memory_format=_CONTIGUOUS)
+        out_key = None
     else:
         result, out_key = out, _view(out)
     qp, kp, vp, op = q.data_ptr(), k.data_ptr(), v.data_ptr(), result.data_ptr()
-    alignment = _alignment_of(qp | kp | vp | op, _DEVICE_ALIGNMENT if index >= 0 else _HOST_ALIGNMENT)
+    bits = qp | kp | vp | op
+    alignment = _DEVICE_ALIGNMENT if index >= 0 else _HOST_ALIGNMENT
+    if bits & (alignment - 1):
+        alignment = bits & -bits
     key = (_FWD, index, opts, q.shape, q.stride(), k.shape, k.stride(), v.shape, v.stride(), out_key, mask_key,
            alignment)  # fmt: skip
-    plan = _cached(key)
+    plan = _plans_get(key)
     if plan is None:
         plan = _new_plan(key, index, _FWD, opts, _view(q), _view(k), _view(v), out_key, None, arrays, alignment)
     if differentiated and plan.backward_refusal is not None:
@@ -307,7 +318,7 @@ def _run_forward(
     elif opts.return_lse:
         lse = torch.empty(plan.extra, dtype=_F32, device=q.device)
     lp = lse.data_ptr() if lse is not None else None
-    mask = _mask_ref(plan, arrays)
+    mask = plan.mask if arrays is None else _mask_ref(plan, arrays)
     if index < 0:
         status = _plan_forward(plan.handle, _thread_context(), None, None, 0, qp, kp, vp, mask, op, lp)
     else:
