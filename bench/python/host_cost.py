@@ -246,6 +246,7 @@ def main(argv=None) -> int:
         f"# host cost: jattn {jattn.__version__} (git {git_head()}) beside PyTorch {torch.__version__} SDPA, {a.device}\n"
     )
     print(f"- command: `{' '.join([os.path.basename(sys.executable)] + sys.argv)}`")
+    print(f"- jattn from {os.path.dirname(jattn.__file__)} (the git commit above is the script's checkout)")
     print(f"- machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores"
           + (f", {torch.cuda.get_device_name()}" if not cpu else f", torch threads {torch.get_num_threads()}"))  # fmt: skip
     print(f"- Python {platform.python_version()}; load average before: {os.getloadavg()}")
