@@ -264,6 +264,23 @@ def test_attention_varlen_is_flash_attn_varlen_func(rng, causal):
         assert_grad_gate(a.grad, r.grad, f"varlen d{name}")
 
 
+def test_attention_varlen_compiles_forward_and_backward():
+    cu = torch.tensor([0, 5, 6, 14], dtype=torch.int64)
+    g = torch.Generator().manual_seed(8)
+    q, k, v = (torch.randn(14, h, 16, generator=g) for h in (4, 2, 2))
+
+    def step(q, k, v):
+        return jattn.attention_varlen(q, k, v, cu, cu, 8, 8, causal=True).square().sum()
+
+    leaves = [t.clone().requires_grad_(True) for t in (q, k, v)]
+    eager_grads = torch.autograd.grad(step(*leaves), leaves)
+    torch._dynamo.reset()
+    compiled = torch.compile(step, fullgraph=True, backend="aot_eager")
+    grads = torch.autograd.grad(compiled(*leaves), leaves)
+    for a, b in zip(grads, eager_grads):
+        assert torch.equal(a, b)
+
+
 # ---- torch.compile, opcheck ----------------------------------------------------------------------------
 def test_compiled_forward_and_backward_are_one_graph(rng):
     case = CASES["everything"]
