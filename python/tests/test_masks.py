@@ -87,6 +87,21 @@ def test_forward_matches_float64(rng, name, layout, dist):
     check_forward(case, q, k, v, kw, layout, f"{name} {layout} {dist}")
 
 
+_VK = {b.name: b for b in jattn.backends()}["vk"]
+
+
+@pytest.mark.skipif(not _VK.available, reason=f"vk cannot run here: {_VK.detail}")
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_vk_forward_matches_float64(rng, name):
+    """backend="vk" (any Vulkan GPU, host tensors): the forward of every case, where it serves it."""
+    case = CASES[name]
+    q, k, v, kw = draw(case, rng, "bshd")
+    try:
+        check_forward(case, q, k, v, kw, "bshd", f"vk {name}", backend="vk")
+    except jattn.JattnNotImplementedError as e:
+        pytest.skip(f"vk refuses it here: {e.message}")
+
+
 @pytest.mark.parametrize("name", ["gqa", "causal_bottom_right", "blocks_pair", "bias_batch_heads", "segments",
                                   "everything"])  # fmt: skip
 def test_numpy_forward_matches_float64(rng, name):
