@@ -5,16 +5,20 @@
 #   the machine's own) -> python/tests (the GPU tests run; the CPU ones too, on this Python and
 #   torch) -> bench_attention.py on cuda (attention beside SDPA, the Python layer's overhead, the
 #   FLUX.2 forward with and without jattn) -> the compiled FLUX.2 forward (eager, torch.compile and
-#   mode="reduce-overhead", SDPA against the switch, in one run) -> tables LAST.
+#   mode="reduce-overhead", SDPA against the switch, in one run) -> the host cost of a call
+#   (host_cost.py: the host time to enqueue a forward and a forward + backward through autograd,
+#   synchronised and looped step times, beside SDPA) -> tables LAST.
 # usage: bench/python/gpu_run.sh        OUT=dir for the outputs (default build-python-gpu/out):
 #        pytest.txt (the tests' report), bench.md (the bench report), bench.jsonl (its rows),
-#        compile.md / compile.jsonl (the compiled forwards)
+#        compile.md / compile.jsonl (the compiled forwards), host.md / host.jsonl (the host cost)
 # env:   JATTN_GPU_PY_STEPS="test bench" (the default; one step a call when the two would not
 #        fit a 10-minute call). "compile" is a third step, in a call of its own
 #        (JATTN_GPU_PY_STEPS=compile): it compiles the 2+8-block FLUX.2 forward 8 times (2 token
-#        counts x SDPA/jattn x default/reduce-overhead), minutes on its own
+#        counts x SDPA/jattn x default/reduce-overhead), minutes on its own. "host" (host_cost.py on
+#        cuda at (1,24,1536,128), (1,24,4608,128), (1,12,4096,256), (1,24,256,64), (1,24,512,128),
+#        about two minutes) goes with either: JATTN_GPU_PY_STEPS="test host" or "bench host"
 #        JATTN_TEST_TIMEOUT=seconds (default 320), JATTN_BENCH_TIMEOUT=seconds (default 200),
-#        JATTN_COMPILE_TIMEOUT=seconds (default 540)
+#        JATTN_COMPILE_TIMEOUT=seconds (default 540), JATTN_HOST_TIMEOUT=seconds (default 240)
 #        JATTN_BENCH_ARGS="..." extra arguments for bench_attention.py
 set -u -o pipefail
 cd "$(dirname "$0")/../.."
@@ -71,6 +75,15 @@ if has compile; then
   [ -s "$OUT/compile.err" ] || rm -f "$OUT/compile.err"
 fi
 
+if has host; then
+  note "host cost (host_cost.py --device cuda --profile)"
+  timeout "${JATTN_HOST_TIMEOUT:-240}" python3 bench/python/host_cost.py --device cuda --profile --json "$OUT/host.jsonl" \
+    > "$OUT/host.md" 2> "$OUT/host.err"
+  rc=$?
+  [ $rc -eq 0 ] || { status=1; echo "host cost rc=$rc"; tail -20 "$OUT/host.err"; }
+  [ -s "$OUT/host.err" ] || rm -f "$OUT/host.err"
+fi
+
 if has test; then
   note "test summary"
   grep -E "test_cuda.py" "$OUT/pytest.txt" | grep -E "SKIPPED|FAILED" | head -5
@@ -79,6 +92,10 @@ fi
 if has bench && [ -s "$OUT/bench.md" ]; then
   note "bench tables (also $OUT/bench.md)"
   sed -n '/^| device/,$p' "$OUT/bench.md"
+fi
+if has host && [ -s "$OUT/host.md" ]; then
+  note "host cost tables (also $OUT/host.md)"
+  sed -n '/^| shape/,$p' "$OUT/host.md"
 fi
 if has compile && [ -s "$OUT/compile.md" ]; then
   note "compiled forward table (also $OUT/compile.md)"

@@ -17,11 +17,10 @@ import pytest
 import torch
 
 import jattn
-from jattn import _clib, _options, _torch_impl
+from jattn import _options, _plan, _torch_impl
 from jattn._options import Options
+from jattn._problem import MaskArrays
 from jattn_testing import metrics
-
-pytestmark = pytest.mark.skipif(not _clib.HAS_BACKWARD, reason="the loaded libjattn has no jattn_backward")
 
 
 def _cuda_backward_ready() -> str:
@@ -36,7 +35,7 @@ def _cuda_backward_ready() -> str:
     return "" if why is None else f"jattn's cuda backward refuses head_dim 128 here: {why}"
 
 
-_CUDA_WHY_NOT = _cuda_backward_ready() if _clib.HAS_BACKWARD else "no jattn_backward"
+_CUDA_WHY_NOT = _cuda_backward_ready()
 needs_cuda_backward = pytest.mark.skipif(bool(_CUDA_WHY_NOT), reason=_CUDA_WHY_NOT or "-")
 
 
@@ -129,18 +128,46 @@ def test_lse_is_produced_for_the_backward_and_handed_out_only_if_asked(seed):
     assert q.grad is not None and torch.isfinite(q.grad).all()
 
 
+def test_the_lse_alone_gets_its_gradient(seed):
+    """Eager calls run EagerAttentionLse when the lse is asked for: a loss of the lse alone (no
+    gradient for out) goes through jattn's backward with dout = 0."""
+    g = torch.Generator().manual_seed(seed)
+    q, k, v = (torch.randn(2, 3, 11, 16, generator=g, requires_grad=True) for _ in range(3))
+    out, lse = jattn.attention(q, k, v, return_lse=True)
+    (lse * 0.5).sum().backward()
+    ref = [t.detach().double().requires_grad_(True) for t in (q, k, v)]
+    (math_attention(*ref)[1] * 0.5).sum().backward()
+    for name, a, r in zip("qkv", (q, k, v), ref):
+        if name == "v":  # the lse does not depend on v
+            assert a.grad is None or not a.grad.any()
+            continue
+        assert_grad_gate(a.grad, r.grad, f"d{name} of the lse")
+
+
+def test_second_derivatives_are_refused_not_wrong(seed):
+    """jattn's gradients are not differentiable again: create_graph=True gives the gradients, and
+    differentiating them raises (once_differentiable) instead of returning zeros."""
+    g = torch.Generator().manual_seed(seed)
+    q = torch.randn(1, 2, 9, 16, generator=g, requires_grad=True)
+    (dq,) = torch.autograd.grad(jattn.attention(q, q, q).square().sum(), q, create_graph=True)
+    (ref,) = torch.autograd.grad(math_attention(q, q, q)[0].square().sum(), q)
+    torch.testing.assert_close(dq, ref, rtol=1e-5, atol=1e-6)
+    with pytest.raises(RuntimeError, match="once_differentiable"):
+        dq.sum().backward()
+
+
 def test_opcheck(seed):
     g = torch.Generator().manual_seed(seed)
     q, k, v = (torch.randn(2, n, 3, 16, generator=g, requires_grad=True) for n in (12, 20, 20))
     torch.library.opcheck(
-        torch.ops.jattn.attention.default, (q, k, v, *Options("bshd", 0.3, threads=1, return_lse=True), None, None)
+        torch.ops.jattn.attention.default, (q, k, v, *Options("bshd", 0.3, threads=1, return_lse=True), *MaskArrays())
     )
     with torch.no_grad():
-        out, lse = torch.ops.jattn.attention(q, k, v, *Options("bshd", threads=1, return_lse=True), None, None)
+        out, lse = torch.ops.jattn.attention(q, k, v, *Options("bshd", threads=1, return_lse=True), *MaskArrays())
     dout = torch.randn(out.shape, generator=g)
     torch.library.opcheck(torch.ops.jattn.attention_backward.default,
-                          (dout, q.detach(), k.detach(), v.detach(), out, lse, None, *Options("bshd", threads=1), None,
-                           None))  # fmt: skip
+                          (dout, q.detach(), k.detach(), v.detach(), out, lse, None, *Options("bshd", threads=1),
+                           *MaskArrays()))  # fmt: skip
 
 
 def test_compiled_training_step_is_one_graph_with_the_backward_op(seed, monkeypatch):
@@ -242,12 +269,13 @@ def test_cuda_head_dim_the_backward_refuses_raises_at_the_forward(seed):
 
 @pytest.fixture
 def refused_backward(monkeypatch):
-    """Makes jattn_backward_select's cached answer for CPU float32 head_dim 32 a refusal, as a GPU
+    """Makes the cached backward answer for CPU float32 head_dim 32 (no mask) a refusal, as a GPU
     below the cuda kernels' sm gives (the cache is what every call consults)."""
     reason = "JATTN_ERROR_UNSUPPORTED: a refusal injected by the test"
+    _plan.clear()  # (eager calls ask once per plan: a device whose backward refuses has made none yet)
     cache = dict(_torch_impl._BACKWARD_REFUSALS)
     for layout in ("bhsd", "bshd"):
-        cache[("cpu", -1, 32, "auto", "f32", layout)] = reason
+        cache[("cpu", -1, 32, "auto", "f32", layout, False, "top_left", ())] = reason
     monkeypatch.setattr(_torch_impl, "_BACKWARD_REFUSALS", cache)
     return reason
 

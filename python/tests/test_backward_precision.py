@@ -28,10 +28,7 @@ import torch
 from test_autograd import _CUDA_WHY_NOT, math_attention
 
 import jattn
-from jattn import _clib
 from jattn_testing import BWD_FLOOR_TIMES, float64_backward_floor, larger_metrics, metrics, passes_backward_floor
-
-pytestmark = pytest.mark.skipif(not _clib.HAS_BACKWARD, reason="the loaded libjattn has no jattn_backward")
 
 PEER_SLACK = 1e-6  # a fifth of the backward gate's rel_l2 (kit/metrics.h: JATTN_BWD_GATE_REL_L2 = 5e-6)
 PEER_FLOOR = 1.5  # jattn's cpu chain: at most 1.3x the float32 floor over 8 x 24 draws

@@ -8,6 +8,7 @@ import torch
 
 import jattn
 from jattn._options import FIELD_TYPES, Options
+from jattn._problem import MASK_NAMES, MaskArrays
 from jattn_testing import assert_gate, reference
 from torch_modules import FusedQKVAttention
 
@@ -79,12 +80,12 @@ def test_model_compiles_with_inductor_fullgraph(seed, dynamic):
 def test_op_is_callable_directly(seed):
     torch.manual_seed(seed)
     q = torch.randn(1, 2, 9, 8)
-    out, lse = torch.ops.jattn.attention(q, q, q, *Options(return_lse=True), None, None)
+    out, lse = torch.ops.jattn.attention(q, q, q, *Options(return_lse=True), *MaskArrays())
     ref, ref_lse = reference(q.numpy(), q.numpy(), q.numpy())
     assert_gate(out.numpy(), ref, what="op")
     assert_gate(lse.numpy(), ref_lse, what="op lse")
     fake_out, fake_lse = torch.ops.jattn.attention(q.to("meta"), q.to("meta"), q.to("meta"), *Options(return_lse=True),
-                                                   None, None)  # fmt: skip
+                                                   *MaskArrays())  # fmt: skip
     assert fake_out.shape == out.shape and fake_lse.shape == lse.shape and fake_out.device.type == "meta"
     meta = jattn.attention(q.to("meta"), q.to("meta"), q.to("meta"), layout="bshd", return_lse=True)
     assert meta[0].shape == q.shape and meta[1].shape == (1, 9, 2)
@@ -93,13 +94,14 @@ def test_op_is_callable_directly(seed):
 @pytest.mark.parametrize("op", ["attention", "attention_out", "attention_backward"])
 def test_op_schemas_carry_every_option(op):
     """Each op's schema: its tensors, then every field of the options description with its type, then
-    the key padding (the schemas are made from _options.Options)."""
+    the mask's arrays (the schemas are made from _options.Options and _problem.MaskArrays)."""
     arguments = getattr(torch.ops.jattn, op).default._schema.arguments
     names = [a.name for a in arguments]
     first = names.index(Options._fields[0])
-    assert names[first:] == [*Options._fields, "key_padding_mask", "kv_len"], names
+    assert names[first:] == [*Options._fields, *MASK_NAMES], names
     assert all("Tensor" not in str(a.type) for a in arguments[first : first + len(FIELD_TYPES)])
     assert all("Tensor" in str(a.type) for a in arguments[:first]), [str(a.type) for a in arguments]
+    assert all("Tensor" in str(a.type) for a in arguments[first + len(FIELD_TYPES) :])
 
 
 def test_opcheck(seed):
@@ -108,12 +110,12 @@ def test_opcheck(seed):
     q, k, v = torch.randn(2, 12, 3, 16), torch.randn(2, 20, 3, 16), torch.randn(2, 20, 3, 16)
     mask = torch.rand(2, 20) < 0.8
     torch.library.opcheck(
-        torch.ops.jattn.attention.default, (q, k, v, *Options("bshd", 0.3, threads=1, return_lse=True), None, None)
+        torch.ops.jattn.attention.default, (q, k, v, *Options("bshd", 0.3, threads=1, return_lse=True), *MaskArrays())
     )
     torch.library.opcheck(
-        torch.ops.jattn.attention.default, (q, k, v, *Options("bshd", backend="ref", threads=1), mask, None)
+        torch.ops.jattn.attention.default, (q, k, v, *Options("bshd", backend="ref", threads=1), *MaskArrays(mask))
     )
     out, lse = torch.empty(2, 12, 3, 16), torch.empty(2, 3, 12)
     torch.library.opcheck(
-        torch.ops.jattn.attention_out.default, (q, k, v, out, lse, *Options("bshd", threads=1), None, None)
+        torch.ops.jattn.attention_out.default, (q, k, v, out, lse, *Options("bshd", threads=1), *MaskArrays())
     )

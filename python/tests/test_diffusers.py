@@ -121,22 +121,14 @@ def test_grouped_query_attention_falls_back(seed):
 
 
 def test_tensors_that_require_grad(seed):
-    """Served by jattn (its backward) when the library has one; diffusers' path otherwise."""
-    from jattn import _clib
-
+    """Served by jattn (its backward)."""
     q, k, v = bshd(seed)
     q.requires_grad_(True)
-    if _clib.HAS_BACKWARD:
-        with jattn.diffusers.enabled(), warnings.catch_warnings():
-            warnings.simplefilter("error")
-            out = dispatch_attention_fn(q, k, v)
-        out.sum().backward()
-        assert q.grad is not None and jattn.diffusers.counts() == {"jattn": 1}
-        return
-    with jattn.diffusers.enabled(), pytest.warns(UserWarning, match="require grad"):
+    with jattn.diffusers.enabled(), warnings.catch_warnings():
+        warnings.simplefilter("error")
         out = dispatch_attention_fn(q, k, v)
-    out.sum().backward()  # diffusers' path keeps training working
-    assert q.grad is not None and jattn.diffusers.counts() == {"fallback:autograd": 1}
+    out.sum().backward()
+    assert q.grad is not None and jattn.diffusers.counts() == {"jattn": 1}
 
 
 def test_float64_and_bf16_fall_back_without_upcast(seed):
@@ -197,8 +189,7 @@ def test_per_query_boolean_masks_fall_back(seed):
 
 
 def test_key_masks_on_the_cpu_backend(seed):
-    """Until the cpu backend implements key padding, masked calls fall back (one warning);
-    once it does, they go through jattn: this test checks whichever is true."""
+    """Boolean key masks go through jattn's key padding (every backend serves it)."""
     q, k, v = bshd(seed, b=2, s=20, skv=33)
     mask = torch.ones(2, 33, dtype=torch.bool)
     mask[1, 20:] = False
@@ -208,12 +199,7 @@ def test_key_masks_on_the_cpu_backend(seed):
         out = dispatch_attention_fn(q, k, v, attn_mask=mask)
         dispatch_attention_fn(q, k, v, attn_mask=mask)
     assert_gate(out.numpy(), ref, what="masked call on cpu")
-    counts = jattn.diffusers.counts()
-    if counts == {"jattn": 2}:
-        assert not caught
-    else:
-        assert counts == {"fallback:key_padding": 2}, counts
-        assert len([w for w in caught if "key padding" in str(w.message)]) == 1
+    assert jattn.diffusers.counts() == {"jattn": 2} and not caught
 
 
 def test_a_diffusers_model_compiles_fullgraph_through_the_switch(seed):

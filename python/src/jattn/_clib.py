@@ -63,6 +63,13 @@ JATTN_PRECISION_TF32 = 1
 JATTN_MEMORY_HOST = 0
 JATTN_MEMORY_DEVICE = 1
 
+JATTN_CAUSAL_NONE = 0
+JATTN_CAUSAL_TOP_LEFT = 1
+JATTN_CAUSAL_BOTTOM_RIGHT = 2
+
+JATTN_PASS_FORWARD = 0
+JATTN_PASS_BACKWARD = 1
+
 PRECISION_IDS = {"f32": JATTN_PRECISION_F32, "tf32": JATTN_PRECISION_TF32}
 
 
@@ -74,7 +81,8 @@ class Strides(Structure):
 
 
 class Problem(Structure):
-    """``jattn_problem``: the dimensions, scale, element type and the four tensors' strides."""
+    """``jattn_problem``: the dimensions, scale, element type, the four tensors' strides and the
+    key/value heads (0: as many as the query heads)."""
 
     _fields_ = [
         ("batch", c_int64),
@@ -88,11 +96,13 @@ class Problem(Structure):
         ("k", Strides),
         ("v", Strides),
         ("out", Strides),
+        ("kv_heads", c_int64),
     ]
 
 
 class Exec(Structure):
-    """``jattn_exec``: backend, precision, memory kind, threads, CUDA stream, workspace."""
+    """``jattn_exec``: backend, precision, memory kind, threads, CUDA stream, workspace, and the
+    data pointers' alignment a plan is made for (0: 16 bytes)."""
 
     _fields_ = [
         ("backend", c_int),
@@ -102,6 +112,7 @@ class Exec(Structure):
         ("cuda_stream", c_void_p),
         ("workspace", c_void_p),
         ("workspace_bytes", c_size_t),
+        ("alignment", c_size_t),
     ]
 
 
@@ -142,6 +153,26 @@ class KeyPadding(Structure):
     ]
 
 
+class Mask(Structure):
+    """``jattn_mask``: key padding, causal, block-causal blocks, segments (packed sequences) and an
+    additive key bias; pointers to int64 offsets and float32 bias where the tensors live."""
+
+    _fields_ = [
+        ("padding", KeyPadding),
+        ("causal", c_int),
+        ("block_q", c_void_p),
+        ("block_kv", c_void_p),
+        ("num_blocks", c_int64),
+        ("cu_seqlens_q", c_void_p),
+        ("cu_seqlens_kv", c_void_p),
+        ("num_segments", c_int64),
+        ("segments_batch_stride", c_int64),
+        ("key_bias", c_void_p),
+        ("key_bias_batch_stride", c_int64),
+        ("key_bias_head_stride", c_int64),
+    ]
+
+
 class GradStrides(Structure):
     """``jattn_grad_strides``: element strides of dout, dq, dk and dv (head_dim contiguous)."""
 
@@ -176,36 +207,54 @@ select = _declare("jattn_select", c_int, [POINTER(Problem), POINTER(Exec), POINT
 workspace_size = _declare("jattn_workspace_size", c_int, [POINTER(Problem), POINTER(Exec), POINTER(c_size_t)])
 ctx_create = _declare("jattn_ctx_create", c_int, [POINTER(c_void_p)])
 ctx_free = _declare("jattn_ctx_free", None, [c_void_p])
-forward = _declare(
-    "jattn_forward",
-    c_int,
-    [c_void_p, POINTER(Problem), POINTER(Exec), c_void_p, c_void_p, c_void_p, c_void_p, c_void_p],
-)
+
+_P = POINTER(Problem)
+# The one-call functions (each makes a plan for its pointers and runs it once). The package runs
+# plans (below); these are bound for the ABI test, the benchmarks' bare-call baseline and C users'
+# habits.
+forward = _declare("jattn_forward", c_int, [c_void_p, _P, POINTER(Exec)] + [c_void_p] * 5)
 forward_padded = _declare(
     "jattn_forward_padded",
     c_int,
-    [c_void_p, POINTER(Problem), POINTER(Exec), c_void_p, c_void_p, c_void_p, POINTER(KeyPadding), c_void_p, c_void_p],
+    [c_void_p, _P, POINTER(Exec)] + [c_void_p] * 3 + [POINTER(KeyPadding)] + [c_void_p] * 2,
+)
+forward_masked = _declare(
+    "jattn_forward_masked", c_int, [c_void_p, _P, POINTER(Exec)] + [c_void_p] * 3 + [POINTER(Mask)] + [c_void_p] * 2
+)
+backward_select = _declare("jattn_backward_select", c_int, [_P, POINTER(Exec), POINTER(Selection)])
+backward_workspace_size = _declare(
+    "jattn_backward_workspace_size", c_int, [_P, POINTER(GradStrides), POINTER(Exec), POINTER(c_size_t)]
+)
+backward = _declare(
+    "jattn_backward",
+    c_int,
+    [c_void_p, _P, POINTER(GradStrides), POINTER(Exec)] + [c_void_p] * 7 + [POINTER(KeyPadding)] + [c_void_p] * 3,
+)
+backward_masked = _declare(
+    "jattn_backward_masked",
+    c_int,
+    [c_void_p, _P, POINTER(GradStrides), POINTER(Exec)] + [c_void_p] * 7 + [POINTER(Mask)] + [c_void_p] * 3,
 )
 
-# The backward (jattn.h 0.3): absent from older libraries, which then serve the forward only.
-HAS_BACKWARD = hasattr(lib, "jattn_backward")
-if HAS_BACKWARD:
-    backward_select = _declare("jattn_backward_select", c_int, [POINTER(Problem), POINTER(Exec), POINTER(Selection)])
-    backward_workspace_size = _declare(
-        "jattn_backward_workspace_size",
-        c_int,
-        [POINTER(Problem), POINTER(GradStrides), POINTER(Exec), POINTER(c_size_t)],
-    )
-    backward = _declare(
-        "jattn_backward",
-        c_int,
-        [c_void_p, POINTER(Problem), POINTER(GradStrides), POINTER(Exec), c_void_p, c_void_p, c_void_p, c_void_p,
-         c_void_p, c_void_p, c_void_p, POINTER(KeyPadding), c_void_p, c_void_p, c_void_p],
-    )  # fmt: skip
+# Plans: made once per problem, mask structure and exec (jattn_plan_create), run per call.
+plan_create = _declare(
+    "jattn_plan_create",
+    c_int,
+    [POINTER(c_void_p), c_int, _P, POINTER(GradStrides), POINTER(Mask), POINTER(Exec)],
+)
+plan_free = _declare("jattn_plan_free", None, [c_void_p])
+plan_selection = _declare("jattn_plan_selection", c_int, [c_void_p, POINTER(Selection)])
+plan_workspace_size = _declare("jattn_plan_workspace_size", c_size_t, [c_void_p])
+# (plan, ctx, cuda_stream, workspace, workspace_bytes, q, k, v, mask, out, lse)
+plan_forward = _declare("jattn_plan_forward", c_int, [c_void_p] * 4 + [c_size_t] + [c_void_p] * 3 + [POINTER(Mask)]
+                        + [c_void_p] * 2)  # fmt: skip
+# (plan, ctx, cuda_stream, workspace, workspace_bytes, q, k, v, out, lse, dout, dlse, mask, dq, dk, dv)
+plan_backward = _declare("jattn_plan_backward", c_int, [c_void_p] * 4 + [c_size_t] + [c_void_p] * 7 + [POINTER(Mask)]
+                         + [c_void_p] * 3)  # fmt: skip
 
 
 def version_string() -> str:
-    """The version of the C library actually loaded, e.g. ``"0.3.0"``."""
+    """The version of the C library actually loaded, e.g. ``"0.4.0"``."""
     return _version_string().decode()
 
 

@@ -1,22 +1,26 @@
-"""The numpy front end: host arrays to one jattn call on the host backends.
+"""The numpy front end: host arrays to one run of a cached jattn plan on the host backends.
 
 numpy strides are in bytes; jattn's are in elements, so every stride of q, k, v and ``out``
-must be a multiple of 4 bytes (any array of float32 that numpy creates itself is). The GIL is
-released during the C call (ctypes.CDLL).
+must be a multiple of 4 bytes (any array of float32 that numpy creates itself is). Each call
+looks up the plan made for its kind of call (``_plan``; shapes, byte strides, options, the mask's
+structure, the pointers' alignment class) and runs it with the calling thread's ``jattn_ctx``. The
+GIL is released during the C call (ctypes.CDLL). numpy has no autograd: the forward only.
 """
 
 from __future__ import annotations
 
-from ctypes import byref
-from typing import Dict, Optional, Tuple
+from typing import Optional, Tuple
 
 import numpy as np
 
-from . import _clib, _context, _exec, _problem
+from . import _clib, _context, _plan, _problem
 from ._errors import invalid, raise_for_status
 from ._options import Options
+from ._problem import MaskArrays
 
 _F32 = np.dtype(np.float32)  # native byte order
+_I64 = np.dtype(np.int64)
+_FWD = _clib.JATTN_PASS_FORWARD
 
 
 def _float32_view(name: str, a: object) -> Tuple[Tuple[int, ...], Tuple[int, ...]]:
@@ -28,53 +32,80 @@ def _float32_view(name: str, a: object) -> Tuple[Tuple[int, ...], Tuple[int, ...
             f"{name}: dtype {a.dtype}; jattn takes float32 arrays (native byte order; nothing is cast silently: pass "
             f"{name}.astype(numpy.float32))",
         )
-    strides = a.strides
-    if any(s & 3 for s in strides):
+    return a.shape, _elements(name, a.strides, 4)
+
+
+def _elements(name: str, strides: Tuple[int, ...], size: int) -> Tuple[int, ...]:
+    if any(s % size for s in strides):
         raise invalid(
-            _clib.JATTN_ERROR_INVALID_STRIDE, f"{name}: byte strides {strides} are not whole float32 elements"
+            _clib.JATTN_ERROR_INVALID_STRIDE, f"{name}: byte strides {strides} are not whole elements of {size} bytes"
         )
-    return a.shape, tuple([s >> 2 for s in strides])
+    return tuple([s // size for s in strides])
 
 
-def _mask_view(mask: object) -> Tuple[np.ndarray, Tuple]:
-    if not isinstance(mask, np.ndarray):
-        raise TypeError(f"jattn: key_padding_mask is a {type(mask).__name__}, must be a numpy array like q")
-    if mask.dtype not in (np.bool_, np.uint8):
-        raise invalid(
-            _clib.JATTN_ERROR_INVALID_ARGUMENT,
-            f"key_padding_mask: dtype {mask.dtype}, must be bool or uint8 (True / nonzero = attend)",
-        )
-    if mask.ndim >= 1 and mask.shape[-1] > 1 and mask.strides[-1] != 1:
-        mask = np.ascontiguousarray(mask)  # rows of bytes; only this case is copied
-    return mask, (mask.shape, mask.strides, mask.ctypes.data)
+def _array(name: str, a: object, dtypes: Tuple[np.dtype, ...], what: str, contiguous: bool) -> np.ndarray:
+    if not isinstance(a, np.ndarray):
+        raise TypeError(f"jattn: {name} is a {type(a).__name__}, must be a numpy array like q")
+    if a.dtype not in dtypes:
+        raise invalid(_clib.JATTN_ERROR_INVALID_ARGUMENT, f"{name}: dtype {a.dtype}, must be {what}")
+    if contiguous:
+        return np.ascontiguousarray(a)
+    if a.ndim >= 1 and a.shape[-1] > 1 and a.strides[-1] != a.itemsize:
+        return np.ascontiguousarray(a)  # rows; only this case is copied
+    return a
 
 
-def _kv_len_view(kv_len: object) -> Tuple[np.ndarray, Tuple]:
-    if not isinstance(kv_len, np.ndarray):
-        raise TypeError(f"jattn: kv_len is a {type(kv_len).__name__}, must be a numpy array like q")
-    if kv_len.dtype != np.dtype(np.int64):
-        raise invalid(_clib.JATTN_ERROR_INVALID_ARGUMENT, f"kv_len: dtype {kv_len.dtype}, must be int64")
-    kv_len = np.ascontiguousarray(kv_len)
-    return kv_len, (kv_len.shape, kv_len.ctypes.data)
+_OFFSETS = "int64 offsets"
 
 
-_PROBLEMS: Dict[tuple, _clib.Problem] = {}
+def _mask_arrays(masks: MaskArrays) -> MaskArrays:
+    padding_mask, kv_len, block_q, block_kv, bias, cu_q, cu_k = masks
+    if padding_mask is not None:
+        padding_mask = _array("key_padding_mask", padding_mask, (np.dtype(np.bool_), np.dtype(np.uint8)),
+                              "bool or uint8 (True / nonzero = attend)", False)  # fmt: skip
+    if kv_len is not None:
+        kv_len = _array("kv_len", kv_len, (_I64,), "int64", True)
+    if block_q is not None:
+        block_q = _array("block_offsets", block_q, (_I64,), _OFFSETS, True)
+    if block_kv is not None:
+        block_kv = _array("block_offsets[1]", block_kv, (_I64,), _OFFSETS, True)
+    if bias is not None:
+        bias = _array("key_bias", bias, (_F32,), "float32 (additive; -inf leaves a key out)", False)
+    if cu_q is not None:
+        cu_q = _array("cu_seqlens_q", cu_q, (_I64,), _OFFSETS, True)
+    if cu_k is not None:
+        cu_k = _array("cu_seqlens_k", cu_k, (_I64,), _OFFSETS, True)
+    return MaskArrays(padding_mask, kv_len, block_q, block_kv, bias, cu_q, cu_k)
 
 
-def _problem_of(opts: Options, q: np.ndarray, k: np.ndarray, v: np.ndarray, out: Optional[np.ndarray]) -> _clib.Problem:
-    """The problem of the arrays, memoised on their shapes and byte strides (see
-    ``_problem.cached_problem``; the struct is shared: read it, never write it)."""
-    key = (opts.layout, opts.scale, q.shape, q.strides, k.shape, k.strides, v.shape, v.strides,
-           None if out is None else (out.shape, out.strides))  # fmt: skip
-    problem = _PROBLEMS.get(key)
-    if problem is None:
-        views = [_float32_view(name, a) for name, a in (("q", q), ("k", k), ("v", v))]
-        ov = _float32_view("out", out) if out is not None else None
-        problem = _problem.make_problem(opts, views[0], views[1], views[2], ov)
-        if len(_PROBLEMS) >= 1024:
-            _PROBLEMS.clear()
-        _PROBLEMS[key] = problem
-    return problem
+def _mask_key(arrays: MaskArrays) -> tuple:
+    return tuple(None if a is None else (a.shape, a.strides) for a in arrays)
+
+
+def _plan_of(opts: Options, q: np.ndarray, k: np.ndarray, v: np.ndarray, out: Optional[np.ndarray],
+             arrays: Optional[MaskArrays], alignment: int) -> _plan.Plan:  # fmt: skip
+    """The plan of a call (made on its kind's first call, then cached)."""
+    mask_key = None if arrays is None else _mask_key(arrays)
+    out_key = None if out is None else (out.shape, out.strides)
+    key = ("numpy", opts, q.shape, q.strides, k.shape, k.strides, v.shape, v.strides, out_key, mask_key, alignment)
+    plan = _plan.cached(key)
+    if plan is not None:
+        return plan
+    views = [_float32_view(name, a) for name, a in (("q", q), ("k", k), ("v", v))]
+    out_view = _float32_view("out", out) if out is not None else None
+    problem = _problem.make_problem(opts, views[0], views[1], views[2], out_view)
+    mask_views = None
+    if arrays is not None:
+        mask_views = MaskArrays(*(None if a is None else (a.shape, _elements(name, a.strides, a.itemsize))
+                                  for name, a in zip(_problem.MASK_NAMES, arrays)))  # fmt: skip
+    mask = _problem.make_mask(problem, opts, mask_views)
+    plan = _plan.make_plan(_FWD, problem, None, mask, opts, False, alignment)
+    plan.extra = _problem.lse_shape(q.ndim, problem)
+    return _plan.remember(key, plan)
+
+
+def _address(a: np.ndarray) -> int:
+    return a.__array_interface__["data"][0]
 
 
 def attention(
@@ -83,40 +114,37 @@ def attention(
     v: np.ndarray,
     opts: Options,
     out: Optional[np.ndarray],
-    key_padding_mask: Optional[np.ndarray],
-    kv_len: Optional[np.ndarray],
+    masks: Optional[MaskArrays],
 ) -> Tuple[np.ndarray, Optional[np.ndarray]]:
-    """One jattn call on numpy arrays with validated options; returns ``(out, lse or None)``."""
+    """One jattn forward on numpy arrays with validated options; returns ``(out, lse or None)``."""
     for name, a in (("q", q), ("k", k), ("v", v), ("out", out)):
         if a is not None and (type(a) is not np.ndarray or a.dtype is not _F32):
             _float32_view(name, a)  # raises for anything but a float32 ndarray (subclasses pass)
     if out is not None and not out.flags.writeable:
         raise invalid(_clib.JATTN_ERROR_INVALID_ARGUMENT, "out: a read-only array")
-    problem = _problem_of(opts, q, k, v, out)
-    padding = None
-    keep = None
-    if key_padding_mask is not None or kv_len is not None:
-        mask_a, mask_info = _mask_view(key_padding_mask) if key_padding_mask is not None else (None, None)
-        len_a, len_info = _kv_len_view(kv_len) if kv_len is not None else (None, None)
-        padding = _problem.key_padding(problem, mask_info, len_info)
-        keep = (mask_a, len_a)
-    exec_ = _exec.host_exec(opts)
+    arrays = _mask_arrays(masks) if masks is not None else None
     result = np.empty(q.shape, dtype=_F32) if out is None else out
-    lse = np.empty(_problem.lse_shape(q.ndim, problem), dtype=_F32) if opts.return_lse else None
-    status = _clib.forward_padded(
-        _context.thread_context(), byref(problem), byref(exec_), q.ctypes.data, k.ctypes.data, v.ctypes.data,
-        byref(padding) if padding is not None else None, result.ctypes.data,
-        lse.ctypes.data if lse is not None else None,
-    )  # fmt: skip
-    del keep
-    raise_for_status(status)
+    qp, kp, vp, op = _address(q), _address(k), _address(v), _address(result)
+    # a fresh output is 16-byte aligned at least (numpy's allocator): the plan assumes no more of it
+    alignment = _plan.alignment_of(qp | kp | vp | (16 if out is None else op), _plan.HOST_ALIGNMENT)
+    plan = _plan_of(opts, q, k, v, out, arrays, alignment)
+    lse = np.empty(plan.extra, dtype=_F32) if opts.return_lse else None
+    mask = None
+    if plan.mask is not None:
+        mask = plan.mask
+        if arrays is not None:
+            mask = _problem.fill_mask(mask, MaskArrays(*(None if a is None else _address(a) for a in arrays)))
+    status = _clib.plan_forward(plan.handle, _context.thread_context(), None, None, 0, qp, kp, vp, mask, op,
+                                _address(lse) if lse is not None else None)  # fmt: skip
+    if status:
+        raise_for_status(status)
     return result, lse
 
 
-def select(q: np.ndarray, k: np.ndarray, v: np.ndarray, opts: Options) -> _clib.Selection:
-    """``jattn_select`` for the call ``attention`` would make on these arrays."""
-    problem = _problem.make_problem(opts, _float32_view("q", q), _float32_view("k", k), _float32_view("v", v), None)
-    exec_ = _exec.make_exec(opts, False)
-    selection = _clib.Selection()
-    raise_for_status(_clib.select(byref(problem), byref(exec_), byref(selection)))
-    return selection
+def plan_of_call(q: np.ndarray, k: np.ndarray, v: np.ndarray, opts: Options, masks: Optional[MaskArrays]) -> _plan.Plan:
+    """The plan ``attention`` makes and runs for these arrays (nothing is computed)."""
+    for name, a in (("q", q), ("k", k), ("v", v)):
+        _float32_view(name, a)
+    arrays = _mask_arrays(masks) if masks is not None else None
+    alignment = _plan.alignment_of(_address(q) | _address(k) | _address(v) | 16, _plan.HOST_ALIGNMENT)
+    return _plan_of(opts, q, k, v, None, arrays, alignment)

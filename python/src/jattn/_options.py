@@ -7,7 +7,8 @@ derives from the fields: :func:`validated` checks each with its own function, :f
 memoises on them, and the torch custom ops (``_torch_op``) take them as schema arguments of those
 types, in field order. A new keyword is one field here and its use where it matters (the public
 signatures of ``jattn.attention`` / ``jattn.select``, and the code that acts on it). The tensors of
-a call (q, k, v, ``out``, the key mask, ``kv_len``) are not options: they travel beside them.
+a call (q, k, v, ``out`` and the mask's arrays, ``_problem.MaskArrays``) are not options: they
+travel beside them.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from . import _clib
 from ._errors import invalid
 
 LAYOUTS = ("bhsd", "bshd")
+CAUSAL_ALIGNMENTS = ("top_left", "bottom_right")
 BACKENDS = tuple(_clib.BACKEND_IDS)  # "auto" and the library's backends
 PRECISIONS = ("f32", "tf32")
 
@@ -64,6 +66,17 @@ def check_threads(threads: object) -> int:
     return threads
 
 
+def check_causal_alignment(alignment: str) -> str:
+    """Refuses an alignment other than ``"top_left"`` and ``"bottom_right"``."""
+    if alignment not in CAUSAL_ALIGNMENTS:
+        raise invalid(
+            _clib.JATTN_ERROR_INVALID_ARGUMENT,
+            f"causal_alignment: {alignment!r}, must be 'top_left' (PyTorch's is_causal) or 'bottom_right' "
+            "(FlashAttention's causal)",
+        )
+    return alignment
+
+
 class Options(NamedTuple):
     """One call's options, the one description of the keywords (valid when made by :func:`options`
     or :func:`validated`; ``Options(...)`` alone checks nothing)."""
@@ -74,6 +87,9 @@ class Options(NamedTuple):
     precision: Annotated[str, check_precision] = "f32"  #: "f32" or "tf32"
     threads: Annotated[int, check_threads] = 0  #: CPU threads, 0 = all cores
     return_lse: Annotated[bool, bool] = False  #: whether the caller gets the lse
+    enable_gqa: Annotated[bool, bool] = False  #: k and v may have fewer heads, dividing q's
+    is_causal: Annotated[bool, bool] = False  #: causal attention
+    causal_alignment: Annotated[str, check_causal_alignment] = "top_left"  #: "top_left" or "bottom_right"
 
 
 _HINTS = typing.get_type_hints(Options, include_extras=True)
@@ -109,3 +125,37 @@ def options(*args: object, **kwargs: object) -> Options:
             _CACHE.clear()
         _CACHE[key] = found
     return found
+
+
+_WITH_LSE: Dict[Options, Options] = {}
+
+
+def with_lse(opts: Options) -> Options:
+    """``opts`` with ``return_lse=True`` (what a differentiated call runs: its backward needs the
+    lse), memoised."""
+    found = _WITH_LSE.get(opts)
+    if found is None:
+        found = opts._replace(return_lse=True)
+        if len(_WITH_LSE) >= _CACHE_LIMIT:
+            _WITH_LSE.clear()
+        _WITH_LSE[opts] = found
+    return found
+
+
+#: Options by the raw keywords of an eager call (:func:`remember`): the keywords in field order, then
+#: the types of ``threads`` and ``scale`` (1, 1.0 and True are equal keys of different options there;
+#: for the other fields equal values mean the same option).
+OPTIONS: Dict[tuple, Options] = {}
+
+
+def remember(key: tuple) -> Options:
+    """The options of an eager call's raw keywords ``key`` (see OPTIONS), validated and kept; an
+    unhashable keyword is validated without being kept."""
+    opts = validated(*key[: len(Options._fields)])
+    try:
+        if len(OPTIONS) >= _CACHE_LIMIT:
+            OPTIONS.clear()
+        OPTIONS[key] = opts
+    except TypeError:
+        pass
+    return opts

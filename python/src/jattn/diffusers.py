@@ -65,7 +65,6 @@ _installed: Optional[_Installed] = None
 _options: Dict[str, Any] = {"upcast": False, "backend": "auto"}
 _counts: Dict[str, int] = {}
 _warned: set = set()
-_no_key_padding: set = set()  # (device type, backend option) pairs whose jattn backend refused key padding
 
 _FALLBACK_REASONS = {
     "attn_mask": "an attention mask that is not a boolean key mask (float / additive, or per-query)",
@@ -76,14 +75,12 @@ _FALLBACK_REASONS = {
     "context_parallel_mask": "an attention mask under context parallelism",
     "context_parallel_autograd": "tensors that require grad under context parallelism (jattn's backward is not "
     "wired into diffusers' context-parallel templates yet)",
-    "autograd": "tensors that require grad, with a libjattn that has no backward (before 0.3)",
     "backward": "tensors that require grad on a device whose jattn backend refuses the backward of the problem "
     "(a GPU below the cuda kernels' sm, a head_dim over 256, ...)",
     "dtype": "a dtype other than float32 (pass upcast=True to run bf16/fp16 through jattn in float32)",
     "shape": "tensors that are not [B, S, H, D] with one head_dim and a contiguous last dimension",
     "device": "tensors on a device other than CPU or CUDA",
     "arguments": "arguments jattn does not take",
-    "key_padding": "a key mask, on a jattn backend without key padding yet",
     "unsupported": "problems the jattn backend cannot run (jattn.select says why)",
 }
 
@@ -196,8 +193,6 @@ def _unservable(kwargs: Dict[str, Any]) -> Optional[str]:
     """Why jattn cannot serve a call (a key of _FALLBACK_REASONS), or None."""
     import torch
 
-    from . import _clib
-
     for name, value in kwargs.items():
         if name in ("query", "key", "value", "attn_mask"):
             continue
@@ -221,8 +216,6 @@ def _unservable(kwargs: Dict[str, Any]) -> Optional[str]:
     if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
         if parallel:
             return "context_parallel_autograd"
-        if not _clib.HAS_BACKWARD:
-            return "autograd"  # a libjattn without jattn_backward: the forward only
         if _backward_refusal(q) is not None:
             return "backward"  # the device's backend refuses the backward (a GPU's sm, the head_dim, ...)
     if parallel and kwargs.get("attn_mask") is not None:
@@ -320,18 +313,13 @@ def _make_router(original: Callable) -> Callable:
             if key_mask is None:
                 return _fall_back("attn_mask", original, kwargs)
         backend, scale = _options["backend"], kwargs.get("scale")
-        if key_mask is not None and (q.device.type, backend) in _no_key_padding:
-            return _fall_back("key_padding", original, kwargs)
         dtype = q.dtype
         if dtype is not torch.float32:  # bf16 / fp16 with upcast=True
             q, k, v = q.float(), k.float(), v.float()
         try:
             out = _api.attention(q, k, v, layout="bshd", scale=scale, backend=backend, key_padding_mask=key_mask,
                                  return_lse=return_lse)  # fmt: skip
-        except JattnNotImplementedError as e:  # refused before anything ran
-            if key_mask is not None and e.message.startswith("key_padding"):
-                _no_key_padding.add((q.device.type, backend))
-                return _fall_back("key_padding", original, kwargs)
+        except JattnNotImplementedError:  # refused before anything ran
             return _fall_back("unsupported", original, kwargs)
         _note("jattn")
         if return_lse:  # lse [B, H, Sq] float32 -> diffusers' [B, Sq, H]
