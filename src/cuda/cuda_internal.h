@@ -174,6 +174,22 @@ size_t jattn_cuda_bwd_v3_workspace_bytes(int64_t batch, int64_t heads, int64_t s
  * @return the cudaError_t of the launches (as int; 0 = cudaSuccess). */
 int jattn_cuda_launch_bwd_v3(const jattn_cuda_args *a, void *workspace, void *stream);
 
+/* Device bytes of the backward v4's own workspace (backward_v4_sm90_fa3_f16x2.cu: the v2 tile records, then
+ * 132 + B H - 1 fp32 copies of one head's dQ; never less than v3's, so that a call v4 does not take runs v3 in it). */
+size_t jattn_cuda_bwd_v4_workspace_bytes(int64_t batch, int64_t heads, int64_t seq_q, int64_t seq_kv, int64_t head_dim);
+
+/* Whether the backward v4 cannot run this call (key padding, D other than 64 and 128, a single key, a pointer not
+ * 16-byte aligned or a stride not a non-negative multiple of 4, B*H > 65535); the backend then runs v3. */
+int jattn_cuda_bwd_v4_call_refused(const jattn_cuda_args *a);
+
+/* Enqueues the backward v4 (backward_v4_sm90_fa3_f16x2.cu: one fused sm_90a kernel in FlashAttention-3's
+ * orientation, 2xFP16) on `stream`: the v2 pre-pass, the fused kernel, the dQ reduction. `workspace`:
+ * jattn_cuda_bwd_v4_workspace_bytes(), 16-byte aligned. No allocation, no synchronisation. Refuses
+ * (cudaErrorInvalidValue, nothing enqueued) a call jattn_cuda_bwd_v4_call_refused() names;
+ * cudaErrorNoKernelImageForDevice on a device other than compute capability 9.0.
+ * @return the cudaError_t of the launches (as int; 0 = cudaSuccess). */
+int jattn_cuda_launch_bwd_v4(const jattn_cuda_args *a, void *workspace, void *stream);
+
 /* The backward's kernel choice. AUTO: v2 on 9.0 devices where it takes the problem (f32, D 64 or 128,
  * strides multiples of 4, seq_kv >= 2), else v3 (every head_dim up to 256, every device, tf32 as f32);
  * a call v2 refuses at launch (key padding, alignment) runs v3: the ladder of src/cuda/NOTES.md. A
@@ -184,7 +200,8 @@ typedef enum jattn_cuda_bwd_kernel {
     /* 1: the backward v1 (mma.sync 3xTF32), removed: superseded by v3 (src/cuda/JOURNAL.md) */
     JATTN_CUDA_BWD_KERNEL_V2 = 2, /* backward_v2_sm90_f16x2.cu */
     JATTN_CUDA_BWD_KERNEL_V3 = 3, /* backward_v3_mma_f16x2.cu */
-    JATTN_CUDA_BWD_KERNEL_COUNT = 4
+    JATTN_CUDA_BWD_KERNEL_V4 = 4, /* backward_v4_sm90_fa3_f16x2.cu (forced only, until measured) */
+    JATTN_CUDA_BWD_KERNEL_COUNT = 5
 } jattn_cuda_bwd_kernel;
 
 /* ---- knobs and counters for tests and the harness ---- */

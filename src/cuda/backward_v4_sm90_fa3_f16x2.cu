@@ -1,0 +1,958 @@
+/* backward v4 (launcher jattn_cuda_launch_bwd_v4, reported as cuda_bwd_v4_f16x2_sm90_fa3_ws_128x64 in f32 and
+ * cuda_bwd_v4_s_dp_f16x2_grads_f16_sm90_fa3_ws_128x64 in tf32): the attention backward (dq, dk, dv) fused into one
+ * warp-specialized sm_90a kernel in FlashAttention-3's orientation, on fp16 wgmma with every operand split into
+ * two scaled fp16 parts (2xFP16, f16x2_split.cuh). Route A of ../shared/research/backward_fa3_route.md (issue 36).
+ * D 64 and 128, f32 and tf32 precision, deterministic, graph-capturable.
+ *
+ * Per (b, h), c = scale, lse the forward's row log-sum-exp (natural log), as the backward v2:
+ *   Dl_i  = sum_d dO_id O_id - dlse_i                       (pre-pass, float64, kept as hi + lo)
+ *   S_ij  = (c q_i) . k_j;   P_ij = exp(S_ij - lse_i)       (recomputed)
+ *   dP_ij = dO_i . v_j;      dS_ij = P_ij (dP_ij - Dl_i)
+ *   dV_j  = sum_i P_ij dO_i;  dK_j = sum_i dS_ij (c q_i);  dQ_i = c sum_j dS_ij k_j
+ *
+ * Kernels, all on the caller's stream:
+ *   bwd_v2_split (backward_v2_split_f16x2.cu, the backward v2's pre-pass, unchanged): the 64-row tile records of
+ *       q * c, dout (with Dl), k, v (backward_v2_records.cuh: hi and lo fp16 images, one power of two per tile,
+ *       lse in the q records).
+ *   bwd_v4_kernel<D, kSplit>: a persistent grid of G = min(132, SMs, items) CTAs; a work item is (b, h, n), the
+ *       128 keys 128 n .. 128 n + 127 of one head; CTA g runs the W = ceil(items / G) consecutive items g W ..
+ *       g W + W - 1 (item = (b H + h) N + n, N = ceil(Skv / 128)). A CTA is three warpgroups:
+ *       - warpgroup 0, the producer (setmaxnreg 24): one thread bulk-copies per item the images of the two K and
+ *         two V tile records (128 KB at D = 128), and per 64-query m-block the Q record and the dO record (images
+ *         and extras, one slot each) on full / empty mbarriers;
+ *       - warpgroups 1 and 2, the consumers (setmaxnreg 240), own keys 64 w .. 64 w + 63 of the item (their K and
+ *         V tile); dK and dV of those keys accumulate in registers over all m-blocks. Per m-block (64 queries):
+ *         1. S^T = K_w Q^T, m64n64k16 ss from the K-major images: X = the 2 D/16 corrections (K_hi Q_lo, K_lo
+ *            Q_hi), then hi*hi of k16 slices 0-1; a fresh step accumulator per further pair of slices, waited for
+ *            and added into X in fp32 (the "chains of 2" class of the backward v3).
+ *         2. P = ex2((X u_k u_q - lse_i) log2 e) (ex2.approx); keys past seq_kv get P = 0; a warp vote on
+ *            P >= 1/2 (the rare dominant element, 3b).
+ *         3. dP^T = V_w dO^T in one chain (corrections, then hi*hi); dS = P ((dP u_v u_do - Dl_hi) - Dl_lo).
+ *         3b. each element with P >= 1/2 (a query's dominant key; rare outside peaky rows) gets P and dS from its
+ *            score and dP recomputed in float64 from the caller's float32 q, k, v, dout (the whole warp per
+ *            element, one value of the 32-lane dot product per lane): issue 30's rule, P and dP exact (the
+ *            backward v3's). One thread owns the element in every product below, so dV, dK and dQ agree on it.
+ *         4. the power of two of each query's largest |dS| over the CTA's 128 keys (times the K-tile factor
+ *            kfac_w = u_k,w / max(u_k,0, u_k,1)): exponent bytes, a byte-wise max over the 8 lanes of a column,
+ *            an exchange through shared memory between the 8 consumer warps (named barrier B1, 256 threads).
+ *         5. dS 2^s_i kfac_w split hi / lo and stored transposed ([query][key], the K-major A operand of dQ,
+ *            128-byte swizzle) by stmatrix.trans; fence.proxy.async.
+ *         6. dK += dS^T (c Q): dS split per key row (power of two of the row's largest |dS|, two quad shuffles)
+ *            into the A fragments, m64n64k16 rs with Q MN-major, a fresh tile per 64 columns of head_dim (three
+ *            products: lo*hi, hi*lo, hi*hi), added in fp32 with the row and tile unscales; the Q slot released.
+ *         7. dV += P^T dO the same way; the dO slot released.
+ *         8. named barrier B2 (both halves of dS stored): dQ partial = dS (64 x 128 keys) K: at D = 128 each
+ *            warpgroup takes 64 columns of head_dim (m64n64k16 ss, A = dS K-major, B = K MN-major, three products
+ *            over 8 k16 slices of keys); at D = 64, dQ^T: each warpgroup takes 32 queries (m64n32k16 ss, A = K^T
+ *            MN-major, B = dS^T K-major); times 2^-s_i u_ref, pushed into the CTA's private fp32 copy of the
+ *            head's dQ (st.global on the CTA's first item of the head, red.global.add after).
+ *       After an item's last m-block: dK, dV rows of the warpgroup's keys (float2 stores), rows past seq_kv
+ *       skipped.
+ *   bwd_v4_dq_reduce: dq = c * (the sum of the head's private copies in ascending CTA order), through dq's
+ *       strides. The copy of (CTA g, head bh) is slot g + bh of the workspace (the pairs of a monotone staircase:
+ *       at most G + B H - 1 slots).
+ * Deterministic: every element of a copy is written by one thread in program order (a fence at each item start),
+ * every other gradient element by one thread, the copies summed in a fixed order: bit-identical repeats on one
+ * device (the copies' grouping depends on G, so bits may differ between GPUs of different SM counts).
+ * tf32 (kSplit false): S^T and dP^T as in f32; dK, dV and dQ one fp16 product (hi*hi) each.
+ *
+ * Accumulator layout (m64nN, PTX ISA "wgmma register fragments"): thread (warp v, lane 4g + c) of a warpgroup
+ * holds rows 16v + g (regs 4i + e) and 16v + g + 8 (regs 4i + 2 + e) of columns 8i + 2c + e; rows of S^T and
+ * dP^T are keys, columns queries; an m64n64 accumulator's regs 8ks .. 8ks + 7 are the A fragment of k16 slice
+ * ks of the next product (dK, dV: K = queries).
+ *
+ * Shared memory (D = 128, bytes): K tiles 65,536 + V tiles 65,536 + Q images 32,768 + dO images 32,768 + dS
+ * hi / lo 32,768 + Q extras 528 + dO extras 528 + exponent exchange 512 + dQ row factors 256 + mbarriers 64 +
+ * alignment 1,024 = 232,288 of 232,448. D = 64: 134,... (one slot each as well).
+ * Registers: 168 at entry (384 threads, one CTA per SM), setmaxnreg 24 / 240. ptxas 13.0, sm_90a: see the
+ * table at the end of this comment.
+ * Workspace: the v2 records (about 2 B H (Sq + Skv) D x 4 bytes) and (132 + B H - 1) fp32 copies of one
+ * head's dQ (Tq 64 x D each): 1.3 GB at (1,24,16384,128); never less than v3's (a call v4 refuses runs v3 in it).
+ * Not taken (v3 runs it): key padding, seq_kv = 1, pointers not 16-byte aligned, strides not multiples of 4.
+ *
+ * ptxas 13.0 (-gencode arch=compute_90a,code=sm_90a -Xptxas -v), bwd_v4_kernel:
+ *   <filled in below by the author at each change: registers, spill, smem per instance>
+ * Measured (H100 / H200, bench/gpu/backward_v4_run.sh): <not yet run>. Targets (issue 36): at (1,24,S,128),
+ * S = 1536 / 4608 / 16384, at most 3.5x (aim 3.0x) jattn's forward (v6) time and at least 3.5x PyTorch's fp32
+ * SDPA backward. */
+#include <math.h>
+#include <stdint.h>
+
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#pragma nv_diag_suppress 177
+#endif
+
+#include "backward_v2_records.cuh"
+#include "cuda_internal.h"
+#include "f16x2_split.cuh"
+#include "sm90_pipeline_ptx.cuh"
+#include "sm90_wgmma_f16_ptx.cuh"
+#include "sm90_wgmma_ptx.cuh"
+
+namespace {
+
+constexpr int kWg = 128;
+constexpr int kConsumers = 2;
+constexpr int kThreads = kWg * (1 + kConsumers);
+constexpr int kM = kBwdTile;                /* queries per m-block */
+constexpr int kWgKeys = kBwdTile;           /* keys per consumer warpgroup */
+constexpr int kCtaKeys = kConsumers * kWgKeys; /* keys per work item */
+constexpr int kMaxCtas = 132;               /* the persistent grid's size at most (the workspace's copies) */
+constexpr int kDsImage = kM * kCtaKeys * 2; /* one part of dS [64 queries][128 keys] fp16 */
+constexpr int kExtrasPad = (kBwdExtras + 15) / 16 * 16;
+
+/* The order of dK and dV in an m-block: dK first releases the Q slot earlier (the producer's next Q copy then
+ * has dV and dQ to land in). */
+constexpr bool kDkFirst = true;
+
+template <int D>
+struct V4Config {
+    using R = BwdRecord<D>;
+    static constexpr int kKOff = 0;                          /* K tiles 0, 1: hi, lo images each */
+    static constexpr int kVOff = kKOff + 2 * R::kImages;     /* V tiles 0, 1 */
+    static constexpr int kQOff = kVOff + 2 * R::kImages;     /* Q images (one slot) */
+    static constexpr int kDoOff = kQOff + R::kImages;        /* dO images (one slot) */
+    static constexpr int kDsOff = kDoOff + R::kImages;       /* dS hi, lo [64][128] */
+    static constexpr int kQxOff = kDsOff + 2 * kDsImage;     /* Q record extras: 2^-e, lse per query */
+    static constexpr int kDxOff = kQxOff + kExtrasPad;       /* dO record extras: 2^-e, (Dl hi, Dl lo) per query */
+    static constexpr int kXchOff = kDxOff + kExtrasPad;      /* exponent words [8 warps][4 c][4] */
+    static constexpr int kQfacOff = kXchOff + 8 * 4 * 16;    /* 2^-s per query [64] */
+    static constexpr int kCstOff = kQfacOff + kM * 4;        /* per item and warpgroup: u_k, u_v, kfac, u_ref */
+    static constexpr int kBarOff = kCstOff + kConsumers * 16; /* mbarriers */
+    static constexpr int kSmemBytes = kBarOff + 64 + kSwizzleAtomBytes;
+    static constexpr int kHalves = D / 64;  /* 64-column tiles of dK and dV */
+    static_assert(kSmemBytes <= 227 * 1024, "shared memory");
+    static_assert(R::kImage % kSwizzleAtomBytes == 0 && kDsOff % kSwizzleAtomBytes == 0, "1024-byte aligned images");
+};
+
+struct BwdV4Params {
+    const unsigned char *rec_q, *rec_do, *rec_k, *rec_v; /* the records, [B*H][tiles] each */
+    float *copies;                                       /* [slot][tq * 64][D] */
+    float *dk, *dv;
+    int64_t dk_b, dk_h, dk_t, dv_b, dv_h, dv_t;
+    /* the caller's inputs, for the dominant elements' exact score and dP (3b) */
+    const float *q, *k, *v, *dout;
+    int64_t q_b, q_h, q_t, k_b, k_h, k_t, v_b, v_h, v_t, do_b, do_h, do_t;
+    float scale;
+    int heads, seq_q, seq_kv, tq, tk;
+    int n_blocks; /* N: 128-key blocks per head */
+    int items;    /* B H N */
+    int per_cta;  /* W */
+    uint32_t v_lbo, v_sbo; /* descriptor fields of an MN-major image (16-byte units) */
+    uint32_t zero;         /* 0, unknown to the compiler */
+};
+
+/* ---- PTX wrappers this kernel adds ---------------------------------------------------------------- */
+
+/* D[64 x 64] (+)= A[64 x 16] B[16 x 64]: A K-major, B MN-major (imm-trans-b = 1), both from shared memory. */
+__device__ __forceinline__ void wgmma_m64n64k16_f16_ss_tb(float (&d)[32], uint64_t desc_a, uint64_t desc_b,
+                                                          int accumulate) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, "
+                 "%22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 0, 1;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+                   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]),
+                   "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
+                   "+f"(d[30]), "+f"(d[31])
+                 : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+}
+
+/* D[64 x 32] (+)= A[64 x 16] B[16 x 32]: A MN-major (imm-trans-a = 1), B K-major, both from shared memory. */
+__device__ __forceinline__ void wgmma_m64n32k16_f16_ss_ta(float (&d)[16], uint64_t desc_a, uint64_t desc_b,
+                                                          int accumulate) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16 "
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, p, 1, 1, 1, 0;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+                 : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+}
+
+/* Four (x4) or two (x2) 8x8 b16 matrices stored transposed: lanes 8k .. 8k + 7 give the row addresses of
+ * stored matrix k (rows = the registers' columns). */
+__device__ __forceinline__ void stsm_x4_trans(uint32_t addr, uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3) {
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(r0),
+                 "r"(r1), "r"(r2), "r"(r3)
+                 : "memory");
+}
+__device__ __forceinline__ void stsm_x2_trans(uint32_t addr, uint32_t r0, uint32_t r1) {
+    asm volatile("stmatrix.sync.aligned.m8n8.x2.trans.shared.b16 [%0], {%1, %2};\n" ::"r"(addr), "r"(r0), "r"(r1)
+                 : "memory");
+}
+
+__device__ __forceinline__ float lds_f32(uint32_t a) {
+    float v;
+    asm volatile("ld.shared.f32 %0, [%1];\n" : "=f"(v) : "r"(a));
+    return v;
+}
+__device__ __forceinline__ float2 lds_f32x2(uint32_t a) {
+    float2 v;
+    asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];\n" : "=f"(v.x), "=f"(v.y) : "r"(a));
+    return v;
+}
+__device__ __forceinline__ float4 lds_f32x4(uint32_t a) {
+    float4 v;
+    asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];\n" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "r"(a));
+    return v;
+}
+__device__ __forceinline__ uint4 lds_u32x4(uint32_t a) {
+    uint4 v;
+    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(a));
+    return v;
+}
+__device__ __forceinline__ void sts_f32(uint32_t a, float v) {
+    asm volatile("st.shared.f32 [%0], %1;\n" ::"r"(a), "f"(v) : "memory");
+}
+__device__ __forceinline__ void sts_u32x4(uint32_t a, uint4 v) {
+    asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(a), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
+                 : "memory");
+}
+
+/* The dQ pushes into a private copy: store (the CTA's first item of the head) or add (red, performed at L2).
+ * red.global.add.f32 flushes subnormal results to zero (REDG ... FTZ), outside the kernel's stated range. */
+__device__ __forceinline__ void push_f32x2(float *p, float a, float b, bool store) {
+    if (store)
+        asm volatile("st.global.v2.f32 [%0], {%1, %2};\n" ::"l"(p), "f"(a), "f"(b) : "memory");
+    else
+        asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(p), "f"(a), "f"(b) : "memory");
+}
+__device__ __forceinline__ void push_f32(float *p, float a, bool store) {
+    if (store)
+        asm volatile("st.global.f32 [%0], %1;\n" ::"l"(p), "f"(a) : "memory");
+    else
+        asm volatile("red.global.add.f32 [%0], %1;\n" ::"l"(p), "f"(a) : "memory");
+}
+
+__device__ __forceinline__ void fence_acq_rel_gpu() { asm volatile("fence.acq_rel.gpu;\n" ::: "memory"); }
+
+/* Descriptor of an MN-major 128B-swizzled operand: start, LBO, SBO. */
+__device__ __forceinline__ uint64_t desc_mn(uint32_t saddr, uint32_t lbo, uint32_t sbo) {
+    return (uint64_t)((saddr & 0x3FFFFu) >> 4) | ((uint64_t)lbo << 16) | ((uint64_t)sbo << 32) | (1ull << 62);
+}
+
+/* As v6's and v2's: the arrival's address depends on `loaded` (values computed from this thread's loads from the
+ * slot), so the slot is given back only after those loads returned. */
+__device__ __forceinline__ void slot_release(uint32_t empty_bar, uint32_t loaded, uint32_t zero) {
+    mbar_arrive(empty_bar + (loaded & zero));
+}
+
+/* 2^a / 2^b for powers of two (exact; the exponent difference clamped to the normal range). */
+__device__ __forceinline__ float pow2_ratio(float a, float b) {
+    int e = (int)((__float_as_uint(a) >> 23) & 0xFFu) - (int)((__float_as_uint(b) >> 23) & 0xFFu);
+    e = e < -126 ? -126 : (e > 126 ? 126 : e);
+    return exp2_int(e);
+}
+
+/* ---- the products ------------------------------------------------------------------------------ */
+
+/* S^T = A B^T over head_dim (64 x 64; A rows = this warpgroup's keys, B rows = the m-block's queries), both
+ * K-major images: x = the corrections (A_hi B_lo, A_lo B_hi) then hi*hi of slices 0-1 in one chain; hi*hi of each
+ * further pair of slices in a fresh step accumulator, added into x in fp32. */
+template <int D>
+__device__ __forceinline__ void product_s(float (&x)[32], uint32_t ah, uint32_t al, uint32_t bh, uint32_t bl) {
+    constexpr int kS = D / 16;
+    const uint64_t dah = smem_desc_sw128(opaque(ah)), dal = smem_desc_sw128(opaque(al));
+    const uint64_t dbh = smem_desc_sw128(opaque(bh)), dbl = smem_desc_sw128(opaque(bl));
+    wgmma_fence();
+#pragma unroll
+    for (int s = 0; s < kS; ++s) {
+        wgmma_m64n64k16_f16_ss(x, f16_slice_desc(dah, s, kBwdTile), f16_slice_desc(dbl, s, kBwdTile), s > 0 ? 1 : 0);
+        wgmma_m64n64k16_f16_ss(x, f16_slice_desc(dal, s, kBwdTile), f16_slice_desc(dbh, s, kBwdTile), 1);
+    }
+#pragma unroll
+    for (int s = 0; s < 2; ++s)
+        wgmma_m64n64k16_f16_ss(x, f16_slice_desc(dah, s, kBwdTile), f16_slice_desc(dbh, s, kBwdTile), 1);
+    wgmma_commit();
+    float st[32];
+#pragma unroll
+    for (int s0 = 2; s0 < kS; s0 += 2) {
+        wgmma_fence();
+        wgmma_m64n64k16_f16_ss(st, f16_slice_desc(dah, s0, kBwdTile), f16_slice_desc(dbh, s0, kBwdTile), 0);
+        wgmma_m64n64k16_f16_ss(st, f16_slice_desc(dah, s0 + 1, kBwdTile), f16_slice_desc(dbh, s0 + 1, kBwdTile), 1);
+        wgmma_commit();
+        wgmma_wait<0>();
+        fence_regs(st);
+        fence_regs(x);
+#pragma unroll
+        for (int i = 0; i < 32; ++i) x[i] += st[i];
+    }
+}
+
+/* dP^T = A B^T over head_dim in one chain: the corrections, then hi*hi. */
+template <int D>
+__device__ __forceinline__ void product_dp(float (&x)[32], uint32_t ah, uint32_t al, uint32_t bh, uint32_t bl) {
+    constexpr int kS = D / 16;
+    const uint64_t dah = smem_desc_sw128(opaque(ah)), dal = smem_desc_sw128(opaque(al));
+    const uint64_t dbh = smem_desc_sw128(opaque(bh)), dbl = smem_desc_sw128(opaque(bl));
+    wgmma_fence();
+#pragma unroll
+    for (int s = 0; s < kS; ++s) {
+        wgmma_m64n64k16_f16_ss(x, f16_slice_desc(dah, s, kBwdTile), f16_slice_desc(dbl, s, kBwdTile), s > 0 ? 1 : 0);
+        wgmma_m64n64k16_f16_ss(x, f16_slice_desc(dal, s, kBwdTile), f16_slice_desc(dbh, s, kBwdTile), 1);
+    }
+#pragma unroll
+    for (int s = 0; s < kS; ++s)
+        wgmma_m64n64k16_f16_ss(x, f16_slice_desc(dah, s, kBwdTile), f16_slice_desc(dbh, s, kBwdTile), 1);
+    wgmma_commit();
+    wgmma_wait<0>();
+    fence_regs(x);
+}
+
+/* X (an m64n64 accumulator, rows = keys) scaled per row by the power of two of its largest |X| (two quad
+ * shuffles), split into the A fragments of the next product (regs 8 ks .. 8 ks + 7: k16 slice ks); down[r]: the
+ * rows' unscales. kSplit false: hi only. */
+template <bool kSplit>
+__device__ __forceinline__ void split_rows(const float (&x)[32], uint32_t (&xh)[4][4], uint32_t (&xl)[4][4],
+                                           float (&down)[2]) {
+    float up[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        float m = 0.f;
+#pragma unroll
+        for (int i = 0; i < 8; ++i) m = fmaxf(m, fmaxf(fabsf(x[4 * i + 2 * r]), fabsf(x[4 * i + 2 * r + 1])));
+        m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
+        m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
+        const int e = f16x2_exponent(m, kBwdTarget);
+        up[r] = exp2_int(e);
+        down[r] = exp2_int(-e);
+    }
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            const float a = x[8 * ks + 2 * j] * up[j & 1], b = x[8 * ks + 2 * j + 1] * up[j & 1];
+            if constexpr (kSplit) {
+                f16x2_split2(a, b, xh[ks][j], xl[ks][j]);
+            } else {
+                const __half2 hh = __floats2half2_rn(a, b);
+                xh[ks][j] = *reinterpret_cast<const uint32_t *>(&hh);
+                xl[ks][j] = 0u;
+            }
+        }
+}
+
+/* acc (+)= X B' for 64 columns of head_dim at a time: X the split A fragments (K = the m-block's 64 queries),
+ * B' the image pair (64 queries x D) MN-major; a fresh tile per 64 columns, then acc += tile down[r] u. */
+template <int D, bool kSplit>
+__device__ __forceinline__ void last_product(float (&acc)[D / 64][32], const uint32_t (&xh)[4][4],
+                                             const uint32_t (&xl)[4][4], const float (&down)[2], float u, uint32_t bh,
+                                             uint32_t bl, uint32_t lbo, uint32_t sbo) {
+#pragma unroll
+    for (int t = 0; t < D / 64; ++t) {
+        float tile[32];
+        const uint32_t h = opaque(bh) + t * kBwdTile * kSwizzleBytes, l = opaque(bl) + t * kBwdTile * kSwizzleBytes;
+        wgmma_fence();
+        if constexpr (kSplit) {
+#pragma unroll
+            for (int ks = 0; ks < 4; ++ks) wgmma_m64n64k16_f16_rs<1>(tile, xl[ks], desc_mn(h + ks * 2048, lbo, sbo), ks > 0);
+#pragma unroll
+            for (int ks = 0; ks < 4; ++ks) wgmma_m64n64k16_f16_rs<1>(tile, xh[ks], desc_mn(l + ks * 2048, lbo, sbo), 1);
+        }
+#pragma unroll
+        for (int ks = 0; ks < 4; ++ks)
+            wgmma_m64n64k16_f16_rs<1>(tile, xh[ks], desc_mn(h + ks * 2048, lbo, sbo), kSplit || ks > 0 ? 1 : 0);
+        wgmma_commit();
+        wgmma_wait<0>();
+        fence_regs(tile);
+#pragma unroll
+        for (int i = 0; i < 32; ++i) acc[t][i] = fmaf(tile[i], down[(i >> 1) & 1] * u, acc[t][i]);
+    }
+}
+
+/* ---- the kernel --------------------------------------------------------------------------------- */
+
+template <int D, bool kSplit>
+__global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p) {
+#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    __trap();
+#else
+    using C = V4Config<D>;
+    using R = BwdRecord<D>;
+    extern __shared__ unsigned char smem_raw[];
+    const uint32_t raw_saddr = smem_u32(smem_raw);
+    const uint32_t s0 = raw_saddr + ((kSwizzleAtomBytes - (raw_saddr % kSwizzleAtomBytes)) % kSwizzleAtomBytes);
+    const uint32_t kv_full = s0 + C::kBarOff, kv_empty = kv_full + 8, q_full = kv_full + 16, q_empty = kv_full + 24,
+                   do_full = kv_full + 32, do_empty = kv_full + 40;
+    const int wg = threadIdx.x / kWg;
+    const int first = (int)blockIdx.x * p.per_cta;
+    const int last = min(first + p.per_cta, p.items);
+
+    if (threadIdx.x == 0) {
+        mbar_init(kv_full, 1);
+        mbar_init(kv_empty, kConsumers * kWg);
+        mbar_init(q_full, 1);
+        mbar_init(q_empty, kConsumers * kWg);
+        mbar_init(do_full, 1);
+        mbar_init(do_empty, kConsumers * kWg);
+        fence_mbar_init();
+    }
+    __syncthreads();
+
+    if (wg == 0) {
+        /* ---- producer: per item K, V (two tiles each), per m-block Q then dO, one slot each ---- */
+        setmaxnreg_dec<24>();
+        if (threadIdx.x == 0) {
+            int it = 0;
+            for (int item = first, ii = 0; item < last; ++item, ++ii) {
+                const int64_t bh = item / p.n_blocks;
+                const int n = item % p.n_blocks;
+                const int t1 = min(2 * n + 1, p.tk - 1); /* a block past the last tile re-reads it (masked) */
+                const unsigned char *kr0 = p.rec_k + (bh * p.tk + 2 * n) * (int64_t)R::kBytes;
+                const unsigned char *kr1 = p.rec_k + (bh * p.tk + t1) * (int64_t)R::kBytes;
+                const unsigned char *vr0 = p.rec_v + (bh * p.tk + 2 * n) * (int64_t)R::kBytes;
+                const unsigned char *vr1 = p.rec_v + (bh * p.tk + t1) * (int64_t)R::kBytes;
+                for (int m = 0; m < p.tq; ++m, ++it) {
+                    const uint32_t par = (uint32_t)(it & 1);
+                    const unsigned char *qr = p.rec_q + (bh * p.tq + m) * (int64_t)R::kBytes;
+                    const unsigned char *dr = p.rec_do + (bh * p.tq + m) * (int64_t)R::kBytes;
+                    mbar_wait(q_empty, par ^ 1u);
+                    mbar_arrive_expect_tx(q_full, (uint32_t)(R::kImages + kBwdExtras));
+                    bulk_copy_g2s(s0 + C::kQOff, qr, R::kImages, q_full);
+                    bulk_copy_g2s(s0 + C::kQxOff, qr + R::kImages, kBwdExtras, q_full);
+                    if (m == 0) {
+                        mbar_wait(kv_empty, (uint32_t)(ii & 1) ^ 1u);
+                        mbar_arrive_expect_tx(kv_full, (uint32_t)(4 * R::kImages));
+                        bulk_copy_g2s(s0 + C::kKOff, kr0, R::kImages, kv_full);
+                        bulk_copy_g2s(s0 + C::kKOff + R::kImages, kr1, R::kImages, kv_full);
+                        bulk_copy_g2s(s0 + C::kVOff, vr0, R::kImages, kv_full);
+                        bulk_copy_g2s(s0 + C::kVOff + R::kImages, vr1, R::kImages, kv_full);
+                    }
+                    mbar_wait(do_empty, par ^ 1u);
+                    mbar_arrive_expect_tx(do_full, (uint32_t)(R::kImages + kBwdExtras));
+                    bulk_copy_g2s(s0 + C::kDoOff, dr, R::kImages, do_full);
+                    bulk_copy_g2s(s0 + C::kDxOff, dr + R::kImages, kBwdExtras, do_full);
+                }
+            }
+        }
+        return;
+    }
+    setmaxnreg_inc<240>();
+
+    /* ---- consumer w: keys 64 w .. 64 w + 63 of each item ---- */
+    const int w = wg - 1;
+    const int tid = threadIdx.x - wg * kWg;
+    const int warp = tid / 32, lane = tid % 32, g = lane / 4, c = lane % 4;
+    const uint32_t kh = s0 + C::kKOff + (uint32_t)(w * R::kImages), kl = kh + R::kImage;
+    const uint32_t vh = s0 + C::kVOff + (uint32_t)(w * R::kImages), vl = vh + R::kImage;
+    const uint32_t qh = s0 + C::kQOff, ql = qh + R::kImage, doh = s0 + C::kDoOff, dol = doh + R::kImage;
+    const uint32_t dsh = s0 + C::kDsOff, dsl = dsh + kDsImage;
+    const uint32_t qx = s0 + C::kQxOff, dx = s0 + C::kDxOff, xch = s0 + C::kXchOff, qfac = s0 + C::kQfacOff;
+    const uint32_t cst = s0 + C::kCstOff + 16u * w;
+    /* stmatrix: lanes 8 k .. 8 k + 7 address stored matrix k: k = 0, 1 hi (key rows 8 (k & 1)), k = 2, 3 lo */
+    const uint32_t st_base = ((lane / 8) < 2 ? dsh : dsl) +
+                             swizzled_offset_f16(lane & 7, kWgKeys * w + 16 * warp + 8 * ((lane / 8) & 1), kM);
+
+    int it = 0;
+#pragma unroll 1
+    for (int item = first, ii = 0; item < last; ++item, ++ii) {
+        const int64_t bh = item / p.n_blocks;
+        const int n = item % p.n_blocks;
+        const int b = (int)(bh / p.heads), h = (int)(bh % p.heads);
+        const int t1 = min(2 * n + 1, p.tk - 1);
+        /* the tiles' scales, kept in shared memory (cst) for the m-blocks rather than in registers: u_k, u_v of
+         * this warpgroup's tiles, kfac = u_k / u_ref (<= 1: this tile's dS for dQ against the common K scale) */
+        if (tid == 0) {
+            const float uk0 = __ldg(reinterpret_cast<const float *>(p.rec_k + (bh * p.tk + 2 * n) * (int64_t)R::kBytes +
+                                                                    R::kImages));
+            const float uk1 =
+                __ldg(reinterpret_cast<const float *>(p.rec_k + (bh * p.tk + t1) * (int64_t)R::kBytes + R::kImages));
+            const float uv = __ldg(reinterpret_cast<const float *>(p.rec_v + (bh * p.tk + (w ? t1 : 2 * n)) *
+                                                                                  (int64_t)R::kBytes +
+                                                                   R::kImages));
+            const float uk = w ? uk1 : uk0, u_ref = fmaxf(uk0, uk1);
+            sts_f32(cst, uk);
+            sts_f32(cst + 4, uv);
+            sts_f32(cst + 8, pow2_ratio(uk, u_ref));
+            sts_f32(cst + 12, u_ref);
+        }
+        const int key_w = kCtaKeys * n + kWgKeys * w; /* this warpgroup's first key */
+        const bool partial = key_w + kWgKeys > p.seq_kv;
+        fence_acq_rel_gpu(); /* this thread's pushes of the previous item are ordered before this item's */
+        if (w == 0) /* cst written (constant barrier ids: ptxas then counts 5 barriers, not 16) */
+            named_bar_sync(3, kWg);
+        else
+            named_bar_sync(4, kWg);
+
+        float dka[C::kHalves][32], dva[C::kHalves][32];
+#pragma unroll
+        for (int t = 0; t < C::kHalves; ++t)
+#pragma unroll
+            for (int i = 0; i < 32; ++i) dka[t][i] = dva[t][i] = 0.f;
+        mbar_wait(kv_full, (uint32_t)(ii & 1));
+
+#pragma unroll 1
+        for (int m = 0; m < p.tq; ++m, ++it) {
+            const uint32_t par = (uint32_t)(it & 1);
+            /* ---- 1. S^T = K_w Q^T ---- */
+            float x[32];
+            mbar_wait(q_full, par);
+            product_s<D>(x, kh, kl, qh, ql);
+            /* ---- 2. P = ex2((S - lse) log2 e); keys past seq_kv: 0 ---- */
+            const float uq = lds_f32(qx);
+            {
+                const float us = lds_f32(cst) * uq;
+#pragma unroll
+                for (int i = 0; i < 8; ++i) {
+                    const float2 l2 = lds_f32x2(qx + kBwdRowData + 4 * (8 * i + 2 * c));
+#pragma unroll
+                    for (int r = 0; r < 2; ++r)
+#pragma unroll
+                        for (int e = 0; e < 2; ++e) {
+                            const int j = 4 * i + 2 * r + e;
+                            x[j] = exp2_approx(fmaf(x[j], us, -(e ? l2.y : l2.x)) * kLog2e);
+                        }
+                }
+            }
+            if (partial) {
+#pragma unroll
+                for (int r = 0; r < 2; ++r)
+                    if (key_w + 16 * warp + g + 8 * r >= p.seq_kv) {
+#pragma unroll
+                        for (int i = 0; i < 8; ++i) x[4 * i + 2 * r] = x[4 * i + 2 * r + 1] = 0.f;
+                    }
+            }
+            float pm = 0.f;
+#pragma unroll
+            for (int j = 0; j < 32; ++j) pm = fmaxf(pm, x[j]);
+            const bool dominant = __any_sync(0xffffffffu, pm >= 0.5f);
+
+            /* ---- 3. dP^T = V_w dO^T; dS = P ((dP - Dl_hi) - Dl_lo) ---- */
+            float ds[32];
+            {
+                /* dP's operand addresses depend on every P (dep = 0 at run time): ptxas then finishes P before it
+                 * issues dP rather than holding S's step registers and dP's at once */
+                uint32_t dep = 0;
+#pragma unroll
+                for (int j = 0; j < 32; ++j) dep |= __float_as_uint(x[j]);
+                dep &= p.zero;
+                mbar_wait(do_full, par);
+                product_dp<D>(ds, vh + dep, vl + dep, doh + dep, dol + dep);
+            }
+            const float udo = lds_f32(dx);
+            {
+                const float ud = lds_f32(cst + 4) * udo;
+#pragma unroll
+                for (int i = 0; i < 8; ++i) {
+                    const float4 d4 = lds_f32x4(dx + kBwdRowData + 8 * (8 * i + 2 * c));
+#pragma unroll
+                    for (int r = 0; r < 2; ++r)
+#pragma unroll
+                        for (int e = 0; e < 2; ++e) {
+                            const int j = 4 * i + 2 * r + e;
+                            const float dh = e ? d4.z : d4.x, dlo = e ? d4.w : d4.y;
+                            ds[j] = x[j] * (fmaf(ds[j], ud, -dh) - dlo);
+                        }
+                }
+            }
+            /* ---- 3b. the dominant elements (P >= 1/2): P and dS from float64 dots of the caller's inputs ---- */
+            if (dominant) {
+                uint32_t flags = 0;
+#pragma unroll
+                for (int j = 0; j < 32; ++j) flags |= (x[j] >= 0.5f ? 1u : 0u) << j;
+                uint32_t pending = __ballot_sync(0xffffffffu, flags != 0);
+                while (pending) {
+                    const int src = __ffs(pending) - 1;
+                    const uint32_t fs = __shfl_sync(0xffffffffu, flags, src);
+                    const int j = __ffs(fs) - 1;
+                    const int key = key_w + 16 * warp + (src >> 2) + 8 * ((j >> 1) & 1);
+                    const int qcol = 8 * (j >> 2) + 2 * (src & 3) + (j & 1); /* query within the m-block */
+                    const int qrow = m * kM + qcol;
+                    constexpr int kPer = D / 32; /* elements of the dot per lane */
+                    const float *qp = p.q + b * p.q_b + h * p.q_h + (int64_t)qrow * p.q_t + kPer * lane;
+                    const float *kp = p.k + b * p.k_b + h * p.k_h + (int64_t)key * p.k_t + kPer * lane;
+                    const float *gp = p.dout + b * p.do_b + h * p.do_h + (int64_t)qrow * p.do_t + kPer * lane;
+                    const float *vp = p.v + b * p.v_b + h * p.v_h + (int64_t)key * p.v_t + kPer * lane;
+                    double sd = 0.0, dd = 0.0;
+#pragma unroll
+                    for (int d = 0; d < kPer; d += 2) {
+                        const float2 a = __ldg(reinterpret_cast<const float2 *>(qp + d));
+                        const float2 kk = __ldg(reinterpret_cast<const float2 *>(kp + d));
+                        const float2 gg = __ldg(reinterpret_cast<const float2 *>(gp + d));
+                        const float2 vv = __ldg(reinterpret_cast<const float2 *>(vp + d));
+                        sd = fma((double)a.x, (double)kk.x, sd);
+                        sd = fma((double)a.y, (double)kk.y, sd);
+                        dd = fma((double)gg.x, (double)vv.x, dd);
+                        dd = fma((double)gg.y, (double)vv.y, dd);
+                    }
+#pragma unroll
+                    for (int o = 16; o > 0; o /= 2) {
+                        sd += __shfl_xor_sync(0xffffffffu, sd, o);
+                        dd += __shfl_xor_sync(0xffffffffu, dd, o);
+                    }
+                    if (lane == src) {
+                        const float lse_i = lds_f32(qx + kBwdRowData + 4 * qcol);
+                        const float2 dl = lds_f32x2(dx + kBwdRowData + 8 * qcol);
+                        const float pe = expf((float)(sd * (double)p.scale - (double)lse_i));
+                        const float dse = (float)((double)pe * (dd - ((double)dl.x + (double)dl.y)));
+#pragma unroll
+                        for (int jj = 0; jj < 32; ++jj)
+                            if (jj == j) x[jj] = pe, ds[jj] = dse;
+                        flags &= ~(1u << j);
+                    }
+                    pending = __ballot_sync(0xffffffffu, flags != 0);
+                }
+            }
+
+            /* ---- 4. each query's power of two over the CTA's 128 keys (dS kfac_w): exponent bytes ---- */
+            uint32_t ew[4];
+            const float kfac = lds_f32(cst + 8);
+#pragma unroll
+            for (int k4 = 0; k4 < 4; ++k4) {
+                uint32_t word = 0;
+#pragma unroll
+                for (int bb = 0; bb < 4; ++bb) {
+                    const int i = 2 * k4 + bb / 2, e = bb & 1;
+                    const float mx = fmaxf(fabsf(ds[4 * i + e]), fabsf(ds[4 * i + 2 + e])) * kfac;
+                    word |= ((__float_as_uint(mx) >> 23) & 0xFFu) << (8 * bb);
+                }
+                ew[k4] = word;
+            }
+            /* every value this thread loaded from the Q and dO slots went into ew: the releases below wait on it */
+            const uint32_t loaded = ew[0] | ew[1] | ew[2] | ew[3] | __float_as_uint(uq) | __float_as_uint(udo);
+#pragma unroll
+            for (int k4 = 0; k4 < 4; ++k4) {
+                ew[k4] = __vmaxu4(ew[k4], __shfl_xor_sync(0xffffffffu, ew[k4], 4));
+                ew[k4] = __vmaxu4(ew[k4], __shfl_xor_sync(0xffffffffu, ew[k4], 8));
+                ew[k4] = __vmaxu4(ew[k4], __shfl_xor_sync(0xffffffffu, ew[k4], 16));
+            }
+            if (g == 0) sts_u32x4(xch + 16 * ((w * 4 + warp) * 4 + c), make_uint4(ew[0], ew[1], ew[2], ew[3]));
+            /* B1: the exponents of both warpgroups posted; and both have finished the previous m-block's dQ (its
+             * reads of dS and of the row factors) */
+            named_bar_sync(1, kConsumers * kWg);
+            {
+                uint4 a = lds_u32x4(xch + 16 * c);
+#pragma unroll
+                for (int ww = 1; ww < 8; ++ww) {
+                    const uint4 o = lds_u32x4(xch + 16 * (ww * 4 + c));
+                    a.x = __vmaxu4(a.x, o.x), a.y = __vmaxu4(a.y, o.y), a.z = __vmaxu4(a.z, o.z),
+                    a.w = __vmaxu4(a.w, o.w);
+                }
+                ew[0] = a.x, ew[1] = a.y, ew[2] = a.z, ew[3] = a.w;
+            }
+            /* ---- 5. dS 2^s kfac split, stored transposed [query][key] ---- */
+#pragma unroll
+            for (int qb = 0; qb < 8; ++qb) {
+                float upc[2];
+#pragma unroll
+                for (int e = 0; e < 2; ++e) {
+                    const int be = (int)((ew[qb / 2] >> (8 * (2 * (qb & 1) + e))) & 0xFFu);
+                    const int ex = be ? 141 - be : 0; /* 14 - unbiased exponent: the largest to [2^14, 2^15) */
+                    const int exc = max(-126, min(126, ex));
+                    upc[e] = exp2_int(exc) * kfac;
+                    if (w == 0 && warp == 0 && g == 0) sts_f32(qfac + 4 * (8 * qb + 2 * c + e), exp2_int(-exc));
+                }
+                uint32_t hi[2], lo[2];
+#pragma unroll
+                for (int r = 0; r < 2; ++r) {
+                    const float a = ds[4 * qb + 2 * r] * upc[0], bb = ds[4 * qb + 2 * r + 1] * upc[1];
+                    if constexpr (kSplit) {
+                        f16x2_split2(a, bb, hi[r], lo[r]);
+                    } else {
+                        const __half2 hh = __floats2half2_rn(a, bb);
+                        hi[r] = *reinterpret_cast<const uint32_t *>(&hh);
+                    }
+                }
+                if constexpr (kSplit)
+                    stsm_x4_trans(st_base + 1024u * qb, hi[0], hi[1], lo[0], lo[1]);
+                else
+                    stsm_x2_trans(st_base + 1024u * qb, hi[0], hi[1]);
+            }
+            fence_proxy_async();
+
+            /* ---- 6, 7. dK += dS^T (c Q), dV += P^T dO: fresh 64-column tiles, per-key-row scales ---- */
+            const float uq_now = uq, udo_now = udo;
+            if constexpr (kDkFirst) {
+                {
+                    uint32_t xh[4][4], xl[4][4];
+                    float down[2];
+                    split_rows<kSplit>(ds, xh, xl, down);
+                    last_product<D, kSplit>(dka, xh, xl, down, uq_now, qh, ql, p.v_lbo, p.v_sbo);
+                }
+                slot_release(q_empty, loaded, p.zero);
+                {
+                    uint32_t xh[4][4], xl[4][4];
+                    float down[2];
+                    split_rows<kSplit>(x, xh, xl, down);
+                    last_product<D, kSplit>(dva, xh, xl, down, udo_now, doh, dol, p.v_lbo, p.v_sbo);
+                }
+                slot_release(do_empty, loaded, p.zero);
+            } else {
+                {
+                    uint32_t xh[4][4], xl[4][4];
+                    float down[2];
+                    split_rows<kSplit>(x, xh, xl, down);
+                    last_product<D, kSplit>(dva, xh, xl, down, udo_now, doh, dol, p.v_lbo, p.v_sbo);
+                }
+                slot_release(do_empty, loaded, p.zero);
+                {
+                    uint32_t xh[4][4], xl[4][4];
+                    float down[2];
+                    split_rows<kSplit>(ds, xh, xl, down);
+                    last_product<D, kSplit>(dka, xh, xl, down, uq_now, qh, ql, p.v_lbo, p.v_sbo);
+                }
+                slot_release(q_empty, loaded, p.zero);
+            }
+
+            /* ---- 8. dQ partial = dS K over the CTA's 128 keys, pushed into the CTA's copy ---- */
+            named_bar_sync(2, kConsumers * kWg); /* B2: both halves of dS stored */
+            const float u_ref = lds_f32(cst + 12);
+            /* the CTA's copy of this head's dQ: slot g + bh; the first item of the head in this CTA stores */
+            const int item_o = (int)opaque((uint32_t)item); /* recomputed here, not held over the m-block */
+            const int64_t bh_o = item_o / p.n_blocks;
+            const bool store = item_o == first || item_o - bh_o * p.n_blocks == 0;
+            float *copy = p.copies + ((int64_t)blockIdx.x + bh_o) * ((int64_t)p.tq * kM * D);
+            if constexpr (D == 128) {
+                /* warpgroup w: 64 queries x head_dim columns 64 w .. 64 w + 63; A = dS K-major, B = K MN-major */
+                float dq[32];
+                const uint64_t ah = smem_desc_sw128(opaque(dsh)), al = smem_desc_sw128(opaque(dsl));
+                const uint32_t bk = opaque(s0 + C::kKOff) + (uint32_t)(w * kBwdTile * kSwizzleBytes);
+                wgmma_fence();
+                if constexpr (kSplit) {
+#pragma unroll
+                    for (int ks = 0; ks < 8; ++ks)
+                        wgmma_m64n64k16_f16_ss_tb(
+                            dq, f16_slice_desc(al, ks, kM),
+                            desc_mn(bk + (ks / 4) * R::kImages + (ks % 4) * 2048, p.v_lbo, p.v_sbo), ks > 0);
+#pragma unroll
+                    for (int ks = 0; ks < 8; ++ks)
+                        wgmma_m64n64k16_f16_ss_tb(
+                            dq, f16_slice_desc(ah, ks, kM),
+                            desc_mn(bk + R::kImage + (ks / 4) * R::kImages + (ks % 4) * 2048, p.v_lbo, p.v_sbo), 1);
+                }
+#pragma unroll
+                for (int ks = 0; ks < 8; ++ks)
+                    wgmma_m64n64k16_f16_ss_tb(dq, f16_slice_desc(ah, ks, kM),
+                                              desc_mn(bk + (ks / 4) * R::kImages + (ks % 4) * 2048, p.v_lbo, p.v_sbo),
+                                              kSplit || ks > 0 ? 1 : 0);
+                wgmma_commit();
+                wgmma_wait<0>();
+                fence_regs(dq);
+#pragma unroll
+                for (int r = 0; r < 2; ++r) {
+                    const int qr = 16 * warp + g + 8 * r;
+                    const float f = lds_f32(qfac + 4 * qr) * u_ref;
+                    float *dst = copy + (int64_t)(m * kM + qr) * D + 64 * w + 2 * c;
+#pragma unroll
+                    for (int i = 0; i < 8; ++i) push_f32x2(dst + 8 * i, dq[4 * i + 2 * r] * f, dq[4 * i + 2 * r + 1] * f, store);
+                }
+            } else {
+                /* D = 64: dQ^T, warpgroup w: head_dim 64 x queries 32 w .. 32 w + 31; A = K^T (MN-major), B = dS^T
+                 * (K-major: rows 32 w .. of the dS image) */
+                float dq[16];
+                const uint32_t ka = opaque(s0 + C::kKOff);
+                const uint64_t bh_d = smem_desc_sw128(opaque(dsh) + (uint32_t)(32 * w * kSwizzleBytes));
+                const uint64_t bl_d = smem_desc_sw128(opaque(dsl) + (uint32_t)(32 * w * kSwizzleBytes));
+                wgmma_fence();
+                if constexpr (kSplit) {
+#pragma unroll
+                    for (int ks = 0; ks < 8; ++ks)
+                        wgmma_m64n32k16_f16_ss_ta(dq,
+                                                  desc_mn(ka + (ks / 4) * R::kImages + (ks % 4) * 2048, p.v_lbo, p.v_sbo),
+                                                  f16_slice_desc(bl_d, ks, kM), ks > 0);
+#pragma unroll
+                    for (int ks = 0; ks < 8; ++ks)
+                        wgmma_m64n32k16_f16_ss_ta(
+                            dq, desc_mn(ka + R::kImage + (ks / 4) * R::kImages + (ks % 4) * 2048, p.v_lbo, p.v_sbo),
+                            f16_slice_desc(bh_d, ks, kM), 1);
+                }
+#pragma unroll
+                for (int ks = 0; ks < 8; ++ks)
+                    wgmma_m64n32k16_f16_ss_ta(dq, desc_mn(ka + (ks / 4) * R::kImages + (ks % 4) * 2048, p.v_lbo, p.v_sbo),
+                                              f16_slice_desc(bh_d, ks, kM), kSplit || ks > 0 ? 1 : 0);
+                wgmma_commit();
+                wgmma_wait<0>();
+                fence_regs(dq);
+#pragma unroll
+                for (int i = 0; i < 4; ++i) {
+                    const int q0 = 32 * w + 8 * i + 2 * c;
+                    const float2 f2 = lds_f32x2(qfac + 4 * q0);
+#pragma unroll
+                    for (int r = 0; r < 2; ++r) {
+                        const int d = 16 * warp + g + 8 * r;
+                        float *dst = copy + (int64_t)(m * kM + q0) * D + d;
+                        push_f32(dst, dq[4 * i + 2 * r] * (f2.x * u_ref), store);
+                        push_f32(dst + D, dq[4 * i + 2 * r + 1] * (f2.y * u_ref), store);
+                    }
+                }
+            }
+        }
+
+        /* ---- the item's dK, dV rows ---- */
+        mbar_arrive(kv_empty); /* every wgmma reading K and V has completed (waited above) */
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            const int key = key_w + 16 * warp + g + 8 * r;
+            if (key >= p.seq_kv) continue;
+            float *dkr = p.dk + b * p.dk_b + h * p.dk_h + (int64_t)key * p.dk_t;
+            float *dvr = p.dv + b * p.dv_b + h * p.dv_h + (int64_t)key * p.dv_t;
+#pragma unroll
+            for (int t = 0; t < C::kHalves; ++t)
+#pragma unroll
+                for (int i = 0; i < 8; ++i) {
+                    const int col = 64 * t + 8 * i + 2 * c;
+                    *reinterpret_cast<float2 *>(dkr + col) = make_float2(dka[t][4 * i + 2 * r], dka[t][4 * i + 2 * r + 1]);
+                    *reinterpret_cast<float2 *>(dvr + col) = make_float2(dva[t][4 * i + 2 * r], dva[t][4 * i + 2 * r + 1]);
+                }
+        }
+    }
+#endif
+}
+
+/* dq = c * (the head's private copies summed in ascending CTA order): one float4 of one row per thread. */
+template <int D>
+__global__ void __launch_bounds__(256) bwd_v4_dq_reduce(const float *copies, float *dq, int64_t dq_b, int64_t dq_h,
+                                                        int64_t dq_t, int heads, int seq_q, int rows_pad, int n_blocks,
+                                                        int per_cta, float scale) {
+    const int bh = blockIdx.y;
+    const int idx = blockIdx.x * blockDim.x + threadIdx.x;
+    const int row = idx / (D / 4), c4 = idx % (D / 4);
+    if (row >= seq_q) return;
+    const int g_lo = (int)((int64_t)bh * n_blocks / per_cta);
+    const int g_hi = (int)(((int64_t)bh * n_blocks + n_blocks - 1) / per_cta);
+    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+    for (int gg = g_lo; gg <= g_hi; ++gg) {
+        const float4 v = __ldg(reinterpret_cast<const float4 *>(copies + ((int64_t)(gg + bh) * rows_pad + row) * D) + c4);
+        acc.x += v.x, acc.y += v.y, acc.z += v.z, acc.w += v.w;
+    }
+    const int b = bh / heads, h = bh % heads;
+    float *dst = dq + b * dq_b + h * dq_h + (int64_t)row * dq_t + 4 * c4;
+    *reinterpret_cast<float4 *>(dst) = make_float4(acc.x * scale, acc.y * scale, acc.z * scale, acc.w * scale);
+}
+
+struct V4Grid {
+    int items, per_cta, ctas, n_blocks;
+};
+
+inline V4Grid v4_grid(int64_t bh, int64_t seq_kv, int sms) {
+    V4Grid gr;
+    gr.n_blocks = (int)((seq_kv + kCtaKeys - 1) / kCtaKeys);
+    gr.items = (int)(bh * gr.n_blocks);
+    int g = sms < kMaxCtas ? sms : kMaxCtas;
+    if (g > gr.items) g = gr.items;
+    if (g < 1) g = 1;
+    gr.per_cta = (gr.items + g - 1) / g;
+    gr.ctas = (gr.items + gr.per_cta - 1) / gr.per_cta;
+    return gr;
+}
+
+/* Byte offsets in the workspace: the records (v2's layout), then the copies (256-byte aligned). */
+inline int64_t v4_copies_offset(int64_t bh, int64_t seq_q, int64_t seq_kv, int64_t head_dim) {
+    const int64_t rec = bwd_record_layout(bh, seq_q, seq_kv, head_dim).bytes;
+    return (rec + 255) / 256 * 256;
+}
+
+inline int64_t v4_copy_floats(int64_t seq_q, int64_t head_dim) {
+    return (seq_q + kBwdTile - 1) / kBwdTile * kBwdTile * head_dim;
+}
+
+template <int D, bool kSplit>
+cudaError_t v4_launch(const BwdV4Params &p, int ctas, cudaStream_t stream) {
+    auto kernel = bwd_v4_kernel<D, kSplit>;
+    const int smem = V4Config<D>::kSmemBytes;
+    cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    if (err != cudaSuccess) return err;
+    kernel<<<(unsigned)ctas, kThreads, smem, stream>>>(p);
+    return cudaGetLastError();
+}
+
+bool aligned16(const void *ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
+bool strides4(const jattn_cuda_strides &s) {
+    return s.batch >= 0 && s.head >= 0 && s.token >= 0 && s.batch % 4 == 0 && s.head % 4 == 0 && s.token % 4 == 0;
+}
+
+} /* namespace */
+
+extern "C" cudaError_t bwd_v2_split_launch(const jattn_cuda_args *a, void *records, cudaStream_t stream);
+
+extern "C" size_t jattn_cuda_bwd_v4_workspace_bytes(int64_t batch, int64_t heads, int64_t seq_q, int64_t seq_kv,
+                                                    int64_t head_dim) {
+    const int64_t bh = batch * heads;
+    const size_t v4 = (size_t)(v4_copies_offset(bh, seq_q, seq_kv, head_dim) +
+                               (kMaxCtas + bh - 1) * v4_copy_floats(seq_q, head_dim) * (int64_t)sizeof(float));
+    const size_t v3 = jattn_cuda_bwd_v3_workspace_bytes(batch, heads, seq_q, seq_kv, head_dim);
+    return v4 > v3 ? v4 : v3; /* a call v4 does not take runs v3 in the same workspace */
+}
+
+extern "C" int jattn_cuda_bwd_v4_call_refused(const jattn_cuda_args *a) {
+    const jattn_cuda_args *f = a; /* the forward's fields */
+    if (f->kv_count || f->kv_index || (f->head_dim != 64 && f->head_dim != 128) || f->seq_kv < 2) return 1;
+    if (f->batch * f->heads > 65535 || f->heads > 65535 || f->batch > 65535) return 1;
+    if (f->seq_q > INT32_MAX - 2 * kCtaKeys || f->seq_kv > INT32_MAX - 2 * kCtaKeys) return 1;
+    const void *ptrs[8] = {f->q, f->k, f->v, f->out, a->dout, a->dq, a->dk, a->dv};
+    for (int i = 0; i < 8; ++i)
+        if (!aligned16(ptrs[i])) return 1;
+    const jattn_cuda_strides *s[8] = {&f->q_strides,    &f->k_strides,  &f->v_strides,  &f->out_strides,
+                                      &a->dout_strides, &a->dq_strides, &a->dk_strides, &a->dv_strides};
+    for (int i = 0; i < 8; ++i)
+        if (!strides4(*s[i])) return 1;
+    return 0;
+}
+
+/* The backward v4 on `stream`: the records (v2's pre-pass), the fused kernel, the dQ reduction. */
+extern "C" int jattn_cuda_launch_bwd_v4(const jattn_cuda_args *a, void *workspace, void *stream_ptr) {
+    cudaStream_t stream = (cudaStream_t)stream_ptr;
+    if (jattn_cuda_bwd_v4_call_refused(a) || !workspace || !aligned16(workspace) || !a->lse)
+        return (int)cudaErrorInvalidValue;
+    int dev = 0;
+    cudaError_t err = sm90_current_device(&dev);
+    if (err != cudaSuccess) return (int)err;
+    int sms = 0;
+    err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    if (err != cudaSuccess) return (int)err;
+    err = bwd_v2_split_launch(a, workspace, stream);
+    if (err != cudaSuccess) return (int)err;
+
+    const jattn_cuda_args *f = a;
+    const int64_t bh = f->batch * f->heads;
+    const BwdRecordLayout L = bwd_record_layout(bh, f->seq_q, f->seq_kv, f->head_dim);
+    unsigned char *ws = static_cast<unsigned char *>(workspace);
+    const V4Grid gr = v4_grid(bh, f->seq_kv, sms);
+    BwdV4Params p;
+    p.rec_q = ws + L.q, p.rec_do = ws + L.dout, p.rec_k = ws + L.k, p.rec_v = ws + L.v;
+    p.copies = reinterpret_cast<float *>(ws + v4_copies_offset(bh, f->seq_q, f->seq_kv, f->head_dim));
+    p.dk = a->dk, p.dv = a->dv;
+    p.dk_b = a->dk_strides.batch, p.dk_h = a->dk_strides.head, p.dk_t = a->dk_strides.token;
+    p.dv_b = a->dv_strides.batch, p.dv_h = a->dv_strides.head, p.dv_t = a->dv_strides.token;
+    p.q = f->q, p.k = f->k, p.v = f->v, p.dout = a->dout;
+    p.q_b = f->q_strides.batch, p.q_h = f->q_strides.head, p.q_t = f->q_strides.token;
+    p.k_b = f->k_strides.batch, p.k_h = f->k_strides.head, p.k_t = f->k_strides.token;
+    p.v_b = f->v_strides.batch, p.v_h = f->v_strides.head, p.v_t = f->v_strides.token;
+    p.do_b = a->dout_strides.batch, p.do_h = a->dout_strides.head, p.do_t = a->dout_strides.token;
+    p.scale = f->scale;
+    p.heads = (int)f->heads;
+    p.seq_q = (int)f->seq_q;
+    p.seq_kv = (int)f->seq_kv;
+    p.tq = (int)((f->seq_q + kBwdTile - 1) / kBwdTile);
+    p.tk = (int)((f->seq_kv + kBwdTile - 1) / kBwdTile);
+    p.n_blocks = gr.n_blocks;
+    p.items = gr.items;
+    p.per_cta = gr.per_cta;
+    /* MN-major, 128B swizzle: LBO = bytes between 64-column blocks (one 8 KB block of a 64-row image), SBO = bytes
+     * between 8-row groups (1024) */
+    p.v_lbo = (uint32_t)(kBwdTile * kSwizzleBytes) >> 4;
+    p.v_sbo = (uint32_t)kSwizzleAtomBytes >> 4;
+    p.zero = 0;
+    const bool f32 = f->precision == JATTN_PRECISION_F32;
+    if (f->head_dim == 128)
+        err = f32 ? v4_launch<128, true>(p, gr.ctas, stream) : v4_launch<128, false>(p, gr.ctas, stream);
+    else
+        err = f32 ? v4_launch<64, true>(p, gr.ctas, stream) : v4_launch<64, false>(p, gr.ctas, stream);
+    if (err != cudaSuccess) return (int)err;
+    const int rows_pad = p.tq * kBwdTile;
+    const int d4 = (int)f->head_dim / 4;
+    const dim3 rgrid((unsigned)((f->seq_q * d4 + 255) / 256), (unsigned)bh);
+    if (f->head_dim == 128)
+        bwd_v4_dq_reduce<128><<<rgrid, 256, 0, stream>>>(p.copies, a->dq, a->dq_strides.batch, a->dq_strides.head,
+                                                          a->dq_strides.token, p.heads, p.seq_q, rows_pad, gr.n_blocks,
+                                                          gr.per_cta, f->scale);
+    else
+        bwd_v4_dq_reduce<64><<<rgrid, 256, 0, stream>>>(p.copies, a->dq, a->dq_strides.batch, a->dq_strides.head,
+                                                         a->dq_strides.token, p.heads, p.seq_q, rows_pad, gr.n_blocks,
+                                                         gr.per_cta, f->scale);
+    return (int)cudaGetLastError();
+}
