@@ -36,6 +36,7 @@ STUB_LAUNCH(jattn_cuda_launch_v6)
 STUB_LAUNCH(jattn_cuda_launch_v7)
 STUB_LAUNCH(jattn_cuda_launch_bwd_v2)
 STUB_LAUNCH(jattn_cuda_launch_bwd_v3)
+STUB_LAUNCH(jattn_cuda_launch_bwd_v4)
 
 size_t attention_f32_sm90_fa3_f16x2_workspace_bytes(int64_t batch, int64_t heads, int64_t seq_kv, int64_t head_dim) {
     return (size_t)(batch + heads + seq_kv + head_dim);
@@ -48,6 +49,10 @@ size_t jattn_cuda_bwd_v2_workspace_bytes(int64_t batch, int64_t heads, int64_t s
     return (size_t)(batch + heads + seq_q + seq_kv + head_dim);
 }
 size_t jattn_cuda_bwd_v3_workspace_bytes(int64_t batch, int64_t heads, int64_t seq_q, int64_t seq_kv,
+                                         int64_t head_dim) {
+    return (size_t)(batch + heads + seq_q + seq_kv + head_dim);
+}
+size_t jattn_cuda_bwd_v4_workspace_bytes(int64_t batch, int64_t heads, int64_t seq_q, int64_t seq_kv,
                                          int64_t head_dim) {
     return (size_t)(batch + heads + seq_q + seq_kv + head_dim);
 }

@@ -228,6 +228,23 @@ __device__ __forceinline__ void push_f32(float *p, float a, bool store) {
         asm volatile("red.global.add.f32 [%0], %1;\n" ::"l"(p), "f"(a) : "memory");
 }
 
+/* This CTA's first work item, read from %ctaid at each use (volatile: not held in a register over the loops). */
+__device__ __forceinline__ int first_item(int per_cta) {
+    uint32_t x;
+    asm volatile("mov.u32 %0, %%ctaid.x;\n" : "=r"(x));
+    return (int)x * per_cta;
+}
+
+/* The thread's index in its warpgroup, read from %tid at each use (volatile: recomputed where needed rather than
+ * held in registers over the m-block, where the consumers have none to spare), and what derives from it. */
+__device__ __forceinline__ int ctid() {
+    uint32_t x;
+    asm volatile("mov.u32 %0, %%tid.x;\n" : "=r"(x));
+    return (int)(x % kWg);
+}
+__device__ __forceinline__ int cwarp() { return ctid() / 32; }
+__device__ __forceinline__ int clane() { return ctid() % 32; }
+
 __device__ __forceinline__ void fence_acq_rel_gpu() { asm volatile("fence.acq_rel.gpu;\n" ::: "memory"); }
 
 /* Descriptor of an MN-major 128B-swizzled operand: start, LBO, SBO. */
@@ -337,11 +354,14 @@ __device__ __forceinline__ void split_rows(const float (&x)[32], uint32_t (&xh)[
 }
 
 /* acc (+)= X B' for 64 columns of head_dim at a time: X the split A fragments (K = the m-block's 64 queries),
- * B' the image pair (64 queries x D) MN-major; a fresh tile per 64 columns, then acc += tile down[r] u. */
+ * B' the image pair (64 queries x D) MN-major; a fresh tile per 64 columns, then acc += tile down[r] u, u the
+ * record's unscale read from shared memory at u_s after the wait (not held in a register over the products).
+ * @return a word of the result (for slot_release: it depends on u and on every value the products read). */
 template <int D, bool kSplit>
-__device__ __forceinline__ void last_product(float (&acc)[D / 64][32], const uint32_t (&xh)[4][4],
-                                             const uint32_t (&xl)[4][4], const float (&down)[2], float u, uint32_t bh,
-                                             uint32_t bl, uint32_t lbo, uint32_t sbo) {
+__device__ __forceinline__ uint32_t last_product(float (&acc)[D / 64][32], const uint32_t (&xh)[4][4],
+                                                 const uint32_t (&xl)[4][4], const float (&down)[2], uint32_t u_s,
+                                                 uint32_t bh, uint32_t bl, uint32_t lbo, uint32_t sbo) {
+    uint32_t dep = 0;
 #pragma unroll
     for (int t = 0; t < D / 64; ++t) {
         float tile[32];
@@ -359,9 +379,13 @@ __device__ __forceinline__ void last_product(float (&acc)[D / 64][32], const uin
         wgmma_commit();
         wgmma_wait<0>();
         fence_regs(tile);
+        const float u = lds_f32(u_s);
+        const float f0 = down[0] * u, f1 = down[1] * u;
 #pragma unroll
-        for (int i = 0; i < 32; ++i) acc[t][i] = fmaf(tile[i], down[(i >> 1) & 1] * u, acc[t][i]);
+        for (int i = 0; i < 32; ++i) acc[t][i] = fmaf(tile[i], (i >> 1) & 1 ? f1 : f0, acc[t][i]);
+        dep = __float_as_uint(acc[t][0]); /* after u's load and the products */
     }
+    return dep;
 }
 
 /* ---- the kernel --------------------------------------------------------------------------------- */
@@ -379,8 +403,6 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
     const uint32_t kv_full = s0 + C::kBarOff, kv_empty = kv_full + 8, q_full = kv_full + 16, q_empty = kv_full + 24,
                    do_full = kv_full + 32, do_empty = kv_full + 40;
     const int wg = threadIdx.x / kWg;
-    const int first = (int)blockIdx.x * p.per_cta;
-    const int last = min(first + p.per_cta, p.items);
 
     if (threadIdx.x == 0) {
         mbar_init(kv_full, 1);
@@ -397,10 +419,11 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
         /* ---- producer: per item K, V (two tiles each), per m-block Q then dO, one slot each ---- */
         setmaxnreg_dec<24>();
         if (threadIdx.x == 0) {
+            const int first = first_item(p.per_cta), last = min(first + p.per_cta, p.items);
             int it = 0;
             for (int item = first, ii = 0; item < last; ++item, ++ii) {
-                const int64_t bh = item / p.n_blocks;
-                const int n = item % p.n_blocks;
+                const int64_t bh = (int)((uint32_t)item / (uint32_t)p.n_blocks);
+                const int n = item - (int)bh * p.n_blocks;
                 const int t1 = min(2 * n + 1, p.tk - 1); /* a block past the last tile re-reads it (masked) */
                 const unsigned char *kr0 = p.rec_k + (bh * p.tk + 2 * n) * (int64_t)R::kBytes;
                 const unsigned char *kr1 = p.rec_k + (bh * p.tk + t1) * (int64_t)R::kBytes;
@@ -435,28 +458,27 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
 
     /* ---- consumer w: keys 64 w .. 64 w + 63 of each item ---- */
     const int w = wg - 1;
-    const int tid = threadIdx.x - wg * kWg;
-    const int warp = tid / 32, lane = tid % 32, g = lane / 4, c = lane % 4;
     const uint32_t kh = s0 + C::kKOff + (uint32_t)(w * R::kImages), kl = kh + R::kImage;
     const uint32_t vh = s0 + C::kVOff + (uint32_t)(w * R::kImages), vl = vh + R::kImage;
     const uint32_t qh = s0 + C::kQOff, ql = qh + R::kImage, doh = s0 + C::kDoOff, dol = doh + R::kImage;
     const uint32_t dsh = s0 + C::kDsOff, dsl = dsh + kDsImage;
     const uint32_t qx = s0 + C::kQxOff, dx = s0 + C::kDxOff, xch = s0 + C::kXchOff, qfac = s0 + C::kQfacOff;
     const uint32_t cst = s0 + C::kCstOff + 16u * w;
-    /* stmatrix: lanes 8 k .. 8 k + 7 address stored matrix k: k = 0, 1 hi (key rows 8 (k & 1)), k = 2, 3 lo */
-    const uint32_t st_base = ((lane / 8) < 2 ? dsh : dsl) +
-                             swizzled_offset_f16(lane & 7, kWgKeys * w + 16 * warp + 8 * ((lane / 8) & 1), kM);
 
-    int it = 0;
+    uint32_t phase = 0; /* bit 0: the K/V barriers' parity (per item), bit 1: Q's and dO's (per m-block) */
 #pragma unroll 1
-    for (int item = first, ii = 0; item < last; ++item, ++ii) {
-        const int64_t bh = item / p.n_blocks;
-        const int n = item % p.n_blocks;
-        const int b = (int)(bh / p.heads), h = (int)(bh % p.heads);
+    for (int item = first_item(p.per_cta); item < min(first_item(p.per_cta) + p.per_cta, p.items); ++item) {
+        const int64_t bh = (int)((uint32_t)item / (uint32_t)p.n_blocks); /* 32-bit: no division call */
+        const int n = item - (int)bh * p.n_blocks;
         const int t1 = min(2 * n + 1, p.tk - 1);
         /* the tiles' scales, kept in shared memory (cst) for the m-blocks rather than in registers: u_k, u_v of
-         * this warpgroup's tiles, kfac = u_k / u_ref (<= 1: this tile's dS for dQ against the common K scale) */
-        if (tid == 0) {
+         * this warpgroup's tiles, kfac = u_k / u_ref (<= 1: this tile's dS for dQ against the common K scale);
+         * written between two barriers of the warpgroup (the previous item's reads of cst are done) */
+        if (w == 0) /* constant barrier ids: ptxas then counts 5 barriers, not 16 */
+            named_bar_sync(3, kWg);
+        else
+            named_bar_sync(4, kWg);
+        if (ctid() == 0) {
             const float uk0 = __ldg(reinterpret_cast<const float *>(p.rec_k + (bh * p.tk + 2 * n) * (int64_t)R::kBytes +
                                                                     R::kImages));
             const float uk1 =
@@ -473,7 +495,7 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
         const int key_w = kCtaKeys * n + kWgKeys * w; /* this warpgroup's first key */
         const bool partial = key_w + kWgKeys > p.seq_kv;
         fence_acq_rel_gpu(); /* this thread's pushes of the previous item are ordered before this item's */
-        if (w == 0) /* cst written (constant barrier ids: ptxas then counts 5 barriers, not 16) */
+        if (w == 0) /* cst written */
             named_bar_sync(3, kWg);
         else
             named_bar_sync(4, kWg);
@@ -483,11 +505,12 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
         for (int t = 0; t < C::kHalves; ++t)
 #pragma unroll
             for (int i = 0; i < 32; ++i) dka[t][i] = dva[t][i] = 0.f;
-        mbar_wait(kv_full, (uint32_t)(ii & 1));
+        mbar_wait(kv_full, phase & 1u);
+        phase ^= 1u;
 
 #pragma unroll 1
-        for (int m = 0; m < p.tq; ++m, ++it) {
-            const uint32_t par = (uint32_t)(it & 1);
+        for (int m = 0; m < p.tq; ++m, phase ^= 2u) {
+            const uint32_t par = phase >> 1;
             /* ---- 1. S^T = K_w Q^T ---- */
             float x[32];
             mbar_wait(q_full, par);
@@ -498,7 +521,7 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
                 const float us = lds_f32(cst) * uq;
 #pragma unroll
                 for (int i = 0; i < 8; ++i) {
-                    const float2 l2 = lds_f32x2(qx + kBwdRowData + 4 * (8 * i + 2 * c));
+                    const float2 l2 = lds_f32x2(qx + kBwdRowData + 4 * (8 * i + 2 * (clane() % 4)));
 #pragma unroll
                     for (int r = 0; r < 2; ++r)
 #pragma unroll
@@ -511,7 +534,7 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
             if (partial) {
 #pragma unroll
                 for (int r = 0; r < 2; ++r)
-                    if (key_w + 16 * warp + g + 8 * r >= p.seq_kv) {
+                    if (key_w + 16 * cwarp() + (clane() / 4) + 8 * r >= p.seq_kv) {
 #pragma unroll
                         for (int i = 0; i < 8; ++i) x[4 * i + 2 * r] = x[4 * i + 2 * r + 1] = 0.f;
                     }
@@ -538,7 +561,7 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
                 const float ud = lds_f32(cst + 4) * udo;
 #pragma unroll
                 for (int i = 0; i < 8; ++i) {
-                    const float4 d4 = lds_f32x4(dx + kBwdRowData + 8 * (8 * i + 2 * c));
+                    const float4 d4 = lds_f32x4(dx + kBwdRowData + 8 * (8 * i + 2 * (clane() % 4)));
 #pragma unroll
                     for (int r = 0; r < 2; ++r)
 #pragma unroll
@@ -555,20 +578,22 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
 #pragma unroll
                 for (int j = 0; j < 32; ++j) flags |= (x[j] >= 0.5f ? 1u : 0u) << j;
                 uint32_t pending = __ballot_sync(0xffffffffu, flags != 0);
+                const int bh_d = (int)(opaque((uint32_t)item) / (uint32_t)p.n_blocks);
+                const int b = (int)((uint32_t)bh_d / (uint32_t)p.heads), h = bh_d - b * p.heads;
                 while (pending) {
                     const int src = __ffs(pending) - 1;
                     const uint32_t fs = __shfl_sync(0xffffffffu, flags, src);
                     const int j = __ffs(fs) - 1;
-                    const int key = key_w + 16 * warp + (src >> 2) + 8 * ((j >> 1) & 1);
+                    const int key = key_w + 16 * cwarp() + (src >> 2) + 8 * ((j >> 1) & 1);
                     const int qcol = 8 * (j >> 2) + 2 * (src & 3) + (j & 1); /* query within the m-block */
                     const int qrow = m * kM + qcol;
-                    constexpr int kPer = D / 32; /* elements of the dot per lane */
-                    const float *qp = p.q + b * p.q_b + h * p.q_h + (int64_t)qrow * p.q_t + kPer * lane;
-                    const float *kp = p.k + b * p.k_b + h * p.k_h + (int64_t)key * p.k_t + kPer * lane;
-                    const float *gp = p.dout + b * p.do_b + h * p.do_h + (int64_t)qrow * p.do_t + kPer * lane;
-                    const float *vp = p.v + b * p.v_b + h * p.v_h + (int64_t)key * p.v_t + kPer * lane;
+                    constexpr int kPer = D / 32; /* elements of the dot per clane() */
+                    const float *qp = p.q + b * p.q_b + h * p.q_h + (int64_t)qrow * p.q_t + kPer * clane();
+                    const float *kp = p.k + b * p.k_b + h * p.k_h + (int64_t)key * p.k_t + kPer * clane();
+                    const float *gp = p.dout + b * p.do_b + h * p.do_h + (int64_t)qrow * p.do_t + kPer * clane();
+                    const float *vp = p.v + b * p.v_b + h * p.v_h + (int64_t)key * p.v_t + kPer * clane();
                     double sd = 0.0, dd = 0.0;
-#pragma unroll
+#pragma unroll 1 /* rare: the fewest registers, not the shortest latency */
                     for (int d = 0; d < kPer; d += 2) {
                         const float2 a = __ldg(reinterpret_cast<const float2 *>(qp + d));
                         const float2 kk = __ldg(reinterpret_cast<const float2 *>(kp + d));
@@ -584,7 +609,7 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
                         sd += __shfl_xor_sync(0xffffffffu, sd, o);
                         dd += __shfl_xor_sync(0xffffffffu, dd, o);
                     }
-                    if (lane == src) {
+                    if (clane() == src) {
                         const float lse_i = lds_f32(qx + kBwdRowData + 4 * qcol);
                         const float2 dl = lds_f32x2(dx + kBwdRowData + 8 * qcol);
                         const float pe = expf((float)(sd * (double)p.scale - (double)lse_i));
@@ -612,29 +637,30 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
                 }
                 ew[k4] = word;
             }
-            /* every value this thread loaded from the Q and dO slots went into ew: the releases below wait on it */
-            const uint32_t loaded = ew[0] | ew[1] | ew[2] | ew[3] | __float_as_uint(uq) | __float_as_uint(udo);
 #pragma unroll
             for (int k4 = 0; k4 < 4; ++k4) {
                 ew[k4] = __vmaxu4(ew[k4], __shfl_xor_sync(0xffffffffu, ew[k4], 4));
                 ew[k4] = __vmaxu4(ew[k4], __shfl_xor_sync(0xffffffffu, ew[k4], 8));
                 ew[k4] = __vmaxu4(ew[k4], __shfl_xor_sync(0xffffffffu, ew[k4], 16));
             }
-            if (g == 0) sts_u32x4(xch + 16 * ((w * 4 + warp) * 4 + c), make_uint4(ew[0], ew[1], ew[2], ew[3]));
+            if ((clane() / 4) == 0) sts_u32x4(xch + 16 * ((w * 4 + cwarp()) * 4 + (clane() % 4)), make_uint4(ew[0], ew[1], ew[2], ew[3]));
             /* B1: the exponents of both warpgroups posted; and both have finished the previous m-block's dQ (its
              * reads of dS and of the row factors) */
             named_bar_sync(1, kConsumers * kWg);
             {
-                uint4 a = lds_u32x4(xch + 16 * c);
+                uint4 a = lds_u32x4(xch + 16 * (clane() % 4));
 #pragma unroll
                 for (int ww = 1; ww < 8; ++ww) {
-                    const uint4 o = lds_u32x4(xch + 16 * (ww * 4 + c));
+                    const uint4 o = lds_u32x4(xch + 16 * (ww * 4 + (clane() % 4)));
                     a.x = __vmaxu4(a.x, o.x), a.y = __vmaxu4(a.y, o.y), a.z = __vmaxu4(a.z, o.z),
                     a.w = __vmaxu4(a.w, o.w);
                 }
                 ew[0] = a.x, ew[1] = a.y, ew[2] = a.z, ew[3] = a.w;
             }
             /* ---- 5. dS 2^s kfac split, stored transposed [query][key] ---- */
+            /* stmatrix: lanes 8 k .. 8 k + 7 address stored matrix k: k = 0, 1 hi (key rows 8 (k & 1)), k = 2, 3 lo */
+            const uint32_t st_base = ((clane() / 8) < 2 ? dsh : dsl) +
+                                     swizzled_offset_f16(clane() & 7, kWgKeys * w + 16 * cwarp() + 8 * ((clane() / 8) & 1), kM);
 #pragma unroll
             for (int qb = 0; qb < 8; ++qb) {
                 float upc[2];
@@ -644,7 +670,7 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
                     const int ex = be ? 141 - be : 0; /* 14 - unbiased exponent: the largest to [2^14, 2^15) */
                     const int exc = max(-126, min(126, ex));
                     upc[e] = exp2_int(exc) * kfac;
-                    if (w == 0 && warp == 0 && g == 0) sts_f32(qfac + 4 * (8 * qb + 2 * c + e), exp2_int(-exc));
+                    if (w == 0 && cwarp() == 0 && (clane() / 4) == 0) sts_f32(qfac + 4 * (8 * qb + 2 * (clane() % 4) + e), exp2_int(-exc));
                 }
                 uint32_t hi[2], lo[2];
 #pragma unroll
@@ -665,37 +691,41 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
             fence_proxy_async();
 
             /* ---- 6, 7. dK += dS^T (c Q), dV += P^T dO: fresh 64-column tiles, per-key-row scales ---- */
-            const float uq_now = uq, udo_now = udo;
+            /* The slots are released after the products that read them, on a word of the product's result: it
+             * depends (through dS and P) on every value this thread loaded from the Q and dO slots (lse, Dl, the
+             * unscales), so the arrival waits for those loads (slot_release). */
             if constexpr (kDkFirst) {
+                uint32_t dep;
                 {
                     uint32_t xh[4][4], xl[4][4];
                     float down[2];
                     split_rows<kSplit>(ds, xh, xl, down);
-                    last_product<D, kSplit>(dka, xh, xl, down, uq_now, qh, ql, p.v_lbo, p.v_sbo);
+                    dep = last_product<D, kSplit>(dka, xh, xl, down, qx, qh, ql, p.v_lbo, p.v_sbo);
                 }
-                slot_release(q_empty, loaded, p.zero);
+                slot_release(q_empty, dep, p.zero);
                 {
                     uint32_t xh[4][4], xl[4][4];
                     float down[2];
                     split_rows<kSplit>(x, xh, xl, down);
-                    last_product<D, kSplit>(dva, xh, xl, down, udo_now, doh, dol, p.v_lbo, p.v_sbo);
+                    dep |= last_product<D, kSplit>(dva, xh, xl, down, dx, doh, dol, p.v_lbo, p.v_sbo);
                 }
-                slot_release(do_empty, loaded, p.zero);
+                slot_release(do_empty, dep, p.zero);
             } else {
+                uint32_t dep;
                 {
                     uint32_t xh[4][4], xl[4][4];
                     float down[2];
                     split_rows<kSplit>(x, xh, xl, down);
-                    last_product<D, kSplit>(dva, xh, xl, down, udo_now, doh, dol, p.v_lbo, p.v_sbo);
+                    dep = last_product<D, kSplit>(dva, xh, xl, down, dx, doh, dol, p.v_lbo, p.v_sbo);
                 }
-                slot_release(do_empty, loaded, p.zero);
                 {
                     uint32_t xh[4][4], xl[4][4];
                     float down[2];
                     split_rows<kSplit>(ds, xh, xl, down);
-                    last_product<D, kSplit>(dka, xh, xl, down, uq_now, qh, ql, p.v_lbo, p.v_sbo);
+                    dep |= last_product<D, kSplit>(dka, xh, xl, down, qx, qh, ql, p.v_lbo, p.v_sbo);
                 }
-                slot_release(q_empty, loaded, p.zero);
+                slot_release(do_empty, dep, p.zero);
+                slot_release(q_empty, dep, p.zero);
             }
 
             /* ---- 8. dQ partial = dS K over the CTA's 128 keys, pushed into the CTA's copy ---- */
@@ -703,8 +733,8 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
             const float u_ref = lds_f32(cst + 12);
             /* the CTA's copy of this head's dQ: slot g + bh; the first item of the head in this CTA stores */
             const int item_o = (int)opaque((uint32_t)item); /* recomputed here, not held over the m-block */
-            const int64_t bh_o = item_o / p.n_blocks;
-            const bool store = item_o == first || item_o - bh_o * p.n_blocks == 0;
+            const int bh_o = (int)((uint32_t)item_o / (uint32_t)p.n_blocks);
+            const bool store = item_o == first_item(p.per_cta) || item_o - bh_o * p.n_blocks == 0;
             float *copy = p.copies + ((int64_t)blockIdx.x + bh_o) * ((int64_t)p.tq * kM * D);
             if constexpr (D == 128) {
                 /* warpgroup w: 64 queries x head_dim columns 64 w .. 64 w + 63; A = dS K-major, B = K MN-major */
@@ -734,9 +764,9 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
                 fence_regs(dq);
 #pragma unroll
                 for (int r = 0; r < 2; ++r) {
-                    const int qr = 16 * warp + g + 8 * r;
+                    const int qr = 16 * cwarp() + (clane() / 4) + 8 * r;
                     const float f = lds_f32(qfac + 4 * qr) * u_ref;
-                    float *dst = copy + (int64_t)(m * kM + qr) * D + 64 * w + 2 * c;
+                    float *dst = copy + (int64_t)(m * kM + qr) * D + 64 * w + 2 * (clane() % 4);
 #pragma unroll
                     for (int i = 0; i < 8; ++i) push_f32x2(dst + 8 * i, dq[4 * i + 2 * r] * f, dq[4 * i + 2 * r + 1] * f, store);
                 }
@@ -769,11 +799,11 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
                 fence_regs(dq);
 #pragma unroll
                 for (int i = 0; i < 4; ++i) {
-                    const int q0 = 32 * w + 8 * i + 2 * c;
+                    const int q0 = 32 * w + 8 * i + 2 * (clane() % 4);
                     const float2 f2 = lds_f32x2(qfac + 4 * q0);
 #pragma unroll
                     for (int r = 0; r < 2; ++r) {
-                        const int d = 16 * warp + g + 8 * r;
+                        const int d = 16 * cwarp() + (clane() / 4) + 8 * r;
                         float *dst = copy + (int64_t)(m * kM + q0) * D + d;
                         push_f32(dst, dq[4 * i + 2 * r] * (f2.x * u_ref), store);
                         push_f32(dst + D, dq[4 * i + 2 * r + 1] * (f2.y * u_ref), store);
@@ -784,9 +814,10 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
 
         /* ---- the item's dK, dV rows ---- */
         mbar_arrive(kv_empty); /* every wgmma reading K and V has completed (waited above) */
+        const int b = (int)((uint32_t)bh / (uint32_t)p.heads), h = (int)bh - b * p.heads;
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
-            const int key = key_w + 16 * warp + g + 8 * r;
+            const int key = key_w + 16 * cwarp() + (clane() / 4) + 8 * r;
             if (key >= p.seq_kv) continue;
             float *dkr = p.dk + b * p.dk_b + h * p.dk_h + (int64_t)key * p.dk_t;
             float *dvr = p.dv + b * p.dv_b + h * p.dv_h + (int64_t)key * p.dv_t;
@@ -794,7 +825,7 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
             for (int t = 0; t < C::kHalves; ++t)
 #pragma unroll
                 for (int i = 0; i < 8; ++i) {
-                    const int col = 64 * t + 8 * i + 2 * c;
+                    const int col = 64 * t + 8 * i + 2 * (clane() % 4);
                     *reinterpret_cast<float2 *>(dkr + col) = make_float2(dka[t][4 * i + 2 * r], dka[t][4 * i + 2 * r + 1]);
                     *reinterpret_cast<float2 *>(dvr + col) = make_float2(dva[t][4 * i + 2 * r], dva[t][4 * i + 2 * r + 1]);
                 }
@@ -883,6 +914,7 @@ extern "C" int jattn_cuda_bwd_v4_call_refused(const jattn_cuda_args *a) {
     if (f->kv_count || f->kv_index || (f->head_dim != 64 && f->head_dim != 128) || f->seq_kv < 2) return 1;
     if (f->batch * f->heads > 65535 || f->heads > 65535 || f->batch > 65535) return 1;
     if (f->seq_q > INT32_MAX - 2 * kCtaKeys || f->seq_kv > INT32_MAX - 2 * kCtaKeys) return 1;
+    if (f->batch * f->heads * ((f->seq_kv + kCtaKeys - 1) / kCtaKeys) > INT32_MAX) return 1; /* work items: int */
     const void *ptrs[8] = {f->q, f->k, f->v, f->out, a->dout, a->dq, a->dk, a->dv};
     for (int i = 0; i < 8; ++i)
         if (!aligned16(ptrs[i])) return 1;

@@ -149,6 +149,23 @@ static size_t bwd_v3_workspace_bytes(const jattn_problem *p) {
     return jattn_cuda_bwd_v3_workspace_bytes(p->batch, p->heads, p->seq_q, p->seq_kv, p->head_dim);
 }
 
+/* v4: v2's problems (the sm_90a contract and v2's gradient strides and alignment, B*H <= 65535, two or more
+ * keys), f32 and tf32 (its own arithmetic: one fp16 product in dK, dV and dQ). */
+static const char *bwd_v4_refusal(const cuda_query *q) {
+    const jattn_problem *p = q->p;
+    const char *why = sm90_refusal(p, q->cc);
+    if (why) return why;
+    why = jattn_cuda_bwd_v2_refusal(p, q->grad, q->alignment);
+    if (why) return why;
+    if (p->batch * p->heads > ATTENTION_SM90_MAX_GRID) return "batch*heads: the backward v4 takes at most 65535";
+    if (p->seq_kv == 1) return "seq_kv: a single key runs the backward v3";
+    return NULL;
+}
+
+static size_t bwd_v4_workspace_bytes(const jattn_problem *p) {
+    return jattn_cuda_bwd_v4_workspace_bytes(p->batch, p->heads, p->seq_q, p->seq_kv, p->head_dim);
+}
+
 #define BWD(k) (&jattn_cuda_bwd_versions[JATTN_CUDA_BWD_KERNEL_##k])
 
 /* Number 1 was the backward v1 (removed: src/cuda/JOURNAL.md). */
@@ -172,6 +189,17 @@ const cuda_version jattn_cuda_bwd_versions[JATTN_CUDA_BWD_KERNEL_COUNT] = {
                                   .refusal = bwd_v3_refusal,
                                   .workspace_bytes = bwd_v3_workspace_bytes,
                                   .launch = jattn_cuda_launch_bwd_v3},
+    /* backward_v4_sm90_fa3_f16x2.cu: one fused sm_90a kernel in FlashAttention-3's orientation (128 keys per
+     * CTA, dK and dV in registers, dQ into private copies summed in a fixed order), 2xFP16; tf32: dK, dV, dQ on
+     * one fp16 product. Forced only (JATTN_CUDA_BWD_KERNEL=v4) until measured; what it refuses runs v3, forced or
+     * not */
+    [JATTN_CUDA_BWD_KERNEL_V4] = {.name = {"cuda_bwd_v4_f16x2_sm90_fa3_ws_128x64",
+                                           "cuda_bwd_v4_s_dp_f16x2_grads_f16_sm90_fa3_ws_128x64"},
+                                  .refusal = bwd_v4_refusal,
+                                  .workspace_bytes = bwd_v4_workspace_bytes,
+                                  .launch = jattn_cuda_launch_bwd_v4,
+                                  .refused_next = BWD(V3),
+                                  .forced_falls_back = 1},
 };
 
 /* ---- the ladders (src/cuda/NOTES.md, "The kernel ladders") ---- */
