@@ -23,7 +23,7 @@
 
 namespace {
 
-constexpr int kImg = 16384; /* one fp16 image, 64 rows x 128 */
+constexpr int kImg = 16384;             /* one fp16 image, 64 rows x 128 */
 constexpr int kSmem = 14 * kImg + 1024; /* K, V 2 x 2 images each, Q, dO 2 each, dS hi, lo */
 
 __device__ __forceinline__ void ss_tb(float (&d)[32], uint64_t a, uint64_t b, int acc) {
@@ -78,7 +78,8 @@ __global__ void __launch_bounds__(384, 1) mix(int iters, float *sink, float *red
             wgmma_m64n64k16_f16_ss(x, f16_slice_desc(akh, s, 64), f16_slice_desc(bql, s, 64), s > 0);
             wgmma_m64n64k16_f16_ss(x, f16_slice_desc(akl, s, 64), f16_slice_desc(bqh, s, 64), 1);
         }
-        for (int s = 0; s < 2; ++s) wgmma_m64n64k16_f16_ss(x, f16_slice_desc(akh, s, 64), f16_slice_desc(bqh, s, 64), 1);
+        for (int s = 0; s < 2; ++s)
+            wgmma_m64n64k16_f16_ss(x, f16_slice_desc(akh, s, 64), f16_slice_desc(bqh, s, 64), 1);
         wgmma_commit();
         for (int s0_ = 2; s0_ < 8; s0_ += 2) {
             wgmma_fence();
@@ -98,7 +99,8 @@ __global__ void __launch_bounds__(384, 1) mix(int iters, float *sink, float *red
             wgmma_m64n64k16_f16_ss(y, f16_slice_desc(avh, s, 64), f16_slice_desc(bgl, s, 64), s > 0);
             wgmma_m64n64k16_f16_ss(y, f16_slice_desc(avl, s, 64), f16_slice_desc(bgh, s, 64), 1);
         }
-        for (int s = 0; s < 8; ++s) wgmma_m64n64k16_f16_ss(y, f16_slice_desc(avh, s, 64), f16_slice_desc(bgh, s, 64), 1);
+        for (int s = 0; s < 8; ++s)
+            wgmma_m64n64k16_f16_ss(y, f16_slice_desc(avh, s, 64), f16_slice_desc(bgh, s, 64), 1);
         wgmma_commit();
         wgmma_wait<0>();
         fence_regs(x);
@@ -132,9 +134,12 @@ __global__ void __launch_bounds__(384, 1) mix(int iters, float *sink, float *red
             const uint64_t ah_d = smem_desc_sw128(opaque(dsh)), al_d = smem_desc_sw128(opaque(dsh) + kImg);
             const uint32_t bk = opaque(s0) + w * 8192;
             wgmma_fence();
-            for (int ks = 0; ks < 8; ++ks) ss_tb(t, f16_slice_desc(al_d, ks, 64), dmn(bk + (ks / 4) * 2 * kImg + (ks % 4) * 2048), ks > 0);
-            for (int ks = 0; ks < 8; ++ks) ss_tb(t, f16_slice_desc(ah_d, ks, 64), dmn(bk + kImg + (ks / 4) * 2 * kImg + (ks % 4) * 2048), 1);
-            for (int ks = 0; ks < 8; ++ks) ss_tb(t, f16_slice_desc(ah_d, ks, 64), dmn(bk + (ks / 4) * 2 * kImg + (ks % 4) * 2048), 1);
+            for (int ks = 0; ks < 8; ++ks)
+                ss_tb(t, f16_slice_desc(al_d, ks, 64), dmn(bk + (ks / 4) * 2 * kImg + (ks % 4) * 2048), ks > 0);
+            for (int ks = 0; ks < 8; ++ks)
+                ss_tb(t, f16_slice_desc(ah_d, ks, 64), dmn(bk + kImg + (ks / 4) * 2 * kImg + (ks % 4) * 2048), 1);
+            for (int ks = 0; ks < 8; ++ks)
+                ss_tb(t, f16_slice_desc(ah_d, ks, 64), dmn(bk + (ks / 4) * 2 * kImg + (ks % 4) * 2048), 1);
             wgmma_commit();
             wgmma_wait<0>();
             fence_regs(t);
@@ -142,7 +147,8 @@ __global__ void __launch_bounds__(384, 1) mix(int iters, float *sink, float *red
             fence_regs(al);
             if (kMode == 2)
                 for (int i = 0; i < 16; ++i)
-                    asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(red + 2 * i), "f"(t[2 * i]), "f"(t[2 * i + 1])
+                    asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(red + 2 * i), "f"(t[2 * i]),
+                                 "f"(t[2 * i + 1])
                                  : "memory");
             sum += t[0] + x[1] + y[2];
         }

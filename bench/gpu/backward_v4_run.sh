@@ -16,8 +16,8 @@
 #   time   (1,24,S,128), S = 1536 / 4608 / 16384: v4, v2, jattn's forward (AUTO: v6), each `jattn run --json`
 #          (CUDA events, median of --reps); v4 tf32 and v4 / v2 / forward at D = 64 (S = 4608); PyTorch's fp32 SDPA
 #          backward and forward (torch_sdpa_backward.py) [~150]
-#   ncu    Nsight Compute on one v4 call at (1,24,4608,128): the main kernel's time, tensor pipe, issue slots,
-#          shared-memory pipe (only when the call is under LIMIT) [45]
+#   ncu    Nsight Compute on the main kernel of one v4 call at (1,24,4608,128): speed of light, pipe utilization,
+#          warp states, scheduler (only when the call is still under LIMIT; full report $OUT/ncu_full.txt) [45]
 # Logs under $OUT; the table last (also $OUT/table.txt).
 set -u
 OUT=${OUT:-/tmp/out}
@@ -104,9 +104,9 @@ if [ -x "$J" ] && [ "$SECONDS" -lt "$LIMIT" ]; then
   NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
   {
     step ncu
-    JATTN_CUDA_BWD_KERNEL=v4 timeout 45 "$NCU" --kernel-name regex:bwd_ --metrics \
-      gpu__time_duration.sum,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,sm__inst_issued.avg.pct_of_peak_sustained_active,l1tex__data_pipe_lsu_wavefronts_mem_shared.avg.pct_of_peak_sustained_elapsed,lts__t_sectors_op_red.sum \
-      $J run --backward --backend cuda --seq 4608 --reps 1 --no-check 2>&1 | grep -v "^==PROF==" | grep -E "bwd_|duration|pct|sum" | head -30
+    JATTN_CUDA_BWD_KERNEL=v4 timeout 45 "$NCU" --clock-control none --kernel-name regex:bwd_v4_kernel --launch-count 1 \
+      --section SpeedOfLight --section ComputeWorkloadAnalysis --section WarpStateStats --section SchedulerStats \
+      $J run --backward --backend cuda --seq 4608 --reps 1 --no-check 2>&1 | grep -v "^==PROF==" > "$OUT/ncu_full.txt"
     echo "rc ${PIPESTATUS[0]}"
   } > "$OUT/ncu.log" 2>&1
 fi
@@ -186,8 +186,8 @@ for (s, d) in sorted(rows):
 ks = sorted(set(v for k, v in kern.items() if k[2].startswith("v4")))
 print("v4 rows ran:", ", ".join(str(k) for k in ks) or "-")
 print("targets (issue 36): v4/fwd <= 3.5 (aim 3.0), torch/v4 >= 3.5")
-for l in lines("ncu.log"):
-    if "bwd_" in l or "pct" in l or "duration" in l or "sum" in l:
-        print("ncu:", l.strip()[:160])
+for l in lines("ncu_full.txt"):
+    if re.search(r"bwd_v4|Duration|Compute \(SM\) Throughput|Issue Slots Busy|Tensor|Shared|Warp Cycles Per Issued|Eligible Warps", l):
+        print("ncu:", " ".join(l.split())[:150])
 PY
 cat "$OUT/table.txt"

@@ -62,16 +62,25 @@
  * ks of the next product (dK, dV: K = queries).
  *
  * Shared memory (D = 128, bytes): K tiles 65,536 + V tiles 65,536 + Q images 32,768 + dO images 32,768 + dS
- * hi / lo 32,768 + Q extras 528 + dO extras 528 + exponent exchange 512 + dQ row factors 256 + mbarriers 64 +
- * alignment 1,024 = 232,288 of 232,448. D = 64: 134,... (one slot each as well).
- * Registers: 168 at entry (384 threads, one CTA per SM), setmaxnreg 24 / 240. ptxas 13.0, sm_90a: see the
- * table at the end of this comment.
+ * hi / lo 32,768 + Q extras 528 + dO extras 528 + exponent exchange 512 + dQ row factors 256 + the warpgroups'
+ * tile scales 32 + mbarriers 64 + alignment 1,024 = 232,320 of 232,448. D = 64: 134,016 (one Q and dO slot too).
+ * Registers: 168 at entry (384 threads, one CTA per SM), setmaxnreg 24 / 240; at the peak (the dK product, D =
+ * 128 f32) 237 live: dK and dV 128, P (kept for dV) 32, dS's A fragments 32, the fresh tile 32, 13 others. What
+ * keeps it there: the per-item values (tile scales) in shared memory, the thread's lane / warp read from %tid at
+ * each use, 32-bit divisions (a 64-bit one called a subroutine that held 5 registers), the row exponents packed
+ * in one word, the unscales read from the slots after each product's wait.
  * Workspace: the v2 records (about 2 B H (Sq + Skv) D x 4 bytes) and (132 + B H - 1) fp32 copies of one
  * head's dQ (Tq 64 x D each): 1.3 GB at (1,24,16384,128); never less than v3's (a call v4 refuses runs v3 in it).
  * Not taken (v3 runs it): key padding, seq_kv = 1, pointers not 16-byte aligned, strides not multiples of 4.
  *
- * ptxas 13.0 (-gencode arch=compute_90a,code=sm_90a -Xptxas -v), bwd_v4_kernel:
- *   <filled in below by the author at each change: registers, spill, smem per instance>
+ * ptxas 13.0 (-gencode arch=compute_90a,code=sm_90a -Xptxas -v), bwd_v4_kernel (2026-12-06):
+ *   D = 64 f32 / tf32: 168 registers, 0 bytes spill, 5 barriers;
+ *   D = 128 tf32: 8 bytes stack, 12 bytes spill stores, 8 bytes spill loads;
+ *   D = 128 f32: 8 bytes stack, 12 bytes spill stores, 12 bytes spill loads: one dK/dV accumulator register
+ *   stored and reloaded around the dK product (one STL and one LDL per m-block, L1-resident) and one loop word
+ *   reloaded per item; ptxas moves these by 8-40 bytes between equivalent variants (the prototype's lesson).
+ *   SASS per m-block and warpgroup (D = 128 f32): HGMMA 48 ss (S^T, dP^T) + 48 rs tnspB (dK, dV) + 24 ss tnspB
+ *   (dQ) = 120 m64n64k16, 9 wgmma waits, 8 STSM, 33 MUFU.EX2, 16 REDG; tf32: 48 + 16 + 8 = 72.
  * Measured (H100 / H200, bench/gpu/backward_v4_run.sh): <not yet run>. Targets (issue 36): at (1,24,S,128),
  * S = 1536 / 4608 / 16384, at most 3.5x (aim 3.0x) jattn's forward (v6) time and at least 3.5x PyTorch's fp32
  * SDPA backward. */
@@ -97,11 +106,11 @@ namespace {
 constexpr int kWg = 128;
 constexpr int kConsumers = 2;
 constexpr int kThreads = kWg * (1 + kConsumers);
-constexpr int kM = kBwdTile;                /* queries per m-block */
-constexpr int kWgKeys = kBwdTile;           /* keys per consumer warpgroup */
+constexpr int kM = kBwdTile;                   /* queries per m-block */
+constexpr int kWgKeys = kBwdTile;              /* keys per consumer warpgroup */
 constexpr int kCtaKeys = kConsumers * kWgKeys; /* keys per work item */
-constexpr int kMaxCtas = 132;               /* the persistent grid's size at most (the workspace's copies) */
-constexpr int kDsImage = kM * kCtaKeys * 2; /* one part of dS [64 queries][128 keys] fp16 */
+constexpr int kMaxCtas = 132;                  /* the persistent grid's size at most (the workspace's copies) */
+constexpr int kDsImage = kM * kCtaKeys * 2;    /* one part of dS [64 queries][128 keys] fp16 */
 constexpr int kExtrasPad = (kBwdExtras + 15) / 16 * 16;
 
 /* The order of dK and dV in an m-block: dK first releases the Q slot earlier (the producer's next Q copy then
@@ -111,19 +120,19 @@ constexpr bool kDkFirst = true;
 template <int D>
 struct V4Config {
     using R = BwdRecord<D>;
-    static constexpr int kKOff = 0;                          /* K tiles 0, 1: hi, lo images each */
-    static constexpr int kVOff = kKOff + 2 * R::kImages;     /* V tiles 0, 1 */
-    static constexpr int kQOff = kVOff + 2 * R::kImages;     /* Q images (one slot) */
-    static constexpr int kDoOff = kQOff + R::kImages;        /* dO images (one slot) */
-    static constexpr int kDsOff = kDoOff + R::kImages;       /* dS hi, lo [64][128] */
-    static constexpr int kQxOff = kDsOff + 2 * kDsImage;     /* Q record extras: 2^-e, lse per query */
-    static constexpr int kDxOff = kQxOff + kExtrasPad;       /* dO record extras: 2^-e, (Dl hi, Dl lo) per query */
-    static constexpr int kXchOff = kDxOff + kExtrasPad;      /* exponent words [8 warps][4 c][4] */
-    static constexpr int kQfacOff = kXchOff + 8 * 4 * 16;    /* 2^-s per query [64] */
-    static constexpr int kCstOff = kQfacOff + kM * 4;        /* per item and warpgroup: u_k, u_v, kfac, u_ref */
+    static constexpr int kKOff = 0;                           /* K tiles 0, 1: hi, lo images each */
+    static constexpr int kVOff = kKOff + 2 * R::kImages;      /* V tiles 0, 1 */
+    static constexpr int kQOff = kVOff + 2 * R::kImages;      /* Q images (one slot) */
+    static constexpr int kDoOff = kQOff + R::kImages;         /* dO images (one slot) */
+    static constexpr int kDsOff = kDoOff + R::kImages;        /* dS hi, lo [64][128] */
+    static constexpr int kQxOff = kDsOff + 2 * kDsImage;      /* Q record extras: 2^-e, lse per query */
+    static constexpr int kDxOff = kQxOff + kExtrasPad;        /* dO record extras: 2^-e, (Dl hi, Dl lo) per query */
+    static constexpr int kXchOff = kDxOff + kExtrasPad;       /* exponent words [8 warps][4 c][4] */
+    static constexpr int kQfacOff = kXchOff + 8 * 4 * 16;     /* 2^-s per query [64] */
+    static constexpr int kCstOff = kQfacOff + kM * 4;         /* per item and warpgroup: u_k, u_v, kfac, u_ref */
     static constexpr int kBarOff = kCstOff + kConsumers * 16; /* mbarriers */
     static constexpr int kSmemBytes = kBarOff + 64 + kSwizzleAtomBytes;
-    static constexpr int kHalves = D / 64;  /* 64-column tiles of dK and dV */
+    static constexpr int kHalves = D / 64; /* 64-column tiles of dK and dV */
     static_assert(kSmemBytes <= 227 * 1024, "shared memory");
     static_assert(R::kImage % kSwizzleAtomBytes == 0 && kDsOff % kSwizzleAtomBytes == 0, "1024-byte aligned images");
 };
@@ -138,9 +147,9 @@ struct BwdV4Params {
     int64_t q_b, q_h, q_t, k_b, k_h, k_t, v_b, v_h, v_t, do_b, do_h, do_t;
     float scale;
     int heads, seq_q, seq_kv, tq, tk;
-    int n_blocks; /* N: 128-key blocks per head */
-    int items;    /* B H N */
-    int per_cta;  /* W */
+    int n_blocks;          /* N: 128-key blocks per head */
+    int items;             /* B H N */
+    int per_cta;           /* W */
     uint32_t v_lbo, v_sbo; /* descriptor fields of an MN-major image (16-byte units) */
     uint32_t zero;         /* 0, unknown to the compiler */
 };
@@ -321,12 +330,14 @@ __device__ __forceinline__ void product_dp(float (&x)[32], uint32_t ah, uint32_t
 }
 
 /* X (an m64n64 accumulator, rows = keys) scaled per row by the power of two of its largest |X| (two quad
- * shuffles), split into the A fragments of the next product (regs 8 ks .. 8 ks + 7: k16 slice ks); down[r]: the
- * rows' unscales. kSplit false: hi only. */
+ * shuffles), split into the A fragments of the next product (regs 8 ks .. 8 ks + 7: k16 slice ks); ex: the two
+ * rows' exponents, packed in one word (e + 128 in bytes 0 and 1: one register over the products). kSplit false:
+ * hi only. */
 template <bool kSplit>
 __device__ __forceinline__ void split_rows(const float (&x)[32], uint32_t (&xh)[4][4], uint32_t (&xl)[4][4],
-                                           float (&down)[2]) {
+                                           uint32_t &ex) {
     float up[2];
+    ex = 0;
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
         float m = 0.f;
@@ -336,7 +347,7 @@ __device__ __forceinline__ void split_rows(const float (&x)[32], uint32_t (&xh)[
         m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
         const int e = f16x2_exponent(m, kBwdTarget);
         up[r] = exp2_int(e);
-        down[r] = exp2_int(-e);
+        ex |= (uint32_t)(e + 128) << (8 * r);
     }
 #pragma unroll
     for (int ks = 0; ks < 4; ++ks)
@@ -359,8 +370,8 @@ __device__ __forceinline__ void split_rows(const float (&x)[32], uint32_t (&xh)[
  * @return a word of the result (for slot_release: it depends on u and on every value the products read). */
 template <int D, bool kSplit>
 __device__ __forceinline__ uint32_t last_product(float (&acc)[D / 64][32], const uint32_t (&xh)[4][4],
-                                                 const uint32_t (&xl)[4][4], const float (&down)[2], uint32_t u_s,
-                                                 uint32_t bh, uint32_t bl, uint32_t lbo, uint32_t sbo) {
+                                                 const uint32_t (&xl)[4][4], uint32_t ex, uint32_t u_s, uint32_t bh,
+                                                 uint32_t bl, uint32_t lbo, uint32_t sbo) {
     uint32_t dep = 0;
 #pragma unroll
     for (int t = 0; t < D / 64; ++t) {
@@ -369,7 +380,8 @@ __device__ __forceinline__ uint32_t last_product(float (&acc)[D / 64][32], const
         wgmma_fence();
         if constexpr (kSplit) {
 #pragma unroll
-            for (int ks = 0; ks < 4; ++ks) wgmma_m64n64k16_f16_rs<1>(tile, xl[ks], desc_mn(h + ks * 2048, lbo, sbo), ks > 0);
+            for (int ks = 0; ks < 4; ++ks)
+                wgmma_m64n64k16_f16_rs<1>(tile, xl[ks], desc_mn(h + ks * 2048, lbo, sbo), ks > 0);
 #pragma unroll
             for (int ks = 0; ks < 4; ++ks) wgmma_m64n64k16_f16_rs<1>(tile, xh[ks], desc_mn(l + ks * 2048, lbo, sbo), 1);
         }
@@ -380,7 +392,7 @@ __device__ __forceinline__ uint32_t last_product(float (&acc)[D / 64][32], const
         wgmma_wait<0>();
         fence_regs(tile);
         const float u = lds_f32(u_s);
-        const float f0 = down[0] * u, f1 = down[1] * u;
+        const float f0 = exp2_int(128 - (int)(ex & 0xFFu)) * u, f1 = exp2_int(128 - (int)((ex >> 8) & 0xFFu)) * u;
 #pragma unroll
         for (int i = 0; i < 32; ++i) acc[t][i] = fmaf(tile[i], (i >> 1) & 1 ? f1 : f0, acc[t][i]);
         dep = __float_as_uint(acc[t][0]); /* after u's load and the products */
@@ -479,13 +491,12 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
         else
             named_bar_sync(4, kWg);
         if (ctid() == 0) {
-            const float uk0 = __ldg(reinterpret_cast<const float *>(p.rec_k + (bh * p.tk + 2 * n) * (int64_t)R::kBytes +
-                                                                    R::kImages));
+            const float uk0 =
+                __ldg(reinterpret_cast<const float *>(p.rec_k + (bh * p.tk + 2 * n) * (int64_t)R::kBytes + R::kImages));
             const float uk1 =
                 __ldg(reinterpret_cast<const float *>(p.rec_k + (bh * p.tk + t1) * (int64_t)R::kBytes + R::kImages));
-            const float uv = __ldg(reinterpret_cast<const float *>(p.rec_v + (bh * p.tk + (w ? t1 : 2 * n)) *
-                                                                                  (int64_t)R::kBytes +
-                                                                   R::kImages));
+            const float uv = __ldg(reinterpret_cast<const float *>(
+                p.rec_v + (bh * p.tk + (w ? t1 : 2 * n)) * (int64_t)R::kBytes + R::kImages));
             const float uk = w ? uk1 : uk0, u_ref = fmaxf(uk0, uk1);
             sts_f32(cst, uk);
             sts_f32(cst + 4, uv);
@@ -495,7 +506,7 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
         const int key_w = kCtaKeys * n + kWgKeys * w; /* this warpgroup's first key */
         const bool partial = key_w + kWgKeys > p.seq_kv;
         fence_acq_rel_gpu(); /* this thread's pushes of the previous item are ordered before this item's */
-        if (w == 0) /* cst written */
+        if (w == 0)          /* cst written */
             named_bar_sync(3, kWg);
         else
             named_bar_sync(4, kWg);
@@ -643,7 +654,8 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
                 ew[k4] = __vmaxu4(ew[k4], __shfl_xor_sync(0xffffffffu, ew[k4], 8));
                 ew[k4] = __vmaxu4(ew[k4], __shfl_xor_sync(0xffffffffu, ew[k4], 16));
             }
-            if ((clane() / 4) == 0) sts_u32x4(xch + 16 * ((w * 4 + cwarp()) * 4 + (clane() % 4)), make_uint4(ew[0], ew[1], ew[2], ew[3]));
+            if ((clane() / 4) == 0)
+                sts_u32x4(xch + 16 * ((w * 4 + cwarp()) * 4 + (clane() % 4)), make_uint4(ew[0], ew[1], ew[2], ew[3]));
             /* B1: the exponents of both warpgroups posted; and both have finished the previous m-block's dQ (its
              * reads of dS and of the row factors) */
             named_bar_sync(1, kConsumers * kWg);
@@ -659,8 +671,9 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
             }
             /* ---- 5. dS 2^s kfac split, stored transposed [query][key] ---- */
             /* stmatrix: lanes 8 k .. 8 k + 7 address stored matrix k: k = 0, 1 hi (key rows 8 (k & 1)), k = 2, 3 lo */
-            const uint32_t st_base = ((clane() / 8) < 2 ? dsh : dsl) +
-                                     swizzled_offset_f16(clane() & 7, kWgKeys * w + 16 * cwarp() + 8 * ((clane() / 8) & 1), kM);
+            const uint32_t st_base =
+                ((clane() / 8) < 2 ? dsh : dsl) +
+                swizzled_offset_f16(clane() & 7, kWgKeys * w + 16 * cwarp() + 8 * ((clane() / 8) & 1), kM);
 #pragma unroll
             for (int qb = 0; qb < 8; ++qb) {
                 float upc[2];
@@ -670,7 +683,8 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
                     const int ex = be ? 141 - be : 0; /* 14 - unbiased exponent: the largest to [2^14, 2^15) */
                     const int exc = max(-126, min(126, ex));
                     upc[e] = exp2_int(exc) * kfac;
-                    if (w == 0 && cwarp() == 0 && (clane() / 4) == 0) sts_f32(qfac + 4 * (8 * qb + 2 * (clane() % 4) + e), exp2_int(-exc));
+                    if (w == 0 && cwarp() == 0 && (clane() / 4) == 0)
+                        sts_f32(qfac + 4 * (8 * qb + 2 * (clane() % 4) + e), exp2_int(-exc));
                 }
                 uint32_t hi[2], lo[2];
 #pragma unroll
@@ -698,29 +712,30 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
                 uint32_t dep;
                 {
                     uint32_t xh[4][4], xl[4][4];
-                    float down[2];
+                    uint32_t down;
                     split_rows<kSplit>(ds, xh, xl, down);
                     dep = last_product<D, kSplit>(dka, xh, xl, down, qx, qh, ql, p.v_lbo, p.v_sbo);
                 }
                 slot_release(q_empty, dep, p.zero);
                 {
                     uint32_t xh[4][4], xl[4][4];
-                    float down[2];
+                    uint32_t down;
                     split_rows<kSplit>(x, xh, xl, down);
-                    dep |= last_product<D, kSplit>(dva, xh, xl, down, dx, doh, dol, p.v_lbo, p.v_sbo);
+                    /* dV's result depends on P and dO's unscale; dO's Dl went into dS, which dK consumed above */
+                    dep = last_product<D, kSplit>(dva, xh, xl, down, dx, doh, dol, p.v_lbo, p.v_sbo);
                 }
                 slot_release(do_empty, dep, p.zero);
             } else {
                 uint32_t dep;
                 {
                     uint32_t xh[4][4], xl[4][4];
-                    float down[2];
+                    uint32_t down;
                     split_rows<kSplit>(x, xh, xl, down);
                     dep = last_product<D, kSplit>(dva, xh, xl, down, dx, doh, dol, p.v_lbo, p.v_sbo);
                 }
                 {
                     uint32_t xh[4][4], xl[4][4];
-                    float down[2];
+                    uint32_t down;
                     split_rows<kSplit>(ds, xh, xl, down);
                     dep |= last_product<D, kSplit>(dka, xh, xl, down, qx, qh, ql, p.v_lbo, p.v_sbo);
                 }
@@ -768,7 +783,8 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
                     const float f = lds_f32(qfac + 4 * qr) * u_ref;
                     float *dst = copy + (int64_t)(m * kM + qr) * D + 64 * w + 2 * (clane() % 4);
 #pragma unroll
-                    for (int i = 0; i < 8; ++i) push_f32x2(dst + 8 * i, dq[4 * i + 2 * r] * f, dq[4 * i + 2 * r + 1] * f, store);
+                    for (int i = 0; i < 8; ++i)
+                        push_f32x2(dst + 8 * i, dq[4 * i + 2 * r] * f, dq[4 * i + 2 * r + 1] * f, store);
                 }
             } else {
                 /* D = 64: dQ^T, warpgroup w: head_dim 64 x queries 32 w .. 32 w + 31; A = K^T (MN-major), B = dS^T
@@ -781,9 +797,9 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
                 if constexpr (kSplit) {
 #pragma unroll
                     for (int ks = 0; ks < 8; ++ks)
-                        wgmma_m64n32k16_f16_ss_ta(dq,
-                                                  desc_mn(ka + (ks / 4) * R::kImages + (ks % 4) * 2048, p.v_lbo, p.v_sbo),
-                                                  f16_slice_desc(bl_d, ks, kM), ks > 0);
+                        wgmma_m64n32k16_f16_ss_ta(
+                            dq, desc_mn(ka + (ks / 4) * R::kImages + (ks % 4) * 2048, p.v_lbo, p.v_sbo),
+                            f16_slice_desc(bl_d, ks, kM), ks > 0);
 #pragma unroll
                     for (int ks = 0; ks < 8; ++ks)
                         wgmma_m64n32k16_f16_ss_ta(
@@ -792,7 +808,8 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
                 }
 #pragma unroll
                 for (int ks = 0; ks < 8; ++ks)
-                    wgmma_m64n32k16_f16_ss_ta(dq, desc_mn(ka + (ks / 4) * R::kImages + (ks % 4) * 2048, p.v_lbo, p.v_sbo),
+                    wgmma_m64n32k16_f16_ss_ta(dq,
+                                              desc_mn(ka + (ks / 4) * R::kImages + (ks % 4) * 2048, p.v_lbo, p.v_sbo),
                                               f16_slice_desc(bh_d, ks, kM), kSplit || ks > 0 ? 1 : 0);
                 wgmma_commit();
                 wgmma_wait<0>();
@@ -826,8 +843,10 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
 #pragma unroll
                 for (int i = 0; i < 8; ++i) {
                     const int col = 64 * t + 8 * i + 2 * (clane() % 4);
-                    *reinterpret_cast<float2 *>(dkr + col) = make_float2(dka[t][4 * i + 2 * r], dka[t][4 * i + 2 * r + 1]);
-                    *reinterpret_cast<float2 *>(dvr + col) = make_float2(dva[t][4 * i + 2 * r], dva[t][4 * i + 2 * r + 1]);
+                    *reinterpret_cast<float2 *>(dkr + col) =
+                        make_float2(dka[t][4 * i + 2 * r], dka[t][4 * i + 2 * r + 1]);
+                    *reinterpret_cast<float2 *>(dvr + col) =
+                        make_float2(dva[t][4 * i + 2 * r], dva[t][4 * i + 2 * r + 1]);
                 }
         }
     }
@@ -836,18 +855,20 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
 
 /* dq = c * (the head's private copies summed in ascending CTA order): one float4 of one row per thread. */
 template <int D>
-__global__ void __launch_bounds__(256) bwd_v4_dq_reduce(const float *copies, float *dq, int64_t dq_b, int64_t dq_h,
-                                                        int64_t dq_t, int heads, int seq_q, int rows_pad, int n_blocks,
-                                                        int per_cta, float scale) {
+__global__ void __launch_bounds__(256)
+    bwd_v4_dq_reduce(const float *copies, float *dq, int64_t dq_b, int64_t dq_h, int64_t dq_t, int heads, int seq_q,
+                     int rows_pad, int n_blocks, int per_cta, float scale) {
     const int bh = blockIdx.y;
-    const int idx = blockIdx.x * blockDim.x + threadIdx.x;
-    const int row = idx / (D / 4), c4 = idx % (D / 4);
+    const int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t row = idx / (D / 4);
+    const int c4 = (int)(idx % (D / 4));
     if (row >= seq_q) return;
     const int g_lo = (int)((int64_t)bh * n_blocks / per_cta);
     const int g_hi = (int)(((int64_t)bh * n_blocks + n_blocks - 1) / per_cta);
     float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
     for (int gg = g_lo; gg <= g_hi; ++gg) {
-        const float4 v = __ldg(reinterpret_cast<const float4 *>(copies + ((int64_t)(gg + bh) * rows_pad + row) * D) + c4);
+        const float4 v =
+            __ldg(reinterpret_cast<const float4 *>(copies + ((int64_t)(gg + bh) * rows_pad + row) * D) + c4);
         acc.x += v.x, acc.y += v.y, acc.z += v.z, acc.w += v.w;
     }
     const int b = bh / heads, h = bh % heads;
@@ -980,11 +1001,11 @@ extern "C" int jattn_cuda_launch_bwd_v4(const jattn_cuda_args *a, void *workspac
     const dim3 rgrid((unsigned)((f->seq_q * d4 + 255) / 256), (unsigned)bh);
     if (f->head_dim == 128)
         bwd_v4_dq_reduce<128><<<rgrid, 256, 0, stream>>>(p.copies, a->dq, a->dq_strides.batch, a->dq_strides.head,
-                                                          a->dq_strides.token, p.heads, p.seq_q, rows_pad, gr.n_blocks,
-                                                          gr.per_cta, f->scale);
-    else
-        bwd_v4_dq_reduce<64><<<rgrid, 256, 0, stream>>>(p.copies, a->dq, a->dq_strides.batch, a->dq_strides.head,
                                                          a->dq_strides.token, p.heads, p.seq_q, rows_pad, gr.n_blocks,
                                                          gr.per_cta, f->scale);
+    else
+        bwd_v4_dq_reduce<64><<<rgrid, 256, 0, stream>>>(p.copies, a->dq, a->dq_strides.batch, a->dq_strides.head,
+                                                        a->dq_strides.token, p.heads, p.seq_q, rows_pad, gr.n_blocks,
+                                                        gr.per_cta, f->scale);
     return (int)cudaGetLastError();
 }
