@@ -7,6 +7,7 @@
 # default 400 s):
 #   build  cmake (CUDA, JATTN_CUDA_ARCHS=90a) in $BUILD of jattn (the command), jattn_shared, test_backward, and the
 #          microbenchmark bench/gpu/backward_v4_mix.cu with nvcc beside it [170]
+#   probe  one small v4 call (25 s cap): a hang skips v4's tests, times and ncu (the baselines still run)
 #   mix    the design note's "measure first": the wgmma mix of v4 alone (its waits; one wait per m-block; with the
 #          dQ red.v2 pushes) on every SM [25]
 #   test   in parallel processes, JATTN_CUDA_BWD_KERNEL=v4: tests/test_backward cuda, parts gate, chain, floor,
@@ -38,7 +39,7 @@ step() { echo "== $* (${SECONDS} s)"; }
   step build
   timeout 170 bash -c "cmake -S '$ROOT' -B '$BUILD' -DCMAKE_BUILD_TYPE=Release -DJATTN_CUDA=ON -DJATTN_CUDA_ARCHS=90a \
       -DJATTN_MPI=OFF -DJATTN_NCCL=OFF -DJATTN_VULKAN=OFF > /dev/null &&
-    cmake --build '$BUILD' -j 16 --target jattn jattn_shared test_backward -- -k 0" &
+    cmake --build '$BUILD' -j 16 --target jattn jattn_shared test_backward" &
   bpid=$!
   timeout 120 nvcc -gencode arch=compute_90a,code=sm_90a -O3 -std=c++17 -I"$ROOT/include" -I"$ROOT/src/cuda" \
     "$ROOT/bench/gpu/backward_v4_mix.cu" -o "$BUILD-mix"
@@ -50,13 +51,26 @@ J=$BUILD/tools/jattn
 T=$BUILD/tests/test_backward
 echo "build: $(tail -1 "$OUT/build.log")"
 
+# ---- probe: does v4 finish? (a hang would otherwise cost every later step its whole cap) ----
+V4_OK=1
+if [ -x "$J" ]; then
+  {
+    step probe
+    JATTN_CUDA_BWD_KERNEL=v4 timeout 25 $J run --backward --backend cuda --heads 2 --seq 300 --seq-kv 200 --reps 1 --check --json
+    rc=$?; echo "rc $rc"
+    [ $rc -eq 124 ] && echo "V4 HANGS: v4's tests and times skipped"
+  } > "$OUT/probe.log" 2>&1
+  grep -q "V4 HANGS" "$OUT/probe.log" && V4_OK=0
+fi
+echo "probe: $(grep -E '^rc|HANGS' "$OUT/probe.log" 2>/dev/null | tr '\n' ' ')"
+
 # ---- mix ----
 if [ -x "$BUILD-mix" ]; then
   { step mix; timeout 25 "$BUILD-mix"; echo "rc $?"; } > "$OUT/mix.log" 2>&1
 fi
 
 # ---- test ----
-if [ -x "$T" ] && [ -x "$J" ]; then
+if [ -x "$T" ] && [ -x "$J" ] && [ $V4_OK -eq 1 ]; then
   export JATTN_CUDA_BWD_KERNEL=v4
   SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
   pids=""
@@ -84,14 +98,16 @@ if [ -x "$J" ]; then
     for s in 1536 4608 16384; do
       r=20; [ "$s" -gt 2000 ] && r=10; [ "$s" -gt 8192 ] && r=5
       step "S = $s"
-      echo "TAG v4"; JATTN_CUDA_BWD_KERNEL=v4 timeout 40 $J run --backward --backend cuda --seq $s --reps $r --no-check --json; echo "rc $?"
+      if [ $V4_OK -eq 1 ]; then
+        echo "TAG v4"; JATTN_CUDA_BWD_KERNEL=v4 timeout 40 $J run --backward --backend cuda --seq $s --reps $r --no-check --json; echo "rc $?"
+      fi
       echo "TAG v2"; JATTN_CUDA_BWD_KERNEL=v2 timeout 40 $J run --backward --backend cuda --seq $s --reps $r --no-check --json; echo "rc $?"
       echo "TAG forward"; timeout 20 $J run --backend cuda --seq $s --reps $r --no-check --json; echo "rc $?"
     done
     step "tf32 and D = 64"
-    echo "TAG v4-tf32"; JATTN_CUDA_BWD_KERNEL=v4 timeout 20 $J run --backward --backend cuda --seq 4608 --precision tf32 --reps 10 --no-check --json; echo "rc $?"
+    [ $V4_OK -eq 1 ] && { echo "TAG v4-tf32"; JATTN_CUDA_BWD_KERNEL=v4 timeout 20 $J run --backward --backend cuda --seq 4608 --precision tf32 --reps 10 --no-check --json; echo "rc $?"; }
     echo "TAG forward-tf32"; timeout 20 $J run --backend cuda --seq 4608 --precision tf32 --reps 10 --no-check --json; echo "rc $?"
-    echo "TAG v4"; JATTN_CUDA_BWD_KERNEL=v4 timeout 20 $J run --backward --backend cuda --seq 4608 --dim 64 --reps 10 --no-check --json; echo "rc $?"
+    [ $V4_OK -eq 1 ] && { echo "TAG v4"; JATTN_CUDA_BWD_KERNEL=v4 timeout 20 $J run --backward --backend cuda --seq 4608 --dim 64 --reps 10 --no-check --json; echo "rc $?"; }
     echo "TAG v2"; JATTN_CUDA_BWD_KERNEL=v2 timeout 20 $J run --backward --backend cuda --seq 4608 --dim 64 --reps 10 --no-check --json; echo "rc $?"
     echo "TAG forward"; timeout 20 $J run --backend cuda --seq 4608 --dim 64 --reps 10 --no-check --json; echo "rc $?"
   } > "$OUT/bench.log" 2>&1
@@ -100,7 +116,7 @@ fi
 echo "times done at ${SECONDS} s"
 
 # ---- ncu (optional) ----
-if [ -x "$J" ] && [ "$SECONDS" -lt "$LIMIT" ]; then
+if [ -x "$J" ] && [ $V4_OK -eq 1 ] && [ "$SECONDS" -lt "$LIMIT" ]; then
   NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
   {
     step ncu
@@ -124,6 +140,16 @@ print("== backward v4, first call")
 for l in lines("smi.txt")[1:2]:
     print("device:", l)
 print("build:", (lines("build.log") or ["(no log)"])[-1])
+for l in lines("probe.log"):
+    if l.startswith("{"):
+        try:
+            j = json.loads(l)
+            print(f"probe (2,300x200,128) {j.get('kernel')}: pass={j.get('pass')} dq/dk/dv rel_l2 "
+                  f"{j.get('dq_rel_l2', 0):.3g} {j.get('dk_rel_l2', 0):.3g} {j.get('dv_rel_l2', 0):.3g}")
+        except ValueError:
+            pass
+    elif "HANGS" in l or "rror" in l:
+        print("probe:", l[:200])
 for l in lines("mix.log"):
     if l.startswith("MIX") or "error" in l.lower():
         print(l)
