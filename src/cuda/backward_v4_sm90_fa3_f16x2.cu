@@ -80,7 +80,11 @@
  *   stored and reloaded around the dK product (one STL and one LDL per m-block, L1-resident) and one loop word
  *   reloaded per item; ptxas moves these by 8-40 bytes between equivalent variants (the prototype's lesson).
  *   SASS per m-block and warpgroup (D = 128 f32): HGMMA 48 ss (S^T, dP^T) + 48 rs tnspB (dK, dV) + 24 ss tnspB
- *   (dQ) = 120 m64n64k16, 9 wgmma waits, 8 STSM, 33 MUFU.EX2, 16 REDG; tf32: 48 + 16 + 8 = 72.
+ *   (dQ) = 120 m64n64k16, 9 wgmma waits, 8 STSM, 33 MUFU.EX2, 16 REDG; tf32: 48 + 16 + 8 = 72. The m-block
+ *   loop is 3173 static instructions (D = 64: 2785; tf32 2752 / 2411), the rare P >= 1/2 path and the first
+ *   item's stores included (~600): ~2500 issued per thread and m-block on the normal path, i.e. ~5000 issue
+ *   cycles per scheduler against 7680 tensor cycles per m-block at full rate (IMAD 436, LOP3 256, FMUL 237,
+ *   FADD 229, R2UR 198 of them: the splits, the exponents, the descriptors of per-warpgroup addresses).
  * Measured (H100 / H200, bench/gpu/backward_v4_run.sh): <not yet run>. Targets (issue 36): at (1,24,S,128),
  * S = 1536 / 4608 / 16384, at most 3.5x (aim 3.0x) jattn's forward (v6) time and at least 3.5x PyTorch's fp32
  * SDPA backward. */
@@ -261,6 +265,10 @@ __device__ __forceinline__ uint64_t desc_mn(uint32_t saddr, uint32_t lbo, uint32
     return (uint64_t)((saddr & 0x3FFFFu) >> 4) | ((uint64_t)lbo << 16) | ((uint64_t)sbo << 32) | (1ull << 62);
 }
 
+/* The descriptor of an operand `bytes` past the one of `desc` (the start field, 16-byte units, cannot carry:
+ * shared addresses are below 2^18): one 64-bit add of a constant instead of the mask and shift of each start. */
+__device__ __forceinline__ uint64_t desc_at(uint64_t desc, uint32_t bytes) { return desc + (uint64_t)(bytes >> 4); }
+
 /* As v6's and v2's: the arrival's address depends on `loaded` (values computed from this thread's loads from the
  * slot), so the slot is given back only after those loads returned. */
 __device__ __forceinline__ void slot_release(uint32_t empty_bar, uint32_t loaded, uint32_t zero) {
@@ -376,18 +384,18 @@ __device__ __forceinline__ uint32_t last_product(float (&acc)[D / 64][32], const
 #pragma unroll
     for (int t = 0; t < D / 64; ++t) {
         float tile[32];
-        const uint32_t h = opaque(bh) + t * kBwdTile * kSwizzleBytes, l = opaque(bl) + t * kBwdTile * kSwizzleBytes;
+        const uint64_t h = desc_mn(bh + t * kBwdTile * kSwizzleBytes, lbo, sbo);
+        const uint64_t l = desc_mn(bl + t * kBwdTile * kSwizzleBytes, lbo, sbo);
         wgmma_fence();
         if constexpr (kSplit) {
 #pragma unroll
-            for (int ks = 0; ks < 4; ++ks)
-                wgmma_m64n64k16_f16_rs<1>(tile, xl[ks], desc_mn(h + ks * 2048, lbo, sbo), ks > 0);
+            for (int ks = 0; ks < 4; ++ks) wgmma_m64n64k16_f16_rs<1>(tile, xl[ks], desc_at(h, ks * 2048), ks > 0);
 #pragma unroll
-            for (int ks = 0; ks < 4; ++ks) wgmma_m64n64k16_f16_rs<1>(tile, xh[ks], desc_mn(l + ks * 2048, lbo, sbo), 1);
+            for (int ks = 0; ks < 4; ++ks) wgmma_m64n64k16_f16_rs<1>(tile, xh[ks], desc_at(l, ks * 2048), 1);
         }
 #pragma unroll
         for (int ks = 0; ks < 4; ++ks)
-            wgmma_m64n64k16_f16_rs<1>(tile, xh[ks], desc_mn(h + ks * 2048, lbo, sbo), kSplit || ks > 0 ? 1 : 0);
+            wgmma_m64n64k16_f16_rs<1>(tile, xh[ks], desc_at(h, ks * 2048), kSplit || ks > 0 ? 1 : 0);
         wgmma_commit();
         wgmma_wait<0>();
         fence_regs(tile);
@@ -755,24 +763,23 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
                 /* warpgroup w: 64 queries x head_dim columns 64 w .. 64 w + 63; A = dS K-major, B = K MN-major */
                 float dq[32];
                 const uint64_t ah = smem_desc_sw128(opaque(dsh)), al = smem_desc_sw128(opaque(dsl));
-                const uint32_t bk = opaque(s0 + C::kKOff) + (uint32_t)(w * kBwdTile * kSwizzleBytes);
+                const uint64_t bkd =
+                    desc_mn((s0 + C::kKOff) + (uint32_t)(w * kBwdTile * kSwizzleBytes), p.v_lbo, p.v_sbo);
                 wgmma_fence();
                 if constexpr (kSplit) {
 #pragma unroll
                     for (int ks = 0; ks < 8; ++ks)
-                        wgmma_m64n64k16_f16_ss_tb(
-                            dq, f16_slice_desc(al, ks, kM),
-                            desc_mn(bk + (ks / 4) * R::kImages + (ks % 4) * 2048, p.v_lbo, p.v_sbo), ks > 0);
+                        wgmma_m64n64k16_f16_ss_tb(dq, f16_slice_desc(al, ks, kM),
+                                                  desc_at(bkd, (ks / 4) * R::kImages + (ks % 4) * 2048), ks > 0);
 #pragma unroll
                     for (int ks = 0; ks < 8; ++ks)
-                        wgmma_m64n64k16_f16_ss_tb(
-                            dq, f16_slice_desc(ah, ks, kM),
-                            desc_mn(bk + R::kImage + (ks / 4) * R::kImages + (ks % 4) * 2048, p.v_lbo, p.v_sbo), 1);
+                        wgmma_m64n64k16_f16_ss_tb(dq, f16_slice_desc(ah, ks, kM),
+                                                  desc_at(bkd, R::kImage + (ks / 4) * R::kImages + (ks % 4) * 2048), 1);
                 }
 #pragma unroll
                 for (int ks = 0; ks < 8; ++ks)
                     wgmma_m64n64k16_f16_ss_tb(dq, f16_slice_desc(ah, ks, kM),
-                                              desc_mn(bk + (ks / 4) * R::kImages + (ks % 4) * 2048, p.v_lbo, p.v_sbo),
+                                              desc_at(bkd, (ks / 4) * R::kImages + (ks % 4) * 2048),
                                               kSplit || ks > 0 ? 1 : 0);
                 wgmma_commit();
                 wgmma_wait<0>();
@@ -790,26 +797,23 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
                 /* D = 64: dQ^T, warpgroup w: head_dim 64 x queries 32 w .. 32 w + 31; A = K^T (MN-major), B = dS^T
                  * (K-major: rows 32 w .. of the dS image) */
                 float dq[16];
-                const uint32_t ka = opaque(s0 + C::kKOff);
+                const uint64_t kad = desc_mn((s0 + C::kKOff), p.v_lbo, p.v_sbo);
                 const uint64_t bh_d = smem_desc_sw128(opaque(dsh) + (uint32_t)(32 * w * kSwizzleBytes));
                 const uint64_t bl_d = smem_desc_sw128(opaque(dsl) + (uint32_t)(32 * w * kSwizzleBytes));
                 wgmma_fence();
                 if constexpr (kSplit) {
 #pragma unroll
                     for (int ks = 0; ks < 8; ++ks)
-                        wgmma_m64n32k16_f16_ss_ta(
-                            dq, desc_mn(ka + (ks / 4) * R::kImages + (ks % 4) * 2048, p.v_lbo, p.v_sbo),
-                            f16_slice_desc(bl_d, ks, kM), ks > 0);
+                        wgmma_m64n32k16_f16_ss_ta(dq, desc_at(kad, (ks / 4) * R::kImages + (ks % 4) * 2048),
+                                                  f16_slice_desc(bl_d, ks, kM), ks > 0);
 #pragma unroll
                     for (int ks = 0; ks < 8; ++ks)
-                        wgmma_m64n32k16_f16_ss_ta(
-                            dq, desc_mn(ka + R::kImage + (ks / 4) * R::kImages + (ks % 4) * 2048, p.v_lbo, p.v_sbo),
-                            f16_slice_desc(bh_d, ks, kM), 1);
+                        wgmma_m64n32k16_f16_ss_ta(dq, desc_at(kad, R::kImage + (ks / 4) * R::kImages + (ks % 4) * 2048),
+                                                  f16_slice_desc(bh_d, ks, kM), 1);
                 }
 #pragma unroll
                 for (int ks = 0; ks < 8; ++ks)
-                    wgmma_m64n32k16_f16_ss_ta(dq,
-                                              desc_mn(ka + (ks / 4) * R::kImages + (ks % 4) * 2048, p.v_lbo, p.v_sbo),
+                    wgmma_m64n32k16_f16_ss_ta(dq, desc_at(kad, (ks / 4) * R::kImages + (ks % 4) * 2048),
                                               f16_slice_desc(bh_d, ks, kM), kSplit || ks > 0 ? 1 : 0);
                 wgmma_commit();
                 wgmma_wait<0>();
