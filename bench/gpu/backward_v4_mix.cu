@@ -6,7 +6,9 @@
  * elementwise work; one CTA of 384 threads per SM, as many CTAs as SMs.
  *   mode 0: the kernel's waits (the products' own dependency structure)
  *   mode 1: every product of an m-block issued back to back, one wait (the tensor and shared-memory ceiling)
- *   mode 2: mode 0 plus the dQ pushes (16 red.global.add.v2.f32 per thread per m-block into private regions)
+ *   mode 2: mode 0 plus the dQ pushes: 16 red.global.add.v2.f32 per thread per m-block into the CTA's own 2.36 MB
+ *           region (one head's dQ copy at S = 4608), the m-block's 32 KB rows in turn, as the kernel's private
+ *           copies (311 MB in all: the pushes miss L2 as the kernel's do)
  * Prints per mode the fp16 tensor TFLOP/s (2 x 64 x 64 x 16 flop per unit) and the f32-equivalent backward rate
  * (a third of it: three fp16 products per f32 product).
  * Build (from the repository root): nvcc -gencode arch=compute_90a,code=sm_90a -O3 -std=c++17 -Iinclude
@@ -23,8 +25,10 @@
 
 namespace {
 
-constexpr int kImg = 16384;             /* one fp16 image, 64 rows x 128 */
-constexpr int kSmem = 14 * kImg + 1024; /* K, V 2 x 2 images each, Q, dO 2 each, dS hi, lo */
+constexpr int kImg = 16384;                                /* one fp16 image, 64 rows x 128 */
+constexpr int kBlocks = 72;                                /* m-blocks of a head at S = 4608 */
+constexpr size_t kCopyFloats = (size_t)kBlocks * 64 * 128; /* one head's dQ copy */
+constexpr int kSmem = 14 * kImg + 1024;                    /* K, V 2 x 2 images each, Q, dO 2 each, dS hi, lo */
 
 __device__ __forceinline__ void ss_tb(float (&d)[32], uint64_t a, uint64_t b, int acc) {
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
@@ -63,7 +67,7 @@ __global__ void __launch_bounds__(384, 1) mix(int iters, float *sink, float *red
     const int w = wg - 1, tid = threadIdx.x - 128 * wg;
     const uint32_t kh = s0 + w * 2 * kImg, kl = kh + kImg, vh = s0 + 4 * kImg + w * 2 * kImg, vl = vh + kImg;
     const uint32_t qh = s0 + 8 * kImg, ql = qh + kImg, gh = s0 + 10 * kImg, gl = gh + kImg, dsh = s0 + 12 * kImg;
-    float *red = red_base + ((size_t)blockIdx.x * 256 + (w * 128 + tid)) * 32;
+    float *red = red_base + (size_t)blockIdx.x * kCopyFloats + (w * 128 + tid) * 32;
     float x[32], y[32], t[32];
     for (int i = 0; i < 32; ++i) x[i] = y[i] = t[i] = 0.f;
     float sum = 0.f;
@@ -147,8 +151,8 @@ __global__ void __launch_bounds__(384, 1) mix(int iters, float *sink, float *red
             fence_regs(al);
             if (kMode == 2)
                 for (int i = 0; i < 16; ++i)
-                    asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(red + 2 * i), "f"(t[2 * i]),
-                                 "f"(t[2 * i + 1])
+                    asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(red + (it % kBlocks) * 8192 + 2 * i),
+                                 "f"(t[2 * i]), "f"(t[2 * i + 1])
                                  : "memory");
             sum += t[0] + x[1] + y[2];
         }
@@ -189,7 +193,7 @@ int main() {
     const int iters = 2000;
     float *sink = nullptr, *red = nullptr;
     cudaMalloc(&sink, 384 * sizeof(float));
-    cudaMalloc(&red, (size_t)sms * 256 * 32 * sizeof(float));
+    cudaMalloc(&red, (size_t)sms * kCopyFloats * sizeof(float));
     const double units = 2.0 * 120.0 * iters * sms; /* m64n64k16 per warpgroup per m-block: 120 */
     const double flop = units * 2.0 * 64 * 64 * 16;
     const char *names[3] = {"kernel's waits", "one wait per m-block (ceiling)", "kernel's waits + dQ red.v2"};
