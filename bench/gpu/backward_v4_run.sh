@@ -120,6 +120,9 @@ if [ -x "$J" ] && [ $V4_OK -eq 1 ] && [ "$SECONDS" -lt "$LIMIT" ]; then
   NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
   {
     step ncu
+    echo "-- durations of each kernel of one v4 call"
+    JATTN_CUDA_BWD_KERNEL=v4 timeout 30 "$NCU" --clock-control none --kernel-name regex:bwd_ --metrics gpu__time_duration.sum \
+      $J run --backward --backend cuda --seq 4608 --reps 1 --no-check 2>&1 | grep -E "bwd_|gpu__time_duration" | head -12
     JATTN_CUDA_BWD_KERNEL=v4 timeout 45 "$NCU" --clock-control none --kernel-name regex:bwd_v4_kernel --launch-count 1 \
       --section SpeedOfLight --section ComputeWorkloadAnalysis --section WarpStateStats --section SchedulerStats \
       $J run --backward --backend cuda --seq 4608 --reps 1 --no-check 2>&1 | grep -v "^==PROF==" > "$OUT/ncu_full.txt"
@@ -212,6 +215,16 @@ for (s, d) in sorted(rows):
 ks = sorted(set(v for k, v in kern.items() if k[2].startswith("v4")))
 print("v4 rows ran:", ", ".join(str(k) for k in ks) or "-")
 print("targets (issue 36): v4/fwd <= 3.5 (aim 3.0), torch/v4 >= 3.5")
+dur, name = [], None
+for l in lines("ncu.log"):
+    m = re.search(r"(bwd_\w+?)[<(]", l)
+    if m:
+        name = m.group(1)
+    m = re.search(r"gpu__time_duration.sum\s+(\S+)\s+([\d.,]+)", l)
+    if m and name:
+        dur.append(f"{name} {m.group(2)} {m.group(1)}")
+if dur:
+    print("ncu durations at (1,24,4608,128):", "; ".join(dur))
 for l in lines("ncu_full.txt"):
     if re.search(r"bwd_v4|Duration|Compute \(SM\) Throughput|Issue Slots Busy|Tensor|Shared|Warp Cycles Per Issued|Eligible Warps", l):
         print("ncu:", " ".join(l.split())[:150])
