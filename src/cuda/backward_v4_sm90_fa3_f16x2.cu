@@ -73,18 +73,19 @@
  * head's dQ (Tq 64 x D each): 1.3 GB at (1,24,16384,128); never less than v3's (a call v4 refuses runs v3 in it).
  * Not taken (v3 runs it): key padding, seq_kv = 1, pointers not 16-byte aligned, strides not multiples of 4.
  *
- * ptxas 13.0 (-gencode arch=compute_90a,code=sm_90a -Xptxas -v), bwd_v4_kernel (2026-12-06):
- *   D = 64 f32 / tf32: 168 registers, 0 bytes spill, 5 barriers;
- *   D = 128 tf32: 8 bytes stack, 12 bytes spill stores, 8 bytes spill loads;
- *   D = 128 f32: 8 bytes stack, 12 bytes spill stores, 12 bytes spill loads: one dK/dV accumulator register
- *   stored and reloaded around the dK product (one STL and one LDL per m-block, L1-resident) and one loop word
- *   reloaded per item; ptxas moves these by 8-40 bytes between equivalent variants (the prototype's lesson).
+ * ptxas 13.0 (-gencode arch=compute_90a,code=sm_90a -Xptxas -v), bwd_v4_kernel (2026-12-06): every instance
+ *   (D 64 and 128, f32 and tf32) 168 registers at entry, 0 bytes spill, 5 barriers; the peak at D = 128 f32 is
+ *   238 live registers (nvdisasm -lrm count) in the dK product. The last 2-3 registers came from the warpgroup
+ *   index taken through a shuffle (ptxas then holds it, and the descriptors built on it, in uniform registers:
+ *   CUTLASS's canonical_warp_group_idx): before it 12-72 bytes of spill moved with every edit. ptxas moves
+ *   spills by 8-40 bytes between equivalent variants at this edge (the prototype's lesson; the smem base taken
+ *   through a shuffle as well brought back 24 bytes).
  *   SASS per m-block and warpgroup (D = 128 f32): HGMMA 48 ss (S^T, dP^T) + 48 rs tnspB (dK, dV) + 24 ss tnspB
- *   (dQ) = 120 m64n64k16, 9 wgmma waits, 8 STSM, 33 MUFU.EX2, 16 REDG; tf32: 48 + 16 + 8 = 72. The m-block
- *   loop is 3173 static instructions (D = 64: 2785; tf32 2752 / 2411), the rare P >= 1/2 path and the first
- *   item's stores included (~600): ~2500 issued per thread and m-block on the normal path, i.e. ~5000 issue
- *   cycles per scheduler against 7680 tensor cycles per m-block at full rate (IMAD 436, LOP3 256, FMUL 237,
- *   FADD 229, R2UR 198 of them: the splits, the exponents, the descriptors of per-warpgroup addresses).
+ *   (dQ) = 120 m64n64k16, 9 wgmma waits, 8 STSM, 33 MUFU.EX2, 16 REDG; tf32: 48 + 16 + 8 = 72. The m-block loop
+ *   is 3009 static instructions (D = 64: 2598; tf32 2625 / 2258), the rare P >= 1/2 path and the first item's
+ *   stores included (~500): ~2500 issued per thread and m-block on the normal path, i.e. ~5000 issue cycles per
+ *   scheduler against 7680 tensor cycles per m-block at full rate (FMUL 237, LOP3 236, FADD 229, IMAD 275, FFMA
+ *   196, F2FP + HADD2 192: the splits, exponents and unscales; R2UR 116 for the descriptors).
  * Measured (H100 / H200, bench/gpu/backward_v4_run.sh): <not yet run>. Targets (issue 36): at (1,24,S,128),
  * S = 1536 / 4608 / 16384, at most 3.5x (aim 3.0x) jattn's forward (v6) time and at least 3.5x PyTorch's fp32
  * SDPA backward. */
@@ -477,7 +478,7 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
     setmaxnreg_inc<240>();
 
     /* ---- consumer w: keys 64 w .. 64 w + 63 of each item ---- */
-    const int w = wg - 1;
+    const int w = __shfl_sync(0xffffffffu, wg, 0) - 1; /* through a shuffle: ptxas keeps it in a uniform register */
     const uint32_t kh = s0 + C::kKOff + (uint32_t)(w * R::kImages), kl = kh + R::kImage;
     const uint32_t vh = s0 + C::kVOff + (uint32_t)(w * R::kImages), vl = vh + R::kImage;
     const uint32_t qh = s0 + C::kQOff, ql = qh + R::kImage, doh = s0 + C::kDoOff, dol = doh + R::kImage;
