@@ -6,6 +6,8 @@
  * elementwise work; one CTA of 384 threads per SM, as many CTAs as SMs.
  *   mode 0: the kernel's waits (the products' own dependency structure)
  *   mode 1: every product of an m-block issued back to back, one wait (the tensor and shared-memory ceiling)
+ *   mode 3: mode 2's pushes into 5 regions shared by every CTA (a head's dQ accumulator in L2, as route C's)
+ *   mode 4: 32 red.global.add.u64 per thread per m-block into the shared regions (order-free int64 fixed point)
  *   mode 2: mode 0 plus the dQ pushes: 16 red.global.add.v2.f32 per thread per m-block into the CTA's own 2.36 MB
  *           region (one head's dQ copy at S = 4608), the m-block's 32 KB rows in turn, as the kernel's private
  *           copies (311 MB in all: the pushes miss L2 as the kernel's do)
@@ -68,6 +70,7 @@ __global__ void __launch_bounds__(384, 1) mix(int iters, float *sink, float *red
     const uint32_t kh = s0 + w * 2 * kImg, kl = kh + kImg, vh = s0 + 4 * kImg + w * 2 * kImg, vl = vh + kImg;
     const uint32_t qh = s0 + 8 * kImg, ql = qh + kImg, gh = s0 + 10 * kImg, gl = gh + kImg, dsh = s0 + 12 * kImg;
     float *red = red_base + (size_t)blockIdx.x * kCopyFloats + (w * 128 + tid) * 32;
+    float *shared = red_base + (size_t)(blockIdx.x % 5) * 2 * kCopyFloats + (w * 128 + tid) * 32;
     float x[32], y[32], t[32];
     for (int i = 0; i < 32; ++i) x[i] = y[i] = t[i] = 0.f;
     float sum = 0.f;
@@ -154,6 +157,20 @@ __global__ void __launch_bounds__(384, 1) mix(int iters, float *sink, float *red
                     asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(red + (it % kBlocks) * 8192 + 2 * i),
                                  "f"(t[2 * i]), "f"(t[2 * i + 1])
                                  : "memory");
+            if (kMode == 3) /* the same pushes into 5 regions shared by all CTAs (a head's dQ in L2, route C's) */
+                for (int i = 0; i < 16; ++i)
+                    asm volatile(
+                        "red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(shared + (it % kBlocks) * 8192 + 2 * i),
+                        "f"(t[2 * i]), "f"(t[2 * i + 1])
+                        : "memory");
+            if (kMode == 4) /* order-free int64 fixed point into the shared regions: 32 red.u64 per thread */
+                for (int i = 0; i < 32; ++i) {
+                    const long long v = __float2ll_rn(t[i] * 0x1p20f);
+                    asm volatile("red.global.add.u64 [%0], %1;\n" ::"l"(reinterpret_cast<unsigned long long *>(shared) +
+                                                                        (it % kBlocks) * 8192 + i),
+                                 "l"(v)
+                                 : "memory");
+                }
             sum += t[0] + x[1] + y[2];
         }
     }
@@ -196,12 +213,16 @@ int main() {
     cudaMalloc(&red, (size_t)sms * kCopyFloats * sizeof(float));
     const double units = 2.0 * 120.0 * iters * sms; /* m64n64k16 per warpgroup per m-block: 120 */
     const double flop = units * 2.0 * 64 * 64 * 16;
-    const char *names[3] = {"kernel's waits", "one wait per m-block (ceiling)", "kernel's waits + dQ red.v2"};
-    float ms[3];
+    const char *names[5] = {
+        "kernel's waits", "one wait per m-block (ceiling)", "kernel's waits + dQ red.v2 into per-CTA copies",
+        "kernel's waits + dQ red.v2 into 5 shared regions", "kernel's waits + dQ red.u64 x 32 into 5 shared regions"};
+    float ms[5];
     ms[0] = run<0>(sms, iters, sink, red);
     ms[1] = run<1>(sms, iters, sink, red);
     ms[2] = run<2>(sms, iters, sink, red);
-    for (int m = 0; m < 3; ++m)
+    ms[3] = run<3>(sms, iters, sink, red);
+    ms[4] = run<4>(sms, iters, sink, red);
+    for (int m = 0; m < 5; ++m)
         if (ms[m] > 0)
             printf("MIX mode %d (%s): %.3f ms for %d m-blocks x %d CTAs: fp16 %.1f TFLOP/s, f32-equivalent %.1f; "
                    "per m-block %.2f us\n",

@@ -4,16 +4,17 @@
 # root, in one call of about 7 minutes:
 #   OUT=$OUT bash bench/gpu/backward_v4_run.sh
 # Steps, each under its own cap (seconds in brackets; the whole call stops starting optional steps past LIMIT,
-# default 400 s):
+# default 380 s):
 #   build  cmake (CUDA, JATTN_CUDA_ARCHS=90a) in $BUILD of jattn (the command), jattn_shared, test_backward, and the
 #          microbenchmark bench/gpu/backward_v4_mix.cu with nvcc beside it [170]
 #   probe  one small v4 call (25 s cap): a hang skips v4's tests, times and ncu (the baselines still run)
-#   mix    the design note's "measure first": the wgmma mix of v4 alone (its waits; one wait per m-block; with the
-#          dQ red.v2 pushes) on every SM [25]
+#   mix    the design note's "measure first": the wgmma mix of v4 alone on every SM (its waits; one wait per m-block;
+#          with the dQ pushes as red.v2 into per-CTA copies (the kernel's), into 5 regions shared by all CTAs (a
+#          head's accumulator in L2), and as 32 red.u64 (order-free fixed point)) [25]
 #   test   in parallel processes, JATTN_CUDA_BWD_KERNEL=v4: tests/test_backward cuda, parts gate, chain, floor,
 #          padding (v4 refuses padding: v3 runs it), properties, determinism, device, graph, tf32, validation;
 #          jattn run --backward --check at (1,2,1536,128), (1,2,4608,128), D = 64 and tf32; compute-sanitizer
-#          memcheck and racecheck on small v4 calls (D 128 and 64, partial tiles) [120 for the lot]
+#          memcheck, racecheck and synccheck on small v4 calls (D 128 and 64, partial tiles) [100 for the lot]
 #   time   (1,24,S,128), S = 1536 / 4608 / 16384: v4, v2, jattn's forward (AUTO: v6), each `jattn run --json`
 #          (CUDA events, median of --reps); v4 tf32 and v4 / v2 / forward at D = 64 (S = 4608); PyTorch's fp32 SDPA
 #          backward and forward (torch_sdpa_backward.py) [~150]
@@ -23,7 +24,7 @@
 set -u
 OUT=${OUT:-/tmp/out}
 BUILD=${BUILD:-/tmp/jattn-v4}
-LIMIT=${LIMIT:-400}
+LIMIT=${LIMIT:-380}
 mkdir -p "$OUT"
 ROOT=$PWD
 SECONDS=0
@@ -74,7 +75,7 @@ if [ -x "$T" ] && [ -x "$J" ] && [ $V4_OK -eq 1 ]; then
   export JATTN_CUDA_BWD_KERNEL=v4
   SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
   pids=""
-  bg() { local name=$1; shift; (timeout 110 "$@" > "$OUT/t_$name.log" 2>&1; echo "rc $?" >> "$OUT/t_$name.log") & pids="$pids $!"; }
+  bg() { local name=$1; shift; (timeout 100 "$@" > "$OUT/t_$name.log" 2>&1; echo "rc $?" >> "$OUT/t_$name.log") & pids="$pids $!"; }
   for part in gate chain floor padding properties determinism device graph tf32 validation; do
     bg "$part" "$T" cuda "$part"
   done
