@@ -65,13 +65,27 @@
  * hi / lo 32,768 + Q extras 528 + dO extras 528 + exponent exchange 512 + dQ row factors 256 + the warpgroups'
  * tile scales 32 + mbarriers 64 + alignment 1,024 = 232,320 of 232,448. D = 64: 134,016 (one Q and dO slot too).
  * Registers: 168 at entry (384 threads, one CTA per SM), setmaxnreg 24 / 240; at the peak (the dK product, D =
- * 128 f32) 237 live: dK and dV 128, P (kept for dV) 32, dS's A fragments 32, the fresh tile 32, 13 others. What
+ * 128 f32) 238 live: dK and dV 128, P (kept for dV) 32, dS's A fragments 32, the fresh tile 32, 14 others. What
  * keeps it there: the per-item values (tile scales) in shared memory, the thread's lane / warp read from %tid at
  * each use, 32-bit divisions (a 64-bit one called a subroutine that held 5 registers), the row exponents packed
  * in one word, the unscales read from the slots after each product's wait.
  * Workspace: the v2 records (about 2 B H (Sq + Skv) D x 4 bytes) and (132 + B H - 1) fp32 copies of one
  * head's dQ (Tq 64 x D each): 1.3 GB at (1,24,16384,128); never less than v3's (a call v4 refuses runs v3 in it).
  * Not taken (v3 runs it): key padding, seq_kv = 1, pointers not 16-byte aligned, strides not multiples of 4.
+ *
+ * Where it departs from the design note (route A): (1) the P >= 1/2 element is made exact inside the kernel (3b:
+ * a warp-wide float64 dot per element, P and dP from the caller's inputs, then through the products like every
+ * element, as the backward v3 does) rather than dropped and added back by a dQ post-pass and a key pass: no slots,
+ * no extra passes, the kernel's three products agree on it by construction; its cost is one warp-wide dot per
+ * element (~700 cycles with its L2 loads), which an attention sink (one key dominant for every query) turns into
+ * up to 64 per m-block on one warp: a straggler the note's drop-and-fix avoids (not measured). (2) dK before dV
+ * (the note's DK_FIRST: the Q slot is released two products earlier). (3) D = 64: dQ^T per warpgroup over 32
+ * queries (A = K^T MN-major), as the 64 columns of head_dim do not split into two 64-column tiles. (4) dQ's
+ * private copies take the first item's store instead of a zeroed workspace, and the dQ reduction applies c.
+ * The pushes are red.global.add.v2.f32 from registers into copies that do not fit L2 (one head's dQ per CTA: 311
+ * MB at S = 4608), so each m-block's 32 KB of pushes per CTA misses L2 (~1 TB/s of DRAM traffic at the model's
+ * speed); backward_v4_mix.cu measures it beside the alternatives (route C's shared accumulator, order-free int64
+ * fixed point: one per-head buffer in L2, no copies, bits independent of the SM count).
  *
  * ptxas 13.0 (-gencode arch=compute_90a,code=sm_90a -Xptxas -v), bwd_v4_kernel (2026-12-06): every instance
  *   (D 64 and 128, f32 and tf32) 168 registers at entry, 0 bytes spill, 5 barriers; the peak at D = 128 f32 is
@@ -86,9 +100,10 @@
  *   stores included (~500): ~2500 issued per thread and m-block on the normal path, i.e. ~5000 issue cycles per
  *   scheduler against 7680 tensor cycles per m-block at full rate (FMUL 237, LOP3 236, FADD 229, IMAD 275, FFMA
  *   196, F2FP + HADD2 192: the splits, exponents and unscales; R2UR 116 for the descriptors).
- * Measured (H100 / H200, bench/gpu/backward_v4_run.sh): <not yet run>. Targets (issue 36): at (1,24,S,128),
- * S = 1536 / 4608 / 16384, at most 3.5x (aim 3.0x) jattn's forward (v6) time and at least 3.5x PyTorch's fp32
- * SDPA backward. */
+ * Measured (H100 / H200, bench/gpu/backward_v4_run.sh): not yet run: <ms and ratios at (1,24,1536 / 4608 / 16384,
+ * 128) against v6's forward and PyTorch, the battery's pass counts, the mix's ceiling>. Targets (issue 36): at
+ * (1,24,S,128), S = 1536 / 4608 / 16384, at most 3.5x (aim 3.0x) jattn's forward (v6) time and at least 3.5x PyTorch's
+ * fp32 SDPA backward. */
 #include <math.h>
 #include <stdint.h>
 
