@@ -137,6 +137,15 @@ constexpr int kExtrasPad = (kBwdExtras + 15) / 16 * 16;
  * has dV and dQ to land in). */
 constexpr bool kDkFirst = true;
 
+/* How dQ's partials add up, deterministically. false: per-CTA private fp32 copies of the head's dQ (the design
+ * note's route A; red.global.add.v2.f32, the copies summed in CTA order by bwd_v4_dq_reduce); true: one int64
+ * fixed-point accumulator per head (red.global.add.u64 of each partial times 2^(61 - E_i), E_i the exponent of a
+ * bound on query i's dQ from the tiles' scales, dq_bound_exp): integer sums are order-free, so the bits are the
+ * same on every GPU, the accumulator stays in L2 (one head's, not one per CTA) and the workspace is 2x dq instead
+ * of 132 + B H - 1 copies; twice the atomic operations (32 red.u64 per thread and m-block, not 16 red.v2) and a
+ * conversion each. backward_v4_mix.cu measures both pushes; the first GPU call runs false. */
+constexpr bool kDqFixed = false;
+
 template <int D>
 struct V4Config {
     using R = BwdRecord<D>;
@@ -159,7 +168,9 @@ struct V4Config {
 
 struct BwdV4Params {
     const unsigned char *rec_q, *rec_do, *rec_k, *rec_v; /* the records, [B*H][tiles] each */
-    float *copies;                                       /* [slot][tq * 64][D] */
+    float *copies;                                       /* [slot][tq * 64][D] (kDqFixed: unused) */
+    unsigned long long *fixed;                           /* kDqFixed: [B*H][tq * 64][D] int64, zeroed */
+    const int2 *head_bounds;                             /* kDqFixed: per head (L_v, L_k), dq_head_bounds */
     float *dk, *dv;
     int64_t dk_b, dk_h, dk_t, dv_b, dv_h, dv_t;
     /* the caller's inputs, for the dominant elements' exact score and dP (3b) */
@@ -273,6 +284,33 @@ __device__ __forceinline__ int ctid() {
 }
 __device__ __forceinline__ int cwarp() { return ctid() / 32; }
 __device__ __forceinline__ int clane() { return ctid() % 32; }
+
+/* kDqFixed: the int64 push of one value (two's complement: red.add.u64 adds signed values too). */
+__device__ __forceinline__ void push_s64(unsigned long long *p, float v) {
+    const long long x = __float2ll_rn(v);
+    asm volatile("red.global.add.u64 [%0], %1;\n" ::"l"(p), "l"(x) : "memory");
+}
+
+/* v 2^e for e in [-252, 252] (two exact power-of-two steps: e may leave float's exponent range while v 2^e
+ * does not). */
+__device__ __forceinline__ float scale_pow2(float v, int e) {
+    const int a = max(-126, min(126, e));
+    return v * exp2_int(a) * exp2_int(max(-126, min(126, e - a)));
+}
+
+/* The unbiased exponent of a power of two (the tiles' 2^-e unscales). */
+__device__ __forceinline__ int pow2_exp(float u) { return (int)((__float_as_uint(u) >> 23) & 0xFFu) - 127; }
+
+/* kDqFixed: E with 2^E >= |sum_j dS_ij k_jd| for query i, for every partial sum over keys too: |dS_ij| <= P_ij
+ * (D max|dO_i| max|v| + |Dl_i|), sum_j P_ij <= 2 (1 with an exact lse), |k_jd| <= max|k|; a tile's largest
+ * magnitude is below 2^15 times its unscale, so max|dO_i| < 2^(15 + log2 u_do), and lvk = (L_v, L_k), the head's
+ * largest 15 + log2 u over its v and k tiles (dq_head_bounds). Integer arithmetic only: the kernel and the
+ * reduction compute the same E from the same words. */
+__device__ __forceinline__ int dq_bound_exp(float u_do, float dl_hi, int2 lvk, int log2_d) {
+    const int l_dp = log2_d + 15 + pow2_exp(u_do) + lvk.x;
+    const int l_dl = dl_hi != 0.f ? max(pow2_exp(dl_hi), -126) + 2 : -300; /* |Dl_hi + Dl_lo| < 2^(that) */
+    return max(l_dp, l_dl) + 1 + lvk.y + 1;
+}
 
 __device__ __forceinline__ void fence_acq_rel_gpu() { asm volatile("fence.acq_rel.gpu;\n" ::: "memory"); }
 
@@ -693,6 +731,26 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
                 }
                 ew[0] = a.x, ew[1] = a.y, ew[2] = a.z, ew[3] = a.w;
             }
+            /* the row factors of dQ: warp 0 of warpgroup 0 posts 2^-s of queries 8 g + 2 c + e (after the exchange
+             * every lane with the same c holds every query's byte); kDqFixed: the exponent of 2^-s 2^(61 - E_q) */
+            if (w == 0 && cwarp() == 0) {
+                const int gq = clane() / 4, cq = clane() % 4;
+                const uint32_t word = gq < 2 ? ew[0] : gq < 4 ? ew[1] : gq < 6 ? ew[2] : ew[3];
+#pragma unroll
+                for (int e = 0; e < 2; ++e) {
+                    const int be = (int)((word >> (8 * (2 * (gq & 1) + e))) & 0xFFu);
+                    const int exc = max(-126, min(126, be ? 141 - be : 0));
+                    const int q = 8 * gq + 2 * cq + e;
+                    if constexpr (kDqFixed) {
+                        const int bh_q = (int)(opaque((uint32_t)item) / (uint32_t)p.n_blocks);
+                        const int eb = dq_bound_exp(lds_f32(dx), lds_f32(dx + kBwdRowData + 8 * q),
+                                                    __ldg(p.head_bounds + bh_q), D == 128 ? 7 : 6);
+                        sts_f32(qfac + 4 * q, __int_as_float(61 - eb - exc));
+                    } else {
+                        sts_f32(qfac + 4 * q, exp2_int(-exc));
+                    }
+                }
+            }
             /* ---- 5. dS 2^s kfac split, stored transposed [query][key] ---- */
             /* stmatrix: lanes 8 k .. 8 k + 7 address stored matrix k: k = 0, 1 hi (key rows 8 (k & 1)), k = 2, 3 lo */
             const uint32_t st_base =
@@ -707,8 +765,6 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
                     const int ex = be ? 141 - be : 0; /* 14 - unbiased exponent: the largest to [2^14, 2^15) */
                     const int exc = max(-126, min(126, ex));
                     upc[e] = exp2_int(exc) * kfac;
-                    if (w == 0 && cwarp() == 0 && (clane() / 4) == 0)
-                        sts_f32(qfac + 4 * (8 * qb + 2 * (clane() % 4) + e), exp2_int(-exc));
                 }
                 uint32_t hi[2], lo[2];
 #pragma unroll
@@ -775,6 +831,7 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
             const int bh_o = (int)((uint32_t)item_o / (uint32_t)p.n_blocks);
             const bool store = item_o == first_item(p.per_cta) || item_o - bh_o * p.n_blocks == 0;
             float *copy = p.copies + ((int64_t)blockIdx.x + bh_o) * ((int64_t)p.tq * kM * D);
+            unsigned long long *fix = p.fixed + (int64_t)bh_o * ((int64_t)p.tq * kM * D);
             if constexpr (D == 128) {
                 /* warpgroup w: 64 queries x head_dim columns 64 w .. 64 w + 63; A = dS K-major, B = K MN-major */
                 float dq[32];
@@ -803,11 +860,21 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
 #pragma unroll
                 for (int r = 0; r < 2; ++r) {
                     const int qr = 16 * cwarp() + (clane() / 4) + 8 * r;
-                    const float f = lds_f32(qfac + 4 * qr) * u_ref;
-                    float *dst = copy + (int64_t)(m * kM + qr) * D + 64 * w + 2 * (clane() % 4);
+                    if constexpr (kDqFixed) {
+                        const int ex = __float_as_int(lds_f32(qfac + 4 * qr)) + pow2_exp(u_ref);
+                        unsigned long long *dst = fix + (int64_t)(m * kM + qr) * D + 64 * w + 2 * (clane() % 4);
 #pragma unroll
-                    for (int i = 0; i < 8; ++i)
-                        push_f32x2(dst + 8 * i, dq[4 * i + 2 * r] * f, dq[4 * i + 2 * r + 1] * f, store);
+                        for (int i = 0; i < 8; ++i) {
+                            push_s64(dst + 8 * i, scale_pow2(dq[4 * i + 2 * r], ex));
+                            push_s64(dst + 8 * i + 1, scale_pow2(dq[4 * i + 2 * r + 1], ex));
+                        }
+                    } else {
+                        const float f = lds_f32(qfac + 4 * qr) * u_ref;
+                        float *dst = copy + (int64_t)(m * kM + qr) * D + 64 * w + 2 * (clane() % 4);
+#pragma unroll
+                        for (int i = 0; i < 8; ++i)
+                            push_f32x2(dst + 8 * i, dq[4 * i + 2 * r] * f, dq[4 * i + 2 * r + 1] * f, store);
+                    }
                 }
             } else {
                 /* D = 64: dQ^T, warpgroup w: head_dim 64 x queries 32 w .. 32 w + 31; A = K^T (MN-major), B = dS^T
@@ -841,9 +908,16 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
 #pragma unroll
                     for (int r = 0; r < 2; ++r) {
                         const int d = 16 * cwarp() + (clane() / 4) + 8 * r;
-                        float *dst = copy + (int64_t)(m * kM + q0) * D + d;
-                        push_f32(dst, dq[4 * i + 2 * r] * (f2.x * u_ref), store);
-                        push_f32(dst + D, dq[4 * i + 2 * r + 1] * (f2.y * u_ref), store);
+                        if constexpr (kDqFixed) {
+                            unsigned long long *dst = fix + (int64_t)(m * kM + q0) * D + d;
+                            push_s64(dst, scale_pow2(dq[4 * i + 2 * r], __float_as_int(f2.x) + pow2_exp(u_ref)));
+                            push_s64(dst + D,
+                                     scale_pow2(dq[4 * i + 2 * r + 1], __float_as_int(f2.y) + pow2_exp(u_ref)));
+                        } else {
+                            float *dst = copy + (int64_t)(m * kM + q0) * D + d;
+                            push_f32(dst, dq[4 * i + 2 * r] * (f2.x * u_ref), store);
+                            push_f32(dst + D, dq[4 * i + 2 * r + 1] * (f2.y * u_ref), store);
+                        }
                     }
                 }
             }
@@ -896,6 +970,54 @@ __global__ void __launch_bounds__(256)
     *reinterpret_cast<float4 *>(dst) = make_float4(acc.x * scale, acc.y * scale, acc.z * scale, acc.w * scale);
 }
 
+/* kDqFixed: dq = c * acc 2^(E_i - 61), E_i as the kernel computed it (dq_bound_exp from the same words): one
+ * float4 of one row per thread. */
+template <int D>
+__global__ void __launch_bounds__(256)
+    bwd_v4_dq_fixed(const unsigned long long *fixed, const unsigned char *rec_do, const int2 *head_bounds, float *dq,
+                    int64_t dq_b, int64_t dq_h, int64_t dq_t, int heads, int seq_q, int rows_pad, float scale) {
+    using R = BwdRecord<D>;
+    const int bh = blockIdx.y;
+    const int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t row = idx / (D / 4);
+    const int c4 = (int)(idx % (D / 4));
+    if (row >= seq_q) return;
+    const int tq = rows_pad / kBwdTile;
+    const unsigned char *rec = rec_do + ((int64_t)bh * tq + row / kBwdTile) * (int64_t)R::kBytes + R::kImages;
+    const float u_do = __ldg(reinterpret_cast<const float *>(rec));
+    const float dl_hi = __ldg(reinterpret_cast<const float *>(rec + kBwdRowData) + 2 * (row % kBwdTile));
+    const int eb = dq_bound_exp(u_do, dl_hi, __ldg(head_bounds + bh), D == 128 ? 7 : 6);
+    const double f = ldexp((double)scale, eb - 61);
+    const unsigned long long *src = fixed + ((int64_t)bh * rows_pad + row) * D + 4 * c4;
+    float o[4];
+#pragma unroll
+    for (int k = 0; k < 4; ++k) o[k] = (float)((double)(long long)__ldg(src + k) * f);
+    const int b = bh / heads, h = bh % heads;
+    float *dst = dq + b * dq_b + h * dq_h + (int64_t)row * dq_t + 4 * c4;
+    *reinterpret_cast<float4 *>(dst) = make_float4(o[0], o[1], o[2], o[3]);
+}
+
+/* kDqFixed: per head (L_v, L_k) = the largest 15 + log2 u over the head's v and k tiles (the records' unscales):
+ * one warp per head. */
+template <int D>
+__global__ void __launch_bounds__(32)
+    bwd_v4_head_bounds(const unsigned char *rec_k, const unsigned char *rec_v, int tk, int2 *head_bounds) {
+    using R = BwdRecord<D>;
+    const int64_t bh = blockIdx.x;
+    int lv = -1000, lk = -1000;
+    for (int t = threadIdx.x; t < tk; t += 32) {
+        const int64_t at = (bh * tk + t) * (int64_t)R::kBytes + R::kImages;
+        lk = max(lk, pow2_exp(__ldg(reinterpret_cast<const float *>(rec_k + at))));
+        lv = max(lv, pow2_exp(__ldg(reinterpret_cast<const float *>(rec_v + at))));
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o /= 2) {
+        lk = max(lk, __shfl_xor_sync(0xffffffffu, lk, o));
+        lv = max(lv, __shfl_xor_sync(0xffffffffu, lv, o));
+    }
+    if (threadIdx.x == 0) head_bounds[bh] = make_int2(15 + lv, 15 + lk);
+}
+
 struct V4Grid {
     int items, per_cta, ctas, n_blocks;
 };
@@ -922,6 +1044,13 @@ inline int64_t v4_copy_floats(int64_t seq_q, int64_t head_dim) {
     return (seq_q + kBwdTile - 1) / kBwdTile * kBwdTile * head_dim;
 }
 
+/* The dQ region after the records: kDqFixed, the int64 accumulators [B*H][Tq 64][D] then the heads' bounds
+ * (int2 each); else (132 + B H - 1) fp32 copies [Tq 64][D]. */
+inline int64_t v4_dq_bytes(int64_t bh, int64_t seq_q, int64_t head_dim) {
+    if (kDqFixed) return bh * v4_copy_floats(seq_q, head_dim) * 8 + bh * 8;
+    return (kMaxCtas + bh - 1) * v4_copy_floats(seq_q, head_dim) * (int64_t)sizeof(float);
+}
+
 template <int D, bool kSplit>
 cudaError_t v4_launch(const BwdV4Params &p, int ctas, cudaStream_t stream) {
     auto kernel = bwd_v4_kernel<D, kSplit>;
@@ -944,8 +1073,7 @@ extern "C" cudaError_t bwd_v2_split_launch(const jattn_cuda_args *a, void *recor
 extern "C" size_t jattn_cuda_bwd_v4_workspace_bytes(int64_t batch, int64_t heads, int64_t seq_q, int64_t seq_kv,
                                                     int64_t head_dim) {
     const int64_t bh = batch * heads;
-    const size_t v4 = (size_t)(v4_copies_offset(bh, seq_q, seq_kv, head_dim) +
-                               (kMaxCtas + bh - 1) * v4_copy_floats(seq_q, head_dim) * (int64_t)sizeof(float));
+    const size_t v4 = (size_t)(v4_copies_offset(bh, seq_q, seq_kv, head_dim) + v4_dq_bytes(bh, seq_q, head_dim));
     const size_t v3 = jattn_cuda_bwd_v3_workspace_bytes(batch, heads, seq_q, seq_kv, head_dim);
     return v4 > v3 ? v4 : v3; /* a call v4 does not take runs v3 in the same workspace */
 }
@@ -987,7 +1115,10 @@ extern "C" int jattn_cuda_launch_bwd_v4(const jattn_cuda_args *a, void *workspac
     const V4Grid gr = v4_grid(bh, f->seq_kv, sms);
     BwdV4Params p;
     p.rec_q = ws + L.q, p.rec_do = ws + L.dout, p.rec_k = ws + L.k, p.rec_v = ws + L.v;
-    p.copies = reinterpret_cast<float *>(ws + v4_copies_offset(bh, f->seq_q, f->seq_kv, f->head_dim));
+    unsigned char *dq_region = ws + v4_copies_offset(bh, f->seq_q, f->seq_kv, f->head_dim);
+    p.copies = reinterpret_cast<float *>(dq_region);
+    p.fixed = reinterpret_cast<unsigned long long *>(dq_region);
+    p.head_bounds = reinterpret_cast<const int2 *>(dq_region + bh * v4_copy_floats(f->seq_q, f->head_dim) * 8);
     p.dk = a->dk, p.dv = a->dv;
     p.dk_b = a->dk_strides.batch, p.dk_h = a->dk_strides.head, p.dk_t = a->dk_strides.token;
     p.dv_b = a->dv_strides.batch, p.dv_h = a->dv_strides.head, p.dv_t = a->dv_strides.token;
@@ -1011,6 +1142,15 @@ extern "C" int jattn_cuda_launch_bwd_v4(const jattn_cuda_args *a, void *workspac
     p.v_sbo = (uint32_t)kSwizzleAtomBytes >> 4;
     p.zero = 0;
     const bool f32 = f->precision == JATTN_PRECISION_F32;
+    if (kDqFixed) { /* the accumulators zeroed, the heads' bounds */
+        int2 *hb = const_cast<int2 *>(p.head_bounds);
+        err = cudaMemsetAsync(p.fixed, 0, (size_t)(bh * v4_copy_floats(f->seq_q, f->head_dim) * 8), stream);
+        if (err != cudaSuccess) return (int)err;
+        if (f->head_dim == 128)
+            bwd_v4_head_bounds<128><<<(unsigned)bh, 32, 0, stream>>>(p.rec_k, p.rec_v, p.tk, hb);
+        else
+            bwd_v4_head_bounds<64><<<(unsigned)bh, 32, 0, stream>>>(p.rec_k, p.rec_v, p.tk, hb);
+    }
     if (f->head_dim == 128)
         err = f32 ? v4_launch<128, true>(p, gr.ctas, stream) : v4_launch<128, false>(p, gr.ctas, stream);
     else
@@ -1019,6 +1159,17 @@ extern "C" int jattn_cuda_launch_bwd_v4(const jattn_cuda_args *a, void *workspac
     const int rows_pad = p.tq * kBwdTile;
     const int d4 = (int)f->head_dim / 4;
     const dim3 rgrid((unsigned)((f->seq_q * d4 + 255) / 256), (unsigned)bh);
+    if (kDqFixed) {
+        if (f->head_dim == 128)
+            bwd_v4_dq_fixed<128><<<rgrid, 256, 0, stream>>>(p.fixed, p.rec_do, p.head_bounds, a->dq,
+                                                            a->dq_strides.batch, a->dq_strides.head,
+                                                            a->dq_strides.token, p.heads, p.seq_q, rows_pad, f->scale);
+        else
+            bwd_v4_dq_fixed<64><<<rgrid, 256, 0, stream>>>(p.fixed, p.rec_do, p.head_bounds, a->dq, a->dq_strides.batch,
+                                                           a->dq_strides.head, a->dq_strides.token, p.heads, p.seq_q,
+                                                           rows_pad, f->scale);
+        return (int)cudaGetLastError();
+    }
     if (f->head_dim == 128)
         bwd_v4_dq_reduce<128><<<rgrid, 256, 0, stream>>>(p.copies, a->dq, a->dq_strides.batch, a->dq_strides.head,
                                                          a->dq_strides.token, p.heads, p.seq_q, rows_pad, gr.n_blocks,
