@@ -96,10 +96,10 @@
  *   through a shuffle as well brought back 24 bytes).
  *   SASS per m-block and warpgroup (D = 128 f32): HGMMA 48 ss (S^T, dP^T) + 48 rs tnspB (dK, dV) + 24 ss tnspB
  *   (dQ) = 120 m64n64k16, 9 wgmma waits, 8 STSM, 33 MUFU.EX2, 16 REDG; tf32: 48 + 16 + 8 = 72. The m-block loop
- *   is 3009 static instructions (D = 64: 2598; tf32 2625 / 2258), the rare P >= 1/2 path and the first item's
- *   stores included (~500): ~2500 issued per thread and m-block on the normal path, i.e. ~5000 issue cycles per
- *   scheduler against 7680 tensor cycles per m-block at full rate (FMUL 237, LOP3 236, FADD 229, IMAD 275, FFMA
- *   196, F2FP + HADD2 192: the splits, exponents and unscales; R2UR 116 for the descriptors).
+ *   is 2906 static instructions (D = 64: 2501; tf32 2526 / 2161), the rare P >= 1/2 path and the first item's
+ *   stores included (~500): ~2400 issued per thread and m-block on the normal path, i.e. ~4800 issue cycles per
+ *   scheduler against 7680 tensor cycles per m-block at full rate. kDqFixed (not the default): 0 bytes spill too,
+ *   3009 instructions (32 F2I.S64 + 32 REDG.64 instead of 16 REDG.F32x2).
  * Measured (H100 / H200, bench/gpu/backward_v4_run.sh): not yet run: <ms and ratios at (1,24,1536 / 4608 / 16384,
  * 128) against v6's forward and PyTorch, the battery's pass counts, the mix's ceiling>. Targets (issue 36): at
  * (1,24,S,128), S = 1536 / 4608 / 16384, at most 3.5x (aim 3.0x) jattn's forward (v6) time and at least 3.5x PyTorch's
