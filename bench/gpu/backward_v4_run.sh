@@ -42,7 +42,8 @@ step() { echo "== $* (${SECONDS} s)"; }
       -DJATTN_MPI=OFF -DJATTN_NCCL=OFF -DJATTN_VULKAN=OFF > /dev/null &&
     cmake --build '$BUILD' -j 16 --target jattn jattn_shared test_backward" &
   bpid=$!
-  timeout 120 nvcc -gencode arch=compute_90a,code=sm_90a -O3 -std=c++17 -I"$ROOT/include" -I"$ROOT/src/cuda" \
+  NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+  timeout 120 "$NVCC" -gencode arch=compute_90a,code=sm_90a -O3 -std=c++17 -I"$ROOT/include" -I"$ROOT/src/cuda" \
     "$ROOT/bench/gpu/backward_v4_mix.cu" -o "$BUILD-mix"
   echo "mix build rc $?"
   wait $bpid
