@@ -12,7 +12,7 @@ model of bench/gpu/emulate_backward_v3.py (Fasi et al.: products aligned to the 
 the sum truncated to float32).
 
 usage: python3 bench/gpu/emulate_backward_v4.py [--tc-model] [--quick] [--tail] [--seeds N] [--no-dominant] [--tf32]
-       [--dp-step] [--dq-fixed]
+       [--dp-step] [--dq-fixed] [--s-form pairs|rest|one]
 prints one line per case with rel_l2 of dq, dk, dv against float64 and the float32-floor (logits rounded to
 float32 once, the rest float64) for reference; exits 1 when one is over the gate (5e-6; tf32 1e-3) and more than
 3x its floor.
@@ -26,6 +26,7 @@ F32, F16, F64 = np.float32, np.float16, np.float64
 TILE, TARGET = 64, 14
 TC_TRUNCATE = False
 DOMINANT = True
+S_FORM = "pairs"  # --s-form pairs (the kernel's), rest (X + one step chain of slices 2..), one (one chain)
 DP_STEP = False  # --dp-step: dP^T as S (an A/B of the kernel's one chain)
 DQ_FIXED = False  # --dq-fixed: the kernel's kDqFixed (int64 fixed-point dQ sums; checks its bound on every partial)
 BOUND_VIOLATIONS = [0]
@@ -165,11 +166,17 @@ def backward_v4(q, k, v, out, dout, lse, dlse, scale, rng):
                 pairs = []
                 for s in range(D // 16):
                     pairs += [(kh_s[s], ql_s[s].T), (kl_s[s], qh_s[s].T)]
-                pairs += [(kh_s[s], qh_s[s].T) for s in range(2)]
-                x = chain(np.zeros((TILE, TILE), F32), pairs, True)
-                for s0 in range(2, D // 16, 2):
-                    st = chain(np.zeros((TILE, TILE), F32), [(kh_s[s], qh_s[s].T) for s in (s0, s0 + 1)], True)
-                    x = (x + st).astype(F32)
+                if S_FORM == "one":  # --s-form one: S^T in one chain (as dP^T)
+                    pairs += [(kh_s[s], qh_s[s].T) for s in range(D // 16)]
+                    x = chain(np.zeros((TILE, TILE), F32), pairs, True)
+                else:
+                    pairs += [(kh_s[s], qh_s[s].T) for s in range(2)]
+                    x = chain(np.zeros((TILE, TILE), F32), pairs, True)
+                    step = 2 if S_FORM == "pairs" else D // 16 - 2  # --s-form rest: one step chain of slices 2..
+                    for s0 in range(2, D // 16, step):
+                        st = chain(np.zeros((TILE, TILE), F32), [(kh_s[s], qh_s[s].T) for s in range(s0, s0 + step)],
+                                   True)
+                        x = (x + st).astype(F32)
                 # 2. P
                 us = F32(ukw * uq)
                 arg = ((x.astype(F64) * us - lse_m[None, :].astype(F64)).astype(F32) * LOG2E).astype(F32)
@@ -315,7 +322,9 @@ def case(rng, Sq, Skv, D, dist, with_dlse):
 
 
 def main():
-    global TC_TRUNCATE, DOMINANT, SPLIT, DP_STEP, DQ_FIXED
+    global TC_TRUNCATE, DOMINANT, SPLIT, DP_STEP, DQ_FIXED, S_FORM
+    if "--s-form" in sys.argv:
+        S_FORM = sys.argv[sys.argv.index("--s-form") + 1]
     DP_STEP = "--dp-step" in sys.argv
     DQ_FIXED = "--dq-fixed" in sys.argv
     TC_TRUNCATE = "--tc-model" in sys.argv

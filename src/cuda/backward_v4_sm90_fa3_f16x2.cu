@@ -127,6 +127,8 @@
 #include "sm90_wgmma_f16_ptx.cuh"
 #include "sm90_wgmma_ptx.cuh"
 
+extern "C" cudaError_t bwd_v2_split_launch(const jattn_cuda_args *a, void *records, cudaStream_t stream);
+
 namespace {
 
 constexpr int kWg = 128;
@@ -139,18 +141,30 @@ constexpr int kMaxCtas = 132;                  /* the persistent grid's size at 
 constexpr int kDsImage = kM * kCtaKeys * 2;    /* one part of dS [64 queries][128 keys] fp16 */
 constexpr int kExtrasPad = (kBwdExtras + 15) / 16 * 16;
 
-/* The order of dK and dV in an m-block: dK first releases the Q slot earlier (the producer's next Q copy then
- * has dV and dQ to land in). */
-constexpr bool kDkFirst = true;
-
-/* How dQ's partials add up, deterministically. false: per-CTA private fp32 copies of the head's dQ (the design
- * note's route A; red.global.add.v2.f32, the copies summed in CTA order by bwd_v4_dq_reduce); true: one int64
- * fixed-point accumulator per head (red.global.add.u64 of each partial times 2^(61 - E_i), E_i the exponent of a
- * bound on query i's dQ from the tiles' scales, dq_bound_exp): integer sums are order-free, so the bits are the
- * same on every GPU, the accumulator stays in L2 (one head's, not one per CTA) and the workspace is 2x dq instead
- * of 132 + B H - 1 copies; twice the atomic operations (32 red.u64 per thread and m-block, not 16 red.v2) and a
- * conversion each. backward_v4_mix.cu measures both pushes; the first GPU call runs false. */
-constexpr bool kDqFixed = false;
+/* The kernel's compile-time choices (issue 36's second round; the library instantiates V4TuneLib, the
+ * side-by-side measurement lab/gpu/backward_v4_tune.cu the others):
+ *   kOverlap: dP^T issued as soon as S^T is done, P's exponentials computed while it runs (the kernel of the
+ *       first GPU call computed P, then issued dP^T and waited). The same operations on the same values: bits
+ *       equal to kOverlap false.
+ *   kDeferDq: dQ of m-block m issued at the start of m-block m + 1, ahead of S^T (before Q's slot is waited for),
+ *       its pushes under S^T's chain; the segment's last one after it. Bits equal to kDeferDq false.
+ *   kDqFixed: how dQ's partials add up, deterministically. false: per-CTA private fp32 copies of the head's dQ
+ *       (the design note's route A; red.global.add.v2.f32, the copies summed in CTA order by bwd_v4_dq_reduce);
+ *       true: one int64 fixed-point accumulator per head (red.global.add.u64 of each partial times 2^(61 - E_i),
+ *       E_i the exponent of a bound on query i's dQ from the tiles' scales, dq_bound_exp): integer sums are
+ *       order-free, so the bits are the same on every GPU, the accumulator stays in L2 (one head's, not one per
+ *       CTA) and the workspace is 2x dq instead of 132 + B H - 1 copies; twice the atomic operations (32 red.u64
+ *       per thread and m-block, not 16 red.v2) and a conversion each.
+ * The schedule (whole items per CTA, or the units split evenly: v4_schedule) is the host's choice per call. */
+template <bool kOverlap_, bool kDeferDq_, bool kDqFixed_>
+struct V4Tune {
+    static constexpr bool kOverlap = kOverlap_;
+    static constexpr bool kDeferDq = kDeferDq_;
+    static constexpr bool kDqFixed = kDqFixed_;
+    static_assert(kOverlap || !kDeferDq, "the deferred dQ is written for the overlapped m-block");
+};
+using V4TuneBase = V4Tune<false, false, false>; /* the kernel of the first GPU call */
+using V4TuneLib = V4Tune<true, true, false>;    /* the library's */
 
 template <int D>
 struct V4Config {
@@ -164,8 +178,9 @@ struct V4Config {
     static constexpr int kDxOff = kQxOff + kExtrasPad;        /* dO record extras: 2^-e, (Dl hi, Dl lo) per query */
     static constexpr int kXchOff = kDxOff + kExtrasPad;       /* exponent words [8 warps][4 c][4] */
     static constexpr int kQfacOff = kXchOff + 8 * 4 * 16;     /* 2^-s per query [64] */
-    static constexpr int kCstOff = kQfacOff + kM * 4;         /* per item and warpgroup: u_k, u_v, kfac, u_ref */
-    static constexpr int kBarOff = kCstOff + kConsumers * 16; /* mbarriers */
+    static constexpr int kCstOff = kQfacOff + kM * 4;         /* per segment and warpgroup: u_k, u_v, kfac, u_ref,
+                                                               * item, m0, m1, the warpgroup's first key */
+    static constexpr int kBarOff = kCstOff + kConsumers * 32; /* mbarriers */
     static constexpr int kSmemBytes = kBarOff + 64 + kSwizzleAtomBytes;
     static constexpr int kHalves = D / 64; /* 64-column tiles of dK and dV */
     static_assert(kSmemBytes <= 227 * 1024, "shared memory");
@@ -184,11 +199,13 @@ struct BwdV4Params {
     int64_t q_b, q_h, q_t, k_b, k_h, k_t, v_b, v_h, v_t, do_b, do_h, do_t;
     float scale;
     int heads, seq_q, seq_kv, tq, tk;
-    int n_blocks;          /* N: 128-key blocks per head */
-    int items;             /* B H N */
-    int per_cta;           /* W */
-    uint32_t v_lbo, v_sbo; /* descriptor fields of an MN-major image (16-byte units) */
-    uint32_t zero;         /* 0, unknown to the compiler */
+    int n_blocks;             /* N: 128-key blocks per head */
+    int items;                /* B H N */
+    float *kv_part;           /* per CTA, the dK then dV rows [128][D] of its first segment when that segment is an
+                               * item's tail (m-blocks a .. Tq - 1: the split schedule), added by bwd_v4_kv_fixup */
+    int ustart[kMaxCtas + 1]; /* CTA g runs the units ustart[g] .. ustart[g + 1] - 1; unit = item Tq + m */
+    uint32_t v_lbo, v_sbo;    /* descriptor fields of an MN-major image (16-byte units) */
+    uint32_t zero;            /* 0, unknown to the compiler */
 };
 
 /* ---- PTX wrappers this kernel adds ---------------------------------------------------------------- */
@@ -241,6 +258,14 @@ __device__ __forceinline__ float2 lds_f32x2(uint32_t a) {
     asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];\n" : "=f"(v.x), "=f"(v.y) : "r"(a));
     return v;
 }
+__device__ __forceinline__ int lds_s32(uint32_t a) {
+    int v;
+    asm volatile("ld.shared.s32 %0, [%1];\n" : "=r"(v) : "r"(a));
+    return v;
+}
+__device__ __forceinline__ void sts_s32(uint32_t a, int v) {
+    asm volatile("st.shared.s32 [%0], %1;\n" ::"r"(a), "r"(v) : "memory");
+}
 __device__ __forceinline__ float4 lds_f32x4(uint32_t a) {
     float4 v;
     asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];\n" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "r"(a));
@@ -274,13 +299,6 @@ __device__ __forceinline__ void push_f32(float *p, float a, bool store) {
         asm volatile("red.global.add.f32 [%0], %1;\n" ::"l"(p), "f"(a) : "memory");
 }
 
-/* This CTA's first work item, read from %ctaid at each use (volatile: not held in a register over the loops). */
-__device__ __forceinline__ int first_item(int per_cta) {
-    uint32_t x;
-    asm volatile("mov.u32 %0, %%ctaid.x;\n" : "=r"(x));
-    return (int)x * per_cta;
-}
-
 /* The thread's index in its warpgroup, read from %tid at each use (volatile: recomputed where needed rather than
  * held in registers over the m-block, where the consumers have none to spare), and what derives from it. */
 __device__ __forceinline__ int ctid() {
@@ -289,6 +307,13 @@ __device__ __forceinline__ int ctid() {
     return (int)(x % kWg);
 }
 __device__ __forceinline__ int cwarp() { return ctid() / 32; }
+/* The consumer warpgroup (0, 1) from %tid, for per-thread addresses (the kernel's w, taken through a shuffle,
+ * stays in a uniform register for the descriptors; a vector copy of it held over the loops costs a register). */
+__device__ __forceinline__ int cwg() {
+    uint32_t x;
+    asm volatile("mov.u32 %0, %%tid.x;\n" : "=r"(x));
+    return (int)(x / kWg) - 1;
+}
 __device__ __forceinline__ int clane() { return ctid() % 32; }
 
 /* kDqFixed: the int64 push of one value (two's complement: red.add.u64 adds signed values too). */
@@ -345,10 +370,11 @@ __device__ __forceinline__ float pow2_ratio(float a, float b) {
 /* ---- the products ------------------------------------------------------------------------------ */
 
 /* S^T = A B^T over head_dim (64 x 64; A rows = this warpgroup's keys, B rows = the m-block's queries), both
- * K-major images: x = the corrections (A_hi B_lo, A_lo B_hi) then hi*hi of slices 0-1 in one chain; hi*hi of each
- * further pair of slices in a fresh step accumulator, added into x in fp32. */
+ * K-major images, in pieces a caller interleaves with other work: s_issue_chain puts into x the corrections
+ * (A_hi B_lo, A_lo B_hi) then hi*hi of slices 0-1 in one chain; s_issue_step hi*hi of slices s0, s0 + 1 into a
+ * fresh step accumulator; each piece one committed group. add_step: x += st once st's group is waited for. */
 template <int D>
-__device__ __forceinline__ void product_s(float (&x)[32], uint32_t ah, uint32_t al, uint32_t bh, uint32_t bl) {
+__device__ __forceinline__ void s_issue_chain(float (&x)[32], uint32_t ah, uint32_t al, uint32_t bh, uint32_t bl) {
     constexpr int kS = D / 16;
     const uint64_t dah = smem_desc_sw128(opaque(ah)), dal = smem_desc_sw128(opaque(al));
     const uint64_t dbh = smem_desc_sw128(opaque(bh)), dbl = smem_desc_sw128(opaque(bl));
@@ -362,24 +388,41 @@ __device__ __forceinline__ void product_s(float (&x)[32], uint32_t ah, uint32_t 
     for (int s = 0; s < 2; ++s)
         wgmma_m64n64k16_f16_ss(x, f16_slice_desc(dah, s, kBwdTile), f16_slice_desc(dbh, s, kBwdTile), 1);
     wgmma_commit();
+}
+
+template <int D>
+__device__ __forceinline__ void s_issue_step(float (&st)[32], uint32_t ah, uint32_t bh, int s0) {
+    const uint64_t dah = smem_desc_sw128(opaque(ah)), dbh = smem_desc_sw128(opaque(bh));
+    wgmma_fence();
+    wgmma_m64n64k16_f16_ss(st, f16_slice_desc(dah, s0, kBwdTile), f16_slice_desc(dbh, s0, kBwdTile), 0);
+    wgmma_m64n64k16_f16_ss(st, f16_slice_desc(dah, s0 + 1, kBwdTile), f16_slice_desc(dbh, s0 + 1, kBwdTile), 1);
+    wgmma_commit();
+}
+
+__device__ __forceinline__ void add_step(float (&x)[32], float (&st)[32]) {
+    fence_regs(st);
+    fence_regs(x);
+#pragma unroll
+    for (int i = 0; i < 32; ++i) x[i] += st[i];
+}
+
+/* S^T whole, each step pair waited for in turn (the kernel without kOverlap). */
+template <int D>
+__device__ __forceinline__ void product_s(float (&x)[32], uint32_t ah, uint32_t al, uint32_t bh, uint32_t bl) {
+    constexpr int kS = D / 16;
+    s_issue_chain<D>(x, ah, al, bh, bl);
     float st[32];
 #pragma unroll
     for (int s0 = 2; s0 < kS; s0 += 2) {
-        wgmma_fence();
-        wgmma_m64n64k16_f16_ss(st, f16_slice_desc(dah, s0, kBwdTile), f16_slice_desc(dbh, s0, kBwdTile), 0);
-        wgmma_m64n64k16_f16_ss(st, f16_slice_desc(dah, s0 + 1, kBwdTile), f16_slice_desc(dbh, s0 + 1, kBwdTile), 1);
-        wgmma_commit();
+        s_issue_step<D>(st, ah, bh, s0);
         wgmma_wait<0>();
-        fence_regs(st);
-        fence_regs(x);
-#pragma unroll
-        for (int i = 0; i < 32; ++i) x[i] += st[i];
+        add_step(x, st);
     }
 }
 
-/* dP^T = A B^T over head_dim in one chain: the corrections, then hi*hi. */
+/* dP^T = A B^T over head_dim in one chain (the corrections, then hi*hi), issued and committed. */
 template <int D>
-__device__ __forceinline__ void product_dp(float (&x)[32], uint32_t ah, uint32_t al, uint32_t bh, uint32_t bl) {
+__device__ __forceinline__ void dp_issue(float (&x)[32], uint32_t ah, uint32_t al, uint32_t bh, uint32_t bl) {
     constexpr int kS = D / 16;
     const uint64_t dah = smem_desc_sw128(opaque(ah)), dal = smem_desc_sw128(opaque(al));
     const uint64_t dbh = smem_desc_sw128(opaque(bh)), dbl = smem_desc_sw128(opaque(bl));
@@ -393,8 +436,6 @@ __device__ __forceinline__ void product_dp(float (&x)[32], uint32_t ah, uint32_t
     for (int s = 0; s < kS; ++s)
         wgmma_m64n64k16_f16_ss(x, f16_slice_desc(dah, s, kBwdTile), f16_slice_desc(dbh, s, kBwdTile), 1);
     wgmma_commit();
-    wgmma_wait<0>();
-    fence_regs(x);
 }
 
 /* X (an m64n64 accumulator, rows = keys) scaled per row by the power of two of its largest |X| (two quad
@@ -432,14 +473,19 @@ __device__ __forceinline__ void split_rows(const float (&x)[32], uint32_t (&xh)[
         }
 }
 
+struct NoMid {
+    __device__ __forceinline__ void operator()() const {}
+};
+
 /* acc (+)= X B' for 64 columns of head_dim at a time: X the split A fragments (K = the m-block's 64 queries),
  * B' the image pair (64 queries x D) MN-major; a fresh tile per 64 columns, then acc += tile down[r] u, u the
  * record's unscale read from shared memory at u_s after the wait (not held in a register over the products).
+ * mid() runs while the last tile's products are in flight (work that does not touch the tile or X).
  * @return a word of the result (for slot_release: it depends on u and on every value the products read). */
-template <int D, bool kSplit>
+template <int D, bool kSplit, class Mid>
 __device__ __forceinline__ uint32_t last_product(float (&acc)[D / 64][32], const uint32_t (&xh)[4][4],
                                                  const uint32_t (&xl)[4][4], uint32_t ex, uint32_t u_s, uint32_t bh,
-                                                 uint32_t bl, uint32_t lbo, uint32_t sbo) {
+                                                 uint32_t bl, uint32_t lbo, uint32_t sbo, const Mid &mid) {
     uint32_t dep = 0;
 #pragma unroll
     for (int t = 0; t < D / 64; ++t) {
@@ -457,6 +503,7 @@ __device__ __forceinline__ uint32_t last_product(float (&acc)[D / 64][32], const
         for (int ks = 0; ks < 4; ++ks)
             wgmma_m64n64k16_f16_rs<1>(tile, xh[ks], desc_at(h, ks * 2048), kSplit || ks > 0 ? 1 : 0);
         wgmma_commit();
+        if (t == D / 64 - 1) mid();
         wgmma_wait<0>();
         fence_regs(tile);
         const float u = lds_f32(u_s);
@@ -468,15 +515,175 @@ __device__ __forceinline__ uint32_t last_product(float (&acc)[D / 64][32], const
     return dep;
 }
 
+/* dQ's partial for the m-block whose dS the dS images hold, issued and committed:
+ *   D = 128: warpgroup w, 64 queries x head_dim columns 64 w .. 64 w + 63 = dS (64 x 128 keys) K[:, cols]:
+ *            m64n64k16 ss, A = dS K-major, B = K MN-major from kq (the K images' 64-column block w); dq[32] in the
+ *            accumulator layout (rows = queries);
+ *   D = 64:  dQ^T, warpgroup w: head_dim 64 x queries 32 w .. 32 w + 31: m64n32k16 ss, A = K^T (MN-major from
+ *            kbase), B = dS^T (K-major: rows 32 w .. of the dS images, from dsq); dq[16] (rows = head_dim). */
+template <int D, bool kSplit>
+__device__ __forceinline__ void dq_issue(float (&dq)[D == 128 ? 32 : 16], uint32_t kbase, uint32_t kq, uint32_t dsq,
+                                         uint32_t dsh, uint32_t dsl, uint32_t lbo, uint32_t sbo) {
+    using R = BwdRecord<D>;
+    if constexpr (D == 128) {
+        const uint64_t ah = smem_desc_sw128(opaque(dsh)), al = smem_desc_sw128(opaque(dsl));
+        const uint64_t bkd = desc_mn(kq, lbo, sbo);
+        wgmma_fence();
+        if constexpr (kSplit) {
+#pragma unroll
+            for (int ks = 0; ks < 8; ++ks)
+                wgmma_m64n64k16_f16_ss_tb(dq, f16_slice_desc(al, ks, kM),
+                                          desc_at(bkd, (ks / 4) * R::kImages + (ks % 4) * 2048), ks > 0);
+#pragma unroll
+            for (int ks = 0; ks < 8; ++ks)
+                wgmma_m64n64k16_f16_ss_tb(dq, f16_slice_desc(ah, ks, kM),
+                                          desc_at(bkd, R::kImage + (ks / 4) * R::kImages + (ks % 4) * 2048), 1);
+        }
+#pragma unroll
+        for (int ks = 0; ks < 8; ++ks)
+            wgmma_m64n64k16_f16_ss_tb(dq, f16_slice_desc(ah, ks, kM),
+                                      desc_at(bkd, (ks / 4) * R::kImages + (ks % 4) * 2048), kSplit || ks > 0 ? 1 : 0);
+    } else {
+        const uint64_t kad = desc_mn(kbase, lbo, sbo);
+        const uint64_t bh_d = smem_desc_sw128(opaque(dsq));
+        const uint64_t bl_d = smem_desc_sw128(opaque(dsq + kDsImage));
+        wgmma_fence();
+        if constexpr (kSplit) {
+#pragma unroll
+            for (int ks = 0; ks < 8; ++ks)
+                wgmma_m64n32k16_f16_ss_ta(dq, desc_at(kad, (ks / 4) * R::kImages + (ks % 4) * 2048),
+                                          f16_slice_desc(bl_d, ks, kM), ks > 0);
+#pragma unroll
+            for (int ks = 0; ks < 8; ++ks)
+                wgmma_m64n32k16_f16_ss_ta(dq, desc_at(kad, R::kImage + (ks / 4) * R::kImages + (ks % 4) * 2048),
+                                          f16_slice_desc(bh_d, ks, kM), 1);
+        }
+#pragma unroll
+        for (int ks = 0; ks < 8; ++ks)
+            wgmma_m64n32k16_f16_ss_ta(dq, desc_at(kad, (ks / 4) * R::kImages + (ks % 4) * 2048),
+                                      f16_slice_desc(bh_d, ks, kM), kSplit || ks > 0 ? 1 : 0);
+    }
+    wgmma_commit();
+}
+
+/* dQ's partial of m-block m of `item` (waited for), times 2^-s_i u_ref, pushed into the CTA's private copy of
+ * the head's dQ (slot blockIdx.x + bh: st.global where this CTA meets rows m of the head for the first time,
+ * red.global.add after) or, kDqFixed, into the head's int64 accumulator. */
+template <int D, class T>
+__device__ __forceinline__ void dq_push(const BwdV4Params &p, const float (&dq)[D == 128 ? 32 : 16], int m,
+                                        uint32_t qfac, uint32_t cst) {
+    const float u_ref = lds_f32(cst + 12);
+    const int item_o = lds_s32(cst + 16);
+    const int bh_o = (int)((uint32_t)item_o / (uint32_t)p.n_blocks);
+    /* the same rows of the head's previous item: in an earlier CTA, or none */
+    const bool store = (item_o - 1) * p.tq + m < p.ustart[blockIdx.x] || item_o - bh_o * p.n_blocks == 0;
+    float *copy = p.copies + ((int64_t)blockIdx.x + bh_o) * ((int64_t)p.tq * kM * D);
+    unsigned long long *fix = p.fixed + (int64_t)bh_o * ((int64_t)p.tq * kM * D);
+    if constexpr (D == 128) {
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            const int qr = 16 * cwarp() + (clane() / 4) + 8 * r;
+            if (T::kDqFixed) { /* not constexpr: the library's instance references the helpers too */
+                const int ex = __float_as_int(lds_f32(qfac + 4 * qr)) + pow2_exp(u_ref);
+                unsigned long long *dst = fix + (int64_t)(m * kM + qr) * D + 64 * cwg() + 2 * (clane() % 4);
+#pragma unroll
+                for (int i = 0; i < 8; ++i) {
+                    push_s64(dst + 8 * i, scale_pow2(dq[4 * i + 2 * r], ex));
+                    push_s64(dst + 8 * i + 1, scale_pow2(dq[4 * i + 2 * r + 1], ex));
+                }
+            } else {
+                const float f = lds_f32(qfac + 4 * qr) * u_ref;
+                float *dst = copy + (int64_t)(m * kM + qr) * D + 64 * cwg() + 2 * (clane() % 4);
+#pragma unroll
+                for (int i = 0; i < 8; ++i)
+                    push_f32x2(dst + 8 * i, dq[4 * i + 2 * r] * f, dq[4 * i + 2 * r + 1] * f, store);
+            }
+        }
+    } else {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            const int q0 = 32 * cwg() + 8 * i + 2 * (clane() % 4);
+            const float2 f2 = lds_f32x2(qfac + 4 * q0);
+#pragma unroll
+            for (int r = 0; r < 2; ++r) {
+                const int d = 16 * cwarp() + (clane() / 4) + 8 * r;
+                if (T::kDqFixed) {
+                    unsigned long long *dst = fix + (int64_t)(m * kM + q0) * D + d;
+                    push_s64(dst, scale_pow2(dq[4 * i + 2 * r], __float_as_int(f2.x) + pow2_exp(u_ref)));
+                    push_s64(dst + D, scale_pow2(dq[4 * i + 2 * r + 1], __float_as_int(f2.y) + pow2_exp(u_ref)));
+                } else {
+                    float *dst = copy + (int64_t)(m * kM + q0) * D + d;
+                    push_f32(dst, dq[4 * i + 2 * r] * (f2.x * u_ref), store);
+                    push_f32(dst + D, dq[4 * i + 2 * r + 1] * (f2.y * u_ref), store);
+                }
+            }
+        }
+    }
+}
+
+/* ---- the elementwise steps of the m-block ------------------------------------------------------- */
+
+/* 2. P = ex2((S u_k u_q - lse_i) log2 e) in place of S (ex2.approx); keys past seq_kv get P = 0.
+ * @return whether a lane of the warp holds a P >= 1/2 (3b). */
+__device__ __forceinline__ bool p_from_s(float (&x)[32], uint32_t qx, uint32_t cst, int seq_kv) {
+    const float uq = lds_f32(qx);
+    {
+        const float us = lds_f32(cst) * uq;
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+            const float2 l2 = lds_f32x2(qx + kBwdRowData + 4 * (8 * i + 2 * (clane() % 4)));
+#pragma unroll
+            for (int r = 0; r < 2; ++r)
+#pragma unroll
+                for (int e = 0; e < 2; ++e) {
+                    const int j = 4 * i + 2 * r + e;
+                    x[j] = exp2_approx(fmaf(x[j], us, -(e ? l2.y : l2.x)) * kLog2e);
+                }
+        }
+    }
+    const int key_w = lds_s32(cst + 28); /* this warpgroup's first key */
+    if (key_w + kWgKeys > seq_kv) {
+#pragma unroll
+        for (int r = 0; r < 2; ++r)
+            if (key_w + 16 * cwarp() + (clane() / 4) + 8 * r >= seq_kv) {
+#pragma unroll
+                for (int i = 0; i < 8; ++i) x[4 * i + 2 * r] = x[4 * i + 2 * r + 1] = 0.f;
+            }
+    }
+    float pm = 0.f;
+#pragma unroll
+    for (int j = 0; j < 32; ++j) pm = fmaxf(pm, x[j]);
+    return __any_sync(0xffffffffu, pm >= 0.5f);
+}
+
+/* 3. dS = P ((dP u_v u_do - Dl_hi) - Dl_lo) in place of dP. */
+__device__ __forceinline__ void ds_from_dp(float (&ds)[32], const float (&x)[32], uint32_t dx, uint32_t cst) {
+    const float udo = lds_f32(dx);
+    const float ud = lds_f32(cst + 4) * udo;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+        const float4 d4 = lds_f32x4(dx + kBwdRowData + 8 * (8 * i + 2 * (clane() % 4)));
+#pragma unroll
+        for (int r = 0; r < 2; ++r)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                const int j = 4 * i + 2 * r + e;
+                const float dh = e ? d4.z : d4.x, dlo = e ? d4.w : d4.y;
+                ds[j] = x[j] * (fmaf(ds[j], ud, -dh) - dlo);
+            }
+    }
+}
+
 /* ---- the kernel --------------------------------------------------------------------------------- */
 
-template <int D, bool kSplit>
+template <int D, bool kSplit, class T>
 __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p) {
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
     __trap();
 #else
     using C = V4Config<D>;
     using R = BwdRecord<D>;
+    constexpr int kQr = D == 128 ? 32 : 16; /* dQ's accumulator registers */
     extern __shared__ unsigned char smem_raw[];
     const uint32_t raw_saddr = smem_u32(smem_raw);
     const uint32_t s0 = raw_saddr + ((kSwizzleAtomBytes - (raw_saddr % kSwizzleAtomBytes)) % kSwizzleAtomBytes);
@@ -496,12 +703,14 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
     __syncthreads();
 
     if (wg == 0) {
-        /* ---- producer: per item K, V (two tiles each), per m-block Q then dO, one slot each ---- */
+        /* ---- producer: per segment K, V (two tiles each), per m-block Q then dO, one slot each ---- */
         setmaxnreg_dec<24>();
         if (threadIdx.x == 0) {
-            const int first = first_item(p.per_cta), last = min(first + p.per_cta, p.items);
-            int it = 0;
-            for (int item = first, ii = 0; item < last; ++item, ++ii) {
+            const int ue = p.ustart[blockIdx.x + 1];
+            int it = 0, seg = 0;
+            for (int u = p.ustart[blockIdx.x]; u < ue; ++seg) {
+                const int item = (int)((uint32_t)u / (uint32_t)p.tq);
+                const int m0 = u - item * p.tq, m1 = min(p.tq, m0 + (ue - u));
                 const int64_t bh = (int)((uint32_t)item / (uint32_t)p.n_blocks);
                 const int n = item - (int)bh * p.n_blocks;
                 const int t1 = min(2 * n + 1, p.tk - 1); /* a block past the last tile re-reads it (masked) */
@@ -509,7 +718,7 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
                 const unsigned char *kr1 = p.rec_k + (bh * p.tk + t1) * (int64_t)R::kBytes;
                 const unsigned char *vr0 = p.rec_v + (bh * p.tk + 2 * n) * (int64_t)R::kBytes;
                 const unsigned char *vr1 = p.rec_v + (bh * p.tk + t1) * (int64_t)R::kBytes;
-                for (int m = 0; m < p.tq; ++m, ++it) {
+                for (int m = m0; m < m1; ++m, ++it) {
                     const uint32_t par = (uint32_t)(it & 1);
                     const unsigned char *qr = p.rec_q + (bh * p.tq + m) * (int64_t)R::kBytes;
                     const unsigned char *dr = p.rec_do + (bh * p.tq + m) * (int64_t)R::kBytes;
@@ -517,8 +726,8 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
                     mbar_arrive_expect_tx(q_full, (uint32_t)(R::kImages + kBwdExtras));
                     bulk_copy_g2s(s0 + C::kQOff, qr, R::kImages, q_full);
                     bulk_copy_g2s(s0 + C::kQxOff, qr + R::kImages, kBwdExtras, q_full);
-                    if (m == 0) {
-                        mbar_wait(kv_empty, (uint32_t)(ii & 1) ^ 1u);
+                    if (m == m0) {
+                        mbar_wait(kv_empty, (uint32_t)(seg & 1) ^ 1u);
                         mbar_arrive_expect_tx(kv_full, (uint32_t)(4 * R::kImages));
                         bulk_copy_g2s(s0 + C::kKOff, kr0, R::kImages, kv_full);
                         bulk_copy_g2s(s0 + C::kKOff + R::kImages, kr1, R::kImages, kv_full);
@@ -530,6 +739,7 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
                     bulk_copy_g2s(s0 + C::kDoOff, dr, R::kImages, do_full);
                     bulk_copy_g2s(s0 + C::kDxOff, dr + R::kImages, kBwdExtras, do_full);
                 }
+                u = item * p.tq + m1;
             }
         }
         return;
@@ -537,24 +747,32 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
     setmaxnreg_inc<240>();
 
     /* ---- consumer w: keys 64 w .. 64 w + 63 of each item ---- */
-    const int w = __shfl_sync(0xffffffffu, wg, 0) - 1; /* through a shuffle: ptxas keeps it in a uniform register */
-    const uint32_t kh = s0 + C::kKOff + (uint32_t)(w * R::kImages), kl = kh + R::kImage;
-    const uint32_t vh = s0 + C::kVOff + (uint32_t)(w * R::kImages), vl = vh + R::kImage;
+    /* w through a shuffle (ptxas keeps it, and the descriptors built on it, in uniform registers), taken again at
+     * each use (the addresses below are functions of it): held over the loops, ptxas spilled a copy of it */
+    const auto W = [] { return __shfl_sync(0xffffffffu, cwg(), 0); };
+    const auto KH = [&] { return s0 + C::kKOff + (uint32_t)(W() * R::kImages); }; /* K tile w: hi, lo images */
+    const auto VH = [&] { return s0 + C::kVOff + (uint32_t)(W() * R::kImages); }; /* V tile w */
+    const auto KQ = [&] { return s0 + C::kKOff + (uint32_t)(W() * kBwdTile * kSwizzleBytes); }; /* dQ's B, D 128 */
+    const auto CST = [&] { return s0 + C::kCstOff + 32u * (uint32_t)W(); };
     const uint32_t qh = s0 + C::kQOff, ql = qh + R::kImage, doh = s0 + C::kDoOff, dol = doh + R::kImage;
     const uint32_t dsh = s0 + C::kDsOff, dsl = dsh + kDsImage;
     const uint32_t qx = s0 + C::kQxOff, dx = s0 + C::kDxOff, xch = s0 + C::kXchOff, qfac = s0 + C::kQfacOff;
-    const uint32_t cst = s0 + C::kCstOff + 16u * w;
 
-    uint32_t phase = 0; /* bit 0: the K/V barriers' parity (per item), bit 1: Q's and dO's (per m-block) */
+    uint32_t phase = 0; /* bit 0: the K/V barriers' parity (per segment), bit 1: Q's and dO's (per m-block) */
+    /* a segment: the m-blocks m0 .. m1 - 1 of one item (whole items: m0 = 0, m1 = Tq) */
+    int u = p.ustart[blockIdx.x];
 #pragma unroll 1
-    for (int item = first_item(p.per_cta); item < min(first_item(p.per_cta) + p.per_cta, p.items); ++item) {
+    while (u < p.ustart[blockIdx.x + 1]) {
+        const int item = (int)((uint32_t)u / (uint32_t)p.tq);
+        const int m0 = u - item * p.tq;
+        const int m1 = min(p.tq, m0 + (p.ustart[blockIdx.x + 1] - u));
         const int64_t bh = (int)((uint32_t)item / (uint32_t)p.n_blocks); /* 32-bit: no division call */
         const int n = item - (int)bh * p.n_blocks;
         const int t1 = min(2 * n + 1, p.tk - 1);
-        /* the tiles' scales, kept in shared memory (cst) for the m-blocks rather than in registers: u_k, u_v of
+        /* the tiles' scales, kept in shared memory (CST()) for the m-blocks rather than in registers: u_k, u_v of
          * this warpgroup's tiles, kfac = u_k / u_ref (<= 1: this tile's dS for dQ against the common K scale);
-         * written between two barriers of the warpgroup (the previous item's reads of cst are done) */
-        if (w == 0) /* constant barrier ids: ptxas then counts 5 barriers, not 16 */
+         * written between two barriers of the warpgroup (the previous segment's reads of CST() are done) */
+        if (W() == 0) /* constant barrier ids: ptxas then counts 5 barriers, not 16 */
             named_bar_sync(3, kWg);
         else
             named_bar_sync(4, kWg);
@@ -564,17 +782,21 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
             const float uk1 =
                 __ldg(reinterpret_cast<const float *>(p.rec_k + (bh * p.tk + t1) * (int64_t)R::kBytes + R::kImages));
             const float uv = __ldg(reinterpret_cast<const float *>(
-                p.rec_v + (bh * p.tk + (w ? t1 : 2 * n)) * (int64_t)R::kBytes + R::kImages));
-            const float uk = w ? uk1 : uk0, u_ref = fmaxf(uk0, uk1);
-            sts_f32(cst, uk);
-            sts_f32(cst + 4, uv);
-            sts_f32(cst + 8, pow2_ratio(uk, u_ref));
-            sts_f32(cst + 12, u_ref);
+                p.rec_v + (bh * p.tk + (W() ? t1 : 2 * n)) * (int64_t)R::kBytes + R::kImages));
+            const float uk = W() ? uk1 : uk0, u_ref = fmaxf(uk0, uk1);
+            sts_f32(CST(), uk);
+            sts_f32(CST() + 4, uv);
+            sts_f32(CST() + 8, pow2_ratio(uk, u_ref));
+            sts_f32(CST() + 12, u_ref);
         }
-        const int key_w = kCtaKeys * n + kWgKeys * w; /* this warpgroup's first key */
-        const bool partial = key_w + kWgKeys > p.seq_kv;
-        fence_acq_rel_gpu(); /* this thread's pushes of the previous item are ordered before this item's */
-        if (w == 0)          /* cst written */
+        if (ctid() == 0) { /* the segment's scalars, read from shared memory where used (not held in registers) */
+            sts_s32(CST() + 16, item);
+            sts_s32(CST() + 20, m0);
+            sts_s32(CST() + 24, m1);
+            sts_s32(CST() + 28, kCtaKeys * n + kWgKeys * W());
+        }
+        fence_acq_rel_gpu(); /* this thread's pushes of the previous segment are ordered before this one's */
+        if (W() == 0)        /* CST() written */
             named_bar_sync(3, kWg);
         else
             named_bar_sync(4, kWg);
@@ -588,82 +810,78 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
         phase ^= 1u;
 
 #pragma unroll 1
-        for (int m = 0; m < p.tq; ++m, phase ^= 2u) {
+        for (int m = m0; m < lds_s32(CST() + 24); ++m, phase ^= 2u) {
             const uint32_t par = phase >> 1;
-            /* ---- 1. S^T = K_w Q^T ---- */
-            float x[32];
-            mbar_wait(q_full, par);
-            product_s<D>(x, kh, kl, qh, ql);
-            /* ---- 2. P = ex2((S - lse) log2 e); keys past seq_kv: 0 ---- */
-            const float uq = lds_f32(qx);
-            {
-                const float us = lds_f32(cst) * uq;
+            float x[32];  /* S^T, then P */
+            float ds[32]; /* dP^T, then dS */
+            bool dominant;
+            if constexpr (!T::kOverlap) {
+                /* ---- 1. S^T = K_w Q^T ---- */
+                mbar_wait(q_full, par);
+                product_s<D>(x, KH(), KH() + R::kImage, qh, ql);
+                /* ---- 2. P = ex2((S - lse) log2 e); keys past seq_kv: 0 ---- */
+                dominant = p_from_s(x, qx, CST(), p.seq_kv);
+                /* ---- 3. dP^T = V_w dO^T ---- */
+                {
+                    /* dP's operand addresses depend on every P (dep = 0 at run time): ptxas then finishes P before
+                     * it issues dP rather than holding S's step registers and dP's at once */
+                    uint32_t dep = 0;
 #pragma unroll
-                for (int i = 0; i < 8; ++i) {
-                    const float2 l2 = lds_f32x2(qx + kBwdRowData + 4 * (8 * i + 2 * (clane() % 4)));
-#pragma unroll
-                    for (int r = 0; r < 2; ++r)
-#pragma unroll
-                        for (int e = 0; e < 2; ++e) {
-                            const int j = 4 * i + 2 * r + e;
-                            x[j] = exp2_approx(fmaf(x[j], us, -(e ? l2.y : l2.x)) * kLog2e);
-                        }
+                    for (int j = 0; j < 32; ++j) dep |= __float_as_uint(x[j]);
+                    dep &= p.zero;
+                    mbar_wait(do_full, par);
+                    dp_issue<D>(ds, VH() + dep, VH() + R::kImage + dep, doh + dep, dol + dep);
+                    wgmma_wait<0>();
+                    fence_regs(ds);
                 }
-            }
-            if (partial) {
+            } else {
+                /* ---- 1. S^T = K_w Q^T; kDeferDq: dQ of m-block m - 1 ahead of it (issued before Q is waited for),
+                 * its pushes under S^T's chain. Issued on every m-block (a segment's first computes a product of
+                 * whatever the dS images hold, not pushed): a conditional issue makes ptxas serialize every
+                 * wgmma of the kernel (C7514) ---- */
+                float dq[kQr];
+                if constexpr (T::kDeferDq)
+                    dq_issue<D, kSplit>(dq, s0 + C::kKOff, KQ(), dsh + (uint32_t)(32 * W() * kSwizzleBytes), dsh, dsl,
+                                        p.v_lbo, p.v_sbo);
+                mbar_wait(q_full, par);
+                s_issue_chain<D>(x, KH(), KH() + R::kImage, qh, ql);
+                if constexpr (T::kDeferDq) {
+                    wgmma_wait<1>(); /* dQ of m - 1 */
+                    fence_regs(dq);
+                    if (m > lds_s32(CST() + 20)) dq_push<D, T>(p, dq, m - 1, qfac, CST());
+                }
+                {
+                    float st[32];
 #pragma unroll
-                for (int r = 0; r < 2; ++r)
-                    if (key_w + 16 * cwarp() + (clane() / 4) + 8 * r >= p.seq_kv) {
-#pragma unroll
-                        for (int i = 0; i < 8; ++i) x[4 * i + 2 * r] = x[4 * i + 2 * r + 1] = 0.f;
+                    for (int s0_ = 2; s0_ < D / 16; s0_ += 2) {
+                        s_issue_step<D>(st, KH(), qh, s0_);
+                        wgmma_wait<0>();
+                        add_step(x, st);
                     }
-            }
-            float pm = 0.f;
-#pragma unroll
-            for (int j = 0; j < 32; ++j) pm = fmaxf(pm, x[j]);
-            const bool dominant = __any_sync(0xffffffffu, pm >= 0.5f);
-
-            /* ---- 3. dP^T = V_w dO^T; dS = P ((dP - Dl_hi) - Dl_lo) ---- */
-            float ds[32];
-            {
-                /* dP's operand addresses depend on every P (dep = 0 at run time): ptxas then finishes P before it
-                 * issues dP rather than holding S's step registers and dP's at once */
-                uint32_t dep = 0;
-#pragma unroll
-                for (int j = 0; j < 32; ++j) dep |= __float_as_uint(x[j]);
-                dep &= p.zero;
-                mbar_wait(do_full, par);
-                product_dp<D>(ds, vh + dep, vl + dep, doh + dep, dol + dep);
-            }
-            const float udo = lds_f32(dx);
-            {
-                const float ud = lds_f32(cst + 4) * udo;
-#pragma unroll
-                for (int i = 0; i < 8; ++i) {
-                    const float4 d4 = lds_f32x4(dx + kBwdRowData + 8 * (8 * i + 2 * (clane() % 4)));
-#pragma unroll
-                    for (int r = 0; r < 2; ++r)
-#pragma unroll
-                        for (int e = 0; e < 2; ++e) {
-                            const int j = 4 * i + 2 * r + e;
-                            const float dh = e ? d4.z : d4.x, dlo = e ? d4.w : d4.y;
-                            ds[j] = x[j] * (fmaf(ds[j], ud, -dh) - dlo);
-                        }
                 }
+                /* ---- 3. dP^T = V_w dO^T issued, 2. P computed under it ---- */
+                mbar_wait(do_full, par);
+                dp_issue<D>(ds, VH(), VH() + R::kImage, doh, dol);
+                dominant = p_from_s(x, qx, CST(), p.seq_kv);
+                fence_regs(x); /* P done before the wait */
+                wgmma_wait<0>();
+                fence_regs(ds);
             }
+            /* dS = P ((dP - Dl_hi) - Dl_lo) */
+            ds_from_dp(ds, x, dx, CST());
             /* ---- 3b. the dominant elements (P >= 1/2): P and dS from float64 dots of the caller's inputs ---- */
             if (dominant) {
                 uint32_t flags = 0;
 #pragma unroll
                 for (int j = 0; j < 32; ++j) flags |= (x[j] >= 0.5f ? 1u : 0u) << j;
                 uint32_t pending = __ballot_sync(0xffffffffu, flags != 0);
-                const int bh_d = (int)(opaque((uint32_t)item) / (uint32_t)p.n_blocks);
+                const int bh_d = (int)((uint32_t)lds_s32(CST() + 16) / (uint32_t)p.n_blocks);
                 const int b = (int)((uint32_t)bh_d / (uint32_t)p.heads), h = bh_d - b * p.heads;
                 while (pending) {
                     const int src = __ffs(pending) - 1;
                     const uint32_t fs = __shfl_sync(0xffffffffu, flags, src);
                     const int j = __ffs(fs) - 1;
-                    const int key = key_w + 16 * cwarp() + (src >> 2) + 8 * ((j >> 1) & 1);
+                    const int key = lds_s32(CST() + 28) + 16 * cwarp() + (src >> 2) + 8 * ((j >> 1) & 1);
                     const int qcol = 8 * (j >> 2) + 2 * (src & 3) + (j & 1); /* query within the m-block */
                     const int qrow = m * kM + qcol;
                     constexpr int kPer = D / 32; /* elements of the dot per clane() */
@@ -704,7 +922,7 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
 
             /* ---- 4. each query's power of two over the CTA's 128 keys (dS kfac_w): exponent bytes ---- */
             uint32_t ew[4];
-            const float kfac = lds_f32(cst + 8);
+            const float kfac = lds_f32(CST() + 8);
 #pragma unroll
             for (int k4 = 0; k4 < 4; ++k4) {
                 uint32_t word = 0;
@@ -723,9 +941,10 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
                 ew[k4] = __vmaxu4(ew[k4], __shfl_xor_sync(0xffffffffu, ew[k4], 16));
             }
             if ((clane() / 4) == 0)
-                sts_u32x4(xch + 16 * ((w * 4 + cwarp()) * 4 + (clane() % 4)), make_uint4(ew[0], ew[1], ew[2], ew[3]));
+                sts_u32x4(xch + 16 * ((cwg() * 4 + cwarp()) * 4 + (clane() % 4)),
+                          make_uint4(ew[0], ew[1], ew[2], ew[3]));
             /* B1: the exponents of both warpgroups posted; and both have finished the previous m-block's dQ (its
-             * reads of dS and of the row factors) */
+             * reads of dS and of the row factors; kDeferDq: its pushes, above) */
             named_bar_sync(1, kConsumers * kWg);
             {
                 uint4 a = lds_u32x4(xch + 16 * (clane() % 4));
@@ -739,7 +958,7 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
             }
             /* the row factors of dQ: warp 0 of warpgroup 0 posts 2^-s of queries 8 g + 2 c + e (after the exchange
              * every lane with the same c holds every query's byte); kDqFixed: the exponent of 2^-s 2^(61 - E_q) */
-            if (w == 0 && cwarp() == 0) {
+            if (cwg() == 0 && cwarp() == 0) {
                 const int gq = clane() / 4, cq = clane() % 4;
                 const uint32_t word = gq < 2 ? ew[0] : gq < 4 ? ew[1] : gq < 6 ? ew[2] : ew[3];
 #pragma unroll
@@ -747,8 +966,8 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
                     const int be = (int)((word >> (8 * (2 * (gq & 1) + e))) & 0xFFu);
                     const int exc = max(-126, min(126, be ? 141 - be : 0));
                     const int q = 8 * gq + 2 * cq + e;
-                    if constexpr (kDqFixed) {
-                        const int bh_q = (int)(opaque((uint32_t)item) / (uint32_t)p.n_blocks);
+                    if constexpr (T::kDqFixed) {
+                        const int bh_q = (int)((uint32_t)lds_s32(CST() + 16) / (uint32_t)p.n_blocks);
                         const int eb = dq_bound_exp(lds_f32(dx), lds_f32(dx + kBwdRowData + 8 * q),
                                                     __ldg(p.head_bounds + bh_q), D == 128 ? 7 : 6);
                         sts_f32(qfac + 4 * q, __int_as_float(61 - eb - exc));
@@ -761,7 +980,7 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
             /* stmatrix: lanes 8 k .. 8 k + 7 address stored matrix k: k = 0, 1 hi (key rows 8 (k & 1)), k = 2, 3 lo */
             const uint32_t st_base =
                 ((clane() / 8) < 2 ? dsh : dsl) +
-                swizzled_offset_f16(clane() & 7, kWgKeys * w + 16 * cwarp() + 8 * ((clane() / 8) & 1), kM);
+                swizzled_offset_f16(clane() & 7, kWgKeys * cwg() + 16 * cwarp() + 8 * ((clane() / 8) & 1), kM);
 #pragma unroll
             for (int qb = 0; qb < 8; ++qb) {
                 float upc[2];
@@ -794,150 +1013,75 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
             /* The slots are released after the products that read them, on a word of the product's result: it
              * depends (through dS and P) on every value this thread loaded from the Q and dO slots (lse, Dl, the
              * unscales), so the arrival waits for those loads (slot_release). */
-            if constexpr (kDkFirst) {
+            if constexpr (T::kOverlap) {
+                /* P is split for dV while dK's last tile runs */
+                uint32_t ph[4][4], pl[4][4], pdown;
                 uint32_t dep;
                 {
                     uint32_t xh[4][4], xl[4][4];
                     uint32_t down;
                     split_rows<kSplit>(ds, xh, xl, down);
-                    dep = last_product<D, kSplit>(dka, xh, xl, down, qx, qh, ql, p.v_lbo, p.v_sbo);
+                    dep = last_product<D, kSplit>(dka, xh, xl, down, qx, qh, ql, p.v_lbo, p.v_sbo, NoMid());
                 }
+                split_rows<kSplit>(x, ph, pl, pdown);
                 slot_release(q_empty, dep, p.zero);
-                {
-                    uint32_t xh[4][4], xl[4][4];
-                    uint32_t down;
-                    split_rows<kSplit>(x, xh, xl, down);
-                    /* dV's result depends on P and dO's unscale; dO's Dl went into dS, which dK consumed above */
-                    dep = last_product<D, kSplit>(dva, xh, xl, down, dx, doh, dol, p.v_lbo, p.v_sbo);
-                }
+                /* dV's result depends on P and dO's unscale; dO's Dl went into dS, which dK consumed above */
+                dep = last_product<D, kSplit>(dva, ph, pl, pdown, dx, doh, dol, p.v_lbo, p.v_sbo, NoMid());
                 slot_release(do_empty, dep, p.zero);
             } else {
                 uint32_t dep;
                 {
                     uint32_t xh[4][4], xl[4][4];
                     uint32_t down;
-                    split_rows<kSplit>(x, xh, xl, down);
-                    dep = last_product<D, kSplit>(dva, xh, xl, down, dx, doh, dol, p.v_lbo, p.v_sbo);
+                    split_rows<kSplit>(ds, xh, xl, down);
+                    dep = last_product<D, kSplit>(dka, xh, xl, down, qx, qh, ql, p.v_lbo, p.v_sbo, NoMid());
                 }
+                slot_release(q_empty, dep, p.zero);
                 {
                     uint32_t xh[4][4], xl[4][4];
                     uint32_t down;
-                    split_rows<kSplit>(ds, xh, xl, down);
-                    dep |= last_product<D, kSplit>(dka, xh, xl, down, qx, qh, ql, p.v_lbo, p.v_sbo);
+                    split_rows<kSplit>(x, xh, xl, down);
+                    dep = last_product<D, kSplit>(dva, xh, xl, down, dx, doh, dol, p.v_lbo, p.v_sbo, NoMid());
                 }
                 slot_release(do_empty, dep, p.zero);
-                slot_release(q_empty, dep, p.zero);
             }
 
-            /* ---- 8. dQ partial = dS K over the CTA's 128 keys, pushed into the CTA's copy ---- */
+            /* ---- 8. dQ partial = dS K over the CTA's 128 keys, pushed into the CTA's copy (kDeferDq: issued in
+             * the next m-block, or after the segment's last) ---- */
             named_bar_sync(2, kConsumers * kWg); /* B2: both halves of dS stored */
-            const float u_ref = lds_f32(cst + 12);
-            /* the CTA's copy of this head's dQ: slot g + bh; the first item of the head in this CTA stores */
-            const int item_o = (int)opaque((uint32_t)item); /* recomputed here, not held over the m-block */
-            const int bh_o = (int)((uint32_t)item_o / (uint32_t)p.n_blocks);
-            const bool store = item_o == first_item(p.per_cta) || item_o - bh_o * p.n_blocks == 0;
-            float *copy = p.copies + ((int64_t)blockIdx.x + bh_o) * ((int64_t)p.tq * kM * D);
-            unsigned long long *fix = p.fixed + (int64_t)bh_o * ((int64_t)p.tq * kM * D);
-            if constexpr (D == 128) {
-                /* warpgroup w: 64 queries x head_dim columns 64 w .. 64 w + 63; A = dS K-major, B = K MN-major */
-                float dq[32];
-                const uint64_t ah = smem_desc_sw128(opaque(dsh)), al = smem_desc_sw128(opaque(dsl));
-                const uint64_t bkd =
-                    desc_mn((s0 + C::kKOff) + (uint32_t)(w * kBwdTile * kSwizzleBytes), p.v_lbo, p.v_sbo);
-                wgmma_fence();
-                if constexpr (kSplit) {
-#pragma unroll
-                    for (int ks = 0; ks < 8; ++ks)
-                        wgmma_m64n64k16_f16_ss_tb(dq, f16_slice_desc(al, ks, kM),
-                                                  desc_at(bkd, (ks / 4) * R::kImages + (ks % 4) * 2048), ks > 0);
-#pragma unroll
-                    for (int ks = 0; ks < 8; ++ks)
-                        wgmma_m64n64k16_f16_ss_tb(dq, f16_slice_desc(ah, ks, kM),
-                                                  desc_at(bkd, R::kImage + (ks / 4) * R::kImages + (ks % 4) * 2048), 1);
-                }
-#pragma unroll
-                for (int ks = 0; ks < 8; ++ks)
-                    wgmma_m64n64k16_f16_ss_tb(dq, f16_slice_desc(ah, ks, kM),
-                                              desc_at(bkd, (ks / 4) * R::kImages + (ks % 4) * 2048),
-                                              kSplit || ks > 0 ? 1 : 0);
-                wgmma_commit();
+            if constexpr (!T::kDeferDq) {
+                float dq[kQr];
+                dq_issue<D, kSplit>(dq, s0 + C::kKOff, KQ(), dsh + (uint32_t)(32 * W() * kSwizzleBytes), dsh, dsl,
+                                    p.v_lbo, p.v_sbo);
                 wgmma_wait<0>();
                 fence_regs(dq);
-#pragma unroll
-                for (int r = 0; r < 2; ++r) {
-                    const int qr = 16 * cwarp() + (clane() / 4) + 8 * r;
-                    if constexpr (kDqFixed) {
-                        const int ex = __float_as_int(lds_f32(qfac + 4 * qr)) + pow2_exp(u_ref);
-                        unsigned long long *dst = fix + (int64_t)(m * kM + qr) * D + 64 * w + 2 * (clane() % 4);
-#pragma unroll
-                        for (int i = 0; i < 8; ++i) {
-                            push_s64(dst + 8 * i, scale_pow2(dq[4 * i + 2 * r], ex));
-                            push_s64(dst + 8 * i + 1, scale_pow2(dq[4 * i + 2 * r + 1], ex));
-                        }
-                    } else {
-                        const float f = lds_f32(qfac + 4 * qr) * u_ref;
-                        float *dst = copy + (int64_t)(m * kM + qr) * D + 64 * w + 2 * (clane() % 4);
-#pragma unroll
-                        for (int i = 0; i < 8; ++i)
-                            push_f32x2(dst + 8 * i, dq[4 * i + 2 * r] * f, dq[4 * i + 2 * r + 1] * f, store);
-                    }
-                }
-            } else {
-                /* D = 64: dQ^T, warpgroup w: head_dim 64 x queries 32 w .. 32 w + 31; A = K^T (MN-major), B = dS^T
-                 * (K-major: rows 32 w .. of the dS image) */
-                float dq[16];
-                const uint64_t kad = desc_mn((s0 + C::kKOff), p.v_lbo, p.v_sbo);
-                const uint64_t bh_d = smem_desc_sw128(opaque(dsh) + (uint32_t)(32 * w * kSwizzleBytes));
-                const uint64_t bl_d = smem_desc_sw128(opaque(dsl) + (uint32_t)(32 * w * kSwizzleBytes));
-                wgmma_fence();
-                if constexpr (kSplit) {
-#pragma unroll
-                    for (int ks = 0; ks < 8; ++ks)
-                        wgmma_m64n32k16_f16_ss_ta(dq, desc_at(kad, (ks / 4) * R::kImages + (ks % 4) * 2048),
-                                                  f16_slice_desc(bl_d, ks, kM), ks > 0);
-#pragma unroll
-                    for (int ks = 0; ks < 8; ++ks)
-                        wgmma_m64n32k16_f16_ss_ta(dq, desc_at(kad, R::kImage + (ks / 4) * R::kImages + (ks % 4) * 2048),
-                                                  f16_slice_desc(bh_d, ks, kM), 1);
-                }
-#pragma unroll
-                for (int ks = 0; ks < 8; ++ks)
-                    wgmma_m64n32k16_f16_ss_ta(dq, desc_at(kad, (ks / 4) * R::kImages + (ks % 4) * 2048),
-                                              f16_slice_desc(bh_d, ks, kM), kSplit || ks > 0 ? 1 : 0);
-                wgmma_commit();
-                wgmma_wait<0>();
-                fence_regs(dq);
-#pragma unroll
-                for (int i = 0; i < 4; ++i) {
-                    const int q0 = 32 * w + 8 * i + 2 * (clane() % 4);
-                    const float2 f2 = lds_f32x2(qfac + 4 * q0);
-#pragma unroll
-                    for (int r = 0; r < 2; ++r) {
-                        const int d = 16 * cwarp() + (clane() / 4) + 8 * r;
-                        if constexpr (kDqFixed) {
-                            unsigned long long *dst = fix + (int64_t)(m * kM + q0) * D + d;
-                            push_s64(dst, scale_pow2(dq[4 * i + 2 * r], __float_as_int(f2.x) + pow2_exp(u_ref)));
-                            push_s64(dst + D,
-                                     scale_pow2(dq[4 * i + 2 * r + 1], __float_as_int(f2.y) + pow2_exp(u_ref)));
-                        } else {
-                            float *dst = copy + (int64_t)(m * kM + q0) * D + d;
-                            push_f32(dst, dq[4 * i + 2 * r] * (f2.x * u_ref), store);
-                            push_f32(dst + D, dq[4 * i + 2 * r + 1] * (f2.y * u_ref), store);
-                        }
-                    }
-                }
+                dq_push<D, T>(p, dq, m, qfac, CST());
             }
         }
+        if constexpr (T::kDeferDq) { /* the segment's last dQ (B2 passed at the end of its m-block) */
+            float dq[kQr];
+            dq_issue<D, kSplit>(dq, s0 + C::kKOff, KQ(), dsh + (uint32_t)(32 * W() * kSwizzleBytes), dsh, dsl, p.v_lbo,
+                                p.v_sbo);
+            wgmma_wait<0>();
+            fence_regs(dq);
+            dq_push<D, T>(p, dq, lds_s32(CST() + 24) - 1, qfac, CST());
+        }
 
-        /* ---- the item's dK, dV rows ---- */
+        /* ---- the segment's dK, dV rows: into dk, dv, or (an item's tail) into the CTA's slot ---- */
         mbar_arrive(kv_empty); /* every wgmma reading K and V has completed (waited above) */
-        const int b = (int)((uint32_t)bh / (uint32_t)p.heads), h = (int)bh - b * p.heads;
+        const int item_e = lds_s32(CST() + 16);
+        const int bh_e = (int)((uint32_t)item_e / (uint32_t)p.n_blocks), n_e = item_e - bh_e * p.n_blocks;
+        const int b = (int)((uint32_t)bh_e / (uint32_t)p.heads), h = bh_e - b * p.heads;
+        const bool to_slot = lds_s32(CST() + 20) > 0;
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
-            const int key = key_w + 16 * cwarp() + (clane() / 4) + 8 * r;
+            const int kr = kWgKeys * cwg() + 16 * cwarp() + (clane() / 4) + 8 * r; /* key row within the item */
+            const int key = kCtaKeys * n_e + kr;
             if (key >= p.seq_kv) continue;
-            float *dkr = p.dk + b * p.dk_b + h * p.dk_h + (int64_t)key * p.dk_t;
-            float *dvr = p.dv + b * p.dv_b + h * p.dv_h + (int64_t)key * p.dv_t;
+            float *dkr = to_slot ? p.kv_part + ((int64_t)blockIdx.x * 2 * kCtaKeys + kr) * D
+                                 : p.dk + b * p.dk_b + h * p.dk_h + (int64_t)key * p.dk_t;
+            float *dvr = to_slot ? p.kv_part + ((int64_t)blockIdx.x * 2 * kCtaKeys + kCtaKeys + kr) * D
+                                 : p.dv + b * p.dv_b + h * p.dv_h + (int64_t)key * p.dv_t;
 #pragma unroll
             for (int t = 0; t < C::kHalves; ++t)
 #pragma unroll
@@ -949,31 +1093,72 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
                         make_float2(dva[t][4 * i + 2 * r], dva[t][4 * i + 2 * r + 1]);
                 }
         }
+        u = item_e * p.tq + lds_s32(CST() + 24);
     }
 #endif
 }
 
-/* dq = c * (the head's private copies summed in ascending CTA order): one float4 of one row per thread. */
+/* The split schedule: dk, dv of an item cut between CTAs g - 1 and g += CTA g's slot (its m-blocks a .. Tq - 1; CTA g -
+ * 1 stored those of m-blocks 0 .. a - 1): one block per CTA g >= 1 whose units start inside an item, one float4 of one
+ * row per thread. One addition per element: deterministic. */
+template <int D>
+__global__ void __launch_bounds__(256) bwd_v4_kv_fixup(const BwdV4Params p) {
+    const int g = blockIdx.x + 1;
+    const int u0 = p.ustart[g];
+    if (u0 % p.tq == 0 || u0 >= p.ustart[g + 1]) return;
+    const int item = u0 / p.tq;
+    const int bh = item / p.n_blocks, n = item - bh * p.n_blocks;
+    const int b = bh / p.heads, h = bh - b * p.heads;
+    const float *part = p.kv_part + (int64_t)g * 2 * kCtaKeys * D;
+    for (int idx = threadIdx.x; idx < 2 * kCtaKeys * (D / 4); idx += blockDim.x) {
+        const int row = idx / (D / 4), c4 = idx % (D / 4);
+        const int kr = row % kCtaKeys, key = kCtaKeys * n + kr;
+        if (key >= p.seq_kv) continue;
+        float *dst = row < kCtaKeys ? p.dk + b * p.dk_b + h * p.dk_h + (int64_t)key * p.dk_t
+                                    : p.dv + b * p.dv_b + h * p.dv_h + (int64_t)key * p.dv_t;
+        float4 a = *reinterpret_cast<float4 *>(dst + 4 * c4);
+        const float4 c = __ldg(reinterpret_cast<const float4 *>(part + (int64_t)row * D) + c4);
+        a.x += c.x, a.y += c.y, a.z += c.z, a.w += c.w;
+        *reinterpret_cast<float4 *>(dst + 4 * c4) = a;
+    }
+}
+
+/* dq = c * (the head's private copies summed in ascending CTA order), each copy's rows counted only where its
+ * CTA met them (a CTA whose units cover less than one item of the head, split schedule, leaves the others unwritten):
+ * one float4 of one row per thread. */
 template <int D>
 __global__ void __launch_bounds__(256)
-    bwd_v4_dq_reduce(const float *copies, float *dq, int64_t dq_b, int64_t dq_h, int64_t dq_t, int heads, int seq_q,
-                     int rows_pad, int n_blocks, int per_cta, float scale) {
+    bwd_v4_dq_reduce(const BwdV4Params p, float *dq, int64_t dq_b, int64_t dq_h, int64_t dq_t, int ctas) {
     const int bh = blockIdx.y;
     const int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t row = idx / (D / 4);
+    const int row = (int)(idx / (D / 4));
     const int c4 = (int)(idx % (D / 4));
-    if (row >= seq_q) return;
-    const int g_lo = (int)((int64_t)bh * n_blocks / per_cta);
-    const int g_hi = (int)(((int64_t)bh * n_blocks + n_blocks - 1) / per_cta);
+    if (row >= p.seq_q) return;
+    const int mb = row / kBwdTile;
+    const int h0 = bh * p.n_blocks * p.tq, h1 = h0 + p.n_blocks * p.tq; /* the head's units */
+    /* the first CTA with units of the head: the last g with ustart[g] <= h0 */
+    int lo = 0, hi = ctas - 1;
+    while (lo < hi) {
+        const int mid = (lo + hi + 1) / 2;
+        if (p.ustart[mid] <= h0)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
     float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-    for (int gg = g_lo; gg <= g_hi; ++gg) {
+    for (int gg = lo; gg < ctas && p.ustart[gg] < h1; ++gg) {
+        const int a = max(p.ustart[gg], h0), e = min(p.ustart[gg + 1], h1);
+        if (e <= a) continue;
+        const int first_m = a % p.tq; /* units a .. e - 1 meet m-blocks first_m, first_m + 1, ... (mod Tq) */
+        if (e - a < p.tq && (mb - first_m + p.tq) % p.tq >= e - a) continue;
         const float4 v =
-            __ldg(reinterpret_cast<const float4 *>(copies + ((int64_t)(gg + bh) * rows_pad + row) * D) + c4);
+            __ldg(reinterpret_cast<const float4 *>(p.copies + ((int64_t)(gg + bh) * p.tq * kBwdTile + row) * D) + c4);
         acc.x += v.x, acc.y += v.y, acc.z += v.z, acc.w += v.w;
     }
-    const int b = bh / heads, h = bh % heads;
+    const int b = bh / p.heads, h = bh % p.heads;
     float *dst = dq + b * dq_b + h * dq_h + (int64_t)row * dq_t + 4 * c4;
-    *reinterpret_cast<float4 *>(dst) = make_float4(acc.x * scale, acc.y * scale, acc.z * scale, acc.w * scale);
+    const float c = p.scale;
+    *reinterpret_cast<float4 *>(dst) = make_float4(acc.x * c, acc.y * c, acc.z * c, acc.w * c);
 }
 
 /* kDqFixed: dq = c * acc 2^(E_i - 61), E_i as the kernel computed it (dq_bound_exp from the same words): one
@@ -1024,26 +1209,47 @@ __global__ void __launch_bounds__(32)
     if (threadIdx.x == 0) head_bounds[bh] = make_int2(15 + lv, 15 + lk);
 }
 
-struct V4Grid {
-    int items, per_cta, ctas, n_blocks;
-};
-
-inline V4Grid v4_grid(int64_t bh, int64_t seq_kv, int sms) {
-    V4Grid gr;
-    gr.n_blocks = (int)((seq_kv + kCtaKeys - 1) / kCtaKeys);
-    gr.items = (int)(bh * gr.n_blocks);
+/* The persistent grid: G = min(132, SMs, items) CTAs (at most 132: the workspace's copies), and the units
+ * (item Tq + m) each runs, in ascending order. split: floor(g U / G) .. floor((g + 1) U / G) - 1 (U = items Tq; each
+ * CTA's share is at least Tq units, so an item is cut at most once); else whole items, ceil(items / G) per CTA,
+ * in step over the m-blocks (the CTAs of a head read the same Q and dO records at about the same time: shared
+ * through L2). @return the number of CTAs launched. */
+inline int v4_schedule(BwdV4Params &p, int sms, bool split) {
     int g = sms < kMaxCtas ? sms : kMaxCtas;
-    if (g > gr.items) g = gr.items;
+    if (g > p.items) g = p.items;
     if (g < 1) g = 1;
-    gr.per_cta = (gr.items + g - 1) / g;
-    gr.ctas = (gr.items + gr.per_cta - 1) / gr.per_cta;
-    return gr;
+    const int64_t units = (int64_t)p.items * p.tq;
+    if (split) {
+        for (int i = 0; i <= g; ++i) p.ustart[i] = (int)((int64_t)i * units / g);
+        for (int i = g + 1; i <= kMaxCtas; ++i) p.ustart[i] = (int)units;
+        return g;
+    }
+    const int per = (p.items + g - 1) / g, ctas = (p.items + per - 1) / per;
+    for (int i = 0; i <= kMaxCtas; ++i) p.ustart[i] = (int)((int64_t)(i < ctas ? i * per : p.items) * p.tq);
+    return ctas;
 }
 
-/* Byte offsets in the workspace: the records (v2's layout), then the copies (256-byte aligned). */
+/* The library's schedule: split when whole items leave at least 1/8 of the longest CTA's time to spare (its
+ * ceil(items / G) Tq units against U / G), or 1/50 when the call's Q and dO records fit a third of the L2 (the
+ * CTAs of a head, out of step after a split, then still find them there): (1,24,1536,128) splits (72 -> 53
+ * units per CTA, records 38 MB of the H100's 50); (1,24,4608 / 16384,128) keeps whole items (504 vs 472, 6144 vs
+ * 5958 units; records 114 / 405 MB). */
+inline bool v4_split_pays(int64_t bh, int64_t n_blocks, int64_t tq, int64_t rec_bytes, int sms, int64_t l2_bytes) {
+    const int64_t items = bh * n_blocks;
+    int64_t g = sms < kMaxCtas ? sms : kMaxCtas;
+    if (g > items) g = items;
+    if (g < 2) return false;
+    const double whole = (double)((items + g - 1) / g * tq), split = (double)(items * tq) / (double)g;
+    if (whole >= 1.125 * split) return true;
+    return 3.0 * (double)(2 * bh * tq * rec_bytes) <= (double)l2_bytes && whole >= 1.02 * split;
+}
+
+/* The workspace: the records (v2's layout), the dQ region and the split schedule's dK, dV slots, each part
+ * 256-byte aligned. */
+inline int64_t v4_align(int64_t x) { return (x + 255) / 256 * 256; }
+
 inline int64_t v4_copies_offset(int64_t bh, int64_t seq_q, int64_t seq_kv, int64_t head_dim) {
-    const int64_t rec = bwd_record_layout(bh, seq_q, seq_kv, head_dim).bytes;
-    return (rec + 255) / 256 * 256;
+    return v4_align(bwd_record_layout(bh, seq_q, seq_kv, head_dim).bytes);
 }
 
 inline int64_t v4_copy_floats(int64_t seq_q, int64_t head_dim) {
@@ -1052,14 +1258,27 @@ inline int64_t v4_copy_floats(int64_t seq_q, int64_t head_dim) {
 
 /* The dQ region after the records: kDqFixed, the int64 accumulators [B*H][Tq 64][D] then the heads' bounds
  * (int2 each); else (132 + B H - 1) fp32 copies [Tq 64][D]. */
-inline int64_t v4_dq_bytes(int64_t bh, int64_t seq_q, int64_t head_dim) {
-    if (kDqFixed) return bh * v4_copy_floats(seq_q, head_dim) * 8 + bh * 8;
+template <class T>
+int64_t v4_dq_bytes(int64_t bh, int64_t seq_q, int64_t head_dim) {
+    if (T::kDqFixed) return bh * v4_copy_floats(seq_q, head_dim) * 8 + bh * 8;
     return (kMaxCtas + bh - 1) * v4_copy_floats(seq_q, head_dim) * (int64_t)sizeof(float);
 }
 
-template <int D, bool kSplit>
+/* The split schedule's slots: one per CTA (at most min(132, items)), dK then dV rows of 128 keys. */
+inline int64_t v4_part_bytes(int64_t bh, int64_t seq_kv, int64_t head_dim) {
+    const int64_t items = bh * ((seq_kv + kCtaKeys - 1) / kCtaKeys);
+    return (items < kMaxCtas ? items : kMaxCtas) * 2 * kCtaKeys * head_dim * (int64_t)sizeof(float);
+}
+
+template <class T>
+int64_t v4_workspace(int64_t bh, int64_t seq_q, int64_t seq_kv, int64_t head_dim) {
+    return v4_copies_offset(bh, seq_q, seq_kv, head_dim) + v4_align(v4_dq_bytes<T>(bh, seq_q, head_dim)) +
+           v4_part_bytes(bh, seq_kv, head_dim);
+}
+
+template <int D, bool kSplit, class T>
 cudaError_t v4_launch(const BwdV4Params &p, int ctas, cudaStream_t stream) {
-    auto kernel = bwd_v4_kernel<D, kSplit>;
+    auto kernel = bwd_v4_kernel<D, kSplit, T>;
     const int smem = V4Config<D>::kSmemBytes;
     cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (err != cudaSuccess) return err;
@@ -1072,44 +1291,37 @@ bool strides4(const jattn_cuda_strides &s) {
     return s.batch >= 0 && s.head >= 0 && s.token >= 0 && s.batch % 4 == 0 && s.head % 4 == 0 && s.token % 4 == 0;
 }
 
-} /* namespace */
-
-extern "C" cudaError_t bwd_v2_split_launch(const jattn_cuda_args *a, void *records, cudaStream_t stream);
-
-extern "C" size_t jattn_cuda_bwd_v4_workspace_bytes(int64_t batch, int64_t heads, int64_t seq_q, int64_t seq_kv,
-                                                    int64_t head_dim) {
-    const int64_t bh = batch * heads;
-    const size_t v4 = (size_t)(v4_copies_offset(bh, seq_q, seq_kv, head_dim) + v4_dq_bytes(bh, seq_q, head_dim));
-    const size_t v3 = jattn_cuda_bwd_v3_workspace_bytes(batch, heads, seq_q, seq_kv, head_dim);
-    return v4 > v3 ? v4 : v3; /* a call v4 does not take runs v3 in the same workspace */
-}
-
-extern "C" int jattn_cuda_bwd_v4_call_refused(const jattn_cuda_args *a) {
+/* Whether v4 takes the call (else v3 runs it). */
+inline bool v4_refuses(const jattn_cuda_args *a) {
     const jattn_cuda_args *f = a; /* the forward's fields */
-    if (f->kv_count || f->kv_index || (f->head_dim != 64 && f->head_dim != 128) || f->seq_kv < 2) return 1;
-    if (f->batch * f->heads > 65535 || f->heads > 65535 || f->batch > 65535) return 1;
-    if (f->seq_q > INT32_MAX - 2 * kCtaKeys || f->seq_kv > INT32_MAX - 2 * kCtaKeys) return 1;
-    if (f->batch * f->heads * ((f->seq_kv + kCtaKeys - 1) / kCtaKeys) > INT32_MAX) return 1; /* work items: int */
+    if (f->kv_count || f->kv_index || (f->head_dim != 64 && f->head_dim != 128) || f->seq_kv < 2) return true;
+    if (f->batch * f->heads > 65535 || f->heads > 65535 || f->batch > 65535) return true;
+    if (f->seq_q > INT32_MAX - 2 * kCtaKeys || f->seq_kv > INT32_MAX - 2 * kCtaKeys) return true;
+    const int64_t items = f->batch * f->heads * ((f->seq_kv + kCtaKeys - 1) / kCtaKeys);
+    if (items * ((f->seq_q + kBwdTile - 1) / kBwdTile) > INT32_MAX) return true; /* units (item, m-block): int */
     const void *ptrs[8] = {f->q, f->k, f->v, f->out, a->dout, a->dq, a->dk, a->dv};
     for (int i = 0; i < 8; ++i)
-        if (!aligned16(ptrs[i])) return 1;
+        if (!aligned16(ptrs[i])) return true;
     const jattn_cuda_strides *s[8] = {&f->q_strides,    &f->k_strides,  &f->v_strides,  &f->out_strides,
                                       &a->dout_strides, &a->dq_strides, &a->dk_strides, &a->dv_strides};
     for (int i = 0; i < 8; ++i)
-        if (!strides4(*s[i])) return 1;
-    return 0;
+        if (!strides4(*s[i])) return true;
+    return false;
 }
 
-/* The backward v4 on `stream`: the records (v2's pre-pass), the fused kernel, the dQ reduction. */
-extern "C" int jattn_cuda_launch_bwd_v4(const jattn_cuda_args *a, void *workspace, void *stream_ptr) {
+/* The backward v4 with the choices T on `stream`: the records (v2's pre-pass), the fused kernel, the dQ
+ * reduction, the cut items' dK, dV. `workspace`: v4_workspace<T>() bytes at least. split: 1 the split schedule,
+ * 0 whole items, -1 the library's choice (v4_split_pays). */
+template <class T>
+int v4_run(const jattn_cuda_args *a, void *workspace, void *stream_ptr, int split = -1) {
     cudaStream_t stream = (cudaStream_t)stream_ptr;
-    if (jattn_cuda_bwd_v4_call_refused(a) || !workspace || !aligned16(workspace) || !a->lse)
-        return (int)cudaErrorInvalidValue;
+    if (v4_refuses(a) || !workspace || !aligned16(workspace) || !a->lse) return (int)cudaErrorInvalidValue;
     int dev = 0;
     cudaError_t err = sm90_current_device(&dev);
     if (err != cudaSuccess) return (int)err;
-    int sms = 0;
+    int sms = 0, l2 = 0;
     err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev);
     if (err != cudaSuccess) return (int)err;
     err = bwd_v2_split_launch(a, workspace, stream);
     if (err != cudaSuccess) return (int)err;
@@ -1118,13 +1330,13 @@ extern "C" int jattn_cuda_launch_bwd_v4(const jattn_cuda_args *a, void *workspac
     const int64_t bh = f->batch * f->heads;
     const BwdRecordLayout L = bwd_record_layout(bh, f->seq_q, f->seq_kv, f->head_dim);
     unsigned char *ws = static_cast<unsigned char *>(workspace);
-    const V4Grid gr = v4_grid(bh, f->seq_kv, sms);
     BwdV4Params p;
     p.rec_q = ws + L.q, p.rec_do = ws + L.dout, p.rec_k = ws + L.k, p.rec_v = ws + L.v;
     unsigned char *dq_region = ws + v4_copies_offset(bh, f->seq_q, f->seq_kv, f->head_dim);
     p.copies = reinterpret_cast<float *>(dq_region);
     p.fixed = reinterpret_cast<unsigned long long *>(dq_region);
     p.head_bounds = reinterpret_cast<const int2 *>(dq_region + bh * v4_copy_floats(f->seq_q, f->head_dim) * 8);
+    p.kv_part = reinterpret_cast<float *>(dq_region + v4_align(v4_dq_bytes<T>(bh, f->seq_q, f->head_dim)));
     p.dk = a->dk, p.dv = a->dv;
     p.dk_b = a->dk_strides.batch, p.dk_h = a->dk_strides.head, p.dk_t = a->dk_strides.token;
     p.dv_b = a->dv_strides.batch, p.dv_h = a->dv_strides.head, p.dv_t = a->dv_strides.token;
@@ -1139,16 +1351,17 @@ extern "C" int jattn_cuda_launch_bwd_v4(const jattn_cuda_args *a, void *workspac
     p.seq_kv = (int)f->seq_kv;
     p.tq = (int)((f->seq_q + kBwdTile - 1) / kBwdTile);
     p.tk = (int)((f->seq_kv + kBwdTile - 1) / kBwdTile);
-    p.n_blocks = gr.n_blocks;
-    p.items = gr.items;
-    p.per_cta = gr.per_cta;
+    p.n_blocks = (int)((f->seq_kv + kCtaKeys - 1) / kCtaKeys);
+    p.items = (int)(bh * p.n_blocks);
+    if (split < 0) split = v4_split_pays(bh, p.n_blocks, p.tq, 2 * kBwdTile * f->head_dim * 2 + kBwdExtras, sms, l2);
+    const int ctas = v4_schedule(p, sms, split != 0);
     /* MN-major, 128B swizzle: LBO = bytes between 64-column blocks (one 8 KB block of a 64-row image), SBO = bytes
      * between 8-row groups (1024) */
     p.v_lbo = (uint32_t)(kBwdTile * kSwizzleBytes) >> 4;
     p.v_sbo = (uint32_t)kSwizzleAtomBytes >> 4;
     p.zero = 0;
     const bool f32 = f->precision == JATTN_PRECISION_F32;
-    if (kDqFixed) { /* the accumulators zeroed, the heads' bounds */
+    if (T::kDqFixed) { /* the accumulators zeroed, the heads' bounds */
         int2 *hb = const_cast<int2 *>(p.head_bounds);
         err = cudaMemsetAsync(p.fixed, 0, (size_t)(bh * v4_copy_floats(f->seq_q, f->head_dim) * 8), stream);
         if (err != cudaSuccess) return (int)err;
@@ -1158,14 +1371,20 @@ extern "C" int jattn_cuda_launch_bwd_v4(const jattn_cuda_args *a, void *workspac
             bwd_v4_head_bounds<64><<<(unsigned)bh, 32, 0, stream>>>(p.rec_k, p.rec_v, p.tk, hb);
     }
     if (f->head_dim == 128)
-        err = f32 ? v4_launch<128, true>(p, gr.ctas, stream) : v4_launch<128, false>(p, gr.ctas, stream);
+        err = f32 ? v4_launch<128, true, T>(p, ctas, stream) : v4_launch<128, false, T>(p, ctas, stream);
     else
-        err = f32 ? v4_launch<64, true>(p, gr.ctas, stream) : v4_launch<64, false>(p, gr.ctas, stream);
+        err = f32 ? v4_launch<64, true, T>(p, ctas, stream) : v4_launch<64, false, T>(p, ctas, stream);
     if (err != cudaSuccess) return (int)err;
+    if (split && ctas > 1) {
+        if (f->head_dim == 128)
+            bwd_v4_kv_fixup<128><<<(unsigned)(ctas - 1), 256, 0, stream>>>(p);
+        else
+            bwd_v4_kv_fixup<64><<<(unsigned)(ctas - 1), 256, 0, stream>>>(p);
+    }
     const int rows_pad = p.tq * kBwdTile;
     const int d4 = (int)f->head_dim / 4;
     const dim3 rgrid((unsigned)((f->seq_q * d4 + 255) / 256), (unsigned)bh);
-    if (kDqFixed) {
+    if (T::kDqFixed) {
         if (f->head_dim == 128)
             bwd_v4_dq_fixed<128><<<rgrid, 256, 0, stream>>>(p.fixed, p.rec_do, p.head_bounds, a->dq,
                                                             a->dq_strides.batch, a->dq_strides.head,
@@ -1177,12 +1396,26 @@ extern "C" int jattn_cuda_launch_bwd_v4(const jattn_cuda_args *a, void *workspac
         return (int)cudaGetLastError();
     }
     if (f->head_dim == 128)
-        bwd_v4_dq_reduce<128><<<rgrid, 256, 0, stream>>>(p.copies, a->dq, a->dq_strides.batch, a->dq_strides.head,
-                                                         a->dq_strides.token, p.heads, p.seq_q, rows_pad, gr.n_blocks,
-                                                         gr.per_cta, f->scale);
+        bwd_v4_dq_reduce<128>
+            <<<rgrid, 256, 0, stream>>>(p, a->dq, a->dq_strides.batch, a->dq_strides.head, a->dq_strides.token, ctas);
     else
-        bwd_v4_dq_reduce<64><<<rgrid, 256, 0, stream>>>(p.copies, a->dq, a->dq_strides.batch, a->dq_strides.head,
-                                                        a->dq_strides.token, p.heads, p.seq_q, rows_pad, gr.n_blocks,
-                                                        gr.per_cta, f->scale);
+        bwd_v4_dq_reduce<64>
+            <<<rgrid, 256, 0, stream>>>(p, a->dq, a->dq_strides.batch, a->dq_strides.head, a->dq_strides.token, ctas);
     return (int)cudaGetLastError();
+}
+
+} /* namespace */
+
+extern "C" size_t jattn_cuda_bwd_v4_workspace_bytes(int64_t batch, int64_t heads, int64_t seq_q, int64_t seq_kv,
+                                                    int64_t head_dim) {
+    const size_t v4 = (size_t)v4_workspace<V4TuneLib>(batch * heads, seq_q, seq_kv, head_dim);
+    const size_t v3 = jattn_cuda_bwd_v3_workspace_bytes(batch, heads, seq_q, seq_kv, head_dim);
+    return v4 > v3 ? v4 : v3; /* a call v4 does not take runs v3 in the same workspace */
+}
+
+extern "C" int jattn_cuda_bwd_v4_call_refused(const jattn_cuda_args *a) { return v4_refuses(a) ? 1 : 0; }
+
+/* The backward v4 on `stream`: the records (v2's pre-pass), the fused kernel, the dQ reduction. */
+extern "C" int jattn_cuda_launch_bwd_v4(const jattn_cuda_args *a, void *workspace, void *stream_ptr) {
+    return v4_run<V4TuneLib>(a, workspace, stream_ptr);
 }
