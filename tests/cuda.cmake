@@ -28,7 +28,7 @@ endif()
 if(JATTN_CUDA_ENABLED)
   target_link_libraries(test_backward PRIVATE CUDA::cudart)
   target_compile_definitions(test_backward PRIVATE JATTN_TEST_BACKWARD_CUDA=1)
-  # the same battery with the mma.sync backward v3 forced: on Hopper AUTO runs v2 where it applies
+  # the same battery with the mma.sync backward v3 forced: on Hopper AUTO runs v4 where it applies
   add_test(NAME test_backward_cuda_v3 COMMAND test_backward cuda)
   set_tests_properties(test_backward_cuda_v3 PROPERTIES SKIP_RETURN_CODE 77 ENVIRONMENT JATTN_CUDA_BWD_KERNEL=v3)
 endif()

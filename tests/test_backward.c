@@ -34,7 +34,7 @@
  *   graph       (cuda) a backward captured into a CUDA graph, replayed twice: bit-identical to a
  *               direct call (determinism on the device), and within the gate
  * A shape a backend refuses with UNSUPPORTED naming head_dim (the cuda backward takes D <= 256) is
- * reported as skipped, never as passed. JATTN_CUDA_BWD_KERNEL=v2|v3 forces a cuda backward version
+ * reported as skipped, never as passed. JATTN_CUDA_BWD_KERNEL=v3|v4 forces a cuda backward version
  * for the whole battery (ctest runs it with v3 forced too).
  *
  * usage: test_backward BACKEND [PART]   (a jattn_backend_name, or auto; PART one of the above,
@@ -800,7 +800,7 @@ static void part_floor(jt_rng *r, jt_tally *tally) {
  * models it and misses about one draw in seven of that shape), the backward v3 before issue 30's call 5.
  * So many draws, cheap ones: D 64 and 128, Sq 1, 2, 3, with and without dlse, each of four layouts, Skv
  * around the 64-key tiles: FLUX strides and rows padded by 8 elements (strides multiples of 4: the Hopper
- * backward v2 runs them on a 9.0 device), rows padded by 5 and key padding (the backward v3 there). Out and
+ * backward v4 runs them on a 9.0 device; v2 did), rows padded by 5 and key padding (the backward v3 there). Out and
  * lse from the float64 forward; each case judged as the gate part's (the gate, else within 4x the
  * float32-logit floor, else within JATTN_BWD_FLOOR_TIMES of the float32 floor; bcase_check). */
 enum { FEWQ_FLUX, FEWQ_PAD8, FEWQ_PAD5, FEWQ_KEYPAD, FEWQ_LAYOUTS };

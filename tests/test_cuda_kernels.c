@@ -2,15 +2,15 @@
  * workload bench/gpu/battery.sh runs under compute-sanitizer (memcheck, racecheck, synccheck, initcheck)
  * once per tool and kernel (issue 37), and a test of its own (ctest, AUTO's kernels).
  *
- * JATTN_CUDA_KERNEL (v1, v6, v7) forces the forward's version, JATTN_CUDA_BWD_KERNEL (v2, v3) the
+ * JATTN_CUDA_KERNEL (v1, v6, v7) forces the forward's version, JATTN_CUDA_BWD_KERNEL (v3, v4) the
  * backward's; unset, AUTO chooses. Shapes with partial tiles at head dims the kernels take (64 and 128 for
  * the sm_90a ones, others for the portable ones; a single key, a single query), each with and without key
  * lengths (the key padding pre-pass, and the backward v3's zeroing of dk and dv), f32 and (forward) tf32,
  * lse and dlse, half on a caller workspace and half on the stream-ordered pool, so that every pre-pass of
- * the forced version (v6's and v7's splits of K and V, the backward v2's and v3's records) runs. Device
+ * the forced version (v6's and v7's splits of K and V, the backward v3's and v4's records) runs. Device
  * pointers on a non-blocking stream (inputs copied on it), outputs poisoned on it, every result against
  * the reference under the gate (normal inputs). A shape the forced version refuses (UNSUPPORTED: v6 at
- * head_dim 72) or hands to another version at selection (the backward v2 to v3 at head_dim 72) is left
+ * head_dim 72) or hands to another version at selection (the backward v4 to v3 at head_dim 72) is left
  * out; a version that ran no call at all fails. Prints the kernels that ran.
  *
  * usage: test_cuda_kernels [forward|backward|all]. Exits 77 without a GPU. */
@@ -52,7 +52,7 @@ static void fetch(float *h, const float *d, int64_t n, cudaStream_t s) {
     CUDA_OK(cudaMemcpy(h, d, (size_t)n * sizeof(float), cudaMemcpyDeviceToHost));
 }
 
-/* The forced versions' kernel name prefixes ("cuda_v6", "cuda_bwd_v2"; "" under AUTO): forward, backward. */
+/* The forced versions' kernel name prefixes ("cuda_v6", "cuda_bwd_v4"; "" under AUTO): forward, backward. */
 static char forced[2][16];
 
 /* One shape: the forward (both precisions the backend takes) or the backward, with and without key lengths. */

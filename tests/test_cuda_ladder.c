@@ -34,7 +34,6 @@ size_t attention_f32_sm90_fa3_f16x2_workspace_bytes(int64_t batch, int64_t heads
 STUB_LAUNCH(jattn_cuda_launch_v1)
 STUB_LAUNCH(jattn_cuda_launch_v6)
 STUB_LAUNCH(jattn_cuda_launch_v7)
-STUB_LAUNCH(jattn_cuda_launch_bwd_v2)
 STUB_LAUNCH(jattn_cuda_launch_bwd_v3)
 STUB_LAUNCH(jattn_cuda_launch_bwd_v4)
 
@@ -44,15 +43,11 @@ size_t attention_f32_sm90_fa3_f16x2_workspace_bytes(int64_t batch, int64_t heads
 size_t jattn_cuda_v7_workspace_bytes(int64_t batch, int64_t heads, int64_t seq_kv, int64_t head_dim) {
     return (size_t)(batch + heads + seq_kv + head_dim);
 }
-size_t jattn_cuda_bwd_v2_workspace_bytes(int64_t batch, int64_t heads, int64_t seq_q, int64_t seq_kv,
+size_t jattn_cuda_bwd_v4_workspace_bytes(int64_t batch, int64_t heads, int64_t seq_q, int64_t seq_kv,
                                          int64_t head_dim) {
     return (size_t)(batch + heads + seq_q + seq_kv + head_dim);
 }
 size_t jattn_cuda_bwd_v3_workspace_bytes(int64_t batch, int64_t heads, int64_t seq_q, int64_t seq_kv,
-                                         int64_t head_dim) {
-    return (size_t)(batch + heads + seq_q + seq_kv + head_dim);
-}
-size_t jattn_cuda_bwd_v4_workspace_bytes(int64_t batch, int64_t heads, int64_t seq_q, int64_t seq_kv,
                                          int64_t head_dim) {
     return (size_t)(batch + heads + seq_q + seq_kv + head_dim);
 }
@@ -277,7 +272,8 @@ static int match_precision(const char *c, jattn_precision precision) {
 }
 
 /* "any", "seq_kv 1", "each <= 2^31 - N", "seq_kv 2 or more, each <= 2^31 - N" */
-static int match_seq(const char *c, int64_t sq, int64_t skv) {
+static int match_seq(const char *c, const call *k) {
+    const int64_t sq = k->p.seq_q, skv = k->p.seq_kv;
     if (!strcmp(c, "any")) return 1;
     if (!strcmp(c, "seq_kv 1")) return skv == 1;
     int ok = 1, read = 0;
@@ -287,6 +283,13 @@ static int match_seq(const char *c, int64_t sq, int64_t skv) {
         read = 1;
         const int64_t max = INT32_MAX + (int64_t)1 - below;
         ok &= sq <= max && skv <= max;
+    }
+    /* after either of the above: B H ceil(seq_q / 64) ceil(seq_kv / 128), the backward v4's work units */
+    if (int_after(c, "units <= 2^31 - ", &below)) {
+        if (!read) return -1;
+        const int64_t tq = (sq + 63) / 64, tk = (skv + 127) / 128, bh = k->p.batch * k->p.heads;
+        const int64_t max = INT32_MAX + (int64_t)1 - below;
+        ok &= bh <= max / tk && bh * tk <= max / tq;
     }
     return read ? ok : -1;
 }
@@ -329,7 +332,7 @@ static int first_row(const call *k, int *bad_row, int *bad_col) {
         const int m[7] = {match_device(w->cell[1], k->cc),
                           match_head_dim(w->cell[2], k->p.head_dim),
                           match_precision(w->cell[3], k->precision),
-                          match_seq(w->cell[4], k->p.seq_q, k->p.seq_kv),
+                          match_seq(w->cell[4], k),
                           match_bh(w->cell[5], k->p.batch, k->p.heads),
                           match_layout(w->cell[6], k),
                           match_mask(w->cell[7], k->features)};
@@ -350,10 +353,11 @@ static int first_row(const call *k, int *bad_row, int *bad_col) {
 static const int kCcs[] = {80, 89, 90, 100, 120};
 static const int64_t kDims[] = {1, 15, 16, 40, 63, 64, 72, 100, 128, 160, 256, 257, 512};
 static const int64_t kBh[][2] = {{1, 24}, {2, 3}, {65535, 1}, {65536, 1}, {1, 65536}, {300, 300}};
-/* around each limit of the versions: 2^31 - 129 (v6, v7, the backward v2), 2^31 - 65 (the sm_90a
- * contract), 2^31 - 1 (the backend) */
-static const int64_t kSeqs[] = {1,        2, 1536, INT32_MAX - 128, INT32_MAX - 127, INT32_MAX - 64, INT32_MAX - 63,
-                                INT32_MAX};
+/* around each limit of the versions: 2^31 - 129 (v6, v7, the backward v4), 2^31 - 65 (the sm_90a
+ * contract), 2^31 - 1 (the backend); 2^20, where the backward v4's work units pass 2^31 at B H = 24 (not at
+ * B H = 6) */
+static const int64_t kSeqs[] = {
+    1, 2, 1536, 1048576, INT32_MAX - 128, INT32_MAX - 127, INT32_MAX - 64, INT32_MAX - 63, INT32_MAX};
 #define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
 static long calls, differences, unmatched;

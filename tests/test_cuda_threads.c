@@ -44,7 +44,7 @@ typedef struct shape {
     int padded; /* key lengths (the backward v3 and the forwards' padded paths) */
 } shape;
 
-/* Shapes dealt out to the threads in turn: the forward v6 / v7 / v1 and the backward v2 / v3 side by side
+/* Shapes dealt out to the threads in turn: the forward v6 / v7 / v1 and the backward v4 / v3 side by side
  * on a Hopper (D 64 and 128 against the others, a single key, a single query, key padding). */
 static const shape shapes[] = {
     {1, 4, 256, 256, 128, 0}, {2, 2, 130, 77, 64, 0},  {1, 3, 100, 200, 72, 0}, {1, 2, 64, 300, 128, 1},

@@ -13,7 +13,7 @@
 #             allocation failure with the device's memory nearly exhausted (OUT_OF_MEMORY, nothing
 #             written, the next call after freeing gives the bits it gave before)          [CAP_FAULTS]
 #   load      all at once, sharing the GPU: every GPU suite (test_cuda_device, test_parity /
-#             test_padding / test_edges cuda, test_backward cuda part by part (AUTO: the backward v2 on
+#             test_padding / test_edges cuda, test_backward cuda part by part (AUTO: the backward v4 on
 #             Hopper) and its gate, fewq and device parts with the backward v3 forced), beside them
 #             COPIES copies of test_backward's device part and two of test_cuda_device (the load under
 #             which issue 37's race showed), test_cuda_threads (THREADS host threads at once, one
@@ -24,7 +24,7 @@
 #             heads once the cuda backend serves them),
 #             the Python tests on CUDA (if torch sees a GPU), and compute-sanitizer memcheck, racecheck,
 #             synccheck and initcheck on every kernel the library launches (tests/test_cuda_kernels.c
-#             with the forward v1, v6, v7 and the backward v2, v3 forced: their pre-passes, the key
+#             with the forward v1, v6, v7 and the backward v3, v4 forced: their pre-passes, the key
 #             padding pre-pass and the backward v3's zeroing with them)                     [CAP_LOAD]
 #   table     one row per process: its part, status (PASS, FAIL, TIMEOUT, SKIP), the checks passed and
 #             failed (a suite's tally, pytest's counts, a sanitizer's errors), seconds; a row per part;
@@ -33,7 +33,7 @@
 # commit, the machine, the command, the table; for bench/results/), build.txt (ptxas' registers and
 # spills of the kernels), logs.tgz (every log). Knobs: STEPS (default "build faults load"), BUILD,
 # CAP_BUILD CAP_FAULTS CAP_LOAD (s), COPIES, THREADS, SWEEP_DRAWS, SWEEP_BUDGET, PYTESTS (the Python test
-# files), SAN_KERNELS (default "fwd:v1 fwd:v6 fwd:v7 bwd:v2 bwd:v3"), SAN_TOOLS, COMMIT (the commit the
+# files), SAN_KERNELS (default "fwd:v1 fwd:v6 fwd:v7 bwd:v3 bwd:v4"), SAN_TOOLS, COMMIT (the commit the
 # README names, where the tree has no .git).
 set -u
 OUT=${OUT:-/tmp/battery}
@@ -47,7 +47,7 @@ THREADS=${THREADS:-16}
 SWEEP_DRAWS=${SWEEP_DRAWS:-600}
 SWEEP_BUDGET=${SWEEP_BUDGET:-3e7}
 PYTESTS=${PYTESTS:-"python/tests/test_cuda.py python/tests/test_autograd.py python/tests/test_backward_precision.py python/tests/test_key_padding.py python/tests/test_bitwise.py python/tests/test_gil.py"}
-SAN_KERNELS=${SAN_KERNELS:-"fwd:v1 fwd:v6 fwd:v7 bwd:v2 bwd:v3"}
+SAN_KERNELS=${SAN_KERNELS:-"fwd:v1 fwd:v6 fwd:v7 bwd:v3 bwd:v4"}
 SAN_TOOLS=${SAN_TOOLS:-"memcheck racecheck synccheck initcheck"}
 ROOT=$PWD
 LOGS=$OUT/logs

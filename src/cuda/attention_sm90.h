@@ -1,6 +1,6 @@
 /* attention_sm90.h: the launch contract of the sm_90a wgmma kernels of the cuda backend (the
  * forward v6, launched through the one launcher family of cuda_internal.h, jattn_cuda_launch_v6;
- * the backward v2 takes the same problems): src/cuda/NOTES.md's version table and ladders. Their design,
+ * the backward v4 takes the same problems): src/cuda/NOTES.md's version table and ladders. Their design,
  * ceilings and predictions, step by step: JOURNAL.md.
  *
  * What it computes (docs/DESIGN.md §1), for every batch b < B and head h < H:

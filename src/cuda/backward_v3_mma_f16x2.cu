@@ -62,7 +62,7 @@
  * B b0 = (k 2t..2t+1, n g), b1 = (k 2t+8.., n g).
  * Written: dq (times c), dk, dv [B, H, S, D] through their strides (4-byte stores), rows past the
  * sequence and columns past D never; masked keys' dk, dv rows +0. Workspace: the records (about 2 B H
- * (Sq + Skv) Dp x 4 bytes, as backward v2's; x1.5 at Dp = 16) plus lse, Dl and the dominant (P, dP - Dl,
+ * (Sq + Skv) Dp x 4 bytes, as the backward v4's; x1.5 at Dp = 16) plus lse, Dl and the dominant (P, dP - Dl,
  * key) (28 bytes per query row).
  * Not handled (as v1, v2): non-finite inputs; values below about 2^-129 of their record lose bits (the
  * record's power of two is clamped at 2^126); an element more than 2^17 below its record's largest
@@ -71,7 +71,7 @@
  * The dQ kernel runs first (the dK/dV kernel reads its rows' dominant weights). On 9.0 and newer devices
  * the dK/dV kernel is launched with programmatic stream serialization: its CTAs start while the dQ kernel's
  * last wave runs, wait for that grid where a tile first holds a P >= 1/2 element (griddepcontrol.wait),
- * and before they end (as backward v2's dK waits for its dQ).
+ * and before they end (as the removed backward v2's dK waited for its dQ).
  * Registers (ptxas 13.0, sm_90a): dQ 130-254, dK/dV 196-255; local memory only outside the tile loops
  * (dK/dV at Dp 128: one loop-invariant word, 8 bytes of stack; sm_80 16 bytes). SASS per warp and column tile
  * (the tile loop with its inner loops, sm_90a), chains of 4 / 2 / Kahan: Dp 128 dK/dV 2250 / ~2330 /

@@ -2,32 +2,39 @@
  * cuda_bwd_v4_s_dp_f16x2_grads_f16_sm90_fa3_ws_128x64 in tf32): the attention backward (dq, dk, dv) fused into one
  * warp-specialized sm_90a kernel in FlashAttention-3's orientation, on fp16 wgmma with every operand split into
  * two scaled fp16 parts (2xFP16, f16x2_split.cuh). Route A of ../shared/research/backward_fa3_route.md (issue 36).
- * D 64 and 128, f32 and tf32 precision, deterministic, graph-capturable.
+ * D 64 and 128, f32 and tf32 precision, deterministic, graph-capturable. AUTO's backward on 9.0 devices.
  *
- * Per (b, h), c = scale, lse the forward's row log-sum-exp (natural log), as the backward v2:
+ * Per (b, h), c = scale, lse the forward's row log-sum-exp (natural log):
  *   Dl_i  = sum_d dO_id O_id - dlse_i                       (pre-pass, float64, kept as hi + lo)
  *   S_ij  = (c q_i) . k_j;   P_ij = exp(S_ij - lse_i)       (recomputed)
  *   dP_ij = dO_i . v_j;      dS_ij = P_ij (dP_ij - Dl_i)
  *   dV_j  = sum_i P_ij dO_i;  dK_j = sum_i dS_ij (c q_i);  dQ_i = c sum_j dS_ij k_j
  *
  * Kernels, all on the caller's stream:
- *   bwd_v2_split (backward_v2_split_f16x2.cu, the backward v2's pre-pass, unchanged): the 64-row tile records of
- *       q * c, dout (with Dl), k, v (backward_v2_records.cuh: hi and lo fp16 images, one power of two per tile,
- *       lse in the q records).
- *   bwd_v4_kernel<D, kSplit>: a persistent grid of G = min(132, SMs, items) CTAs; a work item is (b, h, n), the
- *       128 keys 128 n .. 128 n + 127 of one head; CTA g runs the W = ceil(items / G) consecutive items g W ..
- *       g W + W - 1 (item = (b H + h) N + n, N = ceil(Skv / 128)). A CTA is three warpgroups:
- *       - warpgroup 0, the producer (setmaxnreg 24): one thread bulk-copies per item the images of the two K and
- *         two V tile records (128 KB at D = 128), and per 64-query m-block the Q record and the dO record (images
- *         and extras, one slot each) on full / empty mbarriers;
+ *   bwd_v4_split (backward_v4_split_f16x2.cu): the 64-row tile records of q * c, dout (with Dl), k, v
+ *       (backward_v4_records.cuh: hi and lo fp16 images, one power of two per tile, lse in the q records).
+ *   bwd_v4_kernel<D, kSplit, T>: a persistent grid of G = min(132, SMs, items) CTAs; a work item is (b, h, n), the
+ *       128 keys 128 n .. 128 n + 127 of one head (item = (b H + h) N + n, N = ceil(Skv / 128)); a unit is an item
+ *       and one of its Tq = ceil(Sq / 64) m-blocks (unit = item Tq + m). CTA g runs the units ustart[g] ..
+ *       ustart[g + 1] - 1 in order, as segments (an item's m-blocks m0 .. m1 - 1): the schedule (v4_schedule) is
+ *       whole items, ceil(items / G) per CTA, or the units split evenly, an item cut at most once (split where
+ *       v4_split_pays: whole items leave 1/8 of the time idle, or 1/50 with the call's Q and dO records in a third
+ *       of L2). A CTA is three warpgroups:
+ *       - warpgroup 0, the producer (setmaxnreg 24): one thread bulk-copies per segment the images of the two K and
+ *         two V tile records (128 KB at D = 128), and per m-block the Q record and the dO record (images and
+ *         extras, one slot each) on full / empty mbarriers;
  *       - warpgroups 1 and 2, the consumers (setmaxnreg 240), own keys 64 w .. 64 w + 63 of the item (their K and
- *         V tile); dK and dV of those keys accumulate in registers over all m-blocks. Per m-block (64 queries):
+ *         V tile); dK and dV of those keys accumulate in registers over the segment's m-blocks. Per m-block (64
+ *         queries), in the library's order (T = V4TuneLib: kOverlap, kDeferDq):
+ *         0. dQ of the previous m-block issued (8, below; on a segment's first m-block a discarded product: a
+ *            conditional issue makes ptxas serialize every wgmma of the kernel).
  *         1. S^T = K_w Q^T, m64n64k16 ss from the K-major images: X = the 2 D/16 corrections (K_hi Q_lo, K_lo
- *            Q_hi), then hi*hi of k16 slices 0-1; a fresh step accumulator per further pair of slices, waited for
- *            and added into X in fp32 (the "chains of 2" class of the backward v3).
+ *            Q_hi), then hi*hi of k16 slices 0-1; under X's chain the previous m-block's dQ pushes; a fresh step
+ *            accumulator per further pair of slices, waited for and added into X in fp32 (the "chains of 2" class
+ *            of the backward v3).
+ *         3. dP^T = V_w dO^T issued, in one chain (corrections, then hi*hi), and while it runs
  *         2. P = ex2((X u_k u_q - lse_i) log2 e) (ex2.approx); keys past seq_kv get P = 0; a warp vote on
- *            P >= 1/2 (the rare dominant element, 3b).
- *         3. dP^T = V_w dO^T in one chain (corrections, then hi*hi); dS = P ((dP u_v u_do - Dl_hi) - Dl_lo).
+ *            P >= 1/2 (the rare dominant element, 3b). Then dS = P ((dP u_v u_do - Dl_hi) - Dl_lo).
  *         3b. each element with P >= 1/2 (a query's dominant key; rare outside peaky rows) gets P and dS from its
  *            score and dP recomputed in float64 from the caller's float32 q, k, v, dout (the whole warp per
  *            element, one value of the 32-lane dot product per lane): issue 30's rule, P and dP exact (the
@@ -40,20 +47,28 @@
  *         6. dK += dS^T (c Q): dS split per key row (power of two of the row's largest |dS|, two quad shuffles)
  *            into the A fragments, m64n64k16 rs with Q MN-major, a fresh tile per 64 columns of head_dim (three
  *            products: lo*hi, hi*lo, hi*hi), added in fp32 with the row and tile unscales; the Q slot released.
- *         7. dV += P^T dO the same way; the dO slot released.
- *         8. named barrier B2 (both halves of dS stored): dQ partial = dS (64 x 128 keys) K: at D = 128 each
- *            warpgroup takes 64 columns of head_dim (m64n64k16 ss, A = dS K-major, B = K MN-major, three products
- *            over 8 k16 slices of keys); at D = 64, dQ^T: each warpgroup takes 32 queries (m64n32k16 ss, A = K^T
- *            MN-major, B = dS^T K-major); times 2^-s_i u_ref, pushed into the CTA's private fp32 copy of the
- *            head's dQ (st.global on the CTA's first item of the head, red.global.add after).
- *       After an item's last m-block: dK, dV rows of the warpgroup's keys (float2 stores), rows past seq_kv
- *       skipped.
- *   bwd_v4_dq_reduce: dq = c * (the sum of the head's private copies in ascending CTA order), through dq's
- *       strides. The copy of (CTA g, head bh) is slot g + bh of the workspace (the pairs of a monotone staircase:
- *       at most G + B H - 1 slots).
- * Deterministic: every element of a copy is written by one thread in program order (a fence at each item start),
- * every other gradient element by one thread, the copies summed in a fixed order: bit-identical repeats on one
- * device (the copies' grouping depends on G, so bits may differ between GPUs of different SM counts).
+ *         7. dV += P^T dO the same way (at D = 64 issued with dK's, one wait for both); the dO slot released;
+ *            named barrier B2 (both halves of dS stored).
+ *         8. dQ partial = dS (64 x 128 keys) K: at D = 128 each warpgroup takes 64 columns of head_dim (m64n64k16
+ *            ss, A = dS K-major, B = K MN-major, three products over 8 k16 slices of keys); at D = 64, dQ^T: each
+ *            warpgroup takes 32 queries (m64n32k16 ss, A = K^T MN-major, B = dS^T K-major); times 2^-s_i u_ref,
+ *            pushed into the CTA's private fp32 copy of the head's dQ (st.global where the CTA meets those rows of
+ *            the head first, red.global.add after): issued at the next m-block's start (0), the segment's last
+ *            after its last m-block.
+ *         The first GPU call's order (V4TuneBase): 1, 2 (P) then 3 (dP issued and waited), ..., 8 after 7.
+ *       After a segment's last m-block: dK, dV rows of the warpgroup's keys (float2 stores) into dk, dv, or, for
+ *       a segment that is an item's tail (the split schedule: m0 > 0, the CTA's first segment), into the CTA's
+ *       slot of the workspace; rows past seq_kv skipped.
+ *   bwd_v4_kv_fixup (the split schedule): dk, dv of each cut item += the tail's slot (the head part was stored).
+ *   bwd_v4_dq_reduce: dq = c * (the sum of the head's private copies in ascending CTA order, each copy's rows only
+ *       where its CTA met them), through dq's strides. The copy of (CTA g, head bh) is slot g + bh of the
+ *       workspace (the pairs of a monotone staircase: at most G + B H - 1 slots).
+ *   (kDqFixed, not the library's: the int64 accumulators zeroed, bwd_v4_head_bounds, then bwd_v4_dq_fixed.)
+ * Deterministic: every element of a copy is written by one thread in program order (a fence at each segment
+ * start), every other gradient element by one thread, a cut item's two parts added once, the copies summed in a
+ * fixed order: bit-identical repeats on one device (the copies' grouping and the cuts depend on G, so bits may
+ * differ between GPUs of different SM counts). kOverlap and kDeferDq change no value: their bits equal
+ * V4TuneBase's with the same schedule (lab/gpu/backward_v4_tune.cu checks it).
  * tf32 (kSplit false): S^T and dP^T as in f32; dK, dV and dQ one fp16 product (hi*hi) each.
  *
  * Accumulator layout (m64nN, PTX ISA "wgmma register fragments"): thread (warp v, lane 4g + c) of a warpgroup
@@ -63,15 +78,19 @@
  *
  * Shared memory (D = 128, bytes): K tiles 65,536 + V tiles 65,536 + Q images 32,768 + dO images 32,768 + dS
  * hi / lo 32,768 + Q extras 528 + dO extras 528 + exponent exchange 512 + dQ row factors 256 + the warpgroups'
- * tile scales 32 + mbarriers 64 + alignment 1,024 = 232,320 of 232,448. D = 64: 134,016 (one Q and dO slot too).
- * Registers: 168 at entry (384 threads, one CTA per SM), setmaxnreg 24 / 240; at the peak (the dK product, D =
- * 128 f32) 238 live: dK and dV 128, P (kept for dV) 32, dS's A fragments 32, the fresh tile 32, 14 others. What
- * keeps it there: the per-item values (tile scales) in shared memory, the thread's lane / warp read from %tid at
- * each use, 32-bit divisions (a 64-bit one called a subroutine that held 5 registers), the row exponents packed
- * in one word, the unscales read from the slots after each product's wait.
- * Workspace: the v2 records (about 2 B H (Sq + Skv) D x 4 bytes) and (132 + B H - 1) fp32 copies of one
- * head's dQ (Tq 64 x D each): 1.3 GB at (1,24,16384,128); never less than v3's (a call v4 refuses runs v3 in it).
- * Not taken (v3 runs it): key padding, seq_kv = 1, pointers not 16-byte aligned, strides not multiples of 4.
+ * segment constants 64 + mbarriers 64 + alignment 1,024 = 232,352 of 232,448. D = 64: 134,048 (one Q and dO slot
+ * too). Registers: 168 at entry (384 threads, one CTA per SM), setmaxnreg 24 / 240; at the peak (the dK product,
+ * D = 128 f32) about 238 live: dK and dV 128, P (kept for dV) 32, dS's A fragments 32, the fresh tile 32, 14
+ * others; with kDeferDq the dQ accumulator, X and dK, dV (192) while the pushes run. What keeps it there: the
+ * segment's values (tile scales, item, m0, m1, first key) in shared memory, read where used; the thread's lane /
+ * warp / warpgroup read from %tid at each use and the warpgroup index through a shuffle at each use (held, ptxas
+ * spilled a copy of it: the descriptors fill the uniform registers); 32-bit divisions (a 64-bit one called a
+ * subroutine that held 5 registers); the row exponents packed in one word; the unscales read from the slots after
+ * each product's wait.
+ * Workspace: the records (about 2 B H (Sq + Skv) D x 4 bytes), (132 + B H - 1) fp32 copies of one head's dQ (Tq
+ * 64 x D each: 1.3 GB at (1,24,16384,128)) and min(132, items) slots of 128 x D x 2 floats; never less than v3's
+ * (a call v4 refuses runs v3 in it). Not taken (v3 runs it): key padding, seq_kv = 1, pointers not 16-byte
+ * aligned, strides not multiples of 4, more than 2^31 - 1 units (jattn_cuda_bwd_v4_call_refused, sm90_contract.c).
  *
  * Where it departs from the design note (route A): (1) the P >= 1/2 element is made exact inside the kernel (3b:
  * a warp-wide float64 dot per element, P and dP from the caller's inputs, then through the products like every
@@ -81,35 +100,37 @@
  * up to 64 per m-block on one warp: a straggler the note's drop-and-fix avoids (not measured). (2) dK before dV
  * (the note's DK_FIRST: the Q slot is released two products earlier). (3) D = 64: dQ^T per warpgroup over 32
  * queries (A = K^T MN-major), as the 64 columns of head_dim do not split into two 64-column tiles. (4) dQ's
- * private copies take the first item's store instead of a zeroed workspace, and the dQ reduction applies c.
- * The pushes are red.global.add.v2.f32 from registers into copies that do not fit L2 (one head's dQ per CTA: 311
- * MB at S = 4608), so each m-block's 32 KB of pushes per CTA misses L2 (~1 TB/s of DRAM traffic at the model's
- * speed); backward_v4_mix.cu measures it beside the alternatives (route C's shared accumulator, order-free int64
- * fixed point: one per-head buffer in L2, no copies, bits independent of the SM count).
+ * private copies take the first touch's store instead of a zeroed workspace, and the dQ reduction applies c.
+ * (5) the split schedule. The pushes are red.global.add.v2.f32 from registers into copies that do not fit L2 (one
+ * head's dQ per CTA: 311 MB at S = 4608), so each m-block's 32 KB of pushes per CTA misses L2; kDqFixed (one
+ * int64 accumulator per head, L2-resident, bits independent of the SM count) is measured beside them.
  *
- * ptxas 13.0 (-gencode arch=compute_90a,code=sm_90a -Xptxas -v), bwd_v4_kernel (2026-12-06): every instance
- *   (D 64 and 128, f32 and tf32) 168 registers at entry, 0 bytes spill, 5 barriers; the peak at D = 128 f32 is
- *   238 live registers (nvdisasm -lrm count) in the dK product. The last 2-3 registers came from the warpgroup
- *   index taken through a shuffle (ptxas then holds it, and the descriptors built on it, in uniform registers:
- *   CUTLASS's canonical_warp_group_idx): before it 12-72 bytes of spill moved with every edit. ptxas moves
- *   spills by 8-40 bytes between equivalent variants at this edge (the prototype's lesson; the smem base taken
- *   through a shuffle as well brought back 24 bytes).
+ * ptxas 13.0 (-gencode arch=compute_90a,code=sm_90a -Xptxas -v), bwd_v4_kernel (2026-12-06): every instance of
+ *   every choice (D 64 and 128, f32 and tf32; V4TuneBase, kOverlap, kOverlap + kDeferDq, + kDqFixed: the 16 of
+ *   lab/gpu/backward_v4_tune.cu) 168 registers at entry, 0 bytes spill, 5 barriers, no wgmma serialization
+ *   (C7514). ptxas moves spills by 4-100 bytes between equivalent variants at this edge (the prototype's lesson).
  *   SASS per m-block and warpgroup (D = 128 f32): HGMMA 48 ss (S^T, dP^T) + 48 rs tnspB (dK, dV) + 24 ss tnspB
- *   (dQ) = 120 m64n64k16, 9 wgmma waits, 8 STSM, 33 MUFU.EX2, 16 REDG; tf32: 48 + 16 + 8 = 72. The m-block loop
- *   is 2906 static instructions (D = 64: 2501; tf32 2526 / 2161), the rare P >= 1/2 path and the first item's
- *   stores included (~500): ~2400 issued per thread and m-block on the normal path, i.e. ~4800 issue cycles per
- *   scheduler against 7680 tensor cycles per m-block at full rate. kDqFixed (not the default): 0 bytes spill too,
- *   3009 instructions (32 F2I.S64 + 32 REDG.64 instead of 16 REDG.F32x2).
- * Emulated (bench/gpu/emulate_backward_v4.py: this arithmetic in float32, the tensor core's truncating accumulation
+ *   (dQ) = 120 m64n64k16, 9 wgmma waits (V4TuneLib: 10, one the deferred dQ's, which its issue ahead of Q's wait
+ *   hides), 8 STSM, 33 MUFU.EX2, 16 REDG; tf32: 48 + 16 + 8 = 72. The whole kernel: 3944 static instructions
+ *   (V4TuneBase) and 3992 (V4TuneLib, with the segment's last dQ: 144 HGMMA, 32 REDG). The first round's m-block
+ *   loop was 2906 static instructions, ~2400 issued per thread and m-block on the normal path: ~4800 issue cycles
+ *   per scheduler against 7680 tensor cycles per m-block at full rate.
+ * Emulated (lab/gpu/emulate_backward_v4.py: this arithmetic in float32, the tensor core's truncating accumulation
  * modelled (--tc-model), the gate part's kind of shapes, four distributions, 3 seeds; 12 seeds of the small peaky
  * ones): worst rel_l2 peaky dq / dk / dv 3.3 / 3.4 / 1.2e-6 (8 x 8 keys), large 2.3 / 2.3 / 0.9e-6, normal 0.6e-6
  * (gate 5e-6); round-to-nearest accumulation 1.5e-6 at most; without 3b peaky dv 2.7e-6; dP^T as S's chains
- * instead of one chain: no change (3.2-3.4e-6); tf32 3.1-3.6e-4 (gate 1e-3); kDqFixed: the same errors, its bound
- * held on every partial.
- * Measured (H100 / H200, bench/gpu/backward_v4_run.sh): not yet run: <ms and ratios at (1,24,1536 / 4608 / 16384,
- * 128) against v6's forward and PyTorch, the battery's pass counts, the mix's ceiling>. Targets (issue 36): at
- * (1,24,S,128), S = 1536 / 4608 / 16384, at most 3.5x (aim 3.0x) jattn's forward (v6) time and at least 3.5x PyTorch's
- * fp32 SDPA backward. */
+ * instead of one chain: no change (3.2-3.4e-6); S^T as X + one step chain (--s-form rest): twice S's error, not
+ * taken; tf32 3.1-3.6e-4 (gate 1e-3); kDqFixed: the same errors, its bound held on every partial.
+ * Measured (H100, bench/results/h100-2026-12-06-bwd-v4-call1, V4TuneBase, whole items): 0.708 / 4.437 / 56.0 ms
+ * at (1,24,1536 / 4608 / 16384,128) = 3.15x / 3.40x / 3.60x v6's forward, 3.69x / 4.35x / 4.04x PyTorch's fp32
+ * SDPA backward; (1,24,4608,64) 2.977 ms, 3.65x / 3.46x; tf32 3.56 ms at 4608; the battery forced 563 / 0;
+ * compute-sanitizer clean; ncu at 4608: tensor pipe 48.8 %, 0.47 eligible warps per scheduler. Predicted for the
+ * library's choices (not yet run: lab/gpu/backward_v4_run.sh): -5 to -9 % of the m-block (P under dP^T, the
+ * pushes under S^T, one drain fewer; more at D = 64, where the elementwise work weighs twice), and at 1536 the
+ * split schedule -26 % of the main kernel: about 0.53 / 4.15 / 52 ms = 2.35x / 3.2x / 3.35x the forward and 4.9x /
+ * 4.65x / 4.35x PyTorch; (1,24,4608,64) about 2.7 ms, 3.3x / 3.8x (2.55 ms with the split). Targets (issue 36): at
+ * (1,24,S,128), S = 1536 / 4608 / 16384, at most 3.5x (aim 3.0x) jattn's forward (v6) time and at least 3.5x
+ * PyTorch's fp32 SDPA backward. */
 #include <math.h>
 #include <stdint.h>
 
@@ -120,14 +141,14 @@
 #pragma nv_diag_suppress 177
 #endif
 
-#include "backward_v2_records.cuh"
+#include "backward_v4_records.cuh"
 #include "cuda_internal.h"
 #include "f16x2_split.cuh"
 #include "sm90_pipeline_ptx.cuh"
 #include "sm90_wgmma_f16_ptx.cuh"
 #include "sm90_wgmma_ptx.cuh"
 
-extern "C" cudaError_t bwd_v2_split_launch(const jattn_cuda_args *a, void *records, cudaStream_t stream);
+extern "C" cudaError_t bwd_v4_split_launch(const jattn_cuda_args *a, void *records, cudaStream_t stream);
 
 namespace {
 
@@ -144,8 +165,9 @@ constexpr int kExtrasPad = (kBwdExtras + 15) / 16 * 16;
 /* The kernel's compile-time choices (issue 36's second round; the library instantiates V4TuneLib, the
  * side-by-side measurement lab/gpu/backward_v4_tune.cu the others):
  *   kOverlap: dP^T issued as soon as S^T is done, P's exponentials computed while it runs (the kernel of the
- *       first GPU call computed P, then issued dP^T and waited). The same operations on the same values: bits
- *       equal to kOverlap false.
+ *       first GPU call computed P, then issued dP^T and waited); at D = 64 (one 64-column tile each, registers to
+ *       spare) dK's and dV's products issued back to back, one drained wait for both. The same operations on the
+ *       same values: bits equal to kOverlap false.
  *   kDeferDq: dQ of m-block m issued at the start of m-block m + 1, ahead of S^T (before Q's slot is waited for),
  *       its pushes under S^T's chain; the segment's last one after it. Bits equal to kDeferDq false.
  *   kDqFixed: how dQ's partials add up, deterministically. false: per-CTA private fp32 copies of the head's dQ
@@ -473,44 +495,52 @@ __device__ __forceinline__ void split_rows(const float (&x)[32], uint32_t (&xh)[
         }
 }
 
-struct NoMid {
-    __device__ __forceinline__ void operator()() const {}
-};
+/* One 64-column tile of the last products (dK, dV): tile = X B'[:, cols], X the split A fragments (K = the
+ * m-block's 64 queries), B' the image pair (64 queries x D) MN-major, columns 64 t .. 64 t + 63; three products
+ * (lo*hi, hi*lo, hi*hi; tf32: hi*hi) into the fresh tile, committed. */
+template <bool kSplit>
+__device__ __forceinline__ void tile_issue(float (&tile)[32], const uint32_t (&xh)[4][4], const uint32_t (&xl)[4][4],
+                                           uint32_t bh, uint32_t bl, int t, uint32_t lbo, uint32_t sbo) {
+    const uint64_t h = desc_mn(bh + t * kBwdTile * kSwizzleBytes, lbo, sbo);
+    const uint64_t l = desc_mn(bl + t * kBwdTile * kSwizzleBytes, lbo, sbo);
+    wgmma_fence();
+    if constexpr (kSplit) {
+#pragma unroll
+        for (int ks = 0; ks < 4; ++ks) wgmma_m64n64k16_f16_rs<1>(tile, xl[ks], desc_at(h, ks * 2048), ks > 0);
+#pragma unroll
+        for (int ks = 0; ks < 4; ++ks) wgmma_m64n64k16_f16_rs<1>(tile, xh[ks], desc_at(l, ks * 2048), 1);
+    }
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks)
+        wgmma_m64n64k16_f16_rs<1>(tile, xh[ks], desc_at(h, ks * 2048), kSplit || ks > 0 ? 1 : 0);
+    wgmma_commit();
+}
 
-/* acc (+)= X B' for 64 columns of head_dim at a time: X the split A fragments (K = the m-block's 64 queries),
- * B' the image pair (64 queries x D) MN-major; a fresh tile per 64 columns, then acc += tile down[r] u, u the
- * record's unscale read from shared memory at u_s after the wait (not held in a register over the products).
- * mid() runs while the last tile's products are in flight (work that does not touch the tile or X).
+/* acc += tile down[r] u once the tile's group is waited for: u the record's unscale read from shared memory at u_s
+ * (not held in a register over the products), down the rows' exponents (split_rows).
  * @return a word of the result (for slot_release: it depends on u and on every value the products read). */
-template <int D, bool kSplit, class Mid>
+__device__ __forceinline__ uint32_t tile_finish(float (&acc)[32], float (&tile)[32], uint32_t ex, uint32_t u_s) {
+    fence_regs(tile);
+    const float u = lds_f32(u_s);
+    const float f0 = exp2_int(128 - (int)(ex & 0xFFu)) * u, f1 = exp2_int(128 - (int)((ex >> 8) & 0xFFu)) * u;
+#pragma unroll
+    for (int i = 0; i < 32; ++i) acc[i] = fmaf(tile[i], (i >> 1) & 1 ? f1 : f0, acc[i]);
+    return __float_as_uint(acc[0]); /* after u's load and the products */
+}
+
+/* acc (+)= X B' for 64 columns of head_dim at a time, each tile waited for and added before the next.
+ * @return tile_finish's word of the last tile. */
+template <int D, bool kSplit>
 __device__ __forceinline__ uint32_t last_product(float (&acc)[D / 64][32], const uint32_t (&xh)[4][4],
                                                  const uint32_t (&xl)[4][4], uint32_t ex, uint32_t u_s, uint32_t bh,
-                                                 uint32_t bl, uint32_t lbo, uint32_t sbo, const Mid &mid) {
+                                                 uint32_t bl, uint32_t lbo, uint32_t sbo) {
     uint32_t dep = 0;
 #pragma unroll
     for (int t = 0; t < D / 64; ++t) {
         float tile[32];
-        const uint64_t h = desc_mn(bh + t * kBwdTile * kSwizzleBytes, lbo, sbo);
-        const uint64_t l = desc_mn(bl + t * kBwdTile * kSwizzleBytes, lbo, sbo);
-        wgmma_fence();
-        if constexpr (kSplit) {
-#pragma unroll
-            for (int ks = 0; ks < 4; ++ks) wgmma_m64n64k16_f16_rs<1>(tile, xl[ks], desc_at(h, ks * 2048), ks > 0);
-#pragma unroll
-            for (int ks = 0; ks < 4; ++ks) wgmma_m64n64k16_f16_rs<1>(tile, xh[ks], desc_at(l, ks * 2048), 1);
-        }
-#pragma unroll
-        for (int ks = 0; ks < 4; ++ks)
-            wgmma_m64n64k16_f16_rs<1>(tile, xh[ks], desc_at(h, ks * 2048), kSplit || ks > 0 ? 1 : 0);
-        wgmma_commit();
-        if (t == D / 64 - 1) mid();
+        tile_issue<kSplit>(tile, xh, xl, bh, bl, t, lbo, sbo);
         wgmma_wait<0>();
-        fence_regs(tile);
-        const float u = lds_f32(u_s);
-        const float f0 = exp2_int(128 - (int)(ex & 0xFFu)) * u, f1 = exp2_int(128 - (int)((ex >> 8) & 0xFFu)) * u;
-#pragma unroll
-        for (int i = 0; i < 32; ++i) acc[t][i] = fmaf(tile[i], (i >> 1) & 1 ? f1 : f0, acc[t][i]);
-        dep = __float_as_uint(acc[t][0]); /* after u's load and the products */
+        dep = tile_finish(acc[t], tile, ex, u_s);
     }
     return dep;
 }
@@ -1013,35 +1043,34 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
             /* The slots are released after the products that read them, on a word of the product's result: it
              * depends (through dS and P) on every value this thread loaded from the Q and dO slots (lse, Dl, the
              * unscales), so the arrival waits for those loads (slot_release). */
-            if constexpr (T::kOverlap) {
-                /* P is split for dV while dK's last tile runs */
-                uint32_t ph[4][4], pl[4][4], pdown;
-                uint32_t dep;
-                {
-                    uint32_t xh[4][4], xl[4][4];
-                    uint32_t down;
-                    split_rows<kSplit>(ds, xh, xl, down);
-                    dep = last_product<D, kSplit>(dka, xh, xl, down, qx, qh, ql, p.v_lbo, p.v_sbo, NoMid());
-                }
+            if constexpr (T::kOverlap && D == 64) {
+                /* one tile each: both issued back to back (one drain), dK's added and Q released while dV's runs */
+                uint32_t xh[4][4], xl[4][4], ph[4][4], pl[4][4], down, pdown;
+                split_rows<kSplit>(ds, xh, xl, down);
                 split_rows<kSplit>(x, ph, pl, pdown);
-                slot_release(q_empty, dep, p.zero);
+                float tk[32], tv[32];
+                tile_issue<kSplit>(tk, xh, xl, qh, ql, 0, p.v_lbo, p.v_sbo);
+                tile_issue<kSplit>(tv, ph, pl, doh, dol, 0, p.v_lbo, p.v_sbo);
+                wgmma_wait<1>();
+                slot_release(q_empty, tile_finish(dka[0], tk, down, qx), p.zero);
+                wgmma_wait<0>();
                 /* dV's result depends on P and dO's unscale; dO's Dl went into dS, which dK consumed above */
-                dep = last_product<D, kSplit>(dva, ph, pl, pdown, dx, doh, dol, p.v_lbo, p.v_sbo, NoMid());
-                slot_release(do_empty, dep, p.zero);
+                slot_release(do_empty, tile_finish(dva[0], tv, pdown, dx), p.zero);
             } else {
                 uint32_t dep;
                 {
                     uint32_t xh[4][4], xl[4][4];
                     uint32_t down;
                     split_rows<kSplit>(ds, xh, xl, down);
-                    dep = last_product<D, kSplit>(dka, xh, xl, down, qx, qh, ql, p.v_lbo, p.v_sbo, NoMid());
+                    dep = last_product<D, kSplit>(dka, xh, xl, down, qx, qh, ql, p.v_lbo, p.v_sbo);
                 }
                 slot_release(q_empty, dep, p.zero);
                 {
                     uint32_t xh[4][4], xl[4][4];
                     uint32_t down;
                     split_rows<kSplit>(x, xh, xl, down);
-                    dep = last_product<D, kSplit>(dva, xh, xl, down, dx, doh, dol, p.v_lbo, p.v_sbo, NoMid());
+                    /* dV's result depends on P and dO's unscale; dO's Dl went into dS, which dK consumed above */
+                    dep = last_product<D, kSplit>(dva, xh, xl, down, dx, doh, dol, p.v_lbo, p.v_sbo);
                 }
                 slot_release(do_empty, dep, p.zero);
             }
@@ -1244,7 +1273,7 @@ inline bool v4_split_pays(int64_t bh, int64_t n_blocks, int64_t tq, int64_t rec_
     return 3.0 * (double)(2 * bh * tq * rec_bytes) <= (double)l2_bytes && whole >= 1.02 * split;
 }
 
-/* The workspace: the records (v2's layout), the dQ region and the split schedule's dK, dV slots, each part
+/* The workspace: the records (backward_v4_records.cuh), the dQ region and the split schedule's dK, dV slots, each part
  * 256-byte aligned. */
 inline int64_t v4_align(int64_t x) { return (x + 255) / 256 * 256; }
 
@@ -1287,35 +1316,16 @@ cudaError_t v4_launch(const BwdV4Params &p, int ctas, cudaStream_t stream) {
 }
 
 bool aligned16(const void *ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
-bool strides4(const jattn_cuda_strides &s) {
-    return s.batch >= 0 && s.head >= 0 && s.token >= 0 && s.batch % 4 == 0 && s.head % 4 == 0 && s.token % 4 == 0;
-}
 
-/* Whether v4 takes the call (else v3 runs it). */
-inline bool v4_refuses(const jattn_cuda_args *a) {
-    const jattn_cuda_args *f = a; /* the forward's fields */
-    if (f->kv_count || f->kv_index || (f->head_dim != 64 && f->head_dim != 128) || f->seq_kv < 2) return true;
-    if (f->batch * f->heads > 65535 || f->heads > 65535 || f->batch > 65535) return true;
-    if (f->seq_q > INT32_MAX - 2 * kCtaKeys || f->seq_kv > INT32_MAX - 2 * kCtaKeys) return true;
-    const int64_t items = f->batch * f->heads * ((f->seq_kv + kCtaKeys - 1) / kCtaKeys);
-    if (items * ((f->seq_q + kBwdTile - 1) / kBwdTile) > INT32_MAX) return true; /* units (item, m-block): int */
-    const void *ptrs[8] = {f->q, f->k, f->v, f->out, a->dout, a->dq, a->dk, a->dv};
-    for (int i = 0; i < 8; ++i)
-        if (!aligned16(ptrs[i])) return true;
-    const jattn_cuda_strides *s[8] = {&f->q_strides,    &f->k_strides,  &f->v_strides,  &f->out_strides,
-                                      &a->dout_strides, &a->dq_strides, &a->dk_strides, &a->dv_strides};
-    for (int i = 0; i < 8; ++i)
-        if (!strides4(*s[i])) return true;
-    return false;
-}
-
-/* The backward v4 with the choices T on `stream`: the records (v2's pre-pass), the fused kernel, the dQ
+/* The backward v4 with the choices T on `stream`: the records (the pre-pass), the fused kernel, the dQ
  * reduction, the cut items' dK, dV. `workspace`: v4_workspace<T>() bytes at least. split: 1 the split schedule,
- * 0 whole items, -1 the library's choice (v4_split_pays). */
+ * 0 whole items, -1 the library's choice (v4_split_pays); sm_cap > 0: at most that many CTAs (a smaller grid:
+ * lab/gpu/backward_v4_tune.cu cuts items of small problems with it). */
 template <class T>
-int v4_run(const jattn_cuda_args *a, void *workspace, void *stream_ptr, int split = -1) {
+int v4_run(const jattn_cuda_args *a, void *workspace, void *stream_ptr, int split = -1, int sm_cap = 0) {
     cudaStream_t stream = (cudaStream_t)stream_ptr;
-    if (v4_refuses(a) || !workspace || !aligned16(workspace) || !a->lse) return (int)cudaErrorInvalidValue;
+    if (jattn_cuda_bwd_v4_call_refused(a) || !workspace || !aligned16(workspace) || !a->lse)
+        return (int)cudaErrorInvalidValue;
     int dev = 0;
     cudaError_t err = sm90_current_device(&dev);
     if (err != cudaSuccess) return (int)err;
@@ -1323,7 +1333,8 @@ int v4_run(const jattn_cuda_args *a, void *workspace, void *stream_ptr, int spli
     err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
     if (err == cudaSuccess) err = cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev);
     if (err != cudaSuccess) return (int)err;
-    err = bwd_v2_split_launch(a, workspace, stream);
+    if (sm_cap > 0 && sm_cap < sms) sms = sm_cap;
+    err = bwd_v4_split_launch(a, workspace, stream);
     if (err != cudaSuccess) return (int)err;
 
     const jattn_cuda_args *f = a;
@@ -1413,9 +1424,9 @@ extern "C" size_t jattn_cuda_bwd_v4_workspace_bytes(int64_t batch, int64_t heads
     return v4 > v3 ? v4 : v3; /* a call v4 does not take runs v3 in the same workspace */
 }
 
-extern "C" int jattn_cuda_bwd_v4_call_refused(const jattn_cuda_args *a) { return v4_refuses(a) ? 1 : 0; }
+/* jattn_cuda_bwd_v4_call_refused: sm90_contract.c (plain C, with the sm_90a contract). */
 
-/* The backward v4 on `stream`: the records (v2's pre-pass), the fused kernel, the dQ reduction. */
+/* The backward v4 on `stream`: the library's choices (V4TuneLib, the schedule by v4_split_pays). */
 extern "C" int jattn_cuda_launch_bwd_v4(const jattn_cuda_args *a, void *workspace, void *stream_ptr) {
     return v4_run<V4TuneLib>(a, workspace, stream_ptr);
 }

@@ -43,7 +43,7 @@ static void probe_device(void) {
     for (int k = JATTN_CUDA_KERNEL_V1; env && k < JATTN_CUDA_KERNEL_COUNT; k++)
         if (env[0] == '0' + k && env[1] == '\0' && jattn_cuda_kernel_exists((jattn_cuda_kernel)k))
             atomic_store(&kernel_choice, k);
-    const char *benv = getenv("JATTN_CUDA_BWD_KERNEL"); /* v2, v3, v4, or 2, 3, 4 */
+    const char *benv = getenv("JATTN_CUDA_BWD_KERNEL"); /* v3, v4, or 3, 4 */
     if (benv && benv[0] == 'v') benv++;
     for (int k = JATTN_CUDA_BWD_KERNEL_AUTO + 1; benv && k < JATTN_CUDA_BWD_KERNEL_COUNT; k++)
         if (benv[0] == '0' + k && benv[1] == '\0' && jattn_cuda_bwd_kernel_exists((jattn_cuda_bwd_kernel)k))

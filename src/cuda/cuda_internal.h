@@ -133,30 +133,6 @@ int jattn_cuda_launch_fill_rows(float *x, int64_t batch, int64_t heads, int64_t 
 
 /* ---- the backward (jattn_backward) ---- */
 
-/* Device bytes of the backward v2's own workspace (backward_v2_sm90_f16x2.cu: the tile records of
- * q, dout, k, v split into 2xFP16, about 2 B H (Sq + Skv) D x 4 bytes; never less than v3's, so that
- * a call v2 does not take runs v3 in it). */
-size_t jattn_cuda_bwd_v2_workspace_bytes(int64_t batch, int64_t heads, int64_t seq_q, int64_t seq_kv, int64_t head_dim);
-
-/* Whether the backward v2's launcher refuses these arguments (f32 precision only, no key padding,
- * every pointer 16-byte aligned and every stride a non-negative multiple of 4; D 64 or 128; B*H <=
- * 65535): its own guard. The backend's selection never hands it such a call: see
- * jattn_cuda_bwd_v2_refusal. */
-int jattn_cuda_bwd_v2_call_refused(const jattn_cuda_args *a);
-
-/* Why the backward v2 cannot run a plan with these gradient strides and this pointer alignment (the
- * part of its contract beyond the forward's sm_90a problem: gradients' strides multiples of 4
- * elements, pointers 16-byte aligned, sequences below 2^31 - 128), or NULL. */
-const char *jattn_cuda_bwd_v2_refusal(const jattn_problem *p, const jattn_grad_strides *grad, size_t alignment);
-
-/* Enqueues the backward v2 (backward_v2_sm90_f16x2.cu: sm_90a wgmma on 2xFP16 operands) on
- * `stream`: its split pre-pass, the dQ, dK and dV kernels. `workspace`:
- * jattn_cuda_bwd_v2_workspace_bytes(), 16-byte aligned. No allocation, no synchronisation.
- * Refuses (cudaErrorInvalidValue, nothing enqueued) a call jattn_cuda_bwd_v2_call_refused() names;
- * cudaErrorNoKernelImageForDevice on a device other than compute capability 9.0.
- * @return the cudaError_t of the launches (as int; 0 = cudaSuccess). */
-int jattn_cuda_launch_bwd_v2(const jattn_cuda_args *a, void *workspace, void *stream);
-
 /* The backward v3 (backward_v3_mma_f16x2.cu: mma.sync m16n8k16 fp16 on 2xFP16 operands, sm_80 and newer):
  * every head_dim up to this, any strides, key padding, f32 and tf32 (run as f32). */
 #define JATTN_CUDA_BWD_V3_MAX_HEAD_DIM 256
@@ -174,40 +150,53 @@ size_t jattn_cuda_bwd_v3_workspace_bytes(int64_t batch, int64_t heads, int64_t s
  * @return the cudaError_t of the launches (as int; 0 = cudaSuccess). */
 int jattn_cuda_launch_bwd_v3(const jattn_cuda_args *a, void *workspace, void *stream);
 
-/* Device bytes of the backward v4's own workspace (backward_v4_sm90_fa3_f16x2.cu: the v2 tile records, then
- * 132 + B H - 1 fp32 copies of one head's dQ; never less than v3's, so that a call v4 does not take runs v3 in it). */
+/* Device bytes of the backward v4's own workspace (backward_v4_sm90_fa3_f16x2.cu: the tile records of q, dout,
+ * k, v split into 2xFP16 (backward_v4_records.cuh, about 2 B H (Sq + Skv) D x 4 bytes), then 132 + B H - 1 fp32
+ * copies of one head's dQ and the split schedule's dK, dV slots (128 keys x D x 2 per CTA, at most 132)). */
 size_t jattn_cuda_bwd_v4_workspace_bytes(int64_t batch, int64_t heads, int64_t seq_q, int64_t seq_kv, int64_t head_dim);
 
-/* Whether the backward v4 cannot run this call (key padding, D other than 64 and 128, a single key, a pointer not
- * 16-byte aligned or a stride not a non-negative multiple of 4, B*H > 65535); the backend then runs v3. */
+/* The backward v4's work units, B H ceil(seq_q / 64) ceil(seq_kv / 128) (its persistent grid counts them with
+ * 32 bits: it takes at most INT32_MAX), INT64_MAX where that overflows (sm90_contract.c). */
+int64_t jattn_cuda_bwd_v4_units(int64_t batch, int64_t heads, int64_t seq_q, int64_t seq_kv);
+
+/* Why the backward v4 cannot run a plan with these gradient strides and this pointer alignment (the part of its
+ * contract beyond the forward's sm_90a problem: gradients' strides multiples of 4 elements, pointers 16-byte
+ * aligned, sequences below 2^31 - 128, at most 2^31 - 1 work units), or NULL (sm90_contract.c). */
+const char *jattn_cuda_bwd_v4_refusal(const jattn_problem *p, const jattn_grad_strides *grad, size_t alignment);
+
+/* Whether the backward v4's launcher refuses these arguments (key padding or another mask part, grouped heads,
+ * D other than 64 and 128, a single key, B*H > 65535, seq_q or seq_kv above 2^31 - 129, more than INT32_MAX work
+ * units, a pointer not 16-byte aligned or a stride not a non-negative multiple of 4): its own guard. The
+ * backend's selection never hands it such a call: see jattn_cuda_bwd_v4_refusal. */
 int jattn_cuda_bwd_v4_call_refused(const jattn_cuda_args *a);
 
 /* Enqueues the backward v4 (backward_v4_sm90_fa3_f16x2.cu: one fused sm_90a kernel in FlashAttention-3's
- * orientation, 2xFP16) on `stream`: the v2 pre-pass, the fused kernel, the dQ reduction. `workspace`:
- * jattn_cuda_bwd_v4_workspace_bytes(), 16-byte aligned. No allocation, no synchronisation. Refuses
- * (cudaErrorInvalidValue, nothing enqueued) a call jattn_cuda_bwd_v4_call_refused() names;
- * cudaErrorNoKernelImageForDevice on a device other than compute capability 9.0.
+ * orientation, 2xFP16) on `stream`: the pre-pass of its records, the fused kernel, the dQ reduction and
+ * (a split schedule) the cut items' dK, dV. `workspace`: jattn_cuda_bwd_v4_workspace_bytes(), 16-byte aligned.
+ * No allocation, no synchronisation. Refuses (cudaErrorInvalidValue, nothing enqueued) a call
+ * jattn_cuda_bwd_v4_call_refused() names; cudaErrorNoKernelImageForDevice on a device other than compute
+ * capability 9.0.
  * @return the cudaError_t of the launches (as int; 0 = cudaSuccess). */
 int jattn_cuda_launch_bwd_v4(const jattn_cuda_args *a, void *workspace, void *stream);
 
-/* The backward's kernel choice. AUTO: v2 on 9.0 devices where it takes the problem (f32, D 64 or 128,
- * strides multiples of 4, seq_kv >= 2), else v3 (every head_dim up to 256, every device, tf32 as f32);
- * a call v2 refuses at launch (key padding, alignment) runs v3: the ladder of src/cuda/NOTES.md. A
- * forced v2 falls back to v3 where it cannot run (so the whole test battery runs with it forced); a
- * forced v3 runs everywhere it takes. */
+/* The backward's kernel choice. AUTO: v4 on 9.0 devices where it takes the problem (f32 and tf32, D 64 or
+ * 128, strides of every tensor multiples of 4, pointers 16-byte aligned, seq_kv >= 2, no mask part), else v3
+ * (every head_dim up to 256, every device, key padding, tf32 as f32): the ladder of src/cuda/NOTES.md. A
+ * forced v4 falls back to v3 where it cannot run (so the whole test battery runs with it forced); a forced v3
+ * runs everywhere it takes. */
 typedef enum jattn_cuda_bwd_kernel {
     JATTN_CUDA_BWD_KERNEL_AUTO = 0,
-    /* 1: the backward v1 (mma.sync 3xTF32), removed: superseded by v3 (src/cuda/JOURNAL.md) */
-    JATTN_CUDA_BWD_KERNEL_V2 = 2, /* backward_v2_sm90_f16x2.cu */
+    /* 1: the backward v1 (mma.sync 3xTF32), 2: the backward v2 (sm_90a wgmma, three kernels), removed:
+     * superseded by v3 and v4 (src/cuda/JOURNAL.md) */
     JATTN_CUDA_BWD_KERNEL_V3 = 3, /* backward_v3_mma_f16x2.cu */
-    JATTN_CUDA_BWD_KERNEL_V4 = 4, /* backward_v4_sm90_fa3_f16x2.cu (forced only, until measured) */
+    JATTN_CUDA_BWD_KERNEL_V4 = 4, /* backward_v4_sm90_fa3_f16x2.cu */
     JATTN_CUDA_BWD_KERNEL_COUNT = 5
 } jattn_cuda_bwd_kernel;
 
 /* ---- knobs and counters for tests and the harness ---- */
 
-/* Whether k is a backward version of the library (the number of the removed v1 stays unused): what
- * the environment variable JATTN_CUDA_BWD_KERNEL=v2|v3 accepts besides AUTO (it forces the backward's
+/* Whether k is a backward version of the library (the numbers of the removed v1 and v2 stay unused):
+ * what the environment variable JATTN_CUDA_BWD_KERNEL=v3|v4 accepts besides AUTO (it forces the backward's
  * kernel for every call of the process). */
 int jattn_cuda_bwd_kernel_exists(jattn_cuda_bwd_kernel k);
 

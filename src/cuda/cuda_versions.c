@@ -8,7 +8,7 @@
 
 #include "attention_sm90.h"
 
-/* Why the sm_90a kernels (v6, the backward v2) cannot run a problem (a message for jattn_fail), or
+/* Why the sm_90a kernels (v6, the backward v4) cannot run a problem (a message for jattn_fail), or
  * NULL when they can, pointers aside: their alignment is known in forward() only. The limits are
  * those of the launch contract (attention_sm90.h, checked by sm90_contract.c); v6 adds its own below. */
 static const char *sm90_refusal(const jattn_problem *p, int cc) {
@@ -118,28 +118,6 @@ int jattn_cuda_bwd_kernel_exists(jattn_cuda_bwd_kernel k) {
 
 /* ---- the backward ---- */
 
-/* The problems of the forward's sm_90a kernels (compute capability 9.0, D 64 or 128, strides of q, k,
- * v, out multiples of 4 elements), f32 precision (tf32 runs v3). */
-static const char *bwd_v2_refusal(const cuda_query *q) {
-    const jattn_problem *p = q->p;
-    if (q->precision != JATTN_PRECISION_F32) return "precision: the backward v2 runs f32 only (tf32 runs v3)";
-    const char *why = sm90_refusal(p, q->cc);
-    if (why) return why;
-    why = jattn_cuda_bwd_v2_refusal(p, q->grad, q->alignment);
-    if (why) return why;
-    if (p->batch * p->heads > ATTENTION_SM90_MAX_GRID) return "batch*heads: the backward v2 takes at most 65535";
-    /* one key: P = 1 and dq = dk = 0 exactly, which v3 gives (a batch with a single attended key
-     * takes P = 1 and dS = dlse); v2's 2xFP16 dP (22 significant bits per operand) left up to 3e-5
-     * on `large` inputs (H200, bench/results/h200-2026-12-02-bwd-v2/call1), where the gate allows
-     * none */
-    if (p->seq_kv == 1) return "seq_kv: a single key runs the backward v3";
-    return NULL;
-}
-
-static size_t bwd_v2_workspace_bytes(const jattn_problem *p) {
-    return jattn_cuda_bwd_v2_workspace_bytes(p->batch, p->heads, p->seq_q, p->seq_kv, p->head_dim);
-}
-
 static const char *bwd_v3_refusal(const cuda_query *q) {
     /* tf32 runs the f32 arithmetic; mma.sync fp16: every device the backend takes (8.0 and newer) */
     return q->p->head_dim > JATTN_CUDA_BWD_V3_MAX_HEAD_DIM ? "head_dim: the cuda backward takes at most 256" : NULL;
@@ -149,15 +127,21 @@ static size_t bwd_v3_workspace_bytes(const jattn_problem *p) {
     return jattn_cuda_bwd_v3_workspace_bytes(p->batch, p->heads, p->seq_q, p->seq_kv, p->head_dim);
 }
 
-/* v4: v2's problems (the sm_90a contract and v2's gradient strides and alignment, B*H <= 65535, two or more
- * keys), f32 and tf32 (its own arithmetic: one fp16 product in dK, dV and dQ). */
+/* v4: the sm_90a contract (compute capability 9.0, D 64 or 128, strides of q, k, v, out multiples of 4
+ * elements), both precisions (tf32: dK, dV and dQ on one fp16 product), gradient strides multiples of 4 and
+ * pointers 16-byte aligned, B*H <= 65535, seq_q and seq_kv at most 2^31 - 129, at most 2^31 - 1 work units
+ * (jattn_cuda_bwd_v4_refusal, sm90_contract.c), two keys or more; no mask part (.features: key padding runs
+ * v3). */
 static const char *bwd_v4_refusal(const cuda_query *q) {
     const jattn_problem *p = q->p;
     const char *why = sm90_refusal(p, q->cc);
     if (why) return why;
-    why = jattn_cuda_bwd_v2_refusal(p, q->grad, q->alignment);
+    why = jattn_cuda_bwd_v4_refusal(p, q->grad, q->alignment);
     if (why) return why;
     if (p->batch * p->heads > ATTENTION_SM90_MAX_GRID) return "batch*heads: the backward v4 takes at most 65535";
+    /* one key: P = 1 and dq = dk = 0 exactly, which v3 gives (a batch with a single attended key takes P = 1
+     * and dS = dlse); a 2xFP16 dP (22 significant bits per operand) left up to 3e-5 on `large` inputs in the
+     * backward v2 (H200, bench/results/h200-2026-12-02-bwd-v2/call1), where the gate allows none */
     if (p->seq_kv == 1) return "seq_kv: a single key runs the backward v3";
     return NULL;
 }
@@ -168,19 +152,8 @@ static size_t bwd_v4_workspace_bytes(const jattn_problem *p) {
 
 #define BWD(k) (&jattn_cuda_bwd_versions[JATTN_CUDA_BWD_KERNEL_##k])
 
-/* Number 1 was the backward v1 (removed: src/cuda/JOURNAL.md). */
+/* Numbers 1 and 2 were the backward v1 and v2 (removed: src/cuda/JOURNAL.md). */
 const cuda_version jattn_cuda_bwd_versions[JATTN_CUDA_BWD_KERNEL_COUNT] = {
-    /* backward_v2_sm90_f16x2.cu: sm_90a wgmma on 2xFP16 operands, three fp16 products per product, S
-     * and dP with Kahan-compensated k16 slices; a problem it refuses runs v3, forced or not (so the
-     * whole battery runs with v2 forced), and so does a call it does not take (padding, alignment),
-     * in the same workspace (v2's is never smaller than v3's: the selection sizes the workspace of
-     * the version it chose) */
-    [JATTN_CUDA_BWD_KERNEL_V2] = {.name = {"cuda_bwd_v2_f16x2_sm90_wgmma", "cuda_bwd_v2_f16x2_sm90_wgmma"},
-                                  .refusal = bwd_v2_refusal,
-                                  .workspace_bytes = bwd_v2_workspace_bytes,
-                                  .launch = jattn_cuda_launch_bwd_v2,
-                                  .refused_next = BWD(V3),
-                                  .forced_falls_back = 1},
     /* backward_v3_mma_f16x2.cu: mma.sync m16n8k16 fp16 on 2xFP16 operands (sm_80 and newer), three fp16
      * products per product, S and dP hi*hi in chains of two k16 slices added in fp32; every head_dim up
      * to 256, any strides, key padding, a single key; tf32 runs the f32 arithmetic */
@@ -190,9 +163,9 @@ const cuda_version jattn_cuda_bwd_versions[JATTN_CUDA_BWD_KERNEL_COUNT] = {
                                   .workspace_bytes = bwd_v3_workspace_bytes,
                                   .launch = jattn_cuda_launch_bwd_v3},
     /* backward_v4_sm90_fa3_f16x2.cu: one fused sm_90a kernel in FlashAttention-3's orientation (128 keys per
-     * CTA, dK and dV in registers, dQ into private copies summed in a fixed order), 2xFP16; tf32: dK, dV, dQ on
-     * one fp16 product. Forced only (JATTN_CUDA_BWD_KERNEL=v4) until measured; what it refuses runs v3, forced or
-     * not */
+     * CTA in two consumer warpgroups, dK and dV in registers, dQ into per-CTA copies summed in a fixed order, a
+     * persistent grid), 2xFP16, three fp16 products per product; tf32: dK, dV, dQ on one fp16 product. A
+     * problem it refuses runs v3, forced or not (so the whole battery runs with v4 forced) */
     [JATTN_CUDA_BWD_KERNEL_V4] = {.name = {"cuda_bwd_v4_f16x2_sm90_fa3_ws_128x64",
                                            "cuda_bwd_v4_s_dp_f16x2_grads_f16_sm90_fa3_ws_128x64"},
                                   .refusal = bwd_v4_refusal,
@@ -243,13 +216,14 @@ const cuda_version *jattn_cuda_forward_version(jattn_cuda_kernel forced, const c
     return walk_refusals(&jattn_cuda_versions[start], forced != JATTN_CUDA_KERNEL_AUTO, q, why);
 }
 
-/* AUTO starts at v2 since its H200 run (bench/results/h200-2026-12-02-bwd-v2/call2): test_backward
- * cuda passed every case v2 runs (nine runs of the battery, fresh seeds), bit-identical repeats and
- * graph replay included, memcheck and racecheck clean; 2.38x / 2.26x / 2.15x PyTorch's fp32 SDPA
- * backward at (1,24,S,128), S = 1536 / 4608 / 16384 (the backward v1 then: 0.27x / 0.30x). v2 refuses
- * tf32 and what its kernels cannot run, and falls back to v3 (mma.sync 2xFP16, every device, head_dim
- * up to 256) forced or not. */
+/* AUTO starts at v4 since its first H100 run (bench/results/h100-2026-12-06-bwd-v4-call1, issue 36): the
+ * whole battery passed with it forced (test_backward cuda: 563 passed, 0 failed, repeats bit-identical,
+ * graph replay), compute-sanitizer memcheck, racecheck and synccheck clean; 1.69x / 1.84x / 1.78x the
+ * backward v2 it replaces at (1,24,S,128), S = 1536 / 4608 / 16384 (0.708 / 4.437 / 56.0 ms, 3.7x / 4.4x /
+ * 4.0x PyTorch's fp32 SDPA backward in the same run), 1.69x at D = 64; tf32 3.56 ms at 4608. v4 refuses
+ * what its kernel cannot run and falls back to v3 (mma.sync 2xFP16, every device, head_dim up to 256, key
+ * padding) forced or not. */
 const cuda_version *jattn_cuda_backward_version(jattn_cuda_bwd_kernel forced, const cuda_query *q, const char **why) {
-    const jattn_cuda_bwd_kernel start = forced != JATTN_CUDA_BWD_KERNEL_AUTO ? forced : JATTN_CUDA_BWD_KERNEL_V2;
+    const jattn_cuda_bwd_kernel start = forced != JATTN_CUDA_BWD_KERNEL_AUTO ? forced : JATTN_CUDA_BWD_KERNEL_V4;
     return walk_refusals(&jattn_cuda_bwd_versions[start], forced != JATTN_CUDA_BWD_KERNEL_AUTO, q, why);
 }

@@ -1,7 +1,8 @@
 /* exact_score.cuh: one score q . k recomputed exactly (float64) from the 2xFP16 tile images of the
  * sm_90a kernels, for the few elements whose tensor-core score is not exact enough: the forward's
  * largest score of a row (its lse, kernel v6) and the backward's P >= 1/2 element of a row
- * (backward v2). Internal to src/cuda; internal linkage.
+ * (the backward v2, removed; the backward v4 recomputes it from the caller's float32 inputs). Internal to
+ * src/cuda; internal linkage.
  *
  * Why: the tensor core adds its fp32 products with truncation (toward zero, after Fasi et al.,
  * "Numerical behavior of NVIDIA tensor cores", 2021), so a long chain of them errs on the low side
@@ -12,7 +13,7 @@
  * inputs only.
  *
  * Image layout: swizzled_offset_f16 (sm90_wgmma_ptx.cuh), the layout of v6's K and V tile images and
- * of the backward v2's tile records. */
+ * of the backward v4's tile records (backward_v4_records.cuh). */
 #ifndef JATTN_EXACT_SCORE_CUH
 #define JATTN_EXACT_SCORE_CUH
 

@@ -1,5 +1,5 @@
 /* f16x2_split.cuh: the 2xFP16 operand split (after Ootomo & Yokota, 2022) of every 2xFP16 kernel
- * (v6, v7, the backwards v2 and v3) and their pre-passes. Internal to src/cuda; internal linkage.
+ * (v6, v7, the backwards v3 and v4) and their pre-passes. Internal to src/cuda; internal linkage.
  *
  * A float x, multiplied by a power of two 2^e chosen per row or block, becomes hi + lo with
  * hi = fp16_rn(x 2^e) and lo = fp16_rn(x 2^e - hi): 22 significant bits, like 3xTF32's
@@ -11,8 +11,8 @@
  * of the maximum and stay non-finite (hi = x, lo = NaN), so a non-finite element changes the
  * scale of no other element. A tile whose every value lies below 2^-63 (kTinyLimit) is scaled by
  * 2^64 first, so that denormal values keep their bits. Each kernel's workspace layout is its own
- * (v6: attention_v6_split_kv_f16x2.cu; v7: f16x2_mma_records.cuh; backward v2:
- * backward_v2_records.cuh; backward v3: backward_v3_layout.cuh). */
+ * (v6: attention_v6_split_kv_f16x2.cu; v7: f16x2_mma_records.cuh; backward v3: backward_v3_layout.cuh;
+ * backward v4: backward_v4_records.cuh). */
 #ifndef JATTN_F16X2_SPLIT_CUH
 #define JATTN_F16X2_SPLIT_CUH
 

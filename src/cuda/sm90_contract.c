@@ -1,4 +1,4 @@
-/* The launch contract of the sm_90a kernels (v6, the backward v2; attention_sm90.h), checked on the
+/* The launch contract of the sm_90a kernels (v6, the backward v4; attention_sm90.h), checked on the
  * host: the one place its limits are tested, for the kernels' launchers and for the backend's
  * selection alike. Plain C, no CUDA call (tests/test_cuda_ladder.c builds it on any machine). */
 #include <math.h>
@@ -41,28 +41,46 @@ attention_sm90_support attention_f32_sm90_wgmma_supported(const jattn_cuda_args 
     return ATTENTION_SM90_SUPPORTED;
 }
 
-const char *jattn_cuda_bwd_v2_refusal(const jattn_problem *p, const jattn_grad_strides *grad, size_t alignment) {
+int64_t jattn_cuda_bwd_v4_units(int64_t batch, int64_t heads, int64_t seq_q, int64_t seq_kv) {
+    const int64_t tq = (seq_q + ATTENTION_SM90_TILE - 1) / ATTENTION_SM90_TILE;
+    const int64_t blocks = (seq_kv + 2 * ATTENTION_SM90_TILE - 1) / (2 * ATTENTION_SM90_TILE);
+    if (batch < 1 || heads < 1 || tq < 1 || blocks < 1) return 0;
+    if (batch > INT64_MAX / heads) return INT64_MAX;
+    const int64_t items = batch * heads;
+    if (blocks > INT64_MAX / items) return INT64_MAX;
+    const int64_t per = items * blocks;
+    return tq > INT64_MAX / per ? INT64_MAX : per * tq;
+}
+
+const char *jattn_cuda_bwd_v4_refusal(const jattn_problem *p, const jattn_grad_strides *grad, size_t alignment) {
     if (alignment < ATTENTION_SM90_ALIGN_BYTES)
-        return "alignment: the backward v2 moves every tensor in 16-byte units (exec.alignment below 16)";
+        return "alignment: the backward v4 moves every tensor in 16-byte units (exec.alignment below 16)";
     const jattn_strides s[4] = {grad->dout, grad->dq, grad->dk, grad->dv};
     for (int i = 0; i < 4; ++i) {
         const jattn_cuda_strides c = {s[i].batch, s[i].head, s[i].token};
         if (!stride_ok(c))
-            return "grad strides: the backward v2 needs every stride of dout, dq, dk, dv a multiple of 4 elements";
+            return "grad strides: the backward v4 needs every stride of dout, dq, dk, dv a multiple of 4 elements";
     }
-    /* its CTAs run two 64-row records (backward_v2_records.cuh) and index rows with 32 bits */
+    /* its CTAs run 128 keys (two 64-row records, backward_v4_records.cuh) and index rows with 32 bits */
     if (p->seq_q > INT32_MAX - 2 * ATTENTION_SM90_TILE || p->seq_kv > INT32_MAX - 2 * ATTENTION_SM90_TILE)
-        return "seq_q/seq_kv: the backward v2 takes at most 2^31 - 129";
+        return "seq_q/seq_kv: the backward v4 takes at most 2^31 - 129";
+    /* its persistent grid counts work units (a 128-key block of a head and a 64-query block) with 32 bits */
+    if (jattn_cuda_bwd_v4_units(p->batch, p->heads, p->seq_q, p->seq_kv) > INT32_MAX)
+        return "B H ceil(seq_q / 64) ceil(seq_kv / 128): the backward v4 takes at most 2^31 - 1 work units";
     return NULL;
 }
 
-int jattn_cuda_bwd_v2_call_refused(const jattn_cuda_args *a) {
-    if (a->precision != JATTN_PRECISION_F32 || a->kv_count || (a->head_dim != 64 && a->head_dim != 128)) return 1;
+int jattn_cuda_bwd_v4_call_refused(const jattn_cuda_args *a) {
+    if (a->kv_count || (a->head_dim != 64 && a->head_dim != 128) || a->seq_kv < 2) return 1;
+    /* no mask part but none, no grouped heads */
+    if ((a->kv_heads && a->kv_heads != a->heads) || a->causal || a->block_q || a->block_kv || a->cu_seqlens_q ||
+        a->cu_seqlens_kv || a->key_bias)
+        return 1;
     if (a->batch * a->heads > ATTENTION_SM90_MAX_GRID || a->heads > ATTENTION_SM90_MAX_GRID ||
         a->batch > ATTENTION_SM90_MAX_GRID)
         return 1;
-    /* its CTAs run two 64-row records (backward_v2_records.cuh) and index rows with 32 bits */
     if (a->seq_q > INT32_MAX - 2 * ATTENTION_SM90_TILE || a->seq_kv > INT32_MAX - 2 * ATTENTION_SM90_TILE) return 1;
+    if (jattn_cuda_bwd_v4_units(a->batch, a->heads, a->seq_q, a->seq_kv) > INT32_MAX) return 1;
     const void *ptrs[8] = {a->q, a->k, a->v, a->out, a->dout, a->dq, a->dk, a->dv};
     for (int i = 0; i < 8; ++i)
         if (!aligned(ptrs[i], ATTENTION_SM90_ALIGN_BYTES)) return 1;

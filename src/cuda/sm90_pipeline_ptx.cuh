@@ -1,4 +1,4 @@
-/* sm90_pipeline_ptx.cuh: the PTX of a warp-specialized Hopper pipeline (v6, the backward v2): mbarriers,
+/* sm90_pipeline_ptx.cuh: the PTX of a warp-specialized Hopper pipeline (v6, the backward v4): mbarriers,
  * the bulk copy engine (cp.async.bulk, global -> shared, completing on an mbarrier), named CTA
  * barriers and register reallocation between warpgroups (setmaxnreg). sm_90a; internal to
  * src/cuda, internal linkage. Semantics: PTX ISA 8.x, sections "mbarrier", "cp.async.bulk",

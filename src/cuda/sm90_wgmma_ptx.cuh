@@ -1,5 +1,5 @@
 /* sm90_wgmma_ptx.cuh: building blocks shared by the sm_90a attention kernels (v6, the backward
- * v2): the 128-byte-swizzled K-major shared-memory layout and its wgmma descriptors, wgmma and
+ * v4): the 128-byte-swizzled K-major shared-memory layout and its wgmma descriptors, wgmma and
  * fence wrappers (inline PTX). Internal to src/cuda; every symbol has internal linkage.
  *
  * Shared memory layout of a K-major operand tile of R rows (R % 8 == 0), the "128B swizzle"
@@ -115,7 +115,7 @@ __device__ __forceinline__ void fence_regs(uint32_t (&r)[N][4]) {
 /* D[64 x 64] (+)= A[64 x 16] * B; A from registers (four f16x2: rows g and g+8 of the warp's 16,
  * columns 2c..2c+1 then 2c+8..2c+9), B from shared memory: TRANS_B = 0, B[64 x 16]^T K-major
  * (the form of the removed v4); TRANS_B = 1, B[16 x 64] MN-major (imm-trans-b = 1: v6's O = P V
- * with V stored key by key, head_dim 64, and the backward v2's products). */
+ * with V stored key by key, head_dim 64, and the backward v4's dK and dV products). */
 template <int TRANS_B = 0>
 __device__ __forceinline__ void wgmma_m64n64k16_f16_rs(float (&d)[32], const uint32_t (&a)[4], uint64_t desc_b,
                                                        int accumulate) {

@@ -4,7 +4,7 @@
 #
 # Targets, per file (below): the portable files (the mma.sync and SIMT kernels, the pre-passes)
 # carry machine code for sm_80, sm_86, sm_89 and sm_90a and PTX for compute_90; the sm_90a-only
-# kernels (forward v6, the backward v2 and v4, with their pre-passes) carry sm_90a machine code alone:
+# kernels (forward v6 and the backward v4, with their pre-passes) carry sm_90a machine code alone:
 # the backend selects them on 9.0 devices only. The mma.sync backward is v3
 # (backward_v3_mma_f16x2.cu, its pre-pass backward_v3_split_f16x2.cu); the forward's mma.sync
 # kernel v7.
@@ -42,8 +42,7 @@ if(_jattn_cuda_build)
     ${CMAKE_CURRENT_LIST_DIR}/attention_v6_sm90_fa3_f16x2.cu
     ${CMAKE_CURRENT_LIST_DIR}/attention_v7_split_kv_f16x2.cu
     ${CMAKE_CURRENT_LIST_DIR}/attention_v7_mma_f16x2.cu
-    ${CMAKE_CURRENT_LIST_DIR}/backward_v2_split_f16x2.cu
-    ${CMAKE_CURRENT_LIST_DIR}/backward_v2_sm90_f16x2.cu
+    ${CMAKE_CURRENT_LIST_DIR}/backward_v4_split_f16x2.cu
     ${CMAKE_CURRENT_LIST_DIR}/backward_v4_sm90_fa3_f16x2.cu
     ${CMAKE_CURRENT_LIST_DIR}/backward_v3_split_f16x2.cu
     ${CMAKE_CURRENT_LIST_DIR}/backward_v3_mma_f16x2.cu)
@@ -67,7 +66,7 @@ if(_jattn_cuda_build)
   set(JATTN_CUDA_GENCODE_SM90A "-gencode=arch=compute_90a,code=sm_90a")
   set(_jattn_sm90a_only
     attention_v6_split_kv_f16x2.cu attention_v6_sm90_fa3_f16x2.cu
-    backward_v2_split_f16x2.cu backward_v2_sm90_f16x2.cu backward_v4_sm90_fa3_f16x2.cu)
+    backward_v4_split_f16x2.cu backward_v4_sm90_fa3_f16x2.cu)
   get_target_property(_jattn_sources jattn_objects SOURCES)
   foreach(_src IN LISTS _jattn_sources)
     get_filename_component(_name "${_src}" NAME)

@@ -1,12 +1,11 @@
-/* bwd_v2_split: the pre-pass of the backward v2 (backward_v2_sm90_f16x2.cu). Writes the tile
- * records of backward_v2_records.cuh: q * scale, dout, k and v of every head split into scaled fp16
- * hi + lo images (one power of two per 64-row tile), the row log-sum-exp into the q records and
- * Dl = dO.O - dlse (float64 sum in a fixed order, kept as float hi + lo) into the dout records.
+/* bwd_v4_split: the pre-pass of the backward v4 (backward_v4_sm90_fa3_f16x2.cu; written for the backward v2,
+ * removed: src/cuda/JOURNAL.md). Writes the tile records of backward_v4_records.cuh: q * scale, dout, k and v of every
+ * head split into scaled fp16 hi + lo images (one power of two per 64-row tile), the row log-sum-exp into the q records
+ * and Dl = dO.O - dlse (float64 sum in a fixed order, kept as float hi + lo) into the dout records.
  *
  * Reads  q, out, dout [B, H, Sq, D] and k, v [B, H, Skv, D] through element strides (head_dim
  *        contiguous, float4 aligned), D in {64, 128}; lse [B, H, Sq] contiguous; dlse likewise or NULL.
- * Writes the records (workspace, bwd_record_layout), every byte of every record, and (0, 0, -1, 0) into
- *        every query row's dominant weight (none yet: the dQ kernel writes the rows it finds).
+ * Writes the records (workspace, bwd_record_layout), every byte of every record.
  * One CTA of 256 threads per (tile, tensor, head): grid (max(Tq, Tk), 4, B*H); a thread owns 16-byte
  * chunks (8 values of head_dim of one row) of the tile. Memory-bound, like v6's pre-pass. */
 #include <math.h>
@@ -14,7 +13,7 @@
 
 #include <cuda_runtime.h>
 
-#include "backward_v2_records.cuh"
+#include "backward_v4_records.cuh"
 #include "cuda_internal.h"
 #include "f16x2_split.cuh"
 #include "sm90_wgmma_ptx.cuh"
@@ -29,11 +28,10 @@ struct BwdSplitParams {
     int heads, seq_q, seq_kv, tq, tk;
     float scale;
     unsigned char *rec[4]; /* q, dout, k, v records */
-    float4 *top;           /* [B*H][tq * 64]: the query rows' dominant weights */
 };
 
 template <int D>
-__global__ void __launch_bounds__(kSplitThreads) bwd_v2_split(const BwdSplitParams p) {
+__global__ void __launch_bounds__(kSplitThreads) bwd_v4_split(const BwdSplitParams p) {
     using R = BwdRecord<D>;
     constexpr int kChunksPerRow = D / 8;
     constexpr int kRowsPerPass = kSplitThreads / kChunksPerRow;
@@ -128,7 +126,6 @@ __global__ void __launch_bounds__(kSplitThreads) bwd_v2_split(const BwdSplitPara
             if (l == -INFINITY) l = INFINITY; /* a row with no key: P = 0 */
         }
         extras[kBwdRowData / 4 + tid] = tid < kBwdTile ? l : 0.f;
-        if (tid < kBwdTile) p.top[bh * p.tq * kBwdTile + r0 + tid] = make_float4(0.f, 0.f, __int_as_float(-1), 0.f);
     } else if (which >= 2 && tid < 2 * kBwdTile) {
         extras[kBwdRowData / 4 + tid] = 0.f;
     }
@@ -136,9 +133,9 @@ __global__ void __launch_bounds__(kSplitThreads) bwd_v2_split(const BwdSplitPara
 
 } /* namespace */
 
-/* Enqueues the pre-pass (backward_v2_sm90_f16x2.cu checks the call: D 64 or 128, float4-aligned
+/* Enqueues the pre-pass (backward_v4_sm90_fa3_f16x2.cu checks the call: D 64 or 128, float4-aligned
  * pointers and strides, B*H <= 65535). */
-extern "C" cudaError_t bwd_v2_split_launch(const jattn_cuda_args *a, void *records, cudaStream_t stream) {
+extern "C" cudaError_t bwd_v4_split_launch(const jattn_cuda_args *a, void *records, cudaStream_t stream) {
     const jattn_cuda_args *f = a; /* the forward's fields */
     const int64_t bh = f->batch * f->heads;
     const BwdRecordLayout L = bwd_record_layout(bh, f->seq_q, f->seq_kv, f->head_dim);
@@ -157,11 +154,10 @@ extern "C" cudaError_t bwd_v2_split_launch(const jattn_cuda_args *a, void *recor
     p.tk = (int)((f->seq_kv + kBwdTile - 1) / kBwdTile);
     p.scale = f->scale;
     p.rec[0] = ws + L.q, p.rec[1] = ws + L.dout, p.rec[2] = ws + L.k, p.rec[3] = ws + L.v;
-    p.top = reinterpret_cast<float4 *>(ws + L.top);
     const dim3 grid((unsigned)(p.tq > p.tk ? p.tq : p.tk), 4u, (unsigned)bh);
     if (f->head_dim == 128)
-        bwd_v2_split<128><<<grid, kSplitThreads, 0, stream>>>(p);
+        bwd_v4_split<128><<<grid, kSplitThreads, 0, stream>>>(p);
     else
-        bwd_v2_split<64><<<grid, kSplitThreads, 0, stream>>>(p);
+        bwd_v4_split<64><<<grid, kSplitThreads, 0, stream>>>(p);
     return cudaGetLastError();
 }

@@ -1,5 +1,6 @@
-/* backward_v2_records.cuh: the tile records of the backward v2 (backward_v2_sm90_f16x2.cu), written
- * by its pre-pass (backward_v2_split_f16x2.cu). Internal to src/cuda; internal linkage.
+/* backward_v4_records.cuh: the tile records of the backward v4 (backward_v4_sm90_fa3_f16x2.cu; designed for the
+ * backward v2, removed: src/cuda/JOURNAL.md), written by its pre-pass (backward_v4_split_f16x2.cu). Internal to
+ * src/cuda; internal linkage.
  *
  * Each of q * scale, dout, k and v is cut into tiles of 64 rows (tokens) of one head; a tile is
  * one record of kBytes bytes, records of a tensor stored [B*H][tiles] (tiles = ceil(S / 64)):
@@ -13,18 +14,15 @@
  *   [2 kImage + 16, +512)  row data, 64 entries of 8 bytes: q records: float lse of row r at word r
  *                          (natural log; -inf and rows past seq_q as +inf, so that P = 0), words
  *                          64..127 zero; dout records: float2 (Dl hi, Dl lo) of row r, Dl = dO.O - dlse
- *                          summed in float64 (rows past seq_q: 0); k, v records: zeros.
+ *                          summed in float64 (rows past seq_q: 0); k, v records: zeros. The backward
+ *                          v4 bulk-copies a record's images into one shared-memory slot and its info
+ *                          and row data (kBwdExtras) into another.
  * e is one power of two for the whole tile (f16x2_split.cuh: its largest finite magnitude to
  * [2^14, 2^15)): a scale common to the tile's rows and to its head_dim columns, so that every one of
  * the backward's five products can contract over either index with the tile's scale factored out.
- * Rows past the sequence are zeros.
- *
- * After the records, the dominant weights: a float4 per query row, [B*H][tq * 64], (P, dP - Dl, key, 0) of
- * the row's P >= 1/2 element (its dominant key) from its exact score and dP, key as int bits; the pre-pass
- * writes (0, 0, -1, 0) (none) into every row, the dQ kernel the rows whose element it finds, and the dK and
- * dV kernels read them (backward_v2_sm90_f16x2.cu, step 2b). */
-#ifndef JATTN_BACKWARD_V2_RECORDS_CUH
-#define JATTN_BACKWARD_V2_RECORDS_CUH
+ * Rows past the sequence are zeros. */
+#ifndef JATTN_BACKWARD_V4_RECORDS_CUH
+#define JATTN_BACKWARD_V4_RECORDS_CUH
 
 #include <stdint.h>
 
@@ -43,10 +41,9 @@ struct BwdRecord {
     static_assert(kBytes % 16 == 0, "bulk copies move multiples of 16 bytes");
 };
 
-/* Byte offsets of the four tensors' records and of the dominant weights in the workspace (tq, tk: query
- * and key tiles). */
+/* Byte offsets of the four tensors' records in the workspace (tq, tk: query and key tiles). */
 struct BwdRecordLayout {
-    int64_t q, dout, k, v, top, bytes;
+    int64_t q, dout, k, v, bytes;
 };
 
 inline BwdRecordLayout bwd_record_layout(int64_t bh, int64_t seq_q, int64_t seq_kv, int64_t head_dim) {
@@ -57,11 +54,10 @@ inline BwdRecordLayout bwd_record_layout(int64_t bh, int64_t seq_q, int64_t seq_
     l.dout = l.q + bh * tq * rec;
     l.k = l.dout + bh * tq * rec;
     l.v = l.k + bh * tk * rec;
-    l.top = l.v + bh * tk * rec; /* 16-byte aligned: rec is a multiple of 16 */
-    l.bytes = l.top + bh * tq * kBwdTile * 16;
+    l.bytes = l.v + bh * tk * rec;
     return l;
 }
 
 } /* namespace */
 
-#endif /* JATTN_BACKWARD_V2_RECORDS_CUH */
+#endif /* JATTN_BACKWARD_V4_RECORDS_CUH */
