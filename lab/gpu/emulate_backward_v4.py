@@ -11,7 +11,7 @@ and v6's, measured); the wgmma accumulation per k16 step is exact-then-rounded, 
 model of bench/gpu/emulate_backward_v3.py (Fasi et al.: products aligned to the largest, truncated to 24 bits,
 the sum truncated to float32).
 
-usage: python3 bench/gpu/emulate_backward_v4.py [--tc-model] [--quick] [--tail] [--seeds N] [--no-dominant] [--tf32]
+usage: python3 lab/gpu/emulate_backward_v4.py [--tc-model] [--quick] [--tail] [--seeds N] [--no-dominant] [--tf32]
        [--dp-step] [--dq-fixed] [--s-form pairs|rest|one]
 prints one line per case with rel_l2 of dq, dk, dv against float64 and the float32-floor (logits rounded to
 float32 once, the rest float64) for reference; exits 1 when one is over the gate (5e-6; tf32 1e-3) and more than

@@ -14,7 +14,7 @@
  * Prints per mode the fp16 tensor TFLOP/s (2 x 64 x 64 x 16 flop per unit) and the f32-equivalent backward rate
  * (a third of it: three fp16 products per f32 product).
  * Build (from the repository root): nvcc -gencode arch=compute_90a,code=sm_90a -O3 -std=c++17 -Iinclude
- *   -Isrc/cuda bench/gpu/backward_v4_mix.cu -o backward_v4_mix */
+ *   -Isrc/cuda lab/gpu/backward_v4_mix.cu -o backward_v4_mix */
 #include <stdint.h>
 #include <stdio.h>
 
