@@ -2,39 +2,32 @@
  * cuda_bwd_v4_s_dp_f16x2_grads_f16_sm90_fa3_ws_128x64 in tf32): the attention backward (dq, dk, dv) fused into one
  * warp-specialized sm_90a kernel in FlashAttention-3's orientation, on fp16 wgmma with every operand split into
  * two scaled fp16 parts (2xFP16, f16x2_split.cuh). Route A of ../shared/research/backward_fa3_route.md (issue 36).
- * D 64 and 128, f32 and tf32 precision, deterministic, graph-capturable. AUTO's backward on 9.0 devices.
+ * D 64 and 128, f32 and tf32 precision, deterministic, graph-capturable.
  *
- * Per (b, h), c = scale, lse the forward's row log-sum-exp (natural log):
+ * Per (b, h), c = scale, lse the forward's row log-sum-exp (natural log), as the backward v2:
  *   Dl_i  = sum_d dO_id O_id - dlse_i                       (pre-pass, float64, kept as hi + lo)
  *   S_ij  = (c q_i) . k_j;   P_ij = exp(S_ij - lse_i)       (recomputed)
  *   dP_ij = dO_i . v_j;      dS_ij = P_ij (dP_ij - Dl_i)
  *   dV_j  = sum_i P_ij dO_i;  dK_j = sum_i dS_ij (c q_i);  dQ_i = c sum_j dS_ij k_j
  *
  * Kernels, all on the caller's stream:
- *   bwd_v4_split (backward_v4_split_f16x2.cu): the 64-row tile records of q * c, dout (with Dl), k, v
- *       (backward_v4_records.cuh: hi and lo fp16 images, one power of two per tile, lse in the q records).
- *   bwd_v4_kernel<D, kSplit, T>: a persistent grid of G = min(132, SMs, items) CTAs; a work item is (b, h, n), the
- *       128 keys 128 n .. 128 n + 127 of one head (item = (b H + h) N + n, N = ceil(Skv / 128)); a unit is an item
- *       and one of its Tq = ceil(Sq / 64) m-blocks (unit = item Tq + m). CTA g runs the units ustart[g] ..
- *       ustart[g + 1] - 1 in order, as segments (an item's m-blocks m0 .. m1 - 1): the schedule (v4_schedule) is
- *       whole items, ceil(items / G) per CTA, or the units split evenly, an item cut at most once (split where
- *       v4_split_pays: whole items leave 1/8 of the time idle, or 1/50 with the call's Q and dO records in a third
- *       of L2). A CTA is three warpgroups:
- *       - warpgroup 0, the producer (setmaxnreg 24): one thread bulk-copies per segment the images of the two K and
- *         two V tile records (128 KB at D = 128), and per m-block the Q record and the dO record (images and
- *         extras, one slot each) on full / empty mbarriers;
+ *   bwd_v2_split (backward_v2_split_f16x2.cu, the backward v2's pre-pass, unchanged): the 64-row tile records of
+ *       q * c, dout (with Dl), k, v (backward_v2_records.cuh: hi and lo fp16 images, one power of two per tile,
+ *       lse in the q records).
+ *   bwd_v4_kernel<D, kSplit>: a persistent grid of G = min(132, SMs, items) CTAs; a work item is (b, h, n), the
+ *       128 keys 128 n .. 128 n + 127 of one head; CTA g runs the W = ceil(items / G) consecutive items g W ..
+ *       g W + W - 1 (item = (b H + h) N + n, N = ceil(Skv / 128)). A CTA is three warpgroups:
+ *       - warpgroup 0, the producer (setmaxnreg 24): one thread bulk-copies per item the images of the two K and
+ *         two V tile records (128 KB at D = 128), and per 64-query m-block the Q record and the dO record (images
+ *         and extras, one slot each) on full / empty mbarriers;
  *       - warpgroups 1 and 2, the consumers (setmaxnreg 240), own keys 64 w .. 64 w + 63 of the item (their K and
- *         V tile); dK and dV of those keys accumulate in registers over the segment's m-blocks. Per m-block (64
- *         queries), in the library's order (T = V4TuneLib: kOverlap, kDeferDq):
- *         0. dQ of the previous m-block issued (8, below; on a segment's first m-block a discarded product: a
- *            conditional issue makes ptxas serialize every wgmma of the kernel).
+ *         V tile); dK and dV of those keys accumulate in registers over all m-blocks. Per m-block (64 queries):
  *         1. S^T = K_w Q^T, m64n64k16 ss from the K-major images: X = the 2 D/16 corrections (K_hi Q_lo, K_lo
- *            Q_hi), then hi*hi of k16 slices 0-1; under X's chain the previous m-block's dQ pushes; a fresh step
- *            accumulator per further pair of slices, waited for and added into X in fp32 (the "chains of 2" class
- *            of the backward v3).
- *         3. dP^T = V_w dO^T issued, in one chain (corrections, then hi*hi), and while it runs
+ *            Q_hi), then hi*hi of k16 slices 0-1; a fresh step accumulator per further pair of slices, waited for
+ *            and added into X in fp32 (the "chains of 2" class of the backward v3).
  *         2. P = ex2((X u_k u_q - lse_i) log2 e) (ex2.approx); keys past seq_kv get P = 0; a warp vote on
- *            P >= 1/2 (the rare dominant element, 3b). Then dS = P ((dP u_v u_do - Dl_hi) - Dl_lo).
+ *            P >= 1/2 (the rare dominant element, 3b).
+ *         3. dP^T = V_w dO^T in one chain (corrections, then hi*hi); dS = P ((dP u_v u_do - Dl_hi) - Dl_lo).
  *         3b. each element with P >= 1/2 (a query's dominant key; rare outside peaky rows) gets P and dS from its
  *            score and dP recomputed in float64 from the caller's float32 q, k, v, dout (the whole warp per
  *            element, one value of the 32-lane dot product per lane): issue 30's rule, P and dP exact (the
@@ -47,28 +40,20 @@
  *         6. dK += dS^T (c Q): dS split per key row (power of two of the row's largest |dS|, two quad shuffles)
  *            into the A fragments, m64n64k16 rs with Q MN-major, a fresh tile per 64 columns of head_dim (three
  *            products: lo*hi, hi*lo, hi*hi), added in fp32 with the row and tile unscales; the Q slot released.
- *         7. dV += P^T dO the same way (at D = 64 issued with dK's, one wait for both); the dO slot released;
- *            named barrier B2 (both halves of dS stored).
- *         8. dQ partial = dS (64 x 128 keys) K: at D = 128 each warpgroup takes 64 columns of head_dim (m64n64k16
- *            ss, A = dS K-major, B = K MN-major, three products over 8 k16 slices of keys); at D = 64, dQ^T: each
- *            warpgroup takes 32 queries (m64n32k16 ss, A = K^T MN-major, B = dS^T K-major); times 2^-s_i u_ref,
- *            pushed into the CTA's private fp32 copy of the head's dQ (st.global where the CTA meets those rows of
- *            the head first, red.global.add after): issued at the next m-block's start (0), the segment's last
- *            after its last m-block.
- *         The first GPU call's order (V4TuneBase): 1, 2 (P) then 3 (dP issued and waited), ..., 8 after 7.
- *       After a segment's last m-block: dK, dV rows of the warpgroup's keys (float2 stores) into dk, dv, or, for
- *       a segment that is an item's tail (the split schedule: m0 > 0, the CTA's first segment), into the CTA's
- *       slot of the workspace; rows past seq_kv skipped.
- *   bwd_v4_kv_fixup (the split schedule): dk, dv of each cut item += the tail's slot (the head part was stored).
- *   bwd_v4_dq_reduce: dq = c * (the sum of the head's private copies in ascending CTA order, each copy's rows only
- *       where its CTA met them), through dq's strides. The copy of (CTA g, head bh) is slot g + bh of the
- *       workspace (the pairs of a monotone staircase: at most G + B H - 1 slots).
- *   (kDqFixed, not the library's: the int64 accumulators zeroed, bwd_v4_head_bounds, then bwd_v4_dq_fixed.)
- * Deterministic: every element of a copy is written by one thread in program order (a fence at each segment
- * start), every other gradient element by one thread, a cut item's two parts added once, the copies summed in a
- * fixed order: bit-identical repeats on one device (the copies' grouping and the cuts depend on G, so bits may
- * differ between GPUs of different SM counts). kOverlap and kDeferDq change no value: their bits equal
- * V4TuneBase's with the same schedule (lab/gpu/backward_v4_tune.cu checks it).
+ *         7. dV += P^T dO the same way; the dO slot released.
+ *         8. named barrier B2 (both halves of dS stored): dQ partial = dS (64 x 128 keys) K: at D = 128 each
+ *            warpgroup takes 64 columns of head_dim (m64n64k16 ss, A = dS K-major, B = K MN-major, three products
+ *            over 8 k16 slices of keys); at D = 64, dQ^T: each warpgroup takes 32 queries (m64n32k16 ss, A = K^T
+ *            MN-major, B = dS^T K-major); times 2^-s_i u_ref, pushed into the CTA's private fp32 copy of the
+ *            head's dQ (st.global on the CTA's first item of the head, red.global.add after).
+ *       After an item's last m-block: dK, dV rows of the warpgroup's keys (float2 stores), rows past seq_kv
+ *       skipped.
+ *   bwd_v4_dq_reduce: dq = c * (the sum of the head's private copies in ascending CTA order), through dq's
+ *       strides. The copy of (CTA g, head bh) is slot g + bh of the workspace (the pairs of a monotone staircase:
+ *       at most G + B H - 1 slots).
+ * Deterministic: every element of a copy is written by one thread in program order (a fence at each item start),
+ * every other gradient element by one thread, the copies summed in a fixed order: bit-identical repeats on one
+ * device (the copies' grouping depends on G, so bits may differ between GPUs of different SM counts).
  * tf32 (kSplit false): S^T and dP^T as in f32; dK, dV and dQ one fp16 product (hi*hi) each.
  *
  * Accumulator layout (m64nN, PTX ISA "wgmma register fragments"): thread (warp v, lane 4g + c) of a warpgroup
@@ -78,19 +63,15 @@
  *
  * Shared memory (D = 128, bytes): K tiles 65,536 + V tiles 65,536 + Q images 32,768 + dO images 32,768 + dS
  * hi / lo 32,768 + Q extras 528 + dO extras 528 + exponent exchange 512 + dQ row factors 256 + the warpgroups'
- * segment constants 64 + mbarriers 64 + alignment 1,024 = 232,352 of 232,448. D = 64: 134,048 (one Q and dO slot
- * too). Registers: 168 at entry (384 threads, one CTA per SM), setmaxnreg 24 / 240; at the peak (the dK product,
- * D = 128 f32) about 238 live: dK and dV 128, P (kept for dV) 32, dS's A fragments 32, the fresh tile 32, 14
- * others; with kDeferDq the dQ accumulator, X and dK, dV (192) while the pushes run. What keeps it there: the
- * segment's values (tile scales, item, m0, m1, first key) in shared memory, read where used; the thread's lane /
- * warp / warpgroup read from %tid at each use and the warpgroup index through a shuffle at each use (held, ptxas
- * spilled a copy of it: the descriptors fill the uniform registers); 32-bit divisions (a 64-bit one called a
- * subroutine that held 5 registers); the row exponents packed in one word; the unscales read from the slots after
- * each product's wait.
- * Workspace: the records (about 2 B H (Sq + Skv) D x 4 bytes), (132 + B H - 1) fp32 copies of one head's dQ (Tq
- * 64 x D each: 1.3 GB at (1,24,16384,128)) and min(132, items) slots of 128 x D x 2 floats; never less than v3's
- * (a call v4 refuses runs v3 in it). Not taken (v3 runs it): key padding, seq_kv = 1, pointers not 16-byte
- * aligned, strides not multiples of 4, more than 2^31 - 1 units (jattn_cuda_bwd_v4_call_refused, sm90_contract.c).
+ * tile scales 32 + mbarriers 64 + alignment 1,024 = 232,320 of 232,448. D = 64: 134,016 (one Q and dO slot too).
+ * Registers: 168 at entry (384 threads, one CTA per SM), setmaxnreg 24 / 240; at the peak (the dK product, D =
+ * 128 f32) 238 live: dK and dV 128, P (kept for dV) 32, dS's A fragments 32, the fresh tile 32, 14 others. What
+ * keeps it there: the per-item values (tile scales) in shared memory, the thread's lane / warp read from %tid at
+ * each use, 32-bit divisions (a 64-bit one called a subroutine that held 5 registers), the row exponents packed
+ * in one word, the unscales read from the slots after each product's wait.
+ * Workspace: the v2 records (about 2 B H (Sq + Skv) D x 4 bytes) and (132 + B H - 1) fp32 copies of one
+ * head's dQ (Tq 64 x D each): 1.3 GB at (1,24,16384,128); never less than v3's (a call v4 refuses runs v3 in it).
+ * Not taken (v3 runs it): key padding, seq_kv = 1, pointers not 16-byte aligned, strides not multiples of 4.
  *
  * Where it departs from the design note (route A): (1) the P >= 1/2 element is made exact inside the kernel (3b:
  * a warp-wide float64 dot per element, P and dP from the caller's inputs, then through the products like every
@@ -100,37 +81,29 @@
  * up to 64 per m-block on one warp: a straggler the note's drop-and-fix avoids (not measured). (2) dK before dV
  * (the note's DK_FIRST: the Q slot is released two products earlier). (3) D = 64: dQ^T per warpgroup over 32
  * queries (A = K^T MN-major), as the 64 columns of head_dim do not split into two 64-column tiles. (4) dQ's
- * private copies take the first touch's store instead of a zeroed workspace, and the dQ reduction applies c.
- * (5) the split schedule. The pushes are red.global.add.v2.f32 from registers into copies that do not fit L2 (one
- * head's dQ per CTA: 311 MB at S = 4608), so each m-block's 32 KB of pushes per CTA misses L2; kDqFixed (one
- * int64 accumulator per head, L2-resident, bits independent of the SM count) is measured beside them.
+ * private copies take the first item's store instead of a zeroed workspace, and the dQ reduction applies c.
+ * The pushes are red.global.add.v2.f32 from registers into copies that do not fit L2 (one head's dQ per CTA: 311
+ * MB at S = 4608), so each m-block's 32 KB of pushes per CTA misses L2 (~1 TB/s of DRAM traffic at the model's
+ * speed); backward_v4_mix.cu measures it beside the alternatives (route C's shared accumulator, order-free int64
+ * fixed point: one per-head buffer in L2, no copies, bits independent of the SM count).
  *
- * ptxas 13.0 (-gencode arch=compute_90a,code=sm_90a -Xptxas -v), bwd_v4_kernel (2026-12-06): every instance of
- *   every choice (D 64 and 128, f32 and tf32; V4TuneBase, kOverlap, kOverlap + kDeferDq, + kDqFixed: the 16 of
- *   lab/gpu/backward_v4_tune.cu) 168 registers at entry, 0 bytes spill, 5 barriers, no wgmma serialization
- *   (C7514). ptxas moves spills by 4-100 bytes between equivalent variants at this edge (the prototype's lesson).
+ * ptxas 13.0 (-gencode arch=compute_90a,code=sm_90a -Xptxas -v), bwd_v4_kernel (2026-12-06): every instance
+ *   (D 64 and 128, f32 and tf32) 168 registers at entry, 0 bytes spill, 5 barriers; the peak at D = 128 f32 is
+ *   238 live registers (nvdisasm -lrm count) in the dK product. The last 2-3 registers came from the warpgroup
+ *   index taken through a shuffle (ptxas then holds it, and the descriptors built on it, in uniform registers:
+ *   CUTLASS's canonical_warp_group_idx): before it 12-72 bytes of spill moved with every edit. ptxas moves
+ *   spills by 8-40 bytes between equivalent variants at this edge (the prototype's lesson; the smem base taken
+ *   through a shuffle as well brought back 24 bytes).
  *   SASS per m-block and warpgroup (D = 128 f32): HGMMA 48 ss (S^T, dP^T) + 48 rs tnspB (dK, dV) + 24 ss tnspB
- *   (dQ) = 120 m64n64k16, 9 wgmma waits (V4TuneLib: 10, one the deferred dQ's, which its issue ahead of Q's wait
- *   hides), 8 STSM, 33 MUFU.EX2, 16 REDG; tf32: 48 + 16 + 8 = 72. The whole kernel: 3944 static instructions
- *   (V4TuneBase) and 3992 (V4TuneLib, with the segment's last dQ: 144 HGMMA, 32 REDG). The first round's m-block
- *   loop was 2906 static instructions, ~2400 issued per thread and m-block on the normal path: ~4800 issue cycles
- *   per scheduler against 7680 tensor cycles per m-block at full rate.
- * Emulated (lab/gpu/emulate_backward_v4.py: this arithmetic in float32, the tensor core's truncating accumulation
- * modelled (--tc-model), the gate part's kind of shapes, four distributions, 3 seeds; 12 seeds of the small peaky
- * ones): worst rel_l2 peaky dq / dk / dv 3.3 / 3.4 / 1.2e-6 (8 x 8 keys), large 2.3 / 2.3 / 0.9e-6, normal 0.6e-6
- * (gate 5e-6); round-to-nearest accumulation 1.5e-6 at most; without 3b peaky dv 2.7e-6; dP^T as S's chains
- * instead of one chain: no change (3.2-3.4e-6); S^T as X + one step chain (--s-form rest): twice S's error, not
- * taken; tf32 3.1-3.6e-4 (gate 1e-3); kDqFixed: the same errors, its bound held on every partial.
- * Measured (H100, bench/results/h100-2026-12-06-bwd-v4-call1, V4TuneBase, whole items): 0.708 / 4.437 / 56.0 ms
- * at (1,24,1536 / 4608 / 16384,128) = 3.15x / 3.40x / 3.60x v6's forward, 3.69x / 4.35x / 4.04x PyTorch's fp32
- * SDPA backward; (1,24,4608,64) 2.977 ms, 3.65x / 3.46x; tf32 3.56 ms at 4608; the battery forced 563 / 0;
- * compute-sanitizer clean; ncu at 4608: tensor pipe 48.8 %, 0.47 eligible warps per scheduler. Predicted for the
- * library's choices (not yet run: lab/gpu/backward_v4_run.sh): -5 to -9 % of the m-block (P under dP^T, the
- * pushes under S^T, one drain fewer; more at D = 64, where the elementwise work weighs twice), and at 1536 the
- * split schedule -26 % of the main kernel: about 0.53 / 4.15 / 52 ms = 2.35x / 3.2x / 3.35x the forward and 4.9x /
- * 4.65x / 4.35x PyTorch; (1,24,4608,64) about 2.7 ms, 3.3x / 3.8x (2.55 ms with the split). Targets (issue 36): at
- * (1,24,S,128), S = 1536 / 4608 / 16384, at most 3.5x (aim 3.0x) jattn's forward (v6) time and at least 3.5x
- * PyTorch's fp32 SDPA backward. */
+ *   (dQ) = 120 m64n64k16, 9 wgmma waits, 8 STSM, 33 MUFU.EX2, 16 REDG; tf32: 48 + 16 + 8 = 72. The m-block loop
+ *   is 3009 static instructions (D = 64: 2598; tf32 2625 / 2258), the rare P >= 1/2 path and the first item's
+ *   stores included (~500): ~2500 issued per thread and m-block on the normal path, i.e. ~5000 issue cycles per
+ *   scheduler against 7680 tensor cycles per m-block at full rate (FMUL 237, LOP3 236, FADD 229, IMAD 275, FFMA
+ *   196, F2FP + HADD2 192: the splits, exponents and unscales; R2UR 116 for the descriptors).
+ * Measured (H100 / H200, bench/gpu/backward_v4_run.sh): not yet run: <ms and ratios at (1,24,1536 / 4608 / 16384,
+ * 128) against v6's forward and PyTorch, the battery's pass counts, the mix's ceiling>. Targets (issue 36): at
+ * (1,24,S,128), S = 1536 / 4608 / 16384, at most 3.5x (aim 3.0x) jattn's forward (v6) time and at least 3.5x PyTorch's
+ * fp32 SDPA backward. */
 #include <math.h>
 #include <stdint.h>
 
@@ -148,8 +121,6 @@
 #include "sm90_wgmma_f16_ptx.cuh"
 #include "sm90_wgmma_ptx.cuh"
 
-extern "C" cudaError_t bwd_v4_split_launch(const jattn_cuda_args *a, void *records, cudaStream_t stream);
-
 namespace {
 
 constexpr int kWg = 128;
@@ -162,31 +133,9 @@ constexpr int kMaxCtas = 132;                  /* the persistent grid's size at 
 constexpr int kDsImage = kM * kCtaKeys * 2;    /* one part of dS [64 queries][128 keys] fp16 */
 constexpr int kExtrasPad = (kBwdExtras + 15) / 16 * 16;
 
-/* The kernel's compile-time choices (issue 36's second round; the library instantiates V4TuneLib, the
- * side-by-side measurement lab/gpu/backward_v4_tune.cu the others):
- *   kOverlap: dP^T issued as soon as S^T is done, P's exponentials computed while it runs (the kernel of the
- *       first GPU call computed P, then issued dP^T and waited); at D = 64 (one 64-column tile each, registers to
- *       spare) dK's and dV's products issued back to back, one drained wait for both. The same operations on the
- *       same values: bits equal to kOverlap false.
- *   kDeferDq: dQ of m-block m issued at the start of m-block m + 1, ahead of S^T (before Q's slot is waited for),
- *       its pushes under S^T's chain; the segment's last one after it. Bits equal to kDeferDq false.
- *   kDqFixed: how dQ's partials add up, deterministically. false: per-CTA private fp32 copies of the head's dQ
- *       (the design note's route A; red.global.add.v2.f32, the copies summed in CTA order by bwd_v4_dq_reduce);
- *       true: one int64 fixed-point accumulator per head (red.global.add.u64 of each partial times 2^(61 - E_i),
- *       E_i the exponent of a bound on query i's dQ from the tiles' scales, dq_bound_exp): integer sums are
- *       order-free, so the bits are the same on every GPU, the accumulator stays in L2 (one head's, not one per
- *       CTA) and the workspace is 2x dq instead of 132 + B H - 1 copies; twice the atomic operations (32 red.u64
- *       per thread and m-block, not 16 red.v2) and a conversion each.
- * The schedule (whole items per CTA, or the units split evenly: v4_schedule) is the host's choice per call. */
-template <bool kOverlap_, bool kDeferDq_, bool kDqFixed_>
-struct V4Tune {
-    static constexpr bool kOverlap = kOverlap_;
-    static constexpr bool kDeferDq = kDeferDq_;
-    static constexpr bool kDqFixed = kDqFixed_;
-    static_assert(kOverlap || !kDeferDq, "the deferred dQ is written for the overlapped m-block");
-};
-using V4TuneBase = V4Tune<false, false, false>; /* the kernel of the first GPU call */
-using V4TuneLib = V4Tune<true, true, false>;    /* the library's */
+/* The order of dK and dV in an m-block: dK first releases the Q slot earlier (the producer's next Q copy then
+ * has dV and dQ to land in). */
+constexpr bool kDkFirst = true;
 
 template <int D>
 struct V4Config {
@@ -200,9 +149,8 @@ struct V4Config {
     static constexpr int kDxOff = kQxOff + kExtrasPad;        /* dO record extras: 2^-e, (Dl hi, Dl lo) per query */
     static constexpr int kXchOff = kDxOff + kExtrasPad;       /* exponent words [8 warps][4 c][4] */
     static constexpr int kQfacOff = kXchOff + 8 * 4 * 16;     /* 2^-s per query [64] */
-    static constexpr int kCstOff = kQfacOff + kM * 4;         /* per segment and warpgroup: u_k, u_v, kfac, u_ref,
-                                                               * item, m0, m1, the warpgroup's first key */
-    static constexpr int kBarOff = kCstOff + kConsumers * 32; /* mbarriers */
+    static constexpr int kCstOff = kQfacOff + kM * 4;         /* per item and warpgroup: u_k, u_v, kfac, u_ref */
+    static constexpr int kBarOff = kCstOff + kConsumers * 16; /* mbarriers */
     static constexpr int kSmemBytes = kBarOff + 64 + kSwizzleAtomBytes;
     static constexpr int kHalves = D / 64; /* 64-column tiles of dK and dV */
     static_assert(kSmemBytes <= 227 * 1024, "shared memory");
@@ -211,9 +159,7 @@ struct V4Config {
 
 struct BwdV4Params {
     const unsigned char *rec_q, *rec_do, *rec_k, *rec_v; /* the records, [B*H][tiles] each */
-    float *copies;                                       /* [slot][tq * 64][D] (kDqFixed: unused) */
-    unsigned long long *fixed;                           /* kDqFixed: [B*H][tq * 64][D] int64, zeroed */
-    const int2 *head_bounds;                             /* kDqFixed: per head (L_v, L_k), dq_head_bounds */
+    float *copies;                                       /* [slot][tq * 64][D] */
     float *dk, *dv;
     int64_t dk_b, dk_h, dk_t, dv_b, dv_h, dv_t;
     /* the caller's inputs, for the dominant elements' exact score and dP (3b) */
@@ -221,13 +167,11 @@ struct BwdV4Params {
     int64_t q_b, q_h, q_t, k_b, k_h, k_t, v_b, v_h, v_t, do_b, do_h, do_t;
     float scale;
     int heads, seq_q, seq_kv, tq, tk;
-    int n_blocks;             /* N: 128-key blocks per head */
-    int items;                /* B H N */
-    float *kv_part;           /* per CTA, the dK then dV rows [128][D] of its first segment when that segment is an
-                               * item's tail (m-blocks a .. Tq - 1: the split schedule), added by bwd_v4_kv_fixup */
-    int ustart[kMaxCtas + 1]; /* CTA g runs the units ustart[g] .. ustart[g + 1] - 1; unit = item Tq + m */
-    uint32_t v_lbo, v_sbo;    /* descriptor fields of an MN-major image (16-byte units) */
-    uint32_t zero;            /* 0, unknown to the compiler */
+    int n_blocks;          /* N: 128-key blocks per head */
+    int items;             /* B H N */
+    int per_cta;           /* W */
+    uint32_t v_lbo, v_sbo; /* descriptor fields of an MN-major image (16-byte units) */
+    uint32_t zero;         /* 0, unknown to the compiler */
 };
 
 /* ---- PTX wrappers this kernel adds ---------------------------------------------------------------- */
@@ -280,14 +224,6 @@ __device__ __forceinline__ float2 lds_f32x2(uint32_t a) {
     asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];\n" : "=f"(v.x), "=f"(v.y) : "r"(a));
     return v;
 }
-__device__ __forceinline__ int lds_s32(uint32_t a) {
-    int v;
-    asm volatile("ld.shared.s32 %0, [%1];\n" : "=r"(v) : "r"(a));
-    return v;
-}
-__device__ __forceinline__ void sts_s32(uint32_t a, int v) {
-    asm volatile("st.shared.s32 [%0], %1;\n" ::"r"(a), "r"(v) : "memory");
-}
 __device__ __forceinline__ float4 lds_f32x4(uint32_t a) {
     float4 v;
     asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];\n" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "r"(a));
@@ -321,6 +257,13 @@ __device__ __forceinline__ void push_f32(float *p, float a, bool store) {
         asm volatile("red.global.add.f32 [%0], %1;\n" ::"l"(p), "f"(a) : "memory");
 }
 
+/* This CTA's first work item, read from %ctaid at each use (volatile: not held in a register over the loops). */
+__device__ __forceinline__ int first_item(int per_cta) {
+    uint32_t x;
+    asm volatile("mov.u32 %0, %%ctaid.x;\n" : "=r"(x));
+    return (int)x * per_cta;
+}
+
 /* The thread's index in its warpgroup, read from %tid at each use (volatile: recomputed where needed rather than
  * held in registers over the m-block, where the consumers have none to spare), and what derives from it. */
 __device__ __forceinline__ int ctid() {
@@ -329,41 +272,7 @@ __device__ __forceinline__ int ctid() {
     return (int)(x % kWg);
 }
 __device__ __forceinline__ int cwarp() { return ctid() / 32; }
-/* The consumer warpgroup (0, 1) from %tid, for per-thread addresses (the kernel's w, taken through a shuffle,
- * stays in a uniform register for the descriptors; a vector copy of it held over the loops costs a register). */
-__device__ __forceinline__ int cwg() {
-    uint32_t x;
-    asm volatile("mov.u32 %0, %%tid.x;\n" : "=r"(x));
-    return (int)(x / kWg) - 1;
-}
 __device__ __forceinline__ int clane() { return ctid() % 32; }
-
-/* kDqFixed: the int64 push of one value (two's complement: red.add.u64 adds signed values too). */
-__device__ __forceinline__ void push_s64(unsigned long long *p, float v) {
-    const long long x = __float2ll_rn(v);
-    asm volatile("red.global.add.u64 [%0], %1;\n" ::"l"(p), "l"(x) : "memory");
-}
-
-/* v 2^e for e in [-252, 252] (two exact power-of-two steps: e may leave float's exponent range while v 2^e
- * does not). */
-__device__ __forceinline__ float scale_pow2(float v, int e) {
-    const int a = max(-126, min(126, e));
-    return v * exp2_int(a) * exp2_int(max(-126, min(126, e - a)));
-}
-
-/* The unbiased exponent of a power of two (the tiles' 2^-e unscales). */
-__device__ __forceinline__ int pow2_exp(float u) { return (int)((__float_as_uint(u) >> 23) & 0xFFu) - 127; }
-
-/* kDqFixed: E with 2^E >= |sum_j dS_ij k_jd| for query i, for every partial sum over keys too: |dS_ij| <= P_ij
- * (D max|dO_i| max|v| + |Dl_i|), sum_j P_ij <= 2 (1 with an exact lse), |k_jd| <= max|k|; a tile's largest
- * magnitude is below 2^15 times its unscale, so max|dO_i| < 2^(15 + log2 u_do), and lvk = (L_v, L_k), the head's
- * largest 15 + log2 u over its v and k tiles (dq_head_bounds). Integer arithmetic only: the kernel and the
- * reduction compute the same E from the same words. */
-__device__ __forceinline__ int dq_bound_exp(float u_do, float dl_hi, int2 lvk, int log2_d) {
-    const int l_dp = log2_d + 15 + pow2_exp(u_do) + lvk.x;
-    const int l_dl = dl_hi != 0.f ? max(pow2_exp(dl_hi), -126) + 2 : -300; /* |Dl_hi + Dl_lo| < 2^(that) */
-    return max(l_dp, l_dl) + 1 + lvk.y + 1;
-}
 
 __device__ __forceinline__ void fence_acq_rel_gpu() { asm volatile("fence.acq_rel.gpu;\n" ::: "memory"); }
 
@@ -392,11 +301,10 @@ __device__ __forceinline__ float pow2_ratio(float a, float b) {
 /* ---- the products ------------------------------------------------------------------------------ */
 
 /* S^T = A B^T over head_dim (64 x 64; A rows = this warpgroup's keys, B rows = the m-block's queries), both
- * K-major images, in pieces a caller interleaves with other work: s_issue_chain puts into x the corrections
- * (A_hi B_lo, A_lo B_hi) then hi*hi of slices 0-1 in one chain; s_issue_step hi*hi of slices s0, s0 + 1 into a
- * fresh step accumulator; each piece one committed group. add_step: x += st once st's group is waited for. */
+ * K-major images: x = the corrections (A_hi B_lo, A_lo B_hi) then hi*hi of slices 0-1 in one chain; hi*hi of each
+ * further pair of slices in a fresh step accumulator, added into x in fp32. */
 template <int D>
-__device__ __forceinline__ void s_issue_chain(float (&x)[32], uint32_t ah, uint32_t al, uint32_t bh, uint32_t bl) {
+__device__ __forceinline__ void product_s(float (&x)[32], uint32_t ah, uint32_t al, uint32_t bh, uint32_t bl) {
     constexpr int kS = D / 16;
     const uint64_t dah = smem_desc_sw128(opaque(ah)), dal = smem_desc_sw128(opaque(al));
     const uint64_t dbh = smem_desc_sw128(opaque(bh)), dbl = smem_desc_sw128(opaque(bl));
@@ -410,41 +318,24 @@ __device__ __forceinline__ void s_issue_chain(float (&x)[32], uint32_t ah, uint3
     for (int s = 0; s < 2; ++s)
         wgmma_m64n64k16_f16_ss(x, f16_slice_desc(dah, s, kBwdTile), f16_slice_desc(dbh, s, kBwdTile), 1);
     wgmma_commit();
-}
-
-template <int D>
-__device__ __forceinline__ void s_issue_step(float (&st)[32], uint32_t ah, uint32_t bh, int s0) {
-    const uint64_t dah = smem_desc_sw128(opaque(ah)), dbh = smem_desc_sw128(opaque(bh));
-    wgmma_fence();
-    wgmma_m64n64k16_f16_ss(st, f16_slice_desc(dah, s0, kBwdTile), f16_slice_desc(dbh, s0, kBwdTile), 0);
-    wgmma_m64n64k16_f16_ss(st, f16_slice_desc(dah, s0 + 1, kBwdTile), f16_slice_desc(dbh, s0 + 1, kBwdTile), 1);
-    wgmma_commit();
-}
-
-__device__ __forceinline__ void add_step(float (&x)[32], float (&st)[32]) {
-    fence_regs(st);
-    fence_regs(x);
-#pragma unroll
-    for (int i = 0; i < 32; ++i) x[i] += st[i];
-}
-
-/* S^T whole, each step pair waited for in turn (the kernel without kOverlap). */
-template <int D>
-__device__ __forceinline__ void product_s(float (&x)[32], uint32_t ah, uint32_t al, uint32_t bh, uint32_t bl) {
-    constexpr int kS = D / 16;
-    s_issue_chain<D>(x, ah, al, bh, bl);
     float st[32];
 #pragma unroll
     for (int s0 = 2; s0 < kS; s0 += 2) {
-        s_issue_step<D>(st, ah, bh, s0);
+        wgmma_fence();
+        wgmma_m64n64k16_f16_ss(st, f16_slice_desc(dah, s0, kBwdTile), f16_slice_desc(dbh, s0, kBwdTile), 0);
+        wgmma_m64n64k16_f16_ss(st, f16_slice_desc(dah, s0 + 1, kBwdTile), f16_slice_desc(dbh, s0 + 1, kBwdTile), 1);
+        wgmma_commit();
         wgmma_wait<0>();
-        add_step(x, st);
+        fence_regs(st);
+        fence_regs(x);
+#pragma unroll
+        for (int i = 0; i < 32; ++i) x[i] += st[i];
     }
 }
 
-/* dP^T = A B^T over head_dim in one chain (the corrections, then hi*hi), issued and committed. */
+/* dP^T = A B^T over head_dim in one chain: the corrections, then hi*hi. */
 template <int D>
-__device__ __forceinline__ void dp_issue(float (&x)[32], uint32_t ah, uint32_t al, uint32_t bh, uint32_t bl) {
+__device__ __forceinline__ void product_dp(float (&x)[32], uint32_t ah, uint32_t al, uint32_t bh, uint32_t bl) {
     constexpr int kS = D / 16;
     const uint64_t dah = smem_desc_sw128(opaque(ah)), dal = smem_desc_sw128(opaque(al));
     const uint64_t dbh = smem_desc_sw128(opaque(bh)), dbl = smem_desc_sw128(opaque(bl));
@@ -458,6 +349,8 @@ __device__ __forceinline__ void dp_issue(float (&x)[32], uint32_t ah, uint32_t a
     for (int s = 0; s < kS; ++s)
         wgmma_m64n64k16_f16_ss(x, f16_slice_desc(dah, s, kBwdTile), f16_slice_desc(dbh, s, kBwdTile), 1);
     wgmma_commit();
+    wgmma_wait<0>();
+    fence_regs(x);
 }
 
 /* X (an m64n64 accumulator, rows = keys) scaled per row by the power of two of its largest |X| (two quad
@@ -495,41 +388,10 @@ __device__ __forceinline__ void split_rows(const float (&x)[32], uint32_t (&xh)[
         }
 }
 
-/* One 64-column tile of the last products (dK, dV): tile = X B'[:, cols], X the split A fragments (K = the
- * m-block's 64 queries), B' the image pair (64 queries x D) MN-major, columns 64 t .. 64 t + 63; three products
- * (lo*hi, hi*lo, hi*hi; tf32: hi*hi) into the fresh tile, committed. */
-template <bool kSplit>
-__device__ __forceinline__ void tile_issue(float (&tile)[32], const uint32_t (&xh)[4][4], const uint32_t (&xl)[4][4],
-                                           uint32_t bh, uint32_t bl, int t, uint32_t lbo, uint32_t sbo) {
-    const uint64_t h = desc_mn(bh + t * kBwdTile * kSwizzleBytes, lbo, sbo);
-    const uint64_t l = desc_mn(bl + t * kBwdTile * kSwizzleBytes, lbo, sbo);
-    wgmma_fence();
-    if constexpr (kSplit) {
-#pragma unroll
-        for (int ks = 0; ks < 4; ++ks) wgmma_m64n64k16_f16_rs<1>(tile, xl[ks], desc_at(h, ks * 2048), ks > 0);
-#pragma unroll
-        for (int ks = 0; ks < 4; ++ks) wgmma_m64n64k16_f16_rs<1>(tile, xh[ks], desc_at(l, ks * 2048), 1);
-    }
-#pragma unroll
-    for (int ks = 0; ks < 4; ++ks)
-        wgmma_m64n64k16_f16_rs<1>(tile, xh[ks], desc_at(h, ks * 2048), kSplit || ks > 0 ? 1 : 0);
-    wgmma_commit();
-}
-
-/* acc += tile down[r] u once the tile's group is waited for: u the record's unscale read from shared memory at u_s
- * (not held in a register over the products), down the rows' exponents (split_rows).
+/* acc (+)= X B' for 64 columns of head_dim at a time: X the split A fragments (K = the m-block's 64 queries),
+ * B' the image pair (64 queries x D) MN-major; a fresh tile per 64 columns, then acc += tile down[r] u, u the
+ * record's unscale read from shared memory at u_s after the wait (not held in a register over the products).
  * @return a word of the result (for slot_release: it depends on u and on every value the products read). */
-__device__ __forceinline__ uint32_t tile_finish(float (&acc)[32], float (&tile)[32], uint32_t ex, uint32_t u_s) {
-    fence_regs(tile);
-    const float u = lds_f32(u_s);
-    const float f0 = exp2_int(128 - (int)(ex & 0xFFu)) * u, f1 = exp2_int(128 - (int)((ex >> 8) & 0xFFu)) * u;
-#pragma unroll
-    for (int i = 0; i < 32; ++i) acc[i] = fmaf(tile[i], (i >> 1) & 1 ? f1 : f0, acc[i]);
-    return __float_as_uint(acc[0]); /* after u's load and the products */
-}
-
-/* acc (+)= X B' for 64 columns of head_dim at a time, each tile waited for and added before the next.
- * @return tile_finish's word of the last tile. */
 template <int D, bool kSplit>
 __device__ __forceinline__ uint32_t last_product(float (&acc)[D / 64][32], const uint32_t (&xh)[4][4],
                                                  const uint32_t (&xl)[4][4], uint32_t ex, uint32_t u_s, uint32_t bh,
@@ -538,182 +400,39 @@ __device__ __forceinline__ uint32_t last_product(float (&acc)[D / 64][32], const
 #pragma unroll
     for (int t = 0; t < D / 64; ++t) {
         float tile[32];
-        tile_issue<kSplit>(tile, xh, xl, bh, bl, t, lbo, sbo);
+        const uint64_t h = desc_mn(bh + t * kBwdTile * kSwizzleBytes, lbo, sbo);
+        const uint64_t l = desc_mn(bl + t * kBwdTile * kSwizzleBytes, lbo, sbo);
+        wgmma_fence();
+        if constexpr (kSplit) {
+#pragma unroll
+            for (int ks = 0; ks < 4; ++ks) wgmma_m64n64k16_f16_rs<1>(tile, xl[ks], desc_at(h, ks * 2048), ks > 0);
+#pragma unroll
+            for (int ks = 0; ks < 4; ++ks) wgmma_m64n64k16_f16_rs<1>(tile, xh[ks], desc_at(l, ks * 2048), 1);
+        }
+#pragma unroll
+        for (int ks = 0; ks < 4; ++ks)
+            wgmma_m64n64k16_f16_rs<1>(tile, xh[ks], desc_at(h, ks * 2048), kSplit || ks > 0 ? 1 : 0);
+        wgmma_commit();
         wgmma_wait<0>();
-        dep = tile_finish(acc[t], tile, ex, u_s);
+        fence_regs(tile);
+        const float u = lds_f32(u_s);
+        const float f0 = exp2_int(128 - (int)(ex & 0xFFu)) * u, f1 = exp2_int(128 - (int)((ex >> 8) & 0xFFu)) * u;
+#pragma unroll
+        for (int i = 0; i < 32; ++i) acc[t][i] = fmaf(tile[i], (i >> 1) & 1 ? f1 : f0, acc[t][i]);
+        dep = __float_as_uint(acc[t][0]); /* after u's load and the products */
     }
     return dep;
 }
 
-/* dQ's partial for the m-block whose dS the dS images hold, issued and committed:
- *   D = 128: warpgroup w, 64 queries x head_dim columns 64 w .. 64 w + 63 = dS (64 x 128 keys) K[:, cols]:
- *            m64n64k16 ss, A = dS K-major, B = K MN-major from kq (the K images' 64-column block w); dq[32] in the
- *            accumulator layout (rows = queries);
- *   D = 64:  dQ^T, warpgroup w: head_dim 64 x queries 32 w .. 32 w + 31: m64n32k16 ss, A = K^T (MN-major from
- *            kbase), B = dS^T (K-major: rows 32 w .. of the dS images, from dsq); dq[16] (rows = head_dim). */
-template <int D, bool kSplit>
-__device__ __forceinline__ void dq_issue(float (&dq)[D == 128 ? 32 : 16], uint32_t kbase, uint32_t kq, uint32_t dsq,
-                                         uint32_t dsh, uint32_t dsl, uint32_t lbo, uint32_t sbo) {
-    using R = BwdRecord<D>;
-    if constexpr (D == 128) {
-        const uint64_t ah = smem_desc_sw128(opaque(dsh)), al = smem_desc_sw128(opaque(dsl));
-        const uint64_t bkd = desc_mn(kq, lbo, sbo);
-        wgmma_fence();
-        if constexpr (kSplit) {
-#pragma unroll
-            for (int ks = 0; ks < 8; ++ks)
-                wgmma_m64n64k16_f16_ss_tb(dq, f16_slice_desc(al, ks, kM),
-                                          desc_at(bkd, (ks / 4) * R::kImages + (ks % 4) * 2048), ks > 0);
-#pragma unroll
-            for (int ks = 0; ks < 8; ++ks)
-                wgmma_m64n64k16_f16_ss_tb(dq, f16_slice_desc(ah, ks, kM),
-                                          desc_at(bkd, R::kImage + (ks / 4) * R::kImages + (ks % 4) * 2048), 1);
-        }
-#pragma unroll
-        for (int ks = 0; ks < 8; ++ks)
-            wgmma_m64n64k16_f16_ss_tb(dq, f16_slice_desc(ah, ks, kM),
-                                      desc_at(bkd, (ks / 4) * R::kImages + (ks % 4) * 2048), kSplit || ks > 0 ? 1 : 0);
-    } else {
-        const uint64_t kad = desc_mn(kbase, lbo, sbo);
-        const uint64_t bh_d = smem_desc_sw128(opaque(dsq));
-        const uint64_t bl_d = smem_desc_sw128(opaque(dsq + kDsImage));
-        wgmma_fence();
-        if constexpr (kSplit) {
-#pragma unroll
-            for (int ks = 0; ks < 8; ++ks)
-                wgmma_m64n32k16_f16_ss_ta(dq, desc_at(kad, (ks / 4) * R::kImages + (ks % 4) * 2048),
-                                          f16_slice_desc(bl_d, ks, kM), ks > 0);
-#pragma unroll
-            for (int ks = 0; ks < 8; ++ks)
-                wgmma_m64n32k16_f16_ss_ta(dq, desc_at(kad, R::kImage + (ks / 4) * R::kImages + (ks % 4) * 2048),
-                                          f16_slice_desc(bh_d, ks, kM), 1);
-        }
-#pragma unroll
-        for (int ks = 0; ks < 8; ++ks)
-            wgmma_m64n32k16_f16_ss_ta(dq, desc_at(kad, (ks / 4) * R::kImages + (ks % 4) * 2048),
-                                      f16_slice_desc(bh_d, ks, kM), kSplit || ks > 0 ? 1 : 0);
-    }
-    wgmma_commit();
-}
-
-/* dQ's partial of m-block m of `item` (waited for), times 2^-s_i u_ref, pushed into the CTA's private copy of
- * the head's dQ (slot blockIdx.x + bh: st.global where this CTA meets rows m of the head for the first time,
- * red.global.add after) or, kDqFixed, into the head's int64 accumulator. */
-template <int D, class T>
-__device__ __forceinline__ void dq_push(const BwdV4Params &p, const float (&dq)[D == 128 ? 32 : 16], int m,
-                                        uint32_t qfac, uint32_t cst) {
-    const float u_ref = lds_f32(cst + 12);
-    const int item_o = lds_s32(cst + 16);
-    const int bh_o = (int)((uint32_t)item_o / (uint32_t)p.n_blocks);
-    /* the same rows of the head's previous item: in an earlier CTA, or none */
-    const bool store = (item_o - 1) * p.tq + m < p.ustart[blockIdx.x] || item_o - bh_o * p.n_blocks == 0;
-    float *copy = p.copies + ((int64_t)blockIdx.x + bh_o) * ((int64_t)p.tq * kM * D);
-    unsigned long long *fix = p.fixed + (int64_t)bh_o * ((int64_t)p.tq * kM * D);
-    if constexpr (D == 128) {
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-            const int qr = 16 * cwarp() + (clane() / 4) + 8 * r;
-            if (T::kDqFixed) { /* not constexpr: the library's instance references the helpers too */
-                const int ex = __float_as_int(lds_f32(qfac + 4 * qr)) + pow2_exp(u_ref);
-                unsigned long long *dst = fix + (int64_t)(m * kM + qr) * D + 64 * cwg() + 2 * (clane() % 4);
-#pragma unroll
-                for (int i = 0; i < 8; ++i) {
-                    push_s64(dst + 8 * i, scale_pow2(dq[4 * i + 2 * r], ex));
-                    push_s64(dst + 8 * i + 1, scale_pow2(dq[4 * i + 2 * r + 1], ex));
-                }
-            } else {
-                const float f = lds_f32(qfac + 4 * qr) * u_ref;
-                float *dst = copy + (int64_t)(m * kM + qr) * D + 64 * cwg() + 2 * (clane() % 4);
-#pragma unroll
-                for (int i = 0; i < 8; ++i)
-                    push_f32x2(dst + 8 * i, dq[4 * i + 2 * r] * f, dq[4 * i + 2 * r + 1] * f, store);
-            }
-        }
-    } else {
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-            const int q0 = 32 * cwg() + 8 * i + 2 * (clane() % 4);
-            const float2 f2 = lds_f32x2(qfac + 4 * q0);
-#pragma unroll
-            for (int r = 0; r < 2; ++r) {
-                const int d = 16 * cwarp() + (clane() / 4) + 8 * r;
-                if (T::kDqFixed) {
-                    unsigned long long *dst = fix + (int64_t)(m * kM + q0) * D + d;
-                    push_s64(dst, scale_pow2(dq[4 * i + 2 * r], __float_as_int(f2.x) + pow2_exp(u_ref)));
-                    push_s64(dst + D, scale_pow2(dq[4 * i + 2 * r + 1], __float_as_int(f2.y) + pow2_exp(u_ref)));
-                } else {
-                    float *dst = copy + (int64_t)(m * kM + q0) * D + d;
-                    push_f32(dst, dq[4 * i + 2 * r] * (f2.x * u_ref), store);
-                    push_f32(dst + D, dq[4 * i + 2 * r + 1] * (f2.y * u_ref), store);
-                }
-            }
-        }
-    }
-}
-
-/* ---- the elementwise steps of the m-block ------------------------------------------------------- */
-
-/* 2. P = ex2((S u_k u_q - lse_i) log2 e) in place of S (ex2.approx); keys past seq_kv get P = 0.
- * @return whether a lane of the warp holds a P >= 1/2 (3b). */
-__device__ __forceinline__ bool p_from_s(float (&x)[32], uint32_t qx, uint32_t cst, int seq_kv) {
-    const float uq = lds_f32(qx);
-    {
-        const float us = lds_f32(cst) * uq;
-#pragma unroll
-        for (int i = 0; i < 8; ++i) {
-            const float2 l2 = lds_f32x2(qx + kBwdRowData + 4 * (8 * i + 2 * (clane() % 4)));
-#pragma unroll
-            for (int r = 0; r < 2; ++r)
-#pragma unroll
-                for (int e = 0; e < 2; ++e) {
-                    const int j = 4 * i + 2 * r + e;
-                    x[j] = exp2_approx(fmaf(x[j], us, -(e ? l2.y : l2.x)) * kLog2e);
-                }
-        }
-    }
-    const int key_w = lds_s32(cst + 28); /* this warpgroup's first key */
-    if (key_w + kWgKeys > seq_kv) {
-#pragma unroll
-        for (int r = 0; r < 2; ++r)
-            if (key_w + 16 * cwarp() + (clane() / 4) + 8 * r >= seq_kv) {
-#pragma unroll
-                for (int i = 0; i < 8; ++i) x[4 * i + 2 * r] = x[4 * i + 2 * r + 1] = 0.f;
-            }
-    }
-    float pm = 0.f;
-#pragma unroll
-    for (int j = 0; j < 32; ++j) pm = fmaxf(pm, x[j]);
-    return __any_sync(0xffffffffu, pm >= 0.5f);
-}
-
-/* 3. dS = P ((dP u_v u_do - Dl_hi) - Dl_lo) in place of dP. */
-__device__ __forceinline__ void ds_from_dp(float (&ds)[32], const float (&x)[32], uint32_t dx, uint32_t cst) {
-    const float udo = lds_f32(dx);
-    const float ud = lds_f32(cst + 4) * udo;
-#pragma unroll
-    for (int i = 0; i < 8; ++i) {
-        const float4 d4 = lds_f32x4(dx + kBwdRowData + 8 * (8 * i + 2 * (clane() % 4)));
-#pragma unroll
-        for (int r = 0; r < 2; ++r)
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {
-                const int j = 4 * i + 2 * r + e;
-                const float dh = e ? d4.z : d4.x, dlo = e ? d4.w : d4.y;
-                ds[j] = x[j] * (fmaf(ds[j], ud, -dh) - dlo);
-            }
-    }
-}
-
 /* ---- the kernel --------------------------------------------------------------------------------- */
 
-template <int D, bool kSplit, class T>
+template <int D, bool kSplit>
 __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p) {
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
     __trap();
 #else
     using C = V4Config<D>;
     using R = BwdRecord<D>;
-    constexpr int kQr = D == 128 ? 32 : 16; /* dQ's accumulator registers */
     extern __shared__ unsigned char smem_raw[];
     const uint32_t raw_saddr = smem_u32(smem_raw);
     const uint32_t s0 = raw_saddr + ((kSwizzleAtomBytes - (raw_saddr % kSwizzleAtomBytes)) % kSwizzleAtomBytes);
@@ -733,14 +452,12 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
     __syncthreads();
 
     if (wg == 0) {
-        /* ---- producer: per segment K, V (two tiles each), per m-block Q then dO, one slot each ---- */
+        /* ---- producer: per item K, V (two tiles each), per m-block Q then dO, one slot each ---- */
         setmaxnreg_dec<24>();
         if (threadIdx.x == 0) {
-            const int ue = p.ustart[blockIdx.x + 1];
-            int it = 0, seg = 0;
-            for (int u = p.ustart[blockIdx.x]; u < ue; ++seg) {
-                const int item = (int)((uint32_t)u / (uint32_t)p.tq);
-                const int m0 = u - item * p.tq, m1 = min(p.tq, m0 + (ue - u));
+            const int first = first_item(p.per_cta), last = min(first + p.per_cta, p.items);
+            int it = 0;
+            for (int item = first, ii = 0; item < last; ++item, ++ii) {
                 const int64_t bh = (int)((uint32_t)item / (uint32_t)p.n_blocks);
                 const int n = item - (int)bh * p.n_blocks;
                 const int t1 = min(2 * n + 1, p.tk - 1); /* a block past the last tile re-reads it (masked) */
@@ -748,7 +465,7 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
                 const unsigned char *kr1 = p.rec_k + (bh * p.tk + t1) * (int64_t)R::kBytes;
                 const unsigned char *vr0 = p.rec_v + (bh * p.tk + 2 * n) * (int64_t)R::kBytes;
                 const unsigned char *vr1 = p.rec_v + (bh * p.tk + t1) * (int64_t)R::kBytes;
-                for (int m = m0; m < m1; ++m, ++it) {
+                for (int m = 0; m < p.tq; ++m, ++it) {
                     const uint32_t par = (uint32_t)(it & 1);
                     const unsigned char *qr = p.rec_q + (bh * p.tq + m) * (int64_t)R::kBytes;
                     const unsigned char *dr = p.rec_do + (bh * p.tq + m) * (int64_t)R::kBytes;
@@ -756,8 +473,8 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
                     mbar_arrive_expect_tx(q_full, (uint32_t)(R::kImages + kBwdExtras));
                     bulk_copy_g2s(s0 + C::kQOff, qr, R::kImages, q_full);
                     bulk_copy_g2s(s0 + C::kQxOff, qr + R::kImages, kBwdExtras, q_full);
-                    if (m == m0) {
-                        mbar_wait(kv_empty, (uint32_t)(seg & 1) ^ 1u);
+                    if (m == 0) {
+                        mbar_wait(kv_empty, (uint32_t)(ii & 1) ^ 1u);
                         mbar_arrive_expect_tx(kv_full, (uint32_t)(4 * R::kImages));
                         bulk_copy_g2s(s0 + C::kKOff, kr0, R::kImages, kv_full);
                         bulk_copy_g2s(s0 + C::kKOff + R::kImages, kr1, R::kImages, kv_full);
@@ -769,7 +486,6 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
                     bulk_copy_g2s(s0 + C::kDoOff, dr, R::kImages, do_full);
                     bulk_copy_g2s(s0 + C::kDxOff, dr + R::kImages, kBwdExtras, do_full);
                 }
-                u = item * p.tq + m1;
             }
         }
         return;
@@ -777,32 +493,24 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
     setmaxnreg_inc<240>();
 
     /* ---- consumer w: keys 64 w .. 64 w + 63 of each item ---- */
-    /* w through a shuffle (ptxas keeps it, and the descriptors built on it, in uniform registers), taken again at
-     * each use (the addresses below are functions of it): held over the loops, ptxas spilled a copy of it */
-    const auto W = [] { return __shfl_sync(0xffffffffu, cwg(), 0); };
-    const auto KH = [&] { return s0 + C::kKOff + (uint32_t)(W() * R::kImages); }; /* K tile w: hi, lo images */
-    const auto VH = [&] { return s0 + C::kVOff + (uint32_t)(W() * R::kImages); }; /* V tile w */
-    const auto KQ = [&] { return s0 + C::kKOff + (uint32_t)(W() * kBwdTile * kSwizzleBytes); }; /* dQ's B, D 128 */
-    const auto CST = [&] { return s0 + C::kCstOff + 32u * (uint32_t)W(); };
+    const int w = __shfl_sync(0xffffffffu, wg, 0) - 1; /* through a shuffle: ptxas keeps it in a uniform register */
+    const uint32_t kh = s0 + C::kKOff + (uint32_t)(w * R::kImages), kl = kh + R::kImage;
+    const uint32_t vh = s0 + C::kVOff + (uint32_t)(w * R::kImages), vl = vh + R::kImage;
     const uint32_t qh = s0 + C::kQOff, ql = qh + R::kImage, doh = s0 + C::kDoOff, dol = doh + R::kImage;
     const uint32_t dsh = s0 + C::kDsOff, dsl = dsh + kDsImage;
     const uint32_t qx = s0 + C::kQxOff, dx = s0 + C::kDxOff, xch = s0 + C::kXchOff, qfac = s0 + C::kQfacOff;
+    const uint32_t cst = s0 + C::kCstOff + 16u * w;
 
-    uint32_t phase = 0; /* bit 0: the K/V barriers' parity (per segment), bit 1: Q's and dO's (per m-block) */
-    /* a segment: the m-blocks m0 .. m1 - 1 of one item (whole items: m0 = 0, m1 = Tq) */
-    int u = p.ustart[blockIdx.x];
+    uint32_t phase = 0; /* bit 0: the K/V barriers' parity (per item), bit 1: Q's and dO's (per m-block) */
 #pragma unroll 1
-    while (u < p.ustart[blockIdx.x + 1]) {
-        const int item = (int)((uint32_t)u / (uint32_t)p.tq);
-        const int m0 = u - item * p.tq;
-        const int m1 = min(p.tq, m0 + (p.ustart[blockIdx.x + 1] - u));
+    for (int item = first_item(p.per_cta); item < min(first_item(p.per_cta) + p.per_cta, p.items); ++item) {
         const int64_t bh = (int)((uint32_t)item / (uint32_t)p.n_blocks); /* 32-bit: no division call */
         const int n = item - (int)bh * p.n_blocks;
         const int t1 = min(2 * n + 1, p.tk - 1);
-        /* the tiles' scales, kept in shared memory (CST()) for the m-blocks rather than in registers: u_k, u_v of
+        /* the tiles' scales, kept in shared memory (cst) for the m-blocks rather than in registers: u_k, u_v of
          * this warpgroup's tiles, kfac = u_k / u_ref (<= 1: this tile's dS for dQ against the common K scale);
-         * written between two barriers of the warpgroup (the previous segment's reads of CST() are done) */
-        if (W() == 0) /* constant barrier ids: ptxas then counts 5 barriers, not 16 */
+         * written between two barriers of the warpgroup (the previous item's reads of cst are done) */
+        if (w == 0) /* constant barrier ids: ptxas then counts 5 barriers, not 16 */
             named_bar_sync(3, kWg);
         else
             named_bar_sync(4, kWg);
@@ -812,21 +520,17 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
             const float uk1 =
                 __ldg(reinterpret_cast<const float *>(p.rec_k + (bh * p.tk + t1) * (int64_t)R::kBytes + R::kImages));
             const float uv = __ldg(reinterpret_cast<const float *>(
-                p.rec_v + (bh * p.tk + (W() ? t1 : 2 * n)) * (int64_t)R::kBytes + R::kImages));
-            const float uk = W() ? uk1 : uk0, u_ref = fmaxf(uk0, uk1);
-            sts_f32(CST(), uk);
-            sts_f32(CST() + 4, uv);
-            sts_f32(CST() + 8, pow2_ratio(uk, u_ref));
-            sts_f32(CST() + 12, u_ref);
+                p.rec_v + (bh * p.tk + (w ? t1 : 2 * n)) * (int64_t)R::kBytes + R::kImages));
+            const float uk = w ? uk1 : uk0, u_ref = fmaxf(uk0, uk1);
+            sts_f32(cst, uk);
+            sts_f32(cst + 4, uv);
+            sts_f32(cst + 8, pow2_ratio(uk, u_ref));
+            sts_f32(cst + 12, u_ref);
         }
-        if (ctid() == 0) { /* the segment's scalars, read from shared memory where used (not held in registers) */
-            sts_s32(CST() + 16, item);
-            sts_s32(CST() + 20, m0);
-            sts_s32(CST() + 24, m1);
-            sts_s32(CST() + 28, kCtaKeys * n + kWgKeys * W());
-        }
-        fence_acq_rel_gpu(); /* this thread's pushes of the previous segment are ordered before this one's */
-        if (W() == 0)        /* CST() written */
+        const int key_w = kCtaKeys * n + kWgKeys * w; /* this warpgroup's first key */
+        const bool partial = key_w + kWgKeys > p.seq_kv;
+        fence_acq_rel_gpu(); /* this thread's pushes of the previous item are ordered before this item's */
+        if (w == 0)          /* cst written */
             named_bar_sync(3, kWg);
         else
             named_bar_sync(4, kWg);
@@ -840,78 +544,82 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
         phase ^= 1u;
 
 #pragma unroll 1
-        for (int m = m0; m < lds_s32(CST() + 24); ++m, phase ^= 2u) {
+        for (int m = 0; m < p.tq; ++m, phase ^= 2u) {
             const uint32_t par = phase >> 1;
-            float x[32];  /* S^T, then P */
-            float ds[32]; /* dP^T, then dS */
-            bool dominant;
-            if constexpr (!T::kOverlap) {
-                /* ---- 1. S^T = K_w Q^T ---- */
-                mbar_wait(q_full, par);
-                product_s<D>(x, KH(), KH() + R::kImage, qh, ql);
-                /* ---- 2. P = ex2((S - lse) log2 e); keys past seq_kv: 0 ---- */
-                dominant = p_from_s(x, qx, CST(), p.seq_kv);
-                /* ---- 3. dP^T = V_w dO^T ---- */
-                {
-                    /* dP's operand addresses depend on every P (dep = 0 at run time): ptxas then finishes P before
-                     * it issues dP rather than holding S's step registers and dP's at once */
-                    uint32_t dep = 0;
+            /* ---- 1. S^T = K_w Q^T ---- */
+            float x[32];
+            mbar_wait(q_full, par);
+            product_s<D>(x, kh, kl, qh, ql);
+            /* ---- 2. P = ex2((S - lse) log2 e); keys past seq_kv: 0 ---- */
+            const float uq = lds_f32(qx);
+            {
+                const float us = lds_f32(cst) * uq;
 #pragma unroll
-                    for (int j = 0; j < 32; ++j) dep |= __float_as_uint(x[j]);
-                    dep &= p.zero;
-                    mbar_wait(do_full, par);
-                    dp_issue<D>(ds, VH() + dep, VH() + R::kImage + dep, doh + dep, dol + dep);
-                    wgmma_wait<0>();
-                    fence_regs(ds);
-                }
-            } else {
-                /* ---- 1. S^T = K_w Q^T; kDeferDq: dQ of m-block m - 1 ahead of it (issued before Q is waited for),
-                 * its pushes under S^T's chain. Issued on every m-block (a segment's first computes a product of
-                 * whatever the dS images hold, not pushed): a conditional issue makes ptxas serialize every
-                 * wgmma of the kernel (C7514) ---- */
-                float dq[kQr];
-                if constexpr (T::kDeferDq)
-                    dq_issue<D, kSplit>(dq, s0 + C::kKOff, KQ(), dsh + (uint32_t)(32 * W() * kSwizzleBytes), dsh, dsl,
-                                        p.v_lbo, p.v_sbo);
-                mbar_wait(q_full, par);
-                s_issue_chain<D>(x, KH(), KH() + R::kImage, qh, ql);
-                if constexpr (T::kDeferDq) {
-                    wgmma_wait<1>(); /* dQ of m - 1 */
-                    fence_regs(dq);
-                    if (m > lds_s32(CST() + 20)) dq_push<D, T>(p, dq, m - 1, qfac, CST());
-                }
-                {
-                    float st[32];
+                for (int i = 0; i < 8; ++i) {
+                    const float2 l2 = lds_f32x2(qx + kBwdRowData + 4 * (8 * i + 2 * (clane() % 4)));
 #pragma unroll
-                    for (int s0_ = 2; s0_ < D / 16; s0_ += 2) {
-                        s_issue_step<D>(st, KH(), qh, s0_);
-                        wgmma_wait<0>();
-                        add_step(x, st);
-                    }
+                    for (int r = 0; r < 2; ++r)
+#pragma unroll
+                        for (int e = 0; e < 2; ++e) {
+                            const int j = 4 * i + 2 * r + e;
+                            x[j] = exp2_approx(fmaf(x[j], us, -(e ? l2.y : l2.x)) * kLog2e);
+                        }
                 }
-                /* ---- 3. dP^T = V_w dO^T issued, 2. P computed under it ---- */
-                mbar_wait(do_full, par);
-                dp_issue<D>(ds, VH(), VH() + R::kImage, doh, dol);
-                dominant = p_from_s(x, qx, CST(), p.seq_kv);
-                fence_regs(x); /* P done before the wait */
-                wgmma_wait<0>();
-                fence_regs(ds);
             }
-            /* dS = P ((dP - Dl_hi) - Dl_lo) */
-            ds_from_dp(ds, x, dx, CST());
+            if (partial) {
+#pragma unroll
+                for (int r = 0; r < 2; ++r)
+                    if (key_w + 16 * cwarp() + (clane() / 4) + 8 * r >= p.seq_kv) {
+#pragma unroll
+                        for (int i = 0; i < 8; ++i) x[4 * i + 2 * r] = x[4 * i + 2 * r + 1] = 0.f;
+                    }
+            }
+            float pm = 0.f;
+#pragma unroll
+            for (int j = 0; j < 32; ++j) pm = fmaxf(pm, x[j]);
+            const bool dominant = __any_sync(0xffffffffu, pm >= 0.5f);
+
+            /* ---- 3. dP^T = V_w dO^T; dS = P ((dP - Dl_hi) - Dl_lo) ---- */
+            float ds[32];
+            {
+                /* dP's operand addresses depend on every P (dep = 0 at run time): ptxas then finishes P before it
+                 * issues dP rather than holding S's step registers and dP's at once */
+                uint32_t dep = 0;
+#pragma unroll
+                for (int j = 0; j < 32; ++j) dep |= __float_as_uint(x[j]);
+                dep &= p.zero;
+                mbar_wait(do_full, par);
+                product_dp<D>(ds, vh + dep, vl + dep, doh + dep, dol + dep);
+            }
+            const float udo = lds_f32(dx);
+            {
+                const float ud = lds_f32(cst + 4) * udo;
+#pragma unroll
+                for (int i = 0; i < 8; ++i) {
+                    const float4 d4 = lds_f32x4(dx + kBwdRowData + 8 * (8 * i + 2 * (clane() % 4)));
+#pragma unroll
+                    for (int r = 0; r < 2; ++r)
+#pragma unroll
+                        for (int e = 0; e < 2; ++e) {
+                            const int j = 4 * i + 2 * r + e;
+                            const float dh = e ? d4.z : d4.x, dlo = e ? d4.w : d4.y;
+                            ds[j] = x[j] * (fmaf(ds[j], ud, -dh) - dlo);
+                        }
+                }
+            }
             /* ---- 3b. the dominant elements (P >= 1/2): P and dS from float64 dots of the caller's inputs ---- */
             if (dominant) {
                 uint32_t flags = 0;
 #pragma unroll
                 for (int j = 0; j < 32; ++j) flags |= (x[j] >= 0.5f ? 1u : 0u) << j;
                 uint32_t pending = __ballot_sync(0xffffffffu, flags != 0);
-                const int bh_d = (int)((uint32_t)lds_s32(CST() + 16) / (uint32_t)p.n_blocks);
+                const int bh_d = (int)(opaque((uint32_t)item) / (uint32_t)p.n_blocks);
                 const int b = (int)((uint32_t)bh_d / (uint32_t)p.heads), h = bh_d - b * p.heads;
                 while (pending) {
                     const int src = __ffs(pending) - 1;
                     const uint32_t fs = __shfl_sync(0xffffffffu, flags, src);
                     const int j = __ffs(fs) - 1;
-                    const int key = lds_s32(CST() + 28) + 16 * cwarp() + (src >> 2) + 8 * ((j >> 1) & 1);
+                    const int key = key_w + 16 * cwarp() + (src >> 2) + 8 * ((j >> 1) & 1);
                     const int qcol = 8 * (j >> 2) + 2 * (src & 3) + (j & 1); /* query within the m-block */
                     const int qrow = m * kM + qcol;
                     constexpr int kPer = D / 32; /* elements of the dot per clane() */
@@ -952,7 +660,7 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
 
             /* ---- 4. each query's power of two over the CTA's 128 keys (dS kfac_w): exponent bytes ---- */
             uint32_t ew[4];
-            const float kfac = lds_f32(CST() + 8);
+            const float kfac = lds_f32(cst + 8);
 #pragma unroll
             for (int k4 = 0; k4 < 4; ++k4) {
                 uint32_t word = 0;
@@ -971,10 +679,9 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
                 ew[k4] = __vmaxu4(ew[k4], __shfl_xor_sync(0xffffffffu, ew[k4], 16));
             }
             if ((clane() / 4) == 0)
-                sts_u32x4(xch + 16 * ((cwg() * 4 + cwarp()) * 4 + (clane() % 4)),
-                          make_uint4(ew[0], ew[1], ew[2], ew[3]));
+                sts_u32x4(xch + 16 * ((w * 4 + cwarp()) * 4 + (clane() % 4)), make_uint4(ew[0], ew[1], ew[2], ew[3]));
             /* B1: the exponents of both warpgroups posted; and both have finished the previous m-block's dQ (its
-             * reads of dS and of the row factors; kDeferDq: its pushes, above) */
+             * reads of dS and of the row factors) */
             named_bar_sync(1, kConsumers * kWg);
             {
                 uint4 a = lds_u32x4(xch + 16 * (clane() % 4));
@@ -986,31 +693,11 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
                 }
                 ew[0] = a.x, ew[1] = a.y, ew[2] = a.z, ew[3] = a.w;
             }
-            /* the row factors of dQ: warp 0 of warpgroup 0 posts 2^-s of queries 8 g + 2 c + e (after the exchange
-             * every lane with the same c holds every query's byte); kDqFixed: the exponent of 2^-s 2^(61 - E_q) */
-            if (cwg() == 0 && cwarp() == 0) {
-                const int gq = clane() / 4, cq = clane() % 4;
-                const uint32_t word = gq < 2 ? ew[0] : gq < 4 ? ew[1] : gq < 6 ? ew[2] : ew[3];
-#pragma unroll
-                for (int e = 0; e < 2; ++e) {
-                    const int be = (int)((word >> (8 * (2 * (gq & 1) + e))) & 0xFFu);
-                    const int exc = max(-126, min(126, be ? 141 - be : 0));
-                    const int q = 8 * gq + 2 * cq + e;
-                    if constexpr (T::kDqFixed) {
-                        const int bh_q = (int)((uint32_t)lds_s32(CST() + 16) / (uint32_t)p.n_blocks);
-                        const int eb = dq_bound_exp(lds_f32(dx), lds_f32(dx + kBwdRowData + 8 * q),
-                                                    __ldg(p.head_bounds + bh_q), D == 128 ? 7 : 6);
-                        sts_f32(qfac + 4 * q, __int_as_float(61 - eb - exc));
-                    } else {
-                        sts_f32(qfac + 4 * q, exp2_int(-exc));
-                    }
-                }
-            }
             /* ---- 5. dS 2^s kfac split, stored transposed [query][key] ---- */
             /* stmatrix: lanes 8 k .. 8 k + 7 address stored matrix k: k = 0, 1 hi (key rows 8 (k & 1)), k = 2, 3 lo */
             const uint32_t st_base =
                 ((clane() / 8) < 2 ? dsh : dsl) +
-                swizzled_offset_f16(clane() & 7, kWgKeys * cwg() + 16 * cwarp() + 8 * ((clane() / 8) & 1), kM);
+                swizzled_offset_f16(clane() & 7, kWgKeys * w + 16 * cwarp() + 8 * ((clane() / 8) & 1), kM);
 #pragma unroll
             for (int qb = 0; qb < 8; ++qb) {
                 float upc[2];
@@ -1020,6 +707,8 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
                     const int ex = be ? 141 - be : 0; /* 14 - unbiased exponent: the largest to [2^14, 2^15) */
                     const int exc = max(-126, min(126, ex));
                     upc[e] = exp2_int(exc) * kfac;
+                    if (w == 0 && cwarp() == 0 && (clane() / 4) == 0)
+                        sts_f32(qfac + 4 * (8 * qb + 2 * (clane() % 4) + e), exp2_int(-exc));
                 }
                 uint32_t hi[2], lo[2];
 #pragma unroll
@@ -1043,20 +732,7 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
             /* The slots are released after the products that read them, on a word of the product's result: it
              * depends (through dS and P) on every value this thread loaded from the Q and dO slots (lse, Dl, the
              * unscales), so the arrival waits for those loads (slot_release). */
-            if constexpr (T::kOverlap && D == 64) {
-                /* one tile each: both issued back to back (one drain), dK's added and Q released while dV's runs */
-                uint32_t xh[4][4], xl[4][4], ph[4][4], pl[4][4], down, pdown;
-                split_rows<kSplit>(ds, xh, xl, down);
-                split_rows<kSplit>(x, ph, pl, pdown);
-                float tk[32], tv[32];
-                tile_issue<kSplit>(tk, xh, xl, qh, ql, 0, p.v_lbo, p.v_sbo);
-                tile_issue<kSplit>(tv, ph, pl, doh, dol, 0, p.v_lbo, p.v_sbo);
-                wgmma_wait<1>();
-                slot_release(q_empty, tile_finish(dka[0], tk, down, qx), p.zero);
-                wgmma_wait<0>();
-                /* dV's result depends on P and dO's unscale; dO's Dl went into dS, which dK consumed above */
-                slot_release(do_empty, tile_finish(dva[0], tv, pdown, dx), p.zero);
-            } else {
+            if constexpr (kDkFirst) {
                 uint32_t dep;
                 {
                     uint32_t xh[4][4], xl[4][4];
@@ -1073,44 +749,115 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
                     dep = last_product<D, kSplit>(dva, xh, xl, down, dx, doh, dol, p.v_lbo, p.v_sbo);
                 }
                 slot_release(do_empty, dep, p.zero);
+            } else {
+                uint32_t dep;
+                {
+                    uint32_t xh[4][4], xl[4][4];
+                    uint32_t down;
+                    split_rows<kSplit>(x, xh, xl, down);
+                    dep = last_product<D, kSplit>(dva, xh, xl, down, dx, doh, dol, p.v_lbo, p.v_sbo);
+                }
+                {
+                    uint32_t xh[4][4], xl[4][4];
+                    uint32_t down;
+                    split_rows<kSplit>(ds, xh, xl, down);
+                    dep |= last_product<D, kSplit>(dka, xh, xl, down, qx, qh, ql, p.v_lbo, p.v_sbo);
+                }
+                slot_release(do_empty, dep, p.zero);
+                slot_release(q_empty, dep, p.zero);
             }
 
-            /* ---- 8. dQ partial = dS K over the CTA's 128 keys, pushed into the CTA's copy (kDeferDq: issued in
-             * the next m-block, or after the segment's last) ---- */
+            /* ---- 8. dQ partial = dS K over the CTA's 128 keys, pushed into the CTA's copy ---- */
             named_bar_sync(2, kConsumers * kWg); /* B2: both halves of dS stored */
-            if constexpr (!T::kDeferDq) {
-                float dq[kQr];
-                dq_issue<D, kSplit>(dq, s0 + C::kKOff, KQ(), dsh + (uint32_t)(32 * W() * kSwizzleBytes), dsh, dsl,
-                                    p.v_lbo, p.v_sbo);
+            const float u_ref = lds_f32(cst + 12);
+            /* the CTA's copy of this head's dQ: slot g + bh; the first item of the head in this CTA stores */
+            const int item_o = (int)opaque((uint32_t)item); /* recomputed here, not held over the m-block */
+            const int bh_o = (int)((uint32_t)item_o / (uint32_t)p.n_blocks);
+            const bool store = item_o == first_item(p.per_cta) || item_o - bh_o * p.n_blocks == 0;
+            float *copy = p.copies + ((int64_t)blockIdx.x + bh_o) * ((int64_t)p.tq * kM * D);
+            if constexpr (D == 128) {
+                /* warpgroup w: 64 queries x head_dim columns 64 w .. 64 w + 63; A = dS K-major, B = K MN-major */
+                float dq[32];
+                const uint64_t ah = smem_desc_sw128(opaque(dsh)), al = smem_desc_sw128(opaque(dsl));
+                const uint64_t bkd =
+                    desc_mn((s0 + C::kKOff) + (uint32_t)(w * kBwdTile * kSwizzleBytes), p.v_lbo, p.v_sbo);
+                wgmma_fence();
+                if constexpr (kSplit) {
+#pragma unroll
+                    for (int ks = 0; ks < 8; ++ks)
+                        wgmma_m64n64k16_f16_ss_tb(dq, f16_slice_desc(al, ks, kM),
+                                                  desc_at(bkd, (ks / 4) * R::kImages + (ks % 4) * 2048), ks > 0);
+#pragma unroll
+                    for (int ks = 0; ks < 8; ++ks)
+                        wgmma_m64n64k16_f16_ss_tb(dq, f16_slice_desc(ah, ks, kM),
+                                                  desc_at(bkd, R::kImage + (ks / 4) * R::kImages + (ks % 4) * 2048), 1);
+                }
+#pragma unroll
+                for (int ks = 0; ks < 8; ++ks)
+                    wgmma_m64n64k16_f16_ss_tb(dq, f16_slice_desc(ah, ks, kM),
+                                              desc_at(bkd, (ks / 4) * R::kImages + (ks % 4) * 2048),
+                                              kSplit || ks > 0 ? 1 : 0);
+                wgmma_commit();
                 wgmma_wait<0>();
                 fence_regs(dq);
-                dq_push<D, T>(p, dq, m, qfac, CST());
+#pragma unroll
+                for (int r = 0; r < 2; ++r) {
+                    const int qr = 16 * cwarp() + (clane() / 4) + 8 * r;
+                    const float f = lds_f32(qfac + 4 * qr) * u_ref;
+                    float *dst = copy + (int64_t)(m * kM + qr) * D + 64 * w + 2 * (clane() % 4);
+#pragma unroll
+                    for (int i = 0; i < 8; ++i)
+                        push_f32x2(dst + 8 * i, dq[4 * i + 2 * r] * f, dq[4 * i + 2 * r + 1] * f, store);
+                }
+            } else {
+                /* D = 64: dQ^T, warpgroup w: head_dim 64 x queries 32 w .. 32 w + 31; A = K^T (MN-major), B = dS^T
+                 * (K-major: rows 32 w .. of the dS image) */
+                float dq[16];
+                const uint64_t kad = desc_mn((s0 + C::kKOff), p.v_lbo, p.v_sbo);
+                const uint64_t bh_d = smem_desc_sw128(opaque(dsh) + (uint32_t)(32 * w * kSwizzleBytes));
+                const uint64_t bl_d = smem_desc_sw128(opaque(dsl) + (uint32_t)(32 * w * kSwizzleBytes));
+                wgmma_fence();
+                if constexpr (kSplit) {
+#pragma unroll
+                    for (int ks = 0; ks < 8; ++ks)
+                        wgmma_m64n32k16_f16_ss_ta(dq, desc_at(kad, (ks / 4) * R::kImages + (ks % 4) * 2048),
+                                                  f16_slice_desc(bl_d, ks, kM), ks > 0);
+#pragma unroll
+                    for (int ks = 0; ks < 8; ++ks)
+                        wgmma_m64n32k16_f16_ss_ta(dq, desc_at(kad, R::kImage + (ks / 4) * R::kImages + (ks % 4) * 2048),
+                                                  f16_slice_desc(bh_d, ks, kM), 1);
+                }
+#pragma unroll
+                for (int ks = 0; ks < 8; ++ks)
+                    wgmma_m64n32k16_f16_ss_ta(dq, desc_at(kad, (ks / 4) * R::kImages + (ks % 4) * 2048),
+                                              f16_slice_desc(bh_d, ks, kM), kSplit || ks > 0 ? 1 : 0);
+                wgmma_commit();
+                wgmma_wait<0>();
+                fence_regs(dq);
+#pragma unroll
+                for (int i = 0; i < 4; ++i) {
+                    const int q0 = 32 * w + 8 * i + 2 * (clane() % 4);
+                    const float2 f2 = lds_f32x2(qfac + 4 * q0);
+#pragma unroll
+                    for (int r = 0; r < 2; ++r) {
+                        const int d = 16 * cwarp() + (clane() / 4) + 8 * r;
+                        float *dst = copy + (int64_t)(m * kM + q0) * D + d;
+                        push_f32(dst, dq[4 * i + 2 * r] * (f2.x * u_ref), store);
+                        push_f32(dst + D, dq[4 * i + 2 * r + 1] * (f2.y * u_ref), store);
+                    }
+                }
             }
         }
-        if constexpr (T::kDeferDq) { /* the segment's last dQ (B2 passed at the end of its m-block) */
-            float dq[kQr];
-            dq_issue<D, kSplit>(dq, s0 + C::kKOff, KQ(), dsh + (uint32_t)(32 * W() * kSwizzleBytes), dsh, dsl, p.v_lbo,
-                                p.v_sbo);
-            wgmma_wait<0>();
-            fence_regs(dq);
-            dq_push<D, T>(p, dq, lds_s32(CST() + 24) - 1, qfac, CST());
-        }
 
-        /* ---- the segment's dK, dV rows: into dk, dv, or (an item's tail) into the CTA's slot ---- */
+        /* ---- the item's dK, dV rows ---- */
         mbar_arrive(kv_empty); /* every wgmma reading K and V has completed (waited above) */
-        const int item_e = lds_s32(CST() + 16);
-        const int bh_e = (int)((uint32_t)item_e / (uint32_t)p.n_blocks), n_e = item_e - bh_e * p.n_blocks;
-        const int b = (int)((uint32_t)bh_e / (uint32_t)p.heads), h = bh_e - b * p.heads;
-        const bool to_slot = lds_s32(CST() + 20) > 0;
+        const int b = (int)((uint32_t)bh / (uint32_t)p.heads), h = (int)bh - b * p.heads;
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
-            const int kr = kWgKeys * cwg() + 16 * cwarp() + (clane() / 4) + 8 * r; /* key row within the item */
-            const int key = kCtaKeys * n_e + kr;
+            const int key = key_w + 16 * cwarp() + (clane() / 4) + 8 * r;
             if (key >= p.seq_kv) continue;
-            float *dkr = to_slot ? p.kv_part + ((int64_t)blockIdx.x * 2 * kCtaKeys + kr) * D
-                                 : p.dk + b * p.dk_b + h * p.dk_h + (int64_t)key * p.dk_t;
-            float *dvr = to_slot ? p.kv_part + ((int64_t)blockIdx.x * 2 * kCtaKeys + kCtaKeys + kr) * D
-                                 : p.dv + b * p.dv_b + h * p.dv_h + (int64_t)key * p.dv_t;
+            float *dkr = p.dk + b * p.dk_b + h * p.dk_h + (int64_t)key * p.dk_t;
+            float *dvr = p.dv + b * p.dv_b + h * p.dv_h + (int64_t)key * p.dv_t;
 #pragma unroll
             for (int t = 0; t < C::kHalves; ++t)
 #pragma unroll
@@ -1122,192 +869,62 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
                         make_float2(dva[t][4 * i + 2 * r], dva[t][4 * i + 2 * r + 1]);
                 }
         }
-        u = item_e * p.tq + lds_s32(CST() + 24);
     }
 #endif
 }
 
-/* The split schedule: dk, dv of an item cut between CTAs g - 1 and g += CTA g's slot (its m-blocks a .. Tq - 1; CTA g -
- * 1 stored those of m-blocks 0 .. a - 1): one block per CTA g >= 1 whose units start inside an item, one float4 of one
- * row per thread. One addition per element: deterministic. */
-template <int D>
-__global__ void __launch_bounds__(256) bwd_v4_kv_fixup(const BwdV4Params p) {
-    const int g = blockIdx.x + 1;
-    const int u0 = p.ustart[g];
-    if (u0 % p.tq == 0 || u0 >= p.ustart[g + 1]) return;
-    const int item = u0 / p.tq;
-    const int bh = item / p.n_blocks, n = item - bh * p.n_blocks;
-    const int b = bh / p.heads, h = bh - b * p.heads;
-    const float *part = p.kv_part + (int64_t)g * 2 * kCtaKeys * D;
-    for (int idx = threadIdx.x; idx < 2 * kCtaKeys * (D / 4); idx += blockDim.x) {
-        const int row = idx / (D / 4), c4 = idx % (D / 4);
-        const int kr = row % kCtaKeys, key = kCtaKeys * n + kr;
-        if (key >= p.seq_kv) continue;
-        float *dst = row < kCtaKeys ? p.dk + b * p.dk_b + h * p.dk_h + (int64_t)key * p.dk_t
-                                    : p.dv + b * p.dv_b + h * p.dv_h + (int64_t)key * p.dv_t;
-        float4 a = *reinterpret_cast<float4 *>(dst + 4 * c4);
-        const float4 c = __ldg(reinterpret_cast<const float4 *>(part + (int64_t)row * D) + c4);
-        a.x += c.x, a.y += c.y, a.z += c.z, a.w += c.w;
-        *reinterpret_cast<float4 *>(dst + 4 * c4) = a;
-    }
-}
-
-/* dq = c * (the head's private copies summed in ascending CTA order), each copy's rows counted only where its
- * CTA met them (a CTA whose units cover less than one item of the head, split schedule, leaves the others unwritten):
- * one float4 of one row per thread. */
+/* dq = c * (the head's private copies summed in ascending CTA order): one float4 of one row per thread. */
 template <int D>
 __global__ void __launch_bounds__(256)
-    bwd_v4_dq_reduce(const BwdV4Params p, float *dq, int64_t dq_b, int64_t dq_h, int64_t dq_t, int ctas) {
-    const int bh = blockIdx.y;
-    const int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int row = (int)(idx / (D / 4));
-    const int c4 = (int)(idx % (D / 4));
-    if (row >= p.seq_q) return;
-    const int mb = row / kBwdTile;
-    const int h0 = bh * p.n_blocks * p.tq, h1 = h0 + p.n_blocks * p.tq; /* the head's units */
-    /* the first CTA with units of the head: the last g with ustart[g] <= h0 */
-    int lo = 0, hi = ctas - 1;
-    while (lo < hi) {
-        const int mid = (lo + hi + 1) / 2;
-        if (p.ustart[mid] <= h0)
-            lo = mid;
-        else
-            hi = mid - 1;
-    }
-    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-    for (int gg = lo; gg < ctas && p.ustart[gg] < h1; ++gg) {
-        const int a = max(p.ustart[gg], h0), e = min(p.ustart[gg + 1], h1);
-        if (e <= a) continue;
-        const int first_m = a % p.tq; /* units a .. e - 1 meet m-blocks first_m, first_m + 1, ... (mod Tq) */
-        if (e - a < p.tq && (mb - first_m + p.tq) % p.tq >= e - a) continue;
-        const float4 v =
-            __ldg(reinterpret_cast<const float4 *>(p.copies + ((int64_t)(gg + bh) * p.tq * kBwdTile + row) * D) + c4);
-        acc.x += v.x, acc.y += v.y, acc.z += v.z, acc.w += v.w;
-    }
-    const int b = bh / p.heads, h = bh % p.heads;
-    float *dst = dq + b * dq_b + h * dq_h + (int64_t)row * dq_t + 4 * c4;
-    const float c = p.scale;
-    *reinterpret_cast<float4 *>(dst) = make_float4(acc.x * c, acc.y * c, acc.z * c, acc.w * c);
-}
-
-/* kDqFixed: dq = c * acc 2^(E_i - 61), E_i as the kernel computed it (dq_bound_exp from the same words): one
- * float4 of one row per thread. */
-template <int D>
-__global__ void __launch_bounds__(256)
-    bwd_v4_dq_fixed(const unsigned long long *fixed, const unsigned char *rec_do, const int2 *head_bounds, float *dq,
-                    int64_t dq_b, int64_t dq_h, int64_t dq_t, int heads, int seq_q, int rows_pad, float scale) {
-    using R = BwdRecord<D>;
+    bwd_v4_dq_reduce(const float *copies, float *dq, int64_t dq_b, int64_t dq_h, int64_t dq_t, int heads, int seq_q,
+                     int rows_pad, int n_blocks, int per_cta, float scale) {
     const int bh = blockIdx.y;
     const int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t row = idx / (D / 4);
     const int c4 = (int)(idx % (D / 4));
     if (row >= seq_q) return;
-    const int tq = rows_pad / kBwdTile;
-    const unsigned char *rec = rec_do + ((int64_t)bh * tq + row / kBwdTile) * (int64_t)R::kBytes + R::kImages;
-    const float u_do = __ldg(reinterpret_cast<const float *>(rec));
-    const float dl_hi = __ldg(reinterpret_cast<const float *>(rec + kBwdRowData) + 2 * (row % kBwdTile));
-    const int eb = dq_bound_exp(u_do, dl_hi, __ldg(head_bounds + bh), D == 128 ? 7 : 6);
-    const double f = ldexp((double)scale, eb - 61);
-    const unsigned long long *src = fixed + ((int64_t)bh * rows_pad + row) * D + 4 * c4;
-    float o[4];
-#pragma unroll
-    for (int k = 0; k < 4; ++k) o[k] = (float)((double)(long long)__ldg(src + k) * f);
+    const int g_lo = (int)((int64_t)bh * n_blocks / per_cta);
+    const int g_hi = (int)(((int64_t)bh * n_blocks + n_blocks - 1) / per_cta);
+    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+    for (int gg = g_lo; gg <= g_hi; ++gg) {
+        const float4 v =
+            __ldg(reinterpret_cast<const float4 *>(copies + ((int64_t)(gg + bh) * rows_pad + row) * D) + c4);
+        acc.x += v.x, acc.y += v.y, acc.z += v.z, acc.w += v.w;
+    }
     const int b = bh / heads, h = bh % heads;
     float *dst = dq + b * dq_b + h * dq_h + (int64_t)row * dq_t + 4 * c4;
-    *reinterpret_cast<float4 *>(dst) = make_float4(o[0], o[1], o[2], o[3]);
+    *reinterpret_cast<float4 *>(dst) = make_float4(acc.x * scale, acc.y * scale, acc.z * scale, acc.w * scale);
 }
 
-/* kDqFixed: per head (L_v, L_k) = the largest 15 + log2 u over the head's v and k tiles (the records' unscales):
- * one warp per head. */
-template <int D>
-__global__ void __launch_bounds__(32)
-    bwd_v4_head_bounds(const unsigned char *rec_k, const unsigned char *rec_v, int tk, int2 *head_bounds) {
-    using R = BwdRecord<D>;
-    const int64_t bh = blockIdx.x;
-    int lv = -1000, lk = -1000;
-    for (int t = threadIdx.x; t < tk; t += 32) {
-        const int64_t at = (bh * tk + t) * (int64_t)R::kBytes + R::kImages;
-        lk = max(lk, pow2_exp(__ldg(reinterpret_cast<const float *>(rec_k + at))));
-        lv = max(lv, pow2_exp(__ldg(reinterpret_cast<const float *>(rec_v + at))));
-    }
-#pragma unroll
-    for (int o = 16; o > 0; o /= 2) {
-        lk = max(lk, __shfl_xor_sync(0xffffffffu, lk, o));
-        lv = max(lv, __shfl_xor_sync(0xffffffffu, lv, o));
-    }
-    if (threadIdx.x == 0) head_bounds[bh] = make_int2(15 + lv, 15 + lk);
-}
+struct V4Grid {
+    int items, per_cta, ctas, n_blocks;
+};
 
-/* The persistent grid: G = min(132, SMs, items) CTAs (at most 132: the workspace's copies), and the units
- * (item Tq + m) each runs, in ascending order. split: floor(g U / G) .. floor((g + 1) U / G) - 1 (U = items Tq; each
- * CTA's share is at least Tq units, so an item is cut at most once); else whole items, ceil(items / G) per CTA,
- * in step over the m-blocks (the CTAs of a head read the same Q and dO records at about the same time: shared
- * through L2). @return the number of CTAs launched. */
-inline int v4_schedule(BwdV4Params &p, int sms, bool split) {
+inline V4Grid v4_grid(int64_t bh, int64_t seq_kv, int sms) {
+    V4Grid gr;
+    gr.n_blocks = (int)((seq_kv + kCtaKeys - 1) / kCtaKeys);
+    gr.items = (int)(bh * gr.n_blocks);
     int g = sms < kMaxCtas ? sms : kMaxCtas;
-    if (g > p.items) g = p.items;
+    if (g > gr.items) g = gr.items;
     if (g < 1) g = 1;
-    const int64_t units = (int64_t)p.items * p.tq;
-    if (split) {
-        for (int i = 0; i <= g; ++i) p.ustart[i] = (int)((int64_t)i * units / g);
-        for (int i = g + 1; i <= kMaxCtas; ++i) p.ustart[i] = (int)units;
-        return g;
-    }
-    const int per = (p.items + g - 1) / g, ctas = (p.items + per - 1) / per;
-    for (int i = 0; i <= kMaxCtas; ++i) p.ustart[i] = (int)((int64_t)(i < ctas ? i * per : p.items) * p.tq);
-    return ctas;
+    gr.per_cta = (gr.items + g - 1) / g;
+    gr.ctas = (gr.items + gr.per_cta - 1) / gr.per_cta;
+    return gr;
 }
 
-/* The library's schedule: split when whole items leave at least 1/8 of the longest CTA's time to spare (its
- * ceil(items / G) Tq units against U / G), or 1/50 when the call's Q and dO records fit a third of the L2 (the
- * CTAs of a head, out of step after a split, then still find them there): (1,24,1536,128) splits (72 -> 53
- * units per CTA, records 38 MB of the H100's 50); (1,24,4608 / 16384,128) keeps whole items (504 vs 472, 6144 vs
- * 5958 units; records 114 / 405 MB). */
-inline bool v4_split_pays(int64_t bh, int64_t n_blocks, int64_t tq, int64_t rec_bytes, int sms, int64_t l2_bytes) {
-    const int64_t items = bh * n_blocks;
-    int64_t g = sms < kMaxCtas ? sms : kMaxCtas;
-    if (g > items) g = items;
-    if (g < 2) return false;
-    const double whole = (double)((items + g - 1) / g * tq), split = (double)(items * tq) / (double)g;
-    if (whole >= 1.125 * split) return true;
-    return 3.0 * (double)(2 * bh * tq * rec_bytes) <= (double)l2_bytes && whole >= 1.02 * split;
-}
-
-/* The workspace: the records (backward_v4_records.cuh), the dQ region and the split schedule's dK, dV slots, each part
- * 256-byte aligned. */
-inline int64_t v4_align(int64_t x) { return (x + 255) / 256 * 256; }
-
+/* Byte offsets in the workspace: the records (v2's layout), then the copies (256-byte aligned). */
 inline int64_t v4_copies_offset(int64_t bh, int64_t seq_q, int64_t seq_kv, int64_t head_dim) {
-    return v4_align(bwd_record_layout(bh, seq_q, seq_kv, head_dim).bytes);
+    const int64_t rec = bwd_record_layout(bh, seq_q, seq_kv, head_dim).bytes;
+    return (rec + 255) / 256 * 256;
 }
 
 inline int64_t v4_copy_floats(int64_t seq_q, int64_t head_dim) {
     return (seq_q + kBwdTile - 1) / kBwdTile * kBwdTile * head_dim;
 }
 
-/* The dQ region after the records: kDqFixed, the int64 accumulators [B*H][Tq 64][D] then the heads' bounds
- * (int2 each); else (132 + B H - 1) fp32 copies [Tq 64][D]. */
-template <class T>
-int64_t v4_dq_bytes(int64_t bh, int64_t seq_q, int64_t head_dim) {
-    if (T::kDqFixed) return bh * v4_copy_floats(seq_q, head_dim) * 8 + bh * 8;
-    return (kMaxCtas + bh - 1) * v4_copy_floats(seq_q, head_dim) * (int64_t)sizeof(float);
-}
-
-/* The split schedule's slots: one per CTA (at most min(132, items)), dK then dV rows of 128 keys. */
-inline int64_t v4_part_bytes(int64_t bh, int64_t seq_kv, int64_t head_dim) {
-    const int64_t items = bh * ((seq_kv + kCtaKeys - 1) / kCtaKeys);
-    return (items < kMaxCtas ? items : kMaxCtas) * 2 * kCtaKeys * head_dim * (int64_t)sizeof(float);
-}
-
-template <class T>
-int64_t v4_workspace(int64_t bh, int64_t seq_q, int64_t seq_kv, int64_t head_dim) {
-    return v4_copies_offset(bh, seq_q, seq_kv, head_dim) + v4_align(v4_dq_bytes<T>(bh, seq_q, head_dim)) +
-           v4_part_bytes(bh, seq_kv, head_dim);
-}
-
-template <int D, bool kSplit, class T>
+template <int D, bool kSplit>
 cudaError_t v4_launch(const BwdV4Params &p, int ctas, cudaStream_t stream) {
-    auto kernel = bwd_v4_kernel<D, kSplit, T>;
+    auto kernel = bwd_v4_kernel<D, kSplit>;
     const int smem = V4Config<D>::kSmemBytes;
     cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (err != cudaSuccess) return err;
@@ -1317,23 +934,33 @@ cudaError_t v4_launch(const BwdV4Params &p, int ctas, cudaStream_t stream) {
 
 bool aligned16(const void *ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
 
-/* The backward v4 with the choices T on `stream`: the records (the pre-pass), the fused kernel, the dQ
- * reduction, the cut items' dK, dV. `workspace`: v4_workspace<T>() bytes at least. split: 1 the split schedule,
- * 0 whole items, -1 the library's choice (v4_split_pays); sm_cap > 0: at most that many CTAs (a smaller grid:
- * lab/gpu/backward_v4_tune.cu cuts items of small problems with it). */
-template <class T>
-int v4_run(const jattn_cuda_args *a, void *workspace, void *stream_ptr, int split = -1, int sm_cap = 0) {
+} /* namespace */
+
+extern "C" cudaError_t bwd_v4_split_launch(const jattn_cuda_args *a, void *records, cudaStream_t stream);
+
+extern "C" size_t jattn_cuda_bwd_v4_workspace_bytes(int64_t batch, int64_t heads, int64_t seq_q, int64_t seq_kv,
+                                                    int64_t head_dim) {
+    const int64_t bh = batch * heads;
+    const size_t v4 = (size_t)(v4_copies_offset(bh, seq_q, seq_kv, head_dim) +
+                               (kMaxCtas + bh - 1) * v4_copy_floats(seq_q, head_dim) * (int64_t)sizeof(float));
+    const size_t v3 = jattn_cuda_bwd_v3_workspace_bytes(batch, heads, seq_q, seq_kv, head_dim);
+    return v4 > v3 ? v4 : v3; /* a call v4 does not take runs v3 in the same workspace */
+}
+
+/* jattn_cuda_bwd_v4_call_refused, the launcher's guard: sm90_contract.c (plain C, with the plan's refusal). */
+
+/* The backward v4 on `stream`: the records (its pre-pass, backward_v4_split_f16x2.cu), the fused kernel, the dQ
+ * reduction. */
+extern "C" int jattn_cuda_launch_bwd_v4(const jattn_cuda_args *a, void *workspace, void *stream_ptr) {
     cudaStream_t stream = (cudaStream_t)stream_ptr;
     if (jattn_cuda_bwd_v4_call_refused(a) || !workspace || !aligned16(workspace) || !a->lse)
         return (int)cudaErrorInvalidValue;
     int dev = 0;
     cudaError_t err = sm90_current_device(&dev);
     if (err != cudaSuccess) return (int)err;
-    int sms = 0, l2 = 0;
+    int sms = 0;
     err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-    if (err == cudaSuccess) err = cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev);
     if (err != cudaSuccess) return (int)err;
-    if (sm_cap > 0 && sm_cap < sms) sms = sm_cap;
     err = bwd_v4_split_launch(a, workspace, stream);
     if (err != cudaSuccess) return (int)err;
 
@@ -1341,13 +968,10 @@ int v4_run(const jattn_cuda_args *a, void *workspace, void *stream_ptr, int spli
     const int64_t bh = f->batch * f->heads;
     const BwdRecordLayout L = bwd_record_layout(bh, f->seq_q, f->seq_kv, f->head_dim);
     unsigned char *ws = static_cast<unsigned char *>(workspace);
+    const V4Grid gr = v4_grid(bh, f->seq_kv, sms);
     BwdV4Params p;
     p.rec_q = ws + L.q, p.rec_do = ws + L.dout, p.rec_k = ws + L.k, p.rec_v = ws + L.v;
-    unsigned char *dq_region = ws + v4_copies_offset(bh, f->seq_q, f->seq_kv, f->head_dim);
-    p.copies = reinterpret_cast<float *>(dq_region);
-    p.fixed = reinterpret_cast<unsigned long long *>(dq_region);
-    p.head_bounds = reinterpret_cast<const int2 *>(dq_region + bh * v4_copy_floats(f->seq_q, f->head_dim) * 8);
-    p.kv_part = reinterpret_cast<float *>(dq_region + v4_align(v4_dq_bytes<T>(bh, f->seq_q, f->head_dim)));
+    p.copies = reinterpret_cast<float *>(ws + v4_copies_offset(bh, f->seq_q, f->seq_kv, f->head_dim));
     p.dk = a->dk, p.dv = a->dv;
     p.dk_b = a->dk_strides.batch, p.dk_h = a->dk_strides.head, p.dk_t = a->dk_strides.token;
     p.dv_b = a->dv_strides.batch, p.dv_h = a->dv_strides.head, p.dv_t = a->dv_strides.token;
@@ -1362,71 +986,30 @@ int v4_run(const jattn_cuda_args *a, void *workspace, void *stream_ptr, int spli
     p.seq_kv = (int)f->seq_kv;
     p.tq = (int)((f->seq_q + kBwdTile - 1) / kBwdTile);
     p.tk = (int)((f->seq_kv + kBwdTile - 1) / kBwdTile);
-    p.n_blocks = (int)((f->seq_kv + kCtaKeys - 1) / kCtaKeys);
-    p.items = (int)(bh * p.n_blocks);
-    if (split < 0) split = v4_split_pays(bh, p.n_blocks, p.tq, 2 * kBwdTile * f->head_dim * 2 + kBwdExtras, sms, l2);
-    const int ctas = v4_schedule(p, sms, split != 0);
+    p.n_blocks = gr.n_blocks;
+    p.items = gr.items;
+    p.per_cta = gr.per_cta;
     /* MN-major, 128B swizzle: LBO = bytes between 64-column blocks (one 8 KB block of a 64-row image), SBO = bytes
      * between 8-row groups (1024) */
     p.v_lbo = (uint32_t)(kBwdTile * kSwizzleBytes) >> 4;
     p.v_sbo = (uint32_t)kSwizzleAtomBytes >> 4;
     p.zero = 0;
     const bool f32 = f->precision == JATTN_PRECISION_F32;
-    if (T::kDqFixed) { /* the accumulators zeroed, the heads' bounds */
-        int2 *hb = const_cast<int2 *>(p.head_bounds);
-        err = cudaMemsetAsync(p.fixed, 0, (size_t)(bh * v4_copy_floats(f->seq_q, f->head_dim) * 8), stream);
-        if (err != cudaSuccess) return (int)err;
-        if (f->head_dim == 128)
-            bwd_v4_head_bounds<128><<<(unsigned)bh, 32, 0, stream>>>(p.rec_k, p.rec_v, p.tk, hb);
-        else
-            bwd_v4_head_bounds<64><<<(unsigned)bh, 32, 0, stream>>>(p.rec_k, p.rec_v, p.tk, hb);
-    }
     if (f->head_dim == 128)
-        err = f32 ? v4_launch<128, true, T>(p, ctas, stream) : v4_launch<128, false, T>(p, ctas, stream);
+        err = f32 ? v4_launch<128, true>(p, gr.ctas, stream) : v4_launch<128, false>(p, gr.ctas, stream);
     else
-        err = f32 ? v4_launch<64, true, T>(p, ctas, stream) : v4_launch<64, false, T>(p, ctas, stream);
+        err = f32 ? v4_launch<64, true>(p, gr.ctas, stream) : v4_launch<64, false>(p, gr.ctas, stream);
     if (err != cudaSuccess) return (int)err;
-    if (split && ctas > 1) {
-        if (f->head_dim == 128)
-            bwd_v4_kv_fixup<128><<<(unsigned)(ctas - 1), 256, 0, stream>>>(p);
-        else
-            bwd_v4_kv_fixup<64><<<(unsigned)(ctas - 1), 256, 0, stream>>>(p);
-    }
     const int rows_pad = p.tq * kBwdTile;
     const int d4 = (int)f->head_dim / 4;
     const dim3 rgrid((unsigned)((f->seq_q * d4 + 255) / 256), (unsigned)bh);
-    if (T::kDqFixed) {
-        if (f->head_dim == 128)
-            bwd_v4_dq_fixed<128><<<rgrid, 256, 0, stream>>>(p.fixed, p.rec_do, p.head_bounds, a->dq,
-                                                            a->dq_strides.batch, a->dq_strides.head,
-                                                            a->dq_strides.token, p.heads, p.seq_q, rows_pad, f->scale);
-        else
-            bwd_v4_dq_fixed<64><<<rgrid, 256, 0, stream>>>(p.fixed, p.rec_do, p.head_bounds, a->dq, a->dq_strides.batch,
-                                                           a->dq_strides.head, a->dq_strides.token, p.heads, p.seq_q,
-                                                           rows_pad, f->scale);
-        return (int)cudaGetLastError();
-    }
     if (f->head_dim == 128)
-        bwd_v4_dq_reduce<128>
-            <<<rgrid, 256, 0, stream>>>(p, a->dq, a->dq_strides.batch, a->dq_strides.head, a->dq_strides.token, ctas);
+        bwd_v4_dq_reduce<128><<<rgrid, 256, 0, stream>>>(p.copies, a->dq, a->dq_strides.batch, a->dq_strides.head,
+                                                         a->dq_strides.token, p.heads, p.seq_q, rows_pad, gr.n_blocks,
+                                                         gr.per_cta, f->scale);
     else
-        bwd_v4_dq_reduce<64>
-            <<<rgrid, 256, 0, stream>>>(p, a->dq, a->dq_strides.batch, a->dq_strides.head, a->dq_strides.token, ctas);
+        bwd_v4_dq_reduce<64><<<rgrid, 256, 0, stream>>>(p.copies, a->dq, a->dq_strides.batch, a->dq_strides.head,
+                                                        a->dq_strides.token, p.heads, p.seq_q, rows_pad, gr.n_blocks,
+                                                        gr.per_cta, f->scale);
     return (int)cudaGetLastError();
-}
-
-} /* namespace */
-
-extern "C" size_t jattn_cuda_bwd_v4_workspace_bytes(int64_t batch, int64_t heads, int64_t seq_q, int64_t seq_kv,
-                                                    int64_t head_dim) {
-    const size_t v4 = (size_t)v4_workspace<V4TuneLib>(batch * heads, seq_q, seq_kv, head_dim);
-    const size_t v3 = jattn_cuda_bwd_v3_workspace_bytes(batch, heads, seq_q, seq_kv, head_dim);
-    return v4 > v3 ? v4 : v3; /* a call v4 does not take runs v3 in the same workspace */
-}
-
-/* jattn_cuda_bwd_v4_call_refused: sm90_contract.c (plain C, with the sm_90a contract). */
-
-/* The backward v4 on `stream`: the library's choices (V4TuneLib, the schedule by v4_split_pays). */
-extern "C" int jattn_cuda_launch_bwd_v4(const jattn_cuda_args *a, void *workspace, void *stream_ptr) {
-    return v4_run<V4TuneLib>(a, workspace, stream_ptr);
 }
