@@ -24,10 +24,11 @@ def fresh_cache():
     _sdpa_masks.clear_cache()
 
 
-def expand_parts(kwargs: Dict[str, Any], query_rows: Optional[torch.Tensor], b: int, h: int, sq: int, skv: int):
+def expand_parts(kwargs: Dict[str, Any], query_rows: Optional[torch.Tensor], b: int, h: int, sq: int, skv: int,
+                 single_key=None):  # fmt: skip
     """The dense (allowed bool, bias float64) ``[b, h, sq, skv]`` that jattn's parts describe
     (include/jattn.h: jattn_mask, jattn_key_padding; a query row outside ``query_rows`` attends
-    nothing)."""
+    nothing; a row of ``single_key`` attends its one key)."""
     i = torch.arange(sq)[:, None]
     j = torch.arange(skv)[None, :]
     allowed = torch.ones(b, h, sq, skv, dtype=torch.bool)
@@ -60,6 +61,10 @@ def expand_parts(kwargs: Dict[str, Any], query_rows: Optional[torch.Tensor], b: 
             allowed[bi] &= inside
     if query_rows is not None:
         allowed &= query_rows.reshape(-1, 1, sq, 1)
+    if single_key is not None:
+        rows, index = single_key
+        one = torch.nn.functional.one_hot(index, skv).bool()[:, None]  # [b|1, 1, sq, skv]
+        allowed = torch.where(rows.reshape(-1, 1, sq, 1), one, allowed)
     return allowed, bias
 
 
@@ -69,7 +74,7 @@ def assert_describes(mask: torch.Tensor, b: int, h: int, sq: int, skv: int, feat
     assert plan is not None, "not recognised"
     if features is not None:
         assert set(plan.features) == set(features), plan.features
-    allowed, bias = expand_parts(plan.kwargs, plan.query_rows, b, h, sq, skv)
+    allowed, bias = expand_parts(plan.kwargs, plan.query_rows, b, h, sq, skv, plan.single_key)
     m = mask.reshape((1,) * (4 - mask.dim()) + tuple(mask.shape)).expand(b, h, sq, skv)
     if m.dtype is torch.bool:
         assert torch.equal(allowed, m)
@@ -181,6 +186,22 @@ def test_pairwise_mask_hunyuanvideo15(seed):
     assert torch.equal(plan.query_rows, m)
 
 
+def test_pairwise_mask_with_key_zero_hunyuanvideo_refiner(seed):
+    """HunyuanVideo's token refiner and HunyuanImage: m ⊗ m with key 0 forced on, so padded queries
+    attend key 0 alone (their output: value row 0)."""
+    b, s = 2, 10
+    m = K_lengths([10, 6], s)
+    m1 = m.view(b, 1, 1, s).repeat(1, 1, s, 1)
+    mask = (m1 & m1.transpose(2, 3)).bool()
+    mask[:, :, :, 0] = True
+    plan = assert_describes(mask, b, 2, s, s, ["key_padding", "query_rows", "single_key_rows"])
+    assert torch.equal(plan.single_key[0], ~m)
+
+
+def K_lengths(lengths, total):
+    return torch.arange(total)[None, :] < torch.tensor(lengths)[:, None]
+
+
 def test_float_structured_masks(seed):
     g = torch.Generator().manual_seed(seed)
     sq = skv = 8
@@ -244,3 +265,19 @@ def test_reading_a_mask_costs_little():
     sdpa = time.perf_counter() - t
     print(f"mask read {read * 1e3:.1f} ms, cached {cached * 1e6:.0f} us, SDPA (2, 8, {s}, 64) {sdpa * 1e3:.1f} ms")
     assert cached < 1e-3 and read < 2 * sdpa + 0.5
+
+
+def test_lowest_value_masks():
+    """finfo.min on masked entries (OmniGen, transformers' text encoders): read as left out, since
+    beside an attended key it adds exactly 0 weight; a row with every key at finfo.min (SDPA then
+    averages every key) is refused."""
+    lowest = torch.finfo(torch.float32).min
+    m = torch.ones(9, 9).tril()
+    m[6:, :] = 1  # the last block bidirectional
+    mask = ((1 - m) * lowest)[None, None]
+    plan = _sdpa_masks.recognise(mask, 1, 2, 9, 9, torch.float32)
+    assert plan is not None and plan.features == ("block_causal",)
+    allowed, _ = expand_parts(plan.kwargs, plan.query_rows, 1, 2, 9, 9)
+    assert torch.equal(allowed[0, 0], m.bool())
+    mask[..., 0, :] = lowest  # row 0 attends nothing: SDPA's uniform average
+    assert _sdpa_masks.recognise(mask, 1, 2, 9, 9, torch.float32) is None

@@ -52,12 +52,15 @@ _cache_lock = threading.Lock()
 class MaskPlan(NamedTuple):
     """A mask in jattn's terms: ``kwargs`` for ``jattn.attention`` (``key_padding_mask``,
     ``key_bias``, ``is_causal`` and ``causal_alignment``, ``block_offsets``, ``cu_seqlens_q`` /
-    ``cu_seqlens_k``) and ``query_rows`` (bool ``[B or 1, Sq]``: rows to keep; the others give 0),
-    or None."""
+    ``cu_seqlens_k``), ``query_rows`` (bool ``[B or 1, Sq]``: rows to keep; the others give 0, or
+    None) and ``single_key`` (None, or bool ``[B or 1, Sq]`` rows that attend one key and int64
+    ``[B or 1, Sq]`` its index: their output is that key's value row, as SDPA's softmax of one
+    logit gives)."""
 
     kwargs: Dict[str, Any]
     query_rows: Optional[torch.Tensor]
     features: Tuple[str, ...]  #: the parts used, for the routers' capability check and tests
+    single_key: Optional[Tuple[torch.Tensor, torch.Tensor]] = None
 
 
 _NONE = MaskPlan({}, None, ())
@@ -166,25 +169,56 @@ def _read(m: torch.Tensor) -> Optional[MaskPlan]:
     if m.dtype is torch.bool:
         allowed = m
     else:
-        allowed = m != float("-inf")
+        # -inf leaves a key out; so does the dtype's lowest value (finfo.min, the masks of OmniGen and of
+        # transformers' text encoders): added to a logit it gives exp(...) == 0 exactly beside any key that is
+        # attended. Not in a row where every key has it (SDPA then averages every key): those are refused.
+        allowed = m > torch.finfo(m.dtype).min / 2
+        lowest = ~allowed & (m != float("-inf"))
+        if bool(lowest.any()) and bool((lowest.any(dim=-1) & ~allowed.any(dim=-1)).any()):
+            return None
         # The bias of a key: the value every row that attends it adds (the same for every such row).
         col = torch.where(allowed, m, float("-inf")).amax(dim=2)  # [b, h, skv]; -inf: no row attends it
-        if not bool(torch.equal(torch.where(allowed, m, 0), torch.where(allowed, col[:, :, None, :], 0))):
+        if not torch.equal(torch.where(allowed, m, 0), torch.where(allowed, col[:, :, None, :], 0)):
             return None  # the bias differs between rows (or NaN / +inf entries)
         if bool((torch.where(torch.isfinite(col), col, 0) != 0).any()):
             bias = col.float().contiguous()
     if allowed.shape[1] > 1 and not _broadcast(allowed, 1):
         if not bool((allowed == allowed[:, :1]).all()):
             return None  # a genuinely per-head pattern
-    found = _structure(allowed[:, 0])
-    if found is None:
-        return None
+    rows = allowed[:, 0]
+    single_key = None
+    found = _structure(rows)
+    if found is None:  # rows that attend one key apart (HunyuanVideo's token refiner, HunyuanImage: key 0)
+        found, single_key = _with_single_key_rows(rows)
+        if found is None:
+            return None
     kwargs, features, query_rows = found
     if bias is not None:  # -inf on every key no row attends: the key padding is in the bias
         kwargs.pop("key_padding_mask", None)
         features = tuple(f for f in features if f != "key_padding") + ("key_bias",)
         kwargs["key_bias"] = bias
-    return MaskPlan(kwargs, query_rows, features)
+    if single_key is not None:
+        if bias is not None:
+            return None  # the one key's logit would carry a bias: its weight is still 1, but keep it simple
+        features = features + ("single_key_rows",)
+    return MaskPlan(kwargs, query_rows, features, single_key)
+
+
+def _with_single_key_rows(rows: torch.Tensor):
+    """``rows`` as ``q ⊗ k ∧ S`` once the rows that attend exactly one key are set apart: the
+    structure of the others (their query rows) and the set-apart rows with their key, or (None, None)."""
+    count = rows.view(torch.uint8).sum(dim=-1, dtype=torch.int16 if rows.shape[-1] < 2**15 else torch.int32)
+    single = count == 1
+    if not bool(single.any()):
+        return None, None
+    found = _structure(rows & ~single[:, :, None])
+    if found is None:
+        return None, None
+    kwargs, features, query_rows = found
+    if query_rows is None:  # pragma: no cover - the set-apart rows are empty in what _structure saw
+        return None, None
+    index = rows.view(torch.uint8).argmax(dim=-1)
+    return (kwargs, features, query_rows), (single, index)
 
 
 class _Rows:

@@ -132,11 +132,13 @@ class _Installed:
 
 
 class _Call(NamedTuple):
-    """A call jattn serves: ``jattn.attention``'s keywords beyond q, k, v and the layout, and the
-    query rows to keep (bool ``[B or 1, Sq]``; the others are set to 0), or None."""
+    """A call jattn serves: ``jattn.attention``'s keywords beyond q, k, v and the layout, the
+    query rows to keep (bool ``[B or 1, Sq]``; the others are set to 0, or None) and the rows that
+    attend one key (``_sdpa_masks.MaskPlan.single_key``, or None)."""
 
     kwargs: Dict[str, Any]
     query_rows: Any
+    single_key: Any = None
 
 
 def _registry():
@@ -274,11 +276,11 @@ def _plan(q, k, v, layout: str, attn_mask, dropout_p, is_causal, scale, enable_g
             return "arguments"  # SDPA refuses both: its own error
         kwargs.update(is_causal=True, causal_alignment="top_left")
     if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
-        if not _clib.HAS_BACKWARD:
+        if not getattr(_clib, "HAS_BACKWARD", True):
             return "autograd"  # a libjattn without jattn_backward: the forward only
         if _backward_refusal(q) is not None:
             return "backward"  # the device's backend refuses the backward (a GPU's sm, the head_dim, ...)
-    query_rows = None
+    query_rows = single_key = None
     if attn_mask is not None:
         if not isinstance(attn_mask, torch.Tensor) or attn_mask.device != q.device:
             return "attn_mask"
@@ -286,12 +288,12 @@ def _plan(q, k, v, layout: str, attn_mask, dropout_p, is_causal, scale, enable_g
         if found is None:
             return "attn_mask"
         kwargs.update(found.kwargs)
-        query_rows = found.query_rows
+        query_rows, single_key = found.query_rows, found.single_key
     known = _attention_keywords()
     for name in kwargs:
         if name not in known:
             return _KEYWORD_REASONS.get(name, "arguments")
-    return _Call(kwargs, query_rows)
+    return _Call(kwargs, query_rows, single_key)
 
 
 def _run(q, k, v, layout: str, call: _Call, return_lse: bool):
@@ -303,6 +305,8 @@ def _run(q, k, v, layout: str, call: _Call, return_lse: bool):
     from ._errors import JattnNotImplementedError, JattnValueError
 
     backend, kwargs = _options["backend"], call.kwargs
+    if return_lse and call.single_key is not None:
+        return "attn_mask"
     if kwargs.get("key_padding_mask") is not None and (q.device.type, backend) in _no_key_padding:
         return "key_padding"
     dtype = q.dtype
@@ -327,9 +331,27 @@ def _run(q, k, v, layout: str, call: _Call, return_lse: bool):
         out = out * (rows[:, None, :, None] if layout == "bhsd" else rows[:, :, None, None]).to(out.dtype)
         if lse is not None:
             lse = lse.masked_fill(~rows[:, None, :], float("-inf"))
+    if call.single_key is not None:  # rows that attend one key: its value row
+        out = _single_key_rows(out, v, layout, *call.single_key)
     if out.dtype is not dtype:
         out = out.to(dtype)
     return (out, lse) if return_lse else out
+
+
+def _single_key_rows(out, v, layout: str, rows, index):
+    """``out`` with each row in ``rows`` (bool ``[B or 1, Sq]``) replaced by the value row of its one
+    key (``index``), differentiably (the gradient goes to that value row, as SDPA's does)."""
+    import torch
+
+    if layout == "bshd":
+        out, v = out.transpose(1, 2), v.transpose(1, 2)
+    b, h, sq, d = out.shape
+    index = index.expand(b, sq)[:, None, :, None].expand(b, v.shape[1], sq, d)
+    chosen = v.gather(2, index)
+    if v.shape[1] != h:
+        chosen = chosen.repeat_interleave(h // v.shape[1], dim=1)
+    out = torch.where(rows.expand(b, sq)[:, None, :, None], chosen.to(out.dtype), out)
+    return out.transpose(1, 2) if layout == "bshd" else out
 
 
 def _make_sdpa_router(original: Callable) -> Callable:
