@@ -1,7 +1,9 @@
 """jattn.diffusers: the switch patches and restores exactly one registry entry, routes
-dispatch_attention_fn through jattn (counted), maps boolean key masks to key padding, sends
-every call it cannot serve to diffusers' own path with one warning per kind, and a small
-random-weight FLUX.2 transformer forward through jattn is as close to float64 as SDPA's."""
+dispatch_attention_fn through jattn (counted), maps boolean key masks to key padding and causal and
+grouped-query calls to jattn's keywords, sends every call it cannot serve to diffusers' own path
+with one warning per kind, and a small random-weight FLUX.2 transformer forward through jattn is as
+close to float64 as SDPA's. (test_diffusers_sdpa: direct SDPA calls; test_diffusers_masks: the
+masks; test_diffusers_models: every model class.)"""
 
 from __future__ import annotations
 

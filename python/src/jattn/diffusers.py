@@ -15,8 +15,8 @@ it they stay on diffusers' path. Calls jattn cannot serve go to diffusers' own p
 SDPA, for calls made to it directly) with the same arguments, with one warning per kind of call:
 an attention mask jattn's parts do not describe (below), dropout, dtypes other than float32
 (without ``upcast``), masks, causal, grouped-query heads and gradients under context parallelism,
-tensor subclasses, and tensors that require grad when the loaded libjattn has no backward, or on a
-GPU whose cuda backend refuses the backward of the problem (``jattn_backward_select``: an sm below
+tensor subclasses, and tensors that require grad on a GPU whose cuda backend refuses the backward
+of the problem (``jattn_backward_select``: an sm below
 the kernels', a head_dim over 256; asked once per device and head_dim, and cached). Tensors that
 require grad are otherwise served: ``jattn.attention`` is differentiable (jattn's own backward),
 through the ``upcast`` casts too, so fine-tuning (LoRA, full) runs its attention, forward and
@@ -46,7 +46,9 @@ SageAttention's drop-in, ``enable()`` also replaces ``torch.nn.functional.scaled
 (which ``F.scaled_dot_product_attention`` in a model's module looks up at each call) with a router
 that calls jattn or the function that was there (``enable(sdpa=False)`` leaves SDPA alone). A
 call that diffusers' own path makes while it serves a fallback of the dispatcher (its ``native``
-backend calls SDPA) goes straight to PyTorch, uncounted: each call is counted once.
+backend calls SDPA) goes straight to PyTorch, uncounted: each call is counted once. SDPA calls made
+inside a backward pass (gradient checkpointing's recomputation, the backward op of diffusers'
+context-parallel templates) are routed and counted like any other.
 ``disable()`` (and leaving ``enabled()``) puts both originals back. The switch is process-wide
 (every thread, every library calling SDPA: text encoders too); ``enabled()`` nests.
 
@@ -81,7 +83,6 @@ _installed: Optional[_Installed] = None
 _options: Dict[str, Any] = {"upcast": False, "backend": "auto", "sdpa": True}
 _counts: Dict[str, int] = {}
 _warned: set = set()
-_no_key_padding: set = set()  # (device type, backend option) pairs whose jattn backend refused key padding
 _passing = threading.local()  # .depth > 0: this thread runs diffusers' own path for a dispatcher fallback
 
 _FALLBACK_REASONS = {
@@ -98,7 +99,6 @@ _FALLBACK_REASONS = {
     "context_parallel_mask": "an attention mask, causal or grouped-query heads under context parallelism",
     "context_parallel_autograd": "tensors that require grad under context parallelism (jattn's backward is not "
     "wired into diffusers' context-parallel templates yet)",
-    "autograd": "tensors that require grad, with a libjattn that has no backward (before 0.3)",
     "backward": "tensors that require grad on a device whose jattn backend refuses the backward of the problem "
     "(a GPU below the cuda kernels' sm, a head_dim over 256, ...)",
     "dtype": "a dtype other than float32 (pass upcast=True to run bf16/fp16 through jattn in float32)",
@@ -107,7 +107,6 @@ _FALLBACK_REASONS = {
     "device": "tensors on a device other than CPU or CUDA",
     "subclass": "tensor subclasses (DTensor, fake tensors, ...) outside torch.compile",
     "arguments": "arguments jattn does not take",
-    "key_padding": "a key mask, on a jattn backend without key padding yet",
     "unsupported": "problems the jattn backend cannot run (jattn.select says why)",
 }
 
@@ -231,12 +230,17 @@ def _fall_back(reason: str, original: Callable, kwargs: Dict[str, Any]):
         return original(**kwargs)
 
 
-@functools.cache
-def _attention_keywords() -> frozenset:
-    """The keywords the loaded ``jattn.attention`` takes."""
-    from . import _api
+_keywords: Optional[frozenset] = None
 
-    return frozenset(inspect.signature(_api.attention).parameters)
+
+def _attention_keywords() -> frozenset:
+    """The keywords the loaded ``jattn.attention`` takes (read once, outside traced code)."""
+    global _keywords
+    if _keywords is None:
+        from . import _api
+
+        _keywords = frozenset(inspect.signature(_api.attention).parameters)
+    return _keywords
 
 
 def _plan(q, k, v, layout: str, attn_mask, dropout_p, is_causal, scale, enable_gqa) -> Union[str, _Call]:
@@ -245,7 +249,7 @@ def _plan(q, k, v, layout: str, attn_mask, dropout_p, is_causal, scale, enable_g
     ``_FALLBACK_REASONS``)."""
     import torch
 
-    from . import _clib, _sdpa_masks
+    from . import _sdpa_masks
 
     if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
         return "shape"
@@ -276,8 +280,6 @@ def _plan(q, k, v, layout: str, attn_mask, dropout_p, is_causal, scale, enable_g
             return "arguments"  # SDPA refuses both: its own error
         kwargs.update(is_causal=True, causal_alignment="top_left")
     if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
-        if not getattr(_clib, "HAS_BACKWARD", True):
-            return "autograd"  # a libjattn without jattn_backward: the forward only
         if _backward_refusal(q) is not None:
             return "backward"  # the device's backend refuses the backward (a GPU's sm, the head_dim, ...)
     query_rows = single_key = None
@@ -307,22 +309,15 @@ def _run(q, k, v, layout: str, call: _Call, return_lse: bool):
     backend, kwargs = _options["backend"], call.kwargs
     if return_lse and call.single_key is not None:
         return "attn_mask"
-    if kwargs.get("key_padding_mask") is not None and (q.device.type, backend) in _no_key_padding:
-        return "key_padding"
     dtype = q.dtype
     if dtype is not torch.float32:  # bf16 / fp16 with upcast=True
         q, k, v = q.float(), k.float(), v.float()
     try:
         out = _api.attention(q, k, v, layout=layout, backend=backend, return_lse=return_lse, **kwargs)
-    except JattnNotImplementedError as e:  # refused before anything ran
-        if kwargs.get("key_padding_mask") is not None and e.message.startswith("key_padding"):
-            _no_key_padding.add((q.device.type, backend))
-            return "key_padding"
+    except JattnNotImplementedError:  # refused before anything ran
         return "unsupported"
-    except JattnValueError:
-        if q.numel() and k.numel():
-            raise
-        return "zero_size"  # a libjattn before zero-size answers: PyTorch's own
+    except JattnValueError:  # refused before anything ran: PyTorch's own answer (or its own error)
+        return "unsupported" if q.numel() and k.numel() else "zero_size"
     lse = None
     if return_lse:
         out, lse = out
@@ -519,6 +514,7 @@ def enable(*, upcast: bool = False, backend: str = "auto", sdpa: bool = True) ->
 
     if backend not in BACKENDS:
         raise ValueError(f"jattn.diffusers: backend {backend!r}, must be one of {BACKENDS}")
+    _attention_keywords()  # before any traced call reads it
     with _lock:
         _options["upcast"], _options["backend"], _options["sdpa"] = bool(upcast), backend, bool(sdpa)
         if _installed is not None:
