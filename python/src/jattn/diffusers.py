@@ -16,9 +16,8 @@ SDPA, for calls made to it directly) with the same arguments, with one warning p
 an attention mask jattn's parts do not describe (below), dropout, dtypes other than float32
 (without ``upcast``), masks, causal, grouped-query heads and gradients under context parallelism,
 tensor subclasses, and tensors that require grad on a GPU whose cuda backend refuses the backward
-of the problem (``jattn_backward_select``: an sm below
-the kernels', a head_dim over 256; asked once per device and head_dim, and cached). Tensors that
-require grad are otherwise served: ``jattn.attention`` is differentiable (jattn's own backward),
+of the problem (``jattn_backward_select``: an sm below the kernels', a head_dim over 256; asked once
+per device and head_dim, and cached). Tensors that require grad are otherwise served: ``jattn.attention`` is differentiable (jattn's own backward),
 through the ``upcast`` casts too, so fine-tuning (LoRA, full) runs its attention, forward and
 backward, on jattn. ``return_lse=True`` is served (lse float32 ``[B, S, H]``).
 
@@ -28,10 +27,13 @@ and the ``attn_mask``, boolean or float, in jattn's parts (``jattn._sdpa_masks``
 recognised and what it costs): key padding (a boolean key mask broadcast over the queries, by
 strides or by copies), a key bias (a float mask constant over the queries, per batch and
 optionally per head: LTX's ``-10000`` on padded keys), causal top-left / bottom-right,
-block-causal and segment (block-diagonal) masks with key padding, and a pairwise mask ``q ⊗ k``
-of a query mask and a key mask (HunyuanVideo 1.5: the rows of padded queries attend nothing and
-are 0, as SDPA gives). Zero-size calls (batch, seq_q or seq_kv 0) give SDPA's answer.
-``dropout_p > 0`` and anything else fall back.
+block-causal and segment (block-diagonal) masks with key padding, a pairwise mask ``q ⊗ k`` of
+a query mask and a key mask (HunyuanVideo 1.5: the rows of padded queries attend nothing and are
+0, as SDPA gives; with key 0 forced on, HunyuanVideo's token refiner and HunyuanImage, those rows
+take value row 0), and float masks with ``-inf`` or the dtype's lowest value on left-out keys.
+Zero-size calls (batch, seq_q or seq_kv 0) give SDPA's answer. ``dropout_p > 0`` and anything
+else fall back; what PyTorch refuses (a mask with ``is_causal``, k/v heads that do not divide the
+query heads) PyTorch still refuses.
 
 What is patched. (1) diffusers' registry (``_AttentionBackendRegistry``) keeps backend names in a
 closed ``Enum`` (``AttentionBackendName``), which ``set_attention_backend`` and the
