@@ -264,7 +264,7 @@ def test_reading_a_mask_costs_little():
     torch.nn.functional.scaled_dot_product_attention(q, q, q)
     sdpa = time.perf_counter() - t
     print(f"mask read {read * 1e3:.1f} ms, cached {cached * 1e6:.0f} us, SDPA (2, 8, {s}, 64) {sdpa * 1e3:.1f} ms")
-    assert cached < 1e-3 and read < 2 * sdpa + 0.5
+    assert cached < 5e-3 and read < 2 * sdpa + 0.5
 
 
 def test_lowest_value_masks():

@@ -122,6 +122,15 @@ def test_calls_jattn_cannot_serve_go_to_pytorch_with_one_warning(seed):
         jattn.diffusers.reset_counts()
 
 
+def test_a_mask_that_requires_grad_goes_to_pytorch(seed):
+    """SDPA differentiates a float mask (a learned bias); jattn's key bias is a constant."""
+    q, k, v = bhsd(seed)
+    bias = torch.zeros(2, 1, 1, 20, requires_grad=True)
+    with jattn.diffusers.enabled(), pytest.warns(UserWarning, match="requires grad"):
+        F.scaled_dot_product_attention(q, k, v, attn_mask=bias).sum().backward()
+    assert bias.grad is not None and jattn.diffusers.counts() == {"fallback:mask_grad": 1}
+
+
 def test_what_pytorch_refuses_it_still_refuses(seed):
     q, k, v = bhsd(seed, h=4, kv_heads=3)
     with jattn.diffusers.enabled(), warnings.catch_warnings():

@@ -90,6 +90,7 @@ _passing = threading.local()  # .depth > 0: this thread runs diffusers' own path
 _FALLBACK_REASONS = {
     "attn_mask": "an attention mask that jattn's parts do not describe (per-head structure, an arbitrary pattern, "
     "a float mask whose bias differs between queries, NaN / +inf entries)",
+    "mask_grad": "a float attention mask that requires grad (jattn's key bias is a constant of the call)",
     "dropout": "dropout",
     "causal": "causal attention, on a jattn.attention without is_causal yet",
     "gqa": "grouped-query attention (k/v heads that do not divide the query heads, or a jattn.attention without "
@@ -288,6 +289,8 @@ def _plan(q, k, v, layout: str, attn_mask, dropout_p, is_causal, scale, enable_g
     if attn_mask is not None:
         if not isinstance(attn_mask, torch.Tensor) or attn_mask.device != q.device:
             return "attn_mask"
+        if attn_mask.requires_grad and torch.is_grad_enabled():
+            return "mask_grad"  # SDPA differentiates a float mask; jattn's key bias is a constant
         found = _sdpa_masks.recognise(attn_mask, batch, heads, seq_q, seq_kv, q.dtype)
         if found is None:
             return "attn_mask"
