@@ -25,11 +25,16 @@ Recognised, with their costs:
   that any row attends (key padding) and ``S`` one of: every key; causal top-left or
   bottom-right; block-causal (each row attends a prefix of the keys whose end grows in steps:
   ``block_offsets``); segments (each run of rows attends its own contiguous range of keys, the
-  ranges in order: ``cu_seqlens_q`` / ``cu_seqlens_k``, per batch when the batches differ). A float
-  mask is read as its ``-inf`` pattern plus a key bias, which must then be the same for every row
-  that attends the key. Per-head masks other than key masks are not recognised. Reading costs a few
-  passes over the boolean mask, O(B Sq Skv) (the attention itself is O(B H Sq Skv D)); under
-  ``torch.compile`` and CUDA graph capture only the stride-based forms and cached plans are used.
+  ranges in order: ``cu_seqlens_q`` / ``cu_seqlens_k``, per batch when the batches differ). Failing
+  those, the rows that attend exactly one key are set apart (their output is that key's value
+  row: HunyuanVideo's token refiner and HunyuanImage force key 0 on for padded queries) and the
+  others tried again. A float mask is read as its pattern of left-out keys (``-inf``, or the
+  dtype's lowest value, as OmniGen and text encoders write it, when every row keeps a key) plus a
+  key bias, which must then be the same for every row that attends the key. Per-head masks other
+  than key masks are not recognised. Reading costs a few vectorised passes over the mask's bytes,
+  O(B Sq Skv) (the attention itself is O(B H Sq Skv D)): a 2 x 4096 x 4096 segment mask in 0.2 to
+  0.3 of one float32 SDPA call of 8 heads of 64 on the CPU. Under ``torch.compile`` and CUDA graph
+  capture only the stride-based forms and cached plans are used.
 
 Everything else (per-head structure, an arbitrary pattern, NaN or +inf entries, a float mask whose
 bias differs between rows) is not recognised: the caller gives the call to PyTorch.
