@@ -4,7 +4,9 @@ with one layer of each kind), one forward and one backward under the switch. Che
 ``counts()`` shows no fallback: every attention call, through diffusers' dispatcher or straight to
 SDPA, went to jattn (``KNOWN_FALLBACKS`` lists the exceptions, with why); (b) the output and the
 parameters' gradients are within the gates of docs/DESIGN.md section 2 (output: f32; gradients:
-the backward's) of the same model run in float64 with PyTorch's attention; (c) nothing raises.
+the backward's) of the same model run in float64 with PyTorch's attention, or, where the float32
+model itself misses them (its other layers: StableAudioDiT at some seeds), no further off than the
+same float32 model on PyTorch's attention; (c) nothing raises.
 ``MASKED`` overrides inputs so that the masks the models build have padding, causal parts, segments
 (the test configs' masks are all ones). python/README.md and bench/results/
 cpu-2026-12-06-diffusers-models/ report the table this test prints (``-s``)."""
@@ -2099,7 +2101,7 @@ def run_model(name: str, seed: int) -> dict:
     counts = jattn.diffusers.counts()
     result = {"counts": counts, "out": metrics(out32.numpy(), out64.numpy()),
               "grad": metrics(grad32.numpy(), grad64.numpy()), "model": model, "inputs": inputs,
-              "weights": weights, "grad64": grad64}  # fmt: skip
+              "weights": weights, "grad64": grad64, "out64": out64}  # fmt: skip
     return result
 
 
@@ -2141,18 +2143,25 @@ def test_model_under_the_switch(name, seed):
     else:
         assert served > 0, f"{name}: no attention call reached jattn: {counts}"
     assert fallbacks == KNOWN_FALLBACKS.get(name, ()), f"{name}: {counts}"
-    m = r["out"]
-    assert (
-        m["finite"] and m["rel_l2"] <= 2e-6 and m["max_abs"] <= 1e-5 * max(1.0, m["max_ref"]) and m["cos"] >= 0.99999
-    ), f"{name}: output outside the f32 gate: {m}"
-    if not backward_within_gate(r["grad"]):
-        # Then no worse than the same float32 model on PyTorch's attention (the linear layers' own float32
-        # rounding): the gradients through jattn are not the ones that drift.
-        _, grad_sdpa, _ = forward_backward(r["model"], r["inputs"], r["weights"])
-        sdpa = metrics(grad_sdpa.numpy(), r["grad64"].numpy())
-        assert r["grad"]["finite"] and r["grad"]["rel_l2"] <= 1.5 * sdpa["rel_l2"] + 1e-9, (
-            f"{name}: gradients outside the backward gate and worse than SDPA's: {r['grad']} vs {sdpa}"
-        )
+    out_ok, grad_ok = within_f32_gate(r["out"]), r["grad"]["rel_l2"] == 0 or backward_within_gate(r["grad"])
+    if not (out_ok and grad_ok):
+        # Then no worse than the same float32 model on PyTorch's attention: a model whose own float32
+        # layers miss the gate (StableAudioDiT at some seeds: 8e-6 either way) is not jattn's miss.
+        out_sdpa, grad_sdpa, _ = forward_backward(r["model"], r["inputs"], r["weights"], name not in FORWARD_ONLY)
+        for what, ours, sdpa_out, ref in (
+            ("output", r["out"], out_sdpa, r["out64"]),
+            ("gradients", r["grad"], grad_sdpa, r["grad64"]),
+        ):
+            sdpa = metrics(sdpa_out.numpy(), ref.numpy())
+            assert ours["finite"] and ours["rel_l2"] <= 1.5 * sdpa["rel_l2"] + 1e-9, (
+                f"{name}: {what} outside the gate and worse than the float32 model on SDPA: {ours} vs {sdpa}"
+            )
+        RESULTS[name]["sdpa_out"] = metrics(out_sdpa.numpy(), r["out64"].numpy())
+
+
+def within_f32_gate(m: dict) -> bool:
+    """The f32 gate of docs/DESIGN.md section 2."""
+    return m["finite"] and m["rel_l2"] <= 2e-6 and m["max_abs"] <= 1e-5 * max(1.0, m["max_ref"]) and m["cos"] >= 0.99999
 
 
 def test_required_models_are_listed():
@@ -2183,4 +2192,7 @@ def test_the_table():
         r = RESULTS[n]
         calls = ", ".join(f"{k} {v}" for k, v in sorted(r["counts"].items())) or f"none ({NOT_ROUTED.get(n, '')})"
         grad = f"{r['grad']['rel_l2']:.1e}" if r["backward"] else "forward only"
-        print(f"| {n} | {calls} | {r['out']['rel_l2']:.1e} | {grad} |")
+        out = f"{r['out']['rel_l2']:.1e}"
+        if "sdpa_out" in r:
+            out += f" (on SDPA {r['sdpa_out']['rel_l2']:.1e})"
+        print(f"| {n} | {calls} | {out} | {grad} |")
