@@ -1672,6 +1672,55 @@ MODELS = {
 
 MODELS.update(
     {
+        # SANA-WM without camera conditions, every block a softmax-attention block (softmax_every_n 1); the
+        # timestep per frame, [B, 1, T].
+        "SanaWMTransformer3DModel": (
+            {
+                "in_channels": 4,
+                "num_layers": 1,
+                "hidden_size": 32,
+                "num_attention_heads": 2,
+                "softmax_every_n": 1,
+                "linear_head_dim": 16,
+                "chunk_plucker_post_attn_blocks": 1,
+                "image_size": 8,
+                "caption_channels": 16,
+                "mixed_precision": "fp32",
+            },
+            {
+                "hidden_states": R((1, 4, 2, 8, 8)),
+                "timestep": T([[[500.0, 400.0]]]),
+                "encoder_hidden_states": R((1, 6, 16)),
+                "mask": K([4], 6, "int64"),
+            },
+        ),
+        "BriaFibo2Transformer2DModel": (
+            {
+                "in_channels": 4,
+                "patch_size": 2,
+                "dim": 32,
+                "n_layers": 1,
+                "n_refiner_layers": 1,
+                "n_heads": 2,
+                "cap_feat_dim": 16,
+                "injection_layer_ids": (0,),
+                "perceiver_num_layers": 1,
+                "min_num_gist_tokens": 4,
+                "max_num_gist_tokens": 8,
+                "gist_step": 4,
+                "gist_min_text_len": 4,
+                "gist_max_text_len": 16,
+                "axes_dims": (4, 6, 6),
+                "axes_lens": (64, 32, 32),
+            },
+            # text features of the first layer and of each injection layer: [B, 1 + len(injection_layer_ids), S, C]
+            {
+                "hidden_states": R((1, 4, 8, 8)),
+                "timestep": T([0.5]),
+                "encoder_hidden_states": R((1, 2, 6, 16)),
+                "encoder_attention_mask": K([4], 6),
+            },
+        ),
         "DreamLiteTransformer2DModel": (
             {
                 "num_attention_heads": 2,
@@ -1958,11 +2007,14 @@ NOT_ROUTED: Dict[str, str] = {
     "Kandinsky6SRTransformer3DModel": "its processors call flex_attention itself (nabla sparse attention)",
 }
 
+# Classes whose float32 models attend in bf16 (they cast q, k and v themselves), run with upcast=True.
+UPCAST: Dict[str, str] = {
+    "SanaWMTransformer3DModel": "its softmax blocks cast q, k and v to bf16 before calling SDPA",
+}
+
 # Classes that cannot be built tiny here, with why (skipped).
 UNBUILDABLE: Dict[str, str] = {
-    "BriaFibo2Transformer2DModel": "no tiny config here yet (its gist perceiver's inputs are not documented by a test)",
     "RFD4ProteinaTransformer": "a protein structure model (pair representations, atom37 features): no tiny config here",
-    "SanaWMTransformer3DModel": "no tiny config here yet (camera conditions, chunked linear attention)",
     "SanaWMLTX2RefinerTransformer3DModel": "no tiny config here yet (precomputed video rotary embeddings, KV cache)",
 }
 
@@ -2095,7 +2147,7 @@ def run_model(name: str, seed: int) -> dict:
     backward = name not in FORWARD_ONLY
     out64, grad64, weights = forward_backward(model64, cast(copy.deepcopy(inputs), torch.float64), None, backward)
     jattn.diffusers.reset_counts()
-    with jattn.diffusers.enabled(), warnings.catch_warnings():
+    with jattn.diffusers.enabled(upcast=name in UPCAST), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         out32, grad32, _ = forward_backward(model, inputs, weights, backward)
     counts = jattn.diffusers.counts()
