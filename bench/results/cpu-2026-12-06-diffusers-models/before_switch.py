@@ -46,6 +46,7 @@ def main(old_path: str) -> None:
         torch.manual_seed(1)
         model = getattr(t.diffusers, name)(**{**init, **more_init}).float().eval()
         inputs = t.materialise(inputs_spec, torch.Generator().manual_seed(1))
+        inputs = {k: (v.make(model) if isinstance(v, t.FromModel) else v) for k, v in inputs.items()}
         old.reset_counts()
         direct["n"] = 0
         F.scaled_dot_product_attention = counting
