@@ -119,8 +119,6 @@ def test_calls_jattn_cannot_serve_fall_back_with_one_warning(seed, kind):
 
 def test_grouped_query_and_causal_attention_are_served(seed):
     """enable_gqa (k/v heads dividing the query heads) and is_causal map onto jattn's keywords."""
-    if not {"enable_gqa", "is_causal"} <= jattn.diffusers._attention_keywords():
-        pytest.skip("jattn.attention has no enable_gqa / is_causal yet")
     q, _, _ = bshd(seed, h=4)
     _, k, v = bshd(seed + 1, h=2)
     with jattn.diffusers.enabled(), warnings.catch_warnings():

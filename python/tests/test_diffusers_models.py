@@ -2147,20 +2147,6 @@ def backward_within_gate(m: dict) -> bool:
 
 RESULTS: Dict[str, dict] = {}
 
-# The fallback reasons of a jattn.attention without is_causal, enable_gqa, key_bias, block_offsets and
-# cu_seqlens (before the Python API of issue 35): tolerated only while the loaded package lacks them.
-PENDING_KEYWORDS = {"causal", "gqa", "mask_parts", "zero_size"}
-
-
-def missing_keywords() -> set:
-    return {
-        "is_causal",
-        "enable_gqa",
-        "key_bias",
-        "block_offsets",
-        "cu_seqlens_q",
-    } - jattn.diffusers._attention_keywords()
-
 
 def run_model(name: str, seed: int) -> dict:
     """One class: float64 forward and backward on PyTorch's attention, then float32 under the switch."""
@@ -2218,9 +2204,6 @@ def test_model_under_the_switch(name, seed):
     counts = r["counts"]
     served = sum(v for k, v in counts.items() if k.startswith("jattn"))
     fallbacks = tuple(sorted(k[len("fallback:") :] for k in counts if k.startswith("fallback:")))
-    if missing_keywords():
-        # A jattn.attention without the keywords of PyTorch's variants yet: those calls fall back for it.
-        fallbacks = tuple(f for f in fallbacks if f not in PENDING_KEYWORDS)
     RESULTS[name] = {"counts": counts, "out": r["out"], "grad": r["grad"], "backward": name not in FORWARD_ONLY}
     print(f"\n{name}: {counts} out rel_l2 {r['out']['rel_l2']:.1e} grad rel_l2 {r['grad']['rel_l2']:.1e}")
     if name in NOT_ROUTED:

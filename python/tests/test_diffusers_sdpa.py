@@ -44,13 +44,6 @@ def bhsd(seed, b=2, h=3, sq=20, skv=None, d=16, kv_heads=None, dtype=torch.float
     return q.to(dtype), k.to(dtype), v.to(dtype)
 
 
-def needs(*keywords):
-    """Skips a test of jattn.attention keywords the loaded package does not take yet."""
-    missing = [k for k in keywords if k not in jattn.diffusers._attention_keywords()]
-    if missing:
-        pytest.skip(f"jattn.attention has no {missing} yet")
-
-
 def test_sdpa_is_patched_for_the_duration_and_restored():
     with jattn.diffusers.enabled():
         assert F.scaled_dot_product_attention is not SDPA
@@ -213,7 +206,6 @@ CASE_NAMES = [c[0] for c in served_cases(0)]
 
 @pytest.mark.parametrize("case", CASE_NAMES)
 def test_served_forms_are_within_the_gate_of_float64_sdpa(seed, case):
-    needs("is_causal", "enable_gqa", "key_bias", "block_offsets", "cu_seqlens_q")
     _, q, k, v, kwargs = next(c for c in served_cases(seed) if c[0] == case)
     q, k, v = (t.requires_grad_(True) for t in (q, k, v))
     g = torch.Generator().manual_seed(seed + 5)

@@ -75,7 +75,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import inspect
 import threading
 import warnings
 from typing import Any, Callable, Dict, Iterator, NamedTuple, Optional, Union
@@ -92,12 +91,7 @@ _FALLBACK_REASONS = {
     "a float mask whose bias differs between queries, NaN / +inf entries)",
     "mask_grad": "a float attention mask that requires grad (jattn's key bias is a constant of the call)",
     "dropout": "dropout",
-    "causal": "causal attention, on a jattn.attention without is_causal yet",
-    "gqa": "grouped-query attention (k/v heads that do not divide the query heads, or a jattn.attention without "
-    "enable_gqa yet)",
-    "mask_parts": "an attention mask whose parts (key bias, block-causal, segments) this jattn.attention does not "
-    "take yet",
-    "zero_size": "zero-size problems (batch, seq_q or seq_kv 0), on a libjattn that refuses them",
+    "gqa": "k/v heads that do not divide the query heads, or fewer without enable_gqa (PyTorch's own answer)",
     "context_parallel": "context parallelism, on a diffusers without context-parallel templates (before 0.36)",
     "context_parallel_mask": "an attention mask, causal or grouped-query heads under context parallelism",
     "context_parallel_autograd": "tensors that require grad under context parallelism (jattn's backward is not "
@@ -115,11 +109,6 @@ _FALLBACK_REASONS = {
 
 _KNOWN_DEFAULTS = {"attn_mask": None, "dropout_p": 0.0, "is_causal": False, "scale": None, "enable_gqa": False,
                    "return_lse": False, "_parallel_config": None}  # fmt: skip
-
-# jattn.attention's keywords a call may need, and the fallback reason when the loaded package lacks one.
-_KEYWORD_REASONS = {"is_causal": "causal", "causal_alignment": "causal", "enable_gqa": "gqa",
-                    "key_bias": "mask_parts", "block_offsets": "mask_parts", "cu_seqlens_q": "mask_parts",
-                    "cu_seqlens_k": "mask_parts"}  # fmt: skip
 
 
 class _Installed:
@@ -233,19 +222,6 @@ def _fall_back(reason: str, original: Callable, kwargs: Dict[str, Any]):
         return original(**kwargs)
 
 
-_keywords: Optional[frozenset] = None
-
-
-def _attention_keywords() -> frozenset:
-    """The keywords the loaded ``jattn.attention`` takes (read once, outside traced code)."""
-    global _keywords
-    if _keywords is None:
-        from . import _api
-
-        _keywords = frozenset(inspect.signature(_api.attention).parameters)
-    return _keywords
-
-
 def _plan(q, k, v, layout: str, attn_mask, dropout_p, is_causal, scale, enable_gqa) -> Union[str, _Call]:
     """What jattn runs for one attention call (SDPA's arguments; ``layout``: ``"bhsd"`` for SDPA's
     ``[B, H, S, D]``, ``"bshd"`` for diffusers' dispatcher), or why it cannot (a key of
@@ -296,10 +272,6 @@ def _plan(q, k, v, layout: str, attn_mask, dropout_p, is_causal, scale, enable_g
             return "attn_mask"
         kwargs.update(found.kwargs)
         query_rows, single_key = found.query_rows, found.single_key
-    known = _attention_keywords()
-    for name in kwargs:
-        if name not in known:
-            return _KEYWORD_REASONS.get(name, "arguments")
     return _Call(kwargs, query_rows, single_key)
 
 
@@ -319,10 +291,8 @@ def _run(q, k, v, layout: str, call: _Call, return_lse: bool):
         q, k, v = q.float(), k.float(), v.float()
     try:
         out = _api.attention(q, k, v, layout=layout, backend=backend, return_lse=return_lse, **kwargs)
-    except JattnNotImplementedError:  # refused before anything ran
+    except (JattnNotImplementedError, JattnValueError):  # refused before anything ran: PyTorch's own answer
         return "unsupported"
-    except JattnValueError:  # refused before anything ran: PyTorch's own answer (or its own error)
-        return "unsupported" if q.numel() and k.numel() else "zero_size"
     lse = None
     if return_lse:
         out, lse = out
@@ -519,7 +489,6 @@ def enable(*, upcast: bool = False, backend: str = "auto", sdpa: bool = True) ->
 
     if backend not in BACKENDS:
         raise ValueError(f"jattn.diffusers: backend {backend!r}, must be one of {BACKENDS}")
-    _attention_keywords()  # before any traced call reads it
     with _lock:
         _options["upcast"], _options["backend"], _options["sdpa"] = bool(upcast), backend, bool(sdpa)
         if _installed is not None:
