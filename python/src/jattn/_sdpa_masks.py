@@ -32,7 +32,7 @@ Recognised, with their costs:
   dtype's lowest value, as OmniGen and text encoders write it, when every row keeps a key) plus a
   key bias, which must then be the same for every row that attends the key. Per-head masks other
   than key masks are not recognised. Reading costs a few vectorised passes over the mask's bytes,
-  O(B Sq Skv) (the attention itself is O(B H Sq Skv D)): a 2 x 4096 x 4096 segment mask in 0.2 to
+  O(B Sq Skv) (the attention itself is O(B H Sq Skv D)): a 2 x 4096 x 4096 segment mask in 0.1 to
   0.3 of one float32 SDPA call of 8 heads of 64 on the CPU. Under ``torch.compile`` and CUDA graph
   capture only the stride-based forms and cached plans are used.
 
