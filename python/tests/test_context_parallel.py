@@ -59,7 +59,10 @@ def test_every_context_parallel_mode_runs_jattn_on_two_processes(seed, tmp_path)
             # every attention call of the forward (a double and a single block) through jattn's path
             assert case["counts"] == {"jattn:context_parallel": 2}, case
     fallbacks = reports[0]["fallbacks"]
-    assert fallbacks["counts"] == {"fallback:context_parallel_mask": 1, "fallback:context_parallel_autograd": 1}
+    # diffusers' native backward op recomputes its rank's attention with SDPA inside loss.backward(), outside the
+    # fallback's call: the switch's SDPA router serves that call (jattn:sdpa), as it serves checkpoint recomputation
+    assert fallbacks["counts"] == {"fallback:context_parallel_mask": 1, "fallback:context_parallel_autograd": 1,
+                                   "jattn:sdpa": 1}  # fmt: skip
     assert fallbacks["grad"]
     # the premise: diffusers' own native backend cannot do ring attention at all
     assert "return_lse" in reports[0]["native_ring_error"]

@@ -1,7 +1,9 @@
 """jattn.diffusers: the switch patches and restores exactly one registry entry, routes
-dispatch_attention_fn through jattn (counted), maps boolean key masks to key padding, sends
-every call it cannot serve to diffusers' own path with one warning per kind, and a small
-random-weight FLUX.2 transformer forward through jattn is as close to float64 as SDPA's."""
+dispatch_attention_fn through jattn (counted), maps boolean key masks to key padding and causal and
+grouped-query calls to jattn's keywords, sends every call it cannot serve to diffusers' own path
+with one warning per kind, and a small random-weight FLUX.2 transformer forward through jattn is as
+close to float64 as SDPA's. (test_diffusers_sdpa: direct SDPA calls; test_diffusers_masks: the
+masks; test_diffusers_models: every model class.)"""
 
 from __future__ import annotations
 
@@ -83,10 +85,18 @@ def test_dispatch_goes_through_jattn(seed):
     assert_gate(sdpa.numpy(), ref, what="diffusers' sdpa")
 
 
+def unstructured_mask(q, k):
+    """A boolean mask of no structure jattn describes (rows 0 and 1 attend complementary keys)."""
+    g = torch.Generator().manual_seed(3)
+    m = torch.rand(q.shape[0], 1, q.shape[1], k.shape[1], generator=g) < 0.5
+    m[..., 0] = True
+    m[..., 0, 1:] = ~m[..., 1, 1:]
+    return m
+
+
 FALLBACKS = {
-    "attn_mask": lambda q, k, v: dict(attn_mask=torch.zeros(q.shape[0], 1, q.shape[1], k.shape[1])),  # additive
+    "attn_mask": lambda q, k, v: dict(attn_mask=unstructured_mask(q, k)),
     "dropout": lambda q, k, v: dict(dropout_p=0.5),
-    "causal": lambda q, k, v: dict(is_causal=True),
 }
 
 
@@ -107,17 +117,19 @@ def test_calls_jattn_cannot_serve_fall_back_with_one_warning(seed, kind):
     assert jattn.diffusers.counts() == {f"fallback:{kind}": 2}
 
 
-def test_grouped_query_attention_falls_back(seed):
+def test_grouped_query_and_causal_attention_are_served(seed):
+    """enable_gqa (k/v heads dividing the query heads) and is_causal map onto jattn's keywords."""
     q, _, _ = bshd(seed, h=4)
     _, k, v = bshd(seed + 1, h=2)
-    with jattn.diffusers.enabled(), pytest.warns(UserWarning, match="grouped-query"):
+    with jattn.diffusers.enabled(), warnings.catch_warnings():
+        warnings.simplefilter("error")
         got = dispatch_attention_fn(q, k, v, enable_gqa=True)
-    assert torch.equal(got, dispatch_attention_fn(q, k, v, enable_gqa=True))
-    assert jattn.diffusers.counts() == {"fallback:gqa": 1}
-    with jattn.diffusers.enabled():  # enable_gqa with as many k/v heads as q heads: plain attention
-        same = dispatch_attention_fn(q, q, q, enable_gqa=True)
-    assert torch.equal(same, jattn.attention(q, q, q, layout="bshd"))
-    assert jattn.diffusers.counts() == {"fallback:gqa": 1, "jattn": 1}
+        causal = dispatch_attention_fn(q, k, v, enable_gqa=True, is_causal=True)
+    assert torch.equal(got, jattn.attention(q, k, v, layout="bshd", enable_gqa=True))
+    assert torch.equal(causal, jattn.attention(q, k, v, layout="bshd", enable_gqa=True, is_causal=True))
+    assert jattn.diffusers.counts() == {"jattn": 2}
+    ref = dispatch_attention_fn(q.double(), k.double(), v.double(), enable_gqa=True, is_causal=True)
+    assert_gate(causal.numpy(), ref.numpy(), what="causal grouped-query call")
 
 
 def test_tensors_that_require_grad(seed):
@@ -182,7 +194,8 @@ def test_per_query_boolean_masks_fall_back(seed):
     g = torch.Generator().manual_seed(seed + 7)
     per_query = torch.rand(2, 1, 20, 33, generator=g) < 0.6  # really differs per query
     per_query[..., 0] = True
-    with jattn.diffusers.enabled(backend="ref"), pytest.warns(UserWarning, match="not a boolean key mask"):
+    per_query[..., 0, 1:] = ~per_query[..., 1, 1:]  # no structure jattn describes
+    with jattn.diffusers.enabled(backend="ref"), pytest.warns(UserWarning, match="do not describe"):
         got = dispatch_attention_fn(q, k, v, attn_mask=per_query)
     assert torch.equal(got, dispatch_attention_fn(q, k, v, attn_mask=per_query))
     assert jattn.diffusers.counts() == {"fallback:attn_mask": 1}
