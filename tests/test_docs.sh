@@ -8,10 +8,12 @@
 #     cmake/backends.cmake, passed as arguments) are the library's, in its order;
 #   - with --ladder: the kernel ladders of src/cuda/NOTES.md ("The kernel ladders": which cuda kernel
 #     AUTO runs, forward and backward) are the code's (LADDER, tests/test_cuda_ladder.c, evaluates
-#     the table and src/cuda/cuda_versions.c on a grid of calls).
+#     the table and src/cuda/cuda_versions.c on a grid of calls);
+#   - README.md's table of measured speed is what bench/readme_table.py generates from the results
+#     files bench/results/readme_table.json names (skipped, saying so, where python3 is absent).
 # Then the same checks run on copies of the docs with one backend name removed, with a folder
-# added to src/, with the order changed, and with a kernel of the ladder changed: each must fail,
-# so this test is known to catch them.
+# added to src/, with the order changed, with a kernel of the ladder changed and with a figure of
+# the README's table changed by hand: each must fail, so this test is known to catch them.
 #
 # usage: test_docs.sh [--ladder LADDER] JATTN SOURCE_DIR [REGISTERED_BACKEND...]
 set -u
@@ -106,6 +108,20 @@ if [ -n "$LADDER" ]; then
     fi
 fi
 
+# The README's table of measured speed: bench/readme_table.py's output, from bench/results/.
+PYTHON=$(command -v python3 || true)
+if [ -n "$PYTHON" ]; then
+    echo "README.md's table of measured speed against bench/results/ (bench/readme_table.py):"
+    if "$PYTHON" "$SRC/bench/readme_table.py" --check "$SRC/README.md" >"$T/table.out" 2>&1; then
+        echo "  $(tail -n 1 "$T/table.out")"
+    else
+        sed 's/^/  /' "$T/table.out" | head -n 40
+        failed=1
+    fi
+else
+    echo "README.md's table of measured speed: skipped (no python3 to run bench/readme_table.py)"
+fi
+
 # The checks must catch what they look for: a copy of the docs and of src/'s folders, changed.
 copy() {
     rm -rf "$T/copy"
@@ -135,6 +151,19 @@ expect_miss "a folder src/ has and the layer map lacks"
 copy
 sed "s/tries $first, then/tries nothing, then/" "$SRC/docs/DESIGN.md" >"$T/copy/docs/DESIGN.md"
 expect_miss "another order for auto in docs/DESIGN.md"
+
+if [ -n "$PYTHON" ]; then
+    sed '/readme-table: begin/,/readme-table: end/ s/| [0-9.]*x |/| 9.99x |/' "$SRC/README.md" >"$T/README.md"
+    if cmp -s "$T/README.md" "$SRC/README.md"; then
+        echo "FAIL no ratio was found to change in README.md's table"
+        failed=1
+    elif "$PYTHON" "$SRC/bench/readme_table.py" --check "$T/README.md" >"$T/table.out" 2>&1; then
+        echo "FAIL the check does not notice a figure of README.md's table changed by hand"
+        failed=1
+    else
+        echo "the check notices a figure of README.md's table changed by hand: $(head -n 1 "$T/table.out" | cut -c1-100)"
+    fi
+fi
 
 if [ -n "$LADDER" ]; then
     sed 's/^\(| forward | any | any | any | seq_kv 1 |.*\)| v1 |$/\1| v7 |/' \
