@@ -144,6 +144,8 @@ def fmt(x):
         return f"{x:.1f}"
     if x >= 1:
         return f"{x:.2f}"
+    if x >= 0.1:
+        return f"{x:.3f}"
     return f"{x:.3g}"
 
 
