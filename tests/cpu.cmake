@@ -9,6 +9,8 @@ foreach(isa avx512 avx2 neon generic)
   set_tests_properties(test_padding_cpu_${isa} PROPERTIES SKIP_RETURN_CODE 77 ENVIRONMENT "JATTN_CPU_ISA=${isa}")
   add_test(NAME test_backward_cpu_${isa} COMMAND test_backward cpu)
   set_tests_properties(test_backward_cpu_${isa} PROPERTIES SKIP_RETURN_CODE 77 ENVIRONMENT "JATTN_CPU_ISA=${isa}")
+  add_test(NAME test_masks_cpu_${isa} COMMAND test_masks cpu)
+  set_tests_properties(test_masks_cpu_${isa} PROPERTIES SKIP_RETURN_CODE 77 ENVIRONMENT "JATTN_CPU_ISA=${isa}")
 endforeach()
 
 # The vector exp2 of every instruction set present, against libm.

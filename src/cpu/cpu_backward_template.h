@@ -198,27 +198,38 @@ static void JK(bwd_scatter_add)(int n, const int64_t *rows, int64_t D, const flo
     }
 }
 
-/* ---- bwd_tile: ntile (1..CPU_GROUP_MAX) query tiles of QB queries from q0 on of (b, h) (the last
- * one may be short) against all their keys, the tiles walking the key blocks together: for each
- * key block, every tile in ascending order. The K and V rows of a key block and its dk, dv rows
- * are then read from memory or L3 once per group and reused from L2 by its other tiles, where a
- * lone tile streams all of the head's K, V, dK and dV (4 x 2.4 MB at S = 4608, D = 128).
+/* ---- bwd_tile: ntile (1..CPU_GROUP_MAX) query tiles of at most QB queries of (b, h) (the forward's
+ * query blocks) against all their keys, the tiles walking the key blocks together: for each key
+ * block, every tile in ascending order. The K and V rows of a key block and its dk, dv rows are
+ * then read from memory or L3 once per group and reused from L2 by its other tiles, where a lone
+ * tile streams all of the head's K, V, dK and dV (4 x 2.4 MB at S = 4608, D = 128).
  * Each tile's arithmetic is exactly the lone tile's, and the dk, dv rows still receive the tiles'
  * sums one by one in ascending tile order, so the bits do not depend on the group size.
- * reads q, k, v, out, lse, dout, dlse of (b, h); writes those dq rows; adds into every dk, dv
- * row of an attended key (the driver zeroes them first). Workspace: cpu_bwd_workspace_layout
- * (cpu_kernels.h). */
+ * reads  q, out, dout rows [B, H, Sq, D] of the tiles, lse, dlse [B, H, Sq], and the k, v rows
+ *        [B, Hkv, Skv, D] of key/value head hk = h / (H / Hkv) that the tiles attend (no other);
+ * writes the tiles' dq rows [B, H, Sq, D] (parts & CPU_BWD_DQ; +0 for a row attending no key);
+ *        adds into the dk, dv rows [B, Hkv, Skv, D] of hk of every attended key (parts &
+ *        CPU_BWD_DKV; the driver zeroes them first, and sums the group's query heads in order).
+ * Masks as the forward's task (cpu_forward_template.h): the same key blocks, bias and -inf scores,
+ * so S is the forward's bit for bit; a masked score gives P = 0 and dS = 0. In grid mode a row
+ * whose lse is -inf (the forward's answer for a row with no key) takes P = 0 everywhere.
+ * Workspace: cpu_bwd_workspace_layout (cpu_kernels.h). */
 typedef struct JK(bwd_state) {
     float *qt, *dot, *dqt, *dqtl, *lse, *dl, *dll;
     const float *q, *g; /* the tile's q and dout rows */
     float *dq;
+    int64_t q0;
     int nq, plain, exact_dp;
+    int64_t ilo, ihi, min_hi; /* grid mode: as the forward's fwd_block */
+    int64_t lane_hi[JK_QB];
 } JK(bwd_state);
 
-/* One tile against one key block (n rows kb, vb at strides ks, vs; its dk, dv rows dkb, dvb). */
+/* One tile against one key block (n rows kb, vb at strides ks, vs; its dk, dv rows dkb, dvb; bh, bl
+ * and rows as the forward's task_block). */
 static void JK(bwd_block)(const cpu_bwd_args *ba, const JK(bwd_state) * s, int n, const float *kb, ptrdiff_t ks,
                           const float *vb, ptrdiff_t vs, float *dkb, ptrdiff_t dks, float *dvb, ptrdiff_t dvs,
-                          float *st, float *sl, float *dpt, float *dpl, const float *one, int parts) {
+                          float *st, float *sl, float *dpt, float *dpl, const float *one, int parts, const float *bh,
+                          const float *bl, const int64_t *rows) {
     const cpu_flash_args *a = &ba->f;
     const int64_t D = a->D;
     const int exact = D <= JK_EXACT_D;
@@ -236,10 +247,12 @@ static void JK(bwd_block)(const cpu_bwd_args *ba, const JK(bwd_state) * s, int n
             JK(scores_rows)(JK_SJ, D, kb + j * ks, ks, qt, st + j * JK_QB, sl + j * JK_QB);
     for (; j < n; j += JK_SJ)
         JK(scores)(n - j < JK_SJ ? n - j : JK_SJ, D, kb + j * ks, ks, qt, st + j * JK_QB, sl + j * JK_QB);
+    if (bh) JK(add_bias)(n, s->plain, st, sl, bh, bl);
+    if (rows) JK(mask_block)(n, rows, s->nq, s->lane_hi, st, sl);
     if (exact)
         JK(bwd_probs_exact)(n, a->scale, st, sl, s->lse);
     else
-        JK(bwd_probs)(n, !s->plain, a->scale, st, sl, s->lse);
+        JK(bwd_probs)(n, !s->plain || bh, a->scale, st, sl, s->lse);
     /* dP^T = V dO^T as a pair (bwd_ds subtracts Dl from it): exact where Dl is, else compensated */
     j = 0;
     if (s->exact_dp)
@@ -262,35 +275,105 @@ static void JK(bwd_block)(const cpu_bwd_args *ba, const JK(bwd_state) * s, int n
     }
 }
 
-static void JK(bwd_tile)(const cpu_bwd_args *ba, int64_t b, int64_t h, int64_t q0, int ntile, int64_t kb0, int64_t nkb,
-                         int parts, float *ws) {
+/* The walk state of a group: the key block in hand and where the tiles' rows are. */
+typedef struct JK(bwd_walk) {
+    const cpu_bwd_args *ba;
+    JK(bwd_state) * tile;
+    const float *kh, *vh;
+    float *dkh, *dvh;
+    float *st, *sl, *dpt, *dpl, *one, *pk, *pv, *tk, *tv;
+    int parts;
+} JK(bwd_walk);
+
+/* The tiles [t0, t1) against one key block: n rows (ascending) of keys; nn > 0: the next block's
+ * rows [next, next + nn) are consecutive (requested into L2, a share before each tile); bias: the
+ * bias row of (b, h) or NULL (grid mode); grid: each tile takes the rows below its ihi. */
+static void JK(bwd_key_block)(const JK(bwd_walk) * w, int t0, int t1, int n, const int64_t *rows, int64_t next,
+                              int64_t nn, const float *bias, int grid) {
+    const cpu_bwd_args *ba = w->ba;
+    const cpu_flash_args *a = &ba->f;
+    const int64_t D = a->D;
+    ptrdiff_t ks = (ptrdiff_t)a->ks.token, vs = (ptrdiff_t)a->vs.token;
+    ptrdiff_t dks = (ptrdiff_t)ba->dks.token, dvs = (ptrdiff_t)ba->dvs.token;
+    const float *kb = w->kh + rows[0] * ks, *vb = w->vh + rows[0] * vs;
+    float *dkb = w->dkh + rows[0] * dks, *dvb = w->dvh + rows[0] * dvs;
+    const int gapped = rows[n - 1] - rows[0] != n - 1;
+    if (gapped) {
+        JK(pack_rows)(n, rows, D, w->kh, ks, w->pk);
+        JK(pack_rows)(n, rows, D, w->vh, vs, w->pv);
+        kb = w->pk, vb = w->pv, ks = vs = (ptrdiff_t)D;
+        dkb = w->tk, dvb = w->tv, dks = dvs = (ptrdiff_t)D;
+    }
+    JK_ALIGNED float bh[JK_BK], bl[JK_BK];
+    if (bias) JK(bias_pair)(n, rows, bias, a->scale, bh, bl);
+    const int dkv = (w->parts & CPU_BWD_DKV) != 0;
+    const float *kn = w->kh + next * a->ks.token, *vn = w->vh + next * a->vs.token;
+    const float *dkn = w->dkh + next * ba->dks.token, *dvn = w->dvh + next * ba->dvs.token;
+    for (int t = t0; t < t1; t++) {
+        const JK(bwd_state) *s = &w->tile[t];
+        if (nn > 0) {
+            const int64_t r0 = nn * (t - t0) / (t1 - t0), r1 = nn * (t - t0 + 1) / (t1 - t0);
+            JK(prefetch_rows_l2)(r0, r1, D, kn, (ptrdiff_t)a->ks.token);
+            JK(prefetch_rows_l2)(r0, r1, D, vn, (ptrdiff_t)a->vs.token);
+            if (dkv) JK(prefetch_rows_l2)(r0, r1, D, dkn, (ptrdiff_t)ba->dks.token);
+            if (dkv) JK(prefetch_rows_l2)(r0, r1, D, dvn, (ptrdiff_t)ba->dvs.token);
+        }
+        int ng = n; /* grid mode: the tile's keys are those below its ihi, a prefix */
+        if (grid)
+            while (ng > 0 && rows[ng - 1] >= s->ihi) ng--;
+        if (ng == 0) continue;
+        if (gapped && dkv) { /* each tile's sum alone, added to the rows as in place */
+            memset(w->tk, 0, (size_t)ng * (size_t)D * sizeof *w->tk);
+            memset(w->tv, 0, (size_t)ng * (size_t)D * sizeof *w->tv);
+        }
+        JK(bwd_block)
+        (ba, s, ng, kb, ks, vb, vs, dkb, dks, dvb, dvs, w->st, w->sl, w->dpt, w->dpl, w->one, w->parts,
+         bias ? bh : NULL, bias ? bl : NULL, grid && rows[ng - 1] >= s->min_hi ? rows : NULL);
+        if (gapped && dkv) {
+            JK(bwd_scatter_add)(ng, rows, D, w->tk, w->dkh, (ptrdiff_t)ba->dks.token);
+            JK(bwd_scatter_add)(ng, rows, D, w->tv, w->dvh, (ptrdiff_t)ba->dvs.token);
+        }
+    }
+}
+
+static void JK(bwd_tile)(const cpu_bwd_args *ba, int64_t b, int64_t h, const cpu_qblock *tiles, int ntile, int64_t j0,
+                         int64_t j1, int parts, float *ws) {
     const cpu_flash_args *a = &ba->f;
     const int64_t D = a->D;
     const int exact = D <= JK_EXACT_D;
+    const int64_t hk = cpu_kv_head(a, h);
     cpu_key_blocks keys;
-    cpu_key_blocks_init(&keys, a, b);
     int64_t rows[JK_BK];
-    int n = cpu_key_blocks_next(&keys, JK_BK, rows);
+    int n = 0;
     JK(bwd_state) tile[CPU_GROUP_MAX];
     for (int t = 0; t < ntile; t++) {
-        const int64_t tq0 = q0 + (int64_t)t * JK_QB;
-        tile[t].nq = (int)(a->Sq - tq0 < JK_QB ? a->Sq - tq0 : JK_QB);
-        tile[t].dq = ba->dq + b * ba->dqs.batch + h * ba->dqs.head + tq0 * ba->dqs.token;
-        if (n == 0 && (parts & CPU_BWD_DQ)) /* no key to attend: dq rows of +0 */
-            for (int i = 0; i < tile[t].nq; i++)
-                memset(tile[t].dq + i * ba->dqs.token, 0, (size_t)D * sizeof *tile[t].dq);
+        JK(bwd_state) *s = &tile[t];
+        s->q0 = tiles[t].q0;
+        s->nq = tiles[t].nq;
+        s->dq = ba->dq + b * ba->dqs.batch + h * ba->dqs.head + s->q0 * ba->dqs.token;
+        if (a->grid) cpu_query_windows(a, b, s->q0, s->nq, s->lane_hi, &s->ilo, &s->ihi);
     }
-    for (int64_t i = 0; i < kb0 && n > 0; i++) n = cpu_key_blocks_next(&keys, JK_BK, rows); /* the range's first */
-    if (n == 0) return;
+    if (!a->grid) {
+        cpu_key_blocks_init(&keys, a, b);
+        n = cpu_key_blocks_next(&keys, JK_BK, rows);
+        if (n == 0 && (parts & CPU_BWD_DQ)) /* no key to attend: dq rows of +0 */
+            for (int t = 0; t < ntile; t++)
+                for (int i = 0; i < tile[t].nq; i++)
+                    memset(tile[t].dq + i * ba->dqs.token, 0, (size_t)D * sizeof *tile[t].dq);
+        while (n > 0 && rows[0] < j0) n = cpu_key_blocks_next(&keys, JK_BK, rows); /* the range's first */
+        if (n == 0 || rows[0] >= j1) return;
+    }
     const cpu_bwd_layout w = cpu_bwd_workspace_layout(JK_QB, JK_BK, D, ntile);
-    float *st = ws + w.st, *sl = ws + w.sl, *dpt = ws + w.dpt, *dpl = ws + w.dpl, *one = ws + w.one;
-    float *pk = ws + w.pk, *pv = ws + w.pv, *tk = ws + w.tk, *tv = ws + w.tv;
+    JK(bwd_walk)
+    wk = {ba,         tile,       NULL,       NULL,      NULL,      NULL,      ws + w.st, ws + w.sl,
+          ws + w.dpt, ws + w.dpl, ws + w.one, ws + w.pk, ws + w.pv, ws + w.tk, ws + w.tv, parts};
+    float *one = wk.one, *dpt = wk.dpt, *dpl = wk.dpl;
     for (int i = 0; i < JK_QB; i++) one[i] = 1.0f;
 
     const ptrdiff_t qs = (ptrdiff_t)a->qs.token, gs = (ptrdiff_t)ba->dos.token;
     for (int t = 0; t < ntile; t++) {
         JK(bwd_state) *s = &tile[t];
-        const int64_t tq0 = q0 + (int64_t)t * JK_QB;
+        const int64_t tq0 = s->q0;
         const int nq = s->nq;
         float *state = ws + w.tile + t * w.tile_floats;
         s->qt = state + w.qt, s->dot = state + w.dot, s->dqt = state + w.dqt, s->dqtl = state + w.dqtl;
@@ -301,8 +384,12 @@ static void JK(bwd_tile)(const cpu_bwd_args *ba, int64_t b, int64_t h, int64_t q
         JK(pack_qt)(nq, D, s->q, qs, s->qt);
         JK(pack_qt)(nq, D, s->g, gs, s->dot);
         /* The forward task's choice of scores kernel, from the same Qt and key norms. */
-        const double qk = sqrt(JK(qt_max_norm2)(nq, D, s->qt, s->q, qs) * a->k_norm2[b * a->H + h]);
+        const double kn = a->grid ? JK(walked_key_norm2)(a, b, h, s->ilo, s->ihi) : a->k_norm2[b * a->Hkv + hk];
+        const double qk = sqrt(JK(qt_max_norm2)(nq, D, s->qt, s->q, qs) * kn);
         s->plain = D > JK_EXACT_D && qk <= JK_PLAIN_QK_MAX && fabs((double)a->scale_log2e) * qk <= JK_PLAIN_LOGIT_BOUND;
+        s->min_hi = s->ihi;
+        if (a->grid)
+            for (int i = 0; i < nq; i++) s->min_hi = s->lane_hi[i] < s->min_hi ? s->lane_hi[i] : s->min_hi;
         /* Dl_i = dO_i . O_i - dlse_i as a pair (dl, dll): the dot product by the same compensated
          * kernel (one row, lane i of its result) that computes dP, so that with a single key, where
          * the forward's O is that key's v row bit for bit, dP - Dl is exactly 0 as is dS. */
@@ -325,6 +412,8 @@ static void JK(bwd_tile)(const cpu_bwd_args *ba, int64_t b, int64_t h, int64_t q
                 else
                     JK(scores)(1, D, o + i * a->os.token, 0, s->dot, dpt, dpl);
                 s->lse[i] = ba->lse[row0 + i];
+                /* grid mode: a row with no key (its lse -inf) takes P = 0, not exp(-inf + inf) */
+                if (a->grid && s->lse[i] == -INFINITY) s->lse[i] = INFINITY;
                 /* dlse joins the pair in float64 (hi + lo is exact there), then splits again: in
                  * float32 lo - dlse would round at u |dlse|, an error of every dP - Dl of the row
                  * that a near one-hot row's small dS (~ (1 - P_max) |dP|) cannot absorb. */
@@ -340,46 +429,32 @@ static void JK(bwd_tile)(const cpu_bwd_args *ba, int64_t b, int64_t h, int64_t q
         if (exact) memset(s->dqtl, 0, (size_t)(D * JK_QB) * sizeof *s->dqtl);
     }
 
-    const float *kh = a->k + b * a->ks.batch + h * a->ks.head;
-    const float *vh = a->v + b * a->vs.batch + h * a->vs.head;
-    float *dkh = ba->dk + b * ba->dks.batch + h * ba->dks.head;
-    float *dvh = ba->dv + b * ba->dvs.batch + h * ba->dvs.head;
-    int64_t left = nkb;
-    for (; n > 0 && left != 0; n = --left != 0 ? cpu_key_blocks_next(&keys, JK_BK, rows) : 0) {
-        ptrdiff_t ks = (ptrdiff_t)a->ks.token, vs = (ptrdiff_t)a->vs.token;
-        ptrdiff_t dks = (ptrdiff_t)ba->dks.token, dvs = (ptrdiff_t)ba->dvs.token;
-        const float *kb = kh + rows[0] * ks, *vb = vh + rows[0] * vs;
-        float *dkb = dkh + rows[0] * dks, *dvb = dvh + rows[0] * dvs;
-        const int gapped = rows[n - 1] - rows[0] != n - 1;
-        if (gapped) {
-            JK(pack_rows)(n, rows, D, kh, ks, pk);
-            JK(pack_rows)(n, rows, D, vh, vs, pv);
-            kb = pk, vb = pv, ks = vs = (ptrdiff_t)D;
-            dkb = tk, dvb = tv, dks = dvs = (ptrdiff_t)D;
+    wk.kh = a->k + b * a->ks.batch + hk * a->ks.head;
+    wk.vh = a->v + b * a->vs.batch + hk * a->vs.head;
+    wk.dkh = ba->dk + b * ba->dks.batch + hk * ba->dks.head;
+    wk.dvh = ba->dv + b * ba->dvs.batch + hk * ba->dvs.head;
+    if (!a->grid)
+        for (; n > 0 && rows[0] < j1; n = cpu_key_blocks_next(&keys, JK_BK, rows)) {
+            /* the next key block's K, V, dK and dV rows (when consecutive: without a mask, and in
+             * the range) requested into L2, a share before each tile */
+            int64_t nn = keys.mask || keys.next >= j1 ? 0 : keys.end - keys.next < JK_BK ? keys.end - keys.next : JK_BK;
+            JK(bwd_key_block)(&wk, 0, ntile, n, rows, nn > 0 ? keys.next : 0, nn, NULL, 0);
         }
-        /* the next key block's K, V, dK and dV rows (when consecutive: without a mask) requested
-         * into L2, a share before each tile */
-        const int dkv = (parts & CPU_BWD_DKV) != 0;
-        const int64_t nn = keys.mask || left == 1 ? 0 : keys.end - keys.next < JK_BK ? keys.end - keys.next : JK_BK;
-        const int64_t next = nn > 0 ? keys.next : 0; /* no pointer past the rows when there is none */
-        const float *kn = kh + next * a->ks.token, *vn = vh + next * a->vs.token;
-        const float *dkn = dkh + next * ba->dks.token, *dvn = dvh + next * ba->dvs.token;
-        for (int t = 0; t < ntile; t++) {
-            if (nn > 0) {
-                const int64_t r0 = nn * t / ntile, r1 = nn * (t + 1) / ntile;
-                JK(prefetch_rows_l2)(r0, r1, D, kn, (ptrdiff_t)a->ks.token);
-                JK(prefetch_rows_l2)(r0, r1, D, vn, (ptrdiff_t)a->vs.token);
-                if (dkv) JK(prefetch_rows_l2)(r0, r1, D, dkn, (ptrdiff_t)ba->dks.token);
-                if (dkv) JK(prefetch_rows_l2)(r0, r1, D, dvn, (ptrdiff_t)ba->dvs.token);
-            }
-            if (gapped && dkv) { /* each tile's sum alone, added to the rows as in place */
-                memset(tk, 0, (size_t)n * (size_t)D * sizeof *tk);
-                memset(tv, 0, (size_t)n * (size_t)D * sizeof *tv);
-            }
-            JK(bwd_block)(ba, &tile[t], n, kb, ks, vb, vs, dkb, dks, dvb, dvs, st, sl, dpt, dpl, one, parts);
-            if (gapped && dkv) {
-                JK(bwd_scatter_add)(n, rows, D, tk, dkh, (ptrdiff_t)ba->dks.token);
-                JK(bwd_scatter_add)(n, rows, D, tv, dvh, (ptrdiff_t)ba->dvs.token);
+    else {
+        const float *bias = cpu_bias_row(a, b, h);
+        for (int t0 = 0, t1; t0 < ntile; t0 = t1) { /* tiles sharing a window start walk its cells together */
+            const int64_t ilo = tile[t0].ilo;
+            int64_t top = tile[t0].ihi;
+            for (t1 = t0 + 1; t1 < ntile && tile[t1].ilo == ilo; t1++)
+                if (tile[t1].ihi > top) top = tile[t1].ihi;
+            /* the cells whose first key is in [j0, j1) */
+            const int64_t from = j0 <= ilo ? ilo : ilo + (j0 - ilo + JK_BK - 1) / JK_BK * JK_BK;
+            if (j1 < top) top = j1;
+            if (top <= from) continue;
+            cpu_key_blocks_init_grid(&keys, a, b, h, from, top);
+            for (n = cpu_key_blocks_next(&keys, JK_BK, rows); n > 0; n = cpu_key_blocks_next(&keys, JK_BK, rows)) {
+                const int64_t nn = keys.mask ? 0 : keys.end - keys.next < JK_BK ? keys.end - keys.next : JK_BK;
+                JK(bwd_key_block)(&wk, t0, t1, n, rows, nn > 0 ? keys.next : 0, nn, bias, 1);
             }
         }
     }

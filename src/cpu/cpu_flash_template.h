@@ -35,6 +35,7 @@
  *                        kernel sums each score alone, so the tile does not change its bits)
  *   JK_GK JK_GD          bwd_outer's tile: GK keys x GD vectors of head_dim (default 4 x 2)
  */
+#include <float.h>
 #include <math.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -56,6 +57,9 @@
 
 #ifndef JK_SJP
 #define JK_SJP JK_SJ
+#endif
+#if JK_BK != CPU_KEY_BLOCK
+#error "every table walks key blocks of CPU_KEY_BLOCK keys (the grid of a masked call)"
 #endif
 #if JK_SJ > 12 || JK_DR > 12 || JK_SJP > 12
 #error "tiles up to 12 rows: the edge dispatch below lists 12 cases"

@@ -5,7 +5,7 @@
 #error "included by cpu_flash_template.h, which defines what this part needs"
 #endif
 
-/* out rows of a query block with no key to attend (key padding): 0, and lse -inf. */
+/* out rows of a query block with no key to attend: 0, and lse -inf. */
 static void JK(write_unattended)(const cpu_flash_args *a, int64_t b, int64_t h, int64_t q0, int nq) {
     float *out = a->out + b * a->os.batch + h * a->os.head + q0 * a->os.token;
     for (int i = 0; i < nq; i++) memset(out + i * a->os.token, 0, (size_t)a->D * sizeof *out);
@@ -14,25 +14,41 @@ static void JK(write_unattended)(const cpu_flash_args *a, int64_t b, int64_t h, 
 }
 
 /* ---- the task: a group of query blocks of one (b, h), all the keys they attend -----------
- * nblk (1..CPU_GROUP_MAX) query blocks of QB queries from q0 on (the last one may be short),
- * each with its own state, walk the key blocks together: for each key block, every block of
- * the group in turn. A K/V block (BK rows of K and of V, 2 BK D floats) is then read from
- * memory or L3 once per group and reused from L2 by the group's other blocks, where a lone
- * block streams all of the head's K and V (4.7 MB at S = 4608, D = 128: more than L2).
- * Each block's arithmetic is exactly the lone block's (the same key blocks in the same order
- * into its own running state), so the bits do not depend on the group size.
+ * nblk (1..CPU_GROUP_MAX) query blocks of at most QB queries each, each with its own state, walk
+ * the key blocks together: for each key block, every block of the group in turn. A K/V block
+ * (BK rows of K and of V, 2 BK D floats) is then read from memory or L3 once per group and
+ * reused from L2 by the group's other blocks, where a lone block streams all of the head's K and
+ * V (4.7 MB at S = 4608, D = 128: more than L2). Each block's arithmetic is exactly the lone
+ * block's (the same key blocks in the same order into its own running state), so the bits do not
+ * depend on the group size.
+ * reads  q rows of (b, h) [B, H, Sq, D] and the k, v rows [B, Hkv, Skv, D] of its key/value head
+ *        hk = h / (H / Hkv) that the blocks attend (never another row), at any strides;
+ * writes out rows [B, H, Sq, D] of the blocks and lse [B, H, Sq] (when requested).
+ * Masks (cpu_kernels.h, cpu_key_blocks): list mode walks the keys the padding leaves; grid mode
+ * walks each block's cells of [ilo, ihi) (members sharing ilo walk them together, each taking the
+ * keys below its own ihi: a prefix), adds the key bias to the scores as a pair (add_bias), and in a
+ * key block that holds keys past some row's window sets those scores to -inf (mask_block) before a
+ * SAFE softmax; rows whose window holds no attended key get out 0 and lse -inf.
  * Workspace: cpu_fwd_workspace_layout (cpu_kernels.h); a key block whose rows are not
- * consecutive (a key mask) is packed into its pk, pv once for the group, so masked rows are
- * never read. */
+ * consecutive (a key mask, or -inf biases) is packed into its pk, pv once for the group, so
+ * masked rows are never read. */
 typedef struct JK(fwd_block) {
     float *qt, *ot, *otl, *m, *ml, *l, *ll, *alpha;
     int64_t q0;
     int nq, plain;
+    /* grid mode: the windows (cpu_query_windows), their smallest end over the rows, and which rows
+     * met an attended key */
+    int64_t ilo, ihi, min_hi;
+    int64_t lane_hi[JK_QB];
+    unsigned char seen[JK_QB];
 } JK(fwd_block);
 
-/* One query block against one key block (n rows kb, vb at row strides ks, vs). */
+/* One query block against one key block: n rows kb, vb at row strides ks, vs; bh, bl the key
+ * bias of those rows in dot-product units (bias_pair; NULL: no bias); rows their key indices when
+ * some lie past a row's window (NULL: every row attends every key of the block). */
 static void JK(task_block)(const cpu_flash_args *a, const JK(fwd_block) * s, int n, const float *kb, ptrdiff_t ks,
-                           const float *vb, ptrdiff_t vs, float *st, float *sl) {
+                           const float *vb, ptrdiff_t vs, float *st, float *sl, const float *bh, const float *bl,
+                           const int64_t *rows) {
     const int64_t D = a->D;
     const int exact = D <= JK_EXACT_D;
     const float *qt = s->qt;
@@ -41,14 +57,21 @@ static void JK(task_block)(const cpu_flash_args *a, const JK(fwd_block) * s, int
         for (; j + JK_SJP <= n; j += JK_SJP) /* sl = 0 is not written, softmax_block_plain never reads it */
             JK(scores_rows_plain)(JK_SJP, D, kb + j * ks, ks, qt, st + j * JK_QB, NULL);
         if (j < n) JK(scores_plain)(n - j, D, kb + j * ks, ks, qt, st + j * JK_QB, sl + j * JK_QB);
-        JK(softmax_block_plain)(n, a->scale_log2e, st, s->m, s->ml, s->l, s->alpha);
         j = n;
     } else if (D > JK_EXACT_D)
         for (; j + JK_SJ <= n; j += JK_SJ)
             JK(scores_rows)(JK_SJ, D, kb + j * ks, ks, qt, st + j * JK_QB, sl + j * JK_QB);
     for (; j < n; j += JK_SJ)
         JK(scores)(n - j < JK_SJ ? n - j : JK_SJ, D, kb + j * ks, ks, qt, st + j * JK_QB, sl + j * JK_QB);
-    if (!s->plain) JK(softmax_block)(n, a->scale_log2e, st, sl, s->m, s->ml, s->l, exact ? s->ll : NULL, s->alpha);
+    if (bh) JK(add_bias)(n, s->plain, st, sl, bh, bl);
+    if (rows) {
+        JK(mask_block)(n, rows, s->nq, s->lane_hi, st, sl);
+        JK(softmax_block_masked)
+        (n, !s->plain || bh, a->scale_log2e, st, sl, s->m, s->ml, s->l, exact ? s->ll : NULL, s->alpha);
+    } else if (s->plain && !bh)
+        JK(softmax_block_plain)(n, a->scale_log2e, st, s->m, s->ml, s->l, s->alpha);
+    else
+        JK(softmax_block)(n, a->scale_log2e, st, sl, s->m, s->ml, s->l, exact ? s->ll : NULL, s->alpha);
     if (exact) {
         JK(pv_exact)((int)D, n, vb, vs, st, s->alpha, s->ot, s->otl);
         return;
@@ -58,22 +81,49 @@ static void JK(task_block)(const cpu_flash_args *a, const JK(fwd_block) * s, int
     if (d < D) JK(pv)((int)(D - d), n, vb + d, vs, st, s->alpha, s->ot + d * JK_QB);
 }
 
-static void JK(task)(const cpu_flash_args *a, int64_t b, int64_t h, int64_t q0, int nblk, float *ws) {
+/* The largest |k|^2 over the keys a grid-mode block walks (the attended keys of [ilo, ihi)). */
+static double JK(walked_key_norm2)(const cpu_flash_args *a, int64_t b, int64_t h, int64_t ilo, int64_t ihi) {
+    const float *norm = a->k_norm_keys + (b * a->Hkv + cpu_kv_head(a, h)) * a->Skv;
+    const float *bias = cpu_bias_row(a, b, h);
+    const int64_t end = a->kv_len && a->kv_len[b] < ihi ? a->kv_len[b] : ihi;
+    float best = 0.0f;
+    if (!a->mask && !bias)
+        for (int64_t j = ilo; j < end; j++) best = norm[j] > best ? norm[j] : best;
+    else
+        for (int64_t j = ilo; j < end; j++)
+            if (cpu_key_listed(a, b, bias, j) && norm[j] > best) best = norm[j];
+    return (double)best;
+}
+
+static void JK(task)(const cpu_flash_args *a, int64_t b, int64_t h, const cpu_qblock *qb, int nblk, float *ws) {
     const int64_t D = a->D;
     const int exact = D <= JK_EXACT_D;
+    const int64_t hk = cpu_kv_head(a, h);
     cpu_key_blocks keys;
-    cpu_key_blocks_init(&keys, a, b);
     int64_t rows[JK_BK];
-    int n = cpu_key_blocks_next(&keys, JK_BK, rows);
+    int n = 0;
     JK(fwd_block) blk[CPU_GROUP_MAX];
     for (int g = 0; g < nblk; g++) {
-        blk[g].q0 = q0 + (int64_t)g * JK_QB;
-        blk[g].nq = (int)(a->Sq - blk[g].q0 < JK_QB ? a->Sq - blk[g].q0 : JK_QB);
+        blk[g].q0 = qb[g].q0;
+        blk[g].nq = qb[g].nq;
     }
-    if (n == 0) {
-        for (int g = 0; g < nblk; g++) JK(write_unattended)(a, b, h, blk[g].q0, blk[g].nq);
-        return;
-    }
+    if (!a->grid) {
+        cpu_key_blocks_init(&keys, a, b);
+        n = cpu_key_blocks_next(&keys, JK_BK, rows);
+        if (n == 0) {
+            for (int g = 0; g < nblk; g++) JK(write_unattended)(a, b, h, blk[g].q0, blk[g].nq);
+            return;
+        }
+    } else
+        for (int g = 0; g < nblk; g++) {
+            JK(fwd_block) *s = &blk[g];
+            cpu_query_windows(a, b, s->q0, s->nq, s->lane_hi, &s->ilo, &s->ihi);
+            s->min_hi = s->ihi;
+            for (int i = 0; i < s->nq; i++) {
+                if (s->lane_hi[i] < s->min_hi) s->min_hi = s->lane_hi[i];
+                s->seen[i] = 0;
+            }
+        }
     const cpu_fwd_layout w = cpu_fwd_workspace_layout(JK_QB, JK_BK, D, nblk);
     float *st = ws + w.st, *sl = ws + w.sl, *pk = ws + w.pk, *pv = ws + w.pv;
     for (int g = 0; g < nblk; g++) {
@@ -88,8 +138,11 @@ static void JK(task)(const cpu_flash_args *a, int64_t b, int64_t h, int64_t q0, 
         /* The a-priori bound of this block's logits in exp2 units: |c q.k| <= c max|q| max|k|.
          * Below JK_PLAIN_LOGIT_BOUND the plain dot product's rounding (rms ~ u * bound / sqrt(2),
          * any D) is no larger than the compensated kernel's on the gate's hardest inputs (logits
-         * of std 8 in natural units), so the plain kernel runs (NOTES.md §3); NaN/inf norms never do. */
-        const double qk = sqrt(JK(qt_max_norm2)(s->nq, D, s->qt, q, (ptrdiff_t)a->qs.token) * a->k_norm2[b * a->H + h]);
+         * of std 8 in natural units), so the plain kernel runs (NOTES.md §3); NaN/inf norms never do.
+         * max|k| over the keys the block walks: those of (b, hk) the padding leaves (list mode), or
+         * those of its window range (grid mode). */
+        const double kn = a->grid ? JK(walked_key_norm2)(a, b, h, s->ilo, s->ihi) : a->k_norm2[b * a->Hkv + hk];
+        const double qk = sqrt(JK(qt_max_norm2)(s->nq, D, s->qt, q, (ptrdiff_t)a->qs.token) * kn);
         s->plain = D > JK_EXACT_D && qk <= JK_PLAIN_QK_MAX && fabs((double)a->scale_log2e) * qk <= JK_PLAIN_LOGIT_BOUND;
         for (int i = 0; i < JK_QB; i++) {
             s->m[i] = -INFINITY;
@@ -99,35 +152,77 @@ static void JK(task)(const cpu_flash_args *a, int64_t b, int64_t h, int64_t q0, 
         if (exact) memset(s->otl, 0, (size_t)(D * JK_QB) * sizeof *s->otl);
     }
 
-    const float *kh = a->k + b * a->ks.batch + h * a->ks.head;
-    const float *vh = a->v + b * a->vs.batch + h * a->vs.head;
-    for (; n > 0; n = cpu_key_blocks_next(&keys, JK_BK, rows)) {
-        /* The block's K and V rows in place when consecutive (always, without a mask), else packed. */
-        ptrdiff_t ks = (ptrdiff_t)a->ks.token, vs = (ptrdiff_t)a->vs.token;
-        const float *kb = kh + rows[0] * ks, *vb = vh + rows[0] * vs;
-        if (rows[n - 1] - rows[0] != n - 1) {
-            JK(pack_rows)(n, rows, D, kh, ks, pk);
-            JK(pack_rows)(n, rows, D, vh, vs, pv);
-            kb = pk, vb = pv, ks = vs = (ptrdiff_t)D;
-        }
-#if JK_NQV == 1
-        JK(prefetch_rows)(n, D, vb, vs);
-        if (keys.next < keys.end) {
-            const int64_t next = keys.end - keys.next;
-            JK(prefetch_rows)(next < JK_BK ? next : JK_BK, D, kh + keys.next * a->ks.token, (ptrdiff_t)a->ks.token);
-        }
-#endif
-        /* the next key block's rows (when consecutive: without a mask), a share per block */
-        const int64_t nn = keys.mask ? 0 : keys.end - keys.next < JK_BK ? keys.end - keys.next : JK_BK;
-        const int64_t next = nn > 0 ? keys.next : 0; /* no pointer past the rows when there is none */
-        const float *kn = kh + next * a->ks.token, *vn = vh + next * a->vs.token;
-        for (int g = 0; g < nblk; g++) {
-            if (JK_NQV > 1 && nn > 0) {
-                const int64_t r0 = nn * g / nblk, r1 = nn * (g + 1) / nblk;
-                JK(prefetch_rows_l2)(r0, r1, D, kn, (ptrdiff_t)a->ks.token);
-                JK(prefetch_rows_l2)(r0, r1, D, vn, (ptrdiff_t)a->vs.token);
+    const float *kh = a->k + b * a->ks.batch + hk * a->ks.head;
+    const float *vh = a->v + b * a->vs.batch + hk * a->vs.head;
+    if (!a->grid)
+        for (; n > 0; n = cpu_key_blocks_next(&keys, JK_BK, rows)) {
+            /* The block's K and V rows in place when consecutive (always, without a mask), else packed. */
+            ptrdiff_t ks = (ptrdiff_t)a->ks.token, vs = (ptrdiff_t)a->vs.token;
+            const float *kb = kh + rows[0] * ks, *vb = vh + rows[0] * vs;
+            if (rows[n - 1] - rows[0] != n - 1) {
+                JK(pack_rows)(n, rows, D, kh, ks, pk);
+                JK(pack_rows)(n, rows, D, vh, vs, pv);
+                kb = pk, vb = pv, ks = vs = (ptrdiff_t)D;
             }
-            JK(task_block)(a, &blk[g], n, kb, ks, vb, vs, st, sl);
+#if JK_NQV == 1
+            JK(prefetch_rows)(n, D, vb, vs);
+            if (keys.next < keys.end) {
+                const int64_t next = keys.end - keys.next;
+                JK(prefetch_rows)(next < JK_BK ? next : JK_BK, D, kh + keys.next * a->ks.token, (ptrdiff_t)a->ks.token);
+            }
+#endif
+            /* the next key block's rows (when consecutive: without a mask), a share per block */
+            const int64_t nn = keys.mask ? 0 : keys.end - keys.next < JK_BK ? keys.end - keys.next : JK_BK;
+            const int64_t next = nn > 0 ? keys.next : 0; /* no pointer past the rows when there is none */
+            const float *kn = kh + next * a->ks.token, *vn = vh + next * a->vs.token;
+            for (int g = 0; g < nblk; g++) {
+                if (JK_NQV > 1 && nn > 0) {
+                    const int64_t r0 = nn * g / nblk, r1 = nn * (g + 1) / nblk;
+                    JK(prefetch_rows_l2)(r0, r1, D, kn, (ptrdiff_t)a->ks.token);
+                    JK(prefetch_rows_l2)(r0, r1, D, vn, (ptrdiff_t)a->vs.token);
+                }
+                JK(task_block)(a, &blk[g], n, kb, ks, vb, vs, st, sl, NULL, NULL, NULL);
+            }
+        }
+    else {
+        const float *bias = cpu_bias_row(a, b, h);
+        JK_ALIGNED float bh[JK_BK], bl[JK_BK];
+        /* members sharing a window start walk its cells together (the blocks of one segment) */
+        for (int g0 = 0, g1; g0 < nblk; g0 = g1) {
+            int64_t top = blk[g0].ihi;
+            for (g1 = g0 + 1; g1 < nblk && blk[g1].ilo == blk[g0].ilo; g1++)
+                if (blk[g1].ihi > top) top = blk[g1].ihi;
+            if (top <= blk[g0].ilo) continue;
+            cpu_key_blocks_init_grid(&keys, a, b, h, blk[g0].ilo, top);
+            for (n = cpu_key_blocks_next(&keys, JK_BK, rows); n > 0; n = cpu_key_blocks_next(&keys, JK_BK, rows)) {
+                ptrdiff_t ks = (ptrdiff_t)a->ks.token, vs = (ptrdiff_t)a->vs.token;
+                const float *kb = kh + rows[0] * ks, *vb = vh + rows[0] * vs;
+                if (rows[n - 1] - rows[0] != n - 1) {
+                    JK(pack_rows)(n, rows, D, kh, ks, pk);
+                    JK(pack_rows)(n, rows, D, vh, vs, pv);
+                    kb = pk, vb = pv, ks = vs = (ptrdiff_t)D;
+                }
+                if (bias) JK(bias_pair)(n, rows, bias, a->scale, bh, bl);
+                /* the next cell's rows (without a key mask), a share per block */
+                const int64_t nn = keys.mask ? 0 : keys.end - keys.next < JK_BK ? keys.end - keys.next : JK_BK;
+                const int64_t next = nn > 0 ? keys.next : 0;
+                const float *kn = kh + next * a->ks.token, *vn = vh + next * a->vs.token;
+                for (int g = g0; g < g1; g++) {
+                    JK(fwd_block) *s = &blk[g];
+                    if (nn > 0) {
+                        const int64_t r0 = nn * (g - g0) / (g1 - g0), r1 = nn * (g - g0 + 1) / (g1 - g0);
+                        JK(prefetch_rows_l2)(r0, r1, D, kn, (ptrdiff_t)a->ks.token);
+                        JK(prefetch_rows_l2)(r0, r1, D, vn, (ptrdiff_t)a->vs.token);
+                    }
+                    int ng = n; /* the member's keys: those below its ihi, a prefix */
+                    while (ng > 0 && rows[ng - 1] >= s->ihi) ng--;
+                    if (ng == 0) continue;
+                    for (int i = 0; i < s->nq; i++) s->seen[i] |= rows[0] < s->lane_hi[i];
+                    JK(task_block)
+                    (a, s, ng, kb, ks, vb, vs, st, sl, bias ? bh : NULL, bias ? bl : NULL,
+                     rows[ng - 1] >= s->min_hi ? rows : NULL);
+                }
+            }
         }
     }
 
@@ -149,5 +244,8 @@ static void JK(task)(const cpu_flash_args *a, int64_t b, int64_t h, int64_t q0, 
             for (int i = 0; i < s->nq; i++)
                 lse[i] = (float)(((double)s->m[i] + s->ml[i]) * a->scale + log((double)s->l[i] + s->ll[i]));
         }
+        if (a->grid) /* rows whose window holds no attended key */
+            for (int i = 0; i < s->nq; i++)
+                if (!s->seen[i]) JK(write_unattended)(a, b, h, s->q0 + i, 1);
     }
 }

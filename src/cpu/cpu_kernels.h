@@ -14,6 +14,7 @@
 #ifndef JATTN_CPU_KERNELS_H
 #define JATTN_CPU_KERNELS_H
 
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -26,7 +27,14 @@
  * compensated sums): with few columns nothing averages an error away. */
 #define CPU_EXACT_HEAD_DIM 16
 
-/* One call, resolved for the kernels: element pointers, extents, element strides. */
+/* The key blocks every table walks: BK keys (JK_BK of each instance; the grid of a masked call). */
+#define CPU_KEY_BLOCK 96
+
+struct jattn_call; /* src/backend.h: the call, for the mask's windows (cpu_key_blocks.c) */
+
+/* One call, resolved for the kernels: element pointers, extents, element strides. q, out, lse
+ * are [B, H, Sq, ...]; k, v are [B, Hkv, Skv, D]: query head h reads key/value head h / (H / Hkv)
+ * in place (grouped-query heads; Hkv = H without them). */
 typedef struct cpu_flash_args {
     const float *q, *k, *v;
     float *out, *lse;
@@ -34,26 +42,75 @@ typedef struct cpu_flash_args {
     jattn_strides qs, ks, vs, os;
     float scale;           /* the softmax scale */
     float scale_log2e;     /* scale * log2(e): exp2 gets (s - m) * scale_log2e */
-    const double *k_norm2; /* [B * H]: max over the attended keys of (b, h) of |k|^2 (max_row_norm2) */
+    const double *k_norm2; /* [B * Hkv] (list mode): max over the attended keys of (b, hk) of |k|^2 */
     /* Key padding (jattn_key_padding, validated; lengths in [0, Skv]): NULL when absent. */
     const int64_t *kv_len; /* [B] */
     const uint8_t *mask;   /* row b at mask + b * mask_stride */
     int64_t mask_stride;
+    int64_t Hkv; /* key/value heads, dividing H */
+    /* The rest of the mask (jattn_mask): a call with windows (segments, causal, blocks) or a key
+     * bias runs in grid mode (cpu_key_blocks below); NULL / 0 otherwise. */
+    const struct jattn_call *call; /* the windows: jattn_call_key_window */
+    int grid;                      /* 1: grid mode */
+    const float *key_bias;         /* row (b, h) at + b * bias_bs + h * bias_hs; -inf leaves a key out */
+    int64_t bias_bs, bias_hs;
+    const float *k_norm_keys; /* grid mode: [B, Hkv, Skv] |k_j|^2 (max_row_norm2 of the row), filled
+                                 for the keys some query of (b, its heads) attends, never read elsewhere */
 } cpu_flash_args;
 
-/* ---- the attended keys of one batch, in blocks (cpu_key_blocks.c) ----
- * A task walks the keys its batch attends in blocks of at most BK: without padding the blocks
- * are [0, BK), [BK, 2 BK), ... as always; with it, each block is the next BK attended key rows
- * in ascending order, keys past kv_len never visited and masked keys never listed. */
+/* The key/value head of query head h, and the key bias row of (b, h) (NULL without a bias). */
+static inline int64_t cpu_kv_head(const cpu_flash_args *a, int64_t h) { return h / (a->H / a->Hkv); }
+static inline const float *cpu_bias_row(const cpu_flash_args *a, int64_t b, int64_t h) {
+    return a->key_bias ? a->key_bias + b * a->bias_bs + h * a->bias_hs : NULL;
+}
+
+/* A block of query rows [q0, q0 + nq) of one batch (nq <= the table's QB), as the driver cuts
+ * them: consecutive blocks of QB from each segment's first query (one segment [0, Sq) without
+ * segments), the short block at a segment's end run on the narrowest table that holds it. The
+ * forward and the backward cut alike, so that each query block's scores are computed the same. */
+typedef struct cpu_qblock {
+    int64_t q0;
+    int nq;
+} cpu_qblock;
+
+/* ---- the attended keys of one query block, in blocks (cpu_key_blocks.c) ----
+ * List mode (no window, no key bias: the mask is at most key padding, the same for every row and
+ * head of a batch): the blocks are the next BK attended keys in ascending order, from key 0:
+ * without padding [0, BK), [BK, 2 BK), ..., keys past kv_len never visited and masked keys never
+ * listed. Grid mode (windows or a key bias): the query block's rows attend keys inside windows
+ * [lo_i, hi_i) (jattn_call_key_window) that share lo_i = ilo (the segment's first key; 0 without
+ * segments) for every row with a key, so the block walks the cells [ilo + c BK, ilo + (c + 1) BK)
+ * of [ilo, ihi) (ihi the largest hi_i), each block the keys of one cell that the padding and a
+ * -inf-free bias of (b, h) leave (cells with none skipped). The cells are fixed by ilo alone: the
+ * blocks of a group's members at one cell are prefixes of the same keys (their ihi differ), and
+ * the backward's runs of cells never share a key. Keys outside every window are never listed. */
 typedef struct cpu_key_blocks {
     const uint8_t *mask; /* the batch's mask row, or NULL */
-    int64_t end;         /* candidate keys are [0, end): kv_len[b], or Skv */
-    int64_t next;        /* the first candidate not yet taken */
+    const float *bias;   /* grid mode: the bias row of (b, h), or NULL */
+    int64_t end;         /* candidate keys are [.., end): kv_len[b] or Skv (list); min(ihi, that) (grid) */
+    int64_t next;        /* the first candidate not yet taken (list); the next cell's first key (grid) */
+    int grid;
 } cpu_key_blocks;
 
 void cpu_key_blocks_init(cpu_key_blocks *kb, const cpu_flash_args *a, int64_t b);
-/* Takes the next block: rows[0 .. n) the key rows, ascending. @return n <= max (0: no key left). */
+/* Grid mode for (b, h): the cells of [from, to) (from on the cell grid of the query block: ilo + c BK). */
+void cpu_key_blocks_init_grid(cpu_key_blocks *kb, const cpu_flash_args *a, int64_t b, int64_t h, int64_t from,
+                              int64_t to);
+/* Takes the next block: rows[0 .. n) the key rows, ascending. @return n <= max (max >= BK in grid
+ * mode; 0: no key left). */
 int cpu_key_blocks_next(cpu_key_blocks *kb, int max, int64_t *rows);
+
+/* Whether key j is attended by the padding of b and the bias row (NULL: none) of the call. */
+static inline int cpu_key_listed(const cpu_flash_args *a, int64_t b, const float *bias, int64_t j) {
+    return (!a->kv_len || j < a->kv_len[b]) && (!a->mask || a->mask[b * a->mask_stride + j]) &&
+           !(bias && bias[j] == -INFINITY);
+}
+
+/* Grid mode: the windows of the query rows [q0, q0 + nq) of batch b: lane_hi[i] = hi_i (keys
+ * j >= lane_hi[i] are outside row q0 + i's window; ilo for a row with an empty window, which then
+ * masks every key), *ilo, *ihi (ihi <= ilo: no row has a key in its window). */
+void cpu_query_windows(const cpu_flash_args *a, int64_t b, int64_t q0, int nq, int64_t *lane_hi, int64_t *ilo,
+                       int64_t *ihi);
 
 /* One backward call, resolved for the kernels: the forward's arguments (q, k, v, extents,
  * strides, scale, key norms, padding; f.out and f.lse unused) and the backward's own tensors. */
@@ -120,13 +177,12 @@ typedef struct cpu_kernels {
      * counted as 0 (0 when n == 0). x: any alignment. Relative error <= (D + VL) u. */
     double (*max_row_norm2)(int64_t n, int64_t D, const float *x, ptrdiff_t xs);
 
-    /* task: the whole flash loop for the nblk (1..CPU_GROUP_MAX) query blocks of QB queries
-     * from q0 on of (b, h), i.e. the queries [q0, min(Sq, q0 + nblk QB)), the blocks walking
-     * the key blocks together (each K/V block reused from cache by the group); ws:
-     * cpu_task_workspace_floats(kern, D, nblk) floats, 64-byte aligned. Writes those out rows
-     * and their lse, bit for bit what nblk groups of one block write. */
-    void (*task)(const cpu_flash_args *a, int64_t b, int64_t h, int64_t q0, int nblk, float *ws);
-
+    /* task: the whole flash loop for the nblk (1..CPU_GROUP_MAX) query blocks blocks[0 .. nblk)
+     * of (b, h) (ascending, each of at most QB queries), the blocks walking the key blocks together
+     * (each K/V block reused from cache by the group); ws: cpu_task_workspace_floats(kern, D, nblk)
+     * floats, 64-byte aligned. Writes those out rows and their lse (rows attending no key: +0 and
+     * -inf), bit for bit what nblk tasks of one block write. */
+    void (*task)(const cpu_flash_args *a, int64_t b, int64_t h, const cpu_qblock *blocks, int nblk, float *ws);
     /* The same instruction set's table with fewer queries per task (a smaller qb), or NULL:
      * the driver runs a task of n < qb queries (the last block of a head, or seq_q < qb) on the
      * narrowest table whose qb >= n, so that fewer lanes compute nothing. */
@@ -140,15 +196,16 @@ typedef struct cpu_kernels {
      * into a fresh accumulator, added once to y. pt 64-byte aligned; x, y any alignment. */
     void (*bwd_outer)(int n, int nq, int64_t D, const float *pt, const float *x, ptrdiff_t xs, float *y, ptrdiff_t ys);
 
-    /* bwd_tile: the backward of ntile (1..CPU_GROUP_MAX) query tiles of QB queries from q0 on of
-     * (b, h), i.e. the queries [q0, min(Sq, q0 + ntile QB)) (cpu_backward_template.h), against the
-     * key blocks kb0 .. kb0 + nkb - 1 of their attended keys (nkb < 0: all from kb0 on), the tiles
-     * walking those key blocks together. parts & CPU_BWD_DKV: adds each tile's share, in tile
-     * order, into the dk, dv rows of those keys (zeroed by the caller before the first tile of
-     * (b, h)); parts & CPU_BWD_DQ (then kb0 = 0, nkb < 0): writes the tiles' dq rows. Bit for bit
-     * what ntile calls of one tile would give; ws: cpu_bwd_tile_workspace_floats(kern, D, ntile). */
-    void (*bwd_tile)(const cpu_bwd_args *a, int64_t b, int64_t h, int64_t q0, int ntile, int64_t kb0, int64_t nkb,
-                     int parts, float *ws);
+    /* bwd_tile: the backward of the ntile (1..CPU_GROUP_MAX) query tiles tiles[0 .. ntile) of (b, h)
+     * (the forward's query blocks, ascending; cpu_backward_template.h) against the key blocks of
+     * their attended keys whose first key lies in [j0, j1) (0, INT64_MAX: all; the driver passes
+     * bounds that are block starts), the tiles walking those key blocks together. parts &
+     * CPU_BWD_DKV: adds each tile's share, in tile order, into the dk, dv rows (of key/value head
+     * h / (H / Hkv)) of those keys (zeroed by the caller before the first share); parts & CPU_BWD_DQ
+     * (then all key blocks): writes the tiles' dq rows. Bit for bit what ntile calls of one tile
+     * would give; ws: cpu_bwd_tile_workspace_floats(kern, D, ntile). */
+    void (*bwd_tile)(const cpu_bwd_args *a, int64_t b, int64_t h, const cpu_qblock *tiles, int ntile, int64_t j0,
+                     int64_t j1, int parts, float *ws);
 } cpu_kernels;
 
 /* bwd_tile's parts: the dk, dv shares, the dq rows. */

@@ -376,14 +376,17 @@ static double JK(qt_max_norm2)(int nq, int64_t D, const float *qt, const float *
  * pair (l + ll), every addition's and the rescale's rounding error kept: a plain float sum of a
  * row's weights errs by ~sqrt(n) u, a common factor of the whole out row that no column averages
  * away (D = 1, 77 keys: 5-10 ulp of out, which a near one-hot row's dq, dk then carry amplified
- * by 1 / (1 - P_max) in the backward). */
+ * by 1 / (1 - P_max) in the backward). SAFE (a block of a masked call in which some rows' keys are
+ * masked out: their st is -inf): a lane whose max is still -inf (every key so far masked) takes its
+ * exponents against 0 instead, so that its weights and alpha are 0, not NaN (inf - inf); m stays
+ * -inf, so the lane's first attended key later starts it as the first block would. */
 #define JK_MAX_CHAINS 4
 /* a > b ? a : b (NaN a or b gives b): jv_max where the instruction set's max is exactly that. */
 #ifndef JK_MAX_OF
 #define JK_MAX_OF(a, b) jv_select_gt((a), (b), (a), (b))
 #endif
-JK_INLINE void JK(softmax_block_lo)(const int LOW, const int PAIR, int n, float c, float *st, const float *sl, float *m,
-                                    float *ml, float *l, float *ll, float *alpha) {
+JK_INLINE void JK(softmax_block_lo)(const int LOW, const int PAIR, const int SAFE, int n, float c, float *st,
+                                    const float *sl, float *m, float *ml, float *l, float *ll, float *alpha) {
     const jv cv = jv_set1(c);
     JK_UNROLL for (int u = 0; u < JK_NQV; u++) {
         float *s = st + u * JK_VL;
@@ -408,13 +411,16 @@ JK_INLINE void JK(softmax_block_lo)(const int LOW, const int PAIR, int n, float 
             if (LOW) mxl = jv_select_gt(cm[ch], mx, cml[ch], mxl);
             mx = JK_MAX_OF(cm[ch], mx);
         }
+        /* the max the exponents take: mx, or 0 where a SAFE block leaves it -inf (-FLT_MAX > mx only
+         * there: a NaN max stays NaN) */
+        const jv me = SAFE ? jv_select_gt(jv_set1(-FLT_MAX), mx, jv_zero(), mx) : mx;
         /* without low parts, m_old - mx and h - mx are <= 0 (mx is their max) or NaN, and c > 0 */
-        const jv a = LOW ? JK(exp2v)(jv_mul(jv_add(jv_sub(m_old, mx), jv_sub(ml_old, mxl)), cv))
-                         : JK(exp2v_le0)(jv_mul(jv_sub(m_old, mx), cv));
+        const jv a = LOW ? JK(exp2v)(jv_mul(jv_add(jv_sub(m_old, me), jv_sub(ml_old, mxl)), cv))
+                         : JK(exp2v_le0)(jv_mul(jv_sub(m_old, me), cv));
         jv sum = jv_zero(), err = jv_zero();
         for (int j = 0; j < n; j++) {
             const jv h = jv_load(s + (ptrdiff_t)j * JK_QB);
-            const jv d = LOW ? jv_add(jv_sub(h, mx), jv_sub(jv_load(slo + (ptrdiff_t)j * JK_QB), mxl)) : jv_sub(h, mx);
+            const jv d = LOW ? jv_add(jv_sub(h, me), jv_sub(jv_load(slo + (ptrdiff_t)j * JK_QB), mxl)) : jv_sub(h, me);
             const jv p = LOW ? JK(exp2v)(jv_mul(d, cv)) : JK(exp2v_le0)(jv_mul(d, cv));
             jv_store(s + (ptrdiff_t)j * JK_QB, p);
             if (PAIR) { /* TwoSum: the addition's rounding error into err */
@@ -442,14 +448,64 @@ JK_INLINE void JK(softmax_block_lo)(const int LOW, const int PAIR, int n, float 
 static void JK(softmax_block)(int n, float c, float *st, const float *sl, float *m, float *ml, float *l, float *ll,
                               float *alpha) {
     if (ll)
-        JK(softmax_block_lo)(1, 1, n, c, st, sl, m, ml, l, ll, alpha);
+        JK(softmax_block_lo)(1, 1, 0, n, c, st, sl, m, ml, l, ll, alpha);
     else
-        JK(softmax_block_lo)(1, 0, n, c, st, sl, m, ml, l, NULL, alpha);
+        JK(softmax_block_lo)(1, 0, 0, n, c, st, sl, m, ml, l, NULL, alpha);
 }
 /* The same for a block whose low parts are all 0 (plain scores, so ml stays 0 too): bit for bit
  * the result of softmax_block with sl = 0, without reading sl. */
 static void JK(softmax_block_plain)(int n, float c, float *st, float *m, float *ml, float *l, float *alpha) {
-    JK(softmax_block_lo)(0, 0, n, c, st, NULL, m, ml, l, NULL, alpha);
+    JK(softmax_block_lo)(0, 0, 0, n, c, st, NULL, m, ml, l, NULL, alpha);
+}
+/* Both for a block with masked-out keys (st -inf there): SAFE (above). */
+static void JK(softmax_block_masked)(int n, int low, float c, float *st, const float *sl, float *m, float *ml, float *l,
+                                     float *ll, float *alpha) {
+    if (!low)
+        JK(softmax_block_lo)(0, 0, 1, n, c, st, NULL, m, ml, l, NULL, alpha);
+    else if (ll)
+        JK(softmax_block_lo)(1, 1, 1, n, c, st, sl, m, ml, l, ll, alpha);
+    else
+        JK(softmax_block_lo)(1, 0, 1, n, c, st, sl, m, ml, l, NULL, alpha);
+}
+
+/* ---- the key bias and the windows of a masked call (grid mode) -------------------------------
+ * add_bias: (st, sl)[j][:] += (bh + bl)[j] for j < n, every lane: the bias in dot-product units
+ * (bias / scale as an unevaluated pair, cpu_bias_pair), added by TwoSum so that the logit stays a
+ * pair within ~u^2 of scale q.k + bias: the forward's and the backward's scores alike. plain: the
+ * block's sl is not written (plain scores): it counts as 0. A non-finite sum leaves sl = 0 (a -inf
+ * score stays -inf: weight 0; +inf or NaN make the row NaN). */
+static void JK(add_bias)(int n, int plain, float *st, float *sl, const float *bh, const float *bl) {
+    for (int j = 0; j < n; j++) {
+        const jv b = jv_set1(bh[j]), b_lo = jv_set1(bl[j]);
+        JK_UNROLL for (int u = 0; u < JK_NQV; u++) {
+            const ptrdiff_t o = (ptrdiff_t)j * JK_QB + u * JK_VL;
+            const jv x = jv_load(st + o), t = jv_add(x, b), bt = jv_sub(t, x);
+            const jv e = jv_add(jv_sub(x, jv_sub(t, bt)), jv_sub(b, bt));
+            const jv lo = plain ? b_lo : jv_add(jv_load(sl + o), b_lo);
+            jv_store(sl + o, jv_nan_to_zero(jv_add(lo, e)));
+            jv_store(st + o, t);
+        }
+    }
+}
+
+/* The pair (bh + bl)[r] = bias[rows[r]] / scale (the key bias in dot-product units), r < n. */
+static void JK(bias_pair)(int n, const int64_t *rows, const float *bias, float scale, float *bh, float *bl) {
+    for (int r = 0; r < n; r++) {
+        const double x = (double)bias[rows[r]] / (double)scale;
+        bh[r] = (float)x;
+        bl[r] = isfinite(bh[r]) ? (float)(x - (double)bh[r]) : 0.0f;
+    }
+}
+
+/* mask: st[r][i] = -inf, sl[r][i] = 0 where key rows[r] lies past lane i's window (rows[r] >=
+ * lane_hi[i]), for r < n, i < nq (the block's keys are all >= every window's start). */
+static void JK(mask_block)(int n, const int64_t *rows, int nq, const int64_t *lane_hi, float *st, float *sl) {
+    for (int r = 0; r < n; r++) {
+        const int64_t j = rows[r];
+        float *sr = st + (ptrdiff_t)r * JK_QB, *lr = sl + (ptrdiff_t)r * JK_QB;
+        for (int i = 0; i < nq; i++)
+            if (j >= lane_hi[i]) sr[i] = -INFINITY, lr[i] = 0.0f;
+    }
 }
 
 /* ---- the task's transposes: Q rows in, O^T out, by VL x VL register blocks -------------
