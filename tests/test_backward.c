@@ -19,6 +19,12 @@
  *   fewq        rows of one to three queries on `large` inputs, many draws (D 64 and 128, dlse or not,
  *               FLUX, padded rows, key padding): the dominant key's dS is a small difference of large
  *               terms (issue 37: the backward v2 missed the float32 floor there)
+ *   masks       grouped-query heads (kv_heads), causal in both alignments, block-causal, segments
+ *               (causal inside them too), the key bias (-inf and -10000 entries), with key padding
+ *               and dlse, the four distributions, as the gate (the float64 gradients and floors
+ *               applying the mask by this file's own reading of jattn.h); the k, v rows nobody
+ *               attends NaN, their dk, dv +0, the dq rows of queries without a key +0; and masked
+ *               calls bitwise identical on 1, 2, 3, 5 threads, forward and backward
  *   fd          (ref only) the ref backward against central finite differences of a float64
  *               forward at tiny shapes: the oracle itself checked
  *   properties  dout * 2^k gives gradients * 2^k bit for bit; permuting the keys permutes dk and
@@ -53,7 +59,9 @@
 /* ---- the float64 reference: gradients of sum(dout . out) + sum(dlse . lse) -------------------
  * Own softmax from the float32 inputs (full row, float64), own out and lse: the exact gradient
  * of the attention at these inputs, as float64 autograd of the math formula gives it.
- * Gradients are written dense [B, H, S, D], rounded to float32 once. With round_logits, each
+ * Gradients are written dense, dq [B, H, Sq, D] and dk, dv [B, Hkv, Skv, D] (a key/value head's summed
+ * over its query heads), rounded to float32 once; a mask (jattn_mask) and grouped-query heads as
+ * include/jattn.h defines them (attends_ij, bias_of below). With round_logits, each
  * logit scale * q.k is rounded to float32 once before the softmax and everything else stays
  * float64: the backward's float32-logit floor (DESIGN.md §2). With given_out and given_lse (the
  * float32 out, through p->out's strides, and lse [B, H, Sq] a backward is handed), the weights are
@@ -79,10 +87,59 @@ static double dot64(const float *a, const float *b, int64_t n) {
     return s;
 }
 
-static void reference_grads(const jattn_problem *p, const jattn_key_padding *kp, const float *q, const float *k,
+/* ---- the mask, as include/jattn.h defines it (written here from that text, not from src/mask.c,
+ * so that the test does not share the library's window code) ---- */
+static int64_t kv_heads_of(const jattn_problem *p) { return p->kv_heads ? p->kv_heads : p->heads; }
+
+/* The key bias of (b, h) at key j: 0 without one. */
+static double bias_of(const jattn_mask *m, int64_t b, int64_t h, int64_t j) {
+    if (!m || !m->key_bias) return 0.0;
+    return (double)m->key_bias[b * m->key_bias_batch_stride + h * m->key_bias_head_stride + j];
+}
+
+/* Whether query row i of (b, h) attends key j: the key padding, the segment of i (its own keys, and
+ * positions counted from the segment's start), causal in either alignment, the block-causal blocks,
+ * and a -inf bias; every part dense and by linear search. */
+static int attends_ij(const jattn_mask *m, const jattn_problem *p, int64_t b, int64_t h, int64_t i, int64_t j) {
+    if (!m) return 1;
+    if (!attends(&m->padding, b, j)) return 0;
+    int64_t t = i, u = j, len_q = p->seq_q, len_k = p->seq_kv;
+    if (m->cu_seqlens_q) {
+        const int64_t *sq = m->cu_seqlens_q + b * m->segments_batch_stride;
+        const int64_t *sk = m->cu_seqlens_kv + b * m->segments_batch_stride;
+        int64_t seg = -1;
+        for (int64_t x = 0; x < m->num_segments; x++)
+            if (sq[x] <= i && i < sq[x + 1]) seg = x;
+        if (seg < 0 || j < sk[seg] || j >= sk[seg + 1]) return 0;
+        t = i - sq[seg], u = j - sk[seg];
+        len_q = sq[seg + 1] - sq[seg], len_k = sk[seg + 1] - sk[seg];
+    }
+    if (m->causal == JATTN_CAUSAL_TOP_LEFT && u > t) return 0;
+    if (m->causal == JATTN_CAUSAL_BOTTOM_RIGHT && u > t + len_k - len_q) return 0;
+    if (m->block_q) {
+        int64_t bq = -1, bk = -1;
+        for (int64_t x = 0; x < m->num_blocks; x++) {
+            if (m->block_q[x] <= i && i < m->block_q[x + 1]) bq = x;
+            if (m->block_kv[x] <= j && j < m->block_kv[x + 1]) bk = x;
+        }
+        if (bk > bq) return 0;
+    }
+    return bias_of(m, b, h, j) != -INFINITY;
+}
+
+/* The mask holding only a key padding (NULL: none). */
+static const jattn_mask *pad_mask(const jattn_key_padding *kp, jattn_mask *scratch) {
+    if (!kp) return NULL;
+    memset(scratch, 0, sizeof *scratch);
+    scratch->padding = *kp;
+    return scratch;
+}
+
+static void reference_grads(const jattn_problem *p, const jattn_mask *msk, const float *q, const float *k,
                             const float *v, const float *dout, jattn_strides dos, const float *dlse, int round_logits,
                             const float *given_out, const float *given_lse, grads64 *g) {
     const int64_t B = p->batch, H = p->heads, Sq = p->seq_q, Skv = p->seq_kv, D = p->head_dim;
+    const int64_t Hkv = kv_heads_of(p), group = H / Hkv;
     /* the default scale as the library applies it: 1/sqrt(D) rounded to float32 (jattn.h's scale is a
      * float; at D = 128 the exact value would move every logit by 1.7e-8 of itself, ~0.2 ulp of a
      * peaky row's lse, against the out and lse a backward is handed) */
@@ -90,64 +147,66 @@ static void reference_grads(const jattn_problem *p, const jattn_key_padding *kp,
     double *s = malloc((size_t)Skv * sizeof *s), *o = malloc((size_t)D * sizeof *o);
     double *dk = calloc((size_t)(Skv * D), sizeof *dk), *dv = calloc((size_t)(Skv * D), sizeof *dv);
     double *dq = malloc((size_t)D * sizeof *dq);
+    unsigned char *att = malloc((size_t)Skv);
     for (int64_t b = 0; b < B; b++)
-        for (int64_t h = 0; h < H; h++) {
+        for (int64_t hk = 0; hk < Hkv; hk++) {
             memset(dk, 0, (size_t)(Skv * D) * sizeof *dk);
             memset(dv, 0, (size_t)(Skv * D) * sizeof *dv);
-            const float *kb = k + b * p->k.batch + h * p->k.head, *vb = v + b * p->v.batch + h * p->v.head;
-            for (int64_t i = 0; i < Sq; i++) {
-                const float *qi = q + b * p->q.batch + h * p->q.head + i * p->q.token;
-                const float *gi = dout + b * dos.batch + h * dos.head + i * dos.token;
-                double mx = -INFINITY, sum = 0;
-                for (int64_t j = 0; j < Skv; j++)
-                    if (attends(kp, b, j)) {
-                        s[j] = scale * dot64(qi, kb + j * p->k.token, D);
-                        if (round_logits) s[j] = (double)(float)s[j]; /* the float32-logit floor */
-                        if (s[j] > mx) mx = s[j];
-                    }
-                memset(o, 0, (size_t)D * sizeof *o);
-                memset(dq, 0, (size_t)D * sizeof *dq);
-                float *dqo = g->dq + ((b * H + h) * Sq + i) * D;
-                if (mx == -INFINITY) { /* no key: every gradient of this row is 0 */
-                    for (int64_t d = 0; d < D; d++) dqo[d] = 0.0f;
-                    continue;
-                }
-                const double lse_given = given_lse ? (double)given_lse[(b * H + h) * Sq + i] : 0.0;
-                for (int64_t j = 0; j < Skv; j++)
-                    if (attends(kp, b, j)) {
-                        s[j] = given_lse ? exp(s[j] - lse_given) : exp(s[j] - mx);
-                        sum += s[j];
-                    }
-                for (int64_t j = 0; j < Skv; j++)
-                    if (attends(kp, b, j)) {
-                        if (!given_lse) s[j] /= sum;
-                        for (int64_t d = 0; d < D; d++) o[d] += s[j] * (double)vb[j * p->v.token + d];
-                    }
-                if (given_out) {
-                    const float *oi = given_out + b * p->out.batch + h * p->out.head + i * p->out.token;
-                    for (int64_t d = 0; d < D; d++) o[d] = (double)oi[d];
-                }
-                double dl = 0;
-                for (int64_t d = 0; d < D; d++) dl += (double)gi[d] * o[d];
-                if (dlse) dl -= (double)dlse[(b * H + h) * Sq + i];
-                for (int64_t j = 0; j < Skv; j++)
-                    if (attends(kp, b, j)) {
-                        const float *kj = kb + j * p->k.token;
-                        const double ds = s[j] * (dot64(gi, vb + j * p->v.token, D) - dl) * scale;
-                        for (int64_t d = 0; d < D; d++) {
-                            dq[d] += ds * (double)kj[d];
-                            dk[j * D + d] += ds * (double)qi[d];
-                            dv[j * D + d] += s[j] * (double)gi[d];
+            const float *kb = k + b * p->k.batch + hk * p->k.head, *vb = v + b * p->v.batch + hk * p->v.head;
+            for (int64_t h = hk * group; h < (hk + 1) * group; h++) /* dk, dv of hk: its query heads' sum */
+                for (int64_t i = 0; i < Sq; i++) {
+                    const float *qi = q + b * p->q.batch + h * p->q.head + i * p->q.token;
+                    const float *gi = dout + b * dos.batch + h * dos.head + i * dos.token;
+                    double mx = -INFINITY, sum = 0;
+                    for (int64_t j = 0; j < Skv; j++)
+                        if ((att[j] = (unsigned char)attends_ij(msk, p, b, h, i, j)) != 0) {
+                            s[j] = scale * dot64(qi, kb + j * p->k.token, D) + bias_of(msk, b, h, j);
+                            if (round_logits) s[j] = (double)(float)s[j]; /* the float32-logit floor */
+                            if (s[j] > mx) mx = s[j];
                         }
+                    memset(o, 0, (size_t)D * sizeof *o);
+                    memset(dq, 0, (size_t)D * sizeof *dq);
+                    float *dqo = g->dq + ((b * H + h) * Sq + i) * D;
+                    if (mx == -INFINITY) { /* no key: every gradient of this row is 0 */
+                        for (int64_t d = 0; d < D; d++) dqo[d] = 0.0f;
+                        continue;
                     }
-                for (int64_t d = 0; d < D; d++) dqo[d] = (float)dq[d];
-            }
+                    const double lse_given = given_lse ? (double)given_lse[(b * H + h) * Sq + i] : 0.0;
+                    for (int64_t j = 0; j < Skv; j++)
+                        if (att[j]) {
+                            s[j] = given_lse ? exp(s[j] - lse_given) : exp(s[j] - mx);
+                            sum += s[j];
+                        }
+                    for (int64_t j = 0; j < Skv; j++)
+                        if (att[j]) {
+                            if (!given_lse) s[j] /= sum;
+                            for (int64_t d = 0; d < D; d++) o[d] += s[j] * (double)vb[j * p->v.token + d];
+                        }
+                    if (given_out) {
+                        const float *oi = given_out + b * p->out.batch + h * p->out.head + i * p->out.token;
+                        for (int64_t d = 0; d < D; d++) o[d] = (double)oi[d];
+                    }
+                    double dl = 0;
+                    for (int64_t d = 0; d < D; d++) dl += (double)gi[d] * o[d];
+                    if (dlse) dl -= (double)dlse[(b * H + h) * Sq + i];
+                    for (int64_t j = 0; j < Skv; j++)
+                        if (att[j]) {
+                            const float *kj = kb + j * p->k.token;
+                            const double ds = s[j] * (dot64(gi, vb + j * p->v.token, D) - dl) * scale;
+                            for (int64_t d = 0; d < D; d++) {
+                                dq[d] += ds * (double)kj[d];
+                                dk[j * D + d] += ds * (double)qi[d];
+                                dv[j * D + d] += s[j] * (double)gi[d];
+                            }
+                        }
+                    for (int64_t d = 0; d < D; d++) dqo[d] = (float)dq[d];
+                }
             for (int64_t j = 0; j < Skv * D; j++) {
-                g->dk[(b * H + h) * Skv * D + j] = (float)dk[j];
-                g->dv[(b * H + h) * Skv * D + j] = (float)dv[j];
+                g->dk[(b * Hkv + hk) * Skv * D + j] = (float)dk[j];
+                g->dv[(b * Hkv + hk) * Skv * D + j] = (float)dv[j];
             }
         }
-    free(s), free(o), free(dk), free(dv), free(dq);
+    free(s), free(o), free(dk), free(dv), free(dq), free(att);
 }
 
 /* ---- guarded tensors ---- */
@@ -168,17 +227,18 @@ typedef struct tensor {
     float *base; /* n floats, the tensor at base + GUARD */
     int64_t n;
     jattn_strides s;
-    int64_t seq;
+    int64_t heads, seq; /* [B, heads, seq, D]: heads (q's side) or kv_heads (k's side) */
 } tensor;
 
-static int64_t span_of(const jattn_problem *p, jattn_strides s, int64_t seq) {
-    return 1 + (p->batch - 1) * s.batch + (p->heads - 1) * s.head + (seq - 1) * s.token + (p->head_dim - 1);
+static int64_t span_of(const jattn_problem *p, int64_t heads, jattn_strides s, int64_t seq) {
+    return 1 + (p->batch - 1) * s.batch + (heads - 1) * s.head + (seq - 1) * s.token + (p->head_dim - 1);
 }
 
-static int tensor_init(tensor *t, const jattn_problem *p, jattn_strides s, int64_t seq) {
-    t->n = span_of(p, s, seq) + 2 * GUARD;
+static int tensor_init(tensor *t, const jattn_problem *p, int64_t heads, jattn_strides s, int64_t seq) {
+    t->n = span_of(p, heads, s, seq) + 2 * GUARD;
     t->base = malloc((size_t)t->n * sizeof(float));
     t->s = s;
+    t->heads = heads;
     t->seq = seq;
     if (!t->base) return -1;
     for (int64_t i = 0; i < t->n; i++) t->base[i] = poison();
@@ -189,12 +249,12 @@ static void tensor_poison(tensor *t) {
     for (int64_t i = 0; i < t->n; i++) t->base[i] = poison();
 }
 
-/* The tensor gathered dense [B, H, seq, D]. */
+/* The tensor gathered dense [B, heads, seq, D]. */
 static void gather(const jattn_problem *p, const tensor *t, float *dense) {
     for (int64_t b = 0; b < p->batch; b++)
-        for (int64_t h = 0; h < p->heads; h++)
+        for (int64_t h = 0; h < t->heads; h++)
             for (int64_t i = 0; i < t->seq; i++)
-                memcpy(dense + ((b * p->heads + h) * t->seq + i) * p->head_dim,
+                memcpy(dense + ((b * t->heads + h) * t->seq + i) * p->head_dim,
                        at(t) + b * t->s.batch + h * t->s.head + i * t->s.token, (size_t)p->head_dim * sizeof(float));
 }
 
@@ -203,7 +263,7 @@ static int outside_untouched(const jattn_problem *p, const tensor *t) {
     unsigned char *inside = calloc((size_t)t->n, 1);
     if (!inside) return 0;
     for (int64_t b = 0; b < p->batch; b++)
-        for (int64_t h = 0; h < p->heads; h++)
+        for (int64_t h = 0; h < t->heads; h++)
             for (int64_t i = 0; i < t->seq; i++)
                 memset(inside + GUARD + b * t->s.batch + h * t->s.head + i * t->s.token, 1, (size_t)p->head_dim);
     int ok = 1;
@@ -215,7 +275,7 @@ static int outside_untouched(const jattn_problem *p, const tensor *t) {
 
 static void fill_normal(const jattn_problem *p, tensor *t, jt_rng *r) {
     for (int64_t b = 0; b < p->batch; b++)
-        for (int64_t h = 0; h < p->heads; h++)
+        for (int64_t h = 0; h < t->heads; h++)
             for (int64_t i = 0; i < t->seq; i++)
                 for (int64_t d = 0; d < p->head_dim; d++)
                     at(t)[b * t->s.batch + h * t->s.head + i * t->s.token + d] = (float)jt_normal(r);
@@ -295,7 +355,8 @@ typedef struct bcase {
     float *dlse;
     grads64 ref;
     uint64_t hash;
-    const jattn_key_padding *padding_in_use; /* of the last run */
+    const jattn_mask *mask_in_use; /* of the last run (NULL: none) */
+    jattn_mask pad_scratch;        /* mask_in_use of a run given a key padding alone */
 } bcase;
 
 static uint64_t hash_bytes(uint64_t h, const void *p, size_t n) {
@@ -323,14 +384,15 @@ static int bcase_init(bcase *bc, const jattn_problem *p, const jattn_grad_stride
     if (jt_case_init(&bc->c, p) != 0) return -1;
     bc->g = *g;
     const int64_t nl = p->batch * p->heads * p->seq_q;
-    if (tensor_init(&bc->dout, p, g->dout, p->seq_q) || tensor_init(&bc->dq, p, g->dq, p->seq_q) ||
-        tensor_init(&bc->dk, p, g->dk, p->seq_kv) || tensor_init(&bc->dv, p, g->dv, p->seq_kv))
+    const int64_t Hkv = kv_heads_of(p);
+    if (tensor_init(&bc->dout, p, p->heads, g->dout, p->seq_q) || tensor_init(&bc->dq, p, p->heads, g->dq, p->seq_q) ||
+        tensor_init(&bc->dk, p, Hkv, g->dk, p->seq_kv) || tensor_init(&bc->dv, p, Hkv, g->dv, p->seq_kv))
         return -1;
     if (with_dlse && !(bc->dlse = malloc((size_t)nl * sizeof(float)))) return -1;
     const int64_t BH = p->batch * p->heads, D = p->head_dim;
     bc->ref.dq = malloc((size_t)(BH * p->seq_q * D) * sizeof(float));
-    bc->ref.dk = malloc((size_t)(BH * p->seq_kv * D) * sizeof(float));
-    bc->ref.dv = malloc((size_t)(BH * p->seq_kv * D) * sizeof(float));
+    bc->ref.dk = malloc((size_t)(p->batch * Hkv * p->seq_kv * D) * sizeof(float));
+    bc->ref.dv = malloc((size_t)(p->batch * Hkv * p->seq_kv * D) * sizeof(float));
     return bc->ref.dq && bc->ref.dk && bc->ref.dv ? 0 : -1;
 }
 
@@ -353,7 +415,9 @@ static jattn_status bcase_fill(bcase *bc, jt_dist d, jt_rng *r, jattn_backend fw
     e.backend = fwd;
     jattn_status st = jattn_forward_padded(NULL, p, &e, bc->c.q, bc->c.k, bc->c.v, kp, bc->c.out, bc->c.lse);
     if (st != JATTN_OK) return st;
-    reference_grads(p, kp, bc->c.q, bc->c.k, bc->c.v, at(&bc->dout), bc->dout.s, bc->dlse, 0, NULL, NULL, &bc->ref);
+    jattn_mask pm;
+    reference_grads(p, pad_mask(kp, &pm), bc->c.q, bc->c.k, bc->c.v, at(&bc->dout), bc->dout.s, bc->dlse, 0, NULL, NULL,
+                    &bc->ref);
     bc->hash = inputs_hash(bc);
     return JATTN_OK;
 }
@@ -457,7 +521,7 @@ done:
 
 static jattn_status bcase_run(bcase *bc, const jattn_exec *e, const jattn_key_padding *kp) {
     tensor_poison(&bc->dq), tensor_poison(&bc->dk), tensor_poison(&bc->dv);
-    bc->padding_in_use = kp;
+    bc->mask_in_use = pad_mask(kp, &bc->pad_scratch);
 #ifdef JATTN_TEST_BACKWARD_CUDA
     if (device_pointers) return bcase_run_device(bc, e, kp, 0);
 #endif
@@ -499,17 +563,17 @@ static double worst_rel[JT_DIST_COUNT];
  * ref backend, so that the ref backend is held to it too. @return 0 on success. */
 static int input_floor(bcase *bc, int t, jattn_metrics *m) {
     const jattn_problem *p = &bc->c.p;
-    const int64_t BH = p->batch * p->heads, D = p->head_dim;
-    const int64_t n[3] = {BH * p->seq_q * D, BH * p->seq_kv * D, BH * p->seq_kv * D};
+    const int64_t BH = p->batch * p->heads, BHkv = p->batch * kv_heads_of(p), D = p->head_dim;
+    const int64_t n[3] = {BH * p->seq_q * D, BHkv * p->seq_kv * D, BHkv * p->seq_kv * D};
     grads64 f = {malloc((size_t)n[0] * sizeof(float)), malloc((size_t)n[1] * sizeof(float)),
                  malloc((size_t)n[2] * sizeof(float))};
     jattn_exec e = {0};
     e.backend = JATTN_BACKEND_REF;
     int ok = f.dq && f.dk && f.dv &&
-             jattn_forward_padded(NULL, p, &e, bc->c.q, bc->c.k, bc->c.v, bc->padding_in_use, bc->c.ref,
-                                  bc->c.ref_lse) == JATTN_OK;
+             jattn_forward_masked(NULL, p, &e, bc->c.q, bc->c.k, bc->c.v, bc->mask_in_use, bc->c.ref, bc->c.ref_lse) ==
+                 JATTN_OK;
     for (int round_logits = 1; ok && round_logits >= 0; round_logits--) {
-        reference_grads(p, bc->padding_in_use, bc->c.q, bc->c.k, bc->c.v, at(&bc->dout), bc->dout.s, bc->dlse,
+        reference_grads(p, bc->mask_in_use, bc->c.q, bc->c.k, bc->c.v, at(&bc->dout), bc->dout.s, bc->dlse,
                         round_logits, bc->c.ref, bc->c.ref_lse, &f);
         const float *got[3] = {f.dq, f.dk, f.dv}, *refs[3] = {bc->ref.dq, bc->ref.dk, bc->ref.dv};
         for (int i = 0; i < 3; i++) {
@@ -535,13 +599,13 @@ static int input_floor(bcase *bc, int t, jattn_metrics *m) {
  * success. */
 static int logit_floor(bcase *bc, jattn_metrics m[3]) {
     const jattn_problem *p = &bc->c.p;
-    const int64_t BH = p->batch * p->heads, D = p->head_dim;
-    const int64_t n[3] = {BH * p->seq_q * D, BH * p->seq_kv * D, BH * p->seq_kv * D};
+    const int64_t BH = p->batch * p->heads, BHkv = p->batch * kv_heads_of(p), D = p->head_dim;
+    const int64_t n[3] = {BH * p->seq_q * D, BHkv * p->seq_kv * D, BHkv * p->seq_kv * D};
     grads64 f = {malloc((size_t)n[0] * sizeof(float)), malloc((size_t)n[1] * sizeof(float)),
                  malloc((size_t)n[2] * sizeof(float))};
     const int ok = f.dq && f.dk && f.dv;
     if (ok) {
-        reference_grads(p, bc->padding_in_use, bc->c.q, bc->c.k, bc->c.v, at(&bc->dout), bc->dout.s, bc->dlse, 1, NULL,
+        reference_grads(p, bc->mask_in_use, bc->c.q, bc->c.k, bc->c.v, at(&bc->dout), bc->dout.s, bc->dlse, 1, NULL,
                         NULL, &f);
         jattn_metrics_compute_dense(f.dq, bc->ref.dq, n[0], &m[0]);
         jattn_metrics_compute_dense(f.dk, bc->ref.dk, n[1], &m[1]);
@@ -571,7 +635,7 @@ static int bcase_check(bcase *bc, const char *what, jt_dist dist) {
     jattn_metrics lf[3];
     int have_floor = 0; /* the float32-logit floor: 1 computed, -1 failed, 0 not yet */
     for (int t = 0; t < 3; t++) {
-        const int64_t n = p->batch * p->heads * ts[t]->seq * p->head_dim;
+        const int64_t n = p->batch * ts[t]->heads * ts[t]->seq * p->head_dim;
         float *dense = malloc((size_t)n * sizeof *dense);
         if (!dense) return 0;
         gather(p, ts[t], dense);
@@ -761,7 +825,7 @@ static void part_floor(jt_rng *r, jt_tally *tally) {
                 char line[1024];
                 int n = snprintf(line, sizeof line, "%s", bc.c.label);
                 for (int t = 0; t < 3; t++) {
-                    const int64_t cnt = cp->batch * cp->heads * ts[t]->seq * cp->head_dim;
+                    const int64_t cnt = cp->batch * ts[t]->heads * ts[t]->seq * cp->head_dim;
                     float *dense = malloc((size_t)cnt * sizeof *dense);
                     if (!dense) {
                         pass = 0;
@@ -970,8 +1034,9 @@ static void part_padding(jt_rng *r, jt_tally *tally) {
             jattn_status st = jattn_forward_padded(NULL, &bc.c.p, &e, bc.c.q, bc.c.k, bc.c.v, &kp, bc.c.out, bc.c.lse);
             if (bc.dlse)
                 for (int64_t i = 0; i < p.batch * p.heads * p.seq_q; i++) bc.dlse[i] = (float)jt_normal(r);
-            reference_grads(&bc.c.p, &kp, bc.c.q, bc.c.k, bc.c.v, at(&bc.dout), bc.dout.s, bc.dlse, 0, NULL, NULL,
-                            &bc.ref);
+            jattn_mask pm;
+            reference_grads(&bc.c.p, pad_mask(&kp, &pm), bc.c.q, bc.c.k, bc.c.v, at(&bc.dout), bc.dout.s, bc.dlse, 0,
+                            NULL, NULL, &bc.ref);
             bc.hash = inputs_hash(&bc);
             e.backend = backend;
             if (st == JATTN_OK) st = bcase_run(&bc, &e, &kp);
@@ -1232,6 +1297,363 @@ static void part_masked_nan(jt_rng *r, jt_tally *tally) {
     jt_tally_add(tally, ok);
     for (int t = 0; t < 3; t++) free(saved[t].base);
     bcase_free(&a);
+}
+
+/* ---- masks and grouped-query heads (jattn_mask, kv_heads) ----------------------------------------
+ * Every mask part and grouped-query heads, alone and combined with each other, with key padding and
+ * with dlse: the gradients of jattn_backward_masked against the float64 gradients of this file
+ * (attends_ij, bias_of: the test's own reading of jattn.h), with the gate-or-floor machinery of the
+ * gate part. The k and v rows of keys that no query row attends are NaN (never to be read), their dk,
+ * dv rows must be +0, and the dq rows of queries that attend no key +0. out and lse come from the
+ * ref forward (the backward alone), or for a third of the cases of 33 queries and more from the
+ * backend's own masked forward (the chain). A backend that refuses a mask part by feature
+ * ("does not serve") is reported as skipped, never as passed. */
+enum { MASK_MAX_B = 3, MASK_MAX_PARTS = 6 };
+
+typedef struct mask_shape {
+    int64_t B, H, Hkv, Sq, Skv, D;
+    int token_major;
+} mask_shape;
+
+typedef enum bias_kind { BIAS_NONE, BIAS_BATCH, BIAS_HEAD, BIAS_BROADCAST } bias_kind;
+typedef enum pad_kind { PAD_NONE, PAD_LEN, PAD_MASK } pad_kind;
+
+typedef struct mask_spec {
+    jattn_causal causal;
+    int blocks, segments, seg_batched; /* counts (0: none); one row of offsets per batch */
+    bias_kind bias;
+    pad_kind pad;
+} mask_spec;
+
+typedef struct mask_arrays {
+    int64_t block_q[MASK_MAX_PARTS + 1], block_kv[MASK_MAX_PARTS + 1];
+    int64_t seg_q[MASK_MAX_B][MASK_MAX_PARTS + 1], seg_kv[MASK_MAX_B][MASK_MAX_PARTS + 1];
+    int64_t kv_len[MASK_MAX_B];
+    uint8_t *key_mask; /* [B, Skv] */
+    float *bias;       /* [B, H, Skv] */
+    jattn_mask m;
+} mask_arrays;
+
+/* n + 1 sorted offsets from 0 to last (parts may be empty). */
+static void cut_points(int64_t *o, int n, int64_t last, jt_rng *r) {
+    o[0] = 0, o[n] = last;
+    for (int i = 1; i < n; i++) o[i] = (int64_t)(jt_uniform(r) * (double)(last + 1));
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 1 && o[j] < o[j - 1]; j--) {
+            const int64_t t = o[j];
+            o[j] = o[j - 1], o[j - 1] = t;
+        }
+}
+
+static int mask_draw(mask_arrays *ma, const mask_spec *sp, const jattn_problem *p, jt_rng *r) {
+    memset(ma, 0, sizeof *ma);
+    const int64_t B = p->batch, H = p->heads, Sq = p->seq_q, Skv = p->seq_kv;
+    jattn_mask *m = &ma->m;
+    m->causal = sp->causal;
+    if (sp->blocks) {
+        cut_points(ma->block_q, sp->blocks, Sq, r);
+        if (Sq == Skv && jt_uniform(r) < 0.6)
+            memcpy(ma->block_kv, ma->block_q, sizeof ma->block_kv);
+        else
+            cut_points(ma->block_kv, sp->blocks, Skv, r);
+        m->block_q = ma->block_q, m->block_kv = ma->block_kv, m->num_blocks = sp->blocks;
+    }
+    if (sp->segments) {
+        for (int64_t b = 0; b < (sp->seg_batched ? B : 1); b++) {
+            /* the last segment may end early: the queries past it attend no key, the keys past it
+             * are attended by none */
+            const int64_t eq = jt_uniform(r) < 0.3 ? Sq - (int64_t)(jt_uniform(r) * (double)Sq / 4) : Sq;
+            const int64_t ek = jt_uniform(r) < 0.3 ? Skv - (int64_t)(jt_uniform(r) * (double)Skv / 4) : Skv;
+            cut_points(ma->seg_q[b], sp->segments, eq, r);
+            if (Sq == Skv && eq == ek && jt_uniform(r) < 0.5)
+                memcpy(ma->seg_kv[b], ma->seg_q[b], sizeof ma->seg_kv[b]);
+            else
+                cut_points(ma->seg_kv[b], sp->segments, ek, r);
+        }
+        m->cu_seqlens_q = ma->seg_q[0], m->cu_seqlens_kv = ma->seg_kv[0];
+        m->num_segments = sp->segments;
+        m->segments_batch_stride = sp->seg_batched ? MASK_MAX_PARTS + 1 : 0;
+    }
+    if (sp->bias != BIAS_NONE) {
+        if (!(ma->bias = malloc((size_t)(B * H * Skv) * sizeof(float)))) return -1;
+        m->key_bias = ma->bias;
+        m->key_bias_batch_stride = sp->bias == BIAS_BROADCAST ? 0 : H * Skv;
+        m->key_bias_head_stride = sp->bias == BIAS_HEAD ? Skv : 0;
+        for (int64_t x = 0; x < B * H * Skv; x++) { /* -inf (left out), -10000 (a text encoder's padding) */
+            const double u = jt_uniform(r);
+            ma->bias[x] = u < 0.08 ? -INFINITY : u < 0.16 ? -10000.0f : (float)(4.0 * jt_normal(r));
+        }
+    }
+    if (sp->pad == PAD_LEN) {
+        for (int64_t b = 0; b < B; b++) ma->kv_len[b] = (int64_t)(jt_uniform(r) * (double)(Skv + 1));
+        m->padding.kv_len = ma->kv_len;
+    } else if (sp->pad == PAD_MASK) {
+        if (!(ma->key_mask = malloc((size_t)(B * Skv)))) return -1;
+        for (int64_t x = 0; x < B * Skv; x++) ma->key_mask[x] = jt_uniform(r) < 0.7;
+        m->padding.mask = ma->key_mask, m->padding.mask_batch = B, m->padding.mask_keys = Skv;
+    }
+    return 0;
+}
+
+static void mask_arrays_free(mask_arrays *ma) { free(ma->key_mask), free(ma->bias); }
+
+static void mask_label(const mask_spec *sp, const jattn_problem *p, char *label, size_t cap) {
+    static const char *const causal[] = {"", " causal", " causal-br"};
+    static const char *const bias[] = {"", " bias-b", " bias-bh", " bias-1"};
+    static const char *const pad[] = {"", " kv_len", " key-mask"};
+    const size_t len = strlen(label);
+    snprintf(label + len, cap - len, " Hkv=%lld%s%s%s%s%s%s", (long long)kv_heads_of(p), causal[sp->causal],
+             sp->blocks ? " blocks" : "", sp->segments ? " segments" : "", sp->seg_batched ? "-per-batch" : "",
+             bias[sp->bias], pad[sp->pad]);
+}
+
+/* Whether key j of (b, key/value head hk) is attended by some query row of one of its query heads. */
+static int key_attended(const jattn_mask *m, const jattn_problem *p, int64_t b, int64_t hk, int64_t j) {
+    const int64_t group = p->heads / kv_heads_of(p);
+    for (int64_t h = hk * group; h < (hk + 1) * group; h++)
+        for (int64_t i = 0; i < p->seq_q; i++)
+            if (attends_ij(m, p, b, h, i, j)) return 1;
+    return 0;
+}
+
+/* NaN into the k and v rows of every key no query row attends. */
+static void poison_unattended_keys(jt_case *c, const jattn_mask *m) {
+    const jattn_problem *p = &c->p;
+    for (int64_t b = 0; b < p->batch; b++)
+        for (int64_t hk = 0; hk < kv_heads_of(p); hk++)
+            for (int64_t j = 0; j < p->seq_kv; j++)
+                if (!key_attended(m, p, b, hk, j))
+                    for (int64_t d = 0; d < p->head_dim; d++) {
+                        c->k[b * p->k.batch + hk * p->k.head + j * p->k.token + d] = NAN;
+                        c->v[b * p->v.batch + hk * p->v.head + j * p->v.token + d] = NAN;
+                    }
+}
+
+static int zero_row(const float *x, int64_t D) {
+    for (int64_t d = 0; d < D; d++)
+        if (x[d] != 0.0f || signbit(x[d])) return 0;
+    return 1;
+}
+
+/* dk, dv rows of keys no query attends and dq rows of queries that attend no key: +0 (bits). */
+static int masked_zeros_ok(const bcase *bc, const jattn_mask *m) {
+    const jattn_problem *p = &bc->c.p;
+    const int64_t D = p->head_dim;
+    for (int64_t b = 0; b < p->batch; b++) {
+        for (int64_t hk = 0; hk < kv_heads_of(p); hk++)
+            for (int64_t j = 0; j < p->seq_kv; j++)
+                if (!key_attended(m, p, b, hk, j) &&
+                    (!zero_row(at(&bc->dk) + b * bc->g.dk.batch + hk * bc->g.dk.head + j * bc->g.dk.token, D) ||
+                     !zero_row(at(&bc->dv) + b * bc->g.dv.batch + hk * bc->g.dv.head + j * bc->g.dv.token, D))) {
+                    printf("FAIL %s: key b=%lld hk=%lld j=%lld is attended by no query: its dk, dv rows are not +0\n",
+                           bc->c.label, (long long)b, (long long)hk, (long long)j);
+                    return 0;
+                }
+        for (int64_t h = 0; h < p->heads; h++)
+            for (int64_t i = 0; i < p->seq_q; i++) {
+                int any = 0;
+                for (int64_t j = 0; j < p->seq_kv && !any; j++) any = attends_ij(m, p, b, h, i, j);
+                if (!any && !zero_row(at(&bc->dq) + b * bc->g.dq.batch + h * bc->g.dq.head + i * bc->g.dq.token, D)) {
+                    printf("FAIL %s: query b=%lld h=%lld i=%lld attends no key: its dq row is not +0\n", bc->c.label,
+                           (long long)b, (long long)h, (long long)i);
+                    return 0;
+                }
+            }
+    }
+    return 1;
+}
+
+static jattn_status bcase_run_masked(bcase *bc, const jattn_exec *e, const jattn_mask *m) {
+    tensor_poison(&bc->dq), tensor_poison(&bc->dk), tensor_poison(&bc->dv);
+    bc->mask_in_use = m;
+    return jattn_backward_masked(NULL, &bc->c.p, &bc->g, e, bc->c.q, bc->c.k, bc->c.v, bc->c.out, bc->c.lse,
+                                 at(&bc->dout), bc->dlse, m, at(&bc->dq), at(&bc->dk), at(&bc->dv));
+}
+
+/* 1 (after printing "skip") when the backend refused a mask part it does not serve yet (by feature:
+ * jattn_refuse_features' message). Never counted as passed. */
+static int refused_mask_feature(jattn_status st, const char *label) {
+    if (st != JATTN_ERROR_UNSUPPORTED || !strstr(jattn_last_error(), "does not serve")) return 0;
+    printf("skip %s: %s\n", label, jattn_last_error());
+    return 1;
+}
+
+static jattn_problem mask_problem(const mask_shape *s, jattn_grad_strides *g) {
+    jattn_problem p = jattn_problem_flux(s->B, s->H, s->Sq, s->Skv, s->D);
+    p.kv_heads = s->Hkv == s->H && s->B % 2 ? 0 : s->Hkv; /* 0 and heads mean the same */
+    p.k = jattn_strides_head_major(s->Hkv, s->Skv, s->D);
+    p.v = jattn_strides_head_major(s->Hkv, s->Skv, s->D);
+    if (s->token_major) {
+        p.q = jattn_strides_token_major(s->H, s->Sq, s->D);
+        p.k = jattn_strides_token_major(s->Hkv, s->Skv, s->D);
+        p.v = jattn_strides_token_major(s->Hkv, s->Skv, s->D);
+        p.out = jattn_strides_head_major(s->H, s->Sq, s->D);
+    }
+    *g = jattn_grad_strides_like(&p);
+    if (s->token_major) { /* the gradients at strides of their own */
+        g->dq = padded(s->H, s->Sq, s->D);
+        g->dk = jattn_strides_head_major(s->Hkv, s->Skv, s->D);
+    }
+    return p;
+}
+
+/* Draws the inputs of a masked case (distribution d; NaN in the keys nobody attends), its out and
+ * lse from `fwd`'s masked forward, and the float64 gradients. @return the forward's status. */
+static jattn_status mask_case_fill(bcase *bc, jt_dist d, jt_rng *r, jattn_backend fwd, const jattn_mask *m) {
+    jattn_problem *p = &bc->c.p;
+    jt_case_fill(&bc->c, d, r);
+    poison_unattended_keys(&bc->c, m);
+    fill_normal(p, &bc->dout, r);
+    if (bc->dlse)
+        for (int64_t i = 0; i < p->batch * p->heads * p->seq_q; i++) bc->dlse[i] = (float)jt_normal(r);
+    jattn_exec e = {0};
+    e.backend = fwd;
+    jattn_status st = jattn_forward_masked(NULL, p, &e, bc->c.q, bc->c.k, bc->c.v, m, bc->c.out, bc->c.lse);
+    if (st != JATTN_OK) return st;
+    reference_grads(p, m, bc->c.q, bc->c.k, bc->c.v, at(&bc->dout), bc->dout.s, bc->dlse, 0, NULL, NULL, &bc->ref);
+    bc->hash = inputs_hash(bc);
+    return JATTN_OK;
+}
+
+static const mask_shape mask_shapes[] = {
+    {2, 4, 2, 33, 33, 64, 0},    {1, 6, 1, 70, 70, 128, 1},  {2, 2, 2, 65, 130, 32, 0}, {1, 3, 3, 130, 40, 16, 1},
+    {2, 4, 4, 1, 50, 64, 0},     {1, 2, 1, 200, 200, 80, 0}, {2, 2, 2, 17, 17, 1, 1},   {1, 8, 2, 128, 128, 128, 0},
+    {1, 2, 2, 150, 150, 256, 0}, {3, 2, 1, 64, 64, 72, 1},   {1, 4, 2, 100, 77, 3, 0},
+};
+
+static const mask_spec mask_specs[] = {
+    {JATTN_CAUSAL_NONE, 0, 0, 0, BIAS_NONE, PAD_NONE},         /* grouped heads alone */
+    {JATTN_CAUSAL_TOP_LEFT, 0, 0, 0, BIAS_NONE, PAD_NONE},     /* PyTorch's is_causal */
+    {JATTN_CAUSAL_BOTTOM_RIGHT, 0, 0, 0, BIAS_NONE, PAD_LEN},  /* FlashAttention's, key lengths */
+    {JATTN_CAUSAL_NONE, 3, 0, 0, BIAS_NONE, PAD_NONE},         /* block-causal */
+    {JATTN_CAUSAL_NONE, 0, 3, 0, BIAS_NONE, PAD_NONE},         /* packed sequences */
+    {JATTN_CAUSAL_TOP_LEFT, 0, 4, 1, BIAS_NONE, PAD_NONE},     /* causal inside segments, per batch */
+    {JATTN_CAUSAL_BOTTOM_RIGHT, 0, 3, 0, BIAS_NONE, PAD_MASK}, /* the same, bottom-right, a key mask */
+    {JATTN_CAUSAL_NONE, 0, 0, 0, BIAS_BATCH, PAD_NONE},        /* a text encoder's float mask */
+    {JATTN_CAUSAL_NONE, 0, 0, 0, BIAS_HEAD, PAD_MASK},
+    {JATTN_CAUSAL_TOP_LEFT, 0, 0, 0, BIAS_BROADCAST, PAD_LEN},
+    {JATTN_CAUSAL_NONE, 5, 0, 0, BIAS_HEAD, PAD_MASK},
+    {JATTN_CAUSAL_BOTTOM_RIGHT, 2, 3, 1, BIAS_HEAD, PAD_LEN}, /* every part at once */
+};
+
+static void part_masks(jt_rng *r, jt_tally *tally) {
+    const size_t nshapes = sizeof mask_shapes / sizeof mask_shapes[0],
+                 nspecs = sizeof mask_specs / sizeof mask_specs[0];
+    int skipped = 0;
+    for (size_t si = 0; si < nshapes; si++)
+        for (size_t mi = 0; mi < nspecs; mi++) {
+            const mask_shape *ms = &mask_shapes[si];
+            const mask_spec *sp = &mask_specs[mi];
+            jattn_grad_strides g;
+            jattn_problem p = mask_problem(ms, &g);
+            bcase bc;
+            mask_arrays ma;
+            const int with_dlse = (int)((si + mi) % 2), chain = ms->Sq >= 33 && (si + mi) % 3 == 0;
+            if (bcase_init(&bc, &p, &g, with_dlse) != 0 || mask_draw(&ma, sp, &p, r) != 0) {
+                printf("FAIL allocation\n");
+                jt_tally_add(tally, 0);
+                bcase_free(&bc);
+                continue;
+            }
+            const size_t len = strlen(bc.c.label);
+            snprintf(bc.c.label + len, sizeof bc.c.label - len, "%s%s%s", ms->token_major ? " token-major" : " flux",
+                     with_dlse ? " dlse" : "", chain ? " chain" : "");
+            mask_label(sp, &p, bc.c.label, sizeof bc.c.label);
+            const jt_dist d = (jt_dist)((si + mi) % JT_DIST_COUNT);
+            jattn_status st = mask_case_fill(&bc, d, r, chain ? backend : JATTN_BACKEND_REF, &ma.m);
+            jattn_exec e = {0};
+            e.backend = backend;
+            if (st == JATTN_OK) st = bcase_run_masked(&bc, &e, &ma.m);
+            if (refused_mask_feature(st, bc.c.label) || refused_as_documented(st, &p, bc.c.label))
+                skipped++;
+            else if (st != JATTN_OK) {
+                printf("FAIL %s: %s: %s\n", bc.c.label, jattn_status_name(st), jattn_last_error());
+                jt_tally_add(tally, 0);
+            } else {
+                const int ok = bcase_check(&bc, "", d);
+                jt_tally_add(tally, ok && masked_zeros_ok(&bc, &ma.m));
+            }
+            mask_arrays_free(&ma);
+            bcase_free(&bc);
+        }
+    if (skipped) printf("masks: %d cases skipped (refused by the backend)\n", skipped);
+}
+
+/* Masked calls on 1, 2, 3 and 5 threads: the forward's out and lse and the backward's dq, dk, dv bit
+ * for bit those of 1 thread (few key/value heads: the backward's two phases on several threads). */
+static void part_masks_determinism(jt_rng *r, jt_tally *tally) {
+    static const mask_shape dshapes[] = {
+        {1, 4, 1, 150, 200, 64, 0}, {2, 4, 2, 130, 130, 128, 1}, {1, 2, 1, 300, 300, 16, 0}, {1, 3, 3, 97, 61, 40, 0}};
+    static const mask_spec dspecs[] = {{JATTN_CAUSAL_BOTTOM_RIGHT, 0, 3, 0, BIAS_HEAD, PAD_NONE},
+                                       {JATTN_CAUSAL_TOP_LEFT, 3, 0, 0, BIAS_NONE, PAD_LEN},
+                                       {JATTN_CAUSAL_TOP_LEFT, 0, 5, 0, BIAS_BATCH, PAD_MASK},
+                                       {JATTN_CAUSAL_NONE, 0, 0, 0, BIAS_BROADCAST, PAD_NONE}};
+    for (size_t t = 0; t < sizeof dshapes / sizeof dshapes[0]; t++) {
+        jattn_grad_strides g;
+        jattn_problem p = mask_problem(&dshapes[t], &g);
+        bcase bc;
+        mask_arrays ma;
+        if (bcase_init(&bc, &p, &g, 1) != 0 || mask_draw(&ma, &dspecs[t], &p, r) != 0) {
+            printf("FAIL allocation\n");
+            jt_tally_add(tally, 0);
+            bcase_free(&bc);
+            continue;
+        }
+        mask_label(&dspecs[t], &p, bc.c.label, sizeof bc.c.label);
+        const jt_dist d = (jt_dist)((t + 1) % JT_DIST_COUNT);
+        jattn_status st = mask_case_fill(&bc, d, r, JATTN_BACKEND_REF, &ma.m);
+        const int64_t nl = p.batch * p.heads * p.seq_q;
+        float *out1 = malloc((size_t)bc.c.n_out * sizeof(float)), *lse1 = malloc((size_t)nl * sizeof(float));
+        float *out_t = malloc((size_t)bc.c.n_out * sizeof(float)), *lse_t = malloc((size_t)nl * sizeof(float));
+        tensor first[3];
+        tensor *grads[3] = {&bc.dq, &bc.dk, &bc.dv};
+        static const int threads[] = {1, 2, 3, 5};
+        int ok = st == JATTN_OK && out1 && lse1 && out_t && lse_t, skip = 0;
+        if (ok) { /* the elements out does not span compare equal */
+            memset(out1, 0, (size_t)bc.c.n_out * sizeof(float));
+            memset(out_t, 0, (size_t)bc.c.n_out * sizeof(float));
+        }
+        for (size_t ti = 0; ti < sizeof threads / sizeof threads[0] && ok; ti++) {
+            jattn_exec e = {0};
+            e.backend = backend;
+            e.threads = threads[ti];
+            float *o = ti ? out_t : out1, *l = ti ? lse_t : lse1;
+            st = jattn_forward_masked(NULL, &p, &e, bc.c.q, bc.c.k, bc.c.v, &ma.m, o, l);
+            if (st == JATTN_OK) st = bcase_run_masked(&bc, &e, &ma.m);
+            if (refused_mask_feature(st, bc.c.label)) {
+                skip = 1;
+                break;
+            }
+            ok = st == JATTN_OK;
+            if (ok && ti &&
+                (memcmp(out1, out_t, (size_t)bc.c.n_out * sizeof(float)) != 0 ||
+                 memcmp(lse1, lse_t, (size_t)nl * sizeof(float)) != 0)) {
+                printf("FAIL masks determinism %s: the forward differs on %d threads from 1 thread\n", bc.c.label,
+                       threads[ti]);
+                ok = 0;
+            }
+            for (int k = 0; k < 3 && ok; k++) {
+                if (ti == 0) {
+                    first[k] = *grads[k];
+                    first[k].base = malloc((size_t)grads[k]->n * sizeof(float));
+                    memcpy(first[k].base, grads[k]->base, (size_t)grads[k]->n * sizeof(float));
+                } else if (!bits_equal(&first[k], grads[k])) {
+                    printf("FAIL masks determinism %s: gradient %d differs on %d threads from 1 thread\n", bc.c.label,
+                           k, threads[ti]);
+                    ok = 0;
+                }
+            }
+        }
+        if (st != JATTN_OK && !skip) printf("FAIL %s: %s: %s\n", bc.c.label, jattn_status_name(st), jattn_last_error());
+        if (!skip) {
+            if (ok) ok = bcase_check(&bc, "masks determinism", d) && masked_zeros_ok(&bc, &ma.m);
+            jt_tally_add(tally, ok);
+            for (int k = 0; k < 3; k++) free(first[k].base);
+        }
+        free(out1), free(lse1), free(out_t), free(lse_t);
+        mask_arrays_free(&ma);
+        bcase_free(&bc);
+    }
 }
 
 /* ---- determinism: runs and thread counts ---- */
@@ -1495,7 +1917,7 @@ static void part_tf32(jt_rng *r, jt_tally *tally) {
             char line[512];
             int len = snprintf(line, sizeof line, "%s %s tf32", bc.c.label, jt_dist_name((jt_dist)d));
             for (int k = 0; k < 3; k++) {
-                const int64_t n = p.batch * p.heads * ts[k]->seq * p.head_dim;
+                const int64_t n = p.batch * ts[k]->heads * ts[k]->seq * p.head_dim;
                 float *dense = malloc((size_t)n * sizeof *dense);
                 if (!dense) {
                     ok = 0;
@@ -1562,7 +1984,7 @@ static void part_graph(jt_rng *r, jt_tally *tally, jattn_precision precision) {
             memcpy(direct[k].base, grads[k]->base, (size_t)grads[k]->n * sizeof(float));
         }
         tensor_poison(&a.dq), tensor_poison(&a.dk), tensor_poison(&a.dv);
-        a.padding_in_use = pad;
+        a.mask_in_use = pad_mask(pad, &a.pad_scratch);
         jattn_status st = ok ? bcase_run_device(&a, &e, pad, 1) : JATTN_ERROR_CUDA;
         if (st != JATTN_OK) {
             printf("FAIL graph %s: %s: %s\n", a.c.label, jattn_status_name(st), jattn_last_error());
@@ -1588,9 +2010,10 @@ static void part_graph(jt_rng *r, jt_tally *tally, jattn_precision precision) {
 
 int main(int argc, char **argv) {
     const char *part = argc > 2 ? argv[2] : "all";
-    if (jt_backend_arg(argc, argv, "cpu", 1,
-                       "[gate|chain|floor|padding|fewq|fd|properties|validation|determinism|tf32|device|graph|all]",
-                       &backend))
+    if (jt_backend_arg(
+            argc, argv, "cpu", 1,
+            "[gate|chain|floor|padding|fewq|fd|properties|masks|validation|determinism|tf32|device|graph|all]",
+            &backend))
         return 2;
     const char *name = jattn_backend_name(backend);
     jattn_problem probe = jattn_problem_flux(1, 1, 8, 8, 64);
@@ -1619,6 +2042,10 @@ int main(int argc, char **argv) {
         part_masked_nan(&rng, &tally);
     }
     if (all || !strcmp(part, "validation")) part_validation(&rng, &tally);
+    if (all || !strcmp(part, "masks")) {
+        part_masks(&rng, &tally);
+        part_masks_determinism(&rng, &tally);
+    }
     if (all || !strcmp(part, "determinism")) part_determinism(&rng, &tally);
     if ((all && jt_backend_takes_tf32(backend, 1)) || !strcmp(part, "tf32")) part_tf32(&rng, &tally);
 #ifdef JATTN_TEST_BACKWARD_CUDA
