@@ -3,7 +3,8 @@
 # (validation, reference, cpu backend with its NEON and portable kernels, the cuda stub) and
 # the cpu tests for aarch64 with Debian's gcc-aarch64-linux-gnu, and run them under
 # qemu-aarch64: the kernel, exp2 and thread tests (every ISA the aarch64 build has: neon,
-# generic), then the parity suite at its quick shapes (JATTN_TEST_QUICK) with JATTN_CPU_ISA=neon.
+# generic), then the parity suite at its quick shapes (JATTN_TEST_QUICK), the backward's gate, the
+# masks' forward parity and the backward's masks part with JATTN_CPU_ISA=neon.
 #
 # usage: test_cpu_neon_qemu.sh SOURCE_DIR WORK_DIR
 # exit 77 (skipped) when the cross compiler or qemu-aarch64 is absent, so a machine without
@@ -18,7 +19,8 @@ if ! command -v "$CC" >/dev/null 2>&1; then echo "SKIP: no $CC (apt-get install 
 if ! command -v "$QEMU" >/dev/null 2>&1; then echo "SKIP: no $QEMU (apt-get install qemu-user)"; exit 77; fi
 mkdir -p "$WORK" || exit 1
 
-LIB="src/jattn.c src/threads.c src/reference.c src/cuda/cuda_unavailable.c src/vulkan/vk_unavailable.c
+LIB="src/jattn.c src/mask.c src/plan.c src/validate.c src/threads.c src/reference.c
+     src/cuda/cuda_unavailable.c src/vulkan/vk_unavailable.c
      src/cpu/cpu_backend.c src/cpu/cpu_isa.c src/cpu/cpu_key_blocks.c src/cpu/cpu_kernels_generic.c
      src/cpu/cpu_kernels_neon.c tests/harness.c kit/metrics.c kit/rng.c kit/tensor.c kit/reference.c"
 FLAGS="-std=c11 -O2 -Wall -Wextra -fopenmp -DJATTN_STATIC_DEFINE -DJATTN_BUILDING -DJATTN_CPU_HAVE_NEON
@@ -31,7 +33,7 @@ for f in $LIB; do
   objs="$objs $o"
 done
 status=0
-for t in test_cpu_kernels test_cpu_exp test_cpu_threads test_parity test_backward; do
+for t in test_cpu_kernels test_cpu_exp test_cpu_threads test_parity test_backward test_masks; do
   # shellcheck disable=SC2086
   $CC $FLAGS "$SRC/tests/$t.c" $objs -lm -o "$WORK/$t" || { echo "FAIL: cross-compiling $t"; exit 1; }
 done
@@ -51,5 +53,14 @@ echo "== test_backward cpu gate, JATTN_CPU_ISA=neon"
 JATTN_CPU_ISA=neon "$QEMU" -L "$SYSROOT" "$WORK/test_backward" cpu gate > "$WORK/backward_neon.log" 2>&1
 rc=$?
 grep -v '^ok' "$WORK/backward_neon.log"
+[ $rc = 0 ] || status=1
+echo "== test_masks cpu parity and test_backward cpu masks, JATTN_CPU_ISA=neon"
+JATTN_CPU_ISA=neon "$QEMU" -L "$SYSROOT" "$WORK/test_masks" cpu parity > "$WORK/masks_neon.log" 2>&1
+rc=$?
+grep -v '^ok' "$WORK/masks_neon.log"
+[ $rc = 0 ] || status=1
+JATTN_CPU_ISA=neon "$QEMU" -L "$SYSROOT" "$WORK/test_backward" cpu masks > "$WORK/backward_masks_neon.log" 2>&1
+rc=$?
+grep -v '^ok' "$WORK/backward_masks_neon.log" | grep -v '^note'
 [ $rc = 0 ] || status=1
 exit $status

@@ -478,8 +478,8 @@ static void backward_units(const cpu_bwd_args *a, const qpart *q, int64_t b, int
 
 /* List mode, two phases: the first key of list block x of batch b (the (x BK)-th attended key), or
  * the end of its keys. */
-static int64_t list_block_start(const cpu_flash_args *a, int64_t b, int64_t x) {
-    const int64_t end = a->kv_len ? a->kv_len[b] : a->Skv, want = x * CPU_KEY_BLOCK;
+static int64_t list_block_start(const cpu_flash_args *a, int64_t bk, int64_t b, int64_t x) {
+    const int64_t end = a->kv_len ? a->kv_len[b] : a->Skv, want = x * bk;
     if (!a->mask) return want < end ? want : end;
     const uint8_t *m = a->mask + b * a->mask_stride;
     int64_t seen = 0;
@@ -539,7 +539,7 @@ static jattn_status cpu_backward(const jattn_call *c, const jattn_plan *plan) {
     }
     /* phase 1: runs of key blocks, ~4 tasks a thread (the blocks past a batch's last attended key
      * make empty tasks); grid mode: runs of each segment's cells */
-    const int64_t kblocks = (p->seq_kv + CPU_KEY_BLOCK - 1) / CPU_KEY_BLOCK;
+    const int64_t kblocks = (p->seq_kv + kern->bk - 1) / kern->bk;
     const int64_t nseg = a.f.grid && c->cu_seqlens_q ? c->num_segments : 1;
     int64_t run = (heads * kblocks + 4 * (int64_t)threads - 1) / (4 * (int64_t)threads), runs;
     if (run < 1) run = 1;
@@ -557,12 +557,12 @@ static jattn_status cpu_backward(const jattn_call *c, const jattn_plan *plan) {
         int64_t qlo, qhi, klo, khi, j0, j1;
         if (!a.f.grid) {
             qlo = 0, qhi = p->seq_q;
-            j0 = list_block_start(&a.f, b, r * run), j1 = list_block_start(&a.f, b, (r + 1) * run);
+            j0 = list_block_start(&a.f, kern->bk, b, r * run), j1 = list_block_start(&a.f, kern->bk, b, (r + 1) * run);
         } else { /* the segment's cells: run r of ceil(keys / BK) */
             segment_keys(c, b, s, &qlo, &qhi, &klo, &khi);
-            const int64_t cells = (khi - klo + CPU_KEY_BLOCK - 1) / CPU_KEY_BLOCK;
+            const int64_t cells = (khi - klo + kern->bk - 1) / kern->bk;
             const int64_t c0 = cells * r / runs, c1 = cells * (r + 1) / runs;
-            j0 = klo + c0 * CPU_KEY_BLOCK, j1 = klo + c1 * CPU_KEY_BLOCK < khi ? klo + c1 * CPU_KEY_BLOCK : khi;
+            j0 = klo + c0 * kern->bk, j1 = klo + c1 * kern->bk < khi ? klo + c1 * kern->bk : khi;
             if (c1 == c0 || qhi <= qlo) continue;
         }
         if (j1 > j0) backward_units(&a, &q, b, hk, qlo, qhi, j0, j1, CPU_BWD_DKV, mine);

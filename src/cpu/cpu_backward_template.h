@@ -451,7 +451,7 @@ static void JK(bwd_tile)(const cpu_bwd_args *ba, int64_t b, int64_t h, const cpu
             const int64_t from = j0 <= ilo ? ilo : ilo + (j0 - ilo + JK_BK - 1) / JK_BK * JK_BK;
             if (j1 < top) top = j1;
             if (top <= from) continue;
-            cpu_key_blocks_init_grid(&keys, a, b, h, from, top);
+            cpu_key_blocks_init_grid(&keys, a, b, h, from, top, JK_BK);
             for (n = cpu_key_blocks_next(&keys, JK_BK, rows); n > 0; n = cpu_key_blocks_next(&keys, JK_BK, rows)) {
                 const int64_t nn = keys.mask ? 0 : keys.end - keys.next < JK_BK ? keys.end - keys.next : JK_BK;
                 JK(bwd_key_block)(&wk, t0, t1, n, rows, nn > 0 ? keys.next : 0, nn, bias, 1);

@@ -58,9 +58,6 @@
 #ifndef JK_SJP
 #define JK_SJP JK_SJ
 #endif
-#if JK_BK != CPU_KEY_BLOCK
-#error "every table walks key blocks of CPU_KEY_BLOCK keys (the grid of a masked call)"
-#endif
 #if JK_SJ > 12 || JK_DR > 12 || JK_SJP > 12
 #error "tiles up to 12 rows: the edge dispatch below lists 12 cases"
 #endif

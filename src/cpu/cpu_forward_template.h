@@ -193,7 +193,7 @@ static void JK(task)(const cpu_flash_args *a, int64_t b, int64_t h, const cpu_qb
             for (g1 = g0 + 1; g1 < nblk && blk[g1].ilo == blk[g0].ilo; g1++)
                 if (blk[g1].ihi > top) top = blk[g1].ihi;
             if (top <= blk[g0].ilo) continue;
-            cpu_key_blocks_init_grid(&keys, a, b, h, blk[g0].ilo, top);
+            cpu_key_blocks_init_grid(&keys, a, b, h, blk[g0].ilo, top, JK_BK);
             for (n = cpu_key_blocks_next(&keys, JK_BK, rows); n > 0; n = cpu_key_blocks_next(&keys, JK_BK, rows)) {
                 ptrdiff_t ks = (ptrdiff_t)a->ks.token, vs = (ptrdiff_t)a->vs.token;
                 const float *kb = kh + rows[0] * ks, *vb = vh + rows[0] * vs;

@@ -27,9 +27,6 @@
  * compensated sums): with few columns nothing averages an error away. */
 #define CPU_EXACT_HEAD_DIM 16
 
-/* The key blocks every table walks: BK keys (JK_BK of each instance; the grid of a masked call). */
-#define CPU_KEY_BLOCK 96
-
 struct jattn_call; /* src/backend.h: the call, for the mask's windows (cpu_key_blocks.c) */
 
 /* One call, resolved for the kernels: element pointers, extents, element strides. q, out, lse
@@ -90,13 +87,15 @@ typedef struct cpu_key_blocks {
     int64_t end;         /* candidate keys are [.., end): kv_len[b] or Skv (list); min(ihi, that) (grid) */
     int64_t next;        /* the first candidate not yet taken (list); the next cell's first key (grid) */
     int grid;
+    int64_t cell; /* grid mode: keys per cell (the table's BK) */
 } cpu_key_blocks;
 
 void cpu_key_blocks_init(cpu_key_blocks *kb, const cpu_flash_args *a, int64_t b);
-/* Grid mode for (b, h): the cells of [from, to) (from on the cell grid of the query block: ilo + c BK). */
+/* Grid mode for (b, h): the cells of `cell` keys of [from, to) (from on the cell grid of the query
+ * block: ilo + c BK). */
 void cpu_key_blocks_init_grid(cpu_key_blocks *kb, const cpu_flash_args *a, int64_t b, int64_t h, int64_t from,
-                              int64_t to);
-/* Takes the next block: rows[0 .. n) the key rows, ascending. @return n <= max (max >= BK in grid
+                              int64_t to, int64_t cell);
+/* Takes the next block: rows[0 .. n) the key rows, ascending. @return n <= max (max >= cell in grid
  * mode; 0: no key left). */
 int cpu_key_blocks_next(cpu_key_blocks *kb, int max, int64_t *rows);
 
@@ -129,7 +128,8 @@ typedef struct cpu_kernels {
     int sj;             /* keys per scores tile */
     int sjp;            /* keys per plain scores tile (scores_plain) */
     int dr;             /* head_dim rows per P V tile */
-    int bk;             /* keys per key/value block (St rows) */
+    int bk;             /* keys per key/value block (St rows): the same in a table and its narrow tables (the
+                           cells of a masked call, which the backward's runs of key blocks do not split) */
     int db;             /* head_dim elements per block of the scores' D-reduction */
 
     /* scores: st[j][q] + sl[j][q] = sum_{d<D} k[j*ks + d] * qt[d*QB + q]   for j < jr <= SJ,

@@ -13,16 +13,18 @@ void cpu_key_blocks_init(cpu_key_blocks *kb, const cpu_flash_args *a, int64_t b)
     kb->end = a->kv_len ? a->kv_len[b] : a->Skv;
     kb->next = 0;
     kb->grid = 0;
+    kb->cell = 0;
 }
 
 void cpu_key_blocks_init_grid(cpu_key_blocks *kb, const cpu_flash_args *a, int64_t b, int64_t h, int64_t from,
-                              int64_t to) {
+                              int64_t to, int64_t cell) {
     kb->mask = a->mask ? a->mask + b * a->mask_stride : NULL;
     kb->bias = cpu_bias_row(a, b, h);
     const int64_t end = a->kv_len ? a->kv_len[b] : a->Skv;
     kb->end = to < end ? to : end;
     kb->next = from;
     kb->grid = 1;
+    kb->cell = cell;
 }
 
 int cpu_key_blocks_next(cpu_key_blocks *kb, int max, int64_t *rows) {
@@ -30,15 +32,15 @@ int cpu_key_blocks_next(cpu_key_blocks *kb, int max, int64_t *rows) {
     int64_t j = kb->next;
     if (kb->grid) { /* the listed keys of the next cell that has any */
         for (; n == 0 && j < kb->end; j = kb->next) {
-            const int64_t stop = j + CPU_KEY_BLOCK < kb->end ? j + CPU_KEY_BLOCK : kb->end;
-            kb->next = j + CPU_KEY_BLOCK;
+            const int64_t stop = j + kb->cell < kb->end ? j + kb->cell : kb->end;
+            kb->next = j + kb->cell;
             if (!kb->mask && !kb->bias)
                 for (; j < stop; j++) rows[n++] = j;
             else
                 for (; j < stop; j++)
                     if ((!kb->mask || kb->mask[j]) && !(kb->bias && kb->bias[j] == -INFINITY)) rows[n++] = j;
         }
-        (void)max; /* a cell holds at most CPU_KEY_BLOCK <= max keys */
+        (void)max; /* a cell holds at most cell <= max keys */
         return n;
     }
     if (!kb->mask) {
