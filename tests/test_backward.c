@@ -23,8 +23,9 @@
  *               (causal inside them too), the key bias (-inf and -10000 entries), with key padding
  *               and dlse, the four distributions, as the gate (the float64 gradients and floors
  *               applying the mask by this file's own reading of jattn.h); the k, v rows nobody
- *               attends NaN, their dk, dv +0, the dq rows of queries without a key +0; and masked
- *               calls bitwise identical on 1, 2, 3, 5 threads, forward and backward
+ *               attends NaN, their dk, dv +0, the dq rows of queries without a key +0; masked
+ *               calls bitwise identical on 1, 2, 3, 5 threads, forward and backward; and NaN and
+ *               Inf in a key change no out, lse or dq row of a query that does not attend it
  *   fd          (ref only) the ref backward against central finite differences of a float64
  *               forward at tiny shapes: the oracle itself checked
  *   properties  dout * 2^k gives gradients * 2^k bit for bit; permuting the keys permutes dk and
@@ -1656,6 +1657,95 @@ static void part_masks_determinism(jt_rng *r, jt_tally *tally) {
     }
 }
 
+/* Non-finite values in a key that some rows attend and others (of the same query blocks) do not:
+ * Inf in one element of its v row, NaN in one of its k row (key/value head 0). Every out row, lse and
+ * dq row of a query that does not attend it is bit for bit that of the call with 0 in those elements
+ * (jattn.h: keys a row does not attend never affect its outputs), and every out row that attends it
+ * is not finite. */
+static void part_masks_nonfinite(jt_rng *r, jt_tally *tally) {
+    static const mask_shape nshapes[] = {
+        {1, 2, 1, 150, 150, 64, 0}, {2, 4, 2, 90, 120, 16, 1}, {1, 2, 2, 100, 100, 128, 0}};
+    static const mask_spec nspecs[] = {{JATTN_CAUSAL_TOP_LEFT, 0, 0, 0, BIAS_NONE, PAD_NONE},
+                                       {JATTN_CAUSAL_BOTTOM_RIGHT, 0, 2, 0, BIAS_HEAD, PAD_NONE},
+                                       {JATTN_CAUSAL_NONE, 4, 0, 0, BIAS_BATCH, PAD_LEN}};
+    for (size_t t = 0; t < sizeof nshapes / sizeof nshapes[0]; t++) {
+        jattn_grad_strides g;
+        jattn_problem p = mask_problem(&nshapes[t], &g);
+        bcase a, z;
+        mask_arrays ma;
+        if (bcase_init(&a, &p, &g, 1) != 0 || bcase_init(&z, &p, &g, 1) != 0 ||
+            mask_draw(&ma, &nspecs[t], &p, r) != 0) {
+            printf("FAIL allocation\n");
+            jt_tally_add(tally, 0);
+            bcase_free(&a), bcase_free(&z);
+            continue;
+        }
+        if (ma.m.padding.kv_len) /* every key attended by the padding: the window decides */
+            for (int64_t b = 0; b < p.batch; b++) ma.kv_len[b] = p.seq_kv;
+        if (ma.bias)
+            for (int64_t x = 0; x < p.batch * p.heads * p.seq_kv; x++) ma.bias[x] = (float)jt_normal(r);
+        mask_label(&nspecs[t], &p, a.c.label, sizeof a.c.label);
+        const jt_dist d = (jt_dist)(t % JT_DIST_COUNT);
+        jattn_exec e = {0};
+        e.backend = backend;
+        /* z: the key's elements 0; a: Inf and NaN there; the same inputs otherwise */
+        jt_case_fill(&z.c, d, r);
+        fill_normal(&p, &z.dout, r);
+        for (int64_t i = 0; i < p.batch * p.heads * p.seq_q; i++) z.dlse[i] = (float)jt_normal(r);
+        const int64_t j = p.seq_kv / 2 + 1, dd = p.head_dim / 2;
+        z.c.k[j * p.k.token] = 0.0f, z.c.v[j * p.v.token + dd] = 0.0f; /* batch 0, key/value head 0 */
+        memcpy(a.c.q - GUARD, z.c.q - GUARD, (size_t)z.c.n_q * sizeof(float));
+        memcpy(a.c.k - GUARD, z.c.k - GUARD, (size_t)z.c.n_k * sizeof(float));
+        memcpy(a.c.v - GUARD, z.c.v - GUARD, (size_t)z.c.n_v * sizeof(float));
+        memcpy(a.dout.base, z.dout.base, (size_t)z.dout.n * sizeof(float));
+        memcpy(a.dlse, z.dlse, (size_t)(p.batch * p.heads * p.seq_q) * sizeof(float));
+        a.c.p.scale = z.c.p.scale;
+        a.c.k[j * p.k.token] = NAN, a.c.v[j * p.v.token + dd] = INFINITY;
+        bcase *cs[2] = {&z, &a};
+        jattn_status st = JATTN_OK;
+        for (int c = 0; c < 2 && st == JATTN_OK; c++) {
+            st = jattn_forward_masked(NULL, &cs[c]->c.p, &e, cs[c]->c.q, cs[c]->c.k, cs[c]->c.v, &ma.m, cs[c]->c.out,
+                                      cs[c]->c.lse);
+            if (st == JATTN_OK) st = bcase_run_masked(cs[c], &e, &ma.m);
+        }
+        int ok = st == JATTN_OK;
+        if (refused_mask_feature(st, a.c.label)) {
+            bcase_free(&a), bcase_free(&z), mask_arrays_free(&ma);
+            continue;
+        }
+        if (!ok) printf("FAIL %s: %s: %s\n", a.c.label, jattn_status_name(st), jattn_last_error());
+        const int64_t group = p.heads / kv_heads_of(&p), D = p.head_dim;
+        for (int64_t h = 0; h < group && ok; h++) /* the query heads of key/value head 0, batch 0 */
+            for (int64_t i = 0; i < p.seq_q && ok; i++) {
+                const int64_t ro = h * p.out.head + i * p.out.token, rq = h * a.g.dq.head + i * a.g.dq.token;
+                const float *oa = a.c.out + ro, *oz = z.c.out + ro;
+                if (attends_ij(&ma.m, &p, 0, h, i, j)) {
+                    int finite = 1;
+                    for (int64_t x = 0; x < D; x++) finite &= isfinite(oa[x]) != 0;
+                    if (finite) {
+                        printf("FAIL %s: row h=%lld i=%lld attends the key with NaN and Inf, its out row is finite\n",
+                               a.c.label, (long long)h, (long long)i);
+                        ok = 0;
+                    }
+                    continue;
+                }
+                if (memcmp(oa, oz, (size_t)D * sizeof(float)) != 0 ||
+                    memcmp(&a.c.lse[h * p.seq_q + i], &z.c.lse[h * p.seq_q + i], sizeof(float)) != 0 ||
+                    memcmp(at(&a.dq) + rq, at(&z.dq) + rq, (size_t)D * sizeof(float)) != 0) {
+                    printf(
+                        "FAIL %s: row h=%lld i=%lld does not attend key %lld, but its out, lse or dq changed with the "
+                        "key's NaN and Inf (seed %llu)\n",
+                        a.c.label, (long long)h, (long long)i, (long long)j, (unsigned long long)jt_seed());
+                    ok = 0;
+                }
+            }
+        if (ok && getenv("JATTN_TEST_VERBOSE"))
+            printf("ok   %s: a non-finite key reaches only the rows attending it\n", a.c.label);
+        jt_tally_add(tally, ok);
+        bcase_free(&a), bcase_free(&z), mask_arrays_free(&ma);
+    }
+}
+
 /* ---- determinism: runs and thread counts ---- */
 static void part_determinism(jt_rng *r, jt_tally *tally) {
     static const int64_t dims[][5] = {{1, 3, 150, 200, 128}, {2, 2, 97, 61, 64}, {1, 1, 300, 100, 16}};
@@ -2045,6 +2135,7 @@ int main(int argc, char **argv) {
     if (all || !strcmp(part, "masks")) {
         part_masks(&rng, &tally);
         part_masks_determinism(&rng, &tally);
+        part_masks_nonfinite(&rng, &tally);
     }
     if (all || !strcmp(part, "determinism")) part_determinism(&rng, &tally);
     if ((all && jt_backend_takes_tf32(backend, 1)) || !strcmp(part, "tf32")) part_tf32(&rng, &tally);

@@ -267,7 +267,8 @@ static size_t cpu_workspace(const jattn_problem *p, const jattn_exec *e, const j
     const cpu_kernels *kern = plan->kernel;
     int group;
     const int threads = forward_threads(p, plan, plan->threads, &group);
-    return ((size_t)threads * (size_t)cpu_task_workspace_floats(kern, p->head_dim, group) +
+    return ((size_t)threads *
+                (size_t)cpu_task_workspace_floats(kern, p->head_dim, group, (plan->features & GRID_FEATURES) != 0) +
             (size_t)norm_floats(p, plan) + (size_t)qpart_floats(p, plan)) *
            sizeof(float);
 }
@@ -384,7 +385,8 @@ static jattn_status cpu_forward(const jattn_call *c, const jattn_plan *plan) {
     const cpu_kernels *kern = plan->kernel;
     int group;
     const int threads = forward_threads(p, plan, c->threads, &group);
-    const int64_t per_thread = cpu_task_workspace_floats(kern, p->head_dim, group);
+    const int64_t per_thread =
+        cpu_task_workspace_floats(kern, p->head_dim, group, (plan->features & GRID_FEATURES) != 0);
     float *ws = c->workspace;
     float *norms = ws + (int64_t)threads * per_thread; /* 64-byte aligned */
     float *seg_ws = norms + norm_floats(p, plan);
@@ -451,7 +453,8 @@ static size_t cpu_backward_workspace(const jattn_problem *p, const jattn_exec *e
     (void)e;
     const cpu_kernels *kern = plan->kernel;
     return ((size_t)bwd_threads_used(plan->threads) *
-                (size_t)cpu_bwd_tile_workspace_floats(kern, p->head_dim, CPU_BWD_GROUP) +
+                (size_t)cpu_bwd_tile_workspace_floats(kern, p->head_dim, CPU_BWD_GROUP,
+                                                      (plan->features & GRID_FEATURES) != 0) +
             (size_t)norm_floats(p, plan) + (size_t)qpart_floats(p, plan)) *
            sizeof(float);
 }
@@ -500,7 +503,8 @@ static int64_t list_block_start(const cpu_flash_args *a, int64_t bk, int64_t b, 
 static jattn_status cpu_backward(const jattn_call *c, const jattn_plan *plan) {
     const jattn_problem *p = c->problem;
     const cpu_kernels *kern = plan->kernel;
-    const int64_t per_thread = cpu_bwd_tile_workspace_floats(kern, p->head_dim, CPU_BWD_GROUP);
+    const int64_t per_thread =
+        cpu_bwd_tile_workspace_floats(kern, p->head_dim, CPU_BWD_GROUP, (plan->features & GRID_FEATURES) != 0);
     float *ws = c->workspace;
     const int threads = bwd_threads_used(c->threads);
     float *norms = ws + (int64_t)threads * per_thread; /* 64-byte aligned */

@@ -229,7 +229,7 @@ typedef struct JK(bwd_state) {
 static void JK(bwd_block)(const cpu_bwd_args *ba, const JK(bwd_state) * s, int n, const float *kb, ptrdiff_t ks,
                           const float *vb, ptrdiff_t vs, float *dkb, ptrdiff_t dks, float *dvb, ptrdiff_t dvs,
                           float *st, float *sl, float *dpt, float *dpl, const float *one, int parts, const float *bh,
-                          const float *bl, const int64_t *rows) {
+                          const float *bl, const int64_t *rows, float *pz) {
     const cpu_flash_args *a = &ba->f;
     const int64_t D = a->D;
     const int exact = D <= JK_EXACT_D;
@@ -264,15 +264,24 @@ static void JK(bwd_block)(const cpu_bwd_args *ba, const JK(bwd_state) * s, int n
         JK(scores)(n - j < JK_SJ ? n - j : JK_SJ, D, vb + j * vs, vs, dot, dpt + j * JK_QB, dpl + j * JK_QB);
     if (parts & CPU_BWD_DKV) JK(bwd_outer)(n, s->nq, D, st, s->g, gs, dvb, dvs);
     JK(bwd_ds)(n, a->scale, st, dpt, dpl, s->dl, s->dll);
+    if (rows) JK(mask_zero)(n, rows, s->nq, s->lane_hi, dpt); /* 0, not 0 times a dP that v made NaN */
     if (parts & CPU_BWD_DKV) JK(bwd_outer)(n, s->nq, D, dpt, s->q, qs, dkb, dks);
     if (!(parts & CPU_BWD_DQ)) return;
+    const float *kq = kb; /* K rows as dQ reads them: with Inf and NaN as 0 where a masked row would read them */
+    ptrdiff_t kqs = ks;
+    const int fix = rows && JK(rows_nonfinite)(n, D, kb, ks);
+    if (fix) {
+        JK(copy_finite)(n, D, kb, ks, pz);
+        kq = pz, kqs = (ptrdiff_t)D;
+    }
     if (exact)
-        JK(pv_exact)((int)D, n, kb, ks, dpt, one, s->dqt, s->dqtl);
+        JK(pv_exact)((int)D, n, kq, kqs, dpt, one, s->dqt, s->dqtl);
     else {
         int64_t d = 0;
-        for (; d + JK_DR <= D; d += JK_DR) JK(pv_rows)(JK_DR, n, kb + d, ks, dpt, one, s->dqt + d * JK_QB);
-        if (d < D) JK(pv)((int)(D - d), n, kb + d, ks, dpt, one, s->dqt + d * JK_QB);
+        for (; d + JK_DR <= D; d += JK_DR) JK(pv_rows)(JK_DR, n, kq + d, kqs, dpt, one, s->dqt + d * JK_QB);
+        if (d < D) JK(pv)((int)(D - d), n, kq + d, kqs, dpt, one, s->dqt + d * JK_QB);
     }
+    if (fix) JK(add_nonfinite)(n, rows, D, kb, ks, dpt, s->nq, s->lane_hi, s->dqt);
 }
 
 /* The walk state of a group: the key block in hand and where the tiles' rows are. */
@@ -281,7 +290,7 @@ typedef struct JK(bwd_walk) {
     JK(bwd_state) * tile;
     const float *kh, *vh;
     float *dkh, *dvh;
-    float *st, *sl, *dpt, *dpl, *one, *pk, *pv, *tk, *tv;
+    float *st, *sl, *dpt, *dpl, *one, *pk, *pv, *tk, *tv, *pz;
     int parts;
 } JK(bwd_walk);
 
@@ -326,9 +335,10 @@ static void JK(bwd_key_block)(const JK(bwd_walk) * w, int t0, int t1, int n, con
             memset(w->tk, 0, (size_t)ng * (size_t)D * sizeof *w->tk);
             memset(w->tv, 0, (size_t)ng * (size_t)D * sizeof *w->tv);
         }
+        const int64_t *masked = grid && rows[ng - 1] >= s->min_hi ? rows : NULL;
         JK(bwd_block)
         (ba, s, ng, kb, ks, vb, vs, dkb, dks, dvb, dvs, w->st, w->sl, w->dpt, w->dpl, w->one, w->parts,
-         bias ? bh : NULL, bias ? bl : NULL, grid && rows[ng - 1] >= s->min_hi ? rows : NULL);
+         bias ? bh : NULL, bias ? bl : NULL, masked, w->pz);
         if (gapped && dkv) {
             JK(bwd_scatter_add)(ng, rows, D, w->tk, w->dkh, (ptrdiff_t)ba->dks.token);
             JK(bwd_scatter_add)(ng, rows, D, w->tv, w->dvh, (ptrdiff_t)ba->dvs.token);
@@ -363,10 +373,13 @@ static void JK(bwd_tile)(const cpu_bwd_args *ba, int64_t b, int64_t h, const cpu
         while (n > 0 && rows[0] < j0) n = cpu_key_blocks_next(&keys, JK_BK, rows); /* the range's first */
         if (n == 0 || rows[0] >= j1) return;
     }
-    const cpu_bwd_layout w = cpu_bwd_workspace_layout(JK_QB, JK_BK, D, ntile);
-    JK(bwd_walk)
-    wk = {ba,         tile,       NULL,       NULL,      NULL,      NULL,      ws + w.st, ws + w.sl,
-          ws + w.dpt, ws + w.dpl, ws + w.one, ws + w.pk, ws + w.pv, ws + w.tk, ws + w.tv, parts};
+    const cpu_bwd_layout w = cpu_bwd_workspace_layout(JK_QB, JK_BK, D, ntile, a->grid);
+    JK(bwd_walk) wk;
+    memset(&wk, 0, sizeof wk);
+    wk.ba = ba, wk.tile = tile, wk.parts = parts;
+    wk.st = ws + w.st, wk.sl = ws + w.sl, wk.dpt = ws + w.dpt, wk.dpl = ws + w.dpl, wk.one = ws + w.one;
+    wk.pk = ws + w.pk, wk.pv = ws + w.pv, wk.tk = ws + w.tk, wk.tv = ws + w.tv;
+    wk.pz = a->grid ? ws + w.pz : NULL; /* grid mode: a masked block's K rows with Inf and NaN as 0 */
     float *one = wk.one, *dpt = wk.dpt, *dpl = wk.dpl;
     for (int i = 0; i < JK_QB; i++) one[i] = 1.0f;
 

@@ -45,10 +45,11 @@ typedef struct JK(fwd_block) {
 
 /* One query block against one key block: n rows kb, vb at row strides ks, vs; bh, bl the key
  * bias of those rows in dot-product units (bias_pair; NULL: no bias); rows their key indices when
- * some lie past a row's window (NULL: every row attends every key of the block). */
+ * some lie past a row's window (NULL: every row attends every key of the block), and pz the [BK][D]
+ * scratch of such a block whose V rows hold an Inf or NaN (rows_nonfinite). */
 static void JK(task_block)(const cpu_flash_args *a, const JK(fwd_block) * s, int n, const float *kb, ptrdiff_t ks,
                            const float *vb, ptrdiff_t vs, float *st, float *sl, const float *bh, const float *bl,
-                           const int64_t *rows) {
+                           const int64_t *rows, float *pz) {
     const int64_t D = a->D;
     const int exact = D <= JK_EXACT_D;
     const float *qt = s->qt;
@@ -72,13 +73,21 @@ static void JK(task_block)(const cpu_flash_args *a, const JK(fwd_block) * s, int
         JK(softmax_block_plain)(n, a->scale_log2e, st, s->m, s->ml, s->l, s->alpha);
     else
         JK(softmax_block)(n, a->scale_log2e, st, sl, s->m, s->ml, s->l, exact ? s->ll : NULL, s->alpha);
-    if (exact) {
-        JK(pv_exact)((int)D, n, vb, vs, st, s->alpha, s->ot, s->otl);
-        return;
+    const float *vp = vb; /* V rows as P V reads them: with Inf and NaN as 0 where a masked row would read them */
+    ptrdiff_t vps = vs;
+    const int fix = rows && JK(rows_nonfinite)(n, D, vb, vs);
+    if (fix) {
+        JK(copy_finite)(n, D, vb, vs, pz);
+        vp = pz, vps = (ptrdiff_t)D;
     }
-    int64_t d = 0;
-    for (; d + JK_DR <= D; d += JK_DR) JK(pv_rows)(JK_DR, n, vb + d, vs, st, s->alpha, s->ot + d * JK_QB);
-    if (d < D) JK(pv)((int)(D - d), n, vb + d, vs, st, s->alpha, s->ot + d * JK_QB);
+    if (exact)
+        JK(pv_exact)((int)D, n, vp, vps, st, s->alpha, s->ot, s->otl);
+    else {
+        int64_t d = 0;
+        for (; d + JK_DR <= D; d += JK_DR) JK(pv_rows)(JK_DR, n, vp + d, vps, st, s->alpha, s->ot + d * JK_QB);
+        if (d < D) JK(pv)((int)(D - d), n, vp + d, vps, st, s->alpha, s->ot + d * JK_QB);
+    }
+    if (fix) JK(add_nonfinite)(n, rows, D, vb, vs, st, s->nq, s->lane_hi, s->ot);
 }
 
 /* The largest |k|^2 over the keys a grid-mode block walks (the attended keys of [ilo, ihi)). */
@@ -124,8 +133,9 @@ static void JK(task)(const cpu_flash_args *a, int64_t b, int64_t h, const cpu_qb
                 s->seen[i] = 0;
             }
         }
-    const cpu_fwd_layout w = cpu_fwd_workspace_layout(JK_QB, JK_BK, D, nblk);
+    const cpu_fwd_layout w = cpu_fwd_workspace_layout(JK_QB, JK_BK, D, nblk, a->grid);
     float *st = ws + w.st, *sl = ws + w.sl, *pk = ws + w.pk, *pv = ws + w.pv;
+    float *pz = a->grid ? ws + w.pz : NULL;
     for (int g = 0; g < nblk; g++) {
         JK(fwd_block) *s = &blk[g];
         float *state = ws + w.block + g * w.block_floats;
@@ -181,7 +191,7 @@ static void JK(task)(const cpu_flash_args *a, int64_t b, int64_t h, const cpu_qb
                     JK(prefetch_rows_l2)(r0, r1, D, kn, (ptrdiff_t)a->ks.token);
                     JK(prefetch_rows_l2)(r0, r1, D, vn, (ptrdiff_t)a->vs.token);
                 }
-                JK(task_block)(a, &blk[g], n, kb, ks, vb, vs, st, sl, NULL, NULL, NULL);
+                JK(task_block)(a, &blk[g], n, kb, ks, vb, vs, st, sl, NULL, NULL, NULL, NULL);
             }
         }
     else {
@@ -218,9 +228,8 @@ static void JK(task)(const cpu_flash_args *a, int64_t b, int64_t h, const cpu_qb
                     while (ng > 0 && rows[ng - 1] >= s->ihi) ng--;
                     if (ng == 0) continue;
                     for (int i = 0; i < s->nq; i++) s->seen[i] |= rows[0] < s->lane_hi[i];
-                    JK(task_block)
-                    (a, s, ng, kb, ks, vb, vs, st, sl, bias ? bh : NULL, bias ? bl : NULL,
-                     rows[ng - 1] >= s->min_hi ? rows : NULL);
+                    const int64_t *masked = rows[ng - 1] >= s->min_hi ? rows : NULL;
+                    JK(task_block)(a, s, ng, kb, ks, vb, vs, st, sl, bias ? bh : NULL, bias ? bl : NULL, masked, pz);
                 }
             }
         }

@@ -179,7 +179,7 @@ typedef struct cpu_kernels {
 
     /* task: the whole flash loop for the nblk (1..CPU_GROUP_MAX) query blocks blocks[0 .. nblk)
      * of (b, h) (ascending, each of at most QB queries), the blocks walking the key blocks together
-     * (each K/V block reused from cache by the group); ws: cpu_task_workspace_floats(kern, D, nblk)
+     * (each K/V block reused from cache by the group); ws: cpu_task_workspace_floats(kern, D, nblk, a->grid)
      * floats, 64-byte aligned. Writes those out rows and their lse (rows attending no key: +0 and
      * -inf), bit for bit what nblk tasks of one block write. */
     void (*task)(const cpu_flash_args *a, int64_t b, int64_t h, const cpu_qblock *blocks, int nblk, float *ws);
@@ -203,7 +203,7 @@ typedef struct cpu_kernels {
      * CPU_BWD_DKV: adds each tile's share, in tile order, into the dk, dv rows (of key/value head
      * h / (H / Hkv)) of those keys (zeroed by the caller before the first share); parts & CPU_BWD_DQ
      * (then all key blocks): writes the tiles' dq rows. Bit for bit what ntile calls of one tile
-     * would give; ws: cpu_bwd_tile_workspace_floats(kern, D, ntile). */
+     * would give; ws: cpu_bwd_tile_workspace_floats(kern, D, ntile, a->f.grid). */
     void (*bwd_tile)(const cpu_bwd_args *a, int64_t b, int64_t h, const cpu_qblock *tiles, int ntile, int64_t j0,
                      int64_t j1, int parts, float *ws);
 } cpu_kernels;
@@ -228,16 +228,20 @@ typedef struct cpu_kernels {
 typedef struct cpu_fwd_layout {
     int64_t st, sl, pk, pv, block, block_floats;
     int64_t qt, ot, m, ml, l, ll, alpha, otl;
+    int64_t pz; /* grid mode: [BK][D], a key block's V rows with Inf and NaN as 0 (the rows a masked lane
+                   of a block must not read: task_block) */
     int64_t floats;
 } cpu_fwd_layout;
 
-static inline cpu_fwd_layout cpu_fwd_workspace_layout(int64_t qb, int64_t bk, int64_t D, int nblk) {
+static inline cpu_fwd_layout cpu_fwd_workspace_layout(int64_t qb, int64_t bk, int64_t D, int nblk, int grid) {
     cpu_fwd_layout w;
     w.st = 0, w.sl = bk * qb, w.pk = 2 * bk * qb, w.pv = w.pk + bk * D, w.block = w.pv + bk * D;
     w.qt = 0, w.ot = D * qb, w.m = 2 * D * qb, w.ml = w.m + qb, w.l = w.ml + qb, w.ll = w.l + qb, w.alpha = w.ll + qb;
     w.otl = w.alpha + qb;
     w.block_floats = CPU_WS_ROUND(w.otl + (D <= CPU_EXACT_HEAD_DIM ? D * qb : 0));
     w.floats = CPU_WS_ROUND(w.block + nblk * w.block_floats);
+    w.pz = w.floats;
+    if (grid) w.floats += CPU_WS_ROUND(bk * D);
     return w;
 }
 
@@ -248,10 +252,11 @@ static inline cpu_fwd_layout cpu_fwd_workspace_layout(int64_t qb, int64_t bk, in
 typedef struct cpu_bwd_layout {
     int64_t st, sl, dpt, dpl, one, pk, pv, tk, tv, tile, tile_floats;
     int64_t qt, dot, dqt, dqtl, lse, dl, dll;
+    int64_t pz; /* grid mode: [BK][D], a key block's K rows with Inf and NaN as 0 (bwd_block's dQ) */
     int64_t floats;
 } cpu_bwd_layout;
 
-static inline cpu_bwd_layout cpu_bwd_workspace_layout(int64_t qb, int64_t bk, int64_t D, int ntile) {
+static inline cpu_bwd_layout cpu_bwd_workspace_layout(int64_t qb, int64_t bk, int64_t D, int ntile, int grid) {
     cpu_bwd_layout w;
     w.st = 0, w.sl = bk * qb, w.dpt = 2 * bk * qb, w.dpl = 3 * bk * qb, w.one = 4 * bk * qb;
     w.pk = w.one + qb, w.pv = w.pk + bk * D, w.tk = w.pv + bk * D, w.tv = w.tk + bk * D, w.tile = w.tv + bk * D;
@@ -259,17 +264,19 @@ static inline cpu_bwd_layout cpu_bwd_workspace_layout(int64_t qb, int64_t bk, in
     w.lse = w.dqtl + (D <= CPU_EXACT_HEAD_DIM ? D * qb : 0), w.dl = w.lse + qb, w.dll = w.dl + qb;
     w.tile_floats = CPU_WS_ROUND(w.dll + qb);
     w.floats = CPU_WS_ROUND(w.tile + ntile * w.tile_floats);
+    w.pz = w.floats;
+    if (grid) w.floats += CPU_WS_ROUND(bk * D);
     return w;
 }
 
 /* Floats of workspace one task of nblk query blocks (cpu_fwd_workspace_layout) and one bwd_tile
  * call of ntile tiles (cpu_bwd_workspace_layout) need for head_dim D, per thread; the call needs
  * cpu_norm_workspace_floats beside them for the key norms. */
-static inline int64_t cpu_task_workspace_floats(const cpu_kernels *kern, int64_t D, int nblk) {
-    return cpu_fwd_workspace_layout(kern->qb, kern->bk, D, nblk).floats;
+static inline int64_t cpu_task_workspace_floats(const cpu_kernels *kern, int64_t D, int nblk, int grid) {
+    return cpu_fwd_workspace_layout(kern->qb, kern->bk, D, nblk, grid).floats;
 }
-static inline int64_t cpu_bwd_tile_workspace_floats(const cpu_kernels *kern, int64_t D, int ntile) {
-    return cpu_bwd_workspace_layout(kern->qb, kern->bk, D, ntile).floats;
+static inline int64_t cpu_bwd_tile_workspace_floats(const cpu_kernels *kern, int64_t D, int ntile, int grid) {
+    return cpu_bwd_workspace_layout(kern->qb, kern->bk, D, ntile, grid).floats;
 }
 int64_t cpu_norm_workspace_floats(int64_t batch, int64_t heads); /* 2 floats per double */
 

@@ -497,6 +497,60 @@ static void JK(bias_pair)(int n, const int64_t *rows, const float *bias, float s
     }
 }
 
+/* ---- a masked lane must not read a key it does not attend ---------------------------------------
+ * In a key block that holds keys past some rows' windows, those rows' weights (forward) and dS
+ * (backward) are exactly 0, but 0 times an Inf or NaN in a k or v row they do not attend would still
+ * reach them through P V (forward) and dQ += K^T dS (backward). So when such a block's rows hold a
+ * non-finite value (rows_nonfinite: one vector test per 16 elements; a rare block), the product
+ * runs on a copy with those elements 0 (copy_finite) and the rows that attend the key get the
+ * element's product added back (add_nonfinite): the element is then non-finite in exactly the rows
+ * that attend its key, and every other element keeps its bits (jattn.h's rule for non-finite
+ * inputs, applied to the rows a key reaches). */
+static int JK(rows_nonfinite)(int n, int64_t D, const float *x, ptrdiff_t xs) {
+    const int64_t Dv = D / JK_VL * JK_VL;
+    for (int r = 0; r < n; r++) {
+        const float *xr = x + (ptrdiff_t)r * xs;
+        jv acc = jv_zero();
+        for (int64_t d = 0; d < Dv; d += JK_VL) {
+            const jv v = jv_loadu(xr + d);
+            acc = jv_add(acc, jv_sub(v, v)); /* x - x: 0, or NaN for Inf and NaN */
+        }
+        if (jv_any_nan(acc)) return 1;
+        for (int64_t d = Dv; d < D; d++)
+            if (!isfinite(xr[d])) return 1;
+    }
+    return 0;
+}
+
+static void JK(copy_finite)(int n, int64_t D, const float *x, ptrdiff_t xs, float *out) {
+    for (int r = 0; r < n; r++)
+        for (int64_t d = 0; d < D; d++) {
+            const float e = x[(ptrdiff_t)r * xs + d];
+            out[(ptrdiff_t)r * D + d] = isfinite(e) ? e : 0.0f;
+        }
+}
+
+/* ot[d][i] += x[r][d] * pt[r][i] for each non-finite x[r][d] (r < n) and lane i < nq whose window holds
+ * key rows[r] (rows[r] < lane_hi[i]). */
+static void JK(add_nonfinite)(int n, const int64_t *rows, int64_t D, const float *x, ptrdiff_t xs, const float *pt,
+                              int nq, const int64_t *lane_hi, float *ot) {
+    for (int r = 0; r < n; r++)
+        for (int64_t d = 0; d < D; d++) {
+            const float e = x[(ptrdiff_t)r * xs + d];
+            if (isfinite(e)) continue;
+            for (int i = 0; i < nq; i++)
+                if (rows[r] < lane_hi[i]) ot[d * JK_QB + i] += e * pt[(ptrdiff_t)r * JK_QB + i];
+        }
+}
+
+/* mask_zero: x[r][i] = 0 where key rows[r] lies past lane i's window (the backward's dS, whose masked
+ * elements are 0 times a dP that an Inf or NaN in v may have made NaN). */
+static void JK(mask_zero)(int n, const int64_t *rows, int nq, const int64_t *lane_hi, float *x) {
+    for (int r = 0; r < n; r++)
+        for (int i = 0; i < nq; i++)
+            if (rows[r] >= lane_hi[i]) x[(ptrdiff_t)r * JK_QB + i] = 0.0f;
+}
+
 /* mask: st[r][i] = -inf, sl[r][i] = 0 where key rows[r] lies past lane i's window (rows[r] >=
  * lane_hi[i]), for r < n, i < nq (the block's keys are all >= every window's start). */
 static void JK(mask_block)(int n, const int64_t *rows, int nq, const int64_t *lane_hi, float *st, float *sl) {
