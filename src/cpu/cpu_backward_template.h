@@ -117,6 +117,31 @@ static void JK(bwd_dots_exact)(int jr, int64_t D, const float *x, ptrdiff_t xs, 
         }
 }
 
+/* ---- bwd_dp_dominant: the elements of dP whose weight is over 1/2, exact (grid mode) -------------
+ * In a row whose weight sits mostly on one key (P > 1/2: at most one key a row), dq and dk are the
+ * small differences dP - Dl ~ (1 - P) |dP| of that key, so the compensated kernel's rounding of its dP
+ * is a relative error ~u / (1 - P) of them; and where a key bias makes most rows of a call near
+ * one-hot on the same key (a text encoder's bias: every row of the batch), nothing averages it away
+ * (MQA with a per-batch bias, uniform inputs: dq 4.8x the float32 floor). Those few elements (rows j
+ * of the block with a lane over 1/2) take bwd_dots_exact, as Dl does in grid mode, so that with a
+ * single key dP - Dl is still exactly 0. Reads v rows j < n, dot [D][QB], pt [n][QB]; rewrites dpt, dpl
+ * there. */
+static void JK(bwd_dp_dominant)(int n, int64_t D, const float *v, ptrdiff_t vs, const float *dot, const float *pt,
+                                float *dpt, float *dpl) {
+    const jv half = jv_set1(0.5f), nan = jv_set1(NAN), zero = jv_zero();
+    for (int j = 0; j < n; j++) {
+        jv flag = zero;
+        JK_UNROLL for (int u = 0; u < JK_NQV; u++) flag =
+            jv_add(flag, jv_select_gt(jv_load(pt + (ptrdiff_t)j * JK_QB + u * JK_VL), half, nan, zero));
+        if (!jv_any_nan(flag)) continue;
+        JK_ALIGNED float t[JK_QB], l[JK_QB];
+        JK(bwd_dots_exact)(1, D, v + (ptrdiff_t)j * vs, 0, dot, t, l);
+        for (int i = 0; i < JK_QB; i++)
+            if (pt[(ptrdiff_t)j * JK_QB + i] > 0.5f)
+                dpt[(ptrdiff_t)j * JK_QB + i] = t[i], dpl[(ptrdiff_t)j * JK_QB + i] = l[i];
+    }
+}
+
 /* ---- bwd_ds: dpt[j][q] = c * pt[j][q] * ((dpt - dl) + (dpl - dll))[j][q] for j < n ----------
  * dP and Dl both arrive as pairs (the compensated dot product; the float64 Dl split in two),
  * so their difference keeps its digits where the two nearly cancel: in a sharp row the key
@@ -262,6 +287,7 @@ static void JK(bwd_block)(const cpu_bwd_args *ba, const JK(bwd_state) * s, int n
         JK(scores_rows)(JK_SJ, D, vb + j * vs, vs, dot, dpt + j * JK_QB, dpl + j * JK_QB);
     for (; j < n; j += JK_SJ)
         JK(scores)(n - j < JK_SJ ? n - j : JK_SJ, D, vb + j * vs, vs, dot, dpt + j * JK_QB, dpl + j * JK_QB);
+    if (a->grid && !s->exact_dp) JK(bwd_dp_dominant)(n, D, vb, vs, dot, st, dpt, dpl);
     if (parts & CPU_BWD_DKV) JK(bwd_outer)(n, s->nq, D, st, s->g, gs, dvb, dvs);
     JK(bwd_ds)(n, a->scale, st, dpt, dpl, s->dl, s->dll);
     if (rows) JK(mask_zero)(n, rows, s->nq, s->lane_hi, dpt); /* 0, not 0 times a dP that v made NaN */
@@ -420,7 +446,7 @@ static void JK(bwd_tile)(const cpu_bwd_args *ba, int64_t b, int64_t h, const cpu
         const int64_t row0 = (b * a->H + h) * a->Sq + tq0;
         for (int i = 0; i < JK_QB; i++) {
             if (i < nq) {
-                if (s->exact_dp)
+                if (s->exact_dp || a->grid) /* grid mode: exact, as the dominant dP (bwd_dp_dominant) */
                     JK(bwd_dots_exact)(1, D, o + i * a->os.token, 0, s->dot, dpt, dpl);
                 else
                     JK(scores)(1, D, o + i * a->os.token, 0, s->dot, dpt, dpl);
