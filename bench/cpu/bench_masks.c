@@ -94,8 +94,8 @@ static int variant_setup(variant *x, int bwd, int threads, jattn_rng *r) {
 
 static jattn_status variant_run(variant *x, jattn_ctx *ctx, int bwd) {
     if (bwd)
-        return jattn_plan_backward(x->plan, ctx, NULL, NULL, 0, x->q, x->k, x->v, x->out, x->lse, x->dout, NULL,
-                                   &x->m, x->dq, x->dk, x->dv);
+        return jattn_plan_backward(x->plan, ctx, NULL, NULL, 0, x->q, x->k, x->v, x->out, x->lse, x->dout, NULL, &x->m,
+                                   x->dq, x->dk, x->dv);
     return jattn_plan_forward(x->plan, ctx, NULL, NULL, 0, x->q, x->k, x->v, &x->m, x->out, x->lse);
 }
 

@@ -1,6 +1,6 @@
 """PyTorch CPU SDPA on the cases of bench_masks.c (the peer of the cpu backend's masks).
 
-usage: python3 torch_cpu_masks.py THREADS REPS H S D [fwd|bwd|both]
+usage: python3 torch_cpu_masks.py THREADS REPS H S D [fwd|bwd|both [CASE...]]
 prints one JSON line per variant in bench_masks' format (method torch_sdpa_cpu; ms the median
 wall time of REPS after a warm-up, cpu_ms the median process CPU time, ratio and cpu_ratio
 against the case's first variant), or {"method", "skipped"} without torch:
@@ -25,6 +25,7 @@ def main():
         return 2
     threads, reps, H, S, D = (int(x) for x in sys.argv[1:6])
     passes = sys.argv[6] if len(sys.argv) > 6 else "fwd"
+    only = set(sys.argv[7:])
     try:
         import torch
         import torch.nn.functional as F
@@ -69,6 +70,8 @@ def main():
         if (bwd and passes == "fwd") or (not bwd and passes == "bwd"):
             continue
         for name, variants in cases.items():
+            if only and name not in only:
+                continue
             inputs = []
             for _, (B, Hq, Hkv, Sx), _, _ in variants:
                 q, k, v = randn(B, Hq, Sx, D), randn(B, Hkv, Sx, D), randn(B, Hkv, Sx, D)
