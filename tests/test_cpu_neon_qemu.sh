@@ -24,7 +24,7 @@ LIB="src/jattn.c src/mask.c src/plan.c src/validate.c src/threads.c src/referenc
      src/cpu/cpu_backend.c src/cpu/cpu_isa.c src/cpu/cpu_key_blocks.c src/cpu/cpu_kernels_generic.c
      src/cpu/cpu_kernels_neon.c tests/harness.c kit/metrics.c kit/rng.c kit/tensor.c kit/reference.c"
 FLAGS="-std=c11 -O2 -Wall -Wextra -fopenmp -DJATTN_STATIC_DEFINE -DJATTN_BUILDING -DJATTN_CPU_HAVE_NEON
-       -D_POSIX_C_SOURCE=200809L -I$SRC/include -I$SRC/src -I$SRC/tests -I$SRC/kit"
+       -D_POSIX_C_SOURCE=200809L -I$SRC/include -I$SRC/src -I$SRC/src/internal -I$SRC/tests -I$SRC/kit"
 objs=""
 for f in $LIB; do
   o="$WORK/$(echo "$f" | tr / _).o"
