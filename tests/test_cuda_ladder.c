@@ -3,10 +3,10 @@
  * AUTO starts, each version's refusals and fallbacks; src/cuda/sm90_contract.c), on a grid of calls:
  * compute capability 8.0 to 12.0, head_dim 1 to 512, both precisions, sequences up to 2^31 - 1, batch
  * and heads past 65535, strides multiples of 4 or not, pointer alignment (a plan's: 16 bytes or 4),
- * and the plan's mask parts (none, key padding, causal, grouped heads). For every call the table's
- * first matching row must name the kernel the code runs; every row must be the first match of some
- * call and every call must match a row. Run by tests/test_docs.sh (which also checks that a changed
- * table fails here).
+ * and the plan's mask parts (none, key padding, causal, block-causal, segments, a key bias, grouped
+ * heads, all of them). For every call the table's first matching row must name the kernel the code
+ * runs; every row must be the first match of some call and every call must match a row. Run by
+ * tests/test_docs.sh (which also checks that a changed table fails here).
  *
  * Plain C: built on every machine, with or without the cuda backend. It compiles cuda_versions.c and
  * sm90_contract.c itself (tests/tool.cmake); the launchers and workspace sizes those name are the
@@ -51,13 +51,25 @@ size_t jattn_cuda_bwd_v3_workspace_bytes(int64_t batch, int64_t heads, int64_t s
                                          int64_t head_dim) {
     return (size_t)(batch + heads + seq_q + seq_kv + head_dim);
 }
+size_t jattn_cuda_bwd_v3_workspace_bytes_gqa(int64_t batch, int64_t heads, int64_t kv_heads, int64_t seq_q,
+                                             int64_t seq_kv, int64_t head_dim) {
+    return (size_t)(batch + heads + kv_heads + seq_q + seq_kv + head_dim);
+}
 
 /* ---- one call of the grid ---- */
 
 enum { FORWARD, BACKWARD };
-/* The plan's mask parts (JATTN_FEATURE_* bits): none, key padding, causal, grouped heads. */
-enum { F_NONE, F_PADDING, F_CAUSAL, F_GQA, F_COUNT };
-static const unsigned kFeatures[F_COUNT] = {0, JATTN_FEATURE_KEY_PADDING, JATTN_FEATURE_CAUSAL, JATTN_FEATURE_GQA};
+/* The plan's mask parts (JATTN_FEATURE_* bits): none, key padding, causal, block-causal, segments, a key bias,
+ * grouped heads, and all of them at once. */
+enum { F_NONE, F_PADDING, F_CAUSAL, F_BLOCKS, F_SEGMENTS, F_BIAS, F_GQA, F_ALL, F_COUNT };
+static const unsigned kFeatures[F_COUNT] = {0,
+                                            JATTN_FEATURE_KEY_PADDING,
+                                            JATTN_FEATURE_CAUSAL,
+                                            JATTN_FEATURE_BLOCKS,
+                                            JATTN_FEATURE_SEGMENTS,
+                                            JATTN_FEATURE_KEY_BIAS,
+                                            JATTN_FEATURE_GQA,
+                                            (1u << JATTN_FEATURE_COUNT) - 1};
 /* Layouts: every stride of every tensor a multiple of 4 elements, or one tensor's token stride not. */
 enum { L_ALIGNED, L_Q_ODD, L_OUT_ODD, L_DOUT_ODD, L_DQ_ODD, L_COUNT };
 /* The plan's pointer alignment: 16 bytes (the default) or 4. */
@@ -100,7 +112,8 @@ static void call_describe(const call *c, char *buf, size_t n) {
                                            "out's token stride odd", "dout's token stride odd",
                                            "dq's token stride odd"};
     static const char *pointers[P_COUNT] = {"pointers 16-byte aligned", "pointers 4-byte aligned"};
-    static const char *features[F_COUNT] = {"no mask", "key padding", "causal", "grouped heads"};
+    static const char *features[F_COUNT] = {"no mask",  "key padding", "causal",        "block-causal",
+                                            "segments", "a key bias",  "grouped heads", "every mask part"};
     snprintf(buf, n,
              "%s, cc %d.%d, B %" PRId64 " H %" PRId64 " Sq %" PRId64 " Skv %" PRId64 " D %" PRId64 ", %s, %s, %s, %s",
              c->pass == FORWARD ? "forward" : "backward", c->cc / 10, c->cc % 10, c->p.batch, c->p.heads, c->p.seq_q,

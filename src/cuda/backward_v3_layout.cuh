@@ -21,6 +21,14 @@
  *   top         [B*H][Tq * 64] float4: written by the dQ kernel for every row below seq_q, read by the dK/dV
  *               kernel: (P, dP - Dl, key, 0) of the row's P >= 1/2 element (its dominant key, the attended
  *               index as an int's bits) with P and dP recomputed in float64; key -1 where the row has none
+ * and for a masked call (a window part, a key bias or grouped-query heads; backward_v3_mask.cuh), written by
+ * the pre-pass, unused otherwise:
+ *   win         [B][Tq * 64] int2: the window (lo, hi) of keys of each query row (rows past the last segment
+ *               and past seq_q: (Skv, Skv))
+ *   wsum        [B][Tq * 4] int4: the summary of each 16 rows' windows
+ *   bias        [B*H][Tk * 64] float: the key bias of each attended key (record row order), 0 past them
+ * With grouped-query heads the k and v records (img[kV3K], img[kV3V], their unscales) are per key/value head:
+ * [B*Hkv] in place of [B*H].
  * The kernels copy 16-byte chunks of the images into shared rows of Dp + 8 halves (ldmatrix reads of 8
  * consecutive rows then fall on 8 different bank groups: (Dp + 8) / 8 is odd for every Dp below, and
  * (Dp / 2 + 8) / 8 for the half-width row images above Dp = 128). */
@@ -52,26 +60,28 @@ __host__ __device__ constexpr int bwd_v3_parts(int64_t dp) { return dp <= 16 ? 3
 
 struct BwdV3Layout {
     int64_t tq, tk, dp;
-    int64_t img[4], unscale[4], lse, dl, top, bytes;
+    int64_t img[4], unscale[4], lse, dl, top, win, wsum, bias, bytes;
 };
 
 inline int64_t bwd_v3_align(int64_t n) { return (n + 255) / 256 * 256; }
 
-inline BwdV3Layout bwd_v3_layout(int64_t bh, int64_t seq_q, int64_t seq_kv, int64_t head_dim) {
+/* bh = B*H, bhkv = B*Hkv (bh without grouped-query heads). */
+inline BwdV3Layout bwd_v3_layout(int64_t bh, int64_t bhkv, int64_t batch, int64_t seq_q, int64_t seq_kv,
+                                 int64_t head_dim) {
     BwdV3Layout l;
     l.dp = bwd_v3_padded_dim(head_dim);
     l.tq = (seq_q + kV3Rec - 1) / kV3Rec;
     l.tk = (seq_kv + kV3Rec - 1) / kV3Rec;
     int64_t at = 0;
     for (int t = 0; t < 4; ++t) {
-        const int64_t tiles = t < 2 ? l.tq : l.tk;
+        const int64_t tiles = t < 2 ? bh * l.tq : bhkv * l.tk;
         l.img[t] = at;
-        at += bwd_v3_align(bh * tiles * bwd_v3_parts(l.dp) * kV3Rec * l.dp * 2);
+        at += bwd_v3_align(tiles * bwd_v3_parts(l.dp) * kV3Rec * l.dp * 2);
     }
     for (int t = 0; t < 4; ++t) {
-        const int64_t tiles = t < 2 ? l.tq : l.tk;
+        const int64_t tiles = t < 2 ? bh * l.tq : bhkv * l.tk;
         l.unscale[t] = at;
-        at += bwd_v3_align(bh * tiles * 4);
+        at += bwd_v3_align(tiles * 4);
     }
     l.lse = at;
     at += bwd_v3_align(bh * l.tq * kV3Rec * 4);
@@ -79,6 +89,12 @@ inline BwdV3Layout bwd_v3_layout(int64_t bh, int64_t seq_q, int64_t seq_kv, int6
     at += bwd_v3_align(bh * l.tq * kV3Rec * 8);
     l.top = at;
     at += bwd_v3_align(bh * l.tq * kV3Rec * 16);
+    l.win = at;
+    at += bwd_v3_align(batch * l.tq * kV3Rec * 8);
+    l.wsum = at;
+    at += bwd_v3_align(batch * l.tq * (kV3Rec / 16) * 16);
+    l.bias = at;
+    at += bwd_v3_align(bh * l.tk * kV3Rec * 4);
     l.bytes = at;
     return l;
 }

@@ -85,15 +85,19 @@
 #include <stdint.h>
 
 #include <atomic>
+#include <type_traits>
+
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include "backward_v3_layout.cuh"
+#include "backward_v3_mask.cuh"
 #include "cuda_internal.h"
 #include "griddep_ptx.cuh"
 #include "mma_f16_ptx.cuh"
 #include "f16x2_split.cuh"
 #include "key_padding.cuh"
+#include "key_window.cuh"
 
 namespace {
 
@@ -116,12 +120,15 @@ constexpr int kHalfColumnTile = 16;
 /* The column tile per padded head dim (registers: the dK and dV accumulators hold DW floats per thread
  * together, S and dP 3 BR / 2 each; shared memory above 128: the half-width row images of 64 rows). */
 __host__ __device__ constexpr int column_tile(int dp) { return dp <= 64 ? 64 : dp <= 160 ? 32 : kHalfColumnTile; }
+/* A masked kernel's: at Dp = 64 tiles of 32 columns (64 left no register for the mask's per-element work: the
+ * dQ and dK/dV kernels spilled 20-40 bytes, ptxas 13.0), and finer tiles along a causal diagonal. */
+__host__ __device__ constexpr int column_tile_masked(int dp) { return dp == 64 ? 32 : column_tile(dp); }
 
 /* DP: padded head dim; BR: columns per tile; ROLE: kRoleKV (rows keys, dK and dV) or kRoleQ (rows queries,
  * dQ). Above Dp = 128 a kernel is "half": warps 2i and 2i + 1 own the same 16 rows, each half of head_dim
  * (DW = Dp / 2) for both the contraction of S and dP (partial sums exchanged through shared memory) and
  * its gradients' columns. */
-template <int DP, int BR, int ROLE>
+template <int DP, int BR, int ROLE, bool MASK = false>
 struct V3Cfg {
     static constexpr bool kHalf = DP > 128;
     static constexpr int H = kHalf ? 2 : 1; /* warps per 16 rows */
@@ -133,7 +140,11 @@ struct V3Cfg {
     static constexpr bool kDQ = ROLE == kRoleQ;
     static constexpr bool kColData = !kDQ; /* lse and Dl of the columns in the stage */
     static constexpr int kColImages = 2 * kParts * BR * RS * 2;
-    static constexpr int kStageBytes = kColImages + (kColData ? BR * 12 : 0);
+    /* a masked kernel's data per column tile: dQ the keys' bias and positions (BR floats, BR ints); dK/dV the
+     * queries' windows (BR int2) and their summaries (BR / 16 int4) */
+    static constexpr int kMaskData = kColImages + (kColData ? BR * 12 : 0);
+    static constexpr int kMaskBytes = !MASK ? 0 : kDQ ? BR * 8 : BR * 8 + BR;
+    static constexpr int kStageBytes = kColImages + (kColData ? BR * 12 : 0) + kMaskBytes;
     static constexpr int kXchgWarpBytes = kHalf ? NB * 2 * 32 * 16 : 0; /* a warp's S or dP partial sums */
     __host__ __device__ static constexpr int row_bytes(int warps) { return 2 * kParts * 16 * warps * RSW * 2; }
     __host__ __device__ static constexpr int smem_bytes(int warps, int stages) {
@@ -159,6 +170,26 @@ struct BwdV3Params {
     int warps, stages, row_blocks;
     uint32_t zero; /* 0, unknown to the compiler (last_product) */
     float scale;
+};
+
+/* A masked call's (a window part, a key bias or grouped-query heads): the kernels' rows and columns of k and v
+ * are those of key/value head h / group, the dK/dV grid runs over key/value heads and walks each key tile
+ * over the query heads of its group; the windows and the bias from the pre-pass (backward_v3_layout.cuh). */
+struct BwdV3MaskParams : BwdV3Params {
+    const int2 *win;   /* [B][Tq * 64] the query rows' windows, or NULL (no window part) */
+    const int4 *wsum;  /* [B][Tq * 4] their summaries per 16 rows */
+    const float *bias; /* [B*H][Tk * 64] the attended keys' bias, or NULL */
+    int kv_heads, group;
+    int reverse; /* dQ: the row blocks last to first (causal: the longest first) */
+};
+
+template <bool MASK>
+struct V3ParamsOf {
+    using type = BwdV3Params;
+};
+template <>
+struct V3ParamsOf<true> {
+    using type = BwdV3MaskParams;
 };
 
 /* ---- PTX (mma_f16_ptx.cuh, griddep_ptx.cuh) ---- */
@@ -412,13 +443,33 @@ __device__ __noinline__ float2 exact_weight(const float *q, const float *k, cons
     return make_float2(expf((float)(s * (double)scale - (double)lse)), (float)((dp - (double)dl_hi) - (double)dl_lo));
 }
 
+/* exact_weight with a key bias: exp(scale q . k + bias - lse) (the sum in float64), dO . v - Dl. */
+__device__ __noinline__ float2 exact_weight_biased(const float *q, const float *k, const float *dout, const float *v,
+                                                   int d, float scale, float bias, float lse, float dl_hi, float dl_lo,
+                                                   int t) {
+    double s = 0.0, dp = 0.0;
+    if (q)
+        for (int c = t; c < d; c += 4) {
+            s = fma((double)__ldg(q + c), (double)__ldg(k + c), s);
+            dp = fma((double)__ldg(dout + c), (double)__ldg(v + c), dp);
+        }
+    s += __shfl_xor_sync(0xffffffffu, s, 1);
+    s += __shfl_xor_sync(0xffffffffu, s, 2);
+    dp += __shfl_xor_sync(0xffffffffu, dp, 1);
+    dp += __shfl_xor_sync(0xffffffffu, dp, 2);
+    return make_float2(expf((float)((s * (double)scale + (double)bias) - (double)lse)),
+                       (float)((dp - (double)dl_hi) - (double)dl_lo));
+}
+
 /* dQ: the P >= 1/2 element of rows row0 and row0 + 8 (at most one each) in a column tile of P (x, NB n8
- * blocks, keys key0 ..) takes its exact P; top_p, top_d, top_key keep (P, dP - Dl, key) for the row. */
-template <int NB>
+ * blocks, keys key0 ..) takes its exact P; top_p, top_d, top_key keep (P, dP - Dl, key) for the row. hk: the
+ * key/value head of k and v; MASK: bias_s the tile's key bias (NULL: none). */
+template <int NB, bool MASK = false>
 __device__ __forceinline__ uint32_t dominant_in_dq(float (&x)[NB][4], float (&top_p)[2], float (&top_d)[2],
-                                                   int (&top_key)[2], const BwdV3Params &p, int b, int h, int row0,
-                                                   const int *kv_rows, int key0, const float (&lse)[2],
-                                                   const float (&dl_hi)[2], const float (&dl_lo)[2], int t) {
+                                                   int (&top_key)[2], const BwdV3Params &p, int b, int h, int hk,
+                                                   int row0, const int *kv_rows, int key0, const float (&lse)[2],
+                                                   const float (&dl_hi)[2], const float (&dl_lo)[2], int t,
+                                                   const float *bias_s = nullptr) {
     static_assert(NB * 4 <= 32, "a bit per element");
     float pm = 0.f;
 #pragma unroll
@@ -441,10 +492,15 @@ __device__ __forceinline__ uint32_t dominant_in_dq(float (&x)[NB][4], float (&to
         const bool have = col >= 0 && row < p.seq_q;
         const int64_t kj = have ? key_row(kv_rows, key0 + col) : 0;
         const float *qr = have ? p.q + b * p.q_b + h * p.q_h + (int64_t)row * p.q_t : nullptr;
-        const float *kr = p.k + b * p.k_b + h * p.k_h + kj * p.k_t;
+        const float *kr = p.k + b * p.k_b + hk * p.k_h + kj * p.k_t;
         const float *dr = p.dout + b * p.do_b + h * p.do_h + (int64_t)row * p.do_t;
-        const float *vr = p.v + b * p.v_b + h * p.v_h + kj * p.v_t;
-        const float2 pe = exact_weight(qr, kr, dr, vr, p.d, p.scale, lse[r], dl_hi[r], dl_lo[r], t);
+        const float *vr = p.v + b * p.v_b + hk * p.v_h + kj * p.v_t;
+        float2 pe;
+        if constexpr (MASK)
+            pe = exact_weight_biased(qr, kr, dr, vr, p.d, p.scale, bias_s && col >= 0 ? bias_s[col] : 0.f, lse[r],
+                                     dl_hi[r], dl_lo[r], t);
+        else
+            pe = exact_weight(qr, kr, dr, vr, p.d, p.scale, lse[r], dl_hi[r], dl_lo[r], t);
         if (col < 0) continue;
         top_p[r] = pe.x, top_d[r] = pe.y, top_key[r] = key0 + col;
 #pragma unroll
@@ -518,17 +574,47 @@ __global__ void __launch_bounds__(256) bwd_v3_zero_kv(const BwdV3Params p) {
     }
 }
 
-template <int DP, int BR, int ROLE>
-__global__ void __launch_bounds__(kMaxWarps * 32) bwd_v3_kernel(const BwdV3Params p) {
-    using C = V3Cfg<DP, BR, ROLE>;
+/* cp.async of 4 bytes (a masked dQ tile's key positions: kv_index rows have no 16-byte alignment). */
+__device__ __forceinline__ void cp_async4(uint32_t dst, const void *src) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(dst), "l"(src));
+}
+
+/* The kernel of a role (kRoleQ: dQ, kRoleKV: dK and dV) at a padded head dim and column tile. MASK: a masked
+ * call (BwdV3MaskParams): k and v of key/value head h / group; the dK/dV grid over key/value heads, each key
+ * tile walking the column tiles of every query head of its group in turn (heads ascending, then tiles) into
+ * the same accumulators; with a window part only the column tiles the CTA's rows reach (dQ: the keys inside
+ * the hull of its rows' windows; dK/dV: the queries whose windows meet its keys), and per warp and tile
+ * (backward_v3_mask.cuh) a tile no window of the warp's rows meets is skipped, one every window holds runs as
+ * unmasked, the rest (and every tile with a key bias) takes P and dS per element: 0 outside the windows and
+ * where the bias is -inf, the bias added to the score by TwoSum (S = big u + bias + cor u, the pair never
+ * rounded before lse is subtracted). */
+template <int DP, int BR, int ROLE, bool MASK>
+__global__ void __launch_bounds__(kMaxWarps * 32) bwd_v3_kernel(const typename V3ParamsOf<MASK>::type p) {
+    using C = V3Cfg<DP, BR, ROLE, MASK>;
     constexpr int NB = C::NB, RS = C::RS, RSW = C::RSW, DW = C::DW, H = C::H, PARTS = C::kParts;
     extern __shared__ __align__(16) unsigned char smem[];
     const int warps = p.warps, rows = 16 * warps / H;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t4 = lane & 3;
-    const int pair = warp / H, half = warp % H; /* the warp's 16 rows (16 pair ..) and head_dim half */
-    const int64_t bh = blockIdx.x / p.row_blocks;
-    const int rb = (int)(blockIdx.x % p.row_blocks), r0 = rb * rows;
-    const int b = (int)(bh / p.heads), h = (int)(bh % p.heads);
+    const int pair = warp / H, half = warp % H;   /* the warp's 16 rows (16 pair ..) and head_dim half */
+    const int64_t bh = blockIdx.x / p.row_blocks; /* the rows' head (MASK dK/dV: a key/value head) */
+    int rb = (int)(blockIdx.x % p.row_blocks);
+    if constexpr (MASK && C::kDQ)
+        if (p.reverse) rb = p.row_blocks - 1 - rb;
+    const int r0 = rb * rows;
+    int row_heads = p.heads;
+    if constexpr (MASK && !C::kDQ) row_heads = p.kv_heads;
+    const int b = (int)(bh / row_heads), h = (int)(bh % row_heads);
+    /* the key/value head of k and v, and the columns' head (dK/dV: the group's first query head) */
+    int hk = h;
+    int64_t bh_col = bh;
+    if constexpr (MASK) {
+        if constexpr (C::kDQ) {
+            hk = h / p.group;
+            bh_col = (int64_t)b * p.kv_heads + hk;
+        } else {
+            bh_col = (int64_t)b * p.heads + (int64_t)h * p.group;
+        }
+    }
     const int n_kv = attended_keys(p.kv_count, b, p.seq_kv);
     const int *kv_rows = attended_rows(p.kv_index, b, p.seq_kv);
     const int n_rows = C::kDQ ? p.seq_q : n_kv, n_cols = C::kDQ ? n_kv : p.seq_q;
@@ -553,26 +639,103 @@ __global__ void __launch_bounds__(kMaxWarps * 32) bwd_v3_kernel(const BwdV3Param
     float4 *x_mine = xchg + warp * (C::kXchgWarpBytes / 16);
     const float4 *x_theirs = xchg + (warp ^ 1) * (C::kXchgWarpBytes / 16);
 
+    /* MASK: the walk, column tiles [t_lo, t_lo + nt) of n_heads heads (dK/dV: the group's query heads), and
+     * what the tiles' per-warp views need: dQ the warp's rows' summary and the lane's rows' windows; dK/dV the
+     * positions of the warp's first and last keys and of the lane's rows' keys */
+    int t_lo = 0, nt = n_tiles, n_heads = 1;
+    int4 sum_w = v3_sum_empty();
+    int2 win_r[2] = {v3_int2(0, 0), v3_int2(0, 0)};
+    int jmin_w = 0, jmax_w = 0;
+    if constexpr (MASK) {
+        const int row_w = r0 + 16 * pair + g; /* the lane's rows: row_w, row_w + 8 */
+        if constexpr (C::kDQ) {
+            if (p.win) {
+                const int4 *sums = p.wsum + (int64_t)b * p.tq * (kV3Rec / kV3SumRows);
+                int c_lo, c_hi;
+                v3_dq_columns(sums, p.tq * (kV3Rec / kV3SumRows), r0, rows, kv_rows, n_kv, &c_lo, &c_hi);
+                t_lo = c_lo / BR;
+                nt = c_lo < c_hi ? (c_hi + BR - 1) / BR - t_lo : 0;
+                const int gw = (r0 + 16 * pair) / kV3SumRows;
+                if (gw < p.tq * (kV3Rec / kV3SumRows)) sum_w = sums[gw];
+#pragma unroll
+                for (int r = 0; r < 2; ++r) {
+                    const int row = row_w + 8 * r;
+                    win_r[r] = row < p.tq * kV3Rec ? p.win[(int64_t)b * p.tq * kV3Rec + row] : v3_int2(0, 0);
+                }
+            }
+        } else {
+            n_heads = p.group;
+            const int first = r0 + 16 * pair;
+            if (first < n_kv) {
+                jmin_w = v3_key_pos(kv_rows, first);
+                jmax_w = v3_key_pos(kv_rows, min(first + 16, n_kv) - 1);
+            } else { /* no key: every tile skipped */
+                jmin_w = INT_MAX, jmax_w = INT_MIN;
+            }
+            if (p.win) {
+                int i_lo, i_hi;
+                v3_kv_rows(p.win + (int64_t)b * p.tq * kV3Rec, p.seq_q, v3_key_pos(kv_rows, r0),
+                           v3_key_pos(kv_rows, min(r0 + rows, n_kv) - 1), &i_lo, &i_hi);
+                t_lo = i_lo / BR;
+                nt = i_lo < i_hi ? (i_hi + BR - 1) / BR - t_lo : 0;
+            }
+        }
+    }
+    /* iteration it: column tile t of the columns' head bhc (n_iter < 2^31: cuda_versions.c) */
+    using Iter = int;
+    const Iter n_iter = n_heads * nt;
+    auto tile_of = [&](Iter it, int64_t &bhc, int &t) {
+        if constexpr (MASK && !C::kDQ) {
+            bhc = bh_col + it / nt;
+            t = t_lo + it % nt;
+        } else {
+            bhc = bh_col;
+            t = t_lo + it;
+        }
+    };
+
     /* the row images once, with the first column tile */
     copy_rows<DP, DW, PARTS>(row_s, p.img[rt0], bh, row_tiles, r0, rows);
     copy_rows<DP, DW, PARTS>(row_s + PARTS * row_part, p.img[rt1], bh, row_tiles, r0, rows);
     const float *lse_g = p.lse + bh * p.tq * kV3Rec;
     const float2 *dl_g = p.dl + bh * p.tq * kV3Rec;
-    auto copy_tile = [&](int t, int slot) {
+    auto copy_tile = [&](Iter it, int slot) {
+        int64_t bhc;
+        int t;
+        tile_of(it, bhc, t);
         const uint32_t st = stage_s + (uint32_t)slot * C::kStageBytes;
-        copy_tile_rows<DP, BR, PARTS>(st, p.img[ct0], bh, col_tiles, t);
-        copy_tile_rows<DP, BR, PARTS>(st + PARTS * col_part, p.img[ct1], bh, col_tiles, t);
+        copy_tile_rows<DP, BR, PARTS>(st, p.img[ct0], bhc, col_tiles, t);
+        copy_tile_rows<DP, BR, PARTS>(st + PARTS * col_part, p.img[ct1], bhc, col_tiles, t);
         if (C::kColData) { /* lse (BR floats) and Dl (BR float2) of the tile's queries */
             const uint32_t ex = st + C::kColImages;
+            const float *lse_c = MASK ? p.lse + bhc * p.tq * kV3Rec : lse_g;
+            const float2 *dl_c = MASK ? p.dl + bhc * p.tq * kV3Rec : dl_g;
             for (int i = threadIdx.x; i < BR / 4 + BR / 2; i += blockDim.x) {
                 const unsigned char *src =
-                    i < BR / 4 ? reinterpret_cast<const unsigned char *>(lse_g + t * BR) + i * 16
-                               : reinterpret_cast<const unsigned char *>(dl_g + t * BR) + (i - BR / 4) * 16;
+                    i < BR / 4 ? reinterpret_cast<const unsigned char *>(lse_c + t * BR) + i * 16
+                               : reinterpret_cast<const unsigned char *>(dl_c + t * BR) + (i - BR / 4) * 16;
                 cp_async16_zfill(ex + i * 16, src, true);
             }
         }
+        if constexpr (MASK) {
+            const uint32_t mk = st + C::kMaskData;
+            if constexpr (C::kDQ) { /* the keys' bias (of query head bh) and positions */
+                if (p.bias)
+                    for (int i = threadIdx.x; i < BR / 4; i += blockDim.x)
+                        cp_async16(mk + i * 16, p.bias + bh * p.tk * kV3Rec + t * BR + 4 * i);
+                if (p.win && kv_rows)
+                    for (int i = threadIdx.x; i < BR; i += blockDim.x)
+                        cp_async4(mk + BR * 4 + i * 4, kv_rows + min(t * BR + i, n_kv - 1));
+            } else if (p.win) { /* the queries' windows and their summaries */
+                const int64_t q0 = (int64_t)b * p.tq * kV3Rec + t * BR;
+                for (int i = threadIdx.x; i < BR / 2 + BR / kV3SumRows; i += blockDim.x)
+                    cp_async16(mk + i * 16, i < BR / 2
+                                                ? static_cast<const void *>(p.win + q0 + 2 * i)
+                                                : static_cast<const void *>(p.wsum + q0 / kV3SumRows + (i - BR / 2)));
+            }
+        }
     };
-    if (p.stages == 2 && n_tiles > 0) copy_tile(0, 0);
+    if (p.stages == 2 && n_iter > 0) copy_tile(0, 0);
     cp_async_commit();
 
     /* this lane's ldmatrix offsets: A (non-trans, the warp's rows and half), B (non-trans, n-major rows, the
@@ -596,27 +759,30 @@ __global__ void __launch_bounds__(kMaxWarps * 32) bwd_v3_kernel(const BwdV3Param
     int top_key[2] = {-1, -1};
     const int row_w = r0 + 16 * pair + g; /* the lane's rows: row_w, row_w + 8 */
 
-    for (int t = 0; t < n_tiles; ++t) {
-        const int slot = p.stages == 2 ? (t & 1) : 0;
+    for (Iter it = 0; it < n_iter; ++it) {
+        const int slot = p.stages == 2 ? (int)(it & 1) : 0;
         if (p.stages == 1) {
-            if (t > 0) __syncthreads(); /* every warp is done with the previous tile */
-            copy_tile(t, 0);
+            if (it > 0) __syncthreads(); /* every warp is done with the previous tile */
+            copy_tile(it, 0);
             cp_async_commit();
         }
         cp_async_wait_all();
-        __syncthreads(); /* tile t has landed; every warp is done with tile t - 1 */
-        if (p.stages == 2 && t + 1 < n_tiles) {
-            copy_tile(t + 1, (t + 1) & 1);
+        __syncthreads(); /* tile it has landed; every warp is done with tile it - 1 */
+        if (p.stages == 2 && it + 1 < n_iter) {
+            copy_tile(it + 1, (int)((it + 1) & 1));
             cp_async_commit();
         }
+        int64_t bhc;
+        int t;
+        tile_of(it, bhc, t);
         const uint32_t st = stage_s + (uint32_t)slot * C::kStageBytes;
         const uint32_t c0_s = st, c1_s = st + PARTS * col_part;
         const unsigned char *ex = smem + C::row_bytes(warps) + slot * C::kStageBytes + C::kColImages;
         const float *lse_c = reinterpret_cast<const float *>(ex);
         const float4 *dl_c = reinterpret_cast<const float4 *>(ex + BR * 4); /* (hi, lo) of columns 2j, 2j+1 */
         const int crec = t * BR / kV3Rec;
-        const float u_c0 = __ldg(p.unscale[ct0] + bh * col_tiles + crec);
-        const float u_c1 = __ldg(p.unscale[ct1] + bh * col_tiles + crec);
+        const float u_c0 = __ldg(p.unscale[ct0] + bhc * col_tiles + crec);
+        const float u_c1 = __ldg(p.unscale[ct1] + bhc * col_tiles + crec);
 
         /* dQ: the rows' lse and Dl, read again per tile (L1) rather than held in registers */
         float lse_r[2] = {0.f, 0.f}, dlh_r[2] = {0.f, 0.f}, dll_r[2] = {0.f, 0.f};
@@ -631,6 +797,36 @@ __global__ void __launch_bounds__(kMaxWarps * 32) bwd_v3_kernel(const BwdV3Param
             }
         }
 
+        /* MASK: this warp's view of the tile (skipped, partial, full) and, partial or with a key bias, P and
+         * dS per element: mk the tile's mask data, att the elements attended (bit 4 n + i), brow the key
+         * bias of the lane's rows (dK/dV) */
+        const unsigned char *mk = ex - C::kColImages + C::kMaskData;
+        int cls = kV3Full;
+        bool elem = false;
+        const float *bias_s = nullptr; /* dQ: the tile's key bias */
+        uint32_t att = 0xffffffffu;
+        bool biased = false;
+        if constexpr (MASK) {
+            biased = p.bias != nullptr;
+            if (p.win) {
+                if constexpr (C::kDQ) {
+                    const int last = min(BR, n_cols - t * BR) - 1;
+                    const int *pos_s = reinterpret_cast<const int *>(mk + BR * 4);
+                    cls = v3_classify(sum_w, kv_rows ? pos_s[0] : t * BR, kv_rows ? pos_s[last] : t * BR + last);
+                } else {
+                    const int4 *sums_s = reinterpret_cast<const int4 *>(mk + BR * 8);
+                    int4 s = sums_s[0];
+#pragma unroll
+                    for (int k = 1; k < BR / kV3SumRows; ++k) s = v3_sum_merge(s, sums_s[k]);
+                    cls = v3_classify(s, jmin_w, jmax_w);
+                }
+                if (cls == kV3Skip) continue;
+            }
+            elem = cls == kV3Partial || p.bias != nullptr;
+            if constexpr (C::kDQ)
+                if (p.bias) bias_s = reinterpret_cast<const float *>(mk);
+        }
+
         /* ---- 1. S (S^T), 2. P ---- */
         float x[NB][4];
         {
@@ -638,14 +834,66 @@ __global__ void __launch_bounds__(kMaxWarps * 32) bwd_v3_kernel(const BwdV3Param
             exact_product<DW / 16, NB, RS, PARTS>(big, cor, row_s + a_off, row_part, c0_s + b_off, col_part);
             if (C::kHalf) exchange_pair<NB>(big, cor, x_mine, x_theirs, half, pair, lane);
             const float us = u_r0 * u_c0;
+            if (MASK && elem) {
+                /* dK/dV: the lane's rows' keys, their positions and bias (of query head bhc) */
+                int jrow[2] = {-1, -1};
+                float brow[2] = {0.f, 0.f};
+                if constexpr (MASK && !C::kDQ) {
 #pragma unroll
-            for (int n = 0; n < NB; ++n) {
-                float2 lc = make_float2(0.f, 0.f);
-                if (!C::kDQ) lc = *reinterpret_cast<const float2 *>(lse_c + 8 * n + 2 * t4);
+                    for (int r = 0; r < 2; ++r) {
+                        const int row = row_w + 8 * r;
+                        if (cls == kV3Partial && row < n_kv) jrow[r] = v3_key_pos(kv_rows, row);
+                        if (biased && row < p.tk * kV3Rec) brow[r] = __ldg(p.bias + bhc * p.tk * kV3Rec + row);
+                    }
+                }
 #pragma unroll
-                for (int i = 0; i < 4; ++i) {
-                    const float l = C::kDQ ? lse_r[i >> 1] : (i & 1 ? lc.y : lc.x);
-                    x[n][i] = one_key ? (l != INFINITY ? 1.f : 0.f) : expf((big[n][i] * us - l) + cor[n][i] * us);
+                for (int n = 0; n < NB; ++n) {
+                    float2 lc = make_float2(0.f, 0.f);
+                    if (!C::kDQ) lc = *reinterpret_cast<const float2 *>(lse_c + 8 * n + 2 * t4);
+#pragma unroll
+                    for (int e = 0; e < 2; ++e) {
+                        const int cc = 8 * n + 2 * t4 + e; /* the column in the tile */
+                        bool in = true;
+                        int jc = 0;
+                        int2 wc = v3_int2(0, 0);
+                        float bc = 0.f;
+                        if (C::kDQ) {
+                            in = t * BR + cc < n_cols;
+                            if (cls == kV3Partial)
+                                jc = kv_rows ? reinterpret_cast<const int *>(mk + BR * 4)[cc] : t * BR + cc;
+                            if (bias_s) bc = bias_s[cc];
+                        } else if (cls == kV3Partial) {
+                            wc = reinterpret_cast<const int2 *>(mk)[cc];
+                        }
+#pragma unroll
+                        for (int r = 0; r < 2; ++r) {
+                            const int i = 2 * r + e;
+                            const float l = C::kDQ ? lse_r[r] : (e ? lc.y : lc.x);
+                            const float bias = C::kDQ ? bc : brow[r];
+                            float a = big[n][i] * us, c = cor[n][i] * us;
+                            if (biased) { /* a + bias by TwoSum: its error joins cor */
+                                const float s = a + bias, bb = s - a;
+                                c += (a - (s - bb)) + (bias - bb);
+                                a = s;
+                            }
+                            bool ok = in && bias != -INFINITY;
+                            if (cls == kV3Partial) ok = ok && (C::kDQ ? v3_in(win_r[r], jc) : v3_in(wc, jrow[r]));
+                            const float xv = one_key ? (l != INFINITY ? 1.f : 0.f) : expf((a - l) + c);
+                            x[n][i] = ok ? xv : 0.f;
+                            if (!ok) att &= ~(1u << (4 * n + i));
+                        }
+                    }
+                }
+            } else {
+#pragma unroll
+                for (int n = 0; n < NB; ++n) {
+                    float2 lc = make_float2(0.f, 0.f);
+                    if (!C::kDQ) lc = *reinterpret_cast<const float2 *>(lse_c + 8 * n + 2 * t4);
+#pragma unroll
+                    for (int i = 0; i < 4; ++i) {
+                        const float l = C::kDQ ? lse_r[i >> 1] : (i & 1 ? lc.y : lc.x);
+                        x[n][i] = one_key ? (l != INFINITY ? 1.f : 0.f) : expf((big[n][i] * us - l) + cor[n][i] * us);
+                    }
                 }
             }
             if (C::kDQ && (t + 1) * BR > n_cols) { /* the last key tile, partial: keys past the attended ones */
@@ -661,10 +909,10 @@ __global__ void __launch_bounds__(kMaxWarps * 32) bwd_v3_kernel(const BwdV3Param
         uint32_t dom = 0u; /* the elements 2b replaced (bit 4 n + i) */
         if (!one_key) {
             if constexpr (C::kDQ)
-                dom = dominant_in_dq<NB>(x, top_p, top_d, top_key, p, b, h, row_w, kv_rows, t * BR, lse_r, dlh_r, dll_r,
-                                         t4);
+                dom = dominant_in_dq<NB, MASK>(x, top_p, top_d, top_key, p, b, h, hk, row_w, kv_rows, t * BR, lse_r,
+                                               dlh_r, dll_r, t4, bias_s);
             else
-                dom = dominant_from_dq<NB>(x, p, bh, row_w, t * BR, t4);
+                dom = dominant_from_dq<NB>(x, p, bhc, row_w, t * BR, t4);
         }
         /* ---- 3. dV += P^T dO ---- */
         if constexpr (!C::kDQ) {
@@ -690,7 +938,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32) bwd_v3_kernel(const BwdV3Param
 #pragma unroll
                     for (int e = 0; e < 2; ++e) {
                         const int q = C::kDQ ? r0 + 16 * pair + g + 8 * e : t * BR + 8 * n + 2 * t4 + e;
-                        dlse_x[e] = q < p.seq_q ? __ldg(p.dlse + bh * p.seq_q + q) : 0.f;
+                        dlse_x[e] = q < p.seq_q ? __ldg(p.dlse + (C::kDQ ? bh : bhc) * p.seq_q + q) : 0.f;
                     }
                 }
 #pragma unroll
@@ -702,8 +950,14 @@ __global__ void __launch_bounds__(kMaxWarps * 32) bwd_v3_kernel(const BwdV3Param
                     x[n][i] *= one_key ? dlse : ((big[n][i] * ud - dh) + cor[n][i] * ud) - dl;
                 }
             }
+            if (MASK && elem) /* outside the mask dS is 0, whatever dP - Dl holds (a row's Dl may be NaN) */
+#pragma unroll
+                for (int n = 0; n < NB; ++n)
+#pragma unroll
+                    for (int i = 0; i < 4; ++i)
+                        if (!(att >> (4 * n + i) & 1u)) x[n][i] = 0.f;
         }
-        dominant_ds<NB, C::kDQ>(x, dom, top_p, top_d, p, bh, t * BR, t4); /* 2b's elements: exact dS */
+        dominant_ds<NB, C::kDQ>(x, dom, top_p, top_d, p, C::kDQ ? bh : bhc, t * BR, t4); /* 2b's: exact dS */
         /* ---- 5. dK += dS^T (c Q), dQ += dS K ---- */
         {
             uint32_t xh[NB / 2][4], xl[NB / 2][4];
@@ -748,9 +1002,9 @@ __global__ void __launch_bounds__(kMaxWarps * 32) bwd_v3_kernel(const BwdV3Param
  * warps per SM (cudaOccupancyMaxActiveBlocksPerMultiprocessor), two stages unless even the smallest CTA
  * does not fit them, ties to the larger CTA (fewer CTAs stream the column tiles from L2); half kernels
  * take pairs of warps. Cached per device. */
-template <int DP, int BR, int ROLE>
+template <int DP, int BR, int ROLE, bool MASK>
 cudaError_t choose_shape(int *warps, int *stages) {
-    using C = V3Cfg<DP, BR, ROLE>;
+    using C = V3Cfg<DP, BR, ROLE, MASK>;
     static std::atomic<int> cache[64]; /* per device: 0 unknown, else 16 * warps + stages */
     int dev = 0;
     cudaError_t err = cudaGetDevice(&dev);
@@ -763,7 +1017,7 @@ cudaError_t choose_shape(int *warps, int *stages) {
     int optin = 0;
     err = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
     if (err != cudaSuccess) return err;
-    auto kernel = bwd_v3_kernel<DP, BR, ROLE>;
+    auto kernel = bwd_v3_kernel<DP, BR, ROLE, MASK>;
     err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin);
     if (err != cudaSuccess) return err;
     int best = 0, best_w = 0, best_s = 0;
@@ -783,17 +1037,32 @@ cudaError_t choose_shape(int *warps, int *stages) {
 }
 
 /* pdl_after: launched with programmatic stream serialization after the previous role's kernel (9.0 and
- * newer devices: at (1,24,1536,128) a kernel is about two waves, whose last one the next fills). */
-template <int DP, int BR, int ROLE>
-cudaError_t launch_role(BwdV3Params p, int64_t bh, cudaStream_t stream, bool pdl_after) {
-    using C = V3Cfg<DP, BR, ROLE>;
-    cudaError_t err = choose_shape<DP, BR, ROLE>(&p.warps, &p.stages);
+ * newer devices: at (1,24,1536,128) a kernel is about two waves, whose last one the next fills). bh: the
+ * heads of the grid (MASK dK/dV: key/value heads). A masked grid of fewer CTAs than the device has SMs (few
+ * key/value heads, each CTA walking its group's query heads) takes smaller CTAs, so that it spreads over
+ * more SMs. */
+template <int DP, int BR, int ROLE, bool MASK>
+cudaError_t launch_role(typename V3ParamsOf<MASK>::type p, int64_t bh, cudaStream_t stream, bool pdl_after) {
+    using C = V3Cfg<DP, BR, ROLE, MASK>;
+    cudaError_t err = choose_shape<DP, BR, ROLE, MASK>(&p.warps, &p.stages);
     if (err != cudaSuccess) return err;
-    const int64_t rows = C::kDQ ? p.seq_q : p.seq_kv, cta_rows = 16 * p.warps / C::H;
+    const int64_t rows = C::kDQ ? p.seq_q : p.seq_kv;
+    if constexpr (MASK) {
+        int dev = 0, sms = 0;
+        err = cudaGetDevice(&dev);
+        if (err == cudaSuccess) err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+        if (err != cudaSuccess) return err;
+        while (p.warps > C::H) {
+            const int64_t cta_rows = 16 * p.warps / C::H;
+            if (bh * ((rows + cta_rows - 1) / cta_rows) >= sms) break;
+            p.warps /= 2;
+        }
+    }
+    const int64_t cta_rows = 16 * p.warps / C::H;
     p.row_blocks = (int)((rows + cta_rows - 1) / cta_rows);
     const long long blocks = (long long)bh * p.row_blocks;
     if (blocks > 0x7fffffffLL) return cudaErrorInvalidConfiguration;
-    auto kernel = bwd_v3_kernel<DP, BR, ROLE>;
+    auto kernel = bwd_v3_kernel<DP, BR, ROLE, MASK>;
     const int smem = C::smem_bytes(p.warps, p.stages);
     err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (err != cudaSuccess) return err;
@@ -810,34 +1079,61 @@ cudaError_t launch_role(BwdV3Params p, int64_t bh, cudaStream_t stream, bool pdl
     return cudaLaunchKernelEx(&cfg, kernel, p);
 }
 
-/* The dQ kernel, then the dK/dV kernel (programmatic launch on 9.0 and newer), which takes the rows'
- * dominant weights dQ leaves. */
-template <int DP>
-cudaError_t launch_dp(const BwdV3Params &p, int64_t bh, cudaStream_t stream, bool pdl) {
-    constexpr int BR = column_tile(DP);
-    cudaError_t err = launch_role<DP, BR, kRoleQ>(p, bh, stream, false);
-    if (err == cudaSuccess) err = launch_role<DP, BR, kRoleKV>(p, bh, stream, pdl);
+/* The dQ kernel over bh_q heads, then the dK/dV kernel over bh_kv (programmatic launch on 9.0 and newer),
+ * which takes the rows' dominant weights dQ leaves. */
+template <int DP, bool MASK>
+cudaError_t launch_dp(const typename V3ParamsOf<MASK>::type &p, int64_t bh_q, int64_t bh_kv, cudaStream_t stream,
+                      bool pdl) {
+    constexpr int BR = MASK ? column_tile_masked(DP) : column_tile(DP);
+    cudaError_t err = launch_role<DP, BR, kRoleQ, MASK>(p, bh_q, stream, false);
+    if (err == cudaSuccess) err = launch_role<DP, BR, kRoleKV, MASK>(p, bh_kv, stream, pdl);
     return err;
+}
+
+template <bool MASK>
+cudaError_t launch_padded_dim(int dp, const typename V3ParamsOf<MASK>::type &p, int64_t bh_q, int64_t bh_kv,
+                              cudaStream_t stream, bool pdl) {
+    switch (dp) {
+    case 16: return launch_dp<16, MASK>(p, bh_q, bh_kv, stream, pdl);
+    case 32: return launch_dp<32, MASK>(p, bh_q, bh_kv, stream, pdl);
+    case 64: return launch_dp<64, MASK>(p, bh_q, bh_kv, stream, pdl);
+    case 80: return launch_dp<80, MASK>(p, bh_q, bh_kv, stream, pdl);
+    case 96: return launch_dp<96, MASK>(p, bh_q, bh_kv, stream, pdl);
+    case 128: return launch_dp<128, MASK>(p, bh_q, bh_kv, stream, pdl);
+    case 160: return launch_dp<160, MASK>(p, bh_q, bh_kv, stream, pdl);
+    case 192: return launch_dp<192, MASK>(p, bh_q, bh_kv, stream, pdl);
+    default: return launch_dp<256, MASK>(p, bh_q, bh_kv, stream, pdl);
+    }
 }
 
 } /* namespace */
 
 extern "C" cudaError_t bwd_v3_split_launch(const jattn_cuda_args *a, void *workspace, cudaStream_t stream);
+extern "C" cudaError_t bwd_v3_split_masked_launch(const jattn_cuda_args *a, void *workspace, cudaStream_t stream);
 
 extern "C" size_t jattn_cuda_bwd_v3_workspace_bytes(int64_t batch, int64_t heads, int64_t seq_q, int64_t seq_kv,
                                                     int64_t head_dim) {
-    return (size_t)bwd_v3_layout(batch * heads, seq_q, seq_kv, head_dim).bytes;
+    return (size_t)bwd_v3_layout(batch * heads, batch * heads, batch, seq_q, seq_kv, head_dim).bytes;
+}
+
+extern "C" size_t jattn_cuda_bwd_v3_workspace_bytes_gqa(int64_t batch, int64_t heads, int64_t kv_heads, int64_t seq_q,
+                                                        int64_t seq_kv, int64_t head_dim) {
+    return (size_t)bwd_v3_layout(batch * heads, batch * kv_heads, batch, seq_q, seq_kv, head_dim).bytes;
 }
 
 extern "C" int jattn_cuda_launch_bwd_v3(const jattn_cuda_args *a, void *workspace, void *stream_ptr) {
     const jattn_cuda_args *f = a;
     cudaStream_t stream = (cudaStream_t)stream_ptr;
+    const int64_t kv_heads = f->kv_heads > 0 ? f->kv_heads : f->heads;
     if (f->head_dim < 1 || f->head_dim > JATTN_CUDA_BWD_V3_MAX_HEAD_DIM || !f->lse || !workspace ||
-        reinterpret_cast<uintptr_t>(workspace) % 16 != 0)
+        reinterpret_cast<uintptr_t>(workspace) % 16 != 0 || kv_heads > f->heads || f->heads % kv_heads != 0)
         return (int)cudaErrorInvalidValue;
-    const int64_t bh = f->batch * f->heads;
-    const BwdV3Layout L = bwd_v3_layout(bh, f->seq_q, f->seq_kv, f->head_dim);
-    cudaError_t err = bwd_v3_split_launch(a, workspace, stream);
+    /* a masked call: grouped-query heads, a window part (segments, causal, blocks) or a key bias */
+    const bool window = kw_has_window(*f), masked = kv_heads < f->heads || window || f->key_bias;
+    const int64_t bh = f->batch * f->heads, bh_kv = f->batch * kv_heads;
+    const BwdV3Layout L = bwd_v3_layout(bh, bh_kv, f->batch, f->seq_q, f->seq_kv, f->head_dim);
+    cudaError_t err =
+        masked ? bwd_v3_split_masked_launch(a, workspace, stream) : bwd_v3_split_launch(a, workspace, stream);
     if (err != cudaSuccess) return (int)err;
     const unsigned char *ws = static_cast<const unsigned char *>(workspace);
     BwdV3Params p;
@@ -864,9 +1160,10 @@ extern "C" int jattn_cuda_launch_bwd_v3(const jattn_cuda_args *a, void *workspac
     p.warps = p.stages = p.row_blocks = 0;
     p.zero = 0;
     p.scale = f->scale;
-    if (f->kv_count) { /* masked keys keep dk = dv = +0 */
+    if (f->kv_count) { /* masked keys keep dk = dv = +0 (k and v: key/value heads) */
         BwdV3Params z = p;
-        z.row_blocks = (int)bh;
+        z.row_blocks = (int)bh_kv;
+        z.heads = (int)kv_heads;
         bwd_v3_zero_kv<<<1024, 256, 0, stream>>>(z);
         err = cudaGetLastError();
         if (err != cudaSuccess) return (int)err;
@@ -876,16 +1173,15 @@ extern "C" int jattn_cuda_launch_bwd_v3(const jattn_cuda_args *a, void *workspac
     if (err == cudaSuccess) err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
     if (err != cudaSuccess) return (int)err;
     const bool pdl = major >= 9;
-    switch (L.dp) {
-    case 16: err = launch_dp<16>(p, bh, stream, pdl); break;
-    case 32: err = launch_dp<32>(p, bh, stream, pdl); break;
-    case 64: err = launch_dp<64>(p, bh, stream, pdl); break;
-    case 80: err = launch_dp<80>(p, bh, stream, pdl); break;
-    case 96: err = launch_dp<96>(p, bh, stream, pdl); break;
-    case 128: err = launch_dp<128>(p, bh, stream, pdl); break;
-    case 160: err = launch_dp<160>(p, bh, stream, pdl); break;
-    case 192: err = launch_dp<192>(p, bh, stream, pdl); break;
-    default: err = launch_dp<256>(p, bh, stream, pdl); break;
-    }
-    return (int)err;
+    if (!masked) return (int)launch_padded_dim<false>((int)L.dp, p, bh, bh, stream, pdl);
+    BwdV3MaskParams m;
+    static_cast<BwdV3Params &>(m) = p;
+    m.win = window ? reinterpret_cast<const int2 *>(ws + L.win) : nullptr;
+    m.wsum = window ? reinterpret_cast<const int4 *>(ws + L.wsum) : nullptr;
+    m.bias = f->key_bias ? reinterpret_cast<const float *>(ws + L.bias) : nullptr;
+    m.kv_heads = (int)kv_heads;
+    m.group = (int)(f->heads / kv_heads);
+    /* causal and block-causal: the last query rows attend the most keys, and start first */
+    m.reverse = f->causal != JATTN_CAUSAL_NONE || f->block_q != nullptr;
+    return (int)launch_padded_dim<true>((int)L.dp, m, bh, bh_kv, stream, pdl);
 }

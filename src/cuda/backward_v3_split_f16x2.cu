@@ -5,7 +5,7 @@
  * the row lse (-inf and rows past seq_q as +inf) and Dl = dO.O - dlse (float64 in a fixed order, kept as
  * float hi + lo).
  *
- * Reads  q, out, dout [B, H, Sq, D] and k, v [B, H, Skv, D] through element strides (head_dim contiguous,
+ * Reads  q, out, dout [B, H, Sq, D] and k, v [B, Hkv, Skv, D] through element strides (head_dim contiguous,
  *        any alignment of 4 bytes), any D <= 256; lse [B, H, Sq] contiguous; dlse likewise or NULL; the
  *        key padding's kv_count [B] and kv_index [B][Skv] (or NULL): k and v records hold the attended
  *        keys of the batch in ascending order, then zeros.
@@ -13,7 +13,11 @@
  * One CTA of 256 threads per (record, tensor, head), flattened into a one-dimensional grid: a pass over
  * the record's values for its largest magnitude (warps over rows, lanes over columns: coalesced), then a
  * pass writing 16-byte chunks of 8 halves per thread (the values read again, from L1), then the row data
- * (q: lse; dout: Dl, one warp per row). Memory-bound. */
+ * (q: lse; dout: Dl, one warp per row). Memory-bound.
+ * A masked call (a window part, a key bias or grouped-query heads: bwd_v3_split_masked) takes the same
+ * records with non-finite values as 0, k and v per key/value head (Hkv of them), and writes the mask's
+ * regions: per (batch, query record) the 64 rows' windows and their four summaries (backward_v3_mask.cuh),
+ * per (head, key record) the 64 attended keys' bias; those CTAs use 64 of their threads. */
 #include <math.h>
 #include <stdint.h>
 
@@ -21,9 +25,11 @@
 #include <cuda_runtime.h>
 
 #include "backward_v3_layout.cuh"
+#include "backward_v3_mask.cuh"
 #include "cuda_internal.h"
 #include "f16x2_split.cuh"
 #include "key_padding.cuh"
+#include "key_window.cuh"
 
 namespace {
 
@@ -43,21 +49,112 @@ struct BwdV3SplitParams {
     float scale;
 };
 
-__global__ void __launch_bounds__(kSplitThreads) bwd_v3_split(const BwdV3SplitParams p) {
+/* The masked pre-pass (a window part, a key bias or grouped-query heads): the records with non-finite values
+ * as 0, k and v per key/value head, and the mask's regions of backward_v3_layout.cuh (win, wsum, bias). */
+struct BwdV3SplitMaskParams : BwdV3SplitParams {
+    jattn_cuda_args a; /* the mask (key_window.cuh) */
+    int kv_heads, batch;
+    int64_t win_off, wsum_off, bias_off;
+    int64_t blocks_q, blocks_kv, blocks_win; /* the grid: q and dout records, k and v records, windows, bias */
+};
+
+/* The windows of the 64 query rows of record qt of batch b (rows past the last segment and past seq_q:
+ * (Skv, Skv)), and the summaries of their groups of 16 (backward_v3_mask.cuh). Threads 0..63. */
+__device__ __forceinline__ void window_record(const BwdV3SplitMaskParams &m, int b, int qt) {
+    const BwdV3SplitParams &p = m;
+    const jattn_cuda_args &a = m.a;
+    const int tid = threadIdx.x, i = qt * kV3Rec + tid;
+    const bool valid = i < p.seq_q;
+    int lo = p.seq_kv, hi = p.seq_kv;
+    if (valid) {
+        const bool past =
+            a.cu_seqlens_q && i >= kw_clamp(a.cu_seqlens_q[b * a.segments_stride + a.num_segments], 0, a.seq_q);
+        if (!past) {
+            int64_t l, h;
+            kw_window(a, b, i, &l, &h);
+            lo = (int)l, hi = (int)h;
+        }
+    }
+    const int2 w = v3_int2(lo, hi);
+    reinterpret_cast<int2 *>(p.ws + m.win_off)[(int64_t)b * p.tq * kV3Rec + i] = w;
+    int4 sum = v3_sum_row(w, valid);
+#pragma unroll
+    for (int x = 1; x < kV3SumRows; x *= 2) {
+        const int4 o = v3_int4(__shfl_xor_sync(0xffffffffu, sum.x, x), __shfl_xor_sync(0xffffffffu, sum.y, x),
+                               __shfl_xor_sync(0xffffffffu, sum.z, x), __shfl_xor_sync(0xffffffffu, sum.w, x));
+        sum = v3_sum_merge(sum, o);
+    }
+    if (tid % kV3SumRows == 0)
+        reinterpret_cast<int4 *>(p.ws + m.wsum_off)[((int64_t)b * p.tq * kV3Rec + i) / kV3SumRows] = sum;
+}
+
+/* The key bias of head bh = (b, h) at the 64 attended keys of record kt (0 past them). Threads 0..63. */
+__device__ __forceinline__ void bias_record(const BwdV3SplitMaskParams &m, int64_t bh, int b, int h, int kt) {
+    const BwdV3SplitParams &p = m;
+    const int c = kt * kV3Rec + (int)threadIdx.x;
+    const int n = attended_keys(p.kv_count, b, p.seq_kv);
+    const float *row = kw_bias_row(m.a, b, h);
+    const float x = c < n ? __ldg(row + key_row(attended_rows(p.kv_index, b, p.seq_kv), c)) : 0.f;
+    reinterpret_cast<float *>(p.ws + m.bias_off)[bh * p.tk * kV3Rec + c] = x;
+}
+
+template <bool MASKED>
+struct SplitParamsOf {
+    using type = BwdV3SplitParams;
+};
+template <>
+struct SplitParamsOf<true> {
+    using type = BwdV3SplitMaskParams;
+};
+
+/* One CTA: record `tile` of tensor `which` of head bh = (b, h) (k and v: MASKED, key/value head h) and its row
+ * data (q: lse, dout: Dl); MASKED also a window or bias record (window_record, bias_record). MASKED: non-finite
+ * values enter the images as 0, so that a masked (query, key) pair, whose P and dS are 0, multiplies no Inf or
+ * NaN (their scale is that of the finite values either way). */
+template <bool MASKED>
+__global__ void __launch_bounds__(kSplitThreads) bwd_v3_split(const typename SplitParamsOf<MASKED>::type p) {
     __shared__ float red[kSplitWarps];
-    const int per_bh = 2 * p.tq + 2 * p.tk;
-    const int64_t bh = blockIdx.x / per_bh;
-    int r = (int)(blockIdx.x % per_bh), which;
-    if (r < p.tq)
-        which = kV3Q;
-    else if (r < 2 * p.tq)
-        which = kV3DO, r -= p.tq;
-    else if (r < 2 * p.tq + p.tk)
-        which = kV3K, r -= 2 * p.tq;
-    else
-        which = kV3V, r -= 2 * p.tq + p.tk;
-    const int tile = r, tiles = which < 2 ? p.tq : p.tk;
-    const int b = (int)(bh / p.heads), h = (int)(bh % p.heads);
+    int64_t bh;
+    int r, which, tile, tiles, b, h;
+    if constexpr (!MASKED) {
+        const int per_bh = 2 * p.tq + 2 * p.tk;
+        bh = blockIdx.x / per_bh;
+        r = (int)(blockIdx.x % per_bh);
+        if (r < p.tq)
+            which = kV3Q;
+        else if (r < 2 * p.tq)
+            which = kV3DO, r -= p.tq;
+        else if (r < 2 * p.tq + p.tk)
+            which = kV3K, r -= 2 * p.tq;
+        else
+            which = kV3V, r -= 2 * p.tq + p.tk;
+        tile = r, tiles = which < 2 ? p.tq : p.tk;
+        b = (int)(bh / p.heads), h = (int)(bh % p.heads);
+    } else {
+        int64_t blk = blockIdx.x;
+        if (blk < p.blocks_q) { /* q, dout of head bh */
+            bh = blk / (2 * p.tq);
+            r = (int)(blk % (2 * p.tq));
+            which = r < p.tq ? kV3Q : kV3DO, tile = r % p.tq, tiles = p.tq;
+            b = (int)(bh / p.heads), h = (int)(bh % p.heads);
+        } else if ((blk -= p.blocks_q) < p.blocks_kv) { /* k, v of key/value head bh */
+            bh = blk / (2 * p.tk);
+            r = (int)(blk % (2 * p.tk));
+            which = r < p.tk ? kV3K : kV3V, tile = r % p.tk, tiles = p.tk;
+            b = (int)(bh / p.kv_heads), h = (int)(bh % p.kv_heads);
+        } else {
+            blk -= p.blocks_kv;
+            if (threadIdx.x >= kV3Rec) return;
+            if (blk < p.blocks_win) {
+                window_record(p, (int)(blk / p.tq), (int)(blk % p.tq));
+            } else {
+                blk -= p.blocks_win;
+                bh = blk / p.tk;
+                bias_record(p, bh, (int)(bh / p.heads), (int)(bh % p.heads), (int)(blk % p.tk));
+            }
+            return;
+        }
+    }
     const bool keys = which >= 2;
     const int n = keys ? attended_keys(p.kv_count, b, p.seq_kv) : p.seq_q;
     const int *rows = keys ? attended_rows(p.kv_index, b, p.seq_kv) : nullptr;
@@ -94,7 +191,14 @@ __global__ void __launch_bounds__(kSplitThreads) bwd_v3_split(const BwdV3SplitPa
         const bool valid = r0 + rr < n;
         const float *row = valid ? src + key_row(rows, r0 + rr) * stride : src;
 #pragma unroll
-        for (int k = 0; k < 8; ++k) x[k] = valid && c0 + k < p.d ? __ldg(row + c0 + k) * mul * up : 0.f;
+        for (int k = 0; k < 8; ++k) {
+            if (MASKED) {
+                const float y = valid && c0 + k < p.d ? __ldg(row + c0 + k) * mul : 0.f;
+                x[k] = isfinite(y) ? y * up : 0.f;
+            } else {
+                x[k] = valid && c0 + k < p.d ? __ldg(row + c0 + k) * mul * up : 0.f;
+            }
+        }
         uint32_t hi[4], lo[4];
 #pragma unroll
         for (int k = 0; k < 4; ++k) f16x2_split2(x[2 * k], x[2 * k + 1], hi[k], lo[k]);
@@ -143,32 +247,54 @@ __global__ void __launch_bounds__(kSplitThreads) bwd_v3_split(const BwdV3SplitPa
         }
     }
 }
-
 } /* namespace */
 
-/* Enqueues the pre-pass (backward_v3_mma_f16x2.cu has checked the call). */
-extern "C" cudaError_t bwd_v3_split_launch(const jattn_cuda_args *a, void *workspace, cudaStream_t stream) {
-    const jattn_cuda_args *f = a;
-    const int64_t bh = f->batch * f->heads;
-    const BwdV3Layout L = bwd_v3_layout(bh, f->seq_q, f->seq_kv, f->head_dim);
+/* The parameters of either pre-pass: the call's tensors and the regions of layout L. */
+static BwdV3SplitParams split_params(const jattn_cuda_args *a, const BwdV3Layout &L, void *workspace) {
     BwdV3SplitParams p;
-    const float *srcs[4] = {f->q, a->dout, f->k, f->v};
-    const jattn_cuda_strides *st[4] = {&f->q_strides, &a->dout_strides, &f->k_strides, &f->v_strides};
+    const float *srcs[4] = {a->q, a->dout, a->k, a->v};
+    const jattn_cuda_strides *st[4] = {&a->q_strides, &a->dout_strides, &a->k_strides, &a->v_strides};
     for (int t = 0; t < 4; ++t) {
         p.src[t] = srcs[t];
         p.s_b[t] = st[t]->batch, p.s_h[t] = st[t]->head, p.s_t[t] = st[t]->token;
         p.img[t] = L.img[t], p.unscale[t] = L.unscale[t];
     }
-    p.o = f->out, p.o_b = f->out_strides.batch, p.o_h = f->out_strides.head, p.o_t = f->out_strides.token;
-    p.lse = f->lse, p.dlse = a->dlse;
-    p.kv_count = f->kv_count, p.kv_index = f->kv_index;
+    p.o = a->out, p.o_b = a->out_strides.batch, p.o_h = a->out_strides.head, p.o_t = a->out_strides.token;
+    p.lse = a->lse, p.dlse = a->dlse;
+    p.kv_count = a->kv_count, p.kv_index = a->kv_index;
     p.ws = static_cast<unsigned char *>(workspace);
     p.lse_off = L.lse, p.dl_off = L.dl;
-    p.heads = (int)f->heads, p.seq_q = (int)f->seq_q, p.seq_kv = (int)f->seq_kv;
-    p.d = (int)f->head_dim, p.dp = (int)L.dp, p.tq = (int)L.tq, p.tk = (int)L.tk;
-    p.scale = f->scale;
+    p.heads = (int)a->heads, p.seq_q = (int)a->seq_q, p.seq_kv = (int)a->seq_kv;
+    p.d = (int)a->head_dim, p.dp = (int)L.dp, p.tq = (int)L.tq, p.tk = (int)L.tk;
+    p.scale = a->scale;
+    return p;
+}
+
+/* Enqueues the pre-pass (backward_v3_mma_f16x2.cu has checked the call). */
+extern "C" cudaError_t bwd_v3_split_launch(const jattn_cuda_args *a, void *workspace, cudaStream_t stream) {
+    const int64_t bh = a->batch * a->heads;
+    const BwdV3Layout L = bwd_v3_layout(bh, bh, a->batch, a->seq_q, a->seq_kv, a->head_dim);
+    const BwdV3SplitParams p = split_params(a, L, workspace);
     const long long blocks = (long long)bh * (2 * L.tq + 2 * L.tk);
     if (blocks > 0x7fffffffLL) return cudaErrorInvalidConfiguration;
-    bwd_v3_split<<<(unsigned)blocks, kSplitThreads, 0, stream>>>(p);
+    bwd_v3_split<false><<<(unsigned)blocks, kSplitThreads, 0, stream>>>(p);
+    return cudaGetLastError();
+}
+
+/* Enqueues the masked pre-pass (a window part, a key bias or grouped-query heads: kv_heads resolved). */
+extern "C" cudaError_t bwd_v3_split_masked_launch(const jattn_cuda_args *a, void *workspace, cudaStream_t stream) {
+    const int64_t bh = a->batch * a->heads, bhkv = a->batch * a->kv_heads;
+    const BwdV3Layout L = bwd_v3_layout(bh, bhkv, a->batch, a->seq_q, a->seq_kv, a->head_dim);
+    BwdV3SplitMaskParams m;
+    static_cast<BwdV3SplitParams &>(m) = split_params(a, L, workspace);
+    m.a = *a;
+    m.kv_heads = (int)a->kv_heads, m.batch = (int)a->batch;
+    m.win_off = L.win, m.wsum_off = L.wsum, m.bias_off = L.bias;
+    m.blocks_q = bh * 2 * L.tq;
+    m.blocks_kv = bhkv * 2 * L.tk;
+    m.blocks_win = kw_has_window(*a) ? a->batch * L.tq : 0;
+    const long long blocks = m.blocks_q + m.blocks_kv + m.blocks_win + (a->key_bias ? bh * L.tk : 0);
+    if (blocks > 0x7fffffffLL) return cudaErrorInvalidConfiguration;
+    bwd_v3_split<true><<<(unsigned)blocks, kSplitThreads, 0, stream>>>(m);
     return cudaGetLastError();
 }

@@ -134,13 +134,18 @@ int jattn_cuda_launch_fill_rows(float *x, int64_t batch, int64_t heads, int64_t 
 /* ---- the backward (jattn_backward) ---- */
 
 /* The backward v3 (backward_v3_mma_f16x2.cu: mma.sync m16n8k16 fp16 on 2xFP16 operands, sm_80 and newer):
- * every head_dim up to this, any strides, key padding, f32 and tf32 (run as f32). */
+ * every head_dim up to this, any strides, every mask part (key padding, causal, blocks, segments, a key
+ * bias) and grouped-query heads, f32 and tf32 (run as f32). */
 #define JATTN_CUDA_BWD_V3_MAX_HEAD_DIM 256
 
 /* Device bytes of the backward v3's own workspace (backward_v3_layout.cuh: the 64-row records of q, dout,
- * k, v split into 2xFP16 with head_dim padded to a multiple of 16, about 2 B H (Sq + Skv) Dp x 4 bytes,
- * plus 28 bytes per query row). */
+ * k, v split into 2xFP16 with head_dim padded to a multiple of 16, about 2 B (H Sq + Hkv Skv) Dp x 4 bytes,
+ * plus 28 bytes per query row and the mask's regions, 9 bytes per query row and 4 per key of each query
+ * head). kv_heads = heads: the most any kv_heads needs. */
 size_t jattn_cuda_bwd_v3_workspace_bytes(int64_t batch, int64_t heads, int64_t seq_q, int64_t seq_kv, int64_t head_dim);
+/* The same with kv_heads key/value heads (k and v records per key/value head). */
+size_t jattn_cuda_bwd_v3_workspace_bytes_gqa(int64_t batch, int64_t heads, int64_t kv_heads, int64_t seq_q,
+                                             int64_t seq_kv, int64_t head_dim);
 
 /* Enqueues the backward v3 (backward_v3_mma_f16x2.cu) on `stream`: its split pre-pass, for a key-padded
  * call the +0 fill of dk and dv, the dQ kernel and the dK/dV kernel (which takes each query row's

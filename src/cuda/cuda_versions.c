@@ -120,11 +120,16 @@ int jattn_cuda_bwd_kernel_exists(jattn_cuda_bwd_kernel k) {
 
 static const char *bwd_v3_refusal(const cuda_query *q) {
     /* tf32 runs the f32 arithmetic; mma.sync fp16: every device the backend takes (8.0 and newer) */
-    return q->p->head_dim > JATTN_CUDA_BWD_V3_MAX_HEAD_DIM ? "head_dim: the cuda backward takes at most 256" : NULL;
+    const jattn_problem *p = q->p;
+    if (p->head_dim > JATTN_CUDA_BWD_V3_MAX_HEAD_DIM) return "head_dim: the cuda backward takes at most 256";
+    /* its dK/dV CTAs count the query tiles of a group's heads with 32 bits (tiles of 16 queries or more) */
+    if (p->kv_heads > 0 && p->heads / p->kv_heads * ((p->seq_q + 15) / 16) > INT32_MAX)
+        return "heads / kv_heads * seq_q: the cuda backward walks at most 2^31 - 1 tiles of 16 queries per key tile";
+    return NULL;
 }
 
 static size_t bwd_v3_workspace_bytes(const jattn_problem *p) {
-    return jattn_cuda_bwd_v3_workspace_bytes(p->batch, p->heads, p->seq_q, p->seq_kv, p->head_dim);
+    return jattn_cuda_bwd_v3_workspace_bytes_gqa(p->batch, p->heads, p->kv_heads, p->seq_q, p->seq_kv, p->head_dim);
 }
 
 /* v4: the sm_90a contract (compute capability 9.0, D 64 or 128, strides of q, k, v, out multiples of 4
@@ -156,9 +161,11 @@ static size_t bwd_v4_workspace_bytes(const jattn_problem *p) {
 const cuda_version jattn_cuda_bwd_versions[JATTN_CUDA_BWD_KERNEL_COUNT] = {
     /* backward_v3_mma_f16x2.cu: mma.sync m16n8k16 fp16 on 2xFP16 operands (sm_80 and newer), three fp16
      * products per product, S and dP hi*hi in chains of two k16 slices added in fp32; every head_dim up
-     * to 256, any strides, key padding, a single key; tf32 runs the f32 arithmetic */
+     * to 256, any strides, every mask part (key padding, causal in both alignments, block-causal, segments,
+     * a key bias) and grouped-query heads, a single key; tf32 runs the f32 arithmetic */
     [JATTN_CUDA_BWD_KERNEL_V3] = {.name = {"cuda_bwd_v3_mma_f16x2", "cuda_bwd_v3_mma_f16x2"},
-                                  .features = JATTN_FEATURE_KEY_PADDING,
+                                  .features = JATTN_FEATURE_KEY_PADDING | JATTN_FEATURE_CAUSAL | JATTN_FEATURE_BLOCKS |
+                                              JATTN_FEATURE_SEGMENTS | JATTN_FEATURE_KEY_BIAS | JATTN_FEATURE_GQA,
                                   .refusal = bwd_v3_refusal,
                                   .workspace_bytes = bwd_v3_workspace_bytes,
                                   .launch = jattn_cuda_launch_bwd_v3},
