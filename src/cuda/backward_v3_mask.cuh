@@ -27,7 +27,11 @@
 #include <limits.h>
 #include <stdint.h>
 
-#include <vector_types.h> /* int2, int4 */
+#ifndef V3M_HOST_TYPES /* lab/gpu/emulate_backward_v3_masks.cc defines int2 and int4 itself */
+#include <vector_types.h>
+#endif
+
+#include "key_window.cuh"
 
 #ifndef V3M_HD
 #define V3M_HD __host__ __device__ __forceinline__
@@ -75,6 +79,18 @@ V3M_HD int v3_classify(int4 s, int jfirst, int jlast) {
 
 /* Whether window w holds key position j. */
 V3M_HD bool v3_in(int2 w, int j) { return w.x <= j && j < w.y; }
+
+/* The window the pre-pass stores for query row i of batch b: kw_window's, and (Skv, Skv) for the rows past the
+ * last segment and past seq_q. */
+__device__ __forceinline__ int2 v3_row_window(const jattn_cuda_args &a, int64_t b, int64_t i) {
+    if (i >= a.seq_q) return v3_int2((int)a.seq_kv, (int)a.seq_kv);
+    if (a.cu_seqlens_q &&
+        i >= kw_clamp(a.cu_seqlens_q[b * a.segments_stride + a.num_segments], 0, a.seq_q)) /* no segment */
+        return v3_int2((int)a.seq_kv, (int)a.seq_kv);
+    int64_t lo, hi;
+    kw_window(a, b, i, &lo, &hi);
+    return v3_int2((int)lo, (int)hi);
+}
 
 /* The first row i in [0, n) with win[i].hi > j (n when none): hi never decreases. */
 V3M_HD int v3_first_hi_above(const int2 *win, int n, int j) {

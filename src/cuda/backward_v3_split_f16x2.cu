@@ -62,22 +62,10 @@ struct BwdV3SplitMaskParams : BwdV3SplitParams {
  * (Skv, Skv)), and the summaries of their groups of 16 (backward_v3_mask.cuh). Threads 0..63. */
 __device__ __forceinline__ void window_record(const BwdV3SplitMaskParams &m, int b, int qt) {
     const BwdV3SplitParams &p = m;
-    const jattn_cuda_args &a = m.a;
     const int tid = threadIdx.x, i = qt * kV3Rec + tid;
-    const bool valid = i < p.seq_q;
-    int lo = p.seq_kv, hi = p.seq_kv;
-    if (valid) {
-        const bool past =
-            a.cu_seqlens_q && i >= kw_clamp(a.cu_seqlens_q[b * a.segments_stride + a.num_segments], 0, a.seq_q);
-        if (!past) {
-            int64_t l, h;
-            kw_window(a, b, i, &l, &h);
-            lo = (int)l, hi = (int)h;
-        }
-    }
-    const int2 w = v3_int2(lo, hi);
+    const int2 w = v3_row_window(m.a, b, i);
     reinterpret_cast<int2 *>(p.ws + m.win_off)[(int64_t)b * p.tq * kV3Rec + i] = w;
-    int4 sum = v3_sum_row(w, valid);
+    int4 sum = v3_sum_row(w, i < p.seq_q);
 #pragma unroll
     for (int x = 1; x < kV3SumRows; x *= 2) {
         const int4 o = v3_int4(__shfl_xor_sync(0xffffffffu, sum.x, x), __shfl_xor_sync(0xffffffffu, sum.y, x),
