@@ -11,9 +11,11 @@
  * pointers on a non-blocking stream (inputs copied on it), outputs poisoned on it, every result against
  * the reference under the gate (normal inputs). A shape the forced version refuses (UNSUPPORTED: v6 at
  * head_dim 72) or hands to another version at selection (the backward v4 to v3 at head_dim 72) is left
- * out; a version that ran no call at all fails. Prints the kernels that ran.
+ * out; a version that ran no call at all fails. Prints the kernels that ran. The backward part also runs
+ * masked calls (run_masked below: grouped-query heads, causal, blocks, segments, a key bias, with key padding;
+ * the backward v3's masked kernels and pre-pass), on their own as the part `masks`.
  *
- * usage: test_cuda_kernels [forward|backward|all]. Exits 77 without a GPU. */
+ * usage: test_cuda_kernels [forward|backward|masks|all]. Exits 77 without a GPU. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -165,10 +167,205 @@ static void run_shape(const int64_t sh[5], int backward, jt_rng *r, cudaStream_t
     free(got);
 }
 
+/* ---- the backward with a mask (jattn_backward_masked: the backward v3's masked kernels) ----
+ * Grouped-query heads, causal in both alignments, block-causal, segments (with causal inside, per batch),
+ * a key bias (-inf and -10000 entries), key lengths and a key mask, alone and together, at head dims of each
+ * kind of instance (16, 40, 64, 72, 128, 256: the half kernels), cross-attention and a single query; every
+ * array on the device (the mask's too), the call on the test's stream, half on a caller workspace; the
+ * gradients against the ref backward under the gate, and a call captured into a CUDA graph and replayed
+ * twice bit for bit that of the direct call (the masked kernels' determinism). */
+typedef struct mask_case {
+    int64_t B, H, Hkv, Sq, Skv, D;
+    jattn_causal causal;
+    int blocks, segments, bias, pad; /* bias: 0 none, 1 per batch, 2 per batch and head; pad: 0, kv_len, key mask */
+} mask_case;
+
+static const mask_case mask_cases[] = {
+    {2, 4, 2, 70, 70, 64, JATTN_CAUSAL_TOP_LEFT, 0, 0, 0, 0},       /* grouped heads, causal */
+    {1, 2, 1, 33, 77, 128, JATTN_CAUSAL_BOTTOM_RIGHT, 0, 0, 0, 1},  /* one key/value head, cross, key lengths */
+    {1, 2, 2, 40, 40, 256, JATTN_CAUSAL_NONE, 3, 0, 2, 0},          /* blocks, a bias per head (half kernels) */
+    {2, 3, 3, 50, 45, 40, JATTN_CAUSAL_TOP_LEFT, 0, 3, 1, 2},       /* segments per batch, causal, a key mask */
+    {1, 4, 2, 100, 100, 16, JATTN_CAUSAL_BOTTOM_RIGHT, 2, 2, 2, 1}, /* every part */
+    {1, 2, 1, 1, 50, 72, JATTN_CAUSAL_NONE, 0, 0, 1, 0},            /* a single query, a bias, one key/value head */
+};
+
+/* n + 1 sorted offsets from 0 to last. */
+static void cut_offsets(int64_t *o, int n, int64_t last, jt_rng *r) {
+    o[0] = 0, o[n] = last;
+    for (int i = 1; i < n; i++) o[i] = (int64_t)(jt_uniform(r) * (double)(last + 1));
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 1 && o[j] < o[j - 1]; j--) {
+            const int64_t t = o[j];
+            o[j] = o[j - 1], o[j - 1] = t;
+        }
+}
+
+static void *dev_bytes(const void *h, size_t n, cudaStream_t s) {
+    void *d = NULL;
+    CUDA_OK(cudaMalloc(&d, n > 0 ? n : 1));
+    if (h && n) CUDA_OK(cudaMemcpyAsync(d, h, n, cudaMemcpyHostToDevice, s));
+    return d;
+}
+
+static void run_masked(const mask_case *mc, jt_rng *r, cudaStream_t s, int index, int *calls) {
+    const int64_t B = mc->B, H = mc->H, Hkv = mc->Hkv, Sq = mc->Sq, Skv = mc->Skv, D = mc->D;
+    jattn_problem p = jattn_problem_flux(B, H, Sq, Skv, D);
+    p.kv_heads = Hkv;
+    p.k = p.v = jattn_strides_head_major(Hkv, Skv, D);
+    const int64_t nq = B * H * Sq * D, nk = B * Hkv * Skv * D, nl = B * H * Sq;
+    float *h[7];
+    const int64_t n[7] = {nq, nk, nk, nq, nl, nq, nl}; /* q k v out lse dout dlse */
+    for (int i = 0; i < 7; i++) {
+        h[i] = malloc((size_t)n[i] * sizeof(float));
+        if (!h[i]) exit(1);
+        for (int64_t e = 0; e < n[i]; e++) h[i][e] = (float)jt_normal(r);
+    }
+    /* the mask, on the host */
+    enum { MAXP = 8 };
+    int64_t block_q[MAXP + 1], block_kv[MAXP + 1], seg_q[2][MAXP + 1], seg_kv[2][MAXP + 1], kv_len[2];
+    uint8_t *key_mask = malloc((size_t)(B * Skv));
+    float *bias = malloc((size_t)(B * H * Skv) * sizeof(float));
+    if (!key_mask || !bias) exit(1);
+    jattn_mask m;
+    memset(&m, 0, sizeof m);
+    m.causal = mc->causal;
+    if (mc->blocks) {
+        cut_offsets(block_q, mc->blocks, Sq, r);
+        cut_offsets(block_kv, mc->blocks, Skv, r);
+        m.block_q = block_q, m.block_kv = block_kv, m.num_blocks = mc->blocks;
+    }
+    if (mc->segments) {
+        for (int64_t b = 0; b < B; b++) {
+            cut_offsets(seg_q[b], mc->segments, Sq - (b ? Sq / 5 : 0), r); /* batch 1: queries past the last one */
+            cut_offsets(seg_kv[b], mc->segments, Skv, r);
+        }
+        m.cu_seqlens_q = seg_q[0], m.cu_seqlens_kv = seg_kv[0], m.num_segments = mc->segments;
+        m.segments_batch_stride = B > 1 ? MAXP + 1 : 0;
+    }
+    if (mc->bias) {
+        for (int64_t e = 0; e < B * H * Skv; e++) {
+            const double u = jt_uniform(r);
+            bias[e] = u < 0.1 ? -INFINITY : u < 0.2 ? -10000.0f : (float)jt_normal(r);
+        }
+        m.key_bias = bias;
+        m.key_bias_batch_stride = H * Skv;
+        m.key_bias_head_stride = mc->bias == 2 ? Skv : 0;
+    }
+    if (mc->pad == 1) {
+        for (int64_t b = 0; b < B; b++) kv_len[b] = b % 2 ? 1 + (int64_t)(jt_uniform(r) * (double)Skv) : Skv - 3;
+        m.padding.kv_len = kv_len;
+    } else if (mc->pad == 2) {
+        for (int64_t e = 0; e < B * Skv; e++) key_mask[e] = jt_uniform(r) < 0.7;
+        m.padding.mask = key_mask, m.padding.mask_batch = B, m.padding.mask_keys = Skv;
+    }
+    char what[200];
+    snprintf(what, sizeof what,
+             "backward masked B=%lld H=%lld Hkv=%lld Sq=%lld Skv=%lld D=%lld causal=%d blocks=%d "
+             "segments=%d bias=%d pad=%d",
+             (long long)B, (long long)H, (long long)Hkv, (long long)Sq, (long long)Skv, (long long)D, (int)mc->causal,
+             mc->blocks, mc->segments, mc->bias, mc->pad);
+    /* the reference: out, lse (h[3], h[4]) and the gradients */
+    float *ref[3] = {malloc((size_t)nq * sizeof(float)), malloc((size_t)nk * sizeof(float)),
+                     malloc((size_t)nk * sizeof(float))};
+    float *got = malloc((size_t)(nq > nk ? nq : nk) * sizeof(float));
+    if (!ref[0] || !ref[1] || !ref[2] || !got) exit(1);
+    jattn_exec e = {0};
+    e.backend = JATTN_BACKEND_REF;
+    jattn_status st = jattn_forward_masked(NULL, &p, &e, h[0], h[1], h[2], &m, h[3], h[4]);
+    if (st == JATTN_OK)
+        st = jattn_backward_masked(NULL, &p, NULL, &e, h[0], h[1], h[2], h[3], h[4], h[5], h[6], &m, ref[0], ref[1],
+                                   ref[2]);
+    if (!jt_expect_status(st, JATTN_OK, "the reference of a masked backward")) {
+        jt_tally_add(&tally, 0);
+        goto out;
+    }
+    {
+        /* every array on the device, the mask's too */
+        float *d[7], *dg[3];
+        for (int i = 0; i < 7; i++) d[i] = dev_bytes(h[i], (size_t)n[i] * sizeof(float), s);
+        for (int t = 0; t < 3; t++) dg[t] = dev_bytes(NULL, (size_t)(t ? nk : nq) * sizeof(float), s);
+        jattn_mask dm = m;
+        void *dptr[7] = {NULL};
+        if (m.block_q) {
+            dm.block_q = dptr[0] = dev_bytes(block_q, sizeof block_q, s);
+            dm.block_kv = dptr[1] = dev_bytes(block_kv, sizeof block_kv, s);
+        }
+        if (m.cu_seqlens_q) {
+            dm.cu_seqlens_q = dptr[2] = dev_bytes(seg_q, sizeof seg_q, s);
+            dm.cu_seqlens_kv = dptr[3] = dev_bytes(seg_kv, sizeof seg_kv, s);
+        }
+        if (m.key_bias) dm.key_bias = dptr[4] = dev_bytes(bias, (size_t)(B * H * Skv) * sizeof(float), s);
+        if (m.padding.kv_len) dm.padding.kv_len = dptr[5] = dev_bytes(kv_len, sizeof kv_len, s);
+        if (m.padding.mask) dm.padding.mask = dptr[6] = dev_bytes(key_mask, (size_t)(B * Skv), s);
+        e.backend = JATTN_BACKEND_CUDA;
+        e.memory = JATTN_MEMORY_DEVICE;
+        e.cuda_stream = s;
+        jattn_plan *plan = NULL;
+        st = jattn_plan_create(&plan, JATTN_PASS_BACKWARD, &p, NULL, &m, &e);
+        jattn_selection sel;
+        if (st == JATTN_OK) jattn_plan_selection(plan, &sel);
+        void *ws = NULL;
+        const size_t need = st == JATTN_OK ? jattn_plan_workspace_size(plan) : 0;
+        if (st == JATTN_OK && index % 2 && need) CUDA_OK(cudaMalloc(&ws, need)); /* half on a caller workspace */
+        int ok = jt_expect_status(st, JATTN_OK, what);
+        if (ok && forced[1][0] && strncmp(sel.kernel, forced[1], strlen(forced[1]))) {
+            ok = -1; /* the forced version hands masks to another (its own run covers that one) */
+        } else if (ok) {
+            for (int t = 0; t < 3; t++) CUDA_OK(cudaMemsetAsync(dg[t], 0xFF, (size_t)(t ? nk : nq) * sizeof(float), s));
+            st = jattn_plan_backward(plan, NULL, s, ws, ws ? need : 0, d[0], d[1], d[2], d[3], d[4], d[5], d[6], &dm,
+                                     dg[0], dg[1], dg[2]);
+            ok = jt_expect_status(st, JATTN_OK, what);
+            jattn_metrics mt = {0};
+            for (int t = 0; t < 3 && ok; t++) {
+                fetch(got, dg[t], t ? nk : nq, s);
+                jattn_metrics_compute_dense(got, ref[t], t ? nk : nq, &mt);
+                ok = jattn_metrics_pass_backward(&mt);
+            }
+            if (ok) note_kernel(sel.kernel), (*calls)++;
+            if (!ok || getenv("JATTN_TEST_VERBOSE"))
+                printf("%s %s (%s): rel_l2 %.3g max_abs %.3g (seed %llu)\n", ok ? "ok  " : "FAIL", what, sel.kernel,
+                       mt.rel_l2, mt.max_abs, (unsigned long long)jt_seed());
+        }
+        if (ok == 1 && index == 0) { /* captured into a graph, replayed twice: the direct call's bits */
+            float *g0 = malloc((size_t)nq * sizeof(float)), *g1 = malloc((size_t)nq * sizeof(float));
+            if (!g0 || !g1) exit(1);
+            fetch(g0, dg[0], nq, s);
+            cudaGraph_t graph = NULL;
+            cudaGraphExec_t exec = NULL;
+            CUDA_OK(cudaMemsetAsync(dg[0], 0xFF, (size_t)nq * sizeof(float), s));
+            CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+            st = jattn_plan_backward(plan, NULL, s, ws, ws ? need : 0, d[0], d[1], d[2], d[3], d[4], d[5], d[6], &dm,
+                                     dg[0], dg[1], dg[2]);
+            CUDA_OK(cudaStreamEndCapture(s, &graph));
+            ok = jt_expect_status(st, JATTN_OK, "a masked backward captured into a graph");
+            if (ok) {
+                CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+                for (int rep = 0; rep < 2; rep++) CUDA_OK(cudaGraphLaunch(exec, s));
+                fetch(g1, dg[0], nq, s);
+                ok = memcmp(g0, g1, (size_t)nq * sizeof(float)) == 0;
+                if (!ok) printf("FAIL %s: the graph's replay differs from the direct call\n", what);
+            }
+            if (exec) CUDA_OK(cudaGraphExecDestroy(exec));
+            if (graph) CUDA_OK(cudaGraphDestroy(graph));
+            free(g0), free(g1);
+        }
+        if (ok >= 0) jt_tally_add(&tally, ok);
+        CUDA_OK(cudaStreamSynchronize(s));
+        jattn_plan_free(plan);
+        (void)cudaFree(ws);
+        for (int i = 0; i < 7; i++) (void)cudaFree(d[i]), (void)cudaFree(dptr[i]);
+        for (int t = 0; t < 3; t++) (void)cudaFree(dg[t]);
+    }
+out:
+    for (int i = 0; i < 7; i++) free(h[i]);
+    for (int t = 0; t < 3; t++) free(ref[t]);
+    free(got), free(key_mask), free(bias);
+}
+
 int main(int argc, char **argv) {
     const char *part = argc > 1 ? argv[1] : "all";
-    if (strcmp(part, "all") && strcmp(part, "forward") && strcmp(part, "backward")) {
-        fprintf(stderr, "usage: %s [forward|backward|all]\n", argv[0]);
+    if (strcmp(part, "all") && strcmp(part, "forward") && strcmp(part, "backward") && strcmp(part, "masks")) {
+        fprintf(stderr, "usage: %s [forward|backward|masks|all]\n", argv[0]);
         return 2;
     }
     if (!jt_backend_present(JATTN_BACKEND_CUDA)) {
@@ -188,13 +385,21 @@ int main(int argc, char **argv) {
     static const int64_t shapes[][5] = {{1, 2, 65, 130, 64}, {2, 1, 70, 33, 128}, {1, 1, 37, 77, 72},
                                         {2, 1, 20, 45, 40},  {1, 1, 17, 30, 256}, {1, 2, 1, 200, 128},
                                         {2, 2, 20, 1, 64}};
-    int calls[2] = {0, 0};
+    int calls[2] = {0, 0}, masked = 0;
     for (int backward = 0; backward < 2; backward++) {
-        if (!strcmp(part, backward ? "forward" : "backward")) continue;
+        if (!strcmp(part, backward ? "forward" : "backward") || !strcmp(part, "masks")) continue;
         for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
             run_shape(shapes[i], backward, &rng, s, &calls[backward]);
         if (!calls[backward]) {
             printf("FAIL the %s ran no call: the forced version took no shape\n", backward ? "backward" : "forward");
+            jt_tally_add(&tally, 0);
+        }
+    }
+    if (strcmp(part, "forward")) { /* the masked backward: part of `backward`, and alone */
+        for (size_t i = 0; i < sizeof mask_cases / sizeof mask_cases[0]; i++)
+            run_masked(&mask_cases[i], &rng, s, (int)i, &masked);
+        if (!masked && !(forced[1][0] && strcmp(forced[1], "cuda_bwd_v3"))) {
+            printf("FAIL the masked backward ran no call\n");
             jt_tally_add(&tally, 0);
         }
     }

@@ -197,7 +197,7 @@ static const feature features[] = {
     {"backward", 0.45, a_backward, f_backward},
     {"dlse", 0.5, a_dlse, f_dlse},
     /* the parts of jattn_mask beyond key padding, and grouped-query heads: where the backend serves them
-     * in the draw's pass (today the ref backend; the others refuse them until they serve them) */
+     * in the draw's pass (probe_serves asks the library: the cuda backward serves every one) */
     {"kv-heads", 0.35, a_kv_heads, f_kv_heads},
     {"causal", 0.3, a_causal, f_causal},
     {"blocks", 0.2, a_blocks, f_blocks},

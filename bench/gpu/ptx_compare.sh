@@ -10,7 +10,9 @@
 #           REUSE_BEFORE=1 the PTX of TREE_BEFORE already under OUT (OUT/A) is not compiled again
 # The flags are the library's CUDA flags that reach device code (src/cuda/sources.cmake and the
 # Release build: -std=c++17 -O3 -DNDEBUG, the definitions and include folders of jattn_objects).
-# Prints one line per file and architecture: "same", "DIFF", "only before" (removed), "only after"
+# Prints one line per file and architecture: "same", "same entries" (the file differs, but every kernel
+# of the before file is the same in the after one, found by name: ptx_entries.py; a change that added
+# kernels, e.g. template instances beside the old ones), "DIFF", "only before" (removed), "only after"
 # (new). Exit 0 when no kept file differs, 1 otherwise.
 set -eu
 A=$(cd "${1:?source tree before}" && pwd)
@@ -56,6 +58,9 @@ for arch in $ARCHS; do
         name=$(echo "$f" | tr / _).ptx
         if [ -s "$OUT/A/$arch/$name" ] && cmp -s "$OUT/A/$arch/$name" "$OUT/B/$arch/$name"; then
             echo "same         $arch $f ($(wc -l <"$OUT/A/$arch/$name") lines)"
+        elif [ -s "$OUT/A/$arch/$name" ] && python3 "$(dirname "$0")/ptx_entries.py" "$OUT/A/$arch/$name" \
+            "$OUT/B/$arch/$name" >"$OUT/$arch.$name.entries" 2>&1; then
+            echo "same entries $arch $f ($(tail -1 "$OUT/$arch.$name.entries"); kernels added)"
         else
             echo "DIFF         $arch $f"
         fi
@@ -64,5 +69,5 @@ done | tee "$OUT/result"
 comm -23 "$OUT/files.before" "$OUT/files.after" | sed 's/^/only before  /'
 comm -13 "$OUT/files.before" "$OUT/files.after" | sed 's/^/only after   /'
 grep -q "^DIFF" "$OUT/result" && status=1
-echo "ptx_compare: $(grep -c '^same' "$OUT/result") same, $(grep -c '^DIFF' "$OUT/result") different"
+echo "ptx_compare: $(grep -c '^same' "$OUT/result") same ($(grep -c '^same entries' "$OUT/result") entry by entry), $(grep -c '^DIFF' "$OUT/result") different"
 exit $status

@@ -2,8 +2,9 @@
  * attention backward (dq, dk, dv) on mma.sync.m16n8k16 fp16 with fp32 accumulation (sm_80 and newer),
  * every operand split into two scaled fp16 parts (2xFP16, f16x2_split.cuh; three for S and dP at
  * head_dim <= 16) and every product on three fp16 products (hi*hi + hi*lo + lo*hi). Any head_dim 1..256,
- * any strides (head_dim contiguous), key padding, dlse, f32 and tf32 precision (tf32 runs the f32
- * arithmetic), deterministic.
+ * any strides (head_dim contiguous), key padding, every other mask part (causal in both alignments,
+ * block-causal, segments, a key bias) and grouped-query heads (below: "Masks"), dlse, f32 and tf32 precision
+ * (tf32 runs the f32 arithmetic), deterministic.
  *
  * Per (b, h), c = scale, lse the forward's row log-sum-exp (natural log):
  *   Dl_i  = sum_d dO_id O_id - dlse_i                       (pre-pass, float64, kept as hi + lo)
@@ -61,9 +62,10 @@
  * g = lane / 4, t = lane % 4; A a0 = (g, 2t..2t+1), a1 = (g+8, 2t..), a2 = (g, 2t+8..), a3 = (g+8, 2t+8..);
  * B b0 = (k 2t..2t+1, n g), b1 = (k 2t+8.., n g).
  * Written: dq (times c), dk, dv [B, H, S, D] through their strides (4-byte stores), rows past the
- * sequence and columns past D never; masked keys' dk, dv rows +0. Workspace: the records (about 2 B H
- * (Sq + Skv) Dp x 4 bytes, as the backward v4's; x1.5 at Dp = 16) plus lse, Dl and the dominant (P, dP - Dl,
- * key) (28 bytes per query row).
+ * sequence and columns past D never; masked keys' dk, dv rows +0. Workspace: the records (about 2 B (H Sq +
+ * Hkv Skv) Dp x 4 bytes, as the backward v4's; x1.5 at Dp = 16) plus lse, Dl and the dominant (P, dP - Dl,
+ * key) (28 bytes per query row) and the mask's regions (backward_v3_layout.cuh: 9 bytes per query row of a
+ * batch, 4 per key of a query head).
  * Not handled (as v1, v2): non-finite inputs; values below about 2^-129 of their record lose bits (the
  * record's power of two is clamped at 2^126); an element more than 2^17 below its record's largest
  * keeps an absolute error under 2^-39 of that largest (every 2xFP16 split).
@@ -79,6 +81,30 @@
  * 3101; Dp 256 (half, 16 x 16 columns) 1843 and 1388 with chains of 4.
  * The index arithmetic is checked by a numpy emulation of the records, copies, ldmatrix addresses, mma
  * fragments and the pair exchange (lab/gpu/emulate_backward_v3.py).
+ *
+ * Masks (issue 35): a call with a window part (segments, causal, blocks), a key bias or grouped-query heads
+ * runs instances of its own (bwd_v3_kernel<..., true>, bwd_v3_split<true>) beside the unmasked ones, whose
+ * code is as it was (their PTX unchanged, entry by entry). k and v, and their records, are per key/value
+ * head, read in place by the group's query heads: the dQ grid runs over query heads, reading key/value head
+ * h / group; the dK/dV grid over key/value heads, each CTA walking the column tiles of every query head of
+ * its group in turn (heads ascending, then tiles) into the same dK and dV accumulators: no atomics, one order
+ * every run. The pre-pass writes each query row's window of keys (key_window.cuh: src/mask.c's definition),
+ * their summaries per 16 rows and the attended keys' bias; its records take non-finite values as 0, so that
+ * a masked pair (P = dS = 0) multiplies no Inf or NaN (a non-finite input still reaches the rows attending
+ * it, through the out and lse its forward gave them). The walk (backward_v3_mask.cuh): a dQ CTA loads only
+ * the key tiles inside the hull of its rows' windows; a dK/dV CTA only the query tiles from the first row
+ * whose window ends past its first key to the last whose window starts at or before its last (windows never
+ * move back: binary searches); per warp and tile, a tile no window of the warp's rows meets is skipped, one
+ * every window holds runs as unmasked, the rest (with a key bias every tile) takes P per element: 0 outside
+ * the windows or where the bias is -inf (a select, whatever S holds), the bias added by TwoSum (big u + bias
+ * and its error joining cor u: the score is never rounded before lse is subtracted), and dS 0 where P was
+ * (whatever dP - Dl holds). The dominant element's exact weight adds the bias in float64. Causal at
+ * Sq = Skv walks 0.50-0.54 of the unmasked tiles (lab/gpu/emulate_backward_v3_masks.cc, which replays every
+ * walk against src/mask.c). At Dp = 64 the masked kernels take column tiles of 32 (64 spilled); causal and
+ * block-causal dQ grids start with their longest row blocks; a masked grid of fewer CTAs than the device has
+ * SMs takes smaller CTAs. Registers of the masked instances (ptxas 13.0): sm_80 no local memory in any;
+ * sm_90a none but dK/dV at Dp 128 (8 bytes of stack, 8 / 12 bytes spilled) and 256 (4 / 4): one word stored
+ * before the tile loop, reloaded outside it.
  * Measured: src/cuda/NOTES.md ("v3"); the first form (Kahan per slice, dK and dV apart above Dp 128) in
  * bench/results/h200-2026-12-04-v7-call1. */
 #include <math.h>

@@ -149,9 +149,11 @@ size_t jattn_cuda_bwd_v3_workspace_bytes_gqa(int64_t batch, int64_t heads, int64
 
 /* Enqueues the backward v3 (backward_v3_mma_f16x2.cu) on `stream`: its split pre-pass, for a key-padded
  * call the +0 fill of dk and dv, the dQ kernel and the dK/dV kernel (which takes each query row's
- * dominant weight from dQ). `workspace`: jattn_cuda_bwd_v3_workspace_bytes(), 16-byte aligned. No allocation, no
- * synchronisation (the first call on a device asks it for its occupancy, once). Refuses
- * (cudaErrorInvalidValue, nothing enqueued) head_dim > JATTN_CUDA_BWD_V3_MAX_HEAD_DIM.
+ * dominant weight from dQ); a call with a window part, a key bias or grouped-query heads (a's mask and
+ * kv_heads) runs their masked instances. `workspace`: jattn_cuda_bwd_v3_workspace_bytes_gqa(), 16-byte aligned.
+ * No allocation, no synchronisation (the first call on a device asks it for its occupancy, once). Refuses
+ * (cudaErrorInvalidValue, nothing enqueued) head_dim > JATTN_CUDA_BWD_V3_MAX_HEAD_DIM or kv_heads not
+ * dividing heads.
  * @return the cudaError_t of the launches (as int; 0 = cudaSuccess). */
 int jattn_cuda_launch_bwd_v3(const jattn_cuda_args *a, void *workspace, void *stream);
 
