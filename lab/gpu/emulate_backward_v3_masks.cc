@@ -16,7 +16,8 @@
  * (jattn_call_key_window) with the key padding and a -inf bias (jattn_call_attends, as src/reference.c).
  *
  * Checked per case: (1) the windows the pre-pass stores are src/mask.c's (rows past the last segment and
- * past seq_q: (Skv, Skv)), non-decreasing in lo and hi; (2) dQ: every attended pair (i, j) lies in a tile its
+ * past seq_q: (Skv, Skv)), non-decreasing in lo and hi, and the keys its k and v records keep
+ * (v3_key_reached) are those some query row of the group attends; (2) dQ: every attended pair (i, j) lies in a tile its
  * CTA walks and its warp does not skip, and gets P (the element's test) exactly when attended, in every
  * tile the walk visits; (3) dK/dV: the same for every key tile of every key/value head over its group's
  * query heads; (4) the work: tiles loaded (CTA) and warp-tiles computed, against the unmasked walk.
@@ -224,6 +225,15 @@ static void prepass(const Case &k, Prepass &pp) {
             for (int r = 0; r < 16; r++) s = v3_sum_merge(s, v3_sum_row(pp.win[b][gi * 16 + r], gi * 16 + r < k.Sq));
             pp.sum[b][gi] = s;
         }
+        /* (1b) the keys the k and v records keep (v3_key_reached): those some row of some head of the group
+         * attends */
+        for (int64_t hk = 0; hk < k.Hkv; hk++)
+            for (int j : k.kv_index[b]) {
+                bool any = false;
+                for (int64_t h = hk * (k.H / k.Hkv); h < (hk + 1) * (k.H / k.Hkv) && !any; h++)
+                    for (int64_t i = 0; i < k.Sq && !any; i++) any = attends(k, b, h, i, j);
+                if (v3_key_reached(k.a, b, hk, j) != any) fail(k, "key reached wrongly (b, key, truth)", b, j, any);
+            }
         /* (1) the stored windows against src/mask.c, and their order */
         int2 prev = v3_int2(INT_MIN, INT_MIN);
         for (int i = 0; i < pp.tq * 64; i++) {

@@ -28,7 +28,8 @@
  *   wsum        [B][Tq * 4] int4: the summary of each 16 rows' windows
  *   bias        [B*H][Tk * 64] float: the key bias of each attended key (record row order), 0 past them
  * With grouped-query heads the k and v records (img[kV3K], img[kV3V], their unscales) are per key/value head:
- * [B*Hkv] in place of [B*H].
+ * [B*Hkv] in place of [B*H]. In a masked call the records hold non-finite values as 0, and the rows of the k
+ * and v records of keys no query row of the group attends (backward_v3_mask.cuh, v3_key_reached) zeros.
  * The kernels copy 16-byte chunks of the images into shared rows of Dp + 8 halves (ldmatrix reads of 8
  * consecutive rows then fall on 8 different bank groups: (Dp + 8) / 8 is odd for every Dp below, and
  * (Dp / 2 + 8) / 8 for the half-width row images above Dp = 128). */

@@ -25,6 +25,7 @@
 #define JATTN_BACKWARD_V3_MASK_CUH
 
 #include <limits.h>
+#include <math.h>
 #include <stdint.h>
 
 #ifndef V3M_HOST_TYPES /* lab/gpu/emulate_backward_v3_masks.cc defines int2 and int4 itself */
@@ -90,6 +91,32 @@ __device__ __forceinline__ int2 v3_row_window(const jattn_cuda_args &a, int64_t 
     int64_t lo, hi;
     kw_window(a, b, i, &lo, &hi);
     return v3_int2((int)lo, (int)hi);
+}
+
+/* Whether key j of batch b (a key the padding attends) is attended by some query row of some query head of
+ * key/value head hk: a row whose window holds it (the first row whose window ends past j is the one whose
+ * window starts first among those: windows never move back) and a head whose bias at j is not -inf. The
+ * pre-pass leaves the other keys out of the k and v records, as the padding's, so that whatever they hold
+ * (a packed buffer's unused tail past the last segment) never scales the records of the keys beside them. */
+__device__ __forceinline__ bool v3_key_reached(const jattn_cuda_args &a, int64_t b, int64_t hk, int64_t j) {
+    if (kw_has_window(a)) {
+        int64_t lo = 0, hi = a.seq_q;
+        while (lo < hi) {
+            const int64_t mid = lo + (hi - lo) / 2;
+            if (v3_row_window(a, b, mid).y > j)
+                hi = mid;
+            else
+                lo = mid + 1;
+        }
+        if (lo == a.seq_q || v3_row_window(a, b, lo).x > j) return false;
+    }
+    if (a.key_bias) {
+        const int64_t group = a.heads / (a.kv_heads > 0 ? a.kv_heads : a.heads);
+        for (int64_t h = hk * group; h < (hk + 1) * group; ++h)
+            if (kw_bias_row(a, b, h)[j] != -INFINITY) return true;
+        return false;
+    }
+    return true;
 }
 
 /* The first row i in [0, n) with win[i].hi > j (n when none): hi never decreases. */

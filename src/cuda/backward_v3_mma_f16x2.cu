@@ -85,26 +85,27 @@
  * Masks (issue 35): a call with a window part (segments, causal, blocks), a key bias or grouped-query heads
  * runs instances of its own (bwd_v3_kernel<..., true>, bwd_v3_split<true>) beside the unmasked ones, whose
  * code is as it was (their PTX unchanged, entry by entry). k and v, and their records, are per key/value
- * head, read in place by the group's query heads: the dQ grid runs over query heads, reading key/value head
- * h / group; the dK/dV grid over key/value heads, each CTA walking the column tiles of every query head of
- * its group in turn (heads ascending, then tiles) into the same dK and dV accumulators: no atomics, one order
- * every run. The pre-pass writes each query row's window of keys (key_window.cuh: src/mask.c's definition),
- * their summaries per 16 rows and the attended keys' bias; its records take non-finite values as 0, so that
- * a masked pair (P = dS = 0) multiplies no Inf or NaN (a non-finite input still reaches the rows attending
- * it, through the out and lse its forward gave them). The walk (backward_v3_mask.cuh): a dQ CTA loads only
- * the key tiles inside the hull of its rows' windows; a dK/dV CTA only the query tiles from the first row
- * whose window ends past its first key to the last whose window starts at or before its last (windows never
- * move back: binary searches); per warp and tile, a tile no window of the warp's rows meets is skipped, one
- * every window holds runs as unmasked, the rest (with a key bias every tile) takes P per element: 0 outside
- * the windows or where the bias is -inf (a select, whatever S holds), the bias added by TwoSum (big u + bias
- * and its error joining cor u: the score is never rounded before lse is subtracted), and dS 0 where P was
- * (whatever dP - Dl holds). The dominant element's exact weight adds the bias in float64. Causal at
- * Sq = Skv walks 0.50-0.54 of the unmasked tiles (lab/gpu/emulate_backward_v3_masks.cc, which replays every
- * walk against src/mask.c). At Dp = 64 the masked kernels take column tiles of 32 (64 spilled); causal and
- * block-causal dQ grids start with their longest row blocks; a masked grid of fewer CTAs than the device has
- * SMs takes smaller CTAs. Registers of the masked instances (ptxas 13.0): sm_80 no local memory in any;
- * sm_90a none but dK/dV at Dp 128 (8 bytes of stack, 8 / 12 bytes spilled) and 256 (4 / 4): one word stored
- * before the tile loop, reloaded outside it.
+ * head, read in place by the group's query heads: the dQ grid runs over query heads, each reading the
+ * key/value head h / group; the dK/dV grid over key/value heads, each CTA walking the column tiles of every
+ * query head of its group in turn (heads ascending, then tiles) into the same dK and dV accumulators: no
+ * atomics, one order every run. The pre-pass writes each query row's window of keys (key_window.cuh:
+ * src/mask.c's definition), their summaries per 16 rows and the attended keys' bias; its records take
+ * non-finite values as 0, so that a masked pair (P = dS = 0) multiplies no Inf or NaN (a non-finite input
+ * still reaches the rows attending it, through the out and lse its forward gave them), and leave out of k and
+ * v the keys no query row of the group attends (as the padding's: whatever they hold sets no record's scale).
+ * The walk (backward_v3_mask.cuh): a dQ CTA loads only the key tiles inside the hull of its rows' windows; a
+ * dK/dV CTA only the query tiles from the first row whose window ends past its first key to the last whose
+ * window starts at or before its last (windows never move back: binary searches); per warp and tile, a tile
+ * no window of the warp's rows meets is skipped, one every window holds runs as unmasked, the rest (with a
+ * key bias every tile) takes P per element: 0 outside the windows or where the bias is -inf (a select,
+ * whatever S holds), the bias added by TwoSum (big u + bias and its error joining cor u: the score is never
+ * rounded before lse is subtracted), and dS 0 where P was (whatever dP - Dl holds). The dominant element's
+ * exact weight adds the bias in float64. Causal at Sq = Skv walks 0.50-0.54 of the unmasked tiles
+ * (lab/gpu/emulate_backward_v3_masks.cc, which replays every walk against src/mask.c). At Dp = 64 the masked
+ * kernels take column tiles of 32 (64 spilled); causal and block-causal dQ grids start with their longest row
+ * blocks; a masked grid of fewer CTAs than the device has SMs takes smaller CTAs. Registers of the masked
+ * instances (ptxas 13.0): sm_80 no local memory in any; sm_90a none but dK/dV at Dp 128 (8 bytes of stack, 8
+ * / 12 bytes spilled) and 256 (4 / 4): one word stored before the tile loop, reloaded outside it.
  * Measured: src/cuda/NOTES.md ("v3"); the first form (Kahan per slice, dK and dV apart above Dp 128) in
  * bench/results/h200-2026-12-04-v7-call1. */
 #include <math.h>

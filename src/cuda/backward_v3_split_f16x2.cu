@@ -14,8 +14,9 @@
  * the record's values for its largest magnitude (warps over rows, lanes over columns: coalesced), then a
  * pass writing 16-byte chunks of 8 halves per thread (the values read again, from L1), then the row data
  * (q: lse; dout: Dl, one warp per row). Memory-bound.
- * A masked call (a window part, a key bias or grouped-query heads: bwd_v3_split_masked) takes the same
- * records with non-finite values as 0, k and v per key/value head (Hkv of them), and writes the mask's
+ * A masked call (a window part, a key bias or grouped-query heads: bwd_v3_split<true>) takes the same
+ * records with non-finite values as 0 and the keys no query row attends as zeros (v3_key_reached), k and v
+ * per key/value head (Hkv of them), and writes the mask's
  * regions: per (batch, query record) the 64 rows' windows and their four summaries (backward_v3_mask.cuh),
  * per (head, key record) the 64 attended keys' bias; those CTAs use 64 of their threads. */
 #include <math.h>
@@ -151,11 +152,25 @@ __global__ void __launch_bounds__(kSplitThreads) bwd_v3_split(const typename Spl
     const float mul = which == kV3Q ? p.scale : 1.f;
     const int r0 = tile * kV3Rec;
     const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+    /* MASKED k, v: the record's keys some query row attends (bit rr; v3_key_reached), the others left out as the
+     * padding's are */
+    uint64_t reach = ~0ull;
+    if constexpr (MASKED) {
+        if (keys) {
+            const bool on = tid < kV3Rec && r0 + tid < n && v3_key_reached(p.a, b, h, key_row(rows, r0 + tid));
+            const unsigned votes = __ballot_sync(0xffffffffu, on);
+            if (lane == 0 && warp < 2) red[warp] = __uint_as_float(votes);
+            __syncthreads();
+            reach = (uint64_t)__float_as_uint(red[0]) | (uint64_t)__float_as_uint(red[1]) << 32;
+            __syncthreads();
+        }
+    }
 
     /* 1. the record's largest finite magnitude */
     float amax = 0.f;
     for (int rr = warp; rr < kV3Rec; rr += kSplitWarps) {
         if (r0 + rr >= n) break;
+        if (MASKED && !(reach >> rr & 1u)) continue;
         const float *row = src + key_row(rows, r0 + rr) * stride;
         for (int c = lane; c < p.d; c += 32) amax = fmaxf(amax, finite_abs(__ldg(row + c) * mul));
     }
@@ -176,7 +191,7 @@ __global__ void __launch_bounds__(kSplitThreads) bwd_v3_split(const typename Spl
     for (int i = tid; i < kV3Rec * chunks; i += kSplitThreads) {
         const int rr = i / chunks, c0 = (i % chunks) * 8;
         float x[8];
-        const bool valid = r0 + rr < n;
+        const bool valid = r0 + rr < n && (!MASKED || (reach >> rr & 1u));
         const float *row = valid ? src + key_row(rows, r0 + rr) * stride : src;
 #pragma unroll
         for (int k = 0; k < 8; ++k) {
