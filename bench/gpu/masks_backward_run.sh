@@ -54,7 +54,8 @@ status() { echo "$1" | tee -a "$OUT/status.txt"; }
 # ---- build ----
 timeout -k 10 "$CAP_BUILD" bash -c "cmake -S '$ROOT' -B '$BUILD' -DCMAKE_BUILD_TYPE=Release -DJATTN_CUDA=ON \
     -DJATTN_CUDA_ARCHS=90a -DJATTN_MPI=OFF -DJATTN_NCCL=OFF -DJATTN_VULKAN=OFF -DCMAKE_CUDA_FLAGS='-Xptxas -v' &&
-  cmake --build '$BUILD' -j $(nproc) --target test_backward test_cuda_kernels masks_backward_bench" > "$OUT/build.log" 2>&1
+  cmake --build '$BUILD' -j $(nproc) --target test_backward test_cuda_kernels masks_backward_bench" \
+  > "$OUT/build.log" 2>&1
 rc=$?
 status "build: rc $rc after ${SECONDS} s"
 # the masked instances of the backward v3 (bwd_v3_kernel<Dp, BR, role, true>), their registers and spills

@@ -69,5 +69,6 @@ done | tee "$OUT/result"
 comm -23 "$OUT/files.before" "$OUT/files.after" | sed 's/^/only before  /'
 comm -13 "$OUT/files.before" "$OUT/files.after" | sed 's/^/only after   /'
 grep -q "^DIFF" "$OUT/result" && status=1
-echo "ptx_compare: $(grep -c '^same' "$OUT/result") same ($(grep -c '^same entries' "$OUT/result") entry by entry), $(grep -c '^DIFF' "$OUT/result") different"
+echo "ptx_compare: $(grep -c '^same' "$OUT/result") same ($(grep -c '^same entries' "$OUT/result") entry by entry)," \
+    "$(grep -c '^DIFF' "$OUT/result") different"
 exit $status
