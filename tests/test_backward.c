@@ -25,7 +25,9 @@
  *               applying the mask by this file's own reading of jattn.h); the k, v rows nobody
  *               attends NaN, their dk, dv +0, the dq rows of queries without a key +0; masked
  *               calls bitwise identical on 1, 2, 3, 5 threads, forward and backward; and NaN and
- *               Inf in a key change no out, lse or dq row of a query that does not attend it
+ *               Inf in a key change no out, lse or dq row of a query that does not attend it. Where
+ *               the backend's own forward does not serve a mask, out and lse come from the ref
+ *               forward and the backward is checked alone (`forward_serves`)
  *   fd          (ref only) the ref backward against central finite differences of a float64
  *               forward at tiny shapes: the oracle itself checked
  *   properties  dout * 2^k gives gradients * 2^k bit for bit; permuting the keys permutes dk and
@@ -1471,6 +1473,18 @@ static jattn_status bcase_run_masked(bcase *bc, const jattn_exec *e, const jattn
                                  at(&bc->dout), bc->dlse, m, at(&bc->dq), at(&bc->dk), at(&bc->dv));
 }
 
+/* Whether the backend's own masked forward serves the mask of p (its plan): where it does not (the cuda
+ * forward before it served masks), the parts that take out and lse from it take the ref forward's, so that
+ * the backend's backward is still checked. */
+static int forward_serves(const jattn_problem *p, const jattn_mask *m) {
+    jattn_exec e = {0};
+    e.backend = backend;
+    jattn_plan *plan = NULL;
+    const jattn_status st = jattn_plan_create(&plan, JATTN_PASS_FORWARD, p, NULL, m, &e);
+    jattn_plan_free(plan);
+    return st == JATTN_OK;
+}
+
 /* 1 (after printing "skip") when the backend refused a mask part it does not serve yet (by feature:
  * jattn_refuse_features' message). Never counted as passed. */
 static int refused_mask_feature(jattn_status st, const char *label) {
@@ -1555,13 +1569,14 @@ static void part_masks(jt_rng *r, jt_tally *tally) {
              * own rounding of out (any float32 forward) is a relative error u / (1 - P) of dq, dk that no
              * row averages away (cpu: 10.8x the floor at B=1 H=2 S=200 D=80 MQA uniform, seed
              * 25745585503291 before this; the same cases from the float64 forward sit at 1.0x) */
-            const int chain = ms->Sq >= 33 && (si + mi) % 3 == 0 && sp->bias == BIAS_NONE;
+            int chain = ms->Sq >= 33 && (si + mi) % 3 == 0 && sp->bias == BIAS_NONE;
             if (bcase_init(&bc, &p, &g, with_dlse) != 0 || mask_draw(&ma, sp, &p, r) != 0) {
                 printf("FAIL allocation\n");
                 jt_tally_add(tally, 0);
                 bcase_free(&bc);
                 continue;
             }
+            chain = chain && forward_serves(&p, &ma.m); /* else the backward alone, from the ref forward */
             const size_t len = strlen(bc.c.label);
             snprintf(bc.c.label + len, sizeof bc.c.label - len, "%s%s%s", ms->token_major ? " token-major" : " flux",
                      with_dlse ? " dlse" : "", chain ? " chain" : "");
@@ -1616,6 +1631,8 @@ static void part_masks_determinism(jt_rng *r, jt_tally *tally) {
         tensor *grads[3] = {&bc.dq, &bc.dk, &bc.dv};
         static const int threads[] = {1, 2, 3, 5};
         int ok = st == JATTN_OK && out1 && lse1 && out_t && lse_t, skip = 0;
+        /* a backend whose forward does not serve the mask: its backward's repeats alone (from the ref's out, lse) */
+        const int own_forward = forward_serves(&p, &ma.m);
         if (ok) { /* the elements out does not span compare equal */
             memset(out1, 0, (size_t)bc.c.n_out * sizeof(float));
             memset(out_t, 0, (size_t)bc.c.n_out * sizeof(float));
@@ -1625,7 +1642,7 @@ static void part_masks_determinism(jt_rng *r, jt_tally *tally) {
             e.backend = backend;
             e.threads = threads[ti];
             float *o = ti ? out_t : out1, *l = ti ? lse_t : lse1;
-            st = jattn_forward_masked(NULL, &p, &e, bc.c.q, bc.c.k, bc.c.v, &ma.m, o, l);
+            if (own_forward) st = jattn_forward_masked(NULL, &p, &e, bc.c.q, bc.c.k, bc.c.v, &ma.m, o, l);
             if (st == JATTN_OK) st = bcase_run_masked(&bc, &e, &ma.m);
             if (refused_mask_feature(st, bc.c.label)) {
                 skip = 1;
@@ -1692,8 +1709,14 @@ static void part_masks_nonfinite(jt_rng *r, jt_tally *tally) {
             for (int64_t x = 0; x < p.batch * p.heads * p.seq_kv; x++) ma.bias[x] = (float)jt_normal(r);
         mask_label(&nspecs[t], &p, a.c.label, sizeof a.c.label);
         const jt_dist d = (jt_dist)(t % JT_DIST_COUNT);
-        jattn_exec e = {0};
+        jattn_exec e = {0}, fe = {0};
         e.backend = backend;
+        /* the forward: the backend's, else (it does not serve the mask) the ref's, and the backward alone */
+        fe.backend = forward_serves(&p, &ma.m) ? backend : JATTN_BACKEND_REF;
+        if (fe.backend != backend) {
+            const size_t len = strlen(a.c.label);
+            snprintf(a.c.label + len, sizeof a.c.label - len, " (out, lse: ref)");
+        }
         /* z: the key's elements 0; a: Inf and NaN there; the same inputs otherwise */
         jt_case_fill(&z.c, d, r);
         fill_normal(&p, &z.dout, r);
@@ -1710,7 +1733,7 @@ static void part_masks_nonfinite(jt_rng *r, jt_tally *tally) {
         bcase *cs[2] = {&z, &a};
         jattn_status st = JATTN_OK;
         for (int c = 0; c < 2 && st == JATTN_OK; c++) {
-            st = jattn_forward_masked(NULL, &cs[c]->c.p, &e, cs[c]->c.q, cs[c]->c.k, cs[c]->c.v, &ma.m, cs[c]->c.out,
+            st = jattn_forward_masked(NULL, &cs[c]->c.p, &fe, cs[c]->c.q, cs[c]->c.k, cs[c]->c.v, &ma.m, cs[c]->c.out,
                                       cs[c]->c.lse);
             if (st == JATTN_OK) st = bcase_run_masked(cs[c], &e, &ma.m);
         }
