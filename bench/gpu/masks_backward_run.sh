@@ -4,7 +4,7 @@
 #
 #   OUT=$OUT bash bench/gpu/masks_backward_run.sh
 #
-# Steps, each under its own time cap (build 150 s, checks 60 s, timings 70 s):
+# Steps, each under its own time cap (build 110 s, checks 45 s, timings 35 + 15 + 30 s: at most 235 s in all):
 #   build    cmake (JATTN_CUDA=ON, JATTN_CUDA_ARCHS=90a, Release, ptxas -v) in $BUILD of test_backward,
 #            test_cuda_kernels and masks_backward_bench; the masked instances' registers and spills
 #            (ptxas.txt)
@@ -27,9 +27,9 @@
 set -u
 OUT=${OUT:-/tmp/masks_backward}
 BUILD=${BUILD:-/tmp/jattn-masks-bwd}
-CAP_BUILD=${CAP_BUILD:-150}
-CAP_CHECKS=${CAP_CHECKS:-60}
-CAP_TIMINGS=${CAP_TIMINGS:-70}
+CAP_BUILD=${CAP_BUILD:-110}
+CAP_CHECKS=${CAP_CHECKS:-45}
+CAP_TIMINGS=${CAP_TIMINGS:-35}
 REPS=${REPS:-15}
 CASES=${CASES:-"1,24,24,1536,128:none 1,24,24,1536,128:causal 1,24,8,1536,128:none 1,24,8,1536,128:causal \
 1,24,24,1536,128:blocks=6 1,24,24,1536,128:segments=4 1,24,24,1536,128:bias \
@@ -108,11 +108,11 @@ timeout -k 5 "$CAP_TIMINGS" "$B/masks_backward_bench" --reps "$REPS" $CASES > "$
 status "timings AUTO: rc $? after ${SECONDS} s"
 NONE=$(for c in $CASES; do case $c in *:none) echo "$c" ;; esac; done)
 # shellcheck disable=SC2086
-JATTN_CUDA_BWD_KERNEL=v3 timeout -k 5 30 "$B/masks_backward_bench" --reps "$REPS" $NONE > "$OUT/v3.txt" 2>&1
+JATTN_CUDA_BWD_KERNEL=v3 timeout -k 5 15 "$B/masks_backward_bench" --reps "$REPS" $NONE > "$OUT/v3.txt" 2>&1
 status "timings v3 unmasked: rc $? after ${SECONDS} s"
 if python3 -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)" > /dev/null 2>&1; then
   # shellcheck disable=SC2086
-  timeout -k 5 60 python3 "$ROOT/bench/gpu/torch_sdpa_masks_backward.py" --reps 10 $CASES > "$OUT/torch.txt" 2>&1
+  timeout -k 5 30 python3 "$ROOT/bench/gpu/torch_sdpa_masks_backward.py" --reps 8 $CASES > "$OUT/torch.txt" 2>&1
   status "timings PyTorch: rc $? after ${SECONDS} s"
 else
   status "SKIP PyTorch: no torch with CUDA"
