@@ -24,7 +24,8 @@
 
 /* ---- the stubs of what the versions' table names ---- */
 
-size_t attention_f32_sm90_fa3_f16x2_workspace_bytes(int64_t batch, int64_t heads, int64_t seq_kv, int64_t head_dim);
+size_t attention_f32_sm90_fa3_f16x2_workspace_bytes(int64_t batch, int64_t heads, int64_t kv_heads, int64_t seq_kv,
+                                                    int64_t head_dim);
 
 #define STUB_LAUNCH(name)                                               \
     int name(const jattn_cuda_args *a, void *workspace, void *stream) { \
@@ -37,11 +38,12 @@ STUB_LAUNCH(jattn_cuda_launch_v7)
 STUB_LAUNCH(jattn_cuda_launch_bwd_v3)
 STUB_LAUNCH(jattn_cuda_launch_bwd_v4)
 
-size_t attention_f32_sm90_fa3_f16x2_workspace_bytes(int64_t batch, int64_t heads, int64_t seq_kv, int64_t head_dim) {
-    return (size_t)(batch + heads + seq_kv + head_dim);
+size_t attention_f32_sm90_fa3_f16x2_workspace_bytes(int64_t batch, int64_t heads, int64_t kv_heads, int64_t seq_kv,
+                                                    int64_t head_dim) {
+    return (size_t)(batch + heads + kv_heads + seq_kv + head_dim);
 }
-size_t jattn_cuda_v7_workspace_bytes(int64_t batch, int64_t heads, int64_t seq_kv, int64_t head_dim) {
-    return (size_t)(batch + heads + seq_kv + head_dim);
+size_t jattn_cuda_v7_workspace_bytes(int64_t batch, int64_t heads, int64_t kv_heads, int64_t seq_kv, int64_t head_dim) {
+    return (size_t)(batch + heads + kv_heads + seq_kv + head_dim);
 }
 size_t jattn_cuda_bwd_v4_workspace_bytes(int64_t batch, int64_t heads, int64_t seq_q, int64_t seq_kv,
                                          int64_t head_dim) {

@@ -82,9 +82,17 @@ attention_sm90_support attention_f32_sm90_wgmma_supported(const jattn_cuda_args 
 /* Kernel v6 (jattn_cuda_launch_v6, attention_v6_sm90_fa3_f16x2.cu) has its own pre-pass
  * (attention_v6_split_kv_f16x2.cu), which writes the split K and V tiles as shared-memory images
  * into its workspace: device memory of this many bytes, 16-byte aligned, not shared with a
- * concurrent call (about K plus V). v6 also needs seq_q, seq_kv <= 2^31 - 129 and takes key
- * padding; ATTENTION_SM90_V6_CTA_QUERIES above. */
-size_t attention_f32_sm90_fa3_f16x2_workspace_bytes(int64_t batch, int64_t heads, int64_t seq_kv, int64_t head_dim);
+ * concurrent call (about K plus V of its key/value heads). v6 also needs seq_q, seq_kv <= 2^31 - 129
+ * and takes every mask part and grouped heads; ATTENTION_SM90_V6_CTA_QUERIES above. */
+size_t attention_f32_sm90_fa3_f16x2_workspace_bytes(int64_t batch, int64_t heads, int64_t kv_heads, int64_t seq_kv,
+                                                    int64_t head_dim);
+
+/* v6's workspace layout: the records of the B Hkv key/value heads (two of 2 64 D 2 + 4 D bytes per
+ * 64-key tile), then, 256-byte aligned, the key bias a masked call stages (64 floats per query head
+ * and tile). */
+static inline int64_t v6_bias_offset(int64_t batch, int64_t kv_heads, int64_t tiles, int64_t head_dim) {
+    return (batch * kv_heads * tiles * 2 * (2 * 64 * head_dim * 2 + 4 * head_dim) + 255) / 256 * 256;
+}
 
 #ifdef __cplusplus
 }

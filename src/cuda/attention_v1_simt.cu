@@ -18,6 +18,13 @@
  * from zero, then adds it into O and the tile's row sum into l with Kahan compensation, so
  * rows of 64K keys keep fp32 accuracy. Precision: fp32 throughout (also when tf32 is asked for).
  *
+ * Masks (kMasked: a window or a key bias; grouped heads and key padding in every instance): a block
+ * walks the attended keys of its rows' windows only (kw_tile_keys); each lane tests its key against
+ * its warp's row (the window in original positions, the bias not -inf), unattended keys score -inf
+ * and are left out of P V by a ballot of the attended lanes (no 0 * Inf reaches a row from a key it does
+ * not attend); the bias joins the score pair by TwoSum (s + b, its rounding error into s_lo); a row
+ * with no attended key gets 0 and lse -inf.
+ *
  * Measured: src/cuda/NOTES.md's version table (each step: JOURNAL.md beside it).
  * Verdict: the baseline and the correct path (D > 256, seq_kv = 1, sequences beyond v7's 32-bit
  * index, a call whose v7 workspace the pool cannot give), an order of magnitude slower than v7.
@@ -28,6 +35,7 @@
 #include "cuda_internal.h"
 #include "flash_params.cuh"
 #include "key_padding.cuh"
+#include "key_window.cuh"
 
 #define V1_WARPS 8
 #define V1_KEYS 32 /* one key per lane */
@@ -41,9 +49,11 @@ __device__ __forceinline__ void kahan_add(float &sum, float &c, float x) {
     sum = t;
 }
 
-/* COLS = output columns per lane: head_dim <= 32 * COLS. */
-template <int COLS>
-__global__ void __launch_bounds__(V1_WARPS *WARP) attention_f32_simt_v1(jattn_cuda_params p) {
+/* COLS = output columns per lane: head_dim <= 32 * COLS. kMasked: a window or a key bias (mk: the mask's
+ * windows, bias: the key bias as jattn_cuda_args has it). */
+template <int COLS, bool kMasked>
+__global__ void __launch_bounds__(V1_WARPS *WARP)
+    attention_f32_simt_v1(jattn_cuda_params p, KwMask mk, const float *bias, int64_t bias_b, int64_t bias_h) {
     extern __shared__ float smem[];
     const int D = p.head_dim;
     const int k_stride = D + 1;          /* padded: lane j reads row j, column d -> bank (j + d) % 32 */
@@ -56,12 +66,25 @@ __global__ void __launch_bounds__(V1_WARPS *WARP) attention_f32_simt_v1(jattn_cu
     const int bh = blockIdx.x / q_blocks, qb = blockIdx.x % q_blocks;
     const int b = bh / p.heads, h = bh % p.heads;
     const float *q = p.q + b * p.q_b + h * p.q_h;
-    const float *k = p.k + b * p.k_b + h * p.k_h;
-    const float *v = p.v + b * p.v_b + h * p.v_h;
+    const float *k = p.k + b * p.k_b + h / p.group * p.k_h; /* grouped heads: key/value head h / group */
+    const float *v = p.v + b * p.v_b + h / p.group * p.v_h;
     const int row = qb * V1_WARPS + warp;
     const bool row_valid = row < p.seq_q;
     const int n_kv = attended_keys(p.kv_count, b, p.seq_kv); /* key padding: its keys only */
     const int *rows = attended_rows(p.kv_index, b, p.seq_kv);
+    /* kMasked: the block walks the attended keys [kv_lo, kv_hi) of its rows' windows; the warp's row
+     * attends original keys [w_lo, w_hi) whose bias is not -inf */
+    int kv_lo = 0, kv_hi = n_kv;
+    int64_t w_lo = 0, w_hi = p.seq_kv;
+    const float *bias_row = kMasked && bias ? bias + b * bias_b + h * bias_h : nullptr;
+    bool seen = false; /* kMasked: the row attends a key */
+    if constexpr (kMasked) {
+        kw_tile_keys(mk, b, (int64_t)qb * V1_WARPS, (int64_t)qb * V1_WARPS + V1_WARPS, rows, n_kv, &kv_lo, &kv_hi);
+        if (row_valid)
+            kw_window(mk, b, row, &w_lo, &w_hi);
+        else
+            w_lo = w_hi = 0;
+    }
 
     for (int d = lane; d < D; d += WARP) qs[warp * D + d] = row_valid ? q[row * p.q_s + d] : 0.0f;
 
@@ -70,8 +93,8 @@ __global__ void __launch_bounds__(V1_WARPS *WARP) attention_f32_simt_v1(jattn_cu
     for (int c = 0; c < COLS; c++) o[c] = o_comp[c] = 0.0f;
     float m = -INFINITY, ml = 0.0f, l = 0.0f, l_comp = 0.0f; /* running max as a pair m + ml */
 
-    for (int kv0 = 0; kv0 < n_kv; kv0 += V1_KEYS) {
-        const int keys = min(V1_KEYS, n_kv - kv0);
+    for (int kv0 = kv_lo; kv0 < kv_hi; kv0 += V1_KEYS) {
+        const int keys = min(V1_KEYS, kv_hi - kv0);
         __syncthreads(); /* the previous tile is consumed (and qs written, first time) */
         for (int i = threadIdx.x; i < V1_KEYS * D; i += V1_WARPS * WARP) {
             const int j = i / D, d = i % D;
@@ -107,7 +130,22 @@ __global__ void __launch_bounds__(V1_WARPS *WARP) attention_f32_simt_v1(jattn_cu
         } else {
             s = sum * p.scale;
         }
-        if (lane >= keys) s = -INFINITY, s_lo = 0.0f;
+        /* kMasked: the lane's key attended by the warp's row (window, bias), and its bias added to the pair */
+        bool attended = lane < keys;
+        if constexpr (kMasked) {
+            const int64_t key = attended ? key_row(rows, kv0 + lane) : 0;
+            const float bk = attended && bias_row ? __ldg(bias_row + key) : 0.0f;
+            attended = attended && key >= w_lo && key < w_hi && bk != -INFINITY;
+            if (attended && bias_row) {
+                const float t = s + bk; /* TwoSum: t + e = s + bk exactly (an infinite s or bk stands as t) */
+                const float bp = t - s, e = (s - (t - bp)) + (bk - bp);
+                s_lo = isfinite(t) ? s_lo + e : 0.0f;
+                s = t;
+            }
+        }
+        if (!attended) s = -INFINITY, s_lo = 0.0f;
+        const unsigned att = kMasked ? __ballot_sync(0xffffffffu, attended) : 0u;
+        if (kMasked) seen |= att != 0;
 
         /* online softmax */
         float tile_max = s;
@@ -116,7 +154,7 @@ __global__ void __launch_bounds__(V1_WARPS *WARP) attention_f32_simt_v1(jattn_cu
             tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, off));
         /* the max's own s_lo (of the lowest lane attaining it): the max key gets weight
          * exp2(0) = 1 exactly (one key returns its v row bit for bit) */
-        const unsigned at_max = __ballot_sync(0xffffffffu, lane < keys && s == tile_max);
+        const unsigned at_max = __ballot_sync(0xffffffffu, attended && s == tile_max);
         const float tile_ml = __shfl_sync(0xffffffffu, s_lo, at_max ? __ffs(at_max) - 1 : 0);
         const float m_new = fmaxf(m, tile_max);
         const float ml_new = tile_max > m ? (at_max ? tile_ml : 0.0f) : ml;
@@ -129,10 +167,10 @@ __global__ void __launch_bounds__(V1_WARPS *WARP) attention_f32_simt_v1(jattn_cu
         float alpha, pj;
         if (COLS == 1) {
             alpha = (float)exp(((double)m - m_use) + ((double)ml - ml_use));
-            pj = lane < keys ? (float)exp(((double)s - m_use) + ((double)s_lo - ml_use)) : 0.0f;
+            pj = attended ? (float)exp(((double)s - m_use) + ((double)s_lo - ml_use)) : 0.0f;
         } else {
             alpha = exp2f(((m - m_use) + (ml - ml_use)) * LOG2E);
-            pj = lane < keys ? exp2f(((s - m_use) + (s_lo - ml_use)) * LOG2E) : 0.0f;
+            pj = attended ? exp2f(((s - m_use) + (s_lo - ml_use)) * LOG2E) : 0.0f;
         }
         float psum = pj;
 #pragma unroll
@@ -151,6 +189,7 @@ __global__ void __launch_bounds__(V1_WARPS *WARP) attention_f32_simt_v1(jattn_cu
 #pragma unroll
         for (int c = 0; c < COLS; c++) o_tile[c] = o_tile_lo[c] = 0.0f;
         for (int j = 0; j < keys; j++) {
+            if (kMasked && !((att >> j) & 1u)) continue; /* not attended: its v (Inf, NaN) never meets a 0 */
             const float pb = __shfl_sync(0xffffffffu, pj, j);
 #pragma unroll
             for (int c = 0; c < COLS; c++) {
@@ -178,7 +217,7 @@ __global__ void __launch_bounds__(V1_WARPS *WARP) attention_f32_simt_v1(jattn_cu
 
     if (!row_valid) return;
     float *out = p.out + b * p.o_b + h * p.o_h + (int64_t)row * p.o_s;
-    if (n_kv == 0) { /* no key to attend (key padding): 0, and lse -inf */
+    if (kMasked ? !seen : n_kv == 0) { /* no key to attend (key padding, a window, -inf biases): 0, lse -inf */
         for (int d = lane; d < D; d += WARP) out[d] = 0.0f;
         if (p.lse && lane == 0) p.lse[(int64_t)bh * p.seq_q + row] = -INFINITY;
         return;
@@ -192,17 +231,18 @@ __global__ void __launch_bounds__(V1_WARPS *WARP) attention_f32_simt_v1(jattn_cu
     if (p.lse && lane == 0) p.lse[(int64_t)bh * p.seq_q + row] = (m + ml) + logf(l - l_comp);
 }
 
-template <int COLS>
-static cudaError_t launch(const jattn_cuda_params *p, cudaStream_t stream) {
+template <int COLS, bool kMasked>
+static cudaError_t launch(const jattn_cuda_params *p, const jattn_cuda_args *a, cudaStream_t stream) {
     const int D = p->head_dim;
     const size_t smem = sizeof(float) * ((size_t)V1_WARPS * D + (size_t)V1_KEYS * (D + 1) + (size_t)V1_KEYS * D);
-    cudaError_t e =
-        cudaFuncSetAttribute(attention_f32_simt_v1<COLS>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    cudaError_t e = cudaFuncSetAttribute(attention_f32_simt_v1<COLS, kMasked>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e != cudaSuccess) return e;
     const long long q_blocks = (p->seq_q + V1_WARPS - 1) / V1_WARPS;
     const long long blocks = q_blocks * p->batch * p->heads;
     if (blocks > 0x7fffffffLL) return cudaErrorInvalidConfiguration;
-    attention_f32_simt_v1<COLS><<<(unsigned)blocks, V1_WARPS * WARP, smem, stream>>>(*p);
+    attention_f32_simt_v1<COLS, kMasked><<<(unsigned)blocks, V1_WARPS * WARP, smem, stream>>>(
+        *p, kw_mask_of(*a), a->key_bias, a->bias_batch_stride, a->bias_head_stride);
     return cudaGetLastError();
 }
 
@@ -211,10 +251,18 @@ extern "C" int jattn_cuda_launch_v1(const jattn_cuda_args *a, void *workspace, v
     const jattn_cuda_params kp = flash_params_from_args(a), *p = &kp;
     cudaStream_t s = (cudaStream_t)stream;
     const int D = p->head_dim;
-    if (D <= 1 * WARP) return (int)launch<1>(p, s);
-    if (D <= 2 * WARP) return (int)launch<2>(p, s);
-    if (D <= 4 * WARP) return (int)launch<4>(p, s);
-    if (D <= 8 * WARP) return (int)launch<8>(p, s);
-    if (D <= 16 * WARP) return (int)launch<16>(p, s);
+    if (kw_has_window(*a) || a->key_bias) {
+        if (D <= 1 * WARP) return (int)launch<1, true>(p, a, s);
+        if (D <= 2 * WARP) return (int)launch<2, true>(p, a, s);
+        if (D <= 4 * WARP) return (int)launch<4, true>(p, a, s);
+        if (D <= 8 * WARP) return (int)launch<8, true>(p, a, s);
+        if (D <= 16 * WARP) return (int)launch<16, true>(p, a, s);
+        return (int)cudaErrorInvalidValue;
+    }
+    if (D <= 1 * WARP) return (int)launch<1, false>(p, a, s);
+    if (D <= 2 * WARP) return (int)launch<2, false>(p, a, s);
+    if (D <= 4 * WARP) return (int)launch<4, false>(p, a, s);
+    if (D <= 8 * WARP) return (int)launch<8, false>(p, a, s);
+    if (D <= 16 * WARP) return (int)launch<16, false>(p, a, s);
     return (int)cudaErrorInvalidValue;
 }

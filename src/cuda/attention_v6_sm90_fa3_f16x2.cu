@@ -44,7 +44,14 @@
  *       (accumulating into O across tiles loses ~2 bits at long sequences).
  *    4. O = alpha O + O_tile 2^-ev (per column; a tiny V tile, split after * 2^64 so that
  *       denormal v keep their bits, is scaled back by 2^-64 first, as v4).
- *  - a row with no attended key (key padding) gets 0 and lse -inf.
+ *  - a row with no attended key (key padding, a window, -inf biases) gets 0 and lse -inf.
+ *  - masks and grouped-query heads (src/cuda/NOTES.md, "Masks"): the records are per key/value head,
+ *    read by the group's query heads (h / group); under a window (kMask 1) the CTA walks only the key
+ *    tiles of its rows (query blocks last to first), a consumer skips the tiles none of its 64 rows
+ *    attends (waiting for their slots and giving them back) and tests each element of a boundary tile
+ *    against its row's window in attended keys; a key bias (kMask 2) is staged by the pre-pass and
+ *    bulk-copied after each V record, and enters the row maximum and the exponent; the non-finite v the
+ *    masked pre-pass left out are added into the rows that attend them after the output is written.
  *  - a consumer gives a slot back (slot_release) only after its shared loads from it (the
  *    tile's scales and flags) have returned: the arrival's address depends on the loaded values.
  * Shared memory: Q hi, lo 2 x 16 KB per consumer, the ring 4 x 33 KB, scales and barriers:
@@ -85,6 +92,8 @@
 #include "attention_sm90.h"
 #include "exact_score.cuh"
 #include "f16x2_split.cuh"
+#include "key_padding.cuh"
+#include "key_window.cuh"
 #include "sm90_pipeline_ptx.cuh"
 #include "sm90_wgmma_f16_ptx.cuh"
 #include "sm90_wgmma_ptx.cuh"
@@ -96,7 +105,9 @@ constexpr int kV6WgThreads = 128;
 constexpr int kV6Threads = kV6WgThreads * (1 + kV6Consumers);
 constexpr int kV6Q = 64; /* queries per consumer */
 constexpr int kV6CtaQ = kV6Consumers * kV6Q;
-constexpr int kV6K = kF16Tile; /* keys per tile */
+constexpr int kV6K = kF16Tile;         /* keys per tile */
+constexpr int kV6BiasBytes = kV6K * 4; /* kBias: a tile's bias, copied into its V slot after the record */
+constexpr int kV6MaskSmem = 16 + kV6Consumers * 4 * 16 + kV6Consumers * kV6Q * 8;
 static_assert(kV6CtaQ == ATTENTION_SM90_V6_CTA_QUERIES, "attention_sm90.h states v6's queries per CTA");
 
 struct V6Params {
@@ -109,6 +120,14 @@ struct V6Params {
     float scale;
     uint32_t v_lbo, v_sbo; /* descriptor fields of the MN-major V operand (16-byte units) */
     uint32_t zero;         /* 0, unknown to the compiler: see slot_release */
+    int group;             /* query heads per key/value head: head h reads the records of b Hkv + h / group */
+    /* masked instances (kMask >= 1): the call's mask (key_window.cuh reads it), the key padding's row
+     * list, v (the non-finite values the pre-pass left out) and the staged key bias */
+    const int *kv_index;
+    const float *v;
+    int64_t v_b, v_h, v_t;
+    const float *bias_ws; /* per query head and tile, 64 floats in attended-key order */
+    KwMask a;
 };
 
 /* The four words after the K images of a K record (attention_v6_split_kv_f16x2.cu). */
@@ -116,7 +135,7 @@ struct V6TileInfo {
     float k_unscale; /* 2^-ek */
     uint32_t v_tiny; /* 1: the tile's V was split after * 2^64 */
     uint32_t k_bad;  /* 1: the K tile holds a non-finite value */
-    uint32_t unused;
+    uint32_t v_bad;  /* 1: the V tile held a non-finite value, written as 0 (masked calls only) */
 };
 
 template <int D>
@@ -133,6 +152,11 @@ struct V6Config {
     static constexpr int kScaleOff = kRingOff + kStages * kSlot; /* [consumer][2][64] floats */
     static constexpr int kBarOff = kScaleOff + kV6Consumers * 2 * kV6Q * 4;
     static constexpr int kSmemBytes = kBarOff + 2 * kStages * 8 + kSwizzleAtomBytes;
+    /* masked instances, after the barriers (their launch adds kV6MaskSmem): the CTA's key tiles, each
+     * consumer's warps' KwGroupKeys, each consumer's rows' windows in attended keys */
+    static constexpr int kRangeOff = kBarOff + 2 * kStages * 8;
+    static constexpr int kGrpOff = kRangeOff + 16;
+    static constexpr int kWinOff = kGrpOff + kV6Consumers * 4 * 16;
     static constexpr int kSlices = D / 16;     /* k16 slices of head_dim */
     static constexpr int kPSlices = kV6K / 16; /* k16 slices of the key tile */
     static constexpr int kOAcc = D / 2;        /* O and O_tile registers (m64nD) */
@@ -209,15 +233,56 @@ __device__ __forceinline__ uint64_t v6_desc_mn(uint32_t saddr, uint32_t lbo, uin
     return (uint64_t)((saddr & 0x3FFFFu) >> 4) | ((uint64_t)lbo << 16) | ((uint64_t)sbo << 32) | (1ull << 62);
 }
 
+/* The non-finite values of v that the rows of this thread attend, added into their out rows (masked
+ * calls, kMask >= 1): the pre-pass wrote them as 0 and flagged their tiles (V6TileInfo.v_bad), so that a
+ * weight of exactly 0 never meets them in P V; a row that attends such a key gets its value here (out +
+ * Inf is Inf, Inf and -Inf together NaN, as the sum of an exact evaluation), a row that does not never
+ * sees it. Rare: runs only where a tile of the warpgroup's keys is flagged, after the thread has written
+ * its out elements (it reads them back: a call of its own, so that the tile loop keeps its registers).
+ * The thread holds rows row0, row0 + 8 (windows w0, w1) and columns 8 i + 2 c + {0, 1}. */
+template <int D, int kMask>
+__device__ __noinline__ void v6_add_nonfinite_v(const unsigned char *recs, const int *rows, const float *vb,
+                                                int64_t v_t, const float *bias_row, float *dst0, int64_t o_t, int row0,
+                                                int seq_q, int ulo, int uhi, int2 w0, int2 w1, int c) {
+    using C = V6Config<D>;
+#pragma unroll 1
+    for (int t = ulo / kV6K; t * kV6K < uhi; ++t) {
+        if (reinterpret_cast<const V6TileInfo *>(recs + (int64_t)t * 2 * C::kRecord + 2 * C::kImage)->v_bad == 0)
+            continue;
+        const int j0 = max(t * kV6K, ulo), j1 = min((t + 1) * kV6K, uhi);
+#pragma unroll 1
+        for (int j = j0; j < j1; ++j) {
+            const float bj = kMask == 2 ? bias_row[j] : 0.f;
+            const float *vj = vb + key_row(rows, j) * v_t;
+#pragma unroll 1
+            for (int r = 0; r < 2; ++r) {
+                const int2 w = r ? w1 : w0;
+                if (row0 + 8 * r >= seq_q || j < w.x || j >= w.y || bj == -INFINITY) continue;
+                float *dst = dst0 + (int64_t)8 * r * o_t;
+#pragma unroll 1
+                for (int col = 2 * c; col < D; col += 8)
+#pragma unroll
+                    for (int e = 0; e < 2; ++e) {
+                        const float x = vj[col + e];
+                        if (!isfinite(x)) dst[col + e] += x;
+                    }
+            }
+        }
+    }
+}
+
 /* kSplitPV: f32 mode (P V in three products); false: tf32 mode (P_hi V_hi only). kExactLse (f32
  * with lse): the lse of each row exact to float32's rounding rather than to the tensor core's S
- * (below, "the output"). */
-template <int D, bool kSplitPV, bool kExactLse>
+ * (below, "the output"). kMask: 0 no window and no key bias (grouped heads and key padding served as
+ * they come); 1 a window (causal, blocks, segments); 2 a key bias, with or without a window
+ * (src/cuda/NOTES.md, "Masks"). */
+template <int D, bool kSplitPV, bool kExactLse, int kMask>
 __global__ void __launch_bounds__(kV6Threads, 1) attention_f32_sm90_fa3_f16x2_128x64_kernel(const V6Params p) {
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
     __trap();
 #else
     using C = V6Config<D>;
+    constexpr bool kWin = kMask >= 1, kBias = kMask == 2;
     extern __shared__ unsigned char smem_raw[];
     const uint32_t raw_saddr = smem_u32(smem_raw);
     unsigned char *smem = smem_raw + ((kSwizzleAtomBytes - (raw_saddr % kSwizzleAtomBytes)) % kSwizzleAtomBytes);
@@ -228,9 +293,16 @@ __global__ void __launch_bounds__(kV6Threads, 1) attention_f32_sm90_fa3_f16x2_12
     const int wg = threadIdx.x / kV6WgThreads;
     const int h = blockIdx.y, b = blockIdx.z;
     const int64_t bh = (int64_t)b * p.heads + h;
+    /* masked: the query blocks of a head last to first, so that the longest (causal: the last rows) start first */
+    const int qb = kWin ? (int)(gridDim.x - 1 - blockIdx.x) : (int)blockIdx.x;
+    /* grouped-query heads: the records of key/value head b Hkv + h / group */
+    const int bh_kv = (int)bh / p.group;
     /* key padding: only the tiles of the attended keys (the pre-pass packed them in order) */
     const int n_kv = p.kv_count ? __ldg(p.kv_count + b) : p.seq_kv;
     const int n_tiles = (n_kv + kV6K - 1) / kV6K;
+    /* masked: the key tiles of the CTA's rows (kw_tile_keys), in attended keys (key padding's row list) */
+    const int *rows = kWin && p.kv_index ? p.kv_index + (int64_t)b * p.seq_kv : nullptr;
+    int2 *range_s = reinterpret_cast<int2 *>(smem + C::kRangeOff);
 
     if (threadIdx.x == 0) {
         for (int s = 0; s < C::kStages; ++s) {
@@ -238,22 +310,38 @@ __global__ void __launch_bounds__(kV6Threads, 1) attention_f32_sm90_fa3_f16x2_12
             mbar_init(empty_s + 8u * s, kV6Consumers * kV6WgThreads);
         }
         fence_mbar_init();
+        if constexpr (kWin) {
+            int lo, hi;
+            kw_tile_keys(p.a, b, (int64_t)qb * kV6CtaQ, (int64_t)qb * kV6CtaQ + kV6CtaQ, rows, n_kv, &lo, &hi);
+            *range_s = make_int2(lo / kV6K, lo < hi ? (hi + kV6K - 1) / kV6K : lo / kV6K);
+        }
     }
     __syncthreads();
+    int t_begin = 0, t_end = n_tiles;
+    if constexpr (kWin) {
+        const int2 range = *range_s;
+        t_begin = range.x;
+        t_end = range.y;
+    }
 
     if (wg == 0) {
         /* ---- producer: the K record, then the V record of tile t, t = 0 .. T-1 ---- */
         setmaxnreg_dec<24>();
         if (threadIdx.x == 0) {
-            const unsigned char *head = p.records + bh * p.tiles * 2 * (int64_t)C::kRecord;
-            for (int i = 0; i < 2 * n_tiles; ++i) {
+            const unsigned char *head = p.records + ((int64_t)bh_kv * p.tiles + t_begin) * 2 * (int64_t)C::kRecord;
+            /* kBias: a tile's bias (the staged row of query head h) after its V record, in the V slot */
+            const float *bias_row = kBias ? p.bias_ws + (bh * p.tiles + t_begin) * kV6K : nullptr;
+            for (int i = 0; i < 2 * (t_end - t_begin); ++i) {
                 const int slot = i % C::kStages;
                 const uint32_t parity = (uint32_t)((i / C::kStages) & 1);
                 const uint32_t bytes = (i & 1) ? C::kVCopy : C::kKCopy;
                 mbar_wait(empty_s + 8u * slot, parity ^ 1u);
-                mbar_arrive_expect_tx(full_s + 8u * slot, bytes);
+                mbar_arrive_expect_tx(full_s + 8u * slot, kBias && (i & 1) ? bytes + kV6BiasBytes : bytes);
                 bulk_copy_g2s(ring_s + (uint32_t)(slot * C::kSlot), head + (int64_t)i * C::kRecord, bytes,
                               full_s + 8u * slot);
+                if (kBias && (i & 1))
+                    bulk_copy_g2s(ring_s + (uint32_t)(slot * C::kSlot + C::kRecord), bias_row + (i / 2) * kV6K,
+                                  kV6BiasBytes, full_s + 8u * slot);
             }
         }
         return;
@@ -267,14 +355,43 @@ __global__ void __launch_bounds__(kV6Threads, 1) attention_f32_sm90_fa3_f16x2_12
     float *q_log2e = q_unscale + kV6Q;
     const int tid = threadIdx.x - wg * kV6WgThreads;
     const int warp = tid / 32, lane = tid % 32, g = lane / 4, c = lane % 4;
-    const int q0 = blockIdx.x * kV6CtaQ + cw * kV6Q;
+    const int q0 = qb * kV6CtaQ + cw * kV6Q;
     const float *qh = p.q + b * p.q_b + h * p.q_h;
 
     v6_stage_q<D>(qh, p.q_t, p.seq_q, q0, p.scale, tid, q_hi, q_lo, q_unscale, q_log2e);
+    const int row_a = 16 * warp + g; /* the thread's rows: row_a, row_a + 8 */
+    /* masked: the windows of the consumer's rows in attended keys, and its warps' KwGroupKeys (the
+     * warpgroup's: skipped, full and boundary tiles), in shared memory */
+    int4 *grp_s = reinterpret_cast<int4 *>(smem + C::kGrpOff) + 4 * cw;
+    int2 *win_s = reinterpret_cast<int2 *>(smem + C::kWinOff) + kV6Q * cw;
+    if constexpr (kWin) {
+        int wlo[2], whi[2];
+        kw_quad_rows(p.a, b, q0 + row_a, q0 + row_a + 8, rows, n_kv, c, wlo, whi);
+        KwGroupKeys grp = kw_group_empty();
+#pragma unroll
+        for (int r = 0; r < 2; ++r) kw_group_add(grp, wlo[r], whi[r], q0 + row_a + 8 * r < p.seq_q);
+        grp = kw_group_warp(grp);
+        if (c == 0) {
+            win_s[row_a] = make_int2(wlo[0], whi[0]);
+            win_s[row_a + 8] = make_int2(wlo[1], whi[1]);
+        }
+        if (lane == 0) grp_s[warp] = make_int4(grp.ulo, grp.uhi, grp.ilo, grp.ihi);
+    }
     fence_proxy_async();
     named_bar_sync(1 + cw, kV6WgThreads);
-
-    const int row_a = 16 * warp + g; /* the thread's rows: row_a, row_a + 8 */
+    /* masked: the warpgroup's keys, and this thread's rows' windows */
+    auto wg_keys = [&]() {
+        KwGroupKeys k = kw_group_empty();
+#pragma unroll
+        for (int w = 0; w < 4; ++w) {
+            const int4 x = grp_s[w];
+            kw_group_join(k, KwGroupKeys{x.x, x.y, x.z, x.w});
+        }
+        return k;
+    };
+    auto row_window = [&](int r) { return win_s[row_a + 8 * r]; };
+    KwGroupKeys grp = kw_group_empty();
+    if constexpr (kWin) grp = wg_keys();
     float qlog[2], m_run[2], bias[2], l_run[2], l_comp[2];
     int top[2]; /* kExactLse: the key of the row's largest score, if this lane holds it, else -1 */
 #pragma unroll
@@ -293,12 +410,29 @@ __global__ void __launch_bounds__(kV6Threads, 1) attention_f32_sm90_fa3_f16x2_12
     const uint32_t q_hi_s = smem_u32(q_hi), q_lo_s = smem_u32(q_lo);
 
 #pragma unroll 1
-    for (int tile = 0; tile < n_tiles; ++tile) {
-        const int key0 = tile * kV6K;
-        const int k_slot = (2 * tile) % C::kStages, v_slot = (2 * tile + 1) % C::kStages;
-        const uint32_t k_par = (uint32_t)(((2 * tile) / C::kStages) & 1);
-        const uint32_t v_par = (uint32_t)(((2 * tile + 1) / C::kStages) & 1);
+    for (int it = 0; it < t_end - t_begin; ++it) { /* it: the tile's place in the ring's sequence */
+        const int tile = t_begin + it, key0 = tile * kV6K;
+        const int k_slot = (2 * it) % C::kStages, v_slot = (2 * it + 1) % C::kStages;
+        const uint32_t k_par = (uint32_t)(((2 * it) / C::kStages) & 1);
+        const uint32_t v_par = (uint32_t)(((2 * it + 1) / C::kStages) & 1);
         const uint32_t k_s = ring_s + (uint32_t)(k_slot * C::kSlot), v_s = ring_s + (uint32_t)(v_slot * C::kSlot);
+        /* masked: a tile no row of the warpgroup attends is not computed (its slots are waited for and
+         * given back: the producer fills each slot once both consumers are done with it); a tile inside
+         * every row's window needs no test per key */
+        bool full = true;
+        if constexpr (kWin) {
+            const int key1 = min(key0 + kV6K, n_kv);
+            /* the same in every thread: votes, so that the compiler sees them uniform (the wgmma
+             * descriptors stay in uniform registers) */
+            full = __all_sync(0xffffffffu, kw_tile_full(grp, key0, key1));
+            if (__all_sync(0xffffffffu, kw_tile_skipped(grp, key0, key1))) {
+                mbar_wait(full_s + 8u * k_slot, k_par);
+                mbar_arrive(empty_s + 8u * k_slot);
+                mbar_wait(full_s + 8u * v_slot, v_par);
+                mbar_arrive(empty_s + 8u * v_slot);
+                continue;
+            }
+        }
 
         /* ---- 1. S = Q K^T: X = corrections, then hi*hi of d < D/2; Y = hi*hi of d >= D/2 ---- */
         float sx[32], sy[32];
@@ -366,32 +500,72 @@ __global__ void __launch_bounds__(kV6Threads, 1) attention_f32_sm90_fa3_f16x2_12
         slot_release(empty_s + 8u * k_slot, __float_as_uint(info.k_unscale) | info.v_tiny | info.k_bad, p.zero);
 
         /* ---- 2. the row softmax ---- */
-        if (key0 + kV6K > n_kv) { /* the last tile, partial: keys past n_kv get weight 0 */
+        if (!full) { /* masked, a boundary tile: keys outside a row's window get weight 0 */
+            const int2 w[2] = {row_window(0), row_window(1)};
+#pragma unroll
+            for (int i = 0; i < 8; ++i)
+#pragma unroll
+                for (int r = 0; r < 2; ++r)
+#pragma unroll
+                    for (int e = 0; e < 2; ++e) {
+                        const int j = key0 + 8 * i + 2 * c + e;
+                        if (j < w[r].x || j >= w[r].y) sx[4 * i + 2 * r + e] = -INFINITY;
+                    }
+        } else if (key0 + kV6K > n_kv) { /* the last tile, partial: keys past n_kv get weight 0 */
 #pragma unroll
             for (int i = 0; i < 8; ++i)
 #pragma unroll
                 for (int e = 0; e < 2; ++e)
                     if (key0 + 8 * i + 2 * c + e >= n_kv) sx[4 * i + e] = sx[4 * i + 2 + e] = -INFINITY;
         }
+        /* kBias: the tile's bias, after the V record in the V slot (so the V copy is waited for here); a
+         * key's bias enters the row maximum (x = s k_un 2^-eq + b, natural units: a masked element's x is
+         * -inf or NaN, which fmaxf passes over) and the exponent (below) */
+        float kb[8][2] = {}, kq[2] = {0.f, 0.f};
+        if constexpr (kBias) {
+            mbar_wait(full_s + 8u * v_slot, v_par);
+            const float *bias_t = reinterpret_cast<const float *>(ring + v_slot * C::kSlot + C::kRecord);
+#pragma unroll
+            for (int i = 0; i < 8; ++i) {
+                const float2 bb = *reinterpret_cast<const float2 *>(bias_t + 8 * i + 2 * c);
+                kb[i][0] = bb.x;
+                kb[i][1] = bb.y;
+            }
+#pragma unroll
+            for (int r = 0; r < 2; ++r) kq[r] = q_unscale[row_a + 8 * r] * k_unscale;
+        }
         float alpha[2], cexp[2];
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
             float mx = -INFINITY;
+            if constexpr (kBias) {
 #pragma unroll
-            for (int i = 0; i < 8; ++i) mx = fmaxf(mx, fmaxf(sx[4 * i + 2 * r], sx[4 * i + 2 * r + 1]));
+                for (int i = 0; i < 8; ++i)
+                    mx = fmaxf(mx, fmaxf(fmaf(sx[4 * i + 2 * r], kq[r], kb[i][0]),
+                                         fmaf(sx[4 * i + 2 * r + 1], kq[r], kb[i][1])));
+            } else {
+#pragma unroll
+                for (int i = 0; i < 8; ++i) mx = fmaxf(mx, fmaxf(sx[4 * i + 2 * r], sx[4 * i + 2 * r + 1]));
+            }
             mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
             mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-            const float m_new = fmaxf(m_run[r], mx * k_unscale); /* in units of 2^-eq */
-            if (kExactLse && mx * k_unscale > m_run[r]) {        /* the row's largest score so far is in this tile */
+            /* in units of 2^-eq; kBias: natural units */
+            const float tile_m = kBias ? mx : mx * k_unscale;
+            const float m_new = fmaxf(m_run[r], tile_m);
+            if (kExactLse && tile_m > m_run[r]) { /* the row's largest score so far is in this tile */
                 int col = -1;
 #pragma unroll
                 for (int i = 0; i < 8; ++i)
 #pragma unroll
-                    for (int e = 0; e < 2; ++e)
-                        if (sx[4 * i + 2 * r + e] == mx) col = 8 * i + 2 * c + e;
+                    for (int e = 0; e < 2; ++e) {
+                        const float x = kBias ? fmaf(sx[4 * i + 2 * r + e], kq[r], kb[i][e]) : sx[4 * i + 2 * r + e];
+                        if (x == mx) col = 8 * i + 2 * c + e;
+                    }
                 top[r] = col >= 0 ? key0 + col : -1;
             }
-            const float b_new = 15.f - m_new * qlog[r];
+            /* masked: a row with no score yet keeps its weights at 0 (no inf - inf) */
+            const float m_use = kWin && m_new == -INFINITY ? 0.f : m_new;
+            const float b_new = 15.f - m_use * (kBias ? kLog2e : qlog[r]);
             alpha[r] = exp2_approx(b_new - bias[r]);
             bias[r] = b_new;
             m_run[r] = m_new;
@@ -407,7 +581,16 @@ __global__ void __launch_bounds__(kV6Threads, 1) attention_f32_sm90_fa3_f16x2_12
 #pragma unroll
                 for (int e = 0; e < 2; ++e) {
                     const int j = 4 * i + 2 * r + e;
-                    sx[j] = exp2_approx(fmaf(sx[j], cexp[r], bias[r]));
+                    if constexpr (kBias) {
+                        /* the bias joins the row's constant first, b log2 e + (15 - m log2 e), two terms that
+                         * nearly cancel where the bias dominates the score (a text encoder's -10000); a key
+                         * whose bias is -inf is not attended, and a masked element (-inf) weighs 0 whatever
+                         * its bias: neither may make a NaN here */
+                        const float x = exp2_approx(fmaf(sx[j], cexp[r], fmaf(kb[i][e], kLog2e, bias[r])));
+                        sx[j] = sx[j] == -INFINITY || kb[i][e] == -INFINITY ? 0.f : x;
+                    } else {
+                        sx[j] = exp2_approx(fmaf(sx[j], cexp[r], bias[r]));
+                    }
                     rsum[r] += sx[j];
                 }
 #pragma unroll
@@ -503,7 +686,7 @@ __global__ void __launch_bounds__(kV6Threads, 1) attention_f32_sm90_fa3_f16x2_12
             jt = max(jt, __shfl_xor_sync(0xffffffffu, jt, 2));
             double dot = 0.0;
             if (jt >= 0 && row < p.seq_q) { /* q from global memory, k from its tile's record; lane c: D / 4 */
-                const unsigned char *rec = p.records + (bh * p.tiles + jt / kV6K) * 2 * (int64_t)C::kRecord;
+                const unsigned char *rec = p.records + ((int64_t)bh_kv * p.tiles + jt / kV6K) * 2 * (int64_t)C::kRecord;
                 const float *qr = qh + (int64_t)row * p.q_t;
 #pragma unroll
                 for (int m = 0; m < D / 32; ++m) {
@@ -521,14 +704,31 @@ __global__ void __launch_bounds__(kV6Threads, 1) attention_f32_sm90_fa3_f16x2_12
             }
             dot = quad_sum(dot);
             if (jt >= 0) {
-                const double s_fwd = (double)m_run[r] * (double)q_unscale[row_a + 8 * r];
-                const double fix = (kPScale / (double)l) * (dot - s_fwd);
+                /* kBias: m_run is the largest biased score in natural units, and the exact one adds the
+                 * key's bias */
+                const double s_fwd = kBias ? (double)m_run[r] : (double)m_run[r] * (double)q_unscale[row_a + 8 * r];
+                const double exact = kBias ? dot + (double)p.bias_ws[bh * p.tiles * kV6K + jt] : dot;
+                const double fix = (kPScale / (double)l) * (exact - s_fwd);
                 lse_fix = isfinite(fix) ? fix : 0.0;
+            }
+        }
+        /* no key to attend (key padding, a window, -inf biases): 0, and lse -inf */
+        bool empty = n_tiles == 0;
+        if constexpr (kWin) {
+            const int2 w = row_window(r);
+            empty = w.x >= w.y;
+            if (kBias) { /* and every key of the window has bias -inf (the quad scans it; one step, mostly) */
+                const float *bias_row = p.bias_ws + bh * p.tiles * kV6K;
+                bool any = false;
+                for (int j = w.x + c; j < w.y && !any; j += 4) any = bias_row[j] != -INFINITY;
+                any |= __shfl_xor_sync(0xffffffffu, any, 1);
+                any |= __shfl_xor_sync(0xffffffffu, any, 2);
+                empty = !any;
             }
         }
         if (row >= p.seq_q) continue;
         float *dst = p.out + b * p.o_b + h * p.o_h + (int64_t)row * p.o_t;
-        if (n_tiles == 0) { /* no key to attend (key padding): 0, and lse -inf */
+        if (empty) { /* no key to attend: 0, and lse -inf */
 #pragma unroll
             for (int i = 0; i < C::kOCols; ++i)
                 *reinterpret_cast<float2 *>(dst + 8 * i + 2 * c) = make_float2(0.f, 0.f);
@@ -545,17 +745,46 @@ __global__ void __launch_bounds__(kV6Threads, 1) attention_f32_sm90_fa3_f16x2_12
                                             ? (float)((log2((double)l) - (double)bias[r]) / (double)kLog2e + lse_fix)
                                             : (log2f(l) - bias[r]) * (1.f / kLog2e);
     }
+
+    /* masked: the non-finite v of the keys this thread's rows attend (rare: flagged tiles only) */
+    if constexpr (kWin) {
+        const unsigned char *recs = p.records + (int64_t)bh_kv * p.tiles * 2 * C::kRecord;
+        bool bad = false;
+        if (grp.ulo < grp.uhi)
+            for (int t = grp.ulo / kV6K + lane; t * kV6K < grp.uhi; t += 32)
+                bad |=
+                    reinterpret_cast<const V6TileInfo *>(recs + (int64_t)t * 2 * C::kRecord + 2 * C::kImage)->v_bad !=
+                    0;
+        if (__any_sync(0xffffffffu, bad))
+            v6_add_nonfinite_v<D, kMask>(recs, rows, p.v + b * p.v_b + (int64_t)(bh_kv % (p.heads / p.group)) * p.v_h,
+                                         p.v_t, kBias ? p.bias_ws + bh * p.tiles * kV6K : nullptr,
+                                         p.out + b * p.o_b + h * p.o_h + (int64_t)(q0 + row_a) * p.o_t, p.o_t,
+                                         q0 + row_a, p.seq_q, grp.ulo, grp.uhi, row_window(0), row_window(1), c);
+    }
 #endif
 }
 
-template <int D, bool kSplitPV, bool kExactLse = false>
+template <int D, bool kSplitPV, bool kExactLse, int kMask>
 cudaError_t v6_launch(const V6Params &p, dim3 grid, cudaStream_t stream) {
-    auto kernel = attention_f32_sm90_fa3_f16x2_128x64_kernel<D, kSplitPV, kExactLse>;
-    const int smem = V6Config<D>::kSmemBytes;
+    auto kernel = attention_f32_sm90_fa3_f16x2_128x64_kernel<D, kSplitPV, kExactLse, kMask>;
+    const int smem = V6Config<D>::kSmemBytes + (kMask >= 1 ? kV6MaskSmem : 0);
     cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (err != cudaSuccess) return err;
     kernel<<<grid, kV6Threads, smem, stream>>>(p);
     return cudaGetLastError();
+}
+
+/* The instance of a call: head_dim, precision, lse. */
+template <int kMask>
+cudaError_t v6_launch_mode(const V6Params &p, dim3 grid, int64_t head_dim, bool f32, cudaStream_t stream) {
+    if (head_dim == 128) {
+        if (!f32) return v6_launch<128, false, false, kMask>(p, grid, stream);
+        return p.lse ? v6_launch<128, true, true, kMask>(p, grid, stream)
+                     : v6_launch<128, true, false, kMask>(p, grid, stream);
+    }
+    if (!f32) return v6_launch<64, false, false, kMask>(p, grid, stream);
+    return p.lse ? v6_launch<64, true, true, kMask>(p, grid, stream)
+                 : v6_launch<64, true, false, kMask>(p, grid, stream);
 }
 
 } /* namespace */
@@ -602,12 +831,20 @@ extern "C" int jattn_cuda_launch_v6(const jattn_cuda_args *a, void *workspace, v
     p.v_lbo = (uint32_t)(kV6K * kSwizzleBytes) >> 4; /* unused at D = 64: one block */
     p.v_sbo = (uint32_t)kSwizzleAtomBytes >> 4;
     p.zero = 0;
+    const int64_t kv_heads = a->kv_heads > 0 ? a->kv_heads : a->heads;
+    p.group = (int)(a->heads / kv_heads);
+    p.kv_index = a->kv_index;
+    p.v = a->v;
+    p.v_b = a->v_strides.batch;
+    p.v_h = a->v_strides.head;
+    p.v_t = a->v_strides.token;
+    p.bias_ws = reinterpret_cast<const float *>(static_cast<const unsigned char *>(workspace) +
+                                                v6_bias_offset(a->batch, kv_heads, p.tiles, a->head_dim));
+    p.a = kw_mask_of(*a);
     const dim3 grid((unsigned)((a->seq_q + kV6CtaQ - 1) / kV6CtaQ), (unsigned)a->heads, (unsigned)a->batch);
     const bool f32 = a->precision == JATTN_PRECISION_F32;
-    if (a->head_dim == 128) {
-        if (!f32) return v6_launch<128, false>(p, grid, stream);
-        return p.lse ? v6_launch<128, true, true>(p, grid, stream) : v6_launch<128, true>(p, grid, stream);
-    }
-    if (!f32) return v6_launch<64, false>(p, grid, stream);
-    return p.lse ? v6_launch<64, true, true>(p, grid, stream) : v6_launch<64, true>(p, grid, stream);
+    /* the instance: a window (causal, blocks, segments) and a key bias each need their own */
+    if (a->key_bias) return v6_launch_mode<2>(p, grid, a->head_dim, f32, stream);
+    if (kw_has_window(*a)) return v6_launch_mode<1>(p, grid, a->head_dim, f32, stream);
+    return v6_launch_mode<0>(p, grid, a->head_dim, f32, stream);
 }

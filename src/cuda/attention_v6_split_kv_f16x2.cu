@@ -21,6 +21,13 @@
  *     tile holds a non-finite value (1: the kernel then keeps hi*hi apart, v4's rule); 0.
  *     V: D floats, 2^-ev of each head_dim column over the tile's keys.
  *   Keys past the attended ones are zeros (the kernel masks their scores).
+ * Grouped-query heads: records per key/value head (bh = b Hkv + hk), each split once for its group.
+ * A call with a window or a key bias (jattn_mask; the instance kMasked) also writes each non-finite v
+ * as 0 and flags its tile (word 3 of the K record's info: with windows the rows of a tile attend
+ * different keys, and a weight of exactly 0 times an Inf would be NaN in a row that does not attend
+ * that key; the kernel adds the non-finite values into the rows that attend them), and stages the key
+ * bias of every query head of the group in attended-key order, 64 floats per tile, after the records
+ * (v6_bias_offset), so that the kernel's producer copies a tile's bias with its V record.
  * One CTA of 256 threads per (tile, head, batch); every thread owns 16-byte chunks (8 values of
  * head_dim of one key) of the images. */
 #include <stdint.h>
@@ -30,6 +37,7 @@
 #include "attention_sm90.h"
 #include "f16x2_split.cuh"
 #include "key_padding.cuh"
+#include "key_window.cuh"
 #include "sm90_wgmma_ptx.cuh"
 
 namespace {
@@ -42,9 +50,16 @@ struct V6SplitParams {
     int heads, seq_kv, tiles;
     unsigned char *ws;
     const int *kv_count, *kv_index; /* key padding (jattn_cuda_args), or NULL */
+    /* kMasked: the key bias (row of query head h at bias + b bias_b + h bias_h, or NULL), staged at
+     * bias_ws for the group's query heads (group of them, q_heads in all) */
+    const float *bias;
+    int64_t bias_b, bias_h;
+    float *bias_ws;
+    int group, q_heads;
 };
 
-template <int D>
+/* kMasked: a call with a window or a key bias (non-finite v written as 0 and flagged; the bias staged). */
+template <int D, bool kMasked>
 __global__ void __launch_bounds__(kV6SplitThreads) split_kv_f16x2_v6_kernel(const V6SplitParams p) {
     constexpr int kChunksPerRow = D / 8;
     constexpr int kRowsPerPass = kV6SplitThreads / kChunksPerRow;
@@ -63,6 +78,13 @@ __global__ void __launch_bounds__(kV6SplitThreads) split_kv_f16x2_v6_kernel(cons
     const int n_kv = attended_keys(p.kv_count, b, p.seq_kv);
     const int *rows = attended_rows(p.kv_index, b, p.seq_kv);
     if (key0 >= n_kv) return; /* never read by the kernel */
+    if (kMasked && p.bias) {  /* the group's query heads' bias, in attended-key order */
+        for (int i = tid; i < p.group * kF16Tile; i += kV6SplitThreads) {
+            const int hq = h * p.group + i / kF16Tile, key = key0 + i % kF16Tile;
+            const float x = key < n_kv ? __ldg(p.bias + b * p.bias_b + hq * p.bias_h + key_row(rows, key)) : 0.f;
+            p.bias_ws[((int64_t)(b * p.q_heads + hq) * p.tiles + tile) * kF16Tile + i % kF16Tile] = x;
+        }
+    }
     const int cc = tid % kChunksPerRow, row0 = tid / kChunksPerRow;
     unsigned char *rec_k = p.ws + ((bh * p.tiles + tile) * 2) * (int64_t)kRecord;
     unsigned char *rec_v = rec_k + kRecord;
@@ -123,12 +145,16 @@ __global__ void __launch_bounds__(kV6SplitThreads) split_kv_f16x2_v6_kernel(cons
         } else {
             /* V: one scale per head_dim column over the tile's keys */
             float cmax[8];
+            bool vbad = false;
 #pragma unroll
             for (int e = 0; e < 8; ++e) {
                 cmax[e] = 0.f;
 #pragma unroll
-                for (int j = 0; j < kPasses; ++j) cmax[e] = fmaxf(cmax[e], finite_abs(x[j][e]));
-                    /* lanes with the same chunk column: lane ^ kChunksPerRow, ... (within the warp) */
+                for (int j = 0; j < kPasses; ++j) {
+                    cmax[e] = fmaxf(cmax[e], finite_abs(x[j][e]));
+                    if (kMasked && !isfinite(x[j][e])) vbad = true, x[j][e] = 0.f; /* added back by the kernel */
+                }
+                /* lanes with the same chunk column: lane ^ kChunksPerRow, ... (within the warp) */
 #pragma unroll
                 for (int m = kChunksPerRow; m < 32; m *= 2)
                     cmax[e] = fmaxf(cmax[e], __shfl_xor_sync(0xffffffffu, cmax[e], m));
@@ -151,7 +177,11 @@ __global__ void __launch_bounds__(kV6SplitThreads) split_kv_f16x2_v6_kernel(cons
                 up_s[tid] = exp2_int(e);
                 reinterpret_cast<float *>(rec + 2 * kImage)[tid] = exp2_int(-e);
             }
-            if (tid == 0) k_info[1] = tiny ? 1u : 0u;
+            if (kMasked) vbad = __syncthreads_or(vbad) != 0;
+            if (tid == 0) {
+                k_info[1] = tiny ? 1u : 0u;
+                if (kMasked) k_info[3] = vbad ? 1u : 0u;
+            }
             __syncthreads();
 #pragma unroll
             for (int i = 0; i < 8; ++i) up[i] = up_s[8 * cc + i];
@@ -176,16 +206,27 @@ __global__ void __launch_bounds__(kV6SplitThreads) split_kv_f16x2_v6_kernel(cons
 
 } /* namespace */
 
-/* Bytes of the workspace of kernel v6 for one call: two records per head and 64-key tile. */
-extern "C" size_t attention_f32_sm90_fa3_f16x2_workspace_bytes(int64_t batch, int64_t heads, int64_t seq_kv,
-                                                               int64_t head_dim) {
+/* Bytes of the workspace of kernel v6 for one call: two records per key/value head and 64-key tile,
+ * then the key bias a masked call stages (4 bytes per query head and key, rounded up to tiles). */
+extern "C" size_t attention_f32_sm90_fa3_f16x2_workspace_bytes(int64_t batch, int64_t heads, int64_t kv_heads,
+                                                               int64_t seq_kv, int64_t head_dim) {
     const int64_t tiles = (seq_kv + kF16Tile - 1) / kF16Tile;
-    return (size_t)(batch * heads * tiles * 2 * (2 * kF16Tile * head_dim * 2 + 4 * head_dim));
+    return (size_t)(v6_bias_offset(batch, kv_heads, tiles, head_dim) + batch * heads * tiles * kF16Tile * 4);
+}
+
+template <bool kMasked>
+static void split_launch(const V6SplitParams &p, dim3 grid, int64_t head_dim, cudaStream_t stream) {
+    if (head_dim == 128)
+        split_kv_f16x2_v6_kernel<128, kMasked><<<grid, kV6SplitThreads, 0, stream>>>(p);
+    else
+        split_kv_f16x2_v6_kernel<64, kMasked><<<grid, kV6SplitThreads, 0, stream>>>(p);
 }
 
 /* Enqueues the pre-pass of a supported call (attention_v6_sm90_fa3_f16x2.cu checks it; D in
- * {64, 128}; k, v and their strides float4 aligned; workspace 16-byte aligned). */
+ * {64, 128}; k, v and their strides float4 aligned; workspace 16-byte aligned): the records of the
+ * B Hkv key/value heads; for a call with a window or a key bias the masked instance. */
 extern "C" cudaError_t split_kv_f16x2_v6(const jattn_cuda_args *a, void *workspace, cudaStream_t stream) {
+    const int64_t kv_heads = a->kv_heads > 0 ? a->kv_heads : a->heads;
     V6SplitParams p;
     p.k = a->k;
     p.v = a->v;
@@ -195,16 +236,22 @@ extern "C" cudaError_t split_kv_f16x2_v6(const jattn_cuda_args *a, void *workspa
     p.v_b = a->v_strides.batch;
     p.v_h = a->v_strides.head;
     p.v_t = a->v_strides.token;
-    p.heads = (int)a->heads;
+    p.heads = (int)kv_heads;
     p.seq_kv = (int)a->seq_kv;
     p.tiles = (int)((a->seq_kv + kF16Tile - 1) / kF16Tile);
     p.ws = static_cast<unsigned char *>(workspace);
     p.kv_count = a->kv_count;
     p.kv_index = a->kv_index;
-    const dim3 grid((unsigned)p.tiles, (unsigned)a->heads, (unsigned)a->batch);
-    if (a->head_dim == 128)
-        split_kv_f16x2_v6_kernel<128><<<grid, kV6SplitThreads, 0, stream>>>(p);
+    p.bias = a->key_bias;
+    p.bias_b = a->bias_batch_stride;
+    p.bias_h = a->bias_head_stride;
+    p.bias_ws = reinterpret_cast<float *>(p.ws + v6_bias_offset(a->batch, kv_heads, p.tiles, a->head_dim));
+    p.group = (int)(a->heads / kv_heads);
+    p.q_heads = (int)a->heads;
+    const dim3 grid((unsigned)p.tiles, (unsigned)kv_heads, (unsigned)a->batch);
+    if (kw_has_window(*a) || a->key_bias)
+        split_launch<true>(p, grid, a->head_dim, stream);
     else
-        split_kv_f16x2_v6_kernel<64><<<grid, kV6SplitThreads, 0, stream>>>(p);
+        split_launch<false>(p, grid, a->head_dim, stream);
     return cudaGetLastError();
 }

@@ -46,6 +46,13 @@
  *    record's hi + lo, in float64) minus the tensor core's, weighted by that key's weight: the lane
  *    holding a row's maximum notes its key where the maximum moves (src/cuda/NOTES.md, "The
  *    backward's accuracy").
+ * Masks and grouped-query heads (src/cuda/NOTES.md, "Masks"): the records are per key/value head, read
+ * by the group's query heads (h / group); under a window (kMask 1) the CTA walks only the key tiles of
+ * its rows (kw_tile_keys, query blocks last to first), a warp skips the tiles none of its rows attends
+ * and tests each element of a boundary tile against its row's window in attended keys; a key bias
+ * (kMask 2) is staged by the pre-pass, copied with K, and enters the row maximum and the exponent; a
+ * row with no attended key gets 0 and lse -inf; the non-finite v the masked pre-pass left out are added
+ * into the rows that attend them after the output is written.
  * Shared memory (DT = 128): Q 2 x 128 x 272 B, K and V 2 x 64 x 272 B each: 140 KB, one CTA per SM.
  *
  * Measured: src/cuda/NOTES.md's version table. */
@@ -59,11 +66,14 @@
 
 #include "cuda_internal.h"
 #include "f16x2_mma_records.cuh"
+#include "key_padding.cuh"
+#include "key_window.cuh"
 #include "mma_f16_ptx.cuh"
 
 namespace {
 
-constexpr int kV7MaxWarps = 8; /* a CTA has 1 to 8 warps (v7_warps), 16 queries each */
+constexpr int kV7MaxWarps = 8;   /* a CTA has 1 to 8 warps (v7_warps), 16 queries each */
+constexpr int kV7BiasSmem = 256; /* masked instances: a tile's key bias (kBC <= 64 floats) */
 constexpr float kV7Log2e = 1.4426950408889634f;
 
 template <int DT>
@@ -86,7 +96,7 @@ struct V7Config {
     static constexpr int kVUnscaleOff = kVOff + 2 * kBC * kRow;
     static constexpr int kQOff = kVUnscaleOff + 4 * DT; /* Q hi [16 W][kRow], Q lo, then 2^-eq log2 e [16 W] */
     /* Shared memory of a CTA of w warps. */
-    static constexpr int smem_bytes(int w) { return kQOff + 2 * 16 * w * kRow + 4 * 16 * w; }
+    __host__ __device__ static constexpr int smem_bytes(int w) { return kQOff + 2 * 16 * w * kRow + 4 * 16 * w; }
     static constexpr int kSmemBytes = smem_bytes(kV7MaxWarps);
     static_assert(DT % 16 == 0 && DT <= 256, "head-dim tiles are multiples of 16 up to 256");
     static_assert(kSmemBytes <= 227 * 1024, "shared memory");
@@ -102,6 +112,14 @@ struct V7Params {
     int heads, seq_q, seq_kv, head_dim, records_per_head, q_blocks;
     float scale;
     int out_vec2; /* out and its strides allow 8-byte stores */
+    int group;    /* query heads per key/value head: head h reads the records of b Hkv + h / group */
+    /* masked instances (kMask >= 1): the call's mask (key_window.cuh reads it), the key padding's row
+     * list, v (the non-finite values the pre-pass left out) and the staged key bias */
+    const int *kv_index;
+    const float *v;
+    int64_t v_b, v_h, v_t;
+    const float *bias_ws; /* per query head and record, 64 floats in attended-key order */
+    KwMask a;
 };
 
 /* 2^x by the SFU (ex2.approx.ftz: ~2 ulp, subnormal results flushed to 0; 2^-inf = 0). */
@@ -177,20 +195,67 @@ __device__ __forceinline__ double v7_exact_score(const float *q, const __half *k
     return dot * (double)k_unscale * (double)scale;
 }
 
+/* The non-finite values of v that the rows of this lane attend, added into their out rows (masked calls,
+ * kMask >= 1): the pre-pass wrote them as 0 and flagged their records (V7KeyInfo.v_bad), so that a
+ * weight of exactly 0 never meets them in P V; a row that attends such a key gets its value here (out +
+ * Inf is Inf, Inf and -Inf together NaN, as the sum of an exact evaluation), a row that does not never
+ * sees it. Rare: runs only where a record of the warp's keys is flagged, after the lane has written its
+ * out elements (it reads them back: a call of its own, so that the tile loop keeps its registers). Lane
+ * (g, c) of the warp holds rows row0, row0 + 8 (windows w[0], w[1]) and columns 8 i + 2 c + {0, 1}. */
+template <int DT, int kMask>
+__device__ __noinline__ void v7_add_nonfinite_v(const unsigned char *head, const int *rows, const float *vb,
+                                                int64_t v_t, const float *bias_row, float *dst0, int64_t o_t, int row0,
+                                                int seq_q, int head_dim, int ulo, int uhi, int2 w0, int2 w1, int c) {
+    const int r0 = ulo / kV7RecordKeys, r1 = (uhi + kV7RecordKeys - 1) / kV7RecordKeys;
+#pragma unroll 1
+    for (int rec = r0; rec < r1; ++rec) {
+        const V7KeyInfo *info =
+            reinterpret_cast<const V7KeyInfo *>(head + (int64_t)rec * v7_record_bytes(DT) + v7_k_info_offset(DT));
+        if (info->v_bad == 0) continue;
+        const int j0 = max(rec * kV7RecordKeys, ulo), j1 = min((rec + 1) * kV7RecordKeys, uhi);
+#pragma unroll 1
+        for (int j = j0; j < j1; ++j) {
+            const float bj = kMask == 2 ? bias_row[j] : 0.f;
+            const float *vj = vb + key_row(rows, j) * v_t;
+#pragma unroll 1
+            for (int r = 0; r < 2; ++r) {
+                const int2 w = r ? w1 : w0;
+                const int row = row0 + 8 * r;
+                if (row >= seq_q || j < w.x || j >= w.y || bj == -INFINITY) continue;
+                float *dst = dst0 + (int64_t)8 * r * o_t;
+#pragma unroll 1
+                for (int col = 2 * c; col < head_dim; col += 8)
+#pragma unroll
+                    for (int e = 0; e < 2; ++e)
+                        if (col + e < head_dim) {
+                            const float x = vj[col + e];
+                            if (!isfinite(x)) dst[col + e] += x;
+                        }
+            }
+        }
+    }
+}
+
 /* kSplitPV: f32 mode (P V in three products); false: tf32 mode (P_hi V_hi only). kExactLse (f32 with
- * lse): each row's lse exact to float32's rounding rather than to the tensor core's S ("the output"). */
-template <int DT, bool kSplitPV, bool kExactLse>
+ * lse): each row's lse exact to float32's rounding rather than to the tensor core's S ("the output").
+ * kMask: 0 no window and no key bias (grouped heads and key padding served as they come); 1 a window
+ * (causal, blocks, segments); 2 a key bias, with or without a window (src/cuda/NOTES.md, "Masks"). */
+template <int DT, bool kSplitPV, bool kExactLse, int kMask>
 __global__ void __launch_bounds__(32 * kV7MaxWarps, 1) attention_f32_mma_f16x2_v7_kernel(const V7Params p) {
     using C = V7Config<DT>;
     constexpr int kBC = C::kBC, kNT = C::kNT, kKS = C::kKS, kOB = C::kOB, kSlices = C::kSlices;
+    constexpr bool kWin = kMask >= 1, kBias = kMask == 2;
     extern __shared__ __align__(16) unsigned char smem[];
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, c = lane % 4;
     const int64_t bh = blockIdx.x / p.q_blocks;
-    const int qb = (int)(blockIdx.x % p.q_blocks);
+    /* masked: the query blocks of a head last to first, so that the longest (causal: the last rows) start first */
+    const int qb = kWin ? p.q_blocks - 1 - (int)(blockIdx.x % p.q_blocks) : (int)(blockIdx.x % p.q_blocks);
     const int b = (int)(bh / p.heads), h = (int)(bh % p.heads);
     const int n_kv = p.kv_count ? __ldg(p.kv_count + b) : p.seq_kv;
     const int n_tiles = (n_kv + kBC - 1) / kBC;
-    const unsigned char *head = p.records + bh * p.records_per_head * v7_record_bytes(DT);
+    /* grouped-query heads: the records of key/value head bh / group (b Hkv + h / group) */
+    const int bh_kv = (int)bh / p.group;
+    const unsigned char *head = p.records + (int64_t)bh_kv * p.records_per_head * v7_record_bytes(DT);
 
     const uint32_t s_base = smem_addr(smem);
     const int cta_q = (int)blockDim.x / 2; /* 16 queries a warp */
@@ -200,6 +265,23 @@ __global__ void __launch_bounds__(32 * kV7MaxWarps, 1) attention_f32_mma_f16x2_v
     const V7KeyInfo *k_info = reinterpret_cast<const V7KeyInfo *>(smem + C::kKInfoOff);
     const float *v_unscale = reinterpret_cast<const float *>(smem + C::kVUnscaleOff);
     float *q_log = reinterpret_cast<float *>(smem + C::kQOff + 2 * cta_q * C::kRow);
+    /* masked: after the rest (V7Config::smem_bytes(warps)), the tile's key bias (kBias: kBC floats), the
+     * windows of the CTA's rows in attended keys (lo, hi) and each warp's KwGroupKeys: kept in shared
+     * memory, not in registers (the f32 instances use every register at DT >= 128) */
+    const int bias_off = C::smem_bytes(cta_q / 16);
+    const float *bias_s = reinterpret_cast<const float *>(smem + bias_off);
+    int2 *win_s = reinterpret_cast<int2 *>(smem + bias_off + kV7BiasSmem);
+    int4 *grp_s = reinterpret_cast<int4 *>(smem + bias_off + kV7BiasSmem + 8 * cta_q);
+    /* masked: the key tiles of the CTA's rows (kw_tile_keys), in attended keys (key padding's row list) */
+    const int *rows = kWin && p.kv_index ? p.kv_index + (int64_t)b * p.seq_kv : nullptr;
+    const float *bias_row = kBias ? p.bias_ws + bh * p.records_per_head * kV7RecordKeys : nullptr;
+    int t_begin = 0, t_end = n_tiles;
+    if constexpr (kWin) {
+        int lo, hi;
+        kw_tile_keys(p.a, b, (int64_t)qb * cta_q, (int64_t)qb * cta_q + cta_q, rows, n_kv, &lo, &hi);
+        t_begin = lo / kBC;
+        t_end = lo < hi ? (hi + kBC - 1) / kBC : t_begin;
+    }
 
     /* K tile t: rows of record t / kTilesPerRecord, from row (t % kTilesPerRecord) kBC */
     auto copy_k = [&](int t) {
@@ -208,6 +290,8 @@ __global__ void __launch_bounds__(32 * kV7MaxWarps, 1) attention_f32_mma_f16x2_v
         v7_copy_image<DT>(k_hi_s, rec + row0, kBC, tid);
         v7_copy_image<DT>(k_lo_s, rec + v7_k_lo_offset(DT) + row0, kBC, tid);
         if (tid == 0) cp_async16(s_base + C::kKInfoOff, rec + v7_k_info_offset(DT));
+        if constexpr (kBias) /* the tile's bias: kBC floats of the staged row */
+            if (tid < kBC / 4) cp_async16(s_base + bias_off + 16 * tid, bias_row + (int64_t)t * kBC + 4 * tid);
     };
     auto copy_v = [&](int t) {
         const unsigned char *rec = head + (int64_t)(t / C::kTilesPerRecord) * v7_record_bytes(DT);
@@ -218,7 +302,7 @@ __global__ void __launch_bounds__(32 * kV7MaxWarps, 1) attention_f32_mma_f16x2_v
             cp_async16(s_base + C::kVUnscaleOff + 16 * i, rec + v7_v_unscale_offset(DT) + 16 * i);
     };
 
-    if (n_tiles > 0) copy_k(0);
+    if (t_begin < t_end) copy_k(t_begin);
     cp_async_commit();
 
     /* ---- Q: the warp's 16 rows ---- */
@@ -238,6 +322,28 @@ __global__ void __launch_bounds__(32 * kV7MaxWarps, 1) attention_f32_mma_f16x2_v
         l_run[r] = 0.f;
         l_comp[r] = 0.f;
     }
+    /* masked: the windows of the lane's rows in attended keys, and the warp's (skipped, full and boundary
+     * tiles) */
+    if constexpr (kWin) {
+        int wlo[2], whi[2];
+        kw_quad_rows(p.a, b, q0 + g, q0 + g + 8, rows, n_kv, c, wlo, whi);
+        KwGroupKeys grp = kw_group_empty();
+#pragma unroll
+        for (int r = 0; r < 2; ++r) kw_group_add(grp, wlo[r], whi[r], q0 + g + 8 * r < p.seq_q);
+        grp = kw_group_warp(grp);
+        if (c == 0) {
+            win_s[16 * warp + g] = make_int2(wlo[0], whi[0]);
+            win_s[16 * warp + g + 8] = make_int2(wlo[1], whi[1]);
+        }
+        if (lane == 0) grp_s[warp] = make_int4(grp.ulo, grp.uhi, grp.ilo, grp.ihi);
+        __syncwarp();
+    }
+    /* masked: the warp's keys (KwGroupKeys) and the lane's rows' windows, from shared memory */
+    auto warp_keys = [&]() {
+        const int4 x = grp_s[warp];
+        return KwGroupKeys{x.x, x.y, x.z, x.w};
+    };
+    auto row_window = [&](int r) { return win_s[16 * warp + g + 8 * r]; };
     float o[kOB][4];
 #pragma unroll
     for (int i = 0; i < kOB; ++i)
@@ -252,174 +358,235 @@ __global__ void __launch_bounds__(32 * kV7MaxWarps, 1) attention_f32_mma_f16x2_v
     const uint32_t v_off = (uint32_t)(((lane % 8) + 8 * ((lane / 8) % 2)) * C::kRow + 16 * (lane / 16));
 
 #pragma unroll 1
-    for (int tile = 0; tile < n_tiles; ++tile) {
+    for (int tile = t_begin; tile < t_end; ++tile) {
         const int key0 = tile * kBC;
+        /* masked: a tile no row of the warp attends is not computed (the warp still copies and waits); a
+         * tile inside every row's window needs no test per key */
+        const int key1 = min(key0 + kBC, n_kv);
+        bool skip = false, full = true;
+        if constexpr (kWin) {
+            const KwGroupKeys grp = warp_keys(); /* the same in every lane: votes make that plain */
+            skip = __all_sync(0xffffffffu, kw_tile_skipped(grp, key0, key1));
+            full = __all_sync(0xffffffffu, kw_tile_full(grp, key0, key1));
+        }
         cp_async_wait_all();
         __syncthreads(); /* K tile landed; every warp is done with the V buffer */
         copy_v(tile);
         cp_async_commit();
 
-        /* ---- 1. S = Q K^T: corrections in sc, hi*hi in chains of kChain slices added into s ---- */
-        float s[kNT][4], sc[kNT][4], sh[kNT][4];
+        uint32_t ph[kKS][4], pl[kKS][4];
+        float alpha[2];
+        V7KeyInfo info;
+        if (!skip) {
+            /* ---- 1. S = Q K^T: corrections in sc, hi*hi in chains of kChain slices added into s ---- */
+            float s[kNT][4], sc[kNT][4], sh[kNT][4];
 #pragma unroll
-        for (int sl = 0; sl < kSlices; ++sl) {
-            uint32_t ah[4], al[4];
-            ldmatrix_x4(ah, q_hi_s + a_off + 32 * sl);
-            ldmatrix_x4(al, q_lo_s + a_off + 32 * sl);
-            const bool chain_start = sl % C::kChain == 0;
+            for (int sl = 0; sl < kSlices; ++sl) {
+                uint32_t ah[4], al[4];
+                ldmatrix_x4(ah, q_hi_s + a_off + 32 * sl);
+                ldmatrix_x4(al, q_lo_s + a_off + 32 * sl);
+                const bool chain_start = sl % C::kChain == 0;
 #pragma unroll
-            for (int np = 0; np < kNT / 2; ++np) {
-                uint32_t bhi[4], blo[4]; /* n8 blocks 2 np (b0, b1) and 2 np + 1 (b0, b1) */
-                ldmatrix_x4(bhi, k_hi_s + k_off + 16 * np * C::kRow + 32 * sl);
-                ldmatrix_x4(blo, k_lo_s + k_off + 16 * np * C::kRow + 32 * sl);
+                for (int np = 0; np < kNT / 2; ++np) {
+                    uint32_t bhi[4], blo[4]; /* n8 blocks 2 np (b0, b1) and 2 np + 1 (b0, b1) */
+                    ldmatrix_x4(bhi, k_hi_s + k_off + 16 * np * C::kRow + 32 * sl);
+                    ldmatrix_x4(blo, k_lo_s + k_off + 16 * np * C::kRow + 32 * sl);
 #pragma unroll
-                for (int u = 0; u < 2; ++u) {
-                    const int n = 2 * np + u;
-                    if (sl == 0)
-                        mma_f16_zero(sc[n], ah, blo[2 * u], blo[2 * u + 1]);
-                    else
-                        mma_f16(sc[n], ah, blo[2 * u], blo[2 * u + 1]);
-                    mma_f16(sc[n], al, bhi[2 * u], bhi[2 * u + 1]);
-                    if (chain_start)
-                        mma_f16_zero(sh[n], ah, bhi[2 * u], bhi[2 * u + 1]);
-                    else
-                        mma_f16(sh[n], ah, bhi[2 * u], bhi[2 * u + 1]);
+                    for (int u = 0; u < 2; ++u) {
+                        const int n = 2 * np + u;
+                        if (sl == 0)
+                            mma_f16_zero(sc[n], ah, blo[2 * u], blo[2 * u + 1]);
+                        else
+                            mma_f16(sc[n], ah, blo[2 * u], blo[2 * u + 1]);
+                        mma_f16(sc[n], al, bhi[2 * u], bhi[2 * u + 1]);
+                        if (chain_start)
+                            mma_f16_zero(sh[n], ah, bhi[2 * u], bhi[2 * u + 1]);
+                        else
+                            mma_f16(sh[n], ah, bhi[2 * u], bhi[2 * u + 1]);
+                    }
                 }
-            }
-            if (sl % C::kChain == C::kChain - 1 || sl == kSlices - 1) { /* a chain ends */
-#pragma unroll
-                for (int n = 0; n < kNT; ++n)
-#pragma unroll
-                    for (int e = 0; e < 4; ++e) s[n][e] = sl < C::kChain ? sh[n][e] : s[n][e] + sh[n][e];
-            }
-        }
-        const V7KeyInfo info = *k_info;
-        if (info.k_bad == 0) {
-#pragma unroll
-            for (int n = 0; n < kNT; ++n)
-#pragma unroll
-                for (int e = 0; e < 4; ++e) s[n][e] += sc[n][e];
-        } else { /* a non-finite k (rare): an infinite hi*hi keeps its sign */
-#pragma unroll
-            for (int n = 0; n < kNT; ++n)
-#pragma unroll
-                for (int e = 0; e < 4; ++e) s[n][e] = isinf(s[n][e]) ? s[n][e] : s[n][e] + sc[n][e];
-        }
-
-        /* ---- 2. the row softmax ---- */
-        if (key0 + kBC > n_kv) { /* the last tile, partial: keys past n_kv get weight 0 */
-#pragma unroll
-            for (int n = 0; n < kNT; ++n)
-#pragma unroll
-                for (int e = 0; e < 2; ++e)
-                    if (key0 + 8 * n + 2 * c + e >= n_kv) s[n][e] = s[n][2 + e] = -INFINITY;
-        }
-        float alpha[2], cexp[2];
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-            float mx = -INFINITY;
-#pragma unroll
-            for (int n = 0; n < kNT; ++n) mx = fmaxf(mx, fmaxf(s[n][2 * r], s[n][2 * r + 1]));
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-            const float m_new = fmaxf(m_run[r], mx * info.k_unscale); /* in units of 2^-eq */
-            if constexpr (kExactLse) {
-                if (mx * info.k_unscale > m_run[r]) { /* the row's largest score moves here */
-                    int col = -1;
+                if (sl % C::kChain == C::kChain - 1 || sl == kSlices - 1) { /* a chain ends */
 #pragma unroll
                     for (int n = 0; n < kNT; ++n)
 #pragma unroll
-                        for (int e = 0; e < 2; ++e)
-                            if (s[n][2 * r + e] == mx) col = 8 * n + 2 * c + e;
-                    top[r] = col >= 0 ? key0 + col : -1;
+                        for (int e = 0; e < 4; ++e) s[n][e] = sl < C::kChain ? sh[n][e] : s[n][e] + sh[n][e];
                 }
             }
-            const float b_new = 15.f - m_new * qlog[r];
-            alpha[r] = exp2_sfu(b_new - bias[r]);
-            bias[r] = b_new;
-            m_run[r] = m_new;
-            /* at least the smallest normal float: with q and k near the bottom of the range the
-             * product underflows to 0, and a masked key's -inf score times 0 would be NaN */
-            cexp[r] = fmaxf(qlog[r] * info.k_unscale, FLT_MIN);
-        }
-        float rsum[2] = {0.f, 0.f};
+            info = *k_info;
+            if (info.k_bad == 0) {
 #pragma unroll
-        for (int n = 0; n < kNT; ++n)
+                for (int n = 0; n < kNT; ++n)
 #pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                const int r = e / 2;
-                s[n][e] = exp2_sfu(fmaf(s[n][e], cexp[r], bias[r]));
-                rsum[r] += s[n][e];
+                    for (int e = 0; e < 4; ++e) s[n][e] += sc[n][e];
+            } else { /* a non-finite k (rare): an infinite hi*hi keeps its sign */
+#pragma unroll
+                for (int n = 0; n < kNT; ++n)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) s[n][e] = isinf(s[n][e]) ? s[n][e] : s[n][e] + sc[n][e];
             }
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-            const float l = l_run[r] * alpha[r], comp = l_comp[r] * alpha[r];
-            const float y = rsum[r] - comp;
-            const float t = l + y;
-            l_comp[r] = (t - l) - y;
-            l_run[r] = t;
-        }
 
-        /* ---- 3. P hi / lo: key blocks 2 ks, 2 ks + 1 are the A fragment of key slice ks ---- */
-        uint32_t ph[kKS][4], pl[kKS][4];
+            /* ---- 2. the row softmax ---- */
+            if (!full) { /* masked, a boundary tile: keys outside a row's window get weight 0 */
+                const int2 w[2] = {row_window(0), row_window(1)};
 #pragma unroll
-        for (int ks = 0; ks < kKS; ++ks)
+                for (int n = 0; n < kNT; ++n)
 #pragma unroll
-            for (int j = 0; j < 4; ++j) {
-                const float x0 = s[2 * ks + j / 2][2 * (j % 2)], x1 = s[2 * ks + j / 2][2 * (j % 2) + 1];
-                if constexpr (kSplitPV) {
-                    f16x2_split2(x0, x1, ph[ks][j], pl[ks][j]);
+                    for (int e = 0; e < 4; ++e) {
+                        const int j = key0 + 8 * n + 2 * c + e % 2, r = e / 2;
+                        if (j < w[r].x || j >= w[r].y) s[n][e] = -INFINITY;
+                    }
+            } else if (key0 + kBC > n_kv) { /* the last tile, partial: keys past n_kv get weight 0 */
+#pragma unroll
+                for (int n = 0; n < kNT; ++n)
+#pragma unroll
+                    for (int e = 0; e < 2; ++e)
+                        if (key0 + 8 * n + 2 * c + e >= n_kv) s[n][e] = s[n][2 + e] = -INFINITY;
+            }
+            /* kBias: a key's bias enters the row maximum (x = s k_un 2^-eq + b, natural units: a masked
+             * element's x is -inf or NaN, which fmaxf passes over) and the exponent (below) */
+            float kb[kNT][2] = {}, kq[2] = {0.f, 0.f};
+            if constexpr (kBias) {
+#pragma unroll
+                for (int n = 0; n < kNT; ++n) {
+                    const float2 bb = *reinterpret_cast<const float2 *>(bias_s + 8 * n + 2 * c);
+                    kb[n][0] = bb.x;
+                    kb[n][1] = bb.y;
+                }
+#pragma unroll
+                for (int r = 0; r < 2; ++r) kq[r] = __fdiv_rn(qlog[r], kV7Log2e) * info.k_unscale;
+            }
+            float cexp[2];
+#pragma unroll
+            for (int r = 0; r < 2; ++r) {
+                float mx = -INFINITY;
+                if constexpr (kBias) {
+#pragma unroll
+                    for (int n = 0; n < kNT; ++n)
+                        mx = fmaxf(mx,
+                                   fmaxf(fmaf(s[n][2 * r], kq[r], kb[n][0]), fmaf(s[n][2 * r + 1], kq[r], kb[n][1])));
                 } else {
-                    const __half2 hh = __floats2half2_rn(x0, x1);
-                    ph[ks][j] = *reinterpret_cast<const uint32_t *>(&hh);
-                    pl[ks][j] = 0u;
+#pragma unroll
+                    for (int n = 0; n < kNT; ++n) mx = fmaxf(mx, fmaxf(s[n][2 * r], s[n][2 * r + 1]));
                 }
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+                /* in units of 2^-eq; kBias: natural units */
+                const float tile_m = kBias ? mx : mx * info.k_unscale;
+                const float m_new = fmaxf(m_run[r], tile_m);
+                if constexpr (kExactLse) {
+                    if (tile_m > m_run[r]) { /* the row's largest score moves here */
+                        int col = -1;
+#pragma unroll
+                        for (int n = 0; n < kNT; ++n)
+#pragma unroll
+                            for (int e = 0; e < 2; ++e) {
+                                const float x = kBias ? fmaf(s[n][2 * r + e], kq[r], kb[n][e]) : s[n][2 * r + e];
+                                if (x == mx) col = 8 * n + 2 * c + e;
+                            }
+                        top[r] = col >= 0 ? key0 + col : -1;
+                    }
+                }
+                /* masked: a row with no score yet keeps its weights at 0 (no inf - inf) */
+                const float m_use = kWin && m_new == -INFINITY ? 0.f : m_new;
+                const float b_new = 15.f - m_use * (kBias ? kV7Log2e : qlog[r]);
+                alpha[r] = exp2_sfu(b_new - bias[r]);
+                bias[r] = b_new;
+                m_run[r] = m_new;
+                /* at least the smallest normal float: with q and k near the bottom of the range the
+                 * product underflows to 0, and a masked key's -inf score times 0 would be NaN */
+                cexp[r] = fmaxf(qlog[r] * info.k_unscale, FLT_MIN);
+            }
+            float rsum[2] = {0.f, 0.f};
+#pragma unroll
+            for (int n = 0; n < kNT; ++n)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    const int r = e / 2;
+                    /* kBias: the bias joins the row's constant first, b log2 e + (15 - m log2 e), two terms
+                     * that nearly cancel where the bias dominates the score (a text encoder's -10000), so
+                     * that the score's part is not rounded at the bias' magnitude */
+                    if constexpr (kBias) {
+                        /* a key whose bias is -inf is not attended, and a masked element (-inf) weighs 0
+                         * whatever its bias: neither may make a NaN here */
+                        const float bj = kb[n][e % 2];
+                        const float x = exp2_sfu(fmaf(s[n][e], cexp[r], fmaf(bj, kV7Log2e, bias[r])));
+                        s[n][e] = s[n][e] == -INFINITY || bj == -INFINITY ? 0.f : x;
+                    } else {
+                        s[n][e] = exp2_sfu(fmaf(s[n][e], cexp[r], bias[r]));
+                    }
+                    rsum[r] += s[n][e];
+                }
+#pragma unroll
+            for (int r = 0; r < 2; ++r) {
+                const float l = l_run[r] * alpha[r], comp = l_comp[r] * alpha[r];
+                const float y = rsum[r] - comp;
+                const float t = l + y;
+                l_comp[r] = (t - l) - y;
+                l_run[r] = t;
             }
 
-        cp_async_wait_all();
-        __syncthreads(); /* V tile landed; every warp is done with the K buffer */
-        if (tile + 1 < n_tiles) copy_k(tile + 1);
-        cp_async_commit();
-
-        /* ---- 4. O = alpha O + (P V) 2^-ev, a fresh accumulator per tile ---- */
-        const float vdown = info.v_tiny != 0 ? kTinyDown : 1.f;
-#pragma unroll
-        for (int g0 = 0; g0 < kOB / 2; g0 += C::kPVPairs) { /* a group of column pairs, its accumulators live */
-            float acc[2 * C::kPVPairs][4];
+            /* ---- 3. P hi / lo: key blocks 2 ks, 2 ks + 1 are the A fragment of key slice ks ---- */
 #pragma unroll
             for (int ks = 0; ks < kKS; ++ks)
 #pragma unroll
-                for (int jp = g0; jp < g0 + C::kPVPairs; ++jp) {
-                    /* b0, b1 of column block 2 jp, then of 2 jp + 1, for key slice ks */
-                    uint32_t vh[4], vl[4];
-                    ldmatrix_x4_trans(vh, v_hi_s + v_off + 16 * ks * C::kRow + 32 * jp);
-                    if constexpr (kSplitPV) ldmatrix_x4_trans(vl, v_lo_s + v_off + 16 * ks * C::kRow + 32 * jp);
-#pragma unroll
-                    for (int u = 0; u < 2; ++u) {
-                        float(&a)[4] = acc[2 * (jp - g0) + u];
-                        if constexpr (kSplitPV) {
-                            if (ks == 0)
-                                mma_f16_zero(a, pl[ks], vh[2 * u], vh[2 * u + 1]);
-                            else
-                                mma_f16(a, pl[ks], vh[2 * u], vh[2 * u + 1]);
-                            mma_f16(a, ph[ks], vl[2 * u], vl[2 * u + 1]);
-                            mma_f16(a, ph[ks], vh[2 * u], vh[2 * u + 1]);
-                        } else {
-                            if (ks == 0)
-                                mma_f16_zero(a, ph[ks], vh[2 * u], vh[2 * u + 1]);
-                            else
-                                mma_f16(a, ph[ks], vh[2 * u], vh[2 * u + 1]);
-                        }
+                for (int j = 0; j < 4; ++j) {
+                    const float x0 = s[2 * ks + j / 2][2 * (j % 2)], x1 = s[2 * ks + j / 2][2 * (j % 2) + 1];
+                    if constexpr (kSplitPV) {
+                        f16x2_split2(x0, x1, ph[ks][j], pl[ks][j]);
+                    } else {
+                        const __half2 hh = __floats2half2_rn(x0, x1);
+                        ph[ks][j] = *reinterpret_cast<const uint32_t *>(&hh);
+                        pl[ks][j] = 0u;
                     }
                 }
+        }
+
+        cp_async_wait_all();
+        __syncthreads(); /* V tile landed; every warp is done with the K buffer */
+        if (tile + 1 < t_end) copy_k(tile + 1);
+        cp_async_commit();
+
+        if (!skip) {
+            /* ---- 4. O = alpha O + (P V) 2^-ev, a fresh accumulator per tile ---- */
+            const float vdown = info.v_tiny != 0 ? kTinyDown : 1.f;
 #pragma unroll
-            for (int i = 0; i < 2 * C::kPVPairs; ++i) {
-                const int blk = 2 * g0 + i;
-                const float2 vs = *reinterpret_cast<const float2 *>(v_unscale + 8 * blk + 2 * c);
+            for (int g0 = 0; g0 < kOB / 2; g0 += C::kPVPairs) { /* a group of column pairs, its accumulators live */
+                float acc[2 * C::kPVPairs][4];
 #pragma unroll
-                for (int e = 0; e < 4; ++e) {
-                    const float un = (e % 2 == 0 ? vs.x : vs.y) * vdown;
-                    o[blk][e] = fmaf(acc[i][e], un, o[blk][e] * alpha[e / 2]);
+                for (int ks = 0; ks < kKS; ++ks)
+#pragma unroll
+                    for (int jp = g0; jp < g0 + C::kPVPairs; ++jp) {
+                        /* b0, b1 of column block 2 jp, then of 2 jp + 1, for key slice ks */
+                        uint32_t vh[4], vl[4];
+                        ldmatrix_x4_trans(vh, v_hi_s + v_off + 16 * ks * C::kRow + 32 * jp);
+                        if constexpr (kSplitPV) ldmatrix_x4_trans(vl, v_lo_s + v_off + 16 * ks * C::kRow + 32 * jp);
+#pragma unroll
+                        for (int u = 0; u < 2; ++u) {
+                            float(&a)[4] = acc[2 * (jp - g0) + u];
+                            if constexpr (kSplitPV) {
+                                if (ks == 0)
+                                    mma_f16_zero(a, pl[ks], vh[2 * u], vh[2 * u + 1]);
+                                else
+                                    mma_f16(a, pl[ks], vh[2 * u], vh[2 * u + 1]);
+                                mma_f16(a, ph[ks], vl[2 * u], vl[2 * u + 1]);
+                                mma_f16(a, ph[ks], vh[2 * u], vh[2 * u + 1]);
+                            } else {
+                                if (ks == 0)
+                                    mma_f16_zero(a, ph[ks], vh[2 * u], vh[2 * u + 1]);
+                                else
+                                    mma_f16(a, ph[ks], vh[2 * u], vh[2 * u + 1]);
+                            }
+                        }
+                    }
+#pragma unroll
+                for (int i = 0; i < 2 * C::kPVPairs; ++i) {
+                    const int blk = 2 * g0 + i;
+                    const float2 vs = *reinterpret_cast<const float2 *>(v_unscale + 8 * blk + 2 * c);
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) {
+                        const float un = (e % 2 == 0 ? vs.x : vs.y) * vdown;
+                        o[blk][e] = fmaf(acc[i][e], un, o[blk][e] * alpha[e / 2]);
+                    }
                 }
             }
         }
@@ -432,7 +599,8 @@ __global__ void __launch_bounds__(32 * kV7MaxWarps, 1) attention_f32_mma_f16x2_v
      * weighted by that key's weight 2^15 / l. The truncating fp32 accumulation of S's chains leaves the largest score
      * ~1.5 ulp low (and so the lse of a peaky row), and a backward that recomputes S more exactly than
      * this forward would carry that as a relative error of every weight of the row (src/cuda/NOTES.md,
-     * "The backward's accuracy"), as kernel v6's kExactLse. */
+     * "The backward's accuracy"), as kernel v6's kExactLse. kBias: m_run is the largest biased score in
+     * natural units, and the exact one adds the key's bias. */
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
         float l = l_run[r];
@@ -456,15 +624,28 @@ __global__ void __launch_bounds__(32 * kV7MaxWarps, 1) attention_f32_mma_f16x2_v
             const double dot = v7_exact_score(qr, k_hi, k_lo, p.head_dim, k_un, p.scale, c);
             if (have) {
                 /* qlog = 2^-eq log2 e exactly (a power of two times a float), so the quotient is 2^-eq */
-                const double s_fwd = (double)m_run[r] * ((double)qlog[r] / (double)kV7Log2e);
-                const double fix = (32768.0 / (double)l) * (dot - s_fwd);
+                const double s_fwd = kBias ? (double)m_run[r] : (double)m_run[r] * ((double)qlog[r] / (double)kV7Log2e);
+                const double exact = kBias ? dot + (double)bias_row[jt] : dot;
+                const double fix = (32768.0 / (double)l) * (exact - s_fwd);
                 lse_fix = isfinite(fix) ? fix : 0.0;
+            }
+        }
+        /* no key to attend (key padding, a window, -inf biases): 0, and lse -inf */
+        bool empty = n_tiles == 0;
+        if constexpr (kWin) {
+            const int2 w = row_window(r);
+            empty = w.x >= w.y;
+            if (kBias) { /* and every key of the window has bias -inf (the quad scans it; one step, mostly) */
+                bool any = false;
+                for (int j = w.x + c; j < w.y && !any; j += 4) any = bias_row[j] != -INFINITY;
+                any |= __shfl_xor_sync(0xffffffffu, any, 1);
+                any |= __shfl_xor_sync(0xffffffffu, any, 2);
+                empty = !any;
             }
         }
         if (row >= p.seq_q) continue;
         float *dst = p.out + b * p.o_b + h * p.o_h + (int64_t)row * p.o_t;
-        const bool empty = n_tiles == 0; /* no key to attend (key padding): 0, and lse -inf */
-        const float inv = 1.f / l;       /* l holds the same 2^15 as O: it is in the exponent's bias */
+        const float inv = 1.f / l; /* l holds the same 2^15 as O: it is in the exponent's bias */
 #pragma unroll
         for (int i = 0; i < kOB; ++i) {
             const int col = 8 * i + 2 * c;
@@ -487,31 +668,59 @@ __global__ void __launch_bounds__(32 * kV7MaxWarps, 1) attention_f32_mma_f16x2_v
                 p.lse[bh * p.seq_q + row] = empty ? -INFINITY : (log2f(l) - bias[r]) * (1.f / kV7Log2e);
         }
     }
+
+    /* masked: the non-finite v of the keys this lane's rows attend (rare: flagged records only) */
+    if constexpr (kWin) {
+        const KwGroupKeys grp = warp_keys();
+        bool bad = false;
+        if (grp.ulo < grp.uhi)
+            for (int rec = grp.ulo / kV7RecordKeys + lane; rec * kV7RecordKeys < grp.uhi; rec += 32)
+                bad |= reinterpret_cast<const V7KeyInfo *>(head + (int64_t)rec * v7_record_bytes(DT) +
+                                                           v7_k_info_offset(DT))
+                           ->v_bad != 0;
+        if (__any_sync(0xffffffffu, bad))
+            v7_add_nonfinite_v<DT, kMask>(head, rows, p.v + b * p.v_b + (int64_t)(bh_kv % (p.heads / p.group)) * p.v_h,
+                                          p.v_t, bias_row, p.out + b * p.o_b + h * p.o_h + (int64_t)(q0 + g) * p.o_t,
+                                          p.o_t, q0 + g, p.seq_q, p.head_dim, grp.ulo, grp.uhi, row_window(0),
+                                          row_window(1), c);
+    }
 }
 
-template <int DT, bool kSplitPV, bool kExactLse>
+/* The masked instances' extra shared memory (the kernel's "masked:" regions): the tile's key bias, the
+ * rows' windows, the warps' keys. */
+constexpr int kV7MaskSmem = kV7BiasSmem + kV7MaxWarps * (16 * 8 + 16);
+
+template <int DT, bool kSplitPV, bool kExactLse, int kMask>
 cudaError_t v7_launch(const V7Params &p, int warps, unsigned blocks, cudaStream_t stream) {
-    auto kernel = attention_f32_mma_f16x2_v7_kernel<DT, kSplitPV, kExactLse>;
-    const int smem = V7Config<DT>::smem_bytes(warps);
+    auto kernel = attention_f32_mma_f16x2_v7_kernel<DT, kSplitPV, kExactLse, kMask>;
+    const int smem = V7Config<DT>::smem_bytes(warps) + (kMask >= 1 ? kV7MaskSmem : 0);
     cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (err != cudaSuccess) return err;
     kernel<<<blocks, 32 * warps, smem, stream>>>(p);
     return cudaGetLastError();
 }
 
-template <bool kSplitPV, bool kExactLse>
+template <bool kSplitPV, bool kExactLse, int kMask>
 cudaError_t v7_launch_dt(const V7Params &p, int warps, unsigned blocks, cudaStream_t s) {
     switch (v7_head_dim_tile(p.head_dim)) {
-    case 32: return v7_launch<32, kSplitPV, kExactLse>(p, warps, blocks, s);
-    case 48: return v7_launch<48, kSplitPV, kExactLse>(p, warps, blocks, s);
-    case 64: return v7_launch<64, kSplitPV, kExactLse>(p, warps, blocks, s);
-    case 80: return v7_launch<80, kSplitPV, kExactLse>(p, warps, blocks, s);
-    case 96: return v7_launch<96, kSplitPV, kExactLse>(p, warps, blocks, s);
-    case 128: return v7_launch<128, kSplitPV, kExactLse>(p, warps, blocks, s);
-    case 160: return v7_launch<160, kSplitPV, kExactLse>(p, warps, blocks, s);
-    case 192: return v7_launch<192, kSplitPV, kExactLse>(p, warps, blocks, s);
-    default: return v7_launch<256, kSplitPV, kExactLse>(p, warps, blocks, s);
+    case 32: return v7_launch<32, kSplitPV, kExactLse, kMask>(p, warps, blocks, s);
+    case 48: return v7_launch<48, kSplitPV, kExactLse, kMask>(p, warps, blocks, s);
+    case 64: return v7_launch<64, kSplitPV, kExactLse, kMask>(p, warps, blocks, s);
+    case 80: return v7_launch<80, kSplitPV, kExactLse, kMask>(p, warps, blocks, s);
+    case 96: return v7_launch<96, kSplitPV, kExactLse, kMask>(p, warps, blocks, s);
+    case 128: return v7_launch<128, kSplitPV, kExactLse, kMask>(p, warps, blocks, s);
+    case 160: return v7_launch<160, kSplitPV, kExactLse, kMask>(p, warps, blocks, s);
+    case 192: return v7_launch<192, kSplitPV, kExactLse, kMask>(p, warps, blocks, s);
+    default: return v7_launch<256, kSplitPV, kExactLse, kMask>(p, warps, blocks, s);
     }
+}
+
+/* The instance of a call: precision, lse, mask mode. */
+template <int kMask>
+cudaError_t v7_launch_mode(const V7Params &p, int warps, unsigned blocks, bool f32, cudaStream_t s) {
+    if (!f32) return v7_launch_dt<false, false, kMask>(p, warps, blocks, s);
+    return p.lse ? v7_launch_dt<true, true, kMask>(p, warps, blocks, s)
+                 : v7_launch_dt<true, false, kMask>(p, warps, blocks, s);
 }
 
 /* Shared memory of a CTA of `warps` warps at head-dim tile dt. */
@@ -575,14 +784,14 @@ double v7_rate(int w, int c) {
  * c CTAs on every multiprocessor, each at v7_rate(w, c) of one 8-warp CTA's query rate. At
  * (1,24,1536,128) 8-warp CTAs make 288 CTAs, 2.2 rounds of 132 on the H200, the third a fifth full;
  * 6-warp CTAs make 384, 2.9 rounds. */
-int v7_warps(int64_t seq_q, int64_t heads_total, int dt) {
+int v7_warps(int64_t seq_q, int64_t heads_total, int dt, int extra_smem) {
     const V7Device d = v7_device();
     int best = 0;
     double best_time = 0;
     static const int kWarps[5] = {8, 6, 4, 2, 1};
     for (int i = 0; i < 5; ++i) {
         const int w = kWarps[i];
-        const int smem = v7_smem_bytes(dt, w);
+        const int smem = v7_smem_bytes(dt, w) + extra_smem;
         if (smem > d.smem_per_block) continue;
         int per_sm = d.smem_per_sm / (smem + 1024); /* 1 KB a CTA for the system */
         per_sm = per_sm < 1 ? 1 : per_sm > kV7MaxWarps / w ? kV7MaxWarps / w : per_sm;
@@ -627,14 +836,28 @@ extern "C" int jattn_cuda_launch_v7(const jattn_cuda_args *a, void *workspace, v
     p.seq_kv = (int)a->seq_kv;
     p.head_dim = (int)a->head_dim;
     p.records_per_head = (int)((a->seq_kv + kV7RecordKeys - 1) / kV7RecordKeys);
-    const int warps = v7_warps(a->seq_q, a->batch * a->heads, v7_head_dim_tile(a->head_dim));
+    /* the instance: a window (causal, blocks, segments) and a key bias each need their own */
+    const int mode = a->key_bias ? 2 : kw_has_window(*a) ? 1 : 0;
+    const int dt = v7_head_dim_tile(a->head_dim);
+    const int warps = v7_warps(a->seq_q, a->batch * a->heads, dt, mode >= 1 ? kV7MaskSmem : 0);
     p.q_blocks = (int)((a->seq_q + 16 * warps - 1) / (16 * warps));
     p.scale = a->scale;
     p.out_vec2 = reinterpret_cast<uintptr_t>(a->out) % 8 == 0 && a->out_strides.batch % 2 == 0 &&
                  a->out_strides.head % 2 == 0 && a->out_strides.token % 2 == 0;
+    const int64_t kv_heads = a->kv_heads > 0 ? a->kv_heads : a->heads;
+    p.group = (int)(a->heads / kv_heads);
+    p.kv_index = a->kv_index;
+    p.v = a->v;
+    p.v_b = a->v_strides.batch;
+    p.v_h = a->v_strides.head;
+    p.v_t = a->v_strides.token;
+    p.bias_ws = reinterpret_cast<const float *>(static_cast<const unsigned char *>(workspace) +
+                                                v7_bias_offset(a->batch, kv_heads, p.records_per_head, dt));
+    p.a = kw_mask_of(*a);
     const long long blocks = (long long)p.q_blocks * a->batch * a->heads;
     if (blocks > 0x7fffffffLL) return cudaErrorInvalidValue;
-    if (a->precision != JATTN_PRECISION_F32) return v7_launch_dt<false, false>(p, warps, (unsigned)blocks, stream);
-    return p.lse ? v7_launch_dt<true, true>(p, warps, (unsigned)blocks, stream)
-                 : v7_launch_dt<true, false>(p, warps, (unsigned)blocks, stream);
+    const bool f32 = a->precision == JATTN_PRECISION_F32;
+    if (mode == 2) return v7_launch_mode<2>(p, warps, (unsigned)blocks, f32, stream);
+    if (mode == 1) return v7_launch_mode<1>(p, warps, (unsigned)blocks, f32, stream);
+    return v7_launch_mode<0>(p, warps, (unsigned)blocks, f32, stream);
 }

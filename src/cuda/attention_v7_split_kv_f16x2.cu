@@ -8,6 +8,15 @@
  *        them are neither read nor written.
  * Writes the workspace: one record per head and 64 keys, columns D .. DT-1 and keys past the
  *        attended ones as zeros.
+ * Grouped-query heads: records per key/value head (B Hkv of them), each split once for its group.
+ * A call with a window or a key bias (jattn_mask; the instance kMasked) also
+ *  - writes each non-finite v as 0 and flags its record (V7KeyInfo.v_bad): with windows the rows of a
+ *    tile attend different keys, and a weight of exactly 0 times an Inf would be NaN in a row that does
+ *    not attend that key; the kernel adds the non-finite values into the rows that attend them
+ *    (attention_v7_mma_f16x2.cu, its epilogue);
+ *  - stages the key bias of every query head of the group in attended-key order, 64 floats per record
+ *    (0 past the attended keys), after the records (v7_bias_offset), so that the kernel copies a tile's
+ *    bias with cp.async as it copies K.
  * One CTA of 256 threads per (record, head, batch), a one-dimensional grid: thread t owns the
  * 8-column chunk t % (DT / 8) of rows t / (DT / 8) + 256 / (DT / 8) j: two 16-byte loads a row and
  * chunk (4-byte ones where the tensor's base or strides do not allow it) kept in registers, the K
@@ -24,6 +33,7 @@
 #include "cuda_internal.h"
 #include "f16x2_mma_records.cuh"
 #include "key_padding.cuh"
+#include "key_window.cuh"
 
 namespace {
 
@@ -34,6 +44,12 @@ struct V7SplitParams {
     int k_vec4, v_vec4; /* 16-byte loads: base 16-byte aligned, every stride a multiple of 4 */
     unsigned char *ws;
     const int *kv_count, *kv_index; /* key padding (jattn_cuda_args), or NULL */
+    /* kMasked: the key bias (row of query head h at bias + b bias_b + h bias_h, or NULL), staged at
+     * bias_ws for the group's query heads (group of them, q_heads in all) */
+    const float *bias;
+    int64_t bias_b, bias_h;
+    float *bias_ws;
+    int group, q_heads;
 };
 
 constexpr int kSplitThreads = 256;
@@ -79,7 +95,8 @@ __device__ __forceinline__ void store8(const float (&x)[8], float pre, const flo
     *reinterpret_cast<uint4 *>(lo) = l;
 }
 
-template <int DT>
+/* kMasked: a call with a window or a key bias (non-finite v written as 0 and flagged; the bias staged). */
+template <int DT, bool kMasked>
 __global__ void __launch_bounds__(kSplitThreads) split_kv_f16x2_v7_kernel(const V7SplitParams p) {
     using S = V7SplitShape<DT>;
     __shared__ float red[S::kRowsPerPass][DT]; /* V: each row group's column maxima; K: the warps' */
@@ -92,6 +109,13 @@ __global__ void __launch_bounds__(kSplitThreads) split_kv_f16x2_v7_kernel(const 
     const int *rows = attended_rows(p.kv_index, b, p.seq_kv);
     const int key0 = rec * kV7RecordKeys;
     if (key0 >= n_kv) return; /* never read by the kernel */
+    if (kMasked && p.bias) {  /* the group's query heads' bias, in attended-key order */
+        for (int i = tid; i < p.group * kV7RecordKeys; i += kSplitThreads) {
+            const int hq = h * p.group + i / kV7RecordKeys, key = key0 + i % kV7RecordKeys;
+            const float x = key < n_kv ? __ldg(p.bias + b * p.bias_b + hq * p.bias_h + key_row(rows, key)) : 0.f;
+            p.bias_ws[((int64_t)(b * p.q_heads + hq) * p.records + rec) * kV7RecordKeys + i % kV7RecordKeys] = x;
+        }
+    }
     unsigned char *r = p.ws + (bh * p.records + rec) * v7_record_bytes(DT);
     V7KeyInfo *info = reinterpret_cast<V7KeyInfo *>(r + v7_k_info_offset(DT));
     const int chunk = tid % S::kChunks, rg = tid / S::kChunks, c0 = 8 * chunk;
@@ -131,7 +155,7 @@ __global__ void __launch_bounds__(kSplitThreads) split_kv_f16x2_v7_kernel(const 
         if (tid == 0) {
             info->k_unscale = exp2_int(-e);
             info->k_bad = bad ? 1u : 0u;
-            info->unused = 0u;
+            info->v_bad = 0u;
         }
         __syncthreads(); /* red is reused below */
     }
@@ -139,12 +163,16 @@ __global__ void __launch_bounds__(kSplitThreads) split_kv_f16x2_v7_kernel(const 
     {
         const float *base = p.v + b * p.v_b + h * p.v_h;
         float cmax[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+        int vbad = 0;
 #pragma unroll
         for (int j = 0; j < S::kPasses; ++j) {
             const int rr = rg + j * S::kRowsPerPass;
             load8(base, p.v_t, rows, key0 + rr, owner && rr < kV7RecordKeys ? n_kv : 0, c0, p.head_dim, p.v_vec4, x[j]);
 #pragma unroll
-            for (int k = 0; k < 8; ++k) cmax[k] = fmaxf(cmax[k], finite_abs(x[j][k]));
+            for (int k = 0; k < 8; ++k) {
+                cmax[k] = fmaxf(cmax[k], finite_abs(x[j][k]));
+                if (kMasked && !isfinite(x[j][k])) vbad = 1, x[j][k] = 0.f; /* added back by the kernel */
+            }
         }
         if (owner) {
 #pragma unroll
@@ -164,7 +192,11 @@ __global__ void __launch_bounds__(kSplitThreads) split_kv_f16x2_v7_kernel(const 
             col_up[tid] = exp2_int(e);
             reinterpret_cast<float *>(r + v7_v_unscale_offset(DT))[tid] = exp2_int(-e);
         }
-        if (tid == 0) info->v_tiny = tiny ? 1u : 0u;
+        if (kMasked) vbad = __syncthreads_or(vbad);
+        if (tid == 0) {
+            info->v_tiny = tiny ? 1u : 0u;
+            if (kMasked) info->v_bad = vbad ? 1u : 0u;
+        }
         __syncthreads();
         float up[8];
 #pragma unroll
@@ -182,15 +214,35 @@ __global__ void __launch_bounds__(kSplitThreads) split_kv_f16x2_v7_kernel(const 
 
 } /* namespace */
 
-/* Bytes of kernel v7's workspace for one call: one record per head and 64 keys. */
-extern "C" size_t jattn_cuda_v7_workspace_bytes(int64_t batch, int64_t heads, int64_t seq_kv, int64_t head_dim) {
+/* Bytes of kernel v7's workspace for one call: one record per key/value head and 64 keys, then the key
+ * bias a masked call stages (4 bytes per query head and key, rounded up to records). */
+extern "C" size_t jattn_cuda_v7_workspace_bytes(int64_t batch, int64_t heads, int64_t kv_heads, int64_t seq_kv,
+                                                int64_t head_dim) {
     const int64_t records = (seq_kv + kV7RecordKeys - 1) / kV7RecordKeys;
-    return (size_t)(batch * heads * records * v7_record_bytes(v7_head_dim_tile(head_dim)));
+    return (size_t)(v7_bias_offset(batch, kv_heads, records, v7_head_dim_tile(head_dim)) +
+                    batch * heads * records * kV7RecordKeys * 4);
+}
+
+template <bool kMasked>
+static void split_launch(const V7SplitParams &p, dim3 grid, int dt, cudaStream_t stream) {
+    switch (dt) {
+    case 32: split_kv_f16x2_v7_kernel<32, kMasked><<<grid, kSplitThreads, 0, stream>>>(p); break;
+    case 48: split_kv_f16x2_v7_kernel<48, kMasked><<<grid, kSplitThreads, 0, stream>>>(p); break;
+    case 64: split_kv_f16x2_v7_kernel<64, kMasked><<<grid, kSplitThreads, 0, stream>>>(p); break;
+    case 80: split_kv_f16x2_v7_kernel<80, kMasked><<<grid, kSplitThreads, 0, stream>>>(p); break;
+    case 96: split_kv_f16x2_v7_kernel<96, kMasked><<<grid, kSplitThreads, 0, stream>>>(p); break;
+    case 128: split_kv_f16x2_v7_kernel<128, kMasked><<<grid, kSplitThreads, 0, stream>>>(p); break;
+    case 160: split_kv_f16x2_v7_kernel<160, kMasked><<<grid, kSplitThreads, 0, stream>>>(p); break;
+    case 192: split_kv_f16x2_v7_kernel<192, kMasked><<<grid, kSplitThreads, 0, stream>>>(p); break;
+    default: split_kv_f16x2_v7_kernel<256, kMasked><<<grid, kSplitThreads, 0, stream>>>(p); break;
+    }
 }
 
 /* Enqueues the pre-pass (attention_v7_mma_f16x2.cu checks the call: D <= 256, workspace 16-byte
- * aligned). */
+ * aligned): the records of the B Hkv key/value heads; for a call with a window or a key bias the
+ * masked instance. */
 extern "C" cudaError_t split_kv_f16x2_v7(const jattn_cuda_args *a, void *workspace, cudaStream_t stream) {
+    const int64_t kv_heads = a->kv_heads > 0 ? a->kv_heads : a->heads;
     V7SplitParams p;
     p.k = a->k;
     p.v = a->v;
@@ -200,7 +252,7 @@ extern "C" cudaError_t split_kv_f16x2_v7(const jattn_cuda_args *a, void *workspa
     p.v_b = a->v_strides.batch;
     p.v_h = a->v_strides.head;
     p.v_t = a->v_strides.token;
-    p.heads = (int)a->heads;
+    p.heads = (int)kv_heads;
     p.seq_kv = (int)a->seq_kv;
     p.head_dim = (int)a->head_dim;
     p.records = (int)((a->seq_kv + kV7RecordKeys - 1) / kV7RecordKeys);
@@ -209,19 +261,19 @@ extern "C" cudaError_t split_kv_f16x2_v7(const jattn_cuda_args *a, void *workspa
     p.kv_index = a->kv_index;
     p.k_vec4 = (uintptr_t)a->k % 16 == 0 && p.k_b % 4 == 0 && p.k_h % 4 == 0 && p.k_t % 4 == 0;
     p.v_vec4 = (uintptr_t)a->v % 16 == 0 && p.v_b % 4 == 0 && p.v_h % 4 == 0 && p.v_t % 4 == 0;
-    const long long blocks = (long long)p.records * a->batch * a->heads;
+    const int dt = v7_head_dim_tile(a->head_dim);
+    p.bias = a->key_bias;
+    p.bias_b = a->bias_batch_stride;
+    p.bias_h = a->bias_head_stride;
+    p.bias_ws = reinterpret_cast<float *>(p.ws + v7_bias_offset(a->batch, kv_heads, p.records, dt));
+    p.group = (int)(a->heads / kv_heads);
+    p.q_heads = (int)a->heads;
+    const long long blocks = (long long)p.records * a->batch * kv_heads;
     if (blocks > 0x7fffffffLL) return cudaErrorInvalidValue;
     const dim3 grid((unsigned)blocks);
-    switch (v7_head_dim_tile(a->head_dim)) {
-    case 32: split_kv_f16x2_v7_kernel<32><<<grid, kSplitThreads, 0, stream>>>(p); break;
-    case 48: split_kv_f16x2_v7_kernel<48><<<grid, kSplitThreads, 0, stream>>>(p); break;
-    case 64: split_kv_f16x2_v7_kernel<64><<<grid, kSplitThreads, 0, stream>>>(p); break;
-    case 80: split_kv_f16x2_v7_kernel<80><<<grid, kSplitThreads, 0, stream>>>(p); break;
-    case 96: split_kv_f16x2_v7_kernel<96><<<grid, kSplitThreads, 0, stream>>>(p); break;
-    case 128: split_kv_f16x2_v7_kernel<128><<<grid, kSplitThreads, 0, stream>>>(p); break;
-    case 160: split_kv_f16x2_v7_kernel<160><<<grid, kSplitThreads, 0, stream>>>(p); break;
-    case 192: split_kv_f16x2_v7_kernel<192><<<grid, kSplitThreads, 0, stream>>>(p); break;
-    default: split_kv_f16x2_v7_kernel<256><<<grid, kSplitThreads, 0, stream>>>(p); break;
-    }
+    if (kw_has_window(*a) || a->key_bias)
+        split_launch<true>(p, grid, dt, stream);
+    else
+        split_launch<false>(p, grid, dt, stream);
     return cudaGetLastError();
 }

@@ -64,7 +64,7 @@ typedef struct jattn_cuda_args {
  * where: the ladder table of src/cuda/NOTES.md. */
 typedef enum jattn_cuda_kernel {
     JATTN_CUDA_KERNEL_AUTO = 0, /* the ladder (src/cuda/NOTES.md): v6 where it applies, else v7, else v1 */
-    JATTN_CUDA_KERNEL_V1 = 1,   /* attention_v1_simt.cu: plain fp32 SIMT, any D <= 512 */
+    JATTN_CUDA_KERNEL_V1 = 1,   /* attention_v1_simt.cu: plain fp32 SIMT, any D <= 512, every mask part */
     /* 2: v2 (mma.sync m16n8k8 3xTF32), removed: superseded by v7 (src/cuda/JOURNAL.md) */
     /* 3: v3 (sm_90a wgmma 3xTF32), removed: superseded by v4 and v6 (src/cuda/JOURNAL.md) */
     /* 4: v4 (sm_90a wgmma 2xFP16, transposed), removed: superseded by v6 (src/cuda/JOURNAL.md) */
@@ -74,10 +74,10 @@ typedef enum jattn_cuda_kernel {
                                * warp-specialized, its own pre-pass and workspace: device 9.0, D 64 or
                                * 128, strides multiples of 4 (select refuses a forced v6 otherwise),
                                * seq_q and seq_kv <= 2^31 - 129 and seq_kv >= 2 (v1 runs a single key,
-                               * as AUTO does); pointers 16-byte aligned (else that call runs v7) */
+                               * as AUTO does); pointers 16-byte aligned; every mask part, grouped heads */
     JATTN_CUDA_KERNEL_V7 = 7, /* attention_v7_mma_f16x2.cu: 2xFP16 on mma.sync m16n8k16 (sm_80 and newer),
                                * its own pre-pass and workspace; any head_dim up to 256, any strides,
-                               * key padding; seq_kv >= 2 */
+                               * every mask part, grouped heads; seq_kv >= 2 */
     JATTN_CUDA_KERNEL_COUNT = 8
 } jattn_cuda_kernel;
 
@@ -123,7 +123,7 @@ int jattn_cuda_launch_v7(const jattn_cuda_args *a, void *workspace, void *stream
 
 /* Device bytes of kernel v7's workspace (attention_v7_split_kv_f16x2.cu: the split K and V
  * records, about the size of K plus V with head_dim rounded up to its tile). */
-size_t jattn_cuda_v7_workspace_bytes(int64_t batch, int64_t heads, int64_t seq_kv, int64_t head_dim);
+size_t jattn_cuda_v7_workspace_bytes(int64_t batch, int64_t heads, int64_t kv_heads, int64_t seq_kv, int64_t head_dim);
 
 /* The answer of a problem without keys or queries (empty_fill.cu): +0 in every row of a
  * [batch, heads, rows, head_dim] tensor at `strides` and, when lse is not NULL, -inf in lse [batch,
@@ -218,10 +218,6 @@ void jattn_cuda_set_kernel(jattn_cuda_kernel k);
  * that vN keeps naming the same kernel): what jattn_cuda_set_kernel and JATTN_CUDA_KERNEL accept
  * besides AUTO. */
 int jattn_cuda_kernel_exists(jattn_cuda_kernel k);
-
-/* Name of the kernel the last successful launch of the calling thread enqueued (the selection's
- * name, or the fallback's when forward() had to fall back), or "" before any. */
-const char *jattn_cuda_last_kernel(void);
 
 /* Number of cudaMalloc and cudaMallocAsync calls the backend has made in this process. */
 long jattn_cuda_alloc_count(void);

@@ -13,7 +13,6 @@
  * those of the launch contract (attention_sm90.h, checked by sm90_contract.c); v6 adds its own below. */
 static const char *sm90_refusal(const jattn_problem *p, int cc) {
     if (cc != ATTENTION_SM90_CC) return "device: the sm_90a kernels (wgmma) need compute capability 9.0";
-    if (p->kv_heads != p->heads) return "kv_heads: the sm_90a kernels read one key/value head per query head";
     const jattn_cuda_strides strides[4] = {{p->q.batch, p->q.head, p->q.token},
                                            {p->k.batch, p->k.head, p->k.token},
                                            {p->v.batch, p->v.head, p->v.token},
@@ -56,7 +55,7 @@ static const char *v1_refusal(const cuda_query *q) {
 /* v6's own device workspace: its split K and V tiles as shared-memory images
  * (attention_v6_split_kv_f16x2.cu); v1 needs none. */
 static size_t v6_workspace_bytes(const jattn_problem *p) {
-    return attention_f32_sm90_fa3_f16x2_workspace_bytes(p->batch, p->heads, p->seq_kv, p->head_dim);
+    return attention_f32_sm90_fa3_f16x2_workspace_bytes(p->batch, p->heads, p->kv_heads, p->seq_kv, p->head_dim);
 }
 
 /* v7 takes every head_dim up to 256 on every device the backend takes (8.0 and newer), any strides,
@@ -74,23 +73,29 @@ static const char *v7_refusal(const cuda_query *q) {
 }
 
 static size_t v7_workspace_bytes(const jattn_problem *p) {
-    return jattn_cuda_v7_workspace_bytes(p->batch, p->heads, p->seq_kv, p->head_dim);
+    return jattn_cuda_v7_workspace_bytes(p->batch, p->heads, p->kv_heads, p->seq_kv, p->head_dim);
 }
 
 #define FWD(k) (&jattn_cuda_versions[JATTN_CUDA_KERNEL_##k])
 
+/* Every mask part and grouped-query heads: what each forward version serves (src/cuda/NOTES.md, "Masks":
+ * windows walked tile by tile, the key bias, key/value heads read in place). */
+#define FWD_FEATURES                                                                                    \
+    (JATTN_FEATURE_KEY_PADDING | JATTN_FEATURE_CAUSAL | JATTN_FEATURE_BLOCKS | JATTN_FEATURE_SEGMENTS | \
+     JATTN_FEATURE_KEY_BIAS | JATTN_FEATURE_GQA)
+
 /* Names give the method. Numbers 2, 3, 4 and 5 were v2, v3, v4 and v5 (removed: src/cuda/JOURNAL.md). */
 const cuda_version jattn_cuda_versions[JATTN_CUDA_KERNEL_COUNT] = {
     [JATTN_CUDA_KERNEL_V1] = {.name = {"cuda_v1_flash_f32_simt_8x32", "cuda_v1_flash_f32_simt_8x32"},
-                              .features = JATTN_FEATURE_KEY_PADDING,
+                              .features = FWD_FEATURES,
                               .refusal = v1_refusal,
                               .launch = jattn_cuda_launch_v1},
-    /* v6 takes key padding; a problem it refuses runs v7 under AUTO; so does a call with misaligned
-     * pointers, or whose workspace the pool cannot give (v7 takes any alignment, and walks on to v1
-     * as its own row says; v4 ran them until it was removed) */
+    /* v6 takes every mask part and grouped heads; a problem it refuses runs v7 under AUTO; so does a call with
+     * misaligned pointers, or whose workspace the pool cannot give (v7 takes any alignment, and walks on to v1 as its
+     * own row says; v4 ran them until it was removed) */
     [JATTN_CUDA_KERNEL_V6] = {.name = {"cuda_v6_flash_f16x2_sm90_fa3_ws_128x64",
                                        "cuda_v6_flash_qk_f16x2_pv_f16_sm90_fa3_ws_128x64"},
-                              .features = JATTN_FEATURE_KEY_PADDING,
+                              .features = FWD_FEATURES,
                               .refusal = v6_refusal,
                               .workspace_bytes = v6_workspace_bytes,
                               .launch = jattn_cuda_launch_v6,
@@ -99,7 +104,7 @@ const cuda_version jattn_cuda_versions[JATTN_CUDA_KERNEL_COUNT] = {
      * head_dim above 256) runs v1, forced or not, and so does a call whose workspace the pool cannot
      * give (v1 needs none) */
     [JATTN_CUDA_KERNEL_V7] = {.name = {"cuda_v7_flash_f16x2_mma16n8k16", "cuda_v7_flash_qk_f16x2_pv_f16_mma16n8k16"},
-                              .features = JATTN_FEATURE_KEY_PADDING,
+                              .features = FWD_FEATURES,
                               .refusal = v7_refusal,
                               .workspace_bytes = v7_workspace_bytes,
                               .launch = jattn_cuda_launch_v7,

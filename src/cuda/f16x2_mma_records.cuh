@@ -4,12 +4,13 @@
  *
  * The head dimension runs in a tile DT (a multiple of 16, v7_head_dim_tile): columns D..DT-1 are
  * zeros in every image, so they add nothing to Q K^T and their P V columns are never stored.
- * Per head bh = b H + h and record r (keys 64 r .. 64 r + 63 of the head's attended keys, packed
- * in order under key padding), one record of v7_record_bytes(DT) bytes at (bh R + r) of them
- * (R = ceil(Skv / 64)):
+ * Per key/value head bh = b Hkv + hk and record r (keys 64 r .. 64 r + 63 of the head's attended
+ * keys, packed in order under key padding), one record of v7_record_bytes(DT) bytes at (bh R + r) of
+ * them (R = ceil(Skv / 64)):
  *   K hi image  [64][DT] fp16, row-major (key r at r DT): k 2^ek rounded to fp16
  *   K lo image  [64][DT] fp16: the rest, k 2^ek - hi, rounded to fp16
- *   K info      16 bytes (V7KeyInfo): 2^-ek; the V tile is tiny; the K tile holds a non-finite value
+ *   K info      16 bytes (V7KeyInfo): 2^-ek; the V tile is tiny; the K tile holds a non-finite value;
+ *               the V tile held a non-finite value (written as 0; masked calls only)
  *   V hi image  [64][DT] fp16: v t 2^ev(d) (t = 2^64 for a tiny tile, else 1)
  *   V lo image  [64][DT] fp16
  *   V unscale   [DT] float: 2^-ev(d), one per head_dim column over the record's keys
@@ -45,7 +46,8 @@ struct V7KeyInfo {
     float k_unscale; /* 2^-ek */
     uint32_t v_tiny; /* 1: the record's V was split after * 2^64 (every value below 2^-63) */
     uint32_t k_bad;  /* 1: the record's K holds a non-finite value */
-    uint32_t unused;
+    uint32_t v_bad;  /* 1: the record's V held a non-finite value, written as 0 (a call with a window or a
+                        key bias: attention_v7_split_kv_f16x2.cu) */
 };
 
 /* Byte offsets inside one record of head-dim tile dt. */
@@ -56,6 +58,12 @@ __host__ __device__ constexpr int64_t v7_v_hi_offset(int dt) { return 2 * v7_ima
 __host__ __device__ constexpr int64_t v7_v_lo_offset(int dt) { return 3 * v7_image_bytes(dt) + 16; }
 __host__ __device__ constexpr int64_t v7_v_unscale_offset(int dt) { return 4 * v7_image_bytes(dt) + 16; }
 __host__ __device__ constexpr int64_t v7_record_bytes(int dt) { return 4 * v7_image_bytes(dt) + 16 + 4 * dt; }
+
+/* After the B Hkv R records (256-byte aligned): the key bias of a masked call, per query head bh = b H + h
+ * and record r, 64 floats at (bh R + r) 64, in attended-key order (attention_v7_split_kv_f16x2.cu). */
+__host__ __device__ inline int64_t v7_bias_offset(int64_t batch, int64_t kv_heads, int64_t records, int dt) {
+    return (batch * kv_heads * records * v7_record_bytes(dt) + 255) / 256 * 256;
+}
 
 } /* namespace */
 

@@ -20,6 +20,7 @@ struct jattn_cuda_params {
     float scale;
     const int *kv_count; /* key padding as in jattn_cuda_args, or NULL */
     const int *kv_index;
+    int group; /* query heads per key/value head: head h reads key/value head h / group */
 };
 
 inline jattn_cuda_params flash_params_from_args(const jattn_cuda_args *a) {
@@ -47,7 +48,8 @@ inline jattn_cuda_params flash_params_from_args(const jattn_cuda_args *a) {
                            .head_dim = (int)a->head_dim,
                            .scale = a->scale,
                            .kv_count = a->kv_count,
-                           .kv_index = a->kv_index};
+                           .kv_index = a->kv_index,
+                           .group = (int)(a->heads / (a->kv_heads > 0 ? a->kv_heads : a->heads))};
     return p;
 }
 
