@@ -32,6 +32,17 @@ if(JATTN_CUDA_ENABLED)
   add_test(NAME test_backward_cuda_v3 COMMAND test_backward cuda)
   set_tests_properties(test_backward_cuda_v3 PROPERTIES SKIP_RETURN_CODE 77 ENVIRONMENT JATTN_CUDA_BWD_KERNEL=v3)
 endif()
+# Masks and grouped-query heads (test_masks cuda: every mask part against the reference), with AUTO's kernels
+# and with each forward version forced (v6: the problems it takes, on a 9.0 device; v1: the SIMT fallback).
+if(JATTN_CUDA_ENABLED)
+  if(NOT TEST test_masks_cuda)
+    jattn_add_test(test_masks SOURCES test_masks.c ARGS cuda)
+  endif()
+  foreach(k v1 v6 v7)
+    add_test(NAME test_masks_cuda_${k} COMMAND test_masks cuda parity)
+    set_tests_properties(test_masks_cuda_${k} PROPERTIES SKIP_RETURN_CODE 77 ENVIRONMENT JATTN_CUDA_KERNEL=${k})
+  endforeach()
+endif()
 # The parity and padding suites with the mma.sync kernel v7 forced: on Hopper AUTO runs v6 at head_dim
 # 64 and 128, and v7 is what every other GPU runs there.
 if(JATTN_CUDA_ENABLED)

@@ -270,6 +270,16 @@ int jt_backend_present(jattn_backend b) {
     return jattn_select(&p, &e, &sel) == JATTN_OK;
 }
 
+const char *jt_plan_kernel(jattn_pass pass, const jattn_problem *p, const jattn_mask *mask, const jattn_exec *e) {
+    jattn_plan *plan = NULL;
+    jattn_selection sel = {0};
+    const char *name = "refused";
+    if (jattn_plan_create(&plan, pass, p, NULL, mask, e) == JATTN_OK && jattn_plan_selection(plan, &sel) == JATTN_OK)
+        name = sel.kernel;
+    jattn_plan_free(plan);
+    return name;
+}
+
 int jt_backend_takes_tf32(jattn_backend b, int backward) {
     jattn_problem p = jattn_problem_flux(1, 1, 8, 8, 64);
     jattn_exec e = {0};

@@ -92,6 +92,12 @@ int jt_backend_present(jattn_backend b);
  * jattn_backward_select) of a small problem. The suites test tf32 where the library offers it. */
 int jt_backend_takes_tf32(jattn_backend b, int backward);
 
+/* The kernel a call of `pass` with this problem, mask structure (NULL: none) and exec would run: its plan's
+ * (jattn_plan_create, jattn_plan_selection), the decision the call itself makes; a plan's alignment is the
+ * exec's (0: 16 bytes, what the tests' allocations give). @return the kernel's name (static storage), or
+ * "refused" when no plan can be made. */
+const char *jt_plan_kernel(jattn_pass pass, const jattn_problem *p, const jattn_mask *mask, const jattn_exec *e);
+
 /* The library's description of backend b (jattn_backend_info_at). @return 1, or 0 for AUTO or a
  * value the library does not know. */
 int jt_backend_info(jattn_backend b, jattn_backend_info *info);

@@ -3,10 +3,12 @@
  * (not 16-byte) aligned pointers work; an output overlapping an input is rejected before any
  * launch; the context allocates device memory once per size; every kernel version (v1, v6, v7)
  * passes the gate of each precision it takes; the forced sm_90a version (v6) refuses (UNSUPPORTED,
- * naming the reason) what it cannot run and runs v7 for a call whose pointers miss its alignment; the
+ * naming the reason) what it cannot run, pointers that miss its alignment included; the
  * same call twice gives the same bits (every version and precision); a caller's workspace is
  * used as given (no allocation) and one too small is refused; key padding in device memory
- * runs on every kernel version, in a graph, on a caller workspace.
+ * runs on every kernel version, in a graph, on a caller workspace; so do masks and grouped heads (causal
+ * in both alignments, blocks, segments, a key bias), non-finite v under a window reaching only the rows
+ * that attend its key. The kernel that ran is the call's plan's (jattn_plan_selection).
  * Exits 77 without a CUDA device. */
 #include <math.h>
 #include <stdlib.h>
@@ -51,8 +53,8 @@ static float *dev_alloc(size_t n, int shift, float **base) {
 static void dev_case_init(dev_case *d, const jt_case *c, int shift, cudaStream_t s) {
     const jattn_problem *p = &c->p;
     d->nq = span_of(p, p->q, p->seq_q);
-    d->nk = span_of(p, p->k, p->seq_kv);
-    d->nv = span_of(p, p->v, p->seq_kv);
+    d->nk = (size_t)kit_kv_span(p, p->k); /* k and v have the problem's key/value heads */
+    d->nv = (size_t)kit_kv_span(p, p->v);
     d->no = span_of(p, p->out, p->seq_q);
     d->nl = (size_t)(p->batch * p->heads * p->seq_q);
     d->q = dev_alloc(d->nq, shift, &d->base[0]);
@@ -294,9 +296,10 @@ static void test_versions(jt_rng *rng) {
                     int ok = jt_case_check(&c, &e, 1);
                     if (!ok) printf("    (kernel %s)\n", sel.kernel);
                     jt_tally_add(&tally, ok);
-                    if (is_sm90_version(ver) && strncmp(jattn_cuda_last_kernel(), want, strlen(want)) != 0) {
-                        printf("FAIL %s selected, %s ran (host memory, aligned buffers)\n", want,
-                               jattn_cuda_last_kernel());
+                    /* the kernel the call ran: its plan's (one-call functions plan for their pointers) */
+                    const char *ran = jt_plan_kernel(JATTN_PASS_FORWARD, &c.p, NULL, &e);
+                    if (is_sm90_version(ver) && strncmp(ran, want, strlen(want)) != 0) {
+                        printf("FAIL %s selected, %s ran (host memory, aligned buffers)\n", want, ran);
                         sm90_ran = 0;
                     }
                 }
@@ -348,7 +351,7 @@ static void test_repeatable(jt_rng *rng, cudaStream_t s) {
                      memcmp(lse1, lse2, d.nl * sizeof(float)) == 0;
                 if (!ok || getenv("JATTN_TEST_VERBOSE"))
                     printf("%s repeatable bits %s %s (%s)\n", ok ? "ok  " : "FAIL", c.label, pi ? "tf32" : "f32",
-                           jattn_cuda_last_kernel());
+                           jt_plan_kernel(JATTN_PASS_FORWARD, &p, NULL, &e));
                 jt_tally_add(&tally, ok);
             }
         }
@@ -407,10 +410,11 @@ static void test_auto_choice(void) {
     }
 }
 
-/* The forced sm_90a version on device pointers: 16-byte aligned ones run the version forced; 4-byte
- * aligned ones run v7 for that call (the result still meets the gate); strides that are no
- * multiple of 4 elements are refused at selection, naming the strides. Only on a 9.0 device
- * (elsewhere test_versions checks the refusal). */
+/* The forced sm_90a version on device pointers: 16-byte aligned ones run the version forced (the call's
+ * plan names it); 4-byte aligned ones are refused (UNSUPPORTED naming the alignment: a forced version runs
+ * where it can or fails, and a plan is made for its pointers' alignment), nothing written; strides that are
+ * no multiple of 4 elements are refused at selection, naming the strides. Only on a 9.0 device (elsewhere
+ * test_versions checks the refusal). */
 static void test_sm90_device_pointers(jt_case *c, cudaStream_t s, jattn_cuda_kernel ver) {
     if (!device_is_sm90()) return;
     jattn_cuda_set_kernel(ver);
@@ -422,15 +426,25 @@ static void test_sm90_device_pointers(jt_case *c, cudaStream_t s, jattn_cuda_ker
         jattn_exec e = device_exec(s, JATTN_PRECISION_F32);
         dev_poison(&d, s);
         jattn_status st = jattn_forward(NULL, &c->p, &e, d.q, d.k, d.v, d.out, d.lse);
-        jt_tally_add(&tally, jt_expect_status(st, JATTN_OK, "sm_90a forward on device pointers"));
-        CUDA_OK(cudaStreamSynchronize(s));
-        const char *want = shift ? "cuda_v7" : forced;
-        int ran = strncmp(jattn_cuda_last_kernel(), want, strlen(want)) == 0;
-        if (!ran)
-            printf("FAIL %s forced, pointers %s: %s ran, want %s\n", forced,
-                   shift ? "4-byte aligned" : "16-byte aligned", jattn_cuda_last_kernel(), want);
-        jt_tally_add(&tally, ran);
-        jt_tally_add(&tally, dev_check(&d, c, JATTN_PRECISION_F32, shift ? "sm_90a->v7 misaligned" : forced));
+        if (shift) {
+            int ok =
+                jt_expect_status(st, JATTN_ERROR_UNSUPPORTED, "a forced sm_90a version on 4-byte aligned pointers") &&
+                strstr(jattn_last_error(), "alignment") != NULL;
+            CUDA_OK(cudaStreamSynchronize(s));
+            float first = 0;
+            CUDA_OK(cudaMemcpy(&first, d.out, sizeof first, cudaMemcpyDeviceToHost));
+            ok = ok && isnan(first); /* still the poison */
+            if (!ok) printf("FAIL %s forced, 4-byte aligned pointers: %s\n", forced, jattn_last_error());
+            jt_tally_add(&tally, ok);
+        } else {
+            jt_tally_add(&tally, jt_expect_status(st, JATTN_OK, "sm_90a forward on device pointers"));
+            CUDA_OK(cudaStreamSynchronize(s));
+            const char *ran = jt_plan_kernel(JATTN_PASS_FORWARD, &c->p, NULL, &e);
+            const int same = strncmp(ran, forced, strlen(forced)) == 0;
+            if (!same) printf("FAIL %s forced, pointers 16-byte aligned: the plan names %s\n", forced, ran);
+            jt_tally_add(&tally, same);
+            jt_tally_add(&tally, dev_check(&d, c, JATTN_PRECISION_F32, forced));
+        }
         dev_case_free(&d);
     }
     jattn_problem p = c->p;
@@ -590,6 +604,205 @@ static void test_padding_device(jt_rng *r, cudaStream_t s) {
     jt_case_free(&c);
 }
 
+/* ---- masks (jattn_mask, grouped heads) on device pointers ---- */
+
+/* The finite elements of got within the gate of the reference, and got non-finite exactly where the
+ * reference is (a non-finite v reaches the rows that attend its key, and only those). */
+static int masked_check(const float *got, const jt_case *c, const float *lse, const char *what) {
+    const jattn_problem *p = &c->p;
+    const size_t n = (size_t)kit_tensor_span(p, p->out, p->seq_q), nl = (size_t)(p->batch * p->heads * p->seq_q);
+    float *a = malloc(n * sizeof(float)), *b = malloc(n * sizeof(float));
+    size_t m = 0, pattern = 0;
+    for (int64_t bb = 0; bb < p->batch; bb++)
+        for (int64_t h = 0; h < p->heads; h++)
+            for (int64_t i = 0; i < p->seq_q; i++)
+                for (int64_t x = 0; x < p->head_dim; x++) {
+                    const int64_t at = bb * p->out.batch + h * p->out.head + i * p->out.token + x;
+                    if (!isfinite(c->ref[at])) {
+                        pattern += isfinite(got[at]) != 0;
+                        continue;
+                    }
+                    a[m] = got[at], b[m] = c->ref[at], m++;
+                }
+    jattn_metrics mt;
+    jattn_metrics_compute_dense(a, b, (int64_t)m, &mt);
+    const int ok = pattern == 0 && jattn_metrics_pass(&mt, JATTN_PRECISION_F32) &&
+                   jattn_lse_pass(lse, c->ref_lse, (int64_t)nl, JATTN_PRECISION_F32);
+    if (!ok || getenv("JATTN_TEST_VERBOSE"))
+        printf("%s %s %s: rel_l2 %.3g max_abs %.3g nonfinite %lld, %zu finite where the reference is not (seed %llu)\n",
+               ok ? "ok  " : "FAIL", what, c->label, mt.rel_l2, mt.max_abs, (long long)mt.nonfinite, pattern,
+               (unsigned long long)jt_seed());
+    free(a);
+    free(b);
+    return ok;
+}
+
+/* Masks on device pointers (issue 35), every kernel version forced and AUTO: grouped heads, causal in both
+ * alignments, block-causal, segments per batch, a key bias per head (some -inf), with key lengths or a key
+ * mask; head-major and token-major layouts; the mask's arrays in device memory. The kernel that runs is the
+ * call's plan's (and the forced one where it takes the problem); the plan's run matches the reference; a
+ * graph capture of it replays to the same bits on the caller's workspace of the plan's size, allocating
+ * nothing. Then non-finite v under a window: an Inf and a NaN in v of two keys, which the causal rows before
+ * them do not attend: those rows stay exact, the rows after them are non-finite in that column. */
+static void test_masks_device(jt_rng *r, cudaStream_t s) {
+    static const int64_t shapes[][7] = {/* B, H, Hkv, Sq, Skv, D, token-major */
+                                        {2, 4, 2, 150, 150, 64, 1},
+                                        {1, 3, 1, 70, 130, 128, 0},
+                                        {2, 2, 2, 100, 100, 72, 0}};
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        const int64_t *sh = shapes[si];
+        const int64_t B = sh[0], H = sh[1], Hkv = sh[2], Sq = sh[3], Skv = sh[4], D = sh[5];
+        jattn_problem p = jattn_problem_flux(B, H, Sq, Skv, D);
+        p.kv_heads = Hkv;
+        p.k = p.v = jattn_strides_head_major(Hkv, Skv, D);
+        if (sh[6]) {
+            p.q = jattn_strides_token_major(H, Sq, D);
+            p.k = p.v = jattn_strides_token_major(Hkv, Skv, D);
+        }
+        /* the mask's arrays, host and device */
+        int64_t seg[2][4], blocks[4] = {0, Sq / 3, Sq / 2, Sq}, blocks_kv[4] = {0, Skv / 4, Skv / 2, Skv}, kv_len[2];
+        for (int64_t b = 0; b < 2; b++) {
+            const int64_t end = (Sq < Skv ? Sq : Skv) - b * 5;
+            seg[b][0] = 0, seg[b][1] = end / 3 + b, seg[b][2] = end / 2, seg[b][3] = end;
+            kv_len[b] = Skv - 7 * b;
+        }
+        uint8_t *kmask = malloc((size_t)(B * Skv));
+        float *bias = malloc((size_t)(B * H * Skv) * sizeof(float));
+        for (int64_t x = 0; x < B * Skv; x++) kmask[x] = jt_uniform(r) < 0.8;
+        for (int64_t x = 0; x < B * H * Skv; x++)
+            bias[x] = jt_uniform(r) < 0.1 ? -INFINITY : (float)(2.0 * jt_normal(r));
+        int64_t *dseg, *dblocks, *dblocks_kv, *dlen;
+        uint8_t *dkmask;
+        float *dbias;
+        CUDA_OK(cudaMalloc((void **)&dseg, sizeof seg));
+        CUDA_OK(cudaMalloc((void **)&dblocks, sizeof blocks));
+        CUDA_OK(cudaMalloc((void **)&dblocks_kv, sizeof blocks_kv));
+        CUDA_OK(cudaMalloc((void **)&dlen, sizeof kv_len));
+        CUDA_OK(cudaMalloc((void **)&dkmask, (size_t)(B * Skv)));
+        CUDA_OK(cudaMalloc((void **)&dbias, (size_t)(B * H * Skv) * sizeof(float)));
+        CUDA_OK(cudaMemcpyAsync(dseg, seg, sizeof seg, cudaMemcpyHostToDevice, s));
+        CUDA_OK(cudaMemcpyAsync(dblocks, blocks, sizeof blocks, cudaMemcpyHostToDevice, s));
+        CUDA_OK(cudaMemcpyAsync(dblocks_kv, blocks_kv, sizeof blocks_kv, cudaMemcpyHostToDevice, s));
+        CUDA_OK(cudaMemcpyAsync(dlen, kv_len, sizeof kv_len, cudaMemcpyHostToDevice, s));
+        CUDA_OK(cudaMemcpyAsync(dkmask, kmask, (size_t)(B * Skv), cudaMemcpyHostToDevice, s));
+        CUDA_OK(cudaMemcpyAsync(dbias, bias, (size_t)(B * H * Skv) * sizeof(float), cudaMemcpyHostToDevice, s));
+        for (int mi = 0; mi < 4; mi++) {
+            jattn_mask m = {0}, dm;
+            const char *label = "";
+            if (mi == 0) { /* PyTorch's causal, packed sequences per batch, a per-head key bias */
+                m.causal = JATTN_CAUSAL_TOP_LEFT;
+                m.cu_seqlens_q = m.cu_seqlens_kv = seg[0];
+                m.num_segments = 3;
+                m.segments_batch_stride = 4;
+                m.key_bias = bias;
+                m.key_bias_batch_stride = H * Skv;
+                m.key_bias_head_stride = Skv;
+                label = "causal segments bias-bh";
+            } else if (mi == 1) { /* FlashAttention's causal, blocks, a key mask */
+                m.causal = JATTN_CAUSAL_BOTTOM_RIGHT;
+                m.block_q = blocks;
+                m.block_kv = blocks_kv;
+                m.num_blocks = 3;
+                m.padding.mask = kmask;
+                m.padding.mask_batch = B;
+                m.padding.mask_keys = Skv;
+                label = "causal-br blocks key-mask";
+            } else if (mi == 2) { /* a text encoder's float mask per batch, key lengths */
+                m.key_bias = bias;
+                m.key_bias_batch_stride = H * Skv;
+                m.padding.kv_len = kv_len;
+                label = "bias-b kv_len";
+            } else { /* the non-finite v under a window */
+                m.causal = JATTN_CAUSAL_TOP_LEFT;
+                label = "causal, Inf and NaN in v";
+            }
+            dm = m;
+            if (m.cu_seqlens_q) dm.cu_seqlens_q = dm.cu_seqlens_kv = dseg;
+            if (m.block_q) dm.block_q = dblocks, dm.block_kv = dblocks_kv;
+            if (m.padding.mask) dm.padding.mask = dkmask;
+            if (m.padding.kv_len) dm.padding.kv_len = dlen;
+            if (m.key_bias) dm.key_bias = dbias;
+            jt_case c;
+            if (jt_case_init(&c, &p) != 0) exit(1);
+            jt_case_fill(&c, (jt_dist)((si + (size_t)mi) % JT_DIST_COUNT), r);
+            if (mi == 3) { /* v of keys 37 and 80 (every batch and key/value head): Inf at d = 3, NaN at d = 5 */
+                for (int64_t b = 0; b < B; b++)
+                    for (int64_t hk = 0; hk < Hkv; hk++) {
+                        c.v[b * p.v.batch + hk * p.v.head + 37 * p.v.token + 3] = INFINITY;
+                        c.v[b * p.v.batch + hk * p.v.head + 80 * p.v.token + 5] = NAN;
+                    }
+                jt_case_seal(&c);
+            }
+            c.mask = &m;
+            snprintf(c.label + strlen(c.label), sizeof c.label - strlen(c.label), " Hkv=%lld %s%s", (long long)Hkv,
+                     label, sh[6] ? " token-major" : "");
+            if (jt_case_reference(&c) != JATTN_OK) exit(1);
+            dev_case d;
+            dev_case_init(&d, &c, 0, s);
+            float *first = malloc(d.no * sizeof(float)), *again = malloc(d.no * sizeof(float));
+            float *lse = malloc(d.nl * sizeof(float));
+            for (int ver = JATTN_CUDA_KERNEL_AUTO; ver < JATTN_CUDA_KERNEL_COUNT; ver++) {
+                if (ver != JATTN_CUDA_KERNEL_AUTO && !jattn_cuda_kernel_exists((jattn_cuda_kernel)ver)) continue;
+                jattn_cuda_set_kernel((jattn_cuda_kernel)ver);
+                jattn_exec e = device_exec(s, JATTN_PRECISION_F32);
+                jattn_plan *plan = NULL;
+                const jattn_status pst = jattn_plan_create(&plan, JATTN_PASS_FORWARD, &c.p, NULL, &dm, &e);
+                if (pst == JATTN_ERROR_UNSUPPORTED && ver == JATTN_CUDA_KERNEL_V6) continue; /* v6's limits */
+                if (!jt_expect_status(pst, JATTN_OK, "masked plan")) {
+                    jt_tally_add(&tally, 0);
+                    continue;
+                }
+                jattn_selection sel;
+                jattn_plan_selection(plan, &sel);
+                char want[16], what[300];
+                snprintf(want, sizeof want, "cuda_v%d", ver);
+                const int named = ver == JATTN_CUDA_KERNEL_AUTO || strncmp(sel.kernel, want, strlen(want)) == 0;
+                if (!named) printf("FAIL %s forced: the masked plan names %s\n", want, sel.kernel);
+                jt_tally_add(&tally, named);
+                snprintf(what, sizeof what, "masked, device pointers, %s", sel.kernel);
+                const size_t bytes = jattn_plan_workspace_size(plan);
+                void *ws = NULL;
+                if (bytes) CUDA_OK(cudaMalloc(&ws, bytes));
+                dev_poison(&d, s);
+                jt_tally_add(&tally, jt_expect_status(
+                                         jattn_plan_forward(plan, NULL, s, ws, bytes, d.q, d.k, d.v, &dm, d.out, d.lse),
+                                         JATTN_OK, what));
+                CUDA_OK(cudaStreamSynchronize(s));
+                CUDA_OK(cudaMemcpy(first, d.out, d.no * sizeof(float), cudaMemcpyDeviceToHost));
+                CUDA_OK(cudaMemcpy(lse, d.lse, d.nl * sizeof(float), cudaMemcpyDeviceToHost));
+                jt_tally_add(&tally, masked_check(first, &c, lse, what));
+                /* a graph of the plan's run on the caller's workspace: no allocation, the same bits */
+                const long allocs = jattn_cuda_alloc_count();
+                cudaGraph_t graph;
+                cudaGraphExec_t exec;
+                CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+                const jattn_status st = jattn_plan_forward(plan, NULL, s, ws, bytes, d.q, d.k, d.v, &dm, d.out, d.lse);
+                CUDA_OK(cudaStreamEndCapture(s, &graph));
+                jt_tally_add(&tally, jt_expect_status(st, JATTN_OK, "masked plan run under graph capture"));
+                CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+                dev_poison(&d, s);
+                CUDA_OK(cudaGraphLaunch(exec, s));
+                CUDA_OK(cudaStreamSynchronize(s));
+                CUDA_OK(cudaMemcpy(again, d.out, d.no * sizeof(float), cudaMemcpyDeviceToHost));
+                const int same = memcmp(first, again, d.no * sizeof(float)) == 0 && jattn_cuda_alloc_count() == allocs;
+                if (!same) printf("FAIL %s %s: the graph replay differs or allocated\n", what, c.label);
+                jt_tally_add(&tally, same);
+                CUDA_OK(cudaGraphExecDestroy(exec));
+                CUDA_OK(cudaGraphDestroy(graph));
+                if (ws) CUDA_OK(cudaFree(ws));
+                jattn_plan_free(plan);
+            }
+            jattn_cuda_set_kernel(JATTN_CUDA_KERNEL_AUTO);
+            free(first), free(again), free(lse);
+            dev_case_free(&d);
+            jt_case_free(&c);
+        }
+        cudaFree(dseg), cudaFree(dblocks), cudaFree(dblocks_kv), cudaFree(dlen), cudaFree(dkmask), cudaFree(dbias);
+        free(kmask);
+        free(bias);
+    }
+}
+
 /* head_dim beyond the limit: UNSUPPORTED naming head_dim. */
 static void test_limits(void) {
     jattn_problem p = jattn_problem_flux(1, 1, 4, 4, JATTN_CUDA_V1_MAX_HEAD_DIM + 8);
@@ -637,6 +850,7 @@ int main(void) {
     test_sm90_device_pointers(&c, s, JATTN_CUDA_KERNEL_V6);
     test_caller_workspace(&small, s);
     test_padding_device(&rng, s);
+    test_masks_device(&rng, s);
 
     jt_case_free(&c);
     jt_case_free(&small);

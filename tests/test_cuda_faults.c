@@ -210,9 +210,12 @@ static int correct(const results *r, const arrays *a, int backward, const char *
             ok = jattn_metrics_pass_backward(&m);
         }
     }
-    if (!ok || getenv("JATTN_TEST_VERBOSE"))
+    if (!ok || getenv("JATTN_TEST_VERBOSE")) {
+        jattn_exec e = {0};
+        e.backend = JATTN_BACKEND_CUDA;
         printf("%s %s: rel_l2 %.3g max_abs %.3g (%s)\n", ok ? "ok  " : "FAIL", what, m.rel_l2, m.max_abs,
-               jattn_cuda_last_kernel());
+               jt_plan_kernel(backward ? JATTN_PASS_BACKWARD : JATTN_PASS_FORWARD, &a->p, NULL, &e));
+    }
     return ok;
 }
 
@@ -467,8 +470,10 @@ static void part_oom(jt_rng *rng) {
             int ok;
             if (!backward && h == DEVICE_POOL && st == JATTN_OK) { /* the workspace fallback ran: right? */
                 ok = correct(&r, &a, 0, what);
+                jattn_exec e = {0};
+                e.backend = JATTN_BACKEND_CUDA;
                 printf("%s %s: ran %s (the workspace fallback)\n", ok ? "ok  " : "FAIL", what,
-                       jattn_cuda_last_kernel());
+                       jt_plan_kernel(JATTN_PASS_FORWARD, &a.p, NULL, &e));
             } else {
                 ok = expect(st, JATTN_ERROR_OUT_OF_MEMORY, what, h == DEVICE_POOL ? "cudaMallocAsync" : "cudaMalloc",
                             NULL);

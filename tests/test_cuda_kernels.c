@@ -7,7 +7,10 @@
  * the sm_90a ones, others for the portable ones; a single key, a single query), each with and without key
  * lengths (the key padding pre-pass, and the backward v3's zeroing of dk and dv), f32 and (forward) tf32,
  * lse and dlse, half on a caller workspace and half on the stream-ordered pool, so that every pre-pass of
- * the forced version (v6's and v7's splits of K and V, the backward v3's and v4's records) runs. Device
+ * the forced version (v6's and v7's splits of K and V, the backward v3's and v4's records) runs; and a call
+ * with every mask part (grouped heads, causal, segments, a key bias, key lengths: the masked instances,
+ * their tile walk and their non-finite fix-up path untaken), where the pass serves it. Each call runs
+ * through its plan (jattn_plan_create), whose selection names the kernel that ran. Device
  * pointers on a non-blocking stream (inputs copied on it), outputs poisoned on it, every result against
  * the reference under the gate (normal inputs). A shape the forced version refuses (UNSUPPORTED: v6 at
  * head_dim 72) or hands to another version at selection (the backward v4 to v3 at head_dim 72) is left
@@ -57,10 +60,15 @@ static void fetch(float *h, const float *d, int64_t n, cudaStream_t s) {
 /* The forced versions' kernel name prefixes ("cuda_v6", "cuda_bwd_v4"; "" under AUTO): forward, backward. */
 static char forced[2][16];
 
-/* One shape: the forward (both precisions the backend takes) or the backward, with and without key lengths. */
+/* The calls of one shape: none, key lengths, and a mask of every part (grouped heads where H is even, causal
+ * bottom-right, two segments per batch, a per-head key bias with some -inf, key lengths), each where the forced
+ * version's plan takes it. */
+enum { V_NONE, V_LEN, V_MASK, V_COUNT };
+static const char *const variant_names[V_COUNT] = {"", " kv_len", " mask(gqa causal-br segments bias kv_len)"};
+
+/* One shape: the forward (both precisions the backend takes) or the backward, each variant. */
 static void run_shape(const int64_t sh[5], int backward, jt_rng *r, cudaStream_t s, int *calls) {
     const int64_t B = sh[0], H = sh[1], Sq = sh[2], Skv = sh[3], D = sh[4];
-    jattn_problem p = jattn_problem_flux(B, H, Sq, Skv, D);
     const int64_t nq = B * H * Sq * D, nk = B * H * Skv * D, nl = B * H * Sq;
     float *h[7];
     const int64_t n[7] = {nq, nk, nk, nq, nl, nq, nl}; /* q k v out lse dout dlse */
@@ -71,18 +79,35 @@ static void run_shape(const int64_t sh[5], int backward, jt_rng *r, cudaStream_t
     }
     float *got = malloc((size_t)(nq > nk ? nq : nk) * sizeof(float)), *ref[3];
     for (int t = 0; t < 3; t++) ref[t] = malloc((size_t)(t ? nk : nq) * sizeof(float));
-    int64_t kv_len[4];
-    for (int64_t b = 0; b < B; b++) kv_len[b] = b % 2 ? 1 + (int64_t)(jt_uniform(r) * (double)Skv) : Skv - (Skv > 3);
-    for (int padded = 0; padded < 2; padded++) {
-        jattn_key_padding kp = {kv_len, NULL, 0, 0, 0};
-        const jattn_key_padding *pad = padded ? &kp : NULL;
+    int64_t kv_len[4], seg[4][3];
+    for (int64_t b = 0; b < B; b++) {
+        kv_len[b] = b % 2 ? 1 + (int64_t)(jt_uniform(r) * (double)Skv) : Skv - (Skv > 3);
+        seg[b][0] = 0, seg[b][2] = Sq < Skv ? Sq : Skv, seg[b][1] = (int64_t)(jt_uniform(r) * (double)(seg[b][2] + 1));
+    }
+    float *bias = malloc((size_t)(B * H * Skv) * sizeof(float));
+    for (int64_t x = 0; x < B * H * Skv; x++) bias[x] = jt_uniform(r) < 0.1 ? -INFINITY : (float)jt_normal(r);
+    for (int variant = 0; variant < V_COUNT; variant++) {
+        jattn_problem p = jattn_problem_flux(B, H, Sq, Skv, D);
+        jattn_mask m = {0};
+        if (variant >= V_LEN) m.padding.kv_len = kv_len;
+        if (variant == V_MASK) {
+            p.kv_heads = H % 2 == 0 ? H / 2 : H;
+            p.k = p.v = jattn_strides_head_major(p.kv_heads, Skv, D);
+            m.causal = JATTN_CAUSAL_BOTTOM_RIGHT;
+            m.cu_seqlens_q = m.cu_seqlens_kv = seg[0];
+            m.num_segments = 2;
+            m.segments_batch_stride = 3;
+            m.key_bias = bias;
+            m.key_bias_batch_stride = H * Skv;
+            m.key_bias_head_stride = Skv;
+        }
         jattn_exec e = {0};
         e.backend = JATTN_BACKEND_REF;
         /* the reference: out, lse (into h[3], h[4]: the backward's inputs), and the gradients */
-        jattn_status st = jattn_forward_padded(NULL, &p, &e, h[0], h[1], h[2], pad, h[3], h[4]);
+        jattn_status st = jattn_forward_masked(NULL, &p, &e, h[0], h[1], h[2], &m, h[3], h[4]);
         if (st == JATTN_OK && backward)
-            st = jattn_backward(NULL, &p, NULL, &e, h[0], h[1], h[2], h[3], h[4], h[5], h[6], pad, ref[0], ref[1],
-                                ref[2]);
+            st = jattn_backward_masked(NULL, &p, NULL, &e, h[0], h[1], h[2], h[3], h[4], h[5], h[6], &m, ref[0], ref[1],
+                                       ref[2]);
         if (st != JATTN_OK) {
             printf("FAIL reference: %s\n", jattn_last_error());
             jt_tally_add(&tally, 0);
@@ -91,80 +116,92 @@ static void run_shape(const int64_t sh[5], int backward, jt_rng *r, cudaStream_t
         float *d[7];
         for (int i = 0; i < 7; i++) d[i] = dev_copy(h[i], n[i], s);
         float *dg[3] = {dev_copy(NULL, nq, s), dev_copy(NULL, nk, s), dev_copy(NULL, nk, s)};
-        int64_t *dlen = NULL;
+        /* the mask's arrays in device memory */
+        int64_t *dlen = NULL, *dseg = NULL;
         CUDA_OK(cudaMalloc((void **)&dlen, sizeof kv_len));
+        CUDA_OK(cudaMalloc((void **)&dseg, sizeof seg));
         CUDA_OK(cudaMemcpyAsync(dlen, kv_len, sizeof kv_len, cudaMemcpyHostToDevice, s));
-        jattn_key_padding dkp = {dlen, NULL, 0, 0, 0};
+        CUDA_OK(cudaMemcpyAsync(dseg, seg, sizeof seg, cudaMemcpyHostToDevice, s));
+        float *dbias = dev_copy(bias, B * H * Skv, s);
+        jattn_mask dm = m;
+        if (m.padding.kv_len) dm.padding.kv_len = dlen;
+        if (m.cu_seqlens_q) dm.cu_seqlens_q = dm.cu_seqlens_kv = dseg;
+        if (m.key_bias) dm.key_bias = dbias;
         for (int pi = 0; pi < (backward ? 1 : 2); pi++) {
             e.backend = JATTN_BACKEND_CUDA;
             e.memory = JATTN_MEMORY_DEVICE;
             e.cuda_stream = s;
             e.precision = pi ? JATTN_PRECISION_TF32 : JATTN_PRECISION_F32;
-            jattn_selection sel;
-            st = backward ? jattn_backward_select(&p, &e, &sel) : jattn_select(&p, &e, &sel);
-            if (st == JATTN_ERROR_UNSUPPORTED) continue; /* a forced version's limit (v6: head_dim 64 and 128) */
-            if (st == JATTN_OK && forced[backward][0] &&
-                strncmp(sel.kernel, forced[backward], strlen(forced[backward])))
+            /* the kernel that runs: the call's plan's (the same decision the call makes) */
+            const jattn_pass pass = backward ? JATTN_PASS_BACKWARD : JATTN_PASS_FORWARD;
+            const char *kernel = jt_plan_kernel(pass, &p, &dm, &e);
+            if (!strcmp(kernel, "refused")) continue; /* a forced version's limit, or a mask the pass does not serve */
+            if (forced[backward][0] && strncmp(kernel, forced[backward], strlen(forced[backward])))
                 continue; /* the forced version hands this shape to another (its own run covers that one) */
+            jattn_plan *plan = NULL;
+            st = jattn_plan_create(&plan, pass, &p, NULL, &dm, &e);
+            if (!jt_expect_status(st, JATTN_OK, "plan")) {
+                jt_tally_add(&tally, 0);
+                continue;
+            }
             size_t need = 0;
             void *ws = NULL;
-            if (padded == (int)(D % 2)) { /* half the calls on a caller workspace */
-                st =
-                    backward ? jattn_backward_workspace_size(&p, NULL, &e, &need) : jattn_workspace_size(&p, &e, &need);
-                if (!jt_expect_status(st, JATTN_OK, "workspace size")) {
-                    jt_tally_add(&tally, 0);
-                    continue;
-                }
+            if (variant % 2 == (int)(D % 2)) { /* half the calls on a caller workspace */
+                need = jattn_plan_workspace_size(plan);
                 if (need) CUDA_OK(cudaMalloc(&ws, need));
-                e.workspace = ws, e.workspace_bytes = need;
             }
-            char what[160];
+            char what[200];
             snprintf(what, sizeof what, "%s B=%lld H=%lld Sq=%lld Skv=%lld D=%lld%s %s",
                      backward ? "backward" : "forward", (long long)B, (long long)H, (long long)Sq, (long long)Skv,
-                     (long long)D, padded ? " kv_len" : "", pi ? "tf32" : "f32");
+                     (long long)D, variant_names[variant], pi ? "tf32" : "f32");
             if (backward) {
                 for (int t = 0; t < 3; t++)
                     CUDA_OK(cudaMemsetAsync(dg[t], 0xFF, (size_t)(t ? nk : nq) * sizeof(float), s));
-                st = jattn_backward(NULL, &p, NULL, &e, d[0], d[1], d[2], d[3], d[4], d[5], d[6], padded ? &dkp : NULL,
-                                    dg[0], dg[1], dg[2]);
+                st = jattn_plan_backward(plan, NULL, s, ws, need, d[0], d[1], d[2], d[3], d[4], d[5], d[6], &dm, dg[0],
+                                         dg[1], dg[2]);
             } else {
                 CUDA_OK(cudaMemsetAsync(dg[0], 0xFF, (size_t)nq * sizeof(float), s));
                 CUDA_OK(cudaMemsetAsync(dg[1], 0xFF, (size_t)nl * sizeof(float), s));
-                st = jattn_forward_padded(NULL, &p, &e, d[0], d[1], d[2], padded ? &dkp : NULL, dg[0], dg[1]);
+                st = jattn_plan_forward(plan, NULL, s, ws, need, d[0], d[1], d[2], &dm, dg[0], dg[1]);
             }
             int ok = jt_expect_status(st, JATTN_OK, what);
             if (ok) {
-                note_kernel(jattn_cuda_last_kernel());
+                note_kernel(kernel);
                 (*calls)++;
-                jattn_metrics m = {0};
+                jattn_metrics m2 = {0};
+                const int64_t nkv = B * p.kv_heads * Skv * D; /* dk, dv: the key/value heads' */
                 if (backward) {
                     for (int t = 0; t < 3 && ok; t++) {
-                        fetch(got, dg[t], t ? nk : nq, s);
-                        jattn_metrics_compute_dense(got, ref[t], t ? nk : nq, &m);
-                        ok = jattn_metrics_pass_backward(&m);
+                        fetch(got, dg[t], t ? nkv : nq, s);
+                        jattn_metrics_compute_dense(got, ref[t], t ? nkv : nq, &m2);
+                        ok = jattn_metrics_pass_backward(&m2);
                     }
                 } else {
                     fetch(got, dg[0], nq, s);
-                    jattn_metrics_compute_dense(got, h[3], nq, &m);
-                    ok = jattn_metrics_pass(&m, e.precision);
+                    jattn_metrics_compute_dense(got, h[3], nq, &m2);
+                    ok = jattn_metrics_pass(&m2, e.precision);
                     fetch(got, dg[1], nl, s);
                     ok = ok && jattn_lse_pass(got, h[4], nl, e.precision);
                 }
                 if (!ok || getenv("JATTN_TEST_VERBOSE"))
-                    printf("%s %s (%s): rel_l2 %.3g max_abs %.3g (seed %llu)\n", ok ? "ok  " : "FAIL", what,
-                           jattn_cuda_last_kernel(), m.rel_l2, m.max_abs, (unsigned long long)jt_seed());
+                    printf("%s %s (%s): rel_l2 %.3g max_abs %.3g (seed %llu)\n", ok ? "ok  " : "FAIL", what, kernel,
+                           m2.rel_l2, m2.max_abs, (unsigned long long)jt_seed());
             }
             jt_tally_add(&tally, ok);
             CUDA_OK(cudaStreamSynchronize(s));
             (void)cudaFree(ws);
+            jattn_plan_free(plan);
         }
         for (int i = 0; i < 7; i++) (void)cudaFree(d[i]);
         for (int t = 0; t < 3; t++) (void)cudaFree(dg[t]);
         (void)cudaFree(dlen);
+        (void)cudaFree(dseg);
+        (void)cudaFree(dbias);
     }
     for (int i = 0; i < 7; i++) free(h[i]);
     for (int t = 0; t < 3; t++) free(ref[t]);
     free(got);
+    free(bias);
 }
 
 /* ---- the backward with a mask (jattn_backward_masked: the backward v3's masked kernels) ----

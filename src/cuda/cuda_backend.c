@@ -27,7 +27,6 @@ static pthread_once_t device_once = PTHREAD_ONCE_INIT;
 static atomic_int kernel_choice = JATTN_CUDA_KERNEL_AUTO;
 static atomic_int bwd_kernel_choice = JATTN_CUDA_BWD_KERNEL_AUTO;
 static atomic_long alloc_count;
-static _Thread_local const char *last_kernel = "";
 
 static void probe_device(void) {
     int n = 0;
@@ -80,8 +79,6 @@ void jattn_cuda_set_kernel(jattn_cuda_kernel k) {
 }
 
 long jattn_cuda_alloc_count(void) { return atomic_load(&alloc_count); }
-
-const char *jattn_cuda_last_kernel(void) { return last_kernel; }
 
 /* ---- selection -------------------------------------------------------------------------- */
 
@@ -345,7 +342,6 @@ static jattn_status launch(const jattn_call *c, const jattn_plan *plan, const de
         if (err == cudaSuccess && ferr != cudaSuccess) err = ferr, what = "cudaFreeAsync (the call's workspace)";
     }
     if (err != cudaSuccess) return cuda_fail(err, what);
-    last_kernel = ver->name[jattn_cuda_arithmetic(c->precision, c->problem->head_dim)];
     return JATTN_OK;
 }
 

@@ -12,7 +12,7 @@
  *   cpu/cpu_kernels.h      the cpu micro-kernels' tables and contracts, one table per instruction set
  *                          (tests/test_cpu_kernels.c, test_cpu_exp.c, test_cpu_threads.c)
  *   cuda/cuda_internal.h   the cuda backend's knobs and counters: jattn_cuda_set_kernel,
- *                          jattn_cuda_last_kernel, jattn_cuda_alloc_count, the versions' limits and
+ *                          jattn_cuda_alloc_count, the versions' limits and
  *                          workspace sizes (tests/test_cuda_device.c, test_cuda_faults.c,
  *                          test_cuda_kernels.c, bench/gpu/jattn_gpu_bench.c, bench/gpu/sanitize_small.c)
  *   cuda/cuda_versions.h   the versions' tables and the ladders walked over them (tests/test_cuda_ladder.c,
