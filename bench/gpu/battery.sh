@@ -13,21 +13,21 @@
 #             allocation failure with the device's memory nearly exhausted (OUT_OF_MEMORY, nothing
 #             written, the next call after freeing gives the bits it gave before)          [CAP_FAULTS]
 #   load      all at once, sharing the GPU: every GPU suite (test_cuda_device, test_parity /
-#             test_padding / test_edges cuda, test_backward cuda part by part (AUTO: the backward v4 on
-#             Hopper; the masks part: v3) and its gate, fewq, masks and device parts with the backward v3
-#             forced), beside them
+#             test_padding / test_edges / test_masks cuda (test_masks also with v1, v6, v7 forced),
+#             test_backward cuda part by part (AUTO: the backward v4 on Hopper; the masks part: v3) and
+#             its gate, fewq, masks and device parts with the backward v3 forced), beside them
 #             COPIES copies of test_backward's device part and two of test_cuda_device (the load under
 #             which issue 37's race showed), test_cuda_threads (THREADS host threads at once, one
 #             context and one non-blocking stream each, and a forward and a backward plan they all run),
 #             the randomised sweep (tests/test_sweep.c, SWEEP_DRAWS draws of budget SWEEP_BUDGET: forward
 #             and backward, shapes, head dims 1..256, layouts, cross-attention, key padding, f32 and
 #             tf32, host and device memory, CUDA graphs, plans; the other mask parts and grouped-query
-#             heads where the cuda backend serves them: the backward every one, the backward v3),
+#             heads where the cuda backend serves them: the forward every one, the backward v3),
 #             the Python tests on CUDA (if torch sees a GPU), and compute-sanitizer memcheck, racecheck,
 #             synccheck and initcheck on every kernel the library launches (tests/test_cuda_kernels.c
 #             with the forward v1, v6, v7 and the backward v3, v4 forced: their pre-passes, the key
-#             padding pre-pass and the backward v3's zeroing with them, and the backward's masked calls:
-#             the backward v3's masked pre-pass and kernels)                                [CAP_LOAD]
+#             padding pre-pass and the backward v3's zeroing with them, and the masked calls: the
+#             forward's masked instances and the backward v3's masked pre-pass and kernels)  [CAP_LOAD]
 #   table     one row per process: its part, status (PASS, FAIL, TIMEOUT, SKIP), the checks passed and
 #             failed (a suite's tally, pytest's counts, a sanitizer's errors), seconds; a row per part;
 #             printed last, with the failures before it
@@ -90,8 +90,8 @@ wait_all() {
 } > "$OUT/machine.txt"
 cat "$OUT/machine.txt"
 
-TARGETS="jattn jattn_shared test_cuda_device test_parity test_padding test_edges test_backward test_cuda_threads \
-test_cuda_faults test_cuda_kernels test_sweep"
+TARGETS="jattn jattn_shared test_cuda_device test_parity test_padding test_edges test_masks test_backward \
+test_cuda_threads test_cuda_faults test_cuda_kernels test_sweep"
 if has build; then
   t0=$SECONDS
   timeout -k 10 "$CAP_BUILD" bash -c "cmake -S '$ROOT' -B '$BUILD' -DCMAKE_BUILD_TYPE=Release -DJATTN_CUDA=ON \
@@ -130,7 +130,8 @@ if has load && [ -x "$T/test_sweep" ]; then
   fi
   # every GPU suite
   run suites test_cuda_device "$CAP_LOAD" "$T/test_cuda_device"
-  for t in test_parity test_padding test_edges; do run suites "${t}_cuda" "$CAP_LOAD" "$T/$t" cuda; done
+  for t in test_parity test_padding test_edges test_masks; do run suites "${t}_cuda" "$CAP_LOAD" "$T/$t" cuda; done
+  for k in v1 v6 v7; do run suites "test_masks_cuda_$k" "$CAP_LOAD" JATTN_CUDA_KERNEL=$k "$T/test_masks" cuda parity; done
   for part in gate chain floor padding fewq properties masks validation determinism tf32 device graph; do
     run suites "test_backward_cuda_$part" "$CAP_LOAD" "$T/test_backward" cuda "$part"
   done
