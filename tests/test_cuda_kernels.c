@@ -169,7 +169,7 @@ static void run_shape(const int64_t sh[5], int backward, jt_rng *r, cudaStream_t
                 note_kernel(kernel);
                 (*calls)++;
                 jattn_metrics m2 = {0};
-                const int64_t nkv = B * p.kv_heads * Skv * D; /* dk, dv: the key/value heads' */
+                const int64_t nkv = B * (p.kv_heads ? p.kv_heads : H) * Skv * D; /* dk, dv: the key/value heads' */
                 if (backward) {
                     for (int t = 0; t < 3 && ok; t++) {
                         fetch(got, dg[t], t ? nkv : nq, s);
