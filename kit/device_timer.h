@@ -7,12 +7,12 @@
 
 #include "jattn.h"
 
-/* Copies q, k, v (host, laid out as p's strides) and the key padding kp (host; may be NULL) to
- * the device once, runs jattn_forward_padded on device pointers `warmup` times, then `reps`
- * times each timed with CUDA events, and copies the output (and lse when not NULL) back.
- * *ms_median = median time of one call.
+/* Copies q, k, v (host, laid out as p's strides; k and v of its key/value heads) and the mask's arrays
+ * (host; mask may be NULL: key padding, causal, blocks, segments, key bias) to the device once, runs
+ * jattn_forward_masked on device pointers `warmup` times, then `reps` times each timed with CUDA
+ * events, and copies the output (and lse when not NULL) back. *ms_median = median time of one call.
  * @return 0; -1 when CUDA is not built in or the run fails (message in err). */
-int jattn_device_timed_run(const jattn_problem *p, const jattn_exec *e, const jattn_key_padding *kp, const float *q,
+int jattn_device_timed_run(const jattn_problem *p, const jattn_exec *e, const jattn_mask *mask, const float *q,
                            const float *k, const float *v, float *out, float *lse, int warmup, int reps,
                            double *ms_median, char *err, size_t errlen);
 

@@ -41,15 +41,16 @@ done:
     return -1;
 }
 
-int jattn_device_timed_run(const jattn_problem *p, const jattn_exec *e, const jattn_key_padding *kp, const float *q,
+int jattn_device_timed_run(const jattn_problem *p, const jattn_exec *e, const jattn_mask *mask, const float *q,
                            const float *k, const float *v, float *out, float *lse, int warmup, int reps,
                            double *ms_median, char *err, size_t errlen) {
-    const size_t nq = span_of(p, p->q, p->seq_q), nk = span_of(p, p->k, p->seq_kv), nv = span_of(p, p->v, p->seq_kv),
+    const size_t nq = span_of(p, p->q, p->seq_q), nk = (size_t)kit_kv_span(p, p->k), nv = (size_t)kit_kv_span(p, p->v),
                  no = span_of(p, p->out, p->seq_q), nl = (size_t)(p->batch * p->heads * p->seq_q);
     float *dq = NULL, *dk = NULL, *dv = NULL, *dout = NULL, *dlse = NULL;
-    int64_t *dlen = NULL;
-    uint8_t *dmask = NULL;
-    jattn_key_padding dkp = {0};
+    /* the mask's arrays on the device: kv_len, key mask, block_q, block_kv, cu_seqlens_q, cu_seqlens_kv,
+     * key bias */
+    void *dm[7] = {NULL};
+    jattn_mask dmask = {0};
     float *times = NULL;
     cudaStream_t stream = NULL;
     cudaEvent_t *ev = NULL;
@@ -74,20 +75,36 @@ int jattn_device_timed_run(const jattn_problem *p, const jattn_exec *e, const ja
     CHECK(cudaMemcpyAsync(dk, k, nk * sizeof(float), cudaMemcpyHostToDevice, stream));
     CHECK(cudaMemcpyAsync(dv, v, nv * sizeof(float), cudaMemcpyHostToDevice, stream));
     CHECK(cudaMemcpyAsync(dout, out, no * sizeof(float), cudaMemcpyHostToDevice, stream)); /* keeps the gaps of out */
-    if (kp) { /* the padding arrays on the device too */
-        dkp = *kp;
-        if (kp->kv_len) {
-            CHECK(cudaMalloc((void **)&dlen, (size_t)p->batch * sizeof *dlen));
-            CHECK(cudaMemcpyAsync(dlen, kp->kv_len, (size_t)p->batch * sizeof *dlen, cudaMemcpyHostToDevice, stream));
-            dkp.kv_len = dlen;
-        }
-        if (kp->mask) {
-            const int64_t stride = kp->mask_batch_stride ? kp->mask_batch_stride : kp->mask_keys;
-            const size_t bytes = (size_t)((kp->mask_batch - 1) * stride + kp->mask_keys);
-            CHECK(cudaMalloc((void **)&dmask, bytes));
-            CHECK(cudaMemcpyAsync(dmask, kp->mask, bytes, cudaMemcpyHostToDevice, stream));
-            dkp.mask = dmask;
-        }
+    if (mask) { /* the mask's arrays on the device too */
+        dmask = *mask;
+        const jattn_key_padding *kp = &mask->padding;
+        const int64_t kstride = kp->mask_batch_stride ? kp->mask_batch_stride : kp->mask_keys;
+        const int64_t seg_rows = mask->segments_batch_stride ? p->batch - 1 : 0;
+        const void *src[7] = {kp->kv_len,          kp->mask,      mask->block_q, mask->block_kv, mask->cu_seqlens_q,
+                              mask->cu_seqlens_kv, mask->key_bias};
+        const size_t bytes[7] = {
+            (size_t)p->batch * sizeof(int64_t),
+            kp->mask ? (size_t)((kp->mask_batch - 1) * kstride + kp->mask_keys) : 0,
+            (size_t)(mask->num_blocks + 1) * sizeof(int64_t),
+            (size_t)(mask->num_blocks + 1) * sizeof(int64_t),
+            (size_t)(seg_rows * mask->segments_batch_stride + mask->num_segments + 1) * sizeof(int64_t),
+            (size_t)(seg_rows * mask->segments_batch_stride + mask->num_segments + 1) * sizeof(int64_t),
+            mask->key_bias ? (size_t)((p->batch - 1) * mask->key_bias_batch_stride +
+                                      (p->heads - 1) * mask->key_bias_head_stride + p->seq_kv) *
+                                 sizeof(float)
+                           : 0};
+        for (int i = 0; i < 7; i++)
+            if (src[i] && bytes[i]) {
+                CHECK(cudaMalloc(&dm[i], bytes[i]));
+                CHECK(cudaMemcpyAsync(dm[i], src[i], bytes[i], cudaMemcpyHostToDevice, stream));
+            }
+        dmask.padding.kv_len = dm[0];
+        dmask.padding.mask = dm[1];
+        dmask.block_q = dm[2];
+        dmask.block_kv = mask->block_kv == mask->block_q ? dm[2] : dm[3];
+        dmask.cu_seqlens_q = dm[4];
+        dmask.cu_seqlens_kv = mask->cu_seqlens_kv == mask->cu_seqlens_q ? dm[4] : dm[5];
+        dmask.key_bias = dm[6];
     }
     for (; n_ev < 2 * reps; n_ev++) CHECK(cudaEventCreate(&ev[n_ev]));
 
@@ -98,7 +115,7 @@ int jattn_device_timed_run(const jattn_problem *p, const jattn_exec *e, const ja
     for (int i = 0; i < warmup + reps; i++) {
         int timed = i >= warmup;
         if (timed) CHECK(cudaEventRecord(ev[2 * (i - warmup)], stream));
-        jattn_status st = jattn_forward_padded(NULL, p, &x, dq, dk, dv, kp ? &dkp : NULL, dout, dlse);
+        jattn_status st = jattn_forward_masked(NULL, p, &x, dq, dk, dv, mask ? &dmask : NULL, dout, dlse);
         if (st != JATTN_OK) {
             snprintf(err, errlen, "device timing: %s: %s", jattn_status_name(st), jattn_last_error());
             goto done;
@@ -118,8 +135,7 @@ done:
     cudaFree(dv);
     cudaFree(dout);
     cudaFree(dlse);
-    cudaFree(dlen);
-    cudaFree(dmask);
+    for (int i = 0; i < 7; i++) cudaFree(dm[i]);
     free(times);
     free(ev);
     return rc;

@@ -3,10 +3,10 @@
 
 #include "device_timer.h"
 
-int jattn_device_timed_run(const jattn_problem *p, const jattn_exec *e, const jattn_key_padding *kp, const float *q,
+int jattn_device_timed_run(const jattn_problem *p, const jattn_exec *e, const jattn_mask *mask, const float *q,
                            const float *k, const float *v, float *out, float *lse, int warmup, int reps,
                            double *ms_median, char *err, size_t errlen) {
-    (void)p, (void)e, (void)kp, (void)q, (void)k, (void)v, (void)out, (void)lse, (void)warmup, (void)reps,
+    (void)p, (void)e, (void)mask, (void)q, (void)k, (void)v, (void)out, (void)lse, (void)warmup, (void)reps,
         (void)ms_median;
     snprintf(err, errlen, "device timing: cuda is not built into this jattn");
     return -1;

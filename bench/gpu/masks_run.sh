@@ -12,13 +12,14 @@
 #            version, non-finite v under a window), test_parity / test_padding cuda (AUTO and v7 forced: no
 #            regression), and compute-sanitizer memcheck and racecheck on small masked and unmasked calls
 #            of each forward kernel (tests/test_cuda_kernels.c forward, v1, v6, v7 forced)    [CAP_TESTS]
-#   timings  the GPU otherwise idle, jattn (`jattn run --json`, device-resident timer, median) and PyTorch
-#            in the same call: causal (top-left) against the unmasked call and against SDPA is_causal=True;
+#   timings  the GPU otherwise idle, jattn (`jattn run --json`, device-resident timer, median) and PyTorch's
+#            fp32 SDPA (bench/gpu/torch_sdpa_variants.py, perf.sh's peer of the same variants) in the same call: causal (top-left) against the unmasked call and against SDPA is_causal=True;
 #            grouped-query heads (32 query heads, 8 key/value heads) against SDPA enable_gqa=True; packed
 #            segments against a padded batch of the same tokens (jattn with key lengths, and SDPA with a
 #            boolean key mask); at D 128 (v6 on Hopper), 72 and 256 (v7)                    [CAP_TIME]
 # Writes under $OUT (default /tmp/masks_run): build.log, ptxas.txt (registers and spills of the forward
-# kernels), one log per test, timings.txt (JSON lines), table.txt. Knobs: BUILD, STEPS (default
+# kernels), one log per test, timings.txt (JSON lines), torch.log, table.txt. bench/gpu/perf.sh's "masks"
+# step times the same variants at D 128 with the backward too. Knobs: BUILD, STEPS (default
 # "build tests timings"), CAP_BUILD CAP_TESTS CAP_TIME (s), SEQ (default 4096).
 set -u
 OUT=${OUT:-/tmp/masks_run}
@@ -93,7 +94,7 @@ if has timings; then
     local label=$1
     shift
     timeout -k 5 "$CAP_TIME" "$J" run --backend cuda --no-check --reps 20 --json "$@" 2> /dev/null |
-      sed "s/^{/{\"label\": \"$label\", /" >> "$OUT/timings.txt"
+      sed "s|^{|{\"label\": \"$label\", |" >> "$OUT/timings.txt"
   }
   S=$SEQ
   for D in 128 72 256; do
@@ -106,44 +107,25 @@ if has timings; then
     jrun "d$D padded" --batch 4 --heads "$H" --seq $((3 * S / 8)) --dim "$D" \
       --kv-len $((S / 8)),$((3 * S / 8)),$((S / 4)),$((S / 4))
   done
-  timeout -k 5 120 python3 - "$OUT/timings.txt" "$S" > "$OUT/torch.txt" 2>&1 << 'PY'
-# PyTorch SDPA (fp32; the backend it picks) at the same problems, CUDA events, median of 20
-import json, sys
-import torch
-import torch.nn.functional as F
-out, S = sys.argv[1], int(sys.argv[2])
-def ms(fn, reps=20):
-    for _ in range(3): fn()
-    ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)]
-    for a, b in ev:
-        a.record(); fn(); b.record()
-    torch.cuda.synchronize()
-    t = sorted(a.elapsed_time(b) for a, b in ev)
-    return t[len(t) // 2]
-r = lambda *s: torch.randn(*s, device="cuda", dtype=torch.float32)
-print("torch", torch.__version__, torch.cuda.get_device_name(), flush=True)
-with open(out, "a") as f:
-    for D in (128, 72, 256):
-        H = 12 if D == 256 else 24
-        q, k, v = r(1, H, S, D), r(1, H, S, D), r(1, H, S, D)
-        rows = []
-        rows.append(("sdpa d%d plain" % D, lambda: F.scaled_dot_product_attention(q, k, v)))
-        rows.append(("sdpa d%d causal" % D, lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True)))
-        q32, k8, v8 = r(1, 32, S, D), r(1, 8, S, D), r(1, 8, S, D)
-        rows.append(("sdpa d%d gqa32/8" % D, lambda: F.scaled_dot_product_attention(q32, k8, v8, enable_gqa=True)))
-        lens = [S // 8, 3 * S // 8, S // 4, S // 4]
-        L = max(lens)
-        qp, kp, vp = r(4, H, L, D), r(4, H, L, D), r(4, H, L, D)
-        keep = torch.zeros(4, 1, 1, L, dtype=torch.bool, device="cuda")
-        for b, n in enumerate(lens): keep[b, :, :, :n] = True
-        rows.append(("sdpa d%d padded" % D, lambda: F.scaled_dot_product_attention(qp, kp, vp, attn_mask=keep)))
-        for label, fn in rows:
-            try:
-                t = ms(fn)
-            except Exception as e:  # a backend PyTorch has not for this problem
-                print("skip", label, str(e).split("\n")[0][:100]); continue
-            f.write(json.dumps({"label": label, "ms": t}) + "\n")
-PY
+  # PyTorch's fp32 SDPA at the same problems (bench/gpu/torch_sdpa_variants.py: CUDA events, median; the
+  # kernel it picks), one process per problem
+  trun() { # LABEL VARIANT SPEC
+    local ms
+    ms=$(timeout -k 5 "$CAP_TIME" python3 "$ROOT/bench/gpu/torch_sdpa_variants.py" "$2" "$3" 2>> "$OUT/torch.log" |
+      awk '/^RESULT/{print $5}')
+    [ -n "$ms" ] && echo "{\"label\": \"$1\", \"ms\": $ms}" >> "$OUT/timings.txt"
+  }
+  if python3 -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" > /dev/null 2>&1; then
+    for D in 128 72 256; do
+      H=$([ "$D" = 256 ] && echo 12 || echo 24)
+      trun "sdpa d$D plain" plain "1,$H,$S,$D"
+      trun "sdpa d$D causal" causal "1,$H,$S,$D"
+      trun "sdpa d$D gqa32/8" gqa "1,32,8,$S,$D"
+      trun "sdpa d$D padded" padded "$H,$D,$((S / 8))+$((3 * S / 8))+$((S / 4))+$((S / 4))"
+    done
+  else
+    echo "SKIP: python3 has no torch with CUDA here" > "$OUT/torch.log"
+  fi
   echo "timings done after ${SECONDS} s"
 fi
 
@@ -167,7 +149,7 @@ for line in open(sys.argv[1]):
     t[j["label"]] = j
 def ms(k): return t[k]["ms"] if k in t else float("nan")
 def kern(k): return t.get(k, {}).get("kernel", "-")
-print("== timings, ms (jattn: device timer, median of 20; PyTorch: fp32 SDPA, CUDA events)")
+print("== timings, ms (jattn: device timer, median of 20; PyTorch: fp32 SDPA, CUDA events, median of 15)")
 print("%-6s %-10s %10s %10s %8s  %s" % ("D", "case", "jattn", "sdpa", "x sdpa", "jattn kernel / ratio"))
 for D in (128, 72, 256):
     p, c, m, g = ms("d%d plain" % D), ms("d%d causal" % D), ms("d%d mha32" % D), ms("d%d gqa32/8" % D)
