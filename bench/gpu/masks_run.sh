@@ -25,9 +25,9 @@ set -u
 OUT=${OUT:-/tmp/masks_run}
 BUILD=${BUILD:-/tmp/jattn-masks}
 STEPS=${STEPS:-"build tests timings"}
-CAP_BUILD=${CAP_BUILD:-200}
+CAP_BUILD=${CAP_BUILD:-170}
 CAP_TESTS=${CAP_TESTS:-110}
-CAP_TIME=${CAP_TIME:-40}
+CAP_TIME=${CAP_TIME:-30}
 SEQ=${SEQ:-4096}
 ROOT=$PWD
 mkdir -p "$OUT"
