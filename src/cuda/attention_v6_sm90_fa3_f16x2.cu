@@ -390,8 +390,6 @@ __global__ void __launch_bounds__(kV6Threads, 1) attention_f32_sm90_fa3_f16x2_12
         return k;
     };
     auto row_window = [&](int r) { return win_s[row_a + 8 * r]; };
-    KwGroupKeys grp = kw_group_empty();
-    if constexpr (kWin) grp = wg_keys();
     float qlog[2], m_run[2], bias[2], l_run[2], l_comp[2];
     int top[2]; /* kExactLse: the key of the row's largest score, if this lane holds it, else -1 */
 #pragma unroll
@@ -421,6 +419,7 @@ __global__ void __launch_bounds__(kV6Threads, 1) attention_f32_sm90_fa3_f16x2_12
          * every row's window needs no test per key */
         bool full = true;
         if constexpr (kWin) {
+            const KwGroupKeys grp = wg_keys(); /* from shared memory each tile: registers are short */
             const int key1 = min(key0 + kV6K, n_kv);
             /* the same in every thread: votes, so that the compiler sees them uniform (the wgmma
              * descriptors stay in uniform registers) */
@@ -748,6 +747,7 @@ __global__ void __launch_bounds__(kV6Threads, 1) attention_f32_sm90_fa3_f16x2_12
 
     /* masked: the non-finite v of the keys this thread's rows attend (rare: flagged tiles only) */
     if constexpr (kWin) {
+        const KwGroupKeys grp = wg_keys();
         const unsigned char *recs = p.records + (int64_t)bh_kv * p.tiles * 2 * C::kRecord;
         bool bad = false;
         if (grp.ulo < grp.uhi)
