@@ -210,8 +210,8 @@ int jattn_cuda_bwd_kernel_exists(jattn_cuda_bwd_kernel k);
 /* Forces a kernel version for every later call of this process (AUTO restores the default;
  * the environment variable JATTN_CUDA_KERNEL=v1|v6|v7 sets the initial value). The fallbacks are
  * those of the versions' table (cuda_versions.c): v7 falls back to v1 where it cannot run a
- * problem; v6 makes jattn_select() fail with UNSUPPORTED (naming the reason) where it cannot, and a
- * forward() whose pointers miss its 16-byte alignment runs v7 for that call. */
+ * problem; v6 makes a plan fail with UNSUPPORTED (naming the reason) where it cannot, pointers that
+ * miss its 16-byte alignment included (a one-call function plans for its own pointers). */
 void jattn_cuda_set_kernel(jattn_cuda_kernel k);
 
 /* Whether k is a kernel version of the library (the numbers of removed versions stay unused, so
