@@ -11,8 +11,8 @@
  *   dV_j  = sum_i P_ij dO_i;  dK_j = sum_i dS_ij (c q_i);  dQ_i = c sum_j dS_ij k_j
  *
  * Kernels, all on the caller's stream:
- *   bwd_v2_split (backward_v2_split_f16x2.cu, the backward v2's pre-pass, unchanged): the 64-row tile records of
- *       q * c, dout (with Dl), k, v (backward_v2_records.cuh: hi and lo fp16 images, one power of two per tile,
+ *   the pre-pass (backward_v4_split_f16x2.cu, the removed backward v2's, unchanged): the 64-row tile records of
+ *       q * c, dout (with Dl), k, v (backward_v4_records.cuh: hi and lo fp16 images, one power of two per tile,
  *       lse in the q records).
  *   bwd_v4_kernel<D, kSplit>: a persistent grid of G = min(132, SMs, items) CTAs; a work item is (b, h, n), the
  *       128 keys 128 n .. 128 n + 127 of one head; CTA g runs the W = ceil(items / G) consecutive items g W ..
@@ -69,7 +69,7 @@
  * keeps it there: the per-item values (tile scales) in shared memory, the thread's lane / warp read from %tid at
  * each use, 32-bit divisions (a 64-bit one called a subroutine that held 5 registers), the row exponents packed
  * in one word, the unscales read from the slots after each product's wait.
- * Workspace: the v2 records (about 2 B H (Sq + Skv) D x 4 bytes) and (132 + B H - 1) fp32 copies of one
+ * Workspace: the records (about 2 B H (Sq + Skv) D x 4 bytes) and (132 + B H - 1) fp32 copies of one
  * head's dQ (Tq 64 x D each): 1.3 GB at (1,24,16384,128); never less than v3's (a call v4 refuses runs v3 in it).
  * Not taken (v3 runs it): key padding, seq_kv = 1, pointers not 16-byte aligned, strides not multiples of 4.
  *
@@ -912,7 +912,7 @@ inline V4Grid v4_grid(int64_t bh, int64_t seq_kv, int sms) {
     return gr;
 }
 
-/* Byte offsets in the workspace: the records (v2's layout), then the copies (256-byte aligned). */
+/* Byte offsets in the workspace: the records (backward_v4_records.cuh), then the copies (256-byte aligned). */
 inline int64_t v4_copies_offset(int64_t bh, int64_t seq_q, int64_t seq_kv, int64_t head_dim) {
     const int64_t rec = bwd_record_layout(bh, seq_q, seq_kv, head_dim).bytes;
     return (rec + 255) / 256 * 256;
