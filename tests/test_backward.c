@@ -1758,13 +1758,21 @@ static void part_masks_nonfinite(jt_rng *r, jt_tally *tally) {
                     }
                     continue;
                 }
-                if (memcmp(oa, oz, (size_t)D * sizeof(float)) != 0 ||
-                    memcmp(&a.c.lse[h * p.seq_q + i], &z.c.lse[h * p.seq_q + i], sizeof(float)) != 0 ||
-                    memcmp(at(&a.dq) + rq, at(&z.dq) + rq, (size_t)D * sizeof(float)) != 0) {
-                    printf(
-                        "FAIL %s: row h=%lld i=%lld does not attend key %lld, but its out, lse or dq changed with the "
-                        "key's NaN and Inf (seed %llu)\n",
-                        a.c.label, (long long)h, (long long)i, (long long)j, (unsigned long long)jt_seed());
+                const int out_moved = memcmp(oa, oz, (size_t)D * sizeof(float)) != 0;
+                const int lse_moved = memcmp(&a.c.lse[h * p.seq_q + i], &z.c.lse[h * p.seq_q + i], sizeof(float)) != 0;
+                const int dq_moved = memcmp(at(&a.dq) + rq, at(&z.dq) + rq, (size_t)D * sizeof(float)) != 0;
+                if (out_moved || lse_moved || dq_moved) {
+                    double most = 0.0; /* the largest change of the first moved part */
+                    const float *xa = out_moved ? oa : dq_moved ? at(&a.dq) + rq : &a.c.lse[h * p.seq_q + i];
+                    const float *xz = out_moved ? oz : dq_moved ? at(&z.dq) + rq : &z.c.lse[h * p.seq_q + i];
+                    for (int64_t x = 0; x < (out_moved || dq_moved ? D : 1); x++) {
+                        const double dx = fabs((double)xa[x] - (double)xz[x]);
+                        most = isnan(dx) ? INFINITY : dx > most ? dx : most;
+                    }
+                    printf("FAIL %s: row h=%lld i=%lld does not attend key %lld, but its%s%s%s changed with the key's "
+                           "NaN and Inf (largest change %.3g; seed %llu)\n",
+                           a.c.label, (long long)h, (long long)i, (long long)j, out_moved ? " out" : "",
+                           lse_moved ? " lse" : "", dq_moved ? " dq" : "", most, (unsigned long long)jt_seed());
                     ok = 0;
                 }
             }

@@ -462,7 +462,8 @@ static int part_plans(jattn_backend backend, jt_rng *r, jt_tally *tally) {
         ok &= sel.backend == backend && sel.kernel && sel.isa;
         ok &= jt_expect_status(jattn_forward_masked(NULL, &c.p, &e, c.q, c.k, c.v, &md.m, out1, lse1), JATTN_OK,
                                "forward_masked");
-        const size_t ws = jattn_plan_workspace_size(plan);
+        /* a caller workspace where it is host memory (cpu, ref, vk); cuda's is device memory: none given */
+        const size_t ws = backend == JATTN_BACKEND_CUDA ? 0 : jattn_plan_workspace_size(plan);
         void *w = ws ? malloc(ws) : NULL;
         /* two runs: the mask's arrays change between them (other lengths), the structure does not */
         for (int run = 0; run < 2 && ok; run++) {

@@ -28,9 +28,10 @@
  *    1. S = Q K^T, m64n64k16 ss (Q and K from shared memory), into two accumulators: X takes the
  *       16 correction products (Q_hi K_lo, Q_lo K_hi) first, then hi*hi of d < D/2; Y takes hi*hi
  *       of d >= D/2; S = X + Y (the tensor core's accumulation error grows with the chain). A K
- *       tile with a non-finite value (a flag of the pre-pass) keeps hi*hi apart from the
- *       corrections, as v4: an infinite hi*hi keeps its sign, so a -Inf score weighs 0 and
- *       +Inf / NaN make the row NaN (jattn.h's rule).
+ *       tile with a non-finite value (a flag of the pre-pass) computes S so too (a finite score's
+ *       bits do not depend on another key's value), then hi*hi alone where S is NaN, as v4 keeps
+ *       it: an infinite hi*hi keeps its sign, so a -Inf score weighs 0 and +Inf / NaN make the
+ *       row NaN (jattn.h's rule).
  *    2. the row softmax in registers: the thread holds rows g, g+8 of its warp's 16 x 16 columns;
  *       keys past the attended count at -inf; row maximum by two quad shuffles; the tile's K
  *       scale folded into the exponent constant (c = 2^-eq 2^-ek log2 e); weights
@@ -441,59 +442,41 @@ __global__ void __launch_bounds__(kV6Threads, 1) attention_f32_sm90_fa3_f16x2_12
         {
             const uint64_t qh_d = smem_desc_sw128(opaque(q_hi_s)), ql_d = smem_desc_sw128(opaque(q_lo_s));
             const uint64_t kh_d = smem_desc_sw128(opaque(k_s)), kl_d = smem_desc_sw128(opaque(k_s) + C::kImage);
-            if (info.k_bad == 0) {
+            wgmma_fence();
+#pragma unroll
+            for (int s = 0; s < C::kSlices; ++s) {
+                wgmma_m64n64k16_f16_ss(sx, f16_slice_desc(qh_d, s, kV6Q), f16_slice_desc(kl_d, s, kV6K), s > 0 ? 1 : 0);
+                wgmma_m64n64k16_f16_ss(sx, f16_slice_desc(ql_d, s, kV6Q), f16_slice_desc(kh_d, s, kV6K), 1);
+            }
+#pragma unroll
+            for (int s = 0; s < C::kSlices / 2; ++s)
+                wgmma_m64n64k16_f16_ss(sx, f16_slice_desc(qh_d, s, kV6Q), f16_slice_desc(kh_d, s, kV6K), 1);
+#pragma unroll
+            for (int s = C::kSlices / 2; s < C::kSlices; ++s)
+                wgmma_m64n64k16_f16_ss(sy, f16_slice_desc(qh_d, s, kV6Q), f16_slice_desc(kh_d, s, kV6K),
+                                       s > C::kSlices / 2 ? 1 : 0);
+            wgmma_commit();
+            wgmma_wait_all();
+            fence_regs(sx);
+            fence_regs(sy);
+#pragma unroll
+            for (int i = 0; i < 32; ++i) sx[i] += sy[i];
+            if (info.k_bad != 0) {
+                /* A non-finite k (rare): the scores above stay where finite (the same arithmetic as a tile
+                 * without one, so a key a row does not attend leaves that row's bits alone); where they are
+                 * NaN, hi*hi alone, as v4 keeps it: an infinite hi*hi keeps its sign (its corrections are
+                 * NaN), so a -Inf score gives weight 0 and +Inf or NaN the row NaN (jattn.h's rule). */
                 wgmma_fence();
 #pragma unroll
-                for (int s = 0; s < C::kSlices; ++s) {
-                    wgmma_m64n64k16_f16_ss(sx, f16_slice_desc(qh_d, s, kV6Q), f16_slice_desc(kl_d, s, kV6K),
-                                           s > 0 ? 1 : 0);
-                    wgmma_m64n64k16_f16_ss(sx, f16_slice_desc(ql_d, s, kV6Q), f16_slice_desc(kh_d, s, kV6K), 1);
-                }
-#pragma unroll
-                for (int s = 0; s < C::kSlices / 2; ++s)
-                    wgmma_m64n64k16_f16_ss(sx, f16_slice_desc(qh_d, s, kV6Q), f16_slice_desc(kh_d, s, kV6K), 1);
-#pragma unroll
-                for (int s = C::kSlices / 2; s < C::kSlices; ++s)
+                for (int s = 0; s < C::kSlices; ++s)
                     wgmma_m64n64k16_f16_ss(sy, f16_slice_desc(qh_d, s, kV6Q), f16_slice_desc(kh_d, s, kV6K),
-                                           s > C::kSlices / 2 ? 1 : 0);
-                wgmma_commit();
-                wgmma_wait_all();
-                fence_regs(sx);
-                fence_regs(sy);
-#pragma unroll
-                for (int i = 0; i < 32; ++i) sx[i] += sy[i];
-            } else {
-                /* A non-finite k (rare): hi*hi apart from the corrections, as v4 keeps them: an
-                 * infinite hi*hi keeps its sign (its corrections are NaN), so a -Inf score gives
-                 * weight 0 and +Inf or NaN the row NaN (jattn.h's rule). */
-                wgmma_fence();
-#pragma unroll
-                for (int s = 0; s < C::kSlices / 2; ++s)
-                    wgmma_m64n64k16_f16_ss(sx, f16_slice_desc(qh_d, s, kV6Q), f16_slice_desc(kh_d, s, kV6K),
                                            s > 0 ? 1 : 0);
-#pragma unroll
-                for (int s = C::kSlices / 2; s < C::kSlices; ++s)
-                    wgmma_m64n64k16_f16_ss(sy, f16_slice_desc(qh_d, s, kV6Q), f16_slice_desc(kh_d, s, kV6K),
-                                           s > C::kSlices / 2 ? 1 : 0);
                 wgmma_commit();
                 wgmma_wait_all();
                 fence_regs(sx);
                 fence_regs(sy);
 #pragma unroll
-                for (int i = 0; i < 32; ++i) sx[i] += sy[i];
-                wgmma_fence();
-#pragma unroll
-                for (int s = 0; s < C::kSlices; ++s) {
-                    wgmma_m64n64k16_f16_ss(sy, f16_slice_desc(qh_d, s, kV6Q), f16_slice_desc(kl_d, s, kV6K),
-                                           s > 0 ? 1 : 0);
-                    wgmma_m64n64k16_f16_ss(sy, f16_slice_desc(ql_d, s, kV6Q), f16_slice_desc(kh_d, s, kV6K), 1);
-                }
-                wgmma_commit();
-                wgmma_wait_all();
-                fence_regs(sx);
-                fence_regs(sy);
-#pragma unroll
-                for (int i = 0; i < 32; ++i) sx[i] = isinf(sx[i]) ? sx[i] : sx[i] + sy[i];
+                for (int i = 0; i < 32; ++i) sx[i] = isnan(sx[i]) && isinf(sy[i]) ? sy[i] : sx[i];
             }
         }
         slot_release(empty_s + 8u * k_slot, __float_as_uint(info.k_unscale) | info.v_tiny | info.k_bad, p.zero);
@@ -565,7 +548,10 @@ __global__ void __launch_bounds__(kV6Threads, 1) attention_f32_sm90_fa3_f16x2_12
             /* masked: a row with no score yet keeps its weights at 0 (no inf - inf) */
             const float m_use = kWin && m_new == -INFINITY ? 0.f : m_new;
             const float b_new = 15.f - m_use * (kBias ? kLog2e : qlog[r]);
-            alpha[r] = exp2_approx(b_new - bias[r]);
+            /* masked: nothing accumulated yet (a window's first tiles can be wholly masked, which left the
+             * bias at 15): the factor is 0, not 2^(b_new - 15), which overflows for a row whose scores
+             * and biases are far below 0 (inf times the accumulators' 0 is NaN) */
+            alpha[r] = kWin && m_run[r] == -INFINITY ? 0.f : exp2_approx(b_new - bias[r]);
             bias[r] = b_new;
             m_run[r] = m_new;
             /* at least the smallest normal float: with q and k near the bottom of the range the
@@ -724,6 +710,8 @@ __global__ void __launch_bounds__(kV6Threads, 1) attention_f32_sm90_fa3_f16x2_12
                 any |= __shfl_xor_sync(0xffffffffu, any, 2);
                 empty = !any;
             }
+            /* and a row whose every windowed key carries weight 0 (the key mask's keys inside the window) */
+            empty = empty || l == 0.f;
         }
         if (row >= p.seq_q) continue;
         float *dst = p.out + b * p.o_b + h * p.o_h + (int64_t)row * p.o_t;

@@ -489,7 +489,10 @@ __global__ void __launch_bounds__(32 * kV7MaxWarps, 1) attention_f32_mma_f16x2_v
                 /* masked: a row with no score yet keeps its weights at 0 (no inf - inf) */
                 const float m_use = kWin && m_new == -INFINITY ? 0.f : m_new;
                 const float b_new = 15.f - m_use * (kBias ? kV7Log2e : qlog[r]);
-                alpha[r] = exp2_sfu(b_new - bias[r]);
+                /* masked: nothing accumulated yet (a window's first tiles can be wholly masked, which left the
+                 * bias at 15): the factor is 0, not 2^(b_new - 15), which overflows for a row whose scores
+                 * and biases are far below 0 (inf times the accumulators' 0 is NaN) */
+                alpha[r] = kWin && m_run[r] == -INFINITY ? 0.f : exp2_sfu(b_new - bias[r]);
                 bias[r] = b_new;
                 m_run[r] = m_new;
                 /* at least the smallest normal float: with q and k near the bottom of the range the

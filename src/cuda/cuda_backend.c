@@ -113,6 +113,11 @@ static jattn_status select_version(const jattn_problem *p, const jattn_exec *e, 
     int cc = 0;
     const jattn_status st = device_checks(p, &cc);
     if (st != JATTN_OK) return st;
+    if (plan->empty) { /* no kernel runs (write_empty): any version, forced or not, serves it */
+        plan->threads = 1;
+        plan->selection.isa = cc == 90 ? "sm_90a" : "sm_80";
+        return JATTN_OK;
+    }
     const int backward = plan->pass == JATTN_PASS_BACKWARD;
     const cuda_query q = {.p = p,
                           .grad = backward ? &plan->grad : NULL,
@@ -182,16 +187,24 @@ static jattn_status check_call_stream(void *stream_ptr, jattn_memory memory) {
     cudaStream_t stream = (cudaStream_t)stream_ptr;
 #if CUDART_VERSION >= 12080
     int dev = 0, sdev = 0; /* NULL, the legacy stream, is the current device's */
+    enum cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
     if (stream && cudaGetDevice(&dev) == cudaSuccess && (stream_ptr != checked_stream || dev != checked_device)) {
-        if (cudaStreamGetDevice(stream, &sdev) != cudaSuccess)
-            (void)cudaGetLastError(); /* not known: the launch reports a bad stream */
-        else if (sdev != dev)
-            return jattn_fail(JATTN_ERROR_INVALID_ARGUMENT,
-                              "exec.cuda_stream: a stream of device %d, but the current device is %d (the call runs "
-                              "on the current device: cudaSetDevice(%d) first)",
-                              sdev, dev, sdev);
-        else
-            checked_stream = stream_ptr, checked_device = dev;
+        /* cudaStreamGetDevice on a stream being captured invalidates the capture (CUDA 13.0, H100:
+         * cudaErrorStreamCaptureUnsupported): a captured stream is not asked (its kernels' launch fails
+         * if it is another device's, JATTN_ERROR_CUDA) */
+        if (cudaStreamIsCapturing(stream, &capturing) != cudaSuccess) (void)cudaGetLastError();
+        if (capturing == cudaStreamCaptureStatusNone) { /* a captured stream is not asked, nor remembered */
+            if (cudaStreamGetDevice(stream, &sdev) != cudaSuccess) {
+                (void)cudaGetLastError(); /* not known: the launch reports a bad stream */
+            } else if (sdev != dev) {
+                return jattn_fail(JATTN_ERROR_INVALID_ARGUMENT,
+                                  "exec.cuda_stream: a stream of device %d, but the current device is %d (the call "
+                                  "runs on the current device: cudaSetDevice(%d) first)",
+                                  sdev, dev, sdev);
+            } else {
+                checked_stream = stream_ptr, checked_device = dev;
+            }
+        }
     }
 #endif
     if (memory == JATTN_MEMORY_HOST) {
