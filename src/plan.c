@@ -187,14 +187,13 @@ static jattn_status check_pointers(const jattn_plan *plan, const run_data *d, by
 
 /* The workspace of a run: the caller's (aligned inside), nothing for a device-memory backend
  * without one, the context's grow-only buffer, or one allocated for the run (*owned, freed by the
- * caller). A caller's workspace must have the size the queries report: `told` (a one-call
- * function's: jattn_workspace_size's, which covers any key padding) or the plan's own
- * (jattn_plan_workspace_size), whichever is larger, whatever the pointer's alignment: one byte short
- * is refused even where the run itself would have room. */
+ * caller). A caller's workspace must have the size the call's plan reports (jattn_plan_workspace_size:
+ * what it needs and the slack of an unaligned pointer), whatever the pointer's alignment: one byte
+ * short is refused even where an aligned pointer would leave room. */
 static jattn_status acquire_workspace(const jattn_plan *plan, jattn_ctx *ctx, void *given, size_t given_bytes,
-                                      size_t told, const char *field, void **workspace, void **owned) {
+                                      const char *field, void **workspace, void **owned) {
     const size_t need = plan->workspace_bytes;
-    const size_t asked = need && need + WORKSPACE_SLACK > told ? need + WORKSPACE_SLACK : told;
+    const size_t asked = need ? need + WORKSPACE_SLACK : 0;
     *workspace = NULL;
     *owned = NULL;
     if (given && given_bytes < asked)
@@ -253,7 +252,7 @@ static void write_empty_host(const jattn_call *c) {
 
 /* The one run path of every call. */
 static jattn_status run_plan(const jattn_plan *plan, jattn_ctx *ctx, void *stream, void *workspace,
-                             size_t workspace_bytes, size_t told, const char *workspace_field, const run_data *d) {
+                             size_t workspace_bytes, const char *workspace_field, const run_data *d) {
     byte_range outputs[3];
     int n_out = 0;
     jattn_status st = check_pointers(plan, d, outputs, &n_out);
@@ -293,7 +292,7 @@ static jattn_status run_plan(const jattn_plan *plan, jattn_ctx *ctx, void *strea
         return st == JATTN_OK ? jattn_succeed() : st;
     }
     void *owned = NULL;
-    st = acquire_workspace(plan, ctx, workspace, workspace_bytes, told, workspace_field, &call.workspace, &owned);
+    st = acquire_workspace(plan, ctx, workspace, workspace_bytes, workspace_field, &call.workspace, &owned);
     if (st != JATTN_OK) return st;
     st = plan->pass == JATTN_PASS_FORWARD ? plan->ops->forward(&call, plan) : plan->ops->backward(&call, plan);
     jattn_free_aligned(owned);
@@ -345,7 +344,7 @@ jattn_status jattn_plan_forward(const jattn_plan *plan, jattn_ctx *ctx, void *cu
     jattn_status st = check_run(plan, JATTN_PASS_FORWARD);
     if (st != JATTN_OK) return st;
     const run_data d = {{q, k, v, out, lse}, mask};
-    return run_plan(plan, ctx, cuda_stream, workspace, workspace_bytes, 0, "workspace_bytes", &d);
+    return run_plan(plan, ctx, cuda_stream, workspace, workspace_bytes, "workspace_bytes", &d);
 }
 
 jattn_status jattn_plan_backward(const jattn_plan *plan, jattn_ctx *ctx, void *cuda_stream, void *workspace,
@@ -355,13 +354,10 @@ jattn_status jattn_plan_backward(const jattn_plan *plan, jattn_ctx *ctx, void *c
     jattn_status st = check_run(plan, JATTN_PASS_BACKWARD);
     if (st != JATTN_OK) return st;
     const run_data d = {{q, k, v, out, lse, dout, dlse, dq, dk, dv}, mask};
-    return run_plan(plan, ctx, cuda_stream, workspace, workspace_bytes, 0, "workspace_bytes", &d);
+    return run_plan(plan, ctx, cuda_stream, workspace, workspace_bytes, "workspace_bytes", &d);
 }
 
 /* ---- the one-call functions: a plan on the stack, run once ------------------------------ */
-
-static jattn_status padded_workspace(jattn_pass pass, const jattn_problem *problem, const jattn_grad_strides *grad,
-                                     const jattn_exec *exec, size_t *bytes);
 
 /* A one-call function's run: the plan made for its pointers' alignment, then run with the
  * exec's stream and workspace. */
@@ -372,14 +368,7 @@ static jattn_status plan_and_run(jattn_pass pass, jattn_ctx *ctx, const jattn_pr
     jattn_plan plan;
     jattn_status st = plan_init(&plan, pass, problem, grad, mask, e, data_alignment(d));
     if (st != JATTN_OK) return st;
-    /* a caller's workspace: at least what jattn_workspace_size (jattn_backward_workspace_size) reports for
-     * a call with no mask part but key padding; a masked call's is its plan's own */
-    size_t told = 0;
-    if (e->workspace && !(plan.features & ~(unsigned)(JATTN_FEATURE_KEY_PADDING | JATTN_FEATURE_GQA))) {
-        st = padded_workspace(pass, problem, grad, e, &told);
-        if (st != JATTN_OK) return st;
-    }
-    return run_plan(&plan, ctx, e->cuda_stream, e->workspace, e->workspace_bytes, told, "exec.workspace_bytes", d);
+    return run_plan(&plan, ctx, e->cuda_stream, e->workspace, e->workspace_bytes, "exec.workspace_bytes", d);
 }
 
 jattn_status jattn_forward_masked(jattn_ctx *ctx, const jattn_problem *problem, const jattn_exec *exec, const void *q,

@@ -280,6 +280,15 @@ const char *jt_plan_kernel(jattn_pass pass, const jattn_problem *p, const jattn_
     return name;
 }
 
+size_t jt_plan_workspace(jattn_pass pass, const jattn_problem *p, const jattn_grad_strides *grad,
+                         const jattn_mask *mask, const jattn_exec *e) {
+    jattn_plan *plan = NULL;
+    size_t bytes = 0;
+    if (jattn_plan_create(&plan, pass, p, grad, mask, e) == JATTN_OK) bytes = jattn_plan_workspace_size(plan);
+    jattn_plan_free(plan);
+    return bytes;
+}
+
 int jt_backend_takes_tf32(jattn_backend b, int backward) {
     jattn_problem p = jattn_problem_flux(1, 1, 8, 8, 64);
     jattn_exec e = {0};

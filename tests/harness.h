@@ -98,6 +98,13 @@ int jt_backend_takes_tf32(jattn_backend b, int backward);
  * "refused" when no plan can be made. */
 const char *jt_plan_kernel(jattn_pass pass, const jattn_problem *p, const jattn_mask *mask, const jattn_exec *e);
 
+/* The workspace a call of `pass` needs (jattn_plan_workspace_size of its plan, made as jt_plan_kernel's; grad
+ * NULL: the gradients like the problem's): the least a caller's workspace may have. jattn_workspace_size and
+ * jattn_backward_workspace_size report at least this (they cover any key padding). @return the bytes, or 0
+ * when no plan can be made or none is needed. */
+size_t jt_plan_workspace(jattn_pass pass, const jattn_problem *p, const jattn_grad_strides *grad,
+                         const jattn_mask *mask, const jattn_exec *e);
+
 /* The library's description of backend b (jattn_backend_info_at). @return 1, or 0 for AUTO or a
  * value the library does not know. */
 int jt_backend_info(jattn_backend b, jattn_backend_info *info);

@@ -9,6 +9,7 @@ cpu backend once it serves masks); the CUDA tests run on the GPU machine."""
 
 from __future__ import annotations
 
+import math
 import threading
 
 import numpy as np
@@ -206,13 +207,17 @@ ZERO_SHAPES = [
 ]
 
 
-def sdpa_grouped(q, k, v, causal, gqa):
-    """SDPA with ``enable_gqa``'s meaning, the k/v heads repeated for their groups by hand: PyTorch 2.11's
-    ``enable_gqa=True`` raises SIGFPE on a zero-size call (batch 0, seq 0), later versions answer."""
+def sdpa_math(q, k, v, causal, gqa):
+    """SDPA's math for a zero-size call (softmax(q k^T / sqrt(D)) v, k/v heads repeated for their groups as
+    ``enable_gqa`` does): PyTorch 2.11's SDPA raises SIGFPE on some (batch 0 with seq 0), later versions
+    answer as this does."""
     if gqa:
         group = q.shape[1] // k.shape[1]
         k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
-    return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    s = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
+    if causal:
+        s = s.masked_fill(torch.ones(s.shape[-2:], dtype=torch.bool).triu(1), float("-inf"))
+    return torch.softmax(s, dim=-1) @ v
 
 
 @pytest.mark.parametrize("causal", [False, True])
@@ -222,7 +227,7 @@ def test_zero_size_calls_answer_as_sdpa(shapes, causal):
     g = torch.Generator().manual_seed(5)
     q, k, v = torch.randn(qs, generator=g), torch.randn(ks, generator=g), torch.randn(ks, generator=g)
     gqa = qs[1] != ks[1]
-    want = sdpa_grouped(q, k, v, causal, gqa)
+    want = sdpa_math(q, k, v, causal, gqa)
     got, lse = jattn.attention(q, k, v, is_causal=causal, enable_gqa=gqa, return_lse=True)
     assert got.shape == want.shape and torch.equal(got, want)
     assert lse.shape == qs[:3] and (lse.numel() == 0 or bool(torch.isneginf(lse).all()))
@@ -232,7 +237,7 @@ def test_zero_size_calls_answer_as_sdpa(shapes, causal):
     leaves = [t.clone().requires_grad_(True) for t in (q, k, v)]
     refs = [t.clone().requires_grad_(True) for t in (q, k, v)]
     jattn.attention(*leaves, is_causal=causal, enable_gqa=gqa).sum().backward()
-    sdpa_grouped(*refs, causal, gqa).sum().backward()
+    sdpa_math(*refs, causal, gqa).sum().backward()
     for a, r in zip(leaves, refs):
         assert a.grad.shape == r.grad.shape and torch.equal(a.grad, r.grad)
     # compiled: the fake kernels give the same shapes
