@@ -2,7 +2,7 @@
 # The GPU reliability battery (issue 37): everything the CPU-only CI cannot check, in one call of under
 # ten minutes on one H100 or H200, from the repository root:
 #
-#   OUT=$OUT bash bench/gpu/battery.sh
+#   OUT=$OUT bash bench/gpu/battery.sh      (.whl/ carried: diffusers' wheel, for the switch's Python tests)
 #
 # Steps, each process under its own time cap (170 + 60 + 280 s, each with 10 s to stop: under 9.5 minutes):
 #   build     cmake (JATTN_CUDA=ON, JATTN_CUDA_ARCHS=90a, Release, ptxas -v) in $BUILD, the targets the
@@ -153,6 +153,11 @@ if has load && [ -x "$T/test_sweep" ]; then
     cp -r "$ROOT/python/src/jattn" "$PKG/jattn" && mkdir -p "$PKG/jattn/_lib" && cp "$L" "$PKG/jattn/_lib/libjattn.so"
     cc -I"$ROOT/include" "$ROOT/tests/abi/jattn_abi_probe.c" -o "$PKG/abi_probe" &&
       "$PKG/abi_probe" > "$PKG/jattn/_lib/abi_probe.txt" # as the package's build writes it
+    # diffusers (the switch's tests) from a wheel carried in .whl/, where the machine cannot reach PyPI
+    if ls "$ROOT"/.whl/*.whl > /dev/null 2>&1 && ! python3 -c "import diffusers" > /dev/null 2>&1; then
+      python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$PKG" "$ROOT"/.whl/*.whl \
+        > "$LOGS/pip.log" 2>&1
+    fi
     # shellcheck disable=SC2086
     run python pytest_cuda "$CAP_LOAD" PYTHONPATH="$PKG" JATTN_CLI="$BUILD/tools/jattn" python3 -m pytest -q \
       -p no:cacheprovider $PYTESTS

@@ -11,8 +11,9 @@
 #   flux      (1,24,S,128) S = 1536, 4608, 16384 and (1,24,4608,64): jattn's forward and backward (AUTO),
 #             `jattn run --json` (CUDA events, median); PyTorch's fp32 SDPA forward and backward
 #             (torch_sdpa_backward.py). Ratios: backward / forward, PyTorch / jattn
-#   portable  the backward v3 forced (JATTN_CUDA_BWD_KERNEL=v3: what every GPU but Hopper runs) at
-#             (1,16,4096,72), (1,24,4096,96), (1,24,4608,128), (1,12,4096,256), beside PyTorch's backward
+#   portable  the backward v3 and the forward v7 forced (JATTN_CUDA_BWD_KERNEL=v3, JATTN_CUDA_KERNEL=v7: what
+#             every GPU but Hopper runs) at (1,16,4096,72), (1,24,4096,96), (1,24,4608,128), (1,12,4096,256),
+#             beside PyTorch's backward and forward
 #   masks     causal vs the plain call (jattn and SDPA is_causal), grouped-query heads (32 query heads,
 #             8 key/value heads) vs SDPA enable_gqa, packed sequences (4 x 1152 tokens in one row) vs the
 #             same tokens as a padded batch (jattn, and SDPA with a key mask): forward, and the backward
@@ -87,11 +88,13 @@ if has portable; then
   for s in "1,16,4096,72" "1,24,4096,96" "1,24,4608,128" "1,12,4096,256"; do
     IFS=, read -r b h n d <<< "$s"
     jrun "v3 $s" JATTN_CUDA_BWD_KERNEL=v3 -- --batch "$b" --heads "$h" --seq "$n" --dim "$d" --backward
+    jrun "v7 $s" JATTN_CUDA_KERNEL=v7 -- --batch "$b" --heads "$h" --seq "$n" --dim "$d"
   done
   timeout -k 5 150 python3 "$ROOT/bench/gpu/torch_sdpa_backward.py" 1,16,4096,72 1,24,4096,96 1,12,4096,256 \
     > "$OUT/torch_portable.log" 2>&1
   while read -r _ mode b h n d ms _; do
     [ "$mode" = backward-default ] && trow "v3 $b,$h,$n,$d" "$ms"
+    [ "$mode" = forward ] && trow "v7 $b,$h,$n,$d" "$ms"
   done < <(grep '^RESULT' "$OUT/torch_portable.log")
   echo "portable done after ${SECONDS} s"
 fi
@@ -165,6 +168,13 @@ print("| --- | ---: | ---: | ---: |")
 for s in ["1,16,4096,72", "1,24,4096,96", "1,24,4608,128", "1,12,4096,256"]:
     j = g("v3 " + s, "jattn")
     t = g("v3 " + s, "torch") or g("bwd " + s, "torch")
+    print(f"| ({s}) | {f(j)} | {f(t)} | {ratio(t, j)} |")
+print("\n### The portable forward (v7 forced) against PyTorch's fp32 forward (ms)\n")
+print("| (B,H,S,D) | jattn v7 | PyTorch | PyTorch / jattn |")
+print("| --- | ---: | ---: | ---: |")
+for s in ["1,16,4096,72", "1,24,4096,96", "1,24,4608,128", "1,12,4096,256"]:
+    j = g("v7 " + s, "jattn")
+    t = g("v7 " + s, "torch") or g("fwd " + s, "torch")
     print(f"| ({s}) | {f(j)} | {f(t)} | {ratio(t, j)} |")
 print("\n### Masks and grouped heads (ms)\n")
 print("| what | jattn | jattn plain | jattn / plain | PyTorch | PyTorch / jattn |")

@@ -25,7 +25,8 @@
  *         1. S^T = K_w Q^T, m64n64k16 ss from the K-major images: X = the 2 D/16 corrections (K_hi Q_lo, K_lo
  *            Q_hi), then hi*hi of k16 slices 0-1; a fresh step accumulator per further pair of slices, waited for
  *            and added into X in fp32 (the "chains of 2" class of the backward v3).
- *         2. P = ex2((X u_k u_q - lse_i) log2 e) (ex2.approx); keys past seq_kv get P = 0; a warp vote on
+ *         2. P = ex2((X u_k u_q - lse_i) log2 e) (ex2.approx of the product's rounded part, times 1 + its
+ *            remainder ln 2); keys past seq_kv get P = 0; a warp vote on
  *            P >= 1/2 (the rare dominant element, 3b).
  *         3. dP^T = V_w dO^T in one chain (corrections, then hi*hi); dS = P ((dP u_v u_do - Dl_hi) - Dl_lo).
  *         3b. each element with P >= 1/2 (a query's dominant key; rare outside peaky rows) gets P and dS from its
@@ -129,6 +130,9 @@ constexpr int kThreads = kWg * (1 + kConsumers);
 constexpr int kM = kBwdTile;                   /* queries per m-block */
 constexpr int kWgKeys = kBwdTile;              /* keys per consumer warpgroup */
 constexpr int kCtaKeys = kConsumers * kWgKeys; /* keys per work item */
+/* log2 e - (float)log2 e (P's exponent as a pair) and ln 2 */
+constexpr float kV4Log2eLo = (float)(1.4426950408889634074 - (double)kLog2e);
+constexpr float kV4Ln2 = 0.6931471805599453f;
 constexpr int kMaxCtas = 132;                  /* the persistent grid's size at most (the workspace's copies) */
 constexpr int kDsImage = kM * kCtaKeys * 2;    /* one part of dS [64 queries][128 keys] fp16 */
 constexpr int kExtrasPad = (kBwdExtras + 15) / 16 * 16;
@@ -562,7 +566,15 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
 #pragma unroll
                         for (int e = 0; e < 2; ++e) {
                             const int j = 4 * i + 2 * r + e;
-                            x[j] = exp2_approx(fmaf(x[j], us, -(e ? l2.y : l2.x)) * kLog2e);
+                            /* t = S - lse rounded once; t log2 e as the pair (y, yl), so that the product's
+                             * rounding (u |y|, ~2e-6 of P at |t| ~ 20) does not join ex2's ~2 ulp: P =
+                             * 2^y (1 + yl ln 2); yl clamped so that an infinite t (non-finite inputs) keeps
+                             * 2^y's 0 or inf instead of inf - inf */
+                            const float t = fmaf(x[j], us, -(e ? l2.y : l2.x));
+                            const float y = t * kLog2e;
+                            const float yl = fmaxf(fmaf(t, kV4Log2eLo, fmaf(t, kLog2e, -y)), -1.f);
+                            const float p0 = exp2_approx(y);
+                            x[j] = fmaf(p0, yl * kV4Ln2, p0);
                         }
                 }
             }
