@@ -18,7 +18,7 @@ command -v "$QEMU" >/dev/null 2>&1 || { echo "SKIP: no $QEMU"; exit 77; }
 HERE=$(cd "$(dirname "$0")" && pwd)
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
-LIB="src/jattn.c src/threads.c src/reference.c src/cuda/cuda_unavailable.c src/vulkan/vk_unavailable.c
+LIB="src/jattn.c src/mask.c src/plan.c src/validate.c src/threads.c src/reference.c src/cuda/cuda_unavailable.c src/vulkan/vk_unavailable.c
      src/cpu/cpu_backend.c src/cpu/cpu_isa.c src/cpu/cpu_key_blocks.c src/cpu/cpu_kernels_generic.c
      src/cpu/cpu_kernels_neon.c"
 for side in A B; do

@@ -117,6 +117,30 @@ static void JK(bwd_dots_exact)(int jr, int64_t D, const float *x, ptrdiff_t xs, 
         }
 }
 
+/* ---- bwd_dl_exact: dlt[q] + dll[q] = ot[:][q] . dot[:][q] for every lane q ---------------------
+ * reads ot, dot [D][QB] (ot: the tile's O^T, pack_qt); writes dlt, dll [QB]. Dl of the tiles that
+ * take it exactly (bwd_tile): lane q is, operation for operation, lane q of bwd_dots_exact(1, D,
+ * o_q, 0, dot, ...), one row's call of which Dl kept a single lane (the product o_q[d] dot[d][q]
+ * with the same two factors in the same order, its FMA-exact error, TwoSum into the pair, d
+ * ascending), so the bits are that call's, at 1/QB of its work. */
+static void JK(bwd_dl_exact)(int64_t D, const float *ot, const float *dot, float *dlt, float *dll) {
+    jv sum[JK_NQV], err[JK_NQV];
+    JK_UNROLL for (int v = 0; v < JK_NQV; v++) sum[v] = err[v] = jv_zero();
+    for (int64_t d = 0; d < D; d++) /* the vectors' chains side by side, each in its own order */
+        JK_UNROLL for (int v = 0; v < JK_NQV; v++) {
+            const jv b = jv_load(ot + d * JK_QB + v * JK_VL), y = jv_load(dot + d * JK_QB + v * JK_VL);
+            const jv prod = jv_mul(b, y);
+            const jv prod_err = jv_fma_exact(b, y, jv_sub(jv_zero(), prod));
+            const jv t = jv_add(sum[v], prod), bt = jv_sub(t, sum[v]);
+            err[v] = jv_add(err[v], jv_add(jv_add(jv_sub(sum[v], jv_sub(t, bt)), jv_sub(prod, bt)), prod_err));
+            sum[v] = t;
+        }
+    JK_UNROLL for (int v = 0; v < JK_NQV; v++) {
+        jv_store(dlt + v * JK_VL, sum[v]);
+        jv_store(dll + v * JK_VL, jv_nan_to_zero(err[v]));
+    }
+}
+
 /* ---- bwd_dp_dominant: the elements of dP whose weight is over 1/2, exact (grid mode) -------------
  * In a row whose weight sits mostly on one key (P > 1/2: at most one key a row), dq and dk are the
  * small differences dP - Dl ~ (1 - P) |dP| of that key, so the compensated kernel's rounding of its dP
@@ -430,8 +454,9 @@ static void JK(bwd_tile)(const cpu_bwd_args *ba, int64_t b, int64_t h, const cpu
         if (a->grid)
             for (int i = 0; i < nq; i++) s->min_hi = s->lane_hi[i] < s->min_hi ? s->lane_hi[i] : s->min_hi;
         /* Dl_i = dO_i . O_i - dlse_i as a pair (dl, dll): the dot product by the same compensated
-         * kernel (one row, lane i of its result) that computes dP, so that with a single key, where
-         * the forward's O is that key's v row bit for bit, dP - Dl is exactly 0 as is dS. */
+         * kernel (one row, lane i of its result; for the exact one, bwd_dl_exact gives those bits
+         * for every lane at once) that computes dP, so that with a single key, where the forward's
+         * O is that key's v row bit for bit, dP - Dl is exactly 0 as is dS. */
         /* A tile of at most JK_BWD_EXACT_ROWS queries computes dP and Dl keeping every rounding
          * error (bwd_dots_exact, as every tile does at D <= JK_EXACT_D): in a near one-hot row
          * (weight 1 - e on one key) dq and dk are the small differences dP - Dl ~ e |dP|, so the
@@ -444,12 +469,14 @@ static void JK(bwd_tile)(const cpu_bwd_args *ba, int64_t b, int64_t h, const cpu
          * draws (no miss in 200 at 32 to 256 rows of 8 or 16 keys). */
         s->exact_dp = nq <= JK_BWD_EXACT_ROWS || D <= JK_EXACT_D || a->B * a->H * a->Sq <= JK_BWD_EXACT_CALL_ROWS;
         const int64_t row0 = (b * a->H + h) * a->Sq + tq0;
+        const int dl_exact = s->exact_dp || a->grid; /* grid mode: exact, as the dominant dP (bwd_dp_dominant) */
+        if (dl_exact) { /* every lane at once from O^T, held in dqt until its zeroing below */
+            JK(pack_qt)(nq, D, o, (ptrdiff_t)a->os.token, s->dqt);
+            JK(bwd_dl_exact)(D, s->dqt, s->dot, dpt, dpl);
+        }
         for (int i = 0; i < JK_QB; i++) {
             if (i < nq) {
-                if (s->exact_dp || a->grid) /* grid mode: exact, as the dominant dP (bwd_dp_dominant) */
-                    JK(bwd_dots_exact)(1, D, o + i * a->os.token, 0, s->dot, dpt, dpl);
-                else
-                    JK(scores)(1, D, o + i * a->os.token, 0, s->dot, dpt, dpl);
+                if (!dl_exact) JK(scores)(1, D, o + i * a->os.token, 0, s->dot, dpt, dpl);
                 s->lse[i] = ba->lse[row0 + i];
                 /* grid mode: a row with no key (its lse -inf) takes P = 0, not exp(-inf + inf) */
                 if (a->grid && s->lse[i] == -INFINITY) s->lse[i] = INFINITY;
