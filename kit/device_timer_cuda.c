@@ -41,6 +41,45 @@ done:
     return -1;
 }
 
+/* The mask's arrays (kv_len, key mask, block_q, block_kv, cu_seqlens_q, cu_seqlens_kv, key bias) copied to
+ * the device on `stream` into dm[7] (cudaMalloc'd; the caller frees them), *dmask the mask on them. 0, or -1
+ * with err written. */
+static int stage_mask(const jattn_problem *p, const jattn_mask *mask, cudaStream_t stream, void *dm[7],
+                      jattn_mask *dmask, char *err, size_t errlen) {
+    *dmask = *mask;
+    const jattn_key_padding *kp = &mask->padding;
+    const int64_t kstride = kp->mask_batch_stride ? kp->mask_batch_stride : kp->mask_keys;
+    const int64_t seg_rows = mask->segments_batch_stride ? p->batch - 1 : 0;
+    const void *src[7] = {kp->kv_len,          kp->mask,      mask->block_q, mask->block_kv, mask->cu_seqlens_q,
+                          mask->cu_seqlens_kv, mask->key_bias};
+    const size_t bytes[7] = {
+        (size_t)p->batch * sizeof(int64_t),
+        kp->mask ? (size_t)((kp->mask_batch - 1) * kstride + kp->mask_keys) : 0,
+        (size_t)(mask->num_blocks + 1) * sizeof(int64_t),
+        (size_t)(mask->num_blocks + 1) * sizeof(int64_t),
+        (size_t)(seg_rows * mask->segments_batch_stride + mask->num_segments + 1) * sizeof(int64_t),
+        (size_t)(seg_rows * mask->segments_batch_stride + mask->num_segments + 1) * sizeof(int64_t),
+        mask->key_bias ? (size_t)((p->batch - 1) * mask->key_bias_batch_stride +
+                                  (p->heads - 1) * mask->key_bias_head_stride + p->seq_kv) *
+                             sizeof(float)
+                       : 0};
+    for (int i = 0; i < 7; i++)
+        if (src[i] && bytes[i]) {
+            CHECK(cudaMalloc(&dm[i], bytes[i]));
+            CHECK(cudaMemcpyAsync(dm[i], src[i], bytes[i], cudaMemcpyHostToDevice, stream));
+        }
+    dmask->padding.kv_len = dm[0];
+    dmask->padding.mask = dm[1];
+    dmask->block_q = dm[2];
+    dmask->block_kv = mask->block_kv == mask->block_q ? dm[2] : dm[3];
+    dmask->cu_seqlens_q = dm[4];
+    dmask->cu_seqlens_kv = mask->cu_seqlens_kv == mask->cu_seqlens_q ? dm[4] : dm[5];
+    dmask->key_bias = dm[6];
+    return 0;
+done:
+    return -1;
+}
+
 int jattn_device_timed_run(const jattn_problem *p, const jattn_exec *e, const jattn_mask *mask, const float *q,
                            const float *k, const float *v, float *out, float *lse, int warmup, int reps,
                            double *ms_median, char *err, size_t errlen) {
@@ -75,37 +114,7 @@ int jattn_device_timed_run(const jattn_problem *p, const jattn_exec *e, const ja
     CHECK(cudaMemcpyAsync(dk, k, nk * sizeof(float), cudaMemcpyHostToDevice, stream));
     CHECK(cudaMemcpyAsync(dv, v, nv * sizeof(float), cudaMemcpyHostToDevice, stream));
     CHECK(cudaMemcpyAsync(dout, out, no * sizeof(float), cudaMemcpyHostToDevice, stream)); /* keeps the gaps of out */
-    if (mask) { /* the mask's arrays on the device too */
-        dmask = *mask;
-        const jattn_key_padding *kp = &mask->padding;
-        const int64_t kstride = kp->mask_batch_stride ? kp->mask_batch_stride : kp->mask_keys;
-        const int64_t seg_rows = mask->segments_batch_stride ? p->batch - 1 : 0;
-        const void *src[7] = {kp->kv_len,          kp->mask,      mask->block_q, mask->block_kv, mask->cu_seqlens_q,
-                              mask->cu_seqlens_kv, mask->key_bias};
-        const size_t bytes[7] = {
-            (size_t)p->batch * sizeof(int64_t),
-            kp->mask ? (size_t)((kp->mask_batch - 1) * kstride + kp->mask_keys) : 0,
-            (size_t)(mask->num_blocks + 1) * sizeof(int64_t),
-            (size_t)(mask->num_blocks + 1) * sizeof(int64_t),
-            (size_t)(seg_rows * mask->segments_batch_stride + mask->num_segments + 1) * sizeof(int64_t),
-            (size_t)(seg_rows * mask->segments_batch_stride + mask->num_segments + 1) * sizeof(int64_t),
-            mask->key_bias ? (size_t)((p->batch - 1) * mask->key_bias_batch_stride +
-                                      (p->heads - 1) * mask->key_bias_head_stride + p->seq_kv) *
-                                 sizeof(float)
-                           : 0};
-        for (int i = 0; i < 7; i++)
-            if (src[i] && bytes[i]) {
-                CHECK(cudaMalloc(&dm[i], bytes[i]));
-                CHECK(cudaMemcpyAsync(dm[i], src[i], bytes[i], cudaMemcpyHostToDevice, stream));
-            }
-        dmask.padding.kv_len = dm[0];
-        dmask.padding.mask = dm[1];
-        dmask.block_q = dm[2];
-        dmask.block_kv = mask->block_kv == mask->block_q ? dm[2] : dm[3];
-        dmask.cu_seqlens_q = dm[4];
-        dmask.cu_seqlens_kv = mask->cu_seqlens_kv == mask->cu_seqlens_q ? dm[4] : dm[5];
-        dmask.key_bias = dm[6];
-    }
+    if (mask && stage_mask(p, mask, stream, dm, &dmask, err, errlen) != 0) goto done;
     for (; n_ev < 2 * reps; n_ev++) CHECK(cudaEventCreate(&ev[n_ev]));
 
     jattn_exec x = e ? *e : (jattn_exec){0};
@@ -141,16 +150,19 @@ done:
     return rc;
 }
 
-int jattn_device_timed_backward(const jattn_problem *p, const jattn_exec *e, const float *q, const float *k,
-                                const float *v, const float *out, const float *lse, const float *dout, float *dq,
-                                float *dk, float *dv, int warmup, int reps, double *ms_median, char *err,
+int jattn_device_timed_backward(const jattn_problem *p, const jattn_exec *e, const jattn_mask *mask, const float *q,
+                                const float *k, const float *v, const float *out, const float *lse, const float *dout,
+                                float *dq, float *dk, float *dv, int warmup, int reps, double *ms_median, char *err,
                                 size_t errlen) {
-    const size_t nq = span_of(p, p->q, p->seq_q), nk = span_of(p, p->k, p->seq_kv), nv = span_of(p, p->v, p->seq_kv),
+    const size_t nq = span_of(p, p->q, p->seq_q), nk = (size_t)kit_kv_span(p, p->k), nv = (size_t)kit_kv_span(p, p->v),
                  no = span_of(p, p->out, p->seq_q), nl = (size_t)(p->batch * p->heads * p->seq_q);
     const size_t n[9] = {nq, nk, nv, no, nl, no, nq, nk, nv}; /* q k v out lse dout dq dk dv */
     const float *host_in[6] = {q, k, v, out, lse, dout};
     float *hg[3] = {dq, dk, dv};
     float *d[9] = {NULL};
+    void *dm[7] = {NULL};
+    jattn_mask dmask = {0};
+    jattn_plan *plan = NULL;
     void *ws = NULL;
     size_t ws_bytes = 0;
     float *times = NULL;
@@ -169,23 +181,27 @@ int jattn_device_timed_backward(const jattn_problem *p, const jattn_exec *e, con
     CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     for (int i = 0; i < 6; i++) /* on the calls' stream, as above */
         CHECK(cudaMemcpyAsync(d[i], host_in[i], n[i] * sizeof(float), cudaMemcpyHostToDevice, stream));
+    if (mask && stage_mask(p, mask, stream, dm, &dmask, err, errlen) != 0) goto done;
     for (; n_ev < 2 * reps; n_ev++) CHECK(cudaEventCreate(&ev[n_ev]));
     jattn_exec x = e ? *e : (jattn_exec){0};
     x.backend = JATTN_BACKEND_CUDA;
     x.memory = JATTN_MEMORY_DEVICE;
     x.cuda_stream = stream;
-    jattn_status st = jattn_backward_workspace_size(p, NULL, &x, &ws_bytes);
+    /* the workspace the call's plan (its mask structure) reports */
+    jattn_status st = jattn_plan_create(&plan, JATTN_PASS_BACKWARD, p, NULL, mask ? &dmask : NULL, &x);
     if (st != JATTN_OK) {
         snprintf(err, errlen, "device timing: %s: %s", jattn_status_name(st), jattn_last_error());
         goto done;
     }
+    ws_bytes = jattn_plan_workspace_size(plan);
     if (ws_bytes) CHECK(cudaMalloc(&ws, ws_bytes));
     x.workspace = ws;
     x.workspace_bytes = ws_bytes;
     for (int i = 0; i < warmup + reps; i++) {
         int timed = i >= warmup;
         if (timed) CHECK(cudaEventRecord(ev[2 * (i - warmup)], stream));
-        st = jattn_backward(NULL, p, NULL, &x, d[0], d[1], d[2], d[3], d[4], d[5], NULL, NULL, d[6], d[7], d[8]);
+        st = jattn_backward_masked(NULL, p, NULL, &x, d[0], d[1], d[2], d[3], d[4], d[5], NULL, mask ? &dmask : NULL,
+                                   d[6], d[7], d[8]);
         if (st != JATTN_OK) {
             snprintf(err, errlen, "device timing: %s: %s", jattn_status_name(st), jattn_last_error());
             goto done;
@@ -200,6 +216,8 @@ done:
     for (int i = 0; i < n_ev; i++) cudaEventDestroy(ev[i]);
     if (stream) cudaStreamDestroy(stream);
     for (int i = 0; i < 9; i++) cudaFree(d[i]);
+    for (int i = 0; i < 7; i++) cudaFree(dm[i]);
+    jattn_plan_free(plan);
     cudaFree(ws);
     free(times);
     free(ev);

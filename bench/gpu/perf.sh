@@ -114,14 +114,21 @@ if has masks; then
       trow "$v-fwdbwd $s" "$r"
     done
   done
-  jrun "gqa 1,32,8,4096,128" -- --heads 32 --kv-heads 8 --seq 4096 --dim 128
-  jrun "mha 1,32,32,4096,128" -- --heads 32 --seq 4096 --dim 128
-  r=$(timeout -k 5 60 python3 "$P" gqa 1,32,8,4096,128 2>> "$OUT/torch_masks.log" | awk '/^RESULT/{print $5}')
-  trow "gqa 1,32,8,4096,128" "$r"
-  jrun "packed 24,128,4x1152" -- --heads 24 --dim 128 --segments 1152,1152,1152,1152
-  jrun "padded 24,128,4x1152" -- --batch 4 --heads 24 --seq 1152 --dim 128
-  r=$(timeout -k 5 60 python3 "$P" padded 24,128,1152+1152+1152+1152 2>> "$OUT/torch_masks.log" | awk '/^RESULT/{print $5}')
-  trow "padded 24,128,4x1152" "$r"
+  # the portable backward (what every GPU but Hopper runs for every call, and Hopper for masked ones)
+  jrun "causal-bwd-v3 1,24,4608,128" JATTN_CUDA_BWD_KERNEL=v3 -- --heads 24 --seq 4608 --dim 128 --causal --backward
+  jrun "plain-bwd-v3 1,24,4608,128" JATTN_CUDA_BWD_KERNEL=v3 -- --heads 24 --seq 4608 --dim 128 --backward
+  for bw in "" "--backward"; do
+    t=${bw:+-bwd}
+    jrun "gqa$t 1,32,8,4096,128" -- --heads 32 --kv-heads 8 --seq 4096 --dim 128 $bw
+    jrun "mha$t 1,32,32,4096,128" -- --heads 32 --seq 4096 --dim 128 $bw
+    r=$(timeout -k 5 60 python3 "$P" gqa 1,32,8,4096,128 $bw 2>> "$OUT/torch_masks.log" | awk '/^RESULT/{print $5}')
+    trow "gqa${bw:+-fwdbwd} 1,32,8,4096,128" "$r"
+    jrun "packed$t 24,128,4x1152" -- --heads 24 --dim 128 --segments 1152,1152,1152,1152 $bw
+    jrun "padded$t 24,128,4x1152" -- --batch 4 --heads 24 --seq 1152 --dim 128 $bw
+    r=$(timeout -k 5 60 python3 "$P" padded 24,128,1152+1152+1152+1152 $bw 2>> "$OUT/torch_masks.log" |
+      awk '/^RESULT/{print $5}')
+    trow "padded${bw:+-fwdbwd} 24,128,4x1152" "$r"
+  done
   echo "masks done after ${SECONDS} s"
 fi
 
@@ -190,6 +197,16 @@ q, m = g("gqa 1,32,8,4096,128", "jattn"), g("mha 1,32,32,4096,128", "jattn")
 print(f"| GQA 32/8 heads fwd (1,4096,128) | {f(q)} | MHA {f(m)} | {ratio(q, m)} | {f(g('gqa 1,32,8,4096,128', 'torch'))} | {ratio(g('gqa 1,32,8,4096,128', 'torch'), q)} |")
 pk, pd = g("packed 24,128,4x1152", "jattn"), g("padded 24,128,4x1152", "jattn")
 print(f"| packed 4x1152 fwd (24 heads, 128) | {f(pk)} | padded batch {f(pd)} | {ratio(pk, pd)} | padded {f(g('padded 24,128,4x1152', 'torch'))} | {ratio(g('padded 24,128,4x1152', 'torch'), pk)} |")
+cv, pv = g("causal-bwd-v3 1,24,4608,128", "jattn"), g("plain-bwd-v3 1,24,4608,128", "jattn")
+print(f"| causal bwd, v3 forced (1,24,4608,128) | {f(cv)} | {f(pv)} | {ratio(cv, pv)} | - | - |")
+q, m = g("gqa-bwd 1,32,8,4096,128", "jattn"), g("mha-bwd 1,32,32,4096,128", "jattn")
+qf = g("gqa 1,32,8,4096,128", "jattn")
+tq = g("gqa-fwdbwd 1,32,8,4096,128", "torch")
+print(f"| GQA 32/8 heads bwd (1,4096,128) | {f(q)} | MHA {f(m)} | {ratio(q, m)} | fwd+bwd {f(tq)} | {ratio(tq, (q + qf) if q and qf else None)} (fwd+bwd) |")
+pk, pd = g("packed-bwd 24,128,4x1152", "jattn"), g("padded-bwd 24,128,4x1152", "jattn")
+pkf = g("packed 24,128,4x1152", "jattn")
+tp = g("padded-fwdbwd 24,128,4x1152", "torch")
+print(f"| packed 4x1152 bwd (24 heads, 128) | {f(pk)} | padded batch {f(pd)} | {ratio(pk, pd)} | padded fwd+bwd {f(tp)} | {ratio(tp, (pk + pkf) if pk and pkf else None)} (fwd+bwd) |")
 EOF
 echo
 [ -s "$OUT/host.md" ] && { echo "### Python (host_cost.py)"; tail -30 "$OUT/host.md"; }
