@@ -262,7 +262,10 @@ JATTN_API jattn_status jattn_select(const jattn_problem *problem, const jattn_ex
 
 /* @return JATTN_OK and `*bytes` = the workspace the selected kernel needs (0 when none), for
  *         jattn_forward and for jattn_forward_padded with any padding; otherwise the status
- *         jattn_select would give. */
+ *         jattn_select would give. A call given a workspace (exec.workspace) of fewer bytes than its
+ *         own plan reports (jattn_plan_workspace_size, at most this value for an unmasked call; the
+ *         slack for an unaligned pointer included, whatever the pointer's alignment) is refused:
+ *         JATTN_ERROR_WORKSPACE_TOO_SMALL, nothing written. */
 JATTN_API jattn_status jattn_workspace_size(const jattn_problem *problem, const jattn_exec *exec, size_t *bytes);
 
 /* ---- context ------------------------------------------------------------------------ */
