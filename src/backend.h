@@ -263,6 +263,16 @@ int jattn_resolve_threads(int requested);
  * OpenMP): selects the thread's slice of the workspace. */
 int jattn_thread_index(void);
 
+/* A loop body of jattn_parallel_for: iteration i, run by `thread` (0 .. threads - 1: the index of
+ * its workspace slice). */
+typedef void jattn_loop_body(void *arg, int64_t i, int thread);
+
+/* body(arg, i, thread) for i = 0 .. n - 1: on `threads` OpenMP threads, one iteration at a time to
+ * whichever is free (JATTN_PARALLEL_FOR_DYNAMIC(1, threads)), when threads > 1; otherwise (and
+ * without OpenMP) a plain loop in ascending order on the calling thread, thread 0, which enters no
+ * parallel region (libgomp's region costs a futex wake even for a team of one, ~0.4 us). */
+void jattn_parallel_for(int64_t n, int threads, jattn_loop_body *body, void *arg);
+
 /* Aligned allocation helpers (64-byte alignment). jattn_free_aligned accepts NULL. */
 void *jattn_alloc_aligned(size_t bytes);
 void jattn_free_aligned(void *p);

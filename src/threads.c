@@ -1,4 +1,4 @@
-/* Thread-count resolution shared by the CPU backends (ref and cpu). */
+/* Threads of the CPU backends (ref and cpu): the thread count, a thread's index, the loop over them. */
 #include "backend.h"
 
 #ifdef _OPENMP
@@ -22,4 +22,17 @@ int jattn_thread_index(void) {
 #else
     return 0;
 #endif
+}
+
+void jattn_parallel_for(int64_t n, int threads, jattn_loop_body *body, void *arg) {
+#ifdef _OPENMP
+    if (threads > 1) {
+        JATTN_PARALLEL_FOR_DYNAMIC(1, threads)
+        for (int64_t i = 0; i < n; i++) body(arg, i, omp_get_thread_num());
+        return;
+    }
+#else
+    (void)threads;
+#endif
+    for (int64_t i = 0; i < n; i++) body(arg, i, 0);
 }

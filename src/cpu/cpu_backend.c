@@ -277,32 +277,47 @@ static size_t cpu_workspace(const jattn_problem *p, const jattn_exec *e, const j
  * bound by which a task picks the plain or the compensated scores kernel (cpu_forward_template.h,
  * task); keys left out by the padding are not read, so they cannot change that choice. The forward
  * and the backward compute it alike, so that the backward's scores are the forward's. */
-static void key_norms(const cpu_kernels *kern, const cpu_flash_args *a, double *k_norm2, int threads) {
-    (void)threads; /* read by the OpenMP pragma only */
-    const int64_t heads = a->B * a->Hkv;
-    JATTN_PARALLEL_FOR_DYNAMIC(1, threads)
-    for (int64_t bh = 0; bh < heads; bh++) {
-        const int64_t b = bh / a->Hkv;
-        const float *kh = a->k + b * a->ks.batch + bh % a->Hkv * a->ks.head;
-        if (!a->mask) { /* the attended keys are rows [0, kv_len or Skv) */
-            k_norm2[bh] = kern->max_row_norm2(a->kv_len ? a->kv_len[b] : a->Skv, a->D, kh, a->ks.token);
-            continue;
-        }
-        cpu_key_blocks keys;
-        cpu_key_blocks_init(&keys, a, b);
-        int64_t rows[256];
-        double best = 0.0;
-        for (int n; (n = cpu_key_blocks_next(&keys, 256, rows)) > 0;) {
-            /* runs of consecutive attended rows at a time */
-            for (int r0 = 0, r1; r0 < n; r0 = r1) {
-                for (r1 = r0 + 1; r1 < n && rows[r1] == rows[r1 - 1] + 1; r1++) {
-                }
-                const double run = kern->max_row_norm2(r1 - r0, a->D, kh + rows[r0] * a->ks.token, a->ks.token);
-                if (run > best) best = run;
-            }
-        }
-        k_norm2[bh] = best;
+/* The key norms' loops' view of a call (key_norms, key_norms_grid): one (b, hk) an iteration. */
+typedef struct key_norms_loop {
+    const cpu_kernels *kern;
+    const cpu_flash_args *a;
+    const jattn_call *c; /* grid mode */
+    double *k_norm2;     /* list mode */
+    float *norm;         /* grid mode */
+    int64_t group, nseg; /* grid mode */
+} key_norms_loop;
+
+static void key_norms_head(void *arg, int64_t bh, int thread) {
+    (void)thread;
+    const key_norms_loop *l = arg;
+    const cpu_kernels *kern = l->kern;
+    const cpu_flash_args *a = l->a;
+    double *k_norm2 = l->k_norm2;
+    const int64_t b = bh / a->Hkv;
+    const float *kh = a->k + b * a->ks.batch + bh % a->Hkv * a->ks.head;
+    if (!a->mask) { /* the attended keys are rows [0, kv_len or Skv) */
+        k_norm2[bh] = kern->max_row_norm2(a->kv_len ? a->kv_len[b] : a->Skv, a->D, kh, a->ks.token);
+        return;
     }
+    cpu_key_blocks keys;
+    cpu_key_blocks_init(&keys, a, b);
+    int64_t rows[256];
+    double best = 0.0;
+    for (int n; (n = cpu_key_blocks_next(&keys, 256, rows)) > 0;) {
+        /* runs of consecutive attended rows at a time */
+        for (int r0 = 0, r1; r0 < n; r0 = r1) {
+            for (r1 = r0 + 1; r1 < n && rows[r1] == rows[r1 - 1] + 1; r1++) {
+            }
+            const double run = kern->max_row_norm2(r1 - r0, a->D, kh + rows[r0] * a->ks.token, a->ks.token);
+            if (run > best) best = run;
+        }
+    }
+    k_norm2[bh] = best;
+}
+
+static void key_norms(const cpu_kernels *kern, const cpu_flash_args *a, double *k_norm2, int threads) {
+    key_norms_loop l = {.kern = kern, .a = a, .k_norm2 = k_norm2};
+    jattn_parallel_for(a->B * a->Hkv, threads, key_norms_head, &l);
 }
 
 /* The key ranges [*lo, *hi) that the query rows of segment s of batch b (s = 0 and the whole
@@ -322,30 +337,42 @@ static void segment_keys(const jattn_call *c, int64_t b, int64_t s, int64_t *qlo
  * segment's window range (the same start for its rows, the end of its last row's window: windows
  * end no earlier for later rows) that the padding and the bias of one of the heads leave. The
  * keys nobody attends are not read. */
-static void key_norms_grid(const cpu_kernels *kern, const cpu_flash_args *a, const jattn_call *c, float *norm,
-                           int threads) {
-    (void)threads; /* read by the OpenMP pragma only */
-    const int64_t heads = a->B * a->Hkv, group = a->H / a->Hkv, nseg = c->cu_seqlens_q ? c->num_segments : 1;
-    JATTN_PARALLEL_FOR_DYNAMIC(1, threads)
-    for (int64_t bh = 0; bh < heads; bh++) {
-        const int64_t b = bh / a->Hkv, hk = bh % a->Hkv;
-        const float *kh = a->k + b * a->ks.batch + hk * a->ks.head;
-        float *nb = norm + bh * a->Skv;
-        for (int64_t s = 0; s < nseg; s++) {
-            int64_t qlo, qhi, klo, khi, lo, hi;
-            segment_keys(c, b, s, &qlo, &qhi, &klo, &khi);
-            if (qhi <= qlo) continue;
-            jattn_call_key_window(c, b, qhi - 1, &lo, &hi);
-            if (lo < klo) lo = klo; /* (lo == klo) */
-            if (a->kv_len && a->kv_len[b] < hi) hi = a->kv_len[b];
-            for (int64_t j = lo; j < hi; j++) {
-                int any = 0;
-                for (int64_t h = hk * group; h < (hk + 1) * group && !any; h++)
-                    any = cpu_key_listed(a, b, cpu_bias_row(a, b, h), j);
-                if (any) nb[j] = (float)kern->max_row_norm2(1, a->D, kh + j * a->ks.token, a->ks.token);
-            }
+static void key_norms_grid_head(void *arg, int64_t bh, int thread) {
+    (void)thread;
+    const key_norms_loop *l = arg;
+    const cpu_kernels *kern = l->kern;
+    const cpu_flash_args *a = l->a;
+    const jattn_call *c = l->c;
+    float *norm = l->norm;
+    const int64_t group = l->group, nseg = l->nseg;
+    const int64_t b = bh / a->Hkv, hk = bh % a->Hkv;
+    const float *kh = a->k + b * a->ks.batch + hk * a->ks.head;
+    float *nb = norm + bh * a->Skv;
+    for (int64_t s = 0; s < nseg; s++) {
+        int64_t qlo, qhi, klo, khi, lo, hi;
+        segment_keys(c, b, s, &qlo, &qhi, &klo, &khi);
+        if (qhi <= qlo) continue;
+        jattn_call_key_window(c, b, qhi - 1, &lo, &hi);
+        if (lo < klo) lo = klo; /* (lo == klo) */
+        if (a->kv_len && a->kv_len[b] < hi) hi = a->kv_len[b];
+        for (int64_t j = lo; j < hi; j++) {
+            int any = 0;
+            for (int64_t h = hk * group; h < (hk + 1) * group && !any; h++)
+                any = cpu_key_listed(a, b, cpu_bias_row(a, b, h), j);
+            if (any) nb[j] = (float)kern->max_row_norm2(1, a->D, kh + j * a->ks.token, a->ks.token);
         }
     }
+}
+
+static void key_norms_grid(const cpu_kernels *kern, const cpu_flash_args *a, const jattn_call *c, float *norm,
+                           int threads) {
+    key_norms_loop l = {.kern = kern,
+                        .a = a,
+                        .c = c,
+                        .norm = norm,
+                        .group = a->H / a->Hkv,
+                        .nseg = c->cu_seqlens_q ? c->num_segments : 1};
+    jattn_parallel_for(a->B * a->Hkv, threads, key_norms_grid_head, &l);
 }
 
 /* The kernels' view of a call (its forward tensors; the backward's are in cpu_bwd_args). */
@@ -380,6 +407,41 @@ static void compute_norms(const cpu_kernels *kern, const cpu_flash_args *a, cons
         key_norms(kern, a, (double *)norms, threads);
 }
 
+/* The forward's task loop's view of a call: task t is query unit u of (b, h). */
+typedef struct forward_loop {
+    const jattn_problem *p;
+    const cpu_flash_args *a;
+    const qpart *q;
+    float *ws; /* thread i's slice at ws + i per_thread */
+    int64_t per_thread, bh_count;
+    int heavy_first;
+} forward_loop;
+
+static void forward_task(void *arg, int64_t t, int thread) {
+    const forward_loop *l = arg;
+    const jattn_problem *p = l->p;
+    const qpart *q = l->q;
+    const int64_t bh_count = l->bh_count;
+    float *mine = l->ws + (int64_t)thread * l->per_thread;
+    int64_t b, h, u;
+    if (q->rows > 1) { /* per-batch segments: batch by batch */
+        int64_t rest = t;
+        for (b = 0; rest >= p->heads * qpart_units(q, b); b++) rest -= p->heads * qpart_units(q, b);
+        const int64_t nu = qpart_units(q, b);
+        h = rest / nu, u = rest % nu;
+    } else if (l->heavy_first) {
+        const int64_t nu = qpart_units(q, 0);
+        u = nu - 1 - t / bh_count, b = t % bh_count / p->heads, h = t % p->heads;
+    } else {
+        const int64_t nu = qpart_units(q, 0), bh = t / nu;
+        u = t % nu, b = bh / p->heads, h = bh % p->heads;
+    }
+    cpu_qblock blk[CPU_GROUP_MAX];
+    const cpu_kernels *k;
+    const int n = qpart_unit(q, b, u, blk, &k);
+    k->task(l->a, b, h, blk, n, mine);
+}
+
 static jattn_status cpu_forward(const jattn_call *c, const jattn_plan *plan) {
     const jattn_problem *p = c->problem;
     const cpu_kernels *kern = plan->kernel;
@@ -400,28 +462,14 @@ static jattn_status cpu_forward(const jattn_call *c, const jattn_plan *plan) {
         for (int64_t b = 0; b < p->batch; b++) tasks += p->heads * qpart_units(&q, b);
     else
         tasks = bh_count * qpart_units(&q, 0);
-    const int heavy_first = a.grid && q.rows <= 1; /* causal: a head's last blocks have the most keys */
-    JATTN_PARALLEL_FOR_DYNAMIC(1, threads)
-    for (int64_t t = 0; t < tasks; t++) {
-        float *mine = ws + (int64_t)jattn_thread_index() * per_thread;
-        int64_t b, h, u;
-        if (q.rows > 1) { /* per-batch segments: batch by batch */
-            int64_t rest = t;
-            for (b = 0; rest >= p->heads * qpart_units(&q, b); b++) rest -= p->heads * qpart_units(&q, b);
-            const int64_t nu = qpart_units(&q, b);
-            h = rest / nu, u = rest % nu;
-        } else if (heavy_first) {
-            const int64_t nu = qpart_units(&q, 0);
-            u = nu - 1 - t / bh_count, b = t % bh_count / p->heads, h = t % p->heads;
-        } else {
-            const int64_t nu = qpart_units(&q, 0), bh = t / nu;
-            u = t % nu, b = bh / p->heads, h = bh % p->heads;
-        }
-        cpu_qblock blk[CPU_GROUP_MAX];
-        const cpu_kernels *k;
-        const int n = qpart_unit(&q, b, u, blk, &k);
-        k->task(&a, b, h, blk, n, mine);
-    }
+    forward_loop l = {.p = p,
+                      .a = &a,
+                      .q = &q,
+                      .ws = ws,
+                      .per_thread = per_thread,
+                      .bh_count = bh_count,
+                      .heavy_first = a.grid && q.rows <= 1}; /* causal: a head's last blocks have the most keys */
+    jattn_parallel_for(tasks, threads, forward_task, &l);
     return JATTN_OK;
 }
 
@@ -471,7 +519,7 @@ static void backward_units(const cpu_bwd_args *a, const qpart *q, int64_t b, int
     const int64_t group = a->f.H / a->f.Hkv, nu = qpart_units(q, b);
     for (int64_t h = hk * group; h < (hk + 1) * group; h++)
         for (int64_t u = 0; u < nu; u++) {
-            cpu_qblock blk[CPU_GROUP_MAX];
+            cpu_qblock blk[CPU_GROUP_MAX] = {{0, 0}}; /* set: gcc cannot see that qpart_unit fills n >= 1 */
             const cpu_kernels *k;
             const int n = qpart_unit(q, b, u, blk, &k);
             if (blk[n - 1].q0 + blk[n - 1].nq <= qlo || blk[0].q0 >= qhi) continue;
@@ -489,6 +537,83 @@ static int64_t list_block_start(const cpu_flash_args *a, int64_t bk, int64_t b, 
     for (int64_t j = 0; j < end; j++)
         if (m[j] && seen++ == want) return j;
     return end;
+}
+
+/* The backward's loops' view of a call (the schedules below). */
+typedef struct backward_loop {
+    const jattn_call *c;
+    const cpu_kernels *kern;
+    const cpu_bwd_args *a;
+    const qpart *q;
+    float *ws; /* thread i's slice at ws + i per_thread */
+    int64_t per_thread;
+    int64_t run, runs, nseg; /* phase 1 */
+} backward_loop;
+
+/* One phase: the whole (b, hk) = bh. */
+static void backward_head(void *arg, int64_t bh, int thread) {
+    const backward_loop *l = arg;
+    const jattn_call *c = l->c;
+    const jattn_problem *p = c->problem;
+    float *mine = l->ws + (int64_t)thread * l->per_thread;
+    const int64_t b = bh / p->kv_heads, hk = bh % p->kv_heads;
+    zero_rows(c->dk, c->g.dk, b, hk, p->seq_kv, p->head_dim);
+    zero_rows(c->dv, c->g.dv, b, hk, p->seq_kv, p->head_dim);
+    backward_units(l->a, l->q, b, hk, 0, p->seq_q, 0, INT64_MAX, CPU_BWD_DKV | CPU_BWD_DQ, mine);
+}
+
+/* Two phases, before phase 1: zero dk, dv of (b, hk) = bh. */
+static void backward_zero_head(void *arg, int64_t bh, int thread) {
+    (void)thread;
+    const jattn_call *c = ((const backward_loop *)arg)->c;
+    const jattn_problem *p = c->problem;
+    zero_rows(c->dk, c->g.dk, bh / p->kv_heads, bh % p->kv_heads, p->seq_kv, p->head_dim);
+    zero_rows(c->dv, c->g.dv, bh / p->kv_heads, bh % p->kv_heads, p->seq_kv, p->head_dim);
+}
+
+/* Phase 1: dk, dv of (b, hk), run r of its key blocks (grid mode: of segment s's cells). */
+static void backward_key_run(void *arg, int64_t task, int thread) {
+    const backward_loop *l = arg;
+    const jattn_call *c = l->c;
+    const jattn_problem *p = c->problem;
+    const cpu_kernels *kern = l->kern;
+    const cpu_bwd_args *a = l->a;
+    const int64_t run = l->run, runs = l->runs, nseg = l->nseg;
+    float *mine = l->ws + (int64_t)thread * l->per_thread;
+    const int64_t bh = task / (nseg * runs), s = task / runs % nseg, r = task % runs;
+    const int64_t b = bh / p->kv_heads, hk = bh % p->kv_heads;
+    int64_t qlo, qhi, klo, khi, j0, j1;
+    if (!a->f.grid) {
+        qlo = 0, qhi = p->seq_q;
+        j0 = list_block_start(&a->f, kern->bk, b, r * run), j1 = list_block_start(&a->f, kern->bk, b, (r + 1) * run);
+    } else { /* the segment's cells: run r of ceil(keys / BK) */
+        segment_keys(c, b, s, &qlo, &qhi, &klo, &khi);
+        const int64_t cells = (khi - klo + kern->bk - 1) / kern->bk;
+        const int64_t c0 = cells * r / runs, c1 = cells * (r + 1) / runs;
+        j0 = klo + c0 * kern->bk, j1 = klo + c1 * kern->bk < khi ? klo + c1 * kern->bk : khi;
+        if (c1 == c0 || qhi <= qlo) return;
+    }
+    if (j1 > j0) backward_units(a, l->q, b, hk, qlo, qhi, j0, j1, CPU_BWD_DKV, mine);
+}
+
+/* Phase 2: dq of one tile group of (b, h), every key block. */
+static void backward_query_group(void *arg, int64_t task, int thread) {
+    const backward_loop *l = arg;
+    const jattn_problem *p = l->c->problem;
+    const qpart *q = l->q;
+    float *mine = l->ws + (int64_t)thread * l->per_thread;
+    int64_t b = 0, rest = task;
+    if (q->rows > 1)
+        for (; rest >= p->heads * qpart_units(q, b); b++) rest -= p->heads * qpart_units(q, b);
+    else {
+        b = task / (p->heads * qpart_units(q, 0));
+        rest = task % (p->heads * qpart_units(q, 0));
+    }
+    const int64_t nu = qpart_units(q, b), h = rest / nu, u = rest % nu;
+    cpu_qblock blk[CPU_GROUP_MAX];
+    const cpu_kernels *k;
+    const int n = qpart_unit(q, b, u, blk, &k);
+    k->bwd_tile(l->a, b, h, blk, n, 0, INT64_MAX, CPU_BWD_DQ, mine);
 }
 
 /* Schedules. B*Hkv >= 5/7 of the threads: task = one (b, hk), its query heads' tile groups in
@@ -524,23 +649,12 @@ static jattn_status cpu_backward(const jattn_call *c, const jattn_plan *plan) {
     const qpart q = qpart_make(c, plan, CPU_BWD_GROUP, threads, seg_ws);
     compute_norms(kern, &a.f, c, norms, threads);
     const int64_t heads = p->batch * p->kv_heads;
-    const int64_t all = INT64_MAX;
+    backward_loop l = {.c = c, .kern = kern, .a = &a, .q = &q, .ws = ws, .per_thread = per_thread};
     if (5 * (int64_t)threads <= 7 * heads) { /* the two phases do 7/5 of the work: worth it below 5/7 heads a thread */
-        JATTN_PARALLEL_FOR_DYNAMIC(1, threads)
-        for (int64_t bh = 0; bh < heads; bh++) {
-            float *mine = ws + (int64_t)jattn_thread_index() * per_thread;
-            const int64_t b = bh / p->kv_heads, hk = bh % p->kv_heads;
-            zero_rows(c->dk, c->g.dk, b, hk, p->seq_kv, p->head_dim);
-            zero_rows(c->dv, c->g.dv, b, hk, p->seq_kv, p->head_dim);
-            backward_units(&a, &q, b, hk, 0, p->seq_q, 0, all, CPU_BWD_DKV | CPU_BWD_DQ, mine);
-        }
+        jattn_parallel_for(heads, threads, backward_head, &l);
         return JATTN_OK;
     }
-    JATTN_PARALLEL_FOR_DYNAMIC(1, threads)
-    for (int64_t bh = 0; bh < heads; bh++) {
-        zero_rows(c->dk, c->g.dk, bh / p->kv_heads, bh % p->kv_heads, p->seq_kv, p->head_dim);
-        zero_rows(c->dv, c->g.dv, bh / p->kv_heads, bh % p->kv_heads, p->seq_kv, p->head_dim);
-    }
+    jattn_parallel_for(heads, threads, backward_zero_head, &l);
     /* phase 1: runs of key blocks, ~4 tasks a thread (the blocks past a batch's last attended key
      * make empty tasks); grid mode: runs of each segment's cells */
     const int64_t kblocks = (p->seq_kv + kern->bk - 1) / kern->bk;
@@ -553,44 +667,13 @@ static jattn_status cpu_backward(const jattn_call *c, const jattn_plan *plan) {
         runs = (4 * (int64_t)threads + heads * nseg - 1) / (heads * nseg);
         if (runs > kblocks) runs = kblocks;
     }
-    JATTN_PARALLEL_FOR_DYNAMIC(1, threads)
-    for (int64_t task = 0; task < heads * nseg * runs; task++) {
-        float *mine = ws + (int64_t)jattn_thread_index() * per_thread;
-        const int64_t bh = task / (nseg * runs), s = task / runs % nseg, r = task % runs;
-        const int64_t b = bh / p->kv_heads, hk = bh % p->kv_heads;
-        int64_t qlo, qhi, klo, khi, j0, j1;
-        if (!a.f.grid) {
-            qlo = 0, qhi = p->seq_q;
-            j0 = list_block_start(&a.f, kern->bk, b, r * run), j1 = list_block_start(&a.f, kern->bk, b, (r + 1) * run);
-        } else { /* the segment's cells: run r of ceil(keys / BK) */
-            segment_keys(c, b, s, &qlo, &qhi, &klo, &khi);
-            const int64_t cells = (khi - klo + kern->bk - 1) / kern->bk;
-            const int64_t c0 = cells * r / runs, c1 = cells * (r + 1) / runs;
-            j0 = klo + c0 * kern->bk, j1 = klo + c1 * kern->bk < khi ? klo + c1 * kern->bk : khi;
-            if (c1 == c0 || qhi <= qlo) continue;
-        }
-        if (j1 > j0) backward_units(&a, &q, b, hk, qlo, qhi, j0, j1, CPU_BWD_DKV, mine);
-    }
+    l.run = run, l.runs = runs, l.nseg = nseg;
+    jattn_parallel_for(heads * nseg * runs, threads, backward_key_run, &l);
     /* phase 2: dq, one tile group a task */
     int64_t tasks = 0;
     for (int64_t b = 0; b < (q.rows > 1 ? p->batch : 1); b++) tasks += qpart_units(&q, b);
     if (q.rows <= 1) tasks *= p->batch;
-    JATTN_PARALLEL_FOR_DYNAMIC(1, threads)
-    for (int64_t task = 0; task < tasks * p->heads; task++) {
-        float *mine = ws + (int64_t)jattn_thread_index() * per_thread;
-        int64_t b = 0, rest = task;
-        if (q.rows > 1)
-            for (; rest >= p->heads * qpart_units(&q, b); b++) rest -= p->heads * qpart_units(&q, b);
-        else {
-            b = task / (p->heads * qpart_units(&q, 0));
-            rest = task % (p->heads * qpart_units(&q, 0));
-        }
-        const int64_t nu = qpart_units(&q, b), h = rest / nu, u = rest % nu;
-        cpu_qblock blk[CPU_GROUP_MAX];
-        const cpu_kernels *k;
-        const int n = qpart_unit(&q, b, u, blk, &k);
-        k->bwd_tile(&a, b, h, blk, n, 0, all, CPU_BWD_DQ, mine);
-    }
+    jattn_parallel_for(tasks * p->heads, threads, backward_query_group, &l);
     return JATTN_OK;
 }
 
