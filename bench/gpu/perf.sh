@@ -169,20 +169,14 @@ print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 for s in ["1,24,1536,128", "1,24,4608,128", "1,24,16384,128", "1,24,4608,64"]:
     jf, jb, tf, tb = g("fwd " + s, "jattn"), g("bwd " + s, "jattn"), g("fwd " + s, "torch"), g("bwd " + s, "torch")
     print(f"| ({s}) | {f(jf)} | {f(jb)} | {ratio(jb, jf)} | {f(tf)} | {f(tb)} | {ratio(tf, jf)} | {ratio(tb, jb)} |")
-print("\n### The portable backward (v3 forced) against PyTorch's fp32 backward (ms)\n")
-print("| (B,H,S,D) | jattn v3 | PyTorch | PyTorch / jattn |")
-print("| --- | ---: | ---: | ---: |")
-for s in ["1,16,4096,72", "1,24,4096,96", "1,24,4608,128", "1,12,4096,256"]:
-    j = g("v3 " + s, "jattn")
-    t = g("v3 " + s, "torch") or g("bwd " + s, "torch")
-    print(f"| ({s}) | {f(j)} | {f(t)} | {ratio(t, j)} |")
-print("\n### The portable forward (v7 forced) against PyTorch's fp32 forward (ms)\n")
-print("| (B,H,S,D) | jattn v7 | PyTorch | PyTorch / jattn |")
-print("| --- | ---: | ---: | ---: |")
-for s in ["1,16,4096,72", "1,24,4096,96", "1,24,4608,128", "1,12,4096,256"]:
-    j = g("v7 " + s, "jattn")
-    t = g("v7 " + s, "torch") or g("fwd " + s, "torch")
-    print(f"| ({s}) | {f(j)} | {f(t)} | {ratio(t, j)} |")
+# the portable kernels forced; PyTorch's row from the portable step, else the flux step's same shape
+for tag, flux, what in (("v3", "bwd", "backward (v3 forced)"), ("v7", "fwd", "forward (v7 forced)")):
+    print(f"\n### The portable {what} against PyTorch's fp32 {what.split()[0]} (ms)\n")
+    print(f"| (B,H,S,D) | jattn {tag} | PyTorch | PyTorch / jattn |")
+    print("| --- | ---: | ---: | ---: |")
+    for s in ["1,16,4096,72", "1,24,4096,96", "1,24,4608,128", "1,12,4096,256"]:
+        j, t = g(f"{tag} {s}", "jattn"), g(f"{tag} {s}", "torch") or g(f"{flux} {s}", "torch")
+        print(f"| ({s}) | {f(j)} | {f(t)} | {ratio(t, j)} |")
 print("\n### Masks and grouped heads (ms)\n")
 print("| what | jattn | jattn plain | jattn / plain | PyTorch | PyTorch / jattn |")
 print("| --- | ---: | ---: | ---: | ---: | ---: |")
