@@ -16,8 +16,8 @@ int jattn_device_timed_backward(const jattn_problem *p, const jattn_exec *e, con
                                 const float *k, const float *v, const float *out, const float *lse, const float *dout,
                                 float *dq, float *dk, float *dv, int warmup, int reps, double *ms_median, char *err,
                                 size_t errlen) {
-    (void)p, (void)e, (void)mask, (void)q, (void)k, (void)v, (void)out, (void)lse, (void)dout, (void)dq, (void)dk, (void)dv,
-        (void)warmup, (void)reps, (void)ms_median;
+    (void)p, (void)e, (void)mask, (void)q, (void)k, (void)v, (void)out, (void)lse, (void)dout, (void)dq, (void)dk,
+        (void)dv, (void)warmup, (void)reps, (void)ms_median;
     snprintf(err, errlen, "device timing: cuda is not built into this jattn");
     return -1;
 }

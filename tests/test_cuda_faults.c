@@ -337,7 +337,8 @@ static void refuse_small_workspace(const arrays *a, results *r, dresults *d) {
          * also covers key padding, which this call has not) */
         jattn_exec pe = e;
         pe.cuda_stream = s;
-        const size_t own = jt_plan_workspace(backward ? JATTN_PASS_BACKWARD : JATTN_PASS_FORWARD, &a->p, NULL, NULL, &pe);
+        const size_t own =
+            jt_plan_workspace(backward ? JATTN_PASS_BACKWARD : JATTN_PASS_FORWARD, &a->p, NULL, NULL, &pe);
         if (own < 64 || own > need) {
             printf("FAIL %s: the call's plan needs %zu bytes\n", what, own);
             jt_tally_add(&tally, 0);

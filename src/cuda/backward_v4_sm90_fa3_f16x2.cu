@@ -133,8 +133,8 @@ constexpr int kCtaKeys = kConsumers * kWgKeys; /* keys per work item */
 /* log2 e - (float)log2 e (P's exponent as a pair) and ln 2 */
 constexpr float kV4Log2eLo = (float)(1.4426950408889634074 - (double)kLog2e);
 constexpr float kV4Ln2 = 0.6931471805599453f;
-constexpr int kMaxCtas = 132;                  /* the persistent grid's size at most (the workspace's copies) */
-constexpr int kDsImage = kM * kCtaKeys * 2;    /* one part of dS [64 queries][128 keys] fp16 */
+constexpr int kMaxCtas = 132;               /* the persistent grid's size at most (the workspace's copies) */
+constexpr int kDsImage = kM * kCtaKeys * 2; /* one part of dS [64 queries][128 keys] fp16 */
 constexpr int kExtrasPad = (kBwdExtras + 15) / 16 * 16;
 
 /* The order of dK and dV in an m-block: dK first releases the Q slot earlier (the producer's next Q copy then
