@@ -121,6 +121,30 @@ def median_ms(fn, setup, reps):
     return times[len(times) // 2]
 
 
+def time_case(case: str, reps: int, dev: torch.device) -> None:
+    """Prints the median time of SDPA's backward at one case (its tensors are freed on return)."""
+    b, h, hkv, sq, skv, d, spec = parse(case)
+    g = torch.Generator(device=dev).manual_seed(1)
+    q = torch.randn(b, h, sq, d, device=dev, generator=g, requires_grad=True)
+    k, v = (torch.randn(b, hkv, skv, d, device=dev, generator=g, requires_grad=True) for _ in range(2))
+    dout = torch.randn(b, h, sq, d, device=dev, generator=g)
+    try:
+        mask, is_causal = make_mask(b, h, sq, skv, spec, dev)
+        state = {}
+
+        def setup():
+            for t in (q, k, v):
+                t.grad = None
+            state["out"] = F.scaled_dot_product_attention(
+                q, k, v, attn_mask=mask, is_causal=is_causal, enable_gqa=hkv != h
+            )
+
+        ms = median_ms(lambda: state["out"].backward(dout), setup, reps)
+        print(f"RESULT torch {case} {ms:.4f}", flush=True)
+    except Exception as e:  # noqa: BLE001 (a case PyTorch refuses is reported, not fatal)
+        print(f"FAIL torch {case}: {type(e).__name__}: {str(e).splitlines()[0][:160]}", flush=True)
+
+
 def main() -> None:
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
@@ -130,27 +154,7 @@ def main() -> None:
         reps, args = int(args[1]), args[2:]
     dev = torch.device("cuda")
     for case in args:
-        b, h, hkv, sq, skv, d, spec = parse(case)
-        g = torch.Generator(device=dev).manual_seed(1)
-        q = torch.randn(b, h, sq, d, device=dev, generator=g, requires_grad=True)
-        k, v = (torch.randn(b, hkv, skv, d, device=dev, generator=g, requires_grad=True) for _ in range(2))
-        dout = torch.randn(b, h, sq, d, device=dev, generator=g)
-        try:
-            mask, is_causal = make_mask(b, h, sq, skv, spec, dev)
-            state = {}
-
-            def setup():
-                for t in (q, k, v):
-                    t.grad = None
-                state["out"] = F.scaled_dot_product_attention(
-                    q, k, v, attn_mask=mask, is_causal=is_causal, enable_gqa=hkv != h
-                )
-
-            ms = median_ms(lambda: state["out"].backward(dout), setup, reps)
-            print(f"RESULT torch {case} {ms:.4f}", flush=True)
-        except Exception as e:  # noqa: BLE001 (a case PyTorch refuses is reported, not fatal)
-            print(f"FAIL torch {case}: {type(e).__name__}: {str(e).splitlines()[0][:160]}", flush=True)
-        del q, k, v, dout
+        time_case(case, reps, dev)
         torch.cuda.empty_cache()
 
 

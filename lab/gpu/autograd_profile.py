@@ -51,8 +51,11 @@ def main() -> None:
             step(f)
             cpu.append((time.perf_counter() - t0) * 1e3)  # host time to enqueue one step
         cpu.sort()
-        print(f"RESULT {name} ({bsz},{heads},{seq},{dim}) step ms: pipelined {pipelined:.3f}, synced median "
-              f"{synced[n // 2]:.3f}, host enqueue median {cpu[n // 2]:.3f}", flush=True)
+        print(
+            f"RESULT {name} ({bsz},{heads},{seq},{dim}) step ms: pipelined {pipelined:.3f}, synced median "
+            f"{synced[n // 2]:.3f}, host enqueue median {cpu[n // 2]:.3f}",
+            flush=True,
+        )
         with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
             for _ in range(3):
                 step(f)

@@ -10,9 +10,8 @@ usage: python3 lab/gpu/emulate_backward_v3_chains.py [seeds] [chain]
 
 import sys
 
-import numpy as np
-
 import emulate_backward_v3 as emu
+import numpy as np
 
 
 def main():

@@ -76,7 +76,10 @@ def chain(acc, pairs, fresh):
     return acc
 
 
-def records(x, mul=F32(1)):
+ONE = F32(1)
+
+
+def records(x, mul=ONE):
     """x (S, D) float32 -> per 64-row tile (hi, lo, u) with rows past S zero."""
     S, D = x.shape
     T = -(-S // TILE)
@@ -174,8 +177,9 @@ def backward_v4(q, k, v, out, dout, lse, dlse, scale, rng):
                     x = chain(np.zeros((TILE, TILE), F32), pairs, True)
                     step = 2 if S_FORM == "pairs" else D // 16 - 2  # --s-form rest: one step chain of slices 2..
                     for s0 in range(2, D // 16, step):
-                        st = chain(np.zeros((TILE, TILE), F32), [(kh_s[s], qh_s[s].T) for s in range(s0, s0 + step)],
-                                   True)
+                        st = chain(
+                            np.zeros((TILE, TILE), F32), [(kh_s[s], qh_s[s].T) for s in range(s0, s0 + step)], True
+                        )
                         x = (x + st).astype(F32)
                 # 2. P
                 us = F32(ukw * uq)
@@ -332,8 +336,17 @@ def main():
     SPLIT = "--tf32" not in sys.argv
     seeds = int(sys.argv[sys.argv.index("--seeds") + 1]) if "--seeds" in sys.argv else 2
     gate = 5e-6 if SPLIT else 1e-3
-    shapes = [(8, 8, 128), (40, 40, 128), (64, 64, 128), (33, 33, 64), (127, 129, 64), (130, 257, 128), (1, 200, 128),
-              (200, 300, 64), (256, 256, 128)]
+    shapes = [
+        (8, 8, 128),
+        (40, 40, 128),
+        (64, 64, 128),
+        (33, 33, 64),
+        (127, 129, 64),
+        (130, 257, 128),
+        (1, 200, 128),
+        (200, 300, 64),
+        (256, 256, 128),
+    ]
     if "--quick" in sys.argv:
         shapes = shapes[:4]
     if "--tail" in sys.argv:  # the small peaky shapes, many seeds
@@ -350,11 +363,16 @@ def main():
                 for name, r, f in res:
                     key = (dist, name)
                     worst[key] = max(worst.get(key, 0.0), r)
-                print(f"{'FAIL' if fail else 'ok  '} seed {seed} Sq={Sq} Skv={Skv} D={D} {dist:7s}: "
-                      + " ".join(f"{n} {r:.3g} (floor {f:.2g})" for n, r, f in res), flush=True)
+                print(
+                    f"{'FAIL' if fail else 'ok  '} seed {seed} Sq={Sq} Skv={Skv} D={D} {dist:7s}: "
+                    + " ".join(f"{n} {r:.3g} (floor {f:.2g})" for n, r, f in res),
+                    flush=True,
+                )
     print("worst rel_l2: " + ", ".join(f"{d} {n} {r:.3g}" for (d, n), r in sorted(worst.items())))
-    print(f"{sum(1 for _ in worst)} series, {bad} cases over the gate and 3x the floor"
-          + (f"; dQ fixed-point bound violations {BOUND_VIOLATIONS[0]}" if DQ_FIXED else ""))
+    print(
+        f"{sum(1 for _ in worst)} series, {bad} cases over the gate and 3x the floor"
+        + (f"; dQ fixed-point bound violations {BOUND_VIOLATIONS[0]}" if DQ_FIXED else "")
+    )
     bad += BOUND_VIOLATIONS[0]
     sys.exit(1 if bad else 0)
 

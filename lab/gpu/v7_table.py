@@ -67,7 +67,9 @@ def main() -> None:
             f"{g('torch_fwd') / g('fwd_auto'):.2f}x |"
         )
     print()
-    print("| (B,H,S,D) | v3 bwd | TF/s | torch bwd | torch / v3 | torch det. / v3 | fwd+bwd autograd v7+v3 / torch | ratio | grads rel |")
+    print(
+        "| (B,H,S,D) | v3 bwd | TF/s | torch bwd | torch / v3 | torch det. / v3 | fwd+bwd autograd v7+v3 / torch | ratio | grads rel |"
+    )
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
     for key in sorted(rows, key=lambda k: (k[3], k[2])):
         r = rows[key]
@@ -88,7 +90,9 @@ def main() -> None:
         print("| --- | --- | ---: | ---: |")
         for key, r in autos:
             t = r.get("torch backward-default", NAN)
-            print(f"| {key} | {r['bwd_auto']:.3f} ({r.get('bwd_auto_kernel', '?')}) | {t:.3f} | {t / r['bwd_auto']:.2f}x |")
+            print(
+                f"| {key} | {r['bwd_auto']:.3f} ({r.get('bwd_auto_kernel', '?')}) | {t:.3f} | {t / r['bwd_auto']:.2f}x |"
+            )
     print()
     for j in checks:
         print(
