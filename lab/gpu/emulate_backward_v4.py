@@ -360,7 +360,7 @@ def main():
                 res = case(rng, Sq, Skv, D, dist, with_dlse=(seed + Sq) % 2 == 1)
                 fail = any(r > gate and r > 3 * f for _, r, f in res)
                 bad += fail
-                for name, r, f in res:
+                for name, r, _f in res:
                     key = (dist, name)
                     worst[key] = max(worst.get(key, 0.0), r)
                 print(
