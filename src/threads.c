@@ -7,9 +7,9 @@
 
 int jattn_resolve_threads(int requested) {
 #ifdef _OPENMP
-    int procs = omp_get_num_procs();
-    if (requested <= 0) return procs > 0 ? procs : 1;
-    return requested;
+    if (requested > 0) return requested;
+    const int procs = omp_get_num_procs(); /* (a system call: only when asked for all cores) */
+    return procs > 0 ? procs : 1;
 #else
     (void)requested;
     return 1;

@@ -92,53 +92,66 @@ static void JK(bwd_probs_exact)(int n, float c, float *st, const float *sl, cons
 
 /* ---- bwd_dots_exact: dpt[j][q] + dpl[j][q] = x[j][:] . yt[:][q] for j < jr ----------------
  * reads x rows j < jr (D floats each, row stride xs), yt [D][QB]; writes dpt, dpl [jr][QB].
- * The dP and Dl of the small query tiles (bwd_tile): every product's rounding error (an exact
- * FMA) and every addition's by TwoSum, which unlike the Fast2Sum of scores_exact needs no
- * ordering of the two magnitudes: v . dO is a sum of terms of both signs whose partial sums
- * fall below the next term, where Fast2Sum's error term is wrong by up to u |term|, and dS =
- * P (dP - Dl) of a near one-hot row is the small difference of two such sums. (scores_exact
- * stays as it is: it is the forward's, and the backward recomputes the forward's S with it.)
- * A non-finite term leaves the error NaN: it is dropped, the sum carries the inf. */
+ * The dP and Dl of the small query tiles (bwd_tile) and of the dominant elements: v . dO is a sum
+ * of terms of both signs whose partial sums fall below the next term, and dS = P (dP - Dl) of a near
+ * one-hot row is the small difference of two such sums, so the sum keeps its digits: each product of
+ * two floats is exact in float64, the sum runs in float64 (d ascending, one rounding of 2^-53 per
+ * addition), and the result splits into the pair hi = round(s), lo = round(s - hi). Every lane of
+ * every call does exactly these operations on its two factors (bwd_dl_exact too), so that with a
+ * single key, where O is that key's v row bit for bit, dP - Dl is exactly 0. A non-finite term
+ * leaves lo NaN: it is dropped, hi carries the inf. Two float64 FMAs per product and vector (the
+ * float32 TwoSum pair it replaced took nine operations): the backward of a small call and of head
+ * dims <= 16 take this path for every tile. */
+#define JK_DOTS_EXACT_KEYS 4 /* keys whose sums run side by side */
+static inline void JK(bwd_dots_split)(jd a0, jd a1, float *hi, float *lo) {
+    const jv h = jv_of_jd(a0, a1);
+    jv_store(hi, h);
+    jv_store(lo, jv_nan_to_zero(jv_of_jd(jd_sub(a0, jd_lo(h)), jd_sub(a1, jd_hi(h)))));
+}
+
+static inline void JK(bwd_dots_exact_keys)(const int jn, int64_t D, const float *x, ptrdiff_t xs, const float *yt,
+                                           float *dpt, float *dpl, int v) {
+    jd acc[JK_DOTS_EXACT_KEYS][2];
+    JK_UNROLL for (int j = 0; j < jn; j++) acc[j][0] = acc[j][1] = jd_zero();
+    for (int64_t d = 0; d < D; d++) {
+        const jv y = jv_load(yt + d * JK_QB + v * JK_VL);
+        const jd y0 = jd_lo(y), y1 = jd_hi(y);
+        JK_UNROLL for (int j = 0; j < jn; j++) {
+            const jd b = jd_set1((double)x[j * xs + d]);
+            acc[j][0] = jd_fma(b, y0, acc[j][0]);
+            acc[j][1] = jd_fma(b, y1, acc[j][1]);
+        }
+    }
+    JK_UNROLL for (int j = 0; j < jn; j++)
+        JK(bwd_dots_split)(acc[j][0], acc[j][1], dpt + j * JK_QB + v * JK_VL, dpl + j * JK_QB + v * JK_VL);
+}
+
 static void JK(bwd_dots_exact)(int jr, int64_t D, const float *x, ptrdiff_t xs, const float *yt, float *dpt,
                                float *dpl) {
-    for (int j = 0; j < jr; j++)
-        for (int v = 0; v < JK_NQV; v++) {
-            jv sum = jv_zero(), err = jv_zero();
-            for (int64_t d = 0; d < D; d++) {
-                const jv b = jv_bcast(x + j * xs + d), y = jv_load(yt + d * JK_QB + v * JK_VL);
-                const jv prod = jv_mul(b, y);
-                const jv prod_err = jv_fma_exact(b, y, jv_sub(jv_zero(), prod));
-                const jv t = jv_add(sum, prod), bt = jv_sub(t, sum);
-                err = jv_add(err, jv_add(jv_add(jv_sub(sum, jv_sub(t, bt)), jv_sub(prod, bt)), prod_err));
-                sum = t;
-            }
-            jv_store(dpt + j * JK_QB + v * JK_VL, sum);
-            jv_store(dpl + j * JK_QB + v * JK_VL, jv_nan_to_zero(err));
-        }
+    for (int v = 0; v < JK_NQV; v++) {
+        int j = 0;
+        for (; j + JK_DOTS_EXACT_KEYS <= jr; j += JK_DOTS_EXACT_KEYS)
+            JK(bwd_dots_exact_keys)(JK_DOTS_EXACT_KEYS, D, x + j * xs, xs, yt, dpt + j * JK_QB, dpl + j * JK_QB, v);
+        for (; j < jr; j++) JK(bwd_dots_exact_keys)(1, D, x + j * xs, xs, yt, dpt + j * JK_QB, dpl + j * JK_QB, v);
+    }
 }
 
 /* ---- bwd_dl_exact: dlt[q] + dll[q] = ot[:][q] . dot[:][q] for every lane q ---------------------
  * reads ot, dot [D][QB] (ot: the tile's O^T, pack_qt); writes dlt, dll [QB]. Dl of the tiles that
  * take it exactly (bwd_tile): lane q is, operation for operation, lane q of bwd_dots_exact(1, D,
- * o_q, 0, dot, ...), one row's call of which Dl kept a single lane (the product o_q[d] dot[d][q]
- * with the same two factors in the same order, its FMA-exact error, TwoSum into the pair, d
- * ascending), so the bits are that call's, at 1/QB of its work. */
+ * o_q, 0, dot, ...) (the product o_q[d] dot[d][q] in float64, the float64 sum d ascending, the same
+ * split), so the bits are that call's, at 1/QB of its work. */
 static void JK(bwd_dl_exact)(int64_t D, const float *ot, const float *dot, float *dlt, float *dll) {
-    jv sum[JK_NQV], err[JK_NQV];
-    JK_UNROLL for (int v = 0; v < JK_NQV; v++) sum[v] = err[v] = jv_zero();
-    for (int64_t d = 0; d < D; d++) /* the vectors' chains side by side, each in its own order */
+    jd acc[JK_NQV][2];
+    JK_UNROLL for (int v = 0; v < JK_NQV; v++) acc[v][0] = acc[v][1] = jd_zero();
+    for (int64_t d = 0; d < D; d++) /* the vectors' sums side by side, each in its own order */
         JK_UNROLL for (int v = 0; v < JK_NQV; v++) {
-            const jv b = jv_load(ot + d * JK_QB + v * JK_VL), y = jv_load(dot + d * JK_QB + v * JK_VL);
-            const jv prod = jv_mul(b, y);
-            const jv prod_err = jv_fma_exact(b, y, jv_sub(jv_zero(), prod));
-            const jv t = jv_add(sum[v], prod), bt = jv_sub(t, sum[v]);
-            err[v] = jv_add(err[v], jv_add(jv_add(jv_sub(sum[v], jv_sub(t, bt)), jv_sub(prod, bt)), prod_err));
-            sum[v] = t;
+            const jv o = jv_load(ot + d * JK_QB + v * JK_VL), y = jv_load(dot + d * JK_QB + v * JK_VL);
+            acc[v][0] = jd_fma(jd_lo(o), jd_lo(y), acc[v][0]);
+            acc[v][1] = jd_fma(jd_hi(o), jd_hi(y), acc[v][1]);
         }
-    JK_UNROLL for (int v = 0; v < JK_NQV; v++) {
-        jv_store(dlt + v * JK_VL, sum[v]);
-        jv_store(dll + v * JK_VL, jv_nan_to_zero(err[v]));
-    }
+    JK_UNROLL for (int v = 0; v < JK_NQV; v++)
+        JK(bwd_dots_split)(acc[v][0], acc[v][1], dlt + v * JK_VL, dll + v * JK_VL);
 }
 
 /* ---- bwd_dp_dominant: the elements of dP whose weight is over 1/2, exact (grid mode) -------------
@@ -462,8 +475,9 @@ static void JK(bwd_tile)(const cpu_bwd_args *ba, int64_t b, int64_t h, const cpu
          * (weight 1 - e on one key) dq and dk are the small differences dP - Dl ~ e |dP|, so the
          * compensated kernel's rounding inside its blocks (~u sqrt(sum of squared partial sums))
          * is a relative error ~u / e of them. Larger tiles keep the compensated kernel: there such
-         * rows are a few among many (rel_l2 over the tensor), and the exact dot costs 4 operations
-         * per product (the whole backward 2.3x the time at (1,10,4096,77,64) and (1,4,1536,128)),
+         * rows are a few among many (rel_l2 over the tensor), and the exact dot costs more than
+         * the compensated kernel (with the float32 TwoSum dot it had before the float64 one, the
+         * whole backward took 2.3x the time at (1,10,4096,77,64) and (1,4,1536,128)),
          * unless the call's rows are few in all: at (1,2,8,8,128) or (1,1,12,8,128), peaky or
          * large, the compensated dP put dq, dk 4.7-5.6x past the float32 floor in about 1 in 200
          * draws (no miss in 200 at 32 to 256 rows of 8 or 16 keys). */

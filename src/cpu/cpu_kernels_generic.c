@@ -76,6 +76,23 @@ static inline void jv_transpose(jv r[JK_VL]) { /* r[i] lane j <-> r[j] lane i */
         }
 }
 
+/* jd: half a jv's lanes in float64 (bwd_dots_exact's sums); the product of two floats is exact
+ * in float64, so jd_fma's one rounding is the same contracted or not. */
+typedef struct jd {
+    double x[JK_VL / 2];
+} jd;
+#define JD_MAP(expr)                                          \
+    jd r_;                                                    \
+    for (int i_ = 0; i_ < JK_VL / 2; i_++) r_.x[i_] = (expr); \
+    return r_
+static inline jd jd_zero(void) { JD_MAP(0.0); }
+static inline jd jd_set1(double x) { JD_MAP(x); }
+static inline jd jd_fma(jd a, jd b, jd c) { JD_MAP(a.x[i_] * b.x[i_] + c.x[i_]); }
+static inline jd jd_sub(jd a, jd b) { JD_MAP(a.x[i_] - b.x[i_]); }
+static inline jd jd_lo(jv x) { JD_MAP((double)x.x[i_]); }
+static inline jd jd_hi(jv x) { JD_MAP((double)x.x[i_ + JK_VL / 2]); }
+static inline jv jv_of_jd(jd lo, jd hi) { JV_MAP1((float)(i_ < JK_VL / 2 ? lo.x[i_] : hi.x[i_ - JK_VL / 2])); }
+
 #define JK_MAX_OF(a, b) jv_max((a), (b)) /* a > b ? a : b, NaN gives b */
 
 #include "cpu_flash_template.h"

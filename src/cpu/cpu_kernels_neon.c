@@ -43,6 +43,17 @@ typedef float32x4_t jv;
 #define jv_loadu(p) vld1q_f32(p)
 #define jv_storeu(p, a) vst1q_f32((p), (a))
 
+/* jd: half a jv's lanes in float64 (bwd_dots_exact's sums): jd_lo, jd_hi widen lanes 0-1, 2-3;
+ * jv_of_jd rounds two halves back to one jv. */
+typedef float64x2_t jd;
+#define jd_zero() vdupq_n_f64(0.0)
+#define jd_set1(x) vdupq_n_f64(x)
+#define jd_fma(a, b, c) vfmaq_f64((c), (a), (b))
+#define jd_sub(a, b) vsubq_f64((a), (b))
+#define jd_lo(x) vcvt_f64_f32(vget_low_f32(x))
+#define jd_hi(x) vcvt_high_f64_f32(x)
+#define jv_of_jd(lo, hi) vcvt_high_f32_f64(vcvt_f32_f64(lo), (hi))
+
 /* r[i] lane j <-> r[j] lane i (4 x 4). */
 static inline void jv_transpose(float32x4_t r[4]) {
     const float32x4x2_t a = vtrnq_f32(r[0], r[1]), b = vtrnq_f32(r[2], r[3]);

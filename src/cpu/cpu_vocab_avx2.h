@@ -36,6 +36,17 @@ typedef __m256 jv;
 #define jv_loadu(p) _mm256_loadu_ps(p)
 #define jv_storeu(p, a) _mm256_storeu_ps((p), (a))
 
+/* jd: half a jv's lanes in float64 (bwd_dots_exact's sums): jd_lo, jd_hi widen lanes 0-3, 4-7;
+ * jv_of_jd rounds two halves back to one jv. */
+typedef __m256d jd;
+#define jd_zero() _mm256_setzero_pd()
+#define jd_set1(x) _mm256_set1_pd(x)
+#define jd_fma(a, b, c) _mm256_fmadd_pd((a), (b), (c))
+#define jd_sub(a, b) _mm256_sub_pd((a), (b))
+#define jd_lo(x) _mm256_cvtps_pd(_mm256_castps256_ps128(x))
+#define jd_hi(x) _mm256_cvtps_pd(_mm256_extractf128_ps((x), 1))
+#define jv_of_jd(lo, hi) _mm256_insertf128_ps(_mm256_castps128_ps256(_mm256_cvtpd_ps(lo)), _mm256_cvtpd_ps(hi), 1)
+
 /* r[i] lane j <-> r[j] lane i (8 x 8): interleave by 32 and 64 bits, then swap 128-bit halves. */
 static inline void jv_transpose(__m256 r[8]) {
     __m256 t[8], u[8];

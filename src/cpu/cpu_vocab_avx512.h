@@ -33,6 +33,19 @@ typedef __m512 jv;
 #define jv_loadu(p) _mm512_loadu_ps(p)
 #define jv_storeu(p, a) _mm512_storeu_ps((p), (a))
 
+/* jd: half a jv's lanes in float64 (bwd_dots_exact's sums): jd_lo, jd_hi widen lanes 0-7, 8-15;
+ * jv_of_jd rounds two halves back to one jv. */
+typedef __m512d jd;
+#define jd_zero() _mm512_setzero_pd()
+#define jd_set1(x) _mm512_set1_pd(x)
+#define jd_fma(a, b, c) _mm512_fmadd_pd((a), (b), (c))
+#define jd_sub(a, b) _mm512_sub_pd((a), (b))
+#define jd_lo(x) _mm512_cvtps_pd(_mm512_castps512_ps256(x))
+#define jd_hi(x) _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1)))
+#define jv_of_jd(lo, hi)                                                                               \
+    _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castps_pd(_mm512_castps256_ps512(_mm512_cvtpd_ps(lo))), \
+                                        _mm256_castps_pd(_mm512_cvtpd_ps(hi)), 1))
+
 /* r[i] lane j <-> r[j] lane i (16 x 16): pairs of rows interleaved by 32 bits, then 64 bits,
  * then the 128-bit quarters gathered across the four groups of four rows (64 shuffles). */
 static inline void jv_transpose(__m512 r[16]) {

@@ -73,8 +73,8 @@ UNASKED = object()
 class Plan:
     """A ``jattn_plan`` with what a run needs beside it. Immutable once made."""
 
-    __slots__ = ("handle", "pass_", "workspace_bytes", "problem", "mask", "opts", "extra", "backward_refusal",
-                 "backward_plans")  # fmt: skip
+    __slots__ = ("handle", "pass_", "workspace_bytes", "problem", "mask", "opts", "extra", "lse_like",
+                 "backward_refusal", "backward_plans")  # fmt: skip
 
     def __init__(self, handle: int, pass_: int, problem: Problem, mask: Optional[Mask], opts: Options) -> None:
         self.handle = handle  #: the jattn_plan pointer
@@ -84,6 +84,9 @@ class Plan:
         self.mask = mask  #: the mask structure it was made for (None: no mask), filled per run
         self.opts = opts  #: the validated options
         self.extra: object = None  #: what the front end keeps with it (shapes of its outputs)
+        #: a host forward plan of the torch front end: a float32 tensor of the lse's shape, whose
+        #: ``empty_like`` makes a call's lse (~0.7 us less than ``torch.empty`` with shape and dtype)
+        self.lse_like: object = None
         #: a forward plan differentiated eagerly: why jattn's backward refuses its calls (None: it
         #: does not), asked on its first differentiated call; UNASKED before
         self.backward_refusal: object = UNASKED

@@ -216,6 +216,8 @@ def _new_plan(key: tuple, index: int, pass_: int, opts: Options, q, k, v, out_vi
     mask = _problem.make_mask(problem, opts, None if arrays is None else MaskArrays(*_mask_key(arrays)))
     plan = _on_device(index, _plan.make_plan, pass_, problem, grad, mask, opts, index >= 0, alignment)
     plan.extra = _problem.lse_shape(len(q[0]), problem)
+    if index < 0 and pass_ == _FWD:
+        plan.lse_like = torch.empty(plan.extra, dtype=_F32)
     return _plan.remember(key, plan)
 
 
@@ -316,7 +318,8 @@ def _run_forward(
                 f"lse: shape {list(lse.shape)} on {lse.device}, must be contiguous {list(want)} on {q.device}",
             )
     elif opts.return_lse:
-        lse = torch.empty(plan.extra, dtype=_F32, device=q.device)
+        like = plan.lse_like
+        lse = torch.empty_like(like) if like is not None else torch.empty(plan.extra, dtype=_F32, device=q.device)
     lp = lse.data_ptr() if lse is not None else None
     mask = plan.mask if arrays is None else _mask_ref(plan, arrays)
     if index < 0:
