@@ -8,7 +8,8 @@ accumulation order is not modelled), so the gradients must meet the backward's g
 
 usage: python3 lab/gpu/emulate_backward_v3.py [--quick] [--tc-model] [--no-dominant] [--dominant-cases]
 --tc-model: the tensor core's truncating fp32 accumulation modelled (mma16816); bench/gpu/
-emulate_backward_v3_chains.py compares the S and dP schemes with it.
+emulate_backward_v3_chains.py compares the S and dP schemes with it; emulate_backward_v3_d1.py the head_dim-1
+misses (the last products' hi*hi split, LAST_SPLIT; v3pair's exponent pair, EXP_PAIR).
 --no-dominant: without step 2b (each query row's P >= 1/2 element: its P and dP - Dl from float64 dots
 of the caller's inputs, found by the dQ kernel, which runs first, and taken by the dK/dV kernel from the
 workspace).
@@ -195,6 +196,8 @@ def lanes_to_c(d):
 
 TC_TRUNCATE = False  # --tc-model
 DOMINANT = True  # step 2b; --no-dominant
+LAST_SPLIT = False  # DW = 16: the last products' hi*hi per slice from C = 0, added in fp32 (branch v3split)
+EXP_PAIR = False  # P's argument as a pair at DP 16 (branch v3pair's v3_exp_pair; not in the kernel)
 
 
 def rz_f32(x):
@@ -334,6 +337,7 @@ def last_product(sm, acc, xh, xl, b_hi, b_part, f, DW, NB, BRS):
     for np_ in range(DW // 16):
         c0 = np.zeros((32, 4), F32)
         c1 = np.zeros((32, 4), F32)
+        h0, h1 = np.zeros((32, 4), F32), np.zeros((32, 4), F32)
         for kk in range(NB // 2):
             off = kk * 16 * BRS * 2 + np_ * 32
             bh = ldsm_x4(sm, b_hi + off, trans=True)
@@ -342,8 +346,15 @@ def last_product(sm, acc, xh, xl, b_hi, b_part, f, DW, NB, BRS):
             c1 = mma16816(c1, xl[kk], bh[2], bh[3])
             c0 = mma16816(c0, xh[kk], bl[0], bl[1])
             c1 = mma16816(c1, xh[kk], bl[2], bl[3])
-            c0 = mma16816(c0, xh[kk], bh[0], bh[1])
-            c1 = mma16816(c1, xh[kk], bh[2], bh[3])
+            if LAST_SPLIT:  # hi*hi of each slice from C = 0 (no running sum in the tensor core's alignment), fp32-added
+                z = np.zeros((32, 4), F32)
+                h0[:] = (h0 + mma16816(z, xh[kk], bh[0], bh[1])).astype(F32)
+                h1[:] = (h1 + mma16816(z, xh[kk], bh[2], bh[3])).astype(F32)
+            else:
+                c0 = mma16816(c0, xh[kk], bh[0], bh[1])
+                c1 = mma16816(c1, xh[kk], bh[2], bh[3])
+        if LAST_SPLIT:
+            c0, c1 = (c0 + h0).astype(F32), (c1 + h1).astype(F32)
         for i in range(4):
             acc[2 * np_][:, i] = (c0[:, i] * f[i >> 1] + acc[2 * np_][:, i]).astype(F32)
             acc[2 * np_ + 1][:, i] = (c1[:, i] * f[i >> 1] + acc[2 * np_ + 1][:, i]).astype(F32)
@@ -378,6 +389,23 @@ def copy_tile_rows(sm, dst, img, bh, tiles, t, DP, BR, PARTS):
         r, c = j // CP, j - (j // CP) * CP
         s0 = src + part * part_halves + j * 8
         sm.put16(dst + ((part * BR + r) * RS + c * 8) * 2, flat[s0 : s0 + 8])
+
+
+def exp_of(a, l, c, dp):
+    """P = exp((a - l) + c) as the kernel takes it (float32 a, c per lane, l the row's lse): at DP 16 with
+    EXP_PAIR, v3_exp_pair (both roundings of the argument by TwoSum, applied after the exponential)."""
+    a, c, l = np.asarray(a, F32), np.asarray(c, F32), F32(l)
+    if not (EXP_PAIR and dp <= 16):
+        return np.exp(((a - l) + c).astype(F32))
+    t = (a - l).astype(F32)
+    bt = (t - a).astype(F32)
+    et = ((a - (t - bt)) + (-l - bt)).astype(F32)
+    th = (t + c).astype(F32)
+    bc = (th - t).astype(F32)
+    ec = ((t - (th - bc)) + (c - bc)).astype(F32)
+    p0 = np.exp(th).astype(F32)
+    e = np.fmax((et + ec).astype(F32), F32(-1))
+    return (p0.astype(np.float64) * e.astype(np.float64) + p0.astype(np.float64)).astype(F32)
 
 
 def run_kernel(role, rec, p, warps, stages, grads, kahan=False, br_half=16):
@@ -513,7 +541,7 @@ def run_kernel(role, rec, p, warps, stages, grads, kahan=False, br_half=16):
                                 if one_key:
                                     x[n, :, i] = np.where(l != np.inf, 1, 0)
                                 else:
-                                    x[n, :, i] = np.exp(((big[n, :, i] * us - l) + cor[n, :, i] * us).astype(F32))
+                                    x[n, :, i] = exp_of(big[n, :, i] * us, l, cor[n, :, i] * us, DP)
                         if kDQ and (t + 1) * BR > n_cols:
                             lim = n_cols - t * BR
                             for n in range(NB):
@@ -672,7 +700,7 @@ def reference(q, k, v, dout, dlse, scale, kv_len):
 
 def case(rng, B, H, Sq, Skv, D, warps, stages, padded, with_dlse, dist="normal"):
     shape_q, shape_k = (B, H, Sq, D), (B, H, Skv, D)
-    mul = 4.0 if dist == "peaky" else 1.0
+    mul = {"peaky": 4.0, "peaky8": np.sqrt(8.0)}.get(dist, 1.0)  # peaky8: tests/harness.c's (logits of std 8)
     q = (rng.standard_normal(shape_q) * mul).astype(F32)
     k = (rng.standard_normal(shape_k) * mul).astype(F32)
     v = rng.standard_normal(shape_k).astype(F32)
