@@ -218,6 +218,26 @@ JK_INLINE void JK(outer_rows)(const int JR, const int NV, int nq, const float *p
     }
 }
 
+/* ---- outer_columns: y[j][c] += sum_q pt[j][q] x[q][c] for j < JR, c < NC, in float64 --------------
+ * Head_dim columns past the last vector: each (key, column) sum over q in order in float64 (every
+ * product of two floats exact there), rounded once into y; the JR x NC sums side by side. */
+#define JK_TAIL_COLUMNS 4
+JK_INLINE void JK(outer_columns)(const int JR, const int NC, int nq, const float *pt, const float *x, ptrdiff_t xs,
+                                 float *y, ptrdiff_t ys) {
+    double acc[JK_GK][JK_TAIL_COLUMNS];
+    JK_UNROLL for (int j = 0; j < JR; j++) JK_UNROLL for (int c = 0; c < NC; c++) acc[j][c] = 0.0;
+    for (int q = 0; q < nq; q++) {
+        double xv[JK_TAIL_COLUMNS];
+        JK_UNROLL for (int c = 0; c < NC; c++) xv[c] = (double)x[(ptrdiff_t)q * xs + c];
+        JK_UNROLL for (int j = 0; j < JR; j++) {
+            const double p = (double)pt[(ptrdiff_t)j * JK_QB + q];
+            JK_UNROLL for (int c = 0; c < NC; c++) acc[j][c] += p * xv[c];
+        }
+    }
+    JK_UNROLL for (int j = 0; j < JR; j++) JK_UNROLL for (int c = 0; c < NC; c++) y[(ptrdiff_t)j * ys + c] +=
+        (float)acc[j][c];
+}
+
 /* The whole key block: every n keys, every head_dim column D (full tiles, then one vector at a
  * time, then the columns past the last whole vector one by one, in the same q order). */
 static void JK(bwd_outer)(int n, int nq, int64_t D, const float *pt, const float *x, ptrdiff_t xs, float *y,
@@ -241,13 +261,17 @@ static void JK(bwd_outer)(int n, int nq, int64_t D, const float *pt, const float
          * the tile's sum in float64, rounded once. With a few columns, dk = dS^T Q of one key is
          * a sum of terms of both signs over the queries whose float32 chain loses digits to the
          * cancellation (D = 1, uniform: dk rel_l2 5.5e-6 against the 5e-6 gate). */
-        for (int j = 0; j < jr; j++)
-            for (int64_t d = Dv; d < D; d++) {
-                double acc = 0.0;
-                for (int q = 0; q < nq; q++)
-                    acc += (double)pj[(ptrdiff_t)j * JK_QB + q] * (double)x[(ptrdiff_t)q * xs + d];
-                yj[(ptrdiff_t)j * ys + d] += (float)acc;
-            }
+        int64_t d = Dv;
+        for (; d + JK_TAIL_COLUMNS <= D; d += JK_TAIL_COLUMNS) {
+#define JK_OUTER_CALL(N) JK(outer_columns)(N, JK_TAIL_COLUMNS, nq, pj, x + d, xs, yj + d, ys)
+            switch (jr) { JK_EDGE_CASES(JK_GK, JK_OUTER_CALL) default : break; }
+#undef JK_OUTER_CALL
+        }
+        for (; d < D; d++) {
+#define JK_OUTER_CALL(N) JK(outer_columns)(N, 1, nq, pj, x + d, xs, yj + d, ys)
+            switch (jr) { JK_EDGE_CASES(JK_GK, JK_OUTER_CALL) default : break; }
+#undef JK_OUTER_CALL
+        }
     }
 }
 
