@@ -14,7 +14,8 @@
 #   portable  the backward v3 and the forward v7 forced (JATTN_CUDA_BWD_KERNEL=v3, JATTN_CUDA_KERNEL=v7: what
 #             every GPU but Hopper runs) at (1,16,4096,72), (1,24,4096,96), (1,24,4608,128), (1,12,4096,256),
 #             beside PyTorch's backward and forward
-#   masks     causal vs the plain call (jattn and SDPA is_causal), grouped-query heads (32 query heads,
+#   masks     causal vs the plain call (jattn and SDPA is_causal), and one segment of every token (the masked
+#             instances on full tiles: what a tile costs them against the plain call), grouped-query heads (32 query heads,
 #             8 key/value heads) vs SDPA enable_gqa, packed sequences (4 x 1152 tokens in one row) vs the
 #             same tokens as a padded batch (jattn, and SDPA with a key mask): forward, and the backward
 #   python    bench/python/host_cost.py --device cuda: the host time to enqueue a forward and a forward +
@@ -105,6 +106,8 @@ if has masks; then
     s="1,24,4608,$d"
     jrun "plain $s" -- --heads 24 --seq 4608 --dim "$d"
     jrun "causal $s" -- --heads 24 --seq 4608 --dim "$d" --causal
+    # one segment of every token: the masked instances on full tiles only (their per-tile cost against the plain one)
+    jrun "one-segment $s" -- --heads 24 --seq 4608 --dim "$d" --segments 4608
     jrun "plain-bwd $s" -- --heads 24 --seq 4608 --dim "$d" --backward
     jrun "causal-bwd $s" -- --heads 24 --seq 4608 --dim "$d" --causal --backward
     for v in plain causal; do
