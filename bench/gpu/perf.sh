@@ -20,7 +20,8 @@
 #             same tokens as a padded batch (jattn, and SDPA with a key mask): forward, and the backward
 #   python    bench/python/host_cost.py --device cuda: the host time to enqueue a forward and a forward +
 #             backward through jattn.attention, synchronised and looped steps, small shapes, beside SDPA
-#   train     bench/python/flux2_train_step.py --modes eager: a FLUX.2 training step (24 heads of 128)
+#   train     bench/python/flux2_train_step.py --modes $TRAIN_MODES (default eager; "eager compile" for
+#             torch.compile too, with CAP_TRAIN raised): a FLUX.2 training step (24 heads of 128)
 #             through jattn.diffusers against SDPA, its gradients against the float64 step
 # Writes $OUT/perf.md (the tables, printed last), $OUT/perf.jsonl, and the logs.
 set -u
@@ -149,8 +150,8 @@ if has python; then
   echo "python host cost rc $? after ${SECONDS} s"
 fi
 if has train; then
-  PYTHONPATH=$PKG:$ROOT/python/tests timeout -k 5 200 python3 "$ROOT/bench/python/flux2_train_step.py" --modes eager \
-    --reps 3 --json "$OUT/train.jsonl" > "$OUT/train.md" 2>&1
+  PYTHONPATH=$PKG:$ROOT/python/tests timeout -k 5 "${CAP_TRAIN:-200}" python3 "$ROOT/bench/python/flux2_train_step.py" \
+    --modes ${TRAIN_MODES:-eager} --reps 3 --json "$OUT/train.jsonl" > "$OUT/train.md" 2>&1
   echo "train rc $? after ${SECONDS} s"
 fi
 
