@@ -239,7 +239,7 @@ JK_INLINE void JK(outer_columns)(const int JR, const int NC, int nq, const float
 }
 
 /* The whole key block: every n keys, every head_dim column D (full tiles, then one vector at a
- * time, then the columns past the last whole vector one by one, in the same q order). */
+ * time, then the columns past the last whole vector in float64, 4 at a time, in the same q order). */
 static void JK(bwd_outer)(int n, int nq, int64_t D, const float *pt, const float *x, ptrdiff_t xs, float *y,
                           ptrdiff_t ys) {
     const int64_t Dt = D / (JK_GD * JK_VL) * (JK_GD * JK_VL), Dv = D / JK_VL * JK_VL;

@@ -21,6 +21,9 @@
  *   jv_min(a, b)         (NaN in b returns b)   jv_select_gt(a, b, x, y) = a > b ? x : y
  *   jv_fma_exact(a, b, c)  a*b + c rounded once (a true fused multiply-add)
  *   jv_loadu(p) jv_storeu(p, a)   any alignment
+ *   jd                   half a jv's lanes in float64: jd_zero() jd_set1(x) jd_fma(a, b, c) jd_sub(a, b),
+ *                        jd_lo(x) jd_hi(x) (lanes 0 .. VL/2 - 1 and the rest of a jv, widened),
+ *                        jv_of_jd(lo, hi) (both rounded back into one jv)
  *   jv_transpose(jv r[JK_VL])     in place: lane j of r[i] <-> lane i of r[j]
  *   JK_DB                head_dim elements per block of the scores' blocked D-reduction
  *   JK_QB JK_SJ JK_DR JK_BK   the tile: QB queries (NQV = QB/VL vectors), SJ keys x QB scores per
