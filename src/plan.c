@@ -224,8 +224,10 @@ static jattn_status acquire_workspace(const jattn_plan *plan, jattn_ctx *ctx, vo
     return JATTN_OK;
 }
 
-/* +0 in every row of a [B, heads, S, D] tensor at its strides (host memory). */
+/* +0 in every row of a [B, heads, S, D] tensor at its strides (host memory). Without rows it writes
+ * nothing and returns at once: batch and heads may be as large as int64 allows when S is 0. */
 static void zero_rows(float *x, const jattn_problem *p, int64_t heads, jattn_strides s, int64_t seq) {
+    if (seq == 0 || heads == 0) return;
     for (int64_t b = 0; b < p->batch; b++)
         for (int64_t h = 0; h < heads; h++)
             for (int64_t i = 0; i < seq; i++)

@@ -300,6 +300,36 @@ static int success_paths(void) {
     return ok;
 }
 
+/* Problems without a query and without a key, of 2^53 batches or heads: nothing to write, and the
+ * call returns at once (it once walked every (batch, head) pair of its empty rows), forward and
+ * backward, on each host backend present. */
+static int empty_problems_of_many_rows(void) {
+    static const int64_t dims[][2] = {
+        {INT64_C(1) << 53, 1}, {1, INT64_C(1) << 53}, {INT64_C(1) << 31, INT64_C(1) << 31}};
+    static const jattn_backend backends[] = {JATTN_BACKEND_REF, JATTN_BACKEND_CPU};
+    int ok = 1;
+    for (size_t b = 0; b < sizeof backends / sizeof backends[0]; b++) {
+        if (!jt_backend_present(backends[b])) continue;
+        for (size_t t = 0; t < sizeof dims / sizeof dims[0]; t++) {
+            jattn_problem p = jattn_problem_flux(dims[t][0], dims[t][1], 0, 0, 8);
+            jattn_exec e = {0};
+            e.backend = backends[b];
+            char what[96];
+            snprintf(what, sizeof what, "%s forward, empty (%lld,%lld,0,0,8)", jattn_backend_name(backends[b]),
+                     (long long)dims[t][0], (long long)dims[t][1]);
+            ok &= jt_expect_status(jattn_forward(NULL, &p, &e, q_buf, k_buf, v_buf, out_buf, lse_buf), JATTN_OK, what);
+            jattn_grad_strides g = jattn_grad_strides_like(&p);
+            snprintf(what, sizeof what, "%s backward, empty (%lld,%lld,0,0,8)", jattn_backend_name(backends[b]),
+                     (long long)dims[t][0], (long long)dims[t][1]);
+            ok &= jt_expect_status(jattn_backward(NULL, &p, &g, &e, q_buf, k_buf, v_buf, out_buf, lse_buf, out_buf,
+                                                  NULL, NULL, out_buf, out_buf + N / 2, out_buf + N),
+                                   JATTN_OK, what);
+        }
+    }
+    if (!ok) printf("FAIL empty problems of many rows\n");
+    return ok;
+}
+
 /* jattn_backend_info_at: every backend value but AUTO once, in ranks 0..count-1, with the name
  * jattn_backend_name gives; its description agrees with what the calls do (a host-memory backend
  * present refuses device pointers, a backend without a backward refuses jattn_backward_select, AUTO takes
@@ -387,6 +417,7 @@ int main(void) {
     jt_tally_add(&tally, success_paths());
     jt_tally_add(&tally, per_thread_messages());
     jt_tally_add(&tally, backend_infos());
+    jt_tally_add(&tally, empty_problems_of_many_rows());
     if (!jt_backend_present(JATTN_BACKEND_CUDA)) {
         jattn_problem p = jattn_problem_flux(1, 1, 4, 4, 8);
         jattn_exec e = {0};
