@@ -286,7 +286,8 @@ static int match_precision(const char *c, jattn_precision precision) {
     return -1;
 }
 
-/* "any", "seq_kv 1", "each <= 2^31 - N", "seq_kv 2 or more, each <= 2^31 - N" */
+/* "any", "seq_kv 1", "each <= 2^31 - N", "seq_kv 2 or more, each <= 2^31 - N", and after "each": "; with a
+ * window or a key bias seq_q <= N" */
 static int match_seq(const char *c, const call *k) {
     const int64_t sq = k->p.seq_q, skv = k->p.seq_kv;
     if (!strcmp(c, "any")) return 1;
@@ -298,6 +299,13 @@ static int match_seq(const char *c, const call *k) {
         read = 1;
         const int64_t max = INT32_MAX + (int64_t)1 - below;
         ok &= sq <= max && skv <= max;
+    }
+    int64_t masked_max = 0;
+    if (int_after(c, "with a window or a key bias seq_q <= ", &masked_max)) {
+        if (!read) return -1;
+        const unsigned masked =
+            JATTN_FEATURE_CAUSAL | JATTN_FEATURE_BLOCKS | JATTN_FEATURE_SEGMENTS | JATTN_FEATURE_KEY_BIAS;
+        if (kFeatures[k->features] & masked) ok &= sq <= masked_max;
     }
     /* after either of the above: B H ceil(seq_q / 64) ceil(seq_kv / 128), the backward v4's work units */
     if (int_after(c, "units <= 2^31 - ", &below)) {

@@ -55,6 +55,9 @@ extern "C" {
 /* Kernel v6 runs 128 queries per CTA: seq_q, seq_kv <= INT32_MAX - V6_CTA_QUERIES (its launcher
  * and its refusal in cuda_versions.c both read this). */
 #define ATTENTION_SM90_V6_CTA_QUERIES 128
+/* Queries of v6 with a window or a key bias at most: its grid is (heads, query blocks, batch) then, 65535 blocks
+ * of 128 in y. */
+#define ATTENTION_SM90_V6_MASKED_MAX_SEQ_Q (65535 * ATTENTION_SM90_V6_CTA_QUERIES)
 
 /* Why a problem cannot run on this kernel. */
 typedef enum attention_sm90_support {

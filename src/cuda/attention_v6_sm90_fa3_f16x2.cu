@@ -48,7 +48,8 @@
  *  - a row with no attended key (key padding, a window, -inf biases) gets 0 and lse -inf.
  *  - masks and grouped-query heads (src/cuda/NOTES.md, "Masks"): the records are per key/value head,
  *    read by the group's query heads (h / group); under a window (kMask 1) the CTA walks only the key
- *    tiles of its rows (query blocks last to first), a consumer skips the tiles none of its 64 rows
+ *    tiles of its rows (query blocks last to first across every head: a grid of (heads, blocks, batch), at
+ *    most 65535 blocks of 128 queries), a consumer skips the tiles none of its 64 rows
  *    attends (waiting for their slots and giving them back) and tests each element of a boundary tile
  *    against its row's window in attended keys; a key bias (kMask 2) is staged by the pre-pass and
  *    bulk-copied after each V record, and enters the row maximum and the exponent; the non-finite v the
@@ -292,10 +293,13 @@ __global__ void __launch_bounds__(kV6Threads, 1) attention_f32_sm90_fa3_f16x2_12
     const uint32_t full_s = smem_u32(smem + C::kBarOff), empty_s = full_s + 8u * C::kStages;
 
     const int wg = threadIdx.x / kV6WgThreads;
-    const int h = blockIdx.y, b = blockIdx.z;
+    /* masked: the grid is (heads, query blocks, batch), the query blocks last to first: every head's block qb
+     * is dispatched before any head's block qb - 1, the longest (causal: the last rows) first across the grid
+     * (a causal grid in per-head order left the last heads' long blocks for the last wave:
+     * lab/gpu/model_causal_dispatch.py); unmasked, (query blocks, heads, batch) */
+    const int h = kWin ? blockIdx.x : blockIdx.y, b = blockIdx.z;
+    const int qb = kWin ? (int)(gridDim.y - 1 - blockIdx.y) : (int)blockIdx.x;
     const int64_t bh = (int64_t)b * p.heads + h;
-    /* masked: the query blocks of a head last to first, so that the longest (causal: the last rows) start first */
-    const int qb = kWin ? (int)(gridDim.x - 1 - blockIdx.x) : (int)blockIdx.x;
     /* grouped-query heads: the records of key/value head b Hkv + h / group */
     const int bh_kv = (int)bh / p.group;
     /* key padding: only the tiles of the attended keys (the pre-pass packed them in order) */
@@ -829,7 +833,12 @@ extern "C" int jattn_cuda_launch_v6(const jattn_cuda_args *a, void *workspace, v
     p.bias_ws = reinterpret_cast<const float *>(static_cast<const unsigned char *>(workspace) +
                                                 v6_bias_offset(a->batch, kv_heads, p.tiles, a->head_dim));
     p.a = kw_mask_of(*a);
-    const dim3 grid((unsigned)((a->seq_q + kV6CtaQ - 1) / kV6CtaQ), (unsigned)a->heads, (unsigned)a->batch);
+    const int64_t qblocks = (a->seq_q + kV6CtaQ - 1) / kV6CtaQ;
+    /* masked: (heads, query blocks, batch), whose y takes at most 65535 query blocks (v6_refusal) */
+    const bool masked = a->key_bias || kw_has_window(*a);
+    if (masked && a->seq_q > ATTENTION_SM90_V6_MASKED_MAX_SEQ_Q) return cudaErrorInvalidValue;
+    const dim3 grid = masked ? dim3((unsigned)a->heads, (unsigned)qblocks, (unsigned)a->batch)
+                             : dim3((unsigned)qblocks, (unsigned)a->heads, (unsigned)a->batch);
     const bool f32 = a->precision == JATTN_PRECISION_F32;
     /* the instance: a window (causal, blocks, segments) and a key bias each need their own */
     if (a->key_bias) return v6_launch_mode<2>(p, grid, a->head_dim, f32, stream);

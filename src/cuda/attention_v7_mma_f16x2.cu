@@ -48,12 +48,11 @@
  *    backward's accuracy").
  * Masks and grouped-query heads (src/cuda/NOTES.md, "Masks"): the records are per key/value head, read
  * by the group's query heads (h / group); under a window (kMask 1) the CTA walks only the key tiles of
- * its rows (kw_tile_keys, query blocks last to first), a warp skips the tiles none of its rows attends
- * and tests each element of a boundary tile against its row's window in attended keys; a key bias
- * (kMask 2) is staged by the pre-pass, copied with K, and enters the row maximum and the exponent; a
- * row with no attended key gets 0 and lse -inf; the non-finite v the masked pre-pass left out are added
- * into the rows that attend them after the output is written.
- * Shared memory (DT = 128): Q 2 x 128 x 272 B, K and V 2 x 64 x 272 B each: 140 KB, one CTA per SM.
+ * its rows (kw_tile_keys, query blocks last to first across every head), a warp skips the tiles none of its rows
+ * attends and tests each element of a boundary tile against its row's window in attended keys; a key bias (kMask 2) is
+ * staged by the pre-pass, copied with K, and enters the row maximum and the exponent; a row with no attended key gets 0
+ * and lse -inf; the non-finite v the masked pre-pass left out are added into the rows that attend them after the output
+ * is written. Shared memory (DT = 128): Q 2 x 128 x 272 B, K and V 2 x 64 x 272 B each: 140 KB, one CTA per SM.
  *
  * Measured: src/cuda/NOTES.md's version table. */
 #include <float.h>
@@ -247,9 +246,11 @@ __global__ void __launch_bounds__(32 * kV7MaxWarps, 1) attention_f32_mma_f16x2_v
     constexpr bool kWin = kMask >= 1, kBias = kMask == 2;
     extern __shared__ __align__(16) unsigned char smem[];
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, c = lane % 4;
-    const int64_t bh = blockIdx.x / p.q_blocks;
-    /* masked: the query blocks of a head last to first, so that the longest (causal: the last rows) start first */
-    const int qb = kWin ? p.q_blocks - 1 - (int)(blockIdx.x % p.q_blocks) : (int)(blockIdx.x % p.q_blocks);
+    /* masked: the query blocks last to first, every head's block qb before any head's block qb - 1, so that the
+     * longest (causal: the last rows) start first across the grid (lab/gpu/model_causal_dispatch.py) */
+    const unsigned bh_count = gridDim.x / (unsigned)p.q_blocks;
+    const int64_t bh = kWin ? blockIdx.x % bh_count : blockIdx.x / p.q_blocks;
+    const int qb = kWin ? p.q_blocks - 1 - (int)(blockIdx.x / bh_count) : (int)(blockIdx.x % p.q_blocks);
     const int b = (int)(bh / p.heads), h = (int)(bh % p.heads);
     const int n_kv = p.kv_count ? __ldg(p.kv_count + b) : p.seq_kv;
     const int n_tiles = (n_kv + kBC - 1) / kBC;

@@ -44,6 +44,11 @@ static const char *v6_refusal(const cuda_query *q) {
     if (p->seq_kv == 1)
         return "seq_kv: kernel v6 needs 2 or more keys (a single key's output is the v row bit for bit, which its "
                "split of v is not; v1 runs it)";
+    /* a window or a key bias: a grid of (heads, query blocks, batch), whose y takes 65535 blocks of 128 */
+    const unsigned masked =
+        JATTN_FEATURE_CAUSAL | JATTN_FEATURE_BLOCKS | JATTN_FEATURE_SEGMENTS | JATTN_FEATURE_KEY_BIAS;
+    if ((q->features & masked) && p->seq_q > ATTENTION_SM90_V6_MASKED_MAX_SEQ_Q)
+        return "seq_q: kernel v6 takes at most 8388480 queries with a window or a key bias (65535 blocks of 128)";
     return NULL;
 }
 
