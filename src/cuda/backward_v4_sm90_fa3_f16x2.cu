@@ -72,7 +72,19 @@
  * in one word, the unscales read from the slots after each product's wait.
  * Workspace: the records (about 2 B H (Sq + Skv) D x 4 bytes) and (132 + B H - 1) fp32 copies of one
  * head's dQ (Tq 64 x D each): 1.3 GB at (1,24,16384,128); never less than v3's (a call v4 refuses runs v3 in it).
- * Not taken (v3 runs it): key padding, seq_kv = 1, pointers not 16-byte aligned, strides not multiples of 4.
+ * Not taken (v3 runs it): key padding, the mask parts but causal, top-left causal with seq_q < seq_kv (keys no
+ * query attends), seq_kv = 1, pointers not 16-byte aligned, strides not multiples of 4.
+ *
+ * Causal (kCausal; either alignment, every key attended; query i attends key j <= i + off, off = 0 top-left, Skv -
+ * Sq bottom-right): item (b, h, n) runs the m-blocks from causal_first_mblock(n) on (the queries from 128 n - off),
+ * the producer loading K and V with the first; where a warpgroup's keys pass the m-block's first query's limit (the
+ * diagonal m-blocks) P = 0 past each query's, before the dominant vote. A head's blocks run in the order 0, N - 1,
+ * 1, N - 2, ... (item_block), so that W consecutive items carry about W / 2 pairs of blocks' work wherever they
+ * start (largest CTA against the unmasked call's at (1,24,S,128): 0.67 / 0.58 / 0.50 at S = 1536 / 4608 / 16384,
+ * lab/gpu/emulate_backward_v4_causal.py). dQ: an item stores into the m-blocks of its head's copy that no earlier
+ * item of the head in the CTA reached (below `run`, the smallest first m-block so far, kept in shared memory) and
+ * adds into the others; the reduction sums, for a row, the copies that reach its m-block (causal_min_block: the
+ * smallest block of a copy's items). Not measured on a GPU yet.
  *
  * Where it departs from the design note (route A): (1) the P >= 1/2 element is made exact inside the kernel (3b:
  * a warp-wide float64 dot per element, P and dP from the caller's inputs, then through the products like every
@@ -155,7 +167,8 @@ struct V4Config {
     static constexpr int kQfacOff = kXchOff + 8 * 4 * 16;     /* 2^-s per query [64] */
     static constexpr int kCstOff = kQfacOff + kM * 4;         /* per item and warpgroup: u_k, u_v, kfac, u_ref */
     static constexpr int kBarOff = kCstOff + kConsumers * 16; /* mbarriers */
-    static constexpr int kSmemBytes = kBarOff + 64 + kSwizzleAtomBytes;
+    static constexpr int kCovOff = kBarOff + 64; /* causal, per warpgroup: the dQ coverage words (cov, run) */
+    static constexpr int kSmemBytes = kCovOff + kConsumers * 8 + kSwizzleAtomBytes;
     static constexpr int kHalves = D / 64; /* 64-column tiles of dK and dV */
     static_assert(kSmemBytes <= 227 * 1024, "shared memory");
     static_assert(R::kImage % kSwizzleAtomBytes == 0 && kDsOff % kSwizzleAtomBytes == 0, "1024-byte aligned images");
@@ -176,6 +189,7 @@ struct BwdV4Params {
     int per_cta;           /* W */
     uint32_t v_lbo, v_sbo; /* descriptor fields of an MN-major image (16-byte units) */
     uint32_t zero;         /* 0, unknown to the compiler */
+    int64_t causal_off;    /* causal: query i attends key j <= i + causal_off (0 top-left, Skv - Sq bottom-right) */
 };
 
 /* ---- PTX wrappers this kernel adds ---------------------------------------------------------------- */
@@ -266,6 +280,26 @@ __device__ __forceinline__ int first_item(int per_cta) {
     uint32_t x;
     asm volatile("mov.u32 %0, %%ctaid.x;\n" : "=r"(x));
     return (int)x * per_cta;
+}
+
+/* The 128-key block of a head that position pos (0 .. N - 1) of the head's items runs. Causal: the blocks in
+ * pairs of unequal work, 0, N - 1, 1, N - 2, ... (block n's keys are attended by the queries from 128 n - off on,
+ * so its work falls with n), so that W consecutive items carry about W / 2 pairs' work, whatever they start
+ * at; otherwise pos itself. */
+template <bool kCausal>
+__host__ __device__ __forceinline__ int item_block(int pos, int n_blocks) {
+    if constexpr (kCausal) return (pos & 1) ? n_blocks - 1 - pos / 2 : pos / 2;
+    return pos;
+}
+
+/* Causal: the first 64-query m-block whose queries attend a key of block n (the queries i >= 128 n - off),
+ * at most tq - 1 (an item runs one m-block or more: its K and V load with the first; a block no query attends
+ * gets P = 0 there, and dK = dV = 0). */
+__host__ __device__ __forceinline__ int causal_first_mblock(int n, int64_t off, int tq) {
+    int64_t i0 = (int64_t)kCtaKeys * n - off;
+    i0 = i0 < 0 ? 0 : i0;
+    const int64_t mb = i0 / kM;
+    return (int)(mb < tq - 1 ? mb : tq - 1);
 }
 
 /* The thread's index in its warpgroup, read from %tid at each use (volatile: recomputed where needed rather than
@@ -430,7 +464,7 @@ __device__ __forceinline__ uint32_t last_product(float (&acc)[D / 64][32], const
 
 /* ---- the kernel --------------------------------------------------------------------------------- */
 
-template <int D, bool kSplit>
+template <int D, bool kSplit, bool kCausal>
 __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p) {
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
     __trap();
@@ -463,13 +497,14 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
             int it = 0;
             for (int item = first, ii = 0; item < last; ++item, ++ii) {
                 const int64_t bh = (int)((uint32_t)item / (uint32_t)p.n_blocks);
-                const int n = item - (int)bh * p.n_blocks;
+                const int n = item_block<kCausal>(item - (int)bh * p.n_blocks, p.n_blocks);
                 const int t1 = min(2 * n + 1, p.tk - 1); /* a block past the last tile re-reads it (masked) */
+                const int m0 = kCausal ? causal_first_mblock(n, p.causal_off, p.tq) : 0;
                 const unsigned char *kr0 = p.rec_k + (bh * p.tk + 2 * n) * (int64_t)R::kBytes;
                 const unsigned char *kr1 = p.rec_k + (bh * p.tk + t1) * (int64_t)R::kBytes;
                 const unsigned char *vr0 = p.rec_v + (bh * p.tk + 2 * n) * (int64_t)R::kBytes;
                 const unsigned char *vr1 = p.rec_v + (bh * p.tk + t1) * (int64_t)R::kBytes;
-                for (int m = 0; m < p.tq; ++m, ++it) {
+                for (int m = m0; m < p.tq; ++m, ++it) {
                     const uint32_t par = (uint32_t)(it & 1);
                     const unsigned char *qr = p.rec_q + (bh * p.tq + m) * (int64_t)R::kBytes;
                     const unsigned char *dr = p.rec_do + (bh * p.tq + m) * (int64_t)R::kBytes;
@@ -477,7 +512,7 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
                     mbar_arrive_expect_tx(q_full, (uint32_t)(R::kImages + kBwdExtras));
                     bulk_copy_g2s(s0 + C::kQOff, qr, R::kImages, q_full);
                     bulk_copy_g2s(s0 + C::kQxOff, qr + R::kImages, kBwdExtras, q_full);
-                    if (m == 0) {
+                    if (m == m0) {
                         mbar_wait(kv_empty, (uint32_t)(ii & 1) ^ 1u);
                         mbar_arrive_expect_tx(kv_full, (uint32_t)(4 * R::kImages));
                         bulk_copy_g2s(s0 + C::kKOff, kr0, R::kImages, kv_full);
@@ -509,7 +544,8 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
 #pragma unroll 1
     for (int item = first_item(p.per_cta); item < min(first_item(p.per_cta) + p.per_cta, p.items); ++item) {
         const int64_t bh = (int)((uint32_t)item / (uint32_t)p.n_blocks); /* 32-bit: no division call */
-        const int n = item - (int)bh * p.n_blocks;
+        const int pos = item - (int)bh * p.n_blocks;
+        const int n = item_block<kCausal>(pos, p.n_blocks);
         const int t1 = min(2 * n + 1, p.tk - 1);
         /* the tiles' scales, kept in shared memory (cst) for the m-blocks rather than in registers: u_k, u_v of
          * this warpgroup's tiles, kfac = u_k / u_ref (<= 1: this tile's dS for dQ against the common K scale);
@@ -530,6 +566,17 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
             sts_f32(cst + 4, uv);
             sts_f32(cst + 8, pow2_ratio(uk, u_ref));
             sts_f32(cst + 12, u_ref);
+            if constexpr (kCausal) {
+                /* dQ's coverage in the CTA's copy of the head: the earlier items of the head in this CTA pushed
+                 * the m-blocks from `run` on (every m-block from an item's first: the queries past a key attend
+                 * it); this item stores into the m-blocks below that (cov), adds into the others */
+                const uint32_t cov_s = s0 + C::kCovOff + 8u * w;
+                const int run =
+                    item == first_item(p.per_cta) || pos == 0 ? p.tq : (int)__float_as_uint(lds_f32(cov_s + 4));
+                const int m0 = causal_first_mblock(n, p.causal_off, p.tq);
+                sts_f32(cov_s, __uint_as_float((uint32_t)run));
+                sts_f32(cov_s + 4, __uint_as_float((uint32_t)(m0 < run ? m0 : run)));
+            }
         }
         const int key_w = kCtaKeys * n + kWgKeys * w; /* this warpgroup's first key */
         const bool partial = key_w + kWgKeys > p.seq_kv;
@@ -548,7 +595,7 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
         phase ^= 1u;
 
 #pragma unroll 1
-        for (int m = 0; m < p.tq; ++m, phase ^= 2u) {
+        for (int m = kCausal ? causal_first_mblock(n, p.causal_off, p.tq) : 0; m < p.tq; ++m, phase ^= 2u) {
             const uint32_t par = phase >> 1;
             /* ---- 1. S^T = K_w Q^T ---- */
             float x[32];
@@ -585,6 +632,22 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
 #pragma unroll
                         for (int i = 0; i < 8; ++i) x[4 * i + 2 * r] = x[4 * i + 2 * r + 1] = 0.f;
                     }
+            }
+            if constexpr (kCausal) {
+                /* query m 64 + col attends the keys up to m 64 + col + off: where a key of the warpgroup's lies
+                 * past the first query's limit (the diagonal m-blocks), P = 0 past each query's */
+                const int64_t lim = (int64_t)m * kM + p.causal_off;
+                if (key_w + kWgKeys - 1 > lim) {
+#pragma unroll
+                    for (int r = 0; r < 2; ++r) {
+                        const int64_t key = key_w + 16 * cwarp() + (clane() / 4) + 8 * r;
+#pragma unroll
+                        for (int i = 0; i < 8; ++i)
+#pragma unroll
+                            for (int e = 0; e < 2; ++e)
+                                if (key > lim + 8 * i + 2 * (clane() % 4) + e) x[4 * i + 2 * r + e] = 0.f;
+                    }
+                }
             }
             float pm = 0.f;
 #pragma unroll
@@ -785,7 +848,8 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
             /* the CTA's copy of this head's dQ: slot g + bh; the first item of the head in this CTA stores */
             const int item_o = (int)opaque((uint32_t)item); /* recomputed here, not held over the m-block */
             const int bh_o = (int)((uint32_t)item_o / (uint32_t)p.n_blocks);
-            const bool store = item_o == first_item(p.per_cta) || item_o - bh_o * p.n_blocks == 0;
+            const bool store = kCausal ? m < (int)__float_as_uint(lds_f32(s0 + C::kCovOff + 8u * w))
+                                       : item_o == first_item(p.per_cta) || item_o - bh_o * p.n_blocks == 0;
             float *copy = p.copies + ((int64_t)blockIdx.x + bh_o) * ((int64_t)p.tq * kM * D);
             if constexpr (D == 128) {
                 /* warpgroup w: 64 queries x head_dim columns 64 w .. 64 w + 63; A = dS K-major, B = K MN-major */
@@ -885,11 +949,27 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
 #endif
 }
 
-/* dq = c * (the head's private copies summed in ascending CTA order): one float4 of one row per thread. */
-template <int D>
+/* Causal: the smallest block of positions [pa, pb) of a head's items (item_block<true>: the even positions'
+ * blocks rise, the odd ones' fall). */
+__host__ __device__ __forceinline__ int causal_min_block(int pa, int pb, int n_blocks) {
+    int best = n_blocks;
+    const int pe = pa + (pa & 1); /* the first even position */
+    if (pe < pb) best = pe / 2;
+    const int po = (pb - 1) & 1 ? pb - 1 : pb - 2; /* the last odd position */
+    if (po >= pa && po >= 1) {
+        const int nb = n_blocks - 1 - po / 2;
+        best = nb < best ? nb : best;
+    }
+    return best;
+}
+
+/* dq = c * (the head's private copies summed in ascending CTA order): one float4 of one row per thread.
+ * Causal: a copy holds the m-blocks from its items' first on (causal_first_mblock of their smallest block); the
+ * copies that do not reach a row take no part in its sum (a row no copy reaches attends no key: dq 0). */
+template <int D, bool kCausal>
 __global__ void __launch_bounds__(256)
     bwd_v4_dq_reduce(const float *copies, float *dq, int64_t dq_b, int64_t dq_h, int64_t dq_t, int heads, int seq_q,
-                     int rows_pad, int n_blocks, int per_cta, float scale) {
+                     int rows_pad, int n_blocks, int per_cta, int items, int64_t causal_off, float scale) {
     const int bh = blockIdx.y;
     const int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t row = idx / (D / 4);
@@ -899,6 +979,14 @@ __global__ void __launch_bounds__(256)
     const int g_hi = (int)(((int64_t)bh * n_blocks + n_blocks - 1) / per_cta);
     float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
     for (int gg = g_lo; gg <= g_hi; ++gg) {
+        if constexpr (kCausal) {
+            const int64_t head0 = (int64_t)bh * n_blocks, first = (int64_t)gg * per_cta;
+            const int64_t pa = (first > head0 ? first : head0) - head0;
+            int64_t end = first + per_cta < items ? first + per_cta : items;
+            end = end < head0 + n_blocks ? end : head0 + n_blocks;
+            const int nmin = causal_min_block((int)pa, (int)(end - head0), n_blocks);
+            if (row < (int64_t)causal_first_mblock(nmin, causal_off, rows_pad / kM) * kM) continue;
+        }
         const float4 v =
             __ldg(reinterpret_cast<const float4 *>(copies + ((int64_t)(gg + bh) * rows_pad + row) * D) + c4);
         acc.x += v.x, acc.y += v.y, acc.z += v.z, acc.w += v.w;
@@ -934,9 +1022,9 @@ inline int64_t v4_copy_floats(int64_t seq_q, int64_t head_dim) {
     return (seq_q + kBwdTile - 1) / kBwdTile * kBwdTile * head_dim;
 }
 
-template <int D, bool kSplit>
+template <int D, bool kSplit, bool kCausal>
 cudaError_t v4_launch(const BwdV4Params &p, int ctas, cudaStream_t stream) {
-    auto kernel = bwd_v4_kernel<D, kSplit>;
+    auto kernel = bwd_v4_kernel<D, kSplit, kCausal>;
     const int smem = V4Config<D>::kSmemBytes;
     cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (err != cudaSuccess) return err;
@@ -1006,22 +1094,38 @@ extern "C" int jattn_cuda_launch_bwd_v4(const jattn_cuda_args *a, void *workspac
     p.v_lbo = (uint32_t)(kBwdTile * kSwizzleBytes) >> 4;
     p.v_sbo = (uint32_t)kSwizzleAtomBytes >> 4;
     p.zero = 0;
+    const bool causal = f->causal != JATTN_CAUSAL_NONE;
+    p.causal_off = f->causal == JATTN_CAUSAL_BOTTOM_RIGHT ? f->seq_kv - f->seq_q : 0;
     const bool f32 = f->precision == JATTN_PRECISION_F32;
-    if (f->head_dim == 128)
-        err = f32 ? v4_launch<128, true>(p, gr.ctas, stream) : v4_launch<128, false>(p, gr.ctas, stream);
-    else
-        err = f32 ? v4_launch<64, true>(p, gr.ctas, stream) : v4_launch<64, false>(p, gr.ctas, stream);
+    if (causal) {
+        if (f->head_dim == 128)
+            err =
+                f32 ? v4_launch<128, true, true>(p, gr.ctas, stream) : v4_launch<128, false, true>(p, gr.ctas, stream);
+        else
+            err = f32 ? v4_launch<64, true, true>(p, gr.ctas, stream) : v4_launch<64, false, true>(p, gr.ctas, stream);
+    } else if (f->head_dim == 128) {
+        err = f32 ? v4_launch<128, true, false>(p, gr.ctas, stream) : v4_launch<128, false, false>(p, gr.ctas, stream);
+    } else {
+        err = f32 ? v4_launch<64, true, false>(p, gr.ctas, stream) : v4_launch<64, false, false>(p, gr.ctas, stream);
+    }
     if (err != cudaSuccess) return (int)err;
     const int rows_pad = p.tq * kBwdTile;
     const int d4 = (int)f->head_dim / 4;
     const dim3 rgrid((unsigned)((f->seq_q * d4 + 255) / 256), (unsigned)bh);
-    if (f->head_dim == 128)
-        bwd_v4_dq_reduce<128><<<rgrid, 256, 0, stream>>>(p.copies, a->dq, a->dq_strides.batch, a->dq_strides.head,
-                                                         a->dq_strides.token, p.heads, p.seq_q, rows_pad, gr.n_blocks,
-                                                         gr.per_cta, f->scale);
-    else
-        bwd_v4_dq_reduce<64><<<rgrid, 256, 0, stream>>>(p.copies, a->dq, a->dq_strides.batch, a->dq_strides.head,
-                                                        a->dq_strides.token, p.heads, p.seq_q, rows_pad, gr.n_blocks,
-                                                        gr.per_cta, f->scale);
+#define V4_REDUCE(DD, CAUSAL)                                                                                         \
+    bwd_v4_dq_reduce<DD, CAUSAL><<<rgrid, 256, 0, stream>>>(p.copies, a->dq, a->dq_strides.batch, a->dq_strides.head, \
+                                                            a->dq_strides.token, p.heads, p.seq_q, rows_pad,          \
+                                                            gr.n_blocks, gr.per_cta, gr.items, p.causal_off, f->scale)
+    if (f->head_dim == 128) {
+        if (causal)
+            V4_REDUCE(128, true);
+        else
+            V4_REDUCE(128, false);
+    } else if (causal) {
+        V4_REDUCE(64, true);
+    } else {
+        V4_REDUCE(64, false);
+    }
+#undef V4_REDUCE
     return (int)cudaGetLastError();
 }
