@@ -1,4 +1,5 @@
-"""The backward v4's causal schedule and dQ coverage, emulated on the CPU (branch v4causal, issue 35).
+"""The backward v4's causal schedule and dQ coverage, and its stream-K cut of the unmasked work, emulated on
+the CPU (branches v4causal and v4streamk, issues 35 and 36).
 
 What it asks: with causal (either alignment, every key attended), does the persistent grid of
 backward_v4_sm90_fa3_f16x2.cu (W consecutive items a CTA, a head's 128-key blocks in the pair order
@@ -107,6 +108,96 @@ def check(bh: int, sq: int, skv: int, bottom_right: bool, sms: int) -> list:
     return errors
 
 
+def unit_start(g: int, units: int, ctas: int) -> int:
+    return g * units // ctas
+
+
+def unit_cta(u: int, units: int, ctas: int) -> int:
+    return min(((u + 1) * ctas - 1) // units, ctas - 1)
+
+
+def check_stream(bh: int, sq: int, skv: int, sms: int) -> list:
+    """Stream-K (unmasked): every unit run once; each item's dK, dV whole in one CTA or in parts whose slots
+    bwd_v4_dkv_parts sums (each part once, none twice); each copy's m-blocks stored before they are added;
+    the reduction sums, for every row, exactly the copies holding its m-block."""
+    tq = (sq + M - 1) // M
+    items, _, _, n_blocks = v4_grid(bh, skv, sms)
+    units = items * tq
+    ctas = max(min(sms, 132, units), 1)
+    errors = []
+    seen = [0] * units
+    slots = {}  # slot -> item
+    whole_items = set()
+    copies = {}
+    for g in range(ctas):
+        u0, u1 = unit_start(g, units, ctas), unit_start(g + 1, units, ctas)
+        for item in range(u0 // tq, (u1 + tq - 1) // tq if u1 > u0 else u0 // tq):
+            iu = item * tq
+            head, n = divmod(item, n_blocks)
+            base = head * n_blocks * tq
+            cov = max(u0 - base, 0)
+            for m in range(max(u0 - iu, 0), min(u1 - iu, tq)):
+                seen[iu + m] += 1
+                cell = copies.setdefault((g + head, m), set())
+                store = n * tq + m < cov + tq
+                if store and cell:
+                    errors.append(f"slot {g + head} m-block {m}: a store over earlier pushes")
+                if not store and not cell:
+                    errors.append(f"slot {g + head} m-block {m}: an add into a copy never stored")
+                cell.add(item)
+            if iu >= u0 and iu + tq <= u1:
+                whole_items.add(item)
+            else:
+                slot = 2 * g + (1 if iu > u0 else 0)
+                if slot in slots:
+                    errors.append(f"slot {slot} written by items {slots[slot]} and {item}")
+                slots[slot] = item
+    if any(c != 1 for c in seen):
+        errors.append("a unit run other than once")
+    # the parts' sums: one block per boundary cutting an item, at the first boundary inside it
+    summed = {}
+    for bnd in range(1, ctas):
+        ub = unit_start(bnd, units, ctas)
+        if ub % tq == 0:
+            continue
+        item = ub // tq
+        iu = item * tq
+        if unit_start(bnd - 1, units, ctas) > iu:
+            continue
+        gs = range(unit_cta(iu, units, ctas), unit_cta(iu + tq - 1, units, ctas) + 1)
+        used = [2 * g + (1 if iu > unit_start(g, units, ctas) else 0) for g in gs]
+        if any(slots.get(sl) != item for sl in used):
+            errors.append(f"item {item}: reads a slot it did not write")
+        summed[item] = summed.get(item, 0) + 1
+    cut = {it for it in slots.values()}
+    if set(summed) != cut or any(v != 1 for v in summed.values()):
+        errors.append("a cut item summed other than once")
+    if whole_items & cut or len(whole_items | cut) != items:
+        errors.append("an item neither whole nor cut, or both")
+    for head in range(bh):
+        base = head * n_blocks * tq
+        g_lo, g_hi = unit_cta(base, units, ctas), unit_cta(base + n_blocks * tq - 1, units, ctas)
+        for m in range(tq):
+            got = set()
+            for g in range(g_lo, g_hi + 1):
+                s0 = max(unit_start(g, units, ctas), base) - base
+                e0 = min(unit_start(g + 1, units, ctas), base + n_blocks * tq) - base
+                t = s0 - m
+                k = 0 if t <= 0 else (t + tq - 1) // tq
+                holds = (g + head, m) in copies
+                if k * tq + m >= e0:
+                    if holds:
+                        errors.append(f"head {head} m-block {m}: skips copy {g}, which holds it")
+                    continue
+                if not holds:
+                    errors.append(f"head {head} m-block {m}: reads copy {g}, which never held it")
+                    continue
+                got |= copies[(g + head, m)]
+            if got != set(range(head * n_blocks, head * n_blocks + n_blocks)):
+                errors.append(f"head {head} m-block {m}: sums items {sorted(got)[:4]}...")
+    return errors
+
+
 def makespan(bh: int, s: int, sms: int = 132):
     """The largest CTA's m-blocks, causal top-left at Sq = Skv = s, against the unmasked call's."""
     tq = (s + M - 1) // M
@@ -138,6 +229,18 @@ def main() -> int:
                 f"{errs[0]} (+{len(errs) - 1})"
             )
     print(f"emulate_backward_v4_causal: {draws} draws, {failed} failed")
+    failed_s = 0
+    for _ in range(draws):
+        bh = rng.choice([1, 2, 3, 5, 24])
+        sq = rng.choice([1, 63, 64, 65, 200, 512, 1100])
+        skv = rng.choice([2, 127, 128, 129, 300, 1024])
+        sms = rng.choice([132, 114, 7, 3, 1])
+        errs = check_stream(bh, sq, skv, sms)
+        if errs:
+            failed_s += 1
+            print(f"FAIL stream-K bh {bh} sq {sq} skv {skv} sms {sms}: {errs[0]} (+{len(errs) - 1})")
+    print(f"stream-K (unmasked): {draws} draws, {failed_s} failed")
+    failed += failed_s
     print("| (1,24,S,128) causal | largest CTA (m-blocks) | unmasked | ratio |")
     print("| --- | ---: | ---: | ---: |")
     for s in (1536, 4608, 16384):

@@ -86,6 +86,16 @@
  * adds into the others; the reduction sums, for a row, the copies that reach its m-block (causal_min_block: the
  * smallest block of a copy's items). Not measured on a GPU yet.
  *
+ * Unmasked (stream-K, branch v4streamk): the work is cut in units of (item, 64-query m-block), item-major, and
+ * CTA g runs units g U / G .. (g + 1) U / G - 1 (U = items tq, G = min(132, SMs, U)): whole items, and at its
+ * ends the parts of items it shares with its neighbours. A whole item writes dK, dV; a part leaves them in its
+ * slot (2 g: the CTA's first item, 2 g + 1: its last) and bwd_v4_dkv_parts sums an item's parts in CTA order.
+ * dQ: unit n tq + m of a head stores into the CTA's copy when the CTA's units of the head begin after (n - 1) tq
+ * + m, else adds; the reduction sums the copies holding the row's m-block. With W whole items a CTA the grid ran
+ * 7 items on most of 124 CTAs at (1,24,4608,128) (6.55 a multiprocessor) and 3 on 96 at 1536 (2.18); stream-K
+ * gives every multiprocessor U / G units: modelled 0.935x the time at 4608, 0.73x at 1536, 0.97x at 16384. ptxas:
+ * the D = 128 f32 instance 4 bytes of spill, the others 0. Not measured on a GPU yet.
+ *
  * Where it departs from the design note (route A): (1) the P >= 1/2 element is made exact inside the kernel (3b:
  * a warp-wide float64 dot per element, P and dP from the caller's inputs, then through the products like every
  * element, as the backward v3 does) rather than dropped and added back by a dQ post-pass and a key pass: no slots,
@@ -156,19 +166,20 @@ constexpr bool kDkFirst = true;
 template <int D>
 struct V4Config {
     using R = BwdRecord<D>;
-    static constexpr int kKOff = 0;                           /* K tiles 0, 1: hi, lo images each */
-    static constexpr int kVOff = kKOff + 2 * R::kImages;      /* V tiles 0, 1 */
-    static constexpr int kQOff = kVOff + 2 * R::kImages;      /* Q images (one slot) */
-    static constexpr int kDoOff = kQOff + R::kImages;         /* dO images (one slot) */
-    static constexpr int kDsOff = kDoOff + R::kImages;        /* dS hi, lo [64][128] */
-    static constexpr int kQxOff = kDsOff + 2 * kDsImage;      /* Q record extras: 2^-e, lse per query */
-    static constexpr int kDxOff = kQxOff + kExtrasPad;        /* dO record extras: 2^-e, (Dl hi, Dl lo) per query */
-    static constexpr int kXchOff = kDxOff + kExtrasPad;       /* exponent words [8 warps][4 c][4] */
-    static constexpr int kQfacOff = kXchOff + 8 * 4 * 16;     /* 2^-s per query [64] */
-    static constexpr int kCstOff = kQfacOff + kM * 4;         /* per item and warpgroup: u_k, u_v, kfac, u_ref */
-    static constexpr int kBarOff = kCstOff + kConsumers * 16; /* mbarriers */
-    static constexpr int kCovOff = kBarOff + 64; /* causal, per warpgroup: the dQ coverage words (cov, run) */
-    static constexpr int kSmemBytes = kCovOff + kConsumers * 8 + kSwizzleAtomBytes;
+    static constexpr int kKOff = 0;                            /* K tiles 0, 1: hi, lo images each */
+    static constexpr int kVOff = kKOff + 2 * R::kImages;       /* V tiles 0, 1 */
+    static constexpr int kQOff = kVOff + 2 * R::kImages;       /* Q images (one slot) */
+    static constexpr int kDoOff = kQOff + R::kImages;          /* dO images (one slot) */
+    static constexpr int kDsOff = kDoOff + R::kImages;         /* dS hi, lo [64][128] */
+    static constexpr int kQxOff = kDsOff + 2 * kDsImage;       /* Q record extras: 2^-e, lse per query */
+    static constexpr int kDxOff = kQxOff + kExtrasPad;         /* dO record extras: 2^-e, (Dl hi, Dl lo) per query */
+    static constexpr int kXchOff = kDxOff + kExtrasPad;        /* exponent words [8 warps][4 c][4] */
+    static constexpr int kQfacOff = kXchOff + 8 * 4 * 16;      /* 2^-s per query [64] */
+    static constexpr int kCstOff = kQfacOff + kM * 4;          /* per item and warpgroup: u_k, u_v, kfac, u_ref */
+    static constexpr int kBarOff = kCstOff + kConsumers * 16;  /* mbarriers */
+    static constexpr int kCovOff = kBarOff + 64;               /* per warpgroup: the dQ coverage words (cov, run) */
+    static constexpr int kUnitsOff = kCovOff + kConsumers * 8; /* stream-K: the CTA's units u0, u1 (int32) */
+    static constexpr int kSmemBytes = kUnitsOff + 8 + kSwizzleAtomBytes;
     static constexpr int kHalves = D / 64; /* 64-column tiles of dK and dV */
     static_assert(kSmemBytes <= 227 * 1024, "shared memory");
     static_assert(R::kImage % kSwizzleAtomBytes == 0 && kDsOff % kSwizzleAtomBytes == 0, "1024-byte aligned images");
@@ -190,6 +201,12 @@ struct BwdV4Params {
     uint32_t v_lbo, v_sbo; /* descriptor fields of an MN-major image (16-byte units) */
     uint32_t zero;         /* 0, unknown to the compiler */
     int64_t causal_off;    /* causal: query i attends key j <= i + causal_off (0 top-left, Skv - Sq bottom-right) */
+    /* unmasked (stream-K): the units (item, m-block), item-major, `units` = items tq of them, CTA g runs units
+     * g units / ctas .. (g + 1) units / ctas - 1; an item cut between CTAs leaves each part's dK, dV in `partials`
+     * ([2 ctas][2][128 keys][D]: slot 2 g its first item's part, 2 g + 1 its last's), summed by bwd_v4_dkv_parts */
+    int64_t units;
+    int ctas;
+    float *partials;
 };
 
 /* ---- PTX wrappers this kernel adds ---------------------------------------------------------------- */
@@ -252,6 +269,14 @@ __device__ __forceinline__ uint4 lds_u32x4(uint32_t a) {
     asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(a));
     return v;
 }
+__device__ __forceinline__ int lds_s32(uint32_t a) {
+    int v;
+    asm volatile("ld.shared.s32 %0, [%1];\n" : "=r"(v) : "r"(a));
+    return v;
+}
+__device__ __forceinline__ void sts_s32(uint32_t a, int v) {
+    asm volatile("st.shared.s32 [%0], %1;\n" ::"r"(a), "r"(v) : "memory");
+}
 __device__ __forceinline__ void sts_f32(uint32_t a, float v) {
     asm volatile("st.shared.f32 [%0], %1;\n" ::"r"(a), "f"(v) : "memory");
 }
@@ -280,6 +305,13 @@ __device__ __forceinline__ int first_item(int per_cta) {
     uint32_t x;
     asm volatile("mov.u32 %0, %%ctaid.x;\n" : "=r"(x));
     return (int)x * per_cta;
+}
+
+/* Stream-K: the first unit of CTA g, and the CTA that runs unit u. */
+__host__ __device__ __forceinline__ int64_t unit_start(int64_t g, int64_t units, int ctas) { return g * units / ctas; }
+__host__ __device__ __forceinline__ int unit_cta(int64_t u, int64_t units, int ctas) {
+    const int64_t g = ((u + 1) * ctas - 1) / units;
+    return (int)(g < ctas - 1 ? g : ctas - 1);
 }
 
 /* The 128-key block of a head that position pos (0 .. N - 1) of the head's items runs. Causal: the blocks in
@@ -486,25 +518,36 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
         mbar_init(do_full, 1);
         mbar_init(do_empty, kConsumers * kWg);
         fence_mbar_init();
+        if constexpr (!kCausal) { /* stream-K: this CTA's units, read from shared memory where needed */
+            /* units <= 2^31 - 1 (the backward v4's limit): every unit index fits 32 bits */
+            sts_s32(s0 + C::kUnitsOff, (int)unit_start(blockIdx.x, p.units, p.ctas));
+            sts_s32(s0 + C::kUnitsOff + 4, (int)unit_start(blockIdx.x + 1, p.units, p.ctas));
+        }
     }
     __syncthreads();
+    const uint32_t units_s = s0 + C::kUnitsOff; /* stream-K: u0 at units_s, u1 at units_s + 4 */
 
     if (wg == 0) {
         /* ---- producer: per item K, V (two tiles each), per m-block Q then dO, one slot each ---- */
         setmaxnreg_dec<24>();
         if (threadIdx.x == 0) {
-            const int first = first_item(p.per_cta), last = min(first + p.per_cta, p.items);
+            /* causal: W whole items; otherwise the CTA's units (stream-K), whole items and the parts at its ends */
+            const int u0 = kCausal ? 0 : lds_s32(units_s), u1 = kCausal ? 0 : lds_s32(units_s + 4);
+            const int first = kCausal ? first_item(p.per_cta) : (int)(u0 / p.tq);
+            const int last = kCausal ? min(first + p.per_cta, p.items) : (u1 > u0 ? (int)((u1 - 1) / p.tq) + 1 : first);
             int it = 0;
             for (int item = first, ii = 0; item < last; ++item, ++ii) {
                 const int64_t bh = (int)((uint32_t)item / (uint32_t)p.n_blocks);
                 const int n = item_block<kCausal>(item - (int)bh * p.n_blocks, p.n_blocks);
                 const int t1 = min(2 * n + 1, p.tk - 1); /* a block past the last tile re-reads it (masked) */
-                const int m0 = kCausal ? causal_first_mblock(n, p.causal_off, p.tq) : 0;
+                const int iu = item * p.tq;
+                const int m0 = kCausal ? causal_first_mblock(n, p.causal_off, p.tq) : (u0 > iu ? u0 - iu : 0);
+                const int m1 = kCausal ? p.tq : (u1 - iu < p.tq ? u1 - iu : p.tq);
                 const unsigned char *kr0 = p.rec_k + (bh * p.tk + 2 * n) * (int64_t)R::kBytes;
                 const unsigned char *kr1 = p.rec_k + (bh * p.tk + t1) * (int64_t)R::kBytes;
                 const unsigned char *vr0 = p.rec_v + (bh * p.tk + 2 * n) * (int64_t)R::kBytes;
                 const unsigned char *vr1 = p.rec_v + (bh * p.tk + t1) * (int64_t)R::kBytes;
-                for (int m = m0; m < p.tq; ++m, ++it) {
+                for (int m = m0; m < m1; ++m, ++it) {
                     const uint32_t par = (uint32_t)(it & 1);
                     const unsigned char *qr = p.rec_q + (bh * p.tq + m) * (int64_t)R::kBytes;
                     const unsigned char *dr = p.rec_do + (bh * p.tq + m) * (int64_t)R::kBytes;
@@ -541,8 +584,11 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
     const uint32_t cst = s0 + C::kCstOff + 16u * w;
 
     uint32_t phase = 0; /* bit 0: the K/V barriers' parity (per item), bit 1: Q's and dO's (per m-block) */
+    /* causal: W whole items; otherwise the CTA's units (stream-K): items first_s .. last_s - 1 */
 #pragma unroll 1
-    for (int item = first_item(p.per_cta); item < min(first_item(p.per_cta) + p.per_cta, p.items); ++item) {
+    for (int item = kCausal ? first_item(p.per_cta) : lds_s32(units_s) / p.tq;
+         item < (kCausal ? min(first_item(p.per_cta) + p.per_cta, p.items) : (lds_s32(units_s + 4) + p.tq - 1) / p.tq);
+         ++item) {
         const int64_t bh = (int)((uint32_t)item / (uint32_t)p.n_blocks); /* 32-bit: no division call */
         const int pos = item - (int)bh * p.n_blocks;
         const int n = item_block<kCausal>(pos, p.n_blocks);
@@ -576,6 +622,11 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
                 const int m0 = causal_first_mblock(n, p.causal_off, p.tq);
                 sts_f32(cov_s, __uint_as_float((uint32_t)run));
                 sts_f32(cov_s + 4, __uint_as_float((uint32_t)(m0 < run ? m0 : run)));
+            } else {
+                /* dQ's coverage: unit n tq + m of the head stores when the CTA's units of the head start after
+                 * (n - 1) tq + m (no earlier item of this CTA pushed m-block m), else adds; cov = that start */
+                const int base = (int)bh * p.n_blocks * p.tq, u0 = lds_s32(units_s);
+                sts_f32(s0 + C::kCovOff + 8u * w, __uint_as_float((uint32_t)(u0 > base ? u0 - base : 0)));
             }
         }
         const int key_w = kCtaKeys * n + kWgKeys * w; /* this warpgroup's first key */
@@ -594,8 +645,10 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
         mbar_wait(kv_full, phase & 1u);
         phase ^= 1u;
 
+        /* the item's m-blocks in this CTA: causal, from its first attending one; stream-K, its units here */
 #pragma unroll 1
-        for (int m = kCausal ? causal_first_mblock(n, p.causal_off, p.tq) : 0; m < p.tq; ++m, phase ^= 2u) {
+        for (int m = kCausal ? causal_first_mblock(n, p.causal_off, p.tq) : max(lds_s32(units_s) - item * p.tq, 0);
+             m < (kCausal ? p.tq : min(lds_s32(units_s + 4) - item * p.tq, p.tq)); ++m, phase ^= 2u) {
             const uint32_t par = phase >> 1;
             /* ---- 1. S^T = K_w Q^T ---- */
             float x[32];
@@ -848,8 +901,8 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
             /* the CTA's copy of this head's dQ: slot g + bh; the first item of the head in this CTA stores */
             const int item_o = (int)opaque((uint32_t)item); /* recomputed here, not held over the m-block */
             const int bh_o = (int)((uint32_t)item_o / (uint32_t)p.n_blocks);
-            const bool store = kCausal ? m < (int)__float_as_uint(lds_f32(s0 + C::kCovOff + 8u * w))
-                                       : item_o == first_item(p.per_cta) || item_o - bh_o * p.n_blocks == 0;
+            const int cov = (int)__float_as_uint(lds_f32(s0 + C::kCovOff + 8u * w));
+            const bool store = kCausal ? m < cov : (item_o - bh_o * p.n_blocks) * p.tq + m < cov + p.tq;
             float *copy = p.copies + ((int64_t)blockIdx.x + bh_o) * ((int64_t)p.tq * kM * D);
             if constexpr (D == 128) {
                 /* warpgroup w: 64 queries x head_dim columns 64 w .. 64 w + 63; A = dS K-major, B = K MN-major */
@@ -928,12 +981,27 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
         /* ---- the item's dK, dV rows ---- */
         mbar_arrive(kv_empty); /* every wgmma reading K and V has completed (waited above) */
         const int b = (int)((uint32_t)bh / (uint32_t)p.heads), h = (int)bh - b * p.heads;
+        /* stream-K: an item cut between CTAs leaves its part here in its slot (2 g: the CTA's first item, 2 g + 1:
+         * its last), for bwd_v4_dkv_parts */
+        bool whole = true;
+        float *part = nullptr;
+        if constexpr (!kCausal) {
+            const int u0 = lds_s32(units_s), u1 = lds_s32(units_s + 4), iu = item * p.tq;
+            whole = iu >= u0 && iu + p.tq <= u1;
+            if (!whole) {
+                uint32_t g;
+                asm volatile("mov.u32 %0, %%ctaid.x;\n" : "=r"(g));
+                const int64_t slot = 2 * (int64_t)g + (iu > u0 ? 1 : 0);
+                part = p.partials + slot * 2 * kCtaKeys * (int64_t)D;
+            }
+        }
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
             const int key = key_w + 16 * cwarp() + (clane() / 4) + 8 * r;
             if (key >= p.seq_kv) continue;
-            float *dkr = p.dk + b * p.dk_b + h * p.dk_h + (int64_t)key * p.dk_t;
-            float *dvr = p.dv + b * p.dv_b + h * p.dv_h + (int64_t)key * p.dv_t;
+            const int64_t local = key - (int64_t)kCtaKeys * n;
+            float *dkr = whole ? p.dk + b * p.dk_b + h * p.dk_h + (int64_t)key * p.dk_t : part + local * D;
+            float *dvr = whole ? p.dv + b * p.dv_b + h * p.dv_h + (int64_t)key * p.dv_t : part + (kCtaKeys + local) * D;
 #pragma unroll
             for (int t = 0; t < C::kHalves; ++t)
 #pragma unroll
@@ -969,14 +1037,18 @@ __host__ __device__ __forceinline__ int causal_min_block(int pa, int pb, int n_b
 template <int D, bool kCausal>
 __global__ void __launch_bounds__(256)
     bwd_v4_dq_reduce(const float *copies, float *dq, int64_t dq_b, int64_t dq_h, int64_t dq_t, int heads, int seq_q,
-                     int rows_pad, int n_blocks, int per_cta, int items, int64_t causal_off, float scale) {
+                     int rows_pad, int n_blocks, int per_cta, int items, int64_t causal_off, int64_t units, int ctas,
+                     float scale) {
     const int bh = blockIdx.y;
     const int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t row = idx / (D / 4);
     const int c4 = (int)(idx % (D / 4));
     if (row >= seq_q) return;
-    const int g_lo = (int)((int64_t)bh * n_blocks / per_cta);
-    const int g_hi = (int)(((int64_t)bh * n_blocks + n_blocks - 1) / per_cta);
+    const int tq = rows_pad / kM;
+    const int64_t base = (int64_t)bh * n_blocks * tq; /* stream-K: the head's first unit */
+    const int g_lo = kCausal ? (int)((int64_t)bh * n_blocks / per_cta) : unit_cta(base, units, ctas);
+    const int g_hi = kCausal ? (int)(((int64_t)bh * n_blocks + n_blocks - 1) / per_cta)
+                             : unit_cta(base + (int64_t)n_blocks * tq - 1, units, ctas);
     float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
     for (int gg = g_lo; gg <= g_hi; ++gg) {
         if constexpr (kCausal) {
@@ -986,6 +1058,12 @@ __global__ void __launch_bounds__(256)
             end = end < head0 + n_blocks ? end : head0 + n_blocks;
             const int nmin = causal_min_block((int)pa, (int)(end - head0), n_blocks);
             if (row < (int64_t)causal_first_mblock(nmin, causal_off, rows_pad / kM) * kM) continue;
+        } else {
+            /* the copy holds m-block m when one of its units of the head is n tq + m */
+            const int64_t s = max(unit_start(gg, units, ctas), base) - base;
+            const int64_t e = min(unit_start(gg + 1, units, ctas), base + (int64_t)n_blocks * tq) - base;
+            const int64_t m = row / kM, t = s - m, k = t <= 0 ? 0 : (t + tq - 1) / tq;
+            if (k * tq + m >= e) continue;
         }
         const float4 v =
             __ldg(reinterpret_cast<const float4 *>(copies + ((int64_t)(gg + bh) * rows_pad + row) * D) + c4);
@@ -996,11 +1074,46 @@ __global__ void __launch_bounds__(256)
     *reinterpret_cast<float4 *>(dst) = make_float4(acc.x * scale, acc.y * scale, acc.z * scale, acc.w * scale);
 }
 
+/* Stream-K: dK, dV of the items cut between CTAs: the parts in their slots summed in CTA order (one block per
+ * cut item, at the first boundary inside it). reads partials [2 ctas][2][128 keys][D]; writes the item's dk, dv rows
+ * below seq_kv through their strides. */
+template <int D>
+__global__ void __launch_bounds__(256)
+    bwd_v4_dkv_parts(const float *partials, float *dk, float *dv, int64_t dk_b, int64_t dk_h, int64_t dk_t,
+                     int64_t dv_b, int64_t dv_h, int64_t dv_t, int heads, int seq_kv, int n_blocks, int tq,
+                     int64_t units, int ctas) {
+    const int bnd = (int)blockIdx.x + 1; /* the boundary between CTAs bnd - 1 and bnd */
+    const int64_t ub = unit_start(bnd, units, ctas);
+    if (ub % tq == 0) return; /* no item cut here */
+    const int64_t item = ub / tq, iu = item * tq;
+    if (unit_start(bnd - 1, units, ctas) > iu) return; /* an earlier boundary cuts this item: its block sums it */
+    const int g_first = unit_cta(iu, units, ctas), g_last = unit_cta(iu + tq - 1, units, ctas);
+    const int bh = (int)(item / n_blocks), n = (int)(item % n_blocks), b = bh / heads, h = bh % heads;
+    constexpr int kRow4 = D / 4;
+    for (int idx = threadIdx.x; idx < 2 * kCtaKeys * kRow4; idx += blockDim.x) {
+        const int tensor = idx / (kCtaKeys * kRow4), local = idx / kRow4 % kCtaKeys, c4 = idx % kRow4;
+        const int64_t key = (int64_t)kCtaKeys * n + local;
+        if (key >= seq_kv) continue;
+        float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+        for (int g = g_first; g <= g_last; ++g) {
+            const int64_t slot = 2 * (int64_t)g + (iu > unit_start(g, units, ctas) ? 1 : 0);
+            const float4 v = __ldg(
+                reinterpret_cast<const float4 *>(partials + ((slot * 2 + tensor) * kCtaKeys + local) * (int64_t)D) +
+                c4);
+            acc.x += v.x, acc.y += v.y, acc.z += v.z, acc.w += v.w;
+        }
+        float *dst = tensor ? dv + b * dv_b + h * dv_h + key * dv_t : dk + b * dk_b + h * dk_h + key * dk_t;
+        *reinterpret_cast<float4 *>(dst + 4 * c4) = acc;
+    }
+}
+
 struct V4Grid {
     int items, per_cta, ctas, n_blocks;
+    int64_t units; /* stream-K (unmasked): items tq units of (128-key block, 64-query m-block) */
+    int sk_ctas;   /* stream-K: CTAs, min(132, SMs, units) */
 };
 
-inline V4Grid v4_grid(int64_t bh, int64_t seq_kv, int sms) {
+inline V4Grid v4_grid(int64_t bh, int64_t seq_q, int64_t seq_kv, int sms) {
     V4Grid gr;
     gr.n_blocks = (int)((seq_kv + kCtaKeys - 1) / kCtaKeys);
     gr.items = (int)(bh * gr.n_blocks);
@@ -1009,8 +1122,15 @@ inline V4Grid v4_grid(int64_t bh, int64_t seq_kv, int sms) {
     if (g < 1) g = 1;
     gr.per_cta = (gr.items + g - 1) / g;
     gr.ctas = (gr.items + gr.per_cta - 1) / gr.per_cta;
+    gr.units = (int64_t)gr.items * ((seq_q + kM - 1) / kM);
+    const int64_t gs = sms < kMaxCtas ? sms : kMaxCtas;
+    gr.sk_ctas = (int)(gs < gr.units ? gs : gr.units);
+    if (gr.sk_ctas < 1) gr.sk_ctas = 1;
     return gr;
 }
+
+/* Stream-K: the floats of the cut items' dK, dV parts ([2 kMaxCtas][2][128][D]), after the copies. */
+inline int64_t v4_parts_floats(int64_t head_dim) { return 2 * (int64_t)kMaxCtas * 2 * kCtaKeys * head_dim; }
 
 /* Byte offsets in the workspace: the records (backward_v4_records.cuh), then the copies (256-byte aligned). */
 inline int64_t v4_copies_offset(int64_t bh, int64_t seq_q, int64_t seq_kv, int64_t head_dim) {
@@ -1042,7 +1162,8 @@ extern "C" size_t jattn_cuda_bwd_v4_workspace_bytes(int64_t batch, int64_t heads
                                                     int64_t head_dim) {
     const int64_t bh = batch * heads;
     const size_t v4 = (size_t)(v4_copies_offset(bh, seq_q, seq_kv, head_dim) +
-                               (kMaxCtas + bh - 1) * v4_copy_floats(seq_q, head_dim) * (int64_t)sizeof(float));
+                               ((kMaxCtas + bh - 1) * v4_copy_floats(seq_q, head_dim) + v4_parts_floats(head_dim)) *
+                                   (int64_t)sizeof(float));
     const size_t v3 = jattn_cuda_bwd_v3_workspace_bytes(batch, heads, seq_q, seq_kv, head_dim);
     return v4 > v3 ? v4 : v3; /* a call v4 does not take runs v3 in the same workspace */
 }
@@ -1068,7 +1189,7 @@ extern "C" int jattn_cuda_launch_bwd_v4(const jattn_cuda_args *a, void *workspac
     const int64_t bh = f->batch * f->heads;
     const BwdRecordLayout L = bwd_record_layout(bh, f->seq_q, f->seq_kv, f->head_dim);
     unsigned char *ws = static_cast<unsigned char *>(workspace);
-    const V4Grid gr = v4_grid(bh, f->seq_kv, sms);
+    const V4Grid gr = v4_grid(bh, f->seq_q, f->seq_kv, sms);
     BwdV4Params p;
     p.rec_q = ws + L.q, p.rec_do = ws + L.dout, p.rec_k = ws + L.k, p.rec_v = ws + L.v;
     p.copies = reinterpret_cast<float *>(ws + v4_copies_offset(bh, f->seq_q, f->seq_kv, f->head_dim));
@@ -1096,26 +1217,29 @@ extern "C" int jattn_cuda_launch_bwd_v4(const jattn_cuda_args *a, void *workspac
     p.zero = 0;
     const bool causal = f->causal != JATTN_CAUSAL_NONE;
     p.causal_off = f->causal == JATTN_CAUSAL_BOTTOM_RIGHT ? f->seq_kv - f->seq_q : 0;
+    p.units = gr.units;
+    p.ctas = gr.sk_ctas;
+    p.partials = p.copies + (kMaxCtas + bh - 1) * v4_copy_floats(f->seq_q, f->head_dim);
+    const int ctas = causal ? gr.ctas : gr.sk_ctas; /* causal: W whole items a CTA; otherwise stream-K */
     const bool f32 = f->precision == JATTN_PRECISION_F32;
     if (causal) {
         if (f->head_dim == 128)
-            err =
-                f32 ? v4_launch<128, true, true>(p, gr.ctas, stream) : v4_launch<128, false, true>(p, gr.ctas, stream);
+            err = f32 ? v4_launch<128, true, true>(p, ctas, stream) : v4_launch<128, false, true>(p, ctas, stream);
         else
-            err = f32 ? v4_launch<64, true, true>(p, gr.ctas, stream) : v4_launch<64, false, true>(p, gr.ctas, stream);
+            err = f32 ? v4_launch<64, true, true>(p, ctas, stream) : v4_launch<64, false, true>(p, ctas, stream);
     } else if (f->head_dim == 128) {
-        err = f32 ? v4_launch<128, true, false>(p, gr.ctas, stream) : v4_launch<128, false, false>(p, gr.ctas, stream);
+        err = f32 ? v4_launch<128, true, false>(p, ctas, stream) : v4_launch<128, false, false>(p, ctas, stream);
     } else {
-        err = f32 ? v4_launch<64, true, false>(p, gr.ctas, stream) : v4_launch<64, false, false>(p, gr.ctas, stream);
+        err = f32 ? v4_launch<64, true, false>(p, ctas, stream) : v4_launch<64, false, false>(p, ctas, stream);
     }
     if (err != cudaSuccess) return (int)err;
     const int rows_pad = p.tq * kBwdTile;
     const int d4 = (int)f->head_dim / 4;
     const dim3 rgrid((unsigned)((f->seq_q * d4 + 255) / 256), (unsigned)bh);
-#define V4_REDUCE(DD, CAUSAL)                                                                                         \
-    bwd_v4_dq_reduce<DD, CAUSAL><<<rgrid, 256, 0, stream>>>(p.copies, a->dq, a->dq_strides.batch, a->dq_strides.head, \
-                                                            a->dq_strides.token, p.heads, p.seq_q, rows_pad,          \
-                                                            gr.n_blocks, gr.per_cta, gr.items, p.causal_off, f->scale)
+#define V4_REDUCE(DD, CAUSAL)                                                                                      \
+    bwd_v4_dq_reduce<DD, CAUSAL><<<rgrid, 256, 0, stream>>>(                                                       \
+        p.copies, a->dq, a->dq_strides.batch, a->dq_strides.head, a->dq_strides.token, p.heads, p.seq_q, rows_pad, \
+        gr.n_blocks, gr.per_cta, gr.items, p.causal_off, gr.units, gr.sk_ctas, f->scale)
     if (f->head_dim == 128) {
         if (causal)
             V4_REDUCE(128, true);
@@ -1127,5 +1251,18 @@ extern "C" int jattn_cuda_launch_bwd_v4(const jattn_cuda_args *a, void *workspac
         V4_REDUCE(64, false);
     }
 #undef V4_REDUCE
+    err = cudaGetLastError();
+    if (err != cudaSuccess) return (int)err;
+    if (!causal && gr.sk_ctas > 1) { /* stream-K: the cut items' dK, dV */
+#define V4_PARTS(DD)                                                                                                 \
+    bwd_v4_dkv_parts<DD><<<(unsigned)(gr.sk_ctas - 1), 256, 0, stream>>>(                                            \
+        p.partials, a->dk, a->dv, a->dk_strides.batch, a->dk_strides.head, a->dk_strides.token, a->dv_strides.batch, \
+        a->dv_strides.head, a->dv_strides.token, p.heads, p.seq_kv, gr.n_blocks, p.tq, gr.units, gr.sk_ctas)
+        if (f->head_dim == 128)
+            V4_PARTS(128);
+        else
+            V4_PARTS(64);
+#undef V4_PARTS
+    }
     return (int)cudaGetLastError();
 }
