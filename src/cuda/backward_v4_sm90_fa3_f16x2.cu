@@ -71,7 +71,8 @@
  * each use, 32-bit divisions (a 64-bit one called a subroutine that held 5 registers), the row exponents packed
  * in one word, the unscales read from the slots after each product's wait.
  * Workspace: the records (about 2 B H (Sq + Skv) D x 4 bytes) and (132 + B H - 1) fp32 copies of one
- * head's dQ (Tq 64 x D each): 1.3 GB at (1,24,16384,128); never less than v3's (a call v4 refuses runs v3 in it).
+ * head's dQ (Tq 64 x D each): 1.3 GB at (1,24,16384,128), then the stream-K parts (2 x 132 slots of 128 keys' dK
+ * and dV: 34.6 MB at D = 128); never less than v3's (a call v4 refuses runs v3 in it).
  * Not taken (v3 runs it): key padding, the mask parts but causal, top-left causal with seq_q < seq_kv (keys no
  * query attends), seq_kv = 1, pointers not 16-byte aligned, strides not multiples of 4.
  *
