@@ -76,26 +76,21 @@
  * Not taken (v3 runs it): key padding, the mask parts but causal, top-left causal with seq_q < seq_kv (keys no
  * query attends), seq_kv = 1, pointers not 16-byte aligned, strides not multiples of 4.
  *
- * Causal (kCausal; either alignment, every key attended; query i attends key j <= i + off, off = 0 top-left, Skv -
- * Sq bottom-right): item (b, h, n) runs the m-blocks from causal_first_mblock(n) on (the queries from 128 n - off),
- * the producer loading K and V with the first; where a warpgroup's keys pass the m-block's first query's limit (the
- * diagonal m-blocks) P = 0 past each query's, before the dominant vote. A head's blocks run in the order 0, N - 1,
- * 1, N - 2, ... (item_block), so that W consecutive items carry about W / 2 pairs of blocks' work wherever they
- * start (largest CTA against the unmasked call's at (1,24,S,128): 0.67 / 0.58 / 0.50 at S = 1536 / 4608 / 16384,
- * lab/gpu/emulate_backward_v4_causal.py). dQ: an item stores into the m-blocks of its head's copy that no earlier
- * item of the head in the CTA reached (below `run`, the smallest first m-block so far, kept in shared memory) and
- * adds into the others; the reduction sums, for a row, the copies that reach its m-block (causal_min_block: the
- * smallest block of a copy's items). Not measured on a GPU yet.
- *
- * Unmasked (stream-K, branch v4streamk): the work is cut in units of (item, 64-query m-block), item-major, and
- * CTA g runs units g U / G .. (g + 1) U / G - 1 (U = items tq, G = min(132, SMs, U)): whole items, and at its
- * ends the parts of items it shares with its neighbours. A whole item writes dK, dV; a part leaves them in its
- * slot (2 g: the CTA's first item, 2 g + 1: its last) and bwd_v4_dkv_parts sums an item's parts in CTA order.
- * dQ: unit n tq + m of a head stores into the CTA's copy when the CTA's units of the head begin after (n - 1) tq
- * + m, else adds; the reduction sums the copies holding the row's m-block. With W whole items a CTA the grid ran
- * 7 items on most of 124 CTAs at (1,24,4608,128) (6.55 a multiprocessor) and 3 on 96 at 1536 (2.18); stream-K
- * gives every multiprocessor U / G units: modelled 0.935x the time at 4608, 0.73x at 1536, 0.97x at 16384. ptxas:
- * the D = 128 f32 instance 4 bytes of spill, the others 0. Not measured on a GPU yet.
+ * The grid (stream-K; branches v4causal and v4streamk, not measured on a GPU yet): the work is cut in units of
+ * (head, 128-key block n, 64-query m-block), item-major, and CTA g runs units g U / G .. (g + 1) U / G - 1 (G =
+ * min(132, SMs, U)): whole items, and at its ends the parts of items it shares with its neighbours. A whole item
+ * writes dK, dV; a part leaves them in its slot (2 g: the CTA's first item, 2 g + 1: its last), and
+ * bwd_v4_dkv_parts sums an item's parts in CTA order. dQ: an item stores into the m-blocks of its head's copy that
+ * no earlier item of the head in the CTA reached (below `run`, kept in shared memory) and adds into the others;
+ * bwd_v4_dq_reduce sums, for a row, the copies holding its m-block. Block n's units are its m-blocks from
+ * first_mblock(n) on: all of them unmasked, and under causal (either alignment, every key attended; query i
+ * attends key j <= i + off, off = 0 top-left, Skv - Sq bottom-right) those from the first whose queries attend its
+ * keys (head_units: their count in closed form); where a warpgroup's keys pass an m-block's first query's limit
+ * (the diagonal) P = 0 past each query's, before the dominant vote. The grid it replaces ran W = ceil(items / G)
+ * whole items a CTA: 7 on most of 124 CTAs at (1,24,4608,128) (6.55 a multiprocessor); by units, the longest CTA
+ * is 0.937x (4608), 0.74x (1536), 0.97x (16384) of that grid's, and a causal call's 0.48-0.49x of that grid's
+ * unmasked one (lab/gpu/emulate_backward_v4_causal.py). ptxas: the D = 128 f32 unmasked instance 4 bytes of
+ * spill, the others 0.
  *
  * Where it departs from the design note (route A): (1) the P >= 1/2 element is made exact inside the kernel (3b:
  * a warp-wide float64 dot per element, P and dP from the caller's inputs, then through the products like every
@@ -167,20 +162,22 @@ constexpr bool kDkFirst = true;
 template <int D>
 struct V4Config {
     using R = BwdRecord<D>;
-    static constexpr int kKOff = 0;                            /* K tiles 0, 1: hi, lo images each */
-    static constexpr int kVOff = kKOff + 2 * R::kImages;       /* V tiles 0, 1 */
-    static constexpr int kQOff = kVOff + 2 * R::kImages;       /* Q images (one slot) */
-    static constexpr int kDoOff = kQOff + R::kImages;          /* dO images (one slot) */
-    static constexpr int kDsOff = kDoOff + R::kImages;         /* dS hi, lo [64][128] */
-    static constexpr int kQxOff = kDsOff + 2 * kDsImage;       /* Q record extras: 2^-e, lse per query */
-    static constexpr int kDxOff = kQxOff + kExtrasPad;         /* dO record extras: 2^-e, (Dl hi, Dl lo) per query */
-    static constexpr int kXchOff = kDxOff + kExtrasPad;        /* exponent words [8 warps][4 c][4] */
-    static constexpr int kQfacOff = kXchOff + 8 * 4 * 16;      /* 2^-s per query [64] */
-    static constexpr int kCstOff = kQfacOff + kM * 4;          /* per item and warpgroup: u_k, u_v, kfac, u_ref */
-    static constexpr int kBarOff = kCstOff + kConsumers * 16;  /* mbarriers */
-    static constexpr int kCovOff = kBarOff + 64;               /* per warpgroup: the dQ coverage words (cov, run) */
-    static constexpr int kUnitsOff = kCovOff + kConsumers * 8; /* stream-K: the CTA's units u0, u1 (int32) */
-    static constexpr int kSmemBytes = kUnitsOff + 8 + kSwizzleAtomBytes;
+    static constexpr int kKOff = 0;                           /* K tiles 0, 1: hi, lo images each */
+    static constexpr int kVOff = kKOff + 2 * R::kImages;      /* V tiles 0, 1 */
+    static constexpr int kQOff = kVOff + 2 * R::kImages;      /* Q images (one slot) */
+    static constexpr int kDoOff = kQOff + R::kImages;         /* dO images (one slot) */
+    static constexpr int kDsOff = kDoOff + R::kImages;        /* dS hi, lo [64][128] */
+    static constexpr int kQxOff = kDsOff + 2 * kDsImage;      /* Q record extras: 2^-e, lse per query */
+    static constexpr int kDxOff = kQxOff + kExtrasPad;        /* dO record extras: 2^-e, (Dl hi, Dl lo) per query */
+    static constexpr int kXchOff = kDxOff + kExtrasPad;       /* exponent words [8 warps][4 c][4] */
+    static constexpr int kQfacOff = kXchOff + 8 * 4 * 16;     /* 2^-s per query [64] */
+    static constexpr int kCstOff = kQfacOff + kM * 4;         /* per item and warpgroup: u_k, u_v, kfac, u_ref */
+    static constexpr int kBarOff = kCstOff + kConsumers * 16; /* mbarriers */
+    static constexpr int kCovOff = kBarOff + 64;              /* per warpgroup: the dQ coverage words (cov, run) */
+    /* the CTA's units u0, u1 and items first, last (int32); then per warpgroup the item's m-blocks [begin, end) */
+    static constexpr int kUnitsOff = kCovOff + kConsumers * 8;
+    static constexpr int kMOff = kUnitsOff + 16;
+    static constexpr int kSmemBytes = kMOff + kConsumers * 8 + kSwizzleAtomBytes;
     static constexpr int kHalves = D / 64; /* 64-column tiles of dK and dV */
     static_assert(kSmemBytes <= 227 * 1024, "shared memory");
     static_assert(R::kImage % kSwizzleAtomBytes == 0 && kDsOff % kSwizzleAtomBytes == 0, "1024-byte aligned images");
@@ -197,8 +194,6 @@ struct BwdV4Params {
     float scale;
     int heads, seq_q, seq_kv, tq, tk;
     int n_blocks;          /* N: 128-key blocks per head */
-    int items;             /* B H N */
-    int per_cta;           /* W */
     uint32_t v_lbo, v_sbo; /* descriptor fields of an MN-major image (16-byte units) */
     uint32_t zero;         /* 0, unknown to the compiler */
     int64_t causal_off;    /* causal: query i attends key j <= i + causal_off (0 top-left, Skv - Sq bottom-right) */
@@ -208,6 +203,7 @@ struct BwdV4Params {
     int64_t units;
     int ctas;
     float *partials;
+    int64_t head_units; /* units of one head (every head the same) */
 };
 
 /* ---- PTX wrappers this kernel adds ---------------------------------------------------------------- */
@@ -301,28 +297,11 @@ __device__ __forceinline__ void push_f32(float *p, float a, bool store) {
         asm volatile("red.global.add.f32 [%0], %1;\n" ::"l"(p), "f"(a) : "memory");
 }
 
-/* This CTA's first work item, read from %ctaid at each use (volatile: not held in a register over the loops). */
-__device__ __forceinline__ int first_item(int per_cta) {
-    uint32_t x;
-    asm volatile("mov.u32 %0, %%ctaid.x;\n" : "=r"(x));
-    return (int)x * per_cta;
-}
-
-/* Stream-K: the first unit of CTA g, and the CTA that runs unit u. */
+/* The first unit of CTA g, and the CTA that runs unit u. */
 __host__ __device__ __forceinline__ int64_t unit_start(int64_t g, int64_t units, int ctas) { return g * units / ctas; }
 __host__ __device__ __forceinline__ int unit_cta(int64_t u, int64_t units, int ctas) {
     const int64_t g = ((u + 1) * ctas - 1) / units;
     return (int)(g < ctas - 1 ? g : ctas - 1);
-}
-
-/* The 128-key block of a head that position pos (0 .. N - 1) of the head's items runs. Causal: the blocks in
- * pairs of unequal work, 0, N - 1, 1, N - 2, ... (block n's keys are attended by the queries from 128 n - off on,
- * so its work falls with n), so that W consecutive items carry about W / 2 pairs' work, whatever they start
- * at; otherwise pos itself. */
-template <bool kCausal>
-__host__ __device__ __forceinline__ int item_block(int pos, int n_blocks) {
-    if constexpr (kCausal) return (pos & 1) ? n_blocks - 1 - pos / 2 : pos / 2;
-    return pos;
 }
 
 /* Causal: the first 64-query m-block whose queries attend a key of block n (the queries i >= 128 n - off),
@@ -333,6 +312,55 @@ __host__ __device__ __forceinline__ int causal_first_mblock(int n, int64_t off, 
     i0 = i0 < 0 ? 0 : i0;
     const int64_t mb = i0 / kM;
     return (int)(mb < tq - 1 ? mb : tq - 1);
+}
+
+/* floor(a / b), b > 0. */
+__host__ __device__ __forceinline__ int64_t floor_div(int64_t a, int64_t b) {
+    return a >= 0 ? a / b : -((-a + b - 1) / b);
+}
+
+/* A head's 128-key block n runs the m-blocks from first_mblock(n) (causal: the first whose queries attend its keys;
+ * else 0) to tq - 1: tq - first_mblock(n) units. */
+template <bool kCausal>
+__host__ __device__ __forceinline__ int first_mblock(int n, int64_t off, int tq) {
+    if constexpr (kCausal) return causal_first_mblock(n, off, tq);
+    return 0;
+}
+
+/* The units of a head's blocks 0 .. n - 1, in closed form: causal, first_mblock(k) = min(max(0, 128 k - off) / 64,
+ * tq - 1) is 0 below k0 (128 k < off), 2 k + f from there (f = floor(-off / 64)), tq - 1 from k1 on. */
+template <bool kCausal>
+__host__ __device__ __forceinline__ int64_t head_units(int n, int64_t off, int tq) {
+    if constexpr (!kCausal) return (int64_t)n * tq;
+    const int64_t k0 = off <= 0 ? 0 : (off + kCtaKeys - 1) / kCtaKeys, f = floor_div(-off, kM);
+    const int64_t k1 = -floor_div(-(tq - 1 - f), 2); /* ceil((tq - 1 - f) / 2) */
+    const int64_t lin_end = k1 > k0 ? k1 : k0;       /* the linear part: k0 .. lin_end - 1 */
+    const int64_t a = k0 < n ? k0 : n, b = lin_end < n ? lin_end : n;
+    int64_t sum = b > a ? (b - a) * f + (b * (b - 1) - a * (a - 1)) : 0;
+    if (n > lin_end) sum += (n - lin_end) * (int64_t)(tq - 1);
+    return (int64_t)n * tq - sum;
+}
+
+/* The block of a head whose units hold head unit r (0 <= r < head_units(n_blocks)): the last n with
+ * head_units(n) <= r. */
+template <bool kCausal>
+__host__ __device__ __forceinline__ int unit_block(int64_t r, int n_blocks, int64_t off, int tq) {
+    int lo = 0, hi = n_blocks - 1;
+    while (lo < hi) {
+        const int mid = lo + (hi - lo + 1) / 2;
+        if (head_units<kCausal>(mid, off, tq) <= r)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return lo;
+}
+
+/* The item (b H + h) N + n that runs unit u. */
+template <bool kCausal>
+__host__ __device__ __forceinline__ int unit_item(int64_t u, int64_t per_head, int n_blocks, int64_t off, int tq) {
+    const int64_t bh = u / per_head;
+    return (int)(bh * n_blocks + unit_block<kCausal>(u - bh * per_head, n_blocks, off, tq));
 }
 
 /* The thread's index in its warpgroup, read from %tid at each use (volatile: recomputed where needed rather than
@@ -519,31 +547,33 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
         mbar_init(do_full, 1);
         mbar_init(do_empty, kConsumers * kWg);
         fence_mbar_init();
-        if constexpr (!kCausal) { /* stream-K: this CTA's units, read from shared memory where needed */
-            /* units <= 2^31 - 1 (the backward v4's limit): every unit index fits 32 bits */
-            sts_s32(s0 + C::kUnitsOff, (int)unit_start(blockIdx.x, p.units, p.ctas));
-            sts_s32(s0 + C::kUnitsOff + 4, (int)unit_start(blockIdx.x + 1, p.units, p.ctas));
-        }
+        /* this CTA's units and the items that hold them, read from shared memory where needed; units <= 2^31 - 1
+         * (the backward v4's limit): every unit index fits 32 bits */
+        const int64_t u0 = unit_start(blockIdx.x, p.units, p.ctas), u1 = unit_start(blockIdx.x + 1, p.units, p.ctas);
+        sts_s32(s0 + C::kUnitsOff, (int)u0);
+        sts_s32(s0 + C::kUnitsOff + 4, (int)u1);
+        sts_s32(s0 + C::kUnitsOff + 8, unit_item<kCausal>(u0, p.head_units, p.n_blocks, p.causal_off, p.tq));
+        sts_s32(s0 + C::kUnitsOff + 12, unit_item<kCausal>(u1 - 1, p.head_units, p.n_blocks, p.causal_off, p.tq));
     }
     __syncthreads();
-    const uint32_t units_s = s0 + C::kUnitsOff; /* stream-K: u0 at units_s, u1 at units_s + 4 */
+    const uint32_t units_s = s0 + C::kUnitsOff; /* u0, u1, first item, last item */
 
     if (wg == 0) {
         /* ---- producer: per item K, V (two tiles each), per m-block Q then dO, one slot each ---- */
         setmaxnreg_dec<24>();
         if (threadIdx.x == 0) {
-            /* causal: W whole items; otherwise the CTA's units (stream-K), whole items and the parts at its ends */
-            const int u0 = kCausal ? 0 : lds_s32(units_s), u1 = kCausal ? 0 : lds_s32(units_s + 4);
-            const int first = kCausal ? first_item(p.per_cta) : (int)(u0 / p.tq);
-            const int last = kCausal ? min(first + p.per_cta, p.items) : (u1 > u0 ? (int)((u1 - 1) / p.tq) + 1 : first);
+            /* the CTA's units: whole items, and the parts of the items it shares with its neighbours */
+            const int u0 = lds_s32(units_s), u1 = lds_s32(units_s + 4);
+            const int first = lds_s32(units_s + 8), last = lds_s32(units_s + 12) + 1;
             int it = 0;
             for (int item = first, ii = 0; item < last; ++item, ++ii) {
                 const int64_t bh = (int)((uint32_t)item / (uint32_t)p.n_blocks);
-                const int n = item_block<kCausal>(item - (int)bh * p.n_blocks, p.n_blocks);
+                const int n = item - (int)bh * p.n_blocks;
                 const int t1 = min(2 * n + 1, p.tk - 1); /* a block past the last tile re-reads it (masked) */
-                const int iu = item * p.tq;
-                const int m0 = kCausal ? causal_first_mblock(n, p.causal_off, p.tq) : (u0 > iu ? u0 - iu : 0);
-                const int m1 = kCausal ? p.tq : (u1 - iu < p.tq ? u1 - iu : p.tq);
+                const int f0 = first_mblock<kCausal>(n, p.causal_off, p.tq);
+                const int iu =
+                    (int)(bh * p.head_units + head_units<kCausal>(n, p.causal_off, p.tq)); /* its first unit */
+                const int m0 = f0 + (u0 > iu ? u0 - iu : 0), m1 = min(p.tq, f0 + (u1 - iu));
                 const unsigned char *kr0 = p.rec_k + (bh * p.tk + 2 * n) * (int64_t)R::kBytes;
                 const unsigned char *kr1 = p.rec_k + (bh * p.tk + t1) * (int64_t)R::kBytes;
                 const unsigned char *vr0 = p.rec_v + (bh * p.tk + 2 * n) * (int64_t)R::kBytes;
@@ -587,12 +617,9 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
     uint32_t phase = 0; /* bit 0: the K/V barriers' parity (per item), bit 1: Q's and dO's (per m-block) */
     /* causal: W whole items; otherwise the CTA's units (stream-K): items first_s .. last_s - 1 */
 #pragma unroll 1
-    for (int item = kCausal ? first_item(p.per_cta) : lds_s32(units_s) / p.tq;
-         item < (kCausal ? min(first_item(p.per_cta) + p.per_cta, p.items) : (lds_s32(units_s + 4) + p.tq - 1) / p.tq);
-         ++item) {
+    for (int item = lds_s32(units_s + 8); item <= lds_s32(units_s + 12); ++item) {
         const int64_t bh = (int)((uint32_t)item / (uint32_t)p.n_blocks); /* 32-bit: no division call */
-        const int pos = item - (int)bh * p.n_blocks;
-        const int n = item_block<kCausal>(pos, p.n_blocks);
+        const int n = item - (int)bh * p.n_blocks;
         const int t1 = min(2 * n + 1, p.tk - 1);
         /* the tiles' scales, kept in shared memory (cst) for the m-blocks rather than in registers: u_k, u_v of
          * this warpgroup's tiles, kfac = u_k / u_ref (<= 1: this tile's dS for dQ against the common K scale);
@@ -613,22 +640,22 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
             sts_f32(cst + 4, uv);
             sts_f32(cst + 8, pow2_ratio(uk, u_ref));
             sts_f32(cst + 12, u_ref);
-            if constexpr (kCausal) {
-                /* dQ's coverage in the CTA's copy of the head: the earlier items of the head in this CTA pushed
-                 * the m-blocks from `run` on (every m-block from an item's first: the queries past a key attend
-                 * it); this item stores into the m-blocks below that (cov), adds into the others */
-                const uint32_t cov_s = s0 + C::kCovOff + 8u * w;
-                const int run =
-                    item == first_item(p.per_cta) || pos == 0 ? p.tq : (int)__float_as_uint(lds_f32(cov_s + 4));
-                const int m0 = causal_first_mblock(n, p.causal_off, p.tq);
-                sts_f32(cov_s, __uint_as_float((uint32_t)run));
-                sts_f32(cov_s + 4, __uint_as_float((uint32_t)(m0 < run ? m0 : run)));
-            } else {
-                /* dQ's coverage: unit n tq + m of the head stores when the CTA's units of the head start after
-                 * (n - 1) tq + m (no earlier item of this CTA pushed m-block m), else adds; cov = that start */
-                const int base = (int)bh * p.n_blocks * p.tq, u0 = lds_s32(units_s);
-                sts_f32(s0 + C::kCovOff + 8u * w, __uint_as_float((uint32_t)(u0 > base ? u0 - base : 0)));
-            }
+            /* the item's m-blocks in this CTA, [mb, me): from its first (causal: the first whose queries attend
+             * its keys) or where the CTA's units begin, to its last or where they end */
+            const int f0 = first_mblock<kCausal>(n, p.causal_off, p.tq);
+            const int iu = (int)(bh * p.head_units + head_units<kCausal>(n, p.causal_off, p.tq));
+            const int u0 = lds_s32(units_s), u1 = lds_s32(units_s + 4);
+            const int mb = f0 + (u0 > iu ? u0 - iu : 0), me = min(p.tq, f0 + (u1 - iu));
+            sts_s32(s0 + C::kMOff + 8u * w, mb);
+            sts_s32(s0 + C::kMOff + 8u * w + 4, me);
+            /* dQ's coverage in the CTA's copy of the head: the earlier items of the head in this CTA pushed the
+             * m-blocks from `run` on (each from its first here to the last: every item but the CTA's last ends at
+             * tq - 1, and the last has none after it); this item stores into the m-blocks below that (cov) */
+            const uint32_t cov_s = s0 + C::kCovOff + 8u * w;
+            const bool first_of_head = item == lds_s32(units_s + 8) || n == 0;
+            const int run = first_of_head ? p.tq : (int)__float_as_uint(lds_f32(cov_s + 4));
+            sts_f32(cov_s, __uint_as_float((uint32_t)run));
+            sts_f32(cov_s + 4, __uint_as_float((uint32_t)(mb < run ? mb : run)));
         }
         const int key_w = kCtaKeys * n + kWgKeys * w; /* this warpgroup's first key */
         const bool partial = key_w + kWgKeys > p.seq_kv;
@@ -648,8 +675,7 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
 
         /* the item's m-blocks in this CTA: causal, from its first attending one; stream-K, its units here */
 #pragma unroll 1
-        for (int m = kCausal ? causal_first_mblock(n, p.causal_off, p.tq) : max(lds_s32(units_s) - item * p.tq, 0);
-             m < (kCausal ? p.tq : min(lds_s32(units_s + 4) - item * p.tq, p.tq)); ++m, phase ^= 2u) {
+        for (int m = lds_s32(s0 + C::kMOff + 8u * w); m < lds_s32(s0 + C::kMOff + 8u * w + 4); ++m, phase ^= 2u) {
             const uint32_t par = phase >> 1;
             /* ---- 1. S^T = K_w Q^T ---- */
             float x[32];
@@ -903,7 +929,7 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
             const int item_o = (int)opaque((uint32_t)item); /* recomputed here, not held over the m-block */
             const int bh_o = (int)((uint32_t)item_o / (uint32_t)p.n_blocks);
             const int cov = (int)__float_as_uint(lds_f32(s0 + C::kCovOff + 8u * w));
-            const bool store = kCausal ? m < cov : (item_o - bh_o * p.n_blocks) * p.tq + m < cov + p.tq;
+            const bool store = m < cov;
             float *copy = p.copies + ((int64_t)blockIdx.x + bh_o) * ((int64_t)p.tq * kM * D);
             if constexpr (D == 128) {
                 /* warpgroup w: 64 queries x head_dim columns 64 w .. 64 w + 63; A = dS K-major, B = K MN-major */
@@ -984,17 +1010,15 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
         const int b = (int)((uint32_t)bh / (uint32_t)p.heads), h = (int)bh - b * p.heads;
         /* stream-K: an item cut between CTAs leaves its part here in its slot (2 g: the CTA's first item, 2 g + 1:
          * its last), for bwd_v4_dkv_parts */
-        bool whole = true;
+        const int iu = (int)(bh * p.head_units + head_units<kCausal>(n, p.causal_off, p.tq));
+        const int u0 = lds_s32(units_s);
+        const bool whole = iu >= u0 && lds_s32(s0 + C::kMOff + 8u * w + 4) == p.tq; /* began and ended here */
         float *part = nullptr;
-        if constexpr (!kCausal) {
-            const int u0 = lds_s32(units_s), u1 = lds_s32(units_s + 4), iu = item * p.tq;
-            whole = iu >= u0 && iu + p.tq <= u1;
-            if (!whole) {
-                uint32_t g;
-                asm volatile("mov.u32 %0, %%ctaid.x;\n" : "=r"(g));
-                const int64_t slot = 2 * (int64_t)g + (iu > u0 ? 1 : 0);
-                part = p.partials + slot * 2 * kCtaKeys * (int64_t)D;
-            }
+        if (!whole) {
+            uint32_t g;
+            asm volatile("mov.u32 %0, %%ctaid.x;\n" : "=r"(g));
+            const int64_t slot = 2 * (int64_t)g + (iu > u0 ? 1 : 0);
+            part = p.partials + slot * 2 * kCtaKeys * (int64_t)D;
         }
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
@@ -1018,54 +1042,48 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
 #endif
 }
 
-/* Causal: the smallest block of positions [pa, pb) of a head's items (item_block<true>: the even positions'
- * blocks rise, the odd ones' fall). */
-__host__ __device__ __forceinline__ int causal_min_block(int pa, int pb, int n_blocks) {
-    int best = n_blocks;
-    const int pe = pa + (pa & 1); /* the first even position */
-    if (pe < pb) best = pe / 2;
-    const int po = (pb - 1) & 1 ? pb - 1 : pb - 2; /* the last odd position */
-    if (po >= pa && po >= 1) {
-        const int nb = n_blocks - 1 - po / 2;
-        best = nb < best ? nb : best;
-    }
-    return best;
-}
-
-/* dq = c * (the head's private copies summed in ascending CTA order): one float4 of one row per thread.
- * Causal: a copy holds the m-blocks from its items' first on (causal_first_mblock of their smallest block); the
- * copies that do not reach a row take no part in its sum (a row no copy reaches attends no key: dq 0). */
+/* dq = c * (the head's private copies summed in ascending CTA order): one float4 of one row per thread. A copy
+ * holds the m-blocks of its CTA's units of the head: m-block m when one of them is unit head_units(n) + m -
+ * first_mblock(n) of a block n with first_mblock(n) <= m; the copies that do not hold a row's m-block take no part
+ * in its sum (a row no copy holds attends no key: dq 0). */
 template <int D, bool kCausal>
 __global__ void __launch_bounds__(256)
     bwd_v4_dq_reduce(const float *copies, float *dq, int64_t dq_b, int64_t dq_h, int64_t dq_t, int heads, int seq_q,
-                     int rows_pad, int n_blocks, int per_cta, int items, int64_t causal_off, int64_t units, int ctas,
+                     int rows_pad, int n_blocks, int64_t causal_off, int64_t units, int ctas, int64_t per_head,
                      float scale) {
     const int bh = blockIdx.y;
     const int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t row = idx / (D / 4);
     const int c4 = (int)(idx % (D / 4));
     if (row >= seq_q) return;
-    const int tq = rows_pad / kM;
-    const int64_t base = (int64_t)bh * n_blocks * tq; /* stream-K: the head's first unit */
-    const int g_lo = kCausal ? (int)((int64_t)bh * n_blocks / per_cta) : unit_cta(base, units, ctas);
-    const int g_hi = kCausal ? (int)(((int64_t)bh * n_blocks + n_blocks - 1) / per_cta)
-                             : unit_cta(base + (int64_t)n_blocks * tq - 1, units, ctas);
+    const int tq = rows_pad / kM, m = (int)(row / kM);
+    const int64_t base = (int64_t)bh * per_head; /* the head's first unit */
+    /* the blocks whose m-blocks reach m: 0 .. nm (first_mblock never decreases) */
+    int lo = 0, hi = n_blocks - 1, nm = -1;
+    while (lo <= hi) {
+        const int mid = lo + (hi - lo) / 2;
+        if (first_mblock<kCausal>(mid, causal_off, tq) <= m)
+            nm = mid, lo = mid + 1;
+        else
+            hi = mid - 1;
+    }
     float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-    for (int gg = g_lo; gg <= g_hi; ++gg) {
-        if constexpr (kCausal) {
-            const int64_t head0 = (int64_t)bh * n_blocks, first = (int64_t)gg * per_cta;
-            const int64_t pa = (first > head0 ? first : head0) - head0;
-            int64_t end = first + per_cta < items ? first + per_cta : items;
-            end = end < head0 + n_blocks ? end : head0 + n_blocks;
-            const int nmin = causal_min_block((int)pa, (int)(end - head0), n_blocks);
-            if (row < (int64_t)causal_first_mblock(nmin, causal_off, rows_pad / kM) * kM) continue;
-        } else {
-            /* the copy holds m-block m when one of its units of the head is n tq + m */
-            const int64_t s = max(unit_start(gg, units, ctas), base) - base;
-            const int64_t e = min(unit_start(gg + 1, units, ctas), base + (int64_t)n_blocks * tq) - base;
-            const int64_t m = row / kM, t = s - m, k = t <= 0 ? 0 : (t + tq - 1) / tq;
-            if (k * tq + m >= e) continue;
+    const int g_lo = unit_cta(base, units, ctas), g_hi = unit_cta(base + per_head - 1, units, ctas);
+    for (int gg = g_lo; gg <= g_hi && nm >= 0; ++gg) {
+        const int64_t s = max(unit_start(gg, units, ctas), base) - base;
+        const int64_t e = min(unit_start(gg + 1, units, ctas), base + per_head) - base;
+        /* the first block n <= nm whose unit of m-block m, u(n) = head_units(n) + m - first_mblock(n) (never
+         * decreasing in n), is at s or after; the copy holds m when that unit is below e */
+        int a = 0, z = nm + 1;
+        while (a < z) {
+            const int mid = a + (z - a) / 2;
+            if (head_units<kCausal>(mid, causal_off, tq) + m - first_mblock<kCausal>(mid, causal_off, tq) >= s)
+                z = mid;
+            else
+                a = mid + 1;
         }
+        if (a > nm || head_units<kCausal>(a, causal_off, tq) + m - first_mblock<kCausal>(a, causal_off, tq) >= e)
+            continue;
         const float4 v =
             __ldg(reinterpret_cast<const float4 *>(copies + ((int64_t)(gg + bh) * rows_pad + row) * D) + c4);
         acc.x += v.x, acc.y += v.y, acc.z += v.z, acc.w += v.w;
@@ -1075,21 +1093,23 @@ __global__ void __launch_bounds__(256)
     *reinterpret_cast<float4 *>(dst) = make_float4(acc.x * scale, acc.y * scale, acc.z * scale, acc.w * scale);
 }
 
-/* Stream-K: dK, dV of the items cut between CTAs: the parts in their slots summed in CTA order (one block per
- * cut item, at the first boundary inside it). reads partials [2 ctas][2][128 keys][D]; writes the item's dk, dv rows
- * below seq_kv through their strides. */
-template <int D>
+/* dK, dV of the items cut between CTAs: the parts in their slots summed in CTA order (one block per cut item, at
+ * the first boundary inside it). reads partials [2 ctas][2][128 keys][D]; writes the item's dk, dv rows below
+ * seq_kv through their strides. */
+template <int D, bool kCausal>
 __global__ void __launch_bounds__(256)
     bwd_v4_dkv_parts(const float *partials, float *dk, float *dv, int64_t dk_b, int64_t dk_h, int64_t dk_t,
                      int64_t dv_b, int64_t dv_h, int64_t dv_t, int heads, int seq_kv, int n_blocks, int tq,
-                     int64_t units, int ctas) {
+                     int64_t units, int ctas, int64_t per_head, int64_t causal_off) {
     const int bnd = (int)blockIdx.x + 1; /* the boundary between CTAs bnd - 1 and bnd */
     const int64_t ub = unit_start(bnd, units, ctas);
-    if (ub % tq == 0) return; /* no item cut here */
-    const int64_t item = ub / tq, iu = item * tq;
+    const int item = unit_item<kCausal>(ub, per_head, n_blocks, causal_off, tq);
+    const int bh = item / n_blocks, n = item % n_blocks, b = bh / heads, h = bh % heads;
+    const int64_t iu = (int64_t)bh * per_head + head_units<kCausal>(n, causal_off, tq);
+    if (ub == iu) return;                              /* no item cut here */
     if (unit_start(bnd - 1, units, ctas) > iu) return; /* an earlier boundary cuts this item: its block sums it */
-    const int g_first = unit_cta(iu, units, ctas), g_last = unit_cta(iu + tq - 1, units, ctas);
-    const int bh = (int)(item / n_blocks), n = (int)(item % n_blocks), b = bh / heads, h = bh % heads;
+    const int64_t len = tq - first_mblock<kCausal>(n, causal_off, tq);
+    const int g_first = unit_cta(iu, units, ctas), g_last = unit_cta(iu + len - 1, units, ctas);
     constexpr int kRow4 = D / 4;
     for (int idx = threadIdx.x; idx < 2 * kCtaKeys * kRow4; idx += blockDim.x) {
         const int tensor = idx / (kCtaKeys * kRow4), local = idx / kRow4 % kCtaKeys, c4 = idx % kRow4;
@@ -1108,29 +1128,27 @@ __global__ void __launch_bounds__(256)
     }
 }
 
+/* The persistent grid: min(132, SMs, units) CTAs over the units (128-key block, 64-query m-block) of every head,
+ * item-major (every head the same: per_head of them; causal, each block's from its first attending m-block). */
 struct V4Grid {
-    int items, per_cta, ctas, n_blocks;
-    int64_t units; /* stream-K (unmasked): items tq units of (128-key block, 64-query m-block) */
-    int sk_ctas;   /* stream-K: CTAs, min(132, SMs, units) */
+    int n_blocks, ctas;
+    int64_t per_head, units;
 };
 
-inline V4Grid v4_grid(int64_t bh, int64_t seq_q, int64_t seq_kv, int sms) {
+template <bool kCausal>
+inline V4Grid v4_grid(int64_t bh, int64_t seq_q, int64_t seq_kv, int64_t causal_off, int sms) {
     V4Grid gr;
     gr.n_blocks = (int)((seq_kv + kCtaKeys - 1) / kCtaKeys);
-    gr.items = (int)(bh * gr.n_blocks);
-    int g = sms < kMaxCtas ? sms : kMaxCtas;
-    if (g > gr.items) g = gr.items;
-    if (g < 1) g = 1;
-    gr.per_cta = (gr.items + g - 1) / g;
-    gr.ctas = (gr.items + gr.per_cta - 1) / gr.per_cta;
-    gr.units = (int64_t)gr.items * ((seq_q + kM - 1) / kM);
-    const int64_t gs = sms < kMaxCtas ? sms : kMaxCtas;
-    gr.sk_ctas = (int)(gs < gr.units ? gs : gr.units);
-    if (gr.sk_ctas < 1) gr.sk_ctas = 1;
+    const int tq = (int)((seq_q + kM - 1) / kM);
+    gr.per_head = head_units<kCausal>(gr.n_blocks, causal_off, tq);
+    gr.units = bh * gr.per_head;
+    const int64_t g = sms < kMaxCtas ? sms : kMaxCtas;
+    gr.ctas = (int)(g < gr.units ? g : gr.units);
+    if (gr.ctas < 1) gr.ctas = 1;
     return gr;
 }
 
-/* Stream-K: the floats of the cut items' dK, dV parts ([2 kMaxCtas][2][128][D]), after the copies. */
+/* The floats of the cut items' dK, dV parts ([2 kMaxCtas][2][128][D]), after the copies. */
 inline int64_t v4_parts_floats(int64_t head_dim) { return 2 * (int64_t)kMaxCtas * 2 * kCtaKeys * head_dim; }
 
 /* Byte offsets in the workspace: the records (backward_v4_records.cuh), then the copies (256-byte aligned). */
@@ -1190,7 +1208,10 @@ extern "C" int jattn_cuda_launch_bwd_v4(const jattn_cuda_args *a, void *workspac
     const int64_t bh = f->batch * f->heads;
     const BwdRecordLayout L = bwd_record_layout(bh, f->seq_q, f->seq_kv, f->head_dim);
     unsigned char *ws = static_cast<unsigned char *>(workspace);
-    const V4Grid gr = v4_grid(bh, f->seq_q, f->seq_kv, sms);
+    const bool causal = f->causal != JATTN_CAUSAL_NONE;
+    const int64_t causal_off = f->causal == JATTN_CAUSAL_BOTTOM_RIGHT ? f->seq_kv - f->seq_q : 0;
+    const V4Grid gr = causal ? v4_grid<true>(bh, f->seq_q, f->seq_kv, causal_off, sms)
+                             : v4_grid<false>(bh, f->seq_q, f->seq_kv, causal_off, sms);
     BwdV4Params p;
     p.rec_q = ws + L.q, p.rec_do = ws + L.dout, p.rec_k = ws + L.k, p.rec_v = ws + L.v;
     p.copies = reinterpret_cast<float *>(ws + v4_copies_offset(bh, f->seq_q, f->seq_kv, f->head_dim));
@@ -1209,19 +1230,17 @@ extern "C" int jattn_cuda_launch_bwd_v4(const jattn_cuda_args *a, void *workspac
     p.tq = (int)((f->seq_q + kBwdTile - 1) / kBwdTile);
     p.tk = (int)((f->seq_kv + kBwdTile - 1) / kBwdTile);
     p.n_blocks = gr.n_blocks;
-    p.items = gr.items;
-    p.per_cta = gr.per_cta;
     /* MN-major, 128B swizzle: LBO = bytes between 64-column blocks (one 8 KB block of a 64-row image), SBO = bytes
      * between 8-row groups (1024) */
     p.v_lbo = (uint32_t)(kBwdTile * kSwizzleBytes) >> 4;
     p.v_sbo = (uint32_t)kSwizzleAtomBytes >> 4;
     p.zero = 0;
-    const bool causal = f->causal != JATTN_CAUSAL_NONE;
-    p.causal_off = f->causal == JATTN_CAUSAL_BOTTOM_RIGHT ? f->seq_kv - f->seq_q : 0;
+    p.causal_off = causal_off;
     p.units = gr.units;
-    p.ctas = gr.sk_ctas;
+    p.ctas = gr.ctas;
+    p.head_units = gr.per_head;
     p.partials = p.copies + (kMaxCtas + bh - 1) * v4_copy_floats(f->seq_q, f->head_dim);
-    const int ctas = causal ? gr.ctas : gr.sk_ctas; /* causal: W whole items a CTA; otherwise stream-K */
+    const int ctas = gr.ctas;
     const bool f32 = f->precision == JATTN_PRECISION_F32;
     if (causal) {
         if (f->head_dim == 128)
@@ -1240,7 +1259,7 @@ extern "C" int jattn_cuda_launch_bwd_v4(const jattn_cuda_args *a, void *workspac
 #define V4_REDUCE(DD, CAUSAL)                                                                                      \
     bwd_v4_dq_reduce<DD, CAUSAL><<<rgrid, 256, 0, stream>>>(                                                       \
         p.copies, a->dq, a->dq_strides.batch, a->dq_strides.head, a->dq_strides.token, p.heads, p.seq_q, rows_pad, \
-        gr.n_blocks, gr.per_cta, gr.items, p.causal_off, gr.units, gr.sk_ctas, f->scale)
+        gr.n_blocks, p.causal_off, gr.units, gr.ctas, gr.per_head, f->scale)
     if (f->head_dim == 128) {
         if (causal)
             V4_REDUCE(128, true);
@@ -1254,15 +1273,22 @@ extern "C" int jattn_cuda_launch_bwd_v4(const jattn_cuda_args *a, void *workspac
 #undef V4_REDUCE
     err = cudaGetLastError();
     if (err != cudaSuccess) return (int)err;
-    if (!causal && gr.sk_ctas > 1) { /* stream-K: the cut items' dK, dV */
-#define V4_PARTS(DD)                                                                                                 \
-    bwd_v4_dkv_parts<DD><<<(unsigned)(gr.sk_ctas - 1), 256, 0, stream>>>(                                            \
-        p.partials, a->dk, a->dv, a->dk_strides.batch, a->dk_strides.head, a->dk_strides.token, a->dv_strides.batch, \
-        a->dv_strides.head, a->dv_strides.token, p.heads, p.seq_kv, gr.n_blocks, p.tq, gr.units, gr.sk_ctas)
-        if (f->head_dim == 128)
-            V4_PARTS(128);
-        else
-            V4_PARTS(64);
+    if (gr.ctas > 1) { /* the cut items' dK, dV */
+#define V4_PARTS(DD, CAUSAL)                                                                                           \
+    bwd_v4_dkv_parts<DD, CAUSAL><<<(unsigned)(gr.ctas - 1), 256, 0, stream>>>(                                         \
+        p.partials, a->dk, a->dv, a->dk_strides.batch, a->dk_strides.head, a->dk_strides.token, a->dv_strides.batch,   \
+        a->dv_strides.head, a->dv_strides.token, p.heads, p.seq_kv, gr.n_blocks, p.tq, gr.units, gr.ctas, gr.per_head, \
+        p.causal_off)
+        if (f->head_dim == 128) {
+            if (causal)
+                V4_PARTS(128, true);
+            else
+                V4_PARTS(128, false);
+        } else if (causal) {
+            V4_PARTS(64, true);
+        } else {
+            V4_PARTS(64, false);
+        }
 #undef V4_PARTS
     }
     return (int)cudaGetLastError();
