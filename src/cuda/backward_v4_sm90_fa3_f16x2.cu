@@ -615,7 +615,7 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
     const uint32_t cst = s0 + C::kCstOff + 16u * w;
 
     uint32_t phase = 0; /* bit 0: the K/V barriers' parity (per item), bit 1: Q's and dO's (per m-block) */
-    /* causal: W whole items; otherwise the CTA's units (stream-K): items first_s .. last_s - 1 */
+    /* the items that hold the CTA's units, first to last (shared memory) */
 #pragma unroll 1
     for (int item = lds_s32(units_s + 8); item <= lds_s32(units_s + 12); ++item) {
         const int64_t bh = (int)((uint32_t)item / (uint32_t)p.n_blocks); /* 32-bit: no division call */
