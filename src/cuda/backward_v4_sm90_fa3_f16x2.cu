@@ -197,7 +197,8 @@ struct BwdV4Params {
     uint32_t v_lbo, v_sbo; /* descriptor fields of an MN-major image (16-byte units) */
     uint32_t zero;         /* 0, unknown to the compiler */
     int64_t causal_off;    /* causal: query i attends key j <= i + causal_off (0 top-left, Skv - Sq bottom-right) */
-    /* unmasked (stream-K): the units (item, m-block), item-major, `units` = items tq of them, CTA g runs units
+    /* stream-K: the units (item, m-block), item-major (causal: each block's from its first attending m-block),
+     * `units` of them, CTA g runs units
      * g units / ctas .. (g + 1) units / ctas - 1; an item cut between CTAs leaves each part's dK, dV in `partials`
      * ([2 ctas][2][128 keys][D]: slot 2 g its first item's part, 2 g + 1 its last's), summed by bwd_v4_dkv_parts */
     int64_t units;
@@ -673,7 +674,7 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
         mbar_wait(kv_full, phase & 1u);
         phase ^= 1u;
 
-        /* the item's m-blocks in this CTA: causal, from its first attending one; stream-K, its units here */
+        /* the item's m-blocks in this CTA (shared memory: [mb, me) of the item's units here) */
 #pragma unroll 1
         for (int m = lds_s32(s0 + C::kMOff + 8u * w); m < lds_s32(s0 + C::kMOff + 8u * w + 4); ++m, phase ^= 2u) {
             const uint32_t par = phase >> 1;
