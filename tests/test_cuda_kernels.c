@@ -204,7 +204,7 @@ static void run_shape(const int64_t sh[5], int backward, jt_rng *r, cudaStream_t
     free(bias);
 }
 
-/* ---- the backward with a mask (jattn_backward_masked: the backward v3's masked kernels) ----
+/* ---- the backward with a mask (jattn_backward_masked: the backward v3's masked kernels; v4's causal) ----
  * Grouped-query heads, causal in both alignments, block-causal, segments (with causal inside, per batch),
  * a key bias (-inf and -10000 entries), key lengths and a key mask, alone and together, at head dims of each
  * kind of instance (16, 40, 64, 72, 128, 256: the half kernels), cross-attention and a single query; every
@@ -224,6 +224,11 @@ static const mask_case mask_cases[] = {
     {2, 3, 3, 50, 45, 40, JATTN_CAUSAL_TOP_LEFT, 0, 3, 1, 2},       /* segments per batch, causal, a key mask */
     {1, 4, 2, 100, 100, 16, JATTN_CAUSAL_BOTTOM_RIGHT, 2, 2, 2, 1}, /* every part */
     {1, 2, 1, 1, 50, 72, JATTN_CAUSAL_NONE, 0, 0, 1, 0},            /* a single query, a bias, one key/value head */
+    /* causal alone at head_dim 64 and 128: on Hopper the backward v4's (every key attended) */
+    {1, 3, 3, 200, 200, 128, JATTN_CAUSAL_TOP_LEFT, 0, 0, 0, 0},     /* the diagonal m-blocks, pair order */
+    {2, 2, 2, 290, 150, 64, JATTN_CAUSAL_TOP_LEFT, 0, 0, 0, 0},      /* seq_q > seq_kv */
+    {1, 2, 2, 300, 130, 128, JATTN_CAUSAL_BOTTOM_RIGHT, 0, 0, 0, 0}, /* rows with no key: dq 0 */
+    {2, 3, 3, 70, 390, 64, JATTN_CAUSAL_BOTTOM_RIGHT, 0, 0, 0, 0},   /* seq_q < seq_kv */
 };
 
 /* n + 1 sorted offsets from 0 to last. */

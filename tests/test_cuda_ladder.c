@@ -79,6 +79,7 @@ enum { P_ALIGNED, P_FLOAT, P_COUNT };
 
 typedef struct call {
     int pass, cc, layout, pointers, features;
+    jattn_causal causal; /* with a causal part: its alignment */
     jattn_precision precision;
     jattn_problem p;
     jattn_grad_strides g;
@@ -117,10 +118,13 @@ static void call_describe(const call *c, char *buf, size_t n) {
     static const char *features[F_COUNT] = {"no mask",  "key padding", "causal",        "block-causal",
                                             "segments", "a key bias",  "grouped heads", "every mask part"};
     snprintf(buf, n,
-             "%s, cc %d.%d, B %" PRId64 " H %" PRId64 " Sq %" PRId64 " Skv %" PRId64 " D %" PRId64 ", %s, %s, %s, %s",
+             "%s, cc %d.%d, B %" PRId64 " H %" PRId64 " Sq %" PRId64 " Skv %" PRId64 " D %" PRId64 ", %s, %s, %s, %s%s",
              c->pass == FORWARD ? "forward" : "backward", c->cc / 10, c->cc % 10, c->p.batch, c->p.heads, c->p.seq_q,
              c->p.seq_kv, c->p.head_dim, c->precision == JATTN_PRECISION_TF32 ? "tf32" : "f32", layouts[c->layout],
-             pointers[c->pointers], features[c->features]);
+             pointers[c->pointers], features[c->features],
+             c->causal == JATTN_CAUSAL_TOP_LEFT       ? " (top-left)"
+             : c->causal == JATTN_CAUSAL_BOTTOM_RIGHT ? " (bottom-right)"
+                                                      : "");
 }
 
 /* ---- what the code runs ---- */
@@ -147,6 +151,7 @@ static const char *code_kernel(const call *c) {
                           .precision = c->precision,
                           .cc = c->cc,
                           .features = kFeatures[c->features],
+                          .causal = c->causal,
                           .alignment = c->pointers == P_ALIGNED ? 16 : 4};
     const cuda_version *v = c->pass == FORWARD ? jattn_cuda_forward_version(JATTN_CUDA_KERNEL_AUTO, &q, &why)
                                                : jattn_cuda_backward_version(JATTN_CUDA_BWD_KERNEL_AUTO, &q, &why);
@@ -334,11 +339,16 @@ static int match_layout(const char *c, const call *k) {
     return k->pass == FORWARD ? fwd_ok : fwd_ok && bwd_ok;
 }
 
-/* "any", "none", "key padding at most" */
-static int match_mask(const char *c, int features) {
+/* "any", "none", "key padding at most", "causal at most, every key attended" (none, or causal alone and not
+ * top-left with seq_q < seq_kv) */
+static int match_mask(const char *c, const call *k) {
+    const int features = k->features;
     if (!strcmp(c, "any")) return 1;
     if (!strcmp(c, "none")) return features == F_NONE;
     if (!strcmp(c, "key padding at most")) return features == F_NONE || features == F_PADDING;
+    if (!strcmp(c, "causal at most, every key attended"))
+        return features == F_NONE ||
+               (features == F_CAUSAL && !(k->causal == JATTN_CAUSAL_TOP_LEFT && k->p.seq_q < k->p.seq_kv));
     return -1;
 }
 
@@ -358,7 +368,7 @@ static int first_row(const call *k, int *bad_row, int *bad_col) {
                           match_seq(w->cell[4], k),
                           match_bh(w->cell[5], k->p.batch, k->p.heads),
                           match_layout(w->cell[6], k),
-                          match_mask(w->cell[7], k->features)};
+                          match_mask(w->cell[7], k)};
         int all = 1;
         for (int i = 0; i < 7; i++) {
             if (m[i] < 0) {
@@ -424,18 +434,20 @@ int main(int argc, char **argv) {
     if (st) return st;
 
     /* one index per dimension of the grid, walked as the digits of a mixed-radix counter */
-    enum { D_PASS, D_CC, D_DIM, D_PREC, D_BH, D_SQ, D_SKV, D_LAYOUT, D_PTR, D_FEAT, D_COUNT };
+    enum { D_PASS, D_CC, D_DIM, D_PREC, D_BH, D_SQ, D_SKV, D_LAYOUT, D_PTR, D_FEAT, D_ALIGN, D_COUNT };
     const int radix[D_COUNT] = {2,       COUNT(kCcs), COUNT(kDims), 2, COUNT(kBh), COUNT(kSeqs), COUNT(kSeqs),
-                                L_COUNT, P_COUNT,     F_COUNT};
+                                L_COUNT, P_COUNT,     F_COUNT,      2};
     int at[D_COUNT] = {0};
     for (;;) {
         const int pass = at[D_PASS] ? BACKWARD : FORWARD;
-        /* the gradients' layouts are the backward's */
-        if (pass == BACKWARD || at[D_LAYOUT] < L_DOUT_ODD) {
+        /* the gradients' layouts are the backward's; the causal alignment, of the calls with a causal part */
+        const int causal = kFeatures[at[D_FEAT]] & JATTN_FEATURE_CAUSAL;
+        if ((pass == BACKWARD || at[D_LAYOUT] < L_DOUT_ODD) && (causal || at[D_ALIGN] == 0)) {
             call k;
             call_init(&k, pass, kCcs[at[D_CC]], kBh[at[D_BH]][0], kBh[at[D_BH]][1], kSeqs[at[D_SQ]], kSeqs[at[D_SKV]],
                       kDims[at[D_DIM]], at[D_PREC] ? JATTN_PRECISION_TF32 : JATTN_PRECISION_F32, at[D_LAYOUT],
                       at[D_PTR], at[D_FEAT]);
+            k.causal = !causal ? JATTN_CAUSAL_NONE : at[D_ALIGN] ? JATTN_CAUSAL_BOTTOM_RIGHT : JATTN_CAUSAL_TOP_LEFT;
             if (check_call(&k)) return 2;
         }
         int d = 0;

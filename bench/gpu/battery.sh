@@ -14,7 +14,7 @@
 #             written, the next call after freeing gives the bits it gave before)          [CAP_FAULTS]
 #   load      all at once, sharing the GPU: every GPU suite (test_cuda_device, test_parity /
 #             test_padding / test_edges / test_masks cuda (test_masks also with v1, v6, v7 forced),
-#             test_backward cuda part by part (AUTO: the backward v4 on Hopper; the masks part: v3) and
+#             test_backward cuda part by part (AUTO: the backward v4 on Hopper; the masks part: v3, v4 for causal alone) and
 #             its gate, fewq, masks and device parts with the backward v3 forced), beside them
 #             COPIES copies of test_backward's device part and two of test_cuda_device (the load under
 #             which issue 37's race showed), test_cuda_threads (THREADS host threads at once, one

@@ -71,8 +71,26 @@
  * each use, 32-bit divisions (a 64-bit one called a subroutine that held 5 registers), the row exponents packed
  * in one word, the unscales read from the slots after each product's wait.
  * Workspace: the records (about 2 B H (Sq + Skv) D x 4 bytes) and (132 + B H - 1) fp32 copies of one
- * head's dQ (Tq 64 x D each): 1.3 GB at (1,24,16384,128); never less than v3's (a call v4 refuses runs v3 in it).
- * Not taken (v3 runs it): key padding, seq_kv = 1, pointers not 16-byte aligned, strides not multiples of 4.
+ * head's dQ (Tq 64 x D each): 1.3 GB at (1,24,16384,128), then the stream-K parts (2 x 132 slots of 128 keys' dK
+ * and dV: 34.6 MB at D = 128); never less than v3's (a call v4 refuses runs v3 in it).
+ * Not taken (v3 runs it): key padding, the mask parts but causal, top-left causal with seq_q < seq_kv (keys no
+ * query attends), seq_kv = 1, pointers not 16-byte aligned, strides not multiples of 4.
+ *
+ * The grid (stream-K; branches v4causal and v4streamk, not measured on a GPU yet): the work is cut in units of
+ * (head, 128-key block n, 64-query m-block), item-major, and CTA g runs units g U / G .. (g + 1) U / G - 1 (G =
+ * min(132, SMs, U)): whole items, and at its ends the parts of items it shares with its neighbours. A whole item
+ * writes dK, dV; a part leaves them in its slot (2 g: the CTA's first item, 2 g + 1: its last), and
+ * bwd_v4_dkv_parts sums an item's parts in CTA order. dQ: an item stores into the m-blocks of its head's copy that
+ * no earlier item of the head in the CTA reached (below `run`, kept in shared memory) and adds into the others;
+ * bwd_v4_dq_reduce sums, for a row, the copies holding its m-block. Block n's units are its m-blocks from
+ * first_mblock(n) on: all of them unmasked, and under causal (either alignment, every key attended; query i
+ * attends key j <= i + off, off = 0 top-left, Skv - Sq bottom-right) those from the first whose queries attend its
+ * keys (head_units: their count in closed form); where a warpgroup's keys pass an m-block's first query's limit
+ * (the diagonal) P = 0 past each query's, before the dominant vote. The grid it replaces ran W = ceil(items / G)
+ * whole items a CTA: 7 on most of 124 CTAs at (1,24,4608,128) (6.55 a multiprocessor); by units, the longest CTA
+ * is 0.937x (4608), 0.74x (1536), 0.97x (16384) of that grid's, and a causal call's 0.48-0.49x of that grid's
+ * unmasked one (lab/gpu/emulate_backward_v4_causal.py). ptxas: the D = 128 f32 unmasked instance 4 bytes of
+ * spill, the others 0.
  *
  * Where it departs from the design note (route A): (1) the P >= 1/2 element is made exact inside the kernel (3b:
  * a warp-wide float64 dot per element, P and dP from the caller's inputs, then through the products like every
@@ -155,7 +173,11 @@ struct V4Config {
     static constexpr int kQfacOff = kXchOff + 8 * 4 * 16;     /* 2^-s per query [64] */
     static constexpr int kCstOff = kQfacOff + kM * 4;         /* per item and warpgroup: u_k, u_v, kfac, u_ref */
     static constexpr int kBarOff = kCstOff + kConsumers * 16; /* mbarriers */
-    static constexpr int kSmemBytes = kBarOff + 64 + kSwizzleAtomBytes;
+    static constexpr int kCovOff = kBarOff + 64;              /* per warpgroup: the dQ coverage words (cov, run) */
+    /* the CTA's units u0, u1 and items first, last (int32); then per warpgroup the item's m-blocks [begin, end) */
+    static constexpr int kUnitsOff = kCovOff + kConsumers * 8;
+    static constexpr int kMOff = kUnitsOff + 16;
+    static constexpr int kSmemBytes = kMOff + kConsumers * 8 + kSwizzleAtomBytes;
     static constexpr int kHalves = D / 64; /* 64-column tiles of dK and dV */
     static_assert(kSmemBytes <= 227 * 1024, "shared memory");
     static_assert(R::kImage % kSwizzleAtomBytes == 0 && kDsOff % kSwizzleAtomBytes == 0, "1024-byte aligned images");
@@ -172,10 +194,17 @@ struct BwdV4Params {
     float scale;
     int heads, seq_q, seq_kv, tq, tk;
     int n_blocks;          /* N: 128-key blocks per head */
-    int items;             /* B H N */
-    int per_cta;           /* W */
     uint32_t v_lbo, v_sbo; /* descriptor fields of an MN-major image (16-byte units) */
     uint32_t zero;         /* 0, unknown to the compiler */
+    int64_t causal_off;    /* causal: query i attends key j <= i + causal_off (0 top-left, Skv - Sq bottom-right) */
+    /* stream-K: the units (item, m-block), item-major (causal: each block's from its first attending m-block),
+     * `units` of them, CTA g runs units
+     * g units / ctas .. (g + 1) units / ctas - 1; an item cut between CTAs leaves each part's dK, dV in `partials`
+     * ([2 ctas][2][128 keys][D]: slot 2 g its first item's part, 2 g + 1 its last's), summed by bwd_v4_dkv_parts */
+    int64_t units;
+    int ctas;
+    float *partials;
+    int64_t head_units; /* units of one head (every head the same) */
 };
 
 /* ---- PTX wrappers this kernel adds ---------------------------------------------------------------- */
@@ -238,6 +267,14 @@ __device__ __forceinline__ uint4 lds_u32x4(uint32_t a) {
     asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(a));
     return v;
 }
+__device__ __forceinline__ int lds_s32(uint32_t a) {
+    int v;
+    asm volatile("ld.shared.s32 %0, [%1];\n" : "=r"(v) : "r"(a));
+    return v;
+}
+__device__ __forceinline__ void sts_s32(uint32_t a, int v) {
+    asm volatile("st.shared.s32 [%0], %1;\n" ::"r"(a), "r"(v) : "memory");
+}
 __device__ __forceinline__ void sts_f32(uint32_t a, float v) {
     asm volatile("st.shared.f32 [%0], %1;\n" ::"r"(a), "f"(v) : "memory");
 }
@@ -261,11 +298,70 @@ __device__ __forceinline__ void push_f32(float *p, float a, bool store) {
         asm volatile("red.global.add.f32 [%0], %1;\n" ::"l"(p), "f"(a) : "memory");
 }
 
-/* This CTA's first work item, read from %ctaid at each use (volatile: not held in a register over the loops). */
-__device__ __forceinline__ int first_item(int per_cta) {
-    uint32_t x;
-    asm volatile("mov.u32 %0, %%ctaid.x;\n" : "=r"(x));
-    return (int)x * per_cta;
+/* The first unit of CTA g, and the CTA that runs unit u. */
+__host__ __device__ __forceinline__ int64_t unit_start(int64_t g, int64_t units, int ctas) { return g * units / ctas; }
+__host__ __device__ __forceinline__ int unit_cta(int64_t u, int64_t units, int ctas) {
+    const int64_t g = ((u + 1) * ctas - 1) / units;
+    return (int)(g < ctas - 1 ? g : ctas - 1);
+}
+
+/* Causal: the first 64-query m-block whose queries attend a key of block n (the queries i >= 128 n - off),
+ * at most tq - 1 (an item runs one m-block or more: its K and V load with the first; a block no query attends
+ * gets P = 0 there, and dK = dV = 0). */
+__host__ __device__ __forceinline__ int causal_first_mblock(int n, int64_t off, int tq) {
+    int64_t i0 = (int64_t)kCtaKeys * n - off;
+    i0 = i0 < 0 ? 0 : i0;
+    const int64_t mb = i0 / kM;
+    return (int)(mb < tq - 1 ? mb : tq - 1);
+}
+
+/* floor(a / b), b > 0. */
+__host__ __device__ __forceinline__ int64_t floor_div(int64_t a, int64_t b) {
+    return a >= 0 ? a / b : -((-a + b - 1) / b);
+}
+
+/* A head's 128-key block n runs the m-blocks from first_mblock(n) (causal: the first whose queries attend its keys;
+ * else 0) to tq - 1: tq - first_mblock(n) units. */
+template <bool kCausal>
+__host__ __device__ __forceinline__ int first_mblock(int n, int64_t off, int tq) {
+    if constexpr (kCausal) return causal_first_mblock(n, off, tq);
+    return 0;
+}
+
+/* The units of a head's blocks 0 .. n - 1, in closed form: causal, first_mblock(k) = min(max(0, 128 k - off) / 64,
+ * tq - 1) is 0 below k0 (128 k < off), 2 k + f from there (f = floor(-off / 64)), tq - 1 from k1 on. */
+template <bool kCausal>
+__host__ __device__ __forceinline__ int64_t head_units(int n, int64_t off, int tq) {
+    if constexpr (!kCausal) return (int64_t)n * tq;
+    const int64_t k0 = off <= 0 ? 0 : (off + kCtaKeys - 1) / kCtaKeys, f = floor_div(-off, kM);
+    const int64_t k1 = -floor_div(-(tq - 1 - f), 2); /* ceil((tq - 1 - f) / 2) */
+    const int64_t lin_end = k1 > k0 ? k1 : k0;       /* the linear part: k0 .. lin_end - 1 */
+    const int64_t a = k0 < n ? k0 : n, b = lin_end < n ? lin_end : n;
+    int64_t sum = b > a ? (b - a) * f + (b * (b - 1) - a * (a - 1)) : 0;
+    if (n > lin_end) sum += (n - lin_end) * (int64_t)(tq - 1);
+    return (int64_t)n * tq - sum;
+}
+
+/* The block of a head whose units hold head unit r (0 <= r < head_units(n_blocks)): the last n with
+ * head_units(n) <= r. */
+template <bool kCausal>
+__host__ __device__ __forceinline__ int unit_block(int64_t r, int n_blocks, int64_t off, int tq) {
+    int lo = 0, hi = n_blocks - 1;
+    while (lo < hi) {
+        const int mid = lo + (hi - lo + 1) / 2;
+        if (head_units<kCausal>(mid, off, tq) <= r)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return lo;
+}
+
+/* The item (b H + h) N + n that runs unit u. */
+template <bool kCausal>
+__host__ __device__ __forceinline__ int unit_item(int64_t u, int64_t per_head, int n_blocks, int64_t off, int tq) {
+    const int64_t bh = u / per_head;
+    return (int)(bh * n_blocks + unit_block<kCausal>(u - bh * per_head, n_blocks, off, tq));
 }
 
 /* The thread's index in its warpgroup, read from %tid at each use (volatile: recomputed where needed rather than
@@ -430,7 +526,7 @@ __device__ __forceinline__ uint32_t last_product(float (&acc)[D / 64][32], const
 
 /* ---- the kernel --------------------------------------------------------------------------------- */
 
-template <int D, bool kSplit>
+template <int D, bool kSplit, bool kCausal>
 __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p) {
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
     __trap();
@@ -452,24 +548,38 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
         mbar_init(do_full, 1);
         mbar_init(do_empty, kConsumers * kWg);
         fence_mbar_init();
+        /* this CTA's units and the items that hold them, read from shared memory where needed; units <= 2^31 - 1
+         * (the backward v4's limit): every unit index fits 32 bits */
+        const int64_t u0 = unit_start(blockIdx.x, p.units, p.ctas), u1 = unit_start(blockIdx.x + 1, p.units, p.ctas);
+        sts_s32(s0 + C::kUnitsOff, (int)u0);
+        sts_s32(s0 + C::kUnitsOff + 4, (int)u1);
+        sts_s32(s0 + C::kUnitsOff + 8, unit_item<kCausal>(u0, p.head_units, p.n_blocks, p.causal_off, p.tq));
+        sts_s32(s0 + C::kUnitsOff + 12, unit_item<kCausal>(u1 - 1, p.head_units, p.n_blocks, p.causal_off, p.tq));
     }
     __syncthreads();
+    const uint32_t units_s = s0 + C::kUnitsOff; /* u0, u1, first item, last item */
 
     if (wg == 0) {
         /* ---- producer: per item K, V (two tiles each), per m-block Q then dO, one slot each ---- */
         setmaxnreg_dec<24>();
         if (threadIdx.x == 0) {
-            const int first = first_item(p.per_cta), last = min(first + p.per_cta, p.items);
+            /* the CTA's units: whole items, and the parts of the items it shares with its neighbours */
+            const int u0 = lds_s32(units_s), u1 = lds_s32(units_s + 4);
+            const int first = lds_s32(units_s + 8), last = lds_s32(units_s + 12) + 1;
             int it = 0;
             for (int item = first, ii = 0; item < last; ++item, ++ii) {
                 const int64_t bh = (int)((uint32_t)item / (uint32_t)p.n_blocks);
                 const int n = item - (int)bh * p.n_blocks;
                 const int t1 = min(2 * n + 1, p.tk - 1); /* a block past the last tile re-reads it (masked) */
+                const int f0 = first_mblock<kCausal>(n, p.causal_off, p.tq);
+                const int iu =
+                    (int)(bh * p.head_units + head_units<kCausal>(n, p.causal_off, p.tq)); /* its first unit */
+                const int m0 = f0 + (u0 > iu ? u0 - iu : 0), m1 = min(p.tq, f0 + (u1 - iu));
                 const unsigned char *kr0 = p.rec_k + (bh * p.tk + 2 * n) * (int64_t)R::kBytes;
                 const unsigned char *kr1 = p.rec_k + (bh * p.tk + t1) * (int64_t)R::kBytes;
                 const unsigned char *vr0 = p.rec_v + (bh * p.tk + 2 * n) * (int64_t)R::kBytes;
                 const unsigned char *vr1 = p.rec_v + (bh * p.tk + t1) * (int64_t)R::kBytes;
-                for (int m = 0; m < p.tq; ++m, ++it) {
+                for (int m = m0; m < m1; ++m, ++it) {
                     const uint32_t par = (uint32_t)(it & 1);
                     const unsigned char *qr = p.rec_q + (bh * p.tq + m) * (int64_t)R::kBytes;
                     const unsigned char *dr = p.rec_do + (bh * p.tq + m) * (int64_t)R::kBytes;
@@ -477,7 +587,7 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
                     mbar_arrive_expect_tx(q_full, (uint32_t)(R::kImages + kBwdExtras));
                     bulk_copy_g2s(s0 + C::kQOff, qr, R::kImages, q_full);
                     bulk_copy_g2s(s0 + C::kQxOff, qr + R::kImages, kBwdExtras, q_full);
-                    if (m == 0) {
+                    if (m == m0) {
                         mbar_wait(kv_empty, (uint32_t)(ii & 1) ^ 1u);
                         mbar_arrive_expect_tx(kv_full, (uint32_t)(4 * R::kImages));
                         bulk_copy_g2s(s0 + C::kKOff, kr0, R::kImages, kv_full);
@@ -506,8 +616,9 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
     const uint32_t cst = s0 + C::kCstOff + 16u * w;
 
     uint32_t phase = 0; /* bit 0: the K/V barriers' parity (per item), bit 1: Q's and dO's (per m-block) */
+    /* the items that hold the CTA's units, first to last (shared memory) */
 #pragma unroll 1
-    for (int item = first_item(p.per_cta); item < min(first_item(p.per_cta) + p.per_cta, p.items); ++item) {
+    for (int item = lds_s32(units_s + 8); item <= lds_s32(units_s + 12); ++item) {
         const int64_t bh = (int)((uint32_t)item / (uint32_t)p.n_blocks); /* 32-bit: no division call */
         const int n = item - (int)bh * p.n_blocks;
         const int t1 = min(2 * n + 1, p.tk - 1);
@@ -530,6 +641,22 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
             sts_f32(cst + 4, uv);
             sts_f32(cst + 8, pow2_ratio(uk, u_ref));
             sts_f32(cst + 12, u_ref);
+            /* the item's m-blocks in this CTA, [mb, me): from its first (causal: the first whose queries attend
+             * its keys) or where the CTA's units begin, to its last or where they end */
+            const int f0 = first_mblock<kCausal>(n, p.causal_off, p.tq);
+            const int iu = (int)(bh * p.head_units + head_units<kCausal>(n, p.causal_off, p.tq));
+            const int u0 = lds_s32(units_s), u1 = lds_s32(units_s + 4);
+            const int mb = f0 + (u0 > iu ? u0 - iu : 0), me = min(p.tq, f0 + (u1 - iu));
+            sts_s32(s0 + C::kMOff + 8u * w, mb);
+            sts_s32(s0 + C::kMOff + 8u * w + 4, me);
+            /* dQ's coverage in the CTA's copy of the head: the earlier items of the head in this CTA pushed the
+             * m-blocks from `run` on (each from its first here to the last: every item but the CTA's last ends at
+             * tq - 1, and the last has none after it); this item stores into the m-blocks below that (cov) */
+            const uint32_t cov_s = s0 + C::kCovOff + 8u * w;
+            const bool first_of_head = item == lds_s32(units_s + 8) || n == 0;
+            const int run = first_of_head ? p.tq : (int)__float_as_uint(lds_f32(cov_s + 4));
+            sts_f32(cov_s, __uint_as_float((uint32_t)run));
+            sts_f32(cov_s + 4, __uint_as_float((uint32_t)(mb < run ? mb : run)));
         }
         const int key_w = kCtaKeys * n + kWgKeys * w; /* this warpgroup's first key */
         const bool partial = key_w + kWgKeys > p.seq_kv;
@@ -547,8 +674,9 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
         mbar_wait(kv_full, phase & 1u);
         phase ^= 1u;
 
+        /* the item's m-blocks in this CTA (shared memory: [mb, me) of the item's units here) */
 #pragma unroll 1
-        for (int m = 0; m < p.tq; ++m, phase ^= 2u) {
+        for (int m = lds_s32(s0 + C::kMOff + 8u * w); m < lds_s32(s0 + C::kMOff + 8u * w + 4); ++m, phase ^= 2u) {
             const uint32_t par = phase >> 1;
             /* ---- 1. S^T = K_w Q^T ---- */
             float x[32];
@@ -585,6 +713,22 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
 #pragma unroll
                         for (int i = 0; i < 8; ++i) x[4 * i + 2 * r] = x[4 * i + 2 * r + 1] = 0.f;
                     }
+            }
+            if constexpr (kCausal) {
+                /* query m 64 + col attends the keys up to m 64 + col + off: where a key of the warpgroup's lies
+                 * past the first query's limit (the diagonal m-blocks), P = 0 past each query's */
+                const int64_t lim = (int64_t)m * kM + p.causal_off;
+                if (key_w + kWgKeys - 1 > lim) {
+#pragma unroll
+                    for (int r = 0; r < 2; ++r) {
+                        const int64_t key = key_w + 16 * cwarp() + (clane() / 4) + 8 * r;
+#pragma unroll
+                        for (int i = 0; i < 8; ++i)
+#pragma unroll
+                            for (int e = 0; e < 2; ++e)
+                                if (key > lim + 8 * i + 2 * (clane() % 4) + e) x[4 * i + 2 * r + e] = 0.f;
+                    }
+                }
             }
             float pm = 0.f;
 #pragma unroll
@@ -785,7 +929,8 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
             /* the CTA's copy of this head's dQ: slot g + bh; the first item of the head in this CTA stores */
             const int item_o = (int)opaque((uint32_t)item); /* recomputed here, not held over the m-block */
             const int bh_o = (int)((uint32_t)item_o / (uint32_t)p.n_blocks);
-            const bool store = item_o == first_item(p.per_cta) || item_o - bh_o * p.n_blocks == 0;
+            const int cov = (int)__float_as_uint(lds_f32(s0 + C::kCovOff + 8u * w));
+            const bool store = m < cov;
             float *copy = p.copies + ((int64_t)blockIdx.x + bh_o) * ((int64_t)p.tq * kM * D);
             if constexpr (D == 128) {
                 /* warpgroup w: 64 queries x head_dim columns 64 w .. 64 w + 63; A = dS K-major, B = K MN-major */
@@ -864,12 +1009,25 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
         /* ---- the item's dK, dV rows ---- */
         mbar_arrive(kv_empty); /* every wgmma reading K and V has completed (waited above) */
         const int b = (int)((uint32_t)bh / (uint32_t)p.heads), h = (int)bh - b * p.heads;
+        /* stream-K: an item cut between CTAs leaves its part here in its slot (2 g: the CTA's first item, 2 g + 1:
+         * its last), for bwd_v4_dkv_parts */
+        const int iu = (int)(bh * p.head_units + head_units<kCausal>(n, p.causal_off, p.tq));
+        const int u0 = lds_s32(units_s);
+        const bool whole = iu >= u0 && lds_s32(s0 + C::kMOff + 8u * w + 4) == p.tq; /* began and ended here */
+        float *part = nullptr;
+        if (!whole) {
+            uint32_t g;
+            asm volatile("mov.u32 %0, %%ctaid.x;\n" : "=r"(g));
+            const int64_t slot = 2 * (int64_t)g + (iu > u0 ? 1 : 0);
+            part = p.partials + slot * 2 * kCtaKeys * (int64_t)D;
+        }
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
             const int key = key_w + 16 * cwarp() + (clane() / 4) + 8 * r;
             if (key >= p.seq_kv) continue;
-            float *dkr = p.dk + b * p.dk_b + h * p.dk_h + (int64_t)key * p.dk_t;
-            float *dvr = p.dv + b * p.dv_b + h * p.dv_h + (int64_t)key * p.dv_t;
+            const int64_t local = key - (int64_t)kCtaKeys * n;
+            float *dkr = whole ? p.dk + b * p.dk_b + h * p.dk_h + (int64_t)key * p.dk_t : part + local * D;
+            float *dvr = whole ? p.dv + b * p.dv_b + h * p.dv_h + (int64_t)key * p.dv_t : part + (kCtaKeys + local) * D;
 #pragma unroll
             for (int t = 0; t < C::kHalves; ++t)
 #pragma unroll
@@ -885,20 +1043,48 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
 #endif
 }
 
-/* dq = c * (the head's private copies summed in ascending CTA order): one float4 of one row per thread. */
-template <int D>
+/* dq = c * (the head's private copies summed in ascending CTA order): one float4 of one row per thread. A copy
+ * holds the m-blocks of its CTA's units of the head: m-block m when one of them is unit head_units(n) + m -
+ * first_mblock(n) of a block n with first_mblock(n) <= m; the copies that do not hold a row's m-block take no part
+ * in its sum (a row no copy holds attends no key: dq 0). */
+template <int D, bool kCausal>
 __global__ void __launch_bounds__(256)
     bwd_v4_dq_reduce(const float *copies, float *dq, int64_t dq_b, int64_t dq_h, int64_t dq_t, int heads, int seq_q,
-                     int rows_pad, int n_blocks, int per_cta, float scale) {
+                     int rows_pad, int n_blocks, int64_t causal_off, int64_t units, int ctas, int64_t per_head,
+                     float scale) {
     const int bh = blockIdx.y;
     const int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t row = idx / (D / 4);
     const int c4 = (int)(idx % (D / 4));
     if (row >= seq_q) return;
-    const int g_lo = (int)((int64_t)bh * n_blocks / per_cta);
-    const int g_hi = (int)(((int64_t)bh * n_blocks + n_blocks - 1) / per_cta);
+    const int tq = rows_pad / kM, m = (int)(row / kM);
+    const int64_t base = (int64_t)bh * per_head; /* the head's first unit */
+    /* the blocks whose m-blocks reach m: 0 .. nm (first_mblock never decreases) */
+    int lo = 0, hi = n_blocks - 1, nm = -1;
+    while (lo <= hi) {
+        const int mid = lo + (hi - lo) / 2;
+        if (first_mblock<kCausal>(mid, causal_off, tq) <= m)
+            nm = mid, lo = mid + 1;
+        else
+            hi = mid - 1;
+    }
     float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-    for (int gg = g_lo; gg <= g_hi; ++gg) {
+    const int g_lo = unit_cta(base, units, ctas), g_hi = unit_cta(base + per_head - 1, units, ctas);
+    for (int gg = g_lo; gg <= g_hi && nm >= 0; ++gg) {
+        const int64_t s = max(unit_start(gg, units, ctas), base) - base;
+        const int64_t e = min(unit_start(gg + 1, units, ctas), base + per_head) - base;
+        /* the first block n <= nm whose unit of m-block m, u(n) = head_units(n) + m - first_mblock(n) (never
+         * decreasing in n), is at s or after; the copy holds m when that unit is below e */
+        int a = 0, z = nm + 1;
+        while (a < z) {
+            const int mid = a + (z - a) / 2;
+            if (head_units<kCausal>(mid, causal_off, tq) + m - first_mblock<kCausal>(mid, causal_off, tq) >= s)
+                z = mid;
+            else
+                a = mid + 1;
+        }
+        if (a > nm || head_units<kCausal>(a, causal_off, tq) + m - first_mblock<kCausal>(a, causal_off, tq) >= e)
+            continue;
         const float4 v =
             __ldg(reinterpret_cast<const float4 *>(copies + ((int64_t)(gg + bh) * rows_pad + row) * D) + c4);
         acc.x += v.x, acc.y += v.y, acc.z += v.z, acc.w += v.w;
@@ -908,21 +1094,63 @@ __global__ void __launch_bounds__(256)
     *reinterpret_cast<float4 *>(dst) = make_float4(acc.x * scale, acc.y * scale, acc.z * scale, acc.w * scale);
 }
 
+/* dK, dV of the items cut between CTAs: the parts in their slots summed in CTA order (one block per cut item, at
+ * the first boundary inside it). reads partials [2 ctas][2][128 keys][D]; writes the item's dk, dv rows below
+ * seq_kv through their strides. */
+template <int D, bool kCausal>
+__global__ void __launch_bounds__(256)
+    bwd_v4_dkv_parts(const float *partials, float *dk, float *dv, int64_t dk_b, int64_t dk_h, int64_t dk_t,
+                     int64_t dv_b, int64_t dv_h, int64_t dv_t, int heads, int seq_kv, int n_blocks, int tq,
+                     int64_t units, int ctas, int64_t per_head, int64_t causal_off) {
+    const int bnd = (int)blockIdx.x + 1; /* the boundary between CTAs bnd - 1 and bnd */
+    const int64_t ub = unit_start(bnd, units, ctas);
+    const int item = unit_item<kCausal>(ub, per_head, n_blocks, causal_off, tq);
+    const int bh = item / n_blocks, n = item % n_blocks, b = bh / heads, h = bh % heads;
+    const int64_t iu = (int64_t)bh * per_head + head_units<kCausal>(n, causal_off, tq);
+    if (ub == iu) return;                              /* no item cut here */
+    if (unit_start(bnd - 1, units, ctas) > iu) return; /* an earlier boundary cuts this item: its block sums it */
+    const int64_t len = tq - first_mblock<kCausal>(n, causal_off, tq);
+    const int g_first = unit_cta(iu, units, ctas), g_last = unit_cta(iu + len - 1, units, ctas);
+    constexpr int kRow4 = D / 4;
+    for (int idx = threadIdx.x; idx < 2 * kCtaKeys * kRow4; idx += blockDim.x) {
+        const int tensor = idx / (kCtaKeys * kRow4), local = idx / kRow4 % kCtaKeys, c4 = idx % kRow4;
+        const int64_t key = (int64_t)kCtaKeys * n + local;
+        if (key >= seq_kv) continue;
+        float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+        for (int g = g_first; g <= g_last; ++g) {
+            const int64_t slot = 2 * (int64_t)g + (iu > unit_start(g, units, ctas) ? 1 : 0);
+            const float4 v = __ldg(
+                reinterpret_cast<const float4 *>(partials + ((slot * 2 + tensor) * kCtaKeys + local) * (int64_t)D) +
+                c4);
+            acc.x += v.x, acc.y += v.y, acc.z += v.z, acc.w += v.w;
+        }
+        float *dst = tensor ? dv + b * dv_b + h * dv_h + key * dv_t : dk + b * dk_b + h * dk_h + key * dk_t;
+        *reinterpret_cast<float4 *>(dst + 4 * c4) = acc;
+    }
+}
+
+/* The persistent grid: min(132, SMs, units) CTAs over the units (128-key block, 64-query m-block) of every head,
+ * item-major (every head the same: per_head of them; causal, each block's from its first attending m-block). */
 struct V4Grid {
-    int items, per_cta, ctas, n_blocks;
+    int n_blocks, ctas;
+    int64_t per_head, units;
 };
 
-inline V4Grid v4_grid(int64_t bh, int64_t seq_kv, int sms) {
+template <bool kCausal>
+inline V4Grid v4_grid(int64_t bh, int64_t seq_q, int64_t seq_kv, int64_t causal_off, int sms) {
     V4Grid gr;
     gr.n_blocks = (int)((seq_kv + kCtaKeys - 1) / kCtaKeys);
-    gr.items = (int)(bh * gr.n_blocks);
-    int g = sms < kMaxCtas ? sms : kMaxCtas;
-    if (g > gr.items) g = gr.items;
-    if (g < 1) g = 1;
-    gr.per_cta = (gr.items + g - 1) / g;
-    gr.ctas = (gr.items + gr.per_cta - 1) / gr.per_cta;
+    const int tq = (int)((seq_q + kM - 1) / kM);
+    gr.per_head = head_units<kCausal>(gr.n_blocks, causal_off, tq);
+    gr.units = bh * gr.per_head;
+    const int64_t g = sms < kMaxCtas ? sms : kMaxCtas;
+    gr.ctas = (int)(g < gr.units ? g : gr.units);
+    if (gr.ctas < 1) gr.ctas = 1;
     return gr;
 }
+
+/* The floats of the cut items' dK, dV parts ([2 kMaxCtas][2][128][D]), after the copies. */
+inline int64_t v4_parts_floats(int64_t head_dim) { return 2 * (int64_t)kMaxCtas * 2 * kCtaKeys * head_dim; }
 
 /* Byte offsets in the workspace: the records (backward_v4_records.cuh), then the copies (256-byte aligned). */
 inline int64_t v4_copies_offset(int64_t bh, int64_t seq_q, int64_t seq_kv, int64_t head_dim) {
@@ -934,9 +1162,9 @@ inline int64_t v4_copy_floats(int64_t seq_q, int64_t head_dim) {
     return (seq_q + kBwdTile - 1) / kBwdTile * kBwdTile * head_dim;
 }
 
-template <int D, bool kSplit>
+template <int D, bool kSplit, bool kCausal>
 cudaError_t v4_launch(const BwdV4Params &p, int ctas, cudaStream_t stream) {
-    auto kernel = bwd_v4_kernel<D, kSplit>;
+    auto kernel = bwd_v4_kernel<D, kSplit, kCausal>;
     const int smem = V4Config<D>::kSmemBytes;
     cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (err != cudaSuccess) return err;
@@ -954,7 +1182,8 @@ extern "C" size_t jattn_cuda_bwd_v4_workspace_bytes(int64_t batch, int64_t heads
                                                     int64_t head_dim) {
     const int64_t bh = batch * heads;
     const size_t v4 = (size_t)(v4_copies_offset(bh, seq_q, seq_kv, head_dim) +
-                               (kMaxCtas + bh - 1) * v4_copy_floats(seq_q, head_dim) * (int64_t)sizeof(float));
+                               ((kMaxCtas + bh - 1) * v4_copy_floats(seq_q, head_dim) + v4_parts_floats(head_dim)) *
+                                   (int64_t)sizeof(float));
     const size_t v3 = jattn_cuda_bwd_v3_workspace_bytes(batch, heads, seq_q, seq_kv, head_dim);
     return v4 > v3 ? v4 : v3; /* a call v4 does not take runs v3 in the same workspace */
 }
@@ -980,7 +1209,10 @@ extern "C" int jattn_cuda_launch_bwd_v4(const jattn_cuda_args *a, void *workspac
     const int64_t bh = f->batch * f->heads;
     const BwdRecordLayout L = bwd_record_layout(bh, f->seq_q, f->seq_kv, f->head_dim);
     unsigned char *ws = static_cast<unsigned char *>(workspace);
-    const V4Grid gr = v4_grid(bh, f->seq_kv, sms);
+    const bool causal = f->causal != JATTN_CAUSAL_NONE;
+    const int64_t causal_off = f->causal == JATTN_CAUSAL_BOTTOM_RIGHT ? f->seq_kv - f->seq_q : 0;
+    const V4Grid gr = causal ? v4_grid<true>(bh, f->seq_q, f->seq_kv, causal_off, sms)
+                             : v4_grid<false>(bh, f->seq_q, f->seq_kv, causal_off, sms);
     BwdV4Params p;
     p.rec_q = ws + L.q, p.rec_do = ws + L.dout, p.rec_k = ws + L.k, p.rec_v = ws + L.v;
     p.copies = reinterpret_cast<float *>(ws + v4_copies_offset(bh, f->seq_q, f->seq_kv, f->head_dim));
@@ -999,29 +1231,66 @@ extern "C" int jattn_cuda_launch_bwd_v4(const jattn_cuda_args *a, void *workspac
     p.tq = (int)((f->seq_q + kBwdTile - 1) / kBwdTile);
     p.tk = (int)((f->seq_kv + kBwdTile - 1) / kBwdTile);
     p.n_blocks = gr.n_blocks;
-    p.items = gr.items;
-    p.per_cta = gr.per_cta;
     /* MN-major, 128B swizzle: LBO = bytes between 64-column blocks (one 8 KB block of a 64-row image), SBO = bytes
      * between 8-row groups (1024) */
     p.v_lbo = (uint32_t)(kBwdTile * kSwizzleBytes) >> 4;
     p.v_sbo = (uint32_t)kSwizzleAtomBytes >> 4;
     p.zero = 0;
+    p.causal_off = causal_off;
+    p.units = gr.units;
+    p.ctas = gr.ctas;
+    p.head_units = gr.per_head;
+    p.partials = p.copies + (kMaxCtas + bh - 1) * v4_copy_floats(f->seq_q, f->head_dim);
+    const int ctas = gr.ctas;
     const bool f32 = f->precision == JATTN_PRECISION_F32;
-    if (f->head_dim == 128)
-        err = f32 ? v4_launch<128, true>(p, gr.ctas, stream) : v4_launch<128, false>(p, gr.ctas, stream);
-    else
-        err = f32 ? v4_launch<64, true>(p, gr.ctas, stream) : v4_launch<64, false>(p, gr.ctas, stream);
+    if (causal) {
+        if (f->head_dim == 128)
+            err = f32 ? v4_launch<128, true, true>(p, ctas, stream) : v4_launch<128, false, true>(p, ctas, stream);
+        else
+            err = f32 ? v4_launch<64, true, true>(p, ctas, stream) : v4_launch<64, false, true>(p, ctas, stream);
+    } else if (f->head_dim == 128) {
+        err = f32 ? v4_launch<128, true, false>(p, ctas, stream) : v4_launch<128, false, false>(p, ctas, stream);
+    } else {
+        err = f32 ? v4_launch<64, true, false>(p, ctas, stream) : v4_launch<64, false, false>(p, ctas, stream);
+    }
     if (err != cudaSuccess) return (int)err;
     const int rows_pad = p.tq * kBwdTile;
     const int d4 = (int)f->head_dim / 4;
     const dim3 rgrid((unsigned)((f->seq_q * d4 + 255) / 256), (unsigned)bh);
-    if (f->head_dim == 128)
-        bwd_v4_dq_reduce<128><<<rgrid, 256, 0, stream>>>(p.copies, a->dq, a->dq_strides.batch, a->dq_strides.head,
-                                                         a->dq_strides.token, p.heads, p.seq_q, rows_pad, gr.n_blocks,
-                                                         gr.per_cta, f->scale);
-    else
-        bwd_v4_dq_reduce<64><<<rgrid, 256, 0, stream>>>(p.copies, a->dq, a->dq_strides.batch, a->dq_strides.head,
-                                                        a->dq_strides.token, p.heads, p.seq_q, rows_pad, gr.n_blocks,
-                                                        gr.per_cta, f->scale);
+#define V4_REDUCE(DD, CAUSAL)                                                                                      \
+    bwd_v4_dq_reduce<DD, CAUSAL><<<rgrid, 256, 0, stream>>>(                                                       \
+        p.copies, a->dq, a->dq_strides.batch, a->dq_strides.head, a->dq_strides.token, p.heads, p.seq_q, rows_pad, \
+        gr.n_blocks, p.causal_off, gr.units, gr.ctas, gr.per_head, f->scale)
+    if (f->head_dim == 128) {
+        if (causal)
+            V4_REDUCE(128, true);
+        else
+            V4_REDUCE(128, false);
+    } else if (causal) {
+        V4_REDUCE(64, true);
+    } else {
+        V4_REDUCE(64, false);
+    }
+#undef V4_REDUCE
+    err = cudaGetLastError();
+    if (err != cudaSuccess) return (int)err;
+    if (gr.ctas > 1) { /* the cut items' dK, dV */
+#define V4_PARTS(DD, CAUSAL)                                                                                           \
+    bwd_v4_dkv_parts<DD, CAUSAL><<<(unsigned)(gr.ctas - 1), 256, 0, stream>>>(                                         \
+        p.partials, a->dk, a->dv, a->dk_strides.batch, a->dk_strides.head, a->dk_strides.token, a->dv_strides.batch,   \
+        a->dv_strides.head, a->dv_strides.token, p.heads, p.seq_kv, gr.n_blocks, p.tq, gr.units, gr.ctas, gr.per_head, \
+        p.causal_off)
+        if (f->head_dim == 128) {
+            if (causal)
+                V4_PARTS(128, true);
+            else
+                V4_PARTS(128, false);
+        } else if (causal) {
+            V4_PARTS(64, true);
+        } else {
+            V4_PARTS(64, false);
+        }
+#undef V4_PARTS
+    }
     return (int)cudaGetLastError();
 }

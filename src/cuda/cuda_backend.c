@@ -124,6 +124,7 @@ static jattn_status select_version(const jattn_problem *p, const jattn_exec *e, 
                           .precision = e->precision,
                           .cc = cc,
                           .features = plan->features,
+                          .causal = plan->mask.causal,
                           .alignment = plan->alignment};
     const int forced = backward ? atomic_load(&bwd_kernel_choice) : atomic_load(&kernel_choice);
     const char *why = "";

@@ -23,6 +23,7 @@ typedef struct cuda_query {
     jattn_precision precision;
     int cc;
     unsigned features;
+    jattn_causal causal; /* the mask's causal part (JATTN_CAUSAL_NONE without one) */
     size_t alignment;
 } cuda_query;
 
