@@ -187,10 +187,10 @@ int jattn_cuda_bwd_v4_call_refused(const jattn_cuda_args *a);
 int jattn_cuda_launch_bwd_v4(const jattn_cuda_args *a, void *workspace, void *stream);
 
 /* The backward's kernel choice. AUTO: v4 on 9.0 devices where it takes the problem (f32 and tf32, D 64 or
- * 128, strides of every tensor multiples of 4, pointers 16-byte aligned, seq_kv >= 2, no mask part), else v3
- * (every head_dim up to 256, every device, key padding, tf32 as f32): the ladder of src/cuda/NOTES.md. A
- * forced v4 falls back to v3 where it cannot run (so the whole test battery runs with it forced); a forced v3
- * runs everywhere it takes. */
+ * 128, strides of every tensor multiples of 4, pointers 16-byte aligned, seq_kv >= 2, no mask part but
+ * causal where every key is attended), else v3 (every head_dim up to 256, every device, key padding, every
+ * mask part, tf32 as f32): the ladder of src/cuda/NOTES.md. A forced v4 falls back to v3 where it cannot
+ * run (so the whole test battery runs with it forced); a forced v3 runs everywhere it takes. */
 typedef enum jattn_cuda_bwd_kernel {
     JATTN_CUDA_BWD_KERNEL_AUTO = 0,
     /* 1: the backward v1 (mma.sync 3xTF32), 2: the backward v2 (sm_90a wgmma, three kernels), removed:
