@@ -1192,6 +1192,27 @@ extern "C" size_t jattn_cuda_bwd_v4_workspace_bytes(int64_t batch, int64_t heads
 
 /* The backward v4 on `stream`: the records (its pre-pass, backward_v4_split_f16x2.cu), the fused kernel, the dQ
  * reduction. */
+/* One instance's launches on the stream: the fused kernel (f32: P's exponent as a pair), dq = c * its copies
+ * summed (bwd_v4_dq_reduce), and where the grid cut items (more than one CTA) their dK, dV parts summed
+ * (bwd_v4_dkv_parts). */
+template <int D, bool kCausal>
+cudaError_t v4_run(const BwdV4Params &p, const V4Grid &gr, const jattn_cuda_args *a, bool f32, cudaStream_t stream) {
+    cudaError_t err =
+        f32 ? v4_launch<D, true, kCausal>(p, gr.ctas, stream) : v4_launch<D, false, kCausal>(p, gr.ctas, stream);
+    if (err != cudaSuccess) return err;
+    const dim3 rgrid((unsigned)((a->seq_q * (D / 4) + 255) / 256), (unsigned)(a->batch * a->heads));
+    bwd_v4_dq_reduce<D, kCausal><<<rgrid, 256, 0, stream>>>(
+        p.copies, a->dq, a->dq_strides.batch, a->dq_strides.head, a->dq_strides.token, p.heads, p.seq_q,
+        p.tq * kBwdTile, gr.n_blocks, p.causal_off, gr.units, gr.ctas, gr.per_head, a->scale);
+    err = cudaGetLastError();
+    if (err != cudaSuccess || gr.ctas <= 1) return err;
+    bwd_v4_dkv_parts<D, kCausal><<<(unsigned)(gr.ctas - 1), 256, 0, stream>>>(
+        p.partials, a->dk, a->dv, a->dk_strides.batch, a->dk_strides.head, a->dk_strides.token, a->dv_strides.batch,
+        a->dv_strides.head, a->dv_strides.token, p.heads, p.seq_kv, gr.n_blocks, p.tq, gr.units, gr.ctas, gr.per_head,
+        p.causal_off);
+    return cudaGetLastError();
+}
+
 extern "C" int jattn_cuda_launch_bwd_v4(const jattn_cuda_args *a, void *workspace, void *stream_ptr) {
     cudaStream_t stream = (cudaStream_t)stream_ptr;
     if (jattn_cuda_bwd_v4_call_refused(a) || !workspace || !aligned16(workspace) || !a->lse)
@@ -1241,56 +1262,10 @@ extern "C" int jattn_cuda_launch_bwd_v4(const jattn_cuda_args *a, void *workspac
     p.ctas = gr.ctas;
     p.head_units = gr.per_head;
     p.partials = p.copies + (kMaxCtas + bh - 1) * v4_copy_floats(f->seq_q, f->head_dim);
-    const int ctas = gr.ctas;
     const bool f32 = f->precision == JATTN_PRECISION_F32;
-    if (causal) {
-        if (f->head_dim == 128)
-            err = f32 ? v4_launch<128, true, true>(p, ctas, stream) : v4_launch<128, false, true>(p, ctas, stream);
-        else
-            err = f32 ? v4_launch<64, true, true>(p, ctas, stream) : v4_launch<64, false, true>(p, ctas, stream);
-    } else if (f->head_dim == 128) {
-        err = f32 ? v4_launch<128, true, false>(p, ctas, stream) : v4_launch<128, false, false>(p, ctas, stream);
-    } else {
-        err = f32 ? v4_launch<64, true, false>(p, ctas, stream) : v4_launch<64, false, false>(p, ctas, stream);
-    }
-    if (err != cudaSuccess) return (int)err;
-    const int rows_pad = p.tq * kBwdTile;
-    const int d4 = (int)f->head_dim / 4;
-    const dim3 rgrid((unsigned)((f->seq_q * d4 + 255) / 256), (unsigned)bh);
-#define V4_REDUCE(DD, CAUSAL)                                                                                      \
-    bwd_v4_dq_reduce<DD, CAUSAL><<<rgrid, 256, 0, stream>>>(                                                       \
-        p.copies, a->dq, a->dq_strides.batch, a->dq_strides.head, a->dq_strides.token, p.heads, p.seq_q, rows_pad, \
-        gr.n_blocks, p.causal_off, gr.units, gr.ctas, gr.per_head, f->scale)
-    if (f->head_dim == 128) {
-        if (causal)
-            V4_REDUCE(128, true);
-        else
-            V4_REDUCE(128, false);
-    } else if (causal) {
-        V4_REDUCE(64, true);
-    } else {
-        V4_REDUCE(64, false);
-    }
-#undef V4_REDUCE
-    err = cudaGetLastError();
-    if (err != cudaSuccess) return (int)err;
-    if (gr.ctas > 1) { /* the cut items' dK, dV */
-#define V4_PARTS(DD, CAUSAL)                                                                                           \
-    bwd_v4_dkv_parts<DD, CAUSAL><<<(unsigned)(gr.ctas - 1), 256, 0, stream>>>(                                         \
-        p.partials, a->dk, a->dv, a->dk_strides.batch, a->dk_strides.head, a->dk_strides.token, a->dv_strides.batch,   \
-        a->dv_strides.head, a->dv_strides.token, p.heads, p.seq_kv, gr.n_blocks, p.tq, gr.units, gr.ctas, gr.per_head, \
-        p.causal_off)
-        if (f->head_dim == 128) {
-            if (causal)
-                V4_PARTS(128, true);
-            else
-                V4_PARTS(128, false);
-        } else if (causal) {
-            V4_PARTS(64, true);
-        } else {
-            V4_PARTS(64, false);
-        }
-#undef V4_PARTS
-    }
-    return (int)cudaGetLastError();
+    if (f->head_dim == 128)
+        err = causal ? v4_run<128, true>(p, gr, a, f32, stream) : v4_run<128, false>(p, gr, a, f32, stream);
+    else
+        err = causal ? v4_run<64, true>(p, gr, a, f32, stream) : v4_run<64, false>(p, gr, a, f32, stream);
+    return (int)err;
 }
