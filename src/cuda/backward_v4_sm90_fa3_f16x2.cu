@@ -76,7 +76,7 @@
  * Not taken (v3 runs it): key padding, the mask parts but causal, top-left causal with seq_q < seq_kv (keys no
  * query attends), seq_kv = 1, pointers not 16-byte aligned, strides not multiples of 4.
  *
- * The grid (stream-K; branches v4causal and v4streamk, not measured on a GPU yet): the work is cut in units of
+ * The grid (stream-K; measured on an H100: bench/results/h100-2026-12-06-gpunext/): the work is cut in units of
  * (head, 128-key block n, 64-query m-block), item-major, and CTA g runs units g U / G .. (g + 1) U / G - 1 (G =
  * min(132, SMs, U)): whole items, and at its ends the parts of items it shares with its neighbours. A whole item
  * writes dK, dV; a part leaves them in its slot (2 g: the CTA's first item, 2 g + 1: its last), and
@@ -89,8 +89,9 @@
  * (the diagonal) P = 0 past each query's, before the dominant vote. The grid it replaces ran W = ceil(items / G)
  * whole items a CTA: 7 on most of 124 CTAs at (1,24,4608,128) (6.55 a multiprocessor); by units, the longest CTA
  * is 0.937x (4608), 0.74x (1536), 0.97x (16384) of that grid's, and a causal call's 0.48-0.49x of that grid's
- * unmasked one (lab/gpu/emulate_backward_v4_causal.py). ptxas: the D = 128 f32 unmasked instance 4 bytes of
- * spill, the others 0.
+ * unmasked one (lab/gpu/emulate_backward_v4_causal.py); measured, the backward 2.91 / 3.52 / 3.76x its forward at
+ * (1,24,1536 / 4608 / 16384,128) (3.22 / 3.70 / 3.66x before), causal 0.62x the unmasked call. ptxas: the D = 128
+ * f32 unmasked instance 4 bytes of spill, the others 0.
  *
  * Where it departs from the design note (route A): (1) the P >= 1/2 element is made exact inside the kernel (3b:
  * a warp-wide float64 dot per element, P and dP from the caller's inputs, then through the products like every
@@ -1190,8 +1191,6 @@ extern "C" size_t jattn_cuda_bwd_v4_workspace_bytes(int64_t batch, int64_t heads
 
 /* jattn_cuda_bwd_v4_call_refused, the launcher's guard: sm90_contract.c (plain C, with the plan's refusal). */
 
-/* The backward v4 on `stream`: the records (its pre-pass, backward_v4_split_f16x2.cu), the fused kernel, the dQ
- * reduction. */
 /* One instance's launches on the stream: the fused kernel (f32: P's exponent as a pair), dq = c * its copies
  * summed (bwd_v4_dq_reduce), and where the grid cut items (more than one CTA) their dK, dV parts summed
  * (bwd_v4_dkv_parts). */
@@ -1213,6 +1212,8 @@ cudaError_t v4_run(const BwdV4Params &p, const V4Grid &gr, const jattn_cuda_args
     return cudaGetLastError();
 }
 
+/* The backward v4 on `stream`: the records (its pre-pass, backward_v4_split_f16x2.cu), then v4_run: the fused
+ * kernel, the dQ reduction, the cut items' dK, dV sums. */
 extern "C" int jattn_cuda_launch_bwd_v4(const jattn_cuda_args *a, void *workspace, void *stream_ptr) {
     cudaStream_t stream = (cudaStream_t)stream_ptr;
     if (jattn_cuda_bwd_v4_call_refused(a) || !workspace || !aligned16(workspace) || !a->lse)
