@@ -27,8 +27,8 @@ static double ulp_of(float x) {
 }
 
 /* float64 gradients of a B = H = 1 problem [S, D] given out o [SQ, D] and lse l (per query row). */
-static void grads(const double *q, const double *k, const double *v, const double *dout, double scale,
-                  const double *o, const double *l, int round_logits, double *dq, double *dk, double *dv) {
+static void grads(const double *q, const double *k, const double *v, const double *dout, double scale, const double *o,
+                  const double *l, int round_logits, double *dq, double *dk, double *dv) {
     memset(dq, 0, SQ * D * sizeof *dq), memset(dk, 0, SKV * D * sizeof *dk), memset(dv, 0, SKV * D * sizeof *dv);
     for (int i = 0; i < SQ; i++) {
         double delta = 0;
@@ -63,7 +63,7 @@ int main(int argc, char **argv) {
     jattn_problem p = jattn_problem_flux(1, 1, SQ, SKV, D);
     jt_case c;
     if (jt_case_init(&c, &p) != 0) return 1;
-    double worst[2][3] = {{0}};
+    double worst[2][3] = {{0}}, worst_out[2][3] = {{0}}, worst_lse[2][3] = {{0}};
     for (int n = 0; n < draws; n++) {
         const jt_dist dist = n % 2 ? JT_LARGE : JT_PEAKY;
         c.p.scale = 0;
@@ -104,24 +104,38 @@ int main(int argc, char **argv) {
                 if (eo > out_ulp) out_ulp = eo;
             }
         }
-        static double g[4][3][SQ * MAXD]; /* exact, floor (exact logits), backend, floor (rounded logits) */ /* [exact, floor, backend][dq, dk, dv] */
+        static double g[6][3][SQ * MAXD]; /* exact, floor (exact logits), backend, floor (rounded logits),
+                                             the backend's out with lse rounded once, its lse with out rounded once */ /* [exact, floor, backend][dq, dk, dv] */
         const double *os[3] = {o64, of, oc}, *ls[3] = {l64, lf, lc};
         for (int w = 0; w < 3; w++) grads(q, k, v, dout, scale, os[w], ls[w], 0, g[w][0], g[w][1], g[w][2]);
         grads(q, k, v, dout, scale, of, lf, 1, g[3][0], g[3][1], g[3][2]);
+        grads(q, k, v, dout, scale, oc, lf, 0, g[4][0], g[4][1], g[4][2]);
+        grads(q, k, v, dout, scale, of, lc, 0, g[5][0], g[5][1], g[5][2]);
         printf("%-6s out err %6.2f ulp lse err %6.2f ulp |", jt_dist_name(dist), out_ulp, lse_ulp);
         const char *names[3] = {"dq", "dk", "dv"};
         for (int t = 0; t < 3; t++) {
             const int cnt = (t ? SKV : SQ) * D;
-            const double fl = fmax(rel_l2(g[1][t], g[0][t], cnt), rel_l2(g[3][t], g[0][t], cnt)), bk = rel_l2(g[2][t], g[0][t], cnt);
+            const double fl = fmax(rel_l2(g[1][t], g[0][t], cnt), rel_l2(g[3][t], g[0][t], cnt)),
+                         bk = rel_l2(g[2][t], g[0][t], cnt);
             const double ratio = fl > 0 ? bk / fl : 0;
             if (ratio > worst[n % 2][t]) worst[n % 2][t] = ratio;
+            if (fl > 0 && rel_l2(g[4][t], g[0][t], cnt) / fl > worst_out[n % 2][t])
+                worst_out[n % 2][t] = rel_l2(g[4][t], g[0][t], cnt) / fl;
+            if (fl > 0 && rel_l2(g[5][t], g[0][t], cnt) / fl > worst_lse[n % 2][t])
+                worst_lse[n % 2][t] = rel_l2(g[5][t], g[0][t], cnt) / fl;
             printf(" %s floor %.3g forward's %.3g (%.2fx)", names[t], fl, bk, ratio);
         }
         printf("\n");
     }
     for (int d = 0; d < 2; d++)
-        printf("D %d worst %s: the forward's out and lse alone over the floor: dq %.2fx dk %.2fx dv %.2fx\n",
-               D, d ? "large" : "peaky", worst[d][0], worst[d][1], worst[d][2]);
+        printf("D %d worst %s: the forward's out and lse alone over the floor: dq %.2fx dk %.2fx dv %.2fx\n", D,
+               d ? "large" : "peaky", worst[d][0], worst[d][1], worst[d][2]);
+    for (int d = 0; d < 2; d++)
+        printf("D %d worst %s: its out alone (lse rounded once) dq %.2fx dk %.2fx dv %.2fx; its lse alone (out rounded "
+               "once) "
+               "dq %.2fx dk %.2fx dv %.2fx\n",
+               D, d ? "large" : "peaky", worst_out[d][0], worst_out[d][1], worst_out[d][2], worst_lse[d][0],
+               worst_lse[d][1], worst_lse[d][2]);
     jt_case_free(&c);
     return 0;
 }
