@@ -369,12 +369,13 @@ static double JK(qt_max_norm2)(int nq, int64_t D, const float *qt, const float *
 
 /* ---- online softmax over one block of n key rows of St (in place -> Pt) ---------------
  * A logit is the pair (st, sl) in dot-product units. The running max is the pair (m, ml) of
- * the key with the largest st (ties: a fixed choice, so results stay deterministic), and exp2 gets ((st - m) + (sl -
- * ml)) * c with c = scale * log2(e): st - m is exact for the keys that matter (st near m), the low parts are not lost,
- * and the max key gets exactly 2^0 = 1 (so a single key returns its v row bit for bit). Ties with a larger low part
- * would give x > 0: exp2 returns 1 there. With ll (the small-head_dim path) the row sum l is the
- * pair (l + ll), every addition's and the rescale's rounding error kept: a plain float sum of a
- * row's weights errs by ~sqrt(n) u, a common factor of the whole out row that no column averages
+ * the key with the largest pair (max_pair; ties: the earlier key, so results stay deterministic), and exp2 gets
+ * ((st - m) + (sl - ml)) * c with c = scale * log2(e): st - m is exact for the keys that matter (st near m), the low
+ * parts are not lost, and the max key gets exactly 2^0 = 1 (so a single key returns its v row bit for bit). A key
+ * whose high part ties the max's but whose low part is larger once took x > 0 (weight clamped to 1: a -10000 key
+ * bias, whose logits round to one float, lost its keys' differences); max_pair orders them by the whole pair. With ll
+ * (the small-head_dim path) the row sum l is the pair (l + ll), every addition's and the rescale's rounding error kept:
+ * a plain float sum of a row's weights errs by ~sqrt(n) u, a common factor of the whole out row that no column averages
  * away (D = 1, 77 keys: 5-10 ulp of out, which a near one-hot row's dq, dk then carry amplified
  * by 1 / (1 - P_max) in the backward). SAFE (a block of a masked call in which some rows' keys are
  * masked out: their st is -inf): a lane whose max is still -inf (every key so far masked) takes its
@@ -385,6 +386,17 @@ static double JK(qt_max_norm2)(int nq, int64_t D, const float *qt, const float *
 #ifndef JK_MAX_OF
 #define JK_MAX_OF(a, b) jv_select_gt((a), (b), (a), (b))
 #endif
+/* The running max of logit pairs: (m, ml) becomes (h, hl) where the pair is the larger, by its difference
+ * (h - m) + (hl - ml) (h - m exact where it decides: Sterbenz), so that keys whose high parts tie (a logit
+ * of tens of thousands, e.g. a -10000 key bias, rounds keys a few thousandths apart to one float) are ordered
+ * by their low parts; an equal pair keeps the earlier key. -inf h never wins (-inf - -inf is NaN), a NaN h
+ * never does (as JK_MAX_OF), and +inf always does. */
+JK_INLINE void JK(max_pair)(jv h, jv hl, jv *m, jv *ml) {
+    const jv d = jv_add(jv_sub(h, *m), jv_sub(hl, *ml)), zero = jv_zero();
+    *ml = jv_select_gt(d, zero, hl, *ml);
+    *m = jv_select_gt(d, zero, h, *m);
+}
+
 JK_INLINE void JK(softmax_block_lo)(const int LOW, const int PAIR, const int SAFE, int n, float c, float *st,
                                     const float *sl, float *m, float *ml, float *l, float *ll, float *alpha) {
     const jv cv = jv_set1(c);
@@ -398,18 +410,24 @@ JK_INLINE void JK(softmax_block_lo)(const int LOW, const int PAIR, const int SAF
         int j = 0;
         for (; j + JK_MAX_CHAINS <= n; j += JK_MAX_CHAINS) JK_UNROLL for (int ch = 0; ch < JK_MAX_CHAINS; ch++) {
                 const jv h = jv_load(s + (ptrdiff_t)(j + ch) * JK_QB);
-                if (LOW) cml[ch] = jv_select_gt(h, cm[ch], jv_load(slo + (ptrdiff_t)(j + ch) * JK_QB), cml[ch]);
-                cm[ch] = JK_MAX_OF(h, cm[ch]);
+                if (LOW)
+                    JK(max_pair)(h, jv_load(slo + (ptrdiff_t)(j + ch) * JK_QB), &cm[ch], &cml[ch]);
+                else
+                    cm[ch] = JK_MAX_OF(h, cm[ch]);
             }
         for (int ch = 0; j < n; j++, ch++) {
             const jv h = jv_load(s + (ptrdiff_t)j * JK_QB);
-            if (LOW) cml[ch] = jv_select_gt(h, cm[ch], jv_load(slo + (ptrdiff_t)j * JK_QB), cml[ch]);
-            cm[ch] = JK_MAX_OF(h, cm[ch]);
+            if (LOW)
+                JK(max_pair)(h, jv_load(slo + (ptrdiff_t)j * JK_QB), &cm[ch], &cml[ch]);
+            else
+                cm[ch] = JK_MAX_OF(h, cm[ch]);
         }
         jv mx = cm[0], mxl = cml[0];
         JK_UNROLL for (int ch = 1; ch < JK_MAX_CHAINS; ch++) {
-            if (LOW) mxl = jv_select_gt(cm[ch], mx, cml[ch], mxl);
-            mx = JK_MAX_OF(cm[ch], mx);
+            if (LOW)
+                JK(max_pair)(cm[ch], cml[ch], &mx, &mxl);
+            else
+                mx = JK_MAX_OF(cm[ch], mx);
         }
         /* the max the exponents take: mx, or 0 where a SAFE block leaves it -inf (-FLT_MAX > mx only
          * there: a NaN max stays NaN) */
