@@ -433,6 +433,50 @@ static int part_empty(jattn_backend backend, jt_tally *tally) {
     return 0;
 }
 
+/* ---- near-tied keys under a large key bias ---------------------------------------------------
+ * Every key carries the bias -10000 (LTX's padded keys; rows where no other key is attended), and keys come
+ * in near-duplicate pairs (k of the second = k of the first + 1e-4 noise): their logits, about -10000 plus
+ * scale q.k, lie a few ten-thousandths apart, below a float's step at 10000 (~0.001), so a backend that rounds
+ * the biased logit to one float, or orders a tie by its high part alone, weighs both keys alike where their
+ * weights differ by ~1e-4 (the cpu backend did, src/cpu/JOURNAL.md §11). Causal rows: 1 to Sq keys each. */
+static int part_ties(jattn_backend backend, jt_rng *r, jt_tally *tally) {
+    static const int64_t dims[] = {32, 64, 128, 40};
+    for (size_t t = 0; t < sizeof dims / sizeof dims[0]; t++) {
+        const int64_t H = 2, S = 48, D = dims[t];
+        jattn_problem p = jattn_problem_flux(1, H, S, S, D);
+        jt_case c;
+        float *bias = malloc((size_t)S * sizeof *bias);
+        if (!bias || jt_case_init(&c, &p) != 0) {
+            printf("FAIL allocation\n");
+            jt_tally_add(tally, 0);
+            free(bias);
+            return 0;
+        }
+        jt_case_fill(&c, JT_NORMAL, r);
+        for (int64_t h = 0; h < H; h++) /* head-major k: key j + 1 a near copy of key j, j even */
+            for (int64_t j = 0; j + 1 < S; j += 2)
+                for (int64_t d = 0; d < D; d++) {
+                    const int64_t at = (h * S + j) * D + d;
+                    c.k[at + D] = c.k[at] + (float)(1e-4 * jt_normal(r));
+                }
+        jt_case_seal(&c);
+        for (int64_t j = 0; j < S; j++) bias[j] = -10000.0f;
+        jattn_mask m = {0};
+        m.causal = JATTN_CAUSAL_TOP_LEFT;
+        m.key_bias = bias; /* one row for every batch and head: strides 0 */
+        c.mask = &m;
+        snprintf(c.label, sizeof c.label, "ties B=1 H=%lld Sq=Skv=%lld D=%lld causal bias=-10000 near-duplicate keys",
+                 (long long)H, (long long)S, (long long)D);
+        jattn_exec e = {0};
+        e.backend = backend;
+        const int ok = jt_case_reference(&c) == JATTN_OK && jt_case_check(&c, &e, 1);
+        jt_tally_add(tally, ok);
+        jt_case_free(&c);
+        free(bias);
+    }
+    return 0;
+}
+
 /* ---- plans ---------------------------------------------------------------------------------- */
 
 static int part_plans(jattn_backend backend, jt_rng *r, jt_tally *tally) {
@@ -526,7 +570,7 @@ static int part_plans(jattn_backend backend, jt_rng *r, jt_tally *tally) {
 
 int main(int argc, char **argv) {
     jattn_backend backend;
-    if (jt_backend_arg(argc, argv, "cpu", 1, "[all|oracle|parity|empty|plans]", &backend)) return 2;
+    if (jt_backend_arg(argc, argv, "cpu", 1, "[all|oracle|parity|empty|plans|ties]", &backend)) return 2;
     const char *part = argc > 2 ? argv[2] : "all";
     const char *name = jattn_backend_name(backend);
     if (!jt_backend_present(backend)) {
@@ -541,6 +585,7 @@ int main(int argc, char **argv) {
     if ((all || strcmp(part, "parity") == 0) && backend != JATTN_BACKEND_REF) part_masks(backend, 0, &rng, &tally);
     if (all || strcmp(part, "empty") == 0) part_empty(backend, &tally);
     if (all || strcmp(part, "plans") == 0) part_plans(backend, &rng, &tally);
+    if ((all || strcmp(part, "ties") == 0) && backend != JATTN_BACKEND_REF) part_ties(backend, &rng, &tally);
     char title[64];
     snprintf(title, sizeof title, "test_masks %s", name);
     return jt_tally_finish(&tally, title);
