@@ -224,6 +224,7 @@ static const mask_case mask_cases[] = {
     {2, 3, 3, 50, 45, 40, JATTN_CAUSAL_TOP_LEFT, 0, 3, 1, 2},       /* segments per batch, causal, a key mask */
     {1, 4, 2, 100, 100, 16, JATTN_CAUSAL_BOTTOM_RIGHT, 2, 2, 2, 1}, /* every part */
     {1, 2, 1, 1, 50, 72, JATTN_CAUSAL_NONE, 0, 0, 1, 0},            /* a single query, a bias, one key/value head */
+    {1, 2, 2, 40, 50, 5, JATTN_CAUSAL_BOTTOM_RIGHT, 0, 0, 1, 1},    /* head_dim 5: v1's butterflies, masked */
     /* causal alone at head_dim 64 and 128: on Hopper the backward v4's (every key attended) */
     {1, 3, 3, 200, 200, 128, JATTN_CAUSAL_TOP_LEFT, 0, 0, 0, 0},     /* the diagonal m-blocks, pair order */
     {2, 2, 2, 290, 150, 64, JATTN_CAUSAL_TOP_LEFT, 0, 0, 0, 0},      /* seq_q > seq_kv */
@@ -423,10 +424,11 @@ int main(int argc, char **argv) {
     cudaStream_t s;
     CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     /* partial tiles everywhere: 64 and 128 for the sm_90a kernels, 72 and 40 for the portable ones at other
-     * widths, 256 (the half kernels of the backward v3), a single key (the forward v1), a single query */
+     * widths, 256 (the half kernels of the backward v3), a single key (the forward v1), a single query,
+     * head_dim 3 (AUTO's forward v1 below 8: its P V by warp butterflies) */
     static const int64_t shapes[][5] = {{1, 2, 65, 130, 64}, {2, 1, 70, 33, 128}, {1, 1, 37, 77, 72},
                                         {2, 1, 20, 45, 40},  {1, 1, 17, 30, 256}, {1, 2, 1, 200, 128},
-                                        {2, 2, 20, 1, 64}};
+                                        {2, 2, 20, 1, 64},   {1, 2, 33, 70, 3}};
     int calls[2] = {0, 0}, masked = 0;
     for (int backward = 0; backward < 2; backward++) {
         if (!strcmp(part, backward ? "forward" : "backward") || !strcmp(part, "masks")) continue;

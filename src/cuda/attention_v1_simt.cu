@@ -51,6 +51,30 @@ __device__ __forceinline__ void kahan_add(float &sum, float &c, float x) {
 
 /* COLS = output columns per lane: head_dim <= 32 * COLS. kMasked: a window or a key bias (mk: the mask's
  * windows, bias: the key bias as jattn_cuda_args has it). */
+/* x + x_lo summed over the warp by a butterfly, every addition's rounding error (TwoSum) carried in
+ * x_lo; every lane ends with the same pair. A non-finite x leaves x_lo non-finite. */
+__device__ __forceinline__ void warp_sum_pair(float &x, float &x_lo) {
+#pragma unroll
+    for (int off = WARP / 2; off > 0; off /= 2) {
+        const float b = __shfl_xor_sync(0xffffffffu, x, off), b_lo = __shfl_xor_sync(0xffffffffu, x_lo, off);
+        const float t = x + b, bp = t - x;
+        x_lo = (x_lo + b_lo) + ((x - (t - bp)) + (b - bp));
+        x = t;
+    }
+}
+
+/* The running sum (hi - comp) becomes (hi - comp) alpha + (x + x_lo), the product's and the
+ * addition's rounding errors kept in comp (a plain rescale loses half an ulp of the whole row each
+ * time the row's maximum moves: at D = 1 nothing averages it away, and the backward's dK carries it
+ * amplified); a non-finite error term (an infinite sum) is dropped. */
+__device__ __forceinline__ void scale_add_pair(float &hi, float &comp, float alpha, float x, float x_lo) {
+    const float xx = hi * alpha, xx_err = fmaf(hi, alpha, -xx);
+    const float t = xx + x, bt = t - xx, t_err = (xx - (t - bt)) + (x - bt);
+    const float c = fmaf(comp, alpha, -((xx_err + t_err) + x_lo));
+    comp = isfinite(c) ? c : 0.0f;
+    hi = t;
+}
+
 template <int COLS, bool kMasked>
 __global__ void __launch_bounds__(V1_WARPS *WARP)
     attention_f32_simt_v1(jattn_cuda_params p, KwMask mk, const float *bias, int64_t bias_b, int64_t bias_h) {
@@ -172,12 +196,17 @@ __global__ void __launch_bounds__(V1_WARPS *WARP)
             alpha = exp2f(((m - m_use) + (ml - ml_use)) * LOG2E);
             pj = attended ? exp2f(((s - m_use) + (s_lo - ml_use)) * LOG2E) : 0.0f;
         }
-        float psum = pj;
+        float psum = pj, psum_lo = 0.0f;
+        if (COLS == 1) {
+            warp_sum_pair(psum, psum_lo);
+            scale_add_pair(l, l_comp, alpha, psum, psum_lo);
+        } else {
 #pragma unroll
-        for (int off = WARP / 2; off > 0; off /= 2) psum += __shfl_xor_sync(0xffffffffu, psum, off);
-        l *= alpha;
-        l_comp *= alpha;
-        kahan_add(l, l_comp, psum);
+            for (int off = WARP / 2; off > 0; off /= 2) psum += __shfl_xor_sync(0xffffffffu, psum, off);
+            l *= alpha;
+            l_comp *= alpha;
+            kahan_add(l, l_comp, psum);
+        }
         m = m_new;
         ml = ml_new;
 
@@ -188,30 +217,47 @@ __global__ void __launch_bounds__(V1_WARPS *WARP)
         float o_tile[COLS], o_tile_lo[COLS];
 #pragma unroll
         for (int c = 0; c < COLS; c++) o_tile[c] = o_tile_lo[c] = 0.0f;
-        for (int j = 0; j < keys; j++) {
-            if (kMasked && !((att >> j) & 1u)) continue; /* not attended: its v (Inf, NaN) never meets a 0 */
-            const float pb = __shfl_sync(0xffffffffu, pj, j);
+        if (COLS == 1 && D < JATTN_CUDA_V1_SMALL_D) {
+            /* few columns: each column's sum over the tile's keys by a compensated warp butterfly
+             * (lane = key), lane d keeping column d; a key the row does not attend adds 0 */
+            for (int d = 0; d < D; d++) {
+                const float x = vs[lane * D + d];
+                float prod = 0.0f, prod_lo = 0.0f;
+                if (attended) {
+                    prod = pj * x;
+                    prod_lo = fmaf(pj, x, -prod);
+                }
+                warp_sum_pair(prod, prod_lo);
+                if (lane == d) o_tile[0] = prod, o_tile_lo[0] = prod_lo;
+            }
+        } else
+            for (int j = 0; j < keys; j++) {
+                if (kMasked && !((att >> j) & 1u)) continue; /* not attended: its v (Inf, NaN) never meets a 0 */
+                const float pb = __shfl_sync(0xffffffffu, pj, j);
 #pragma unroll
-            for (int c = 0; c < COLS; c++) {
-                const int d = lane + c * WARP;
-                if (d >= D) continue;
-                const float x = vs[j * D + d];
-                if (COLS == 1) {
-                    const float prod = pb * x, prod_err = fmaf(pb, x, -prod);
-                    const float t = o_tile[c] + prod, bp = t - o_tile[c];
-                    o_tile_lo[c] += ((o_tile[c] - (t - bp)) + (prod - bp)) + prod_err;
-                    o_tile[c] = t;
-                } else {
-                    o_tile[c] = fmaf(pb, x, o_tile[c]);
+                for (int c = 0; c < COLS; c++) {
+                    const int d = lane + c * WARP;
+                    if (d >= D) continue;
+                    const float x = vs[j * D + d];
+                    if (COLS == 1) {
+                        const float prod = pb * x, prod_err = fmaf(pb, x, -prod);
+                        const float t = o_tile[c] + prod, bp = t - o_tile[c];
+                        o_tile_lo[c] += ((o_tile[c] - (t - bp)) + (prod - bp)) + prod_err;
+                        o_tile[c] = t;
+                    } else {
+                        o_tile[c] = fmaf(pb, x, o_tile[c]);
+                    }
                 }
             }
-        }
 #pragma unroll
         for (int c = 0; c < COLS; c++) {
-            o[c] *= alpha;
-            o_comp[c] *= alpha;
-            kahan_add(o[c], o_comp[c], o_tile[c]);
-            if (COLS == 1 && isfinite(o_tile_lo[c])) o_comp[c] -= o_tile_lo[c]; /* o - o_comp is the sum */
+            if (COLS == 1) {
+                scale_add_pair(o[c], o_comp[c], alpha, o_tile[c], o_tile_lo[c]);
+            } else {
+                o[c] *= alpha;
+                o_comp[c] *= alpha;
+                kahan_add(o[c], o_comp[c], o_tile[c]);
+            }
         }
     }
 
@@ -220,6 +266,12 @@ __global__ void __launch_bounds__(V1_WARPS *WARP)
     if (kMasked ? !seen : n_kv == 0) { /* no key to attend (key padding, a window, -inf biases): 0, lse -inf */
         for (int d = lane; d < D; d += WARP) out[d] = 0.0f;
         if (p.lse && lane == 0) p.lse[(int64_t)bh * p.seq_q + row] = -INFINITY;
+        return;
+    }
+    if (COLS == 1) { /* the pairs divided and the lse summed in double, each rounded once */
+        const double l64 = (double)l - l_comp;
+        if (lane < D) out[lane] = (float)(((double)o[0] - o_comp[0]) / l64);
+        if (p.lse && lane == 0) p.lse[(int64_t)bh * p.seq_q + row] = (float)(((double)m + ml) + log(l64));
         return;
     }
     const float inv_l = 1.0f / (l - l_comp);

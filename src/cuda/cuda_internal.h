@@ -96,6 +96,10 @@ static inline jattn_precision jattn_cuda_arithmetic(jattn_precision precision, i
 /* Limits of each version. */
 #define JATTN_CUDA_V1_MAX_HEAD_DIM 512
 #define JATTN_CUDA_V7_MAX_HEAD_DIM 256
+/* AUTO's forward runs v1 below this head_dim: v7's split logits and weights leave out and lse too far
+ * from float32 at a handful of columns for the backward's float32 floor (src/cuda/JOURNAL.md, "The
+ * head_dim-1 chain is the forward's"), and v1 sums a tile's P V there by warp butterflies. */
+#define JATTN_CUDA_V1_SMALL_D 8
 #define JATTN_CUDA_V7_MAX_SEQ (INT32_MAX - 128) /* its 128-query CTAs index rows with 32 bits */
 /* v6's limits are those of the sm_90a launch contract (attention_sm90.h). */
 

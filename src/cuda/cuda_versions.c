@@ -231,11 +231,13 @@ static const cuda_version *walk_refusals(const cuda_version *ver, int forced, co
  * 1.42-1.85x v4, D = 64 1.38-1.70x v4. From there the refusal fallbacks: v7 where v6 refuses (mma.sync
  * 2xFP16: every other head_dim up to 256 on a 9.0 device, every problem up to 256 on the other
  * devices), else v1; and v1 for seq_kv == 1, where it returns the v row bit for bit (weight
- * exp(0)/exp(0) = 1; a split of v would not). */
+ * exp(0)/exp(0) = 1; a split of v would not), and for head_dim below JATTN_CUDA_V1_SMALL_D, where
+ * v7's out and lse cost the backward's float32 floor up to 12x (the head_dim-1 chain: src/cuda/JOURNAL.md). */
 const cuda_version *jattn_cuda_forward_version(jattn_cuda_kernel forced, const cuda_query *q, const char **why) {
     const jattn_cuda_kernel start = forced != JATTN_CUDA_KERNEL_AUTO ? forced
-                                    : q->p->seq_kv == 1              ? JATTN_CUDA_KERNEL_V1
-                                                                     : JATTN_CUDA_KERNEL_V6;
+                                    : q->p->seq_kv == 1 || q->p->head_dim < JATTN_CUDA_V1_SMALL_D
+                                        ? JATTN_CUDA_KERNEL_V1
+                                        : JATTN_CUDA_KERNEL_V6;
     return walk_refusals(&jattn_cuda_versions[start], forced != JATTN_CUDA_KERNEL_AUTO, q, why);
 }
 
