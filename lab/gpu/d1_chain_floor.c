@@ -53,6 +53,88 @@ static double rel_l2(const double *got, const double *want, int n) {
     return w > 0 ? sqrt(e / w) : sqrt(e);
 }
 
+
+/* An emulation of the cuda forward v1's one-column path (D <= 32: attention_v1_simt.cu, COLS = 1) in
+ * float arithmetic, for B = H = 1 without masks: 32-key tiles, a warp-butterfly tile sum, Kahan row
+ * sum and out. variant bits: 1 = the tile's weight sum as a TwoSum pair carried into l's
+ * compensation; 2 = lse from (m + ml) + log(l - l_comp) in double, rounded once. */
+static void emu_v1(const float *q, const float *k, const float *v, float scale, float *out, float *lse, int variant) {
+    for (int i = 0; i < SQ; i++) {
+        float m = -INFINITY, ml = 0, l = 0, l_comp = 0, o[MAXD], o_comp[MAXD];
+        for (int d = 0; d < D; d++) o[d] = o_comp[d] = 0;
+        for (int kv0 = 0; kv0 < SKV; kv0 += 32) {
+            const int keys = SKV - kv0 < 32 ? SKV - kv0 : 32;
+            float s[32], slo[32], pj[32];
+            for (int j = 0; j < 32; j++) {
+                if (j >= keys) { s[j] = -INFINITY, slo[j] = 0; continue; }
+                float sum = 0, err = 0;
+                for (int d = 0; d < D; d++) {
+                    const float a = q[i * D + d], b = k[(kv0 + j) * D + d];
+                    const float prod = a * b, prod_err = fmaf(a, b, -prod);
+                    const float t = sum + prod, bp = t - sum;
+                    err += ((sum - (t - bp)) + (prod - bp)) + prod_err;
+                    sum = t;
+                }
+                const float dot = sum + err, dot_lo = err - (dot - sum);
+                s[j] = dot * scale;
+                slo[j] = fmaf(dot, scale, -s[j]) + dot_lo * scale;
+            }
+            float tmax = -INFINITY;
+            int at = -1;
+            for (int j = 0; j < 32; j++) if (s[j] > tmax) tmax = s[j];
+            for (int j = 0; j < 32; j++) if (j < keys && s[j] == tmax) { at = j; break; }
+            const float tml = at >= 0 ? slo[at] : 0;
+            const float m_new = fmaxf(m, tmax), ml_new = tmax > m ? tml : ml;
+            const float alpha = (float)exp(((double)m - m_new) + ((double)ml - ml_new));
+            for (int j = 0; j < 32; j++)
+                pj[j] = j < keys ? (float)exp(((double)s[j] - m_new) + ((double)slo[j] - ml_new)) : 0.0f;
+            float x[32], xe[32];
+            for (int j = 0; j < 32; j++) x[j] = pj[j], xe[j] = 0;
+            for (int off = 16; off > 0; off /= 2) {
+                float y[32], ye[32];
+                for (int j = 0; j < 32; j++) {
+                    const float a = x[j], b = x[j ^ off], t = a + b, bp = t - a;
+                    y[j] = t, ye[j] = xe[j] + xe[j ^ off] + ((a - (t - bp)) + (b - bp));
+                }
+                memcpy(x, y, sizeof x), memcpy(xe, ye, sizeof xe);
+            }
+            if (variant & 8) { /* the cpu's pairs: (l - l_comp) alpha + tile sum, every error kept */
+                const float xx = l * alpha, xx_err = fmaf(l, alpha, -xx), t = xx + x[0], bt = t - xx;
+                const float t_err = (xx - (t - bt)) + (x[0] - bt);
+                l_comp = l_comp * alpha - (xx_err + t_err + ((variant & 1) ? xe[0] : 0.0f)), l = t;
+            } else {
+            l *= alpha, l_comp *= alpha;
+            { const float yy = x[0] - l_comp, t = l + yy; l_comp = (t - l) - yy, l = t; }
+            if (variant & 1) l_comp -= xe[0];
+            }
+            m = m_new, ml = ml_new;
+            for (int d = 0; d < D; d++) {
+                float ot = 0, otl = 0;
+                for (int j = 0; j < keys; j++) {
+                    const float pb = pj[j], xv = v[(kv0 + j) * D + d];
+                    const float prod = pb * xv, prod_err = fmaf(pb, xv, -prod);
+                    const float t = ot + prod, bp = t - ot;
+                    otl += ((ot - (t - bp)) + (prod - bp)) + prod_err;
+                    ot = t;
+                }
+                if (variant & 8) {
+                    const float xx = o[d] * alpha, xx_err = fmaf(o[d], alpha, -xx), t = xx + ot, bt = t - xx;
+                    const float t_err = (xx - (t - bt)) + (ot - bt);
+                    o_comp[d] = o_comp[d] * alpha - (xx_err + t_err + otl), o[d] = t;
+                } else {
+                o[d] *= alpha, o_comp[d] *= alpha;
+                const float yy = ot - o_comp[d], t = o[d] + yy;
+                o_comp[d] = (t - o[d]) - yy, o[d] = t;
+                o_comp[d] -= otl;
+                }
+            }
+        }
+        const float inv_l = 1.0f / (l - l_comp);
+        for (int d = 0; d < D; d++) out[i * D + d] = (variant & 4) ? (float)(((double)o[d] - o_comp[d]) / ((double)l - l_comp)) : (o[d] - o_comp[d]) * inv_l;
+        lse[i] = (variant & 2) ? (float)(((double)m + ml) + log((double)l - l_comp)) : (m + ml) + logf(l - l_comp);
+    }
+}
+
 int main(int argc, char **argv) {
     const int draws = argc > 1 ? atoi(argv[1]) : 20;
     const jattn_backend be = argc > 2 && !strcmp(argv[2], "cpu") ? JATTN_BACKEND_CPU : JATTN_BACKEND_CUDA;
@@ -72,7 +154,9 @@ int main(int argc, char **argv) {
         if (jt_case_reference(&c) != JATTN_OK) return 1;
         jattn_exec e = {0};
         e.backend = be;
-        if (jattn_forward(NULL, &c.p, &e, c.q, c.k, c.v, c.out, c.lse) != JATTN_OK) {
+        if (getenv("EMU_V1"))
+            emu_v1(c.q, c.k, c.v, (float)scale, c.out, c.lse, atoi(getenv("EMU_V1")));
+        else if (jattn_forward(NULL, &c.p, &e, c.q, c.k, c.v, c.out, c.lse) != JATTN_OK) {
             printf("forward: %s\n", jattn_last_error());
             return 1;
         }
