@@ -53,7 +53,6 @@ static double rel_l2(const double *got, const double *want, int n) {
     return w > 0 ? sqrt(e / w) : sqrt(e);
 }
 
-
 /* An emulation of the cuda forward v1's one-column path (D <= 32: attention_v1_simt.cu, COLS = 1) in
  * float arithmetic, for B = H = 1 without masks: 32-key tiles, a warp-butterfly tile sum, Kahan row
  * sum and out. variant bits: 1 = the tile's weight sum as a TwoSum pair carried into l's
@@ -66,7 +65,10 @@ static void emu_v1(const float *q, const float *k, const float *v, float scale, 
             const int keys = SKV - kv0 < 32 ? SKV - kv0 : 32;
             float s[32], slo[32], pj[32];
             for (int j = 0; j < 32; j++) {
-                if (j >= keys) { s[j] = -INFINITY, slo[j] = 0; continue; }
+                if (j >= keys) {
+                    s[j] = -INFINITY, slo[j] = 0;
+                    continue;
+                }
                 float sum = 0, err = 0;
                 for (int d = 0; d < D; d++) {
                     const float a = q[i * D + d], b = k[(kv0 + j) * D + d];
@@ -81,8 +83,13 @@ static void emu_v1(const float *q, const float *k, const float *v, float scale, 
             }
             float tmax = -INFINITY;
             int at = -1;
-            for (int j = 0; j < 32; j++) if (s[j] > tmax) tmax = s[j];
-            for (int j = 0; j < 32; j++) if (j < keys && s[j] == tmax) { at = j; break; }
+            for (int j = 0; j < 32; j++)
+                if (s[j] > tmax) tmax = s[j];
+            for (int j = 0; j < 32; j++)
+                if (j < keys && s[j] == tmax) {
+                    at = j;
+                    break;
+                }
             const float tml = at >= 0 ? slo[at] : 0;
             const float m_new = fmaxf(m, tmax), ml_new = tmax > m ? tml : ml;
             const float alpha = (float)exp(((double)m - m_new) + ((double)ml - ml_new));
@@ -103,9 +110,12 @@ static void emu_v1(const float *q, const float *k, const float *v, float scale, 
                 const float t_err = (xx - (t - bt)) + (x[0] - bt);
                 l_comp = l_comp * alpha - (xx_err + t_err + ((variant & 1) ? xe[0] : 0.0f)), l = t;
             } else {
-            l *= alpha, l_comp *= alpha;
-            { const float yy = x[0] - l_comp, t = l + yy; l_comp = (t - l) - yy, l = t; }
-            if (variant & 1) l_comp -= xe[0];
+                l *= alpha, l_comp *= alpha;
+                {
+                    const float yy = x[0] - l_comp, t = l + yy;
+                    l_comp = (t - l) - yy, l = t;
+                }
+                if (variant & 1) l_comp -= xe[0];
             }
             m = m_new, ml = ml_new;
             for (int d = 0; d < D; d++) {
@@ -122,15 +132,17 @@ static void emu_v1(const float *q, const float *k, const float *v, float scale, 
                     const float t_err = (xx - (t - bt)) + (ot - bt);
                     o_comp[d] = o_comp[d] * alpha - (xx_err + t_err + otl), o[d] = t;
                 } else {
-                o[d] *= alpha, o_comp[d] *= alpha;
-                const float yy = ot - o_comp[d], t = o[d] + yy;
-                o_comp[d] = (t - o[d]) - yy, o[d] = t;
-                o_comp[d] -= otl;
+                    o[d] *= alpha, o_comp[d] *= alpha;
+                    const float yy = ot - o_comp[d], t = o[d] + yy;
+                    o_comp[d] = (t - o[d]) - yy, o[d] = t;
+                    o_comp[d] -= otl;
                 }
             }
         }
         const float inv_l = 1.0f / (l - l_comp);
-        for (int d = 0; d < D; d++) out[i * D + d] = (variant & 4) ? (float)(((double)o[d] - o_comp[d]) / ((double)l - l_comp)) : (o[d] - o_comp[d]) * inv_l;
+        for (int d = 0; d < D; d++)
+            out[i * D + d] =
+                (variant & 4) ? (float)(((double)o[d] - o_comp[d]) / ((double)l - l_comp)) : (o[d] - o_comp[d]) * inv_l;
         lse[i] = (variant & 2) ? (float)(((double)m + ml) + log((double)l - l_comp)) : (m + ml) + logf(l - l_comp);
     }
 }
