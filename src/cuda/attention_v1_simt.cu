@@ -16,7 +16,10 @@
  * max/sum gives the online softmax (exp2 of (s - max) * log2 e); each lane owns D/32 columns
  * of the output row and accumulates each tile's sum_j p_j v[j,d] (p_j broadcast by shuffle)
  * from zero, then adds it into O and the tile's row sum into l with Kahan compensation, so
- * rows of 64K keys keep fp32 accuracy. Precision: fp32 throughout (also when tf32 is asked for).
+ * rows of 64K keys keep fp32 accuracy; with one column per lane (head_dim <= 32) l and O are pairs
+ * whose rescale and additions keep every rounding error, and out and lse are rounded once from
+ * float64 (the head_dim-1 training chain needs them that close: src/cuda/JOURNAL.md). Precision:
+ * fp32 throughout (also when tf32 is asked for).
  *
  * Masks (kMasked: a window or a key bias; grouped heads and key padding in every instance): a block
  * walks the attended keys of its rows' windows only (kw_tile_keys); each lane tests its key against
@@ -49,8 +52,6 @@ __device__ __forceinline__ void kahan_add(float &sum, float &c, float x) {
     sum = t;
 }
 
-/* COLS = output columns per lane: head_dim <= 32 * COLS. kMasked: a window or a key bias (mk: the mask's
- * windows, bias: the key bias as jattn_cuda_args has it). */
 /* x + x_lo summed over the warp by a butterfly, every addition's rounding error (TwoSum) carried in
  * x_lo; every lane ends with the same pair. A non-finite x leaves x_lo non-finite. */
 __device__ __forceinline__ void warp_sum_pair(float &x, float &x_lo) {
@@ -75,6 +76,8 @@ __device__ __forceinline__ void scale_add_pair(float &hi, float &comp, float alp
     hi = t;
 }
 
+/* COLS = output columns per lane: head_dim <= 32 * COLS. kMasked: a window or a key bias (mk: the mask's
+ * windows, bias: the key bias as jattn_cuda_args has it). */
 template <int COLS, bool kMasked>
 __global__ void __launch_bounds__(V1_WARPS *WARP)
     attention_f32_simt_v1(jattn_cuda_params p, KwMask mk, const float *bias, int64_t bias_b, int64_t bias_h) {
