@@ -136,6 +136,7 @@ static void JK(task)(const cpu_flash_args *a, int64_t b, int64_t h, const cpu_qb
     const cpu_fwd_layout w = cpu_fwd_workspace_layout(JK_QB, JK_BK, D, nblk, a->grid);
     float *st = ws + w.st, *sl = ws + w.sl, *pk = ws + w.pk, *pv = ws + w.pv;
     float *pz = a->grid ? ws + w.pz : NULL;
+    double kn_before = 0.0; /* grid mode: max |k|^2 over the walked keys of the block before */
     for (int g = 0; g < nblk; g++) {
         JK(fwd_block) *s = &blk[g];
         float *state = ws + w.block + g * w.block_floats;
@@ -151,7 +152,14 @@ static void JK(task)(const cpu_flash_args *a, int64_t b, int64_t h, const cpu_qb
          * of std 8 in natural units), so the plain kernel runs (NOTES.md §3); NaN/inf norms never do.
          * max|k| over the keys the block walks: those of (b, hk) the padding leaves (list mode), or
          * those of its window range (grid mode). */
-        const double kn = a->grid ? JK(walked_key_norm2)(a, b, h, s->ilo, s->ihi) : a->k_norm2[b * a->Hkv + hk];
+        double kn;
+        if (!a->grid)
+            kn = a->k_norm2[b * a->Hkv + hk];
+        else if (g > 0 && s->ilo == blk[g - 1].ilo && s->ihi >= blk[g - 1].ihi) /* the keys before's and more */
+            kn = fmax(kn_before, JK(walked_key_norm2)(a, b, h, blk[g - 1].ihi, s->ihi));
+        else
+            kn = JK(walked_key_norm2)(a, b, h, s->ilo, s->ihi);
+        kn_before = kn;
         const double qk = sqrt(JK(qt_max_norm2)(s->nq, D, s->qt, q, (ptrdiff_t)a->qs.token) * kn);
         s->plain = D > JK_EXACT_D && qk <= JK_PLAIN_QK_MAX && fabs((double)a->scale_log2e) * qk <= JK_PLAIN_LOGIT_BOUND;
         for (int i = 0; i < JK_QB; i++) {
