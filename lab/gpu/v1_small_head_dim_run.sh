@@ -10,6 +10,11 @@
 # memcheck, racecheck, initcheck and synccheck on test_cuda_kernels' forward with v1 forced (its head_dim-3 and
 # masked head_dim-5 shapes run the new kernel); the forward against PyTorch's fp32 SDPA at (1,24,4608,1..8), AUTO
 # and v7 forced (lab/gpu/small_head_dim_time.py). Logs under $OUT/log (default /tmp/v1small), a table last.
+# With lab/gpu/pending/v4_dkv_parts_slices.patch applied too (issue 36's small shapes: the backward v4's cut items'
+# dK, dV sum in 8 blocks per item), the script also runs test_backward cuda all, memcheck and racecheck on
+# test_cuda_kernels' backward with v4 forced, and ncu's duration of every backward kernel at (1,24,256,64) and
+# (1,24,1536,128) (`jattn run --backward`; before the patch bwd_v4_dkv_parts took ~19 us at (1,24,256,64) beside the
+# fused kernel's 22 in torch.profiler, bench/results/h100-2026-12-06-d1chain/).
 set -u
 SECONDS=0
 OUT=${OUT:-/tmp/v1small}; L=$OUT/log; B=${BUILD:-/tmp/jattn-v1small}; mkdir -p "$L"
@@ -17,7 +22,7 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Release -DJATTN_CUDA=ON -DJATTN_CUDA_ARCHS=90a -DJATTN_MPI=OFF -DJATTN_NCCL=OFF \
   -DJATTN_VULKAN=OFF > "$L/build.txt" 2>&1 &&
   cmake --build "$B" -j "$(nproc)" --target jattn_shared test_masks test_edges test_parity test_cuda_device \
-    test_backward test_cuda_kernels >> "$L/build.txt" 2>&1 || { tail -20 "$L/build.txt"; exit 1; }
+    test_backward test_cuda_kernels jattn >> "$L/build.txt" 2>&1 || { tail -20 "$L/build.txt"; exit 1; }
 echo "build done after $SECONDS s"
 T=$B/tests; LIB=$(dirname "$(find "$B" -name 'libjattn.so.*' | head -1)"); export LD_LIBRARY_PATH=$LIB
 gcc -O2 -std=c11 lab/gpu/d1_chain_floor.c -Itests -Ikit -Iinclude "$T/libjattn_test_harness.a" "$B/kit/libjattn_kit.a" \
@@ -39,6 +44,22 @@ for t in "${SUITES[@]}"; do
   JATTN_CUDA_KERNEL=1 timeout 150 $T/$t > "$L/$n-v1.txt" 2>&1 &
 done
 wait
+PARTS=0; grep -q kPartsSlices src/cuda/backward_v4_sm90_fa3_f16x2.cu && PARTS=1
+if [ $PARTS = 1 ]; then
+  echo "== the v4 parts patch: test_backward cuda all, sanitizers on the backward v4, ncu durations"
+  timeout 200 "$T/test_backward" cuda all > "$L/bwd-all.txt" 2>&1; tail -1 "$L/bwd-all.txt"
+  for tool in memcheck racecheck; do
+    JATTN_CUDA_BWD_KERNEL=v4 timeout 200 "$SAN" --tool $tool --error-exitcode 3 --print-limit 10 \
+      "$T/test_cuda_kernels" backward > "$L/san-bwd-$tool.txt" 2>&1
+    echo "bwd $tool: $(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$L/san-bwd-$tool.txt" | tail -1)"
+  done
+  NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+  for shape in "--heads 24 --seq 256 --dim 64" "--heads 24 --seq 1536 --dim 128"; do
+    timeout 120 "$NCU" --kernel-name regex:bwd_v4 --metrics gpu__time_duration.sum "$B/tools/jattn" run --backend cuda \
+      --backward $shape --reps 3 --no-check > "$L/ncu-${shape// /}.txt" 2>&1
+    echo "$shape: $(grep -E "bwd_v4|gpu__time_duration" "$L/ncu-${shape// /}.txt" | tail -8 | tr -s ' ' | tr '\n' ' ')"
+  done
+fi
 echo "== the forward against SDPA"
 PKG=$(mktemp -d); cp -r python/src/jattn "$PKG/jattn" && mkdir -p "$PKG/jattn/_lib" && cp "$LIB"/libjattn.so.0.* "$PKG/jattn/_lib/libjattn.so"
 cc -Iinclude tests/abi/jattn_abi_probe.c -o "$PKG/abi_probe" && "$PKG/abi_probe" > "$PKG/jattn/_lib/abi_probe.txt"
