@@ -23,7 +23,9 @@ static int set_isa(const char *isa) {
 #endif
 }
 
-static int determinism(jt_rng *rng, const char *isa, jattn_problem p) {
+/* mask NULL: jattn_forward; else jattn_forward_masked (grid mode: causal, a key bias), whose tasks run
+ * longest first in chunks of `threads` heads (cpu_backend.c, forward_task). */
+static int determinism(jt_rng *rng, const char *isa, jattn_problem p, const jattn_mask *mask) {
     jt_case c;
     if (jt_case_init(&c, &p) != 0) return 0;
     jt_case_fill(&c, JT_PEAKY, rng);
@@ -37,7 +39,8 @@ static int determinism(jt_rng *rng, const char *isa, jattn_problem p) {
         e.backend = JATTN_BACKEND_CPU;
         e.threads = threads[t];
         memset(c.out, 0, (size_t)n_out * sizeof *c.out);
-        jattn_status st = jattn_forward(NULL, &p, &e, c.q, c.k, c.v, c.out, c.lse);
+        jattn_status st = mask ? jattn_forward_masked(NULL, &p, &e, c.q, c.k, c.v, mask, c.out, c.lse)
+                               : jattn_forward(NULL, &p, &e, c.q, c.k, c.v, c.out, c.lse);
         if (st != JATTN_OK) {
             printf("FAIL %s threads=%d: %s\n", isa, threads[t], jattn_last_error());
             ok = 0;
@@ -51,8 +54,9 @@ static int determinism(jt_rng *rng, const char *isa, jattn_problem p) {
         }
     }
     if (ok)
-        printf("ok   %s (%lld,%lld,%lld,%lld,%lld): bitwise identical for threads 1, 2, 3, 7 and a repeated run\n", isa,
-               (long long)p.batch, (long long)p.heads, (long long)p.seq_q, (long long)p.seq_kv, (long long)p.head_dim);
+        printf("ok   %s (%lld,%lld,%lld,%lld,%lld)%s: bitwise identical for threads 1, 2, 3, 7 and a repeated run\n",
+               isa, (long long)p.batch, (long long)p.heads, (long long)p.seq_q, (long long)p.seq_kv,
+               (long long)p.head_dim, mask ? " causal, key bias" : "");
     free(first), free(first_lse);
     jt_case_free(&c);
     return ok;
@@ -78,10 +82,25 @@ int main(void) {
             printf("FAIL JATTN_CPU_ISA=%s: select gave %s\n", all[i]->isa,
                    st == JATTN_OK ? sel.isa : jattn_last_error());
         jt_tally_add(&tally, ok);
-        jt_tally_add(&tally, determinism(&rng, all[i]->isa, jattn_problem_flux(2, 3, 97, 131, 64)));
+        jt_tally_add(&tally, determinism(&rng, all[i]->isa, jattn_problem_flux(2, 3, 97, 131, 64), NULL));
         /* 32 query blocks a head (AVX-512): the driver groups them by 8, 4, 2 and 1 (cpu_backend.c,
          * forward_split) on 1, 2, 3 and 7 threads, and the bits must not change with the group */
-        jt_tally_add(&tally, determinism(&rng, all[i]->isa, jattn_problem_flux(1, 2, 1536, 200, 64)));
+        jt_tally_add(&tally, determinism(&rng, all[i]->isa, jattn_problem_flux(1, 2, 1536, 200, 64), NULL));
+        /* grid mode: 5 heads (chunks of 2 and 3 leave a short last chunk), several units a head, every
+         * query row owned by one task whatever the order */
+        jattn_problem pm = jattn_problem_flux(1, 5, 700, 700, 64);
+        float *bias = malloc((size_t)(pm.heads * pm.seq_kv) * sizeof *bias);
+        if (bias) {
+            for (int64_t j = 0; j < pm.heads * pm.seq_kv; j++) bias[j] = (float)(2.0 * jt_uniform(&rng) - 1.0);
+            jattn_mask m = {0};
+            m.causal = JATTN_CAUSAL_TOP_LEFT;
+            m.key_bias = bias;
+            m.key_bias_head_stride = pm.seq_kv;
+            m.key_bias_batch_stride = pm.heads * pm.seq_kv;
+            jt_tally_add(&tally, determinism(&rng, all[i]->isa, pm, &m));
+        } else
+            jt_tally_add(&tally, 0);
+        free(bias);
     }
 
     /* Sets that are not present: every name not in the list above, and one that is no set. */
