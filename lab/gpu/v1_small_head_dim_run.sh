@@ -15,6 +15,11 @@
 # test_cuda_kernels' backward with v4 forced, and ncu's duration of every backward kernel at (1,24,256,64) and
 # (1,24,1536,128) (`jattn run --backward`; before the patch bwd_v4_dkv_parts took ~19 us at (1,24,256,64) beside the
 # fused kernel's 22 in torch.profiler, bench/results/h100-2026-12-06-d1chain/).
+# With lab/gpu/pending/v4_gqa.patch applied too (after the parts patch; issue 35: grouped heads on the backward
+# v4), it also runs test_cuda_kernels' masked cases (grouped heads with and without causal among them) with v4
+# forced, alone and under memcheck and racecheck, test_backward cuda masks with v4 forced, and times the backward
+# at (1,32 q / 8 kv,4608,128), MHA (1,32,4608,128), MQA (1,24 / 1,4608,128) and grouped causal, v4 and v3 forced.
+# lab/gpu/pending_run.sh applies every pending patch that applies, then runs this script.
 set -u
 SECONDS=0
 OUT=${OUT:-/tmp/v1small}; L=$OUT/log; B=${BUILD:-/tmp/jattn-v1small}; mkdir -p "$L"
@@ -58,6 +63,25 @@ if [ $PARTS = 1 ]; then
     timeout 120 "$NCU" --kernel-name regex:bwd_v4 --metrics gpu__time_duration.sum "$B/tools/jattn" run --backend cuda \
       --backward $shape --reps 3 --no-check > "$L/ncu-${shape// /}.txt" 2>&1
     echo "$shape: $(grep -E "bwd_v4|gpu__time_duration" "$L/ncu-${shape// /}.txt" | tail -8 | tr -s ' ' | tr '\n' ' ')"
+  done
+fi
+if grep -q bwd_v4_group_sum src/cuda/backward_v4_sm90_fa3_f16x2.cu; then
+  echo "== the v4 grouped-heads patch: the masked kernel cases with v4 forced (and sanitized), the time against MHA and v3"
+  JATTN_CUDA_BWD_KERNEL=v4 timeout 200 "$T/test_cuda_kernels" masks > "$L/kernels-masks-v4.txt" 2>&1
+  tail -1 "$L/kernels-masks-v4.txt"
+  for tool in memcheck racecheck; do
+    JATTN_CUDA_BWD_KERNEL=v4 timeout 300 "$SAN" --tool $tool --error-exitcode 3 --print-limit 10 \
+      "$T/test_cuda_kernels" masks > "$L/san-masks-$tool.txt" 2>&1
+    echo "masks $tool: $(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$L/san-masks-$tool.txt" | tail -1)"
+  done
+  JATTN_CUDA_BWD_KERNEL=v4 timeout 200 "$T/test_backward" cuda masks > "$L/bwd-masks-v4.txt" 2>&1
+  tail -1 "$L/bwd-masks-v4.txt"
+  for cfg in "--heads 32 --kv-heads 8" "--heads 32" "--heads 24 --kv-heads 1" "--heads 32 --kv-heads 8 --causal"; do
+    for k in v4 v3; do
+      r=$(JATTN_CUDA_BWD_KERNEL=$k timeout 60 "$B/tools/jattn" run --backend cuda --backward $cfg --seq 4608 --dim 128 \
+        --no-check --json 2>&1 | python3 -c "import json,sys; d=json.loads(sys.stdin.read()); print(d.get('ms'), d.get('kernel', ''))" 2>&1)
+      echo "backward (1,${cfg},4608,128) $k: $r ms" | tee -a "$L/gqa-time.txt"
+    done
   done
 fi
 echo "== the forward against SDPA"
