@@ -52,14 +52,20 @@ __device__ __forceinline__ void kahan_add(float &sum, float &c, float x) {
     sum = t;
 }
 
+/* TwoSum: the rounding error of t = a + b (t + two_sum_err(a, b, t) = a + b exactly for finite a, b). */
+__device__ __forceinline__ float two_sum_err(float a, float b, float t) {
+    const float bp = t - a;
+    return (a - (t - bp)) + (b - bp);
+}
+
 /* x + x_lo summed over the warp by a butterfly, every addition's rounding error (TwoSum) carried in
  * x_lo; every lane ends with the same pair. A non-finite x leaves x_lo non-finite. */
 __device__ __forceinline__ void warp_sum_pair(float &x, float &x_lo) {
 #pragma unroll
     for (int off = WARP / 2; off > 0; off /= 2) {
         const float b = __shfl_xor_sync(0xffffffffu, x, off), b_lo = __shfl_xor_sync(0xffffffffu, x_lo, off);
-        const float t = x + b, bp = t - x;
-        x_lo = (x_lo + b_lo) + ((x - (t - bp)) + (b - bp));
+        const float t = x + b;
+        x_lo = (x_lo + b_lo) + two_sum_err(x, b, t);
         x = t;
     }
 }
@@ -70,7 +76,7 @@ __device__ __forceinline__ void warp_sum_pair(float &x, float &x_lo) {
  * amplified); a non-finite error term (an infinite sum) is dropped. */
 __device__ __forceinline__ void scale_add_pair(float &hi, float &comp, float alpha, float x, float x_lo) {
     const float xx = hi * alpha, xx_err = fmaf(hi, alpha, -xx);
-    const float t = xx + x, bt = t - xx, t_err = (xx - (t - bt)) + (x - bt);
+    const float t = xx + x, t_err = two_sum_err(xx, x, t);
     const float c = fmaf(comp, alpha, -((xx_err + t_err) + x_lo));
     comp = isfinite(c) ? c : 0.0f;
     hi = t;
@@ -140,8 +146,8 @@ __global__ void __launch_bounds__(V1_WARPS *WARP)
         const float *qr = qs + warp * D, *kr = ks + lane * k_stride;
         for (int d = 0; d < D; d++) {
             const float prod = qr[d] * kr[d], prod_err = fmaf(qr[d], kr[d], -prod);
-            const float t = sum + prod, bp = t - sum;
-            err += ((sum - (t - bp)) + (prod - bp)) + prod_err;
+            const float t = sum + prod;
+            err += two_sum_err(sum, prod, t) + prod_err;
             sum = t;
         }
         /* The score as a pair s + s_lo: s = (q.k) * scale rounded once, s_lo the rounding
@@ -164,8 +170,8 @@ __global__ void __launch_bounds__(V1_WARPS *WARP)
             const float bk = attended && bias_row ? __ldg(bias_row + key) : 0.0f;
             attended = attended && key >= w_lo && key < w_hi && bk != -INFINITY;
             if (attended && bias_row) {
-                const float t = s + bk; /* TwoSum: t + e = s + bk exactly (an infinite s or bk stands as t) */
-                const float bp = t - s, e = (s - (t - bp)) + (bk - bp);
+                const float t = s + bk; /* t + e = s + bk exactly (an infinite s or bk stands as t) */
+                const float e = two_sum_err(s, bk, t);
                 s_lo = isfinite(t) ? s_lo + e : 0.0f;
                 s = t;
             }
@@ -244,8 +250,8 @@ __global__ void __launch_bounds__(V1_WARPS *WARP)
                     const float x = vs[j * D + d];
                     if (COLS == 1) {
                         const float prod = pb * x, prod_err = fmaf(pb, x, -prod);
-                        const float t = o_tile[c] + prod, bp = t - o_tile[c];
-                        o_tile_lo[c] += ((o_tile[c] - (t - bp)) + (prod - bp)) + prod_err;
+                        const float t = o_tile[c] + prod;
+                        o_tile_lo[c] += two_sum_err(o_tile[c], prod, t) + prod_err;
                         o_tile[c] = t;
                     } else {
                         o_tile[c] = fmaf(pb, x, o_tile[c]);
