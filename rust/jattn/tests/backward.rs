@@ -11,18 +11,6 @@ mod common;
 use common::*;
 use jattn::{Backend, BackwardInputs, Exec, KeyPadding, Problem, Status, Tensor};
 
-/// What the float64 gradients model: nothing (the exact gradients); each logit rounded to float32
-/// once (the float32-logit floor of docs/DESIGN.md §2); or that and the out and lse a backward is
-/// handed (float32, out through the problem's strides, lse [B, H, Sq]): the weights exp(logit - lse)
-/// and dO.O from that out, the rest float64, with the logits rounded or exact (the two evaluations of
-/// the float32 floor of kit/metrics.h).
-#[derive(Clone, Copy)]
-enum Floor<'a> {
-    None,
-    Logits,
-    Inputs(&'a [f32], &'a [f32], bool),
-}
-
 /// Float64 gradients, dense [B, H, S, D]: (dq, dk, dv). Keys with `attends(b, j)` false are
 /// left out; `floor` says which roundings to model (below).
 fn reference_grads(
@@ -34,15 +22,7 @@ fn reference_grads(
     attends: &dyn Fn(usize, usize) -> bool,
     floor: Floor,
 ) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
-    let round_logits = match floor {
-        Floor::None => false,
-        Floor::Logits => true,
-        Floor::Inputs(_, _, round) => round,
-    };
-    let given = match floor {
-        Floor::Inputs(out, lse, _) => Some((out, lse)),
-        _ => None,
-    };
+    let (round_logits, given) = (floor.rounds_logits(), floor.given());
     let (b_n, h_n, sq, skv, d_n) = (p.batch(), p.heads(), p.seq_q(), p.seq_kv(), p.head_dim());
     let scale = scale_of(p);
     let mut dq = vec![0.0; b_n * h_n * sq * d_n];
@@ -121,38 +101,6 @@ fn gather(p: &Problem, t: Tensor, grad: &[f32]) -> Vec<f32> {
     dense
 }
 
-fn passes_backward(m: &Metrics) -> bool {
-    if m.not_finite > 0 {
-        return false;
-    }
-    let abs = m.max_abs <= 2e-5 * m.max_ref.max(1.0);
-    if m.max_ref == 0.0 {
-        return abs;
-    }
-    m.rel_l2 <= 5e-6 && abs && m.cos >= 0.99999
-}
-
-/// Each metric within the gate or `k` times the floor's `f` (1 - cos and max_abs within k^2 times), as
-/// kit/metrics.c's `jattn_metrics_pass_backward_floor` (k = 3, the float32 floor) and tests/test_backward.c
-/// (k = 4, the float32-logit floor).
-fn within_floor(m: &Metrics, f: &Metrics, k: f64) -> bool {
-    if passes_backward(m) {
-        return true;
-    }
-    if m.not_finite > 0 || m.rel_l2.is_nan() {
-        return false;
-    }
-    let rel = m.max_ref == 0.0 || m.rel_l2 <= 5e-6 || m.rel_l2 <= k * f.rel_l2;
-    let cos = m.max_ref == 0.0 || m.cos >= 0.99999 || 1.0 - m.cos <= k * k * (1.0 - f.cos) + 1e-12;
-    let abs = m.max_abs <= 2e-5 * m.max_ref.max(1.0) || m.max_abs <= k * k * f.max_abs;
-    rel && cos && abs
-}
-
-/// Each metric of the larger error of two: the float32 floor of its two evaluations.
-fn larger(a: Metrics, b: Metrics) -> Metrics {
-    Metrics { rel_l2: a.rel_l2.max(b.rel_l2), max_abs: a.max_abs.max(b.max_abs), cos: a.cos.min(b.cos), ..a }
-}
-
 /// One backward against the reference; panics with the case on failure.
 fn check(
     label: &str,
@@ -191,12 +139,10 @@ fn check(
     ] {
         let m = Metrics::of(gather(&p, t, got), want.iter().copied());
         let lf = Metrics::of(logit_floor.iter().map(|&x| x as f32), want.iter().copied());
-        let f = larger(
-            Metrics::of(floor.iter().map(|&x| x as f32), want.iter().copied()),
-            Metrics::of(floor_exact.iter().map(|&x| x as f32), want.iter().copied()),
-        );
+        let f = Metrics::of(floor.iter().map(|&x| x as f32), want.iter().copied())
+            .larger(Metrics::of(floor_exact.iter().map(|&x| x as f32), want.iter().copied()));
         assert!(
-            within_floor(&m, &lf, 4.0) || within_floor(&m, &f, 3.0),
+            m.within_floor(&lf, 4.0) || m.within_floor(&f, 3.0),
             "{label} {dist:?} {name}: {m}; float32-logit floor {lf}; float32 floor {f} (seed {})",
             base_seed()
         );

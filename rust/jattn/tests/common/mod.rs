@@ -318,6 +318,77 @@ impl Metrics {
             && self.max_abs <= 1e-5 * self.max_ref.max(1.0)
             && self.cos >= 0.99999
     }
+
+    /// The backward's gate (kit/metrics.h, `jattn_metrics_pass_backward`): rel_l2 <= 5e-6,
+    /// max_abs <= 2e-5 · max(1, max|ref|), cos >= 0.99999, every element finite; a reference that
+    /// is all zero (a gradient that vanishes exactly) has no direction, and max_abs alone gates it.
+    pub fn passes_backward(&self) -> bool {
+        if self.not_finite > 0 {
+            return false;
+        }
+        let abs = self.max_abs <= 2e-5 * self.max_ref.max(1.0);
+        if self.max_ref == 0.0 {
+            return abs;
+        }
+        self.rel_l2 <= 5e-6 && abs && self.cos >= 0.99999
+    }
+
+    /// The backward's gate, or each metric within `k` times the floor's `f` (1 - cos and max_abs
+    /// within k^2 times), as kit/metrics.c's `jattn_metrics_pass_backward_floor` (k = 3, the float32
+    /// floor) and tests/test_backward.c (k = 4, the float32-logit floor).
+    pub fn within_floor(&self, f: &Metrics, k: f64) -> bool {
+        if self.passes_backward() {
+            return true;
+        }
+        if self.not_finite > 0 || self.rel_l2.is_nan() {
+            return false;
+        }
+        let rel = self.max_ref == 0.0 || self.rel_l2 <= 5e-6 || self.rel_l2 <= k * f.rel_l2;
+        let cos = self.max_ref == 0.0 || self.cos >= 0.99999 || 1.0 - self.cos <= k * k * (1.0 - f.cos) + 1e-12;
+        let abs = self.max_abs <= 2e-5 * self.max_ref.max(1.0) || self.max_abs <= k * k * f.max_abs;
+        rel && cos && abs
+    }
+
+    /// Each metric of the larger error of two (the float32 floor: the larger of its two evaluations).
+    pub fn larger(self, b: Metrics) -> Metrics {
+        Metrics {
+            rel_l2: self.rel_l2.max(b.rel_l2),
+            max_abs: self.max_abs.max(b.max_abs),
+            cos: self.cos.min(b.cos),
+            ..self
+        }
+    }
+}
+
+/// What a float64 reference backward models: nothing (the exact gradients); each logit rounded to
+/// float32 once (the float32-logit floor of docs/DESIGN.md §2); or that and the out and lse a
+/// backward is handed (float32, out through the problem's strides, lse [B, H, Sq]): the weights
+/// exp(logit - lse) and dO.O from that out, the rest float64, with the logits rounded (true) or exact
+/// (false): the two evaluations of the float32 floor of kit/metrics.h.
+#[derive(Clone, Copy)]
+pub enum Floor<'a> {
+    None,
+    Logits,
+    Inputs(&'a [f32], &'a [f32], bool),
+}
+
+impl<'a> Floor<'a> {
+    /// Whether the logits are rounded to float32 once.
+    pub fn rounds_logits(self) -> bool {
+        match self {
+            Floor::None => false,
+            Floor::Logits => true,
+            Floor::Inputs(_, _, round) => round,
+        }
+    }
+
+    /// The (out, lse) the backward is handed, where modelled.
+    pub fn given(self) -> Option<(&'a [f32], &'a [f32])> {
+        match self {
+            Floor::Inputs(out, lse, _) => Some((out, lse)),
+            _ => None,
+        }
+    }
 }
 
 impl std::fmt::Display for Metrics {
