@@ -6,7 +6,9 @@ SDPA, went to jattn (``KNOWN_FALLBACKS`` lists the exceptions, with why); (b) th
 parameters' gradients are within the gates of docs/DESIGN.md section 2 (output: f32; gradients:
 the backward's) of the same model run in float64 with PyTorch's attention, or, where the float32
 model itself misses them (its other layers: StableAudioDiT at some seeds), no further off than the
-same float32 model on PyTorch's attention; (c) nothing raises.
+same float32 model on PyTorch's attention, or, failing that, every call jattn served within its own
+gates there (``served_calls_exact``: a model that amplifies float32 rounding makes one draw of it
+against another a coin toss); (c) nothing raises.
 ``MASKED`` overrides inputs so that the masks the models build have padding, causal parts, segments
 (the test configs' masks are all ones). python/README.md and bench/results/
 cpu-2026-12-06-diffusers-models/ report the table this test prints (``-s``)."""
@@ -2145,6 +2147,92 @@ def backward_within_gate(m: dict) -> bool:
     )
 
 
+# PyTorch's own attention, taken before any test turns the switch on (the reference of served_calls_exact).
+TORCH_SDPA = torch.nn.functional.scaled_dot_product_attention
+
+
+def record_served_calls(name: str, r: dict) -> list:
+    """The float32 model of ``r`` run under the switch again, recording each call jattn served: SDPA's
+    arguments as the routers handed them to jattn (``_plan``'s), jattn's call (``_run``'s), the inputs
+    (detached) and the gradient that reached its output. None where a call is not one this check
+    models (not float32, or returning the lse)."""
+    from jattn import diffusers as switch
+
+    calls, pending, plan, run = [], {}, switch._plan, switch._run
+
+    def planning(q, k, v, layout, attn_mask, dropout_p, is_causal, scale, enable_gqa):
+        pending["args"] = (attn_mask, is_causal, scale, enable_gqa)
+        return plan(q, k, v, layout, attn_mask, dropout_p, is_causal, scale, enable_gqa)
+
+    def running(q, k, v, layout, call, return_lse):
+        out = run(q, k, v, layout, call, return_lse)
+        if isinstance(out, torch.Tensor):
+            c = {"qkv": tuple(x.detach().clone() for x in (q, k, v)), "layout": layout, "call": call,
+                 "args": pending["args"], "out": out.detach().clone(), "grad": None, "lse": return_lse}  # fmt: skip
+            if out.requires_grad:
+                out.register_hook(lambda g, c=c: c.__setitem__("grad", g.detach().clone()))
+            calls.append(c)
+        return out
+
+    switch._plan, switch._run = planning, running
+    try:
+        with switch.enabled(upcast=name in UPCAST), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            forward_backward(r["model"], r["inputs"], r["weights"], name not in FORWARD_ONLY)
+    finally:
+        switch._plan, switch._run = plan, run
+    if any(c["lse"] or c["qkv"][0].dtype is not torch.float32 for c in calls):
+        return None
+    return calls
+
+
+def served_calls_exact(name: str, r: dict) -> bool:
+    """Whether every attention call jattn served in the model met its own contract there: its output
+    within the f32 gate, and its dq, dk, dv for the gradient that reached it within the backward's
+    gate, each against PyTorch's attention in float64 on the call's own arguments (mask, causal,
+    scale, grouped heads as the model passed them), or no further off than PyTorch's float32
+    attention on that call. Where every call meets it and the model still misses its gates, the
+    model amplified float32 rounding (a parameter gradient summing cancelling terms): one draw of
+    PyTorch's rounding against one of jattn's, through that amplification, is a coin toss (ConsisID:
+    jattn's gradients 1.5x past SDPA's in 28 of 1500 draws, SDPA's past jattn's in 13; each call's
+    own errors below SDPA's)."""
+    from jattn import diffusers as switch
+
+    calls = record_served_calls(name, r)
+    if not calls:
+        return False
+    for c in calls:
+        mask, is_causal, scale, gqa = c["args"]
+        bhsd = (lambda x: x.transpose(1, 2)) if c["layout"] == "bshd" else (lambda x: x)
+
+        def torch_attention(q, k, v, mask=mask, is_causal=is_causal, scale=scale, gqa=gqa, bhsd=bhsd):
+            if isinstance(mask, torch.Tensor) and mask.is_floating_point():
+                mask = mask.to(q.dtype)
+            out = TORCH_SDPA(bhsd(q), bhsd(k), bhsd(v), attn_mask=mask, is_causal=is_causal, scale=scale,
+                             enable_gqa=gqa)  # fmt: skip
+            return bhsd(out)
+
+        def served(q, k, v, c=c):
+            return switch._run(q, k, v, c["layout"], c["call"], False)
+
+        def out_and_grads(fn, dtype):
+            qkv = [x.to(dtype).clone().requires_grad_(c["grad"] is not None) for x in c["qkv"]]
+            out = fn(*qkv)
+            if c["grad"] is None:
+                return [out.detach()]
+            return [out.detach(), *torch.autograd.grad(out, qkv, c["grad"].to(dtype))]
+
+        ref, ours, sdpa = (out_and_grads(fn, dt) for fn, dt in ((torch_attention, torch.float64),
+                                                                 (served, torch.float32),
+                                                                 (torch_attention, torch.float32)))  # fmt: skip
+        for i, (o, s_, r_) in enumerate(zip(ours, sdpa, ref)):
+            m, ms = metrics(o.numpy(), r_.numpy()), metrics(s_.numpy(), r_.numpy())
+            gate = within_f32_gate(m) if i == 0 else m["rel_l2"] == 0 or backward_within_gate(m)
+            if not (gate or (m["finite"] and m["rel_l2"] <= 1.5 * ms["rel_l2"] + 1e-9)):
+                return False
+    return True
+
+
 RESULTS: Dict[str, dict] = {}
 
 
@@ -2214,16 +2302,22 @@ def test_model_under_the_switch(name, seed):
     out_ok, grad_ok = within_f32_gate(r["out"]), r["grad"]["rel_l2"] == 0 or backward_within_gate(r["grad"])
     if not (out_ok and grad_ok):
         # Then no worse than the same float32 model on PyTorch's attention: a model whose own float32
-        # layers miss the gate (StableAudioDiT at some seeds: 8e-6 either way) is not jattn's miss.
+        # layers miss the gate (StableAudioDiT at some seeds: 8e-6 either way) is not jattn's miss; or,
+        # where one draw of rounding against another says otherwise, every call jattn served within its
+        # own contract in the model (served_calls_exact).
         out_sdpa, grad_sdpa, _ = forward_backward(r["model"], r["inputs"], r["weights"], name not in FORWARD_ONLY)
+        worse = []
         for what, ours, sdpa_out, ref in (
             ("output", r["out"], out_sdpa, r["out64"]),
             ("gradients", r["grad"], grad_sdpa, r["grad64"]),
         ):
             sdpa = metrics(sdpa_out.numpy(), ref.numpy())
-            assert ours["finite"] and ours["rel_l2"] <= 1.5 * sdpa["rel_l2"] + 1e-9, (
-                f"{name}: {what} outside the gate and worse than the float32 model on SDPA: {ours} vs {sdpa}"
-            )
+            if not (ours["finite"] and ours["rel_l2"] <= 1.5 * sdpa["rel_l2"] + 1e-9):
+                worse.append(f"{what} {ours} vs {sdpa}")
+        assert not worse or served_calls_exact(name, r), (
+            f"{name}: outside the gate, worse than the float32 model on SDPA, and a call jattn served outside its "
+            f"contract: {'; '.join(worse)}"
+        )
         RESULTS[name]["sdpa_out"] = metrics(out_sdpa.numpy(), r["out64"].numpy())
 
 
