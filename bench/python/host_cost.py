@@ -197,7 +197,40 @@ def profile_report(device: str, shape, threads: int, calls: int = 200) -> str:
     lines += [f"### simple timers: one forward (no grad), {shape}, µs per call (median of 41 x 200)", "",
               "| layer | µs |", "| --- | ---: |"]  # fmt: skip
     lines += [f"| {n} | {t * 1e6:.2f} |" for n, t in zip(names, times)]
+    # the forward + backward's floor: a Python autograd.Function (the only autograd a wheel independent of
+    # the torch version has) that allocates what jattn's does and computes nothing, beside both steps
+    empty = EmptyAttention.apply
+    qg, kg, vg = (t.detach().clone().requires_grad_(True) for t in (q, k, v))
+
+    def empty_train():
+        qg.grad = kg.grad = vg.grad = None
+        empty(qg, kg, vg).backward(grad)
+
+    steps = {"an autograd.Function allocating out, lse, dq, dk, dv and computing nothing": empty_train,
+             "jattn.attention(q, k, v).backward(grad)": fns["forward+backward"][0],
+             "F.scaled_dot_product_attention(q, k, v).backward(grad)": fns["forward+backward"][1]}  # fmt: skip
+    times = cpu_times(list(steps.values()), 41, 100)
+    lines += ["", f"### simple timers: one forward + backward, {shape}, µs per step (median of 41 x 100)", "",
+              "| step | µs |", "| --- | ---: |"]  # fmt: skip
+    lines += [f"| {n} | {t * 1e6:.2f} |" for n, t in zip(steps, times)]
     return "\n".join(lines) + "\n"
+
+
+class EmptyAttention(torch.autograd.Function):
+    """The host cost of jattn's eager autograd with nothing computed: out and lse allocated in the
+    forward, q, k, v and out saved; dq, dk, dv allocated in the backward."""
+
+    @staticmethod
+    def forward(ctx, q, k, v):  # type: ignore[override]
+        out, lse = torch.empty_like(q), torch.empty(q.shape[:-1], device=q.device)
+        ctx.save_for_backward(q, k, v, out)
+        ctx.lse = lse
+        return out
+
+    @staticmethod
+    def backward(ctx, dout):  # type: ignore[override]
+        q, k, v, _ = ctx.saved_tensors
+        return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
 
 
 def markdown(rows) -> str:
