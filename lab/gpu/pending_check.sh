@@ -1,0 +1,147 @@
+#!/usr/bin/env bash
+# The pending GPU patches checked in stages that fit the device's 600-second calls (2026-12-07), from the repository
+# root on the device, nothing carried:
+#   bash lab/gpu/pending_check.sh                      apply, build, test, time   (one call, about 6 minutes)
+#   bash lab/gpu/pending_check.sh sanitize             compute-sanitizer (a second call on the still-warm machine:
+#                                                      the build stays in build-pending/, an ignored folder)
+# Stages, in the order given (default: apply build test time):
+#   apply     every patch of lab/gpu/pending/ in stacking order that applies (git apply, else patch -p1)
+#   build     the library, the suites and the command for sm_90a into build-pending/
+#   test      the backward battery (test_backward cuda all) under AUTO and with v4 forced, test_cuda_kernels all
+#             under AUTO and with v4 forced (key padding and grouped heads on v4 among its masked cases), the
+#             forward suites (test_masks cuda all, test_edges, test_parity, test_cuda_device) and v1 forced on
+#             test_cuda_kernels forward (the float64 kernel below head_dim 8), test_backward cuda chain 3 times
+#   time      the backward, v4 against v3 forced, at (1,24,4608,128), grouped heads 32 / 8, MQA, key lengths (one of
+#             two batches padded to 3000 keys) and a key mask (1 in 4 keys out); ncu's duration of every backward
+#             kernel at (1,24,256,64) (the parts sum); the forward below head_dim 8 against PyTorch
+#   sanitize  memcheck and racecheck of test_cuda_kernels backward and masks with v4 forced; memcheck, racecheck,
+#             initcheck and synccheck of test_cuda_kernels forward with v1 forced
+# Logs under $OUT/log (default /tmp/pending), a table of each stage last.
+set -u
+SECONDS=0
+OUT=${OUT:-/tmp/pending}
+L=$OUT/log
+B=build-pending
+mkdir -p "$L"
+T=$B/tests
+SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+last() { tail -1 "$1" 2> /dev/null | cut -c1-160; }
+
+stage_apply() {
+  for p in v4_dkv_parts_slices v4_gqa v1_small_head_dim_f64 v4_key_padding; do
+    f=lab/gpu/pending/$p.patch
+    if [ ! -f "$f" ]; then echo "NOT applied: $p (no file)"; continue; fi
+    if command -v git > /dev/null 2>&1 && git apply --check "$f" 2> /dev/null; then
+      git apply "$f" && echo "applied $p"
+    elif patch -p1 --dry-run -s < "$f" > /dev/null 2>&1; then
+      patch -p1 -s < "$f" && echo "applied $p"
+    else
+      echo "NOT applied: $p"
+    fi
+  done
+}
+
+stage_build() {
+  cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Release -DJATTN_CUDA=ON -DJATTN_CUDA_ARCHS=90a -DJATTN_MPI=OFF \
+    -DJATTN_NCCL=OFF -DJATTN_VULKAN=OFF > "$L/build.txt" 2>&1 &&
+    cmake --build "$B" -j "$(nproc)" --target jattn_shared test_masks test_edges test_parity test_cuda_device \
+      test_backward test_cuda_kernels jattn >> "$L/build.txt" 2>&1 || { tail -30 "$L/build.txt"; exit 1; }
+  grep -E "bwd_v4_kernel|registers|spill" "$L/build.txt" | grep -B1 -A1 "bwd_v4_kernel" | tail -24 > "$L/ptxas.txt"
+  echo "build done after $SECONDS s"
+}
+
+stage_test() {
+  local runs=(
+    "auto bwd-all::$T/test_backward cuda all"
+    "v4 bwd-all:JATTN_CUDA_BWD_KERNEL=4:$T/test_backward cuda all"
+    "auto kernels-all::$T/test_cuda_kernels all"
+    "v4 kernels-all:JATTN_CUDA_BWD_KERNEL=4:$T/test_cuda_kernels all"
+    "v1 kernels-fwd:JATTN_CUDA_KERNEL=1:$T/test_cuda_kernels forward"
+    "masks::$T/test_masks cuda all"
+    "edges::$T/test_edges cuda"
+    "parity::$T/test_parity cuda"
+    "device::$T/test_cuda_device"
+  )
+  for r in "${runs[@]}"; do
+    local name=${r%%:*} rest=${r#*:}
+    local envs=${rest%%:*} cmd=${rest#*:}
+    (env $envs timeout 280 $cmd > "$L/test-${name// /-}.txt" 2>&1; echo "rc $?" >> "$L/test-${name// /-}.txt") &
+  done
+  wait
+  local fails=0
+  for i in 1 2 3; do timeout 60 "$T/test_backward" cuda chain > "$L/chain-$i.txt" 2>&1 || fails=$((fails + 1)); done
+  echo "== test (after $SECONDS s)"
+  for r in "${runs[@]}"; do
+    local name=${r%%:*}
+    local f="$L/test-${name// /-}.txt"
+    echo "$name: $(grep -E "passed|PASS|FAIL" "$f" | tail -1 | cut -c1-120) | $(last "$f")"
+  done
+  echo "chain: $fails / 3 runs failed"
+  grep -h "^FAIL" "$L"/test-*.txt | head -12
+}
+
+time_bwd() { # kernel, options...
+  local k=$1
+  shift
+  JATTN_CUDA_BWD_KERNEL=$k timeout 90 "$B/tools/jattn" run --backend cuda --backward "$@" --no-check --json 2>&1 |
+    python3 -c "import json,sys; d=json.loads(sys.stdin.read()); print('%.3f ms %s' % (d['ms'], d.get('kernel', '')))" 2>&1
+}
+
+stage_time() {
+  python3 -c "import numpy as np; m = np.random.default_rng(1).random((2, 4608)) >= 0.25; np.save('$OUT/mask.npy', m)"
+  echo "== the backward, v4 and v3 forced (medians of the command's repeats)" | tee "$L/time.txt"
+  local cfgs=("--heads 24" "--heads 32 --kv-heads 8" "--heads 24 --kv-heads 1" "--batch 2 --heads 24 --kv-len 4608,3000"
+    "--batch 2 --heads 24 --key-mask $OUT/mask.npy")
+  for cfg in "${cfgs[@]}"; do
+    for k in 4 3; do
+      echo "(${cfg}, S 4608, D 128) v$k: $(time_bwd $k $cfg --seq 4608 --dim 128)" | tee -a "$L/time.txt"
+    done
+  done
+  for shape in "--heads 24 --seq 256 --dim 64" "--heads 24 --seq 1536 --dim 128"; do
+    timeout 120 "$NCU" --kernel-name regex:bwd_v4 --metrics gpu__time_duration.sum "$B/tools/jattn" run \
+      --backend cuda --backward $shape --reps 3 --no-check > "$L/ncu-${shape// /}.txt" 2>&1
+    echo "ncu $shape: $(grep -E "bwd_v4|gpu__time_duration" "$L/ncu-${shape// /}.txt" | tail -8 | tr -s ' ' | tr '\n' ' ')" |
+      cut -c1-400 | tee -a "$L/time.txt"
+  done
+  if [ -f lab/gpu/small_head_dim_time.py ]; then
+    local LIB PKG
+    LIB=$(dirname "$(find "$B" -name 'libjattn.so.*' | head -1)")
+    PKG=$(mktemp -d)
+    cp -r python/src/jattn "$PKG/jattn" && mkdir -p "$PKG/jattn/_lib" && cp "$LIB"/libjattn.so.0.* "$PKG/jattn/_lib/libjattn.so"
+    cc -Iinclude tests/abi/jattn_abi_probe.c -o "$PKG/abi_probe" && "$PKG/abi_probe" > "$PKG/jattn/_lib/abi_probe.txt"
+    PYTHONPATH=$PKG timeout 90 python3 lab/gpu/small_head_dim_time.py --dims 1,4,7,8 --reps 9 > "$L/time-small-d.txt" 2>&1
+    tail -8 "$L/time-small-d.txt"
+  fi
+  echo "== time (after $SECONDS s)"
+}
+
+stage_sanitize() {
+  local jobs=(
+    "bwd-memcheck:JATTN_CUDA_BWD_KERNEL=4:memcheck:backward"
+    "bwd-racecheck:JATTN_CUDA_BWD_KERNEL=4:racecheck:backward"
+    "masks-memcheck:JATTN_CUDA_BWD_KERNEL=4:memcheck:masks"
+    "masks-racecheck:JATTN_CUDA_BWD_KERNEL=4:racecheck:masks"
+    "fwd-memcheck:JATTN_CUDA_KERNEL=1:memcheck:forward"
+    "fwd-racecheck:JATTN_CUDA_KERNEL=1:racecheck:forward"
+    "fwd-initcheck:JATTN_CUDA_KERNEL=1:initcheck:forward"
+    "fwd-synccheck:JATTN_CUDA_KERNEL=1:synccheck:forward"
+  )
+  for j in "${jobs[@]}"; do
+    IFS=: read -r name envs tool part <<< "$j"
+    env $envs timeout 500 "$SAN" --tool "$tool" --error-exitcode 3 --print-limit 10 "$T/test_cuda_kernels" "$part" \
+      > "$L/san-$name.txt" 2>&1 &
+  done
+  wait
+  echo "== sanitize (after $SECONDS s)"
+  for j in "${jobs[@]}"; do
+    local name=${j%%:*}
+    echo "$name: $(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$L/san-$name.txt" | tail -1) | $(last "$L/san-$name.txt")"
+  done
+}
+
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+stages=("$@")
+[ ${#stages[@]} -eq 0 ] && stages=(apply build test time)
+for s in "${stages[@]}"; do "stage_$s"; done
+echo "all stages done after $SECONDS s"
