@@ -230,6 +230,16 @@ static const mask_case mask_cases[] = {
     {2, 2, 2, 290, 150, 64, JATTN_CAUSAL_TOP_LEFT, 0, 0, 0, 0},      /* seq_q > seq_kv */
     {1, 2, 2, 300, 130, 128, JATTN_CAUSAL_BOTTOM_RIGHT, 0, 0, 0, 0}, /* rows with no key: dq 0 */
     {2, 3, 3, 70, 390, 64, JATTN_CAUSAL_BOTTOM_RIGHT, 0, 0, 0, 0},   /* seq_q < seq_kv */
+    /* grouped heads alone and with causal at head_dim 64 and 128: the backward v4's query heads' dK, dV summed over
+     * each group (bwd_v4_group_sum), items cut between CTAs included */
+    {2, 6, 2, 150, 300, 128, JATTN_CAUSAL_NONE, 0, 0, 0, 0},    /* 3 query heads a key/value head */
+    {1, 4, 1, 64, 200, 64, JATTN_CAUSAL_NONE, 0, 0, 0, 0},      /* one key/value head (MQA) */
+    {1, 4, 2, 260, 260, 64, JATTN_CAUSAL_TOP_LEFT, 0, 0, 0, 0}, /* grouped and causal */
+    /* key padding alone at head_dim 64 and 128: the backward v4's records in kv_index's order (the attended keys
+     * first), dK, dV written back through it (the unattended rows 0), alone and through the group sum */
+    {2, 4, 4, 130, 300, 128, JATTN_CAUSAL_NONE, 0, 0, 0, 2}, /* a key mask */
+    {2, 4, 2, 100, 260, 64, JATTN_CAUSAL_NONE, 0, 0, 0, 2},  /* a key mask, grouped heads */
+    {2, 2, 2, 70, 200, 64, JATTN_CAUSAL_NONE, 0, 0, 0, 1},   /* key lengths, one of them short */
 };
 
 /* n + 1 sorted offsets from 0 to last. */

@@ -45,9 +45,9 @@ size_t attention_f32_sm90_fa3_f16x2_workspace_bytes(int64_t batch, int64_t heads
 size_t jattn_cuda_v7_workspace_bytes(int64_t batch, int64_t heads, int64_t kv_heads, int64_t seq_kv, int64_t head_dim) {
     return (size_t)(batch + heads + kv_heads + seq_kv + head_dim);
 }
-size_t jattn_cuda_bwd_v4_workspace_bytes(int64_t batch, int64_t heads, int64_t seq_q, int64_t seq_kv,
+size_t jattn_cuda_bwd_v4_workspace_bytes(int64_t batch, int64_t heads, int64_t kv_heads, int64_t seq_q, int64_t seq_kv,
                                          int64_t head_dim) {
-    return (size_t)(batch + heads + seq_q + seq_kv + head_dim);
+    return (size_t)(batch + heads + kv_heads + seq_q + seq_kv + head_dim);
 }
 size_t jattn_cuda_bwd_v3_workspace_bytes(int64_t batch, int64_t heads, int64_t seq_q, int64_t seq_kv,
                                          int64_t head_dim) {
@@ -340,15 +340,18 @@ static int match_layout(const char *c, const call *k) {
 }
 
 /* "any", "none", "key padding at most", "causal at most, every key attended" (none, or causal alone and not
- * top-left with seq_q < seq_kv) */
+ * top-left with seq_q < seq_kv), "grouped heads, key padding or causal, every key attended" (the same, key padding
+ * alone, or grouped heads: the calls here take one part at a time) */
 static int match_mask(const char *c, const call *k) {
     const int features = k->features;
     if (!strcmp(c, "any")) return 1;
     if (!strcmp(c, "none")) return features == F_NONE;
     if (!strcmp(c, "key padding at most")) return features == F_NONE || features == F_PADDING;
-    if (!strcmp(c, "causal at most, every key attended"))
-        return features == F_NONE ||
-               (features == F_CAUSAL && !(k->causal == JATTN_CAUSAL_TOP_LEFT && k->p.seq_q < k->p.seq_kv));
+    const int causal_ok = features == F_NONE ||
+                          (features == F_CAUSAL && !(k->causal == JATTN_CAUSAL_TOP_LEFT && k->p.seq_q < k->p.seq_kv));
+    if (!strcmp(c, "causal at most, every key attended")) return causal_ok;
+    if (!strcmp(c, "grouped heads, key padding or causal, every key attended"))
+        return causal_ok || features == F_GQA || features == F_PADDING;
     return -1;
 }
 

@@ -28,6 +28,8 @@
  * not attend); the bias joins the score pair by TwoSum (s + b, its rounding error into s_lo); a row
  * with no attended key gets 0 and lse -inf.
  *
+ * Below head_dim 8 v1 is attention_v1_small_head_dim.cu's float64 kernel (this file's launcher hands it over).
+ *
  * Measured: src/cuda/NOTES.md's version table (each step: JOURNAL.md beside it).
  * Verdict: the baseline and the correct path (D > 256, seq_kv = 1, sequences beyond v7's 32-bit
  * index, a call whose v7 workspace the pool cannot give), an order of magnitude slower than v7.
@@ -226,38 +228,24 @@ __global__ void __launch_bounds__(V1_WARPS *WARP)
         float o_tile[COLS], o_tile_lo[COLS];
 #pragma unroll
         for (int c = 0; c < COLS; c++) o_tile[c] = o_tile_lo[c] = 0.0f;
-        if (COLS == 1 && D < JATTN_CUDA_V1_SMALL_D) {
-            /* few columns: each column's sum over the tile's keys by a compensated warp butterfly
-             * (lane = key), lane d keeping column d; a key the row does not attend adds 0 */
-            for (int d = 0; d < D; d++) {
-                const float x = vs[lane * D + d];
-                float prod = 0.0f, prod_lo = 0.0f;
-                if (attended) {
-                    prod = pj * x;
-                    prod_lo = fmaf(pj, x, -prod);
-                }
-                warp_sum_pair(prod, prod_lo);
-                if (lane == d) o_tile[0] = prod, o_tile_lo[0] = prod_lo;
-            }
-        } else
-            for (int j = 0; j < keys; j++) {
-                if (kMasked && !((att >> j) & 1u)) continue; /* not attended: its v (Inf, NaN) never meets a 0 */
-                const float pb = __shfl_sync(0xffffffffu, pj, j);
+        for (int j = 0; j < keys; j++) {
+            if (kMasked && !((att >> j) & 1u)) continue; /* not attended: its v (Inf, NaN) never meets a 0 */
+            const float pb = __shfl_sync(0xffffffffu, pj, j);
 #pragma unroll
-                for (int c = 0; c < COLS; c++) {
-                    const int d = lane + c * WARP;
-                    if (d >= D) continue;
-                    const float x = vs[j * D + d];
-                    if (COLS == 1) {
-                        const float prod = pb * x, prod_err = fmaf(pb, x, -prod);
-                        const float t = o_tile[c] + prod;
-                        o_tile_lo[c] += two_sum_err(o_tile[c], prod, t) + prod_err;
-                        o_tile[c] = t;
-                    } else {
-                        o_tile[c] = fmaf(pb, x, o_tile[c]);
-                    }
+            for (int c = 0; c < COLS; c++) {
+                const int d = lane + c * WARP;
+                if (d >= D) continue;
+                const float x = vs[j * D + d];
+                if (COLS == 1) {
+                    const float prod = pb * x, prod_err = fmaf(pb, x, -prod);
+                    const float t = o_tile[c] + prod;
+                    o_tile_lo[c] += two_sum_err(o_tile[c], prod, t) + prod_err;
+                    o_tile[c] = t;
+                } else {
+                    o_tile[c] = fmaf(pb, x, o_tile[c]);
                 }
             }
+        }
 #pragma unroll
         for (int c = 0; c < COLS; c++) {
             if (COLS == 1) {
@@ -309,6 +297,7 @@ static cudaError_t launch(const jattn_cuda_params *p, const jattn_cuda_args *a, 
 
 extern "C" int jattn_cuda_launch_v1(const jattn_cuda_args *a, void *workspace, void *stream) {
     (void)workspace; /* none needed */
+    if (a->head_dim < JATTN_CUDA_V1_SMALL_D) return jattn_cuda_launch_v1_small_head_dim(a, stream);
     const jattn_cuda_params kp = flash_params_from_args(a), *p = &kp;
     cudaStream_t s = (cudaStream_t)stream;
     const int D = p->head_dim;

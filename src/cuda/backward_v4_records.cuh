@@ -41,20 +41,21 @@ struct BwdRecord {
     static_assert(kBytes % 16 == 0, "bulk copies move multiples of 16 bytes");
 };
 
-/* Byte offsets of the four tensors' records in the workspace (tq, tk: query and key tiles). */
+/* Byte offsets of the four tensors' records in the workspace (tq, tk: query and key tiles): q and dout records
+ * of the bh query heads, k and v records of the bhk key/value heads (bhk = bh without grouped heads). */
 struct BwdRecordLayout {
     int64_t q, dout, k, v, bytes;
 };
 
-inline BwdRecordLayout bwd_record_layout(int64_t bh, int64_t seq_q, int64_t seq_kv, int64_t head_dim) {
+inline BwdRecordLayout bwd_record_layout(int64_t bh, int64_t bhk, int64_t seq_q, int64_t seq_kv, int64_t head_dim) {
     const int64_t rec = 2 * kBwdTile * head_dim * 2 + kBwdExtras;
     const int64_t tq = (seq_q + kBwdTile - 1) / kBwdTile, tk = (seq_kv + kBwdTile - 1) / kBwdTile;
     BwdRecordLayout l;
     l.q = 0;
     l.dout = l.q + bh * tq * rec;
     l.k = l.dout + bh * tq * rec;
-    l.v = l.k + bh * tk * rec;
-    l.bytes = l.v + bh * tk * rec;
+    l.v = l.k + bhk * tk * rec;
+    l.bytes = l.v + bhk * tk * rec;
     return l;
 }
 

@@ -73,8 +73,19 @@
  * Workspace: the records (about 2 B H (Sq + Skv) D x 4 bytes) and (132 + B H - 1) fp32 copies of one
  * head's dQ (Tq 64 x D each): 1.3 GB at (1,24,16384,128), then the stream-K parts (2 x 132 slots of 128 keys' dK
  * and dV: 34.6 MB at D = 128); never less than v3's (a call v4 refuses runs v3 in it).
- * Not taken (v3 runs it): key padding, the mask parts but causal, top-left causal with seq_q < seq_kv (keys no
- * query attends), seq_kv = 1, pointers not 16-byte aligned, strides not multiples of 4.
+ * Not taken (v3 runs it): the mask parts but causal and key padding, key padding with causal, top-left causal with
+ * seq_q < seq_kv (keys no query attends), seq_kv = 1, pointers not 16-byte aligned, strides not multiples of 4.
+ * Key padding (kv_count, kv_index of key_padding.cu): batch b's records hold its kv_count[b] attended keys first
+ * (kv_index: their rows, ascending, then the rows no query attends), zeros past them, and its keys from kv_count[b] on
+ * get P = 0 (as keys past seq_kv do), so dK, dV of those are 0; a record row's dK, dV go to row kv_index[row] (so
+ * every row of dk, dv is written once), 3b reads the caller's row kv_index[key]. A row with no key has lse -inf
+ * (the pre-pass makes it +inf: P = 0). The grid still runs every 128-key block (the host does not read kv_count).
+ * Grouped-query heads (kv_heads dividing heads, group G = heads / kv_heads): the k and v records are the key/value
+ * heads' (the pre-pass reads k and v once per group), query head bh reads records bh / G (= b Hkv + h / G); the
+ * items stay per query head, so each writes its dK, dV into a part of its own ([B H][seq_kv][D], dk's then dv's, in
+ * the workspace), and bwd_v4_group_sum adds a group's parts in ascending query head order into dk, dv:
+ * deterministic, 2 B H seq_kv D floats of workspace more. The K and V records of a group are re-read by each of
+ * its query heads' items (from L2: consecutive items).
  *
  * The grid (stream-K; measured on an H100: bench/results/h100-2026-12-06-gpunext/): the work is cut in units of
  * (head, 128-key block n, 64-query m-block), item-major, and CTA g runs units g U / G .. (g + 1) U / G - 1 (G =
@@ -175,10 +186,11 @@ struct V4Config {
     static constexpr int kCstOff = kQfacOff + kM * 4;         /* per item and warpgroup: u_k, u_v, kfac, u_ref */
     static constexpr int kBarOff = kCstOff + kConsumers * 16; /* mbarriers */
     static constexpr int kCovOff = kBarOff + 64;              /* per warpgroup: the dQ coverage words (cov, run) */
-    /* the CTA's units u0, u1 and items first, last (int32); then per warpgroup the item's m-blocks [begin, end) */
+    /* the CTA's units u0, u1 and items first, last (int32); then per warpgroup the item's m-blocks [begin, end)
+     * and its batch's key count (key padding: the keys from it on get P = 0), one word spare */
     static constexpr int kUnitsOff = kCovOff + kConsumers * 8;
     static constexpr int kMOff = kUnitsOff + 16;
-    static constexpr int kSmemBytes = kMOff + kConsumers * 8 + kSwizzleAtomBytes;
+    static constexpr int kSmemBytes = kMOff + kConsumers * 16 + kSwizzleAtomBytes;
     static constexpr int kHalves = D / 64; /* 64-column tiles of dK and dV */
     static_assert(kSmemBytes <= 227 * 1024, "shared memory");
     static_assert(R::kImage % kSwizzleAtomBytes == 0 && kDsOff % kSwizzleAtomBytes == 0, "1024-byte aligned images");
@@ -194,7 +206,8 @@ struct BwdV4Params {
     int64_t q_b, q_h, q_t, k_b, k_h, k_t, v_b, v_h, v_t, do_b, do_h, do_t;
     float scale;
     int heads, seq_q, seq_kv, tq, tk;
-    int n_blocks;          /* N: 128-key blocks per head */
+    int group;    /* query heads per key/value head (1: no grouping); query head bh reads k, v records bh / group */
+    int n_blocks; /* N: 128-key blocks per head */
     uint32_t v_lbo, v_sbo; /* descriptor fields of an MN-major image (16-byte units) */
     uint32_t zero;         /* 0, unknown to the compiler */
     int64_t causal_off;    /* causal: query i attends key j <= i + causal_off (0 top-left, Skv - Sq bottom-right) */
@@ -205,6 +218,10 @@ struct BwdV4Params {
     int64_t units;
     int ctas;
     float *partials;
+    /* key padding (key_padding.cu), NULL without: kv_count [B] (keys past it get P = 0), kv_index [B][seq_kv] (a
+     * record row's k, v row, for 3b), dkv_rows (kv_index where dk, dv are the caller's, NULL where they are the
+     * grouped query heads' parts: the group sum maps them) */
+    const int *kv_count, *kv_index, *dkv_rows;
     int64_t head_units; /* units of one head (every head the same) */
 };
 
@@ -576,10 +593,11 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
                 const int iu =
                     (int)(bh * p.head_units + head_units<kCausal>(n, p.causal_off, p.tq)); /* its first unit */
                 const int m0 = f0 + (u0 > iu ? u0 - iu : 0), m1 = min(p.tq, f0 + (u1 - iu));
-                const unsigned char *kr0 = p.rec_k + (bh * p.tk + 2 * n) * (int64_t)R::kBytes;
-                const unsigned char *kr1 = p.rec_k + (bh * p.tk + t1) * (int64_t)R::kBytes;
-                const unsigned char *vr0 = p.rec_v + (bh * p.tk + 2 * n) * (int64_t)R::kBytes;
-                const unsigned char *vr1 = p.rec_v + (bh * p.tk + t1) * (int64_t)R::kBytes;
+                const int64_t bk = (int)((uint32_t)bh / (uint32_t)p.group); /* its key/value head b Hkv + hk */
+                const unsigned char *kr0 = p.rec_k + (bk * p.tk + 2 * n) * (int64_t)R::kBytes;
+                const unsigned char *kr1 = p.rec_k + (bk * p.tk + t1) * (int64_t)R::kBytes;
+                const unsigned char *vr0 = p.rec_v + (bk * p.tk + 2 * n) * (int64_t)R::kBytes;
+                const unsigned char *vr1 = p.rec_v + (bk * p.tk + t1) * (int64_t)R::kBytes;
                 for (int m = m0; m < m1; ++m, ++it) {
                     const uint32_t par = (uint32_t)(it & 1);
                     const unsigned char *qr = p.rec_q + (bh * p.tq + m) * (int64_t)R::kBytes;
@@ -631,12 +649,13 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
         else
             named_bar_sync(4, kWg);
         if (ctid() == 0) {
+            const int64_t bk = (int)((uint32_t)bh / (uint32_t)p.group); /* the key/value head's records */
             const float uk0 =
-                __ldg(reinterpret_cast<const float *>(p.rec_k + (bh * p.tk + 2 * n) * (int64_t)R::kBytes + R::kImages));
+                __ldg(reinterpret_cast<const float *>(p.rec_k + (bk * p.tk + 2 * n) * (int64_t)R::kBytes + R::kImages));
             const float uk1 =
-                __ldg(reinterpret_cast<const float *>(p.rec_k + (bh * p.tk + t1) * (int64_t)R::kBytes + R::kImages));
+                __ldg(reinterpret_cast<const float *>(p.rec_k + (bk * p.tk + t1) * (int64_t)R::kBytes + R::kImages));
             const float uv = __ldg(reinterpret_cast<const float *>(
-                p.rec_v + (bh * p.tk + (w ? t1 : 2 * n)) * (int64_t)R::kBytes + R::kImages));
+                p.rec_v + (bk * p.tk + (w ? t1 : 2 * n)) * (int64_t)R::kBytes + R::kImages));
             const float uk = w ? uk1 : uk0, u_ref = fmaxf(uk0, uk1);
             sts_f32(cst, uk);
             sts_f32(cst + 4, uv);
@@ -648,8 +667,11 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
             const int iu = (int)(bh * p.head_units + head_units<kCausal>(n, p.causal_off, p.tq));
             const int u0 = lds_s32(units_s), u1 = lds_s32(units_s + 4);
             const int mb = f0 + (u0 > iu ? u0 - iu : 0), me = min(p.tq, f0 + (u1 - iu));
-            sts_s32(s0 + C::kMOff + 8u * w, mb);
-            sts_s32(s0 + C::kMOff + 8u * w + 4, me);
+            sts_s32(s0 + C::kMOff + 16u * w, mb);
+            sts_s32(s0 + C::kMOff + 16u * w + 4, me);
+            /* the keys the item's batch attends: records past kv_count[b] are 0 (key padding), P = 0 there */
+            sts_s32(s0 + C::kMOff + 16u * w + 8,
+                    p.kv_count ? __ldg(p.kv_count + (int)((uint32_t)bh / (uint32_t)p.heads)) : p.seq_kv);
             /* dQ's coverage in the CTA's copy of the head: the earlier items of the head in this CTA pushed the
              * m-blocks from `run` on (each from its first here to the last: every item but the CTA's last ends at
              * tq - 1, and the last has none after it); this item stores into the m-blocks below that (cov) */
@@ -660,12 +682,12 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
             sts_f32(cov_s + 4, __uint_as_float((uint32_t)(mb < run ? mb : run)));
         }
         const int key_w = kCtaKeys * n + kWgKeys * w; /* this warpgroup's first key */
-        const bool partial = key_w + kWgKeys > p.seq_kv;
         fence_acq_rel_gpu(); /* this thread's pushes of the previous item are ordered before this item's */
         if (w == 0)          /* cst written */
             named_bar_sync(3, kWg);
         else
             named_bar_sync(4, kWg);
+        const bool partial = key_w + kWgKeys > lds_s32(s0 + C::kMOff + 16u * w + 8); /* keys past the batch's count */
 
         float dka[C::kHalves][32], dva[C::kHalves][32];
 #pragma unroll
@@ -677,13 +699,13 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
 
         /* the item's m-blocks in this CTA (shared memory: [mb, me) of the item's units here) */
 #pragma unroll 1
-        for (int m = lds_s32(s0 + C::kMOff + 8u * w); m < lds_s32(s0 + C::kMOff + 8u * w + 4); ++m, phase ^= 2u) {
+        for (int m = lds_s32(s0 + C::kMOff + 16u * w); m < lds_s32(s0 + C::kMOff + 16u * w + 4); ++m, phase ^= 2u) {
             const uint32_t par = phase >> 1;
             /* ---- 1. S^T = K_w Q^T ---- */
             float x[32];
             mbar_wait(q_full, par);
             product_s<D>(x, kh, kl, qh, ql);
-            /* ---- 2. P = ex2((S - lse) log2 e); keys past seq_kv: 0 ---- */
+            /* ---- 2. P = ex2((S - lse) log2 e); keys past seq_kv (key padding: the batch's kv_count): 0 ---- */
             const float uq = lds_f32(qx);
             {
                 const float us = lds_f32(cst) * uq;
@@ -708,9 +730,10 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
                 }
             }
             if (partial) {
+                const int klim = lds_s32(s0 + C::kMOff + 16u * w + 8);
 #pragma unroll
                 for (int r = 0; r < 2; ++r)
-                    if (key_w + 16 * cwarp() + (clane() / 4) + 8 * r >= p.seq_kv) {
+                    if (key_w + 16 * cwarp() + (clane() / 4) + 8 * r >= klim) {
 #pragma unroll
                         for (int i = 0; i < 8; ++i) x[4 * i + 2 * r] = x[4 * i + 2 * r + 1] = 0.f;
                     }
@@ -781,9 +804,11 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
                     const int qrow = m * kM + qcol;
                     constexpr int kPer = D / 32; /* elements of the dot per clane() */
                     const float *qp = p.q + b * p.q_b + h * p.q_h + (int64_t)qrow * p.q_t + kPer * clane();
-                    const float *kp = p.k + b * p.k_b + h * p.k_h + (int64_t)key * p.k_t + kPer * clane();
+                    const int hk = (int)((uint32_t)h / (uint32_t)p.group); /* the key/value head */
+                    const int krow = p.kv_index ? __ldg(p.kv_index + (int64_t)b * p.seq_kv + key) : key; /* its row */
+                    const float *kp = p.k + b * p.k_b + hk * p.k_h + (int64_t)krow * p.k_t + kPer * clane();
                     const float *gp = p.dout + b * p.do_b + h * p.do_h + (int64_t)qrow * p.do_t + kPer * clane();
-                    const float *vp = p.v + b * p.v_b + h * p.v_h + (int64_t)key * p.v_t + kPer * clane();
+                    const float *vp = p.v + b * p.v_b + hk * p.v_h + (int64_t)krow * p.v_t + kPer * clane();
                     double sd = 0.0, dd = 0.0;
 #pragma unroll 1 /* rare: the fewest registers, not the shortest latency */
                     for (int d = 0; d < kPer; d += 2) {
@@ -1014,7 +1039,7 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
          * its last), for bwd_v4_dkv_parts */
         const int iu = (int)(bh * p.head_units + head_units<kCausal>(n, p.causal_off, p.tq));
         const int u0 = lds_s32(units_s);
-        const bool whole = iu >= u0 && lds_s32(s0 + C::kMOff + 8u * w + 4) == p.tq; /* began and ended here */
+        const bool whole = iu >= u0 && lds_s32(s0 + C::kMOff + 16u * w + 4) == p.tq; /* began and ended here */
         float *part = nullptr;
         if (!whole) {
             uint32_t g;
@@ -1027,8 +1052,11 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
             const int key = key_w + 16 * cwarp() + (clane() / 4) + 8 * r;
             if (key >= p.seq_kv) continue;
             const int64_t local = key - (int64_t)kCtaKeys * n;
-            float *dkr = whole ? p.dk + b * p.dk_b + h * p.dk_h + (int64_t)key * p.dk_t : part + local * D;
-            float *dvr = whole ? p.dv + b * p.dv_b + h * p.dv_h + (int64_t)key * p.dv_t : part + (kCtaKeys + local) * D;
+            /* key padding with a mask: record row key's gradients go to row dkv_rows[key] (the rows no query attends
+             * after the others: their dK, dV = 0 written there) */
+            const int64_t row = whole && p.dkv_rows ? __ldg(p.dkv_rows + (int64_t)b * p.seq_kv + key) : key;
+            float *dkr = whole ? p.dk + b * p.dk_b + h * p.dk_h + row * p.dk_t : part + local * D;
+            float *dvr = whole ? p.dv + b * p.dv_b + h * p.dv_h + row * p.dv_t : part + (kCtaKeys + local) * D;
 #pragma unroll
             for (int t = 0; t < C::kHalves; ++t)
 #pragma unroll
@@ -1095,14 +1123,16 @@ __global__ void __launch_bounds__(256)
     *reinterpret_cast<float4 *>(dst) = make_float4(acc.x * scale, acc.y * scale, acc.z * scale, acc.w * scale);
 }
 
-/* dK, dV of the items cut between CTAs: the parts in their slots summed in CTA order (one block per cut item, at
- * the first boundary inside it). reads partials [2 ctas][2][128 keys][D]; writes the item's dk, dv rows below
- * seq_kv through their strides. */
+/* dK, dV of the items cut between CTAs: the parts in their slots summed in CTA order (kPartsSlices blocks per cut
+ * item, at the first boundary inside it, each a slice of its 2 x 128 x D elements: one block of 256 threads looping
+ * over all of them waited on its loads 16-32 times in turn, ~19 us at (1,24,256,64) beside the fused kernel's 22).
+ * reads partials [2 ctas][2][128 keys][D]; writes the item's dk, dv rows below seq_kv through their strides (record
+ * row key to row rows[b seq_kv + key] where rows is not NULL: key padding with a mask). */
 template <int D, bool kCausal>
 __global__ void __launch_bounds__(256)
     bwd_v4_dkv_parts(const float *partials, float *dk, float *dv, int64_t dk_b, int64_t dk_h, int64_t dk_t,
                      int64_t dv_b, int64_t dv_h, int64_t dv_t, int heads, int seq_kv, int n_blocks, int tq,
-                     int64_t units, int ctas, int64_t per_head, int64_t causal_off) {
+                     int64_t units, int ctas, int64_t per_head, int64_t causal_off, const int *rows) {
     const int bnd = (int)blockIdx.x + 1; /* the boundary between CTAs bnd - 1 and bnd */
     const int64_t ub = unit_start(bnd, units, ctas);
     const int item = unit_item<kCausal>(ub, per_head, n_blocks, causal_off, tq);
@@ -1113,7 +1143,8 @@ __global__ void __launch_bounds__(256)
     const int64_t len = tq - first_mblock<kCausal>(n, causal_off, tq);
     const int g_first = unit_cta(iu, units, ctas), g_last = unit_cta(iu + len - 1, units, ctas);
     constexpr int kRow4 = D / 4;
-    for (int idx = threadIdx.x; idx < 2 * kCtaKeys * kRow4; idx += blockDim.x) {
+    for (int idx = (int)(blockIdx.y * blockDim.x + threadIdx.x); idx < 2 * kCtaKeys * kRow4;
+         idx += (int)(gridDim.y * blockDim.x)) {
         const int tensor = idx / (kCtaKeys * kRow4), local = idx / kRow4 % kCtaKeys, c4 = idx % kRow4;
         const int64_t key = (int64_t)kCtaKeys * n + local;
         if (key >= seq_kv) continue;
@@ -1125,9 +1156,40 @@ __global__ void __launch_bounds__(256)
                 c4);
             acc.x += v.x, acc.y += v.y, acc.z += v.z, acc.w += v.w;
         }
-        float *dst = tensor ? dv + b * dv_b + h * dv_h + key * dv_t : dk + b * dk_b + h * dk_h + key * dk_t;
+        const int64_t row = rows ? __ldg(rows + (int64_t)b * seq_kv + key) : key;
+        float *dst = tensor ? dv + b * dv_b + h * dv_h + row * dv_t : dk + b * dk_b + h * dk_h + row * dk_t;
         *reinterpret_cast<float4 *>(dst + 4 * c4) = acc;
     }
+}
+
+/* Blocks per cut item of bwd_v4_dkv_parts: 2 x 128 x D / 4 float4 elements over 8 x 256 threads, 2 (D = 64) or 4
+ * (D = 128) each. */
+constexpr unsigned kPartsSlices = 8;
+
+/* Grouped-query heads: dK, dV of the key/value head (b, hk) = the sum over its group's query heads h = hk G + g of
+ * their parts (the fused kernel's dK, dV of each query head, [B H][seq_kv][D] each, dk's then dv's), g ascending:
+ * deterministic. One float4 of one row per thread; grid (ceil(seq_kv D / 4 / 256), B Hkv, 2: dk, dv). Key padding
+ * with a mask: record row r goes to row rows[b seq_kv + r] (rows NULL: row r). */
+template <int D>
+__global__ void __launch_bounds__(256)
+    bwd_v4_group_sum(const float *parts, float *dk, float *dv, int64_t dk_b, int64_t dk_h, int64_t dk_t, int64_t dv_b,
+                     int64_t dv_h, int64_t dv_t, int heads, int kv_heads, int seq_kv, int64_t tensor_floats,
+                     const int *rows) {
+    constexpr int kRow4 = D / 4;
+    const int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= (int64_t)seq_kv * kRow4) return;
+    const int row = (int)(idx / kRow4), c4 = (int)(idx % kRow4);
+    const int bk = blockIdx.y, b = bk / kv_heads, hk = bk % kv_heads, group = heads / kv_heads;
+    const float *src =
+        parts + (blockIdx.z ? tensor_floats : 0) + ((int64_t)(b * heads + hk * group) * seq_kv + row) * D;
+    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+    for (int g = 0; g < group; ++g) {
+        const float4 v = __ldg(reinterpret_cast<const float4 *>(src + (int64_t)g * seq_kv * D) + c4);
+        acc.x += v.x, acc.y += v.y, acc.z += v.z, acc.w += v.w;
+    }
+    const int64_t at = rows ? __ldg(rows + (int64_t)b * seq_kv + row) : row;
+    float *dst = blockIdx.z ? dv + b * dv_b + hk * dv_h + at * dv_t : dk + b * dk_b + hk * dk_h + at * dk_t;
+    *reinterpret_cast<float4 *>(dst + 4 * c4) = acc;
 }
 
 /* The persistent grid: min(132, SMs, units) CTAs over the units (128-key block, 64-query m-block) of every head,
@@ -1153,9 +1215,10 @@ inline V4Grid v4_grid(int64_t bh, int64_t seq_q, int64_t seq_kv, int64_t causal_
 /* The floats of the cut items' dK, dV parts ([2 kMaxCtas][2][128][D]), after the copies. */
 inline int64_t v4_parts_floats(int64_t head_dim) { return 2 * (int64_t)kMaxCtas * 2 * kCtaKeys * head_dim; }
 
-/* Byte offsets in the workspace: the records (backward_v4_records.cuh), then the copies (256-byte aligned). */
-inline int64_t v4_copies_offset(int64_t bh, int64_t seq_q, int64_t seq_kv, int64_t head_dim) {
-    const int64_t rec = bwd_record_layout(bh, seq_q, seq_kv, head_dim).bytes;
+/* Byte offsets in the workspace: the records (backward_v4_records.cuh), then the copies (256-byte aligned), the
+ * parts of the cut items, and with grouped heads the query heads' dK, dV parts (bwd_v4_group_sum). */
+inline int64_t v4_copies_offset(int64_t bh, int64_t bhk, int64_t seq_q, int64_t seq_kv, int64_t head_dim) {
+    const int64_t rec = bwd_record_layout(bh, bhk, seq_q, seq_kv, head_dim).bytes;
     return (rec + 255) / 256 * 256;
 }
 
@@ -1179,11 +1242,17 @@ bool aligned16(const void *ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 =
 
 extern "C" cudaError_t bwd_v4_split_launch(const jattn_cuda_args *a, void *records, cudaStream_t stream);
 
-extern "C" size_t jattn_cuda_bwd_v4_workspace_bytes(int64_t batch, int64_t heads, int64_t seq_q, int64_t seq_kv,
-                                                    int64_t head_dim) {
-    const int64_t bh = batch * heads;
-    const size_t v4 = (size_t)(v4_copies_offset(bh, seq_q, seq_kv, head_dim) +
-                               ((kMaxCtas + bh - 1) * v4_copy_floats(seq_q, head_dim) + v4_parts_floats(head_dim)) *
+/* The floats of the query heads' dK, dV parts with grouped heads (none without). */
+inline int64_t v4_group_floats(int64_t bh, int64_t bhk, int64_t seq_kv, int64_t head_dim) {
+    return bhk < bh ? 2 * bh * seq_kv * head_dim : 0;
+}
+
+extern "C" size_t jattn_cuda_bwd_v4_workspace_bytes(int64_t batch, int64_t heads, int64_t kv_heads, int64_t seq_q,
+                                                    int64_t seq_kv, int64_t head_dim) {
+    const int64_t bh = batch * heads, bhk = batch * (kv_heads ? kv_heads : heads);
+    const size_t v4 = (size_t)(v4_copies_offset(bh, bhk, seq_q, seq_kv, head_dim) +
+                               ((kMaxCtas + bh - 1) * v4_copy_floats(seq_q, head_dim) + v4_parts_floats(head_dim) +
+                                v4_group_floats(bh, bhk, seq_kv, head_dim)) *
                                    (int64_t)sizeof(float));
     const size_t v3 = jattn_cuda_bwd_v3_workspace_bytes(batch, heads, seq_q, seq_kv, head_dim);
     return v4 > v3 ? v4 : v3; /* a call v4 does not take runs v3 in the same workspace */
@@ -1204,12 +1273,24 @@ cudaError_t v4_run(const BwdV4Params &p, const V4Grid &gr, const jattn_cuda_args
         p.copies, a->dq, a->dq_strides.batch, a->dq_strides.head, a->dq_strides.token, p.heads, p.seq_q,
         p.tq * kBwdTile, gr.n_blocks, p.causal_off, gr.units, gr.ctas, gr.per_head, a->scale);
     err = cudaGetLastError();
-    if (err != cudaSuccess || gr.ctas <= 1) return err;
-    bwd_v4_dkv_parts<D, kCausal><<<(unsigned)(gr.ctas - 1), 256, 0, stream>>>(
-        p.partials, a->dk, a->dv, a->dk_strides.batch, a->dk_strides.head, a->dk_strides.token, a->dv_strides.batch,
-        a->dv_strides.head, a->dv_strides.token, p.heads, p.seq_kv, gr.n_blocks, p.tq, gr.units, gr.ctas, gr.per_head,
-        p.causal_off);
-    return cudaGetLastError();
+    if (err != cudaSuccess) return err;
+    if (gr.ctas > 1) { /* into dk, dv, or with grouped heads the query heads' parts (p.dk, p.dv and strides) */
+        bwd_v4_dkv_parts<D, kCausal><<<dim3((unsigned)(gr.ctas - 1), kPartsSlices), 256, 0, stream>>>(
+            p.partials, p.dk, p.dv, p.dk_b, p.dk_h, p.dk_t, p.dv_b, p.dv_h, p.dv_t, p.heads, p.seq_kv, gr.n_blocks,
+            p.tq, gr.units, gr.ctas, gr.per_head, p.causal_off, p.dkv_rows);
+        err = cudaGetLastError();
+        if (err != cudaSuccess) return err;
+    }
+    if (p.group > 1) {
+        const int kv_heads = p.heads / p.group;
+        const dim3 sgrid((unsigned)(((int64_t)p.seq_kv * (D / 4) + 255) / 256), (unsigned)(a->batch * kv_heads), 2u);
+        bwd_v4_group_sum<D><<<sgrid, 256, 0, stream>>>(p.dk, a->dk, a->dv, a->dk_strides.batch, a->dk_strides.head,
+                                                       a->dk_strides.token, a->dv_strides.batch, a->dv_strides.head,
+                                                       a->dv_strides.token, p.heads, kv_heads, p.seq_kv,
+                                                       a->batch * p.heads * (int64_t)p.seq_kv * D, p.kv_index);
+        err = cudaGetLastError();
+    }
+    return err;
 }
 
 /* The backward v4 on `stream`: the records (its pre-pass, backward_v4_split_f16x2.cu), then v4_run: the fused
@@ -1228,8 +1309,9 @@ extern "C" int jattn_cuda_launch_bwd_v4(const jattn_cuda_args *a, void *workspac
     if (err != cudaSuccess) return (int)err;
 
     const jattn_cuda_args *f = a;
-    const int64_t bh = f->batch * f->heads;
-    const BwdRecordLayout L = bwd_record_layout(bh, f->seq_q, f->seq_kv, f->head_dim);
+    const int64_t bh = f->batch * f->heads, kv_heads = f->kv_heads ? f->kv_heads : f->heads;
+    const int64_t bhk = f->batch * kv_heads;
+    const BwdRecordLayout L = bwd_record_layout(bh, bhk, f->seq_q, f->seq_kv, f->head_dim);
     unsigned char *ws = static_cast<unsigned char *>(workspace);
     const bool causal = f->causal != JATTN_CAUSAL_NONE;
     const int64_t causal_off = f->causal == JATTN_CAUSAL_BOTTOM_RIGHT ? f->seq_kv - f->seq_q : 0;
@@ -1237,10 +1319,22 @@ extern "C" int jattn_cuda_launch_bwd_v4(const jattn_cuda_args *a, void *workspac
                              : v4_grid<false>(bh, f->seq_q, f->seq_kv, causal_off, sms);
     BwdV4Params p;
     p.rec_q = ws + L.q, p.rec_do = ws + L.dout, p.rec_k = ws + L.k, p.rec_v = ws + L.v;
-    p.copies = reinterpret_cast<float *>(ws + v4_copies_offset(bh, f->seq_q, f->seq_kv, f->head_dim));
-    p.dk = a->dk, p.dv = a->dv;
-    p.dk_b = a->dk_strides.batch, p.dk_h = a->dk_strides.head, p.dk_t = a->dk_strides.token;
-    p.dv_b = a->dv_strides.batch, p.dv_h = a->dv_strides.head, p.dv_t = a->dv_strides.token;
+    p.copies = reinterpret_cast<float *>(ws + v4_copies_offset(bh, bhk, f->seq_q, f->seq_kv, f->head_dim));
+    p.partials = p.copies + (kMaxCtas + bh - 1) * v4_copy_floats(f->seq_q, f->head_dim);
+    p.group = (int)(f->heads / kv_heads);
+    if (p.group > 1) { /* each query head's dK, dV into its part ([B H][seq_kv][D]), summed by bwd_v4_group_sum */
+        p.dk = p.partials + v4_parts_floats(f->head_dim);
+        p.dv = p.dk + bh * f->seq_kv * f->head_dim;
+        p.dk_b = p.dv_b = f->heads * f->seq_kv * f->head_dim;
+        p.dk_h = p.dv_h = f->seq_kv * f->head_dim;
+        p.dk_t = p.dv_t = f->head_dim;
+    } else {
+        p.dk = a->dk, p.dv = a->dv;
+        p.dk_b = a->dk_strides.batch, p.dk_h = a->dk_strides.head, p.dk_t = a->dk_strides.token;
+        p.dv_b = a->dv_strides.batch, p.dv_h = a->dv_strides.head, p.dv_t = a->dv_strides.token;
+    }
+    p.kv_count = f->kv_count, p.kv_index = f->kv_index;
+    p.dkv_rows = p.group > 1 ? nullptr : f->kv_index; /* with grouped heads bwd_v4_group_sum maps the rows */
     p.q = f->q, p.k = f->k, p.v = f->v, p.dout = a->dout;
     p.q_b = f->q_strides.batch, p.q_h = f->q_strides.head, p.q_t = f->q_strides.token;
     p.k_b = f->k_strides.batch, p.k_h = f->k_strides.head, p.k_t = f->k_strides.token;
@@ -1262,7 +1356,6 @@ extern "C" int jattn_cuda_launch_bwd_v4(const jattn_cuda_args *a, void *workspac
     p.units = gr.units;
     p.ctas = gr.ctas;
     p.head_units = gr.per_head;
-    p.partials = p.copies + (kMaxCtas + bh - 1) * v4_copy_floats(f->seq_q, f->head_dim);
     const bool f32 = f->precision == JATTN_PRECISION_F32;
     if (f->head_dim == 128)
         err = causal ? v4_run<128, true>(p, gr, a, f32, stream) : v4_run<128, false>(p, gr, a, f32, stream);

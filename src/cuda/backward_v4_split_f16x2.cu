@@ -3,10 +3,18 @@
  * head split into scaled fp16 hi + lo images (one power of two per 64-row tile), the row log-sum-exp into the q records
  * and Dl = dO.O - dlse (float64 sum in a fixed order, kept as float hi + lo) into the dout records.
  *
- * Reads  q, out, dout [B, H, Sq, D] and k, v [B, H, Skv, D] through element strides (head_dim
+ * Reads  q, out, dout [B, H, Sq, D] and k, v [B, Hkv, Skv, D] through element strides (head_dim
  *        contiguous, float4 aligned), D in {64, 128}; lse [B, H, Sq] contiguous; dlse likewise or NULL.
+ *        Grouped-query heads: the k and v records are of the Hkv key/value heads (once per group).
+ *        Key padding (kv_count, kv_index of key_padding.cu): record row j of batch b is k and v row
+ *        kv_index[b Skv + j] (row j without a mask) for j < kv_count[b], and 0 past it: the attended keys
+ *        first, as the kernel sees them; rows no query attends are never read (they may hold anything).
+ *        Causal: non-finite values of k and v are recorded as 0, so that a pair the diagonal masks (P = dS = 0)
+ *        multiplies no Inf or NaN into the dQ of a row that does not attend the key (a non-finite input still
+ *        reaches the rows attending it, through the out and lse their forward gave them; as the backward v3).
  * Writes the records (workspace, bwd_record_layout), every byte of every record.
- * One CTA of 256 threads per (tile, tensor, head): grid (max(Tq, Tk), 4, B*H); a thread owns 16-byte
+ * One CTA of 256 threads per (tile, tensor, head): grid (max(Tq, Tk), 4, B*H), the k and v CTAs of
+ * z >= B*Hkv idle; a thread owns 16-byte
  * chunks (8 values of head_dim of one row) of the tile. Memory-bound, like v6's pre-pass. */
 #include <math.h>
 #include <stdint.h>
@@ -24,8 +32,10 @@ constexpr int kSplitThreads = 256;
 
 struct BwdSplitParams {
     const float *q, *k, *v, *o, *dout, *lse, *dlse;
+    const int *kv_count, *kv_index; /* key padding (NULL: every key attended; kv_index NULL: no mask) */
+    int finite_kv; /* causal: non-finite k, v values recorded as 0 (a masked pair then multiplies no Inf or NaN) */
     int64_t q_b, q_h, q_t, k_b, k_h, k_t, v_b, v_h, v_t, o_b, o_h, o_t, do_b, do_h, do_t;
-    int heads, seq_q, seq_kv, tq, tk;
+    int heads, kv_heads, seq_q, seq_kv, tq, tk;
     float scale;
     unsigned char *rec[4]; /* q, dout, k, v records */
 };
@@ -43,9 +53,12 @@ __global__ void __launch_bounds__(kSplitThreads) bwd_v4_split(const BwdSplitPara
     const int tiles = which < 2 ? p.tq : p.tk;
     const int tile = blockIdx.x;
     if (tile >= tiles) return;
-    const int64_t bh = blockIdx.z;
-    const int b = (int)(bh / p.heads), h = (int)(bh % p.heads);
-    const int n = which < 2 ? p.seq_q : p.seq_kv;
+    const int64_t bh = blockIdx.z; /* q, dout: a query head; k, v: a key/value head (b Hkv + hk) */
+    const int nh = which < 2 ? p.heads : p.kv_heads;
+    if (bh >= (int64_t)gridDim.z / p.heads * nh) return;
+    const int b = (int)(bh / nh), h = (int)(bh % nh);
+    const int n = which < 2 ? p.seq_q : (p.kv_count ? __ldg(p.kv_count + b) : p.seq_kv);
+    const int *rows = which >= 2 && p.kv_index ? p.kv_index + (int64_t)b * p.seq_kv : nullptr; /* record row -> row */
     const float *src;
     int64_t stride;
     switch (which) {
@@ -68,12 +81,17 @@ __global__ void __launch_bounds__(kSplitThreads) bwd_v4_split(const BwdSplitPara
         const int row = r0 + row0 + j * kRowsPerPass;
         float4 a = make_float4(0.f, 0.f, 0.f, 0.f), c = a;
         if (row < n) {
-            const float4 *ptr = reinterpret_cast<const float4 *>(src + (int64_t)row * stride + 8 * cc);
+            const int at = rows ? __ldg(rows + row) : row;
+            const float4 *ptr = reinterpret_cast<const float4 *>(src + (int64_t)at * stride + 8 * cc);
             a = __ldg(ptr);
             c = __ldg(ptr + 1);
         }
         x[j][0] = a.x * mul, x[j][1] = a.y * mul, x[j][2] = a.z * mul, x[j][3] = a.w * mul;
         x[j][4] = c.x * mul, x[j][5] = c.y * mul, x[j][6] = c.z * mul, x[j][7] = c.w * mul;
+        if (which >= 2 && p.finite_kv) {
+#pragma unroll
+            for (int e = 0; e < 8; ++e) x[j][e] = isfinite(x[j][e]) ? x[j][e] : 0.f;
+        }
 #pragma unroll
         for (int e = 0; e < 8; ++e) amax = fmaxf(amax, finite_abs(x[j][e]));
         if (which == 1) { /* Dl of the row: dO.O in float64, lanes of the row summed in a fixed order */
@@ -137,17 +155,20 @@ __global__ void __launch_bounds__(kSplitThreads) bwd_v4_split(const BwdSplitPara
  * pointers and strides, B*H <= 65535). */
 extern "C" cudaError_t bwd_v4_split_launch(const jattn_cuda_args *a, void *records, cudaStream_t stream) {
     const jattn_cuda_args *f = a; /* the forward's fields */
-    const int64_t bh = f->batch * f->heads;
-    const BwdRecordLayout L = bwd_record_layout(bh, f->seq_q, f->seq_kv, f->head_dim);
+    const int64_t bh = f->batch * f->heads, kv_heads = f->kv_heads ? f->kv_heads : f->heads;
+    const BwdRecordLayout L = bwd_record_layout(bh, f->batch * kv_heads, f->seq_q, f->seq_kv, f->head_dim);
     unsigned char *ws = static_cast<unsigned char *>(records);
     BwdSplitParams p;
     p.q = f->q, p.k = f->k, p.v = f->v, p.o = f->out, p.dout = a->dout, p.lse = f->lse, p.dlse = a->dlse;
+    p.kv_count = f->kv_count, p.kv_index = f->kv_index;
+    p.finite_kv = f->causal != JATTN_CAUSAL_NONE;
     p.q_b = f->q_strides.batch, p.q_h = f->q_strides.head, p.q_t = f->q_strides.token;
     p.k_b = f->k_strides.batch, p.k_h = f->k_strides.head, p.k_t = f->k_strides.token;
     p.v_b = f->v_strides.batch, p.v_h = f->v_strides.head, p.v_t = f->v_strides.token;
     p.o_b = f->out_strides.batch, p.o_h = f->out_strides.head, p.o_t = f->out_strides.token;
     p.do_b = a->dout_strides.batch, p.do_h = a->dout_strides.head, p.do_t = a->dout_strides.token;
     p.heads = (int)f->heads;
+    p.kv_heads = (int)kv_heads;
     p.seq_q = (int)f->seq_q;
     p.seq_kv = (int)f->seq_kv;
     p.tq = (int)((f->seq_q + kBwdTile - 1) / kBwdTile);

@@ -38,7 +38,8 @@ typedef struct jattn_cuda_args {
      * they were the whole sequence: key j of it is row kv_index[b * seq_kv + j] of k and v
      * (row j when kv_index is NULL), and a row with none gets out 0 and lse -inf. */
     const int *kv_count; /* [B] */
-    const int *kv_index; /* [B][seq_kv], ascending rows; entries past kv_count[b] unused */
+    const int *kv_index; /* [B][seq_kv]: the attended rows ascending, then the others ascending (a
+                          * permutation); the forward kernels read the first kv_count[b] */
     /* The backward's (jattn_backward) gradient tensors, each through its own element strides
      * (head_dim contiguous): dout read, dq, dk, dv written; dlse [B, H, Sq] contiguous or NULL
      * (zero). All NULL in a forward call. */
@@ -98,7 +99,7 @@ static inline jattn_precision jattn_cuda_arithmetic(jattn_precision precision, i
 #define JATTN_CUDA_V7_MAX_HEAD_DIM 256
 /* AUTO's forward runs v1 below this head_dim: v7's split logits and weights leave out and lse too far
  * from float32 at a handful of columns for the backward's float32 floor (src/cuda/JOURNAL.md, "The
- * head_dim-1 chain is the forward's"), and v1 sums a tile's P V there by warp butterflies. */
+ * head_dim-1 chain is the forward's"); v1 runs its float64 kernel there (attention_v1_small_head_dim.cu). */
 #define JATTN_CUDA_V1_SMALL_D 8
 #define JATTN_CUDA_V7_MAX_SEQ (INT32_MAX - 128) /* its 128-query CTAs index rows with 32 bits */
 /* v6's limits are those of the sm_90a launch contract (attention_sm90.h). */
@@ -109,8 +110,8 @@ size_t jattn_cuda_padding_bytes(int64_t batch, int64_t seq_kv);
 
 /* Enqueues the pre-pass of a padded call: from kv_len ([B] int64, or NULL) and the mask (row
  * b at mask + b * mask_stride, seq_kv bytes, or NULL), writes kv_count [B] (lengths clamped to
- * [0, seq_kv]) and, with a mask, kv_index [B][seq_kv] into `out` (jattn_cuda_padding_bytes,
- * 256-byte aligned) and points *count, *index at them (*index NULL without a mask).
+ * [0, seq_kv]) and, with a mask, kv_index [B][seq_kv] (the attended rows, then the others) into `out`
+ * (jattn_cuda_padding_bytes, 256-byte aligned) and points *count, *index at them (*index NULL without a mask).
  * @return the cudaError_t of the launch (as int). */
 int jattn_cuda_launch_padding(const int64_t *kv_len, const uint8_t *mask, int64_t mask_stride, int batch, int seq_kv,
                               void *out, const int **count, const int **index, void *stream);
@@ -122,6 +123,8 @@ int jattn_cuda_launch_padding(const int64_t *kv_len, const uint8_t *mask, int64_
  * nothing enqueued) arguments outside its contract (attention_sm90.h).
  * @return the cudaError_t of the launch (as int; 0 = cudaSuccess). */
 int jattn_cuda_launch_v1(const jattn_cuda_args *a, void *workspace, void *stream); /* attention_v1_simt.cu */
+/* v1 below head_dim JATTN_CUDA_V1_SMALL_D (attention_v1_small_head_dim.cu; jattn_cuda_launch_v1 calls it) */
+int jattn_cuda_launch_v1_small_head_dim(const jattn_cuda_args *a, void *stream);
 int jattn_cuda_launch_v6(const jattn_cuda_args *a, void *workspace, void *stream); /* attention_v6_sm90_fa3_f16x2.cu */
 int jattn_cuda_launch_v7(const jattn_cuda_args *a, void *workspace, void *stream); /* attention_v7_mma_f16x2.cu */
 
@@ -162,9 +165,11 @@ size_t jattn_cuda_bwd_v3_workspace_bytes_gqa(int64_t batch, int64_t heads, int64
 int jattn_cuda_launch_bwd_v3(const jattn_cuda_args *a, void *workspace, void *stream);
 
 /* Device bytes of the backward v4's own workspace (backward_v4_sm90_fa3_f16x2.cu: the tile records of q, dout,
- * k, v split into 2xFP16 (backward_v4_records.cuh, about 2 B H (Sq + Skv) D x 4 bytes), then 132 + B H - 1 fp32
- * copies of one head's dQ and the split schedule's dK, dV slots (128 keys x D x 2 per CTA, at most 132)). */
-size_t jattn_cuda_bwd_v4_workspace_bytes(int64_t batch, int64_t heads, int64_t seq_q, int64_t seq_kv, int64_t head_dim);
+ * k, v split into 2xFP16 (backward_v4_records.cuh, about 2 B (H Sq + Hkv Skv) D x 4 bytes), then 132 + B H - 1
+ * fp32 copies of one head's dQ, the split schedule's dK, dV slots (128 keys x D x 2 per CTA, at most 132) and, with
+ * grouped heads (kv_heads < heads; 0 = heads), each query head's dK, dV (2 B H Skv D floats)). */
+size_t jattn_cuda_bwd_v4_workspace_bytes(int64_t batch, int64_t heads, int64_t kv_heads, int64_t seq_q, int64_t seq_kv,
+                                         int64_t head_dim);
 
 /* The backward v4's work units, B H ceil(seq_q / 64) ceil(seq_kv / 128) (its persistent grid counts them with
  * 32 bits: it takes at most INT32_MAX), INT64_MAX where that overflows (sm90_contract.c). */
@@ -175,10 +180,10 @@ int64_t jattn_cuda_bwd_v4_units(int64_t batch, int64_t heads, int64_t seq_q, int
  * aligned, sequences below 2^31 - 128, at most 2^31 - 1 work units), or NULL (sm90_contract.c). */
 const char *jattn_cuda_bwd_v4_refusal(const jattn_problem *p, const jattn_grad_strides *grad, size_t alignment);
 
-/* Whether the backward v4's launcher refuses these arguments (key padding or another mask part, grouped heads,
- * D other than 64 and 128, a single key, B*H > 65535, seq_q or seq_kv above 2^31 - 129, more than INT32_MAX work
- * units, a pointer not 16-byte aligned or a stride not a non-negative multiple of 4): its own guard. The
- * backend's selection never hands it such a call: see jattn_cuda_bwd_v4_refusal. */
+/* Whether the backward v4's launcher refuses these arguments (a mask part but causal and key padding, or both,
+ * kv_heads not dividing heads, D other than 64 and 128, a single key, B*H > 65535, seq_q or seq_kv above 2^31 - 129,
+ * more than INT32_MAX work units, a pointer not 16-byte aligned or a stride not a non-negative multiple of 4): its own
+ * guard. The backend's selection never hands it such a call: see jattn_cuda_bwd_v4_refusal. */
 int jattn_cuda_bwd_v4_call_refused(const jattn_cuda_args *a);
 
 /* Enqueues the backward v4 (backward_v4_sm90_fa3_f16x2.cu: one fused sm_90a kernel in FlashAttention-3's
@@ -191,9 +196,9 @@ int jattn_cuda_bwd_v4_call_refused(const jattn_cuda_args *a);
 int jattn_cuda_launch_bwd_v4(const jattn_cuda_args *a, void *workspace, void *stream);
 
 /* The backward's kernel choice. AUTO: v4 on 9.0 devices where it takes the problem (f32 and tf32, D 64 or
- * 128, strides of every tensor multiples of 4, pointers 16-byte aligned, seq_kv >= 2, no mask part but
- * causal where every key is attended), else v3 (every head_dim up to 256, every device, key padding, every
- * mask part, tf32 as f32): the ladder of src/cuda/NOTES.md. A forced v4 falls back to v3 where it cannot
+ * 128, strides of every tensor multiples of 4, pointers 16-byte aligned, seq_kv >= 2, grouped heads, key padding
+ * or causal where every key is attended, no other mask part), else v3 (every head_dim up to 256, every device, key
+ * padding, every mask part, tf32 as f32): the ladder of src/cuda/NOTES.md. A forced v4 falls back to v3 where it cannot
  * run (so the whole test battery runs with it forced); a forced v3 runs everywhere it takes. */
 typedef enum jattn_cuda_bwd_kernel {
     JATTN_CUDA_BWD_KERNEL_AUTO = 0,

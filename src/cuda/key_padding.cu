@@ -4,12 +4,14 @@
  * Reads  kv_len [B] int64 (or NULL; clamped to [0, Skv]: a device length cannot be validated
  *        on the host) and mask, row b at mask + b * mask_stride, Skv bytes (or NULL).
  * Writes kv_count [B] int32 (the attended keys of batch b) and, with a mask, kv_index [B][Skv]
- *        int32: the attended rows of batch b, ascending, in its first kv_count[b] entries.
+ *        int32: the attended rows of batch b, ascending, in its first kv_count[b] entries, then
+ *        the rows it does not attend, ascending (a permutation of the rows: the backward v4 writes
+ *        dK, dV = 0 through the entries past kv_count[b]; the other kernels read none of them).
  *
- * One CTA of 1024 threads per batch walks [0, kv_len) in chunks of 1024 keys: each warp counts
- * its attended keys by ballot, the warps' counts are scanned in shared memory, and each key
- * takes its slot (the running count + the keys before it). Without a mask the count alone is
- * written. Measured cost: not yet on a GPU; it moves B * Skv bytes in and at most 4x out. */
+ * One CTA of 1024 threads per batch walks the keys in chunks of 1024: each warp counts its
+ * attended keys (then, from kv_count[b] on, its unattended ones) by ballot, the warps' counts are
+ * scanned in shared memory, and each key takes its slot (the running count + the keys before it).
+ * Without a mask the count alone is written. It moves B * Skv bytes in and at most 4x out. */
 #include <stdint.h>
 
 #include <cuda_runtime.h>
@@ -37,24 +39,27 @@ __global__ void __launch_bounds__(kThreads)
     }
     const uint8_t *row = mask + (int64_t)b * mask_stride;
     int *slots = index + (int64_t)b * seq_kv;
-    int base = 0; /* attended keys before this chunk */
-    for (int j0 = 0; j0 < end; j0 += kThreads) {
-        const int j = j0 + tid;
-        const bool on = j < end && row[j] != 0;
-        const unsigned votes = __ballot_sync(0xffffffffu, on);
-        if (lane == 0) warp_count[warp] = __popc(votes);
-        __syncthreads();
-        int before = base, total = base;
-        for (int w = 0; w < kWarps; ++w) {
-            const int n = warp_count[w];
-            before += w < warp ? n : 0;
-            total += n;
+    int base = 0; /* keys of the pass placed before this chunk: attended ones, then (from the count) the others */
+    for (int pass = 0; pass < 2; ++pass) {
+        for (int j0 = 0; j0 < (pass ? seq_kv : end); j0 += kThreads) {
+            const int j = j0 + tid;
+            const bool attended = j < end && row[j] != 0;
+            const bool on = j < (pass ? seq_kv : end) && attended != (pass == 1);
+            const unsigned votes = __ballot_sync(0xffffffffu, on);
+            if (lane == 0) warp_count[warp] = __popc(votes);
+            __syncthreads();
+            int before = base, total = base;
+            for (int w = 0; w < kWarps; ++w) {
+                const int n = warp_count[w];
+                before += w < warp ? n : 0;
+                total += n;
+            }
+            if (on) slots[before + __popc(votes & ((1u << lane) - 1u))] = j;
+            base = total;
+            __syncthreads(); /* warp_count is rewritten by the next chunk */
         }
-        if (on) slots[before + __popc(votes & ((1u << lane) - 1u))] = j;
-        base = total;
-        __syncthreads(); /* warp_count is rewritten by the next chunk */
+        if (pass == 0 && tid == 0) count[b] = base;
     }
-    if (tid == 0) count[b] = base;
 }
 
 } /* namespace */

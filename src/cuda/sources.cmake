@@ -38,6 +38,7 @@ if(_jattn_cuda_build)
     ${CMAKE_CURRENT_LIST_DIR}/empty_fill.cu
     ${CMAKE_CURRENT_LIST_DIR}/key_padding.cu
     ${CMAKE_CURRENT_LIST_DIR}/attention_v1_simt.cu
+    ${CMAKE_CURRENT_LIST_DIR}/attention_v1_small_head_dim.cu
     ${CMAKE_CURRENT_LIST_DIR}/attention_v6_split_kv_f16x2.cu
     ${CMAKE_CURRENT_LIST_DIR}/attention_v6_sm90_fa3_f16x2.cu
     ${CMAKE_CURRENT_LIST_DIR}/attention_v7_split_kv_f16x2.cu
