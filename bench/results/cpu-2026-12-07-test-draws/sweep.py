@@ -1,11 +1,16 @@
-import sys, random, warnings, torch
+import random
+import sys
+
+import torch
+
 sys.path.insert(0, "/work/main/python/tests")
 import test_diffusers_models as t
-import jattn.diffusers
+
 torch.set_num_threads(1)
-name = sys.argv[1]; n = int(sys.argv[2])
+name = sys.argv[1]
+n = int(sys.argv[2])
 worst = []
-for i in range(n):
+for _i in range(n):
     seed = random.SystemRandom().randrange(1, 2**62)
     r = t.run_model(name, seed)
     g = r["grad"]
