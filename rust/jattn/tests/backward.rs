@@ -1,4 +1,4 @@
-//! `jattn::backward` against float64 gradients written here (own softmax, own out and lse from
+//! `jattn::backward` against float64 gradients (common's `reference_backward`: own softmax, own out and lse from
 //! the same float32 inputs), gated by the backward's contract on every gradient: rel_l2 <= 5e-6,
 //! max_abs <= 2e-5 · max(1, max|ref|), cos >= 0.99999, or within 3x the float32 floor where float32
 //! itself stops it (kit/metrics.h, `JATTN_BWD_FLOOR_TIMES`: the gradients of a float64 backward handed
@@ -11,96 +11,6 @@ mod common;
 use common::*;
 use jattn::{Backend, BackwardInputs, Exec, KeyPadding, Problem, Status, Tensor};
 
-/// Float64 gradients, dense [B, H, S, D]: (dq, dk, dv). Keys with `attends(b, j)` false are
-/// left out; `floor` says which roundings to model (below).
-fn reference_grads(
-    p: &Problem,
-    q: &[f32],
-    k: &[f32],
-    v: &[f32],
-    dout: &[f32],
-    attends: &dyn Fn(usize, usize) -> bool,
-    floor: Floor,
-) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
-    let (round_logits, given) = (floor.rounds_logits(), floor.given());
-    let (b_n, h_n, sq, skv, d_n) = (p.batch(), p.heads(), p.seq_q(), p.seq_kv(), p.head_dim());
-    let scale = scale_of(p);
-    let mut dq = vec![0.0; b_n * h_n * sq * d_n];
-    let mut dk = vec![0.0; b_n * h_n * skv * d_n];
-    let mut dv = vec![0.0; b_n * h_n * skv * d_n];
-    let at = |t, b, h, i, d| offset(p, t, b, h, i, d);
-    for b in 0..b_n {
-        for h in 0..h_n {
-            for i in 0..sq {
-                let keys: Vec<usize> = (0..skv).filter(|&j| attends(b, j)).collect();
-                if keys.is_empty() {
-                    continue;
-                }
-                let s: Vec<f64> = keys
-                    .iter()
-                    .map(|&j| {
-                        let x = scale
-                            * (0..d_n)
-                                .map(|d| {
-                                    f64::from(q[at(Tensor::Q, b, h, i, d)]) * f64::from(k[at(Tensor::K, b, h, j, d)])
-                                })
-                                .sum::<f64>();
-                        if round_logits { f64::from(x as f32) } else { x }
-                    })
-                    .collect();
-                let pr: Vec<f64> = match given {
-                    Some((_, lse)) => {
-                        let l = f64::from(lse[(b * h_n + h) * sq + i]);
-                        s.iter().map(|x| (x - l).exp()).collect()
-                    }
-                    None => {
-                        let mx = s.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-                        let e: Vec<f64> = s.iter().map(|x| (x - mx).exp()).collect();
-                        let sum: f64 = e.iter().sum();
-                        e.iter().map(|x| x / sum).collect()
-                    }
-                };
-                let o: Vec<f64> = match given {
-                    Some((out, _)) => (0..d_n).map(|d| f64::from(out[at(Tensor::Out, b, h, i, d)])).collect(),
-                    None => (0..d_n)
-                        .map(|d| {
-                            keys.iter().zip(&pr).map(|(&j, pj)| pj * f64::from(v[at(Tensor::V, b, h, j, d)])).sum()
-                        })
-                        .collect(),
-                };
-                let g = |d| f64::from(dout[at(Tensor::Out, b, h, i, d)]);
-                let dl: f64 = (0..d_n).map(|d| g(d) * o[d]).sum();
-                for (&j, pj) in keys.iter().zip(&pr) {
-                    let dp: f64 = (0..d_n).map(|d| g(d) * f64::from(v[at(Tensor::V, b, h, j, d)])).sum();
-                    let ds = pj * (dp - dl) * scale;
-                    for d in 0..d_n {
-                        dq[((b * h_n + h) * sq + i) * d_n + d] += ds * f64::from(k[at(Tensor::K, b, h, j, d)]);
-                        dk[((b * h_n + h) * skv + j) * d_n + d] += ds * f64::from(q[at(Tensor::Q, b, h, i, d)]);
-                        dv[((b * h_n + h) * skv + j) * d_n + d] += pj * g(d);
-                    }
-                }
-            }
-        }
-    }
-    (dq, dk, dv)
-}
-
-/// The gradient `grad` (at tensor's strides) gathered dense.
-fn gather(p: &Problem, t: Tensor, grad: &[f32]) -> Vec<f32> {
-    let seq = if matches!(t, Tensor::Q | Tensor::Out) { p.seq_q() } else { p.seq_kv() };
-    let mut dense = Vec::new();
-    for b in 0..p.batch() {
-        for h in 0..p.heads() {
-            for i in 0..seq {
-                for d in 0..p.head_dim() {
-                    dense.push(grad[offset(p, t, b, h, i, d)]);
-                }
-            }
-        }
-    }
-    dense
-}
-
 /// One backward against the reference; panics with the case on failure.
 fn check(
     label: &str,
@@ -109,7 +19,7 @@ fn check(
     dist: Dist,
     rng: &mut Rng,
     padding: Option<&KeyPadding<'_>>,
-    attends: &dyn Fn(usize, usize) -> bool,
+    model: &MaskModel,
 ) {
     let p = problem_for(p, dist);
     let (q, k, v) = inputs(&p, dist, rng);
@@ -128,16 +38,17 @@ fn check(
     let inputs = BackwardInputs { q: &q, k: &k, v: &v, out: &out, lse: &lse, dout: &dout, dlse: None };
     jattn::backward(&p, exec, &inputs, padding, &mut dq, &mut dk, &mut dv)
         .unwrap_or_else(|e| panic!("{label}: backward: {e}"));
-    let (rq, rk, rv) = reference_grads(&p, &q, &k, &v, &dout, attends, Floor::None);
-    let (lq, lk, lv) = reference_grads(&p, &q, &k, &v, &dout, attends, Floor::Logits);
-    let (fq, fk, fv) = reference_grads(&p, &q, &k, &v, &dout, attends, Floor::Inputs(&out, &lse, true));
-    let (eq, ek, ev) = reference_grads(&p, &q, &k, &v, &dout, attends, Floor::Inputs(&out, &lse, false));
+    let tensors = (&q[..], &k[..], &v[..], &dout[..]);
+    let (rq, rk, rv) = reference_backward(&p, tensors, model, Floor::None);
+    let (lq, lk, lv) = reference_backward(&p, tensors, model, Floor::Logits);
+    let (fq, fk, fv) = reference_backward(&p, tensors, model, Floor::Inputs(&out, &lse, true));
+    let (eq, ek, ev) = reference_backward(&p, tensors, model, Floor::Inputs(&out, &lse, false));
     for (name, t, got, want, logit_floor, floor, floor_exact) in [
         ("dq", Tensor::Q, &dq, &rq, &lq, &fq, &eq),
         ("dk", Tensor::K, &dk, &rk, &lk, &fk, &ek),
         ("dv", Tensor::V, &dv, &rv, &lv, &fv, &ev),
     ] {
-        let m = Metrics::of(gather(&p, t, got), want.iter().copied());
+        let m = Metrics::of(gather_grad(&p, t, got), want.iter().copied());
         let lf = Metrics::of(logit_floor.iter().map(|&x| x as f32), want.iter().copied());
         let f = Metrics::of(floor.iter().map(|&x| x as f32), want.iter().copied())
             .larger(Metrics::of(floor_exact.iter().map(|&x| x as f32), want.iter().copied()));
@@ -160,7 +71,7 @@ fn backward_matches_float64_gradients() {
             for dist in Dist::ALL {
                 let (b, h, sq, skv, d) = shape;
                 let label = format!("{backend:?} {shape:?}");
-                check(&label, Problem::flux(b, h, sq, skv, d), &exec, dist, &mut rng, None, &attends_all);
+                check(&label, Problem::flux(b, h, sq, skv, d), &exec, dist, &mut rng, None, &MaskModel::default());
             }
         }
     }
@@ -172,8 +83,8 @@ fn backward_with_key_padding() {
     let lengths = [40i64, 0];
     let padding = KeyPadding::lengths(&lengths);
     let exec = Exec::default().with_backend(Backend::Cpu);
-    let attends = |b: usize, j: usize| (j as i64) < lengths[b];
-    check("cpu kv_len", Problem::flux(2, 2, 30, 50, 64), &exec, Dist::Normal, &mut rng, Some(&padding), &attends);
+    let model = MaskModel { kv_len: Some(lengths.to_vec()), ..MaskModel::default() };
+    check("cpu kv_len", Problem::flux(2, 2, 30, 50, 64), &exec, Dist::Normal, &mut rng, Some(&padding), &model);
 }
 
 #[test]

@@ -259,88 +259,6 @@ fn every_part_at_once() {
     });
 }
 
-/// Float64 gradients under a mask, dense `[B, H(kv), S, D]`: (dq, dk, dv), dk and dv of a
-/// key/value head summed over its group; `floor` says which float32 roundings to model (common's
-/// `Floor`: a logit is scale · q.k plus its key bias, rounded as one number).
-fn reference_grads(
-    p: &Problem,
-    (q, k, v, dout): (&[f32], &[f32], &[f32], &[f32]),
-    model: &MaskModel,
-    floor: Floor,
-) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
-    let (round_logits, given) = (floor.rounds_logits(), floor.given());
-    let (bn, hn, hkn, sq, skv, dn) = (p.batch(), p.heads(), p.kv_heads(), p.seq_q(), p.seq_kv(), p.head_dim());
-    let scale = scale_of(p);
-    let (mut dq, mut dk, mut dv) =
-        (vec![0.0; bn * hn * sq * dn], vec![0.0; bn * hkn * skv * dn], vec![0.0; bn * hkn * skv * dn]);
-    let x = |t: &[f32], tensor, b, h, i, d| f64::from(t[offset(p, tensor, b, h, i, d)]);
-    for b in 0..bn {
-        for h in 0..hn {
-            let hk = kv_head(p, h);
-            for i in 0..sq {
-                let keys: Vec<(usize, f64)> =
-                    (0..skv).filter_map(|j| model.attends(p, b, h, i, j).map(|bias| (j, bias))).collect();
-                if keys.is_empty() {
-                    continue;
-                }
-                let s: Vec<f64> = keys
-                    .iter()
-                    .map(|&(j, bias)| {
-                        let s = scale
-                            * (0..dn).map(|d| x(q, Tensor::Q, b, h, i, d) * x(k, Tensor::K, b, hk, j, d)).sum::<f64>()
-                            + bias;
-                        if round_logits { f64::from(s as f32) } else { s }
-                    })
-                    .collect();
-                let pr: Vec<f64> = match given {
-                    Some((_, lse)) => {
-                        let l = f64::from(lse[(b * hn + h) * sq + i]);
-                        s.iter().map(|v| (v - l).exp()).collect()
-                    }
-                    None => {
-                        let mx = s.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-                        let e: Vec<f64> = s.iter().map(|v| (v - mx).exp()).collect();
-                        let sum: f64 = e.iter().sum();
-                        e.iter().map(|v| v / sum).collect()
-                    }
-                };
-                let o: Vec<f64> = match given {
-                    Some((out, _)) => (0..dn).map(|d| x(out, Tensor::Out, b, h, i, d)).collect(),
-                    None => (0..dn)
-                        .map(|d| keys.iter().zip(&pr).map(|(&(j, _), pj)| pj * x(v, Tensor::V, b, hk, j, d)).sum())
-                        .collect(),
-                };
-                let g = |d| x(dout, Tensor::Out, b, h, i, d);
-                let dl: f64 = (0..dn).map(|d| g(d) * o[d]).sum();
-                for (&(j, _), pj) in keys.iter().zip(&pr) {
-                    let dp: f64 = (0..dn).map(|d| g(d) * x(v, Tensor::V, b, hk, j, d)).sum();
-                    let ds = pj * (dp - dl) * scale;
-                    for d in 0..dn {
-                        dq[((b * hn + h) * sq + i) * dn + d] += ds * x(k, Tensor::K, b, hk, j, d);
-                        dk[((b * hkn + hk) * skv + j) * dn + d] += ds * x(q, Tensor::Q, b, h, i, d);
-                        dv[((b * hkn + hk) * skv + j) * dn + d] += pj * g(d);
-                    }
-                }
-            }
-        }
-    }
-    (dq, dk, dv)
-}
-
-/// A gradient at its tensor's strides, gathered dense.
-fn gather(p: &Problem, t: Tensor, grad: &[f32]) -> Vec<f32> {
-    let mut dense = Vec::new();
-    for b in 0..p.batch() {
-        for h in 0..p.tensor_heads(t) {
-            for i in 0..p.seq(t) {
-                let at = offset(p, t, b, h, i, 0);
-                dense.extend_from_slice(&grad[at..at + p.head_dim()]);
-            }
-        }
-    }
-    dense
-}
-
 #[test]
 fn backward_under_every_part() {
     let mut rng = rng_for("backward_under_every_part");
@@ -375,15 +293,15 @@ fn backward_under_every_part() {
             // the gate, or within 3x the float32 floor (kit/metrics.h): where float32 itself stops it, as in a
             // near one-hot row whose dq is a small difference dP - Dl carrying out's rounding
             let tensors = (&q[..], &k[..], &v[..], &dout[..]);
-            let want = reference_grads(&p, tensors, &model, Floor::None);
-            let rounded = reference_grads(&p, tensors, &model, Floor::Inputs(&out, &lse, true));
-            let exact = reference_grads(&p, tensors, &model, Floor::Inputs(&out, &lse, false));
+            let want = reference_backward(&p, tensors, &model, Floor::None);
+            let rounded = reference_backward(&p, tensors, &model, Floor::Inputs(&out, &lse, true));
+            let exact = reference_backward(&p, tensors, &model, Floor::Inputs(&out, &lse, false));
             for (name, t, got, want, rounded, exact) in [
                 ("dq", Tensor::Q, &dq, &want.0, &rounded.0, &exact.0),
                 ("dk", Tensor::K, &dk, &want.1, &rounded.1, &exact.1),
                 ("dv", Tensor::V, &dv, &want.2, &rounded.2, &exact.2),
             ] {
-                let m = Metrics::of(gather(&p, t, got), want.iter().copied());
+                let m = Metrics::of(gather_grad(&p, t, got), want.iter().copied());
                 let floor_of = |f: &[f64]| Metrics::of(f.iter().map(|&x| x as f32), want.iter().copied());
                 let f = floor_of(rounded).larger(floor_of(exact));
                 assert!(
