@@ -38,9 +38,7 @@
 #include <math.h>
 
 #include "cuda_internal.h"
-#include "flash_params.cuh"
-#include "key_padding.cuh"
-#include "key_window.cuh"
+#include "v1_row.cuh"
 
 #define V1_WARPS 8
 #define V1_KEYS 32 /* one key per lane */
@@ -97,46 +95,27 @@ __global__ void __launch_bounds__(V1_WARPS *WARP)
     float *vs = ks + V1_KEYS * k_stride; /* [V1_KEYS][D] */
 
     const int warp = threadIdx.x / WARP, lane = threadIdx.x % WARP;
-    const int q_blocks = (p.seq_q + V1_WARPS - 1) / V1_WARPS;
-    const int bh = blockIdx.x / q_blocks, qb = blockIdx.x % q_blocks;
-    const int b = bh / p.heads, h = bh % p.heads;
-    const float *q = p.q + b * p.q_b + h * p.q_h;
-    const float *k = p.k + b * p.k_b + h / p.group * p.k_h; /* grouped heads: key/value head h / group */
-    const float *v = p.v + b * p.v_b + h / p.group * p.v_h;
-    const int row = qb * V1_WARPS + warp;
-    const bool row_valid = row < p.seq_q;
-    const int n_kv = attended_keys(p.kv_count, b, p.seq_kv); /* key padding: its keys only */
-    const int *rows = attended_rows(p.kv_index, b, p.seq_kv);
-    /* kMasked: the block walks the attended keys [kv_lo, kv_hi) of its rows' windows; the warp's row
-     * attends original keys [w_lo, w_hi) whose bias is not -inf */
-    int kv_lo = 0, kv_hi = n_kv;
-    int64_t w_lo = 0, w_hi = p.seq_kv;
-    const float *bias_row = kMasked && bias ? bias + b * bias_b + h * bias_h : nullptr;
+    /* the warp's row; kMasked: the block walks the attended keys [r.kv_lo, r.kv_hi) of its rows' windows and
+     * the row attends original keys [r.w_lo, r.w_hi) whose bias is not -inf */
+    const V1Row r = v1_row<kMasked>(p, mk, bias, bias_b, bias_h, V1_WARPS, warp);
     bool seen = false; /* kMasked: the row attends a key */
-    if constexpr (kMasked) {
-        kw_tile_keys(mk, b, (int64_t)qb * V1_WARPS, (int64_t)qb * V1_WARPS + V1_WARPS, rows, n_kv, &kv_lo, &kv_hi);
-        if (row_valid)
-            kw_window(mk, b, row, &w_lo, &w_hi);
-        else
-            w_lo = w_hi = 0;
-    }
 
-    for (int d = lane; d < D; d += WARP) qs[warp * D + d] = row_valid ? q[row * p.q_s + d] : 0.0f;
+    for (int d = lane; d < D; d += WARP) qs[warp * D + d] = r.row_valid ? r.q[r.row * p.q_s + d] : 0.0f;
 
     float o[COLS], o_comp[COLS];
 #pragma unroll
     for (int c = 0; c < COLS; c++) o[c] = o_comp[c] = 0.0f;
     float m = -INFINITY, ml = 0.0f, l = 0.0f, l_comp = 0.0f; /* running max as a pair m + ml */
 
-    for (int kv0 = kv_lo; kv0 < kv_hi; kv0 += V1_KEYS) {
-        const int keys = min(V1_KEYS, kv_hi - kv0);
+    for (int kv0 = r.kv_lo; kv0 < r.kv_hi; kv0 += V1_KEYS) {
+        const int keys = min(V1_KEYS, r.kv_hi - kv0);
         __syncthreads(); /* the previous tile is consumed (and qs written, first time) */
         for (int i = threadIdx.x; i < V1_KEYS * D; i += V1_WARPS * WARP) {
             const int j = i / D, d = i % D;
             const bool ok = j < keys;
-            const int64_t key = ok ? key_row(rows, kv0 + j) : 0;
-            ks[j * k_stride + d] = ok ? k[key * p.k_s + d] : 0.0f;
-            vs[j * D + d] = ok ? v[key * p.v_s + d] : 0.0f;
+            const int64_t key = ok ? key_row(r.rows, kv0 + j) : 0;
+            ks[j * k_stride + d] = ok ? r.k[key * p.k_s + d] : 0.0f;
+            vs[j * D + d] = ok ? r.v[key * p.v_s + d] : 0.0f;
         }
         __syncthreads();
 
@@ -168,10 +147,10 @@ __global__ void __launch_bounds__(V1_WARPS *WARP)
         /* kMasked: the lane's key attended by the warp's row (window, bias), and its bias added to the pair */
         bool attended = lane < keys;
         if constexpr (kMasked) {
-            const int64_t key = attended ? key_row(rows, kv0 + lane) : 0;
-            const float bk = attended && bias_row ? __ldg(bias_row + key) : 0.0f;
-            attended = attended && key >= w_lo && key < w_hi && bk != -INFINITY;
-            if (attended && bias_row) {
+            const int64_t key = attended ? key_row(r.rows, kv0 + lane) : 0;
+            const float bk = attended && r.bias_row ? __ldg(r.bias_row + key) : 0.0f;
+            attended = attended && key >= r.w_lo && key < r.w_hi && bk != -INFINITY;
+            if (attended && r.bias_row) {
                 const float t = s + bk; /* t + e = s + bk exactly (an infinite s or bk stands as t) */
                 const float e = two_sum_err(s, bk, t);
                 s_lo = isfinite(t) ? s_lo + e : 0.0f;
@@ -258,17 +237,17 @@ __global__ void __launch_bounds__(V1_WARPS *WARP)
         }
     }
 
-    if (!row_valid) return;
-    float *out = p.out + b * p.o_b + h * p.o_h + (int64_t)row * p.o_s;
-    if (kMasked ? !seen : n_kv == 0) { /* no key to attend (key padding, a window, -inf biases): 0, lse -inf */
+    if (!r.row_valid) return;
+    float *out = p.out + r.b * p.o_b + r.h * p.o_h + (int64_t)r.row * p.o_s;
+    if (kMasked ? !seen : r.n_kv == 0) { /* no key to attend (key padding, a window, -inf biases): 0, lse -inf */
         for (int d = lane; d < D; d += WARP) out[d] = 0.0f;
-        if (p.lse && lane == 0) p.lse[(int64_t)bh * p.seq_q + row] = -INFINITY;
+        if (p.lse && lane == 0) p.lse[(int64_t)r.bh * p.seq_q + r.row] = -INFINITY;
         return;
     }
     if (COLS == 1) { /* the pairs divided and the lse summed in double, each rounded once */
         const double l64 = (double)l - l_comp;
         if (lane < D) out[lane] = (float)(((double)o[0] - o_comp[0]) / l64);
-        if (p.lse && lane == 0) p.lse[(int64_t)bh * p.seq_q + row] = (float)(((double)m + ml) + log(l64));
+        if (p.lse && lane == 0) p.lse[(int64_t)r.bh * p.seq_q + r.row] = (float)(((double)m + ml) + log(l64));
         return;
     }
     const float inv_l = 1.0f / (l - l_comp);
@@ -277,7 +256,7 @@ __global__ void __launch_bounds__(V1_WARPS *WARP)
         const int d = lane + c * WARP;
         if (d < D) out[d] = (o[c] - o_comp[c]) * inv_l;
     }
-    if (p.lse && lane == 0) p.lse[(int64_t)bh * p.seq_q + row] = (m + ml) + logf(l - l_comp);
+    if (p.lse && lane == 0) p.lse[(int64_t)r.bh * p.seq_q + r.row] = (m + ml) + logf(l - l_comp);
 }
 
 template <int COLS, bool kMasked>

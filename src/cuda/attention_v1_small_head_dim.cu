@@ -21,9 +21,7 @@
 #include <math.h>
 
 #include "cuda_internal.h"
-#include "flash_params.cuh"
-#include "key_padding.cuh"
-#include "key_window.cuh"
+#include "v1_row.cuh"
 
 namespace {
 
@@ -80,36 +78,17 @@ __global__ void __launch_bounds__(kRows)
     __shared__ float ks[kKeys * D], vs[kKeys * D];
     __shared__ int64_t kpos[kMasked ? kKeys : 1];
     __shared__ float kbias[kMasked ? kKeys : 1];
-    const int q_blocks = (p.seq_q + kRows - 1) / kRows;
-    const int bh = blockIdx.x / q_blocks, qb = blockIdx.x % q_blocks;
-    const int b = bh / p.heads, h = bh % p.heads;
-    const float *q = p.q + b * p.q_b + h * p.q_h;
-    const float *k = p.k + b * p.k_b + h / p.group * p.k_h; /* grouped heads: key/value head h / group */
-    const float *v = p.v + b * p.v_b + h / p.group * p.v_h;
-    const int row = qb * kRows + threadIdx.x;
-    const bool row_valid = row < p.seq_q;
-    const int n_kv = attended_keys(p.kv_count, b, p.seq_kv); /* key padding: its keys only */
-    const int *rows = attended_rows(p.kv_index, b, p.seq_kv);
-    /* kMasked: the block walks the attended keys [kv_lo, kv_hi) of its rows' windows; the row attends
-     * original keys [w_lo, w_hi) whose bias is not -inf */
-    int kv_lo = 0, kv_hi = n_kv;
-    int64_t w_lo = 0, w_hi = p.seq_kv;
-    const float *bias_row = kMasked && bias ? bias + b * bias_b + h * bias_h : nullptr;
-    if constexpr (kMasked) {
-        kw_tile_keys(mk, b, (int64_t)qb * kRows, (int64_t)qb * kRows + kRows, rows, n_kv, &kv_lo, &kv_hi);
-        if (row_valid)
-            kw_window(mk, b, row, &w_lo, &w_hi);
-        else
-            w_lo = w_hi = 0;
-    }
+    /* the thread's row; kMasked: the block walks the attended keys [r.kv_lo, r.kv_hi) of its rows' windows and
+     * the row attends original keys [r.w_lo, r.w_hi) whose bias is not -inf */
+    const V1Row r = v1_row<kMasked>(p, mk, bias, bias_b, bias_h, kRows, threadIdx.x);
     double qs[D];
 #pragma unroll
-    for (int d = 0; d < D; d++) qs[d] = row_valid ? (double)q[(int64_t)row * p.q_s + d] * (double)p.scale : 0.0;
+    for (int d = 0; d < D; d++) qs[d] = r.row_valid ? (double)r.q[(int64_t)r.row * p.q_s + d] * (double)p.scale : 0.0;
 
     /* the score of tile key j, and whether the row attends it */
     auto score = [&](int j, bool &attended) {
-        attended = row_valid;
-        if (kMasked) attended = attended && kpos[j] >= w_lo && kpos[j] < w_hi && kbias[j] != -INFINITY;
+        attended = r.row_valid;
+        if (kMasked) attended = attended && kpos[j] >= r.w_lo && kpos[j] < r.w_hi && kbias[j] != -INFINITY;
         double s = 0.0;
 #pragma unroll
         for (int d = 0; d < D; d++) s = fma(qs[d], (double)ks[j * D + d], s);
@@ -118,10 +97,10 @@ __global__ void __launch_bounds__(kRows)
 
     double mx = -INFINITY; /* pass 1: the row's largest score (a NaN score is not one: its weight is NaN) */
     bool seen = false;
-    for (int kv0 = kv_lo; kv0 < kv_hi; kv0 += kKeys) {
-        const int keys = min(kKeys, kv_hi - kv0);
+    for (int kv0 = r.kv_lo; kv0 < r.kv_hi; kv0 += kKeys) {
+        const int keys = min(kKeys, r.kv_hi - kv0);
         __syncthreads(); /* the previous tile is consumed */
-        stage_tile<D, kMasked>(p, k, v, rows, bias_row, kv0, keys, false, ks, vs, kpos, kbias);
+        stage_tile<D, kMasked>(p, r.k, r.v, r.rows, r.bias_row, kv0, keys, false, ks, vs, kpos, kbias);
         __syncthreads();
         for (int j = 0; j < keys; j++) {
             bool attended;
@@ -134,10 +113,10 @@ __global__ void __launch_bounds__(kRows)
     double l = 0.0, o[D]; /* pass 2: the weights, their sum and P V */
 #pragma unroll
     for (int d = 0; d < D; d++) o[d] = 0.0;
-    for (int kv0 = kv_lo; kv0 < kv_hi; kv0 += kKeys) {
-        const int keys = min(kKeys, kv_hi - kv0);
+    for (int kv0 = r.kv_lo; kv0 < r.kv_hi; kv0 += kKeys) {
+        const int keys = min(kKeys, r.kv_hi - kv0);
         __syncthreads();
-        stage_tile<D, kMasked>(p, k, v, rows, bias_row, kv0, keys, true, ks, vs, kpos, kbias);
+        stage_tile<D, kMasked>(p, r.k, r.v, r.rows, r.bias_row, kv0, keys, true, ks, vs, kpos, kbias);
         __syncthreads();
         for (int j = 0; j < keys; j++) {
             bool attended;
@@ -150,9 +129,9 @@ __global__ void __launch_bounds__(kRows)
         }
     }
 
-    if (!row_valid) return;
-    float *out = p.out + b * p.o_b + h * p.o_h + (int64_t)row * p.o_s;
-    float *lse = p.lse ? p.lse + (int64_t)bh * p.seq_q + row : nullptr;
+    if (!r.row_valid) return;
+    float *out = p.out + r.b * p.o_b + r.h * p.o_h + (int64_t)r.row * p.o_s;
+    float *lse = p.lse ? p.lse + (int64_t)r.bh * p.seq_q + r.row : nullptr;
     if (!seen) { /* no key to attend (key padding, a window, -inf biases): 0, lse -inf */
 #pragma unroll
         for (int d = 0; d < D; d++) out[d] = 0.0f;
