@@ -13,6 +13,9 @@
 #             test_cuda_kernels forward (the float64 kernel below head_dim 8), test_backward cuda chain 3 times
 #   time      the backward, v4 against v3 forced, at (1,24,4608,128), grouped heads 32 / 8 and MQA; ncu's duration of every backward
 #             kernel at (1,24,256,64) (the parts sum); the forward below head_dim 8 against PyTorch
+#   masks     bench/gpu/masks_backward_bench (AUTO, and v3 forced on the unmasked shapes) and PyTorch's fp32 SDPA
+#             backward (torch_sdpa_masks_backward.py) on MASK_CASES: key padding, grouped heads and causal on v4,
+#             the other parts on v3; the table of masks_backward_table.py
 #   sanitize  memcheck and racecheck of test_cuda_kernels backward and masks with v4 forced; memcheck, racecheck,
 #             initcheck and synccheck of test_cuda_kernels forward with v1 forced
 # Logs under $OUT/log (default /tmp/pending), a table of each stage last; the logs also as $OUT/logs.tgz (a device call
@@ -112,6 +115,28 @@ stage_time() {
     tail -8 "$L/time-small-d.txt"
   fi
   echo "== time (after $SECONDS s)"
+}
+
+MASK_CASES=${MASK_CASES:-"2,24,24,4608,128:none 2,24,24,4608,128:kvlen 1,24,24,4608,128:none \
+1,24,24,4608,128:causal 1,32,8,4608,128:none 1,32,8,4608,128:kvlen 1,32,8,4608,128:causal \
+1,24,1,4608,128:none 1,24,24,1536,128:none 1,24,24,1536,128:causal 1,24,24,4608,128:segments=3+kvlen \
+1,24,24,4608,128:bias+causal"}
+
+stage_masks() {
+  local M=$L/masks
+  mkdir -p "$M"
+  cmake --build "$B" -j "$(nproc)" --target masks_backward_bench >> "$L/build.txt" 2>&1 || { echo "masks: build failed"; return; }
+  # shellcheck disable=SC2086
+  timeout -k 5 60 "$B/bench/masks_backward_bench" --reps 15 $MASK_CASES > "$M/auto.txt" 2>&1
+  local none
+  none=$(for c in $MASK_CASES; do case $c in *:none) echo "$c" ;; esac; done)
+  # shellcheck disable=SC2086
+  JATTN_CUDA_BWD_KERNEL=v3 timeout -k 5 30 "$B/bench/masks_backward_bench" --reps 15 $none > "$M/v3.txt" 2>&1
+  # shellcheck disable=SC2086
+  timeout -k 5 60 python3 bench/gpu/torch_sdpa_masks_backward.py --reps 8 $MASK_CASES > "$M/torch.txt" 2>&1
+  grep -h "^FAIL" "$M"/*.txt | head -6
+  echo "== masks (after $SECONDS s)"
+  python3 bench/gpu/masks_backward_table.py "$M" | tee "$M/table.txt"
 }
 
 stage_sanitize() {
