@@ -16,6 +16,8 @@
 #   masks     bench/gpu/masks_backward_bench (AUTO, and v3 forced on the unmasked shapes) and PyTorch's fp32 SDPA
 #             backward (torch_sdpa_masks_backward.py) on MASK_CASES: key padding, grouped heads and causal on v4,
 #             the other parts on v3; the table of masks_backward_table.py
+#   py        host_cost.py on cuda (the package made from this build): forward and forward + backward through
+#             jattn.attention beside SDPA at (1,24,256,64), (1,24,512,128), (1,24,1536,128), (1,24,4608,128)
 #   sanitize  memcheck and racecheck of test_cuda_kernels backward and masks with v4 forced; memcheck, racecheck,
 #             initcheck and synccheck of test_cuda_kernels forward with v1 forced
 # Logs under $OUT/log (default /tmp/pending), a table of each stage last; the logs also as $OUT/logs.tgz (a device call
@@ -84,6 +86,25 @@ stage_test() {
   grep -h "^FAIL" "$L"/test-*.txt | head -12
 }
 
+PKG=""
+make_pkg() { # the Python package from this build, in $PKG (made once)
+  [ -n "$PKG" ] && return 0
+  local LIB
+  LIB=$(dirname "$(find "$B" -name 'libjattn.so.*' | head -1)")
+  PKG=$(mktemp -d)
+  cp -r python/src/jattn "$PKG/jattn" && mkdir -p "$PKG/jattn/_lib" &&
+    cp "$(ls "$LIB"/libjattn.so.0.*.* | head -1)" "$PKG/jattn/_lib/libjattn.so" &&
+    cc -Iinclude tests/abi/jattn_abi_probe.c -o "$PKG/abi_probe" && "$PKG/abi_probe" > "$PKG/jattn/_lib/abi_probe.txt"
+}
+
+stage_py() { # host_cost.py on cuda: the small shapes and the FLUX shape through jattn.attention beside SDPA
+  make_pkg || { echo "py: no package"; return; }
+  PYTHONPATH=$PKG timeout 200 python3 bench/python/host_cost.py --device cuda \
+    --shapes 1x24x256x64,1x24x512x128,1x24x1536x128,1x24x4608x128 --json "$L/host.jsonl" > "$L/host.md" 2>&1
+  echo "== py (after $SECONDS s)"
+  tail -14 "$L/host.md"
+}
+
 time_bwd() { # kernel, options...
   local k=$1
   shift
@@ -105,12 +126,7 @@ stage_time() {
     echo "ncu $shape: $(grep -E "bwd_v4|gpu__time_duration" "$L/ncu-${shape// /}.txt" | tail -8 | tr -s ' ' | tr '\n' ' ')" |
       cut -c1-400 | tee -a "$L/time.txt"
   done
-  if [ -f lab/gpu/small_head_dim_time.py ]; then
-    local LIB PKG
-    LIB=$(dirname "$(find "$B" -name 'libjattn.so.*' | head -1)")
-    PKG=$(mktemp -d)
-    cp -r python/src/jattn "$PKG/jattn" && mkdir -p "$PKG/jattn/_lib" && cp "$(ls "$LIB"/libjattn.so.0.*.* | head -1)" "$PKG/jattn/_lib/libjattn.so"
-    cc -Iinclude tests/abi/jattn_abi_probe.c -o "$PKG/abi_probe" && "$PKG/abi_probe" > "$PKG/jattn/_lib/abi_probe.txt"
+  if [ -f lab/gpu/small_head_dim_time.py ] && make_pkg; then
     PYTHONPATH=$PKG timeout 90 python3 lab/gpu/small_head_dim_time.py --dims 1,4,7,8 --reps 9 > "$L/time-small-d.txt" 2>&1
     tail -8 "$L/time-small-d.txt"
   fi
