@@ -48,14 +48,24 @@ def main() -> None:
     ptrs = (q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), lse.data_ptr(), g.data_ptr(), None)
     gp = (dq.data_ptr(), dk.data_ptr(), dv.data_ptr())
     rows = {
-        "_torch_impl.backward (autograd's call)": lambda: _torch_impl.backward(q, k, v, out, lse, g, None, opts, None,
-                                                                              forward_plan=fwd),  # fmt: skip
-        "bare ctypes jattn_plan_backward": lambda: _clib.plan_backward(plan.handle, None, stream, ws.data_ptr(),
-                                                                       plan.workspace_bytes, *ptrs, None, *gp),  # fmt: skip
+        "_torch_impl.backward (autograd's call)": lambda: _torch_impl.backward(
+            q, k, v, out, lse, g, None, opts, None, forward_plan=fwd
+        ),  # fmt: skip
+        "bare ctypes jattn_plan_backward": lambda: _clib.plan_backward(
+            plan.handle, None, stream, ws.data_ptr(), plan.workspace_bytes, *ptrs, None, *gp
+        ),  # fmt: skip
         "torch.empty(workspace)": lambda: torch.empty(plan.workspace_bytes, dtype=torch.uint8, device="cuda"),
-        "bare ctypes jattn_plan_forward": lambda: _clib.plan_forward(fwd.handle, None, stream, ws.data_ptr(),
-                                                                     fwd.workspace_bytes, *ptrs[:3], None,
-                                                                     out.data_ptr(), lse.data_ptr()),  # fmt: skip
+        "bare ctypes jattn_plan_forward": lambda: _clib.plan_forward(
+            fwd.handle,
+            None,
+            stream,
+            ws.data_ptr(),
+            fwd.workspace_bytes,
+            *ptrs[:3],
+            None,
+            out.data_ptr(),
+            lse.data_ptr(),
+        ),  # fmt: skip
     }
     for name, fn in rows.items():
         print(f"| {name} | {enqueue_us(fn, a.calls):.1f} µs |")

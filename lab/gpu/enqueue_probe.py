@@ -57,13 +57,12 @@ def main() -> None:
         )
         rows["torch.empty_like(q)"] = enqueue_us(lambda: torch.empty_like(q), a.calls)
         rows["bare ctypes jattn_plan_forward"] = enqueue_us(
-            lambda: _clib.plan_forward(plan.handle, None, stream, ws.data_ptr(), plan.workspace_bytes, *ptrs, None,
-                                       out.data_ptr(), None),  # fmt: skip
+            lambda: _clib.plan_forward(
+                plan.handle, None, stream, ws.data_ptr(), plan.workspace_bytes, *ptrs, None, out.data_ptr(), None
+            ),  # fmt: skip
             a.calls,
         )
-        rows["_torch_impl.forward"] = enqueue_us(
-            lambda: _torch_impl.forward(q, k, v, plan.opts, None, None), a.calls
-        )
+        rows["_torch_impl.forward"] = enqueue_us(lambda: _torch_impl.forward(q, k, v, plan.opts, None, None), a.calls)
     for name, us in rows.items():
         print(f"| {name} | {us:.1f} µs |")
 
