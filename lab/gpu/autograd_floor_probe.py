@@ -50,20 +50,12 @@ def main() -> None:
             ctx.lse = lse
             return out
 
-        @staticmethod
-        def backward(ctx, dout):  # type: ignore[override]
-            q, k, v, _ = ctx.saved_tensors
-            return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+        backward = staticmethod(EmptyAttention.backward)
 
     _, _, plan = _torch_impl._run_forward(q, k, v, opts, None, None, None, index, True)
 
     class BackwardOnly(torch.autograd.Function):  # EmptyAttention's forward, jattn's backward
-        @staticmethod
-        def forward(ctx, q, k, v):  # type: ignore[override]
-            out, lse = torch.empty_like(q), torch.empty(q.shape[:-1], device=q.device)
-            ctx.save_for_backward(q, k, v, out)
-            ctx.lse = lse
-            return out
+        forward = staticmethod(EmptyAttention.forward)
 
         @staticmethod
         def backward(ctx, dout):  # type: ignore[override]

@@ -9,25 +9,15 @@ usage: backward_enqueue_probe.py [--shape 1,24,256,64] [--calls 400]
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
+import os
+import sys
 
 import torch
 
 from jattn import _clib, _options, _torch_impl
 
-
-def enqueue_us(fn, calls: int) -> float:
-    for _ in range(20):
-        fn()
-    samples = []
-    for _ in range(calls):
-        torch.cuda.synchronize()
-        t0 = time.perf_counter_ns()
-        fn()
-        samples.append((time.perf_counter_ns() - t0) / 1e3)
-    torch.cuda.synchronize()
-    return statistics.median(samples)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from enqueue_probe import enqueue_us  # noqa: E402  (the same timer as the forward's probe)
 
 
 def main() -> None:
