@@ -87,14 +87,12 @@ stage_test() {
 }
 
 PKG=""
+# shellcheck source=lab/gpu/package_from_build.sh
+. lab/gpu/package_from_build.sh
 make_pkg() { # the Python package from this build, in $PKG (made once)
   [ -n "$PKG" ] && return 0
-  local LIB
-  LIB=$(dirname "$(find "$B" -name 'libjattn.so.*' | head -1)")
   PKG=$(mktemp -d)
-  cp -r python/src/jattn "$PKG/jattn" && mkdir -p "$PKG/jattn/_lib" &&
-    cp "$(ls "$LIB"/libjattn.so.0.*.* | head -1)" "$PKG/jattn/_lib/libjattn.so" &&
-    cc -Iinclude tests/abi/jattn_abi_probe.c -o "$PKG/abi_probe" && "$PKG/abi_probe" > "$PKG/jattn/_lib/abi_probe.txt"
+  package_from_build "$B" "$PKG"
 }
 
 stage_py() { # host_cost.py on cuda: the small shapes and the FLUX shape through jattn.attention beside SDPA

@@ -18,9 +18,9 @@ if ! ls $B/libjattn.so.0.*.* > /dev/null 2>&1; then
   echo "build done after $SECONDS s"
 fi
 PKG=/tmp/pk
-rm -rf $PKG && mkdir -p $PKG/jattn/_lib && cp python/src/jattn/*.py $PKG/jattn/ &&
-  cp "$(ls $B/libjattn.so.0.*.* | head -1)" $PKG/jattn/_lib/libjattn.so &&
-  cc -Iinclude tests/abi/jattn_abi_probe.c -o $PKG/probe && $PKG/probe > $PKG/jattn/_lib/abi_probe.txt || exit 1
+# shellcheck source=lab/gpu/package_from_build.sh
+. lab/gpu/package_from_build.sh
+package_from_build $B $PKG || exit 1
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .carry/wheels/*.whl 2>&1 | tail -2
 PYTHONPATH=$PKG timeout -k 5 "${CAP_TRAIN:-300}" python3 - "$OUT" ${TRAIN_ARGS:-} << 'PY' 2>&1 | tail -30
 import runpy, sys
