@@ -11,9 +11,10 @@
  *   dV_j  = sum_i P_ij dO_i;  dK_j = sum_i dS_ij (c q_i);  dQ_i = c sum_j dS_ij k_j
  *
  * Kernels, all on the caller's stream:
- *   the pre-pass (backward_v4_split_f16x2.cu, the removed backward v2's, unchanged): the 64-row tile records of
+ *   the pre-pass (backward_v4_split_f16x2.cu, the removed backward v2's): the 64-row tile records of
  *       q * c, dout (with Dl), k, v (backward_v4_records.cuh: hi and lo fp16 images, one power of two per tile,
- *       lse in the q records).
+ *       lse in the q records); with a window the closed form does not give, the window table before them
+ *       (bwd_v4_windows, bwd_v4_units: below, "Windows").
  *   bwd_v4_kernel<D, kSplit>: a persistent grid of G = min(132, SMs, items) CTAs; a work item is (b, h, n), the
  *       128 keys 128 n .. 128 n + 127 of one head; CTA g runs the W = ceil(items / G) consecutive items g W ..
  *       g W + W - 1 (item = (b H + h) N + n, N = ceil(Skv / 128)). A CTA is three warpgroups:
@@ -72,9 +73,10 @@
  * in one word, the unscales read from the slots after each product's wait.
  * Workspace: the records (about 2 B H (Sq + Skv) D x 4 bytes) and (132 + B H - 1) fp32 copies of one
  * head's dQ (Tq 64 x D each): 1.3 GB at (1,24,16384,128), then the stream-K parts (2 x 132 slots of 128 keys' dK
- * and dV: 34.6 MB at D = 128); never less than v3's (a call v4 refuses runs v3 in it).
- * Not taken (v3 runs it): the mask parts but causal and key padding, key padding with causal, top-left causal with
- * seq_q < seq_kv (keys no query attends), seq_kv = 1, pointers not 16-byte aligned, strides not multiples of 4.
+ * and dV: 34.6 MB at D = 128), the grouped heads' parts, then the window table (backward_v4_windows.cuh: win [B][Tq
+ * 64][2], range [B][N][2], pre [B N + 1] int and a counter word: 8 B Tq 64 + 12 B N + 8 bytes, 149 KB at
+ * (4,24,4608,128)); never less than v3's (a call v4 refuses runs v3 in it).
+ * Not taken (v3 runs it): a key bias, seq_kv = 1, pointers not 16-byte aligned, strides not multiples of 4.
  * Key padding (kv_count, kv_index of key_padding.cu): batch b's records hold its kv_count[b] attended keys first
  * (kv_index: their rows, ascending, then the rows no query attends), zeros past them, and its keys from kv_count[b] on
  * get P = 0 (as keys past seq_kv do), so dK, dV of those are 0; a record row's dK, dV go to row kv_index[row] (so
@@ -86,6 +88,20 @@
  * the workspace), and bwd_v4_group_sum adds a group's parts in ascending query head order into dk, dv:
  * deterministic, 2 B H seq_kv D floats of workspace more. The K and V records of a group are re-read by each of
  * its query heads' items (from L2: consecutive items).
+ * Windows that causal's closed form does not give (segments, block-causal, key padding with causal, top-left causal
+ * with seq_q < seq_kv; bwd_v4_kernel<D, kSplit, kV4Windows>, backward_v4_windows.cuh): two more pre-pass kernels
+ * before the records (bwd_v4_windows: each row's window in attended keys, non-decreasing over the rows; bwd_v4_units:
+ * block n's m-blocks [first, last], one contiguous range of each batch, and the prefix of their counts), all on the
+ * device: the offsets are never read on the host. The records then leave out the keys no row attends (as 0: what a
+ * packed buffer holds past its last segment sets no tile's scale) and record non-finite k, v as 0 (as causal), and a
+ * q record carries its rows' largest window start and smallest end (words 64, 65 of its row data). The kernel runs
+ * block n's m-blocks first(n) .. last(n) (a block no row attends one, every P 0, so its dK = dV = +0 are written);
+ * the grid keeps the unmasked call's CTA count (the host's bound) and each CTA takes its share of the table's total
+ * (a CTA may get none: it runs no item); unit_item, an item's first unit, the dQ reduction's copies and the cut
+ * items' sum read the table; the dQ store rule becomes the interval of v4w_cover (an item stores where m < A or m
+ * >= B: items no longer all end at tq - 1); a warpgroup's 64 keys against an m-block are a full tile when every row's
+ * window holds them (the q record's words), else each element tests its row's window (two rows an int4 of win from
+ * L2), before the dominant vote; the key padding's kv_count test is then part of the window's.
  *
  * The grid (stream-K; measured on an H100: bench/results/h100-2026-12-06-gpunext/): the work is cut in units of
  * (head, 128-key block n, 64-query m-block), item-major, and CTA g runs units g U / G .. (g + 1) U / G - 1 (G =
@@ -102,7 +118,7 @@
  * is 0.937x (4608), 0.74x (1536), 0.97x (16384) of that grid's, and a causal call's 0.48-0.49x of that grid's
  * unmasked one (lab/gpu/emulate_backward_v4_causal.py); measured, the backward 2.91 / 3.52 / 3.76x its forward at
  * (1,24,1536 / 4608 / 16384,128) (3.22 / 3.70 / 3.66x before), causal 0.62x the unmasked call. ptxas: the D = 128
- * f32 unmasked instance 4 bytes of spill, the others 0.
+ * f32 unmasked instance 8 bytes of spill stored, 12 loaded, the windows' 4 and 4, the others 0 (2026-12-07).
  *
  * Where it departs from the design note (route A): (1) the P >= 1/2 element is made exact inside the kernel (3b:
  * a warp-wide float64 dot per element, P and dP from the caller's inputs, then through the products like every
@@ -146,6 +162,7 @@
 #endif
 
 #include "backward_v4_records.cuh"
+#include "backward_v4_windows.cuh"
 #include "cuda_internal.h"
 #include "f16x2_split.cuh"
 #include "sm90_pipeline_ptx.cuh"
@@ -166,6 +183,11 @@ constexpr float kV4Ln2 = 0.6931471805599453f;
 constexpr int kMaxCtas = 132;               /* the persistent grid's size at most (the workspace's copies) */
 constexpr int kDsImage = kM * kCtaKeys * 2; /* one part of dS [64 queries][128 keys] fp16 */
 constexpr int kExtrasPad = (kBwdExtras + 15) / 16 * 16;
+
+/* The instances by mask: none (key padding and grouped heads included), causal alone where every key is attended
+ * (first_mblock and head_units in closed form), and the windows the closed form does not give (segments, blocks,
+ * key padding with causal, top-left causal with seq_q < seq_kv: the table of backward_v4_windows.cuh). */
+enum V4Mask { kV4Plain = 0, kV4Causal = 1, kV4Windows = 2 };
 
 /* The order of dK and dV in an m-block: dK first releases the Q slot earlier (the producer's next Q copy then
  * has dV and dQ to land in). */
@@ -222,7 +244,12 @@ struct BwdV4Params {
      * record row's k, v row, for 3b), dkv_rows (kv_index where dk, dv are the caller's, NULL where they are the
      * grouped query heads' parts: the group sum maps them) */
     const int *kv_count, *kv_index, *dkv_rows;
-    int64_t head_units; /* units of one head (every head the same) */
+    int64_t head_units; /* units of one head (every head the same; not under kV4Windows) */
+    /* kV4Windows: the rows' windows in attended keys, win [B][tq 64][2], and the unit tables (backward_v4_windows.cuh);
+     * `units` and `head_units` are then the unmasked call's (the host's bound, which sized the grid), and the CTAs
+     * share the table's total */
+    const int *win;
+    V4Table table;
 };
 
 /* ---- PTX wrappers this kernel adds ---------------------------------------------------------------- */
@@ -544,11 +571,12 @@ __device__ __forceinline__ uint32_t last_product(float (&acc)[D / 64][32], const
 
 /* ---- the kernel --------------------------------------------------------------------------------- */
 
-template <int D, bool kSplit, bool kCausal>
+template <int D, bool kSplit, int kMask>
 __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p) {
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
     __trap();
 #else
+    constexpr bool kCausal = kMask == kV4Causal, kWindows = kMask == kV4Windows;
     using C = V4Config<D>;
     using R = BwdRecord<D>;
     extern __shared__ unsigned char smem_raw[];
@@ -568,11 +596,21 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
         fence_mbar_init();
         /* this CTA's units and the items that hold them, read from shared memory where needed; units <= 2^31 - 1
          * (the backward v4's limit): every unit index fits 32 bits */
-        const int64_t u0 = unit_start(blockIdx.x, p.units, p.ctas), u1 = unit_start(blockIdx.x + 1, p.units, p.ctas);
-        sts_s32(s0 + C::kUnitsOff, (int)u0);
-        sts_s32(s0 + C::kUnitsOff + 4, (int)u1);
-        sts_s32(s0 + C::kUnitsOff + 8, unit_item<kCausal>(u0, p.head_units, p.n_blocks, p.causal_off, p.tq));
-        sts_s32(s0 + C::kUnitsOff + 12, unit_item<kCausal>(u1 - 1, p.head_units, p.n_blocks, p.causal_off, p.tq));
+        if constexpr (kWindows) { /* the table's total; a CTA may get no unit (its items 0 .. -1: no loop runs) */
+            const int64_t units = v4t_units(p.table);
+            const int64_t u0 = unit_start(blockIdx.x, units, p.ctas), u1 = unit_start(blockIdx.x + 1, units, p.ctas);
+            sts_s32(s0 + C::kUnitsOff, (int)u0);
+            sts_s32(s0 + C::kUnitsOff + 4, (int)u1);
+            sts_s32(s0 + C::kUnitsOff + 8, u0 < u1 ? v4t_unit_item(p.table, u0) : 0);
+            sts_s32(s0 + C::kUnitsOff + 12, u0 < u1 ? v4t_unit_item(p.table, u1 - 1) : -1);
+        } else {
+            const int64_t u0 = unit_start(blockIdx.x, p.units, p.ctas),
+                          u1 = unit_start(blockIdx.x + 1, p.units, p.ctas);
+            sts_s32(s0 + C::kUnitsOff, (int)u0);
+            sts_s32(s0 + C::kUnitsOff + 4, (int)u1);
+            sts_s32(s0 + C::kUnitsOff + 8, unit_item<kCausal>(u0, p.head_units, p.n_blocks, p.causal_off, p.tq));
+            sts_s32(s0 + C::kUnitsOff + 12, unit_item<kCausal>(u1 - 1, p.head_units, p.n_blocks, p.causal_off, p.tq));
+        }
     }
     __syncthreads();
     const uint32_t units_s = s0 + C::kUnitsOff; /* u0, u1, first item, last item */
@@ -589,10 +627,18 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
                 const int64_t bh = (int)((uint32_t)item / (uint32_t)p.n_blocks);
                 const int n = item - (int)bh * p.n_blocks;
                 const int t1 = min(2 * n + 1, p.tk - 1); /* a block past the last tile re-reads it (masked) */
-                const int f0 = first_mblock<kCausal>(n, p.causal_off, p.tq);
-                const int iu =
-                    (int)(bh * p.head_units + head_units<kCausal>(n, p.causal_off, p.tq)); /* its first unit */
-                const int m0 = f0 + (u0 > iu ? u0 - iu : 0), m1 = min(p.tq, f0 + (u1 - iu));
+                int m0, m1; /* its m-blocks here: from its first m-block or the CTA's first unit, to its last or the
+                             * CTA's last unit */
+                if constexpr (kWindows) {
+                    int f0, l;
+                    const int iu = (int)v4t_item(p.table, item, &f0, &l);
+                    m0 = f0 + (u0 > iu ? u0 - iu : 0), m1 = min(l + 1, f0 + (u1 - iu));
+                } else {
+                    const int f0 = first_mblock<kCausal>(n, p.causal_off, p.tq);
+                    const int iu =
+                        (int)(bh * p.head_units + head_units<kCausal>(n, p.causal_off, p.tq)); /* its first unit */
+                    m0 = f0 + (u0 > iu ? u0 - iu : 0), m1 = min(p.tq, f0 + (u1 - iu));
+                }
                 const int64_t bk = (int)((uint32_t)bh / (uint32_t)p.group); /* its key/value head b Hkv + hk */
                 const unsigned char *kr0 = p.rec_k + (bk * p.tk + 2 * n) * (int64_t)R::kBytes;
                 const unsigned char *kr1 = p.rec_k + (bk * p.tk + t1) * (int64_t)R::kBytes;
@@ -661,25 +707,49 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
             sts_f32(cst + 4, uv);
             sts_f32(cst + 8, pow2_ratio(uk, u_ref));
             sts_f32(cst + 12, u_ref);
-            /* the item's m-blocks in this CTA, [mb, me): from its first (causal: the first whose queries attend
-             * its keys) or where the CTA's units begin, to its last or where they end */
-            const int f0 = first_mblock<kCausal>(n, p.causal_off, p.tq);
-            const int iu = (int)(bh * p.head_units + head_units<kCausal>(n, p.causal_off, p.tq));
-            const int u0 = lds_s32(units_s), u1 = lds_s32(units_s + 4);
-            const int mb = f0 + (u0 > iu ? u0 - iu : 0), me = min(p.tq, f0 + (u1 - iu));
-            sts_s32(s0 + C::kMOff + 16u * w, mb);
-            sts_s32(s0 + C::kMOff + 16u * w + 4, me);
-            /* the keys the item's batch attends: records past kv_count[b] are 0 (key padding), P = 0 there */
-            sts_s32(s0 + C::kMOff + 16u * w + 8,
-                    p.kv_count ? __ldg(p.kv_count + (int)((uint32_t)bh / (uint32_t)p.heads)) : p.seq_kv);
-            /* dQ's coverage in the CTA's copy of the head: the earlier items of the head in this CTA pushed the
-             * m-blocks from `run` on (each from its first here to the last: every item but the CTA's last ends at
-             * tq - 1, and the last has none after it); this item stores into the m-blocks below that (cov) */
-            const uint32_t cov_s = s0 + C::kCovOff + 8u * w;
-            const bool first_of_head = item == lds_s32(units_s + 8) || n == 0;
-            const int run = first_of_head ? p.tq : (int)__float_as_uint(lds_f32(cov_s + 4));
-            sts_f32(cov_s, __uint_as_float((uint32_t)run));
-            sts_f32(cov_s + 4, __uint_as_float((uint32_t)(mb < run ? mb : run)));
+            if constexpr (kWindows) {
+                /* the item's m-blocks in this CTA, [mb, me): from its first (the table's) or where the CTA's units
+                 * begin, to its last or where they end */
+                int f0, l;
+                const int iu = (int)v4t_item(p.table, item, &f0, &l);
+                const int u0 = lds_s32(units_s), u1 = lds_s32(units_s + 4);
+                const int mb = f0 + (u0 > iu ? u0 - iu : 0), me = min(l + 1, f0 + (u1 - iu));
+                /* dQ's store words (A, B) from the previous item's (v4w_cover): this item stores into m-block m
+                 * when m < A or m >= B, and adds into the others */
+                const uint32_t cov_s = s0 + C::kCovOff + 8u * w, m_s = s0 + C::kMOff + 16u * w;
+                const bool first_of_head = item == lds_s32(units_s + 8) || n == 0;
+                int a, bb;
+                v4w_cover(first_of_head, p.tq, lds_s32(cov_s), lds_s32(m_s), lds_s32(m_s + 4), &a, &bb);
+                sts_s32(cov_s, a);
+                sts_s32(cov_s + 4, bb);
+                sts_s32(m_s, mb);
+                sts_s32(m_s + 4, me);
+                /* the keys the item's batch attends: records past kv_count[b] are 0 (key padding), P = 0 there */
+                sts_s32(m_s + 8, p.kv_count ? __ldg(p.kv_count + (int)((uint32_t)bh / (uint32_t)p.heads)) : p.seq_kv);
+                /* bit 1: the item began and ended here (whole: its dK, dV to dk, dv); bit 0: else its part's slot
+                 * is the CTA's last item's (2 g + 1), not its first's */
+                sts_s32(m_s + 12, (iu >= u0 && me == l + 1 ? 2 : 0) | (iu > u0 ? 1 : 0));
+            } else {
+                /* the item's m-blocks in this CTA, [mb, me): from its first (causal: the first whose queries attend
+                 * its keys) or where the CTA's units begin, to its last or where they end */
+                const int f0 = first_mblock<kCausal>(n, p.causal_off, p.tq);
+                const int iu = (int)(bh * p.head_units + head_units<kCausal>(n, p.causal_off, p.tq));
+                const int u0 = lds_s32(units_s), u1 = lds_s32(units_s + 4);
+                const int mb = f0 + (u0 > iu ? u0 - iu : 0), me = min(p.tq, f0 + (u1 - iu));
+                sts_s32(s0 + C::kMOff + 16u * w, mb);
+                sts_s32(s0 + C::kMOff + 16u * w + 4, me);
+                /* the keys the item's batch attends: records past kv_count[b] are 0 (key padding), P = 0 there */
+                sts_s32(s0 + C::kMOff + 16u * w + 8,
+                        p.kv_count ? __ldg(p.kv_count + (int)((uint32_t)bh / (uint32_t)p.heads)) : p.seq_kv);
+                /* dQ's coverage in the CTA's copy of the head: the earlier items of the head in this CTA pushed the
+                 * m-blocks from `run` on (each from its first here to the last: every item but the CTA's last ends
+                 * at tq - 1, and the last has none after it); this item stores into the m-blocks below that (cov) */
+                const uint32_t cov_s = s0 + C::kCovOff + 8u * w;
+                const bool first_of_head = item == lds_s32(units_s + 8) || n == 0;
+                const int run = first_of_head ? p.tq : (int)__float_as_uint(lds_f32(cov_s + 4));
+                sts_f32(cov_s, __uint_as_float((uint32_t)run));
+                sts_f32(cov_s + 4, __uint_as_float((uint32_t)(mb < run ? mb : run)));
+            }
         }
         const int key_w = kCtaKeys * n + kWgKeys * w; /* this warpgroup's first key */
         fence_acq_rel_gpu(); /* this thread's pushes of the previous item are ordered before this item's */
@@ -729,7 +799,7 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
                         }
                 }
             }
-            if (partial) {
+            if (!kWindows && partial) {
                 const int klim = lds_s32(s0 + C::kMOff + 16u * w + 8);
 #pragma unroll
                 for (int r = 0; r < 2; ++r)
@@ -751,6 +821,26 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
 #pragma unroll
                             for (int e = 0; e < 2; ++e)
                                 if (key > lim + 8 * i + 2 * (clane() % 4) + e) x[4 * i + 2 * r + e] = 0.f;
+                    }
+                }
+            }
+            if constexpr (kWindows) {
+                /* the m-block's rows' windows (the q record's words 64, 65: their largest lo, smallest hi) hold the
+                 * warpgroup's 64 keys, or each element tests its row's window (win: two rows an int4) */
+                const int lo_all = lds_s32(qx + kBwdRowData + 4 * kM), hi_all = lds_s32(qx + kBwdRowData + 4 * kM + 4);
+                if (lo_all > key_w || hi_all < key_w + kWgKeys) {
+                    const int bh_w = (int)(opaque((uint32_t)item) / (uint32_t)p.n_blocks);
+                    const int b_w = (int)((uint32_t)bh_w / (uint32_t)p.heads);
+                    const int4 *wr = reinterpret_cast<const int4 *>(p.win + ((int64_t)b_w * p.tq + m) * (2 * kM));
+#pragma unroll
+                    for (int i = 0; i < 8; ++i) {
+                        const int4 w2 = __ldg(wr + 4 * i + (clane() % 4)); /* rows 8 i + 2 (lane % 4) + 0, 1 */
+#pragma unroll
+                        for (int r = 0; r < 2; ++r) {
+                            const int key = key_w + 16 * cwarp() + (clane() / 4) + 8 * r;
+                            if (key < w2.x || key >= w2.y) x[4 * i + 2 * r] = 0.f;
+                            if (key < w2.z || key >= w2.w) x[4 * i + 2 * r + 1] = 0.f;
+                        }
                     }
                 }
             }
@@ -955,8 +1045,13 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
             /* the CTA's copy of this head's dQ: slot g + bh; the first item of the head in this CTA stores */
             const int item_o = (int)opaque((uint32_t)item); /* recomputed here, not held over the m-block */
             const int bh_o = (int)((uint32_t)item_o / (uint32_t)p.n_blocks);
-            const int cov = (int)__float_as_uint(lds_f32(s0 + C::kCovOff + 8u * w));
-            const bool store = m < cov;
+            bool store;
+            if constexpr (kWindows) {
+                store = m < lds_s32(s0 + C::kCovOff + 8u * w) || m >= lds_s32(s0 + C::kCovOff + 8u * w + 4);
+            } else {
+                const int cov = (int)__float_as_uint(lds_f32(s0 + C::kCovOff + 8u * w));
+                store = m < cov;
+            }
             float *copy = p.copies + ((int64_t)blockIdx.x + bh_o) * ((int64_t)p.tq * kM * D);
             if constexpr (D == 128) {
                 /* warpgroup w: 64 queries x head_dim columns 64 w .. 64 w + 63; A = dS K-major, B = K MN-major */
@@ -1037,9 +1132,17 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
         const int b = (int)((uint32_t)bh / (uint32_t)p.heads), h = (int)bh - b * p.heads;
         /* stream-K: an item cut between CTAs leaves its part here in its slot (2 g: the CTA's first item, 2 g + 1:
          * its last), for bwd_v4_dkv_parts */
-        const int iu = (int)(bh * p.head_units + head_units<kCausal>(n, p.causal_off, p.tq));
-        const int u0 = lds_s32(units_s);
-        const bool whole = iu >= u0 && lds_s32(s0 + C::kMOff + 16u * w + 4) == p.tq; /* began and ended here */
+        int iu, u0; /* the item's first unit and the CTA's (kV4Windows: the flags word's bit 0 for iu > u0) */
+        bool whole; /* began and ended here */
+        if constexpr (kWindows) {
+            const int fl = lds_s32(s0 + C::kMOff + 16u * w + 12);
+            iu = fl & 1, u0 = 0;
+            whole = (fl & 2) != 0;
+        } else {
+            iu = (int)(bh * p.head_units + head_units<kCausal>(n, p.causal_off, p.tq));
+            u0 = lds_s32(units_s);
+            whole = iu >= u0 && lds_s32(s0 + C::kMOff + 16u * w + 4) == p.tq;
+        }
         float *part = nullptr;
         if (!whole) {
             uint32_t g;
@@ -1075,18 +1178,40 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
 /* dq = c * (the head's private copies summed in ascending CTA order): one float4 of one row per thread. A copy
  * holds the m-blocks of its CTA's units of the head: m-block m when one of them is unit head_units(n) + m -
  * first_mblock(n) of a block n with first_mblock(n) <= m; the copies that do not hold a row's m-block take no part
- * in its sum (a row no copy holds attends no key: dq 0). */
-template <int D, bool kCausal>
+ * in its sum (a row no copy holds attends no key: dq 0). kV4Windows: the same from the table (v4t_mblock_blocks,
+ * v4t_copy_holds: block n reaches m when first(n) <= m <= last(n)), over the table's units. Reads copies [slot][tq
+ * 64][D] (slot g + bh), and the table; writes dq [B, H, seq_q, D] through its strides, every row below seq_q. */
+template <int D, int kMask>
 __global__ void __launch_bounds__(256)
     bwd_v4_dq_reduce(const float *copies, float *dq, int64_t dq_b, int64_t dq_h, int64_t dq_t, int heads, int seq_q,
                      int rows_pad, int n_blocks, int64_t causal_off, int64_t units, int ctas, int64_t per_head,
-                     float scale) {
+                     float scale, const V4Table table) {
+    constexpr bool kCausal = kMask == kV4Causal;
     const int bh = blockIdx.y;
     const int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t row = idx / (D / 4);
     const int c4 = (int)(idx % (D / 4));
     if (row >= seq_q) return;
     const int tq = rows_pad / kM, m = (int)(row / kM);
+    if constexpr (kMask == kV4Windows) {
+        float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+        int64_t per;
+        const int64_t base = v4t_head_base(table, bh, &per), all = v4t_units(table);
+        int na, nb;
+        v4t_mblock_blocks(table, bh / heads, m, &na, &nb);
+        const int g_lo = unit_cta(base, all, ctas), g_hi = unit_cta(base + per - 1, all, ctas);
+        for (int gg = g_lo; gg <= g_hi && na <= nb; ++gg) {
+            const int64_t s = max(unit_start(gg, all, ctas), base), e = min(unit_start(gg + 1, all, ctas), base + per);
+            if (!v4t_copy_holds(table, bh / heads, base, m, na, nb, s, e)) continue;
+            const float4 v =
+                __ldg(reinterpret_cast<const float4 *>(copies + ((int64_t)(gg + bh) * rows_pad + row) * D) + c4);
+            acc.x += v.x, acc.y += v.y, acc.z += v.z, acc.w += v.w;
+        }
+        const int b = bh / heads, h = bh % heads;
+        float *dst = dq + b * dq_b + h * dq_h + (int64_t)row * dq_t + 4 * c4;
+        *reinterpret_cast<float4 *>(dst) = make_float4(acc.x * scale, acc.y * scale, acc.z * scale, acc.w * scale);
+        return;
+    }
     const int64_t base = (int64_t)bh * per_head; /* the head's first unit */
     /* the blocks whose m-blocks reach m: 0 .. nm (first_mblock never decreases) */
     int lo = 0, hi = n_blocks - 1, nm = -1;
@@ -1127,38 +1252,84 @@ __global__ void __launch_bounds__(256)
  * item, at the first boundary inside it, each a slice of its 2 x 128 x D elements: one block of 256 threads looping
  * over all of them waited on its loads 16-32 times in turn, ~19 us at (1,24,256,64) beside the fused kernel's 22).
  * reads partials [2 ctas][2][128 keys][D]; writes the item's dk, dv rows below seq_kv through their strides (record
- * row key to row rows[b seq_kv + key] where rows is not NULL: key padding with a mask). */
-template <int D, bool kCausal>
+ * row key to row rows[b seq_kv + key] where rows is not NULL: key padding with a mask). kV4Windows: the items and units
+ * from the table, over its total (`units` the host's bound): a CTA with no unit wrote no part and is passed over. */
+template <int D, int kMask>
 __global__ void __launch_bounds__(256)
     bwd_v4_dkv_parts(const float *partials, float *dk, float *dv, int64_t dk_b, int64_t dk_h, int64_t dk_t,
                      int64_t dv_b, int64_t dv_h, int64_t dv_t, int heads, int seq_kv, int n_blocks, int tq,
-                     int64_t units, int ctas, int64_t per_head, int64_t causal_off, const int *rows) {
+                     int64_t units, int ctas, int64_t per_head, int64_t causal_off, const int *rows,
+                     const V4Table table) {
+    constexpr bool kCausal = kMask == kV4Causal;
     const int bnd = (int)blockIdx.x + 1; /* the boundary between CTAs bnd - 1 and bnd */
+    if constexpr (kMask == kV4Windows) {
+        units = v4t_units(table);
+        if (unit_start(bnd, units, ctas) >= units) return; /* the CTAs from bnd on run no unit */
+    }
     const int64_t ub = unit_start(bnd, units, ctas);
-    const int item = unit_item<kCausal>(ub, per_head, n_blocks, causal_off, tq);
+    int item;
+    if constexpr (kMask == kV4Windows)
+        item = v4t_unit_item(table, ub);
+    else
+        item = unit_item<kCausal>(ub, per_head, n_blocks, causal_off, tq);
     const int bh = item / n_blocks, n = item % n_blocks, b = bh / heads, h = bh % heads;
-    const int64_t iu = (int64_t)bh * per_head + head_units<kCausal>(n, causal_off, tq);
+    int64_t iu, len;
+    if constexpr (kMask == kV4Windows) {
+        int f, l;
+        iu = v4t_item(table, item, &f, &l);
+        len = l - f + 1;
+    } else {
+        iu = (int64_t)bh * per_head + head_units<kCausal>(n, causal_off, tq);
+    }
     if (ub == iu) return;                              /* no item cut here */
     if (unit_start(bnd - 1, units, ctas) > iu) return; /* an earlier boundary cuts this item: its block sums it */
-    const int64_t len = tq - first_mblock<kCausal>(n, causal_off, tq);
+    if constexpr (kMask != kV4Windows) len = tq - first_mblock<kCausal>(n, causal_off, tq);
     const int g_first = unit_cta(iu, units, ctas), g_last = unit_cta(iu + len - 1, units, ctas);
     constexpr int kRow4 = D / 4;
-    for (int idx = (int)(blockIdx.y * blockDim.x + threadIdx.x); idx < 2 * kCtaKeys * kRow4;
-         idx += (int)(gridDim.y * blockDim.x)) {
-        const int tensor = idx / (kCtaKeys * kRow4), local = idx / kRow4 % kCtaKeys, c4 = idx % kRow4;
-        const int64_t key = (int64_t)kCtaKeys * n + local;
-        if (key >= seq_kv) continue;
-        float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-        for (int g = g_first; g <= g_last; ++g) {
-            const int64_t slot = 2 * (int64_t)g + (iu > unit_start(g, units, ctas) ? 1 : 0);
-            const float4 v = __ldg(
-                reinterpret_cast<const float4 *>(partials + ((slot * 2 + tensor) * kCtaKeys + local) * (int64_t)D) +
-                c4);
-            acc.x += v.x, acc.y += v.y, acc.z += v.z, acc.w += v.w;
+    if constexpr (kMask == kV4Windows) {
+        /* the parts' slots, once per block: -1 for a CTA with no unit (fewer units than CTAs), which wrote none */
+        __shared__ int slots[kMaxCtas];
+        for (int t = (int)threadIdx.x; t <= g_last - g_first; t += (int)blockDim.x) {
+            const int64_t ug = unit_start(g_first + t, units, ctas);
+            slots[t] = ug == unit_start(g_first + t + 1, units, ctas) ? -1 : 2 * (g_first + t) + (iu > ug ? 1 : 0);
         }
-        const int64_t row = rows ? __ldg(rows + (int64_t)b * seq_kv + key) : key;
-        float *dst = tensor ? dv + b * dv_b + h * dv_h + row * dv_t : dk + b * dk_b + h * dk_h + row * dk_t;
-        *reinterpret_cast<float4 *>(dst + 4 * c4) = acc;
+        __syncthreads();
+        for (int idx = (int)(blockIdx.y * blockDim.x + threadIdx.x); idx < 2 * kCtaKeys * kRow4;
+             idx += (int)(gridDim.y * blockDim.x)) {
+            const int tensor = idx / (kCtaKeys * kRow4), local = idx / kRow4 % kCtaKeys, c4 = idx % kRow4;
+            const int64_t key = (int64_t)kCtaKeys * n + local;
+            if (key >= seq_kv) continue;
+            float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+            for (int t = 0; t <= g_last - g_first; ++t) {
+                const int slot = slots[t];
+                if (slot < 0) continue;
+                const float4 v = __ldg(
+                    reinterpret_cast<const float4 *>(partials + ((slot * 2 + tensor) * kCtaKeys + local) * (int64_t)D) +
+                    c4);
+                acc.x += v.x, acc.y += v.y, acc.z += v.z, acc.w += v.w;
+            }
+            const int64_t row = rows ? __ldg(rows + (int64_t)b * seq_kv + key) : key;
+            float *dst = tensor ? dv + b * dv_b + h * dv_h + row * dv_t : dk + b * dk_b + h * dk_h + row * dk_t;
+            *reinterpret_cast<float4 *>(dst + 4 * c4) = acc;
+        }
+    } else {
+        for (int idx = (int)(blockIdx.y * blockDim.x + threadIdx.x); idx < 2 * kCtaKeys * kRow4;
+             idx += (int)(gridDim.y * blockDim.x)) {
+            const int tensor = idx / (kCtaKeys * kRow4), local = idx / kRow4 % kCtaKeys, c4 = idx % kRow4;
+            const int64_t key = (int64_t)kCtaKeys * n + local;
+            if (key >= seq_kv) continue;
+            float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+            for (int g = g_first; g <= g_last; ++g) {
+                const int64_t slot = 2 * (int64_t)g + (iu > unit_start(g, units, ctas) ? 1 : 0);
+                const float4 v = __ldg(
+                    reinterpret_cast<const float4 *>(partials + ((slot * 2 + tensor) * kCtaKeys + local) * (int64_t)D) +
+                    c4);
+                acc.x += v.x, acc.y += v.y, acc.z += v.z, acc.w += v.w;
+            }
+            const int64_t row = rows ? __ldg(rows + (int64_t)b * seq_kv + key) : key;
+            float *dst = tensor ? dv + b * dv_b + h * dv_h + row * dv_t : dk + b * dk_b + h * dk_h + row * dk_t;
+            *reinterpret_cast<float4 *>(dst + 4 * c4) = acc;
+        }
     }
 }
 
@@ -1226,9 +1397,9 @@ inline int64_t v4_copy_floats(int64_t seq_q, int64_t head_dim) {
     return (seq_q + kBwdTile - 1) / kBwdTile * kBwdTile * head_dim;
 }
 
-template <int D, bool kSplit, bool kCausal>
+template <int D, bool kSplit, int kMask>
 cudaError_t v4_launch(const BwdV4Params &p, int ctas, cudaStream_t stream) {
-    auto kernel = bwd_v4_kernel<D, kSplit, kCausal>;
+    auto kernel = bwd_v4_kernel<D, kSplit, kMask>;
     const int smem = V4Config<D>::kSmemBytes;
     cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (err != cudaSuccess) return err;
@@ -1240,20 +1411,29 @@ bool aligned16(const void *ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 =
 
 } /* namespace */
 
-extern "C" cudaError_t bwd_v4_split_launch(const jattn_cuda_args *a, void *records, cudaStream_t stream);
+extern "C" cudaError_t bwd_v4_split_launch(const jattn_cuda_args *a, void *records, const int *win,
+                                           cudaStream_t stream);
+extern "C" cudaError_t bwd_v4_windows_launch(const jattn_cuda_args *a, void *tables, cudaStream_t stream);
 
 /* The floats of the query heads' dK, dV parts with grouped heads (none without). */
 inline int64_t v4_group_floats(int64_t bh, int64_t bhk, int64_t seq_kv, int64_t head_dim) {
     return bhk < bh ? 2 * bh * seq_kv * head_dim : 0;
 }
 
+/* The window tables' byte offset (backward_v4_windows.cuh: v4w_layout's region), after the floats. */
+inline int64_t v4_tables_offset(int64_t bh, int64_t bhk, int64_t seq_q, int64_t seq_kv, int64_t head_dim) {
+    const int64_t end = v4_copies_offset(bh, bhk, seq_q, seq_kv, head_dim) +
+                        ((kMaxCtas + bh - 1) * v4_copy_floats(seq_q, head_dim) + v4_parts_floats(head_dim) +
+                         v4_group_floats(bh, bhk, seq_kv, head_dim)) *
+                            (int64_t)sizeof(float);
+    return (end + 255) / 256 * 256; /* the rows' windows are read as int4 */
+}
+
 extern "C" size_t jattn_cuda_bwd_v4_workspace_bytes(int64_t batch, int64_t heads, int64_t kv_heads, int64_t seq_q,
                                                     int64_t seq_kv, int64_t head_dim) {
     const int64_t bh = batch * heads, bhk = batch * (kv_heads ? kv_heads : heads);
-    const size_t v4 = (size_t)(v4_copies_offset(bh, bhk, seq_q, seq_kv, head_dim) +
-                               ((kMaxCtas + bh - 1) * v4_copy_floats(seq_q, head_dim) + v4_parts_floats(head_dim) +
-                                v4_group_floats(bh, bhk, seq_kv, head_dim)) *
-                                   (int64_t)sizeof(float));
+    const size_t v4 = (size_t)(v4_tables_offset(bh, bhk, seq_q, seq_kv, head_dim) +
+                               v4w_layout(batch, seq_q, seq_kv).bytes); /* every call counts the tables' bytes */
     const size_t v3 = jattn_cuda_bwd_v3_workspace_bytes(batch, heads, seq_q, seq_kv, head_dim);
     return v4 > v3 ? v4 : v3; /* a call v4 does not take runs v3 in the same workspace */
 }
@@ -1263,21 +1443,21 @@ extern "C" size_t jattn_cuda_bwd_v4_workspace_bytes(int64_t batch, int64_t heads
 /* One instance's launches on the stream: the fused kernel (f32: P's exponent as a pair), dq = c * its copies
  * summed (bwd_v4_dq_reduce), and where the grid cut items (more than one CTA) their dK, dV parts summed
  * (bwd_v4_dkv_parts). */
-template <int D, bool kCausal>
+template <int D, int kMask>
 cudaError_t v4_run(const BwdV4Params &p, const V4Grid &gr, const jattn_cuda_args *a, bool f32, cudaStream_t stream) {
     cudaError_t err =
-        f32 ? v4_launch<D, true, kCausal>(p, gr.ctas, stream) : v4_launch<D, false, kCausal>(p, gr.ctas, stream);
+        f32 ? v4_launch<D, true, kMask>(p, gr.ctas, stream) : v4_launch<D, false, kMask>(p, gr.ctas, stream);
     if (err != cudaSuccess) return err;
     const dim3 rgrid((unsigned)((a->seq_q * (D / 4) + 255) / 256), (unsigned)(a->batch * a->heads));
-    bwd_v4_dq_reduce<D, kCausal><<<rgrid, 256, 0, stream>>>(
+    bwd_v4_dq_reduce<D, kMask><<<rgrid, 256, 0, stream>>>(
         p.copies, a->dq, a->dq_strides.batch, a->dq_strides.head, a->dq_strides.token, p.heads, p.seq_q,
-        p.tq * kBwdTile, gr.n_blocks, p.causal_off, gr.units, gr.ctas, gr.per_head, a->scale);
+        p.tq * kBwdTile, gr.n_blocks, p.causal_off, gr.units, gr.ctas, gr.per_head, a->scale, p.table);
     err = cudaGetLastError();
     if (err != cudaSuccess) return err;
     if (gr.ctas > 1) { /* into dk, dv, or with grouped heads the query heads' parts (p.dk, p.dv and strides) */
-        bwd_v4_dkv_parts<D, kCausal><<<dim3((unsigned)(gr.ctas - 1), kPartsSlices), 256, 0, stream>>>(
+        bwd_v4_dkv_parts<D, kMask><<<dim3((unsigned)(gr.ctas - 1), kPartsSlices), 256, 0, stream>>>(
             p.partials, p.dk, p.dv, p.dk_b, p.dk_h, p.dk_t, p.dv_b, p.dv_h, p.dv_t, p.heads, p.seq_kv, gr.n_blocks,
-            p.tq, gr.units, gr.ctas, gr.per_head, p.causal_off, p.dkv_rows);
+            p.tq, gr.units, gr.ctas, gr.per_head, p.causal_off, p.dkv_rows, p.table);
         err = cudaGetLastError();
         if (err != cudaSuccess) return err;
     }
@@ -1305,18 +1485,29 @@ extern "C" int jattn_cuda_launch_bwd_v4(const jattn_cuda_args *a, void *workspac
     int sms = 0;
     err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
     if (err != cudaSuccess) return (int)err;
-    err = bwd_v4_split_launch(a, workspace, stream);
-    if (err != cudaSuccess) return (int)err;
-
     const jattn_cuda_args *f = a;
     const int64_t bh = f->batch * f->heads, kv_heads = f->kv_heads ? f->kv_heads : f->heads;
     const int64_t bhk = f->batch * kv_heads;
     const BwdRecordLayout L = bwd_record_layout(bh, bhk, f->seq_q, f->seq_kv, f->head_dim);
     unsigned char *ws = static_cast<unsigned char *>(workspace);
     const bool causal = f->causal != JATTN_CAUSAL_NONE;
+    /* the window table where causal's closed form does not give the units: segments, blocks, key padding with
+     * causal, and top-left causal with seq_q < seq_kv (keys no query attends) */
+    const bool windows = f->cu_seqlens_q || f->block_q ||
+                         (causal && (f->kv_count || (f->causal == JATTN_CAUSAL_TOP_LEFT && f->seq_q < f->seq_kv)));
+    int *tables = reinterpret_cast<int *>(ws + v4_tables_offset(bh, bhk, f->seq_q, f->seq_kv, f->head_dim));
+    const V4wLayout TL = v4w_layout(f->batch, f->seq_q, f->seq_kv);
+    if (windows) {
+        err = bwd_v4_windows_launch(a, tables, stream);
+        if (err != cudaSuccess) return (int)err;
+    }
+    err = bwd_v4_split_launch(a, workspace, windows ? tables + TL.win : nullptr, stream);
+    if (err != cudaSuccess) return (int)err;
+
     const int64_t causal_off = f->causal == JATTN_CAUSAL_BOTTOM_RIGHT ? f->seq_kv - f->seq_q : 0;
-    const V4Grid gr = causal ? v4_grid<true>(bh, f->seq_q, f->seq_kv, causal_off, sms)
-                             : v4_grid<false>(bh, f->seq_q, f->seq_kv, causal_off, sms);
+    /* with the table the grid is the unmasked call's (the host's bound on the device-side total) */
+    const V4Grid gr = causal && !windows ? v4_grid<true>(bh, f->seq_q, f->seq_kv, causal_off, sms)
+                                         : v4_grid<false>(bh, f->seq_q, f->seq_kv, causal_off, sms);
     BwdV4Params p;
     p.rec_q = ws + L.q, p.rec_do = ws + L.dout, p.rec_k = ws + L.k, p.rec_v = ws + L.v;
     p.copies = reinterpret_cast<float *>(ws + v4_copies_offset(bh, bhk, f->seq_q, f->seq_kv, f->head_dim));
@@ -1356,10 +1547,20 @@ extern "C" int jattn_cuda_launch_bwd_v4(const jattn_cuda_args *a, void *workspac
     p.units = gr.units;
     p.ctas = gr.ctas;
     p.head_units = gr.per_head;
+    p.win = tables + TL.win;
+    p.table.pre = tables + TL.pre;
+    p.table.range = tables + TL.range;
+    p.table.batch = (int)f->batch;
+    p.table.heads = p.heads;
+    p.table.n_blocks = gr.n_blocks;
     const bool f32 = f->precision == JATTN_PRECISION_F32;
     if (f->head_dim == 128)
-        err = causal ? v4_run<128, true>(p, gr, a, f32, stream) : v4_run<128, false>(p, gr, a, f32, stream);
+        err = windows  ? v4_run<128, kV4Windows>(p, gr, a, f32, stream)
+              : causal ? v4_run<128, kV4Causal>(p, gr, a, f32, stream)
+                       : v4_run<128, kV4Plain>(p, gr, a, f32, stream);
     else
-        err = causal ? v4_run<64, true>(p, gr, a, f32, stream) : v4_run<64, false>(p, gr, a, f32, stream);
+        err = windows  ? v4_run<64, kV4Windows>(p, gr, a, f32, stream)
+              : causal ? v4_run<64, kV4Causal>(p, gr, a, f32, stream)
+                       : v4_run<64, kV4Plain>(p, gr, a, f32, stream);
     return (int)err;
 }

@@ -12,16 +12,29 @@
  *        Causal: non-finite values of k and v are recorded as 0, so that a pair the diagonal masks (P = dS = 0)
  *        multiplies no Inf or NaN into the dQ of a row that does not attend the key (a non-finite input still
  *        reaches the rows attending it, through the out and lse their forward gave them; as the backward v3).
+ *        The window table (backward_v4_windows.cuh: segments, blocks, key padding with causal, top-left causal
+ *        with seq_q < seq_kv), win [B][Tq 64][2] int, or NULL: a record row no query row attends is recorded as 0
+ *        (v4w_key_reached: whatever a packed buffer holds past its last segment sets no tile's power of two),
+ *        non-finite k and v as 0 (as causal), and words 64, 65 of a q record's row data hold the largest lo and
+ *        the smallest hi of its rows' windows below seq_q (int bits: the tile's 64 keys from key k on are in every
+ *        row's window when lo <= k and hi >= k + 64; the kernel then tests no element).
  * Writes the records (workspace, bwd_record_layout), every byte of every record.
  * One CTA of 256 threads per (tile, tensor, head): grid (max(Tq, Tk), 4, B*H), the k and v CTAs of
  * z >= B*Hkv idle; a thread owns 16-byte
- * chunks (8 values of head_dim of one row) of the tile. Memory-bound, like v6's pre-pass. */
+ * chunks (8 values of head_dim of one row) of the tile. Memory-bound, like v6's pre-pass.
+ *
+ * bwd_v4_windows and bwd_v4_units: the window table's pre-pass (backward_v4_windows.cuh), before bwd_v4_split.
+ * bwd_v4_windows reads the mask's offsets (KwMask: segments, blocks, causal) and the key padding (kv_count,
+ * kv_index) and writes win, one thread per row (B Tq 64 threads), and zeroes the counter word; bwd_v4_units reads
+ * win and writes range [B][N][2] (block n's first and last m-block, one thread per (b, n)), then the CTA that
+ * finishes last (the counter) scans the counts into pre [B N + 1]. */
 #include <math.h>
 #include <stdint.h>
 
 #include <cuda_runtime.h>
 
 #include "backward_v4_records.cuh"
+#include "backward_v4_windows.cuh"
 #include "cuda_internal.h"
 #include "f16x2_split.cuh"
 #include "sm90_wgmma_ptx.cuh"
@@ -33,7 +46,9 @@ constexpr int kSplitThreads = 256;
 struct BwdSplitParams {
     const float *q, *k, *v, *o, *dout, *lse, *dlse;
     const int *kv_count, *kv_index; /* key padding (NULL: every key attended; kv_index NULL: no mask) */
-    int finite_kv; /* causal: non-finite k, v values recorded as 0 (a masked pair then multiplies no Inf or NaN) */
+    int finite_kv;  /* causal: non-finite k, v values recorded as 0 (a masked pair then multiplies no Inf or NaN) */
+    const int *win; /* the window table [B][rows_pad][2] (NULL: none) */
+    int rows_pad;   /* Tq 64 */
     int64_t q_b, q_h, q_t, k_b, k_h, k_t, v_b, v_h, v_t, o_b, o_h, o_t, do_b, do_h, do_t;
     int heads, kv_heads, seq_q, seq_kv, tq, tk;
     float scale;
@@ -74,13 +89,30 @@ __global__ void __launch_bounds__(kSplitThreads) bwd_v4_split(const BwdSplitPara
     const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
     const int cc = tid % kChunksPerRow, row0 = tid / kChunksPerRow;
     const int r0 = tile * kBwdTile;
+    /* the window table: the k and v rows some query attends (the others recorded as 0); the q rows' summary */
+    __shared__ unsigned char reached[kBwdTile];
+    __shared__ int win_sum[2][2];
+    const int *win_b = p.win ? p.win + (int64_t)b * p.rows_pad * 2 : nullptr;
+    if (win_b && which >= 2) {
+        if (tid < kBwdTile) reached[tid] = r0 + tid < n && v4w_key_reached(win_b, p.seq_q, r0 + tid);
+        __syncthreads();
+    } else if (win_b && which == 0 && tid < kBwdTile) {
+        int lo = INT32_MIN, hi = INT32_MAX;
+        if (r0 + tid < n) {
+            const int2 w = __ldg(reinterpret_cast<const int2 *>(win_b) + r0 + tid);
+            lo = w.x, hi = w.y;
+        }
+        lo = __reduce_max_sync(0xffffffffu, lo);
+        hi = __reduce_min_sync(0xffffffffu, hi);
+        if (lane == 0) win_sum[warp][0] = lo, win_sum[warp][1] = hi;
+    }
     float x[kPasses][8];
     float amax = 0.f;
 #pragma unroll
     for (int j = 0; j < kPasses; ++j) {
         const int row = r0 + row0 + j * kRowsPerPass;
         float4 a = make_float4(0.f, 0.f, 0.f, 0.f), c = a;
-        if (row < n) {
+        if (row < n && (!win_b || which < 2 || reached[row0 + j * kRowsPerPass])) {
             const int at = rows ? __ldg(rows + row) : row;
             const float4 *ptr = reinterpret_cast<const float4 *>(src + (int64_t)at * stride + 8 * cc);
             a = __ldg(ptr);
@@ -143,17 +175,111 @@ __global__ void __launch_bounds__(kSplitThreads) bwd_v4_split(const BwdSplitPara
             l = __ldg(p.lse + bh * p.seq_q + r0 + tid);
             if (l == -INFINITY) l = INFINITY; /* a row with no key: P = 0 */
         }
-        extras[kBwdRowData / 4 + tid] = tid < kBwdTile ? l : 0.f;
+        float word = 0.f; /* words 64, 65 with a window table: its rows' largest lo, smallest hi */
+        if (win_b && tid == kBwdTile) word = __int_as_float(max(win_sum[0][0], win_sum[1][0]));
+        if (win_b && tid == kBwdTile + 1) word = __int_as_float(min(win_sum[0][1], win_sum[1][1]));
+        extras[kBwdRowData / 4 + tid] = tid < kBwdTile ? l : word;
     } else if (which >= 2 && tid < 2 * kBwdTile) {
         extras[kBwdRowData / 4 + tid] = 0.f;
     }
 }
 
+constexpr int kTableThreads = 256;
+
+/* The window table's rows: (lo, hi) of row i of batch b in attended keys (v4w_row_window), one thread per row of
+ * the records ([B][rows_pad]); thread 0 zeroes the counter of bwd_v4_units, which runs next on the stream. */
+__global__ void __launch_bounds__(kTableThreads)
+    bwd_v4_windows(const KwMask m, const int *kv_count, const int *kv_index, int seq_kv, int rows_pad, int batch,
+                   int sentinel, int *win, unsigned *counter) {
+    const int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx == 0) *counter = 0u;
+    if (idx >= (int64_t)batch * rows_pad) return;
+    const int b = (int)(idx / rows_pad), i = (int)(idx - (int64_t)b * rows_pad);
+    const int n = kv_count ? __ldg(kv_count + b) : seq_kv;
+    const int *rows = kv_index ? kv_index + (int64_t)b * seq_kv : nullptr;
+    int lo, hi;
+    v4w_row_window(m, b, i, rows, n, sentinel, &lo, &hi);
+    *reinterpret_cast<int2 *>(win + 2 * idx) = make_int2(lo, hi);
+}
+
+/* Block n of batch b's m-blocks [first, last] from the rows (v4w_block_range), one thread per (b, n) into range
+ * [B][N][2]; the CTA that finishes last (each counts itself in *counter after its writes are fenced) scans the
+ * counts last - first + 1 in (b, n) order into pre [B N + 1] (exclusive; pre[B N] the total), 256 at a time. */
+__global__ void __launch_bounds__(kTableThreads)
+    bwd_v4_units(const int *win, int seq_q, int rows_pad, int tq, int batch, int n_blocks, int *range, int *pre,
+                 unsigned *counter) {
+    constexpr int kWarps = kTableThreads / 32;
+    __shared__ int warp_sum[kWarps];
+    __shared__ int is_last;
+    const int64_t total = (int64_t)batch * n_blocks;
+    const int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx < total) {
+        const int b = (int)(idx / n_blocks), n = (int)(idx - (int64_t)b * n_blocks);
+        int f, l;
+        v4w_block_range(win + (int64_t)b * rows_pad * 2, seq_q, tq, n, &f, &l);
+        *reinterpret_cast<int2 *>(range + 2 * idx) = make_int2(f, l);
+    }
+    __threadfence(); /* this thread's range entry before the CTA's count */
+    __syncthreads();
+    if (threadIdx.x == 0) is_last = atomicAdd(counter, 1u) == gridDim.x - 1;
+    __syncthreads();
+    if (!is_last) return;
+    __threadfence(); /* every CTA's entries counted: read them from L2 (ld.cg) */
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    int carry = 0;
+    for (int64_t x0 = 0; x0 < total; x0 += kTableThreads) {
+        const int64_t x = x0 + threadIdx.x;
+        int c = 0;
+        if (x < total) {
+            const int2 r = __ldcg(reinterpret_cast<const int2 *>(range) + x);
+            c = r.y - r.x + 1;
+        }
+        int v = c; /* the warp's inclusive sums */
+#pragma unroll
+        for (int o = 1; o < 32; o *= 2) {
+            const int y = __shfl_up_sync(0xffffffffu, v, o);
+            if (lane >= o) v += y;
+        }
+        if (lane == 31) warp_sum[warp] = v;
+        __syncthreads();
+        int before = carry, chunk = 0;
+        for (int w = 0; w < kWarps; ++w) {
+            const int s = warp_sum[w];
+            before += w < warp ? s : 0;
+            chunk += s;
+        }
+        if (x < total) pre[x] = before + v - c;
+        carry += chunk;
+        __syncthreads(); /* warp_sum is rewritten by the next chunk */
+    }
+    if (threadIdx.x == 0) pre[total] = carry;
+}
+
 } /* namespace */
 
+/* Enqueues the window table's pre-pass (bwd_v4_windows, bwd_v4_units) into `tables` (v4w_layout's region, int
+ * aligned): the calls with a window that causal's closed form does not give (backward_v4_sm90_fa3_f16x2.cu). */
+extern "C" cudaError_t bwd_v4_windows_launch(const jattn_cuda_args *a, void *tables, cudaStream_t stream) {
+    const V4wLayout L = v4w_layout(a->batch, a->seq_q, a->seq_kv);
+    int *t = static_cast<int *>(tables);
+    const int tq = (int)((a->seq_q + kV4wMRows - 1) / kV4wMRows),
+              n_blocks = (int)((a->seq_kv + kV4wBlockKeys - 1) / kV4wBlockKeys);
+    const int64_t rows = a->batch * (int64_t)tq * kV4wMRows, blocks = a->batch * (int64_t)n_blocks;
+    bwd_v4_windows<<<(unsigned)((rows + kTableThreads - 1) / kTableThreads), kTableThreads, 0, stream>>>(
+        kw_mask_of(*a), a->kv_count, a->kv_index, (int)a->seq_kv, tq * kV4wMRows, (int)a->batch,
+        kV4wBlockKeys * n_blocks, t + L.win, reinterpret_cast<unsigned *>(t + L.counter));
+    cudaError_t err = cudaGetLastError();
+    if (err != cudaSuccess) return err;
+    bwd_v4_units<<<(unsigned)((blocks + kTableThreads - 1) / kTableThreads), kTableThreads, 0, stream>>>(
+        t + L.win, (int)a->seq_q, tq * kV4wMRows, tq, (int)a->batch, n_blocks, t + L.range, t + L.pre,
+        reinterpret_cast<unsigned *>(t + L.counter));
+    return cudaGetLastError();
+}
+
 /* Enqueues the pre-pass (backward_v4_sm90_fa3_f16x2.cu checks the call: D 64 or 128, float4-aligned
- * pointers and strides, B*H <= 65535). */
-extern "C" cudaError_t bwd_v4_split_launch(const jattn_cuda_args *a, void *records, cudaStream_t stream) {
+ * pointers and strides, B*H <= 65535); win: the window table's rows (bwd_v4_windows_launch before it), or NULL. */
+extern "C" cudaError_t bwd_v4_split_launch(const jattn_cuda_args *a, void *records, const int *win,
+                                           cudaStream_t stream) {
     const jattn_cuda_args *f = a; /* the forward's fields */
     const int64_t bh = f->batch * f->heads, kv_heads = f->kv_heads ? f->kv_heads : f->heads;
     const BwdRecordLayout L = bwd_record_layout(bh, f->batch * kv_heads, f->seq_q, f->seq_kv, f->head_dim);
@@ -161,7 +287,9 @@ extern "C" cudaError_t bwd_v4_split_launch(const jattn_cuda_args *a, void *recor
     BwdSplitParams p;
     p.q = f->q, p.k = f->k, p.v = f->v, p.o = f->out, p.dout = a->dout, p.lse = f->lse, p.dlse = a->dlse;
     p.kv_count = f->kv_count, p.kv_index = f->kv_index;
-    p.finite_kv = f->causal != JATTN_CAUSAL_NONE;
+    p.finite_kv = f->causal != JATTN_CAUSAL_NONE || win != nullptr;
+    p.win = win;
+    p.rows_pad = (int)((f->seq_q + kBwdTile - 1) / kBwdTile) * kBwdTile;
     p.q_b = f->q_strides.batch, p.q_h = f->q_strides.head, p.q_t = f->q_strides.token;
     p.k_b = f->k_strides.batch, p.k_h = f->k_strides.head, p.k_t = f->k_strides.token;
     p.v_b = f->v_strides.batch, p.v_h = f->v_strides.head, p.v_t = f->v_strides.token;

@@ -107,6 +107,23 @@ V4W_HD bool v4w_key_reached(const int *win, int seq_q, int j) {
     return r < seq_q && KW_LDG(win + 2 * r) <= j;
 }
 
+/* The tables in the workspace: int offsets from the region's start (win, range, pre, then the counter word that
+ * bwd_v4_units's CTAs count themselves in), and the region's bytes. */
+struct V4wLayout {
+    int64_t win, range, pre, counter, bytes;
+};
+
+inline V4wLayout v4w_layout(int64_t batch, int64_t seq_q, int64_t seq_kv) {
+    const int64_t tq = (seq_q + kV4wMRows - 1) / kV4wMRows, n = (seq_kv + kV4wBlockKeys - 1) / kV4wBlockKeys;
+    V4wLayout l;
+    l.win = 0;
+    l.range = l.win + batch * tq * kV4wMRows * 2;
+    l.pre = l.range + batch * n * 2;
+    l.counter = l.pre + batch * n + 1;
+    l.bytes = (l.counter + 1) * (int64_t)sizeof(int);
+    return l;
+}
+
 /* The unit tables as the kernels read them. */
 struct V4Table {
     const int *pre;   /* [B N + 1] */

@@ -145,9 +145,10 @@ static size_t bwd_v3_workspace_bytes(const jattn_problem *p) {
 /* v4: the sm_90a contract (compute capability 9.0, D 64 or 128, strides of q, k, v, out multiples of 4
  * elements), both precisions (tf32: dK, dV and dQ on one fp16 product), gradient strides multiples of 4 and
  * pointers 16-byte aligned, B*H <= 65535, seq_q and seq_kv at most 2^31 - 129, at most 2^31 - 1 work units
- * (jattn_cuda_bwd_v4_refusal, sm90_contract.c), two keys or more; grouped-query heads; of the mask parts key
- * padding, or causal where every key is attended (not top-left with seq_q < seq_kv), not both (.features: the
- * others run v3). */
+ * (jattn_cuda_bwd_v4_refusal, sm90_contract.c), two keys or more; grouped-query heads; every mask part but a key
+ * bias (.features: a call with one runs v3): causal where every key is attended by the closed form, segments,
+ * blocks, key padding with causal and top-left causal with seq_q < seq_kv by the window table
+ * (backward_v4_windows.cuh). */
 static const char *bwd_v4_refusal(const cuda_query *q) {
     const jattn_problem *p = q->p;
     const char *why = sm90_refusal(p, q->cc);
@@ -159,14 +160,6 @@ static const char *bwd_v4_refusal(const cuda_query *q) {
      * and dS = dlse); a 2xFP16 dP (22 significant bits per operand) left up to 3e-5 on `large` inputs in the
      * backward v2 (H200, bench/results/h200-2026-12-02-bwd-v2/call1), where the gate allows none */
     if (p->seq_kv == 1) return "seq_kv: a single key runs the backward v3";
-    /* key padding moves a batch's attended keys to the front of its records, where causal's positions are lost */
-    if ((q->features & JATTN_FEATURE_KEY_PADDING) && q->causal != JATTN_CAUSAL_NONE)
-        return "mask: key padding with causal runs the backward v3";
-    /* its items are 128-key blocks that some query attends (the keys past seq_q of a top-left causal call with
-     * fewer queries than keys none does: v3 leaves them out of its records) */
-    if (q->causal == JATTN_CAUSAL_TOP_LEFT && p->seq_q < p->seq_kv)
-        return "causal: top-left with seq_q < seq_kv leaves keys no query attends, which the backward v4 does not "
-               "serve";
     return NULL;
 }
 
@@ -191,11 +184,13 @@ const cuda_version jattn_cuda_bwd_versions[JATTN_CUDA_BWD_KERNEL_COUNT] = {
     /* backward_v4_sm90_fa3_f16x2.cu: one fused sm_90a kernel in FlashAttention-3's orientation (128 keys per
      * CTA in two consumer warpgroups, dK and dV in registers, dQ into per-CTA copies summed in a fixed order, a
      * persistent grid), 2xFP16, three fp16 products per product; tf32: dK, dV, dQ on one fp16 product; grouped
-     * heads: each query head's dK, dV summed over the group in order. A problem it refuses runs v3, forced or not
-     * (so the whole battery runs with v4 forced) */
+     * heads: each query head's dK, dV summed over the group in order; the windows (segments, blocks, causal, with
+     * key padding) through a device-side table of each key block's query blocks. A problem it refuses runs v3,
+     * forced or not (so the whole battery runs with v4 forced) */
     [JATTN_CUDA_BWD_KERNEL_V4] = {.name = {"cuda_bwd_v4_f16x2_sm90_fa3_ws_128x64",
                                            "cuda_bwd_v4_s_dp_f16x2_grads_f16_sm90_fa3_ws_128x64"},
-                                  .features = JATTN_FEATURE_KEY_PADDING | JATTN_FEATURE_CAUSAL | JATTN_FEATURE_GQA,
+                                  .features = JATTN_FEATURE_KEY_PADDING | JATTN_FEATURE_CAUSAL | JATTN_FEATURE_BLOCKS |
+                                              JATTN_FEATURE_SEGMENTS | JATTN_FEATURE_GQA,
                                   .refusal = bwd_v4_refusal,
                                   .workspace_bytes = bwd_v4_workspace_bytes,
                                   .launch = jattn_cuda_launch_bwd_v4,
