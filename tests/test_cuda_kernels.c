@@ -204,7 +204,7 @@ static void run_shape(const int64_t sh[5], int backward, jt_rng *r, cudaStream_t
     free(bias);
 }
 
-/* ---- the backward with a mask (jattn_backward_masked: the backward v3's masked kernels; v4's causal) ----
+/* ---- the backward with a mask (jattn_backward_masked: the backward v3's masked kernels; v4's windows) ----
  * Grouped-query heads, causal in both alignments, block-causal, segments (with causal inside, per batch),
  * a key bias (-inf and -10000 entries), key lengths and a key mask, alone and together, at head dims of each
  * kind of instance (16, 40, 64, 72, 128, 256: the half kernels), cross-attention and a single query; every
@@ -240,6 +240,18 @@ static const mask_case mask_cases[] = {
     {2, 4, 4, 130, 300, 128, JATTN_CAUSAL_NONE, 0, 0, 0, 2}, /* a key mask */
     {2, 4, 2, 100, 260, 64, JATTN_CAUSAL_NONE, 0, 0, 0, 2},  /* a key mask, grouped heads */
     {2, 2, 2, 70, 200, 64, JATTN_CAUSAL_NONE, 0, 0, 0, 1},   /* key lengths, one of them short */
+    /* the windows at head_dim 64 and 128: the backward v4's table of each key block's m-blocks (segments, blocks,
+     * key padding with causal, top-left causal with fewer queries than keys), blocks no query attends, CTAs with
+     * no unit (fewer units than the unmasked grid's CTAs) and items cut between CTAs */
+    {1, 2, 2, 520, 520, 128, JATTN_CAUSAL_NONE, 0, 4, 0, 0},         /* packed sequences */
+    {2, 3, 3, 200, 180, 64, JATTN_CAUSAL_TOP_LEFT, 0, 3, 0, 2},      /* segments per batch, causal, a key mask */
+    {1, 2, 2, 300, 300, 128, JATTN_CAUSAL_NONE, 4, 0, 0, 0},         /* block-causal */
+    {2, 2, 2, 150, 260, 64, JATTN_CAUSAL_BOTTOM_RIGHT, 0, 0, 0, 1},  /* key lengths with causal */
+    {2, 4, 2, 260, 260, 128, JATTN_CAUSAL_TOP_LEFT, 0, 0, 0, 2},     /* a key mask with causal, grouped heads */
+    {1, 3, 3, 100, 300, 128, JATTN_CAUSAL_TOP_LEFT, 0, 0, 0, 0},     /* top-left with seq_q < seq_kv */
+    {2, 2, 2, 300, 300, 64, JATTN_CAUSAL_BOTTOM_RIGHT, 3, 3, 0, 1},  /* every part but a key bias */
+    {1, 1, 1, 600, 600, 64, JATTN_CAUSAL_NONE, 0, 6, 0, 0},          /* fewer units than CTAs */
+    {2, 6, 2, 400, 400, 128, JATTN_CAUSAL_BOTTOM_RIGHT, 0, 5, 0, 0}, /* segments, causal, grouped heads */
 };
 
 /* n + 1 sorted offsets from 0 to last. */

@@ -341,7 +341,8 @@ static int match_layout(const char *c, const call *k) {
 
 /* "any", "none", "key padding at most", "causal at most, every key attended" (none, or causal alone and not
  * top-left with seq_q < seq_kv), "grouped heads, key padding or causal, every key attended" (the same, key padding
- * alone, or grouped heads: the calls here take one part at a time) */
+ * alone, or grouped heads: the calls here take one part at a time), "any but a key bias" (every part alone but the
+ * key bias; all of them at once has one) */
 static int match_mask(const char *c, const call *k) {
     const int features = k->features;
     if (!strcmp(c, "any")) return 1;
@@ -352,6 +353,7 @@ static int match_mask(const char *c, const call *k) {
     if (!strcmp(c, "causal at most, every key attended")) return causal_ok;
     if (!strcmp(c, "grouped heads, key padding or causal, every key attended"))
         return causal_ok || features == F_GQA || features == F_PADDING;
+    if (!strcmp(c, "any but a key bias")) return features != F_BIAS && features != F_ALL;
     return -1;
 }
 
