@@ -14,12 +14,21 @@
 #   time      the backward, v4 against v3 forced, at (1,24,4608,128), grouped heads 32 / 8 and MQA; ncu's duration of every backward
 #             kernel at (1,24,256,64) (the parts sum); the forward below head_dim 8 against PyTorch
 #   masks     bench/gpu/masks_backward_bench (AUTO, and v3 forced on the unmasked shapes) and PyTorch's fp32 SDPA
-#             backward (torch_sdpa_masks_backward.py) on MASK_CASES: key padding, grouped heads and causal on v4,
-#             the other parts on v3; the table of masks_backward_table.py
+#             backward (torch_sdpa_masks_backward.py) on MASK_CASES: every part on v4 but the key bias (v3), among
+#             them 4 packed sequences of 1152 tokens beside the padded batch (4,24,1152,128) of the same tokens
+#             (issue 35: as fast per FLOP), alone and with causal, and the windowed cases again with v3 forced (the
+#             path they ran before); the table of masks_backward_table.py
 #   py        host_cost.py on cuda (the package made from this build): forward and forward + backward through
 #             jattn.attention beside SDPA at (1,24,256,64), (1,24,512,128), (1,24,1536,128), (1,24,4608,128)
-#   sanitize  memcheck and racecheck of test_cuda_kernels backward and masks with v4 forced; memcheck, racecheck,
-#             initcheck and synccheck of test_cuda_kernels forward with v1 forced
+#   windows   the backward v4 with windows (branch v4-windows: segments, blocks, key padding with causal, top-left
+#             causal with seq_q < seq_kv through the device-side table of each key block's m-blocks): test_backward
+#             cuda all and test_cuda_kernels all with v4 forced and under AUTO, their masks parts with v4 forced (the
+#             kernels' line per masked case), test_cuda_ladder, the CPU emulation of the table
+#             (emulate_backward_v4_windows.cc, where a g++ is found)
+#   sanitize  memcheck and racecheck of test_cuda_kernels backward and masks with v4 forced (the windows' cases among
+#             its masked ones), initcheck of its masks with v4 forced (a dQ copy or a cut item's part read where
+#             nothing wrote it); memcheck, racecheck, initcheck and synccheck of test_cuda_kernels forward with v1
+#             forced
 # Logs under $OUT/log (default /tmp/pending), a table of each stage last; the logs also as $OUT/logs.tgz (a device call
 # brings back a handful of files).
 set -u
@@ -51,7 +60,7 @@ stage_build() {
   cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Release -DJATTN_CUDA=ON -DJATTN_CUDA_ARCHS=90a -DJATTN_MPI=OFF \
     -DJATTN_NCCL=OFF -DJATTN_VULKAN=OFF > "$L/build.txt" 2>&1 &&
     cmake --build "$B" -j "$(nproc)" --target jattn_shared test_masks test_edges test_parity test_cuda_device \
-      test_backward test_cuda_kernels jattn >> "$L/build.txt" 2>&1 || { tail -30 "$L/build.txt"; exit 1; }
+      test_backward test_cuda_kernels test_cuda_ladder jattn >> "$L/build.txt" 2>&1 || { tail -30 "$L/build.txt"; exit 1; }
   grep -E "bwd_v4_kernel|registers|spill" "$L/build.txt" | grep -B1 -A1 "bwd_v4_kernel" | tail -24 > "$L/ptxas.txt"
   echo "build done after $SECONDS s"
 }
@@ -84,6 +93,38 @@ stage_test() {
   done
   echo "chain: $fails / 3 runs failed"
   grep -h "^FAIL" "$L"/test-*.txt | head -12
+}
+
+stage_windows() { # the backward v4 with windows: the batteries with v4 forced and under AUTO
+  local runs=(
+    "v4 bwd-all:JATTN_CUDA_BWD_KERNEL=4:$T/test_backward cuda all"
+    "auto bwd-all::$T/test_backward cuda all"
+    "v4 kernels-all:JATTN_CUDA_BWD_KERNEL=4:$T/test_cuda_kernels all"
+    "auto kernels-all::$T/test_cuda_kernels all"
+  )
+  for r in "${runs[@]}"; do
+    local name=${r%%:*} rest=${r#*:}
+    local envs=${rest%%:*} cmd=${rest#*:}
+    (env $envs timeout 280 $cmd > "$L/win-${name// /-}.txt" 2>&1; echo "rc $?" >> "$L/win-${name// /-}.txt") &
+  done
+  wait
+  # the masked parts alone with v4 forced, every case's line (kernel, errors)
+  JATTN_CUDA_BWD_KERNEL=4 JATTN_TEST_VERBOSE=1 timeout 200 "$T/test_cuda_kernels" masks > "$L/win-v4-kernels-masks.txt" 2>&1
+  echo "rc $?" >> "$L/win-v4-kernels-masks.txt"
+  JATTN_CUDA_BWD_KERNEL=4 timeout 200 "$T/test_backward" cuda masks > "$L/win-v4-bwd-masks.txt" 2>&1
+  echo "rc $?" >> "$L/win-v4-bwd-masks.txt"
+  timeout 120 "$T/test_cuda_ladder" src/cuda/NOTES.md > "$L/win-ladder.txt" 2>&1
+  if command -v g++ > /dev/null 2>&1 && command -v gcc > /dev/null 2>&1; then
+    gcc -O2 -c -Iinclude -Isrc src/mask.c -o "$B/mask_emul.o" &&
+      g++ -O2 -std=c++17 -Iinclude -Isrc lab/gpu/emulate_backward_v4_windows.cc "$B/mask_emul.o" -o "$B/emulate_v4w" &&
+      timeout 120 "$B/emulate_v4w" 2000 > "$L/win-emulate.txt" 2>&1
+  fi
+  echo "== windows (after $SECONDS s)"
+  for f in "$L"/win-*.txt; do
+    echo "$(basename "$f" .txt): $(grep -E "passed|PASS|FAIL|differ" "$f" | tail -1 | cut -c1-120) | $(last "$f")"
+  done
+  grep -h "^FAIL" "$L"/win-*.txt | head -12
+  grep -h "backward masked" "$L/win-v4-kernels-masks.txt" | grep -c "cuda_bwd_v4" | sed 's/^/masked cases on v4: /'
 }
 
 PKG=""
@@ -134,7 +175,9 @@ stage_time() {
 MASK_CASES=${MASK_CASES:-"2,24,24,4608,128:none 2,24,24,4608,128:kvlen 1,24,24,4608,128:none \
 1,24,24,4608,128:causal 1,32,8,4608,128:none 1,32,8,4608,128:kvlen 1,32,8,4608,128:causal \
 1,24,1,4608,128:none 1,24,24,1536,128:none 1,24,24,1536,128:causal 1,24,24,4608,128:segments=3+kvlen \
-1,24,24,4608,128:bias+causal"}
+1,24,24,4608,128:bias+causal 4,24,24,1152,128:none 1,24,24,4608,128:segments=4 4,24,24,1152,128:causal \
+1,24,24,4608,128:segments=4+causal 2,24,24,4608,128:kvlen+causal 1,24,24,4608,128:blocks=4 \
+1,24,24,4608,128:segments=8"}
 
 stage_masks() {
   local M=$L/masks
@@ -146,6 +189,11 @@ stage_masks() {
   none=$(for c in $MASK_CASES; do case $c in *:none) echo "$c" ;; esac; done)
   # shellcheck disable=SC2086
   JATTN_CUDA_BWD_KERNEL=v3 timeout -k 5 30 "$B/bench/masks_backward_bench" --reps 15 $none > "$M/v3.txt" 2>&1
+  local win # the windows v4 now takes, as v3 ran them (the path before the branch v4-windows)
+  win=$(for c in $MASK_CASES; do case $c in *segments* | *blocks* | *kvlen+causal* | *causal+kvlen*) echo "$c" ;; esac; done)
+  # shellcheck disable=SC2086
+  [ -n "$win" ] && JATTN_CUDA_BWD_KERNEL=v3 timeout -k 5 60 "$B/bench/masks_backward_bench" --reps 15 $win \
+    > "$M/v3-windows.txt" 2>&1
   # shellcheck disable=SC2086
   timeout -k 5 60 python3 bench/gpu/torch_sdpa_masks_backward.py --reps 8 $MASK_CASES > "$M/torch.txt" 2>&1
   grep -h "^FAIL" "$M"/*.txt | head -6
@@ -159,6 +207,7 @@ stage_sanitize() {
     "bwd-racecheck:JATTN_CUDA_BWD_KERNEL=4:racecheck:backward"
     "masks-memcheck:JATTN_CUDA_BWD_KERNEL=4:memcheck:masks"
     "masks-racecheck:JATTN_CUDA_BWD_KERNEL=4:racecheck:masks"
+    "masks-initcheck:JATTN_CUDA_BWD_KERNEL=4:initcheck:masks"
     "fwd-memcheck:JATTN_CUDA_KERNEL=1:memcheck:forward"
     "fwd-racecheck:JATTN_CUDA_KERNEL=1:racecheck:forward"
     "fwd-initcheck:JATTN_CUDA_KERNEL=1:initcheck:forward"
