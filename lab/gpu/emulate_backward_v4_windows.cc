@@ -334,8 +334,7 @@ static void run_case(const Case &k, Stats &st) {
                 if (!store && !cell) fail(k, "an add into a copy never stored (copy, m, item)", cslot, m, item);
                 cell++;
                 /* the pairs: each warpgroup's 64 keys against the m-block's 64 queries */
-                const int nb = n_kv[b];
-                const int klim = nb; /* key padding's kv_count (records past it are 0, P = 0) */
+                const int nb = n_kv[b]; /* the batch's attended keys: the window test alone gives P = 0 past them */
                 for (int w = 0; w < 2; w++) {
                     const int key_w = 128 * n + 64 * w;
                     int lo_t = ilo[(size_t)b * tq + m], hi_t = ihi[(size_t)b * tq + m];
@@ -348,8 +347,12 @@ static void run_case(const Case &k, Stats &st) {
                         const int *wr = &win[((size_t)b * rows_pad + i) * 2];
                         for (int kk = 0; kk < 64; kk++) {
                             const int j = key_w + kk;
-                            if (j >= klim) continue;
-                            if (full || (j >= wr[0] && j < wr[1])) got[bh][(size_t)i * nb + j]++;
+                            const bool p_on = full || (j >= wr[0] && j < wr[1]);
+                            if (j >= nb) {
+                                if (p_on) fail(k, "a key past the batch's count gets P (b h, i, j)", bh, i, j);
+                                continue;
+                            }
+                            if (p_on) got[bh][(size_t)i * nb + j]++;
                         }
                     }
                 }
