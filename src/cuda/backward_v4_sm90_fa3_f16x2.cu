@@ -1286,50 +1286,31 @@ __global__ void __launch_bounds__(256)
     if constexpr (kMask != kV4Windows) len = tq - first_mblock<kCausal>(n, causal_off, tq);
     const int g_first = unit_cta(iu, units, ctas), g_last = unit_cta(iu + len - 1, units, ctas);
     constexpr int kRow4 = D / 4;
-    if constexpr (kMask == kV4Windows) {
-        /* the parts' slots, once per block: -1 for a CTA with no unit (fewer units than CTAs), which wrote none */
-        __shared__ int slots[kMaxCtas];
-        for (int t = (int)threadIdx.x; t <= g_last - g_first; t += (int)blockDim.x) {
-            const int64_t ug = unit_start(g_first + t, units, ctas);
-            slots[t] = ug == unit_start(g_first + t + 1, units, ctas) ? -1 : 2 * (g_first + t) + (iu > ug ? 1 : 0);
+    /* the parts' slots, once per block (not per element): CTA g's is 2 g + 1 where the item is its last and 2 g
+     * where it is its first; -1 for a CTA with no unit (windows: fewer units than CTAs), which wrote none */
+    __shared__ int slots[kMaxCtas];
+    for (int t = (int)threadIdx.x; t <= g_last - g_first; t += (int)blockDim.x) {
+        const int64_t ug = unit_start(g_first + t, units, ctas);
+        slots[t] = ug == unit_start(g_first + t + 1, units, ctas) ? -1 : 2 * (g_first + t) + (iu > ug ? 1 : 0);
+    }
+    __syncthreads();
+    for (int idx = (int)(blockIdx.y * blockDim.x + threadIdx.x); idx < 2 * kCtaKeys * kRow4;
+         idx += (int)(gridDim.y * blockDim.x)) {
+        const int tensor = idx / (kCtaKeys * kRow4), local = idx / kRow4 % kCtaKeys, c4 = idx % kRow4;
+        const int64_t key = (int64_t)kCtaKeys * n + local;
+        if (key >= seq_kv) continue;
+        float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+        for (int t = 0; t <= g_last - g_first; ++t) {
+            const int slot = slots[t];
+            if (slot < 0) continue;
+            const float4 v = __ldg(
+                reinterpret_cast<const float4 *>(partials + ((slot * 2 + tensor) * kCtaKeys + local) * (int64_t)D) +
+                c4);
+            acc.x += v.x, acc.y += v.y, acc.z += v.z, acc.w += v.w;
         }
-        __syncthreads();
-        for (int idx = (int)(blockIdx.y * blockDim.x + threadIdx.x); idx < 2 * kCtaKeys * kRow4;
-             idx += (int)(gridDim.y * blockDim.x)) {
-            const int tensor = idx / (kCtaKeys * kRow4), local = idx / kRow4 % kCtaKeys, c4 = idx % kRow4;
-            const int64_t key = (int64_t)kCtaKeys * n + local;
-            if (key >= seq_kv) continue;
-            float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-            for (int t = 0; t <= g_last - g_first; ++t) {
-                const int slot = slots[t];
-                if (slot < 0) continue;
-                const float4 v = __ldg(
-                    reinterpret_cast<const float4 *>(partials + ((slot * 2 + tensor) * kCtaKeys + local) * (int64_t)D) +
-                    c4);
-                acc.x += v.x, acc.y += v.y, acc.z += v.z, acc.w += v.w;
-            }
-            const int64_t row = rows ? __ldg(rows + (int64_t)b * seq_kv + key) : key;
-            float *dst = tensor ? dv + b * dv_b + h * dv_h + row * dv_t : dk + b * dk_b + h * dk_h + row * dk_t;
-            *reinterpret_cast<float4 *>(dst + 4 * c4) = acc;
-        }
-    } else {
-        for (int idx = (int)(blockIdx.y * blockDim.x + threadIdx.x); idx < 2 * kCtaKeys * kRow4;
-             idx += (int)(gridDim.y * blockDim.x)) {
-            const int tensor = idx / (kCtaKeys * kRow4), local = idx / kRow4 % kCtaKeys, c4 = idx % kRow4;
-            const int64_t key = (int64_t)kCtaKeys * n + local;
-            if (key >= seq_kv) continue;
-            float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-            for (int g = g_first; g <= g_last; ++g) {
-                const int64_t slot = 2 * (int64_t)g + (iu > unit_start(g, units, ctas) ? 1 : 0);
-                const float4 v = __ldg(
-                    reinterpret_cast<const float4 *>(partials + ((slot * 2 + tensor) * kCtaKeys + local) * (int64_t)D) +
-                    c4);
-                acc.x += v.x, acc.y += v.y, acc.z += v.z, acc.w += v.w;
-            }
-            const int64_t row = rows ? __ldg(rows + (int64_t)b * seq_kv + key) : key;
-            float *dst = tensor ? dv + b * dv_b + h * dv_h + row * dv_t : dk + b * dk_b + h * dk_h + row * dk_t;
-            *reinterpret_cast<float4 *>(dst + 4 * c4) = acc;
-        }
+        const int64_t row = rows ? __ldg(rows + (int64_t)b * seq_kv + key) : key;
+        float *dst = tensor ? dv + b * dv_b + h * dv_h + row * dv_t : dk + b * dk_b + h * dk_h + row * dk_t;
+        *reinterpret_cast<float4 *>(dst + 4 * c4) = acc;
     }
 }
 
