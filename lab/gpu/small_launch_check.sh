@@ -46,6 +46,13 @@ stage_fwdtests() { # the forward suites (v6 under AUTO), v1 forced, the head_dim
   grep -h "^FAIL" $L/*.txt | head -8
 }
 
+stage_split() { # the masked calls' kernels beside the calls they should match (lab/gpu/mask_kernel_split.py)
+  . lab/gpu/package_from_build.sh
+  package_from_build $V/build-pending /tmp/pk-var > /dev/null || exit 1
+  PYTHONPATH=/tmp/pk-var timeout 200 python3 lab/gpu/mask_kernel_split.py > "$OUT/split.md" 2>&1
+  echo "== split (after $SECONDS s)"; grep -A5 "ratios of" "$OUT/split.md"; grep "in all" "$OUT/split.md"
+}
+
 stage_time() {
   . lab/gpu/package_from_build.sh
   package_from_build build-base /tmp/pk-base > /dev/null && package_from_build $V/build-pending /tmp/pk-var > /dev/null || exit 1
