@@ -15,9 +15,8 @@ from __future__ import annotations
 import argparse
 import statistics
 
-import torch
-
 import jattn
+import torch
 
 
 def cases(seq: int, dim: int):
@@ -30,7 +29,11 @@ def cases(seq: int, dim: int):
     yield "padded 4 x S/4", quarter, {}
     yield "packed 4 x S/4", big, {"cu_seqlens_q": cu, "cu_seqlens_k": cu}
     yield "padded 4 x S/4, causal", quarter, {"is_causal": True}
-    yield "packed 4 x S/4, causal", big, {"cu_seqlens_q": cu, "cu_seqlens_k": cu, "is_causal": True}
+    yield (
+        "packed 4 x S/4, causal",
+        big,
+        {"cu_seqlens_q": cu, "cu_seqlens_k": cu, "is_causal": True},
+    )
 
 
 def kernel_times(fn, calls: int):
@@ -44,10 +47,33 @@ def kernel_times(fn, calls: int):
     out = {}
     for e in prof.key_averages():
         if e.device_type == torch.autograd.DeviceType.CUDA and e.count:
-            total = getattr(e, "device_time_total", None) or getattr(e, "cuda_time_total", 0.0)
-            name = e.key.split("(")[0].replace("void ", "").replace("(anonymous namespace)::", "")[:60]
+            total = getattr(e, "device_time_total", None) or getattr(
+                e, "cuda_time_total", 0.0
+            )
+            name = (
+                e.key.split("(")[0]
+                .replace("void ", "")
+                .replace("(anonymous namespace)::", "")[:60]
+            )
             out[name] = out.get(name, 0.0) + total / calls
     return out
+
+
+def call(pass_: str, qkv, qkv_grad, grad, kw):
+    """One call of the case: the forward without grad, or the backward of one forward kept."""
+    if pass_ == "forward":
+
+        def forward():
+            with torch.no_grad():
+                jattn.attention(*qkv, **kw)
+
+        return forward
+    out = jattn.attention(*qkv_grad, **kw)
+
+    def backward():
+        torch.autograd.grad(out, qkv_grad, grad, retain_graph=True)
+
+    return backward
 
 
 def main() -> None:
@@ -57,24 +83,19 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--calls", type=int, default=10)
     a = ap.parse_args()
-    print(f"# kernels per call, µs (median of {a.rounds} rounds of {a.calls} calls), {torch.cuda.get_device_name()}\n")
+    print(
+        f"# kernels per call, µs (median of {a.rounds} rounds of {a.calls} calls), {torch.cuda.get_device_name()}\n"
+    )
     totals = {}
     for name, (q, k, v, g), kw in cases(a.seq, a.dim):
         qg, kg, vg = (t.clone().requires_grad_(True) for t in (q, k, v))
         for pass_ in ("forward", "backward"):
-            if pass_ == "forward":
-
-                def fn():
-                    with torch.no_grad():
-                        jattn.attention(q, k, v, **kw)
-            else:
-                out = jattn.attention(qg, kg, vg, **kw)
-
-                def fn():
-                    torch.autograd.grad(out, (qg, kg, vg), g, retain_graph=True)
-
+            fn = call(pass_, (q, k, v), (qg, kg, vg), g, kw)
             rounds = [kernel_times(fn, a.calls) for _ in range(a.rounds)]
-            names = sorted({n for r in rounds for n in r}, key=lambda n: -statistics.median(r.get(n, 0) for r in rounds))
+            names = sorted(
+                {n for r in rounds for n in r},
+                key=lambda n: -statistics.median(r.get(n, 0) for r in rounds),
+            )
             med = {n: statistics.median(r.get(n, 0.0) for r in rounds) for n in names}
             total = statistics.median(sum(r.values()) for r in rounds)
             totals[(name, pass_)] = total
@@ -82,7 +103,9 @@ def main() -> None:
             for n in names:
                 print(f"- {n}: {med[n]:.1f}")
             print()
-    print("## ratios of the kernels' sums\n\n| pair | forward | backward |\n| --- | ---: | ---: |")
+    print(
+        "## ratios of the kernels' sums\n\n| pair | forward | backward |\n| --- | ---: | ---: |"
+    )
     for masked, base in (("causal", "unmasked"), ("packed 4 x S/4", "padded 4 x S/4"),
                          ("packed 4 x S/4, causal", "padded 4 x S/4, causal")):  # fmt: skip
         f = totals[(masked, "forward")] / totals[(base, "forward")]
