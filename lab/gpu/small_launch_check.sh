@@ -46,6 +46,15 @@ stage_fwdtests() { # the forward suites (v6 under AUTO), v1 forced, the head_dim
   grep -h "^FAIL" $L/*.txt | head -8
 }
 
+stage_sweep() { # the masked backward on fresh seeds, v4 forced, two sweeps at once (the device shared)
+  local T=$V/build-pending/tests L=$OUT/sweep
+  mkdir -p $L
+  (JATTN_CUDA_BWD_KERNEL=4 timeout 280 bash bench/cpu/seed_sweep.sh ${N:-12} $T/test_backward cuda masks > $L/bwd-masks.txt 2>&1) &
+  (JATTN_CUDA_BWD_KERNEL=4 timeout 280 bash bench/cpu/seed_sweep.sh ${N:-12} $T/test_cuda_kernels masks > $L/kernels-masks.txt 2>&1) &
+  wait
+  echo "== sweep (after $SECONDS s)"; tail -n 3 $L/*.txt
+}
+
 stage_split() { # the masked calls' kernels beside the calls they should match (lab/gpu/mask_kernel_split.py)
   . lab/gpu/package_from_build.sh
   package_from_build $V/build-pending /tmp/pk-var > /dev/null || exit 1
