@@ -204,54 +204,74 @@ static void run_shape(const int64_t sh[5], int backward, jt_rng *r, cudaStream_t
     free(bias);
 }
 
-/* ---- the backward with a mask (jattn_backward_masked: the backward v3's masked kernels; v4's windows) ----
+/* ---- the backward with a mask (jattn_backward_masked: the backward v3's masked kernels; v4's windows, bias) ----
  * Grouped-query heads, causal in both alignments, block-causal, segments (with causal inside, per batch),
  * a key bias (-inf and -10000 entries), key lengths and a key mask, alone and together, at head dims of each
  * kind of instance (16, 40, 64, 72, 128, 256: the half kernels), cross-attention and a single query; every
  * array on the device (the mask's too), the call on the test's stream, half on a caller workspace; the
- * gradients against the ref backward under the gate, and a call captured into a CUDA graph and replayed
- * twice bit for bit that of the direct call (the masked kernels' determinism). */
+ * gradients against the ref backward under the gate (f32; the tf32 cases rel_l2 JATTN_GATE_TF32_REL_L2), and a
+ * call captured into a CUDA graph and replayed twice bit for bit that of the direct call (the masked kernels'
+ * determinism). */
 typedef struct mask_case {
     int64_t B, H, Hkv, Sq, Skv, D;
     jattn_causal causal;
     int blocks, segments, bias, pad; /* bias: 0 none, 1 per batch, 2 per batch and head; pad: 0, kv_len, key mask */
+    int tf32;                        /* the tf32 precision (gate rel_l2 JATTN_GATE_TF32_REL_L2), else f32 */
 } mask_case;
 
 static const mask_case mask_cases[] = {
-    {2, 4, 2, 70, 70, 64, JATTN_CAUSAL_TOP_LEFT, 0, 0, 0, 0},       /* grouped heads, causal */
-    {1, 2, 1, 33, 77, 128, JATTN_CAUSAL_BOTTOM_RIGHT, 0, 0, 0, 1},  /* one key/value head, cross, key lengths */
-    {1, 2, 2, 40, 40, 256, JATTN_CAUSAL_NONE, 3, 0, 2, 0},          /* blocks, a bias per head (half kernels) */
-    {2, 3, 3, 50, 45, 40, JATTN_CAUSAL_TOP_LEFT, 0, 3, 1, 2},       /* segments per batch, causal, a key mask */
-    {1, 4, 2, 100, 100, 16, JATTN_CAUSAL_BOTTOM_RIGHT, 2, 2, 2, 1}, /* every part */
-    {1, 2, 1, 1, 50, 72, JATTN_CAUSAL_NONE, 0, 0, 1, 0},            /* a single query, a bias, one key/value head */
-    {1, 2, 2, 40, 50, 5, JATTN_CAUSAL_BOTTOM_RIGHT, 0, 0, 1, 1},    /* head_dim 5: v1's butterflies, masked */
+    {2, 4, 2, 70, 70, 64, JATTN_CAUSAL_TOP_LEFT, 0, 0, 0, 0, 0},       /* grouped heads, causal */
+    {1, 2, 1, 33, 77, 128, JATTN_CAUSAL_BOTTOM_RIGHT, 0, 0, 0, 1, 0},  /* one key/value head, cross, key lengths */
+    {1, 2, 2, 40, 40, 256, JATTN_CAUSAL_NONE, 3, 0, 2, 0, 0},          /* blocks, a bias per head (half kernels) */
+    {2, 3, 3, 50, 45, 40, JATTN_CAUSAL_TOP_LEFT, 0, 3, 1, 2, 0},       /* segments per batch, causal, a key mask */
+    {1, 4, 2, 100, 100, 16, JATTN_CAUSAL_BOTTOM_RIGHT, 2, 2, 2, 1, 0}, /* every part */
+    {1, 2, 1, 1, 50, 72, JATTN_CAUSAL_NONE, 0, 0, 1, 0, 0},            /* a single query, a bias, one key/value head */
+    {1, 2, 2, 40, 50, 5, JATTN_CAUSAL_BOTTOM_RIGHT, 0, 0, 1, 1, 0},    /* head_dim 5: v1's butterflies, masked */
     /* causal alone at head_dim 64 and 128: on Hopper the backward v4's (every key attended) */
-    {1, 3, 3, 200, 200, 128, JATTN_CAUSAL_TOP_LEFT, 0, 0, 0, 0},     /* the diagonal m-blocks, pair order */
-    {2, 2, 2, 290, 150, 64, JATTN_CAUSAL_TOP_LEFT, 0, 0, 0, 0},      /* seq_q > seq_kv */
-    {1, 2, 2, 300, 130, 128, JATTN_CAUSAL_BOTTOM_RIGHT, 0, 0, 0, 0}, /* rows with no key: dq 0 */
-    {2, 3, 3, 70, 390, 64, JATTN_CAUSAL_BOTTOM_RIGHT, 0, 0, 0, 0},   /* seq_q < seq_kv */
+    {1, 3, 3, 200, 200, 128, JATTN_CAUSAL_TOP_LEFT, 0, 0, 0, 0, 0},     /* the diagonal m-blocks, pair order */
+    {2, 2, 2, 290, 150, 64, JATTN_CAUSAL_TOP_LEFT, 0, 0, 0, 0, 0},      /* seq_q > seq_kv */
+    {1, 2, 2, 300, 130, 128, JATTN_CAUSAL_BOTTOM_RIGHT, 0, 0, 0, 0, 0}, /* rows with no key: dq 0 */
+    {2, 3, 3, 70, 390, 64, JATTN_CAUSAL_BOTTOM_RIGHT, 0, 0, 0, 0, 0},   /* seq_q < seq_kv */
     /* grouped heads alone and with causal at head_dim 64 and 128: the backward v4's query heads' dK, dV summed over
      * each group (bwd_v4_group_sum), items cut between CTAs included */
-    {2, 6, 2, 150, 300, 128, JATTN_CAUSAL_NONE, 0, 0, 0, 0},    /* 3 query heads a key/value head */
-    {1, 4, 1, 64, 200, 64, JATTN_CAUSAL_NONE, 0, 0, 0, 0},      /* one key/value head (MQA) */
-    {1, 4, 2, 260, 260, 64, JATTN_CAUSAL_TOP_LEFT, 0, 0, 0, 0}, /* grouped and causal */
+    {2, 6, 2, 150, 300, 128, JATTN_CAUSAL_NONE, 0, 0, 0, 0, 0},    /* 3 query heads a key/value head */
+    {1, 4, 1, 64, 200, 64, JATTN_CAUSAL_NONE, 0, 0, 0, 0, 0},      /* one key/value head (MQA) */
+    {1, 4, 2, 260, 260, 64, JATTN_CAUSAL_TOP_LEFT, 0, 0, 0, 0, 0}, /* grouped and causal */
     /* key padding alone at head_dim 64 and 128: the backward v4's records in kv_index's order (the attended keys
      * first), dK, dV written back through it (the unattended rows 0), alone and through the group sum */
-    {2, 4, 4, 130, 300, 128, JATTN_CAUSAL_NONE, 0, 0, 0, 2}, /* a key mask */
-    {2, 4, 2, 100, 260, 64, JATTN_CAUSAL_NONE, 0, 0, 0, 2},  /* a key mask, grouped heads */
-    {2, 2, 2, 70, 200, 64, JATTN_CAUSAL_NONE, 0, 0, 0, 1},   /* key lengths, one of them short */
+    {2, 4, 4, 130, 300, 128, JATTN_CAUSAL_NONE, 0, 0, 0, 2, 0}, /* a key mask */
+    {2, 4, 2, 100, 260, 64, JATTN_CAUSAL_NONE, 0, 0, 0, 2, 0},  /* a key mask, grouped heads */
+    {2, 2, 2, 70, 200, 64, JATTN_CAUSAL_NONE, 0, 0, 0, 1, 0},   /* key lengths, one of them short */
     /* the windows at head_dim 64 and 128: the backward v4's table of each key block's m-blocks (segments, blocks,
      * key padding with causal, top-left causal with fewer queries than keys), blocks no query attends, CTAs with
      * no unit (fewer units than the unmasked grid's CTAs) and items cut between CTAs */
-    {1, 2, 2, 520, 520, 128, JATTN_CAUSAL_NONE, 0, 4, 0, 0},         /* packed sequences */
-    {2, 3, 3, 200, 180, 64, JATTN_CAUSAL_TOP_LEFT, 0, 3, 0, 2},      /* segments per batch, causal, a key mask */
-    {1, 2, 2, 300, 300, 128, JATTN_CAUSAL_NONE, 4, 0, 0, 0},         /* block-causal */
-    {2, 2, 2, 150, 260, 64, JATTN_CAUSAL_BOTTOM_RIGHT, 0, 0, 0, 1},  /* key lengths with causal */
-    {2, 4, 2, 260, 260, 128, JATTN_CAUSAL_TOP_LEFT, 0, 0, 0, 2},     /* a key mask with causal, grouped heads */
-    {1, 3, 3, 100, 300, 128, JATTN_CAUSAL_TOP_LEFT, 0, 0, 0, 0},     /* top-left with seq_q < seq_kv */
-    {2, 2, 2, 300, 300, 64, JATTN_CAUSAL_BOTTOM_RIGHT, 3, 3, 0, 1},  /* every part but a key bias */
-    {1, 1, 1, 600, 600, 64, JATTN_CAUSAL_NONE, 0, 6, 0, 0},          /* fewer units than CTAs */
-    {2, 6, 2, 400, 400, 128, JATTN_CAUSAL_BOTTOM_RIGHT, 0, 5, 0, 0}, /* segments, causal, grouped heads */
+    {1, 2, 2, 520, 520, 128, JATTN_CAUSAL_NONE, 0, 4, 0, 0, 0},         /* packed sequences */
+    {2, 3, 3, 200, 180, 64, JATTN_CAUSAL_TOP_LEFT, 0, 3, 0, 2, 0},      /* segments per batch, causal, a key mask */
+    {1, 2, 2, 300, 300, 128, JATTN_CAUSAL_NONE, 4, 0, 0, 0, 0},         /* block-causal */
+    {2, 2, 2, 150, 260, 64, JATTN_CAUSAL_BOTTOM_RIGHT, 0, 0, 0, 1, 0},  /* key lengths with causal */
+    {2, 4, 2, 260, 260, 128, JATTN_CAUSAL_TOP_LEFT, 0, 0, 0, 2, 0},     /* a key mask with causal, grouped heads */
+    {1, 3, 3, 100, 300, 128, JATTN_CAUSAL_TOP_LEFT, 0, 0, 0, 0, 0},     /* top-left with seq_q < seq_kv */
+    {2, 2, 2, 300, 300, 64, JATTN_CAUSAL_BOTTOM_RIGHT, 3, 3, 0, 1, 0},  /* every part but a key bias */
+    {1, 1, 1, 600, 600, 64, JATTN_CAUSAL_NONE, 0, 6, 0, 0, 0},          /* fewer units than CTAs */
+    {2, 6, 2, 400, 400, 128, JATTN_CAUSAL_BOTTOM_RIGHT, 0, 5, 0, 0, 0}, /* segments, causal, grouped heads */
+    /* a key bias at head_dim 64 and 128 (-inf and -10000 entries): on Hopper the backward v4's windows instance (alone:
+     * the table's trivial rows), the bias staged per query head in the records' key order, keys -inf for every head
+     * of a group left out of the records; alone, with each other part and all of them, f32 and tf32 */
+    {2, 4, 4, 200, 260, 128, JATTN_CAUSAL_NONE, 0, 0, 1, 0, 0},         /* alone, per batch */
+    {2, 4, 4, 130, 300, 64, JATTN_CAUSAL_NONE, 0, 0, 2, 0, 0},          /* alone, per head */
+    {2, 6, 2, 150, 300, 128, JATTN_CAUSAL_NONE, 0, 0, 2, 0, 0},         /* per head, 3 query heads a key/value head */
+    {1, 4, 1, 64, 200, 64, JATTN_CAUSAL_NONE, 0, 0, 1, 0, 0},           /* per batch, one key/value head (MQA) */
+    {2, 4, 4, 130, 300, 128, JATTN_CAUSAL_NONE, 0, 0, 2, 2, 0},         /* a key mask */
+    {2, 2, 2, 150, 260, 64, JATTN_CAUSAL_BOTTOM_RIGHT, 0, 0, 1, 1, 0},  /* causal bottom-right, key lengths */
+    {1, 3, 3, 200, 200, 128, JATTN_CAUSAL_TOP_LEFT, 0, 0, 2, 0, 0},     /* causal top-left */
+    {1, 3, 3, 100, 300, 64, JATTN_CAUSAL_TOP_LEFT, 0, 0, 2, 0, 0},      /* top-left with seq_q < seq_kv */
+    {1, 2, 2, 300, 300, 128, JATTN_CAUSAL_NONE, 4, 0, 2, 0, 0},         /* block-causal */
+    {2, 4, 2, 260, 260, 64, JATTN_CAUSAL_TOP_LEFT, 0, 3, 2, 0, 0},      /* segments, causal, grouped heads */
+    {2, 4, 2, 300, 300, 128, JATTN_CAUSAL_BOTTOM_RIGHT, 3, 3, 2, 1, 0}, /* every part */
+    {2, 4, 2, 300, 300, 64, JATTN_CAUSAL_BOTTOM_RIGHT, 3, 3, 1, 2, 0},  /* every part, a key mask */
+    {2, 4, 4, 200, 260, 128, JATTN_CAUSAL_NONE, 0, 0, 2, 0, 1},         /* tf32: alone */
+    {2, 4, 2, 260, 260, 64, JATTN_CAUSAL_TOP_LEFT, 0, 3, 1, 1, 1},      /* tf32: segments, grouped heads, lengths */
+    {2, 4, 2, 300, 300, 128, JATTN_CAUSAL_BOTTOM_RIGHT, 3, 3, 2, 2, 1}, /* tf32: every part */
 };
 
 /* n + 1 sorted offsets from 0 to last. */
@@ -326,9 +346,9 @@ static void run_masked(const mask_case *mc, jt_rng *r, cudaStream_t s, int index
     char what[200];
     snprintf(what, sizeof what,
              "backward masked B=%lld H=%lld Hkv=%lld Sq=%lld Skv=%lld D=%lld causal=%d blocks=%d "
-             "segments=%d bias=%d pad=%d",
+             "segments=%d bias=%d pad=%d %s",
              (long long)B, (long long)H, (long long)Hkv, (long long)Sq, (long long)Skv, (long long)D, (int)mc->causal,
-             mc->blocks, mc->segments, mc->bias, mc->pad);
+             mc->blocks, mc->segments, mc->bias, mc->pad, mc->tf32 ? "tf32" : "f32");
     /* the reference: out, lse (h[3], h[4]) and the gradients */
     float *ref[3] = {malloc((size_t)nq * sizeof(float)), malloc((size_t)nk * sizeof(float)),
                      malloc((size_t)nk * sizeof(float))};
@@ -365,6 +385,7 @@ static void run_masked(const mask_case *mc, jt_rng *r, cudaStream_t s, int index
         e.backend = JATTN_BACKEND_CUDA;
         e.memory = JATTN_MEMORY_DEVICE;
         e.cuda_stream = s;
+        e.precision = mc->tf32 ? JATTN_PRECISION_TF32 : JATTN_PRECISION_F32;
         jattn_plan *plan = NULL;
         st = jattn_plan_create(&plan, JATTN_PASS_BACKWARD, &p, NULL, &m, &e);
         jattn_selection sel;
@@ -384,7 +405,7 @@ static void run_masked(const mask_case *mc, jt_rng *r, cudaStream_t s, int index
             for (int t = 0; t < 3 && ok; t++) {
                 fetch(got, dg[t], t ? nk : nq, s);
                 jattn_metrics_compute_dense(got, ref[t], t ? nk : nq, &mt);
-                ok = jattn_metrics_pass_backward(&mt);
+                ok = mc->tf32 ? mt.rel_l2 <= JATTN_GATE_TF32_REL_L2 && !mt.nonfinite : jattn_metrics_pass_backward(&mt);
             }
             if (ok) note_kernel(sel.kernel), (*calls)++;
             if (!ok || getenv("JATTN_TEST_VERBOSE"))

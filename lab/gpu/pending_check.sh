@@ -14,7 +14,7 @@
 #   time      the backward, v4 against v3 forced, at (1,24,4608,128), grouped heads 32 / 8 and MQA; ncu's duration of every backward
 #             kernel at (1,24,256,64) (the parts sum); the forward below head_dim 8 against PyTorch
 #   masks     bench/gpu/masks_backward_bench (AUTO, and v3 forced on the unmasked shapes) and PyTorch's fp32 SDPA
-#             backward (torch_sdpa_masks_backward.py) on MASK_CASES: every part on v4 but the key bias (v3), among
+#             backward (torch_sdpa_masks_backward.py) on MASK_CASES: every part on v4 (the key bias since v4-bias), among
 #             them 4 packed sequences of 1152 tokens beside the padded batch (4,24,1152,128) of the same tokens
 #             (issue 35: as fast per FLOP), alone and with causal, and the windowed cases again with v3 forced (the
 #             path they ran before); the table of masks_backward_table.py
@@ -177,7 +177,7 @@ MASK_CASES=${MASK_CASES:-"2,24,24,4608,128:none 2,24,24,4608,128:kvlen 1,24,24,4
 1,24,1,4608,128:none 1,24,24,1536,128:none 1,24,24,1536,128:causal 1,24,24,4608,128:segments=3+kvlen \
 1,24,24,4608,128:bias+causal 4,24,24,1152,128:none 1,24,24,4608,128:segments=4 4,24,24,1152,128:causal \
 1,24,24,4608,128:segments=4+causal 2,24,24,4608,128:kvlen+causal 1,24,24,4608,128:blocks=4 \
-1,24,24,4608,128:segments=8"}
+1,24,24,4608,128:segments=8 1,24,24,4608,128:bias 2,24,24,4608,128:bias+kvlen"}
 
 stage_masks() {
   local M=$L/masks
@@ -189,8 +189,8 @@ stage_masks() {
   none=$(for c in $MASK_CASES; do case $c in *:none) echo "$c" ;; esac; done)
   # shellcheck disable=SC2086
   JATTN_CUDA_BWD_KERNEL=v3 timeout -k 5 30 "$B/bench/masks_backward_bench" --reps 15 $none > "$M/v3.txt" 2>&1
-  local win # the windows v4 now takes, as v3 ran them (the path before the branch v4-windows)
-  win=$(for c in $MASK_CASES; do case $c in *segments* | *blocks* | *kvlen+causal* | *causal+kvlen*) echo "$c" ;; esac; done)
+  local win # the windows and the key bias v4 now takes, as v3 ran them (before the branches v4-windows, v4-bias)
+  win=$(for c in $MASK_CASES; do case $c in *segments* | *blocks* | *kvlen+causal* | *causal+kvlen* | *bias*) echo "$c" ;; esac; done)
   # shellcheck disable=SC2086
   [ -n "$win" ] && JATTN_CUDA_BWD_KERNEL=v3 timeout -k 5 60 "$B/bench/masks_backward_bench" --reps 15 $win \
     > "$M/v3-windows.txt" 2>&1

@@ -31,9 +31,9 @@
  *            P >= 1/2 (the rare dominant element, 3b).
  *         3. dP^T = V_w dO^T in one chain (corrections, then hi*hi); dS = P ((dP u_v u_do - Dl_hi) - Dl_lo).
  *         3b. each element with P >= 1/2 (a query's dominant key; rare outside peaky rows) gets P and dS from its
- *            score and dP recomputed in float64 from the caller's float32 q, k, v, dout (the whole warp per
- *            element, one value of the 32-lane dot product per lane): issue 30's rule, P and dP exact (the
- *            backward v3's). One thread owns the element in every product below, so dV, dK and dQ agree on it.
+ *            score (plus the key's bias) and dP recomputed in float64 from the caller's float32 q, k, v, dout (the
+ *            whole warp per element, one value of the 32-lane dot product per lane): issue 30's rule, P and dP exact
+ * (the backward v3's). One thread owns the element in every product below, so dV, dK and dQ agree on it.
  *         4. the power of two of each query's largest |dS| over the CTA's 128 keys (times the K-tile factor
  *            kfac_w = u_k,w / max(u_k,0, u_k,1)): exponent bytes, a byte-wise max over the 8 lanes of a column,
  *            an exchange through shared memory between the 8 consumer warps (named barrier B1, 256 threads).
@@ -75,8 +75,21 @@
  * head's dQ (Tq 64 x D each): 1.3 GB at (1,24,16384,128), then the stream-K parts (2 x 132 slots of 128 keys' dK
  * and dV: 34.6 MB at D = 128), the grouped heads' parts, then the window table (backward_v4_windows.cuh: win [B][Tq
  * 64][2], range [B][N][2], pre [B N + 1] int and a counter word: 8 B Tq 64 + 12 B N + 8 bytes, 149 KB at
- * (4,24,4608,128)); never less than v3's (a call v4 refuses runs v3 in it).
- * Not taken (v3 runs it): a key bias, seq_kv = 1, pointers not 16-byte aligned, strides not multiples of 4.
+ * (4,24,4608,128)), then the staged key bias ([B H][N 128] floats: 1.6 MB at (1,24,16384,128)); every call counts
+ * the tables and the bias (the size does not depend on the mask); never less than v3's (a call v4 refuses runs v3
+ * in it).
+ * Not taken (v3 runs it): seq_kv = 1, pointers not 16-byte aligned, strides not multiples of 4.
+ * A key bias (key_bias, per batch and optionally per head; -inf leaves a key out) runs the kV4Windows instance
+ * (alone: the window table's trivial rows, every row's window its batch's keys) with a runtime pointer, no instance
+ * of its own: a fourth pre-pass kernel (bwd_v4_bias) stages it per query head in the records' key order ([B H][N
+ * 128] floats in the workspace, 0 past the batch's attended keys), and each consumer thread reads the bias of its
+ * two key rows once per m-block at step 2 (two loads, L1-resident after the item's first m-block: not held in
+ * registers over the products, where the D = 128 f32 peak has none to spare, nor in shared memory, of which 128
+ * bytes are left at D = 128). P = ex2((S + (b_j - lse_i)) log2 e) with b_j - lse_i the exact pair of a TwoSum (its
+ * high part joins S in the fma, its remainder the exponent's: the score is never rounded before lse is
+ * subtracted), and P = 0 (a select) where b_j = -inf; 3b adds b_j in float64. The records leave out (as 0) the
+ * keys whose bias is -inf for every query head of their group, as the keys no window reaches (the backward v3's
+ * v3_key_reached), so that whatever they hold sets no tile's power of two; their dK, dV are +0.
  * Key padding (kv_count, kv_index of key_padding.cu): batch b's records hold its kv_count[b] attended keys first
  * (kv_index: their rows, ascending, then the rows no query attends), zeros past them, and its keys from kv_count[b] on
  * get P = 0 (as keys past seq_kv do), so dK, dV of those are 0; a record row's dK, dV go to row kv_index[row] (so
@@ -250,6 +263,9 @@ struct BwdV4Params {
      * share the table's total */
     const int *win;
     V4Table table;
+    /* kV4Windows: the key bias staged by the pre-pass in record order, [B H][N 128] floats (item * 128 + key - 128 n:
+     * the attended keys' bias, 0 past them; -inf a key the head does not attend), NULL without one */
+    const float *bias;
 };
 
 /* ---- PTX wrappers this kernel adds ---------------------------------------------------------------- */
@@ -777,7 +793,36 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
             product_s<D>(x, kh, kl, qh, ql);
             /* ---- 2. P = ex2((S - lse) log2 e); keys past seq_kv (key padding: the batch's kv_count): 0 ---- */
             const float uq = lds_f32(qx);
-            {
+            if (kWindows && p.bias) {
+                /* a key bias b (per key row: this thread's two keys, read from the staged row, L1 after the item's
+                 * first m-block): t = S + (b - lse) with b - lse as the exact pair (dh, dl) (TwoSum), dh joined to
+                 * S by the fma (the score is never rounded before lse is subtracted, as without a bias) and dl to
+                 * the exponent's remainder; a key whose bias is -inf gets P = 0 whatever S holds (a select) */
+                const float us = lds_f32(cst) * uq;
+                const float *bw = p.bias + (int64_t)(int)opaque((uint32_t)item) * kCtaKeys + kWgKeys * w +
+                                  16 * cwarp() + (clane() / 4);
+                const float bk[2] = {__ldg(bw), __ldg(bw + 8)};
+#pragma unroll
+                for (int i = 0; i < 8; ++i) {
+                    const float2 l2 = lds_f32x2(qx + kBwdRowData + 4 * (8 * i + 2 * (clane() % 4)));
+#pragma unroll
+                    for (int r = 0; r < 2; ++r)
+#pragma unroll
+                        for (int e = 0; e < 2; ++e) {
+                            const int j = 4 * i + 2 * r + e;
+                            const float l = e ? l2.y : l2.x;
+                            const float dh = bk[r] - l, bb = dh - bk[r];
+                            const float dl = (bk[r] - (dh - bb)) + (-l - bb);
+                            const float t = fmaf(x[j], us, dh);
+                            const float y = t * kLog2e;
+                            /* an infinite lse (a row with no key: +inf) makes dl NaN and t -inf: the clamp keeps
+                             * 2^y's 0 */
+                            const float yl = fmaxf(fmaf(dl, kLog2e, fmaf(t, kV4Log2eLo, fmaf(t, kLog2e, -y))), -1.f);
+                            const float p0 = exp2_approx(y);
+                            x[j] = bk[r] == -INFINITY ? 0.f : fmaf(p0, yl * kV4Ln2, p0);
+                        }
+                }
+            } else {
                 const float us = lds_f32(cst) * uq;
 #pragma unroll
                 for (int i = 0; i < 8; ++i) {
@@ -919,7 +964,10 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
                     if (clane() == src) {
                         const float lse_i = lds_f32(qx + kBwdRowData + 4 * qcol);
                         const float2 dl = lds_f32x2(dx + kBwdRowData + 8 * qcol);
-                        const float pe = expf((float)(sd * (double)p.scale - (double)lse_i));
+                        double sb = sd * (double)p.scale; /* the score, with the key's bias in float64 */
+                        if constexpr (kWindows)
+                            if (p.bias) sb += (double)__ldg(p.bias + (int64_t)bh_d * p.n_blocks * kCtaKeys + key);
+                        const float pe = expf((float)(sb - (double)lse_i));
                         const float dse = (float)((double)pe * (dd - ((double)dl.x + (double)dl.y)));
 #pragma unroll
                         for (int jj = 0; jj < 32; ++jj)
@@ -1392,7 +1440,7 @@ bool aligned16(const void *ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 =
 
 } /* namespace */
 
-extern "C" cudaError_t bwd_v4_split_launch(const jattn_cuda_args *a, void *records, const int *win,
+extern "C" cudaError_t bwd_v4_split_launch(const jattn_cuda_args *a, void *records, const int *win, float *bias_ws,
                                            cudaStream_t stream);
 extern "C" cudaError_t bwd_v4_windows_launch(const jattn_cuda_args *a, void *tables, cudaStream_t stream);
 
@@ -1410,11 +1458,22 @@ inline int64_t v4_tables_offset(int64_t bh, int64_t bhk, int64_t seq_q, int64_t 
     return (end + 255) / 256 * 256; /* the rows' windows are read as int4 */
 }
 
+/* The staged key bias's byte offset ([B H][N 128] floats, written by bwd_v4_bias), after the tables. */
+inline int64_t v4_bias_offset(int64_t batch, int64_t bh, int64_t bhk, int64_t seq_q, int64_t seq_kv, int64_t head_dim) {
+    const int64_t end = v4_tables_offset(bh, bhk, seq_q, seq_kv, head_dim) + v4w_layout(batch, seq_q, seq_kv).bytes;
+    return (end + 255) / 256 * 256;
+}
+
+inline int64_t v4_bias_floats(int64_t bh, int64_t seq_kv) {
+    return bh * ((seq_kv + kCtaKeys - 1) / kCtaKeys) * kCtaKeys;
+}
+
 extern "C" size_t jattn_cuda_bwd_v4_workspace_bytes(int64_t batch, int64_t heads, int64_t kv_heads, int64_t seq_q,
                                                     int64_t seq_kv, int64_t head_dim) {
     const int64_t bh = batch * heads, bhk = batch * (kv_heads ? kv_heads : heads);
-    const size_t v4 = (size_t)(v4_tables_offset(bh, bhk, seq_q, seq_kv, head_dim) +
-                               v4w_layout(batch, seq_q, seq_kv).bytes); /* every call counts the tables' bytes */
+    /* every call counts the tables' and the staged bias's bytes (the size does not depend on the mask) */
+    const size_t v4 = (size_t)(v4_bias_offset(batch, bh, bhk, seq_q, seq_kv, head_dim) +
+                               v4_bias_floats(bh, seq_kv) * (int64_t)sizeof(float));
     const size_t v3 = jattn_cuda_bwd_v3_workspace_bytes(batch, heads, seq_q, seq_kv, head_dim);
     return v4 > v3 ? v4 : v3; /* a call v4 does not take runs v3 in the same workspace */
 }
@@ -1473,8 +1532,9 @@ extern "C" int jattn_cuda_launch_bwd_v4(const jattn_cuda_args *a, void *workspac
     unsigned char *ws = static_cast<unsigned char *>(workspace);
     const bool causal = f->causal != JATTN_CAUSAL_NONE;
     /* the window table where causal's closed form does not give the units: segments, blocks, key padding with
-     * causal, and top-left causal with seq_q < seq_kv (keys no query attends) */
-    const bool windows = f->cu_seqlens_q || f->block_q ||
+     * causal, and top-left causal with seq_q < seq_kv (keys no query attends); and with a key bias (alone: every
+     * row's window all of its batch's keys), whose kernel instance is the windows' */
+    const bool windows = f->cu_seqlens_q || f->block_q || f->key_bias ||
                          (causal && (f->kv_count || (f->causal == JATTN_CAUSAL_TOP_LEFT && f->seq_q < f->seq_kv)));
     int *tables = reinterpret_cast<int *>(ws + v4_tables_offset(bh, bhk, f->seq_q, f->seq_kv, f->head_dim));
     const V4wLayout TL = v4w_layout(f->batch, f->seq_q, f->seq_kv);
@@ -1482,7 +1542,11 @@ extern "C" int jattn_cuda_launch_bwd_v4(const jattn_cuda_args *a, void *workspac
         err = bwd_v4_windows_launch(a, tables, stream);
         if (err != cudaSuccess) return (int)err;
     }
-    err = bwd_v4_split_launch(a, workspace, windows ? tables + TL.win : nullptr, stream);
+    float *bias_ws =
+        f->key_bias
+            ? reinterpret_cast<float *>(ws + v4_bias_offset(f->batch, bh, bhk, f->seq_q, f->seq_kv, f->head_dim))
+            : nullptr;
+    err = bwd_v4_split_launch(a, workspace, windows ? tables + TL.win : nullptr, bias_ws, stream);
     if (err != cudaSuccess) return (int)err;
 
     const int64_t causal_off = f->causal == JATTN_CAUSAL_BOTTOM_RIGHT ? f->seq_kv - f->seq_q : 0;
@@ -1534,6 +1598,7 @@ extern "C" int jattn_cuda_launch_bwd_v4(const jattn_cuda_args *a, void *workspac
     p.table.batch = (int)f->batch;
     p.table.heads = p.heads;
     p.table.n_blocks = gr.n_blocks;
+    p.bias = bias_ws;
     const bool f32 = f->precision == JATTN_PRECISION_F32;
     if (f->head_dim == 128)
         err = windows  ? v4_run<128, kV4Windows>(p, gr, a, f32, stream)

@@ -18,6 +18,8 @@
  *        non-finite k and v as 0 (as causal), and words 64, 65 of a q record's row data hold the largest lo and
  *        the smallest hi of its rows' windows below seq_q (int bits: the tile's 64 keys from key k on are in every
  *        row's window when lo <= k and hi >= k + 64; the kernel then tests no element).
+ *        A key bias (always with the window table): a record row whose bias is -inf for every query head of its
+ *        group is recorded as 0 as well (bias_reached; the backward v3's v3_key_reached).
  * Writes the records (workspace, bwd_record_layout), every byte of every record.
  * One CTA of 256 threads per (tile, tensor, head): grid (max(Tq, Tk), 4, B*H), the k and v CTAs of
  * z >= B*Hkv idle; a thread owns 16-byte
@@ -27,7 +29,9 @@
  * bwd_v4_windows reads the mask's offsets (KwMask: segments, blocks, causal) and the key padding (kv_count,
  * kv_index) and writes win, one thread per row (B Tq 64 threads), and zeroes the counter word; bwd_v4_units reads
  * win and writes range [B][N][2] (block n's first and last m-block, one thread per (b, n)), then the CTA that
- * finishes last (the counter) scans the counts into pre [B N + 1]. */
+ * finishes last (the counter) scans the counts into pre [B N + 1].
+ * bwd_v4_bias (a key bias): the bias per query head in the records' key order, [B H][N 128] floats, before
+ * bwd_v4_split on the stream. */
 #include <math.h>
 #include <stdint.h>
 
@@ -49,11 +53,26 @@ struct BwdSplitParams {
     int finite_kv;  /* causal: non-finite k, v values recorded as 0 (a masked pair then multiplies no Inf or NaN) */
     const int *win; /* the window table [B][rows_pad][2] (NULL: none) */
     int rows_pad;   /* Tq 64 */
+    /* a key bias (with the window table; NULL: none): the caller's, row (b, h) at b bias_b + h bias_h */
+    const float *key_bias;
+    int64_t bias_b, bias_h;
     int64_t q_b, q_h, q_t, k_b, k_h, k_t, v_b, v_h, v_t, o_b, o_h, o_t, do_b, do_h, do_t;
     int heads, kv_heads, seq_q, seq_kv, tq, tk;
     float scale;
     unsigned char *rec[4]; /* q, dout, k, v records */
 };
+
+/* Whether a query head of key/value head hk of batch b attends key row j by its bias (not -inf; true without a
+ * bias): a key no head of the group attends is recorded as 0, as the keys no window reaches (the backward v3's
+ * v3_key_reached), so that whatever it holds sets no tile's power of two. */
+__device__ __forceinline__ bool bias_reached(const BwdSplitParams &p, int b, int hk, int64_t j) {
+    if (!p.key_bias) return true;
+    const int group = p.heads / p.kv_heads;
+#pragma unroll 1
+    for (int h = hk * group; h < (hk + 1) * group; ++h)
+        if (__ldg(p.key_bias + b * p.bias_b + h * p.bias_h + j) != -INFINITY) return true;
+    return false;
+}
 
 template <int D>
 __global__ void __launch_bounds__(kSplitThreads) bwd_v4_split(const BwdSplitParams p) {
@@ -94,7 +113,9 @@ __global__ void __launch_bounds__(kSplitThreads) bwd_v4_split(const BwdSplitPara
     __shared__ int win_sum[2][2];
     const int *win_b = p.win ? p.win + (int64_t)b * p.rows_pad * 2 : nullptr;
     if (win_b && which >= 2) {
-        if (tid < kBwdTile) reached[tid] = r0 + tid < n && v4w_key_reached(win_b, p.seq_q, r0 + tid);
+        if (tid < kBwdTile)
+            reached[tid] = r0 + tid < n && v4w_key_reached(win_b, p.seq_q, r0 + tid) &&
+                           bias_reached(p, b, h, rows ? __ldg(rows + r0 + tid) : r0 + tid);
         __syncthreads();
     } else if (win_b && which == 0 && tid < kBwdTile) {
         int lo = INT32_MIN, hi = INT32_MAX;
@@ -182,6 +203,25 @@ __global__ void __launch_bounds__(kSplitThreads) bwd_v4_split(const BwdSplitPara
     } else if (which >= 2 && tid < 2 * kBwdTile) {
         extras[kBwdRowData / 4 + tid] = 0.f;
     }
+}
+
+/* bwd_v4_bias: the staged key bias, [B H][N 128] floats in record order: entry c of query head bh = (b, h) is the
+ * bias of attended key c (kv_index's row, or c) below the batch's count, 0 past it (those keys get P = 0 from the
+ * window test). Grid (2 N, B H), 64 threads: a tile of 64 keys each (the kernel reads every key of its last
+ * block). */
+__global__ void __launch_bounds__(kBwdTile)
+    bwd_v4_bias(const float *key_bias, int64_t bias_b, int64_t bias_h, const int *kv_count, const int *kv_index,
+                int heads, int seq_kv, float *bias_ws) {
+    const int64_t bh = blockIdx.y;
+    const int b = (int)(bh / heads), h = (int)(bh % heads);
+    const int n = kv_count ? __ldg(kv_count + b) : seq_kv;
+    const int c = (int)blockIdx.x * kBwdTile + (int)threadIdx.x;
+    float x = 0.f;
+    if (c < n) {
+        const int row = kv_index ? __ldg(kv_index + (int64_t)b * seq_kv + c) : c;
+        x = __ldg(key_bias + b * bias_b + h * bias_h + row);
+    }
+    bias_ws[bh * gridDim.x * kBwdTile + c] = x;
 }
 
 constexpr int kTableThreads = 256;
@@ -277,8 +317,9 @@ extern "C" cudaError_t bwd_v4_windows_launch(const jattn_cuda_args *a, void *tab
 }
 
 /* Enqueues the pre-pass (backward_v4_sm90_fa3_f16x2.cu checks the call: D 64 or 128, float4-aligned
- * pointers and strides, B*H <= 65535); win: the window table's rows (bwd_v4_windows_launch before it), or NULL. */
-extern "C" cudaError_t bwd_v4_split_launch(const jattn_cuda_args *a, void *records, const int *win,
+ * pointers and strides, B*H <= 65535); win: the window table's rows (bwd_v4_windows_launch before it), or NULL;
+ * bias_ws: the staged key bias [B H][N 128] (with win; a call with a key bias runs the window table). */
+extern "C" cudaError_t bwd_v4_split_launch(const jattn_cuda_args *a, void *records, const int *win, float *bias_ws,
                                            cudaStream_t stream) {
     const jattn_cuda_args *f = a; /* the forward's fields */
     const int64_t bh = f->batch * f->heads, kv_heads = f->kv_heads ? f->kv_heads : f->heads;
@@ -289,6 +330,9 @@ extern "C" cudaError_t bwd_v4_split_launch(const jattn_cuda_args *a, void *recor
     p.kv_count = f->kv_count, p.kv_index = f->kv_index;
     p.finite_kv = f->causal != JATTN_CAUSAL_NONE || win != nullptr;
     p.win = win;
+    p.key_bias = win ? f->key_bias : nullptr; /* a key bias runs with the window table */
+    p.bias_b = f->bias_batch_stride, p.bias_h = f->bias_head_stride;
+
     p.rows_pad = (int)((f->seq_q + kBwdTile - 1) / kBwdTile) * kBwdTile;
     p.q_b = f->q_strides.batch, p.q_h = f->q_strides.head, p.q_t = f->q_strides.token;
     p.k_b = f->k_strides.batch, p.k_h = f->k_strides.head, p.k_t = f->k_strides.token;
@@ -303,6 +347,13 @@ extern "C" cudaError_t bwd_v4_split_launch(const jattn_cuda_args *a, void *recor
     p.tk = (int)((f->seq_kv + kBwdTile - 1) / kBwdTile);
     p.scale = f->scale;
     p.rec[0] = ws + L.q, p.rec[1] = ws + L.dout, p.rec[2] = ws + L.k, p.rec[3] = ws + L.v;
+    if (p.key_bias) {
+        const int n_blocks = (int)((f->seq_kv + 2 * kBwdTile - 1) / (2 * kBwdTile));
+        bwd_v4_bias<<<dim3(2u * (unsigned)n_blocks, (unsigned)bh), kBwdTile, 0, stream>>>(
+            p.key_bias, p.bias_b, p.bias_h, f->kv_count, f->kv_index, p.heads, p.seq_kv, bias_ws);
+        const cudaError_t err = cudaGetLastError();
+        if (err != cudaSuccess) return err;
+    }
     const dim3 grid((unsigned)(p.tq > p.tk ? p.tq : p.tk), 4u, (unsigned)bh);
     if (f->head_dim == 128)
         bwd_v4_split<128><<<grid, kSplitThreads, 0, stream>>>(p);

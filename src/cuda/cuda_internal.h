@@ -167,7 +167,8 @@ int jattn_cuda_launch_bwd_v3(const jattn_cuda_args *a, void *workspace, void *st
 /* Device bytes of the backward v4's own workspace (backward_v4_sm90_fa3_f16x2.cu: the tile records of q, dout,
  * k, v split into 2xFP16 (backward_v4_records.cuh, about 2 B (H Sq + Hkv Skv) D x 4 bytes), then 132 + B H - 1
  * fp32 copies of one head's dQ, the split schedule's dK, dV slots (128 keys x D x 2 per CTA, at most 132) and, with
- * grouped heads (kv_heads < heads; 0 = heads), each query head's dK, dV (2 B H Skv D floats)). */
+ * grouped heads (kv_heads < heads; 0 = heads), each query head's dK, dV (2 B H Skv D floats)), the window table and
+ * the staged key bias (B H ceil(Skv / 128) 128 floats), counted for every call. */
 size_t jattn_cuda_bwd_v4_workspace_bytes(int64_t batch, int64_t heads, int64_t kv_heads, int64_t seq_q, int64_t seq_kv,
                                          int64_t head_dim);
 
@@ -180,7 +181,7 @@ int64_t jattn_cuda_bwd_v4_units(int64_t batch, int64_t heads, int64_t seq_q, int
  * aligned, sequences below 2^31 - 128, at most 2^31 - 1 work units), or NULL (sm90_contract.c). */
 const char *jattn_cuda_bwd_v4_refusal(const jattn_problem *p, const jattn_grad_strides *grad, size_t alignment);
 
-/* Whether the backward v4's launcher refuses these arguments (a mask part but causal and key padding, or both,
+/* Whether the backward v4's launcher refuses these arguments (segments or blocks missing one offset array,
  * kv_heads not dividing heads, D other than 64 and 128, a single key, B*H > 65535, seq_q or seq_kv above 2^31 - 129,
  * more than INT32_MAX work units, a pointer not 16-byte aligned or a stride not a non-negative multiple of 4): its own
  * guard. The backend's selection never hands it such a call: see jattn_cuda_bwd_v4_refusal. */

@@ -145,10 +145,9 @@ static size_t bwd_v3_workspace_bytes(const jattn_problem *p) {
 /* v4: the sm_90a contract (compute capability 9.0, D 64 or 128, strides of q, k, v, out multiples of 4
  * elements), both precisions (tf32: dK, dV and dQ on one fp16 product), gradient strides multiples of 4 and
  * pointers 16-byte aligned, B*H <= 65535, seq_q and seq_kv at most 2^31 - 129, at most 2^31 - 1 work units
- * (jattn_cuda_bwd_v4_refusal, sm90_contract.c), two keys or more; grouped-query heads; every mask part but a key
- * bias (.features: a call with one runs v3): causal where every key is attended by the closed form, segments,
- * blocks, key padding with causal and top-left causal with seq_q < seq_kv by the window table
- * (backward_v4_windows.cuh). */
+ * (jattn_cuda_bwd_v4_refusal, sm90_contract.c), two keys or more; grouped-query heads; every mask part: causal
+ * where every key is attended by the closed form, segments, blocks, key padding with causal, top-left causal with
+ * seq_q < seq_kv and a key bias (alone or with the others) by the window table (backward_v4_windows.cuh). */
 static const char *bwd_v4_refusal(const cuda_query *q) {
     const jattn_problem *p = q->p;
     const char *why = sm90_refusal(p, q->cc);
@@ -185,12 +184,13 @@ const cuda_version jattn_cuda_bwd_versions[JATTN_CUDA_BWD_KERNEL_COUNT] = {
      * CTA in two consumer warpgroups, dK and dV in registers, dQ into per-CTA copies summed in a fixed order, a
      * persistent grid), 2xFP16, three fp16 products per product; tf32: dK, dV, dQ on one fp16 product; grouped
      * heads: each query head's dK, dV summed over the group in order; the windows (segments, blocks, causal, with
-     * key padding) through a device-side table of each key block's query blocks. A problem it refuses runs v3,
+     * key padding) and a key bias through a device-side table of each key block's query blocks (a bias staged in
+     * the records' key order). A problem it refuses runs v3,
      * forced or not (so the whole battery runs with v4 forced) */
     [JATTN_CUDA_BWD_KERNEL_V4] = {.name = {"cuda_bwd_v4_f16x2_sm90_fa3_ws_128x64",
                                            "cuda_bwd_v4_s_dp_f16x2_grads_f16_sm90_fa3_ws_128x64"},
                                   .features = JATTN_FEATURE_KEY_PADDING | JATTN_FEATURE_CAUSAL | JATTN_FEATURE_BLOCKS |
-                                              JATTN_FEATURE_SEGMENTS | JATTN_FEATURE_GQA,
+                                              JATTN_FEATURE_SEGMENTS | JATTN_FEATURE_KEY_BIAS | JATTN_FEATURE_GQA,
                                   .refusal = bwd_v4_refusal,
                                   .workspace_bytes = bwd_v4_workspace_bytes,
                                   .launch = jattn_cuda_launch_bwd_v4,

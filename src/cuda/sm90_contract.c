@@ -72,9 +72,9 @@ const char *jattn_cuda_bwd_v4_refusal(const jattn_problem *p, const jattn_grad_s
 
 int jattn_cuda_bwd_v4_call_refused(const jattn_cuda_args *a) {
     if ((a->head_dim != 64 && a->head_dim != 128) || a->seq_kv < 2) return 1;
-    /* every mask part but a key bias (segments and blocks with both offset arrays); grouped heads dividing heads */
+    /* every mask part (segments and blocks with both offset arrays); grouped heads dividing heads */
     if ((a->kv_heads && (a->kv_heads < 0 || a->kv_heads > a->heads || a->heads % a->kv_heads != 0)) ||
-        !a->block_q != !a->block_kv || !a->cu_seqlens_q != !a->cu_seqlens_kv || a->key_bias)
+        !a->block_q != !a->block_kv || !a->cu_seqlens_q != !a->cu_seqlens_kv)
         return 1;
     if (a->batch * a->heads > ATTENTION_SM90_MAX_GRID || a->heads > ATTENTION_SM90_MAX_GRID ||
         a->batch > ATTENTION_SM90_MAX_GRID)
