@@ -7,6 +7,8 @@ synchronised step of the other between them), with timestamps inside jattn's ste
   to backward  .backward(grad) called until jattn's backward starts (autograd's engine, its device thread)
   backward     jattn's backward (the gradients' allocations, the workspace, the C call with its launches)
   after        jattn's backward returns until .backward(grad) returns (AccumulateGrad, the engine's return)
+  fwd C call, bwd C call   the library's calls alone (jattn_plan_forward / jattn_plan_backward: the launches),
+               inside the forward and the backward above
 
 and, with --kernels, each step's kernels and their device time (torch.profiler, CUDA activity): whether a
 synchronised small step waits on the device or on the host. Medians of many steps, µs.
@@ -44,6 +46,17 @@ def instrument() -> None:
 
     _torch_impl._backward_once = stamped
 
+    for name, mark in (("_plan_forward", "fwdc"), ("_plan_backward", "bwdc")):
+        c_call = getattr(_torch_impl, name)
+
+        def timed(*args, _c=c_call, _m=mark):
+            t = _NOW()
+            r = _c(*args)
+            marks[_m] = _NOW() - t
+            return r
+
+        setattr(_torch_impl, name, timed)
+
 
 def timeline(shape, steps: int) -> None:
     q, k, v, grad = (torch.randn(shape, device=DEVICE) for _ in range(4))
@@ -77,12 +90,15 @@ def timeline(shape, steps: int) -> None:
             else:
                 p.setdefault("backward (all)", []).append(marks["end"] - marks["fwd"])
             p.setdefault("step", []).append(marks["end"] - marks["t0"])
+            for m, part in (("fwdc", "fwd C call"), ("bwdc", "bwd C call")):
+                if m in marks:
+                    p.setdefault(part, []).append(marks[m])
             SYNC()  # a synchronised step of it between (as host_cost.py's rounds)
             step(fn)
     SYNC()
     print(f"\n### {shape}: host µs, median of {steps} steps (jattn and SDPA alternating)\n")
     print("| part | jattn | SDPA |\n| --- | ---: | ---: |")
-    for part in ("forward", "to backward", "backward", "after", "backward (all)", "step"):
+    for part in ("forward", "fwd C call", "to backward", "backward", "bwd C call", "after", "backward (all)", "step"):
         cells = [f"{statistics.median(parts[n][part]) / 1e3:.1f}" if part in parts[n] else "" for n in fns]
         print(f"| {part} | {cells[0]} | {cells[1]} |")
 
