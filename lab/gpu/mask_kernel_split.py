@@ -15,8 +15,9 @@ from __future__ import annotations
 import argparse
 import statistics
 
-import jattn
 import torch
+
+import jattn
 
 
 def cases(seq: int, dim: int):
@@ -47,14 +48,8 @@ def kernel_times(fn, calls: int):
     out = {}
     for e in prof.key_averages():
         if e.device_type == torch.autograd.DeviceType.CUDA and e.count:
-            total = getattr(e, "device_time_total", None) or getattr(
-                e, "cuda_time_total", 0.0
-            )
-            name = (
-                e.key.split("(")[0]
-                .replace("void ", "")
-                .replace("(anonymous namespace)::", "")[:60]
-            )
+            total = getattr(e, "device_time_total", None) or getattr(e, "cuda_time_total", 0.0)
+            name = e.key.split("(")[0].replace("void ", "").replace("(anonymous namespace)::", "")[:60]
             out[name] = out.get(name, 0.0) + total / calls
     return out
 
@@ -83,9 +78,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--calls", type=int, default=10)
     a = ap.parse_args()
-    print(
-        f"# kernels per call, µs (median of {a.rounds} rounds of {a.calls} calls), {torch.cuda.get_device_name()}\n"
-    )
+    print(f"# kernels per call, µs (median of {a.rounds} rounds of {a.calls} calls), {torch.cuda.get_device_name()}\n")
     totals = {}
     for name, (q, k, v, g), kw in cases(a.seq, a.dim):
         qg, kg, vg = (t.clone().requires_grad_(True) for t in (q, k, v))
@@ -103,9 +96,7 @@ def main() -> None:
             for n in names:
                 print(f"- {n}: {med[n]:.1f}")
             print()
-    print(
-        "## ratios of the kernels' sums\n\n| pair | forward | backward |\n| --- | ---: | ---: |"
-    )
+    print("## ratios of the kernels' sums\n\n| pair | forward | backward |\n| --- | ---: | ---: |")
     for masked, base in (("causal", "unmasked"), ("packed 4 x S/4", "padded 4 x S/4"),
                          ("packed 4 x S/4, causal", "padded 4 x S/4, causal")):  # fmt: skip
         f = totals[(masked, "forward")] / totals[(base, "forward")]
