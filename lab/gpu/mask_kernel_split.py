@@ -49,7 +49,7 @@ def kernel_times(fn, calls: int):
     for e in prof.key_averages():
         if e.device_type == torch.autograd.DeviceType.CUDA and e.count:
             total = getattr(e, "device_time_total", None) or getattr(e, "cuda_time_total", 0.0)
-            name = e.key.split("(")[0].replace("void ", "").replace("(anonymous namespace)::", "")[:60]
+            name = e.key.replace("void ", "").replace("(anonymous namespace)::", "").split("(")[0][:60]
             out[name] = out.get(name, 0.0) + total / calls
     return out
 
