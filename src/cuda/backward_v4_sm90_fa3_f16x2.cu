@@ -1223,12 +1223,32 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
 #endif
 }
 
+/* Whether the copy of CTA g (its units [s, e) of the head, relative to the head's first unit) holds m-block m,
+ * without the table (unmasked and causal: the closed forms): the first block n <= nm (the last block whose m-blocks
+ * reach m) whose unit of m-block m, u(n) = head_units(n) + m - first_mblock(n) (never decreasing in n), is at s or
+ * after is below e. */
+template <bool kCausal>
+__device__ __forceinline__ bool v4_copy_holds(int m, int nm, int64_t s, int64_t e, int64_t causal_off, int tq) {
+    int a = 0, z = nm + 1;
+    while (a < z) {
+        const int mid = a + (z - a) / 2;
+        if (head_units<kCausal>(mid, causal_off, tq) + m - first_mblock<kCausal>(mid, causal_off, tq) >= s)
+            z = mid;
+        else
+            a = mid + 1;
+    }
+    return a <= nm && head_units<kCausal>(a, causal_off, tq) + m - first_mblock<kCausal>(a, causal_off, tq) < e;
+}
+
 /* dq = c * (the head's private copies summed in ascending CTA order): one float4 of one row per thread. A copy
  * holds the m-blocks of its CTA's units of the head: m-block m when one of them is unit head_units(n) + m -
- * first_mblock(n) of a block n with first_mblock(n) <= m; the copies that do not hold a row's m-block take no part
- * in its sum (a row no copy holds attends no key: dq 0). kV4Windows: the same from the table (v4t_mblock_blocks,
- * v4t_copy_holds: block n reaches m when first(n) <= m <= last(n)), over the table's units. Reads copies [slot][tq
- * 64][D] (slot g + bh), and the table; writes dq [B, H, seq_q, D] through its strides, every row below seq_q. */
+ * first_mblock(n) of a block n with first_mblock(n) <= m (v4_copy_holds); the copies that do not hold a row's
+ * m-block take no part in its sum (a row no copy holds attends no key: dq 0). kV4Windows: the same from the table
+ * (v4t_mblock_blocks, v4t_copy_holds: block n reaches m when first(n) <= m <= last(n)), over the table's units.
+ * A block's rows (8 at D = 128, 16 at D = 64) lie in one m-block of one head, so which of the head's copies hold
+ * it is found once per block, into shared memory (thread 0 the head's CTAs, then a thread per copy), and every
+ * thread sums the flagged copies in ascending order. Reads copies [slot][tq 64][D] (slot g + bh), and the table;
+ * writes dq [B, H, seq_q, D] through its strides, every row below seq_q. */
 template <int D, int kMask>
 __global__ void __launch_bounds__(256)
     bwd_v4_dq_reduce(const float *copies, float *dq, int64_t dq_b, int64_t dq_h, int64_t dq_t, int heads, int seq_q,
@@ -1239,56 +1259,56 @@ __global__ void __launch_bounds__(256)
     const int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t row = idx / (D / 4);
     const int c4 = (int)(idx % (D / 4));
-    if (row >= seq_q) return;
-    const int tq = rows_pad / kM, m = (int)(row / kM);
-    if constexpr (kMask == kV4Windows) {
-        float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-        int64_t per;
-        const int64_t base = v4t_head_base(table, bh, &per), all = v4t_units(table);
-        int na, nb;
-        v4t_mblock_blocks(table, bh / heads, m, &na, &nb);
+    const int tq = rows_pad / kM, m = (int)((int64_t)blockIdx.x * blockDim.x / (D / 4) / kM);
+    __shared__ int span[3];                  /* g_lo, copies, nm (the last block reaching m; closed forms) */
+    __shared__ unsigned char held[kMaxCtas]; /* copy g_lo + t holds m-block m */
+    if (threadIdx.x == 0) {
+        int64_t base, per, all;
+        int nm = -1;
+        if constexpr (kMask == kV4Windows) {
+            base = v4t_head_base(table, bh, &per), all = v4t_units(table);
+        } else {
+            base = (int64_t)bh * per_head, per = per_head, all = units;
+            int lo = 0, hi = n_blocks - 1; /* the blocks whose m-blocks reach m: 0 .. nm (first_mblock never
+                                            * decreases) */
+            while (lo <= hi) {
+                const int mid = lo + (hi - lo) / 2;
+                if (first_mblock<kCausal>(mid, causal_off, tq) <= m)
+                    nm = mid, lo = mid + 1;
+                else
+                    hi = mid - 1;
+            }
+        }
         const int g_lo = unit_cta(base, all, ctas), g_hi = unit_cta(base + per - 1, all, ctas);
-        for (int gg = g_lo; gg <= g_hi && na <= nb; ++gg) {
+        span[0] = g_lo, span[1] = g_hi - g_lo + 1, span[2] = nm;
+    }
+    __syncthreads();
+    const int g_lo = span[0], copies_n = span[1];
+    for (int t = (int)threadIdx.x; t < copies_n; t += (int)blockDim.x) {
+        const int gg = g_lo + t;
+        bool holds;
+        if constexpr (kMask == kV4Windows) {
+            int64_t per;
+            const int64_t base = v4t_head_base(table, bh, &per), all = v4t_units(table);
+            int na, nb;
+            v4t_mblock_blocks(table, bh / heads, m, &na, &nb);
             const int64_t s = max(unit_start(gg, all, ctas), base), e = min(unit_start(gg + 1, all, ctas), base + per);
-            if (!v4t_copy_holds(table, bh / heads, base, m, na, nb, s, e)) continue;
-            const float4 v =
-                __ldg(reinterpret_cast<const float4 *>(copies + ((int64_t)(gg + bh) * rows_pad + row) * D) + c4);
-            acc.x += v.x, acc.y += v.y, acc.z += v.z, acc.w += v.w;
+            holds = na <= nb && v4t_copy_holds(table, bh / heads, base, m, na, nb, s, e);
+        } else {
+            const int64_t base = (int64_t)bh * per_head;
+            const int64_t s = max(unit_start(gg, units, ctas), base) - base;
+            const int64_t e = min(unit_start(gg + 1, units, ctas), base + per_head) - base;
+            holds = span[2] >= 0 && v4_copy_holds<kCausal>(m, span[2], s, e, causal_off, tq);
         }
-        const int b = bh / heads, h = bh % heads;
-        float *dst = dq + b * dq_b + h * dq_h + (int64_t)row * dq_t + 4 * c4;
-        *reinterpret_cast<float4 *>(dst) = make_float4(acc.x * scale, acc.y * scale, acc.z * scale, acc.w * scale);
-        return;
+        held[t] = holds ? 1 : 0;
     }
-    const int64_t base = (int64_t)bh * per_head; /* the head's first unit */
-    /* the blocks whose m-blocks reach m: 0 .. nm (first_mblock never decreases) */
-    int lo = 0, hi = n_blocks - 1, nm = -1;
-    while (lo <= hi) {
-        const int mid = lo + (hi - lo) / 2;
-        if (first_mblock<kCausal>(mid, causal_off, tq) <= m)
-            nm = mid, lo = mid + 1;
-        else
-            hi = mid - 1;
-    }
+    __syncthreads();
+    if (row >= seq_q) return;
     float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-    const int g_lo = unit_cta(base, units, ctas), g_hi = unit_cta(base + per_head - 1, units, ctas);
-    for (int gg = g_lo; gg <= g_hi && nm >= 0; ++gg) {
-        const int64_t s = max(unit_start(gg, units, ctas), base) - base;
-        const int64_t e = min(unit_start(gg + 1, units, ctas), base + per_head) - base;
-        /* the first block n <= nm whose unit of m-block m, u(n) = head_units(n) + m - first_mblock(n) (never
-         * decreasing in n), is at s or after; the copy holds m when that unit is below e */
-        int a = 0, z = nm + 1;
-        while (a < z) {
-            const int mid = a + (z - a) / 2;
-            if (head_units<kCausal>(mid, causal_off, tq) + m - first_mblock<kCausal>(mid, causal_off, tq) >= s)
-                z = mid;
-            else
-                a = mid + 1;
-        }
-        if (a > nm || head_units<kCausal>(a, causal_off, tq) + m - first_mblock<kCausal>(a, causal_off, tq) >= e)
-            continue;
+    for (int t = 0; t < copies_n; ++t) {
+        if (!held[t]) continue;
         const float4 v =
-            __ldg(reinterpret_cast<const float4 *>(copies + ((int64_t)(gg + bh) * rows_pad + row) * D) + c4);
+            __ldg(reinterpret_cast<const float4 *>(copies + ((int64_t)(g_lo + t + bh) * rows_pad + row) * D) + c4);
         acc.x += v.x, acc.y += v.y, acc.z += v.z, acc.w += v.w;
     }
     const int b = bh / heads, h = bh % heads;
