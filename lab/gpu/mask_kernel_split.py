@@ -4,7 +4,8 @@
 their device time per call (torch.profiler, CUDA activity, medians over rounds), forward and backward.
 
 Cases (B,H,S,D = 1,24,4608,128 unless --seq): unmasked, causal; the padded batch (4,24,S/4,D) and the same tokens
-packed as 4 segments (cu_seqlens). The sum of a call's kernels against the unmasked (or padded) call's says whether
+packed as 4 segments (cu_seqlens), and the padded batch as one segment each (the masked instance and grid on
+the padded work). The sum of a call's kernels against the unmasked (or padded) call's says whether
 the fixed passes (the records' pre-pass, the dQ reduction) or the main kernel miss the ratio.
 
 usage: mask_kernel_split.py [--seq 4608] [--dim 128] [--rounds 5] [--calls 10]
@@ -29,6 +30,10 @@ def cases(seq: int, dim: int):
     yield "causal", big, {"is_causal": True}
     yield "padded 4 x S/4", quarter, {}
     yield "packed 4 x S/4", big, {"cu_seqlens_q": cu, "cu_seqlens_k": cu}
+    # the padded batch through the masked instance and grid (one segment of every key): what the window's
+    # instance costs on the padded work, apart from the packed walk
+    one = torch.tensor([0, seq // 4], device=dev, dtype=torch.int64)
+    yield "padded 4 x S/4, one segment", quarter, {"cu_seqlens_q": one, "cu_seqlens_k": one}
     yield "padded 4 x S/4, causal", quarter, {"is_causal": True}
     yield (
         "packed 4 x S/4, causal",
@@ -98,7 +103,9 @@ def main() -> None:
             print()
     print("## ratios of the kernels' sums\n\n| pair | forward | backward |\n| --- | ---: | ---: |")
     for masked, base in (("causal", "unmasked"), ("packed 4 x S/4", "padded 4 x S/4"),
-                         ("packed 4 x S/4, causal", "padded 4 x S/4, causal")):  # fmt: skip
+                         ("packed 4 x S/4, causal", "padded 4 x S/4, causal"),
+                         ("padded 4 x S/4, one segment", "padded 4 x S/4"),
+                         ("packed 4 x S/4", "padded 4 x S/4, one segment")):  # fmt: skip
         f = totals[(masked, "forward")] / totals[(base, "forward")]
         b = totals[(masked, "backward")] / totals[(base, "backward")]
         print(f"| {masked} / {base} | {f:.3f} | {b:.3f} |")

@@ -58,10 +58,10 @@ stage_sweep() { # the masked backward on fresh seeds, v4 forced, two sweeps at o
 stage_split() { # the masked calls' kernels beside the calls they should match (lab/gpu/mask_kernel_split.py)
   . lab/gpu/package_from_build.sh
   package_from_build $V/build-pending /tmp/pk-var > /dev/null || exit 1
-  PYTHONPATH=/tmp/pk-var timeout 200 python3 lab/gpu/mask_kernel_split.py > "$OUT/split.md" 2>&1
+  PYTHONPATH=/tmp/pk-var timeout 260 python3 lab/gpu/mask_kernel_split.py > "$OUT/split.md" 2>&1
   PYTHONPATH=/tmp/pk-var timeout 100 python3 lab/gpu/step_timeline_probe.py --shapes 1,24,256,64:1,24,1536,128 \
     --steps 100 > "$OUT/timeline-var.md" 2>&1
-  echo "== split (after $SECONDS s)"; grep -A5 "ratios of" "$OUT/split.md"; grep "in all" "$OUT/split.md"
+  echo "== split (after $SECONDS s)"; grep -A8 "ratios of" "$OUT/split.md"; grep "in all" "$OUT/split.md"
   grep -B2 -A12 "host µs" "$OUT/timeline-var.md"
 }
 
