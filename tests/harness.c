@@ -6,6 +6,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "logit_floor.h"
+
 /* ---- random numbers (kit/rng.c) ---- */
 
 void jt_rng_init(jt_rng *r, uint64_t seed) { jattn_rng_seed(r, seed); }
@@ -219,6 +221,55 @@ static void print_mismatches(const jt_case *c, jattn_precision prec) {
                 }
 }
 
+/* The f32 gate asked again with the rows whose error lies within JT_LOGIT_FLOOR_TIMES of their
+ * float32-logit floor (logit_floor.h) excused: those rows take the reference's values. Prints a
+ * note naming how many rows it excused and the largest ratio to the floor among them, or, when the
+ * output still misses, the largest ratio of the rows it did not excuse. @return 1 when the output
+ * passes so. */
+static int pass_within_logit_floor(jt_case *c, const char *bname) {
+    const jattn_problem *p = &c->p;
+    const int64_t rows = p->batch * p->heads * p->seq_q;
+    double *floor = malloc((size_t)rows * sizeof *floor);
+    float *copy = malloc((size_t)c->n_out * sizeof *copy);
+    jattn_mask scratch;
+    if (!floor || !copy || jt_logit_floor_rows(p, jt_case_mask(c, &scratch), c->q, c->k, c->v, floor) != 0) {
+        free(floor), free(copy);
+        return 0;
+    }
+    memcpy(copy, c->out - GUARD, (size_t)c->n_out * sizeof *copy);
+    float *out = copy + GUARD;
+    int64_t excused = 0;
+    double worst_excused = 0, worst_kept = 0;
+    for (int64_t b = 0; b < p->batch; b++)
+        for (int64_t h = 0; h < p->heads; h++)
+            for (int64_t i = 0; i < p->seq_q; i++) {
+                float *row = out + b * p->out.batch + h * p->out.head + i * p->out.token;
+                const float *ref = c->ref + b * p->out.batch + h * p->out.head + i * p->out.token;
+                double e2 = 0;
+                for (int64_t d = 0; d < p->head_dim; d++) e2 += ((double)row[d] - ref[d]) * ((double)row[d] - ref[d]);
+                if (!(e2 > 0)) continue; /* exact, or not finite (never excused) */
+                const double f = floor[(b * p->heads + h) * p->seq_q + i], ratio = f > 0 ? sqrt(e2) / f : INFINITY;
+                if (ratio <= JT_LOGIT_FLOOR_TIMES) {
+                    memcpy(row, ref, (size_t)p->head_dim * sizeof *row);
+                    excused++;
+                    if (ratio > worst_excused) worst_excused = ratio;
+                } else if (ratio > worst_kept) {
+                    worst_kept = ratio;
+                }
+            }
+    jattn_metrics m;
+    jattn_metrics_compute(p, out, c->ref, &m);
+    const int ok = jattn_metrics_pass(&m, JATTN_PRECISION_F32);
+    printf("note %s backend=%s f32: rel_l2 %.3g max_abs %.3g over the gate; %lld of %lld rows within %dx their "
+           "float32-logit floor (largest %.2fx), the largest of the others %.3gx; %s: rel_l2 %.3g max_abs %.3g "
+           "(seed %llu)\n",
+           c->label, bname, last_metrics.rel_l2, last_metrics.max_abs, (long long)excused, (long long)rows,
+           JT_LOGIT_FLOOR_TIMES, worst_excused, worst_kept, ok ? "excused, the rest passes" : "the rest misses",
+           m.rel_l2, m.max_abs, (unsigned long long)jt_seed());
+    free(floor), free(copy);
+    return ok;
+}
+
 int jt_case_check(jt_case *c, const jattn_exec *exec, int want_lse) {
     static const jattn_exec defaults;
     const jattn_exec *e = exec ? exec : &defaults;
@@ -239,6 +290,10 @@ int jt_case_check(jt_case *c, const jattn_exec *exec, int want_lse) {
     }
     jattn_metrics_compute(p, c->out, c->ref, &last_metrics);
     int ok = jattn_metrics_pass(&last_metrics, e->precision);
+    /* docs/DESIGN.md §2: where float32 logits alone reach past the gate, rows within a small multiple
+     * of their float32-logit floor are excused (named in a note) and the rest must pass */
+    if (!ok && e->precision == JATTN_PRECISION_F32 && last_metrics.nonfinite == 0)
+        ok = pass_within_logit_floor(c, bname ? bname : "?");
     int lse_ok = 1;
     if (want_lse) {
         lse_ok = jattn_lse_pass(c->lse, c->ref_lse, n_lse, e->precision);

@@ -76,7 +76,9 @@ const jattn_mask *jt_case_mask(const jt_case *c, jattn_mask *scratch);
 jattn_status jt_case_reference(jt_case *c);
 
 /* Poisons out and lse (NaN), runs jattn_forward with exec, and checks: status OK; every
- * element of out finite where the reference is and within the gate of exec->precision;
+ * element of out finite where the reference is and within the gate of exec->precision (f32:
+ * past the gate, rows within JT_LOGIT_FLOOR_TIMES of their float32-logit floor are excused,
+ * named in a note, and the rest must pass: logit_floor.h);
  * lse (when want_lse) within its gate; the guards and the gaps between rows of out still
  * poisoned; the inputs unchanged. Prints one line on failure (label, seed, metrics, first
  * mismatches) and, when JATTN_TEST_VERBOSE is set, on success. @return 1 pass, 0 fail. */

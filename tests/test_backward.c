@@ -54,6 +54,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "mask_rule.h"
 
 #ifdef JATTN_TEST_BACKWARD_CUDA
 #include <cuda_runtime_api.h>
@@ -64,7 +65,7 @@
  * of the attention at these inputs, as float64 autograd of the math formula gives it.
  * Gradients are written dense, dq [B, H, Sq, D] and dk, dv [B, Hkv, Skv, D] (a key/value head's summed
  * over its query heads), rounded to float32 once; a mask (jattn_mask) and grouped-query heads as
- * include/jattn.h defines them (attends_ij, bias_of below). With round_logits, each
+ * include/jattn.h defines them (mask_rule.h). With round_logits, each
  * logit scale * q.k is rounded to float32 once before the softmax and everything else stays
  * float64: the backward's float32-logit floor (DESIGN.md §2). With given_out and given_lse (the
  * float32 out, through p->out's strides, and lse [B, H, Sq] a backward is handed), the weights are
@@ -74,60 +75,10 @@ typedef struct grads64 {
     float *dq, *dk, *dv; /* dense */
 } grads64;
 
-static int attends(const jattn_key_padding *kp, int64_t b, int64_t j) {
-    if (!kp) return 1;
-    if (kp->kv_len && j >= kp->kv_len[b]) return 0;
-    if (kp->mask) {
-        const int64_t stride = kp->mask_batch > 1 ? (kp->mask_batch_stride ? kp->mask_batch_stride : kp->mask_keys) : 0;
-        if (!kp->mask[b * stride + j]) return 0;
-    }
-    return 1;
-}
-
 static double dot64(const float *a, const float *b, int64_t n) {
     double s = 0;
     for (int64_t d = 0; d < n; d++) s += (double)a[d] * (double)b[d];
     return s;
-}
-
-/* ---- the mask, as include/jattn.h defines it (written here from that text, not from src/mask.c,
- * so that the test does not share the library's window code) ---- */
-static int64_t kv_heads_of(const jattn_problem *p) { return p->kv_heads ? p->kv_heads : p->heads; }
-
-/* The key bias of (b, h) at key j: 0 without one. */
-static double bias_of(const jattn_mask *m, int64_t b, int64_t h, int64_t j) {
-    if (!m || !m->key_bias) return 0.0;
-    return (double)m->key_bias[b * m->key_bias_batch_stride + h * m->key_bias_head_stride + j];
-}
-
-/* Whether query row i of (b, h) attends key j: the key padding, the segment of i (its own keys, and
- * positions counted from the segment's start), causal in either alignment, the block-causal blocks,
- * and a -inf bias; every part dense and by linear search. */
-static int attends_ij(const jattn_mask *m, const jattn_problem *p, int64_t b, int64_t h, int64_t i, int64_t j) {
-    if (!m) return 1;
-    if (!attends(&m->padding, b, j)) return 0;
-    int64_t t = i, u = j, len_q = p->seq_q, len_k = p->seq_kv;
-    if (m->cu_seqlens_q) {
-        const int64_t *sq = m->cu_seqlens_q + b * m->segments_batch_stride;
-        const int64_t *sk = m->cu_seqlens_kv + b * m->segments_batch_stride;
-        int64_t seg = -1;
-        for (int64_t x = 0; x < m->num_segments; x++)
-            if (sq[x] <= i && i < sq[x + 1]) seg = x;
-        if (seg < 0 || j < sk[seg] || j >= sk[seg + 1]) return 0;
-        t = i - sq[seg], u = j - sk[seg];
-        len_q = sq[seg + 1] - sq[seg], len_k = sk[seg + 1] - sk[seg];
-    }
-    if (m->causal == JATTN_CAUSAL_TOP_LEFT && u > t) return 0;
-    if (m->causal == JATTN_CAUSAL_BOTTOM_RIGHT && u > t + len_k - len_q) return 0;
-    if (m->block_q) {
-        int64_t bq = -1, bk = -1;
-        for (int64_t x = 0; x < m->num_blocks; x++) {
-            if (m->block_q[x] <= i && i < m->block_q[x + 1]) bq = x;
-            if (m->block_kv[x] <= j && j < m->block_kv[x + 1]) bk = x;
-        }
-        if (bk > bq) return 0;
-    }
-    return bias_of(m, b, h, j) != -INFINITY;
 }
 
 /* The mask holding only a key padding (NULL: none). */
@@ -142,7 +93,7 @@ static void reference_grads(const jattn_problem *p, const jattn_mask *msk, const
                             const float *v, const float *dout, jattn_strides dos, const float *dlse, int round_logits,
                             const float *given_out, const float *given_lse, grads64 *g) {
     const int64_t B = p->batch, H = p->heads, Sq = p->seq_q, Skv = p->seq_kv, D = p->head_dim;
-    const int64_t Hkv = kv_heads_of(p), group = H / Hkv;
+    const int64_t Hkv = kit_kv_heads(p), group = H / Hkv;
     /* the default scale as the library applies it: 1/sqrt(D) rounded to float32 (jattn.h's scale is a
      * float; at D = 128 the exact value would move every logit by 1.7e-8 of itself, ~0.2 ulp of a
      * peaky row's lse, against the out and lse a backward is handed) */
@@ -162,8 +113,8 @@ static void reference_grads(const jattn_problem *p, const jattn_mask *msk, const
                     const float *gi = dout + b * dos.batch + h * dos.head + i * dos.token;
                     double mx = -INFINITY, sum = 0;
                     for (int64_t j = 0; j < Skv; j++)
-                        if ((att[j] = (unsigned char)attends_ij(msk, p, b, h, i, j)) != 0) {
-                            s[j] = scale * dot64(qi, kb + j * p->k.token, D) + bias_of(msk, b, h, j);
+                        if ((att[j] = (unsigned char)jt_mask_attends(msk, p, b, h, i, j)) != 0) {
+                            s[j] = scale * dot64(qi, kb + j * p->k.token, D) + jt_key_bias(msk, b, h, j);
                             if (round_logits) s[j] = (double)(float)s[j]; /* the float32-logit floor */
                             if (s[j] > mx) mx = s[j];
                         }
@@ -387,7 +338,7 @@ static int bcase_init(bcase *bc, const jattn_problem *p, const jattn_grad_stride
     if (jt_case_init(&bc->c, p) != 0) return -1;
     bc->g = *g;
     const int64_t nl = p->batch * p->heads * p->seq_q;
-    const int64_t Hkv = kv_heads_of(p);
+    const int64_t Hkv = kit_kv_heads(p);
     if (tensor_init(&bc->dout, p, p->heads, g->dout, p->seq_q) || tensor_init(&bc->dq, p, p->heads, g->dq, p->seq_q) ||
         tensor_init(&bc->dk, p, Hkv, g->dk, p->seq_kv) || tensor_init(&bc->dv, p, Hkv, g->dv, p->seq_kv))
         return -1;
@@ -566,7 +517,7 @@ static double worst_rel[JT_DIST_COUNT];
  * ref backend, so that the ref backend is held to it too. @return 0 on success. */
 static int input_floor(bcase *bc, int t, jattn_metrics *m) {
     const jattn_problem *p = &bc->c.p;
-    const int64_t BH = p->batch * p->heads, BHkv = p->batch * kv_heads_of(p), D = p->head_dim;
+    const int64_t BH = p->batch * p->heads, BHkv = p->batch * kit_kv_heads(p), D = p->head_dim;
     const int64_t n[3] = {BH * p->seq_q * D, BHkv * p->seq_kv * D, BHkv * p->seq_kv * D};
     grads64 f = {malloc((size_t)n[0] * sizeof(float)), malloc((size_t)n[1] * sizeof(float)),
                  malloc((size_t)n[2] * sizeof(float))};
@@ -602,7 +553,7 @@ static int input_floor(bcase *bc, int t, jattn_metrics *m) {
  * success. */
 static int logit_floor(bcase *bc, jattn_metrics m[3]) {
     const jattn_problem *p = &bc->c.p;
-    const int64_t BH = p->batch * p->heads, BHkv = p->batch * kv_heads_of(p), D = p->head_dim;
+    const int64_t BH = p->batch * p->heads, BHkv = p->batch * kit_kv_heads(p), D = p->head_dim;
     const int64_t n[3] = {BH * p->seq_q * D, BHkv * p->seq_kv * D, BHkv * p->seq_kv * D};
     grads64 f = {malloc((size_t)n[0] * sizeof(float)), malloc((size_t)n[1] * sizeof(float)),
                  malloc((size_t)n[2] * sizeof(float))};
@@ -970,7 +921,7 @@ static void poison_unattended(const jattn_problem *p, const jattn_key_padding *k
     for (int64_t b = 0; b < p->batch; b++)
         for (int64_t h = 0; h < p->heads; h++)
             for (int64_t j = 0; j < p->seq_kv; j++)
-                if (!attends(kp, b, j))
+                if (!jt_padding_attends(kp, b, j))
                     for (int64_t d = 0; d < p->head_dim; d++) {
                         k[b * p->k.batch + h * p->k.head + j * p->k.token + d] = NAN;
                         v[b * p->v.batch + h * p->v.head + j * p->v.token + d] = NAN;
@@ -982,10 +933,10 @@ static int padding_zeros_ok(const bcase *bc, const jattn_key_padding *kp) {
     const jattn_problem *p = &bc->c.p;
     for (int64_t b = 0; b < p->batch; b++) {
         int64_t any = 0;
-        for (int64_t j = 0; j < p->seq_kv; j++) any += attends(kp, b, j);
+        for (int64_t j = 0; j < p->seq_kv; j++) any += jt_padding_attends(kp, b, j);
         for (int64_t h = 0; h < p->heads; h++) {
             for (int64_t j = 0; j < p->seq_kv; j++) {
-                if (attends(kp, b, j)) continue;
+                if (jt_padding_attends(kp, b, j)) continue;
                 const float *dk = at(&bc->dk) + b * bc->g.dk.batch + h * bc->g.dk.head + j * bc->g.dk.token;
                 const float *dv = at(&bc->dv) + b * bc->g.dv.batch + h * bc->g.dv.head + j * bc->g.dv.token;
                 for (int64_t d = 0; d < p->head_dim; d++)
@@ -1305,7 +1256,7 @@ static void part_masked_nan(jt_rng *r, jt_tally *tally) {
 /* ---- masks and grouped-query heads (jattn_mask, kv_heads) ----------------------------------------
  * Every mask part and grouped-query heads, alone and combined with each other, with key padding and
  * with dlse: the gradients of jattn_backward_masked against the float64 gradients of this file
- * (attends_ij, bias_of: the test's own reading of jattn.h), with the gate-or-floor machinery of the
+ * (tests/mask_rule.h: the tests' own reading of jattn.h), with the gate-or-floor machinery of the
  * gate part. The k and v rows of keys that no query row attends are NaN (never to be read), their dk,
  * dv rows must be +0, and the dq rows of queries that attend no key +0. out and lse come from the
  * ref forward (the backward alone), or for a third of the unbiased cases of 33 queries and more from
@@ -1405,17 +1356,17 @@ static void mask_label(const mask_spec *sp, const jattn_problem *p, char *label,
     static const char *const bias[] = {"", " bias-b", " bias-bh", " bias-1"};
     static const char *const pad[] = {"", " kv_len", " key-mask"};
     const size_t len = strlen(label);
-    snprintf(label + len, cap - len, " Hkv=%lld%s%s%s%s%s%s", (long long)kv_heads_of(p), causal[sp->causal],
+    snprintf(label + len, cap - len, " Hkv=%lld%s%s%s%s%s%s", (long long)kit_kv_heads(p), causal[sp->causal],
              sp->blocks ? " blocks" : "", sp->segments ? " segments" : "", sp->seg_batched ? "-per-batch" : "",
              bias[sp->bias], pad[sp->pad]);
 }
 
 /* Whether key j of (b, key/value head hk) is attended by some query row of one of its query heads. */
 static int key_attended(const jattn_mask *m, const jattn_problem *p, int64_t b, int64_t hk, int64_t j) {
-    const int64_t group = p->heads / kv_heads_of(p);
+    const int64_t group = p->heads / kit_kv_heads(p);
     for (int64_t h = hk * group; h < (hk + 1) * group; h++)
         for (int64_t i = 0; i < p->seq_q; i++)
-            if (attends_ij(m, p, b, h, i, j)) return 1;
+            if (jt_mask_attends(m, p, b, h, i, j)) return 1;
     return 0;
 }
 
@@ -1423,7 +1374,7 @@ static int key_attended(const jattn_mask *m, const jattn_problem *p, int64_t b, 
 static void poison_unattended_keys(jt_case *c, const jattn_mask *m) {
     const jattn_problem *p = &c->p;
     for (int64_t b = 0; b < p->batch; b++)
-        for (int64_t hk = 0; hk < kv_heads_of(p); hk++)
+        for (int64_t hk = 0; hk < kit_kv_heads(p); hk++)
             for (int64_t j = 0; j < p->seq_kv; j++)
                 if (!key_attended(m, p, b, hk, j))
                     for (int64_t d = 0; d < p->head_dim; d++) {
@@ -1443,7 +1394,7 @@ static int masked_zeros_ok(const bcase *bc, const jattn_mask *m) {
     const jattn_problem *p = &bc->c.p;
     const int64_t D = p->head_dim;
     for (int64_t b = 0; b < p->batch; b++) {
-        for (int64_t hk = 0; hk < kv_heads_of(p); hk++)
+        for (int64_t hk = 0; hk < kit_kv_heads(p); hk++)
             for (int64_t j = 0; j < p->seq_kv; j++)
                 if (!key_attended(m, p, b, hk, j) &&
                     (!zero_row(at(&bc->dk) + b * bc->g.dk.batch + hk * bc->g.dk.head + j * bc->g.dk.token, D) ||
@@ -1455,7 +1406,7 @@ static int masked_zeros_ok(const bcase *bc, const jattn_mask *m) {
         for (int64_t h = 0; h < p->heads; h++)
             for (int64_t i = 0; i < p->seq_q; i++) {
                 int any = 0;
-                for (int64_t j = 0; j < p->seq_kv && !any; j++) any = attends_ij(m, p, b, h, i, j);
+                for (int64_t j = 0; j < p->seq_kv && !any; j++) any = jt_mask_attends(m, p, b, h, i, j);
                 if (!any && !zero_row(at(&bc->dq) + b * bc->g.dq.batch + h * bc->g.dq.head + i * bc->g.dq.token, D)) {
                     printf("FAIL %s: query b=%lld h=%lld i=%lld attends no key: its dq row is not +0\n", bc->c.label,
                            (long long)b, (long long)h, (long long)i);
@@ -1743,12 +1694,12 @@ static void part_masks_nonfinite(jt_rng *r, jt_tally *tally) {
             continue;
         }
         if (!ok) printf("FAIL %s: %s: %s\n", a.c.label, jattn_status_name(st), jattn_last_error());
-        const int64_t group = p.heads / kv_heads_of(&p), D = p.head_dim;
+        const int64_t group = p.heads / kit_kv_heads(&p), D = p.head_dim;
         for (int64_t h = 0; h < group && ok; h++) /* the query heads of key/value head 0, batch 0 */
             for (int64_t i = 0; i < p.seq_q && ok; i++) {
                 const int64_t ro = h * p.out.head + i * p.out.token, rq = h * a.g.dq.head + i * a.g.dq.token;
                 const float *oa = a.c.out + ro, *oz = z.c.out + ro;
-                if (attends_ij(&ma.m, &p, 0, h, i, j)) {
+                if (jt_mask_attends(&ma.m, &p, 0, h, i, j)) {
                     int finite = 1;
                     for (int64_t x = 0; x < D; x++) finite &= isfinite(oa[x]) != 0;
                     if (finite) {
