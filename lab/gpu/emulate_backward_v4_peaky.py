@@ -32,6 +32,8 @@ import sys
 
 import numpy as np
 
+from emulate_backward_v4 import rz_f32  # rounding toward zero to float32
+
 np.seterr(invalid="ignore")
 
 F16, F32, F64 = np.float16, np.float32, np.float64
@@ -49,13 +51,6 @@ OPT = {
     "fix": "",
     "dv": False,
 }
-
-
-def rz_f32(x):
-    f = x.astype(F32)
-    over = np.abs(f.astype(F64)) > np.abs(x)
-    f[over] = np.nextafter(f[over], F32(0))
-    return f
 
 
 def tc_step(acc, a, b):

@@ -20,8 +20,8 @@
 // each a chunk of operands fetched from global memory into registers and stored into one of two
 // shared buffers (alternating), then one barrier:
 //   NQK stages of QK^T: the DK-dim chunk of the 64 q rows and of the 64 keys ([row][DK], vec4 slots
-//          XOR-swizzled: conflict-free reads and stores); each invocation's RPT x 64/TX block of this
-//          chunk's dot products summed in fresh registers before it joins s
+//          XOR-swizzled: conflict-free reads and stores); each invocation's RPT x 64/TX block of
+//          dot products as fma chains of JOIN products joined into s by TwoSum (attn_common.glsl)
 //   softmax: TX partial row maxima per row through shared memory (in the buffer the last QK stage
 //          read; the same fixed-order reduction in every invocation of a row), p =
 //          exp(fma(dot, scale, -m_new)) with the kernel's own exp, l rescaled, P to shared memory
@@ -184,7 +184,11 @@ void main() {
 
         // ---- QK^T stages: s[r][c] = q[8 ty + r] . k[kv0 + tx + TX c] -----------------------------
         float s[RPT][KPT];
-        [[unroll]] for (int r = 0; r < RPT; ++r)[[unroll]] for (int cc = 0; cc < KPT; ++cc) s[r][cc] = 0.0f;
+        float part[RPT][KPT]; // the running chain of JOIN products, started from the last join's error
+        [[unroll]] for (int r = 0; r < RPT; ++r)[[unroll]] for (int cc = 0; cc < KPT; ++cc) {
+            s[r][cc] = 0.0f;
+            part[r][cc] = 0.0f;
+        }
         [[dont_unroll]] for (uint c = 0u; c < NQK; ++c) {
             const uint buf = (c % 2u) * STAGE;
 #ifdef PREFETCH
@@ -193,8 +197,6 @@ void main() {
             else
                 fetch_v(kv0, 0u);
 #endif
-            float part[RPT][KPT]; // this chunk's sums
-            [[unroll]] for (int r = 0; r < RPT; ++r)[[unroll]] for (int cc = 0; cc < KPT; ++cc) part[r][cc] = 0.0f;
             [[unroll]] for (uint d4 = 0u; d4 < KV4; ++d4) {
                 vec4 kk[KPT];
                 [[unroll]] for (uint cc = 0u; cc < KPT; ++cc)
@@ -210,10 +212,9 @@ void main() {
                         part[r][cc] = t;
                     }
                 }
-            }
-            [[unroll]] for (int r = 0; r < RPT; ++r)[[unroll]] for (int cc = 0; cc < KPT; ++cc) {
-                precise float joined = s[r][cc] + part[r][cc];
-                s[r][cc] = joined;
+                if ((4u * d4 + 4u) % JOIN == 0u)
+                    [[unroll]] for (int r = 0; r < RPT; ++r)[[unroll]] for (int cc = 0; cc < KPT; ++cc)
+                        join_dot(s[r][cc], part[r][cc]);
             }
 #ifndef PREFETCH
             if (c + 1u < NQK)
@@ -226,6 +227,10 @@ void main() {
             else
                 put_v(0u);
             barrier();
+        }
+        [[unroll]] for (int r = 0; r < RPT; ++r)[[unroll]] for (int cc = 0; cc < KPT; ++cc) {
+            precise float folded = s[r][cc] + part[r][cc]; // the last join's error
+            s[r][cc] = folded;
         }
 
         // ---- masks, row max (partials in buffer 1, free until the second PV stage) ---------------

@@ -1,6 +1,7 @@
 // What the vk kernels (attn_f32.comp, attn3_f32.comp) share: the bindings and push constants the
-// host fills (vk_backend.c), the exponential they compute themselves, the key tests (key padding,
-// key bias) and the key windows of the query rows (causal, block-causal, segments).
+// host fills (vk_backend.c), the exponential they compute themselves, the compensated joins of
+// the dot products' partial sums, the key tests (key padding, key bias) and the key windows of the
+// query rows (causal, block-causal, segments).
 // Included after `#version`; needs GL_EXT_spirv_intrinsics only in the including file.
 
 layout(std430, binding = 0) readonly buffer QBuf { vec4 q4[]; };
@@ -60,6 +61,29 @@ float exp_f32(float x) {
     p = fma(p, r, 1.0f);
     p = fma(p, r, 1.0f);
     return ldexp(p, int(n));
+}
+
+// The dot products q.k of head dims past 32 are float32 fma chains of JOIN products each, joined
+// into the running sum s by TwoSum: the join's rounding error e starts the next chain (and is added
+// to s after the last one), so only the chains' own roundings stay. Partial sums that grow over the
+// whole head dim err by ~3x a float32 logit's own rounding at |q|, |k| ~ 1e3 and reached rel_l2 2e-6
+// in a two-row case of test_padding (docs/DESIGN.md §2); chains of 8 err by ~1.5x it. An
+// infinite sum keeps no error term (TwoSum's would be NaN): a dot product with an infinite
+// product stays the infinity the plain sum gives (the non-finite rule of test_edges).
+#define JOIN 8
+void join_dot(inout float s, inout float e) {
+    precise float t = s + e;
+    precise float bt = t - s;
+    precise float et = (s - (t - bt)) + (e - bt);
+    s = t;
+    e = isinf(t) ? 0.0f : et;
+}
+void join_dot4(inout vec4 s, inout vec4 e) {
+    precise vec4 t = s + e;
+    precise vec4 bt = t - s;
+    precise vec4 et = (s - (t - bt)) + (e - bt);
+    s = t;
+    e = mix(et, vec4(0.0f), isinf(t));
 }
 
 bool attended(uint key, uint kv_end, bool masked, uint mask_base) {

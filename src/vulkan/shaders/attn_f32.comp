@@ -24,9 +24,10 @@
 // (boundary tiles), and the query tiles run last to first (under causal masks the longest first).
 // Per 64-key tile:
 //   QK^T:    S (BR x 64) over head_dim chunks of DK staged in shared memory (q and k transposed),
-//            each invocation a TM x 4 register block: rows TM ty.., keys 4 tx..; each chunk's dot
-//            products summed in fresh registers before they join S (the error of a 512-long
-//            float32 dot product of |x| ~ 1e3 inputs otherwise misses the gate)
+//            each invocation a TM x 4 register block: rows TM ty.., keys 4 tx..; the dot products
+//            as fma chains of JOIN products joined into S by TwoSum (attn_common.glsl: a 512-long
+//            float32 dot product of |x| ~ 1e3 inputs otherwise misses the gate); head dims to 32
+//            carry them as pairs (COMP_PV)
 //   row max: partial maxima through shared memory, the same 16-value reduction in every invocation
 //   exp:     p = exp(fma(dot, scale, -m_new)) with the module's own exp (Cody-Waite + degree-7
 //            polynomial): the scaled logit minus the row max in one rounding
@@ -191,6 +192,9 @@ void main() {
 #if COMP_PV
         vec4 s_lo[TM]; // s + s_lo: the dot products as pairs; after the row max, tl (below)
         [[unroll]] for (int r = 0; r < TM; ++r) s_lo[r] = vec4(0.0f);
+#else
+        vec4 part[TM]; // the running sum of JOIN products, started from the last join's error
+        [[unroll]] for (int r = 0; r < TM; ++r) part[r] = vec4(0.0f);
 #endif
         [[dont_unroll]] for (uint c = 0u; c < NCHUNK; ++c) {
             barrier(); // region A free
@@ -215,9 +219,9 @@ void main() {
                 }
             }
             barrier();
+#if COMP_PV
             vec4 part[TM]; // this chunk's sums
             [[unroll]] for (int r = 0; r < TM; ++r) part[r] = vec4(0.0f);
-#if COMP_PV
             vec4 part_lo[TM];
             [[unroll]] for (int r = 0; r < TM; ++r) part_lo[r] = vec4(0.0f);
 #endif
@@ -240,9 +244,13 @@ void main() {
                     [[unroll]] for (uint r = 0u; r < 4u; ++r) part[4u * g + r] = fma(vec4(a[r]), kk, part[4u * g + r]);
 #endif
                 }
+#if !COMP_PV
+                if ((d + 1u) % JOIN == 0u || d + 1u == DK)
+                    [[unroll]] for (int r = 0; r < TM; ++r) join_dot4(s[r], part[r]);
+#endif
             }
-            [[unroll]] for (int r = 0; r < TM; ++r) {
 #if COMP_PV
+            [[unroll]] for (int r = 0; r < TM; ++r) {
                 precise vec4 s0 = s[r];
                 precise vec4 p0 = part[r];
                 precise vec4 t = s0 + p0;
@@ -250,12 +258,15 @@ void main() {
                 precise vec4 et = (s0 - (t - bt)) + (p0 - bt);
                 s_lo[r] += part_lo[r] + et;
                 s[r] = t;
-#else
-                precise vec4 joined = s[r] + part[r];
-                s[r] = joined;
-#endif
             }
+#endif
         }
+#if !COMP_PV
+        [[unroll]] for (int r = 0; r < TM; ++r) {
+            precise vec4 folded = s[r] + part[r]; // the last join's error
+            s[r] = folded;
+        }
+#endif
 
         // ---- scale, masks, row max ---------------------------------------------------------------
         // A key the key padding or a -inf bias leaves out gets -inf, and in boundary tiles so does a
