@@ -2,9 +2,11 @@
  * on fresh peaky and large draws (the distributions whose logits reach tens), head dims 16, 64 and
  * 128, one to 300 keys, with a key mask and grouped-query heads in part of the cases:
  *   model     a float64 evaluation from the logits rounded to float32 once (written here) errs,
- *             row by row, by about the floor: the mean of (error / floor)^2 over every row with a
- *             floor lies in [0.5, 1.6] (it is 1 when the roundings are uniform and independent;
- *             over ~2000 rows its spread is ~0.05)
+ *             row by row, by about the floor: over the ~2800 rows with a floor the median of error
+ *             / floor lies in [0.6, 1.0] and at most 0.5 % of the rows lie past 4 floors (the
+ *             excusal of tests/harness.c). 300 runs on fresh seeds: median 0.76-0.82, rows past 4
+ *             floors at most 0.07 %; the mean of (error / floor)^2, printed, 0.95-1.67 (1 when the
+ *             roundings are uniform and independent; a few near ties make its tail)
  *   one key   a row that attends one key has floor 0 (its output is that key's v row whatever the
  *             logit), and so does a row that attends none
  *   lost key  an output that leaves out the row's key of largest P |v - o| other than the largest
@@ -63,6 +65,9 @@ static double dist2(const double *a, const double *b, int64_t n) {
 typedef struct floor_stats {
     double ratio2_sum;  /* sum of (error / floor)^2 of the rounded-logit outputs */
     int64_t rows;       /* rows with a floor */
+    int64_t over4;      /* of them, rows past 4 floors */
+    double *ratios;     /* the first `cap` rows' error / floor */
+    int64_t cap;        /* (4096: every row of the cases below) */
     int64_t lost_rows;  /* rows where a lost key was tested */
     double lost_lowest; /* the smallest error / floor of a lost key */
     int ok;
@@ -73,7 +78,8 @@ static void check_case(jt_case *c, const jattn_mask *m, floor_stats *st) {
     const int64_t D = p->head_dim, rows = p->batch * p->heads * p->seq_q, group = p->heads / kit_kv_heads(p);
     double *floor = malloc((size_t)rows * sizeof *floor), *s = malloc((size_t)p->seq_kv * sizeof *s);
     double *w = malloc((size_t)p->seq_kv * sizeof *w);
-    double *o = malloc((size_t)D * sizeof *o), *o32 = malloc((size_t)D * sizeof *o32), *ol = malloc((size_t)D * sizeof *ol);
+    double *o = malloc((size_t)D * sizeof *o), *o32 = malloc((size_t)D * sizeof *o32),
+           *ol = malloc((size_t)D * sizeof *ol);
     if (!floor || !s || !w || !o || !o32 || !ol || jt_logit_floor_rows(p, m, c->q, c->k, c->v, floor) != 0) {
         printf("FAIL %s: out of memory\n", c->label);
         st->ok = 0;
@@ -96,7 +102,10 @@ static void check_case(jt_case *c, const jattn_mask *m, floor_stats *st) {
                 }
                 row_output(p, m, c, b, h, i, 1, -1, s, o32);
                 if (f > 0) {
-                    st->ratio2_sum += dist2(o32, o, D) / (f * f);
+                    const double r2 = dist2(o32, o, D) / (f * f);
+                    st->ratio2_sum += r2;
+                    st->over4 += r2 > 16;
+                    if (st->rows < st->cap) st->ratios[st->rows] = sqrt(r2);
                     st->rows++;
                 }
                 /* the lost key: largest P |v - o| among the keys but the largest P */
@@ -133,13 +142,20 @@ static void check_case(jt_case *c, const jattn_mask *m, floor_stats *st) {
     free(floor), free(s), free(w), free(o), free(o32), free(ol);
 }
 
+static int by_value(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
 int main(void) {
     jt_rng rng;
     jt_rng_init(&rng, jt_seed());
     jt_tally tally = {0};
-    floor_stats st = {0, 0, 0, INFINITY, 1};
+    floor_stats st = {0, 0, 0, NULL, 4096, 0, INFINITY, 1};
+    st.ratios = malloc((size_t)st.cap * sizeof *st.ratios);
+    if (!st.ratios) return 1;
     /* B, H, Hkv, Sq, Skv, D */
-    const int64_t shapes[][6] = {{2, 2, 2, 16, 300, 128}, {1, 4, 2, 24, 65, 64}, {2, 2, 1, 16, 129, 16},
+    const int64_t shapes[][6] = {{2, 2, 2, 16, 300, 128}, {1, 4, 2, 24, 65, 64},  {2, 2, 1, 16, 129, 16},
                                  {1, 2, 2, 8, 1, 64},     {2, 2, 2, 32, 40, 128}, {1, 3, 3, 40, 7, 64}};
     for (int rep = 0; rep < 3; rep++)
         for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
@@ -151,7 +167,7 @@ int main(void) {
             /* a key mask on odd shapes: every third key of batch 1 left out, batch 0 whole */
             uint8_t *mask = malloc((size_t)(p.batch * p.seq_kv));
             for (int64_t b = 0; b < p.batch; b++)
-                for (int64_t j = 0; j < p.seq_kv; j++) mask[b * p.seq_kv + j] = (uint8_t)!(b == 1 && j % 3 == 0);
+                for (int64_t j = 0; j < p.seq_kv; j++) mask[b * p.seq_kv + j] = (uint8_t) !(b == 1 && j % 3 == 0);
             jattn_mask m;
             memset(&m, 0, sizeof m);
             m.padding.mask = mask;
@@ -169,10 +185,16 @@ int main(void) {
             jt_case_free(&c);
         }
     const double mean = st.rows ? st.ratio2_sum / (double)st.rows : 0;
-    const int model_ok = st.rows >= 1000 && mean >= 0.5 && mean <= 1.6;
-    printf("%s model: mean (error / floor)^2 of float64 from logits rounded to float32 once %.3f over %lld rows "
-           "(want 0.5..1.6, >= 1000 rows); a lost key, the fewest floors %.3g over %lld rows (want > 100)\n",
-           model_ok ? "ok  " : "FAIL", mean, (long long)st.rows, st.lost_lowest, (long long)st.lost_rows);
+    const int64_t kept = st.rows < st.cap ? st.rows : st.cap;
+    qsort(st.ratios, (size_t)kept, sizeof *st.ratios, by_value);
+    const double median = kept ? st.ratios[kept / 2] : 0, past4 = st.rows ? (double)st.over4 / (double)st.rows : 1;
+    const int model_ok = st.rows >= 1000 && median >= 0.6 && median <= 1.0 && past4 <= 0.005;
+    printf("%s model: float64 from logits rounded to float32 once, error / floor over %lld rows: median %.3f (want "
+           "0.6..1.0), past 4 floors %.3g %% (want <= 0.5 %%), mean square %.3f; a lost key, the fewest floors %.3g "
+           "over %lld rows (want > 100)\n",
+           model_ok ? "ok  " : "FAIL", (long long)st.rows, median, 100 * past4, mean, st.lost_lowest,
+           (long long)st.lost_rows);
+    free(st.ratios);
     jt_tally_add(&tally, model_ok && st.lost_rows > 0);
     return jt_tally_finish(&tally, "test_logit_floor");
 }
