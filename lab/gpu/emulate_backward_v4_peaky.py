@@ -31,7 +31,6 @@ and the count over 3.
 import sys
 
 import numpy as np
-
 from emulate_backward_v4 import rz_f32  # rounding toward zero to float32
 
 np.seterr(invalid="ignore")
