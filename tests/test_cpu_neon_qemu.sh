@@ -22,7 +22,8 @@ mkdir -p "$WORK" || exit 1
 LIB="src/jattn.c src/mask.c src/plan.c src/validate.c src/threads.c src/reference.c
      src/cuda/cuda_unavailable.c src/vulkan/vk_unavailable.c
      src/cpu/cpu_backend.c src/cpu/cpu_isa.c src/cpu/cpu_key_blocks.c src/cpu/cpu_kernels_generic.c
-     src/cpu/cpu_kernels_neon.c tests/harness.c kit/metrics.c kit/rng.c kit/tensor.c kit/reference.c"
+     src/cpu/cpu_kernels_neon.c tests/harness.c tests/logit_floor.c tests/mask_rule.c kit/metrics.c kit/rng.c
+     kit/tensor.c kit/reference.c"
 FLAGS="-std=c11 -O2 -Wall -Wextra -fopenmp -DJATTN_STATIC_DEFINE -DJATTN_BUILDING -DJATTN_CPU_HAVE_NEON
        -D_POSIX_C_SOURCE=200809L -I$SRC/include -I$SRC/src -I$SRC/src/internal -I$SRC/tests -I$SRC/kit"
 objs=""
