@@ -459,6 +459,45 @@ __device__ __forceinline__ float pow2_ratio(float a, float b) {
     return exp2_int(e);
 }
 
+/* Step 2 of the kernel: P of a consumer thread's 32 elements of S^T in place (its key rows r = 0, 1: 16 cwarp +
+ * clane / 4 + 8 r of the warpgroup's keys; the m-block's query columns 2 (clane % 4) + 8 i + e), us the scale times
+ * the block's q scale, qx the m-block's row data in shared memory (lse at kBwdRowData). t = S us - lse rounded once;
+ * t log2 e as the pair (y, yl), so that the product's rounding (u |y|, ~2e-6 of P at |t| ~ 20) does not join ex2's
+ * ~2 ulp: P = 2^y (1 + yl ln 2); yl clamped so that an infinite t (non-finite inputs, or a row with no key: lse
+ * +inf) keeps 2^y's 0 or inf instead of inf - inf. kBias: bk[r] the key rows' bias, t = S us + (b - lse) with b -
+ * lse as the exact pair (dh, dl) (TwoSum), dh joined to S by the fma (the score is never rounded before lse is
+ * subtracted, as without a bias) and dl to the exponent's remainder; a key whose bias is -inf gets P = 0 whatever S
+ * holds (a select). */
+template <bool kBias>
+__device__ __forceinline__ void scores_to_p(float (&x)[32], uint32_t qx, float us, const float (&bk)[2]) {
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+        const float2 l2 = lds_f32x2(qx + kBwdRowData + 4 * (8 * i + 2 * (clane() % 4)));
+#pragma unroll
+        for (int r = 0; r < 2; ++r)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                const int j = 4 * i + 2 * r + e;
+                const float l = e ? l2.y : l2.x;
+                if constexpr (kBias) {
+                    const float dh = bk[r] - l, bb = dh - bk[r];
+                    const float dl = (bk[r] - (dh - bb)) + (-l - bb);
+                    const float t = fmaf(x[j], us, dh);
+                    const float y = t * kLog2e;
+                    const float yl = fmaxf(fmaf(dl, kLog2e, fmaf(t, kV4Log2eLo, fmaf(t, kLog2e, -y))), -1.f);
+                    const float p0 = exp2_approx(y);
+                    x[j] = bk[r] == -INFINITY ? 0.f : fmaf(p0, yl * kV4Ln2, p0);
+                } else {
+                    const float t = fmaf(x[j], us, -l);
+                    const float y = t * kLog2e;
+                    const float yl = fmaxf(fmaf(t, kV4Log2eLo, fmaf(t, kLog2e, -y)), -1.f);
+                    const float p0 = exp2_approx(y);
+                    x[j] = fmaf(p0, yl * kV4Ln2, p0);
+                }
+            }
+    }
+}
+
 /* ---- the products ------------------------------------------------------------------------------ */
 
 /* S^T = A B^T over head_dim (64 x 64; A rows = this warpgroup's keys, B rows = the m-block's queries), both
@@ -793,56 +832,17 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
             product_s<D>(x, kh, kl, qh, ql);
             /* ---- 2. P = ex2((S - lse) log2 e); keys past seq_kv (key padding: the batch's kv_count): 0 ---- */
             const float uq = lds_f32(qx);
+            const float us = lds_f32(cst) * uq;
             if (kWindows && p.bias) {
-                /* a key bias b (per key row: this thread's two keys, read from the staged row, L1 after the item's
-                 * first m-block): t = S + (b - lse) with b - lse as the exact pair (dh, dl) (TwoSum), dh joined to
-                 * S by the fma (the score is never rounded before lse is subtracted, as without a bias) and dl to
-                 * the exponent's remainder; a key whose bias is -inf gets P = 0 whatever S holds (a select) */
-                const float us = lds_f32(cst) * uq;
+                /* the key bias of this thread's two key rows, from the staged row (L1 after the item's first
+                 * m-block) */
                 const float *bw = p.bias + (int64_t)(int)opaque((uint32_t)item) * kCtaKeys + kWgKeys * w +
                                   16 * cwarp() + (clane() / 4);
                 const float bk[2] = {__ldg(bw), __ldg(bw + 8)};
-#pragma unroll
-                for (int i = 0; i < 8; ++i) {
-                    const float2 l2 = lds_f32x2(qx + kBwdRowData + 4 * (8 * i + 2 * (clane() % 4)));
-#pragma unroll
-                    for (int r = 0; r < 2; ++r)
-#pragma unroll
-                        for (int e = 0; e < 2; ++e) {
-                            const int j = 4 * i + 2 * r + e;
-                            const float l = e ? l2.y : l2.x;
-                            const float dh = bk[r] - l, bb = dh - bk[r];
-                            const float dl = (bk[r] - (dh - bb)) + (-l - bb);
-                            const float t = fmaf(x[j], us, dh);
-                            const float y = t * kLog2e;
-                            /* an infinite lse (a row with no key: +inf) makes dl NaN and t -inf: the clamp keeps
-                             * 2^y's 0 */
-                            const float yl = fmaxf(fmaf(dl, kLog2e, fmaf(t, kV4Log2eLo, fmaf(t, kLog2e, -y))), -1.f);
-                            const float p0 = exp2_approx(y);
-                            x[j] = bk[r] == -INFINITY ? 0.f : fmaf(p0, yl * kV4Ln2, p0);
-                        }
-                }
+                scores_to_p<true>(x, qx, us, bk);
             } else {
-                const float us = lds_f32(cst) * uq;
-#pragma unroll
-                for (int i = 0; i < 8; ++i) {
-                    const float2 l2 = lds_f32x2(qx + kBwdRowData + 4 * (8 * i + 2 * (clane() % 4)));
-#pragma unroll
-                    for (int r = 0; r < 2; ++r)
-#pragma unroll
-                        for (int e = 0; e < 2; ++e) {
-                            const int j = 4 * i + 2 * r + e;
-                            /* t = S - lse rounded once; t log2 e as the pair (y, yl), so that the product's
-                             * rounding (u |y|, ~2e-6 of P at |t| ~ 20) does not join ex2's ~2 ulp: P =
-                             * 2^y (1 + yl ln 2); yl clamped so that an infinite t (non-finite inputs) keeps
-                             * 2^y's 0 or inf instead of inf - inf */
-                            const float t = fmaf(x[j], us, -(e ? l2.y : l2.x));
-                            const float y = t * kLog2e;
-                            const float yl = fmaxf(fmaf(t, kV4Log2eLo, fmaf(t, kLog2e, -y)), -1.f);
-                            const float p0 = exp2_approx(y);
-                            x[j] = fmaf(p0, yl * kV4Ln2, p0);
-                        }
-                }
+                const float bk[2] = {0.f, 0.f};
+                scores_to_p<false>(x, qx, us, bk);
             }
             if (!kWindows && partial) {
                 const int klim = lds_s32(s0 + C::kMOff + 16u * w + 8);
