@@ -52,9 +52,11 @@ test-fuzz:
 	$(SANITIZER_TESTS) fuzz
 
 # test-python: the Python package (python/): a virtual environment made once in $(VENV) from
-# python/requirements-test.txt and reused; pip builds and installs ./python into it
-# (scikit-build-core, its CMake build kept in $(BUILD)-python, so a second run recompiles
-# nothing), then pytest runs python/tests (JATTN_CLI: the jattn command for the bitwise test).
+# python/requirements-test.txt and reused; pip installs ./python into it (scikit-build-core, its
+# CMake build in $(BUILD)-python) with the library $(BUILD) linked for the package
+# (JATTN_FROM_BUILD: the same objects, the CUDA runtime inside, as `pip install ./python` builds
+# it; the library is not compiled twice), then pytest runs python/tests (JATTN_CLI: the jattn
+# command for the bitwise test).
 VENV ?= .venv
 PYTHON ?= python3
 .PHONY: test-python
@@ -66,7 +68,8 @@ $(VENV)/.requirements-installed: python/requirements-test.txt
 
 test-python: build $(VENV)/.requirements-installed
 	CMAKE_BUILD_PARALLEL_LEVEL=$(JOBS) $(VENV)/bin/python -m pip install --quiet --disable-pip-version-check \
-	  --no-build-isolation --no-deps --force-reinstall --config-settings=build-dir=$(abspath $(BUILD))-python ./python
+	  --no-build-isolation --no-deps --force-reinstall --config-settings=build-dir=$(abspath $(BUILD))-python \
+	  --config-settings=cmake.define.JATTN_FROM_BUILD=$(abspath $(BUILD)) ./python
 	JATTN_CLI=$(abspath $(BUILD))/tools/jattn $(VENV)/bin/python -m pytest -q python/tests
 
 install: build
