@@ -34,7 +34,7 @@ for f in $LIB; do
   objs="$objs $o"
 done
 status=0
-for t in test_cpu_kernels test_cpu_exp test_cpu_threads test_parity test_backward test_masks; do
+for t in test_cpu_kernels test_cpu_exp test_cpu_threads test_parity test_backward test_masks test_row_factor; do
   # shellcheck disable=SC2086
   $CC $FLAGS "$SRC/tests/$t.c" $objs -lm -o "$WORK/$t" || { echo "FAIL: cross-compiling $t"; exit 1; }
 done
@@ -63,5 +63,10 @@ grep -v '^ok' "$WORK/masks_neon.log"
 JATTN_CPU_ISA=neon "$QEMU" -L "$SYSROOT" "$WORK/test_backward" cpu masks > "$WORK/backward_masks_neon.log" 2>&1
 rc=$?
 grep -v '^ok' "$WORK/backward_masks_neon.log" | grep -v '^note'
+[ $rc = 0 ] || status=1
+echo "== test_row_factor cpu, JATTN_CPU_ISA=neon"
+JATTN_CPU_ISA=neon "$QEMU" -L "$SYSROOT" "$WORK/test_row_factor" cpu > "$WORK/row_factor_neon.log" 2>&1
+rc=$?
+grep -v '^ok' "$WORK/row_factor_neon.log"
 [ $rc = 0 ] || status=1
 exit $status

@@ -68,11 +68,11 @@ static void JK(task_block)(const cpu_flash_args *a, const JK(fwd_block) * s, int
     if (rows) {
         JK(mask_block)(n, rows, s->nq, s->lane_hi, st, sl);
         JK(softmax_block_masked)
-        (n, !s->plain || bh, a->scale_log2e, st, sl, s->m, s->ml, s->l, exact ? s->ll : NULL, s->alpha);
+        (n, !s->plain || bh, a->scale_log2e, st, sl, s->m, s->ml, s->l, s->ll, s->alpha);
     } else if (s->plain && !bh)
-        JK(softmax_block_plain)(n, a->scale_log2e, st, s->m, s->ml, s->l, s->alpha);
+        JK(softmax_block_plain)(n, a->scale_log2e, st, s->m, s->ml, s->l, s->ll, s->alpha);
     else
-        JK(softmax_block)(n, a->scale_log2e, st, sl, s->m, s->ml, s->l, exact ? s->ll : NULL, s->alpha);
+        JK(softmax_block)(n, a->scale_log2e, st, sl, s->m, s->ml, s->l, s->ll, s->alpha);
     const float *vp = vb; /* V rows as P V reads them: with Inf and NaN as 0 where a masked row would read them */
     ptrdiff_t vps = vs;
     const int fix = rows && JK(rows_nonfinite)(n, D, vb, vs);
@@ -255,7 +255,7 @@ static void JK(task)(const cpu_flash_args *a, int64_t b, int64_t h, const cpu_qb
                     o[d] = (float)(((double)s->ot[d * JK_QB + i] + s->otl[d * JK_QB + i]) / l);
             }
         else
-            JK(write_out)(s->nq, D, s->ot, s->l, out, (ptrdiff_t)a->os.token);
+            JK(write_out_pair)(s->nq, D, s->ot, s->l, s->ll, out, (ptrdiff_t)a->os.token);
         if (a->lse) {
             float *lse = a->lse + (b * a->H + h) * a->Sq + s->q0;
             for (int i = 0; i < s->nq; i++)

@@ -151,7 +151,7 @@ typedef struct cpu_kernels {
      *   l[q] = l[q] * alpha[q] + sum_j st[j][q] (summed in j order within the block);  m = m'.
      * With ll (not NULL) l is the unevaluated pair (l + ll), every rounding error of the sum and
      * of the rescale kept (within a few u of the sum of the st written; ll = 0 starts a row;
-     * non-finite: ll = 0), as the task runs it for D <= CPU_EXACT_HEAD_DIM.
+     * non-finite: ll = 0), as the forward's task runs it (every head_dim).
      * st, sl, m, ml, l, ll, alpha: 64-byte aligned, QB lanes. m = -inf, ml = l = 0 starts a row. */
     void (*softmax_block)(int n, float c, float *st, const float *sl, float *m, float *ml, float *l, float *ll,
                           float *alpha);

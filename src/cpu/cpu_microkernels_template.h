@@ -472,13 +472,18 @@ static void JK(softmax_block)(int n, float c, float *st, const float *sl, float 
 }
 /* The same for a block whose low parts are all 0 (plain scores, so ml stays 0 too): bit for bit
  * the result of softmax_block with sl = 0, without reading sl. */
-static void JK(softmax_block_plain)(int n, float c, float *st, float *m, float *ml, float *l, float *alpha) {
-    JK(softmax_block_lo)(0, 0, 0, n, c, st, NULL, m, ml, l, NULL, alpha);
+static void JK(softmax_block_plain)(int n, float c, float *st, float *m, float *ml, float *l, float *ll, float *alpha) {
+    if (ll)
+        JK(softmax_block_lo)(0, 1, 0, n, c, st, NULL, m, ml, l, ll, alpha);
+    else
+        JK(softmax_block_lo)(0, 0, 0, n, c, st, NULL, m, ml, l, NULL, alpha);
 }
 /* Both for a block with masked-out keys (st -inf there): SAFE (above). */
 static void JK(softmax_block_masked)(int n, int low, float c, float *st, const float *sl, float *m, float *ml, float *l,
                                      float *ll, float *alpha) {
-    if (!low)
+    if (!low && ll)
+        JK(softmax_block_lo)(0, 1, 1, n, c, st, NULL, m, ml, l, ll, alpha);
+    else if (!low)
         JK(softmax_block_lo)(0, 0, 1, n, c, st, NULL, m, ml, l, NULL, alpha);
     else if (ll)
         JK(softmax_block_lo)(1, 1, 1, n, c, st, sl, m, ml, l, ll, alpha);
@@ -603,6 +608,47 @@ static void JK(pack_qt)(int nq, int64_t D, const float *q, ptrdiff_t qs, float *
         for (int i = 0; i < nq; i++) qt[d * JK_QB + i] = q[i * qs + d];
         for (int i = nq; i < JK_QB; i++) qt[d * JK_QB + i] = 0.0f;
     }
+}
+
+/* write_out_pair: out[i][d] = ot[d][i] / (l + ll)[i], the row sum a pair (softmax_block's): each
+ * element within ~0.5 u of that quotient of ot as it stands. The reciprocal as a pair (r + rl), r = 1 / l
+ * rounded and rl its correction to 1 / (l + ll) (one Newton step, the residual 1 - l r exact by an FMA),
+ * then ot r + ot rl with the product's error kept (an FMA): no error common to the row's elements, which
+ * write_out's rounded 1 / l is (up to ~1 u of the row sum's and the reciprocal's rounding, every element
+ * alike), and which the backward's Dl = sum(dO O) cannot average away (a near one-hot row amplifies it by
+ * 1 / (1 - P_max) in dP - Dl). */
+static void JK(write_out_pair)(int nq, int64_t D, const float *ot, const float *l, const float *ll, float *out,
+                               ptrdiff_t os) {
+    JK_ALIGNED float inv[JK_QB], invl[JK_QB];
+    for (int i = 0; i < JK_QB; i++) {
+        if (i >= nq) { /* lanes >= nq: never written */
+            inv[i] = invl[i] = 0.0f;
+            continue;
+        }
+        const double sum = (double)l[i] + ll[i], r = (double)(1.0f / l[i]);
+        inv[i] = (float)r;
+        invl[i] = isfinite(sum) && sum != 0.0 ? (float)((1.0 - sum * r) * r) : 0.0f;
+    }
+    const int64_t Dv = D / JK_VL * JK_VL;
+    for (int i0 = 0; i0 < nq; i0 += JK_VL) {
+        const int rows = nq - i0 < JK_VL ? nq - i0 : JK_VL;
+        const jv iv = jv_load(inv + i0), ivl = jv_load(invl + i0), zero = jv_zero();
+        for (int64_t d0 = 0; d0 < Dv; d0 += JK_VL) {
+            jv r[JK_VL];
+            for (int m = 0; m < JK_VL; m++) {
+                const jv o = jv_load(ot + (d0 + m) * JK_QB + i0), p = jv_mul(o, iv);
+                r[m] = jv_add(p, jv_nan_to_zero(jv_fma(o, ivl, jv_fma_exact(o, iv, jv_sub(zero, p)))));
+            }
+            jv_transpose(r);
+            for (int j = 0; j < rows; j++) jv_storeu(out + (i0 + j) * os + d0, r[j]);
+        }
+    }
+    for (int i = 0; i < nq; i++)
+        for (int64_t d = Dv; d < D; d++) {
+            const float o = ot[d * JK_QB + i], p = o * inv[i];
+            const float e = fmaf(o, invl[i], fmaf(o, inv[i], -p));
+            out[i * os + d] = isfinite(e) ? p + e : p;
+        }
 }
 
 static void JK(write_out)(int nq, int64_t D, const float *ot, const float *l, float *out, ptrdiff_t os) {
