@@ -28,12 +28,14 @@
  *            and added into X in fp32 (the "chains of 2" class of the backward v3).
  *         2. P = ex2((X u_k u_q - lse_i) log2 e) (ex2.approx of the product's rounded part, times 1 + its
  *            remainder ln 2); keys past seq_kv get P = 0; a warp vote on
- *            P >= 1/2 (the rare dominant element, 3b).
+ *            P >= 1/2 (the rare dominant element, 3b; P >= 1/8 in the f32 instances without the window table).
  *         3. dP^T = V_w dO^T in one chain (corrections, then hi*hi); dS = P ((dP u_v u_do - Dl_hi) - Dl_lo).
  *         3b. each element with P >= 1/2 (a query's dominant key; rare outside peaky rows) gets P and dS from its
  *            score (plus the key's bias) and dP recomputed in float64 from the caller's float32 q, k, v, dout (the
  *            whole warp per element, one value of the 32-lane dot product per lane): issue 30's rule, P and dP exact
  * (the backward v3's). One thread owns the element in every product below, so dV, dK and dQ agree on it.
+ *            In f32 without the window table also each element with P >= 1/8 of a row whose |lse| >= 16 (kV4PeakyP:
+ *            logits of tens, where S's chain truncation alone put dq, dk at ~3x the float32 floor).
  *         4. the power of two of each query's largest |dS| over the CTA's 128 keys (times the K-tile factor
  *            kfac_w = u_k,w / max(u_k,0, u_k,1)): exponent bytes, a byte-wise max over the 8 lanes of a column,
  *            an exchange through shared memory between the 8 consumer warps (named barrier B1, 256 threads).
@@ -193,6 +195,16 @@ constexpr int kCtaKeys = kConsumers * kWgKeys; /* keys per work item */
 /* log2 e - (float)log2 e (P's exponent as a pair) and ln 2 */
 constexpr float kV4Log2eLo = (float)(1.4426950408889634074 - (double)kLog2e);
 constexpr float kV4Ln2 = 0.6931471805599453f;
+/* 3b's second class (the f32 instances without the window table, kPeaky): in a query row whose |lse| >= kV4PeakyLse
+ * (logits of tens and more), the elements with P >= kV4PeakyP too. There S's absolute error (the k16 chains'
+ * truncation, ~1-3 ulp of |S| ~ |lse|) is a relative error of P up to ~3x the float32 floor's (logits std 64:
+ * test_backward's peaky64 floor case at 2.98-3.03x on an H100; lab/gpu/emulate_backward_v4_peaky.py: 3.7x worst of 120
+ * draws, 1.2x with this class). Per row, at most 1 / kV4PeakyP elements; rows of |lse| < 16 (logits of a few units)
+ * take none. */
+constexpr float kV4PeakyP = 0.125f;
+constexpr float kV4PeakyLse = 16.f;
+/* Left out of tf32 (gate 1e-3) and of the kV4Windows instances: at D = 128 f32 the windows' instance spilled 12 /
+ * 24 bytes with it (4 / 4 without; ptxas 13.0), the unmasked and causal ones unchanged. */
 constexpr int kMaxCtas = 132;               /* the persistent grid's size at most (the workspace's copies) */
 constexpr int kDsImage = kM * kCtaKeys * 2; /* one part of dS [64 queries][128 keys] fp16 */
 constexpr int kExtrasPad = (kBwdExtras + 15) / 16 * 16;
@@ -632,6 +644,7 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
     __trap();
 #else
     constexpr bool kCausal = kMask == kV4Causal, kWindows = kMask == kV4Windows;
+    constexpr bool kPeaky = kSplit && !kWindows; /* 3b's peaky class (kV4PeakyP) */
     using C = V4Config<D>;
     using R = BwdRecord<D>;
     extern __shared__ unsigned char smem_raw[];
@@ -892,7 +905,8 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
             float pm = 0.f;
 #pragma unroll
             for (int j = 0; j < 32; ++j) pm = fmaxf(pm, x[j]);
-            const bool dominant = __any_sync(0xffffffffu, pm >= 0.5f);
+            /* kPeaky: P >= kV4PeakyP (3b's peaky class, its rows' |lse| tested there); else P >= 1/2 */
+            const bool dominant = __any_sync(0xffffffffu, pm >= (kPeaky ? kV4PeakyP : 0.5f));
 
             /* ---- 3. dP^T = V_w dO^T; dS = P ((dP - Dl_hi) - Dl_lo) ---- */
             float ds[32];
@@ -925,8 +939,23 @@ __global__ void __launch_bounds__(kThreads, 1) bwd_v4_kernel(const BwdV4Params p
             /* ---- 3b. the dominant elements (P >= 1/2): P and dS from float64 dots of the caller's inputs ---- */
             if (dominant) {
                 uint32_t flags = 0;
+                if constexpr (kPeaky) {
+                    /* P >= 1/2, or P >= kV4PeakyP in a row whose |lse| >= kV4PeakyLse (rows past seq_q: +inf, P 0) */
 #pragma unroll
-                for (int j = 0; j < 32; ++j) flags |= (x[j] >= 0.5f ? 1u : 0u) << j;
+                    for (int i = 0; i < 8; ++i) {
+                        const float2 l2 = lds_f32x2(qx + kBwdRowData + 4 * (8 * i + 2 * (clane() % 4)));
+                        const float th0 = fabsf(l2.x) >= kV4PeakyLse ? kV4PeakyP : 0.5f;
+                        const float th1 = fabsf(l2.y) >= kV4PeakyLse ? kV4PeakyP : 0.5f;
+#pragma unroll
+                        for (int r = 0; r < 2; ++r) {
+                            flags |= (x[4 * i + 2 * r] >= th0 ? 1u : 0u) << (4 * i + 2 * r);
+                            flags |= (x[4 * i + 2 * r + 1] >= th1 ? 1u : 0u) << (4 * i + 2 * r + 1);
+                        }
+                    }
+                } else {
+#pragma unroll
+                    for (int j = 0; j < 32; ++j) flags |= (x[j] >= 0.5f ? 1u : 0u) << j;
+                }
                 uint32_t pending = __ballot_sync(0xffffffffu, flags != 0);
                 const int bh_d = (int)(opaque((uint32_t)item) / (uint32_t)p.n_blocks);
                 const int b = (int)((uint32_t)bh_d / (uint32_t)p.heads), h = bh_d - b * p.heads;
